@@ -1,0 +1,8 @@
+//! Shape inference for rcannl, starting from its input language.
+//!
+//! [`spec`] parses and prints the generalized einsum notation (`"ij;jk=>ik"`, `"b|i->o"`,
+//! `"2*o<+3*k, c"`, `"x, ...; y, ... => x^y, ..."`) and concrete shape literals (`"2|3->4@rgb"`).
+//! Everything that reads a spec — constraint generation, projection inference, the CLI — reads the
+//! tree this module produces, never the text.
+
+pub mod spec;

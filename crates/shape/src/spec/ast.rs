@@ -1,0 +1,260 @@
+//! The abstract syntax of einsum and shape specs.
+//!
+//! A spec is a list of *slots* (one per operand, then one for the result); a slot has three *rows*
+//! (batch, input, output); a row is a leading flank, an optional row variable, and a trailing flank of
+//! *axes*. The tree records what was written, not what it means: `...` stays an [`RowVar::Ellipsis`]
+//! and is only resolved to its kind-specific name by [`RowVar::name_in`]. The lexical mode is a
+//! property of the text, not of the tree (see [`super::Mode`]), so two texts that differ only in mode
+//! parse to equal trees.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// The three kinds of axes of a shape, in the order the notation writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Batch,
+    Input,
+    Output,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Batch, Kind::Input, Kind::Output];
+
+    /// The name that `...` stands for in a row of this kind.
+    pub fn ellipsis_name(self) -> &'static str {
+        match self {
+            Kind::Batch => "batch",
+            Kind::Input => "input",
+            Kind::Output => "output",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.ellipsis_name())
+    }
+}
+
+/// A whole einsum spec `rhs1; …; rhsN => lhs`. There is always at least one right-hand side
+/// (`=> a` has one empty right-hand side).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct EinsumSpec {
+    pub rhs: Vec<SlotSpec>,
+    pub lhs: SlotSpec,
+}
+
+impl EinsumSpec {
+    /// The number of operands the spec takes.
+    pub fn arity(&self) -> usize {
+        self.rhs.len()
+    }
+
+    /// Every slot with its role, right-hand sides first, result last.
+    pub fn slots(&self) -> impl Iterator<Item = (SlotRole, &SlotSpec)> {
+        self.rhs
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| (SlotRole::Rhs(i), slot))
+            .chain(std::iter::once((SlotRole::Lhs, &self.lhs)))
+    }
+}
+
+/// Which slot of an einsum spec a piece of it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SlotRole {
+    /// The operand at this 0-based position.
+    Rhs(usize),
+    /// The result.
+    Lhs,
+    /// The only slot of a shape spec (no `=>`).
+    Shape,
+}
+
+impl fmt::Display for SlotRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SlotRole::Rhs(i) => write!(f, "rhs{}", i + 1),
+            SlotRole::Lhs => f.write_str("lhs"),
+            SlotRole::Shape => f.write_str("shape"),
+        }
+    }
+}
+
+/// One operand's (or the result's) shape template: `batch | input -> output`. A kind that is not
+/// written is the closed empty row.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct SlotSpec {
+    pub batch: RowSpec,
+    pub input: RowSpec,
+    pub output: RowSpec,
+}
+
+impl SlotSpec {
+    pub fn row(&self, kind: Kind) -> &RowSpec {
+        match kind {
+            Kind::Batch => &self.batch,
+            Kind::Input => &self.input,
+            Kind::Output => &self.output,
+        }
+    }
+
+    pub fn row_mut(&mut self, kind: Kind) -> &mut RowSpec {
+        match kind {
+            Kind::Batch => &mut self.batch,
+            Kind::Input => &mut self.input,
+            Kind::Output => &mut self.output,
+        }
+    }
+
+    /// The rows with their kinds, in the order the notation writes them.
+    pub fn rows(&self) -> impl Iterator<Item = (Kind, &RowSpec)> {
+        Kind::ALL
+            .into_iter()
+            .map(move |kind| (kind, self.row(kind)))
+    }
+}
+
+/// A row: `leading, <row variable>, trailing`, or just `trailing` when closed.
+///
+/// Invariant (kept by the parser and by [`RowSpec::closed`]/[`RowSpec::open`]): a closed row has an
+/// empty leading flank, because without a row variable there is nothing for a leading flank to lead.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct RowSpec {
+    pub leading: Vec<AxisSpec>,
+    pub row_var: Option<RowVar>,
+    pub trailing: Vec<AxisSpec>,
+}
+
+impl RowSpec {
+    /// A row of exactly these axes.
+    pub fn closed(axes: Vec<AxisSpec>) -> Self {
+        RowSpec {
+            leading: Vec::new(),
+            row_var: None,
+            trailing: axes,
+        }
+    }
+
+    /// A row with a row variable between two flanks.
+    pub fn open(leading: Vec<AxisSpec>, row_var: RowVar, trailing: Vec<AxisSpec>) -> Self {
+        RowSpec {
+            leading,
+            row_var: Some(row_var),
+            trailing,
+        }
+    }
+
+    /// True for the closed row with no axes (what an unwritten kind means).
+    pub fn is_empty_closed(&self) -> bool {
+        self.row_var.is_none() && self.leading.is_empty() && self.trailing.is_empty()
+    }
+
+    /// The explicit axes, leading flank first.
+    pub fn axes(&self) -> impl Iterator<Item = &AxisSpec> {
+        self.leading.iter().chain(&self.trailing)
+    }
+}
+
+/// A row variable: `...` (named after the row's kind) or `..name..`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "form", content = "name", rename_all = "lowercase")]
+pub enum RowVar {
+    Ellipsis,
+    Named(String),
+}
+
+impl RowVar {
+    /// The variable's name in a row of `kind`: `...` is kind-specific, so `...` in two batch rows is
+    /// one variable while `...` in a batch row and in an output row are two.
+    pub fn name_in(&self, kind: Kind) -> &str {
+        match self {
+            RowVar::Ellipsis => kind.ellipsis_name(),
+            RowVar::Named(name) => name,
+        }
+    }
+}
+
+/// One axis of a row.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "axis", rename_all = "lowercase")]
+pub enum AxisSpec {
+    /// A dimension variable shared by every occurrence of the name in the spec.
+    Label { name: String },
+    /// `_`: a fresh dimension variable for this occurrence only.
+    Anonymous,
+    /// A fixed index: read (operand) or write (result) only position `index`.
+    Fixed { index: usize },
+    /// A strided or convolution axis: `stride*over [pad]+ [offset+] dilation*kernel`.
+    Affine(AffineSpec),
+    /// `a^b^…`: the components laid end to end.
+    Concat { components: Vec<ConcatComponent> },
+}
+
+impl AxisSpec {
+    pub fn label(name: impl Into<String>) -> Self {
+        AxisSpec::Label { name: name.into() }
+    }
+}
+
+/// One component of a concatenated axis.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "component", rename_all = "lowercase")]
+pub enum ConcatComponent {
+    /// A dimension variable.
+    Label { name: String },
+    /// A component of known size whose positions the other side of the spec does not name
+    /// (`3^a => a` skips three positions at the front).
+    Size { size: usize },
+}
+
+/// An input-side axis addressed through an output-position label and, for a convolution, a kernel
+/// label: `index = stride·over + dilation·kernel + offset − left_padding`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct AffineSpec {
+    pub stride: Coefficient,
+    pub over: String,
+    pub offset: usize,
+    pub conv: Option<ConvSpec>,
+}
+
+/// The kernel part of a convolution axis.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ConvSpec {
+    pub dilation: Coefficient,
+    pub kernel: String,
+    pub padding: Padding,
+}
+
+/// How a convolution treats the borders of its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Padding {
+    /// `=+`: the input is padded so that `input = stride·output`.
+    Padded,
+    /// `<+`: only positions where the whole kernel fits: `input = stride·(output−1) + span`.
+    Valid,
+    /// `+` alone: the caller must decide (see [`super::Bindings::use_padding`]).
+    Unspecified,
+}
+
+/// A stride or dilation: an integer, or an identifier the caller binds before use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(untagged)]
+pub enum Coefficient {
+    Int(usize),
+    Ident(String),
+}
+
+impl Coefficient {
+    /// The value when it is an integer.
+    pub fn as_int(&self) -> Option<usize> {
+        match self {
+            Coefficient::Int(n) => Some(*n),
+            Coefficient::Ident(_) => None,
+        }
+    }
+}
