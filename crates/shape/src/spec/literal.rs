@@ -110,7 +110,10 @@ pub fn parse_shape_literal(text: &str) -> Result<ShapeLiteral, SpecError> {
         let message = match cursor.chars[cursor.pos] {
             '|' if has_pipe => "a shape has at most one '|', before '->'".to_owned(),
             '|' => "'|' must come before '->'".to_owned(),
-            '-' => "a shape has at most one '->'".to_owned(),
+            '-' if cursor.chars.get(cursor.pos + 1) == Some(&'>') => {
+                "a shape has at most one '->'".to_owned()
+            }
+            '-' => "'-' only appears in '->'".to_owned(),
             c => format!("unexpected character {c:?} in a shape"),
         };
         return Err(cursor.error(message));
@@ -288,6 +291,7 @@ mod tests {
             ("a", 1),
             ("3 4", 3),
             ("5->2|3", 5),
+            ("3-4", 2),
         ] {
             let err = parse_shape_literal(text).unwrap_err();
             assert_eq!(err.column, Some(column), "{text}: {err}");
