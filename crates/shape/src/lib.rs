@@ -4,5 +4,15 @@
 //! `"2*o<+3*k, c"`, `"x, ...; y, ... => x^y, ..."`) and concrete shape literals (`"2|3->4@rgb"`).
 //! Everything that reads a spec — constraint generation, projection inference, the CLI — reads the
 //! tree this module produces, never the text.
+//!
+//! [`term`] holds dimensions, rows and shapes with variables; [`constraint`] what operations assert
+//! about them; [`logic`] generates those constraints for every kind of operation.
 
+pub mod constraint;
+pub mod error;
+pub mod logic;
+pub mod solver;
 pub mod spec;
+pub mod term;
+
+pub use error::ShapeError;

@@ -1,0 +1,184 @@
+//! Dimension rules: equality is unification; the broadcast inequality `res ⊑ opnd` pins a variable
+//! that must refine an atom, pins a variable above `1*` to `1*`, records an atom below a variable as
+//! its cap (two different caps join to `1*`: the axis broadcasts), and records variable-to-variable
+//! adjacencies, forwarding caps along them.
+
+use super::{DimState, Solver, derived};
+use crate::constraint::Constraint;
+use crate::error::ShapeError;
+use crate::term::{Dim, DimVar};
+
+impl Solver {
+    pub(super) fn dim_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
+        let a = self.resolve_dim(&a);
+        let b = self.resolve_dim(&b);
+        if a == b {
+            return Ok(());
+        }
+        match (&a, &b) {
+            (Dim::Var(var), _) => self.bind_dim(*var, b),
+            (_, Dim::Var(var)) => self.bind_dim(*var, a),
+            (Dim::Affine(_) | Dim::Concat(_), _) | (_, Dim::Affine(_) | Dim::Concat(_)) => {
+                self.derived_eq(a, b)
+            }
+            _ => Err(clash("solved dimensions for axis", &a, &b)),
+        }
+    }
+
+    pub(super) fn dim_le(&mut self, res: Dim, opnd: Dim) -> Result<(), ShapeError> {
+        let res = self.resolve_dim(&res);
+        let opnd = self.resolve_dim(&opnd);
+        if res == opnd || opnd == Dim::Unit {
+            return Ok(());
+        }
+        match (&res, &opnd) {
+            (Dim::Affine(_) | Dim::Concat(_), _) | (_, Dim::Affine(_) | Dim::Concat(_)) => {
+                self.defer(Constraint::DimLe { res, opnd });
+                Ok(())
+            }
+            // Below an atom lies only the atom itself.
+            (Dim::Var(var), Dim::Atom { .. }) => self.bind_dim(*var, opnd),
+            // Above the top lies only the top.
+            (Dim::Unit, Dim::Var(var)) => self.bind_dim(*var, Dim::Unit),
+            (Dim::Atom { .. }, Dim::Var(var)) => self.add_cap(*var, res),
+            (Dim::Var(low), Dim::Var(high)) => {
+                let (low, high) = (*low, *high);
+                if self
+                    .dim_bounds(low)
+                    .is_some_and(|b| b.above.contains(&high))
+                {
+                    return Ok(());
+                }
+                let cap = self.dim_bounds(low).and_then(|b| b.cap.clone());
+                if let Some(bounds) = self.dim_bounds(low) {
+                    bounds.above.push(high);
+                }
+                if let Some(bounds) = self.dim_bounds(high) {
+                    bounds.below.push(low);
+                }
+                if let Some(cap) = cap {
+                    self.queue.push_back(Constraint::DimLe {
+                        res: cap,
+                        opnd: Dim::Var(high),
+                    });
+                }
+                Ok(())
+            }
+            _ => Err(clash("dimension comparison for axis", &res, &opnd)),
+        }
+    }
+
+    pub(super) fn at_least(&mut self, dim: Dim, size: usize) -> Result<(), ShapeError> {
+        match self.resolve_dim(&dim) {
+            Dim::Var(var) => {
+                if let Some(bounds) = self.dim_bounds(var) {
+                    bounds.at_least = bounds.at_least.max(size);
+                }
+                Ok(())
+            }
+            ground @ (Dim::Unit | Dim::Atom { .. }) => match ground.ground_size() {
+                Some(actual) if actual >= size => Ok(()),
+                _ => Err(ShapeError::new(format!(
+                    "At_least_dim constraint failed, expected {size}: a fixed index {} \
+                         is used on an axis of size {ground}",
+                    size - 1
+                ))),
+            },
+            derived => {
+                self.defer(Constraint::AtLeast { dim: derived, size });
+                Ok(())
+            }
+        }
+    }
+
+    /// Records `atom ⊑ var`, joining with an earlier cap.
+    fn add_cap(&mut self, var: DimVar, atom: Dim) -> Result<(), ShapeError> {
+        let Some(bounds) = self.dim_bounds(var) else {
+            unreachable!("add_cap is called on resolved, hence free, variables")
+        };
+        match &bounds.cap {
+            Some(cap) if *cap == atom => Ok(()),
+            // Two different atoms below one variable: only the claim-free unit is above both.
+            Some(_) => self.bind_dim(var, Dim::Unit),
+            None => {
+                bounds.cap = Some(atom.clone());
+                let above = bounds.above.clone();
+                for high in above {
+                    self.queue.push_back(Constraint::DimLe {
+                        res: atom.clone(),
+                        opnd: Dim::Var(high),
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Binds a free variable and re-emits everything stored on it, instantiated at `value`.
+    pub(super) fn bind_dim(&mut self, var: DimVar, value: Dim) -> Result<(), ShapeError> {
+        let mut occurs = false;
+        value.for_each_var(&mut |v| occurs |= v == var);
+        if occurs {
+            return Err(ShapeError::new(format!(
+                "occurs check failed: dimension variable occurs in its own definition ({} = {value})",
+                Dim::Var(var)
+            )));
+        }
+        let old = std::mem::replace(self.dim_state(var), DimState::Solved(value.clone()));
+        self.n_bindings += 1;
+        let DimState::Free(bounds) = old else {
+            unreachable!("bind_dim is called on resolved, hence free, variables")
+        };
+        if let Some(cap) = bounds.cap {
+            self.queue.push_back(Constraint::DimLe {
+                res: cap,
+                opnd: value.clone(),
+            });
+        }
+        for high in bounds.above {
+            self.queue.push_back(Constraint::DimLe {
+                res: value.clone(),
+                opnd: Dim::Var(high),
+            });
+        }
+        for low in bounds.below {
+            self.queue.push_back(Constraint::DimLe {
+                res: Dim::Var(low),
+                opnd: value.clone(),
+            });
+        }
+        if bounds.at_least > 0 {
+            self.queue.push_back(Constraint::AtLeast {
+                dim: value,
+                size: bounds.at_least,
+            });
+        }
+        Ok(())
+    }
+
+    /// Equality where at least one side is an affine or concatenated term.
+    fn derived_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
+        match derived::solve_eq(&a, &b)? {
+            Some(equations) => {
+                self.queue
+                    .extend(equations.into_iter().map(|(x, y)| Constraint::DimEq(x, y)));
+                Ok(())
+            }
+            None => {
+                self.defer(Constraint::DimEq(a, b));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The error for two ground dimensions that should agree but do not.
+pub(super) fn clash(what: &str, a: &Dim, b: &Dim) -> ShapeError {
+    let same_size = a.ground_size().is_some() && a.ground_size() == b.ground_size();
+    let detail = if same_size {
+        "different bases"
+    } else {
+        "mismatch"
+    };
+    ShapeError::new(format!("{what}: {detail} ({a} vs {b})"))
+}

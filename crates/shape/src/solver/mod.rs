@@ -1,0 +1,256 @@
+//! The shape solver: variable elimination over dimension and row constraints, then closing.
+//!
+//! Stage 1 ([`Solver::solve`]) runs online as operations are added: it unifies, pins variables that
+//! face atoms, records the bounds it cannot yet decide (a dimension's atom *cap* `d ⊑ α`, a row's
+//! cap rows, and variable-to-variable adjacencies), and never guesses. Binding a variable re-emits
+//! every bound stored on it, instantiated at its value: that single discipline is the propagation.
+//! Constraints that cannot be decided yet (derived sizes with unknown parts, split row surpluses,
+//! total-element counts) are *deferred* and retried whenever a variable gets bound.
+//!
+//! [`Solver::close`] then commits what solving left free, in the documented order (`closing`):
+//! leaves close downward to their caps, parameters never get a guessed dimension, and everything
+//! else closes to the claim-free unit `1*` (or 0 for a discardable concat component) and to
+//! no-further-axes. Termination is guaranteed by the rank-fact cycle check (`rank`) and, as a last
+//! resort, by a step budget that turns a runaway into an error rather than a hang.
+
+mod closing;
+mod derived;
+mod dims;
+mod rank;
+mod rows;
+
+use std::collections::{HashSet, VecDeque};
+
+use crate::constraint::Constraint;
+use crate::error::ShapeError;
+use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
+
+pub use closing::Leaf;
+
+/// What is known about an unsolved dimension variable.
+#[derive(Debug, Clone, Default)]
+struct DimBounds {
+    /// The join of the atoms known to refine this variable (`cap ⊑ α`).
+    cap: Option<Dim>,
+    /// Variables `β` with `α ⊑ β`.
+    above: Vec<DimVar>,
+    /// Variables `γ` with `γ ⊑ α`.
+    below: Vec<DimVar>,
+    /// The least size allowed (from fixed indices); 0 when unconstrained.
+    at_least: usize,
+}
+
+#[derive(Debug, Clone)]
+enum DimState {
+    Free(DimBounds),
+    Solved(Dim),
+}
+
+/// What is known about an unsolved row variable.
+#[derive(Debug, Clone, Default)]
+struct RowBounds {
+    /// Rows known to refine this variable's row (`cap ⊑ ρ`).
+    caps: Vec<Row>,
+    /// Variables `σ` with `ρ ⊑ σ`.
+    above: Vec<RowVarId>,
+}
+
+#[derive(Debug, Clone)]
+enum RowState {
+    Free(RowBounds),
+    Solved(Row),
+}
+
+/// The solver's state: variable bindings, bounds, and pending work.
+#[derive(Debug, Clone, Default)]
+pub struct Solver {
+    vars: VarSupply,
+    dims: Vec<DimState>,
+    rows: Vec<RowState>,
+    queue: VecDeque<Constraint>,
+    deferred: Vec<Constraint>,
+    rank: rank::RankGraph,
+    discardable: HashSet<DimVar>,
+    /// Bumped on every binding, so that deferred constraints are retried only after progress.
+    n_bindings: usize,
+    n_steps: usize,
+}
+
+/// Constraint processing steps allowed per variable before the solver gives up. The rank-cycle
+/// check already guarantees termination on everything we know how to generate; this bound turns a
+/// missed case into an error instead of a hang.
+const STEPS_PER_VAR: usize = 10_000;
+
+impl Solver {
+    pub fn new() -> Self {
+        Solver::default()
+    }
+
+    /// The supply of fresh variables; constraint generation must draw from it.
+    pub fn vars(&mut self) -> &mut VarSupply {
+        &mut self.vars
+    }
+
+    /// Marks variables that close to 0 rather than `1*` (discardable concat components).
+    pub fn add_discardable(&mut self, vars: impl IntoIterator<Item = DimVar>) {
+        self.discardable.extend(vars);
+    }
+
+    /// Queues constraints and solves them (stage 1: no guessing).
+    pub fn add(
+        &mut self,
+        constraints: impl IntoIterator<Item = Constraint>,
+    ) -> Result<(), ShapeError> {
+        self.queue.extend(constraints);
+        self.solve()
+    }
+
+    /// Processes queued constraints to a fixpoint, retrying deferred ones after progress.
+    pub fn solve(&mut self) -> Result<(), ShapeError> {
+        loop {
+            while let Some(constraint) = self.queue.pop_front() {
+                self.n_steps += 1;
+                let budget = STEPS_PER_VAR * (1 + self.vars.n_dims() + self.vars.n_rows());
+                if self.n_steps > budget {
+                    return Err(ShapeError::new(format!(
+                        "shape inference did not converge after {} steps",
+                        self.n_steps
+                    )));
+                }
+                self.step(constraint)?;
+            }
+            let bindings_before = self.n_bindings;
+            let deferred = std::mem::take(&mut self.deferred);
+            for constraint in deferred {
+                self.step(constraint)?;
+            }
+            if self.queue.is_empty() && self.n_bindings == bindings_before {
+                return Ok(());
+            }
+        }
+    }
+
+    fn step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
+        match constraint {
+            Constraint::DimEq(a, b) => self.dim_eq(a, b),
+            Constraint::DimLe { res, opnd } => self.dim_le(res, opnd),
+            Constraint::AtLeast { dim, size } => self.at_least(dim, size),
+            Constraint::RowEq(a, b) => self.row_eq(a, b),
+            Constraint::RowLe { res, opnd } => self.row_le(res, opnd),
+            Constraint::TotalElems {
+                rows,
+                total,
+                coefficient,
+            } => self.total_elems(rows, total, coefficient),
+            Constraint::Exact { rows, dims } => self.exact(rows, dims),
+        }
+    }
+
+    fn defer(&mut self, constraint: Constraint) {
+        self.deferred.push(constraint);
+    }
+
+    fn dim_state(&mut self, var: DimVar) -> &mut DimState {
+        let index = var.0 as usize;
+        if self.dims.len() <= index {
+            self.dims
+                .resize(index + 1, DimState::Free(DimBounds::default()));
+        }
+        &mut self.dims[index]
+    }
+
+    fn row_state(&mut self, var: RowVarId) -> &mut RowState {
+        let index = var.0 as usize;
+        if self.rows.len() <= index {
+            self.rows
+                .resize(index + 1, RowState::Free(RowBounds::default()));
+        }
+        &mut self.rows[index]
+    }
+
+    fn dim_bounds(&mut self, var: DimVar) -> Option<&mut DimBounds> {
+        match self.dim_state(var) {
+            DimState::Free(bounds) => Some(bounds),
+            DimState::Solved(_) => None,
+        }
+    }
+
+    fn row_bounds(&mut self, var: RowVarId) -> Option<&mut RowBounds> {
+        match self.row_state(var) {
+            RowState::Free(bounds) => Some(bounds),
+            RowState::Solved(_) => None,
+        }
+    }
+
+    /// The dimension with every solved variable substituted and ground derived terms evaluated.
+    pub fn resolve_dim(&self, dim: &Dim) -> Dim {
+        match dim {
+            Dim::Var(var) => match self.dims.get(var.0 as usize) {
+                Some(DimState::Solved(value)) => self.resolve_dim(value),
+                _ => dim.clone(),
+            },
+            Dim::Unit | Dim::Atom { .. } => dim.clone(),
+            Dim::Affine(affine) => {
+                let resolved = AffineDim {
+                    stride: affine.stride,
+                    over: self.resolve_dim(&affine.over),
+                    conv: affine.conv.as_ref().map(|conv| ConvDim {
+                        dilation: conv.dilation,
+                        kernel: self.resolve_dim(&conv.kernel),
+                        padded: conv.padded,
+                    }),
+                    offset: affine.offset,
+                };
+                derived::evaluate_affine(&resolved)
+                    .unwrap_or_else(|| Dim::Affine(Box::new(resolved)))
+            }
+            Dim::Concat(components) => {
+                let resolved: Vec<Dim> = components.iter().map(|c| self.resolve_dim(c)).collect();
+                derived::evaluate_concat(&resolved).unwrap_or(Dim::Concat(resolved))
+            }
+        }
+    }
+
+    /// The row with solved row variables spliced in (the host's flanks stay outermost) and its
+    /// dimensions resolved.
+    pub fn resolve_row(&self, row: &Row) -> Row {
+        let mut leading: Vec<Dim> = row.leading.iter().map(|d| self.resolve_dim(d)).collect();
+        let mut trailing: Vec<Dim> = row.trailing.iter().map(|d| self.resolve_dim(d)).collect();
+        let Some(var) = row.var else {
+            return Row {
+                leading,
+                var: None,
+                trailing,
+            };
+        };
+        match self.rows.get(var.0 as usize) {
+            Some(RowState::Solved(value)) => {
+                let inner = self.resolve_row(value);
+                leading.extend(inner.leading);
+                let mut new_trailing = inner.trailing;
+                new_trailing.append(&mut trailing);
+                Row {
+                    leading,
+                    var: inner.var,
+                    trailing: new_trailing,
+                }
+            }
+            _ => Row {
+                leading,
+                var: Some(var),
+                trailing,
+            },
+        }
+    }
+
+    pub fn resolve_shape(&self, shape: &Shape) -> Shape {
+        Shape {
+            batch: self.resolve_row(&shape.batch),
+            input: self.resolve_row(&shape.input),
+            output: self.resolve_row(&shape.output),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,442 @@
+//! Row rules. Both relations align rows at their outer edges: leading flanks from the front,
+//! trailing flanks from the back; a row variable absorbs the middle ("broadcasting in the middle").
+//!
+//! Equality is flat (marker-blind). An open row against a closed one binds the variable to the
+//! uncovered middle, keeping the closed side's marker where it falls inside the middle. Two open
+//! rows whose surpluses sit on one side bind that side's variable; surpluses on both sides (a word
+//! equation) wait, as does a variable equated with a shifted copy of itself.
+//!
+//! The inequality `res ⊑ opnd` compares aligned flank axes with the dimension order; what the
+//! result has between them becomes a cap on the operand's row variable (or broadcasts against a
+//! closed operand). A result too short for the operand's flanks grows at its marker if it is open
+//! (the deficit rule, guarded by the rank-cycle check) and is an error if it is closed.
+
+use super::{RowState, Solver};
+use crate::constraint::Constraint;
+use crate::error::ShapeError;
+use crate::term::{Dim, Row, RowVarId};
+
+impl Solver {
+    pub(super) fn row_eq(&mut self, a: Row, b: Row) -> Result<(), ShapeError> {
+        let a = self.resolve_row(&a);
+        let b = self.resolve_row(&b);
+        match (a.var, b.var) {
+            (None, None) => {
+                let (fa, fb) = (flat(&a), flat(&b));
+                if fa.len() != fb.len() {
+                    return Err(ShapeError::new(format!(
+                        "Mismatching number of axes: [{a}] has {} and [{b}] has {}",
+                        fa.len(),
+                        fb.len()
+                    )));
+                }
+                self.equate_all(fa.into_iter().zip(fb));
+                Ok(())
+            }
+            (Some(var), None) => self.open_eq_closed(var, &a, &b),
+            (None, Some(var)) => self.open_eq_closed(var, &b, &a),
+            (Some(va), Some(vb)) => {
+                let n_lead = a.leading.len().min(b.leading.len());
+                let n_trail = a.trailing.len().min(b.trailing.len());
+                self.equate_all(
+                    a.leading[..n_lead]
+                        .iter()
+                        .cloned()
+                        .zip(b.leading[..n_lead].iter().cloned()),
+                );
+                self.equate_all(
+                    a.trailing[a.trailing.len() - n_trail..]
+                        .iter()
+                        .cloned()
+                        .zip(b.trailing[b.trailing.len() - n_trail..].iter().cloned()),
+                );
+                let rest_a = Row {
+                    leading: a.leading[n_lead..].to_vec(),
+                    var: Some(va),
+                    trailing: a.trailing[..a.trailing.len() - n_trail].to_vec(),
+                };
+                let rest_b = Row {
+                    leading: b.leading[n_lead..].to_vec(),
+                    var: Some(vb),
+                    trailing: b.trailing[..b.trailing.len() - n_trail].to_vec(),
+                };
+                if va == vb {
+                    return self.self_eq(rest_a, rest_b);
+                }
+                if rest_a.n_explicit() == 0 {
+                    self.bind_row(va, rest_b)
+                } else if rest_b.n_explicit() == 0 {
+                    self.bind_row(vb, rest_a)
+                } else {
+                    // Surplus on both sides: `s·x = y·t` has more than one family of solutions.
+                    self.defer(Constraint::RowEq(rest_a, rest_b));
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// `l·ρ·r ≈ closed`: the flanks match the closed row's edges and ρ takes the middle.
+    fn open_eq_closed(
+        &mut self,
+        var: RowVarId,
+        open: &Row,
+        closed: &Row,
+    ) -> Result<(), ShapeError> {
+        let all = flat(closed);
+        let (n_lead, n_trail) = (open.leading.len(), open.trailing.len());
+        if n_lead + n_trail > all.len() {
+            return Err(ShapeError::new(format!(
+                "Number of axes mismatch: [{open}] needs at least {} axes but [{closed}] has {}",
+                n_lead + n_trail,
+                all.len()
+            )));
+        }
+        let end = all.len() - n_trail;
+        self.equate_all(
+            open.leading
+                .iter()
+                .cloned()
+                .zip(all[..n_lead].iter().cloned()),
+        );
+        self.equate_all(
+            open.trailing
+                .iter()
+                .cloned()
+                .zip(all[end..].iter().cloned()),
+        );
+        self.bind_row(var, closed_slice(closed, n_lead, end))
+    }
+
+    /// `ρ` equated with a row around itself.
+    fn self_eq(&mut self, a: Row, b: Row) -> Result<(), ShapeError> {
+        if a.n_explicit() == 0 && b.n_explicit() == 0 {
+            return Ok(());
+        }
+        if a.n_explicit() != b.n_explicit() {
+            return Err(ShapeError::new(format!(
+                "Infinite number of axes by self-reference: [{a}] = [{b}]"
+            )));
+        }
+        // Same total, shifted split: satisfiable only by periodic rows; closing tries no-axes.
+        self.defer(Constraint::RowEq(a, b));
+        Ok(())
+    }
+
+    pub(super) fn row_le(&mut self, res: Row, opnd: Row) -> Result<(), ShapeError> {
+        let res = self.resolve_row(&res);
+        let opnd = self.resolve_row(&opnd);
+        if res == opnd {
+            return Ok(());
+        }
+        let (n_lead, n_trail) = (opnd.leading.len(), opnd.trailing.len());
+        let Some(res_var) = res.var else {
+            let all = flat(&res);
+            if n_lead + n_trail > all.len() {
+                return Err(ShapeError::new(format!(
+                    "Too many axes in an operand; maybe using * instead of *.? \
+                     (result [{res}] has {} axes, operand [{opnd}] needs {})",
+                    all.len(),
+                    n_lead + n_trail
+                )));
+            }
+            let end = all.len() - n_trail;
+            self.refine_all(
+                all[..n_lead]
+                    .iter()
+                    .cloned()
+                    .zip(opnd.leading.iter().cloned()),
+            );
+            self.refine_all(
+                all[end..]
+                    .iter()
+                    .cloned()
+                    .zip(opnd.trailing.iter().cloned()),
+            );
+            if let Some(opnd_var) = opnd.var {
+                self.add_row_cap(opnd_var, closed_slice(&res, n_lead, end));
+            }
+            return Ok(());
+        };
+        let lead_deficit = n_lead.saturating_sub(res.leading.len());
+        let trail_deficit = n_trail.saturating_sub(res.trailing.len());
+        if lead_deficit + trail_deficit > 0 {
+            // The result must have at least the operand's flanks: grow it at its marker.
+            if let Some(opnd_var) = opnd.var {
+                let weight = (n_lead + n_trail) as i64 - res.n_explicit() as i64;
+                self.rank.add_fact(res_var, opnd_var, weight)?;
+            }
+            let fresh = self.vars.row();
+            let grown = Row {
+                leading: (0..lead_deficit).map(|_| self.vars.dim_term()).collect(),
+                var: Some(fresh),
+                trailing: (0..trail_deficit).map(|_| self.vars.dim_term()).collect(),
+            };
+            self.bind_row(res_var, grown)?;
+            self.queue.push_back(Constraint::RowLe { res, opnd });
+            return Ok(());
+        }
+        let end = res.trailing.len() - n_trail;
+        self.refine_all(
+            res.leading[..n_lead]
+                .iter()
+                .cloned()
+                .zip(opnd.leading.iter().cloned()),
+        );
+        self.refine_all(
+            res.trailing[end..]
+                .iter()
+                .cloned()
+                .zip(opnd.trailing.iter().cloned()),
+        );
+        let Some(opnd_var) = opnd.var else {
+            // The operand is closed: its middle is inserted `1*` units, which anything refines.
+            return Ok(());
+        };
+        let residue = Row {
+            leading: res.leading[n_lead..].to_vec(),
+            var: Some(res_var),
+            trailing: res.trailing[..end].to_vec(),
+        };
+        let already_adjacent = self
+            .row_bounds(res_var)
+            .is_some_and(|b| b.above.contains(&opnd_var));
+        if residue.n_explicit() == 0 && !already_adjacent {
+            self.rank.add_fact(res_var, opnd_var, 0)?;
+            if let Some(bounds) = self.row_bounds(res_var) {
+                bounds.above.push(opnd_var);
+            }
+            let caps = self
+                .row_bounds(res_var)
+                .map(|b| b.caps.clone())
+                .unwrap_or_default();
+            for cap in caps {
+                self.queue.push_back(Constraint::RowLe {
+                    res: cap,
+                    opnd: Row::var(opnd_var),
+                });
+            }
+        }
+        self.add_row_cap(opnd_var, residue);
+        Ok(())
+    }
+
+    /// Records `cap ⊑ ρ` and forwards it to the variables above ρ.
+    fn add_row_cap(&mut self, var: RowVarId, cap: Row) {
+        let Some(bounds) = self.row_bounds(var) else {
+            unreachable!("caps are added to resolved, hence free, row variables")
+        };
+        if bounds.caps.contains(&cap) {
+            return;
+        }
+        bounds.caps.push(cap.clone());
+        let above = bounds.above.clone();
+        for high in above {
+            self.queue.push_back(Constraint::RowLe {
+                res: cap.clone(),
+                opnd: Row::var(high),
+            });
+        }
+    }
+
+    /// Binds a free row variable and re-emits its stored bounds against the value.
+    pub(super) fn bind_row(&mut self, var: RowVarId, value: Row) -> Result<(), ShapeError> {
+        if value.var == Some(var) {
+            if value.n_explicit() == 0 {
+                return Ok(());
+            }
+            return Err(ShapeError::new(format!(
+                "Infinite number of axes by self-reference: a row variable would contain itself \
+                 ([{value}])"
+            )));
+        }
+        if let Some(inner) = value.var {
+            self.rank
+                .add_equality(var, inner, value.n_explicit() as i64)?;
+        }
+        let old = std::mem::replace(self.row_state(var), RowState::Solved(value.clone()));
+        self.n_bindings += 1;
+        let RowState::Free(bounds) = old else {
+            unreachable!("bind_row is called on resolved, hence free, row variables")
+        };
+        for cap in bounds.caps {
+            self.queue.push_back(Constraint::RowLe {
+                res: cap,
+                opnd: value.clone(),
+            });
+        }
+        for high in bounds.above {
+            self.queue.push_back(Constraint::RowLe {
+                res: value.clone(),
+                opnd: Row::var(high),
+            });
+        }
+        Ok(())
+    }
+
+    /// The product of the rows' axes is `coefficient · total`. Decided once at most one part is
+    /// unknown; a lone open row with everything else known waits for closing, which gives it one
+    /// axis of the missing size.
+    pub(super) fn total_elems(
+        &mut self,
+        rows: Vec<Row>,
+        total: Dim,
+        coefficient: usize,
+    ) -> Result<(), ShapeError> {
+        let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
+        let total = self.resolve_dim(&total);
+        let mut known = 1usize;
+        let mut unknown = Vec::new();
+        for dim in rows.iter().flat_map(Row::dims) {
+            match dim.ground_size() {
+                Some(size) => known = known.saturating_mul(size),
+                None => unknown.push(dim.clone()),
+            }
+        }
+        let open = rows.iter().any(|r| r.var.is_some());
+        let shown = || {
+            rows.iter()
+                .map(|r| format!("[{r}]"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        match (total.ground_size(), unknown.as_slice(), open) {
+            (Some(total), [], false) => {
+                let expected = total.saturating_mul(coefficient);
+                if known != expected {
+                    return Err(ShapeError::new(format!(
+                        "Total_elems constraint failed: {} has {known} elements, expected {expected}",
+                        shown()
+                    )));
+                }
+                Ok(())
+            }
+            (Some(total), [Dim::Var(var)], false) => {
+                let expected = total.saturating_mul(coefficient);
+                if known == 0 || expected % known != 0 {
+                    return Err(ShapeError::new(format!(
+                        "Total_elems constraint: {expected} not divisible by {known} in {}",
+                        shown()
+                    )));
+                }
+                self.bind_dim(*var, Dim::size(expected / known))
+            }
+            (None, [], false) if coefficient > 0 && known % coefficient == 0 => {
+                if let Dim::Var(var) = total {
+                    self.bind_dim(var, Dim::size(known / coefficient))
+                } else {
+                    self.defer(Constraint::TotalElems {
+                        rows,
+                        total,
+                        coefficient,
+                    });
+                    Ok(())
+                }
+            }
+            (None, [], false) => Err(ShapeError::new(format!(
+                "Total_elems constraint: {known} not divisible by {coefficient} in {}",
+                shown()
+            ))),
+            _ => {
+                self.defer(Constraint::TotalElems {
+                    rows,
+                    total,
+                    coefficient,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// The rows, flattened in order, are exactly `dims`.
+    pub(super) fn exact(&mut self, rows: Vec<Row>, dims: Vec<Dim>) -> Result<(), ShapeError> {
+        let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
+        let open: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].var.is_some()).collect();
+        let n_explicit: usize = rows.iter().map(Row::n_explicit).sum();
+        if n_explicit > dims.len() || (open.is_empty() && n_explicit != dims.len()) {
+            return Err(ShapeError::new(format!(
+                "Exact constraint failed, shape is too {}: {} axes where exactly [{}] are required",
+                if n_explicit > dims.len() {
+                    "long"
+                } else {
+                    "short"
+                },
+                n_explicit,
+                dims.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )));
+        }
+        match open.as_slice() {
+            [] => {
+                let flat_rows: Vec<Dim> = rows.iter().flat_map(flat).collect();
+                self.equate_all(flat_rows.into_iter().zip(dims));
+                Ok(())
+            }
+            [only] => {
+                // Everything before the open row's variable aligns from the front, everything
+                // after it from the back; the variable takes the rest.
+                let before: Vec<Dim> = rows[..*only]
+                    .iter()
+                    .flat_map(flat)
+                    .chain(rows[*only].leading.iter().cloned())
+                    .collect();
+                let after: Vec<Dim> = rows[*only]
+                    .trailing
+                    .iter()
+                    .cloned()
+                    .chain(rows[only + 1..].iter().flat_map(flat))
+                    .collect();
+                let end = dims.len() - after.len();
+                self.equate_all(
+                    before
+                        .iter()
+                        .cloned()
+                        .zip(dims[..before.len()].iter().cloned()),
+                );
+                self.equate_all(after.into_iter().zip(dims[end..].iter().cloned()));
+                let var = rows[*only].var.expect("the open row has a variable");
+                self.bind_row(var, Row::closed(dims[before.len()..end].to_vec()))
+            }
+            _ => {
+                self.defer(Constraint::Exact { rows, dims });
+                Ok(())
+            }
+        }
+    }
+
+    fn equate_all(&mut self, pairs: impl IntoIterator<Item = (Dim, Dim)>) {
+        self.queue
+            .extend(pairs.into_iter().map(|(a, b)| Constraint::DimEq(a, b)));
+    }
+
+    fn refine_all(&mut self, pairs: impl IntoIterator<Item = (Dim, Dim)>) {
+        self.queue.extend(
+            pairs
+                .into_iter()
+                .map(|(res, opnd)| Constraint::DimLe { res, opnd }),
+        );
+    }
+}
+
+/// The axes of a closed row in order.
+fn flat(row: &Row) -> Vec<Dim> {
+    row.dims().cloned().collect()
+}
+
+/// Axes `start..end` of a closed row's flattening, keeping its marker if it falls inside (else the
+/// marker goes to the left edge).
+fn closed_slice(row: &Row, start: usize, end: usize) -> Row {
+    let all = flat(row);
+    let marker = row.leading.len();
+    if (start..=end).contains(&marker) && row.var.is_none() {
+        Row {
+            leading: all[start..marker].to_vec(),
+            var: None,
+            trailing: all[marker..end].to_vec(),
+        }
+    } else {
+        Row::closed(all[start..end].to_vec())
+    }
+}

@@ -1,0 +1,568 @@
+//! Solver tests on hand-written constraint sets: the examples of the reference's §2–§4 and the
+//! seeds, each error message with a constraint set that triggers it.
+
+use super::*;
+use crate::term::{Basis, ConvDim};
+
+fn n(size: usize) -> Dim {
+    Dim::size(size)
+}
+
+fn named(size: usize, basis: &str) -> Dim {
+    Dim::Atom {
+        size,
+        basis: Basis::Named(basis.into()),
+    }
+}
+
+fn le(res: Dim, opnd: Dim) -> Constraint {
+    Constraint::DimLe { res, opnd }
+}
+
+fn row_le(res: Row, opnd: Row) -> Constraint {
+    Constraint::RowLe { res, opnd }
+}
+
+fn closed(dims: &[Dim]) -> Row {
+    Row::closed(dims.to_vec())
+}
+
+fn open(leading: &[Dim], var: RowVarId, trailing: &[Dim]) -> Row {
+    Row {
+        leading: leading.to_vec(),
+        var: Some(var),
+        trailing: trailing.to_vec(),
+    }
+}
+
+/// A leaf whose only row of interest is its output row.
+fn leaf(label: &str, output: Row, is_param: bool) -> Leaf {
+    Leaf {
+        label: label.to_owned(),
+        shape: Shape {
+            output,
+            ..Shape::default()
+        },
+        is_param,
+    }
+}
+
+fn error_of(result: Result<(), ShapeError>) -> String {
+    result.expect_err("expected a shape error").to_string()
+}
+
+#[test]
+fn dimension_order_pins_caps_and_joins() {
+    let mut s = Solver::new();
+    let (a, b, c, d) = (
+        s.vars().dim(),
+        s.vars().dim(),
+        s.vars().dim(),
+        s.vars().dim(),
+    );
+    s.add([
+        le(Dim::Var(a), n(3)),      // pin: below an atom only the atom
+        le(Dim::Unit, Dim::Var(b)), // pin-top
+        le(n(3), Dim::Var(c)),      // cap
+        le(n(5), Dim::Var(c)),      // second, different cap: joins to 1*
+        le(n(4), Dim::Var(d)),      // cap only
+        le(Dim::Var(d), Dim::Unit), // anything refines 1*
+    ])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3));
+    assert_eq!(s.resolve_dim(&Dim::Var(b)), Dim::Unit);
+    assert_eq!(s.resolve_dim(&Dim::Var(c)), Dim::Unit);
+    assert_eq!(
+        s.resolve_dim(&Dim::Var(d)),
+        Dim::Var(d),
+        "a cap alone decides nothing"
+    );
+    s.close(&[]).unwrap();
+    assert_eq!(
+        s.resolve_dim(&Dim::Var(d)),
+        n(4),
+        "closing commits to the cap"
+    );
+}
+
+#[test]
+fn dimension_errors() {
+    let mut s = Solver::new();
+    let msg = error_of(s.add([Constraint::DimEq(n(3), n(5))]));
+    assert!(
+        msg.starts_with("solved dimensions for axis: mismatch"),
+        "{msg}"
+    );
+    let msg = error_of(Solver::new().add([Constraint::DimEq(n(4), named(4, "rgb"))]));
+    assert!(
+        msg.starts_with("solved dimensions for axis: different bases"),
+        "{msg}"
+    );
+    // An explicit 1 is a claim: it does not broadcast.
+    let msg = error_of(Solver::new().add([le(n(5), n(1))]));
+    assert!(
+        msg.starts_with("dimension comparison for axis: mismatch"),
+        "{msg}"
+    );
+    let msg = error_of(Solver::new().add([le(named(3, "rgb"), n(3))]));
+    assert!(
+        msg.starts_with("dimension comparison for axis: different bases"),
+        "{msg}"
+    );
+    Solver::new().add([le(n(5), Dim::Unit)]).unwrap();
+}
+
+#[test]
+fn caps_flow_along_adjacencies() {
+    // {3 ⊑ α, α ⊑ β, 5 ⊑ β}: β is above 3 and 5, so it is 1*; α closes to 3.
+    for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [1, 2, 0]] {
+        let mut s = Solver::new();
+        let (a, b) = (s.vars().dim(), s.vars().dim());
+        let all = [
+            le(n(3), Dim::Var(a)),
+            le(Dim::Var(a), Dim::Var(b)),
+            le(n(5), Dim::Var(b)),
+        ];
+        s.add(order.map(|i| all[i].clone())).unwrap();
+        assert_eq!(s.resolve_dim(&Dim::Var(b)), Dim::Unit, "order {order:?}");
+        s.close(&[]).unwrap();
+        assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3), "order {order:?}");
+    }
+}
+
+#[test]
+fn closing_does_not_backtrack() {
+    // {3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β} with leaves α, β: satisfiable (α = β = 1*), but leaves close
+    // to their caps first and γ then faces two atoms.
+    let mut s = Solver::new();
+    let (a, b, g) = (s.vars().dim(), s.vars().dim(), s.vars().dim());
+    s.add([
+        le(n(3), Dim::Var(a)),
+        le(n(5), Dim::Var(b)),
+        le(Dim::Var(g), Dim::Var(a)),
+        le(Dim::Var(g), Dim::Var(b)),
+    ])
+    .unwrap();
+    let leaves = [
+        leaf("a", closed(&[Dim::Var(a)]), false),
+        leaf("b", closed(&[Dim::Var(b)]), false),
+    ];
+    let msg = error_of(s.close(&leaves));
+    assert!(msg.contains("mismatch"), "{msg}");
+}
+
+#[test]
+fn broadcasting_in_the_middle() {
+    // The operand's flanks align with the result's edges; the middle broadcasts.
+    let operand = Row {
+        leading: vec![n(3)],
+        var: None,
+        trailing: vec![n(5)],
+    };
+    Solver::new()
+        .add([row_le(closed(&[n(3), n(4), n(5)]), operand.clone())])
+        .unwrap();
+    // Equal ranks, no insertion point: 3 faces 5.
+    let result = Row {
+        leading: vec![n(3)],
+        var: None,
+        trailing: vec![],
+    };
+    let msg = error_of(Solver::new().add([row_le(result, closed(&[n(5)]))]));
+    assert!(msg.contains("mismatch"), "{msg}");
+    let msg = error_of(Solver::new().add([row_le(closed(&[n(5)]), closed(&[n(4), n(5)]))]));
+    assert!(msg.starts_with("Too many axes in an operand"), "{msg}");
+}
+
+#[test]
+fn open_operand_takes_the_result_middle_as_cap() {
+    let mut s = Solver::new();
+    let x = s.vars().row();
+    let y = s.vars().row();
+    // Two uses: [2,3] and [4,3] both refine x's row; the join keeps what they agree on.
+    s.add([
+        row_le(closed(&[n(2), n(3)]), Row::var(x)),
+        row_le(closed(&[n(4), n(3)]), Row::var(x)),
+        row_le(closed(&[n(7), n(8)]), open(&[n(7)], y, &[])),
+    ])
+    .unwrap();
+    let leaves = [
+        leaf("x", Row::var(x), false),
+        leaf("y", open(&[n(7)], y, &[]), false),
+    ];
+    s.close(&leaves).unwrap();
+    assert_eq!(s.resolve_row(&Row::var(x)), closed(&[Dim::Unit, n(3)]));
+    assert_eq!(s.resolve_row(&Row::var(y)), closed(&[n(8)]));
+}
+
+#[test]
+fn result_rows_grow_at_their_marker() {
+    let mut s = Solver::new();
+    let (r, other) = (s.vars().row(), s.vars().row());
+    s.add([
+        row_le(Row::var(r), closed(&[n(2), n(3)])),
+        row_le(Row::var(r), open(&[n(5)], other, &[])),
+    ])
+    .unwrap();
+    s.close(&[]).unwrap();
+    assert_eq!(flat(&s.resolve_row(&Row::var(r))), vec![n(5), n(2), n(3)]);
+}
+
+#[test]
+fn row_equality() {
+    let mut s = Solver::new();
+    let r = s.vars().row();
+    s.add([Constraint::RowEq(
+        open(&[n(1)], r, &[n(4)]),
+        closed(&[n(1), n(2), n(3), n(4)]),
+    )])
+    .unwrap();
+    assert_eq!(flat(&s.resolve_row(&Row::var(r))), vec![n(2), n(3)]);
+
+    let msg =
+        error_of(Solver::new().add([Constraint::RowEq(closed(&[n(1)]), closed(&[n(1), n(2)]))]));
+    assert!(msg.starts_with("Mismatching number of axes"), "{msg}");
+    let mut s = Solver::new();
+    let r = s.vars().row();
+    let msg = error_of(s.add([Constraint::RowEq(
+        open(&[n(1)], r, &[n(2)]),
+        closed(&[n(1)]),
+    )]));
+    assert!(msg.starts_with("Number of axes mismatch"), "{msg}");
+
+    // Two open rows, surplus on one side: that side's variable absorbs it.
+    let mut s = Solver::new();
+    let (a, b) = (s.vars().row(), s.vars().row());
+    s.add([Constraint::RowEq(Row::var(a), open(&[n(2)], b, &[n(3)]))])
+        .unwrap();
+    assert_eq!(s.resolve_row(&Row::var(a)), open(&[n(2)], b, &[n(3)]));
+}
+
+#[test]
+fn self_referential_rows() {
+    let mut s = Solver::new();
+    let r = s.vars().row();
+    let msg = error_of(s.add([Constraint::RowEq(Row::var(r), open(&[n(3)], r, &[]))]));
+    assert!(
+        msg.starts_with("Infinite number of axes by self-reference"),
+        "{msg}"
+    );
+
+    // Same totals, shifted: waits, then closing tries no-axes, which needs 3 = 3.
+    let mut s = Solver::new();
+    let r = s.vars().row();
+    s.add([Constraint::RowEq(
+        open(&[n(3)], r, &[]),
+        open(&[], r, &[n(3)]),
+    )])
+    .unwrap();
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_row(&Row::var(r)), Row::default());
+
+    let mut s = Solver::new();
+    let r = s.vars().row();
+    s.add([Constraint::RowEq(
+        open(&[n(3)], r, &[]),
+        open(&[], r, &[n(5)]),
+    )])
+    .unwrap();
+    let msg = error_of(s.close(&[]));
+    assert!(msg.contains("mismatch"), "{msg}");
+}
+
+#[test]
+fn rank_cycles_are_rejected() {
+    // ρ1 ⊑ [a]·ρ2, ρ2 ⊑ [b]·ρ1 would grow both rows forever.
+    let mut s = Solver::new();
+    let (r1, r2) = (s.vars().row(), s.vars().row());
+    let msg = error_of(s.add([
+        row_le(Row::var(r1), open(&[n(2)], r2, &[])),
+        row_le(Row::var(r2), open(&[n(3)], r1, &[])),
+    ]));
+    assert!(
+        msg.starts_with("Infinite number of axes by rank cycle"),
+        "{msg}"
+    );
+
+    // The three-variable cycle with trailing flanks.
+    let mut s = Solver::new();
+    let (r1, r2, r3) = (s.vars().row(), s.vars().row(), s.vars().row());
+    let msg = error_of(s.add([
+        row_le(Row::var(r1), open(&[], r2, &[n(2)])),
+        row_le(Row::var(r2), open(&[], r3, &[n(3)])),
+        row_le(Row::var(r3), open(&[], r1, &[n(4)])),
+    ]));
+    assert!(msg.starts_with("Infinite number of axes by"), "{msg}");
+
+    // Zero-weight cycles are legal: ρ1 ⊑ ρ2 ⊑ ρ1.
+    let mut s = Solver::new();
+    let (r1, r2) = (s.vars().row(), s.vars().row());
+    s.add([
+        row_le(Row::var(r1), Row::var(r2)),
+        row_le(Row::var(r2), Row::var(r1)),
+    ])
+    .unwrap();
+    s.close(&[]).unwrap();
+}
+
+fn affine(stride: usize, over: Dim, conv: Option<(usize, Dim, bool)>) -> Dim {
+    Dim::Affine(Box::new(AffineDim {
+        stride,
+        over,
+        conv: conv.map(|(dilation, kernel, padded)| ConvDim {
+            dilation,
+            kernel,
+            padded,
+        }),
+        offset: 0,
+    }))
+}
+
+#[test]
+fn affine_sizes() {
+    let mut s = Solver::new();
+    let (o, k, o2, k2) = (
+        s.vars().dim(),
+        s.vars().dim(),
+        s.vars().dim(),
+        s.vars().dim(),
+    );
+    s.add([
+        // valid: 10 = 1·(o−1) + 1 + (3−1)·1 → o = 8
+        Constraint::DimEq(affine(1, Dim::Var(o), Some((1, n(3), false))), n(10)),
+        // kernel inference: 10 = 2·(4−1) + 1 + (k−1)·1 → k = 4
+        Constraint::DimEq(affine(2, n(4), Some((1, Dim::Var(k), false))), n(10)),
+        // padded: 10 = 2·o2
+        Constraint::DimEq(
+            affine(2, Dim::Var(o2), Some((1, Dim::Var(k2), true))),
+            n(10),
+        ),
+    ])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(o)), n(8));
+    assert_eq!(s.resolve_dim(&Dim::Var(k)), n(4));
+    assert_eq!(s.resolve_dim(&Dim::Var(o2)), n(5));
+    assert_eq!(
+        s.resolve_dim(&affine(3, n(2), Some((2, n(3), false)))),
+        n(3 + 1 + 4),
+        "dilated span"
+    );
+
+    let mut s = Solver::new();
+    let o = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(affine(2, Dim::Var(o), None), n(9))]));
+    assert!(
+        msg.starts_with("solved dimensions for axis: incompatible stride"),
+        "{msg}"
+    );
+    let mut s = Solver::new();
+    let k = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        affine(1, n(4), Some((2, Dim::Var(k), false))),
+        n(7),
+    )]));
+    assert!(
+        msg.starts_with("solved dimensions for axis: cannot infer kernel dimension"),
+        "{msg}"
+    );
+    let mut s = Solver::new();
+    let (a, b) = (s.vars().dim(), s.vars().dim());
+    let msg = error_of(s.add([Constraint::DimEq(
+        affine(2, Dim::Var(a), None),
+        affine(3, Dim::Var(b), None),
+    )]));
+    assert!(
+        msg.starts_with("solved dimensions for axis: unresolvable strides"),
+        "{msg}"
+    );
+    // 2·a = 4·b → a = 2·b
+    let mut s = Solver::new();
+    let (a, b) = (s.vars().dim(), s.vars().dim());
+    s.add([
+        Constraint::DimEq(affine(2, Dim::Var(a), None), affine(4, Dim::Var(b), None)),
+        Constraint::DimEq(Dim::Var(b), n(3)),
+    ])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(6));
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(Dim::Var(a), affine(2, Dim::Var(a), None))]));
+    assert!(msg.starts_with("occurs check failed"), "{msg}");
+}
+
+#[test]
+fn concatenated_sizes() {
+    let mut s = Solver::new();
+    let (a, b) = (s.vars().dim(), s.vars().dim());
+    s.add([
+        Constraint::DimEq(Dim::Concat(vec![Dim::Var(a), Dim::Var(b)]), n(7)),
+        Constraint::DimEq(Dim::Var(a), n(3)),
+    ])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(b)), n(4));
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        Dim::Concat(vec![n(5), Dim::Var(a)]),
+        n(3),
+    )]));
+    assert!(
+        msg.starts_with("concat: components exceed the concatenated size"),
+        "{msg}"
+    );
+    // A discardable component closes to 0.
+    let mut s = Solver::new();
+    let (a, b) = (s.vars().dim(), s.vars().dim());
+    s.add_discardable([b]);
+    s.add([Constraint::DimEq(Dim::Var(a), n(3))]).unwrap();
+    s.close(&[]).unwrap();
+    assert_eq!(
+        s.resolve_dim(&Dim::Concat(vec![Dim::Var(a), Dim::Var(b)])),
+        n(3)
+    );
+}
+
+#[test]
+fn fixed_indices() {
+    let mut s = Solver::new();
+    let (a, b, c, d) = (
+        s.vars().dim(),
+        s.vars().dim(),
+        s.vars().dim(),
+        s.vars().dim(),
+    );
+    s.add([
+        Constraint::AtLeast {
+            dim: Dim::Var(a),
+            size: 3,
+        },
+        Constraint::AtLeast {
+            dim: Dim::Var(b),
+            size: 1,
+        },
+        Constraint::AtLeast {
+            dim: Dim::Var(c),
+            size: 1,
+        },
+        le(n(5), Dim::Var(c)),
+        Constraint::AtLeast {
+            dim: Dim::Var(d),
+            size: 2,
+        },
+        le(n(4), Dim::Var(d)),
+    ])
+    .unwrap();
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3), "index 2 alone: size 3");
+    assert_eq!(
+        s.resolve_dim(&Dim::Var(b)),
+        n(1),
+        "index 0 alone: an explicit 1"
+    );
+    assert_eq!(
+        s.resolve_dim(&Dim::Var(c)),
+        Dim::Unit,
+        "index 0 with a cap broadcasts"
+    );
+    assert_eq!(s.resolve_dim(&Dim::Var(d)), n(4), "index 1 with a cap 4");
+    let msg = error_of(Solver::new().add([Constraint::AtLeast { dim: n(2), size: 3 }]));
+    assert!(
+        msg.starts_with("At_least_dim constraint failed, expected 3"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn parameters_never_get_guessed_dimensions() {
+    // A lone parameter: nothing constrains its row.
+    let mut s = Solver::new();
+    let w = s.vars().row();
+    let msg = error_of(s.close(&[leaf("w", Row::var(w), true)]));
+    assert!(
+        msg.starts_with("You forgot to specify the hidden dimension(s)"),
+        "{msg}"
+    );
+    assert!(msg.contains("'w'"), "{msg}");
+    // A parameter axis whose size nothing determines.
+    let mut s = Solver::new();
+    let (w, h) = (s.vars().row(), s.vars().dim());
+    s.add([row_le(closed(&[Dim::Var(h), n(3)]), Row::var(w))])
+        .unwrap();
+    let msg = error_of(s.close(&[leaf("w", Row::var(w), true)]));
+    assert!(
+        msg.starts_with("You forgot to specify the hidden dimension(s)"),
+        "{msg}"
+    );
+    // The same as data: it closes to 1*.
+    let mut s = Solver::new();
+    let (x, h) = (s.vars().row(), s.vars().dim());
+    s.add([row_le(closed(&[Dim::Var(h), n(3)]), Row::var(x))])
+        .unwrap();
+    s.close(&[leaf("x", Row::var(x), false)]).unwrap();
+    assert_eq!(s.resolve_row(&Row::var(x)), closed(&[Dim::Unit, n(3)]));
+}
+
+#[test]
+fn total_elements() {
+    // A leaf row with only an element count gets one axis of that size.
+    let mut s = Solver::new();
+    let x = s.vars().row();
+    let c = Constraint::TotalElems {
+        rows: vec![Row::var(x)],
+        total: n(12),
+        coefficient: 1,
+    };
+    s.add([c]).unwrap();
+    s.close(&[leaf("x", Row::var(x), false)]).unwrap();
+    assert_eq!(s.resolve_row(&Row::var(x)), closed(&[n(12)]));
+    // One unknown dimension is solved by division.
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    s.add([Constraint::TotalElems {
+        rows: vec![closed(&[n(3), Dim::Var(a)])],
+        total: n(12),
+        coefficient: 1,
+    }])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(4));
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    let msg = error_of(s.add([Constraint::TotalElems {
+        rows: vec![closed(&[n(5), Dim::Var(a)])],
+        total: n(12),
+        coefficient: 1,
+    }]));
+    assert!(
+        msg.starts_with("Total_elems constraint: 12 not divisible by 5"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn exact_rows() {
+    let mut s = Solver::new();
+    let (b, o) = (s.vars().row(), s.vars().row());
+    s.add([Constraint::Exact {
+        rows: vec![closed(&[n(2)]), Row::var(b), Row::var(o)],
+        dims: vec![n(2), n(3)],
+    }])
+    .unwrap();
+    s.close(&[]).unwrap();
+    let all: Vec<Dim> = [b, o]
+        .iter()
+        .flat_map(|&v| flat(&s.resolve_row(&Row::var(v))))
+        .collect();
+    assert_eq!(all, vec![n(3)]);
+    let msg = error_of(Solver::new().add([Constraint::Exact {
+        rows: vec![closed(&[n(2), n(3)])],
+        dims: vec![n(2)],
+    }]));
+    assert!(
+        msg.starts_with("Exact constraint failed, shape is too long"),
+        "{msg}"
+    );
+}
+
+fn flat(row: &Row) -> Vec<Dim> {
+    row.dims().cloned().collect()
+}

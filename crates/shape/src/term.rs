@@ -1,0 +1,271 @@
+//! Shape terms: dimensions, rows and shapes, possibly with variables.
+//!
+//! A dimension is a variable, the claim-free unit `1*` (the top of the broadcast order: it
+//! broadcasts to anything), an atom `n@basis` (a claim: it broadcasts to nothing but itself, even
+//! when `n` is 1), or a derived term: an affine (strided/convolution) axis or a concatenation. A row
+//! is `leading · <var> · trailing`, or `leading · ◇ · trailing` when closed: the marker `◇` is where
+//! broadcasting inserts axes. A shape has three rows.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A dimension variable, unique within one inference session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DimVar(pub u32);
+
+/// A row variable, unique within one inference session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowVarId(pub u32);
+
+/// Hands out fresh variables.
+#[derive(Debug, Clone, Default)]
+pub struct VarSupply {
+    n_dims: u32,
+    n_rows: u32,
+}
+
+impl VarSupply {
+    pub fn dim(&mut self) -> DimVar {
+        self.n_dims += 1;
+        DimVar(self.n_dims - 1)
+    }
+
+    pub fn row(&mut self) -> RowVarId {
+        self.n_rows += 1;
+        RowVarId(self.n_rows - 1)
+    }
+
+    pub fn dim_term(&mut self) -> Dim {
+        Dim::Var(self.dim())
+    }
+
+    pub fn n_dims(&self) -> usize {
+        self.n_dims as usize
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.n_rows as usize
+    }
+}
+
+/// The unit of an axis. Unannotated user axes carry `Default`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Basis {
+    Default,
+    Named(Arc<str>),
+}
+
+impl Basis {
+    /// `None` and `"default"` are the default basis; anything else is a named one.
+    pub fn from_name(name: Option<&str>) -> Basis {
+        match name {
+            None | Some("default") => Basis::Default,
+            Some(name) => Basis::Named(name.into()),
+        }
+    }
+}
+
+/// A dimension term.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Var(DimVar),
+    /// The claim-free unit `1*`.
+    Unit,
+    /// A known size with its basis.
+    Atom {
+        size: usize,
+        basis: Basis,
+    },
+    /// An input-side axis addressed through an output position (and a kernel position).
+    Affine(Box<AffineDim>),
+    /// Components laid end to end; the size is the sum.
+    Concat(Vec<Dim>),
+}
+
+/// `stride·over [+ dilation·kernel] + offset`, as a size relation (the offset never affects sizes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AffineDim {
+    pub stride: usize,
+    pub over: Dim,
+    pub conv: Option<ConvDim>,
+    pub offset: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConvDim {
+    pub dilation: usize,
+    pub kernel: Dim,
+    /// Padded (`=+`): `input = stride·output`. Valid (`<+`): `input = stride·(output−1) + span`.
+    pub padded: bool,
+}
+
+impl Dim {
+    /// An atom of the default basis.
+    pub fn size(size: usize) -> Dim {
+        Dim::Atom {
+            size,
+            basis: Basis::Default,
+        }
+    }
+
+    pub fn is_ground(&self) -> bool {
+        matches!(self, Dim::Unit | Dim::Atom { .. })
+    }
+
+    /// The size of a ground dimension.
+    pub fn ground_size(&self) -> Option<usize> {
+        match self {
+            Dim::Unit => Some(1),
+            Dim::Atom { size, .. } => Some(*size),
+            _ => None,
+        }
+    }
+
+    /// Calls `f` on every variable inside the term.
+    pub fn for_each_var(&self, f: &mut impl FnMut(DimVar)) {
+        match self {
+            Dim::Var(v) => f(*v),
+            Dim::Unit | Dim::Atom { .. } => {}
+            Dim::Affine(affine) => {
+                affine.over.for_each_var(f);
+                if let Some(conv) = &affine.conv {
+                    conv.kernel.for_each_var(f);
+                }
+            }
+            Dim::Concat(components) => components.iter().for_each(|c| c.for_each_var(f)),
+        }
+    }
+}
+
+/// A row term.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Row {
+    pub leading: Vec<Dim>,
+    pub var: Option<RowVarId>,
+    pub trailing: Vec<Dim>,
+}
+
+impl Row {
+    /// A closed row of exactly these axes, the marker at the left edge.
+    pub fn closed(dims: Vec<Dim>) -> Row {
+        Row {
+            leading: Vec::new(),
+            var: None,
+            trailing: dims,
+        }
+    }
+
+    /// A row that is only a variable.
+    pub fn var(var: RowVarId) -> Row {
+        Row {
+            leading: Vec::new(),
+            var: Some(var),
+            trailing: Vec::new(),
+        }
+    }
+
+    /// The number of explicit axes.
+    pub fn n_explicit(&self) -> usize {
+        self.leading.len() + self.trailing.len()
+    }
+
+    /// The explicit axes, leading flank first.
+    pub fn dims(&self) -> impl Iterator<Item = &Dim> {
+        self.leading.iter().chain(&self.trailing)
+    }
+}
+
+/// Which row of a shape.
+pub use crate::spec::Kind;
+
+/// A shape term: the three rows.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Shape {
+    pub batch: Row,
+    pub input: Row,
+    pub output: Row,
+}
+
+impl Shape {
+    pub fn row(&self, kind: Kind) -> &Row {
+        match kind {
+            Kind::Batch => &self.batch,
+            Kind::Input => &self.input,
+            Kind::Output => &self.output,
+        }
+    }
+
+    pub fn row_mut(&mut self, kind: Kind) -> &mut Row {
+        match kind {
+            Kind::Batch => &mut self.batch,
+            Kind::Input => &mut self.input,
+            Kind::Output => &mut self.output,
+        }
+    }
+}
+
+impl fmt::Display for Basis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Basis::Default => f.write_str("default"),
+            Basis::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    /// `3`, `3@rgb`, `1*`, `$7` (variable 7), `2*$1+3*$2`, `$1^$2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Var(v) => write!(f, "${}", v.0),
+            Dim::Unit => f.write_str("1*"),
+            Dim::Atom {
+                size,
+                basis: Basis::Default,
+            } => write!(f, "{size}"),
+            Dim::Atom { size, basis } => write!(f, "{size}@{basis}"),
+            Dim::Affine(affine) => {
+                write!(f, "{}*{}", affine.stride, affine.over)?;
+                if let Some(conv) = &affine.conv {
+                    let pad = if conv.padded { "=" } else { "<" };
+                    write!(f, "{pad}+{}*{}", conv.dilation, conv.kernel)?;
+                }
+                if affine.offset > 0 {
+                    write!(f, "+{}", affine.offset)?;
+                }
+                Ok(())
+            }
+            Dim::Concat(components) => {
+                for (i, c) in components.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("^")?;
+                    }
+                    write!(f, "{c}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Row {
+    /// Comma-separated axes with `..$n..` for the row variable; a closed row with a leading flank
+    /// shows its marker as `◇`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = self.leading.iter().map(ToString::to_string).collect();
+        match self.var {
+            Some(var) => items.push(format!("..${}..", var.0)),
+            None if !self.leading.is_empty() => items.push("◇".to_owned()),
+            None => {}
+        }
+        items.extend(self.trailing.iter().map(ToString::to_string));
+        f.write_str(&items.join(","))
+    }
+}
+
+impl fmt::Display for Shape {
+    /// `batch|input->output`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}|{}->{}", self.batch, self.input, self.output)
+    }
+}
