@@ -219,7 +219,12 @@ pub fn discardable_labels(spec: &EinsumSpec) -> Vec<&str> {
                     .collect();
                 let covers_slot =
                     |slot: &&SlotSpec| slot_axes(slot).any(|axis| axis_covered_by(axis, &siblings));
-                if other.iter().all(covers_slot) {
+                // A component the other side names is carried through, not discarded.
+                let named_on_other_side = other
+                    .iter()
+                    .flat_map(|slot| slot_axes(slot))
+                    .any(|axis| axis_names(axis).contains(&name.as_str()));
+                if !named_on_other_side && other.iter().all(covers_slot) {
                     found.insert(name.as_str());
                 }
             }
@@ -229,6 +234,18 @@ pub fn discardable_labels(spec: &EinsumSpec) -> Vec<&str> {
         .into_iter()
         .filter(|name| found.contains(name))
         .collect()
+}
+
+/// The dimension labels an axis mentions.
+fn axis_names(axis: &AxisSpec) -> Vec<&str> {
+    match axis {
+        AxisSpec::Label { name } => vec![name],
+        AxisSpec::Anonymous | AxisSpec::Fixed { .. } => vec![],
+        AxisSpec::Affine(affine) => std::iter::once(affine.over.as_str())
+            .chain(affine.conv.iter().map(|conv| conv.kernel.as_str()))
+            .collect(),
+        AxisSpec::Concat { components } => components.iter().filter_map(component_label).collect(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1072,7 +1089,7 @@ mod tests {
 
     #[test]
     fn discardable_labels_quantifier_test() {
-        let cases: [(&str, &[&str]); 17] = [
+        let cases: [(&str, &[&str]); 19] = [
             // The worked cases of the design notes.
             ("a^b => a", &["b"]),
             ("a^b => b", &["a"]),
@@ -1095,6 +1112,9 @@ mod tests {
             // `_` and fixed indices are never covered.
             ("a^b => _", &[]),
             ("a^b => 0", &[]),
+            // A component the other side names is carried through.
+            ("a^b => a, b", &[]),
+            ("a^b; c => a, b", &[]),
         ];
         for (text, expected) in cases {
             assert_eq!(
