@@ -223,7 +223,7 @@ pub fn discardable_labels(spec: &EinsumSpec) -> Vec<&str> {
                 let named_on_other_side = other
                     .iter()
                     .flat_map(|slot| slot_axes(slot))
-                    .any(|axis| axis_names(axis).contains(&name.as_str()));
+                    .any(|axis| axis.dim_labels().contains(&name.as_str()));
                 if !named_on_other_side && other.iter().all(covers_slot) {
                     found.insert(name.as_str());
                 }
@@ -234,18 +234,6 @@ pub fn discardable_labels(spec: &EinsumSpec) -> Vec<&str> {
         .into_iter()
         .filter(|name| found.contains(name))
         .collect()
-}
-
-/// The dimension labels an axis mentions.
-fn axis_names(axis: &AxisSpec) -> Vec<&str> {
-    match axis {
-        AxisSpec::Label { name } => vec![name],
-        AxisSpec::Anonymous | AxisSpec::Fixed { .. } => vec![],
-        AxisSpec::Affine(affine) => std::iter::once(affine.over.as_str())
-            .chain(affine.conv.iter().map(|conv| conv.kernel.as_str()))
-            .collect(),
-        AxisSpec::Concat { components } => components.iter().filter_map(component_label).collect(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

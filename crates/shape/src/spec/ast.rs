@@ -198,6 +198,25 @@ impl AxisSpec {
     pub fn label(name: impl Into<String>) -> Self {
         AxisSpec::Label { name: name.into() }
     }
+
+    /// The dimension labels the axis mentions: its label, an affine axis's output and kernel
+    /// labels, or a concatenation's label components.
+    pub fn dim_labels(&self) -> Vec<&str> {
+        match self {
+            AxisSpec::Label { name } => vec![name],
+            AxisSpec::Anonymous | AxisSpec::Fixed { .. } => vec![],
+            AxisSpec::Affine(affine) => std::iter::once(affine.over.as_str())
+                .chain(affine.conv.iter().map(|conv| conv.kernel.as_str()))
+                .collect(),
+            AxisSpec::Concat { components } => components
+                .iter()
+                .filter_map(|component| match component {
+                    ConcatComponent::Label { name } => Some(name.as_str()),
+                    ConcatComponent::Size { .. } => None,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One component of a concatenated axis.

@@ -160,22 +160,7 @@ fn bind_coefficient(
 fn slot_dim_labels(slot: &SlotSpec) -> impl Iterator<Item = &str> {
     slot.rows()
         .flat_map(|(_, row)| row.axes())
-        .flat_map(|axis| -> Vec<&str> {
-            match axis {
-                AxisSpec::Label { name } => vec![name],
-                AxisSpec::Anonymous | AxisSpec::Fixed { .. } => vec![],
-                AxisSpec::Affine(affine) => std::iter::once(affine.over.as_str())
-                    .chain(affine.conv.iter().map(|conv| conv.kernel.as_str()))
-                    .collect(),
-                AxisSpec::Concat { components } => components
-                    .iter()
-                    .filter_map(|component| match component {
-                        ConcatComponent::Label { name } => Some(name.as_str()),
-                        ConcatComponent::Size { .. } => None,
-                    })
-                    .collect(),
-            }
-        })
+        .flat_map(AxisSpec::dim_labels)
 }
 
 fn slot_row_vars(slot: &SlotSpec) -> impl Iterator<Item = &str> {
