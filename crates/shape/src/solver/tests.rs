@@ -47,6 +47,11 @@ fn leaf(label: &str, output: Row, is_param: bool) -> Leaf {
     }
 }
 
+/// `N` fresh dimension variables.
+fn fresh_dims<const N: usize>(s: &mut Solver) -> [DimVar; N] {
+    std::array::from_fn(|_| s.vars().dim())
+}
+
 fn error_of(result: Result<(), ShapeError>) -> String {
     result.expect_err("expected a shape error").to_string()
 }
@@ -54,12 +59,7 @@ fn error_of(result: Result<(), ShapeError>) -> String {
 #[test]
 fn dimension_order_pins_caps_and_joins() {
     let mut s = Solver::new();
-    let (a, b, c, d) = (
-        s.vars().dim(),
-        s.vars().dim(),
-        s.vars().dim(),
-        s.vars().dim(),
-    );
+    let [a, b, c, d] = fresh_dims::<4>(&mut s);
     s.add([
         le(Dim::Var(a), n(3)),      // pin: below an atom only the atom
         le(Dim::Unit, Dim::Var(b)), // pin-top
@@ -117,7 +117,7 @@ fn caps_flow_along_adjacencies() {
     // {3 ⊑ α, α ⊑ β, 5 ⊑ β}: β is above 3 and 5, so it is 1*; α closes to 3.
     for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [1, 2, 0]] {
         let mut s = Solver::new();
-        let (a, b) = (s.vars().dim(), s.vars().dim());
+        let [a, b] = fresh_dims::<2>(&mut s);
         let all = [
             le(n(3), Dim::Var(a)),
             le(Dim::Var(a), Dim::Var(b)),
@@ -135,7 +135,7 @@ fn closing_does_not_backtrack() {
     // {3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β} with leaves α, β: satisfiable (α = β = 1*), but leaves close
     // to their caps first and γ then faces two atoms.
     let mut s = Solver::new();
-    let (a, b, g) = (s.vars().dim(), s.vars().dim(), s.vars().dim());
+    let [a, b, g] = fresh_dims::<3>(&mut s);
     s.add([
         le(n(3), Dim::Var(a)),
         le(n(5), Dim::Var(b)),
@@ -321,12 +321,7 @@ fn affine(stride: usize, over: Dim, conv: Option<(usize, Dim, bool)>) -> Dim {
 #[test]
 fn affine_sizes() {
     let mut s = Solver::new();
-    let (o, k, o2, k2) = (
-        s.vars().dim(),
-        s.vars().dim(),
-        s.vars().dim(),
-        s.vars().dim(),
-    );
+    let [o, k, o2, k2] = fresh_dims::<4>(&mut s);
     s.add([
         // valid: 10 = 1·(o−1) + 1 + (3−1)·1 → o = 8
         Constraint::DimEq(affine(1, Dim::Var(o), Some((1, n(3), false))), n(10)),
@@ -366,7 +361,7 @@ fn affine_sizes() {
         "{msg}"
     );
     let mut s = Solver::new();
-    let (a, b) = (s.vars().dim(), s.vars().dim());
+    let [a, b] = fresh_dims::<2>(&mut s);
     let msg = error_of(s.add([Constraint::DimEq(
         affine(2, Dim::Var(a), None),
         affine(3, Dim::Var(b), None),
@@ -377,7 +372,7 @@ fn affine_sizes() {
     );
     // 2·a = 4·b → a = 2·b
     let mut s = Solver::new();
-    let (a, b) = (s.vars().dim(), s.vars().dim());
+    let [a, b] = fresh_dims::<2>(&mut s);
     s.add([
         Constraint::DimEq(affine(2, Dim::Var(a), None), affine(4, Dim::Var(b), None)),
         Constraint::DimEq(Dim::Var(b), n(3)),
@@ -393,7 +388,7 @@ fn affine_sizes() {
 #[test]
 fn concatenated_sizes() {
     let mut s = Solver::new();
-    let (a, b) = (s.vars().dim(), s.vars().dim());
+    let [a, b] = fresh_dims::<2>(&mut s);
     s.add([
         Constraint::DimEq(Dim::Concat(vec![Dim::Var(a), Dim::Var(b)]), n(7)),
         Constraint::DimEq(Dim::Var(a), n(3)),
@@ -412,7 +407,7 @@ fn concatenated_sizes() {
     );
     // A discardable component closes to 0.
     let mut s = Solver::new();
-    let (a, b) = (s.vars().dim(), s.vars().dim());
+    let [a, b] = fresh_dims::<2>(&mut s);
     s.add_discardable([b]);
     s.add([Constraint::DimEq(Dim::Var(a), n(3))]).unwrap();
     s.close(&[]).unwrap();
@@ -425,12 +420,7 @@ fn concatenated_sizes() {
 #[test]
 fn fixed_indices() {
     let mut s = Solver::new();
-    let (a, b, c, d) = (
-        s.vars().dim(),
-        s.vars().dim(),
-        s.vars().dim(),
-        s.vars().dim(),
-    );
+    let [a, b, c, d] = fresh_dims::<4>(&mut s);
     s.add([
         Constraint::AtLeast {
             dim: Dim::Var(a),
