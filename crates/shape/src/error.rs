@@ -4,25 +4,68 @@ use std::fmt;
 
 use crate::spec::SpecError;
 
-/// An error of shape inference. `message` says what failed; `context` lists, innermost first, the
-/// operation, the tensors (by label) and their shapes as far as they were known.
+/// An error of shape inference.
+///
+/// `message` says what failed. The solver adds the constraint it was processing; the inference
+/// session adds the operation (its kind and spec) and the tensors it relates, by label, with their
+/// shapes as far as they were known when the error struck, printed `batch|input->output`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapeError {
     pub message: String,
-    pub context: Vec<String>,
+    /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`.
+    pub constraint: Option<String>,
+    /// The operation whose constraints failed, e.g. `einsum "i,j;j,k=>i,k"`.
+    pub operation: Option<String>,
+    /// The tensors of that operation.
+    pub tensors: Vec<TensorContext>,
+    /// Further explanation: the spec position, the parameter concerned, a hint.
+    pub notes: Vec<String>,
+}
+
+/// A tensor named in an error: its label, its role in the operation and its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorContext {
+    pub label: String,
+    /// `result`, `operand 1`, …
+    pub role: String,
+    pub shape: String,
 }
 
 impl ShapeError {
     pub fn new(message: impl Into<String>) -> Self {
         ShapeError {
             message: message.into(),
-            context: Vec::new(),
+            constraint: None,
+            operation: None,
+            tensors: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
-    /// Adds a line of context (an operation, a tensor, a constraint).
-    pub fn context(mut self, line: impl Into<String>) -> Self {
-        self.context.push(line.into());
+    /// Adds a line of explanation.
+    pub fn note(mut self, line: impl Into<String>) -> Self {
+        self.notes.push(line.into());
+        self
+    }
+
+    /// Records the failing constraint, unless an inner step already did.
+    pub fn in_constraint(mut self, constraint: impl fmt::Display) -> Self {
+        if self.constraint.is_none() {
+            self.constraint = Some(constraint.to_string());
+        }
+        self
+    }
+
+    /// Records the operation and its tensors, unless an inner step already did.
+    pub fn in_operation(
+        mut self,
+        operation: impl Into<String>,
+        tensors: impl IntoIterator<Item = TensorContext>,
+    ) -> Self {
+        if self.operation.is_none() {
+            self.operation = Some(operation.into());
+            self.tensors = tensors.into_iter().collect();
+        }
         self
     }
 }
@@ -30,7 +73,20 @@ impl ShapeError {
 impl fmt::Display for ShapeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
-        for line in &self.context {
+        if let Some(operation) = &self.operation {
+            write!(f, "\n  in operation: {operation}")?;
+        }
+        for tensor in &self.tensors {
+            write!(
+                f,
+                "\n  {} '{}': {}",
+                tensor.role, tensor.label, tensor.shape
+            )?;
+        }
+        if let Some(constraint) = &self.constraint {
+            write!(f, "\n  failing constraint: {constraint}")?;
+        }
+        for line in &self.notes {
             write!(f, "\n  {line}")?;
         }
         Ok(())

@@ -6,13 +6,17 @@
 //! tree this module produces, never the text.
 //!
 //! [`term`] holds dimensions, rows and shapes with variables; [`constraint`] what operations assert
-//! about them; [`logic`] generates those constraints for every kind of operation.
+//! about them; [`logic`] generates those constraints for every kind of operation; [`solver`]
+//! solves and closes them; [`session`] is the environment of one graph, where tensors are declared
+//! and operations applied.
 
 pub mod constraint;
 pub mod error;
 pub mod logic;
+pub mod session;
 pub mod solver;
 pub mod spec;
 pub mod term;
 
-pub use error::ShapeError;
+pub use error::{ShapeError, TensorContext};
+pub use session::{Capture, Inference, LeafDecl, OpId, TensorId};

@@ -70,6 +70,37 @@ impl Logic {
     }
 }
 
+impl std::fmt::Display for Logic {
+    /// The operation's kind as users name it, with its spec: `compose`, `einsum "i,j;j,k=>i,k"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Logic::PointwiseUnary => f.write_str("pointwise unary"),
+            Logic::PointwiseBinary => f.write_str("pointwise binary"),
+            Logic::PointwiseTernary => f.write_str("pointwise ternary"),
+            Logic::Compose => f.write_str("compose"),
+            Logic::ComposeAccumulate => f.write_str("compose-accumulate"),
+            Logic::Transpose => f.write_str("transpose"),
+            Logic::Spec(spec) => {
+                let kind = match spec.arity() {
+                    1 => "permute",
+                    2 => "einsum",
+                    3 => "einsum3",
+                    _ => "n-ary einsum",
+                };
+                write!(f, "{kind} \"{spec}\"")
+            }
+            Logic::Block(spec) => write!(f, "block \"{spec}\""),
+            Logic::BatchSlice {
+                static_range: Some(range),
+            } => write!(f, "batch slice (range {range})"),
+            Logic::BatchSlice { static_range: None } => f.write_str("batch slice"),
+            Logic::Uint4x32ToPrec { coefficient } => {
+                write!(f, "uint4x32 to precision ({coefficient} values per word)")
+            }
+        }
+    }
+}
+
 /// What one operation asserts, and the names and variables that later stages need to see.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Generated {
@@ -90,9 +121,10 @@ pub struct Generated {
 }
 
 /// What a leaf's initializer says about its shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum TerminalInit {
     /// Nothing (constants, ranges, embeddings: the shape comes from elsewhere).
+    #[default]
     Unconstrained,
     /// The shape has this many elements (a reshape, or a fill from a list of values).
     NElements(usize),
@@ -314,14 +346,14 @@ fn check_arity(logic: &Logic, given: usize) -> Result<(), ShapeError> {
                 3 => format!("Invalid einsum spec (expected three arguments): {spec}"),
                 n => format!("Invalid einsum spec (expected {n} arguments): {spec}"),
             };
-            ShapeError::new(message).context(format!(
+            ShapeError::new(message).note(format!(
                 "the spec has {expected} right-hand side(s); {context}"
             ))
         }
         Logic::Block(spec) => ShapeError::new(format!(
             "Invalid block spec (expected {given} arguments): {spec}"
         ))
-        .context(format!(
+        .note(format!(
             "the spec has {expected} right-hand side(s); {context}"
         )),
         _ => ShapeError::new(format!("{logic:?} takes {expected} operand(s); {context}")),
@@ -443,7 +475,7 @@ impl Elaborator<'_> {
                          positions",
                         usize::MAX
                     ))
-                    .context(format!("in spec: {}", self.spec))
+                    .note(format!("in spec: {}", self.spec))
                 })?;
                 let var = self.vars.dim();
                 self.fixed_indices.push((var, *index));
@@ -481,7 +513,7 @@ impl Elaborator<'_> {
                             "use_padding must be specified in convolution spec: write '=+' \
                              (padded) or '<+' (valid)",
                         )
-                        .context(format!("axis '{axis}' of spec: {}", self.spec)));
+                        .note(format!("axis '{axis}' of spec: {}", self.spec)));
                     }
                 };
                 Some(ConvDim {
@@ -509,13 +541,13 @@ impl Elaborator<'_> {
             Coefficient::Int(0) => Err(ShapeError::new(format!(
                 "Invalid {role} value: 0 in axis '{axis}'; it must be at least 1"
             ))
-            .context(format!("in spec: {}", self.spec))),
+            .note(format!("in spec: {}", self.spec))),
             Coefficient::Int(n) => Ok(*n),
             Coefficient::Ident(name) => Err(ShapeError::new(format!(
                 "Invalid {role} value (expected integer): {name} in axis '{axis}'; bind it with \
                  EinsumSpec::bind before generating constraints"
             ))
-            .context(format!("in spec: {}", self.spec))),
+            .note(format!("in spec: {}", self.spec))),
         }
     }
 
@@ -1021,7 +1053,7 @@ mod tests {
             let err = spec_error(text);
             assert_eq!(err.message, message, "{text:?}");
             assert!(
-                err.context
+                err.notes
                     .iter()
                     .any(|line| line.contains(&spec(text).to_string())),
                 "the error quotes the spec: {err}"

@@ -137,6 +137,13 @@ impl Dim {
     }
 }
 
+impl From<usize> for Dim {
+    /// A default-basis atom.
+    fn from(size: usize) -> Dim {
+        Dim::size(size)
+    }
+}
+
 /// A row term.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Row {

@@ -3,7 +3,11 @@
 //!
 //! 1. Leaf rows (shapes of tensors no operation computes) close *downward*, to the join of their
 //!    caps: the most specific row their uses demand. A lone open row with a pending total-elements
-//!    count gets one axis of the missing size. A parameter row nothing constrains is an error.
+//!    count gets one axis of the missing size. A parameter's output row that nothing determines
+//!    (no caps, or only bare open rows, and no row above it) is an error. A parameter row that
+//!    refines another row (`w` in `w * x`, whose input row refines `x`'s output row) has the axes
+//!    that row demands and closes to no further ones; an undetermined parameter *input* row closes
+//!    to no axes (a bias added to data has none).
 //! 2. Leaf dimensions with a cap close to it.
 //! 3. Other leaf dimensions: a parameter's is an error ("you forgot to specify the hidden
 //!    dimension"); others close to their default (below).
@@ -80,7 +84,7 @@ impl Solver {
             return Err(ShapeError::new(format!(
                 "Not enough shape information: {} constraint(s) could not be decided, e.g. {}",
                 self.deferred.len(),
-                describe(constraint)
+                self.resolve_constraint(constraint)
             )));
         }
         Ok(())
@@ -106,14 +110,23 @@ impl Solver {
                 self.bind_row(var, Row::default())
             };
         }
-        let caps: Vec<Row> = match self.row_bounds(var) {
-            Some(bounds) => bounds.caps.clone(),
+        let (caps, bounded_above) = match self.row_bounds(var) {
+            Some(bounds) => (
+                bounds.caps.clone(),
+                bounds.under_closed || !bounds.above.is_empty(),
+            ),
             None => return Ok(()),
         };
         let caps: Vec<Row> = caps.iter().map(|cap| self.resolve_row(cap)).collect();
-        if caps.is_empty()
+        // A bare open row below says nothing yet: it is as unknown as this one.
+        let informative = caps
+            .iter()
+            .any(|cap| cap.var.is_none() || cap.n_explicit() > 0);
+        if !informative
+            && !bounded_above
             && let Some((leaf, kind)) = leaf
             && leaf.is_param
+            && kind != Kind::Input
         {
             return Err(hidden_dimension(
                 leaf,
@@ -255,40 +268,8 @@ fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
         "You forgot to specify the hidden dimension(s): nothing determines part of a parameter's \
          shape; give its sizes explicitly or use it where they can be inferred",
     )
-    .context(format!(
+    .note(format!(
         "parameter '{}' ({kind} axes), shape {shape}",
         leaf.label
     ))
-}
-
-fn describe(constraint: &Constraint) -> String {
-    match constraint {
-        Constraint::DimEq(a, b) => format!("{a} = {b}"),
-        Constraint::DimLe { res, opnd } => format!("{res} ⊑ {opnd}"),
-        Constraint::AtLeast { dim, size } => format!("{dim} ≥ {size}"),
-        Constraint::RowEq(a, b) => format!("[{a}] = [{b}]"),
-        Constraint::RowLe { res, opnd } => format!("[{res}] ⊑ [{opnd}]"),
-        Constraint::TotalElems {
-            rows,
-            total,
-            coefficient,
-        } => format!(
-            "elements of {} = {coefficient}·{total}",
-            rows.iter()
-                .map(|r| format!("[{r}]"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        Constraint::Exact { rows, dims } => format!(
-            "{} are exactly [{}]",
-            rows.iter()
-                .map(|r| format!("[{r}]"))
-                .collect::<Vec<_>>()
-                .join(" "),
-            dims.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    }
 }

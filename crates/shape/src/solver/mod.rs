@@ -53,6 +53,9 @@ struct RowBounds {
     caps: Vec<Row>,
     /// Variables `σ` with `ρ ⊑ σ`.
     above: Vec<RowVarId>,
+    /// The row refines a closed row, which fixed the axes it needs: what the variable adds is
+    /// room for more that broadcasting allows, not a part of the shape left undetermined.
+    under_closed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -117,17 +120,24 @@ impl Solver {
                         self.n_steps
                     )));
                 }
-                self.step(constraint)?;
+                self.checked_step(constraint)?;
             }
             let bindings_before = self.n_bindings;
             let deferred = std::mem::take(&mut self.deferred);
             for constraint in deferred {
-                self.step(constraint)?;
+                self.checked_step(constraint)?;
             }
             if self.queue.is_empty() && self.n_bindings == bindings_before {
                 return Ok(());
             }
         }
+    }
+
+    /// One step; a failure records the constraint, with what is known substituted in.
+    fn checked_step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
+        let copy = constraint.clone();
+        self.step(constraint)
+            .map_err(|error| error.in_constraint(self.resolve_constraint(&copy)))
     }
 
     fn step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
@@ -241,6 +251,11 @@ impl Solver {
                 trailing,
             },
         }
+    }
+
+    /// The constraint with every term resolved.
+    pub fn resolve_constraint(&self, constraint: &Constraint) -> Constraint {
+        constraint.map_terms(|d| self.resolve_dim(d), |r| self.resolve_row(r))
     }
 
     pub fn resolve_shape(&self, shape: &Shape) -> Shape {

@@ -191,6 +191,9 @@ impl Solver {
         );
         let Some(opnd_var) = opnd.var else {
             // The operand is closed: its middle is inserted `1*` units, which anything refines.
+            if let Some(bounds) = self.row_bounds(res_var) {
+                bounds.under_closed = true;
+            }
             return Ok(());
         };
         let residue = Row {

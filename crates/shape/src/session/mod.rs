@@ -1,0 +1,454 @@
+//! The inference session: the tensors and operations of one graph, and the solver they feed.
+//!
+//! A tensor is created either as a *leaf* ([`Inference::leaf`]: data, constants, parameters, with
+//! whatever rows its declaration gives) or as the result of an operation ([`Inference::apply`]).
+//! Every operation's constraints come from the one generator ([`crate::logic::generate`]) and are
+//! solved online (stage 1: nothing is guessed). [`Inference::finish`] runs the closing policy, after
+//! which every shape that took part is variable-free; the session stays open, so more operations
+//! can follow and be finished in turn.
+//!
+//! Operations are transactional: when one fails, the session is as it was before the call. The
+//! solver has no undo, so a failure rebuilds it by replaying the log of everything that succeeded
+//! — deterministic, and paid only on the error path.
+//!
+//! Captured dimensions (`capture`) and the constraints users put on them (`set_dim`, `set_equal`,
+//! `set_scale`) live in [`capture`].
+
+mod capture;
+
+use crate::constraint::Constraint;
+use crate::error::{ShapeError, TensorContext};
+use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraints};
+use crate::solver::{Leaf, Solver};
+use crate::spec::{Kind, ShapeLiteral};
+use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
+
+pub use capture::Capture;
+
+/// A tensor of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(u32);
+
+/// An operation of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(u32);
+
+impl TensorId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl OpId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a leaf's declaration says: the rows it gives (the others are open and inferred), what its
+/// initializer says about its size, and whether it is a parameter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeafDecl {
+    batch: Option<Vec<Dim>>,
+    input: Option<Vec<Dim>>,
+    output: Option<Vec<Dim>>,
+    init: TerminalInit,
+    is_param: bool,
+}
+
+impl LeafDecl {
+    /// A data tensor or constant: every row inferred unless given.
+    pub fn data() -> Self {
+        LeafDecl::default()
+    }
+
+    /// A parameter: no batch axes unless given; input and output rows inferred unless given, but
+    /// never guessed (closing reports a part nothing determines as a forgotten hidden dimension).
+    pub fn param() -> Self {
+        LeafDecl {
+            batch: Some(Vec::new()),
+            is_param: true,
+            ..LeafDecl::default()
+        }
+    }
+
+    /// All three rows given by a shape literal.
+    pub fn literal(literal: &ShapeLiteral) -> Self {
+        let row = |kind| {
+            literal
+                .row(kind)
+                .iter()
+                .map(|d| Dim::Atom {
+                    size: d.size,
+                    basis: Basis::from_name(d.basis.as_deref()),
+                })
+                .collect()
+        };
+        LeafDecl {
+            batch: Some(row(Kind::Batch)),
+            input: Some(row(Kind::Input)),
+            output: Some(row(Kind::Output)),
+            ..LeafDecl::default()
+        }
+    }
+
+    pub fn batch<D: Into<Dim>>(self, dims: impl IntoIterator<Item = D>) -> Self {
+        self.row(Kind::Batch, dims)
+    }
+
+    pub fn input<D: Into<Dim>>(self, dims: impl IntoIterator<Item = D>) -> Self {
+        self.row(Kind::Input, dims)
+    }
+
+    pub fn output<D: Into<Dim>>(self, dims: impl IntoIterator<Item = D>) -> Self {
+        self.row(Kind::Output, dims)
+    }
+
+    /// Gives the row of `kind` exactly these axes.
+    pub fn row<D: Into<Dim>>(mut self, kind: Kind, dims: impl IntoIterator<Item = D>) -> Self {
+        let dims = Some(dims.into_iter().map(Into::into).collect());
+        match kind {
+            Kind::Batch => self.batch = dims,
+            Kind::Input => self.input = dims,
+            Kind::Output => self.output = dims,
+        }
+        self
+    }
+
+    /// What the initializer says about the number or the layout of the elements.
+    pub fn init(mut self, init: TerminalInit) -> Self {
+        self.init = init;
+        self
+    }
+
+    fn given(&self, kind: Kind) -> Option<&Vec<Dim>> {
+        match kind {
+            Kind::Batch => self.batch.as_ref(),
+            Kind::Input => self.input.as_ref(),
+            Kind::Output => self.output.as_ref(),
+        }
+    }
+}
+
+/// Where a tensor comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Created by a declaration; closes downward to what its uses demand.
+    Leaf { is_param: bool },
+    /// The result of this operation.
+    Computed(OpId),
+}
+
+/// A tensor: its label, its shape as created (with variables; see [`Inference::shape`] for what
+/// is known now) and its origin.
+#[derive(Debug, Clone)]
+pub struct TensorInfo {
+    pub label: String,
+    pub shape: Shape,
+    pub origin: Origin,
+}
+
+/// An operation: its logic, its result and operands, and what the generator produced for it
+/// (constraints, the variables of the spec's labels, fixed indices, …), which projection inference
+/// reads again.
+#[derive(Debug, Clone)]
+pub struct OpInfo {
+    pub logic: Logic,
+    pub result: TensorId,
+    pub operands: Vec<TensorId>,
+    pub generated: Generated,
+}
+
+/// One successful change to the solver, in the order it happened, with the variable supply as it
+/// was before the change: the solver draws fresh variables too, and a replay must hand out the
+/// same ones.
+#[derive(Debug, Clone)]
+struct Entry {
+    vars: VarSupply,
+    change: Change,
+}
+
+#[derive(Debug, Clone)]
+enum Change {
+    Constraints {
+        constraints: Vec<Constraint>,
+        discardable: Vec<DimVar>,
+    },
+    /// A closing over the leaves among the first `n_tensors` tensors.
+    Close { n_tensors: usize },
+}
+
+/// The shape inference environment of one graph.
+#[derive(Debug, Clone, Default)]
+pub struct Inference {
+    solver: Solver,
+    tensors: Vec<TensorInfo>,
+    ops: Vec<OpInfo>,
+    log: Vec<Entry>,
+    /// `set_equal` between a dimension and a row: reported by name if closing cannot decide it.
+    pending_equal: Vec<(Capture, Capture)>,
+}
+
+impl Inference {
+    pub fn new() -> Self {
+        Inference::default()
+    }
+
+    /// Declares a leaf tensor. Rows the declaration does not give are open; the initializer's
+    /// constraints (element count, exact layout) are solved at once.
+    pub fn leaf(
+        &mut self,
+        label: impl Into<String>,
+        decl: LeafDecl,
+    ) -> Result<TensorId, ShapeError> {
+        let label = label.into();
+        let mut shape = Shape::default();
+        for kind in Kind::ALL {
+            *shape.row_mut(kind) = match decl.given(kind) {
+                Some(dims) => Row::closed(dims.clone()),
+                None => Row::var(self.solver.vars().row()),
+            };
+        }
+        let constraints = terminal_constraints(&shape, &decl.init);
+        let id = self.push_tensor(TensorInfo {
+            label: label.clone(),
+            shape: shape.clone(),
+            origin: Origin::Leaf {
+                is_param: decl.is_param,
+            },
+        });
+        if let Err(error) = self.commit(constraints, Vec::new()) {
+            self.tensors.pop();
+            let role = if decl.is_param { "parameter" } else { "leaf" };
+            return Err(error.in_operation(
+                format!("declaration of '{label}' ({:?})", decl.init),
+                [TensorContext {
+                    label,
+                    role: role.to_owned(),
+                    shape: shape.to_string(),
+                }],
+            ));
+        }
+        Ok(id)
+    }
+
+    /// Creates the result of an operation on `operands`: a tensor with open rows, related to the
+    /// operands by `logic`.
+    pub fn apply(
+        &mut self,
+        label: impl Into<String>,
+        logic: Logic,
+        operands: &[TensorId],
+    ) -> Result<(TensorId, OpId), ShapeError> {
+        let shape = Shape {
+            batch: Row::var(self.solver.vars().row()),
+            input: Row::var(self.solver.vars().row()),
+            output: Row::var(self.solver.vars().row()),
+        };
+        let result = self.push_tensor(TensorInfo {
+            label: label.into(),
+            shape,
+            origin: Origin::Computed(OpId(self.ops.len() as u32)),
+        });
+        match self.relate(logic, result, operands) {
+            Ok(op) => Ok((result, op)),
+            Err(error) => {
+                self.tensors.pop();
+                Err(error)
+            }
+        }
+    }
+
+    /// Relates existing tensors by `logic`: `result` is computed from `operands` (for an
+    /// assignment into a tensor that already exists).
+    pub fn relate(
+        &mut self,
+        logic: Logic,
+        result: TensorId,
+        operands: &[TensorId],
+    ) -> Result<OpId, ShapeError> {
+        let shapes: Vec<Shape> = operands
+            .iter()
+            .map(|&t| self.tensor(t).shape.clone())
+            .collect();
+        let with_context = |this: &Self, error: ShapeError| {
+            error.in_operation(
+                this.describe_op(&logic, result, operands),
+                this.op_tensors(result, operands),
+            )
+        };
+        let result_shape = self.tensor(result).shape.clone();
+        let generated = generate(&logic, &result_shape, &shapes, self.solver.vars())
+            .map_err(|error| with_context(self, error))?;
+        self.commit(generated.constraints.clone(), generated.discardable.clone())
+            .map_err(|error| with_context(self, error))?;
+        let op = OpId(self.ops.len() as u32);
+        self.ops.push(OpInfo {
+            logic,
+            result,
+            operands: operands.to_vec(),
+            generated,
+        });
+        Ok(op)
+    }
+
+    /// Closes every shape (the staged policy of [`Solver::close`]), with every leaf declared so
+    /// far as a leaf. On failure nothing is committed.
+    pub fn finish(&mut self) -> Result<(), ShapeError> {
+        let n_tensors = self.tensors.len();
+        let vars = self.solver.vars().clone();
+        if let Err(error) = self.solver.close(&self.leaves(n_tensors)) {
+            self.rebuild();
+            return Err(self.undecided_set_equal().unwrap_or(error));
+        }
+        self.log.push(Entry {
+            vars,
+            change: Change::Close { n_tensors },
+        });
+        Ok(())
+    }
+
+    /// The tensor's shape with everything known so far substituted in.
+    pub fn shape(&self, tensor: TensorId) -> Shape {
+        self.solver.resolve_shape(&self.tensor(tensor).shape)
+    }
+
+    /// The tensor's shape, which must be fully known (after [`Inference::finish`]).
+    pub fn closed_shape(&self, tensor: TensorId) -> Result<Shape, ShapeError> {
+        let shape = self.shape(tensor);
+        let ground = Kind::ALL.iter().all(|&kind| {
+            let row = shape.row(kind);
+            row.var.is_none() && row.dims().all(Dim::is_ground)
+        });
+        if ground {
+            return Ok(shape);
+        }
+        Err(ShapeError::new(format!(
+            "Not enough shape information: tensor '{}' still has unresolved axes {shape}; finish \
+             inference before asking for its dimensions",
+            self.tensor(tensor).label
+        )))
+    }
+
+    pub fn tensor(&self, tensor: TensorId) -> &TensorInfo {
+        &self.tensors[tensor.index()]
+    }
+
+    pub fn op(&self, op: OpId) -> &OpInfo {
+        &self.ops[op.index()]
+    }
+
+    pub fn tensors(&self) -> impl Iterator<Item = TensorId> + use<> {
+        (0..self.tensors.len() as u32).map(TensorId)
+    }
+
+    pub fn ops(&self) -> impl Iterator<Item = OpId> + use<> {
+        (0..self.ops.len() as u32).map(OpId)
+    }
+
+    /// The solver, for reading resolved terms (projection inference resolves its ops' variables).
+    pub fn solver(&self) -> &Solver {
+        &self.solver
+    }
+
+    fn push_tensor(&mut self, info: TensorInfo) -> TensorId {
+        self.tensors.push(info);
+        TensorId(self.tensors.len() as u32 - 1)
+    }
+
+    /// Solves `constraints`; on success logs them, on failure restores the state before the call.
+    fn commit(
+        &mut self,
+        constraints: Vec<Constraint>,
+        discardable: Vec<DimVar>,
+    ) -> Result<(), ShapeError> {
+        let vars = self.solver.vars().clone();
+        self.solver.add_discardable(discardable.iter().copied());
+        match self.solver.add(constraints.iter().cloned()) {
+            Ok(()) => {
+                self.log.push(Entry {
+                    vars,
+                    change: Change::Constraints {
+                        constraints,
+                        discardable,
+                    },
+                });
+                Ok(())
+            }
+            Err(error) => {
+                self.rebuild();
+                Err(error)
+            }
+        }
+    }
+
+    /// Replays the log into a fresh solver. The variable supply ends where it is now: variables
+    /// handed out for the failed call stay allocated and unused.
+    fn rebuild(&mut self) {
+        let mut solver = Solver::new();
+        for entry in &self.log {
+            *solver.vars() = entry.vars.clone();
+            let replayed = match &entry.change {
+                Change::Constraints {
+                    constraints,
+                    discardable,
+                } => {
+                    solver.add_discardable(discardable.iter().copied());
+                    solver.add(constraints.iter().cloned())
+                }
+                Change::Close { n_tensors } => solver.close(&self.leaves(*n_tensors)),
+            };
+            if let Err(error) = replayed {
+                unreachable!("replaying steps that succeeded cannot fail: {error}");
+            }
+        }
+        *solver.vars() = self.solver.vars().clone();
+        self.solver = solver;
+    }
+
+    fn leaves(&self, n_tensors: usize) -> Vec<Leaf> {
+        self.tensors[..n_tensors]
+            .iter()
+            .filter_map(|info| match info.origin {
+                Origin::Leaf { is_param } => Some(Leaf {
+                    label: info.label.clone(),
+                    shape: info.shape.clone(),
+                    is_param,
+                }),
+                Origin::Computed(_) => None,
+            })
+            .collect()
+    }
+
+    /// `c = einsum "i,j;j,k=>i,k" (a, b)`.
+    fn describe_op(&self, logic: &Logic, result: TensorId, operands: &[TensorId]) -> String {
+        let operands: Vec<&str> = operands
+            .iter()
+            .map(|&t| self.tensor(t).label.as_str())
+            .collect();
+        format!(
+            "{} = {logic} ({})",
+            self.tensor(result).label,
+            operands.join(", ")
+        )
+    }
+
+    fn op_tensors(&self, result: TensorId, operands: &[TensorId]) -> Vec<TensorContext> {
+        let context = |tensor: TensorId, role: String| TensorContext {
+            label: self.tensor(tensor).label.clone(),
+            role,
+            shape: self.shape(tensor).to_string(),
+        };
+        let mut tensors = vec![context(result, "result".to_owned())];
+        tensors.extend(
+            operands
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| context(t, format!("operand {}", i + 1))),
+        );
+        tensors
+    }
+}
+
+#[cfg(test)]
+mod tests;
