@@ -13,9 +13,12 @@
 use crate::error::ShapeError;
 use crate::term::{AffineDim, Basis, Dim};
 
-/// The size of an affine axis whose parts are known.
+/// The size of an affine axis whose parts are known, with the named basis of either part
+/// (`None` also when the parts' bases conflict: [`check_bases`] reports that).
 pub(super) fn evaluate_affine(affine: &AffineDim) -> Option<Dim> {
     let over = affine.over.ground_size()?;
+    let kernel = affine.conv.as_ref().map(|conv| &conv.kernel);
+    let model = named_basis(std::iter::once(&affine.over).chain(kernel)).ok()?;
     let size = match &affine.conv {
         None
         | Some(crate::term::ConvDim {
@@ -28,24 +31,64 @@ pub(super) fn evaluate_affine(affine: &AffineDim) -> Option<Dim> {
             valid_size(affine.stride, over, kernel, conv.dilation)?
         }
     };
-    Some(like(&affine.over, size))
+    Some(like(model.unwrap_or(&affine.over), size))
 }
 
-/// The total size of a concatenation whose components are known.
+/// The total size of a concatenation whose components are known, with their named basis (`None`
+/// also when the components' bases conflict: [`check_bases`] reports that).
 pub(super) fn evaluate_concat(components: &[Dim]) -> Option<Dim> {
     let mut total = 0usize;
-    let mut basis = Basis::Default;
     for component in components {
         total = total.checked_add(component.ground_size()?)?;
-        if let Dim::Atom {
-            basis: b @ Basis::Named(_),
+    }
+    let basis = match named_basis(components.iter()).ok()? {
+        Some(Dim::Atom { basis, .. }) => basis.clone(),
+        _ => Basis::Default,
+    };
+    Some(Dim::Atom { size: total, basis })
+}
+
+/// The first atom with a named basis among `dims`, or an error naming two different ones.
+fn named_basis<'d>(dims: impl Iterator<Item = &'d Dim>) -> Result<Option<&'d Dim>, [&'d Dim; 2]> {
+    let mut found: Option<&Dim> = None;
+    for dim in dims {
+        let Dim::Atom {
+            basis: basis @ Basis::Named(_),
             ..
-        } = component
-        {
-            basis = b.clone();
+        } = dim
+        else {
+            continue;
+        };
+        match found {
+            Some(first @ Dim::Atom { basis: b, .. }) if b != basis => return Err([first, dim]),
+            Some(_) => {}
+            None => found = Some(dim),
         }
     }
-    Some(Dim::Atom { size: total, basis })
+    Ok(found)
+}
+
+/// Derived terms whose known parts carry different named bases: a strided axis over one unit
+/// with a kernel in another, or a concatenation of components of different units.
+pub(super) fn check_bases(dim: &Dim) -> Result<(), ShapeError> {
+    let conflict = match dim {
+        Dim::Affine(affine) => {
+            let kernel = affine.conv.as_ref().map(|conv| &conv.kernel);
+            named_basis(std::iter::once(&affine.over).chain(kernel))
+                .err()
+                .map(|[a, b]| {
+                    format!(
+                        "convolution: conflicting dimension bases between stride and kernel \
+                         ({a} vs {b} in {dim})"
+                    )
+                })
+        }
+        Dim::Concat(components) => named_basis(components.iter())
+            .err()
+            .map(|[a, b]| format!("concat: conflicting dimension bases ({a} vs {b} in {dim})")),
+        _ => None,
+    };
+    conflict.map_or(Ok(()), |message| Err(ShapeError::new(message)))
 }
 
 /// Equations that settle `a = b` when one side is derived, or `None` when that must wait.
@@ -156,6 +199,12 @@ fn solve_concat(
     if known > total {
         return Err(ShapeError::new(format!(
             "concat: components exceed the concatenated size ({} > {total})",
+            Dim::Concat(components.to_vec())
+        )));
+    }
+    if let Err([a, b]) = named_basis(components.iter().chain([like_this])) {
+        return Err(ShapeError::new(format!(
+            "concat: conflicting dimension bases ({a} vs {b} in {} = {like_this})",
             Dim::Concat(components.to_vec())
         )));
     }

@@ -12,6 +12,8 @@ impl Solver {
     pub(super) fn dim_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
         let a = self.resolve_dim(&a);
         let b = self.resolve_dim(&b);
+        derived::check_bases(&a)?;
+        derived::check_bases(&b)?;
         if a == b {
             return Ok(());
         }
@@ -28,6 +30,8 @@ impl Solver {
     pub(super) fn dim_le(&mut self, res: Dim, opnd: Dim) -> Result<(), ShapeError> {
         let res = self.resolve_dim(&res);
         let opnd = self.resolve_dim(&opnd);
+        derived::check_bases(&res)?;
+        derived::check_bases(&opnd)?;
         if res == opnd || opnd == Dim::Unit {
             return Ok(());
         }
@@ -71,10 +75,14 @@ impl Solver {
     pub(super) fn at_least(&mut self, dim: Dim, size: usize) -> Result<(), ShapeError> {
         match self.resolve_dim(&dim) {
             Dim::Var(var) => {
-                if let Some(bounds) = self.dim_bounds(var) {
-                    bounds.at_least = bounds.at_least.max(size);
+                let Some(bounds) = self.dim_bounds(var) else {
+                    unreachable!("a resolved variable is free")
+                };
+                bounds.at_least = bounds.at_least.max(size);
+                match &bounds.cap {
+                    Some(cap) => check_index_below_cap(bounds.at_least, cap),
+                    None => Ok(()),
                 }
-                Ok(())
             }
             ground @ (Dim::Unit | Dim::Atom { .. }) => match ground.ground_size() {
                 Some(actual) if actual >= size => Ok(()),
@@ -101,6 +109,7 @@ impl Solver {
             // Two different atoms below one variable: only the claim-free unit is above both.
             Some(_) => self.bind_dim(var, Dim::Unit),
             None => {
+                check_index_below_cap(bounds.at_least, &atom)?;
                 bounds.cap = Some(atom.clone());
                 let above = bounds.above.clone();
                 for high in above {
@@ -169,6 +178,18 @@ impl Solver {
                 Ok(())
             }
         }
+    }
+}
+
+/// A fixed index `n` (`at_least = n+1`) on an axis that a use of size `cap` refines: the axis can
+/// only be `cap` or the unit `1*`, both too small unless `n` is 0 or fits `cap`.
+fn check_index_below_cap(at_least: usize, cap: &Dim) -> Result<(), ShapeError> {
+    match cap.ground_size() {
+        Some(size) if at_least > 1 && size < at_least => Err(ShapeError::new(format!(
+            "Fixed index {} dereferenced at dimension {size}, higher than use site ({cap})",
+            at_least - 1
+        ))),
+        _ => Ok(()),
     }
 }
 

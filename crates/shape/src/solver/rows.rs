@@ -307,8 +307,10 @@ impl Solver {
             (Some(total), [], false) => {
                 let expected = total.saturating_mul(coefficient);
                 if known != expected {
+                    let size = if known > expected { "big" } else { "small" };
                     return Err(ShapeError::new(format!(
-                        "Total_elems constraint failed: {} has {known} elements, expected {expected}",
+                        "Total_elems constraint failed, shape is too {size}: {} has {known} \
+                         elements, expected {expected}",
                         shown()
                     )));
                 }

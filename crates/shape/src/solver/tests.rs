@@ -556,3 +556,112 @@ fn exact_rows() {
 fn flat(row: &Row) -> Vec<Dim> {
     row.dims().cloned().collect()
 }
+
+#[test]
+fn derived_terms_with_conflicting_bases() {
+    // The stride's axis counts pixels, the kernel's counts taps: the input axis has no one unit.
+    let mut s = Solver::new();
+    let x = s.vars().dim();
+    let conv = affine(1, named(4, "px"), Some((1, named(3, "tap"), false)));
+    let msg = error_of(s.add([Constraint::DimEq(Dim::Var(x), conv.clone())]));
+    assert!(
+        msg.starts_with("convolution: conflicting dimension bases between stride and kernel"),
+        "{msg}"
+    );
+    let msg = error_of(Solver::new().add([le(conv, n(6))]));
+    assert!(msg.starts_with("convolution: conflicting"), "{msg}");
+    // One named part gives the input its unit.
+    let s = Solver::new();
+    assert_eq!(
+        s.resolve_dim(&affine(1, n(4), Some((1, named(3, "tap"), false)))),
+        named(6, "tap")
+    );
+
+    let mut s = Solver::new();
+    let x = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        Dim::Var(x),
+        Dim::Concat(vec![named(2, "rgb"), named(1, "alpha")]),
+    )]));
+    assert!(
+        msg.starts_with("concat: conflicting dimension bases"),
+        "{msg}"
+    );
+    // Against the total's unit, when a component is still unknown.
+    let mut s = Solver::new();
+    let y = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        named(5, "rgb"),
+        Dim::Concat(vec![named(2, "xyz"), Dim::Var(y)]),
+    )]));
+    assert!(
+        msg.starts_with("concat: conflicting dimension bases"),
+        "{msg}"
+    );
+    let mut s = Solver::new();
+    let y = s.vars().dim();
+    s.add([Constraint::DimEq(
+        named(5, "rgb"),
+        Dim::Concat(vec![named(2, "rgb"), Dim::Var(y)]),
+    )])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(y)), named(3, "rgb"));
+}
+
+#[test]
+fn a_fixed_index_beyond_its_use_site() {
+    // `x` is read at index 3 but used where the axis has size 2: in either order.
+    let index = |a| Constraint::AtLeast {
+        dim: Dim::Var(a),
+        size: 4,
+    };
+    for flip in [false, true] {
+        let mut s = Solver::new();
+        let a = s.vars().dim();
+        let mut constraints = vec![index(a), le(n(2), Dim::Var(a))];
+        if flip {
+            constraints.reverse();
+        }
+        let msg = error_of(s.add(constraints));
+        assert!(
+            msg.starts_with("Fixed index 3 dereferenced at dimension 2, higher than use site"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn element_counts_too_big_or_too_small() {
+    for (total, what) in [(5, "big"), (7, "small")] {
+        let msg = error_of(Solver::new().add([Constraint::TotalElems {
+            rows: vec![closed(&[n(2), n(3)])],
+            total: n(total),
+            coefficient: 1,
+        }]));
+        assert!(
+            msg.starts_with(&format!(
+                "Total_elems constraint failed, shape is too {what}: [2,3] has 6 elements, \
+                 expected {total}"
+            )),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn errors_show_the_failing_constraint_as_solved_so_far() {
+    let mut s = Solver::new();
+    let [a, b] = fresh_dims::<2>(&mut s);
+    let error = s
+        .add([
+            Constraint::DimEq(Dim::Var(a), n(3)),
+            Constraint::DimEq(Dim::Var(b), n(4)),
+            Constraint::DimEq(Dim::Var(a), Dim::Var(b)),
+        ])
+        .unwrap_err();
+    assert_eq!(error.constraint.as_deref(), Some("3 = 4"));
+    assert!(
+        error.to_string().ends_with("failing constraint: 3 = 4"),
+        "{error}"
+    );
+}
