@@ -1,17 +1,29 @@
-//! The rank-fact graph: an edge `ρ →k σ` records that every solution has
-//! `rank(ρ) ≥ rank(σ) + k` (k may be negative: a binding is an equality, recorded both ways). Edges are never removed, even after their variables are solved. A cycle
-//! through an edge of positive weight is unsatisfiable (summing around it gives `r ≥ r + k`), and
-//! rejecting it is what makes the deficit rule terminate: without it, `ρ1 ⊑ [a]·ρ2, ρ2 ⊑ [b]·ρ1`
-//! would grow both rows forever.
+//! The rank facts: `rank(ρ) ≥ rank(σ) + k` for row variables (k may be negative: a binding is an
+//! equality, recorded both ways). Facts are never removed, even after their variables are solved.
+//! A cycle of facts with positive total weight is unsatisfiable (summing around it gives
+//! `r ≥ r + k`), and rejecting it is what makes the deficit rule terminate: without it,
+//! `ρ1 ⊑ [a]·ρ2, ρ2 ⊑ [b]·ρ1` would grow both rows forever.
+//!
+//! The check is incremental (difference constraints kept feasible by a potential, in the manner
+//! of Cotton and Maler): every variable carries a potential `p` satisfying every fact so far. A new
+//! fact that `p` already satisfies costs nothing, which is the common case: facts point from an
+//! operation's result to its operands, and results are newer. Otherwise the violated side is
+//! raised and the raise propagated, largest first, to the facts that depend on it; the fact closes
+//! a positive cycle exactly when the propagation comes back to raise the fact's other side. A
+//! failed insertion changes nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 
 use crate::error::ShapeError;
 use crate::term::RowVarId;
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct RankGraph {
-    edges: HashMap<RowVarId, Vec<(RowVarId, i64)>>,
+    /// A feasible rank assignment for every fact so far (indexed by variable).
+    potential: Vec<i64>,
+    /// For each variable σ, the facts `rank(ρ) ≥ rank(σ) + k` as `(ρ, k)`: what raising σ may
+    /// violate.
+    dependents: Vec<Vec<(RowVarId, i64)>>,
 }
 
 impl RankGraph {
@@ -23,18 +35,27 @@ impl RankGraph {
         to: RowVarId,
         weight: i64,
     ) -> Result<(), ShapeError> {
-        if let Some(back) = self.longest_path(to, from)
-            && back + weight > 0
-        {
-            return Err(ShapeError::new(format!(
-                "Infinite number of axes by rank cycle among row variables (..${}.. and ..${}.. \
-                 would each need more axes than the other)",
-                from.0, to.0
-            )));
+        let needed = self.potential_of(to) + weight;
+        if needed > self.potential_of(from) {
+            let raised = self.raise(from, needed, to).ok_or_else(|| {
+                ShapeError::new(format!(
+                    "Infinite number of axes by rank cycle among row variables (..${}.. and \
+                     ..${}.. would each need more axes than the other)",
+                    from.0, to.0
+                ))
+            })?;
+            for (var, value) in raised {
+                self.potential[var.0 as usize] = value;
+            }
         }
-        let out = self.edges.entry(from).or_default();
-        if !out.contains(&(to, weight)) {
-            out.push((to, weight));
+        if from != to {
+            let index = to.0 as usize;
+            if self.dependents.len() <= index {
+                self.dependents.resize(index + 1, Vec::new());
+            }
+            if !self.dependents[index].contains(&(from, weight)) {
+                self.dependents[index].push((from, weight));
+            }
         }
         Ok(())
     }
@@ -50,26 +71,53 @@ impl RankGraph {
         self.add_fact(to, from, -weight)
     }
 
-    /// The greatest total weight of a path from `start` to `target`, if there is one. The graph
-    /// has no positive cycle (every insertion checks), so relaxation settles.
-    fn longest_path(&self, start: RowVarId, target: RowVarId) -> Option<i64> {
-        let mut best: HashMap<RowVarId, i64> = HashMap::from([(start, 0)]);
-        let mut work = vec![start];
-        let mut queued: HashSet<RowVarId> = HashSet::from([start]);
-        while let Some(node) = work.pop() {
-            queued.remove(&node);
-            let here = best[&node];
-            for &(next, weight) in self.edges.get(&node).into_iter().flatten() {
-                let candidate = here + weight;
-                if best.get(&next).is_none_or(|&old| candidate > old) {
-                    best.insert(next, candidate);
-                    if queued.insert(next) {
-                        work.push(next);
-                    }
+    fn potential_of(&mut self, var: RowVarId) -> i64 {
+        let index = var.0 as usize;
+        if self.potential.len() <= index {
+            self.potential.resize(index + 1, 0);
+        }
+        self.potential[index]
+    }
+
+    /// The new potentials after raising `start` to `value` and everything that depends on it as
+    /// far as needed, or `None` if `forbidden` would have to rise (a positive cycle).
+    ///
+    /// Raises shrink along a fact by its slack, which the old potentials keep non-negative, so
+    /// taking the largest pending raise first settles each variable once (Dijkstra's argument).
+    fn raise(
+        &mut self,
+        start: RowVarId,
+        value: i64,
+        forbidden: RowVarId,
+    ) -> Option<HashMap<RowVarId, i64>> {
+        let mut raised: HashMap<RowVarId, i64> = HashMap::new();
+        let mut pending = BinaryHeap::from([(value - self.potential_of(start), start)]);
+        while let Some((delta, var)) = pending.pop() {
+            if raised.contains_key(&var) {
+                continue;
+            }
+            if var == forbidden {
+                return None;
+            }
+            let new_value = self.potential_of(var) + delta;
+            raised.insert(var, new_value);
+            let dependents = self
+                .dependents
+                .get(var.0 as usize)
+                .cloned()
+                .unwrap_or_default();
+            for (dependent, weight) in dependents {
+                let current = raised
+                    .get(&dependent)
+                    .copied()
+                    .unwrap_or_else(|| self.potential_of(dependent));
+                let needed = new_value + weight;
+                if needed > current && !raised.contains_key(&dependent) {
+                    pending.push((needed - self.potential_of(dependent), dependent));
                 }
             }
         }
-        best.get(&target).copied()
+        Some(raised)
     }
 }
 

@@ -225,6 +225,11 @@ impl Solver {
     }
 
     /// Records `cap ⊑ ρ` and forwards it to the variables above ρ.
+    ///
+    /// A bare variable `σ ⊑ ρ` is kept (binding ρ re-emits it, and it makes ρ's closing join
+    /// empty) but not forwarded: every σ above ρ has ρ itself as a bare cap, which has the same
+    /// effect on its join, and σ's own bounds travel once σ is bound. Forwarding it would store
+    /// the transitive closure of every chain of results, quadratic in the chain's length.
     fn add_row_cap(&mut self, var: RowVarId, cap: Row) {
         let Some(bounds) = self.row_bounds(var) else {
             unreachable!("caps are added to resolved, hence free, row variables")
@@ -233,6 +238,9 @@ impl Solver {
             return;
         }
         bounds.caps.push(cap.clone());
+        if cap.var.is_some() && cap.n_explicit() == 0 {
+            return;
+        }
         let above = bounds.above.clone();
         for high in above {
             self.queue.push_back(Constraint::RowLe {
