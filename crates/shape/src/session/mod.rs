@@ -13,6 +13,24 @@
 //!
 //! Captured dimensions (`capture`) and the constraints users put on them (`set_dim`, `set_equal`,
 //! `set_scale`) live in [`capture`].
+//!
+//! ```
+//! use rcannl_shape::logic::Logic;
+//! use rcannl_shape::{Inference, LeafDecl};
+//!
+//! let mut inf = Inference::new();
+//! let x = inf.leaf("x", LeafDecl::data().batch([32]).input([0; 0]).output([2]))?;
+//! // Only the hidden width is given; the input width comes from `x`.
+//! let w = inf.leaf("w", LeafDecl::param().output([16]))?;
+//! let b = inf.leaf("b", LeafDecl::param())?;
+//! let (wx, _) = inf.apply("wx", Logic::Compose, &[w, x])?;
+//! let (h, _) = inf.apply("h", Logic::PointwiseBinary, &[wx, b])?;
+//! inf.finish()?;
+//! assert_eq!(inf.closed_shape(w)?.to_string(), "|2->16");
+//! assert_eq!(inf.closed_shape(b)?.to_string(), "|->16");
+//! assert_eq!(inf.closed_shape(h)?.to_string(), "32|->16");
+//! # Ok::<(), rcannl_shape::ShapeError>(())
+//! ```
 
 mod capture;
 

@@ -75,10 +75,15 @@ fn einsum_errors_name_the_operation_the_tensors_and_their_shapes() {
         )
         .unwrap();
     let error = inf.apply("c", spec("i,j;j,k=>i,k"), &[a, b]).unwrap_err();
-    let text = error.to_string();
-    assert!(
-        text.starts_with("solved dimensions for axis: mismatch"),
-        "{text}"
+    // Operand shapes are shown as they were before the operation, which is left undone.
+    assert_eq!(
+        error.to_string(),
+        "solved dimensions for axis: mismatch (4 vs 5)
+  in operation: c = einsum \"i, j; j, k => i, k\" (a, b)
+  result 'c': ..$4..|..$5..->..$6..
+  operand 1 'a': ..$0..|..$1..->3,4
+  operand 2 'b': ..$2..|..$3..->5,6@rgb
+  failing constraint: 4 = 5"
     );
     assert_eq!(
         error.operation.as_deref(),
@@ -93,12 +98,6 @@ fn einsum_errors_name_the_operation_the_tensors_and_their_shapes() {
         labels,
         [("result", "c"), ("operand 1", "a"), ("operand 2", "b")]
     );
-    assert!(
-        text.contains("operand 2 'b': ..$"),
-        "open rows show their variable: {text}"
-    );
-    assert!(text.contains("->5,6@rgb"), "shapes show bases: {text}");
-    assert!(text.contains("failing constraint:"), "{text}");
 }
 
 #[test]
