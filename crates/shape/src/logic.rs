@@ -1109,11 +1109,12 @@ mod tests {
 
     #[test]
     fn discardable_labels_quantifier_test() {
-        let cases: [(&str, &[&str]); 19] = [
+        let cases: [(&str, &[&str]); 20] = [
             // The worked cases of the design notes.
             ("a^b => a", &["b"]),
             ("a^b => b", &["a"]),
             ("a^b => a^b", &[]),
+            ("b^c => a", &[]),
             ("a; b => a^b", &[]),
             ("a; b => a^c", &[]),
             ("a; b => a^b^c", &["c"]),
