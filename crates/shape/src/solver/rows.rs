@@ -160,6 +160,18 @@ impl Solver {
         };
         let lead_deficit = n_lead.saturating_sub(res.leading.len());
         let trail_deficit = n_trail.saturating_sub(res.trailing.len());
+        let self_referential = opnd.var == Some(res_var);
+        if lead_deficit + trail_deficit > 0
+            && (could_cover_when_empty(&res, &opnd)
+                || (self_referential && res.n_explicit() >= opnd.n_explicit()))
+        {
+            // The result's other flank may cover the deficit (when its variable is empty) or the
+            // variable may grow: this constraint alone does not say which. With the same
+            // variable on both sides growing would never catch up (the operand grows too);
+            // closing tries no axes, where the check becomes exact.
+            self.defer(Constraint::RowLe { res, opnd });
+            return Ok(());
+        }
         if lead_deficit + trail_deficit > 0 {
             // The result must have at least the operand's flanks: grow it at its marker.
             if let Some(opnd_var) = opnd.var {
@@ -452,4 +464,21 @@ fn closed_slice(row: &Row, start: usize, end: usize) -> Row {
     } else {
         Row::closed(all[start..end].to_vec())
     }
+}
+
+/// Whether `res ⊑ opnd` could hold with `res`'s row variable empty, as far as known dimensions
+/// tell: enough explicit axes, and no aligned pair of known dimensions that clash.
+fn could_cover_when_empty(res: &Row, opnd: &Row) -> bool {
+    let all = flat(res);
+    let (n_lead, n_trail) = (opnd.leading.len(), opnd.trailing.len());
+    if all.len() < n_lead + n_trail {
+        return false;
+    }
+    let pairs = all[..n_lead]
+        .iter()
+        .zip(&opnd.leading)
+        .chain(all[all.len() - n_trail..].iter().zip(&opnd.trailing));
+    pairs
+        .into_iter()
+        .all(|(r, o)| !(r.is_ground() && o.is_ground()) || r == o || *o == Dim::Unit)
 }

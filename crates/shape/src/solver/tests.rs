@@ -665,3 +665,41 @@ fn errors_show_the_failing_constraint_as_solved_so_far() {
         "{error}"
     );
 }
+
+#[test]
+fn a_self_referential_deficit_waits_instead_of_growing_forever() {
+    // [1*, ρ, d] ⊑ [1, d, ρ]: growing ρ on the left grows the operand as well.
+    let mut s = Solver::new();
+    let (d, r) = (s.vars().dim(), s.vars().row());
+    s.add([row_le(
+        open(&[Dim::Unit], r, &[Dim::Var(d)]),
+        open(&[n(1), Dim::Var(d)], r, &[]),
+    )])
+    .unwrap();
+    // With ρ empty the check is exact: the claim-free 1* does not refine an explicit 1.
+    let msg = error_of(s.close(&[]));
+    assert!(msg.starts_with("dimension comparison for axis"), "{msg}");
+}
+
+#[test]
+fn a_deficit_the_other_flank_may_cover_waits_for_closing() {
+    // [d, ρ] ⊑ [3] and ρ ⊑ [3] in either order: d covers the 3, ρ stays empty.
+    for flip in [false, true] {
+        let mut s = Solver::new();
+        let (d, r, whole) = (s.vars().dim(), s.vars().row(), s.vars().row());
+        let mut constraints = vec![
+            row_le(Row::var(whole), closed(&[n(3)])),
+            Constraint::RowEq(Row::var(whole), open(&[Dim::Var(d)], r, &[])),
+        ];
+        if flip {
+            constraints.reverse();
+        }
+        s.add(constraints).unwrap();
+        s.close(&[]).unwrap();
+        assert_eq!(
+            flat(&s.resolve_row(&Row::var(whole))),
+            vec![n(3)],
+            "flip {flip}"
+        );
+    }
+}
