@@ -45,7 +45,11 @@ impl RankGraph {
                 ))
             })?;
             for (var, value) in raised {
-                self.potential[var.0 as usize] = value;
+                let index = var.0 as usize;
+                if self.potential.len() <= index {
+                    self.potential.resize(index + 1, 0);
+                }
+                self.potential[index] = value;
             }
         }
         if from != to {
@@ -71,12 +75,9 @@ impl RankGraph {
         self.add_fact(to, from, -weight)
     }
 
-    fn potential_of(&mut self, var: RowVarId) -> i64 {
-        let index = var.0 as usize;
-        if self.potential.len() <= index {
-            self.potential.resize(index + 1, 0);
-        }
-        self.potential[index]
+    /// A variable no fact has raised yet has potential 0.
+    fn potential_of(&self, var: RowVarId) -> i64 {
+        self.potential.get(var.0 as usize).copied().unwrap_or(0)
     }
 
     /// The new potentials after raising `start` to `value` and everything that depends on it as
@@ -85,7 +86,7 @@ impl RankGraph {
     /// Raises shrink along a fact by its slack, which the old potentials keep non-negative, so
     /// taking the largest pending raise first settles each variable once (Dijkstra's argument).
     fn raise(
-        &mut self,
+        &self,
         start: RowVarId,
         value: i64,
         forbidden: RowVarId,
@@ -101,18 +102,9 @@ impl RankGraph {
             }
             let new_value = self.potential_of(var) + delta;
             raised.insert(var, new_value);
-            let dependents = self
-                .dependents
-                .get(var.0 as usize)
-                .cloned()
-                .unwrap_or_default();
-            for (dependent, weight) in dependents {
-                let current = raised
-                    .get(&dependent)
-                    .copied()
-                    .unwrap_or_else(|| self.potential_of(dependent));
+            for &(dependent, weight) in self.dependents.get(var.0 as usize).into_iter().flatten() {
                 let needed = new_value + weight;
-                if needed > current && !raised.contains_key(&dependent) {
+                if !raised.contains_key(&dependent) && needed > self.potential_of(dependent) {
                     pending.push((needed - self.potential_of(dependent), dependent));
                 }
             }
