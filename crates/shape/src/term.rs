@@ -180,6 +180,16 @@ impl Row {
     pub fn dims(&self) -> impl Iterator<Item = &Dim> {
         self.leading.iter().chain(&self.trailing)
     }
+
+    /// A closed row's axes with the marker at the left edge. The marker only guides broadcasting
+    /// while the row is still refined: once inference is finished, rows with the same axes are the
+    /// same row.
+    pub fn without_marker(&self) -> Row {
+        match self.var {
+            Some(_) => self.clone(),
+            None => Row::closed(self.dims().cloned().collect()),
+        }
+    }
 }
 
 /// Which row of a shape.
@@ -194,6 +204,15 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// The shape with [`Row::without_marker`] applied to each row.
+    pub fn without_markers(&self) -> Shape {
+        Shape {
+            batch: self.batch.without_marker(),
+            input: self.input.without_marker(),
+            output: self.output.without_marker(),
+        }
+    }
+
     pub fn row(&self, kind: Kind) -> &Row {
         match kind {
             Kind::Batch => &self.batch,

@@ -339,7 +339,7 @@ impl Inference {
             row.var.is_none() && row.dims().all(Dim::is_ground)
         });
         if ground {
-            return Ok(shape);
+            return Ok(shape.without_markers());
         }
         Err(ShapeError::new(format!(
             "Not enough shape information: tensor '{}' still has unresolved axes {shape}; finish \

@@ -1,5 +1,5 @@
-//! The closing policy: committing what solving left free, with a re-solve after every stage so
-//! that each commitment propagates before the next one is made.
+//! The closing policy: committing what solving left free, in stages, propagating every single
+//! commitment before the next.
 //!
 //! 1. Leaf rows (shapes of tensors no operation computes) close *downward*, to the join of their
 //!    caps: the most specific row their uses demand. A lone open row with a pending total-elements
@@ -17,10 +17,16 @@
 //!    carrying a fixed index `n` to `n+1` (an index-0 axis with a cap to the claim-free `1*`, so
 //!    that a kept reduction axis broadcasts); anything else to `1*`.
 //!
-//! The policy never backtracks: `{3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β}` with leaves α, β commits α = 3,
-//! β = 5 and then fails on γ, although α = β = `1*` would do.
+//! Before all of these, stage 0 gives a dimension that only an element count determines its size
+//! (see `close_pending_sizes`).
+//!
+//! Every single commitment is propagated before the next is made (re-solved fully for leaf rows;
+//! for the many other variables, the direct consequences, with the deferred constraints retried
+//! when a stage ends), so that one leaf's choice constrains the next: `{3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β}` with leaves α, β closes α = 3, which pins
+//! γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that makes a later
+//! constraint fail is reported, not undone.
 
-use super::Solver;
+use super::{Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape};
@@ -38,16 +44,24 @@ impl Solver {
     /// Solves, then closes every variable following the policy above.
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
         self.solve()?;
+        self.close_pending_sizes()?;
+        // Rows that take the rest of an element count not known yet close last.
+        let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
         for leaf in leaves {
             for kind in Kind::ALL {
                 if let Some(var) = self.resolve_row(leaf.shape.row(kind)).var {
+                    if self.awaits_total(var) {
+                        waiting.push((var, Some((leaf, kind))));
+                        continue;
+                    }
                     self.close_row(var, Some((leaf, kind)))?;
+                    self.solve()?;
                 }
             }
         }
-        self.solve()?;
         for var in self.leaf_dim_vars(leaves) {
             self.close_dim_to_cap(var)?;
+            self.propagate()?;
         }
         self.solve()?;
         for leaf in leaves {
@@ -58,28 +72,49 @@ impl Solver {
                         continue;
                     };
                     if leaf.is_param && self.dim_bounds(var).is_some_and(|b| b.at_least == 0) {
-                        return Err(hidden_dimension(leaf, kind, &shape));
+                        return Err(hidden_dimension(
+                            leaf,
+                            kind,
+                            &self.resolve_shape(&leaf.shape),
+                        ));
                     }
                     self.close_dim_to_default(var)?;
+                    self.propagate()?;
                 }
             }
         }
         self.solve()?;
-        for index in 0..self.vars.n_rows() {
+        // Closing a row can grow another one (a cap meeting a longer row): the loops re-read the
+        // number of variables, so that fresh ones close too.
+        let mut index = 0;
+        while index < self.vars.n_rows() {
             let var = RowVarId(index as u32);
-            if self.row_bounds(var).is_some() {
-                self.close_row(var, None)?;
+            if self.row_bounds(var).is_some() && !waiting.iter().any(|(w, _)| *w == var) {
+                if self.awaits_total(var) {
+                    waiting.push((var, None));
+                } else {
+                    self.close_row(var, None)?;
+                    self.propagate()?;
+                }
+            }
+            index += 1;
+        }
+        self.solve()?;
+        let mut index = 0;
+        while index < self.vars.n_dims() {
+            self.close_dim_to_cap(DimVar(index as u32))?;
+            self.propagate()?;
+            index += 1;
+        }
+        self.solve()?;
+        self.close_dims_to_default()?;
+        for (var, leaf) in waiting {
+            if let Some(var) = self.resolve_row(&Row::var(var)).var {
+                self.close_row(var, leaf)?;
+                self.solve()?;
             }
         }
-        self.solve()?;
-        for index in 0..self.vars.n_dims() {
-            self.close_dim_to_cap(DimVar(index as u32))?;
-        }
-        self.solve()?;
-        for index in 0..self.vars.n_dims() {
-            self.close_dim_to_default(DimVar(index as u32))?;
-        }
-        self.solve()?;
+        self.close_dims_to_default()?;
         if let Some(constraint) = self.deferred.first() {
             return Err(ShapeError::new(format!(
                 "Not enough shape information: {} constraint(s) could not be decided, e.g. {}",
@@ -90,7 +125,78 @@ impl Solver {
         Ok(())
     }
 
+    /// Stage 0: an element count whose only unknown is one dimension gives it its size, and so
+    /// does a concatenation whose total's named basis a known component already carries. Solving
+    /// never does this itself, since the size comes without a basis: an axis whose basis other
+    /// constraints fix must get it from them, whatever order they come in. A cap of the right
+    /// size lends its basis.
+    fn close_pending_sizes(&mut self) -> Result<(), ShapeError> {
+        let mut index = 0;
+        while index < self.deferred.len() {
+            let resolved = self.resolve_constraint(&self.deferred[index]);
+            index += 1;
+            let missing = match resolved {
+                Constraint::TotalElems {
+                    rows,
+                    total,
+                    coefficient,
+                } if rows.iter().all(|r| r.var.is_none()) => {
+                    missing_dim(&rows, &total, coefficient)
+                }
+                Constraint::DimEq(a, b) => derived::missing_component(&a, &b)
+                    .or_else(|| derived::missing_component(&b, &a)),
+                _ => None,
+            };
+            let Some((var, size)) = missing else {
+                continue;
+            };
+            let value = match self.dim_bounds(var).and_then(|b| b.cap.clone()) {
+                Some(cap) if cap.ground_size() == Some(size) => cap,
+                _ => Dim::size(size),
+            };
+            self.bind_dim(var, value)?;
+            self.solve()?;
+            index = 0;
+        }
+        Ok(())
+    }
+
+    fn close_dims_to_default(&mut self) -> Result<(), ShapeError> {
+        let mut index = 0;
+        while index < self.vars.n_dims() {
+            self.close_dim_to_default(DimVar(index as u32))?;
+            self.propagate()?;
+            index += 1;
+        }
+        self.solve()
+    }
+
+    /// Whether `var` is the last open row of a pending element count that has other unknown
+    /// parts: closing it now would give it no axes where the count, once known, may need some.
+    fn awaits_total(&self, var: RowVarId) -> bool {
+        self.deferred.iter().any(|constraint| {
+            let Constraint::TotalElems { rows, total, .. } = constraint else {
+                return false;
+            };
+            let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
+            let mut open = rows.iter().filter_map(|r| r.var);
+            let only_open = open.next() == Some(var) && open.next().is_none();
+            let unknown = !self.resolve_dim(total).is_ground()
+                || rows.iter().flat_map(Row::dims).any(|d| !d.is_ground());
+            only_open && unknown
+        })
+    }
+
     fn close_row(&mut self, var: RowVarId, leaf: Option<(&Leaf, Kind)>) -> Result<(), ShapeError> {
+        if self.awaits_empty(var) {
+            return self.bind_row(var, Row::default());
+        }
+        if self.close_word_equation(var)? {
+            self.solve()?;
+            if self.row_bounds(var).is_none() {
+                return Ok(());
+            }
+        }
         if let Some(size) = self.missing_total_for(var) {
             return self.bind_row(var, Row::closed(vec![Dim::size(size)]));
         }
@@ -134,6 +240,11 @@ impl Solver {
                 &self.resolve_shape(&leaf.shape),
             ));
         }
+        if leaf.is_none() {
+            // A computed row has what its operands force and nothing more: what its uses add is
+            // theirs (each use's result has its own row), and they broadcast against no axes.
+            return self.bind_row(var, Row::default());
+        }
         let joined = self.join_rows(&caps);
         self.bind_row(var, joined)
     }
@@ -174,6 +285,50 @@ impl Solver {
             return Dim::Unit;
         }
         self.vars.dim_term()
+    }
+
+    /// Whether `var` is the result's variable in a pending inequality whose deficit the other
+    /// flank may cover: that inequality waited for exactly this, the variable closing to no
+    /// axes (growing it is what another order of the same constraints would have done only if
+    /// it had to).
+    fn awaits_empty(&self, var: RowVarId) -> bool {
+        self.deferred.iter().any(|constraint| {
+            matches!(constraint, Constraint::RowLe { res, .. }
+                if self.resolve_row(res).var == Some(var))
+        })
+    }
+
+    /// A pending equation `x·t = l·y` (surpluses on opposite sides, see `rows`) that mentions
+    /// `var` takes its solution with the fewest axes: `x` empty when `t` is at least as long as
+    /// `l`, else `y` empty. Growing a row at its marker, which is what the same constraints give
+    /// in another order, reaches that solution when the grown variable closes to no axes.
+    fn close_word_equation(&mut self, var: RowVarId) -> Result<bool, ShapeError> {
+        let found = self.deferred.iter().find_map(|constraint| {
+            let Constraint::RowEq(a, b) = constraint else {
+                return None;
+            };
+            let (a, b) = (self.resolve_row(a), self.resolve_row(b));
+            (a.var == Some(var) || b.var == Some(var)).then_some((a, b))
+        });
+        let Some((a, b)) = found else {
+            return Ok(false);
+        };
+        // Name the side whose surplus trails its variable `x·t`.
+        let (x_side, y_side) = if a.trailing.len() >= b.trailing.len() {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let (Some(x), Some(y)) = (x_side.var, y_side.var) else {
+            return Ok(false);
+        };
+        let emptied = if x_side.trailing.len() >= y_side.leading.len() {
+            x
+        } else {
+            y
+        };
+        self.bind_row(emptied, Row::default())?;
+        Ok(true)
     }
 
     /// The size a lone open row needs to satisfy a pending total-elements count, if that is all
@@ -272,4 +427,25 @@ fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
         "parameter '{}' ({kind} axes), shape {shape}",
         leaf.label
     ))
+}
+
+/// The one unknown dimension of a count over closed rows, with the size that satisfies it (solving
+/// has checked that it divides evenly).
+fn missing_dim(rows: &[Row], total: &Dim, coefficient: usize) -> Option<(DimVar, usize)> {
+    let mut known = 1usize;
+    let mut unknown = Vec::new();
+    for dim in rows.iter().flat_map(Row::dims) {
+        match dim.ground_size() {
+            Some(size) => known = known.saturating_mul(size),
+            None => unknown.push(dim),
+        }
+    }
+    match (unknown.as_slice(), total) {
+        ([], Dim::Var(var)) => Some((*var, known.checked_div(coefficient)?)),
+        ([Dim::Var(var)], _) => {
+            let expected = total.ground_size()?.saturating_mul(coefficient);
+            Some((*var, expected.checked_div(known)?))
+        }
+        _ => None,
+    }
 }

@@ -156,7 +156,9 @@ fn solve_affine(
     let shown = Dim::Affine(Box::new(affine.clone()));
     match (affine.over.ground_size(), conv.kernel.ground_size()) {
         (None, Some(kernel)) => {
-            let span = 1 + (kernel - 1) * conv.dilation;
+            let Some(span) = kernel_span(kernel, conv.dilation) else {
+                return Err(empty_kernel(&shown));
+            };
             if total < span || (total - span) % stride != 0 {
                 return Err(ShapeError::new(format!(
                     "solved dimensions for axis: incompatible stride (input {total} does not fit \
@@ -169,7 +171,9 @@ fn solve_affine(
             )]))
         }
         (Some(over), None) => {
-            let covered = stride * over.saturating_sub(1) + 1;
+            let covered = stride
+                .saturating_mul(over.saturating_sub(1))
+                .saturating_add(1);
             if total < covered || (total - covered) % conv.dilation != 0 {
                 return Err(ShapeError::new(format!(
                     "solved dimensions for axis: cannot infer kernel dimension (input {total}, \
@@ -182,8 +186,24 @@ fn solve_affine(
                 Dim::size((total - covered) / conv.dilation + 1),
             )]))
         }
+        (Some(_), Some(0)) => Err(empty_kernel(&shown)),
+        (Some(0), Some(_)) => Err(ShapeError::new(format!(
+            "solved dimensions for axis: a valid convolution needs at least one output position \
+             ({shown})"
+        ))),
         _ => Ok(None),
     }
+}
+
+fn empty_kernel(shown: &Dim) -> ShapeError {
+    ShapeError::new(format!(
+        "solved dimensions for axis: a convolution kernel needs at least one position ({shown})"
+    ))
+}
+
+/// The input positions one output position of a valid convolution reads, `1 + (k−1)·d`.
+fn kernel_span(kernel: usize, dilation: usize) -> Option<usize> {
+    kernel.checked_sub(1)?.checked_mul(dilation)?.checked_add(1)
 }
 
 fn solve_concat(
@@ -209,6 +229,9 @@ fn solve_concat(
         )));
     }
     match unknown.as_slice() {
+        // A named total with a known component already of that basis says nothing about the
+        // last one's basis (the named one wins either way): closing gives it its size.
+        [_] if basis_shared(like_this, components) => Ok(None),
         [only] => Ok(Some(vec![(
             (*only).clone(),
             like(like_this, total - known),
@@ -217,8 +240,36 @@ fn solve_concat(
     }
 }
 
+fn basis_shared(total: &Dim, components: &[Dim]) -> bool {
+    match total {
+        Dim::Atom {
+            basis: basis @ Basis::Named(_),
+            ..
+        } => components
+            .iter()
+            .any(|c| matches!(c, Dim::Atom { basis: b, .. } if b == basis)),
+        _ => false,
+    }
+}
+
+/// The one unknown component of a concatenation equated with a known total, and its size.
+pub(super) fn missing_component(concat: &Dim, total: &Dim) -> Option<(crate::term::DimVar, usize)> {
+    let (Dim::Concat(components), Some(total)) = (concat, total.ground_size()) else {
+        return None;
+    };
+    let mut unknown = components.iter().filter(|c| c.ground_size().is_none());
+    let Some(Dim::Var(var)) = unknown.next() else {
+        return None;
+    };
+    if unknown.next().is_some() {
+        return None;
+    }
+    let known: usize = components.iter().filter_map(Dim::ground_size).sum();
+    Some((*var, total.checked_sub(known)?))
+}
+
 fn valid_size(stride: usize, over: usize, kernel: usize, dilation: usize) -> Option<usize> {
-    let span = 1 + kernel.checked_sub(1)?.checked_mul(dilation)?;
+    let span = kernel_span(kernel, dilation)?;
     stride.checked_mul(over.checked_sub(1)?)?.checked_add(span)
 }
 

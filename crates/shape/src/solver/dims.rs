@@ -36,14 +36,13 @@ impl Solver {
             return Ok(());
         }
         match (&res, &opnd) {
+            // Below an atom lies only the atom itself; above the top, only the top.
+            (Dim::Var(_) | Dim::Affine(_) | Dim::Concat(_), Dim::Atom { .. })
+            | (Dim::Unit, Dim::Var(_) | Dim::Affine(_) | Dim::Concat(_)) => self.dim_eq(res, opnd),
             (Dim::Affine(_) | Dim::Concat(_), _) | (_, Dim::Affine(_) | Dim::Concat(_)) => {
                 self.defer(Constraint::DimLe { res, opnd });
                 Ok(())
             }
-            // Below an atom lies only the atom itself.
-            (Dim::Var(var), Dim::Atom { .. }) => self.bind_dim(*var, opnd),
-            // Above the top lies only the top.
-            (Dim::Unit, Dim::Var(var)) => self.bind_dim(*var, Dim::Unit),
             (Dim::Atom { .. }, Dim::Var(var)) => self.add_cap(*var, res),
             (Dim::Var(low), Dim::Var(high)) => {
                 let (low, high) = (*low, *high);

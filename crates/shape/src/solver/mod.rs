@@ -61,7 +61,20 @@ struct RowBounds {
 #[derive(Debug, Clone)]
 enum RowState {
     Free(RowBounds),
-    Solved(Row),
+    Solved(Row, Option<Edge>),
+}
+
+/// Where the marker of a closed row value goes when it has none of its own.
+///
+/// Equating `l·ρ·r` with a closed row whose marker lies outside the part ρ takes leaves ρ without
+/// a broadcast point; the same constraints in another order can instead solve ρ through other
+/// rows first (`ρ = [a]·σ`) and place it wherever those put theirs. Sending the marker to the
+/// edge it came from, through every row that contains ρ, makes both orders agree: a row sliced
+/// from the end of a closed row broadcasts as that row does, at its outer edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    Left,
+    Right,
 }
 
 /// The solver's state: variable bindings, bounds, and pending work.
@@ -76,7 +89,12 @@ pub struct Solver {
     discardable: HashSet<DimVar>,
     /// Bumped on every binding, so that deferred constraints are retried only after progress.
     n_bindings: usize,
-    n_steps: usize,
+    /// `n_bindings` when the deferred constraints were last retried to no effect.
+    settled_at: usize,
+    /// Explicit row axes in every constraint given to [`Solver::add`].
+    n_given_axes: usize,
+    /// For each row variable, the axes that growing rows added on the way to it (see `rows`).
+    grown: Vec<usize>,
 }
 
 /// Constraint processing steps allowed per variable before the solver gives up. The rank-cycle
@@ -104,33 +122,57 @@ impl Solver {
         &mut self,
         constraints: impl IntoIterator<Item = Constraint>,
     ) -> Result<(), ShapeError> {
-        self.queue.extend(constraints);
+        for constraint in constraints {
+            let n_axes = std::cell::Cell::new(0);
+            constraint.map_terms(Dim::clone, |row| {
+                n_axes.set(n_axes.get() + row.n_explicit());
+                row.clone()
+            });
+            if let Constraint::Exact { dims, .. } = &constraint {
+                n_axes.set(n_axes.get() + dims.len());
+            }
+            self.n_given_axes += n_axes.get();
+            self.queue.push_back(constraint);
+        }
         self.solve()
     }
 
     /// Processes queued constraints to a fixpoint, retrying deferred ones after progress.
     pub fn solve(&mut self) -> Result<(), ShapeError> {
+        if self.queue.is_empty() && self.n_bindings == self.settled_at {
+            return Ok(());
+        }
         loop {
-            while let Some(constraint) = self.queue.pop_front() {
-                self.n_steps += 1;
-                let budget = STEPS_PER_VAR * (1 + self.vars.n_dims() + self.vars.n_rows());
-                if self.n_steps > budget {
-                    return Err(ShapeError::new(format!(
-                        "shape inference did not converge after {} steps",
-                        self.n_steps
-                    )));
-                }
-                self.checked_step(constraint)?;
-            }
+            self.propagate()?;
             let bindings_before = self.n_bindings;
             let deferred = std::mem::take(&mut self.deferred);
             for constraint in deferred {
                 self.checked_step(constraint)?;
             }
             if self.queue.is_empty() && self.n_bindings == bindings_before {
+                self.settled_at = self.n_bindings;
                 return Ok(());
             }
         }
+    }
+
+    /// Processes the queued constraints, leaving the deferred ones for [`Solver::solve`]: the
+    /// direct consequences of a commitment, cheap enough to draw after every single one.
+    fn propagate(&mut self) -> Result<(), ShapeError> {
+        // Fixed when the call starts: a runaway that keeps creating variables must not keep
+        // raising its own limit.
+        let budget = STEPS_PER_VAR * (1 + self.vars.n_dims() + self.vars.n_rows());
+        let mut n_steps = 0;
+        while let Some(constraint) = self.queue.pop_front() {
+            n_steps += 1;
+            if n_steps > budget {
+                return Err(ShapeError::new(format!(
+                    "shape inference did not converge after {n_steps} steps"
+                )));
+            }
+            self.checked_step(constraint)?;
+        }
+        Ok(())
     }
 
     /// One step; a failure records the constraint, with what is known substituted in.
@@ -188,7 +230,7 @@ impl Solver {
     fn row_bounds(&mut self, var: RowVarId) -> Option<&mut RowBounds> {
         match self.row_state(var) {
             RowState::Free(bounds) => Some(bounds),
-            RowState::Solved(_) => None,
+            RowState::Solved(..) => None,
         }
     }
 
@@ -221,36 +263,56 @@ impl Solver {
         }
     }
 
-    /// The row with solved row variables spliced in (the host's flanks stay outermost) and its
-    /// dimensions resolved.
+    /// The row with solved row variables spliced in (the host's flanks stay outermost, unless the
+    /// value's marker floats to an edge: see [`Edge`]) and its dimensions resolved.
     pub fn resolve_row(&self, row: &Row) -> Row {
+        self.resolve_row_with_edge(row).0
+    }
+
+    fn resolve_row_with_edge(&self, row: &Row) -> (Row, Option<Edge>) {
         let mut leading: Vec<Dim> = row.leading.iter().map(|d| self.resolve_dim(d)).collect();
         let mut trailing: Vec<Dim> = row.trailing.iter().map(|d| self.resolve_dim(d)).collect();
         let Some(var) = row.var else {
-            return Row {
+            let row = Row {
                 leading,
                 var: None,
                 trailing,
             };
+            return (row, None);
         };
-        match self.rows.get(var.0 as usize) {
-            Some(RowState::Solved(value)) => {
-                let inner = self.resolve_row(value);
-                leading.extend(inner.leading);
-                let mut new_trailing = inner.trailing;
-                new_trailing.append(&mut trailing);
-                Row {
-                    leading,
-                    var: inner.var,
-                    trailing: new_trailing,
-                }
-            }
-            _ => Row {
+        let Some(RowState::Solved(value, floating)) = self.rows.get(var.0 as usize) else {
+            let row = Row {
                 leading,
                 var: Some(var),
                 trailing,
+            };
+            return (row, None);
+        };
+        let (inner, inner_floating) = self.resolve_row_with_edge(value);
+        let floating = floating.or(inner_floating).filter(|_| inner.var.is_none());
+        leading.extend(inner.leading);
+        let mut new_trailing = inner.trailing;
+        new_trailing.append(&mut trailing);
+        let row = match floating {
+            None => Row {
+                leading,
+                var: inner.var,
+                trailing: new_trailing,
             },
-        }
+            Some(Edge::Left) => {
+                leading.append(&mut new_trailing);
+                Row::closed(leading)
+            }
+            Some(Edge::Right) => {
+                leading.append(&mut new_trailing);
+                Row {
+                    leading,
+                    var: None,
+                    trailing: Vec::new(),
+                }
+            }
+        };
+        (row, floating)
     }
 
     /// The constraint with every term resolved.

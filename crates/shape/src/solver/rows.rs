@@ -11,7 +11,7 @@
 //! closed operand). A result too short for the operand's flanks grows at its marker if it is open
 //! (the deficit rule, guarded by the rank-cycle check) and is an error if it is closed.
 
-use super::{RowState, Solver};
+use super::{Edge, RowState, Solver};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, Row, RowVarId};
@@ -105,7 +105,15 @@ impl Solver {
                 .cloned()
                 .zip(all[end..].iter().cloned()),
         );
-        self.bind_row(var, closed_slice(closed, n_lead, end))
+        let marker = closed.leading.len();
+        let value = closed_slice(closed, n_lead, end);
+        if marker < n_lead {
+            self.bind_row_floating(var, value, Edge::Left)
+        } else if marker > end {
+            self.bind_row_floating(var, value, Edge::Right)
+        } else {
+            self.bind_row(var, value)
+        }
     }
 
     /// `ρ` equated with a row around itself.
@@ -162,6 +170,13 @@ impl Solver {
         let trail_deficit = n_trail.saturating_sub(res.trailing.len());
         let self_referential = opnd.var == Some(res_var);
         if lead_deficit + trail_deficit > 0
+            && let Some((r, o)) = flank_clash(&res, &opnd)
+        {
+            // Axes at the same distance from an edge in both flanks align whatever the variable
+            // holds: growing cannot help.
+            return self.dim_le(r, o);
+        }
+        if lead_deficit + trail_deficit > 0
             && (could_cover_when_empty(&res, &opnd)
                 || (self_referential && res.n_explicit() >= opnd.n_explicit()))
         {
@@ -173,16 +188,39 @@ impl Solver {
             return Ok(());
         }
         if lead_deficit + trail_deficit > 0 {
-            // The result must have at least the operand's flanks: grow it at its marker.
+            // The result's variable must hold what its explicit axes cannot: as many axes as the
+            // operand's flanks outnumber them, and at least one when they would clash. Only that
+            // many are named; where the rest come from (the variable or the other flank) is
+            // decided when the constraint comes back.
+            let missing = (n_lead + n_trail) as i64 - res.n_explicit() as i64;
             if let Some(opnd_var) = opnd.var {
-                let weight = (n_lead + n_trail) as i64 - res.n_explicit() as i64;
-                self.rank.add_fact(res_var, opnd_var, weight)?;
+                self.rank.add_fact(res_var, opnd_var, missing)?;
+            }
+            let forced = missing.max(1) as usize;
+            let n_trailing = trail_deficit.min(forced);
+            let n_leading = lead_deficit.min(forced - n_trailing);
+            // A least solution has no row longer than all the axes the constraints were given
+            // (growing only ever copies their flanks' count); growth past that bound is a
+            // regress the rank facts cannot see, such as a clash that each growth re-creates
+            // one axis further in.
+            let grown =
+                self.grown.get(res_var.0 as usize).copied().unwrap_or(0) + n_leading + n_trailing;
+            if grown > 2 * self.n_given_axes + 8 {
+                return Err(ShapeError::new(format!(
+                    "Infinite number of axes: [{res}] ⊑ [{opnd}] keeps growing its result \
+                     ({grown} axes added, more than the constraints ever give)"
+                )));
             }
             let fresh = self.vars.row();
+            let index = fresh.0 as usize;
+            if self.grown.len() <= index {
+                self.grown.resize(index + 1, 0);
+            }
+            self.grown[index] = grown;
             let grown = Row {
-                leading: (0..lead_deficit).map(|_| self.vars.dim_term()).collect(),
+                leading: (0..n_leading).map(|_| self.vars.dim_term()).collect(),
                 var: Some(fresh),
-                trailing: (0..trail_deficit).map(|_| self.vars.dim_term()).collect(),
+                trailing: (0..n_trailing).map(|_| self.vars.dim_term()).collect(),
             };
             self.bind_row(res_var, grown)?;
             self.queue.push_back(Constraint::RowLe { res, opnd });
@@ -225,7 +263,8 @@ impl Solver {
                 .row_bounds(res_var)
                 .map(|b| b.caps.clone())
                 .unwrap_or_default();
-            for cap in caps {
+            // Bare caps stay where they are, as in `add_row_cap`.
+            for cap in caps.into_iter().filter(|cap| !is_bare(cap)) {
                 self.queue.push_back(Constraint::RowLe {
                     res: cap,
                     opnd: Row::var(opnd_var),
@@ -250,7 +289,7 @@ impl Solver {
             return;
         }
         bounds.caps.push(cap.clone());
-        if cap.var.is_some() && cap.n_explicit() == 0 {
+        if is_bare(&cap) {
             return;
         }
         let above = bounds.above.clone();
@@ -264,6 +303,25 @@ impl Solver {
 
     /// Binds a free row variable and re-emits its stored bounds against the value.
     pub(super) fn bind_row(&mut self, var: RowVarId, value: Row) -> Result<(), ShapeError> {
+        self.bind_row_as(var, value, None)
+    }
+
+    /// Binds to a closed value whose marker floats to `edge` of every row containing it.
+    fn bind_row_floating(
+        &mut self,
+        var: RowVarId,
+        value: Row,
+        edge: Edge,
+    ) -> Result<(), ShapeError> {
+        self.bind_row_as(var, value, Some(edge))
+    }
+
+    fn bind_row_as(
+        &mut self,
+        var: RowVarId,
+        value: Row,
+        floating: Option<Edge>,
+    ) -> Result<(), ShapeError> {
         if value.var == Some(var) {
             if value.n_explicit() == 0 {
                 return Ok(());
@@ -277,20 +335,31 @@ impl Solver {
             self.rank
                 .add_equality(var, inner, value.n_explicit() as i64)?;
         }
-        let old = std::mem::replace(self.row_state(var), RowState::Solved(value.clone()));
+        let old = std::mem::replace(
+            self.row_state(var),
+            RowState::Solved(value.clone(), floating),
+        );
         self.n_bindings += 1;
         let RowState::Free(bounds) = old else {
             unreachable!("bind_row is called on resolved, hence free, row variables")
         };
+        if bounds.under_closed
+            && let Some(inner) = value.var
+            && let Some(inner_bounds) = self.row_bounds(inner)
+        {
+            inner_bounds.under_closed = true;
+        }
+        // The bounds meet the variable, resolved when they are processed: a floating marker
+        // lands where resolution puts it.
         for cap in bounds.caps {
             self.queue.push_back(Constraint::RowLe {
                 res: cap,
-                opnd: value.clone(),
+                opnd: Row::var(var),
             });
         }
         for high in bounds.above {
             self.queue.push_back(Constraint::RowLe {
-                res: value.clone(),
+                res: Row::var(var),
                 opnd: Row::var(high),
             });
         }
@@ -336,27 +405,30 @@ impl Solver {
                 }
                 Ok(())
             }
-            (Some(total), [Dim::Var(var)], false) => {
-                let expected = total.saturating_mul(coefficient);
+            (Some(total_size), [Dim::Var(_)], false) => {
+                let expected = total_size.saturating_mul(coefficient);
                 if known == 0 || expected % known != 0 {
                     return Err(ShapeError::new(format!(
                         "Total_elems constraint: {expected} not divisible by {known} in {}",
                         shown()
                     )));
                 }
-                self.bind_dim(*var, Dim::size(expected / known))
+                // The size is known, the basis is not: closing binds it (`close_pending_sizes`)
+                // unless another constraint does first.
+                self.defer(Constraint::TotalElems {
+                    rows,
+                    total,
+                    coefficient,
+                });
+                Ok(())
             }
             (None, [], false) if coefficient > 0 && known % coefficient == 0 => {
-                if let Dim::Var(var) = total {
-                    self.bind_dim(var, Dim::size(known / coefficient))
-                } else {
-                    self.defer(Constraint::TotalElems {
-                        rows,
-                        total,
-                        coefficient,
-                    });
-                    Ok(())
-                }
+                self.defer(Constraint::TotalElems {
+                    rows,
+                    total,
+                    coefficient,
+                });
+                Ok(())
             }
             (None, [], false) => Err(ShapeError::new(format!(
                 "Total_elems constraint: {known} not divisible by {coefficient} in {}",
@@ -424,6 +496,17 @@ impl Solver {
                 let var = rows[*only].var.expect("the open row has a variable");
                 self.bind_row(var, Row::closed(dims[before.len()..end].to_vec()))
             }
+            open_rows if n_explicit == dims.len() => {
+                // The explicit axes already account for every exact one: the open rows are empty.
+                for &index in open_rows {
+                    let var = rows[index].var.expect("an open row has a variable");
+                    if self.row_bounds(var).is_some() {
+                        self.bind_row(var, Row::default())?;
+                    }
+                }
+                self.queue.push_back(Constraint::Exact { rows, dims });
+                Ok(())
+            }
             _ => {
                 self.defer(Constraint::Exact { rows, dims });
                 Ok(())
@@ -466,6 +549,23 @@ fn closed_slice(row: &Row, start: usize, end: usize) -> Row {
     }
 }
 
+/// A pair of known dimensions that `res ⊑ opnd` aligns whatever the row variables hold (both in
+/// leading flanks, or both in trailing flanks, at the same distance from the edge) and that the
+/// order forbids.
+fn flank_clash(res: &Row, opnd: &Row) -> Option<(Dim, Dim)> {
+    let leading = res.leading.iter().zip(&opnd.leading);
+    let trailing = res.trailing.iter().rev().zip(opnd.trailing.iter().rev());
+    leading
+        .chain(trailing)
+        .find(|(r, o)| clashes(r, o))
+        .map(|(r, o)| (r.clone(), o.clone()))
+}
+
+/// Two known dimensions where `r ⊑ o` fails.
+fn clashes(r: &Dim, o: &Dim) -> bool {
+    r.is_ground() && o.is_ground() && r != o && *o != Dim::Unit
+}
+
 /// Whether `res ⊑ opnd` could hold with `res`'s row variable empty, as far as known dimensions
 /// tell: enough explicit axes, and no aligned pair of known dimensions that clash.
 fn could_cover_when_empty(res: &Row, opnd: &Row) -> bool {
@@ -478,7 +578,10 @@ fn could_cover_when_empty(res: &Row, opnd: &Row) -> bool {
         .iter()
         .zip(&opnd.leading)
         .chain(all[all.len() - n_trail..].iter().zip(&opnd.trailing));
-    pairs
-        .into_iter()
-        .all(|(r, o)| !(r.is_ground() && o.is_ground()) || r == o || *o == Dim::Unit)
+    pairs.into_iter().all(|(r, o)| !clashes(r, o))
+}
+
+/// A row that is only a variable: as a cap it says nothing yet.
+fn is_bare(row: &Row) -> bool {
+    row.var.is_some() && row.n_explicit() == 0
 }

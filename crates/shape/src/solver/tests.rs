@@ -131,9 +131,10 @@ fn caps_flow_along_adjacencies() {
 }
 
 #[test]
-fn closing_does_not_backtrack() {
-    // {3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β} with leaves α, β: satisfiable (α = β = 1*), but leaves close
-    // to their caps first and γ then faces two atoms.
+fn closing_propagates_each_commitment_before_the_next() {
+    // {3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β} with leaves α, β. Closing α to its cap 3 pins γ (below an
+    // atom lies only the atom), so β, with both 5 and 3 below it, can only be `1*`. Committing
+    // both leaves before propagating would give α = 3, β = 5 and no room for γ.
     let mut s = Solver::new();
     let [a, b, g] = fresh_dims::<3>(&mut s);
     s.add([
@@ -147,8 +148,10 @@ fn closing_does_not_backtrack() {
         leaf("a", closed(&[Dim::Var(a)]), false),
         leaf("b", closed(&[Dim::Var(b)]), false),
     ];
-    let msg = error_of(s.close(&leaves));
-    assert!(msg.contains("mismatch"), "{msg}");
+    s.close(&leaves).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3));
+    assert_eq!(s.resolve_dim(&Dim::Var(g)), n(3));
+    assert_eq!(s.resolve_dim(&Dim::Var(b)), Dim::Unit);
 }
 
 #[test]
@@ -505,7 +508,7 @@ fn total_elements() {
     s.add([c]).unwrap();
     s.close(&[leaf("x", Row::var(x), false)]).unwrap();
     assert_eq!(s.resolve_row(&Row::var(x)), closed(&[n(12)]));
-    // One unknown dimension is solved by division.
+    // One unknown dimension is solved by division, when closing: a count has no basis.
     let mut s = Solver::new();
     let a = s.vars().dim();
     s.add([Constraint::TotalElems {
@@ -514,7 +517,46 @@ fn total_elements() {
         coefficient: 1,
     }])
     .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), Dim::Var(a));
+    s.close(&[]).unwrap();
     assert_eq!(s.resolve_dim(&Dim::Var(a)), n(4));
+    // The basis comes from whatever else constrains the axis, in either order.
+    let rgb = Dim::Atom {
+        size: 4,
+        basis: Basis::Named("rgb".into()),
+    };
+    for count_first in [true, false] {
+        let mut s = Solver::new();
+        let a = s.vars().dim();
+        let count = Constraint::TotalElems {
+            rows: vec![closed(&[n(3), Dim::Var(a)])],
+            total: n(12),
+            coefficient: 1,
+        };
+        let equal = Constraint::DimEq(Dim::Var(a), rgb.clone());
+        let order = if count_first {
+            [count, equal]
+        } else {
+            [equal, count]
+        };
+        s.add(order).unwrap();
+        s.close(&[]).unwrap();
+        assert_eq!(s.resolve_dim(&Dim::Var(a)), rgb);
+    }
+    // A cap of the right size lends its basis.
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    s.add([
+        Constraint::TotalElems {
+            rows: vec![closed(&[n(3), Dim::Var(a)])],
+            total: n(12),
+            coefficient: 1,
+        },
+        le(rgb.clone(), Dim::Var(a)),
+    ])
+    .unwrap();
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), rgb);
     let mut s = Solver::new();
     let a = s.vars().dim();
     let msg = error_of(s.add([Constraint::TotalElems {
@@ -598,11 +640,24 @@ fn derived_terms_with_conflicting_bases() {
         msg.starts_with("concat: conflicting dimension bases"),
         "{msg}"
     );
+    // A known component already carries the total's unit, so the other may or may not: only
+    // its size is certain, and closing gives it that (unless something else decides first).
     let mut s = Solver::new();
     let y = s.vars().dim();
     s.add([Constraint::DimEq(
         named(5, "rgb"),
         Dim::Concat(vec![named(2, "rgb"), Dim::Var(y)]),
+    )])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(y)), Dim::Var(y));
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(y)), n(3));
+    // With no known component of that unit, the last one must carry it.
+    let mut s = Solver::new();
+    let y = s.vars().dim();
+    s.add([Constraint::DimEq(
+        named(5, "rgb"),
+        Dim::Concat(vec![n(2), Dim::Var(y)]),
     )])
     .unwrap();
     assert_eq!(s.resolve_dim(&Dim::Var(y)), named(3, "rgb"));
@@ -668,16 +723,25 @@ fn errors_show_the_failing_constraint_as_solved_so_far() {
 
 #[test]
 fn a_self_referential_deficit_waits_instead_of_growing_forever() {
-    // [1*, ρ, d] ⊑ [1, d, ρ]: growing ρ on the left grows the operand as well.
+    // [1, ρ, d] ⊑ [1, d, ρ]: growing ρ on the left grows the operand as well. Closing tries ρ
+    // empty, where the check is exact.
     let mut s = Solver::new();
     let (d, r) = (s.vars().dim(), s.vars().row());
     s.add([row_le(
-        open(&[Dim::Unit], r, &[Dim::Var(d)]),
+        open(&[n(1)], r, &[Dim::Var(d)]),
         open(&[n(1), Dim::Var(d)], r, &[]),
     )])
     .unwrap();
-    // With ρ empty the check is exact: the claim-free 1* does not refine an explicit 1.
-    let msg = error_of(s.close(&[]));
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_row(&Row::var(r)), Row::default());
+    // Axes at the same distance from an edge in both flanks align whatever ρ holds: the
+    // claim-free 1* does not refine an explicit 1, and growing would not change that.
+    let mut s = Solver::new();
+    let (d, r) = (s.vars().dim(), s.vars().row());
+    let msg = error_of(s.add([row_le(
+        open(&[Dim::Unit], r, &[Dim::Var(d)]),
+        open(&[n(1), Dim::Var(d)], r, &[]),
+    )]));
     assert!(msg.starts_with("dimension comparison for axis"), "{msg}");
 }
 
@@ -700,6 +764,121 @@ fn a_deficit_the_other_flank_may_cover_waits_for_closing() {
             flat(&s.resolve_row(&Row::var(whole))),
             vec![n(3)],
             "flip {flip}"
+        );
+    }
+}
+
+#[test]
+fn a_clash_that_growth_recreates_is_an_infinite_row() {
+    // [1, 1]·ρ0 ⊑ ρ1·[2] needs ρ0 to end in 2; [1*]·ρ1·[1, 1] ⊑ ρ0·[1, 1] then needs ρ1 to end
+    // in 2, which makes the first one need another axis of ρ0, and so on. No rank fact is
+    // violated (each step is forced by a clash, not by a count), so the bound on growth stops it.
+    let mut s = Solver::new();
+    let (r0, r1) = (s.vars().row(), s.vars().row());
+    let msg = error_of(s.add([
+        row_le(open(&[n(1), n(1)], r0, &[]), open(&[], r1, &[n(2)])),
+        row_le(
+            open(&[Dim::Unit], r1, &[n(1), n(1)]),
+            open(&[], r0, &[n(1), n(1)]),
+        ),
+    ]));
+    assert!(msg.starts_with("Infinite number of axes"), "{msg}");
+}
+
+/// Solves `constraints` (over dimension variables 0–3 and row variables below `n_rows`) in the
+/// given order of indices, closes, and resolves `rows`.
+fn solved_in_order(
+    n_rows: usize,
+    constraints: &[Constraint],
+    order: &[usize],
+    rows: &[usize],
+) -> Vec<Row> {
+    let mut s = Solver::new();
+    // The constraints' dimension variables are the first few.
+    fresh_dims::<4>(&mut s);
+    for _ in 0..n_rows {
+        s.vars().row();
+    }
+    for &i in order {
+        s.add([constraints[i].clone()]).unwrap();
+    }
+    s.close(&[]).unwrap();
+    rows.iter()
+        .map(|&i| {
+            s.resolve_row(&Row::var(RowVarId(i as u32)))
+                .without_marker()
+        })
+        .collect()
+}
+
+#[test]
+fn a_row_sliced_from_a_closed_row_broadcasts_like_it_in_any_order() {
+    // [5, 2] = [a]·ρ3 and ρ3 = [b]·ρ9 (two slices), then ρ6 ⊑ [5, 2] and ρ6 ⊑ ρ3. Solved first,
+    // ρ3 is [2] with no marker of its own; solved through ρ9, its marker would sit after b and
+    // ρ6 would need [2, 5, 2]. The marker floats to the edge it came from, in both orders.
+    let mut s = Solver::new();
+    let [a, b] = fresh_dims::<2>(&mut s);
+    let v = |i: u32| Row::var(RowVarId(i));
+    let constraints = [
+        Constraint::RowEq(
+            closed(&[n(5), n(2)]),
+            open(&[Dim::Var(a)], RowVarId(3), &[]),
+        ),
+        row_le(v(6), closed(&[n(5), n(2)])),
+        row_le(v(6), v(3)),
+        Constraint::RowEq(v(3), open(&[Dim::Var(b)], RowVarId(9), &[])),
+    ];
+    let expected = vec![closed(&[n(2)]), closed(&[n(5), n(2)]), Row::default()];
+    for order in [[0, 1, 2, 3], [1, 2, 3, 0]] {
+        assert_eq!(
+            solved_in_order(10, &constraints, &order, &[3, 6, 9]),
+            expected,
+            "order {order:?}"
+        );
+    }
+}
+
+#[test]
+fn a_computed_row_closes_to_no_further_axes_in_any_order() {
+    // ρ8 ⊑ ρ1 = [5] and ρ20 ⊑ ρ8, with ρ20's own uses needing [2, 5]: ρ8 keeps only what its
+    // operand forces, whether or not ρ1 was known when ρ20's bounds reached ρ8.
+    let v = |i: u32| Row::var(RowVarId(i));
+    let constraints = [
+        Constraint::RowEq(v(1), closed(&[n(5)])),
+        Constraint::RowEq(v(2), closed(&[n(2), n(5)])),
+        row_le(v(6), v(2)),
+        row_le(v(8), v(1)),
+        row_le(v(20), v(8)),
+        row_le(v(20), closed(&[n(5)])),
+        row_le(v(23), v(20)),
+        row_le(v(23), v(6)),
+    ];
+    let expected = vec![closed(&[n(5)]), closed(&[n(5)]), closed(&[n(2), n(5)])];
+    for order in [[0, 1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 5, 6, 7, 0, 4]] {
+        assert_eq!(
+            solved_in_order(24, &constraints, &order, &[8, 20, 23]),
+            expected,
+            "order {order:?}"
+        );
+    }
+}
+
+#[test]
+fn a_word_equation_closes_to_its_fewest_axes() {
+    // ρ1 ⊑ [3, 5] grows ρ1 to ρ·[3, 5]; ρ1 = [a]·ρ4 then leaves ρ·[3, 5] = [a]·ρ4. The least
+    // solution empties ρ, giving ρ4 = [5], as solving ρ1 = [a]·ρ4 first does.
+    let mut s = Solver::new();
+    let [a] = fresh_dims::<1>(&mut s);
+    let v = |i: u32| Row::var(RowVarId(i));
+    let constraints = [
+        row_le(v(1), closed(&[n(3), n(5)])),
+        Constraint::RowEq(v(1), open(&[Dim::Var(a)], RowVarId(4), &[])),
+    ];
+    for order in [[0, 1], [1, 0]] {
+        assert_eq!(
+            solved_in_order(5, &constraints, &order, &[1, 4]),
+            vec![closed(&[n(3), n(5)]), closed(&[n(5)])],
+            "order {order:?}"
         );
     }
 }
