@@ -272,18 +272,14 @@ impl Solver {
     fn resolve_row_with_edge(&self, row: &Row) -> (Row, Option<Edge>) {
         let mut leading: Vec<Dim> = row.leading.iter().map(|d| self.resolve_dim(d)).collect();
         let mut trailing: Vec<Dim> = row.trailing.iter().map(|d| self.resolve_dim(d)).collect();
-        let Some(var) = row.var else {
+        let solved = row.var.and_then(|var| match self.rows.get(var.0 as usize) {
+            Some(RowState::Solved(value, floating)) => Some((value, *floating)),
+            _ => None,
+        });
+        let Some((value, floating)) = solved else {
             let row = Row {
                 leading,
-                var: None,
-                trailing,
-            };
-            return (row, None);
-        };
-        let Some(RowState::Solved(value, floating)) = self.rows.get(var.0 as usize) else {
-            let row = Row {
-                leading,
-                var: Some(var),
+                var: row.var,
                 trailing,
             };
             return (row, None);

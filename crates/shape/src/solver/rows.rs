@@ -106,14 +106,14 @@ impl Solver {
                 .zip(all[end..].iter().cloned()),
         );
         let marker = closed.leading.len();
-        let value = closed_slice(closed, n_lead, end);
-        if marker < n_lead {
-            self.bind_row_floating(var, value, Edge::Left)
+        let floating = if marker < n_lead {
+            Some(Edge::Left)
         } else if marker > end {
-            self.bind_row_floating(var, value, Edge::Right)
+            Some(Edge::Right)
         } else {
-            self.bind_row(var, value)
-        }
+            None
+        };
+        self.bind_row_as(var, closed_slice(closed, n_lead, end), floating)
     }
 
     /// `ρ` equated with a row around itself.
@@ -306,16 +306,8 @@ impl Solver {
         self.bind_row_as(var, value, None)
     }
 
-    /// Binds to a closed value whose marker floats to `edge` of every row containing it.
-    fn bind_row_floating(
-        &mut self,
-        var: RowVarId,
-        value: Row,
-        edge: Edge,
-    ) -> Result<(), ShapeError> {
-        self.bind_row_as(var, value, Some(edge))
-    }
-
+    /// Binds, with a closed value's marker floating to the given edge of every row containing
+    /// it (see [`Edge`]).
     fn bind_row_as(
         &mut self,
         var: RowVarId,
