@@ -26,6 +26,8 @@
 //! γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that makes a later
 //! constraint fail is reported, not undone.
 
+use std::collections::HashSet;
+
 use super::{Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
@@ -84,12 +86,19 @@ impl Solver {
             }
         }
         self.solve()?;
-        // Closing a row can grow another one (a cap meeting a longer row): the loops re-read the
-        // number of variables, so that fresh ones close too.
-        let mut index = 0;
-        while index < self.vars.n_rows() {
-            let var = RowVarId(index as u32);
-            if self.row_bounds(var).is_some() && !waiting.iter().any(|(w, _)| *w == var) {
+        // Closing a row can grow another one (a cap meeting a longer row): each stage visits
+        // again until no variable it has not seen is left, so that fresh ones close too.
+        let mut visited = HashSet::new();
+        loop {
+            let order = self.rows_to_visit(&visited);
+            if order.is_empty() {
+                break;
+            }
+            for var in order {
+                visited.insert(var);
+                if self.row_bounds(var).is_none() || waiting.iter().any(|(w, _)| *w == var) {
+                    continue;
+                }
                 if self.awaits_total(var) {
                     waiting.push((var, None));
                 } else {
@@ -97,16 +106,9 @@ impl Solver {
                     self.propagate()?;
                 }
             }
-            index += 1;
         }
         self.solve()?;
-        let mut index = 0;
-        while index < self.vars.n_dims() {
-            self.close_dim_to_cap(DimVar(index as u32))?;
-            self.propagate()?;
-            index += 1;
-        }
-        self.solve()?;
+        self.close_dims(Self::close_dim_to_cap)?;
         self.close_dims_to_default()?;
         for (var, leaf) in waiting {
             if let Some(var) = self.resolve_row(&Row::var(var)).var {
@@ -162,13 +164,26 @@ impl Solver {
     }
 
     fn close_dims_to_default(&mut self) -> Result<(), ShapeError> {
-        let mut index = 0;
-        while index < self.vars.n_dims() {
-            self.close_dim_to_default(DimVar(index as u32))?;
-            self.propagate()?;
-            index += 1;
+        self.close_dims(Self::close_dim_to_default)
+    }
+
+    /// One dimension stage: `close` each variable in visiting order, propagating each.
+    fn close_dims(
+        &mut self,
+        close: fn(&mut Self, DimVar) -> Result<(), ShapeError>,
+    ) -> Result<(), ShapeError> {
+        let mut visited = HashSet::new();
+        loop {
+            let order = self.dims_to_visit(&visited);
+            if order.is_empty() {
+                return self.solve();
+            }
+            for var in order {
+                visited.insert(var);
+                close(self, var)?;
+                self.propagate()?;
+            }
         }
-        self.solve()
     }
 
     /// Whether `var` is the last open row of a pending element count that has other unknown
@@ -216,14 +231,25 @@ impl Solver {
                 self.bind_row(var, Row::default())
             };
         }
-        let (caps, bounded_above) = match self.row_bounds(var) {
+        let (caps, above, under_closed) = match self.row_bounds(var) {
             Some(bounds) => (
                 bounds.caps.clone(),
-                bounds.under_closed || !bounds.above.is_empty(),
+                bounds.above.clone(),
+                bounds.under_closed,
             ),
             None => return Ok(()),
         };
-        let caps: Vec<Row> = caps.iter().map(|cap| self.resolve_row(cap)).collect();
+        // Bounds between variables that have since joined one class say nothing.
+        let bounded_above = under_closed
+            || above
+                .iter()
+                .any(|other| self.resolve_row(&Row::var(*other)) != Row::var(var));
+        // `ρ ⊑ ρ` says nothing; it is left over when a cap's variable joined this one's class.
+        let caps: Vec<Row> = caps
+            .iter()
+            .map(|cap| self.resolve_row(cap))
+            .filter(|cap| *cap != Row::var(var))
+            .collect();
         // A bare open row below says nothing yet: it is as unknown as this one.
         let informative = caps
             .iter()
@@ -284,7 +310,7 @@ impl Solver {
         if dims.iter().all(|d| d.is_ground()) {
             return Dim::Unit;
         }
-        self.vars.dim_term()
+        self.fresh_dim()
     }
 
     /// Whether `var` is the result's variable in a pending inequality whose deficit the other

@@ -18,6 +18,7 @@ mod derived;
 mod dims;
 mod rank;
 mod rows;
+mod visit;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -95,6 +96,9 @@ pub struct Solver {
     n_given_axes: usize,
     /// For each row variable, the axes that growing rows added on the way to it (see `rows`).
     grown: Vec<usize>,
+    /// The variables the solver made itself (see `visit`).
+    own_rows: HashSet<RowVarId>,
+    own_dims: HashSet<DimVar>,
 }
 
 /// Constraint processing steps allowed per variable before the solver gives up. The rank-cycle

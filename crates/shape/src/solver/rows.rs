@@ -211,16 +211,16 @@ impl Solver {
                      ({grown} axes added, more than the constraints ever give)"
                 )));
             }
-            let fresh = self.vars.row();
+            let fresh = self.fresh_row();
             let index = fresh.0 as usize;
             if self.grown.len() <= index {
                 self.grown.resize(index + 1, 0);
             }
             self.grown[index] = grown;
             let grown = Row {
-                leading: (0..n_leading).map(|_| self.vars.dim_term()).collect(),
+                leading: (0..n_leading).map(|_| self.fresh_dim()).collect(),
                 var: Some(fresh),
-                trailing: (0..n_trailing).map(|_| self.vars.dim_term()).collect(),
+                trailing: (0..n_trailing).map(|_| self.fresh_dim()).collect(),
             };
             self.bind_row(res_var, grown)?;
             self.queue.push_back(Constraint::RowLe { res, opnd });

@@ -1,0 +1,80 @@
+//! The order in which closing visits variables: read off the variables the constraints were
+//! given in, never off the solver's history.
+//!
+//! Closing is greedy, so its order is part of its result. Two orders of the same constraints leave
+//! the same solved state up to which variable of a class stands for it and how the variables the
+//! solver made itself (for grown rows, for joins) are numbered. Visiting the *given* variables by
+//! index, each through what it resolves to, and the solver's own variables only where a given one
+//! leads to them, sees both states the same way.
+
+use std::collections::HashSet;
+
+use super::Solver;
+use crate::term::{Dim, DimVar, Row, RowVarId};
+
+impl Solver {
+    /// A row variable for the solver's own use.
+    pub(super) fn fresh_row(&mut self) -> RowVarId {
+        let var = self.vars.row();
+        self.own_rows.insert(var);
+        var
+    }
+
+    /// A dimension variable for the solver's own use.
+    pub(super) fn fresh_dim(&mut self) -> Dim {
+        let var = self.vars.dim();
+        self.own_dims.insert(var);
+        Dim::Var(var)
+    }
+
+    /// The given row variables, by index.
+    fn given_rows(&self) -> impl Iterator<Item = RowVarId> + '_ {
+        (0..self.vars.n_rows() as u32)
+            .map(RowVarId)
+            .filter(|var| !self.own_rows.contains(var))
+    }
+
+    /// The unsolved row variables not in `visited`, in visiting order: what each given variable
+    /// resolves to, then (for variables no given one leads to) the rest by index.
+    pub(super) fn rows_to_visit(&self, visited: &HashSet<RowVarId>) -> Vec<RowVarId> {
+        let mut order = Vec::new();
+        let mut seen = visited.clone();
+        let all = (0..self.vars.n_rows() as u32).map(RowVarId);
+        for var in self.given_rows().chain(all) {
+            if let Some(open) = self.resolve_row(&Row::var(var)).var
+                && seen.insert(open)
+            {
+                order.push(open);
+            }
+        }
+        order
+    }
+
+    /// The unsolved dimension variables not in `visited`, in visiting order: those in what each
+    /// given dimension variable resolves to, then those in each given row's resolution, then the
+    /// rest by index.
+    pub(super) fn dims_to_visit(&self, visited: &HashSet<DimVar>) -> Vec<DimVar> {
+        let mut order = Vec::new();
+        let mut seen = visited.clone();
+        let mut visit = |dim: &Dim| {
+            self.resolve_dim(dim).for_each_var(&mut |var| {
+                if seen.insert(var) {
+                    order.push(var);
+                }
+            });
+        };
+        let n_dims = self.vars.n_dims() as u32;
+        for var in (0..n_dims).map(DimVar) {
+            if !self.own_dims.contains(&var) {
+                visit(&Dim::Var(var));
+            }
+        }
+        for var in self.given_rows() {
+            self.resolve_row(&Row::var(var)).dims().for_each(&mut visit);
+        }
+        for var in (0..n_dims).map(DimVar) {
+            visit(&Dim::Var(var));
+        }
+        order
+    }
+}
