@@ -26,9 +26,9 @@
 //! γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that makes a later
 //! constraint fail is reported, not undone.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::{Solver, derived};
+use super::{RowState, Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape};
@@ -47,6 +47,7 @@ impl Solver {
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
         self.solve()?;
         self.close_pending_sizes()?;
+        let informed = self.rows_informed_from_below();
         // Rows that take the rest of an element count not known yet close last.
         let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
         for leaf in leaves {
@@ -56,14 +57,14 @@ impl Solver {
                         waiting.push((var, Some((leaf, kind))));
                         continue;
                     }
-                    self.close_row(var, Some((leaf, kind)))?;
+                    self.close_row(var, Some((leaf, kind)), &informed)?;
                     self.solve()?;
                 }
             }
         }
         for var in self.leaf_dim_vars(leaves) {
             self.close_dim_to_cap(var)?;
-            self.propagate()?;
+            self.solve()?;
         }
         self.solve()?;
         for leaf in leaves {
@@ -81,7 +82,7 @@ impl Solver {
                         ));
                     }
                     self.close_dim_to_default(var)?;
-                    self.propagate()?;
+                    self.solve()?;
                 }
             }
         }
@@ -102,8 +103,8 @@ impl Solver {
                 if self.awaits_total(var) {
                     waiting.push((var, None));
                 } else {
-                    self.close_row(var, None)?;
-                    self.propagate()?;
+                    self.close_row(var, None, &informed)?;
+                    self.solve()?;
                 }
             }
         }
@@ -112,7 +113,7 @@ impl Solver {
         self.close_dims_to_default()?;
         for (var, leaf) in waiting {
             if let Some(var) = self.resolve_row(&Row::var(var)).var {
-                self.close_row(var, leaf)?;
+                self.close_row(var, leaf, &informed)?;
                 self.solve()?;
             }
         }
@@ -181,7 +182,7 @@ impl Solver {
             for var in order {
                 visited.insert(var);
                 close(self, var)?;
-                self.propagate()?;
+                self.solve()?;
             }
         }
     }
@@ -202,7 +203,12 @@ impl Solver {
         })
     }
 
-    fn close_row(&mut self, var: RowVarId, leaf: Option<(&Leaf, Kind)>) -> Result<(), ShapeError> {
+    fn close_row(
+        &mut self,
+        var: RowVarId,
+        leaf: Option<(&Leaf, Kind)>,
+        informed: &HashSet<RowVarId>,
+    ) -> Result<(), ShapeError> {
         if self.awaits_empty(var) {
             return self.bind_row(var, Row::default());
         }
@@ -250,10 +256,8 @@ impl Solver {
             .map(|cap| self.resolve_row(cap))
             .filter(|cap| *cap != Row::var(var))
             .collect();
-        // A bare open row below says nothing yet: it is as unknown as this one.
-        let informative = caps
-            .iter()
-            .any(|cap| cap.var.is_none() || cap.n_explicit() > 0);
+        // A bare open row below says nothing yet, unless something below it does.
+        let informative = informed.contains(&var) || self.informed_from_below(var, informed);
         if !informative
             && !bounded_above
             && let Some((leaf, kind)) = leaf
@@ -273,6 +277,52 @@ impl Solver {
         }
         let joined = self.join_rows(&caps);
         self.bind_row(var, joined)
+    }
+
+    /// The free row variables that some row below them, directly or through open rows with no
+    /// axes of their own, shows to be closed or to have axes: computed once, for the state
+    /// solving left, since walking down from every parameter would cost the whole graph below
+    /// it each time.
+    fn rows_informed_from_below(&self) -> HashSet<RowVarId> {
+        let mut bare_above: HashMap<RowVarId, Vec<RowVarId>> = HashMap::new();
+        let mut pending = Vec::new();
+        for (index, state) in self.rows.iter().enumerate() {
+            let RowState::Free(bounds) = state else {
+                continue;
+            };
+            let var = RowVarId(index as u32);
+            for cap in &bounds.caps {
+                let cap = self.resolve_row(cap);
+                match cap.var {
+                    Some(below) if cap.n_explicit() == 0 => {
+                        bare_above.entry(below).or_default().push(var);
+                    }
+                    _ => pending.push(var),
+                }
+            }
+        }
+        let mut informed: HashSet<RowVarId> = HashSet::new();
+        while let Some(var) = pending.pop() {
+            if informed.insert(var) {
+                pending.extend(bare_above.get(&var).into_iter().flatten());
+            }
+        }
+        informed
+    }
+
+    /// Whether one of `var`'s caps, or of the caps of a bare row among them, is closed or has
+    /// axes now, beyond what `informed` (see [`Solver::rows_informed_from_below`]) knew.
+    fn informed_from_below(&self, var: RowVarId, informed: &HashSet<RowVarId>) -> bool {
+        let Some(RowState::Free(bounds)) = self.rows.get(var.0 as usize) else {
+            return false;
+        };
+        bounds.caps.iter().any(|cap| {
+            let cap = self.resolve_row(cap);
+            match cap.var {
+                Some(below) if cap.n_explicit() == 0 => informed.contains(&below),
+                _ => true,
+            }
+        })
     }
 
     /// The least row above all `caps` (leading flanks aligned from the front, trailing from the

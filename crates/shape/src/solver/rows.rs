@@ -259,45 +259,24 @@ impl Solver {
             if let Some(bounds) = self.row_bounds(res_var) {
                 bounds.above.push(opnd_var);
             }
-            let caps = self
-                .row_bounds(res_var)
-                .map(|b| b.caps.clone())
-                .unwrap_or_default();
-            // Bare caps stay where they are, as in `add_row_cap`.
-            for cap in caps.into_iter().filter(|cap| !is_bare(cap)) {
-                self.queue.push_back(Constraint::RowLe {
-                    res: cap,
-                    opnd: Row::var(opnd_var),
-                });
-            }
         }
         self.add_row_cap(opnd_var, residue);
         Ok(())
     }
 
-    /// Records `cap ⊑ ρ` and forwards it to the variables above ρ.
+    /// Records `cap ⊑ ρ`.
     ///
-    /// A bare variable `σ ⊑ ρ` is kept (binding ρ re-emits it, and it makes ρ's closing join
-    /// empty) but not forwarded: every σ above ρ has ρ itself as a bare cap, which has the same
-    /// effect on its join, and σ's own bounds travel once σ is bound. Forwarding it would store
-    /// the transitive closure of every chain of results, quadratic in the chain's length.
+    /// Caps are not forwarded to the variables above ρ: a bare variable `σ ⊑ ρ` stays a cap of
+    /// ρ, and closing reads σ's own caps through it (`closing::Solver::caps_below`) as they are
+    /// then. Forwarding them when they arrive would make ρ's caps depend on whether σ was still
+    /// bare at that moment, that is on the order of the constraints: a cap forwarded before σ
+    /// got its axes stays behind as a second, weaker copy of what σ's value now says.
     fn add_row_cap(&mut self, var: RowVarId, cap: Row) {
         let Some(bounds) = self.row_bounds(var) else {
             unreachable!("caps are added to resolved, hence free, row variables")
         };
-        if bounds.caps.contains(&cap) {
-            return;
-        }
-        bounds.caps.push(cap.clone());
-        if is_bare(&cap) {
-            return;
-        }
-        let above = bounds.above.clone();
-        for high in above {
-            self.queue.push_back(Constraint::RowLe {
-                res: cap.clone(),
-                opnd: Row::var(high),
-            });
+        if !bounds.caps.contains(&cap) {
+            bounds.caps.push(cap);
         }
     }
 
