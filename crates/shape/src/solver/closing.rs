@@ -47,6 +47,16 @@ impl Solver {
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
         self.solve()?;
         self.close_pending_sizes()?;
+        // From here on, a derived part of size 1 takes the explicit `1`: what could have said
+        // `1*` has been said.
+        self.settle_units = true;
+        let closed = self.close_stages(leaves);
+        self.settle_units = false;
+        closed
+    }
+
+    /// Stages 1 to 6 (see the module documentation).
+    fn close_stages(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
         let informed = self.rows_informed_from_below();
         // Rows that take the rest of an element count not known yet close last.
         let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
@@ -138,19 +148,30 @@ impl Solver {
         while index < self.deferred.len() {
             let resolved = self.resolve_constraint(&self.deferred[index]);
             index += 1;
-            let missing = match resolved {
+            let missing = match &resolved {
                 Constraint::TotalElems {
                     rows,
                     total,
                     coefficient,
                 } if rows.iter().all(|r| r.var.is_none()) => {
-                    missing_dim(&rows, &total, coefficient)
+                    missing_dim(rows, total, *coefficient)
                 }
-                Constraint::DimEq(a, b) => derived::missing_component(&a, &b)
-                    .or_else(|| derived::missing_component(&b, &a)),
+                Constraint::DimEq(a, b) => derived::missing_component(a, b)
+                    .or_else(|| derived::missing_component(b, a)),
                 _ => None,
             };
             let Some((var, size)) = missing else {
+                if let Constraint::DimEq(a, b) = &resolved
+                    && [a, b]
+                        .iter()
+                        .any(|d| matches!(d, Dim::Affine(_) | Dim::Concat(_)))
+                    && let Some(equations) = derived::solve_eq(a, b, true)?
+                {
+                    self.queue
+                        .extend(equations.into_iter().map(|(x, y)| Constraint::DimEq(x, y)));
+                    self.solve()?;
+                    index = 0;
+                }
                 continue;
             };
             let value = match self.dim_bounds(var).and_then(|b| b.cap.clone()) {

@@ -92,17 +92,27 @@ pub(super) fn check_bases(dim: &Dim) -> Result<(), ShapeError> {
 }
 
 /// Equations that settle `a = b` when one side is derived, or `None` when that must wait.
-pub(super) fn solve_eq(a: &Dim, b: &Dim) -> Result<Option<Vec<(Dim, Dim)>>, ShapeError> {
+///
+/// A part that the arithmetic gives size 1 waits too, unless `settle_units`: size alone does not
+/// tell the explicit `1` from the claim-free `1*`, and another constraint may say which it is.
+/// Closing settles what is still waiting (see `closing::Solver::close_pending_sizes`).
+pub(super) fn solve_eq(
+    a: &Dim,
+    b: &Dim,
+    settle_units: bool,
+) -> Result<Option<Vec<(Dim, Dim)>>, ShapeError> {
     let (derived, other) = match (a, b) {
         (Dim::Affine(_) | Dim::Concat(_), _) => (a, b),
         _ => (b, a),
     };
     if let Some(total) = other.ground_size() {
-        return match derived {
-            Dim::Affine(affine) => solve_affine(affine, total, other),
-            Dim::Concat(components) => solve_concat(components, total, other),
+        let equations = match derived {
+            Dim::Affine(affine) => solve_affine(affine, total, other)?,
+            Dim::Concat(components) => solve_concat(components, total, other)?,
             _ => unreachable!("one side of a derived equation is derived"),
         };
+        let ambiguous_unit = |(part, value): &(Dim, Dim)| !part.is_ground() && *value == Dim::size(1);
+        return Ok(equations.filter(|eqs| settle_units || !eqs.iter().any(ambiguous_unit)));
     }
     match (derived, other) {
         (Dim::Affine(x), Dim::Affine(y)) if x.conv.is_none() && y.conv.is_none() => {

@@ -166,7 +166,7 @@ impl Solver {
 
     /// Equality where at least one side is an affine or concatenated term.
     fn derived_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
-        match derived::solve_eq(&a, &b)? {
+        match derived::solve_eq(&a, &b, self.settle_units)? {
             Some(equations) => {
                 self.queue
                     .extend(equations.into_iter().map(|(x, y)| Constraint::DimEq(x, y)));

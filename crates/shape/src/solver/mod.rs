@@ -96,6 +96,9 @@ pub struct Solver {
     n_given_axes: usize,
     /// For each row variable, the axes that growing rows added on the way to it (see `rows`).
     grown: Vec<usize>,
+    /// Whether a derived part of size 1 is bound (closing) or waits (solving): see
+    /// `derived::solve_eq`.
+    settle_units: bool,
     /// The variables the solver made itself (see `visit`).
     own_rows: HashSet<RowVarId>,
     own_dims: HashSet<DimVar>,

@@ -267,7 +267,7 @@ impl Solver {
     /// Records `cap ⊑ ρ`.
     ///
     /// Caps are not forwarded to the variables above ρ: a bare variable `σ ⊑ ρ` stays a cap of
-    /// ρ, and closing reads σ's own caps through it (`closing::Solver::caps_below`) as they are
+    /// ρ, and closing reads σ's own caps through it (`Solver::rows_informed_from_below`) as they are
     /// then. Forwarding them when they arrive would make ρ's caps depend on whether σ was still
     /// bare at that moment, that is on the order of the constraints: a cap forwarded before σ
     /// got its axes stays behind as a second, weaker copy of what σ's value now says.
@@ -550,9 +550,4 @@ fn could_cover_when_empty(res: &Row, opnd: &Row) -> bool {
         .zip(&opnd.leading)
         .chain(all[all.len() - n_trail..].iter().zip(&opnd.trailing));
     pairs.into_iter().all(|(r, o)| !clashes(r, o))
-}
-
-/// A row that is only a variable: as a cap it says nothing yet.
-fn is_bare(row: &Row) -> bool {
-    row.var.is_some() && row.n_explicit() == 0
 }
