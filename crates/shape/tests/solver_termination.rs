@@ -14,35 +14,10 @@ use proptest::prelude::*;
 
 use rcannl_shape::constraint::Constraint;
 use rcannl_shape::solver::{Leaf, Solver};
-use rcannl_shape::term::{AffineDim, Basis, ConvDim, Dim, DimVar, Row, RowVarId, Shape};
+use rcannl_shape::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape};
 
-/// Sizes of generated axes: a few distinct primes, and one named basis to catch basis mix-ups.
-fn pool_dim(index: u32) -> Dim {
-    match index % 4 {
-        0 => Dim::size(2),
-        1 => Dim::size(3),
-        2 => Dim::size(5),
-        _ => Dim::Atom {
-            size: 3,
-            basis: Basis::Named("rgb".into()),
-        },
-    }
-}
-
-/// Cases run in a forked child with a time limit: a solver stuck in a loop is a failure to shrink
-/// ("Timed out waiting for child process"), not a hung test run. The solver's step budget is
-/// fixed when a call starts, but a case must not even come near it. A case takes well under a
-/// millisecond; the limit leaves ample room for a loaded machine and for starting the child.
-/// Failures are not persisted: a failure message carries its shrunk case.
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        fork: true,
-        timeout: 10_000,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+mod common;
+use common::{config, pool_dim};
 
 // ---------------------------------------------------------------------------------------------
 // Arbitrary constraint sets

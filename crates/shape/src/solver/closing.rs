@@ -46,11 +46,12 @@ impl Solver {
     /// Solves, then closes every variable following the policy above.
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
         self.solve()?;
-        self.close_pending_sizes()?;
         // From here on, a derived part of size 1 takes the explicit `1`: what could have said
         // `1*` has been said.
         self.settle_units = true;
-        let closed = self.close_stages(leaves);
+        let closed = self
+            .close_pending_sizes()
+            .and_then(|()| self.close_stages(leaves));
         self.settle_units = false;
         closed
     }
@@ -128,11 +129,17 @@ impl Solver {
             }
         }
         self.close_dims_to_default()?;
-        if let Some(constraint) = self.deferred.first() {
+        let pending = self
+            .derived_eqs
+            .iter()
+            .map(|(a, b)| Constraint::DimEq(self.resolve_dim_plain(a), self.resolve_dim_plain(b)))
+            .chain(self.deferred.iter().map(|c| self.resolve_constraint(c)))
+            .collect::<Vec<_>>();
+        if let Some(constraint) = pending.first() {
             return Err(ShapeError::new(format!(
                 "Not enough shape information: {} constraint(s) could not be decided, e.g. {}",
-                self.deferred.len(),
-                self.resolve_constraint(constraint)
+                pending.len(),
+                constraint
             )));
         }
         Ok(())
@@ -144,45 +151,57 @@ impl Solver {
     /// constraints fix must get it from them, whatever order they come in. A cap of the right
     /// size lends its basis.
     fn close_pending_sizes(&mut self) -> Result<(), ShapeError> {
-        let mut index = 0;
-        while index < self.deferred.len() {
-            let resolved = self.resolve_constraint(&self.deferred[index]);
-            index += 1;
-            let missing = match &resolved {
-                Constraint::TotalElems {
-                    rows,
-                    total,
-                    coefficient,
-                } if rows.iter().all(|r| r.var.is_none()) => {
-                    missing_dim(rows, total, *coefficient)
+        'settling: loop {
+            for settled in self.pending_sizes()? {
+                let before = self.n_bindings;
+                match settled {
+                    PendingSize::Dim(var, size) => {
+                        let value = match self.dim_bounds(var).and_then(|b| b.cap.clone()) {
+                            Some(cap) if cap.ground_size() == Some(size) => cap,
+                            _ => Dim::size(size),
+                        };
+                        self.bind_dim(var, value)?;
+                    }
+                    PendingSize::Equations(equations) => self
+                        .queue
+                        .extend(equations.into_iter().map(|(x, y)| Constraint::DimEq(x, y))),
                 }
-                Constraint::DimEq(a, b) => derived::missing_component(a, b)
-                    .or_else(|| derived::missing_component(b, a)),
-                _ => None,
-            };
-            let Some((var, size)) = missing else {
-                if let Constraint::DimEq(a, b) = &resolved
-                    && [a, b]
-                        .iter()
-                        .any(|d| matches!(d, Dim::Affine(_) | Dim::Concat(_)))
-                    && let Some(equations) = derived::solve_eq(a, b, true)?
-                {
-                    self.queue
-                        .extend(equations.into_iter().map(|(x, y)| Constraint::DimEq(x, y)));
-                    self.solve()?;
-                    index = 0;
+                self.solve()?;
+                if self.n_bindings != before {
+                    continue 'settling;
                 }
-                continue;
-            };
-            let value = match self.dim_bounds(var).and_then(|b| b.cap.clone()) {
-                Some(cap) if cap.ground_size() == Some(size) => cap,
-                _ => Dim::size(size),
-            };
-            self.bind_dim(var, value)?;
-            self.solve()?;
-            index = 0;
+            }
+            return Ok(());
         }
-        Ok(())
+    }
+
+    /// The pending constraints that closing stage 0 can settle, and how.
+    fn pending_sizes(&self) -> Result<Vec<PendingSize>, ShapeError> {
+        let mut settled = Vec::new();
+        for (a, b) in &self.derived_eqs {
+            let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
+            if let Some((var, size)) =
+                derived::missing_component(&a, &b).or_else(|| derived::missing_component(&b, &a))
+            {
+                settled.push(PendingSize::Dim(var, size));
+            }
+            if let Some(equations) = derived::solve_eq(&a, &b, true)? {
+                settled.push(PendingSize::Equations(equations));
+            }
+        }
+        for constraint in &self.deferred {
+            if let Constraint::TotalElems {
+                rows,
+                total,
+                coefficient,
+            } = self.resolve_constraint(constraint)
+                && rows.iter().all(|r| r.var.is_none())
+                && let Some((var, size)) = missing_dim(&rows, &total, coefficient)
+            {
+                settled.push(PendingSize::Dim(var, size));
+            }
+        }
+        Ok(settled)
     }
 
     fn close_dims_to_default(&mut self) -> Result<(), ShapeError> {
@@ -472,6 +491,9 @@ impl Solver {
         })
     }
 
+    /// The variables in the leaves' dimensions. A derived dimension brings those of the terms a
+    /// pending equation equates it with: they are the same axis, and which of the equal terms a
+    /// row ended up holding depends on the order the equations came in.
     fn leaf_dim_vars(&self, leaves: &[Leaf]) -> Vec<DimVar> {
         let mut vars = Vec::new();
         for leaf in leaves {
@@ -479,6 +501,17 @@ impl Solver {
             for kind in Kind::ALL {
                 for dim in shape.row(kind).dims() {
                     dim.for_each_var(&mut |v| vars.push(v));
+                    if !matches!(dim, Dim::Affine(_) | Dim::Concat(_)) {
+                        continue;
+                    }
+                    for (a, b) in &self.derived_eqs {
+                        let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
+                        if a == *dim {
+                            b.for_each_var(&mut |v| vars.push(v));
+                        } else if b == *dim {
+                            a.for_each_var(&mut |v| vars.push(v));
+                        }
+                    }
                 }
             }
         }
@@ -513,6 +546,15 @@ impl Solver {
         };
         self.bind_dim(var, value)
     }
+}
+
+/// How closing stage 0 settles a pending constraint.
+enum PendingSize {
+    /// The one unknown dimension, and its size.
+    Dim(DimVar, usize),
+    /// Equations for the unknown parts of a derived term (a part of size 1: see
+    /// `derived::solve_eq`).
+    Equations(Vec<(Dim, Dim)>),
 }
 
 fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {

@@ -111,7 +111,8 @@ pub(super) fn solve_eq(
             Dim::Concat(components) => solve_concat(components, total, other)?,
             _ => unreachable!("one side of a derived equation is derived"),
         };
-        let ambiguous_unit = |(part, value): &(Dim, Dim)| !part.is_ground() && *value == Dim::size(1);
+        let ambiguous_unit =
+            |(part, value): &(Dim, Dim)| !part.is_ground() && *value == Dim::size(1);
         return Ok(equations.filter(|eqs| settle_units || !eqs.iter().any(ambiguous_unit)));
     }
     match (derived, other) {

@@ -10,8 +10,9 @@ use crate::term::{Dim, DimVar};
 
 impl Solver {
     pub(super) fn dim_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
-        let a = self.resolve_dim(&a);
-        let b = self.resolve_dim(&b);
+        // Plain: a pending derived equation must not meet the size it gives itself.
+        let a = self.resolve_dim_plain(&a);
+        let b = self.resolve_dim_plain(&b);
         derived::check_bases(&a)?;
         derived::check_bases(&b)?;
         if a == b {
@@ -165,6 +166,8 @@ impl Solver {
     }
 
     /// Equality where at least one side is an affine or concatenated term.
+    ///
+    /// Retrying the pending ones (see `Solver::solve`) re-enters here with their parts resolved.
     fn derived_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
         match derived::solve_eq(&a, &b, self.settle_units)? {
             Some(equations) => {
@@ -173,7 +176,11 @@ impl Solver {
                 Ok(())
             }
             None => {
-                self.defer(Constraint::DimEq(a, b));
+                if !self.derived_eqs.contains(&(a.clone(), b.clone())) {
+                    self.derived_eqs.push((a, b));
+                    // What the equation says of its derived term may settle deferred constraints.
+                    self.n_bindings += 1;
+                }
                 Ok(())
             }
         }

@@ -96,6 +96,10 @@ pub struct Solver {
     n_given_axes: usize,
     /// For each row variable, the axes that growing rows added on the way to it (see `rows`).
     grown: Vec<usize>,
+    /// Equations between a derived term and another term that cannot be solved yet (more than
+    /// one unknown part). Kept apart from `deferred`: while one waits, the size it gives the
+    /// derived term is what every other constraint sees (see [`Solver::resolve_dim`]).
+    derived_eqs: Vec<(Dim, Dim)>,
     /// Whether a derived part of size 1 is bound (closing) or waits (solving): see
     /// `derived::solve_eq`.
     settle_units: bool,
@@ -152,6 +156,7 @@ impl Solver {
         loop {
             self.propagate()?;
             let bindings_before = self.n_bindings;
+            self.retry_derived_eqs()?;
             let deferred = std::mem::take(&mut self.deferred);
             for constraint in deferred {
                 self.checked_step(constraint)?;
@@ -161,6 +166,25 @@ impl Solver {
                 return Ok(());
             }
         }
+    }
+
+    /// Retries the pending derived equations whose parts have changed. The unchanged ones stay in
+    /// place while the others are retried, so that the sizes they give stay visible.
+    fn retry_derived_eqs(&mut self) -> Result<(), ShapeError> {
+        let pending = std::mem::take(&mut self.derived_eqs);
+        let mut changed = Vec::new();
+        for (a, b) in pending {
+            let (plain_a, plain_b) = (self.resolve_dim_plain(&a), self.resolve_dim_plain(&b));
+            if plain_a == a && plain_b == b {
+                self.derived_eqs.push((a, b));
+            } else {
+                changed.push((a, b));
+            }
+        }
+        for (a, b) in changed {
+            self.checked_step(Constraint::DimEq(a, b))?;
+        }
+        Ok(())
     }
 
     /// Processes the queued constraints, leaving the deferred ones for [`Solver::solve`]: the
@@ -241,21 +265,43 @@ impl Solver {
         }
     }
 
-    /// The dimension with every solved variable substituted and ground derived terms evaluated.
+    /// The dimension with every solved variable substituted and ground derived terms evaluated;
+    /// a derived term whose parts are not known yet but that a pending equation equates with a
+    /// size is that size.
     pub fn resolve_dim(&self, dim: &Dim) -> Dim {
+        let plain = self.resolve_dim_plain(dim);
+        if !matches!(plain, Dim::Affine(_) | Dim::Concat(_)) {
+            return plain;
+        }
+        self.derived_eqs
+            .iter()
+            .find_map(|(a, b)| {
+                let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
+                match () {
+                    () if a == plain && b.is_ground() => Some(b),
+                    () if b == plain && a.is_ground() => Some(a),
+                    () => None,
+                }
+            })
+            .unwrap_or(plain)
+    }
+
+    /// [`Solver::resolve_dim`] without the sizes of pending equations: what those equations
+    /// themselves are solved with.
+    fn resolve_dim_plain(&self, dim: &Dim) -> Dim {
         match dim {
             Dim::Var(var) => match self.dims.get(var.0 as usize) {
-                Some(DimState::Solved(value)) => self.resolve_dim(value),
+                Some(DimState::Solved(value)) => self.resolve_dim_plain(value),
                 _ => dim.clone(),
             },
             Dim::Unit | Dim::Atom { .. } => dim.clone(),
             Dim::Affine(affine) => {
                 let resolved = AffineDim {
                     stride: affine.stride,
-                    over: self.resolve_dim(&affine.over),
+                    over: self.resolve_dim_plain(&affine.over),
                     conv: affine.conv.as_ref().map(|conv| ConvDim {
                         dilation: conv.dilation,
-                        kernel: self.resolve_dim(&conv.kernel),
+                        kernel: self.resolve_dim_plain(&conv.kernel),
                         padded: conv.padded,
                     }),
                     offset: affine.offset,
@@ -264,7 +310,10 @@ impl Solver {
                     .unwrap_or_else(|| Dim::Affine(Box::new(resolved)))
             }
             Dim::Concat(components) => {
-                let resolved: Vec<Dim> = components.iter().map(|c| self.resolve_dim(c)).collect();
+                let resolved: Vec<Dim> = components
+                    .iter()
+                    .map(|c| self.resolve_dim_plain(c))
+                    .collect();
                 derived::evaluate_concat(&resolved).unwrap_or(Dim::Concat(resolved))
             }
         }
