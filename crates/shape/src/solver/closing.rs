@@ -4,11 +4,12 @@
 //! 1. Leaf rows (shapes of tensors no operation computes) close *downward*, to the join of their
 //!    caps: the most specific row their uses demand. A lone open row with a pending total-elements
 //!    count gets one axis of the missing size. A parameter's output row that nothing determines
-//!    (no caps, or only bare open rows, and no row above it) is an error. A parameter row that
-//!    refines another row (`w` in `w * x`, whose input row refines `x`'s output row) has the axes
-//!    that row demands and closes to no further ones; an undetermined parameter *input* row closes
-//!    to no axes (a bias added to data has none).
-//! 2. Leaf dimensions with a cap close to it.
+//!    (no caps, or only bare open rows with nothing below them, and no row above it) is an error.
+//!    A parameter row that refines another row (`w` in `w * x`, whose input row refines `x`'s
+//!    output row) has the axes that row demands and closes to no further ones; an undetermined
+//!    parameter *input* row closes to no axes (a bias added to data has none).
+//! 2. Leaf dimensions with a cap close to it (a derived leaf dimension brings the variables of
+//!    the terms it is equated with).
 //! 3. Other leaf dimensions: a parameter's is an error ("you forgot to specify the hidden
 //!    dimension"); others close to their default (below).
 //! 4. Every other row closes to the join of its caps, or to no-further-axes.
@@ -17,14 +18,17 @@
 //!    carrying a fixed index `n` to `n+1` (an index-0 axis with a cap to the claim-free `1*`, so
 //!    that a kept reduction axis broadcasts); anything else to `1*`.
 //!
-//! Before all of these, stage 0 gives a dimension that only an element count determines its size
-//! (see `close_pending_sizes`).
+//! Before all of these, stage 0 settles the sizes that solving leaves waiting because they come
+//! without a unit: a dimension that only an element count determines, a concat component whose
+//! total's named unit another component has, a derived part of size 1 (see
+//! `close_pending_sizes`).
 //!
-//! Every single commitment is propagated before the next is made (re-solved fully for leaf rows;
-//! for the many other variables, the direct consequences, with the deferred constraints retried
-//! when a stage ends), so that one leaf's choice constrains the next: `{3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β}` with leaves α, β closes α = 3, which pins
-//! γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that makes a later
-//! constraint fail is reported, not undone.
+//! Within stages 4 to 6, variables are visited in the order of the variables the constraints were
+//! given in (`visit`), never in the order solving happened to create or merge them. Every single
+//! commitment is propagated, deferred constraints included, before the next is made, so that one
+//! leaf's choice constrains the next: `{3 ⊑ α, 5 ⊑ β, γ ⊑ α, γ ⊑ β}` with leaves α, β closes
+//! α = 3, which pins γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that
+//! makes a later constraint fail is reported, not undone.
 
 use std::collections::{HashMap, HashSet};
 

@@ -4,8 +4,11 @@
 //! face atoms, records the bounds it cannot yet decide (a dimension's atom *cap* `d ⊑ α`, a row's
 //! cap rows, and variable-to-variable adjacencies), and never guesses. Binding a variable re-emits
 //! every bound stored on it, instantiated at its value: that single discipline is the propagation.
-//! Constraints that cannot be decided yet (derived sizes with unknown parts, split row surpluses,
-//! total-element counts) are *deferred* and retried whenever a variable gets bound.
+//! Constraints that cannot be decided yet (split row surpluses, total-element counts, comparisons
+//! with derived terms) are *deferred* and retried whenever a variable gets bound. An equation that
+//! gives a derived term (`a^b`, `2*o`) a size its parts cannot take yet waits apart, and meanwhile
+//! that size is the term's value for every other constraint: which of two equal terms a row ends up
+//! holding depends on the order of the equations, and must not change what its uses see.
 //!
 //! [`Solver::close`] then commits what solving left free, in the documented order (`closing`):
 //! leaves close downward to their caps, parameters never get a guessed dimension, and everything
