@@ -12,7 +12,7 @@
 //! — deterministic, and paid only on the error path.
 //!
 //! Captured dimensions (`capture`) and the constraints users put on them (`set_dim`, `set_equal`,
-//! `set_scale`) live in [`capture`].
+//! `set_scale`) live in `capture`.
 //!
 //! ```
 //! use rcannl_shape::logic::Logic;

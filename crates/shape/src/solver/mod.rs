@@ -323,7 +323,7 @@ impl Solver {
     }
 
     /// The row with solved row variables spliced in (the host's flanks stay outermost, unless the
-    /// value's marker floats to an edge: see [`Edge`]) and its dimensions resolved.
+    /// value's marker floats to an edge: see `Edge`) and its dimensions resolved.
     pub fn resolve_row(&self, row: &Row) -> Row {
         self.resolve_row_with_edge(row).0
     }
