@@ -137,9 +137,6 @@ pub(super) fn solve_eq(
             };
             Ok(Some(vec![(small.over.clone(), scaled)]))
         }
-        (Dim::Concat(xs), Dim::Concat(ys)) if xs.len() == ys.len() => {
-            Ok(Some(xs.iter().cloned().zip(ys.iter().cloned()).collect()))
-        }
         _ => Ok(None),
     }
 }

@@ -1247,3 +1247,29 @@ fn an_adjacency_within_one_class_does_not_bound_a_parameter_row() {
             .contains("You forgot to specify the hidden dimension")
     );
 }
+
+#[test]
+fn concatenations_split_differently_are_equal_by_size_not_by_component() {
+    // a^3@rgb = 3@rgb^3: the components need not pair up (3 + 3@rgb splits 6@rgb as well as
+    // 3@rgb + 3 does), so a is 3 in every order, never a component-wise 3@rgb = 3 clash.
+    let rgb = || named(3, "rgb");
+    let cat = |a: u32, b: u32| Dim::Concat(vec![var_dim(a), var_dim(b)]);
+    let constraints = [
+        Constraint::DimEq(var_dim(1), rgb()),
+        Constraint::DimEq(var_dim(2), rgb()),
+        Constraint::DimEq(var_dim(3), n(3)),
+        Constraint::RowEq(Row::var(RowVarId(0)), closed(&[cat(0, 1)])),
+        Constraint::RowEq(Row::var(RowVarId(0)), closed(&[cat(2, 3)])),
+    ];
+    let run = Run {
+        constraints: &constraints,
+        n_dims: 4,
+        n_rows: 1,
+        leaves: &[],
+        discardable: &[],
+    };
+    let rows = run
+        .same_in(&[&[0, 1, 2, 3, 4]], &[&[3, 4], &[0, 1, 2]], &[0])
+        .unwrap();
+    assert_eq!(rows, vec![closed(&[named(6, "rgb")])]);
+}
