@@ -8,11 +8,13 @@
 //! [`term`] holds dimensions, rows and shapes with variables; [`constraint`] what operations assert
 //! about them; [`logic`] generates those constraints for every kind of operation; [`solver`]
 //! solves and closes them; [`session`] is the environment of one graph, where tensors are declared
-//! and operations applied.
+//! and operations applied; [`projection`] reads one operation's constraints again, as an
+//! equivalence over its axes, to find its loops.
 
 pub mod constraint;
 pub mod error;
 pub mod logic;
+pub mod projection;
 pub mod session;
 pub mod solver;
 pub mod spec;

@@ -1,0 +1,15 @@
+//! Projection inference: which loop drives each axis of one operation.
+//!
+//! Shape inference reads an operation's constraints as an order over sizes; projection inference
+//! reads the same constraints as an equivalence over axes. Each axis of the operation's tensors
+//! carries a projection id of its own (fresh per operation: sizes are global, identities are
+//! local), the constraints become projection equations, and [`classes`] solves those into the
+//! index of every axis and the product space.
+//!
+//! Built so far: the equation language and its solver (union-find with pins and an iterate set,
+//! canonical labeling). Still to come: reading the equations off regenerated constraints, the
+//! affine stratum, concatenation coupling and padding.
+
+pub mod classes;
+
+pub use classes::{Labeling, ProjEq, ProjId, ProjTerm, solve};
