@@ -7,9 +7,13 @@
 //! index of every axis and the product space.
 //!
 //! Built so far: the equation language and its solver (union-find with pins and an iterate set,
-//! canonical labeling). Still to come: reading the equations off regenerated constraints, the
-//! affine stratum, concatenation coupling and padding.
+//! canonical labeling, [`classes`]) and the core of [`derive`]: fresh projection ids, the
+//! regenerated constraints, row alignment, and the equations of equalities, broadcasts, fixed
+//! indices, batch slices and iteration. Still to come: the affine stratum (strided and
+//! convolution axes), concatenation coupling and padding.
 
 pub mod classes;
+pub mod derive;
 
 pub use classes::{Labeling, ProjEq, ProjId, ProjTerm, solve};
+pub use derive::derive_projections;

@@ -364,6 +364,43 @@ impl Inference {
         (0..self.ops.len() as u32).map(OpId)
     }
 
+    /// The projections of `op`, from its tensors' closed shapes (see
+    /// [`crate::projection::derive_projections`]; call [`Inference::finish`] first). Fresh
+    /// iterators are numbered from `first_symbol`; a batch slice reads its axis at `slice`.
+    pub fn projections(
+        &self,
+        op: OpId,
+        first_symbol: u32,
+        slice: Option<rcannl_ir::Symbol>,
+    ) -> Result<rcannl_ir::Projections, ShapeError> {
+        let info = self.op(op);
+        let context = |error: ShapeError| {
+            error.in_operation(
+                self.describe_op(&info.logic, info.result, &info.operands),
+                self.op_tensors(info.result, &info.operands),
+            )
+        };
+        // Closed, and with their broadcast points: broadcasting aligns at them.
+        let shape = |tensor: TensorId| {
+            self.closed_shape(tensor)
+                .map(|_| self.shape(tensor))
+                .map_err(context)
+        };
+        let operands = info
+            .operands
+            .iter()
+            .map(|&t| shape(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::projection::derive_projections(
+            &info.logic,
+            &shape(info.result)?,
+            &operands,
+            first_symbol,
+            slice,
+        )
+        .map_err(context)
+    }
+
     /// The solver, for reading resolved terms (projection inference resolves its ops' variables).
     pub fn solver(&self) -> &Solver {
         &self.solver

@@ -1,0 +1,363 @@
+//! Projection equations of one operation, read off its regenerated constraints, and the
+//! projections record they solve to.
+//!
+//! Global sizes, local identities: every axis of the operation's (closed) shapes gets a fresh
+//! variable, its projection id, with its size recorded aside, and the operation's constraints are
+//! generated again over those shapes by the one generator. Solving them locally only aligns rows
+//! (binding the spec's row variables to stretches of axes) and pairs axes, so the classes hold the
+//! identifications this operation makes and no size coincidence from elsewhere.
+//!
+//! The pairs become equations by the rules of the core: an equality, or a broadcast between two
+//! axes of the same size, shares a loop; a broadcast from an axis of size 1 reads it at 0; every
+//! axis of every tensor asks to be iterated; a fixed index pins its axis; the sliced axis of a
+//! batch slice takes the outside symbol.
+
+use std::collections::HashMap;
+
+use rcannl_ir::{AxisIndex, Factor, Projections, Symbol};
+
+use super::classes::{self, ProjEq, ProjId, ProjTerm};
+use crate::constraint::Constraint;
+use crate::error::ShapeError;
+use crate::logic::{Logic, generate};
+use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape, VarSupply};
+
+/// The projections of the operation `logic` with the closed shapes `result` and `operands`.
+/// Fresh iterators are numbered from `first_symbol`; a batch slice reads its sliced axis at
+/// `slice` (a symbol outside the product space, bound per run).
+///
+/// The axes of each tensor are listed in memory order: batch, then output, then input.
+pub fn derive_projections(
+    logic: &Logic,
+    result: &Shape,
+    operands: &[Shape],
+    first_symbol: u32,
+    slice: Option<Symbol>,
+) -> Result<Projections, ShapeError> {
+    let mut vars = VarSupply::default();
+    let mut sizes: HashMap<ProjId, usize> = HashMap::new();
+    let mut fresh_shape = |shape: &Shape| -> Result<(Shape, Vec<DimVar>), ShapeError> {
+        let mut axes = Vec::new();
+        let mut fresh_row = |row: &Row| -> Result<Row, ShapeError> {
+            if row.var.is_some() {
+                return Err(ShapeError::new(format!(
+                    "projection inference needs closed shapes; [{row}] is still open"
+                )));
+            }
+            let mut fresh = |dim: &Dim| -> Result<Dim, ShapeError> {
+                let size = dim.ground_size().ok_or_else(|| {
+                    ShapeError::new(format!(
+                        "projection inference needs closed shapes; axis {dim} is unknown"
+                    ))
+                })?;
+                let var = vars.dim();
+                sizes.insert(ProjId(var.0), size);
+                Ok(Dim::Var(var))
+            };
+            Ok(Row {
+                leading: row
+                    .leading
+                    .iter()
+                    .map(&mut fresh)
+                    .collect::<Result<_, _>>()?,
+                var: None,
+                trailing: row
+                    .trailing
+                    .iter()
+                    .map(&mut fresh)
+                    .collect::<Result<_, _>>()?,
+            })
+        };
+        // Ids in memory order, so that iterators are named in the order of the result's axes.
+        let batch = fresh_row(&shape.batch)?;
+        let output = fresh_row(&shape.output)?;
+        let input = fresh_row(&shape.input)?;
+        let fresh = Shape {
+            batch,
+            input,
+            output,
+        };
+        for kind in [Kind::Batch, Kind::Output, Kind::Input] {
+            for dim in fresh.row(kind).dims() {
+                if let Dim::Var(var) = dim {
+                    axes.push(*var);
+                }
+            }
+        }
+        Ok((fresh, axes))
+    };
+    let (fresh_result, result_axes) = fresh_shape(result)?;
+    let mut fresh_operands = Vec::new();
+    let mut operand_axes = Vec::new();
+    for operand in operands {
+        let (shape, axes) = fresh_shape(operand)?;
+        fresh_operands.push(shape);
+        operand_axes.push(axes);
+    }
+    // The sliced axis's range plays no part here: take it as a variable either way.
+    let logic = match logic {
+        Logic::BatchSlice { .. } => &Logic::BatchSlice { static_range: None },
+        other => other,
+    };
+    if matches!(logic, Logic::Uint4x32ToPrec { .. }) {
+        return Err(ShapeError::new(
+            "projection inference for the uint4x32 precision relation is not built yet",
+        ));
+    }
+    let generated = generate(logic, &fresh_result, &fresh_operands, &mut vars)?;
+    let mut equations = Elaboration::default().run(&generated.constraints, &sizes)?;
+    for (var, index) in &generated.fixed_indices {
+        equations.push(ProjEq::Eq(
+            ProjTerm::Proj(ProjId(var.0)),
+            ProjTerm::Sol(AxisIndex::Fixed(*index as i64)),
+        ));
+    }
+    if let Some(Dim::Var(var)) = &generated.slice_dim {
+        let symbol = slice.ok_or_else(|| {
+            ShapeError::new("projection inference for a batch slice needs its slice symbol")
+        })?;
+        equations.push(ProjEq::Eq(
+            ProjTerm::Proj(ProjId(var.0)),
+            ProjTerm::Sol(AxisIndex::Iterator(symbol)),
+        ));
+    }
+    // Every axis that exists is visited: size-1 and pinned axes need no loop, the rest get one.
+    for var in result_axes.iter().chain(operand_axes.iter().flatten()) {
+        equations.push(ProjEq::Iterate(ProjTerm::Proj(ProjId(var.0))));
+    }
+    let sizes = sizes_of_labels(&equations, sizes);
+    let labeling = classes::solve(&equations, &sizes, first_symbol)?;
+    let read = |axes: &[DimVar]| -> (Vec<usize>, Vec<AxisIndex>) {
+        axes.iter()
+            .map(|var| {
+                let id = ProjId(var.0);
+                (sizes[&id], labeling.index[&id].clone())
+            })
+            .unzip()
+    };
+    let (lhs_dims, lhs_index) = read(&result_axes);
+    let (rhs_dims, rhs_index) = operand_axes.iter().map(|axes| read(axes)).unzip();
+    Ok(Projections {
+        product_space: labeling
+            .iterators
+            .iter()
+            .map(|&(symbol, range)| Factor::single(symbol, range))
+            .collect(),
+        lhs_dims,
+        rhs_dims,
+        lhs_index,
+        rhs_index,
+        label: logic.to_string(),
+    })
+}
+
+/// Spec labels and other generated variables are not axes: they take the size of the axes
+/// they are equated with.
+fn sizes_of_labels(
+    equations: &[ProjEq],
+    mut sizes: HashMap<ProjId, usize>,
+) -> HashMap<ProjId, usize> {
+    loop {
+        let before = sizes.len();
+        for equation in equations {
+            if let ProjEq::Eq(ProjTerm::Proj(a), ProjTerm::Proj(b)) = equation {
+                match (sizes.get(a).copied(), sizes.get(b).copied()) {
+                    (Some(size), None) => {
+                        sizes.insert(*b, size);
+                    }
+                    (None, Some(size)) => {
+                        sizes.insert(*a, size);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if sizes.len() == before {
+            return sizes;
+        }
+    }
+}
+
+/// The local re-solve: row variables bound to stretches of axes, axes paired into equations.
+#[derive(Default)]
+struct Elaboration {
+    rows: HashMap<RowVarId, Vec<Dim>>,
+    equations: Vec<ProjEq>,
+}
+
+impl Elaboration {
+    fn run(
+        mut self,
+        constraints: &[Constraint],
+        sizes: &HashMap<ProjId, usize>,
+    ) -> Result<Vec<ProjEq>, ShapeError> {
+        let mut pending: Vec<&Constraint> = constraints.iter().collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut waiting = Vec::new();
+            for constraint in pending {
+                if !self.step(constraint, sizes)? {
+                    waiting.push(constraint);
+                }
+            }
+            if waiting.len() == before {
+                return Err(ShapeError::new(format!(
+                    "projection inference: the rows of {} cannot be aligned",
+                    waiting[0]
+                )));
+            }
+            pending = waiting;
+        }
+        Ok(self.equations)
+    }
+
+    /// Takes one constraint into account, or returns `false` if it must wait for a row variable.
+    fn step(
+        &mut self,
+        constraint: &Constraint,
+        sizes: &HashMap<ProjId, usize>,
+    ) -> Result<bool, ShapeError> {
+        match constraint {
+            Constraint::RowEq(a, b) => {
+                let (a, b) = (self.substitute(a), self.substitute(b));
+                match (a.var, b.var) {
+                    (None, None) => {
+                        let (a, b) = (flat(&a), flat(&b));
+                        if a.len() != b.len() {
+                            return Err(misaligned(constraint));
+                        }
+                        for (x, y) in a.iter().zip(&b) {
+                            self.equal(x, y)?;
+                        }
+                        Ok(true)
+                    }
+                    (Some(_), None) => self.bind(&a, &flat(&b), constraint),
+                    (None, Some(_)) => self.bind(&b, &flat(&a), constraint),
+                    (Some(_), Some(_)) => Ok(false),
+                }
+            }
+            Constraint::RowLe { res, opnd } => {
+                let (res, opnd) = (self.substitute(res), self.substitute(opnd));
+                if res.var.is_some() || opnd.var.is_some() {
+                    return Ok(false);
+                }
+                let all = flat(&res);
+                let n_lead = opnd.leading.len();
+                let n_trail = opnd.trailing.len();
+                if n_lead + n_trail > all.len() {
+                    return Err(misaligned(constraint));
+                }
+                let pairs = all[..n_lead]
+                    .iter()
+                    .zip(&opnd.leading)
+                    .chain(all[all.len() - n_trail..].iter().zip(&opnd.trailing));
+                for (r, o) in pairs {
+                    self.broadcast(r, o, sizes)?;
+                }
+                Ok(true)
+            }
+            Constraint::DimEq(a, b) => {
+                self.equal(a, b)?;
+                Ok(true)
+            }
+            Constraint::DimLe { res, opnd } => {
+                self.broadcast(res, opnd, sizes)?;
+                Ok(true)
+            }
+            // Fixed indices are pinned from the generator's list; the counts and exact layouts
+            // of leaves say nothing about loops.
+            Constraint::AtLeast { .. }
+            | Constraint::TotalElems { .. }
+            | Constraint::Exact { .. } => Ok(true),
+        }
+    }
+
+    /// The row with bound row variables spliced in.
+    fn substitute(&self, row: &Row) -> Row {
+        match row.var.and_then(|var| self.rows.get(&var)) {
+            Some(value) => {
+                let mut trailing = row.leading.clone();
+                trailing.extend(value.iter().cloned());
+                trailing.extend(row.trailing.iter().cloned());
+                Row::closed(trailing)
+            }
+            None => row.clone(),
+        }
+    }
+
+    /// `open` (with a row variable) equals the closed axes `closed`: its flanks pair with the
+    /// ends, its variable takes the middle.
+    fn bind(
+        &mut self,
+        open: &Row,
+        closed: &[Dim],
+        constraint: &Constraint,
+    ) -> Result<bool, ShapeError> {
+        let (n_lead, n_trail) = (open.leading.len(), open.trailing.len());
+        if n_lead + n_trail > closed.len() {
+            return Err(misaligned(constraint));
+        }
+        let end = closed.len() - n_trail;
+        for (x, y) in open.leading.iter().zip(&closed[..n_lead]) {
+            self.equal(x, y)?;
+        }
+        for (x, y) in open.trailing.iter().zip(&closed[end..]) {
+            self.equal(x, y)?;
+        }
+        let var = open.var.expect("an open row");
+        self.rows.insert(var, closed[n_lead..end].to_vec());
+        Ok(true)
+    }
+
+    fn equal(&mut self, a: &Dim, b: &Dim) -> Result<(), ShapeError> {
+        let (a, b) = (term(a)?, term(b)?);
+        self.equations.push(ProjEq::Eq(a, b));
+        Ok(())
+    }
+
+    /// `res ⊑ opnd` between two axes: the operand broadcasts (is read at 0) when it has size 1
+    /// and the result does not; otherwise they share a loop.
+    fn broadcast(
+        &mut self,
+        res: &Dim,
+        opnd: &Dim,
+        sizes: &HashMap<ProjId, usize>,
+    ) -> Result<(), ShapeError> {
+        let (res, opnd) = (term(res)?, term(opnd)?);
+        let size = |t: &ProjTerm| match t {
+            ProjTerm::Proj(id) => sizes.get(id).copied(),
+            ProjTerm::Sol(_) => None,
+        };
+        if size(&opnd) == Some(1) && size(&res) != Some(1) {
+            self.equations
+                .push(ProjEq::Eq(opnd, ProjTerm::Sol(AxisIndex::Fixed(0))));
+        } else {
+            self.equations.push(ProjEq::Eq(res, opnd));
+        }
+        Ok(())
+    }
+}
+
+fn term(dim: &Dim) -> Result<ProjTerm, ShapeError> {
+    match dim {
+        Dim::Var(var) => Ok(ProjTerm::Proj(ProjId(var.0))),
+        Dim::Affine(_) | Dim::Concat(_) => Err(ShapeError::new(format!(
+            "projection inference for strided, convolution and concatenated axes ({dim}) is \
+             not built yet"
+        ))),
+        Dim::Unit | Dim::Atom { .. } => Err(ShapeError::new(format!(
+            "projection inference: a spec axis of given size ({dim}) has no axis identity"
+        ))),
+    }
+}
+
+fn flat(row: &Row) -> Vec<Dim> {
+    row.dims().cloned().collect()
+}
+
+fn misaligned(constraint: &Constraint) -> ShapeError {
+    ShapeError::new(format!(
+        "projection inference: the rows of {constraint} do not align (were the shapes solved \
+         with this operation?)"
+    ))
+}

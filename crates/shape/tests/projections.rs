@@ -1,0 +1,259 @@
+//! Projection inference from specs and logics on closed shapes: the core worked examples of the
+//! seeds (matmul and its gradients, broadcast, sum by a ones-vector, compose), fixed indices,
+//! batch slices, locality, and the errors for what is not built yet.
+
+use rcannl_ir::{AxisIndex, Slot, Symbol};
+use rcannl_shape::logic::Logic;
+use rcannl_shape::projection::derive_projections;
+use rcannl_shape::spec::parse_einsum;
+use rcannl_shape::term::{Dim, Row, Shape};
+
+/// A closed shape from sizes per row.
+fn shape(batch: &[usize], input: &[usize], output: &[usize]) -> Shape {
+    let row = |sizes: &[usize]| Row::closed(sizes.iter().map(|&s| Dim::size(s)).collect());
+    Shape {
+        batch: row(batch),
+        input: row(input),
+        output: row(output),
+    }
+}
+
+fn out(sizes: &[usize]) -> Shape {
+    shape(&[], &[], sizes)
+}
+
+fn spec(text: &str) -> Logic {
+    Logic::Spec(parse_einsum(text).unwrap())
+}
+
+fn it(n: u32) -> AxisIndex {
+    AxisIndex::Iterator(Symbol(n))
+}
+
+#[test]
+fn matmul_contracts_the_shared_axis_and_its_gradients_move_the_contraction() {
+    let c = derive_projections(
+        &spec("ij;jk=>ik"),
+        &out(&[2, 4]),
+        &[out(&[2, 3]), out(&[3, 4])],
+        0,
+        None,
+    )
+    .unwrap();
+    // Iterators are named in the order of the result's axes, then the operands'.
+    assert_eq!(c.lhs_index, vec![it(0), it(1)]);
+    assert_eq!(c.rhs_index, vec![vec![it(0), it(2)], vec![it(2), it(1)]]);
+    assert_eq!(c.reduction_symbols(), vec![Symbol(2)]);
+    assert_eq!(c.ranges()[&Symbol(2)], 3);
+    assert!(c.is_surjective() && !c.is_injective());
+    let g1 = c.view(Slot::Rhs(0), &[Slot::Lhs, Slot::Rhs(1)]);
+    assert_eq!(g1.reduction_symbols(), vec![Symbol(1)], "g1 contracts k");
+    let g2 = c.view(Slot::Rhs(1), &[Slot::Rhs(0), Slot::Lhs]);
+    assert_eq!(g2.reduction_symbols(), vec![Symbol(0)], "g2 contracts i");
+}
+
+#[test]
+fn a_size_one_operand_axis_broadcasts_at_zero() {
+    let r = derive_projections(
+        &Logic::PointwiseBinary,
+        &out(&[3, 5]),
+        &[out(&[1]), out(&[3, 5])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.lhs_index, vec![it(0), it(1)]);
+    assert_eq!(
+        r.rhs_index,
+        vec![vec![AxisIndex::Fixed(0)], vec![it(0), it(1)]]
+    );
+    assert!(r.reduction_symbols().is_empty());
+    assert!(r.is_surjective() && r.is_injective());
+}
+
+#[test]
+fn summing_by_a_ones_vector() {
+    let r = derive_projections(
+        &spec("pq;q=>p"),
+        &out(&[3]),
+        &[out(&[3, 5]), out(&[5])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.rhs_index, vec![vec![it(0), it(1)], vec![it(1)]]);
+    assert_eq!(r.reduction_symbols(), vec![Symbol(1)]);
+    assert!(!r.is_injective());
+}
+
+#[test]
+fn compose_contracts_the_weights_input_with_the_operands_output() {
+    // y = w * x: w is 3 -> 4, x has 3 outputs, y has 4.
+    let y = derive_projections(
+        &Logic::Compose,
+        &out(&[4]),
+        &[shape(&[], &[3], &[4]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    // w's axes in memory order: output, then input.
+    assert_eq!(y.lhs_index, vec![it(0)]);
+    assert_eq!(y.rhs_index, vec![vec![it(0), it(1)], vec![it(1)]]);
+    assert_eq!(y.reduction_symbols(), vec![Symbol(1)]);
+}
+
+#[test]
+fn transpose_swaps_the_maps_of_input_and_output() {
+    let t = derive_projections(
+        &Logic::Transpose,
+        &shape(&[], &[2], &[3]),
+        &[shape(&[], &[3], &[2])],
+        0,
+        None,
+    )
+    .unwrap();
+    // Result: output 3 then input 2; operand: output 2 then input 3.
+    assert_eq!(t.lhs_index, vec![it(0), it(1)]);
+    assert_eq!(t.rhs_index, vec![vec![it(1), it(0)]]);
+    assert!(t.is_surjective() && t.is_injective());
+}
+
+#[test]
+fn a_fixed_index_pins_its_axis() {
+    let r = derive_projections(&spec("i, 1 => i"), &out(&[3]), &[out(&[3, 2])], 0, None).unwrap();
+    assert_eq!(r.rhs_index, vec![vec![it(0), AxisIndex::Fixed(1)]]);
+    assert_eq!(r.product_space.len(), 1);
+}
+
+#[test]
+fn a_batch_slice_reads_its_axis_at_the_outside_symbol() {
+    let slice = Symbol(100);
+    for static_range in [None, Some(5)] {
+        let r = derive_projections(
+            &Logic::BatchSlice { static_range },
+            &out(&[3]),
+            &[shape(&[5], &[], &[3])],
+            0,
+            Some(slice),
+        )
+        .unwrap();
+        assert_eq!(r.lhs_index, vec![it(0)]);
+        assert_eq!(r.rhs_index, vec![vec![AxisIndex::Iterator(slice), it(0)]]);
+        assert!(r.is_injective() && r.is_surjective());
+    }
+}
+
+#[test]
+fn axes_of_equal_size_share_a_loop_only_where_this_operation_says_so() {
+    // An outer product of two length-3 vectors: equal sizes (another operation might even have
+    // forced them equal), independent loops.
+    let r = derive_projections(
+        &spec("i;j=>ij"),
+        &out(&[3, 3]),
+        &[out(&[3]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.lhs_index, vec![it(0), it(1)]);
+    assert_eq!(r.rhs_index, vec![vec![it(0)], vec![it(1)]]);
+    assert_eq!(r.product_space.len(), 2);
+}
+
+#[test]
+fn the_record_prints_readably() {
+    let c = derive_projections(
+        &spec("ij;jk=>ik"),
+        &out(&[2, 4]),
+        &[out(&[2, 3]), out(&[3, 4])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.to_string(),
+        "projections for einsum \"i, j; j, k => i, k\"\n  product: i0<2> × i1<4> × i2<3>\n  \
+         lhs [2, 4]: [i0, i1]\n  rhs1 [2, 3]: [i0, i2]\n  rhs2 [3, 4]: [i2, i1]\n  \
+         reduces over: i2"
+    );
+}
+
+#[test]
+fn what_is_not_built_yet_and_open_shapes_are_errors() {
+    let conv = derive_projections(
+        &spec("o<+k; k => o"),
+        &out(&[4]),
+        &[out(&[6]), out(&[3])],
+        0,
+        None,
+    );
+    assert!(conv.unwrap_err().message.contains("not built yet"));
+    let open = Shape {
+        output: Row::var(rcannl_shape::term::RowVarId(0)),
+        ..Shape::default()
+    };
+    let err = derive_projections(&Logic::PointwiseUnary, &out(&[3]), &[open], 0, None);
+    assert!(err.unwrap_err().message.contains("closed shapes"));
+    let slice = derive_projections(
+        &Logic::BatchSlice { static_range: None },
+        &out(&[3]),
+        &[shape(&[5], &[], &[3])],
+        0,
+        None,
+    );
+    assert!(slice.unwrap_err().message.contains("slice symbol"));
+}
+
+#[test]
+fn a_layer_solved_by_the_session_gets_its_loops() {
+    use rcannl_shape::{Inference, LeafDecl};
+    let mut inf = Inference::new();
+    let x = inf
+        .leaf("x", LeafDecl::data().batch([8]).output([3]))
+        .unwrap();
+    let w = inf.leaf("w", LeafDecl::param().output([4])).unwrap();
+    let no_axes: [usize; 0] = [];
+    let bias = inf
+        .leaf("bias", LeafDecl::data().batch(no_axes).output([4]))
+        .unwrap();
+    let (z, compose) = inf.apply("z", Logic::Compose, &[w, x]).unwrap();
+    let (_, add) = inf.apply("zb", Logic::PointwiseBinary, &[z, bias]).unwrap();
+    inf.finish().unwrap();
+    let z = inf.projections(compose, 0, None).unwrap();
+    // z[b, o] =+ w[o, i] * x[b, i]: batch 8, output 4, contracted input 3.
+    assert_eq!(z.lhs_dims, vec![8, 4]);
+    assert_eq!(z.lhs_index, vec![it(0), it(1)]);
+    assert_eq!(z.rhs_dims, vec![vec![4, 3], vec![8, 3]]);
+    assert_eq!(z.rhs_index, vec![vec![it(1), it(2)], vec![it(0), it(2)]]);
+    assert_eq!(z.reduction_symbols(), vec![Symbol(2)]);
+    let zb = inf.projections(add, 0, None).unwrap();
+    // The bias has no batch axis: it is read at the output iterator alone.
+    assert_eq!(zb.lhs_index, vec![it(0), it(1)]);
+    assert_eq!(zb.rhs_index, vec![vec![it(0), it(1)], vec![it(1)]]);
+    assert!(zb.is_surjective() && zb.is_injective());
+}
+
+#[test]
+fn an_operand_broadcasts_in_the_middle_at_its_marker() {
+    // The operand's row is [2 | 5] (broadcast point between its axes): against [2, 3, 5] its
+    // axes pair with the first and the last, and the 3 iterates on its own.
+    let operand = Shape {
+        output: Row {
+            leading: vec![Dim::size(2)],
+            var: None,
+            trailing: vec![Dim::size(5)],
+        },
+        ..Shape::default()
+    };
+    let r = derive_projections(
+        &Logic::PointwiseUnary,
+        &out(&[2, 3, 5]),
+        &[operand],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.lhs_index, vec![it(0), it(1), it(2)]);
+    assert_eq!(r.rhs_index, vec![vec![it(0), it(2)]]);
+}
