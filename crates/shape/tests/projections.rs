@@ -181,14 +181,14 @@ fn the_record_prints_readably() {
 
 #[test]
 fn what_is_not_built_yet_and_open_shapes_are_errors() {
-    let conv = derive_projections(
-        &spec("o<+k; k => o"),
-        &out(&[4]),
-        &[out(&[6]), out(&[3])],
+    let concat = derive_projections(
+        &Logic::Block(parse_einsum("a; b => a^b").unwrap()),
+        &out(&[5]),
+        &[out(&[2]), out(&[3])],
         0,
         None,
     );
-    assert!(conv.unwrap_err().message.contains("not built yet"));
+    assert!(concat.unwrap_err().message.contains("not built yet"));
     let open = Shape {
         output: Row::var(rcannl_shape::term::RowVarId(0)),
         ..Shape::default()
@@ -256,4 +256,86 @@ fn an_operand_broadcasts_in_the_middle_at_its_marker() {
     .unwrap();
     assert_eq!(r.lhs_index, vec![it(0), it(1), it(2)]);
     assert_eq!(r.rhs_index, vec![vec![it(0), it(2)]]);
+}
+
+fn affine(terms: &[(i64, u32)], offset: i64) -> AxisIndex {
+    AxisIndex::affine(terms.iter().map(|&(c, s)| (c, Symbol(s))), offset)
+}
+
+#[test]
+fn a_valid_convolution_reads_its_input_at_output_plus_kernel() {
+    // y[o] =+ x[o+k] * w[k]: the same nest as a matrix-vector product, with a computed read.
+    let y = derive_projections(
+        &spec("o<+k; k => o"),
+        &out(&[4]),
+        &[out(&[6]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(y.lhs_index, vec![it(0)]);
+    assert_eq!(
+        y.rhs_index,
+        vec![vec![affine(&[(1, 0), (1, 1)], 0)], vec![it(1)]]
+    );
+    assert_eq!(y.reduction_symbols(), vec![Symbol(1)]);
+    assert_eq!(
+        y.product_space.len(),
+        2,
+        "the input axis has no loop of its own"
+    );
+}
+
+#[test]
+fn strided_dilated_and_padded_convolutions() {
+    // Stride 2, dilation 2, valid: x[2*o + 2*k] over o < 3, k < 2 (x of 2·2 + 1 + 2 = 7).
+    let y = derive_projections(
+        &spec("2*o<+2*k; k => o"),
+        &out(&[3]),
+        &[out(&[7]), out(&[2])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(y.rhs_index[0], vec![affine(&[(2, 0), (2, 1)], 0)]);
+    // Padded, kernel 3: x[o + k − 1], one position of margin on each side.
+    let same = derive_projections(
+        &spec("o=+k; k => o"),
+        &out(&[5]),
+        &[out(&[5]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(same.rhs_index[0], vec![affine(&[(1, 0), (1, 1)], -1)]);
+    // Padded with dilation 2 and kernel 3: the dilated span 5 overruns by 4, two on the left.
+    let dilated = derive_projections(
+        &spec("o=+2*k; k => o"),
+        &out(&[5]),
+        &[out(&[5]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(dilated.rhs_index[0], vec![affine(&[(1, 0), (2, 1)], -2)]);
+    assert_eq!(rcannl_shape::projection::derive::padding_of(3, 2), (2, 2));
+    assert_eq!(rcannl_shape::projection::derive::padding_of(4, 1), (1, 2));
+}
+
+#[test]
+fn interleaving_writes_even_and_odd_positions() {
+    for (text, offset) in [("i => 2*i", 0), ("i => 2*i+1", 1)] {
+        let r = derive_projections(&spec(text), &out(&[6]), &[out(&[3])], 0, None).unwrap();
+        assert_eq!(r.lhs_index, vec![affine(&[(2, 0)], offset)], "{text}");
+        assert_eq!(r.rhs_index, vec![vec![it(0)]]);
+        assert!(r.is_injective() && !r.is_surjective(), "{text}");
+    }
+}
+
+#[test]
+fn strided_reading_skips_positions() {
+    // r[i] = x[2*i]: a subsampling read.
+    let r = derive_projections(&spec("2*i => i"), &out(&[3]), &[out(&[6])], 0, None).unwrap();
+    assert_eq!(r.rhs_index, vec![vec![affine(&[(2, 0)], 0)]]);
+    assert!(r.is_injective() && r.is_surjective());
 }

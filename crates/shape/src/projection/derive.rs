@@ -20,7 +20,7 @@ use super::classes::{self, ProjEq, ProjId, ProjTerm};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::logic::{Logic, generate};
-use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape, VarSupply};
+use crate::term::{AffineDim, Dim, DimVar, Kind, Row, RowVarId, Shape, VarSupply};
 
 /// The projections of the operation `logic` with the closed shapes `result` and `operands`.
 /// Fresh iterators are numbered from `first_symbol`; a batch slice reads its sliced axis at
@@ -105,7 +105,9 @@ pub fn derive_projections(
         ));
     }
     let generated = generate(logic, &fresh_result, &fresh_operands, &mut vars)?;
-    let mut equations = Elaboration::default().run(&generated.constraints, &sizes)?;
+    let elaboration = Elaboration::default().run(&generated.constraints, &sizes)?;
+    let mut equations = elaboration.equations;
+    let derived = elaboration.derived;
     for (var, index) in &generated.fixed_indices {
         equations.push(ProjEq::Eq(
             ProjTerm::Proj(ProjId(var.0)),
@@ -121,12 +123,27 @@ pub fn derive_projections(
             ProjTerm::Sol(AxisIndex::Iterator(symbol)),
         ));
     }
-    // Every axis that exists is visited: size-1 and pinned axes need no loop, the rest get one.
+    // Every axis that exists is visited: size-1 and pinned axes need no loop, an axis an affine
+    // term computes gets none of its own, the rest get one.
     for var in result_axes.iter().chain(operand_axes.iter().flatten()) {
-        equations.push(ProjEq::Iterate(ProjTerm::Proj(ProjId(var.0))));
+        let id = ProjId(var.0);
+        if !derived.iter().any(|(axis, _)| *axis == id) {
+            equations.push(ProjEq::Iterate(ProjTerm::Proj(id)));
+        }
     }
     let sizes = sizes_of_labels(&equations, sizes);
-    let labeling = classes::solve(&equations, &sizes, first_symbol)?;
+    let mut labeling = classes::solve(&equations, &sizes, first_symbol)?;
+    // Second stratum: the affine indices, from the loops the first one made.
+    for (axis, affine) in &derived {
+        let index = evaluate_affine(affine, &labeling.index, &sizes)?;
+        if let Some(AxisIndex::Iterator(symbol)) = labeling.index.get(axis) {
+            return Err(ShapeError::new(format!(
+                "projection inference: axis p{} is both iterated ({symbol}) and computed ({index})",
+                axis.0
+            )));
+        }
+        labeling.index.insert(*axis, index);
+    }
     let read = |axes: &[DimVar]| -> (Vec<usize>, Vec<AxisIndex>) {
         axes.iter()
             .map(|var| {
@@ -149,6 +166,54 @@ pub fn derive_projections(
         rhs_index,
         label: logic.to_string(),
     })
+}
+
+/// `stride·over + dilation·kernel + offset − left padding`, with `over` and `kernel` replaced by
+/// their indices; the left padding is that of [`padding_of`].
+fn evaluate_affine(
+    affine: &AffineDim,
+    index: &HashMap<ProjId, AxisIndex>,
+    sizes: &HashMap<ProjId, usize>,
+) -> Result<AxisIndex, ShapeError> {
+    let mut terms = Vec::new();
+    let mut offset = affine.offset as i64;
+    let mut add = |dim: &Dim, coefficient: usize| -> Result<(), ShapeError> {
+        let Dim::Var(var) = dim else {
+            return Err(ShapeError::new(format!(
+                "projection inference: nested derived axis {dim} is not built yet"
+            )));
+        };
+        match index.get(&ProjId(var.0)).unwrap_or(&AxisIndex::Fixed(0)) {
+            AxisIndex::Iterator(symbol) => terms.push((coefficient as i64, *symbol)),
+            AxisIndex::Fixed(position) => offset += coefficient as i64 * position,
+            other => {
+                return Err(ShapeError::new(format!(
+                    "projection inference: an affine axis over {other} is not built yet"
+                )));
+            }
+        }
+        Ok(())
+    };
+    add(&affine.over, affine.stride)?;
+    if let Some(conv) = &affine.conv {
+        add(&conv.kernel, conv.dilation)?;
+        if conv.padded {
+            let Dim::Var(kernel) = &conv.kernel else {
+                unreachable!("checked by `add`")
+            };
+            let kernel = sizes.get(&ProjId(kernel.0)).copied().unwrap_or(1);
+            offset -= padding_of(kernel, conv.dilation).0 as i64;
+        }
+    }
+    Ok(AxisIndex::affine(terms, offset))
+}
+
+/// The margins `(left, right)` a padded convolution reads beyond its input: `(kernel − 1)·dilation`
+/// positions in all, half of them (rounded down) before the first, as in a "same" convolution.
+/// The dilation counts: a dilated kernel overruns by its dilated span.
+pub fn padding_of(kernel: usize, dilation: usize) -> (usize, usize) {
+    let overrun = kernel.saturating_sub(1) * dilation;
+    (overrun / 2, overrun - overrun / 2)
 }
 
 /// Spec labels and other generated variables are not axes: they take the size of the axes
@@ -183,6 +248,8 @@ fn sizes_of_labels(
 struct Elaboration {
     rows: HashMap<RowVarId, Vec<Dim>>,
     equations: Vec<ProjEq>,
+    /// Axes whose index an affine term computes (second stratum).
+    derived: Vec<(ProjId, AffineDim)>,
 }
 
 impl Elaboration {
@@ -190,7 +257,7 @@ impl Elaboration {
         mut self,
         constraints: &[Constraint],
         sizes: &HashMap<ProjId, usize>,
-    ) -> Result<Vec<ProjEq>, ShapeError> {
+    ) -> Result<Self, ShapeError> {
         let mut pending: Vec<&Constraint> = constraints.iter().collect();
         while !pending.is_empty() {
             let before = pending.len();
@@ -208,7 +275,7 @@ impl Elaboration {
             }
             pending = waiting;
         }
-        Ok(self.equations)
+        Ok(self)
     }
 
     /// Takes one constraint into account, or returns `false` if it must wait for a row variable.
@@ -310,9 +377,30 @@ impl Elaboration {
     }
 
     fn equal(&mut self, a: &Dim, b: &Dim) -> Result<(), ShapeError> {
+        if self.derive(a, b)? {
+            return Ok(());
+        }
         let (a, b) = (term(a)?, term(b)?);
         self.equations.push(ProjEq::Eq(a, b));
         Ok(())
+    }
+
+    /// An axis paired with an affine term takes its index from the term: recorded for the second
+    /// stratum. Returns whether the pair was one.
+    fn derive(&mut self, a: &Dim, b: &Dim) -> Result<bool, ShapeError> {
+        let (axis, affine) = match (a, b) {
+            (Dim::Var(var), Dim::Affine(affine)) | (Dim::Affine(affine), Dim::Var(var)) => {
+                (ProjId(var.0), affine)
+            }
+            (Dim::Affine(_), Dim::Affine(_)) => {
+                return Err(ShapeError::new(format!(
+                    "projection inference: two affine axes paired ({a} with {b}) is not built yet"
+                )));
+            }
+            _ => return Ok(false),
+        };
+        self.derived.push((axis, (**affine).clone()));
+        Ok(true)
     }
 
     /// `res ⊑ opnd` between two axes: the operand broadcasts (is read at 0) when it has size 1
@@ -323,6 +411,9 @@ impl Elaboration {
         opnd: &Dim,
         sizes: &HashMap<ProjId, usize>,
     ) -> Result<(), ShapeError> {
+        if self.derive(res, opnd)? {
+            return Ok(());
+        }
         let (res, opnd) = (term(res)?, term(opnd)?);
         let size = |t: &ProjTerm| match t {
             ProjTerm::Proj(id) => sizes.get(id).copied(),
@@ -341,9 +432,11 @@ impl Elaboration {
 fn term(dim: &Dim) -> Result<ProjTerm, ShapeError> {
     match dim {
         Dim::Var(var) => Ok(ProjTerm::Proj(ProjId(var.0))),
-        Dim::Affine(_) | Dim::Concat(_) => Err(ShapeError::new(format!(
-            "projection inference for strided, convolution and concatenated axes ({dim}) is \
-             not built yet"
+        Dim::Concat(_) => Err(ShapeError::new(format!(
+            "projection inference for concatenated axes ({dim}) is not built yet"
+        ))),
+        Dim::Affine(_) => Err(ShapeError::new(format!(
+            "projection inference: the affine axis {dim} is not paired with an axis"
         ))),
         Dim::Unit | Dim::Atom { .. } => Err(ShapeError::new(format!(
             "projection inference: a spec axis of given size ({dim}) has no axis identity"
