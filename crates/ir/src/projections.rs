@@ -77,14 +77,16 @@ impl Projections {
     /// may be a cell-by-cell coverage the test cannot see; `true` is always right.
     pub fn is_surjective(&self) -> bool {
         let ranges = self.ranges();
-        let n_concat = self
-            .lhs_index
-            .iter()
-            .filter(|index| matches!(index, AxisIndex::Concat(_)))
-            .count();
-        // Two concatenated axes write blocks on a diagonal, not the whole.
-        if n_concat > 1 {
-            return false;
+        // Two concatenated axes over one coupled factor write blocks on a diagonal, not the
+        // whole (over different factors, as in a block matrix, they tile it).
+        let mut concat_factors = HashSet::new();
+        for index in &self.lhs_index {
+            if let AxisIndex::Concat(symbols) = index
+                && let Some(factor) = symbols.first().and_then(|s| self.factor_of(*s))
+                && !concat_factors.insert(factor)
+            {
+                return false;
+            }
         }
         let mut seen = HashSet::new();
         for (index, &dim) in self.lhs_index.iter().zip(&self.lhs_dims) {
@@ -114,18 +116,11 @@ impl Projections {
                 return false;
             }
         }
-        // A component of a coupled factor is covered only if some nest driving it writes:
-        // `a => a^b` leaves the `b` part of the result alone.
-        let active_in_writes: HashSet<Symbol> = self
-            .writing_blocks()
+        // Every nest that addresses the written tensor must write: `a => a^b` leaves the `b`
+        // stretch of the result alone, since nothing is read there.
+        self.blocks()
             .into_iter()
-            .flat_map(|(block, _)| self.active_symbols(&block))
-            .collect();
-        self.lhs_index
-            .iter()
-            .flat_map(AxisIndex::symbols)
-            .filter(|symbol| self.is_coupled(*symbol))
-            .all(|symbol| active_in_writes.contains(&symbol))
+            .all(|block| self.resolved_in(&block, &self.lhs_index).is_none() || self.writes(&block))
     }
 
     /// Whether no cell of the written tensor is written at two points (so a store needs no
@@ -219,29 +214,21 @@ impl Projections {
     fn writing_blocks(&self) -> Vec<(Vec<usize>, Vec<AxisIndex>)> {
         self.blocks()
             .into_iter()
+            .filter(|block| self.writes(block))
             .filter_map(|block| {
                 let written = self.resolved_in(&block, &self.lhs_index)?;
-                let reads = self.rhs_index.is_empty()
-                    || self
-                        .rhs_index
-                        .iter()
-                        .any(|index| self.resolved_in(&block, index).is_some());
-                reads.then_some((block, written))
+                Some((block, written))
             })
             .collect()
     }
 
-    fn active_symbols(&self, block: &[usize]) -> Vec<Symbol> {
-        block
-            .iter()
-            .enumerate()
-            .map(|(factor, &component)| self.product_space[factor].components[component].0)
-            .collect()
-    }
-
-    fn is_coupled(&self, symbol: Symbol) -> bool {
-        self.factor_of(symbol)
-            .is_some_and(|factor| self.product_space[factor].components.len() > 1)
+    /// Whether some read (if there are any) stays within the block's active components.
+    fn writes(&self, block: &[usize]) -> bool {
+        self.rhs_index.is_empty()
+            || self
+                .rhs_index
+                .iter()
+                .any(|index| self.resolved_in(block, index).is_some())
     }
 
     /// `index` within one block, with each concatenated index resolved to its active

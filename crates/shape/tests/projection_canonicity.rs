@@ -40,6 +40,7 @@ fn equation() -> impl Strategy<Value = ProjEq> {
         1 => (0..N_IDS, outside_index())
             .prop_map(move |(a, index)| ProjEq::Eq(proj(a), ProjTerm::Sol(index))),
         4 => (0..N_IDS).prop_map(move |a| ProjEq::Iterate(proj(a))),
+        1 => (0..N_IDS).prop_map(move |a| ProjEq::Component(proj(a))),
     ]
 }
 

@@ -1,6 +1,7 @@
-//! Projection inference from specs and logics on closed shapes: the core worked examples of the
-//! seeds (matmul and its gradients, broadcast, sum by a ones-vector, compose), fixed indices,
-//! batch slices, locality, and the errors for what is not built yet.
+//! Projection inference from specs and logics on closed shapes: the worked examples of the seeds
+//! (matmul and its gradients, broadcast, sum by a ones-vector, compose, convolutions, strides,
+//! interleaving, the concatenation table, block matrices), fixed indices, batch slices,
+//! locality, and the errors for open shapes and what is not built yet.
 
 use rcannl_ir::{AxisIndex, Slot, Symbol};
 use rcannl_shape::logic::Logic;
@@ -181,14 +182,14 @@ fn the_record_prints_readably() {
 
 #[test]
 fn what_is_not_built_yet_and_open_shapes_are_errors() {
-    let concat = derive_projections(
-        &Logic::Block(parse_einsum("a; b => a^b").unwrap()),
-        &out(&[5]),
-        &[out(&[2]), out(&[3])],
+    let random_bits = derive_projections(
+        &Logic::Uint4x32ToPrec { coefficient: 4 },
+        &out(&[8]),
+        &[out(&[2])],
         0,
         None,
     );
-    assert!(concat.unwrap_err().message.contains("not built yet"));
+    assert!(random_bits.unwrap_err().message.contains("not built yet"));
     let open = Shape {
         output: Row::var(rcannl_shape::term::RowVarId(0)),
         ..Shape::default()
@@ -338,4 +339,124 @@ fn strided_reading_skips_positions() {
     let r = derive_projections(&spec("2*i => i"), &out(&[3]), &[out(&[6])], 0, None).unwrap();
     assert_eq!(r.rhs_index, vec![vec![affine(&[(2, 0)], 0)]]);
     assert!(r.is_injective() && r.is_surjective());
+}
+
+fn block(text: &str) -> Logic {
+    Logic::Block(parse_einsum(text).unwrap())
+}
+
+fn cat(symbols: &[u32]) -> AxisIndex {
+    AxisIndex::Concat(symbols.iter().map(|&s| Symbol(s)).collect())
+}
+
+/// The coupled factor of the one product space, as `(symbol, range)` pairs.
+fn coupled(p: &rcannl_ir::Projections) -> Vec<(u32, usize)> {
+    assert_eq!(p.product_space.len(), 1, "{p}");
+    p.product_space[0]
+        .components
+        .iter()
+        .map(|(s, r)| (s.0, *r))
+        .collect()
+}
+
+#[test]
+fn the_concatenation_table() {
+    // a = 2, b = 3, c = 4 throughout.
+    let sizes: std::collections::HashMap<String, usize> = [("a", 2), ("b", 3), ("c", 4)]
+        .map(|(n, s)| (n.to_owned(), s))
+        .into();
+    let derive = |text: &str, result: &[usize], operands: &[&[usize]]| {
+        let operands: Vec<Shape> = operands.iter().map(|o| out(o)).collect();
+        rcannl_shape::projection::derive::derive_projections_with_labels(
+            &block(text),
+            &out(result),
+            &operands,
+            &sizes,
+            0,
+            None,
+        )
+        .unwrap()
+    };
+    // a; b => a^b: a gather into consecutive stretches.
+    let join = derive("a; b => a^b", &[5], &[&[2], &[3]]);
+    assert_eq!(join.lhs_index, vec![cat(&[0, 1])]);
+    assert_eq!(join.rhs_index, vec![vec![it(0)], vec![it(1)]]);
+    assert_eq!(coupled(&join), vec![(0, 2), (1, 3)]);
+    assert!(join.is_surjective() && join.is_injective());
+    // a^b => a and a^b => b: extractions.
+    let first = derive("a^b => a", &[2], &[&[5]]);
+    assert_eq!(first.lhs_index, vec![it(0)]);
+    assert_eq!(first.rhs_index, vec![vec![cat(&[0, 1])]]);
+    assert!(first.is_surjective() && first.is_injective());
+    let second = derive("a^b => b", &[3], &[&[5]]);
+    assert_eq!(second.lhs_index, vec![it(0)]);
+    assert_eq!(second.rhs_index, vec![vec![cat(&[1, 0])]]);
+    assert_eq!(coupled(&second), vec![(1, 2), (0, 3)]);
+    // a => a^b and b => a^b: partial updates, leaving the other stretch unwritten.
+    for (text, operand) in [("a => a^b", 2), ("b => a^b", 3)] {
+        let update = derive(text, &[5], &[&[operand]]);
+        assert!(!update.is_surjective() && update.is_injective(), "{text}");
+    }
+    // a^b^c => b and b => a^b^c: the middle stretch, with both neighbours' sizes from the
+    // global solve.
+    let middle = derive("a^b^c => b", &[3], &[&[9]]);
+    assert_eq!(middle.rhs_index, vec![vec![cat(&[1, 0, 2])]]);
+    assert!(middle.is_surjective() && middle.is_injective());
+    let into_middle = derive("b => a^b^c", &[9], &[&[3]]);
+    assert_eq!(into_middle.lhs_index, vec![cat(&[1, 0, 2])]);
+    assert_eq!(coupled(&into_middle), vec![(1, 2), (0, 3), (2, 4)]);
+    assert!(!into_middle.is_surjective());
+}
+
+#[test]
+fn a_component_of_size_one_keeps_its_loop() {
+    let join = derive_projections(
+        &block("a; b => a^b"),
+        &out(&[3]),
+        &[out(&[1]), out(&[2])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(join.lhs_index, vec![cat(&[0, 1])]);
+    assert_eq!(coupled(&join), vec![(0, 1), (1, 2)]);
+    // A component given by its size gets a loop too: 3^a => a reads past the first 3.
+    let tail = derive_projections(&block("3^a => a"), &out(&[2]), &[out(&[5])], 0, None).unwrap();
+    assert_eq!(tail.lhs_index, vec![it(0)]);
+    assert_eq!(tail.rhs_index, vec![vec![cat(&[1, 0])]]);
+    assert_eq!(tail.ranges()[&Symbol(1)], 3);
+}
+
+#[test]
+fn a_two_by_two_block_matrix_couples_each_axis_separately() {
+    // [[a11, a12], [a21, a22]] => rows r1^r2, columns c1^c2.
+    let m = derive_projections(
+        &block("r, s; r, t; u, s; u, t => r^u, s^t"),
+        &out(&[5, 7]),
+        &[out(&[2, 3]), out(&[2, 4]), out(&[3, 3]), out(&[3, 4])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(m.product_space.len(), 2, "{m}");
+    // Iterators in order of first axis: r, s (first block), t (second), u (third).
+    assert_eq!(m.lhs_index, vec![cat(&[0, 3]), cat(&[1, 2])]);
+    assert_eq!(m.rhs_index[3], vec![it(3), it(2)]);
+    assert!(m.is_surjective() && m.is_injective());
+}
+
+#[test]
+fn concatenations_sharing_symbols_write_a_block_diagonal() {
+    // x; y => a^b, a^b: the two concatenated axes share their components.
+    let d = derive_projections(
+        &block("a; b => a^b, a^b"),
+        &out(&[5, 5]),
+        &[out(&[2]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(d.lhs_index, vec![cat(&[0, 1]), cat(&[0, 1])]);
+    assert_eq!(d.product_space.len(), 1);
+    assert!(!d.is_surjective() && d.is_injective());
 }

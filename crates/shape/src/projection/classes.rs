@@ -3,8 +3,9 @@
 //!
 //! `Eq(p, q)` puts two axes in one class (they share a loop); `Eq(p, Sol(i))` pins a class to the
 //! index `i` (a fixed position, or a symbol supplied from outside such as a batch slice's);
-//! `Iterate(p)` asks for a loop. A class then takes its pin if it has one, else a fresh iterator
-//! if it must iterate and is longer than 1, else the fixed position 0.
+//! `Iterate(p)` asks for a loop, `Component(p)` insists on one (a concatenation's component). A
+//! class then takes its pin if it has one, else a fresh iterator if it is a component or must
+//! iterate and is longer than 1, else the fixed position 0.
 //!
 //! The result depends only on the set of equations: the classes and the iterate set are
 //! closures, the pins a checked partial function. Fresh iterators are numbered in the order of
@@ -36,6 +37,9 @@ pub enum ProjEq {
     Eq(ProjTerm, ProjTerm),
     /// The axis needs a loop of its own unless it is pinned or of size 1.
     Iterate(ProjTerm),
+    /// A component of a concatenation: it needs a loop unless it is pinned, even of size 1 or 0,
+    /// since lowering tells the active component by its symbol.
+    Component(ProjTerm),
 }
 
 /// The solution: every axis's index, and the product space's iterators with their ranges, in
@@ -82,6 +86,7 @@ pub fn solve(
     }
     let mut pins: HashMap<ProjId, AxisIndex> = HashMap::new();
     let mut iterate: HashSet<ProjId> = HashSet::new();
+    let mut components: HashSet<ProjId> = HashSet::new();
     for equation in equations {
         match equation {
             ProjEq::Eq(ProjTerm::Proj(p), ProjTerm::Sol(index))
@@ -109,7 +114,10 @@ pub fn solve(
             ProjEq::Iterate(ProjTerm::Proj(p)) => {
                 iterate.insert(classes.find(*p));
             }
-            ProjEq::Eq(..) | ProjEq::Iterate(ProjTerm::Sol(_)) => {}
+            ProjEq::Component(ProjTerm::Proj(p)) => {
+                components.insert(classes.find(*p));
+            }
+            ProjEq::Eq(..) | ProjEq::Iterate(ProjTerm::Sol(_)) | ProjEq::Component(_) => {}
         }
     }
     // Label each class once, in order of its smallest member.
@@ -130,7 +138,7 @@ pub fn solve(
         let size = size_of(&first)?;
         let index = match pins.get(&root) {
             Some(pinned) => pinned.clone(),
-            None if iterate.contains(&root) && size > 1 => {
+            None if components.contains(&root) || (iterate.contains(&root) && size > 1) => {
                 let symbol = Symbol(first_symbol + labeling.iterators.len() as u32);
                 labeling.iterators.push((symbol, size));
                 AxisIndex::Iterator(symbol)
@@ -151,7 +159,7 @@ fn mentioned(equation: &ProjEq) -> Vec<ProjId> {
     };
     match equation {
         ProjEq::Eq(a, b) => [term(a), term(b)].into_iter().flatten().collect(),
-        ProjEq::Iterate(t) => term(t).into_iter().collect(),
+        ProjEq::Iterate(t) | ProjEq::Component(t) => term(t).into_iter().collect(),
     }
 }
 

@@ -34,6 +34,27 @@ pub fn derive_projections(
     first_symbol: u32,
     slice: Option<Symbol>,
 ) -> Result<Projections, ShapeError> {
+    derive_projections_with_labels(
+        logic,
+        result,
+        operands,
+        &HashMap::new(),
+        first_symbol,
+        slice,
+    )
+}
+
+/// [`derive_projections`], given the sizes the global solve found for the spec's labels: the
+/// closed shapes alone cannot split a concatenated axis among more than one unknown component
+/// (`b => a^b^c`).
+pub fn derive_projections_with_labels(
+    logic: &Logic,
+    result: &Shape,
+    operands: &[Shape],
+    label_sizes: &HashMap<String, usize>,
+    first_symbol: u32,
+    slice: Option<Symbol>,
+) -> Result<Projections, ShapeError> {
     let mut vars = VarSupply::default();
     let mut sizes: HashMap<ProjId, usize> = HashMap::new();
     let mut fresh_shape = |shape: &Shape| -> Result<(Shape, Vec<DimVar>), ShapeError> {
@@ -105,9 +126,23 @@ pub fn derive_projections(
         ));
     }
     let generated = generate(logic, &fresh_result, &fresh_operands, &mut vars)?;
-    let elaboration = Elaboration::default().run(&generated.constraints, &sizes)?;
+    let elaboration = Elaboration::new(vars.n_dims() as u32).run(&generated.constraints, &sizes)?;
     let mut equations = elaboration.equations;
     let derived = elaboration.derived;
+    let concats = elaboration.concats;
+    sizes.extend(elaboration.anonymous);
+    for (name, var) in &generated.labels {
+        if let Some(&size) = label_sizes.get(name) {
+            sizes.insert(ProjId(var.0), size);
+        }
+    }
+    for (_, components) in &concats {
+        equations.extend(
+            components
+                .iter()
+                .map(|id| ProjEq::Component(ProjTerm::Proj(*id))),
+        );
+    }
     for (var, index) in &generated.fixed_indices {
         equations.push(ProjEq::Eq(
             ProjTerm::Proj(ProjId(var.0)),
@@ -127,12 +162,28 @@ pub fn derive_projections(
     // term computes gets none of its own, the rest get one.
     for var in result_axes.iter().chain(operand_axes.iter().flatten()) {
         let id = ProjId(var.0);
-        if !derived.iter().any(|(axis, _)| *axis == id) {
+        let computed = derived.iter().any(|(axis, _)| *axis == id)
+            || concats.iter().any(|(axis, _)| *axis == id);
+        if !computed {
             equations.push(ProjEq::Iterate(ProjTerm::Proj(id)));
         }
     }
-    let sizes = sizes_of_labels(&equations, sizes);
+    let sizes = sizes_of_labels(&equations, &concats, sizes);
     let mut labeling = classes::solve(&equations, &sizes, first_symbol)?;
+    for (axis, components) in &concats {
+        let symbols = components
+            .iter()
+            .map(|id| match labeling.index.get(id) {
+                Some(AxisIndex::Iterator(symbol)) => Ok(*symbol),
+                other => Err(ShapeError::new(format!(
+                    "projection inference: a concatenated component is read at {} instead of \
+                     being iterated",
+                    other.map_or("nothing".to_owned(), ToString::to_string)
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        labeling.index.insert(*axis, AxisIndex::Concat(symbols));
+    }
     // Second stratum: the affine indices, from the loops the first one made.
     for (axis, affine) in &derived {
         let index = evaluate_affine(affine, &labeling.index, &sizes)?;
@@ -152,14 +203,19 @@ pub fn derive_projections(
             })
             .unzip()
     };
-    let (lhs_dims, lhs_index) = read(&result_axes);
-    let (rhs_dims, rhs_index) = operand_axes.iter().map(|axes| read(axes)).unzip();
+    let (lhs_dims, lhs_index): (Vec<usize>, Vec<AxisIndex>) = read(&result_axes);
+    let (rhs_dims, rhs_index): (Vec<Vec<usize>>, Vec<Vec<AxisIndex>>) =
+        operand_axes.iter().map(|axes| read(axes)).unzip();
+    let concatenated: Vec<Vec<Symbol>> = lhs_index
+        .iter()
+        .chain(rhs_index.iter().flatten())
+        .filter_map(|index| match index {
+            AxisIndex::Concat(symbols) => Some(symbols.clone()),
+            _ => None,
+        })
+        .collect();
     Ok(Projections {
-        product_space: labeling
-            .iterators
-            .iter()
-            .map(|&(symbol, range)| Factor::single(symbol, range))
-            .collect(),
+        product_space: couple(&labeling.iterators, &concatenated),
         lhs_dims,
         rhs_dims,
         lhs_index,
@@ -216,14 +272,76 @@ pub fn padding_of(kernel: usize, dilation: usize) -> (usize, usize) {
     (overrun / 2, overrun - overrun / 2)
 }
 
+/// The product space: one factor per iterator, except that the symbols of concatenated indices
+/// that share a symbol (connected components of the hypergraph they form) are coupled into one
+/// factor, in order of first appearance.
+fn couple(iterators: &[(Symbol, usize)], concatenated: &[Vec<Symbol>]) -> Vec<Factor> {
+    let mut group: HashMap<Symbol, usize> = HashMap::new();
+    let mut groups: Vec<Vec<Symbol>> = Vec::new();
+    for symbols in concatenated {
+        let mut joined: Vec<usize> = symbols
+            .iter()
+            .filter_map(|s| group.get(s).copied())
+            .collect();
+        joined.sort_unstable();
+        joined.dedup();
+        let target = match joined.first() {
+            Some(&first) => first,
+            None => {
+                groups.push(Vec::new());
+                groups.len() - 1
+            }
+        };
+        for &other in joined.iter().skip(1).rev() {
+            let moved = std::mem::take(&mut groups[other]);
+            for symbol in &moved {
+                group.insert(*symbol, target);
+            }
+            groups[target].extend(moved);
+        }
+        for symbol in symbols {
+            if !group.contains_key(symbol) {
+                group.insert(*symbol, target);
+                groups[target].push(*symbol);
+            }
+        }
+    }
+    let range: HashMap<Symbol, usize> = iterators.iter().copied().collect();
+    let mut placed: Vec<bool> = vec![false; groups.len()];
+    let mut factors = Vec::new();
+    for &(symbol, size) in iterators {
+        match group.get(&symbol) {
+            None => factors.push(Factor::single(symbol, size)),
+            Some(&g) if !placed[g] => {
+                placed[g] = true;
+                factors.push(Factor::coupled(groups[g].iter().map(|s| (*s, range[s]))));
+            }
+            Some(_) => {}
+        }
+    }
+    factors
+}
+
 /// Spec labels and other generated variables are not axes: they take the size of the axes
-/// they are equated with.
+/// they are equated with, and a concatenation's one component of unknown size takes what the
+/// others leave of the concatenated axis.
 fn sizes_of_labels(
     equations: &[ProjEq],
+    concats: &[(ProjId, Vec<ProjId>)],
     mut sizes: HashMap<ProjId, usize>,
 ) -> HashMap<ProjId, usize> {
     loop {
         let before = sizes.len();
+        for (axis, components) in concats {
+            let unknown: Vec<&ProjId> = components
+                .iter()
+                .filter(|id| !sizes.contains_key(id))
+                .collect();
+            if let ([missing], Some(&total)) = (unknown.as_slice(), sizes.get(axis)) {
+                let known: usize = components.iter().filter_map(|id| sizes.get(id)).sum();
+                sizes.insert(**missing, total.saturating_sub(known));
+            }
+        }
         for equation in equations {
             if let ProjEq::Eq(ProjTerm::Proj(a), ProjTerm::Proj(b)) = equation {
                 match (sizes.get(a).copied(), sizes.get(b).copied()) {
@@ -244,15 +362,31 @@ fn sizes_of_labels(
 }
 
 /// The local re-solve: row variables bound to stretches of axes, axes paired into equations.
-#[derive(Default)]
 struct Elaboration {
     rows: HashMap<RowVarId, Vec<Dim>>,
     equations: Vec<ProjEq>,
     /// Axes whose index an affine term computes (second stratum).
     derived: Vec<(ProjId, AffineDim)>,
+    /// Axes that concatenate components, with the components' ids.
+    concats: Vec<(ProjId, Vec<ProjId>)>,
+    /// Components given by a size instead of a label (`3^a`), with their sizes.
+    anonymous: Vec<(ProjId, usize)>,
+    /// The next id for an anonymous component.
+    next_id: u32,
 }
 
 impl Elaboration {
+    fn new(next_id: u32) -> Self {
+        Elaboration {
+            rows: HashMap::new(),
+            equations: Vec::new(),
+            derived: Vec::new(),
+            concats: Vec::new(),
+            anonymous: Vec::new(),
+            next_id,
+        }
+    }
+
     fn run(
         mut self,
         constraints: &[Constraint],
@@ -392,15 +526,42 @@ impl Elaboration {
             (Dim::Var(var), Dim::Affine(affine)) | (Dim::Affine(affine), Dim::Var(var)) => {
                 (ProjId(var.0), affine)
             }
-            (Dim::Affine(_), Dim::Affine(_)) => {
+            (Dim::Var(var), Dim::Concat(components)) | (Dim::Concat(components), Dim::Var(var)) => {
+                let ids = components
+                    .iter()
+                    .map(|component| self.component(component))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.concats.push((ProjId(var.0), ids));
+                return Ok(true);
+            }
+            (Dim::Affine(_) | Dim::Concat(_), Dim::Affine(_) | Dim::Concat(_)) => {
                 return Err(ShapeError::new(format!(
-                    "projection inference: two affine axes paired ({a} with {b}) is not built yet"
+                    "projection inference: two derived axes paired ({a} with {b}) is not built yet"
                 )));
             }
             _ => return Ok(false),
         };
         self.derived.push((axis, (**affine).clone()));
         Ok(true)
+    }
+
+    /// The id of one component of a concatenation: its label's, or a fresh one for a size.
+    fn component(&mut self, component: &Dim) -> Result<ProjId, ShapeError> {
+        match component {
+            Dim::Var(var) => Ok(ProjId(var.0)),
+            Dim::Atom { size, .. } => Ok(self.anonymous_component(*size)),
+            Dim::Unit => Ok(self.anonymous_component(1)),
+            other => Err(ShapeError::new(format!(
+                "projection inference: the concatenated component {other} is not built yet"
+            ))),
+        }
+    }
+
+    fn anonymous_component(&mut self, size: usize) -> ProjId {
+        let id = ProjId(self.next_id);
+        self.next_id += 1;
+        self.anonymous.push((id, size));
+        id
     }
 
     /// `res ⊑ opnd` between two axes: the operand broadcasts (is read at 0) when it has size 1
@@ -432,11 +593,8 @@ impl Elaboration {
 fn term(dim: &Dim) -> Result<ProjTerm, ShapeError> {
     match dim {
         Dim::Var(var) => Ok(ProjTerm::Proj(ProjId(var.0))),
-        Dim::Concat(_) => Err(ShapeError::new(format!(
-            "projection inference for concatenated axes ({dim}) is not built yet"
-        ))),
-        Dim::Affine(_) => Err(ShapeError::new(format!(
-            "projection inference: the affine axis {dim} is not paired with an axis"
+        Dim::Affine(_) | Dim::Concat(_) => Err(ShapeError::new(format!(
+            "projection inference: the derived axis {dim} is not paired with an axis"
         ))),
         Dim::Unit | Dim::Atom { .. } => Err(ShapeError::new(format!(
             "projection inference: a spec axis of given size ({dim}) has no axis identity"

@@ -9,9 +9,9 @@
 //! Built so far: the equation language and its solver (union-find with pins and an iterate set,
 //! canonical labeling, [`classes`]) and the core of [`derive`]: fresh projection ids, the
 //! regenerated constraints, row alignment, and the equations of equalities, broadcasts, fixed
-//! indices, batch slices and iteration, and the second stratum that computes affine (strided and
-//! convolution) indices from the first stratum's loops. Still to come: concatenation coupling
-//! and the per-tensor running maximum of padding margins.
+//! indices, batch slices and iteration, the second stratum that computes affine (strided and
+//! convolution) indices from the first stratum's loops, and concatenated indices with their
+//! coupled factors. Still to come: the per-tensor running maximum of padding margins.
 
 pub mod classes;
 pub mod derive;

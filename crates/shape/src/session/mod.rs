@@ -391,10 +391,20 @@ impl Inference {
             .iter()
             .map(|&t| shape(t))
             .collect::<Result<Vec<_>, _>>()?;
-        crate::projection::derive_projections(
+        let label_sizes = info
+            .generated
+            .labels
+            .iter()
+            .filter_map(|(name, var)| {
+                let size = self.solver.resolve_dim(&Dim::Var(*var)).ground_size()?;
+                Some((name.clone(), size))
+            })
+            .collect();
+        crate::projection::derive::derive_projections_with_labels(
             &info.logic,
             &shape(info.result)?,
             &operands,
+            &label_sizes,
             first_symbol,
             slice,
         )
