@@ -48,6 +48,11 @@ pub struct Projections {
     pub lhs_index: Vec<AxisIndex>,
     /// Per read tensor, one index per axis.
     pub rhs_index: Vec<Vec<AxisIndex>>,
+    /// The margins `(before, after)` each axis of the written tensor is addressed beyond its
+    /// size (a padded convolution's input gradient writes there); `(0, 0)` almost everywhere.
+    pub lhs_padding: Vec<(usize, usize)>,
+    /// The same per read tensor (a padded convolution reads its input there).
+    pub rhs_padding: Vec<Vec<(usize, usize)>>,
     /// What the record was derived for (a spec or logic), for printing.
     pub label: String,
 }
@@ -164,22 +169,40 @@ impl Projections {
     /// gradient `g1 =+ g * v2` of `v =:+ v1 * v2` is `view(Slot::Rhs(0), &[Slot::Lhs,
     /// Slot::Rhs(1)])`: the same product space, another map written, another reduction.
     pub fn view(&self, lhs: Slot, rhs: &[Slot]) -> Projections {
-        let (lhs_dims, lhs_index) = self.slot(lhs);
-        let (rhs_dims, rhs_index) = rhs.iter().map(|&slot| self.slot(slot)).unzip();
+        let (lhs_dims, lhs_index, lhs_padding) = self.slot(lhs);
+        let mut rhs_dims = Vec::new();
+        let mut rhs_index = Vec::new();
+        let mut rhs_padding = Vec::new();
+        for &slot in rhs {
+            let (dims, index, padding) = self.slot(slot);
+            rhs_dims.push(dims);
+            rhs_index.push(index);
+            rhs_padding.push(padding);
+        }
         Projections {
             product_space: self.product_space.clone(),
             lhs_dims,
             rhs_dims,
             lhs_index,
             rhs_index,
+            lhs_padding,
+            rhs_padding,
             label: self.label.clone(),
         }
     }
 
-    fn slot(&self, slot: Slot) -> (Vec<usize>, Vec<AxisIndex>) {
+    fn slot(&self, slot: Slot) -> (Vec<usize>, Vec<AxisIndex>, Vec<(usize, usize)>) {
         match slot {
-            Slot::Lhs => (self.lhs_dims.clone(), self.lhs_index.clone()),
-            Slot::Rhs(i) => (self.rhs_dims[i].clone(), self.rhs_index[i].clone()),
+            Slot::Lhs => (
+                self.lhs_dims.clone(),
+                self.lhs_index.clone(),
+                self.lhs_padding.clone(),
+            ),
+            Slot::Rhs(i) => (
+                self.rhs_dims[i].clone(),
+                self.rhs_index[i].clone(),
+                self.rhs_padding[i].clone(),
+            ),
         }
     }
 
@@ -355,14 +378,28 @@ impl fmt::Display for Projections {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let padded = |padding: &[(usize, usize)]| {
+            if padding.iter().all(|&margins| margins == (0, 0)) {
+                String::new()
+            } else {
+                format!(" padded {padding:?}")
+            }
+        };
         write!(
             f,
-            "  lhs {:?}: [{}]",
+            "  lhs {:?}{}: [{}]",
             self.lhs_dims,
+            padded(&self.lhs_padding),
             indices(&self.lhs_index)
         )?;
         for (i, (dims, index)) in self.rhs_dims.iter().zip(&self.rhs_index).enumerate() {
-            write!(f, "\n  rhs{} {dims:?}: [{}]", i + 1, indices(index))?;
+            let padding = self.rhs_padding.get(i).map_or(String::new(), |p| padded(p));
+            write!(
+                f,
+                "\n  rhs{} {dims:?}{padding}: [{}]",
+                i + 1,
+                indices(index)
+            )?;
         }
         let reduced = self.reduction_symbols();
         if !reduced.is_empty() {

@@ -16,9 +16,12 @@ fn record(
     lhs: (Vec<usize>, Vec<AxisIndex>),
     rhs: Vec<(Vec<usize>, Vec<AxisIndex>)>,
 ) -> Projections {
-    let (rhs_dims, rhs_index) = rhs.into_iter().unzip();
+    let (rhs_dims, rhs_index): (Vec<Vec<usize>>, Vec<Vec<AxisIndex>>) = rhs.into_iter().unzip();
+    let no_margins = |dims: &[usize]| vec![(0, 0); dims.len()];
     Projections {
         product_space: product,
+        lhs_padding: no_margins(&lhs.0),
+        rhs_padding: rhs_dims.iter().map(|dims| no_margins(dims)).collect(),
         lhs_dims: lhs.0,
         rhs_dims,
         lhs_index: lhs.1,

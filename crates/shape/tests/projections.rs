@@ -319,6 +319,17 @@ fn strided_dilated_and_padded_convolutions() {
     )
     .unwrap();
     assert_eq!(dilated.rhs_index[0], vec![affine(&[(1, 0), (2, 1)], -2)]);
+    // The margins each access needs travel with the record, and with its slot views.
+    assert_eq!(y.rhs_padding, vec![vec![(0, 0)], vec![(0, 0)]]);
+    assert_eq!(same.rhs_padding[0], vec![(1, 1)]);
+    assert_eq!(dilated.rhs_padding[0], vec![(2, 2)]);
+    let input_gradient = same.view(Slot::Rhs(0), &[Slot::Lhs, Slot::Rhs(1)]);
+    assert_eq!(input_gradient.lhs_padding, vec![(1, 1)]);
+    assert!(
+        same.to_string()
+            .contains("rhs1 [5] padded [(1, 1)]: [i0+i1-1]"),
+        "{same}"
+    );
     assert_eq!(rcannl_shape::projection::derive::padding_of(3, 2), (2, 2));
     assert_eq!(rcannl_shape::projection::derive::padding_of(4, 1), (1, 2));
 }
@@ -459,4 +470,25 @@ fn concatenations_sharing_symbols_write_a_block_diagonal() {
     assert_eq!(d.lhs_index, vec![cat(&[0, 1]), cat(&[0, 1])]);
     assert_eq!(d.product_space.len(), 1);
     assert!(!d.is_surjective() && d.is_injective());
+}
+
+#[test]
+fn a_tensors_margins_cover_its_widest_padded_reader() {
+    use rcannl_shape::{Inference, LeafDecl};
+    let mut inf = Inference::new();
+    let no_axes: [usize; 0] = [];
+    let x = inf
+        .leaf(
+            "x",
+            LeafDecl::data().batch(no_axes).input(no_axes).output([8]),
+        )
+        .unwrap();
+    let k3 = inf.leaf("k3", LeafDecl::data().output([3])).unwrap();
+    let k5 = inf.leaf("k5", LeafDecl::data().output([5])).unwrap();
+    inf.apply("narrow", spec("o=+k; k => o"), &[x, k3]).unwrap();
+    inf.apply("wide", spec("o=+k; k => o"), &[x, k5]).unwrap();
+    inf.apply("valid", spec("o<+k; k => o"), &[x, k5]).unwrap();
+    inf.finish().unwrap();
+    assert_eq!(inf.margins(x).unwrap().per_axis(), &[(2, 2)]);
+    assert_eq!(inf.margins(k5).unwrap().per_axis(), &[(0, 0)]);
 }

@@ -185,8 +185,15 @@ pub fn derive_projections_with_labels(
         labeling.index.insert(*axis, AxisIndex::Concat(symbols));
     }
     // Second stratum: the affine indices, from the loops the first one made.
+    let mut margins: HashMap<ProjId, (usize, usize)> = HashMap::new();
     for (axis, affine) in &derived {
         let index = evaluate_affine(affine, &labeling.index, &sizes)?;
+        if let Some(conv) = affine.conv.as_ref().filter(|conv| conv.padded)
+            && let Dim::Var(kernel) = &conv.kernel
+        {
+            let kernel = sizes.get(&ProjId(kernel.0)).copied().unwrap_or(1);
+            margins.insert(*axis, padding_of(kernel, conv.dilation));
+        }
         if let Some(AxisIndex::Iterator(symbol)) = labeling.index.get(axis) {
             return Err(ShapeError::new(format!(
                 "projection inference: axis p{} is both iterated ({symbol}) and computed ({index})",
@@ -203,9 +210,16 @@ pub fn derive_projections_with_labels(
             })
             .unzip()
     };
+    let padding = |axes: &[DimVar]| -> Vec<(usize, usize)> {
+        axes.iter()
+            .map(|var| margins.get(&ProjId(var.0)).copied().unwrap_or((0, 0)))
+            .collect()
+    };
     let (lhs_dims, lhs_index): (Vec<usize>, Vec<AxisIndex>) = read(&result_axes);
     let (rhs_dims, rhs_index): (Vec<Vec<usize>>, Vec<Vec<AxisIndex>>) =
         operand_axes.iter().map(|axes| read(axes)).unzip();
+    let lhs_padding = padding(&result_axes);
+    let rhs_padding = operand_axes.iter().map(|axes| padding(axes)).collect();
     let concatenated: Vec<Vec<Symbol>> = lhs_index
         .iter()
         .chain(rhs_index.iter().flatten())
@@ -220,6 +234,8 @@ pub fn derive_projections_with_labels(
         rhs_dims,
         lhs_index,
         rhs_index,
+        lhs_padding,
+        rhs_padding,
         label: logic.to_string(),
     })
 }

@@ -11,7 +11,8 @@
 //! regenerated constraints, row alignment, and the equations of equalities, broadcasts, fixed
 //! indices, batch slices and iteration, the second stratum that computes affine (strided and
 //! convolution) indices from the first stratum's loops, and concatenated indices with their
-//! coupled factors. Still to come: the per-tensor running maximum of padding margins.
+//! coupled factors, and the padding margins each access addresses (their running maximum per
+//! tensor is `Inference::margins`).
 
 pub mod classes;
 pub mod derive;

@@ -411,6 +411,42 @@ impl Inference {
         .map_err(context)
     }
 
+    /// The padding margins of `tensor`'s buffer: the running maximum, over every operation that
+    /// reads or writes it, of the margins its projections address (axes in memory order). The
+    /// caller freezes them when the buffer is allocated (see [`rcannl_ir::Margins`]).
+    pub fn margins(&self, tensor: TensorId) -> Result<rcannl_ir::Margins, ShapeError> {
+        let rank = Kind::ALL
+            .iter()
+            .map(|&kind| self.shape(tensor).row(kind).n_explicit())
+            .sum();
+        let mut margins = rcannl_ir::Margins::new(rank);
+        for op in self.ops() {
+            let info = self.op(op);
+            let reads = info.operands.contains(&tensor);
+            if info.result != tensor && !reads {
+                continue;
+            }
+            // The slice symbol only names a position; any symbol serves to read margins.
+            let projections = self.projections(op, 0, Some(rcannl_ir::Symbol(u32::MAX)))?;
+            let mut accesses = Vec::new();
+            if info.result == tensor {
+                accesses.push(&projections.lhs_padding);
+            }
+            for (i, &operand) in info.operands.iter().enumerate() {
+                if operand == tensor {
+                    accesses.push(&projections.rhs_padding[i]);
+                }
+            }
+            let operation = self.describe_op(&info.logic, info.result, &info.operands);
+            for needed in accesses {
+                margins
+                    .require(needed, &operation)
+                    .map_err(|error| ShapeError::new(error.message))?;
+            }
+        }
+        Ok(margins)
+    }
+
     /// The solver, for reading resolved terms (projection inference resolves its ops' variables).
     pub fn solver(&self) -> &Solver {
         &self.solver
