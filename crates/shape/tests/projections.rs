@@ -492,3 +492,23 @@ fn a_tensors_margins_cover_its_widest_padded_reader() {
     assert_eq!(inf.margins(x).unwrap().per_axis(), &[(2, 2)]);
     assert_eq!(inf.margins(k5).unwrap().per_axis(), &[(0, 0)]);
 }
+
+#[test]
+fn sizes_forced_equal_elsewhere_do_not_share_a_loop_here() {
+    use rcannl_shape::{Inference, LeafDecl};
+    let mut inf = Inference::new();
+    let no_axes: [usize; 0] = [];
+    let decl = || LeafDecl::data().batch(no_axes).input(no_axes);
+    let u = inf.leaf("u", decl().output([3])).unwrap();
+    // v's length is inferred: the pointwise sum forces it equal to u's.
+    let v = inf
+        .leaf("v", LeafDecl::data().batch(no_axes).input(no_axes))
+        .unwrap();
+    inf.apply("sum", Logic::PointwiseBinary, &[u, v]).unwrap();
+    let (_, outer) = inf.apply("outer", spec("i;j=>ij"), &[u, v]).unwrap();
+    inf.finish().unwrap();
+    let p = inf.projections(outer, 0, None).unwrap();
+    assert_eq!(p.lhs_dims, vec![3, 3]);
+    assert_eq!(p.lhs_index, vec![it(0), it(1)], "{p}");
+    assert_eq!(p.product_space.len(), 2);
+}
