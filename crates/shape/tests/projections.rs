@@ -512,3 +512,31 @@ fn sizes_forced_equal_elsewhere_do_not_share_a_loop_here() {
     assert_eq!(p.lhs_index, vec![it(0), it(1)], "{p}");
     assert_eq!(p.product_space.len(), 2);
 }
+
+#[test]
+fn matrix_vector_and_one_dimensional_convolution_share_their_nest() {
+    // y[o] =+ m[o, k] * v[k] and y[o] =+ x[o + k] * w[k]: the same loops over o and k, the same
+    // reduction; only the first operand's index differs.
+    let mv = derive_projections(
+        &spec("ok;k=>o"),
+        &out(&[4]),
+        &[out(&[4, 3]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    let conv = derive_projections(
+        &spec("o<+k; k => o"),
+        &out(&[4]),
+        &[out(&[6]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(mv.product_space, conv.product_space);
+    assert_eq!(mv.lhs_index, conv.lhs_index);
+    assert_eq!(mv.rhs_index[1], conv.rhs_index[1]);
+    assert_eq!(mv.reduction_symbols(), conv.reduction_symbols());
+    assert_eq!(mv.rhs_index[0], vec![it(0), it(1)]);
+    assert_eq!(conv.rhs_index[0], vec![affine(&[(1, 0), (1, 1)], 0)]);
+}
