@@ -3,15 +3,20 @@
 //! It owns the projection vocabulary: loop symbols and axis indices (`index`), and the record of
 //! how one assignment iterates and indexes its tensors, with the predicates lowering reads off it
 //! and the slot views gradients use (`projections`), and the padding margins of a buffer
-//! (`padding`). Precisions, primitive operations and
-//! accumulators, tensor nodes, assignments, their lowering to loops and the loop-level
-//! optimizations are to come. It depends on no other rcannl crate: shape inference produces its
-//! projection records, backends consume its loops.
+//! (`padding`); precisions and the rounding to each (`precision`); the primitive operations,
+//! accumulators with their neutral elements and the Threefry random bits (`ops`). Tensor nodes,
+//! assignments, their lowering to loops and the loop-level optimizations are to come. It depends
+//! on no other rcannl crate: shape inference produces its projection records, backends consume
+//! its loops.
 
 pub mod index;
+pub mod ops;
 pub mod padding;
+pub mod precision;
 pub mod projections;
 
 pub use index::{Affine, AxisIndex, Symbol};
+pub use ops::{Binop, Ternop, Unop, threefry4x32};
 pub use padding::{MarginError, Margins};
+pub use precision::Precision;
 pub use projections::{Factor, Projections, Slot};

@@ -1,0 +1,380 @@
+//! Primitive operations on scalars and the accumulators of assignments, with the meaning every
+//! backend must reproduce (the interpreter computes exactly these), and the counter-based random
+//! bit generator, Threefry-4×32 with 20 rounds.
+
+use std::fmt;
+
+/// One-argument operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unop {
+    Identity,
+    Neg,
+    /// `max(0, x)`.
+    Relu,
+    /// `x` clamped to `[0, 1]`.
+    Sat01,
+    Exp,
+    Log,
+    Exp2,
+    Log2,
+    Sin,
+    Cos,
+    Sqrt,
+    Recip,
+    RecipSqrt,
+    Tanh,
+    /// 1 where `x` is 0, else 0.
+    Not,
+    /// Rounds toward zero.
+    Trunc,
+}
+
+/// Two-argument operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Binop {
+    /// The first argument (`a`): an assignment that ignores what was there.
+    Arg1,
+    /// The second argument (`b`): plain `=:` assignment is accumulation with `Arg2`.
+    Arg2,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    /// `b` where `a > 0`, else 0: relu's gradient gate.
+    ReluGate,
+    /// Comparisons give 1 or 0.
+    Lt,
+    Eq,
+    Ne,
+    /// The remainder with the sign of the divisor (so that `x mod n` lies in `[0, n)` for n > 0).
+    Mod,
+}
+
+/// Three-argument operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ternop {
+    /// `b` where `a` is not 0, else `c`.
+    Where,
+    /// `a·b + c`, rounded once.
+    Fma,
+}
+
+impl Unop {
+    pub const ALL: [Unop; 16] = [
+        Unop::Identity,
+        Unop::Neg,
+        Unop::Relu,
+        Unop::Sat01,
+        Unop::Exp,
+        Unop::Log,
+        Unop::Exp2,
+        Unop::Log2,
+        Unop::Sin,
+        Unop::Cos,
+        Unop::Sqrt,
+        Unop::Recip,
+        Unop::RecipSqrt,
+        Unop::Tanh,
+        Unop::Not,
+        Unop::Trunc,
+    ];
+
+    pub fn apply(self, x: f64) -> f64 {
+        match self {
+            Unop::Identity => x,
+            Unop::Neg => -x,
+            Unop::Relu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            Unop::Sat01 => x.clamp(0.0, 1.0),
+            Unop::Exp => x.exp(),
+            Unop::Log => x.ln(),
+            Unop::Exp2 => x.exp2(),
+            Unop::Log2 => x.log2(),
+            Unop::Sin => x.sin(),
+            Unop::Cos => x.cos(),
+            Unop::Sqrt => x.sqrt(),
+            Unop::Recip => 1.0 / x,
+            Unop::RecipSqrt => 1.0 / x.sqrt(),
+            Unop::Tanh => x.tanh(),
+            Unop::Not => f64::from(u8::from(x == 0.0)),
+            Unop::Trunc => x.trunc(),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Unop::Identity => "id",
+            Unop::Neg => "neg",
+            Unop::Relu => "relu",
+            Unop::Sat01 => "sat01",
+            Unop::Exp => "exp",
+            Unop::Log => "log",
+            Unop::Exp2 => "exp2",
+            Unop::Log2 => "log2",
+            Unop::Sin => "sin",
+            Unop::Cos => "cos",
+            Unop::Sqrt => "sqrt",
+            Unop::Recip => "recip",
+            Unop::RecipSqrt => "recip_sqrt",
+            Unop::Tanh => "tanh",
+            Unop::Not => "not",
+            Unop::Trunc => "trunc",
+        }
+    }
+}
+
+impl Binop {
+    pub const ALL: [Binop; 14] = [
+        Binop::Arg1,
+        Binop::Arg2,
+        Binop::Add,
+        Binop::Sub,
+        Binop::Mul,
+        Binop::Div,
+        Binop::Pow,
+        Binop::Max,
+        Binop::Min,
+        Binop::ReluGate,
+        Binop::Lt,
+        Binop::Eq,
+        Binop::Ne,
+        Binop::Mod,
+    ];
+
+    pub fn apply(self, a: f64, b: f64) -> f64 {
+        let truth = |t: bool| f64::from(u8::from(t));
+        match self {
+            Binop::Arg1 => a,
+            Binop::Arg2 => b,
+            Binop::Add => a + b,
+            Binop::Sub => a - b,
+            Binop::Mul => a * b,
+            Binop::Div => a / b,
+            Binop::Pow => a.powf(b),
+            Binop::Max => a.max(b),
+            Binop::Min => a.min(b),
+            Binop::ReluGate => {
+                if a > 0.0 {
+                    b
+                } else {
+                    0.0
+                }
+            }
+            Binop::Lt => truth(a < b),
+            Binop::Eq => truth(a == b),
+            Binop::Ne => truth(a != b),
+            Binop::Mod => {
+                let r = a % b;
+                if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                    r + b
+                } else {
+                    r
+                }
+            }
+        }
+    }
+
+    /// As an accumulator, the value a cell starts from so that accumulating `x` into it gives
+    /// `x`: 0 for sums, 1 for products, −∞ for maxima, +∞ for minima. `None` for operations that
+    /// are no accumulators of that kind (an `Arg2` assignment overwrites: any start works).
+    pub fn neutral(self) -> Option<f64> {
+        match self {
+            Binop::Add | Binop::Sub => Some(0.0),
+            Binop::Mul | Binop::Div => Some(1.0),
+            Binop::Max => Some(f64::NEG_INFINITY),
+            Binop::Min => Some(f64::INFINITY),
+            Binop::Arg2 => Some(0.0),
+            _ => None,
+        }
+    }
+
+    /// The operator's symbol (`+`, `*`, `max`, …): an accumulator prints as `=` followed by it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Binop::Arg1 => "arg1",
+            Binop::Arg2 => "arg2",
+            Binop::Add => "+",
+            Binop::Sub => "-",
+            Binop::Mul => "*",
+            Binop::Div => "/",
+            Binop::Pow => "**",
+            Binop::Max => "max",
+            Binop::Min => "min",
+            Binop::ReluGate => "relu_gate",
+            Binop::Lt => "<",
+            Binop::Eq => "==",
+            Binop::Ne => "!=",
+            Binop::Mod => "%",
+        }
+    }
+}
+
+impl Ternop {
+    pub fn apply(self, a: f64, b: f64, c: f64) -> f64 {
+        match self {
+            Ternop::Where => {
+                if a != 0.0 {
+                    b
+                } else {
+                    c
+                }
+            }
+            Ternop::Fma => a.mul_add(b, c),
+        }
+    }
+}
+
+impl fmt::Display for Unop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Binop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Threefry-4×32 with 20 rounds: 128 random bits from a key and a counter, the same on every
+/// backend (a block cipher of the counter, so that cell `i` of a tensor gets its bits from
+/// counter `i` without any shared state).
+pub fn threefry4x32(key: [u32; 4], counter: [u32; 4]) -> [u32; 4] {
+    const ROTATIONS: [[u32; 2]; 8] = [
+        [10, 26],
+        [11, 21],
+        [13, 27],
+        [23, 5],
+        [6, 20],
+        [17, 11],
+        [25, 10],
+        [18, 20],
+    ];
+    let ks = [
+        key[0],
+        key[1],
+        key[2],
+        key[3],
+        0x1BD1_1BDA ^ key[0] ^ key[1] ^ key[2] ^ key[3],
+    ];
+    let mut x = [
+        counter[0].wrapping_add(ks[0]),
+        counter[1].wrapping_add(ks[1]),
+        counter[2].wrapping_add(ks[2]),
+        counter[3].wrapping_add(ks[3]),
+    ];
+    for round in 0..20 {
+        let [r0, r1] = ROTATIONS[round % 8];
+        if round % 2 == 0 {
+            x[0] = x[0].wrapping_add(x[1]);
+            x[1] = x[1].rotate_left(r0) ^ x[0];
+            x[2] = x[2].wrapping_add(x[3]);
+            x[3] = x[3].rotate_left(r1) ^ x[2];
+        } else {
+            x[0] = x[0].wrapping_add(x[3]);
+            x[3] = x[3].rotate_left(r0) ^ x[0];
+            x[2] = x[2].wrapping_add(x[1]);
+            x[1] = x[1].rotate_left(r1) ^ x[2];
+        }
+        if round % 4 == 3 {
+            let s = round / 4 + 1;
+            for (i, word) in x.iter_mut().enumerate() {
+                *word = word.wrapping_add(ks[(s + i) % 5]);
+            }
+            x[3] = x[3].wrapping_add(s as u32);
+        }
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unary_values() {
+        let cases = [
+            (Unop::Relu, -2.0, 0.0),
+            (Unop::Relu, 3.0, 3.0),
+            (Unop::Sat01, 1.5, 1.0),
+            (Unop::Sat01, -0.5, 0.0),
+            (Unop::Exp2, 3.0, 8.0),
+            (Unop::Log2, 8.0, 3.0),
+            (Unop::Recip, 4.0, 0.25),
+            (Unop::RecipSqrt, 4.0, 0.5),
+            (Unop::Not, 0.0, 1.0),
+            (Unop::Not, -3.0, 0.0),
+            (Unop::Trunc, -2.7, -2.0),
+            (Unop::Neg, 2.0, -2.0),
+        ];
+        for (op, x, expected) in cases {
+            assert_eq!(op.apply(x), expected, "{op}({x})");
+        }
+        assert!((Unop::Tanh.apply(0.5) - 0.5f64.tanh()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn binary_values() {
+        assert_eq!(Binop::Mod.apply(-7.0, 3.0), 2.0);
+        assert_eq!(Binop::Mod.apply(7.0, -3.0), -2.0);
+        assert_eq!(Binop::Mod.apply(6.0, 3.0), 0.0);
+        assert_eq!(Binop::ReluGate.apply(0.5, 7.0), 7.0);
+        assert_eq!(Binop::ReluGate.apply(0.0, 7.0), 0.0);
+        assert_eq!(Binop::Lt.apply(1.0, 2.0), 1.0);
+        assert_eq!(Binop::Ne.apply(1.0, 1.0), 0.0);
+        assert_eq!(Binop::Pow.apply(2.0, 10.0), 1024.0);
+        assert_eq!(Binop::Arg2.apply(1.0, 2.0), 2.0);
+        assert_eq!(Ternop::Where.apply(0.0, 1.0, 2.0), 2.0);
+        assert_eq!(Ternop::Fma.apply(2.0, 3.0, 4.0), 10.0);
+    }
+
+    #[test]
+    fn neutral_elements_leave_what_they_accumulate() {
+        for op in Binop::ALL {
+            let Some(neutral) = op.neutral() else {
+                continue;
+            };
+            for x in [-2.5, 0.0, 3.0] {
+                let first = op.apply(neutral, x);
+                match op {
+                    // Sub and Div accumulate the negation and the reciprocal.
+                    Binop::Sub => assert_eq!(first, -x),
+                    Binop::Div if x != 0.0 => assert_eq!(first, 1.0 / x),
+                    Binop::Div => {}
+                    _ => assert_eq!(first, x, "{op}"),
+                }
+            }
+        }
+        assert_eq!(Binop::Max.neutral(), Some(f64::NEG_INFINITY));
+        assert_eq!(Binop::Min.neutral(), Some(f64::INFINITY));
+        assert_eq!(Binop::Lt.neutral(), None);
+    }
+
+    #[test]
+    fn threefry_known_answers() {
+        // The known-answer vectors published with the Threefry-4×32-20 reference.
+        assert_eq!(
+            threefry4x32([0; 4], [0; 4]),
+            [0x9c6c_a96a, 0xe17e_ae66, 0xfc10_ecd4, 0x5256_a7d8]
+        );
+        assert_eq!(
+            threefry4x32([u32::MAX; 4], [u32::MAX; 4]),
+            [0x2a88_1696, 0x5701_2287, 0xf6c7_446e, 0xa16a_6732]
+        );
+        assert_eq!(
+            threefry4x32(
+                [0xa409_3822, 0x299f_31d0, 0x082e_fa98, 0xec4e_6c89],
+                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+            ),
+            [0x59cd_1dbb, 0xb887_9579, 0x86b5_d00c, 0xac8b_6d84]
+        );
+    }
+}
