@@ -1,5 +1,7 @@
 //! Execution backends for rcannl.
 //!
-//! This crate will own the `Backend` trait, the reference interpreter (the oracle every other backend
-//! is differential-tested against), the C backend (code generation, compilation, caching, loading,
-//! threads) and GEMM dispatch. It reads only the loop IR of `rcannl-ir`.
+//! `interpreter` runs the loop IR of `rcannl-ir` directly: the reference every other backend is
+//! differential-tested against. The `Backend` trait, the C backend (code generation, compilation,
+//! caching, loading, threads) and GEMM dispatch are to come. This crate reads only the loop IR.
+
+pub mod interpreter;

@@ -4,18 +4,27 @@
 //! how one assignment iterates and indexes its tensors, with the predicates lowering reads off it
 //! and the slot views gradients use (`projections`), and the padding margins of a buffer
 //! (`padding`); precisions and the rounding to each (`precision`); the primitive operations,
-//! accumulators with their neutral elements and the Threefry random bits (`ops`). Tensor nodes,
-//! assignments, their lowering to loops and the loop-level optimizations are to come. It depends
-//! on no other rcannl crate: shape inference produces its projection records, backends consume
-//! its loops.
+//! accumulators with their neutral elements and the Threefry random bits (`ops`); tensor nodes
+//! (`node`), assignments (`assignment`), the loop IR (`loops`) and lowering (`lower`). The other
+//! assignment kinds, memory modes and the loop-level optimizations are to come. It depends on no
+//! other rcannl crate: shape inference produces its projection records, backends consume its
+//! loops.
 
+pub mod assignment;
 pub mod index;
+pub mod loops;
+pub mod lower;
+pub mod node;
 pub mod ops;
 pub mod padding;
 pub mod precision;
 pub mod projections;
 
+pub use assignment::{Assignment, Rhs};
 pub use index::{Affine, AxisIndex, Symbol};
+pub use loops::{Index, LoopVar, Scalar, Stmt};
+pub use lower::{LowerError, lower};
+pub use node::{NodeId, TensorNode};
 pub use ops::{Binop, Ternop, Unop, threefry4x32};
 pub use padding::{MarginError, Margins};
 pub use precision::Precision;

@@ -1,0 +1,331 @@
+//! Hand-built programs lowered and run by the interpreter, checked against values computed
+//! independently here.
+
+use std::collections::HashMap;
+
+use rcannl_backends::interpreter::{Buffers, run};
+use rcannl_ir::{
+    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Symbol, TensorNode,
+    Unop, lower,
+};
+
+fn it(n: u32) -> AxisIndex {
+    AxisIndex::Iterator(Symbol(n))
+}
+
+fn affine(terms: &[(i64, u32)], offset: i64) -> AxisIndex {
+    AxisIndex::affine(terms.iter().map(|&(c, s)| (c, Symbol(s))), offset)
+}
+
+fn projections(
+    product: &[usize],
+    lhs: (&[usize], Vec<AxisIndex>),
+    rhs: Vec<(&[usize], Vec<AxisIndex>)>,
+) -> Projections {
+    Projections {
+        product_space: product
+            .iter()
+            .enumerate()
+            .map(|(i, &range)| Factor::single(Symbol(i as u32), range))
+            .collect(),
+        lhs_padding: vec![(0, 0); lhs.0.len()],
+        rhs_padding: rhs
+            .iter()
+            .map(|(dims, _)| vec![(0, 0); dims.len()])
+            .collect(),
+        lhs_dims: lhs.0.to_vec(),
+        lhs_index: lhs.1,
+        rhs_dims: rhs.iter().map(|(dims, _)| dims.to_vec()).collect(),
+        rhs_index: rhs.into_iter().map(|(_, index)| index).collect(),
+        label: "hand-built".to_owned(),
+    }
+}
+
+/// Lowers `assignment` over `nodes`, fills the inputs, runs, and returns the LHS values.
+fn execute(
+    assignment: &Assignment,
+    nodes: Vec<TensorNode>,
+    inputs: &[(u32, Vec<f64>)],
+    output: u32,
+) -> Vec<f64> {
+    let table: HashMap<NodeId, TensorNode> = nodes.iter().map(|n| (n.id, n.clone())).collect();
+    let stmts = lower(assignment, &table).unwrap();
+    let mut buffers = Buffers::new(nodes);
+    for (node, values) in inputs {
+        buffers.set_values(NodeId(*node), values).unwrap();
+    }
+    run(&stmts, &mut buffers).unwrap();
+    buffers.values(NodeId(output))
+}
+
+fn node(id: u32, dims: &[usize]) -> TensorNode {
+    TensorNode::new(id, &format!("t{id}"), Precision::F64, dims)
+}
+
+fn range(n: usize) -> Vec<f64> {
+    (0..n).map(|i| i as f64).collect()
+}
+
+#[test]
+fn matmul() {
+    // c[i,k] =:+ a[i,j] * b[j,k], 2×3 · 3×4.
+    let p = projections(
+        &[2, 4, 3],
+        (&[2, 4], vec![it(0), it(1)]),
+        vec![(&[2, 3], vec![it(0), it(2)]), (&[3, 4], vec![it(2), it(1)])],
+    );
+    let assignment = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Add,
+        lhs: NodeId(2),
+        rhs: Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        projections: p,
+    };
+    let a = range(6);
+    let b: Vec<f64> = (0..12).map(|i| (i as f64) * 0.5 - 1.0).collect();
+    let c = execute(
+        &assignment,
+        vec![node(0, &[2, 3]), node(1, &[3, 4]), node(2, &[2, 4])],
+        &[(0, a.clone()), (1, b.clone())],
+        2,
+    );
+    let mut expected = vec![0.0; 8];
+    for i in 0..2 {
+        for k in 0..4 {
+            expected[i * 4 + k] = (0..3).map(|j| a[i * 3 + j] * b[j * 4 + k]).sum();
+        }
+    }
+    assert_eq!(c, expected);
+}
+
+#[test]
+fn the_printed_loops_show_the_fill_and_the_accumulation() {
+    let p = projections(
+        &[2, 3],
+        (&[2], vec![it(0)]),
+        vec![(&[2, 3], vec![it(0), it(1)])],
+    );
+    let assignment = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Add,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: p,
+    };
+    assert_eq!(assignment.to_string(), "n1 =:+ n0 ~logic:\"hand-built\"");
+    let table: HashMap<NodeId, TensorNode> =
+        [node(0, &[2, 3]), node(1, &[2])].map(|n| (n.id, n)).into();
+    let shown: String = lower(&assignment, &table)
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        "fill n1 with 0\nfor l0 in 0..2 {\n  for l1 in 0..3 {\n    n1[l0] := (n1[l0] + id(n0[l0, l1]))\n  }\n}\n"
+    );
+}
+
+#[test]
+fn pointwise_broadcast_is_a_plain_store() {
+    // r[p,q] =: s[0] * m[p,q].
+    let p = projections(
+        &[2, 3],
+        (&[2, 3], vec![it(0), it(1)]),
+        vec![
+            (&[1], vec![AxisIndex::Fixed(0)]),
+            (&[2, 3], vec![it(0), it(1)]),
+        ],
+    );
+    let assignment = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(2),
+        rhs: Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        projections: p,
+    };
+    let table: HashMap<NodeId, TensorNode> = [node(0, &[1]), node(1, &[2, 3]), node(2, &[2, 3])]
+        .map(|n| (n.id, n))
+        .into();
+    let stmts = lower(&assignment, &table).unwrap();
+    assert!(
+        !stmts
+            .iter()
+            .any(|s| matches!(s, rcannl_ir::Stmt::Fill { .. })),
+        "no pre-fill"
+    );
+    let r = execute(
+        &assignment,
+        vec![node(0, &[1]), node(1, &[2, 3]), node(2, &[2, 3])],
+        &[(0, vec![3.0]), (1, range(6))],
+        2,
+    );
+    assert_eq!(r, vec![0.0, 3.0, 6.0, 9.0, 12.0, 15.0]);
+}
+
+#[test]
+fn sum_by_a_ones_vector_and_max_reduction() {
+    // r[p] =:+ m[p,q] * ones[q].
+    let p = projections(
+        &[2, 3],
+        (&[2], vec![it(0)]),
+        vec![(&[2, 3], vec![it(0), it(1)]), (&[3], vec![it(1)])],
+    );
+    let sum = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Add,
+        lhs: NodeId(2),
+        rhs: Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        projections: p.clone(),
+    };
+    let nodes = || vec![node(0, &[2, 3]), node(1, &[3]), node(2, &[2])];
+    let m = vec![1.0, -2.0, 5.0, -4.0, 0.5, -1.0];
+    let r = execute(&sum, nodes(), &[(0, m.clone()), (1, vec![1.0; 3])], 2);
+    assert_eq!(r, vec![4.0, -4.5]);
+    // The same loops under a max accumulator start from −∞.
+    let max = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Max,
+        lhs: NodeId(2),
+        rhs: Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        projections: p,
+    };
+    let r = execute(&max, nodes(), &[(0, m), (1, vec![1.0; 3])], 2);
+    assert_eq!(r, vec![5.0, 0.5]);
+}
+
+#[test]
+fn one_dimensional_convolutions_valid_and_padded() {
+    let x: Vec<f64> = vec![1.0, 2.0, -1.0, 3.0, 0.5];
+    let w = vec![0.5, -1.0, 2.0];
+    let conv = |lhs: u32, offset: i64, out: usize| Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Add,
+        lhs: NodeId(lhs),
+        rhs: Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        projections: projections(
+            &[out, 3],
+            (&[out], vec![it(0)]),
+            vec![
+                (&[5], vec![affine(&[(1, 0), (1, 1)], offset)]),
+                (&[3], vec![it(1)]),
+            ],
+        ),
+    };
+    // Valid: y[o] = Σ_k x[o+k] w[k], 3 outputs.
+    let valid = execute(
+        &conv(2, 0, 3),
+        vec![node(0, &[5]), node(1, &[3]), node(2, &[3])],
+        &[(0, x.clone()), (1, w.clone())],
+        2,
+    );
+    let expected: Vec<f64> = (0..3)
+        .map(|o| (0..3).map(|k| x[o + k] * w[k]).sum())
+        .collect();
+    assert_eq!(valid, expected);
+    // Padded ("same"): x gets one margin cell on each side, holding 0.
+    let mut padded_x = node(0, &[5]);
+    padded_x.padding = vec![(1, 1)];
+    let same = execute(
+        &conv(2, -1, 5),
+        vec![padded_x, node(1, &[3]), node(2, &[5])],
+        &[(0, x.clone()), (1, w.clone())],
+        2,
+    );
+    let at = |i: i64| {
+        if (0..5).contains(&i) {
+            x[i as usize]
+        } else {
+            0.0
+        }
+    };
+    let expected: Vec<f64> = (0..5)
+        .map(|o| (0..3).map(|k| at(o + k as i64 - 1) * w[k]).sum())
+        .collect();
+    assert_eq!(same, expected);
+}
+
+#[test]
+fn interleaving_writes_even_then_odd() {
+    // out[2*i] =: a[i]; out[2*i+1] =: b[i].
+    let write = |source: u32, offset: i64| Assignment::Accum {
+        initialize_neutral: false,
+        accum: Binop::Arg2,
+        lhs: NodeId(2),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(source)),
+        projections: projections(
+            &[3],
+            (&[6], vec![affine(&[(2, 0)], offset)]),
+            vec![(&[3], vec![it(0)])],
+        ),
+    };
+    let program = Assignment::Seq(vec![write(0, 0), write(1, 1)]);
+    let out = execute(
+        &program,
+        vec![node(0, &[3]), node(1, &[3]), node(2, &[6])],
+        &[(0, vec![1.0, 2.0, 3.0]), (1, vec![10.0, 20.0, 30.0])],
+        2,
+    );
+    assert_eq!(out, vec![1.0, 10.0, 2.0, 20.0, 3.0, 30.0]);
+}
+
+#[test]
+fn stores_round_to_the_nodes_precision() {
+    let p = projections(&[2], (&[2], vec![it(0)]), vec![(&[2], vec![it(0)])]);
+    let assignment = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Recip, NodeId(0)),
+        projections: p,
+    };
+    let mut half = node(1, &[2]);
+    half.precision = Precision::F16;
+    let out = execute(
+        &assignment,
+        vec![node(0, &[2]), half],
+        &[(0, vec![3.0, 7.0])],
+        1,
+    );
+    assert_eq!(
+        out,
+        vec![
+            Precision::F16.round(1.0 / 3.0),
+            Precision::F16.round(1.0 / 7.0)
+        ]
+    );
+    assert_ne!(out[0], 1.0 / 3.0);
+}
+
+#[test]
+fn lowering_and_running_report_errors() {
+    let p = projections(&[2], (&[2], vec![it(0)]), vec![(&[3], vec![it(0)])]);
+    let assignment = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: p,
+    };
+    let table: HashMap<NodeId, TensorNode> =
+        [node(0, &[2]), node(1, &[2])].map(|n| (n.id, n)).into();
+    let error = lower(&assignment, &table).unwrap_err();
+    assert!(error.message.contains("expect [3]"), "{error}");
+    // A read past the buffer (no margin for a padded read) is an error, not a wild read.
+    let p = projections(
+        &[2],
+        (&[2], vec![it(0)]),
+        vec![(&[2], vec![affine(&[(1, 0)], -1)])],
+    );
+    let reads_before = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: p,
+    };
+    let stmts = lower(&reads_before, &table).unwrap();
+    let mut buffers = Buffers::new([node(0, &[2]), node(1, &[2])]);
+    let error = run(&stmts, &mut buffers).unwrap_err();
+    assert!(error.message.contains("outside its buffer"), "{error}");
+}

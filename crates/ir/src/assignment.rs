@@ -1,0 +1,79 @@
+//! Assignments: the high-level IR. Each accumulating assignment carries the projections record
+//! that says how its loops run; lowering (`lower`) turns it into loops.
+
+use std::fmt;
+
+use crate::node::NodeId;
+use crate::ops::{Binop, Ternop, Unop};
+use crate::projections::Projections;
+
+/// What an accumulating assignment computes at each point of its product space.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rhs {
+    Unop(Unop, NodeId),
+    Binop(Binop, NodeId, NodeId),
+    Ternop(Ternop, NodeId, NodeId, NodeId),
+}
+
+impl Rhs {
+    /// The nodes read, in operand order (the order of the projections' read maps).
+    pub fn operands(&self) -> Vec<NodeId> {
+        match self {
+            Rhs::Unop(_, a) => vec![*a],
+            Rhs::Binop(_, a, b) => vec![*a, *b],
+            Rhs::Ternop(_, a, b, c) => vec![*a, *b, *c],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Assignment {
+    Noop,
+    Seq(Vec<Assignment>),
+    /// `lhs =:accum rhs` (`initialize_neutral`: the cells start from the accumulator's neutral
+    /// element) or `lhs =accum rhs` (accumulating into what is there).
+    Accum {
+        initialize_neutral: bool,
+        accum: Binop,
+        lhs: NodeId,
+        rhs: Rhs,
+        projections: Projections,
+    },
+}
+
+impl fmt::Display for Assignment {
+    /// `n2 =:+ n0 * n1 ~logic:"…"`, one assignment per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Assignment::Noop => f.write_str("noop"),
+            Assignment::Seq(parts) => {
+                let lines: Vec<String> = parts.iter().map(ToString::to_string).collect();
+                f.write_str(&lines.join("\n"))
+            }
+            Assignment::Accum {
+                initialize_neutral,
+                accum,
+                lhs,
+                rhs,
+                projections,
+            } => {
+                let colon = if *initialize_neutral { ":" } else { "" };
+                let accum = match accum {
+                    Binop::Arg2 => String::new(),
+                    other => other.to_string(),
+                };
+                let rhs = match rhs {
+                    Rhs::Unop(Unop::Identity, a) => format!("{a}"),
+                    Rhs::Unop(op, a) => format!("{op} {a}"),
+                    Rhs::Binop(op, a, b) => format!("{a} {op} {b}"),
+                    Rhs::Ternop(op, a, b, c) => format!("{op:?}({a}, {b}, {c})").to_lowercase(),
+                };
+                write!(
+                    f,
+                    "{lhs} ={colon}{accum} {rhs} ~logic:\"{}\"",
+                    projections.label
+                )
+            }
+        }
+    }
+}
