@@ -329,3 +329,197 @@ fn lowering_and_running_report_errors() {
     let error = run(&stmts, &mut buffers).unwrap_err();
     assert!(error.message.contains("outside its buffer"), "{error}");
 }
+
+fn cat(symbols: &[u32]) -> AxisIndex {
+    AxisIndex::Concat(symbols.iter().map(|&s| Symbol(s)).collect())
+}
+
+/// A record over explicit factors (coupled where a factor has several components).
+fn coupled(
+    factors: Vec<Vec<(u32, usize)>>,
+    lhs: (&[usize], Vec<AxisIndex>),
+    rhs: Vec<(&[usize], Vec<AxisIndex>)>,
+) -> Projections {
+    let mut p = projections(&[], lhs, rhs);
+    p.product_space = factors
+        .into_iter()
+        .map(|components| Factor::coupled(components.into_iter().map(|(s, r)| (Symbol(s), r))))
+        .collect();
+    p
+}
+
+fn block(lhs: u32, sources: &[u32], projections: Projections) -> Assignment {
+    Assignment::Block {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(lhs),
+        op: Unop::Identity,
+        sources: sources.iter().map(|&s| NodeId(s)).collect(),
+        projections,
+    }
+}
+
+#[test]
+fn concatenation_table_forward() {
+    let a = vec![1.0, 2.0];
+    let b = vec![10.0, 20.0, 30.0];
+    // a; b => a^b.
+    let join = block(
+        2,
+        &[0, 1],
+        coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[5], vec![cat(&[0, 1])]),
+            vec![(&[2], vec![it(0)]), (&[3], vec![it(1)])],
+        ),
+    );
+    assert_eq!(
+        join.to_string(),
+        "n2 =: block(n0; n1) ~logic:\"hand-built\""
+    );
+    let nodes = || vec![node(0, &[2]), node(1, &[3]), node(2, &[5])];
+    let out = execute(&join, nodes(), &[(0, a.clone()), (1, b.clone())], 2);
+    assert_eq!(out, vec![1.0, 2.0, 10.0, 20.0, 30.0]);
+    // a^b => a and a^b => b: extractions.
+    let whole = vec![1.0, 2.0, 10.0, 20.0, 30.0];
+    for (symbol, size, expected) in [(0, 2, a.clone()), (1, 3, b.clone())] {
+        let slice = Assignment::Accum {
+            initialize_neutral: true,
+            accum: Binop::Arg2,
+            lhs: NodeId(1),
+            rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+            projections: coupled(
+                vec![vec![(0, 2), (1, 3)]],
+                (&[size], vec![it(symbol)]),
+                vec![(&[5], vec![cat(&[0, 1])])],
+            ),
+        };
+        let out = execute(
+            &slice,
+            vec![node(0, &[5]), node(1, &[size])],
+            &[(0, whole.clone())],
+            1,
+        );
+        assert_eq!(out, expected);
+    }
+    // b => a^b: a partial update; with `=:` the untouched stretch is cleared first.
+    let update = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[5], vec![cat(&[0, 1])]),
+            vec![(&[3], vec![it(1)])],
+        ),
+    };
+    let out = execute(
+        &update,
+        vec![node(0, &[3]), node(1, &[5])],
+        &[(0, b.clone())],
+        1,
+    );
+    assert_eq!(out, vec![0.0, 0.0, 10.0, 20.0, 30.0]);
+    // b => a^b^c: the middle stretch of 2 + 3 + 4.
+    let middle = Assignment::Accum {
+        initialize_neutral: false,
+        accum: Binop::Arg2,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: coupled(
+            vec![vec![(0, 2), (1, 3), (2, 4)]],
+            (&[9], vec![cat(&[0, 1, 2])]),
+            vec![(&[3], vec![it(1)])],
+        ),
+    };
+    let out = execute(&middle, vec![node(0, &[3]), node(1, &[9])], &[(0, b)], 1);
+    assert_eq!(out, vec![0.0, 0.0, 10.0, 20.0, 30.0, 0.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn a_block_matrix_is_assembled_from_its_four_blocks() {
+    // [[p (1×2), q (1×1)], [r (2×2), s (2×1)]] => 3×3.
+    let m = block(
+        4,
+        &[0, 1, 2, 3],
+        coupled(
+            vec![vec![(0, 1), (2, 2)], vec![(1, 2), (3, 1)]],
+            (&[3, 3], vec![cat(&[0, 2]), cat(&[1, 3])]),
+            vec![
+                (&[1, 2], vec![it(0), it(1)]),
+                (&[1, 1], vec![it(0), it(3)]),
+                (&[2, 2], vec![it(2), it(1)]),
+                (&[2, 1], vec![it(2), it(3)]),
+            ],
+        ),
+    );
+    let out = execute(
+        &m,
+        vec![
+            node(0, &[1, 2]),
+            node(1, &[1, 1]),
+            node(2, &[2, 2]),
+            node(3, &[2, 1]),
+            node(4, &[3, 3]),
+        ],
+        &[
+            (0, vec![1.0, 2.0]),
+            (1, vec![3.0]),
+            (2, vec![4.0, 5.0, 7.0, 8.0]),
+            (3, vec![6.0, 9.0]),
+        ],
+        4,
+    );
+    assert_eq!(out, (1..=9).map(f64::from).collect::<Vec<_>>());
+}
+
+#[test]
+fn two_sources_for_one_cell_is_an_error() {
+    // Both sources read through maps that do not tell the components apart (each broadcasts
+    // one value over its stretch).
+    let ambiguous = block(
+        2,
+        &[0, 1],
+        coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[5], vec![cat(&[0, 1])]),
+            vec![
+                (&[1], vec![AxisIndex::Fixed(0)]),
+                (&[1], vec![AxisIndex::Fixed(0)]),
+            ],
+        ),
+    );
+    // With one concatenated written axis per source, each source owns its component...
+    let table: HashMap<NodeId, TensorNode> = [node(0, &[1]), node(1, &[1]), node(2, &[5])]
+        .map(|n| (n.id, n))
+        .into();
+    assert!(lower(&ambiguous, &table).is_ok());
+    let out = execute(
+        &ambiguous,
+        vec![node(0, &[1]), node(1, &[1]), node(2, &[5])],
+        &[(0, vec![7.0]), (1, vec![9.0])],
+        2,
+    );
+    assert_eq!(out, vec![7.0, 7.0, 9.0, 9.0, 9.0]);
+    // ...but three sources over two components leave two viable at some point.
+    let three = block(
+        3,
+        &[0, 1, 2],
+        coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[5], vec![cat(&[0, 1])]),
+            vec![
+                (&[1], vec![AxisIndex::Fixed(0)]),
+                (&[1], vec![AxisIndex::Fixed(0)]),
+                (&[1], vec![AxisIndex::Fixed(0)]),
+            ],
+        ),
+    );
+    let table: HashMap<NodeId, TensorNode> =
+        [node(0, &[1]), node(1, &[1]), node(2, &[1]), node(3, &[5])]
+            .map(|n| (n.id, n))
+            .into();
+    let error = lower(&three, &table).unwrap_err();
+    assert!(error.message.contains("ambiguous"), "{error}");
+}

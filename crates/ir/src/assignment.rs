@@ -39,6 +39,26 @@ pub enum Assignment {
         rhs: Rhs,
         projections: Projections,
     },
+    /// One result assembled from several sources (concatenation, block matrices): at each point
+    /// the one source whose stretch is active is read through `op`. The projections' read maps
+    /// are the sources', in order.
+    Block {
+        initialize_neutral: bool,
+        accum: Binop,
+        lhs: NodeId,
+        op: Unop,
+        sources: Vec<NodeId>,
+        projections: Projections,
+    },
+}
+
+/// `=:+`, `=+`, `=:` …: the accumulator as an assignment writes it.
+fn assign(initialize_neutral: bool, accum: Binop) -> String {
+    let colon = if initialize_neutral { ":" } else { "" };
+    match accum {
+        Binop::Arg2 => format!("={colon}"),
+        other => format!("={colon}{other}"),
+    }
 }
 
 impl fmt::Display for Assignment {
@@ -57,11 +77,6 @@ impl fmt::Display for Assignment {
                 rhs,
                 projections,
             } => {
-                let colon = if *initialize_neutral { ":" } else { "" };
-                let accum = match accum {
-                    Binop::Arg2 => String::new(),
-                    other => other.to_string(),
-                };
                 let rhs = match rhs {
                     Rhs::Unop(Unop::Identity, a) => format!("{a}"),
                     Rhs::Unop(op, a) => format!("{op} {a}"),
@@ -70,7 +85,31 @@ impl fmt::Display for Assignment {
                 };
                 write!(
                     f,
-                    "{lhs} ={colon}{accum} {rhs} ~logic:\"{}\"",
+                    "{lhs} {} {rhs} ~logic:\"{}\"",
+                    assign(*initialize_neutral, *accum),
+                    projections.label
+                )
+            }
+            Assignment::Block {
+                initialize_neutral,
+                accum,
+                lhs,
+                op,
+                sources,
+                projections,
+            } => {
+                let sources: Vec<String> = sources
+                    .iter()
+                    .map(|source| match op {
+                        Unop::Identity => source.to_string(),
+                        op => format!("{op} {source}"),
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "{lhs} {} block({}) ~logic:\"{}\"",
+                    assign(*initialize_neutral, *accum),
+                    sources.join("; "),
                     projections.label
                 )
             }

@@ -1,13 +1,21 @@
 //! Lowering assignments to loops: one nest per assignment from its product space, indices from
 //! its projections shifted by each buffer's margins, a neutral fill first unless every cell is
 //! written exactly once, and a plain store where no cell is written twice.
+//!
+//! A coupled factor (a concatenation) becomes consecutive loops, one per component, sharing one
+//! loop variable: within a component's loop only its symbol is active. A concatenated index reads
+//! the active component's symbol shifted by the sizes of the components before it; an access that
+//! needs an inactive component's symbol does not happen there. A nest whose written access does
+//! not happen, or that has nothing left to read, emits nothing; a block assignment with two
+//! sources left at one point is ambiguous, an error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::assignment::{Assignment, Rhs};
 use crate::index::{AxisIndex, Symbol};
 use crate::loops::{Index, LoopVar, Scalar, Stmt};
 use crate::node::{NodeId, TensorNode};
+use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
 
 /// Why an assignment cannot be lowered.
@@ -49,129 +57,264 @@ pub fn lower(
             rhs,
             projections,
         } => {
-            let mut stmts = Vec::new();
-            let exact = projections.is_surjective() && projections.is_injective();
-            if *initialize_neutral && !exact {
-                let neutral = accum.neutral().ok_or_else(|| {
-                    error(format!(
-                        "lowering: {accum} has no neutral element to start from"
-                    ))
-                })?;
-                stmts.push(Stmt::Fill {
-                    node: *lhs,
-                    value: neutral,
-                });
-            }
-            let mut vars = HashMap::new();
-            for (i, factor) in projections.product_space.iter().enumerate() {
-                let [(symbol, _)] = factor.components[..] else {
-                    return Err(error(
-                        "lowering: concatenated (coupled) factors are not built yet".to_owned(),
-                    ));
-                };
-                vars.insert(symbol, LoopVar(i as u32));
-            }
-            let node = |id: &NodeId| {
-                nodes
-                    .get(id)
-                    .ok_or_else(|| error(format!("lowering: unknown node {id}")))
-            };
-            let at = |slot: Slot, id: &NodeId| -> Result<Scalar, LowerError> {
-                Ok(Scalar::Get(
-                    *id,
-                    index(projections, slot, node(id)?, &vars)?,
-                ))
-            };
             let operands = rhs.operands();
-            let args: Vec<Scalar> = operands
-                .iter()
-                .enumerate()
-                .map(|(i, id)| at(Slot::Rhs(i), id))
-                .collect::<Result<_, _>>()?;
-            let mut args = args.into_iter().map(Box::new);
-            let mut next = || args.next().expect("one argument per operand");
-            let value = match rhs {
-                Rhs::Unop(op, _) => Scalar::Unop(*op, next()),
-                Rhs::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
-                Rhs::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
+            let lowering = Lowering {
+                projections,
+                nodes,
+                initialize_neutral: *initialize_neutral,
+                accum: *accum,
+                lhs: *lhs,
             };
-            let target = index(projections, Slot::Lhs, node(lhs)?, &vars)?;
-            let value = if *initialize_neutral && projections.is_injective() {
-                value
-            } else {
-                Scalar::Binop(
-                    *accum,
-                    Box::new(Scalar::Get(*lhs, target.clone())),
-                    Box::new(value),
-                )
+            lowering.run(|point| {
+                // Every operand must be read here, or there is nothing to compute.
+                let Some(args) = operands
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| point.read(Slot::Rhs(i), *id).transpose())
+                    .collect::<Option<Result<Vec<Scalar>, LowerError>>>()
+                    .transpose()?
+                else {
+                    return Ok(None);
+                };
+                let mut args = args.into_iter().map(Box::new);
+                let mut next = || args.next().expect("one argument per operand");
+                Ok(Some(match rhs {
+                    Rhs::Unop(op, _) => Scalar::Unop(*op, next()),
+                    Rhs::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
+                    Rhs::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
+                }))
+            })
+        }
+        Assignment::Block {
+            initialize_neutral,
+            accum,
+            lhs,
+            op,
+            sources,
+            projections,
+        } => {
+            let lowering = Lowering {
+                projections,
+                nodes,
+                initialize_neutral: *initialize_neutral,
+                accum: *accum,
+                lhs: *lhs,
             };
-            let mut body = vec![Stmt::Set {
-                node: *lhs,
-                index: target,
-                value,
-            }];
-            for (i, factor) in projections.product_space.iter().enumerate().rev() {
-                body = vec![Stmt::For {
-                    var: LoopVar(i as u32),
-                    range: factor.components[0].1,
-                    body,
-                }];
-            }
-            stmts.extend(body);
-            Ok(stmts)
+            lowering.run(|point| block_value(point, projections, *op, sources))
         }
     }
 }
 
-/// The buffer positions of one tensor's map: each axis's index plus its left margin.
-fn index(
+/// The one source a block assignment reads at `point`.
+fn block_value(
+    point: &Point<'_>,
     projections: &Projections,
-    slot: Slot,
-    node: &TensorNode,
-    vars: &HashMap<Symbol, LoopVar>,
-) -> Result<Vec<Index>, LowerError> {
-    let (map, dims) = match slot {
-        Slot::Lhs => (&projections.lhs_index, &projections.lhs_dims),
-        Slot::Rhs(i) => (&projections.rhs_index[i], &projections.rhs_dims[i]),
-    };
-    if *dims != node.dims {
-        return Err(error(format!(
-            "lowering: {} '{}' has dims {:?}, its projections expect {dims:?}",
-            node.id, node.label, node.dims
-        )));
-    }
-    let var = |symbol: &Symbol| {
-        vars.get(symbol).copied().ok_or_else(|| {
-            error(format!("lowering: {symbol} is not a loop of this assignment (static indices are not built yet)"))
+    op: Unop,
+    sources: &[NodeId],
+) -> Result<Option<Scalar>, LowerError> {
+    // When the written index concatenates one component per source, source i belongs to
+    // component i, whatever its own map says.
+    let owners: Option<&Vec<Symbol>> = match projections
+        .lhs_index
+        .iter()
+        .filter_map(|index| match index {
+            AxisIndex::Concat(symbols) => Some(symbols),
+            _ => None,
         })
+        .collect::<Vec<_>>()[..]
+    {
+        [symbols] if symbols.len() == sources.len() => Some(symbols),
+        _ => None,
     };
-    map.iter()
-        .zip(&node.padding)
-        .map(|(axis, (before, _))| {
+    let mut viable = Vec::new();
+    for (i, source) in sources.iter().enumerate() {
+        if owners.is_some_and(|symbols| !point.active.contains_key(&symbols[i])) {
+            continue;
+        }
+        if let Some(read) = point.read(Slot::Rhs(i), *source)? {
+            viable.push(read);
+        }
+    }
+    match viable.len() {
+        0 => Ok(None),
+        1 => Ok(Some(Scalar::Unop(op, Box::new(viable.remove(0))))),
+        n => Err(error(format!(
+            "lowering: ambiguous indices in concatenation: {n} sources would write one cell of \
+             the result ({})",
+            projections.label
+        ))),
+    }
+}
+
+struct Lowering<'a> {
+    projections: &'a Projections,
+    nodes: &'a HashMap<NodeId, TensorNode>,
+    initialize_neutral: bool,
+    accum: Binop,
+    lhs: NodeId,
+}
+
+/// One nest's view: the symbols active in it, with their loop variables, and their ranges.
+struct Point<'a> {
+    lowering: &'a Lowering<'a>,
+    active: HashMap<Symbol, LoopVar>,
+    ranges: HashMap<Symbol, usize>,
+}
+
+impl Lowering<'_> {
+    /// The fill (if needed) and every nest, with `value` giving what a nest computes (`None`:
+    /// nothing there).
+    fn run(
+        &self,
+        value: impl Fn(&Point<'_>) -> Result<Option<Scalar>, LowerError>,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        let mut stmts = Vec::new();
+        let p = self.projections;
+        if self.initialize_neutral && !(p.is_surjective() && p.is_injective()) {
+            let neutral = self.accum.neutral().ok_or_else(|| {
+                error(format!(
+                    "lowering: {} has no neutral element to start from",
+                    self.accum
+                ))
+            })?;
+            stmts.push(Stmt::Fill {
+                node: self.lhs,
+                value: neutral,
+            });
+        }
+        let ranges = p.ranges();
+        stmts.extend(self.nest(0, HashMap::new(), &ranges, &value)?);
+        Ok(stmts)
+    }
+
+    fn nest(
+        &self,
+        factor: usize,
+        active: HashMap<Symbol, LoopVar>,
+        ranges: &HashMap<Symbol, usize>,
+        value: &impl Fn(&Point<'_>) -> Result<Option<Scalar>, LowerError>,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        let Some(components) = self.projections.product_space.get(factor) else {
+            let point = Point {
+                lowering: self,
+                active,
+                ranges: ranges.clone(),
+            };
+            let Some(target) = point.index(Slot::Lhs, self.lhs)? else {
+                return Ok(Vec::new());
+            };
+            let Some(value) = value(&point)? else {
+                return Ok(Vec::new());
+            };
+            let value = if self.initialize_neutral && self.projections.is_injective() {
+                value
+            } else {
+                Scalar::Binop(
+                    self.accum,
+                    Box::new(Scalar::Get(self.lhs, target.clone())),
+                    Box::new(value),
+                )
+            };
+            return Ok(vec![Stmt::Set {
+                node: self.lhs,
+                index: target,
+                value,
+            }]);
+        };
+        let var = LoopVar(factor as u32);
+        let mut stmts = Vec::new();
+        for &(symbol, range) in &components.components {
+            let mut active = active.clone();
+            active.insert(symbol, var);
+            let body = self.nest(factor + 1, active, ranges, value)?;
+            if !body.is_empty() {
+                stmts.push(Stmt::For { var, range, body });
+            }
+        }
+        Ok(stmts)
+    }
+}
+
+impl Point<'_> {
+    /// The read of `node` through `slot`'s map, if it happens in this nest.
+    fn read(&self, slot: Slot, node: NodeId) -> Result<Option<Scalar>, LowerError> {
+        Ok(self
+            .index(slot, node)?
+            .map(|index| Scalar::Get(node, index)))
+    }
+
+    /// The buffer positions of `slot`'s map in this nest (each axis's index plus the buffer's
+    /// left margin), or `None` if the map needs a symbol that is not active here.
+    fn index(&self, slot: Slot, id: NodeId) -> Result<Option<Vec<Index>>, LowerError> {
+        let projections = self.lowering.projections;
+        let node = self
+            .lowering
+            .nodes
+            .get(&id)
+            .ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
+        let (map, dims) = match slot {
+            Slot::Lhs => (&projections.lhs_index, &projections.lhs_dims),
+            Slot::Rhs(i) => (&projections.rhs_index[i], &projections.rhs_dims[i]),
+        };
+        if *dims != node.dims {
+            return Err(error(format!(
+                "lowering: {} '{}' has dims {:?}, its projections expect {dims:?}",
+                node.id, node.label, node.dims
+            )));
+        }
+        let product: HashSet<Symbol> = self.ranges.keys().copied().collect();
+        let mut positions = Vec::new();
+        for (axis, (before, _)) in map.iter().zip(&node.padding) {
             let margin = *before as i64;
-            Ok(match axis {
+            let term = |symbol: &Symbol| -> Result<Option<LoopVar>, LowerError> {
+                match self.active.get(symbol) {
+                    Some(var) => Ok(Some(*var)),
+                    None if product.contains(symbol) => Ok(None),
+                    None => Err(error(format!(
+                        "lowering: {symbol} is not a loop of this assignment (static indices \
+                         are not built yet)"
+                    ))),
+                }
+            };
+            let index = match axis {
                 AxisIndex::Fixed(position) => Index {
                     terms: Vec::new(),
                     offset: position + margin,
                 },
-                AxisIndex::Iterator(symbol) => Index {
-                    terms: vec![(1, var(symbol)?)],
-                    offset: margin,
+                AxisIndex::Iterator(symbol) => match term(symbol)? {
+                    Some(var) => Index {
+                        terms: vec![(1, var)],
+                        offset: margin,
+                    },
+                    None => return Ok(None),
                 },
-                AxisIndex::Affine(affine) => Index {
-                    terms: affine
-                        .terms()
-                        .iter()
-                        .map(|(c, s)| Ok((*c, var(s)?)))
-                        .collect::<Result<_, LowerError>>()?,
-                    offset: affine.offset() + margin,
-                },
-                AxisIndex::Concat(_) => {
-                    return Err(error(
-                        "lowering: concatenated indices are not built yet".to_owned(),
-                    ));
+                AxisIndex::Affine(affine) => {
+                    let mut terms = Vec::new();
+                    for (c, s) in affine.terms() {
+                        match term(s)? {
+                            Some(var) => terms.push((*c, var)),
+                            None => return Ok(None),
+                        }
+                    }
+                    Index {
+                        terms,
+                        offset: affine.offset() + margin,
+                    }
                 }
-            })
-        })
-        .collect()
+                AxisIndex::Concat(symbols) => {
+                    let Some(position) = symbols.iter().position(|s| self.active.contains_key(s))
+                    else {
+                        return Ok(None);
+                    };
+                    let before: usize = symbols[..position].iter().map(|s| self.ranges[s]).sum();
+                    Index {
+                        terms: vec![(1, self.active[&symbols[position]])],
+                        offset: before as i64 + margin,
+                    }
+                }
+            };
+            positions.push(index);
+        }
+        Ok(Some(positions))
+    }
 }
