@@ -523,3 +523,86 @@ fn two_sources_for_one_cell_is_an_error() {
     let error = lower(&three, &table).unwrap_err();
     assert!(error.message.contains("ambiguous"), "{error}");
 }
+
+fn scatter(source: u32, targets: &[u32], projections: Projections) -> Assignment {
+    Assignment::RevSides {
+        initialize_neutral: false,
+        accum: Binop::Add,
+        source: NodeId(source),
+        op: Unop::Identity,
+        targets: targets.iter().map(|&t| NodeId(t)).collect(),
+        projections,
+    }
+}
+
+#[test]
+fn concatenation_gradients_scatter_back() {
+    // The gradient of a; b => a^b: g (5) scattered into a.grad (2) and b.grad (3), accumulated
+    // into what they hold.
+    let backward = scatter(
+        0,
+        &[1, 2],
+        coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[5], vec![cat(&[0, 1])]),
+            vec![(&[2], vec![it(0)]), (&[3], vec![it(1)])],
+        ),
+    );
+    assert_eq!(
+        backward.to_string(),
+        "block(n1; n2) =+ n0 ~logic:\"hand-built\""
+    );
+    let nodes = vec![node(0, &[5]), node(1, &[2]), node(2, &[3])];
+    let table: HashMap<NodeId, TensorNode> = nodes.iter().map(|n| (n.id, n.clone())).collect();
+    let stmts = lower(&backward, &table).unwrap();
+    let mut buffers = Buffers::new(nodes);
+    buffers
+        .set_values(NodeId(0), &[1.0, 2.0, 3.0, 4.0, 5.0])
+        .unwrap();
+    buffers.set_values(NodeId(1), &[100.0, 100.0]).unwrap();
+    run(&stmts, &mut buffers).unwrap();
+    assert_eq!(buffers.values(NodeId(1)), vec![101.0, 102.0]);
+    assert_eq!(buffers.values(NodeId(2)), vec![3.0, 4.0, 5.0]);
+    // The gradient of a^b => b (an extraction): the incoming 3 cells go back into the middle
+    // stretch of the whole; with `=:` the rest of the whole's gradient is cleared.
+    let extract_backward = Assignment::RevSides {
+        initialize_neutral: true,
+        accum: Binop::Add,
+        source: NodeId(0),
+        op: Unop::Identity,
+        targets: vec![NodeId(1)],
+        projections: coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[3], vec![it(1)]),
+            vec![(&[5], vec![cat(&[0, 1])])],
+        ),
+    };
+    let out = execute(
+        &extract_backward,
+        vec![node(0, &[3]), node(1, &[5])],
+        &[(0, vec![7.0, 8.0, 9.0]), (1, vec![1.0; 5])],
+        1,
+    );
+    assert_eq!(out, vec![0.0, 0.0, 7.0, 8.0, 9.0]);
+}
+
+#[test]
+fn a_scatter_with_two_targets_for_one_cell_is_an_error() {
+    let both = scatter(
+        0,
+        &[1, 2],
+        coupled(
+            vec![vec![(0, 2), (1, 3)]],
+            (&[5], vec![cat(&[0, 1])]),
+            vec![
+                (&[1], vec![AxisIndex::Fixed(0)]),
+                (&[1], vec![AxisIndex::Fixed(0)]),
+            ],
+        ),
+    );
+    let table: HashMap<NodeId, TensorNode> = [node(0, &[5]), node(1, &[1]), node(2, &[1])]
+        .map(|n| (n.id, n))
+        .into();
+    let error = lower(&both, &table).unwrap_err();
+    assert!(error.message.contains("ambiguous"), "{error}");
+}

@@ -50,6 +50,17 @@ pub enum Assignment {
         sources: Vec<NodeId>,
         projections: Projections,
     },
+    /// A block assignment run backwards (the gradient of a concatenation): one `source`, read
+    /// through the projections' written map, scattered into `targets` through their read maps,
+    /// each through `op`. At each point exactly one target may be addressed.
+    RevSides {
+        initialize_neutral: bool,
+        accum: Binop,
+        source: NodeId,
+        op: Unop,
+        targets: Vec<NodeId>,
+        projections: Projections,
+    },
 }
 
 /// `=:+`, `=+`, `=:` …: the accumulator as an assignment writes it.
@@ -110,6 +121,27 @@ impl fmt::Display for Assignment {
                     "{lhs} {} block({}) ~logic:\"{}\"",
                     assign(*initialize_neutral, *accum),
                     sources.join("; "),
+                    projections.label
+                )
+            }
+            Assignment::RevSides {
+                initialize_neutral,
+                accum,
+                source,
+                op,
+                targets,
+                projections,
+            } => {
+                let targets: Vec<String> = targets.iter().map(ToString::to_string).collect();
+                let source = match op {
+                    Unop::Identity => source.to_string(),
+                    op => format!("{op} {source}"),
+                };
+                write!(
+                    f,
+                    "block({}) {} {source} ~logic:\"{}\"",
+                    targets.join("; "),
+                    assign(*initialize_neutral, *accum),
                     projections.label
                 )
             }

@@ -7,7 +7,7 @@
 //! the active component's symbol shifted by the sizes of the components before it; an access that
 //! needs an inactive component's symbol does not happen there. A nest whose written access does
 //! not happen, or that has nothing left to read, emits nothing; a block assignment with two
-//! sources left at one point is ambiguous, an error.
+//! sources left at one point, or a scatter with two targets, is ambiguous, an error.
 
 use std::collections::{HashMap, HashSet};
 
@@ -102,7 +102,72 @@ pub fn lower(
             };
             lowering.run(|point| block_value(point, projections, *op, sources))
         }
+        Assignment::RevSides {
+            initialize_neutral,
+            accum,
+            source,
+            op,
+            targets,
+            projections,
+        } => {
+            check_one_target(projections, targets.len())?;
+            let mut stmts = Vec::new();
+            for (i, target) in targets.iter().enumerate() {
+                // The target's own record: its map written, the source's read.
+                let view = projections.view(Slot::Rhs(i), &[Slot::Lhs]);
+                let lowering = Lowering {
+                    projections: &view,
+                    nodes,
+                    initialize_neutral: *initialize_neutral,
+                    accum: *accum,
+                    lhs: *target,
+                };
+                stmts.extend(lowering.run(|point| {
+                    let read = point.read(Slot::Rhs(0), *source)?;
+                    Ok(read.map(|value| Scalar::Unop(*op, Box::new(value))))
+                })?);
+            }
+            Ok(stmts)
+        }
     }
+}
+
+/// For a scatter into several targets: no nest (one component per factor) addresses two of
+/// them, or one source cell would go to two places.
+fn check_one_target(projections: &Projections, n_targets: usize) -> Result<(), LowerError> {
+    let mut nests: Vec<HashSet<Symbol>> = vec![HashSet::new()];
+    for factor in &projections.product_space {
+        nests = nests
+            .into_iter()
+            .flat_map(|nest| {
+                factor.components.iter().map(move |(symbol, _)| {
+                    let mut nest = nest.clone();
+                    nest.insert(*symbol);
+                    nest
+                })
+            })
+            .collect();
+    }
+    let inactive = |nest: &HashSet<Symbol>, symbol: &Symbol| {
+        !nest.contains(symbol) && projections.ranges().contains_key(symbol)
+    };
+    for nest in &nests {
+        let addressed = (0..n_targets)
+            .filter(|&i| {
+                projections.rhs_index[i].iter().all(|index| match index {
+                    AxisIndex::Concat(symbols) => symbols.iter().any(|s| nest.contains(s)),
+                    other => !other.symbols().iter().any(|s| inactive(nest, s)),
+                })
+            })
+            .count();
+        if addressed > 1 {
+            return Err(error(format!(
+                "lowering: ambiguous indices in concatenation: {addressed} targets would receive                  one cell of the source ({})",
+                projections.label
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The one source a block assignment reads at `point`.
