@@ -606,3 +606,146 @@ fn a_scatter_with_two_targets_for_one_cell_is_an_error() {
     let error = lower(&both, &table).unwrap_err();
     assert!(error.message.contains("ambiguous"), "{error}");
 }
+
+/// `y[oh, ow] =+ x[s·oh + d·kh − pad, s·ow + d·kw − pad] * w[kh, kw]` over a `size×size` input
+/// and a `k×k` kernel, checked against the same sum computed directly.
+fn conv2d(size: usize, k: usize, stride: usize, dilation: usize, padded: bool) {
+    let span = (k - 1) * dilation + 1;
+    let (out, left, right) = if padded {
+        let overrun = (k - 1) * dilation;
+        (size / stride, overrun / 2, overrun - overrun / 2)
+    } else {
+        ((size - span) / stride + 1, 0, 0)
+    };
+    let (s, d, pad) = (stride as i64, dilation as i64, left as i64);
+    let p = projections(
+        &[out, out, k, k],
+        (&[out, out], vec![it(0), it(1)]),
+        vec![
+            (
+                &[size, size],
+                vec![
+                    affine(&[(s, 0), (d, 2)], -pad),
+                    affine(&[(s, 1), (d, 3)], -pad),
+                ],
+            ),
+            (&[k, k], vec![it(2), it(3)]),
+        ],
+    );
+    let assignment = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Add,
+        lhs: NodeId(2),
+        rhs: Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        projections: p,
+    };
+    let mut x_node = node(0, &[size, size]);
+    x_node.padding = vec![(left, right); 2];
+    let x: Vec<f64> = (0..size * size)
+        .map(|i| ((i * 7) % 11) as f64 - 5.0)
+        .collect();
+    let w: Vec<f64> = (0..k * k).map(|i| (i as f64) * 0.5 - 1.0).collect();
+    let y = execute(
+        &assignment,
+        vec![x_node, node(1, &[k, k]), node(2, &[out, out])],
+        &[(0, x.clone()), (1, w.clone())],
+        2,
+    );
+    let at = |r: i64, c: i64| {
+        let inside = |v: i64| (0..size as i64).contains(&v);
+        if inside(r) && inside(c) {
+            x[r as usize * size + c as usize]
+        } else {
+            0.0
+        }
+    };
+    let mut expected = vec![0.0; out * out];
+    for oh in 0..out as i64 {
+        for ow in 0..out as i64 {
+            let mut sum = 0.0;
+            for kh in 0..k as i64 {
+                for kw in 0..k as i64 {
+                    sum += at(s * oh + d * kh - pad, s * ow + d * kw - pad)
+                        * w[(kh * k as i64 + kw) as usize];
+                }
+            }
+            expected[(oh * out as i64 + ow) as usize] = sum;
+        }
+    }
+    assert_eq!(
+        y, expected,
+        "size {size}, k {k}, stride {stride}, dilation {dilation}"
+    );
+}
+
+#[test]
+fn two_dimensional_convolutions() {
+    conv2d(6, 3, 1, 1, false);
+    conv2d(6, 3, 1, 1, true);
+    conv2d(7, 3, 2, 1, false);
+    conv2d(8, 3, 2, 1, true);
+    conv2d(9, 3, 1, 2, false);
+    conv2d(6, 3, 1, 2, true);
+    conv2d(9, 2, 2, 2, false);
+}
+
+#[test]
+fn max_pooling_starts_from_minus_infinity() {
+    // y[i, j] =:max x[2i + a, 2j + b] over a 4×4 input with 2×2 windows.
+    let p = projections(
+        &[2, 2, 2, 2],
+        (&[2, 2], vec![it(0), it(1)]),
+        vec![(
+            &[4, 4],
+            vec![affine(&[(2, 0), (1, 2)], 0), affine(&[(2, 1), (1, 3)], 0)],
+        )],
+    );
+    let pool = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Max,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: p,
+    };
+    let x: Vec<f64> = (0..16).map(|i| -((i * 5 % 16) as f64) - 1.0).collect();
+    let y = execute(
+        &pool,
+        vec![node(0, &[4, 4]), node(1, &[2, 2])],
+        &[(0, x.clone())],
+        1,
+    );
+    let expected: Vec<f64> = (0..4)
+        .map(|cell| {
+            let (i, j) = (cell / 2, cell % 2);
+            (0..4)
+                .map(|w| x[(2 * i + w / 2) * 4 + 2 * j + w % 2])
+                .fold(f64::NEG_INFINITY, f64::max)
+        })
+        .collect();
+    assert_eq!(y, expected);
+    assert!(y.iter().all(|v| *v < 0.0), "a zero start would have won");
+}
+
+#[test]
+fn deinterleaving_reads_odd_positions() {
+    // out[i] =: x[2*i + 1].
+    let p = projections(
+        &[3],
+        (&[3], vec![it(0)]),
+        vec![(&[6], vec![affine(&[(2, 0)], 1)])],
+    );
+    let odd = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(1),
+        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
+        projections: p,
+    };
+    let out = execute(
+        &odd,
+        vec![node(0, &[6]), node(1, &[3])],
+        &[(0, range(6))],
+        1,
+    );
+    assert_eq!(out, vec![1.0, 3.0, 5.0]);
+}
