@@ -1273,3 +1273,38 @@ fn concatenations_split_differently_are_equal_by_size_not_by_component() {
         .unwrap();
     assert_eq!(rows, vec![closed(&[named(6, "rgb")])]);
 }
+
+#[test]
+fn closing_visits_the_variables_of_equal_derived_terms_at_their_own_index() {
+    // ρ3 = ρ9·[a] = ρ15·[c<+d] = ρ21·[e<+f], f = 2: `a` ends up holding whichever convolution
+    // term came first. Closing must not visit c, d before e (or e before c, d) because of that.
+    let v = |i: u32| Row::var(RowVarId(i));
+    let conv = |over: u32, kernel: u32| affine(1, var_dim(over), Some((1, var_dim(kernel), false)));
+    let constraints = [
+        Constraint::RowEq(open(&[], RowVarId(9), &[var_dim(0)]), v(3)),
+        Constraint::RowEq(open(&[], RowVarId(15), &[conv(2, 3)]), v(3)),
+        Constraint::RowEq(open(&[], RowVarId(21), &[conv(4, 5)]), v(3)),
+        Constraint::DimEq(var_dim(5), n(2)),
+    ];
+    let data = Leaf {
+        label: "x".to_owned(),
+        shape: Shape {
+            batch: closed(&[n(3)]),
+            input: closed(&[n(2)]),
+            output: v(3),
+        },
+        is_param: false,
+    };
+    let leaves = [data];
+    let run = Run {
+        constraints: &constraints,
+        n_dims: 6,
+        n_rows: 22,
+        leaves: &leaves,
+        discardable: &[],
+    };
+    let outcome = run.same_in(&[&[0, 1, 2, 3]], &[&[0, 2, 3, 1]], &[3]);
+    // Closing is greedy: c and d, visited first, become 1*, and the kernel f = 2 then does not
+    // fit; the same in both orders.
+    assert!(outcome.unwrap_err().contains("incompatible stride"));
+}

@@ -56,9 +56,14 @@ impl Solver {
     pub(super) fn dims_to_visit(&self, visited: &HashSet<DimVar>) -> Vec<DimVar> {
         let mut order = Vec::new();
         let mut seen = visited.clone();
+        // A derived term leads only to the solver's own variables: the given ones in it come at
+        // their own index, since which of two equal derived terms a variable holds depends on
+        // the order of the equations.
         let mut visit = |dim: &Dim| {
-            self.resolve_dim(dim).for_each_var(&mut |var| {
-                if seen.insert(var) {
+            let resolved = self.resolve_dim(dim);
+            let derived = !matches!(resolved, Dim::Var(_));
+            resolved.for_each_var(&mut |var| {
+                if (!derived || self.own_dims.contains(&var)) && seen.insert(var) {
                     order.push(var);
                 }
             });
