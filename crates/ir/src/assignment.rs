@@ -72,6 +72,14 @@ fn assign(initialize_neutral: bool, accum: Binop) -> String {
     }
 }
 
+/// `node`, or `op node` unless `op` is the identity.
+fn applied(op: Unop, node: NodeId) -> String {
+    match op {
+        Unop::Identity => node.to_string(),
+        op => format!("{op} {node}"),
+    }
+}
+
 impl fmt::Display for Assignment {
     /// `n2 =:+ n0 * n1 ~logic:"…"`, one assignment per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -89,8 +97,7 @@ impl fmt::Display for Assignment {
                 projections,
             } => {
                 let rhs = match rhs {
-                    Rhs::Unop(Unop::Identity, a) => format!("{a}"),
-                    Rhs::Unop(op, a) => format!("{op} {a}"),
+                    Rhs::Unop(op, a) => applied(*op, *a),
                     Rhs::Binop(op, a, b) => format!("{a} {op} {b}"),
                     Rhs::Ternop(op, a, b, c) => format!("{op:?}({a}, {b}, {c})").to_lowercase(),
                 };
@@ -109,13 +116,7 @@ impl fmt::Display for Assignment {
                 sources,
                 projections,
             } => {
-                let sources: Vec<String> = sources
-                    .iter()
-                    .map(|source| match op {
-                        Unop::Identity => source.to_string(),
-                        op => format!("{op} {source}"),
-                    })
-                    .collect();
+                let sources: Vec<String> = sources.iter().map(|s| applied(*op, *s)).collect();
                 write!(
                     f,
                     "{lhs} {} block({}) ~logic:\"{}\"",
@@ -133,10 +134,7 @@ impl fmt::Display for Assignment {
                 projections,
             } => {
                 let targets: Vec<String> = targets.iter().map(ToString::to_string).collect();
-                let source = match op {
-                    Unop::Identity => source.to_string(),
-                    op => format!("{op} {source}"),
-                };
+                let source = applied(*op, *source);
                 write!(
                     f,
                     "block({}) {} {source} ~logic:\"{}\"",

@@ -148,8 +148,9 @@ fn check_one_target(projections: &Projections, n_targets: usize) -> Result<(), L
             })
             .collect();
     }
+    let ranges = projections.ranges();
     let inactive = |nest: &HashSet<Symbol>, symbol: &Symbol| {
-        !nest.contains(symbol) && projections.ranges().contains_key(symbol)
+        !nest.contains(symbol) && ranges.contains_key(symbol)
     };
     for nest in &nests {
         let addressed = (0..n_targets)
@@ -219,11 +220,12 @@ struct Lowering<'a> {
     lhs: NodeId,
 }
 
-/// One nest's view: the symbols active in it, with their loop variables, and their ranges.
+/// One nest's view: the symbols active in it, with their loop variables, and the ranges of all
+/// product symbols.
 struct Point<'a> {
     lowering: &'a Lowering<'a>,
     active: HashMap<Symbol, LoopVar>,
-    ranges: HashMap<Symbol, usize>,
+    ranges: &'a HashMap<Symbol, usize>,
 }
 
 impl Lowering<'_> {
@@ -235,7 +237,9 @@ impl Lowering<'_> {
     ) -> Result<Vec<Stmt>, LowerError> {
         let mut stmts = Vec::new();
         let p = self.projections;
-        if self.initialize_neutral && !(p.is_surjective() && p.is_injective()) {
+        // Both predicates walk every nest: decide once, not per nest.
+        let injective = p.is_injective();
+        if self.initialize_neutral && !(p.is_surjective() && injective) {
             let neutral = self.accum.neutral().ok_or_else(|| {
                 error(format!(
                     "lowering: {} has no neutral element to start from",
@@ -248,7 +252,8 @@ impl Lowering<'_> {
             });
         }
         let ranges = p.ranges();
-        stmts.extend(self.nest(0, HashMap::new(), &ranges, &value)?);
+        let plain_store = self.initialize_neutral && injective;
+        stmts.extend(self.nest(0, HashMap::new(), &ranges, plain_store, &value)?);
         Ok(stmts)
     }
 
@@ -257,13 +262,14 @@ impl Lowering<'_> {
         factor: usize,
         active: HashMap<Symbol, LoopVar>,
         ranges: &HashMap<Symbol, usize>,
+        plain_store: bool,
         value: &impl Fn(&Point<'_>) -> Result<Option<Scalar>, LowerError>,
     ) -> Result<Vec<Stmt>, LowerError> {
         let Some(components) = self.projections.product_space.get(factor) else {
             let point = Point {
                 lowering: self,
                 active,
-                ranges: ranges.clone(),
+                ranges,
             };
             let Some(target) = point.index(Slot::Lhs, self.lhs)? else {
                 return Ok(Vec::new());
@@ -271,7 +277,7 @@ impl Lowering<'_> {
             let Some(value) = value(&point)? else {
                 return Ok(Vec::new());
             };
-            let value = if self.initialize_neutral && self.projections.is_injective() {
+            let value = if plain_store {
                 value
             } else {
                 Scalar::Binop(
@@ -291,7 +297,7 @@ impl Lowering<'_> {
         for &(symbol, range) in &components.components {
             let mut active = active.clone();
             active.insert(symbol, var);
-            let body = self.nest(factor + 1, active, ranges, value)?;
+            let body = self.nest(factor + 1, active, ranges, plain_store, value)?;
             if !body.is_empty() {
                 stmts.push(Stmt::For { var, range, body });
             }
@@ -327,14 +333,13 @@ impl Point<'_> {
                 node.id, node.label, node.dims
             )));
         }
-        let product: HashSet<Symbol> = self.ranges.keys().copied().collect();
         let mut positions = Vec::new();
         for (axis, (before, _)) in map.iter().zip(&node.padding) {
             let margin = *before as i64;
             let term = |symbol: &Symbol| -> Result<Option<LoopVar>, LowerError> {
                 match self.active.get(symbol) {
                     Some(var) => Ok(Some(*var)),
-                    None if product.contains(symbol) => Ok(None),
+                    None if self.ranges.contains_key(symbol) => Ok(None),
                     None => Err(error(format!(
                         "lowering: {symbol} is not a loop of this assignment (static indices \
                          are not built yet)"

@@ -187,12 +187,10 @@ pub fn derive_projections_with_labels(
     // Second stratum: the affine indices, from the loops the first one made.
     let mut margins: HashMap<ProjId, (usize, usize)> = HashMap::new();
     for (axis, affine) in &derived {
-        let index = evaluate_affine(affine, &labeling.index, &sizes)?;
-        if let Some(conv) = affine.conv.as_ref().filter(|conv| conv.padded)
-            && let Dim::Var(kernel) = &conv.kernel
-        {
-            let kernel = sizes.get(&ProjId(kernel.0)).copied().unwrap_or(1);
-            margins.insert(*axis, padding_of(kernel, conv.dilation));
+        let margin = margin_of(affine, &sizes);
+        let index = evaluate_affine(affine, &labeling.index, margin.0)?;
+        if margin != (0, 0) {
+            margins.insert(*axis, margin);
         }
         if let Some(AxisIndex::Iterator(symbol)) = labeling.index.get(axis) {
             return Err(ShapeError::new(format!(
@@ -240,15 +238,30 @@ pub fn derive_projections_with_labels(
     })
 }
 
-/// `stride·over + dilation·kernel + offset − left padding`, with `over` and `kernel` replaced by
-/// their indices; the left padding is that of [`padding_of`].
+/// The margins an affine axis is addressed beyond its size: those of [`padding_of`] for a padded
+/// convolution, none otherwise.
+fn margin_of(affine: &AffineDim, sizes: &HashMap<ProjId, usize>) -> (usize, usize) {
+    match &affine.conv {
+        Some(conv) if conv.padded => {
+            let kernel = match &conv.kernel {
+                Dim::Var(var) => sizes.get(&ProjId(var.0)).copied().unwrap_or(1),
+                other => other.ground_size().unwrap_or(1),
+            };
+            padding_of(kernel, conv.dilation)
+        }
+        _ => (0, 0),
+    }
+}
+
+/// `stride·over + dilation·kernel + offset − left`, with `over` and `kernel` replaced by their
+/// indices and `left` the axis's left margin.
 fn evaluate_affine(
     affine: &AffineDim,
     index: &HashMap<ProjId, AxisIndex>,
-    sizes: &HashMap<ProjId, usize>,
+    left: usize,
 ) -> Result<AxisIndex, ShapeError> {
     let mut terms = Vec::new();
-    let mut offset = affine.offset as i64;
+    let mut offset = affine.offset as i64 - left as i64;
     let mut add = |dim: &Dim, coefficient: usize| -> Result<(), ShapeError> {
         let Dim::Var(var) = dim else {
             return Err(ShapeError::new(format!(
@@ -269,13 +282,6 @@ fn evaluate_affine(
     add(&affine.over, affine.stride)?;
     if let Some(conv) = &affine.conv {
         add(&conv.kernel, conv.dilation)?;
-        if conv.padded {
-            let Dim::Var(kernel) = &conv.kernel else {
-                unreachable!("checked by `add`")
-            };
-            let kernel = sizes.get(&ProjId(kernel.0)).copied().unwrap_or(1);
-            offset -= padding_of(kernel, conv.dilation).0 as i64;
-        }
     }
     Ok(AxisIndex::affine(terms, offset))
 }
