@@ -58,6 +58,24 @@ fn execute(
     buffers.values(NodeId(output))
 }
 
+/// `lhs ⟨accum⟩ op(source)` (an `=:` form when `initialize_neutral`).
+fn unary(
+    initialize_neutral: bool,
+    accum: Binop,
+    lhs: u32,
+    op: Unop,
+    source: u32,
+    projections: Projections,
+) -> Assignment {
+    Assignment::Accum {
+        initialize_neutral,
+        accum,
+        lhs: NodeId(lhs),
+        rhs: Rhs::Unop(op, NodeId(source)),
+        projections,
+    }
+}
+
 fn node(id: u32, dims: &[usize]) -> TensorNode {
     TensorNode::new(id, &format!("t{id}"), Precision::F64, dims)
 }
@@ -105,13 +123,7 @@ fn the_printed_loops_show_the_fill_and_the_accumulation() {
         (&[2], vec![it(0)]),
         vec![(&[2, 3], vec![it(0), it(1)])],
     );
-    let assignment = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Add,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: p,
-    };
+    let assignment = unary(true, Binop::Add, 1, Unop::Identity, 0, p);
     assert_eq!(assignment.to_string(), "n1 =:+ n0 ~logic:\"hand-built\"");
     let table: HashMap<NodeId, TensorNode> =
         [node(0, &[2, 3]), node(1, &[2])].map(|n| (n.id, n)).into();
@@ -248,16 +260,19 @@ fn one_dimensional_convolutions_valid_and_padded() {
 #[test]
 fn interleaving_writes_even_then_odd() {
     // out[2*i] =: a[i]; out[2*i+1] =: b[i].
-    let write = |source: u32, offset: i64| Assignment::Accum {
-        initialize_neutral: false,
-        accum: Binop::Arg2,
-        lhs: NodeId(2),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(source)),
-        projections: projections(
-            &[3],
-            (&[6], vec![affine(&[(2, 0)], offset)]),
-            vec![(&[3], vec![it(0)])],
-        ),
+    let write = |source: u32, offset: i64| {
+        unary(
+            false,
+            Binop::Arg2,
+            2,
+            Unop::Identity,
+            source,
+            projections(
+                &[3],
+                (&[6], vec![affine(&[(2, 0)], offset)]),
+                vec![(&[3], vec![it(0)])],
+            ),
+        )
     };
     let program = Assignment::Seq(vec![write(0, 0), write(1, 1)]);
     let out = execute(
@@ -272,13 +287,7 @@ fn interleaving_writes_even_then_odd() {
 #[test]
 fn stores_round_to_the_nodes_precision() {
     let p = projections(&[2], (&[2], vec![it(0)]), vec![(&[2], vec![it(0)])]);
-    let assignment = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Arg2,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Recip, NodeId(0)),
-        projections: p,
-    };
+    let assignment = unary(true, Binop::Arg2, 1, Unop::Recip, 0, p);
     let mut half = node(1, &[2]);
     half.precision = Precision::F16;
     let out = execute(
@@ -300,13 +309,7 @@ fn stores_round_to_the_nodes_precision() {
 #[test]
 fn lowering_and_running_report_errors() {
     let p = projections(&[2], (&[2], vec![it(0)]), vec![(&[3], vec![it(0)])]);
-    let assignment = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Arg2,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: p,
-    };
+    let assignment = unary(true, Binop::Arg2, 1, Unop::Identity, 0, p);
     let table: HashMap<NodeId, TensorNode> =
         [node(0, &[2]), node(1, &[2])].map(|n| (n.id, n)).into();
     let error = lower(&assignment, &table).unwrap_err();
@@ -317,13 +320,7 @@ fn lowering_and_running_report_errors() {
         (&[2], vec![it(0)]),
         vec![(&[2], vec![affine(&[(1, 0)], -1)])],
     );
-    let reads_before = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Arg2,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: p,
-    };
+    let reads_before = unary(true, Binop::Arg2, 1, Unop::Identity, 0, p);
     let stmts = lower(&reads_before, &table).unwrap();
     let mut buffers = Buffers::new([node(0, &[2]), node(1, &[2])]);
     let error = run(&stmts, &mut buffers).unwrap_err();
@@ -383,17 +380,18 @@ fn concatenation_table_forward() {
     // a^b => a and a^b => b: extractions.
     let whole = vec![1.0, 2.0, 10.0, 20.0, 30.0];
     for (symbol, size, expected) in [(0, 2, a.clone()), (1, 3, b.clone())] {
-        let slice = Assignment::Accum {
-            initialize_neutral: true,
-            accum: Binop::Arg2,
-            lhs: NodeId(1),
-            rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-            projections: coupled(
+        let slice = unary(
+            true,
+            Binop::Arg2,
+            1,
+            Unop::Identity,
+            0,
+            coupled(
                 vec![vec![(0, 2), (1, 3)]],
                 (&[size], vec![it(symbol)]),
                 vec![(&[5], vec![cat(&[0, 1])])],
             ),
-        };
+        );
         let out = execute(
             &slice,
             vec![node(0, &[5]), node(1, &[size])],
@@ -403,17 +401,18 @@ fn concatenation_table_forward() {
         assert_eq!(out, expected);
     }
     // b => a^b: a partial update; with `=:` the untouched stretch is cleared first.
-    let update = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Arg2,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: coupled(
+    let update = unary(
+        true,
+        Binop::Arg2,
+        1,
+        Unop::Identity,
+        0,
+        coupled(
             vec![vec![(0, 2), (1, 3)]],
             (&[5], vec![cat(&[0, 1])]),
             vec![(&[3], vec![it(1)])],
         ),
-    };
+    );
     let out = execute(
         &update,
         vec![node(0, &[3]), node(1, &[5])],
@@ -422,17 +421,18 @@ fn concatenation_table_forward() {
     );
     assert_eq!(out, vec![0.0, 0.0, 10.0, 20.0, 30.0]);
     // b => a^b^c: the middle stretch of 2 + 3 + 4.
-    let middle = Assignment::Accum {
-        initialize_neutral: false,
-        accum: Binop::Arg2,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: coupled(
+    let middle = unary(
+        false,
+        Binop::Arg2,
+        1,
+        Unop::Identity,
+        0,
+        coupled(
             vec![vec![(0, 2), (1, 3), (2, 4)]],
             (&[9], vec![cat(&[0, 1, 2])]),
             vec![(&[3], vec![it(1)])],
         ),
-    };
+    );
     let out = execute(&middle, vec![node(0, &[3]), node(1, &[9])], &[(0, b)], 1);
     assert_eq!(out, vec![0.0, 0.0, 10.0, 20.0, 30.0, 0.0, 0.0, 0.0, 0.0]);
 }
@@ -700,13 +700,7 @@ fn max_pooling_starts_from_minus_infinity() {
             vec![affine(&[(2, 0), (1, 2)], 0), affine(&[(2, 1), (1, 3)], 0)],
         )],
     );
-    let pool = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Max,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: p,
-    };
+    let pool = unary(true, Binop::Max, 1, Unop::Identity, 0, p);
     let x: Vec<f64> = (0..16).map(|i| -((i * 5 % 16) as f64) - 1.0).collect();
     let y = execute(
         &pool,
@@ -734,13 +728,7 @@ fn deinterleaving_reads_odd_positions() {
         (&[3], vec![it(0)]),
         vec![(&[6], vec![affine(&[(2, 0)], 1)])],
     );
-    let odd = Assignment::Accum {
-        initialize_neutral: true,
-        accum: Binop::Arg2,
-        lhs: NodeId(1),
-        rhs: Rhs::Unop(Unop::Identity, NodeId(0)),
-        projections: p,
-    };
+    let odd = unary(true, Binop::Arg2, 1, Unop::Identity, 0, p);
     let out = execute(
         &odd,
         vec![node(0, &[6]), node(1, &[3])],
