@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::index::Symbol;
+use crate::loops::VecUnop;
 use crate::node::NodeId;
 use crate::ops::{Binop, Ternop, Unop};
 use crate::projections::Projections;
@@ -24,6 +26,28 @@ impl Rhs {
             Rhs::Ternop(_, a, b, c) => vec![*a, *b, *c],
         }
     }
+}
+
+/// Where a fetched node's values come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FetchOp {
+    /// Every cell holds the constant.
+    Constant(f64),
+    /// The cells hold these values, row-major (as many as the node has cells).
+    ConstantFill(Vec<f64>),
+    /// Every cell holds its own row-major offset.
+    RangeOverOffsets,
+    /// Every cell holds the node's id (as 128-bit words: the id in the first word), which keys
+    /// a tensor's random bits.
+    EmbedSelfId,
+    /// Every cell holds a dimension's size, solved by shape inference.
+    EmbedDim(usize),
+    /// Every cell holds the value of a static index when the routine runs.
+    EmbedStatic(Symbol),
+    /// The node is `source[s, …]` for the static index `s` of `source`'s leading axis.
+    Slice { source: NodeId, batch: Symbol },
+    /// The values are copied in from the host before the routine runs: no code.
+    FromHost,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +84,18 @@ pub enum Assignment {
         op: Unop,
         targets: Vec<NodeId>,
         projections: Projections,
+    },
+    /// `lhs := op(rhs)` where one cell of `rhs` makes `op.length(precision)` consecutive cells
+    /// of `lhs` (row-major over both): the one operation that changes element counts.
+    SetVecUnop {
+        op: VecUnop,
+        lhs: NodeId,
+        rhs: NodeId,
+    },
+    /// `node`'s values from a constant, its positions, its identity, or another node.
+    Fetch {
+        node: NodeId,
+        op: FetchOp,
     },
 }
 
@@ -99,7 +135,7 @@ impl fmt::Display for Assignment {
                 let rhs = match rhs {
                     Rhs::Unop(op, a) => applied(*op, *a),
                     Rhs::Binop(op, a, b) => format!("{a} {op} {b}"),
-                    Rhs::Ternop(op, a, b, c) => format!("{op:?}({a}, {b}, {c})").to_lowercase(),
+                    Rhs::Ternop(op, a, b, c) => format!("{op}({a}, {b}, {c})"),
                 };
                 write!(
                     f,
@@ -143,6 +179,22 @@ impl fmt::Display for Assignment {
                     projections.label
                 )
             }
+            Assignment::SetVecUnop { op, lhs, rhs } => write!(f, "{lhs} =: {}({rhs})", op.name()),
+            Assignment::Fetch { node, op } => match op {
+                FetchOp::Constant(c) => write!(f, "{node} =: {c}"),
+                FetchOp::ConstantFill(values) => {
+                    let values: Vec<String> = values.iter().map(ToString::to_string).collect();
+                    write!(f, "{node} =: [{}]", values.join(", "))
+                }
+                FetchOp::RangeOverOffsets => write!(f, "{node} =: range_over_offsets"),
+                FetchOp::EmbedSelfId => write!(f, "{node} =: self_id"),
+                FetchOp::EmbedDim(d) => write!(f, "{node} =: dim {d}"),
+                FetchOp::EmbedStatic(s) => write!(f, "{node} =: static s{}", s.0),
+                FetchOp::Slice { source, batch } => {
+                    write!(f, "{node} =: {source} @| s{}", batch.0)
+                }
+                FetchOp::FromHost => write!(f, "{node} =: host data"),
+            },
         }
     }
 }

@@ -1,14 +1,20 @@
-//! The loop IR: what assignments lower to and backends run. Indices are buffer positions (padding
-//! margins already added); values are computed in `f64` and rounded to the stored node's
-//! precision on every store.
+//! The loop IR: what assignments lower to, what the optimizer rewrites and backends run.
+//!
+//! Indices are buffer positions (padding margins already added), sums of loop variables and of
+//! static indices (supplied when the routine runs) plus a constant. A store computes its value in
+//! the precision of what it writes: a node's for `Set`, a local's for `Local`/`SetLocal` (floats
+//! in `f64`, integers in wrapping `i64`, 128-bit words as words), converting every read to that
+//! kind, and rounds it on the store.
 
 use std::fmt;
 
+use crate::index::Symbol;
 use crate::node::NodeId;
 use crate::ops::{Binop, Ternop, Unop};
+use crate::precision::Precision;
 
 /// A loop variable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LoopVar(pub u32);
 
 impl fmt::Display for LoopVar {
@@ -17,11 +23,84 @@ impl fmt::Display for LoopVar {
     }
 }
 
-/// A buffer position along one axis: `Σ cᵢ·lᵢ + offset`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an index may depend on: an enclosing loop, or a static index (a batch position chosen
+/// when the routine runs, the same for the whole run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Var {
+    Loop(LoopVar),
+    Static(Symbol),
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Var::Loop(var) => write!(f, "{var}"),
+            Var::Static(symbol) => write!(f, "s{}", symbol.0),
+        }
+    }
+}
+
+/// A position along one axis (or a flat offset): `Σ cᵢ·vᵢ + offset`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Index {
-    pub terms: Vec<(i64, LoopVar)>,
+    pub terms: Vec<(i64, Var)>,
     pub offset: i64,
+}
+
+impl Index {
+    pub fn constant(offset: i64) -> Index {
+        Index {
+            terms: Vec::new(),
+            offset,
+        }
+    }
+
+    /// `var + offset`.
+    pub fn var(var: LoopVar, offset: i64) -> Index {
+        Index {
+            terms: vec![(1, Var::Loop(var))],
+            offset,
+        }
+    }
+
+    /// The variables the index mentions.
+    pub fn vars(&self) -> impl Iterator<Item = Var> + '_ {
+        self.terms.iter().map(|(_, v)| *v)
+    }
+}
+
+/// A scalar local of a routine: an accumulator kept in a register, an inlined intermediate, or a
+/// shared subexpression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalId(pub u32);
+
+impl fmt::Display for LocalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+/// Operations that read one value and write several consecutive cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VecUnop {
+    /// One 128-bit word of random bits into as many values of the written precision as its bits
+    /// make: uniform in [0, 1) for floats, uniform over the whole range for integers.
+    Uint4x32ToPrecUniform,
+}
+
+impl VecUnop {
+    /// How many cells one application writes, for a written node of precision `precision`.
+    pub fn length(self, precision: Precision) -> usize {
+        match self {
+            VecUnop::Uint4x32ToPrecUniform => 16 / precision.size_in_bytes(),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VecUnop::Uint4x32ToPrecUniform => "uint4x32_to_prec_uniform",
+        }
+    }
 }
 
 /// A scalar computation.
@@ -29,9 +108,32 @@ pub struct Index {
 pub enum Scalar {
     Const(f64),
     Get(NodeId, Vec<Index>),
+    /// The value of an index as a number (a cell's own offset, a static index).
+    Embed(Index),
+    Local(LocalId),
     Unop(Unop, Box<Scalar>),
     Binop(Binop, Box<Scalar>, Box<Scalar>),
     Ternop(Ternop, Box<Scalar>, Box<Scalar>, Box<Scalar>),
+}
+
+impl Scalar {
+    /// Calls `visit` on every node this expression reads, with the index read.
+    pub fn for_each_get(&self, visit: &mut impl FnMut(NodeId, &[Index])) {
+        match self {
+            Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
+            Scalar::Get(node, index) => visit(*node, index),
+            Scalar::Unop(_, a) => a.for_each_get(visit),
+            Scalar::Binop(_, a, b) => {
+                a.for_each_get(visit);
+                b.for_each_get(visit);
+            }
+            Scalar::Ternop(_, a, b, c) => {
+                a.for_each_get(visit);
+                b.for_each_get(visit);
+                c.for_each_get(visit);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,8 +150,62 @@ pub enum Stmt {
         index: Vec<Index>,
         value: Scalar,
     },
+    /// Stores the `op.length(precision)` values of `op(arg)` at consecutive cells of `node`
+    /// (which has no margins) from the flat row-major cell `offset` on; cells past the end are
+    /// not written.
+    SetVec {
+        node: NodeId,
+        offset: Index,
+        op: VecUnop,
+        arg: Scalar,
+    },
     /// Sets every cell of `node`'s buffer, margins included.
     Fill { node: NodeId, value: f64 },
+    /// Sets the cells of `node`'s margins, leaving its interior alone.
+    FillMargins { node: NodeId, value: f64 },
+    /// Declares the local `id` of `precision`, starting at `value`; it lives until the end of
+    /// the enclosing body.
+    Local {
+        id: LocalId,
+        precision: Precision,
+        value: Scalar,
+    },
+    /// Stores `value` into the local `id`.
+    SetLocal { id: LocalId, value: Scalar },
+}
+
+impl Stmt {
+    /// Calls `visit` on this statement and every statement nested in it, outermost first.
+    pub fn walk(&self, visit: &mut impl FnMut(&Stmt)) {
+        visit(self);
+        if let Stmt::For { body, .. } = self {
+            for stmt in body {
+                stmt.walk(visit);
+            }
+        }
+    }
+
+    /// The node the statement writes, if it writes one.
+    pub fn written_node(&self) -> Option<NodeId> {
+        match self {
+            Stmt::Set { node, .. }
+            | Stmt::SetVec { node, .. }
+            | Stmt::Fill { node, .. }
+            | Stmt::FillMargins { node, .. } => Some(*node),
+            Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => None,
+        }
+    }
+
+    /// The expressions the statement evaluates itself (not those of nested statements).
+    pub fn values(&self) -> Vec<&Scalar> {
+        match self {
+            Stmt::Set { value, .. } | Stmt::Local { value, .. } | Stmt::SetLocal { value, .. } => {
+                vec![value]
+            }
+            Stmt::SetVec { arg, .. } => vec![arg],
+            Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } => Vec::new(),
+        }
+    }
 }
 
 impl fmt::Display for Index {
@@ -85,9 +241,17 @@ impl fmt::Display for Scalar {
         match self {
             Scalar::Const(x) => write!(f, "{x}"),
             Scalar::Get(node, index) => write!(f, "{node}[{}]", indices(index)),
+            Scalar::Embed(index) => write!(f, "#({index})"),
+            Scalar::Local(id) => write!(f, "{id}"),
             Scalar::Unop(op, x) => write!(f, "{op}({x})"),
-            Scalar::Binop(op, a, b) => write!(f, "({a} {op} {b})"),
-            Scalar::Ternop(op, a, b, c) => write!(f, "{op:?}({a}, {b}, {c})"),
+            Scalar::Binop(op, a, b) => match op {
+                Binop::Arg1 | Binop::Arg2 | Binop::Max | Binop::Min | Binop::ReluGate => {
+                    write!(f, "{op}({a}, {b})")
+                }
+                Binop::Threefry4x32 => write!(f, "threefry4x32({a}, {b})"),
+                _ => write!(f, "({a} {op} {b})"),
+            },
+            Scalar::Ternop(op, a, b, c) => write!(f, "{op}({a}, {b}, {c})"),
         }
     }
 }
@@ -106,7 +270,22 @@ impl Stmt {
             Stmt::Set { node, index, value } => {
                 writeln!(f, "{pad}{node}[{}] := {value}", indices(index))
             }
+            Stmt::SetVec {
+                node,
+                offset,
+                op,
+                arg,
+            } => writeln!(f, "{pad}{node}[@{offset}..] := {}({arg})", op.name()),
             Stmt::Fill { node, value } => writeln!(f, "{pad}fill {node} with {value}"),
+            Stmt::FillMargins { node, value } => {
+                writeln!(f, "{pad}fill margins of {node} with {value}")
+            }
+            Stmt::Local {
+                id,
+                precision,
+                value,
+            } => writeln!(f, "{pad}local {id}: {precision} := {value}"),
+            Stmt::SetLocal { id, value } => writeln!(f, "{pad}{id} := {value}"),
         }
     }
 }

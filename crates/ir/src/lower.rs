@@ -8,12 +8,18 @@
 //! needs an inactive component's symbol does not happen there. A nest whose written access does
 //! not happen, or that has nothing left to read, emits nothing; a block assignment with two
 //! sources left at one point, or a scatter with two targets, is ambiguous, an error.
+//!
+//! Before an assignment reads a padded node, the node's margins are set to the assignment's
+//! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
+//! symbol that no factor of the product space has is a static index: a routine parameter. Loop
+//! variables are numbered afresh across one lowering, so that no two nests share one.
 
-use std::collections::{HashMap, HashSet};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::assignment::{Assignment, Rhs};
+use crate::assignment::{Assignment, FetchOp, Rhs};
 use crate::index::{AxisIndex, Symbol};
-use crate::loops::{Index, LoopVar, Scalar, Stmt};
+use crate::loops::{Index, LoopVar, Scalar, Stmt, Var, VecUnop};
 use crate::node::{NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
@@ -41,95 +47,371 @@ pub fn lower(
     assignment: &Assignment,
     nodes: &HashMap<NodeId, TensorNode>,
 ) -> Result<Vec<Stmt>, LowerError> {
-    match assignment {
-        Assignment::Noop => Ok(Vec::new()),
-        Assignment::Seq(parts) => {
-            let mut stmts = Vec::new();
-            for part in parts {
-                stmts.extend(lower(part, nodes)?);
-            }
-            Ok(stmts)
-        }
-        Assignment::Accum {
-            initialize_neutral,
-            accum,
-            lhs,
-            rhs,
-            projections,
-        } => {
-            let operands = rhs.operands();
-            let lowering = Lowering {
-                projections,
-                nodes,
-                initialize_neutral: *initialize_neutral,
-                accum: *accum,
-                lhs: *lhs,
-            };
-            lowering.run(|point| {
-                // Every operand must be read here, or there is nothing to compute.
-                let Some(args) = operands
-                    .iter()
-                    .enumerate()
-                    .map(|(i, id)| point.read(Slot::Rhs(i), *id).transpose())
-                    .collect::<Option<Result<Vec<Scalar>, LowerError>>>()
-                    .transpose()?
-                else {
-                    return Ok(None);
-                };
-                let mut args = args.into_iter().map(Box::new);
-                let mut next = || args.next().expect("one argument per operand");
-                Ok(Some(match rhs {
-                    Rhs::Unop(op, _) => Scalar::Unop(*op, next()),
-                    Rhs::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
-                    Rhs::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
-                }))
-            })
-        }
-        Assignment::Block {
-            initialize_neutral,
-            accum,
-            lhs,
-            op,
-            sources,
-            projections,
-        } => {
-            let lowering = Lowering {
-                projections,
-                nodes,
-                initialize_neutral: *initialize_neutral,
-                accum: *accum,
-                lhs: *lhs,
-            };
-            lowering.run(|point| block_value(point, projections, *op, sources))
-        }
-        Assignment::RevSides {
-            initialize_neutral,
-            accum,
-            source,
-            op,
-            targets,
-            projections,
-        } => {
-            check_one_target(projections, targets.len())?;
-            let mut stmts = Vec::new();
-            for (i, target) in targets.iter().enumerate() {
-                // The target's own record: its map written, the source's read.
-                let view = projections.view(Slot::Rhs(i), &[Slot::Lhs]);
-                let lowering = Lowering {
-                    projections: &view,
-                    nodes,
-                    initialize_neutral: *initialize_neutral,
-                    accum: *accum,
-                    lhs: *target,
-                };
-                stmts.extend(lowering.run(|point| {
-                    let read = point.read(Slot::Rhs(0), *source)?;
-                    Ok(read.map(|value| Scalar::Unop(*op, Box::new(value))))
-                })?);
-            }
-            Ok(stmts)
+    Ok(lower_with_statics(assignment, nodes)?.0)
+}
+
+/// The statements of `assignment`, and the static indices they use with the range of each
+/// (the size of the axis it selects along).
+pub fn lower_with_statics(
+    assignment: &Assignment,
+    nodes: &HashMap<NodeId, TensorNode>,
+) -> Result<(Vec<Stmt>, BTreeMap<Symbol, usize>), LowerError> {
+    let context = Context {
+        nodes,
+        next_var: Cell::new(0),
+        statics: RefCell::new(BTreeMap::new()),
+    };
+    let stmts = context.lower(assignment)?;
+    Ok((stmts, context.statics.into_inner()))
+}
+
+/// What one lowering shares across its assignments.
+struct Context<'a> {
+    nodes: &'a HashMap<NodeId, TensorNode>,
+    next_var: Cell<u32>,
+    statics: RefCell<BTreeMap<Symbol, usize>>,
+}
+
+impl Context<'_> {
+    fn fresh_var(&self) -> LoopVar {
+        let var = LoopVar(self.next_var.get());
+        self.next_var.set(var.0 + 1);
+        var
+    }
+
+    fn node(&self, id: NodeId) -> Result<&TensorNode, LowerError> {
+        self.nodes
+            .get(&id)
+            .ok_or_else(|| error(format!("lowering: unknown node {id}")))
+    }
+
+    /// Records the static index `symbol`, selecting along an axis of `range` positions.
+    fn static_index(&self, symbol: Symbol, range: usize) -> Result<(), LowerError> {
+        let mut statics = self.statics.borrow_mut();
+        match statics.insert(symbol, range) {
+            Some(other) if other != range => Err(error(format!(
+                "lowering: the static index s{} selects along axes of {other} and {range} \
+                 positions",
+                symbol.0
+            ))),
+            _ => Ok(()),
         }
     }
+
+    fn lower(&self, assignment: &Assignment) -> Result<Vec<Stmt>, LowerError> {
+        match assignment {
+            Assignment::Noop => Ok(Vec::new()),
+            Assignment::Seq(parts) => {
+                let mut stmts = Vec::new();
+                for part in parts {
+                    stmts.extend(self.lower(part)?);
+                }
+                Ok(stmts)
+            }
+            Assignment::Accum {
+                initialize_neutral,
+                accum,
+                lhs,
+                rhs,
+                projections,
+            } => {
+                let operands = rhs.operands();
+                let lowering = Lowering {
+                    context: self,
+                    projections,
+                    initialize_neutral: *initialize_neutral,
+                    accum: *accum,
+                    lhs: *lhs,
+                };
+                let mut stmts = self.margin_resets(*accum, &operands)?;
+                stmts.extend(lowering.run(|point| {
+                    // Every operand must be read here, or there is nothing to compute.
+                    let Some(args) = operands
+                        .iter()
+                        .enumerate()
+                        .map(|(i, id)| point.read(Slot::Rhs(i), *id).transpose())
+                        .collect::<Option<Result<Vec<Scalar>, LowerError>>>()
+                        .transpose()?
+                    else {
+                        return Ok(None);
+                    };
+                    let mut args = args.into_iter().map(Box::new);
+                    let mut next = || args.next().expect("one argument per operand");
+                    Ok(Some(match rhs {
+                        Rhs::Unop(op, _) => Scalar::Unop(*op, next()),
+                        Rhs::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
+                        Rhs::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
+                    }))
+                })?);
+                Ok(stmts)
+            }
+            Assignment::Block {
+                initialize_neutral,
+                accum,
+                lhs,
+                op,
+                sources,
+                projections,
+            } => {
+                let lowering = Lowering {
+                    context: self,
+                    projections,
+                    initialize_neutral: *initialize_neutral,
+                    accum: *accum,
+                    lhs: *lhs,
+                };
+                let mut stmts = self.margin_resets(*accum, sources)?;
+                stmts.extend(lowering.run(|point| block_value(point, projections, *op, sources))?);
+                Ok(stmts)
+            }
+            Assignment::RevSides {
+                initialize_neutral,
+                accum,
+                source,
+                op,
+                targets,
+                projections,
+            } => {
+                check_one_target(projections, targets.len())?;
+                let mut stmts = self.margin_resets(*accum, &[*source])?;
+                for (i, target) in targets.iter().enumerate() {
+                    // The target's own record: its map written, the source's read.
+                    let view = projections.view(Slot::Rhs(i), &[Slot::Lhs]);
+                    let lowering = Lowering {
+                        context: self,
+                        projections: &view,
+                        initialize_neutral: *initialize_neutral,
+                        accum: *accum,
+                        lhs: *target,
+                    };
+                    stmts.extend(lowering.run(|point| {
+                        let read = point.read(Slot::Rhs(0), *source)?;
+                        Ok(read.map(|value| Scalar::Unop(*op, Box::new(value))))
+                    })?);
+                }
+                Ok(stmts)
+            }
+            Assignment::SetVecUnop { op, lhs, rhs } => self.set_vec(*op, *lhs, *rhs),
+            Assignment::Fetch { node, op } => self.fetch(*node, op),
+        }
+    }
+
+    /// Sets the margins of every padded node among `read` to `accum`'s neutral element.
+    fn margin_resets(&self, accum: Binop, read: &[NodeId]) -> Result<Vec<Stmt>, LowerError> {
+        let Some(value) = accum.neutral() else {
+            return Ok(Vec::new());
+        };
+        let mut stmts = Vec::new();
+        let mut seen = HashSet::new();
+        for id in read {
+            let node = self.node(*id)?;
+            if seen.insert(*id) && node.padding.iter().any(|(l, r)| l + r > 0) {
+                stmts.push(Stmt::FillMargins { node: *id, value });
+            }
+        }
+        Ok(stmts)
+    }
+
+    /// A nest over `dims` (axes of one position get no loop), with `body` building the innermost
+    /// statement from each axis's position.
+    fn over_dims(&self, dims: &[usize], body: impl FnOnce(&[Index]) -> Stmt) -> Vec<Stmt> {
+        let vars: Vec<Option<LoopVar>> = dims
+            .iter()
+            .map(|&dim| (dim != 1).then(|| self.fresh_var()))
+            .collect();
+        let positions: Vec<Index> = vars
+            .iter()
+            .map(|var| match var {
+                Some(var) => Index::var(*var, 0),
+                None => Index::constant(0),
+            })
+            .collect();
+        if dims.contains(&0) {
+            return Vec::new();
+        }
+        let mut stmt = body(&positions);
+        for (var, &range) in vars.iter().zip(dims).rev() {
+            if let Some(var) = var {
+                stmt = Stmt::For {
+                    var: *var,
+                    range,
+                    body: vec![stmt],
+                };
+            }
+        }
+        vec![stmt]
+    }
+
+    fn set_vec(&self, op: VecUnop, lhs: NodeId, rhs: NodeId) -> Result<Vec<Stmt>, LowerError> {
+        let (target, source) = (self.node(lhs)?, self.node(rhs)?);
+        let length = op.length(target.precision);
+        if target.padding.iter().any(|(l, r)| l + r > 0) {
+            return Err(error(format!(
+                "lowering: {} writes {lhs} '{}' by offsets, so it cannot have margins",
+                op.name(),
+                target.label
+            )));
+        }
+        if target.len().div_ceil(length) != source.len() {
+            return Err(error(format!(
+                "lowering: {} makes {length} cells of {} from each cell of {rhs} '{}' ({} cells), \
+                 but {lhs} '{}' has {} cells",
+                op.name(),
+                target.precision,
+                source.label,
+                source.len(),
+                target.label,
+                target.len()
+            )));
+        }
+        let strides = row_major_strides(&source.dims);
+        let margins = left_margins(source);
+        Ok(self.over_dims(&source.dims, |positions| {
+            let mut offset = Index::constant(0);
+            for (position, stride) in positions.iter().zip(&strides) {
+                offset.terms.extend(
+                    position
+                        .terms
+                        .iter()
+                        .map(|(c, v)| (c * stride * length as i64, *v)),
+                );
+            }
+            Stmt::SetVec {
+                node: lhs,
+                offset,
+                op,
+                arg: Scalar::Get(rhs, shifted(positions, &margins)),
+            }
+        }))
+    }
+
+    fn fetch(&self, id: NodeId, op: &FetchOp) -> Result<Vec<Stmt>, LowerError> {
+        let node = self.node(id)?;
+        let margins = left_margins(node);
+        let each_cell = |value: &dyn Fn(&[Index]) -> Scalar| {
+            self.over_dims(&node.dims, |positions| Stmt::Set {
+                node: id,
+                index: shifted(positions, &margins),
+                value: value(positions),
+            })
+        };
+        Ok(match op {
+            FetchOp::Constant(c) => vec![Stmt::Fill {
+                node: id,
+                value: *c,
+            }],
+            FetchOp::EmbedDim(d) => vec![Stmt::Fill {
+                node: id,
+                value: *d as f64,
+            }],
+            FetchOp::EmbedSelfId => vec![Stmt::Fill {
+                node: id,
+                value: f64::from(id.0),
+            }],
+            FetchOp::ConstantFill(values) => {
+                if values.len() != node.len() {
+                    return Err(error(format!(
+                        "lowering: {id} '{}' has {} cells, {} values given",
+                        node.label,
+                        node.len(),
+                        values.len()
+                    )));
+                }
+                let strides = row_major_strides(&node.dims);
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(cell, value)| {
+                        let positions: Vec<Index> = strides
+                            .iter()
+                            .zip(&node.dims)
+                            .map(|(stride, dim)| {
+                                Index::constant((cell as i64 / stride) % *dim as i64)
+                            })
+                            .collect();
+                        Stmt::Set {
+                            node: id,
+                            index: shifted(&positions, &margins),
+                            value: Scalar::Const(*value),
+                        }
+                    })
+                    .collect()
+            }
+            FetchOp::RangeOverOffsets => {
+                let strides = row_major_strides(&node.dims);
+                each_cell(&|positions| {
+                    let mut offset = Index::constant(0);
+                    for (position, stride) in positions.iter().zip(&strides) {
+                        offset
+                            .terms
+                            .extend(position.terms.iter().map(|(c, v)| (c * stride, *v)));
+                    }
+                    Scalar::Embed(offset)
+                })
+            }
+            FetchOp::EmbedStatic(symbol) => {
+                if !self.statics.borrow().contains_key(symbol) {
+                    return Err(error(format!(
+                        "lowering: {id} '{}' embeds the static index s{}, which no slice of \
+                         this routine selects with",
+                        node.label, symbol.0
+                    )));
+                }
+                each_cell(&|_| {
+                    Scalar::Embed(Index {
+                        terms: vec![(1, Var::Static(*symbol))],
+                        offset: 0,
+                    })
+                })
+            }
+            FetchOp::Slice { source, batch } => {
+                let sliced = self.node(*source)?;
+                if sliced.dims.first().is_none() || sliced.dims[1..] != node.dims[..] {
+                    return Err(error(format!(
+                        "lowering: {id} '{}' of dims {:?} cannot be a slice of {source} '{}' of \
+                         dims {:?} along its leading axis",
+                        node.label, node.dims, sliced.label, sliced.dims
+                    )));
+                }
+                self.static_index(*batch, sliced.dims[0])?;
+                let source_margins = left_margins(sliced);
+                each_cell(&|positions| {
+                    let mut index = vec![Index {
+                        terms: vec![(1, Var::Static(*batch))],
+                        offset: source_margins[0],
+                    }];
+                    index.extend(shifted(positions, &source_margins[1..]));
+                    Scalar::Get(*source, index)
+                })
+            }
+            FetchOp::FromHost => Vec::new(),
+        })
+    }
+}
+
+fn left_margins(node: &TensorNode) -> Vec<i64> {
+    node.padding.iter().map(|(left, _)| *left as i64).collect()
+}
+
+/// Interior positions as buffer positions: each moved past its axis's left margin.
+fn shifted(positions: &[Index], margins: &[i64]) -> Vec<Index> {
+    positions
+        .iter()
+        .zip(margins)
+        .map(|(p, m)| Index {
+            terms: p.terms.clone(),
+            offset: p.offset + m,
+        })
+        .collect()
+}
+
+/// The row-major stride of each axis of `dims`.
+fn row_major_strides(dims: &[usize]) -> Vec<i64> {
+    let mut strides = vec![1i64; dims.len()];
+    for axis in (0..dims.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1] * dims[axis + 1] as i64;
+    }
+    strides
 }
 
 /// For a scatter into several targets: no nest (one component per factor) addresses two of
@@ -213,8 +495,8 @@ fn block_value(
 }
 
 struct Lowering<'a> {
+    context: &'a Context<'a>,
     projections: &'a Projections,
-    nodes: &'a HashMap<NodeId, TensorNode>,
     initialize_neutral: bool,
     accum: Binop,
     lhs: NodeId,
@@ -292,7 +574,7 @@ impl Lowering<'_> {
                 value,
             }]);
         };
-        let var = LoopVar(factor as u32);
+        let var = self.context.fresh_var();
         let mut stmts = Vec::new();
         for &(symbol, range) in &components.components {
             let mut active = active.clone();
@@ -318,11 +600,8 @@ impl Point<'_> {
     /// left margin), or `None` if the map needs a symbol that is not active here.
     fn index(&self, slot: Slot, id: NodeId) -> Result<Option<Vec<Index>>, LowerError> {
         let projections = self.lowering.projections;
-        let node = self
-            .lowering
-            .nodes
-            .get(&id)
-            .ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
+        let context = self.lowering.context;
+        let node = context.node(id)?;
         let (map, dims) = match slot {
             Slot::Lhs => (&projections.lhs_index, &projections.lhs_dims),
             Slot::Rhs(i) => (&projections.rhs_index[i], &projections.rhs_dims[i]),
@@ -334,16 +613,19 @@ impl Point<'_> {
             )));
         }
         let mut positions = Vec::new();
-        for (axis, (before, _)) in map.iter().zip(&node.padding) {
+        for ((axis, (before, _)), dim) in map.iter().zip(&node.padding).zip(dims) {
             let margin = *before as i64;
-            let term = |symbol: &Symbol| -> Result<Option<LoopVar>, LowerError> {
+            // A symbol with no factor is a static index; inside a sum it has no range to check.
+            let term = |symbol: &Symbol, range: Option<usize>| -> Result<Option<Var>, LowerError> {
                 match self.active.get(symbol) {
-                    Some(var) => Ok(Some(*var)),
+                    Some(var) => Ok(Some(Var::Loop(*var))),
                     None if self.ranges.contains_key(symbol) => Ok(None),
-                    None => Err(error(format!(
-                        "lowering: {symbol} is not a loop of this assignment (static indices \
-                         are not built yet)"
-                    ))),
+                    None => {
+                        if let Some(range) = range {
+                            context.static_index(*symbol, range)?;
+                        }
+                        Ok(Some(Var::Static(*symbol)))
+                    }
                 }
             };
             let index = match axis {
@@ -351,7 +633,7 @@ impl Point<'_> {
                     terms: Vec::new(),
                     offset: position + margin,
                 },
-                AxisIndex::Iterator(symbol) => match term(symbol)? {
+                AxisIndex::Iterator(symbol) => match term(symbol, Some(*dim))? {
                     Some(var) => Index {
                         terms: vec![(1, var)],
                         offset: margin,
@@ -361,7 +643,7 @@ impl Point<'_> {
                 AxisIndex::Affine(affine) => {
                     let mut terms = Vec::new();
                     for (c, s) in affine.terms() {
-                        match term(s)? {
+                        match term(s, None)? {
                             Some(var) => terms.push((*c, var)),
                             None => return Ok(None),
                         }
@@ -377,10 +659,7 @@ impl Point<'_> {
                         return Ok(None);
                     };
                     let before: usize = symbols[..position].iter().map(|s| self.ranges[s]).sum();
-                    Index {
-                        terms: vec![(1, self.active[&symbols[position]])],
-                        offset: before as i64 + margin,
-                    }
+                    Index::var(self.active[&symbols[position]], before as i64 + margin)
                 }
             };
             positions.push(index);

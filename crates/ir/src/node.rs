@@ -14,8 +14,30 @@ impl fmt::Display for NodeId {
     }
 }
 
-/// A tensor's buffer: its dims (axes in memory order, without padding), element precision, and
-/// the padding margins its buffer adds around each axis.
+/// Where a node's values live while (and after) a routine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryMode {
+    /// No storage: every read recomputes the value where it is needed (fusion).
+    Virtual,
+    /// Scratch storage for one run of a routine, not kept afterwards.
+    Local,
+    /// A buffer that outlives the routine: inputs, results, state.
+    Materialized,
+}
+
+impl fmt::Display for MemoryMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MemoryMode::Virtual => "virtual",
+            MemoryMode::Local => "local",
+            MemoryMode::Materialized => "materialized",
+        })
+    }
+}
+
+/// A tensor's buffer: its dims (axes in memory order, without padding), element precision, the
+/// padding margins its buffer adds around each axis, and its memory mode (`None` until the
+/// routine's rule decides, see `memory`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorNode {
     pub id: NodeId,
@@ -24,6 +46,7 @@ pub struct TensorNode {
     pub dims: Vec<usize>,
     /// `(before, after)` per axis.
     pub padding: Vec<(usize, usize)>,
+    pub memory_mode: Option<MemoryMode>,
 }
 
 impl TensorNode {
@@ -35,6 +58,7 @@ impl TensorNode {
             precision,
             dims: dims.to_vec(),
             padding: vec![(0, 0); dims.len()],
+            memory_mode: None,
         }
     }
 
@@ -45,6 +69,21 @@ impl TensorNode {
             .zip(&self.padding)
             .map(|(dim, (before, after))| dim + before + after)
             .collect()
+    }
+
+    /// The node with its memory mode decided in advance (the rule keeps it).
+    pub fn with_mode(mut self, mode: MemoryMode) -> TensorNode {
+        self.memory_mode = Some(mode);
+        self
+    }
+
+    /// The number of cells inside the margins.
+    pub fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The number of cells of the buffer, margins included.

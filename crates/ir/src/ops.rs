@@ -27,6 +27,9 @@ pub enum Unop {
     Not,
     /// Rounds toward zero.
     Trunc,
+    /// One value of the computed precision from the first word(s) of a 128-bit word of random
+    /// bits (see [`crate::bits`]).
+    Uint4x32ToPrecUniform1,
 }
 
 /// Two-argument operations.
@@ -51,6 +54,9 @@ pub enum Binop {
     Ne,
     /// The remainder with the sign of the divisor (so that `x mod n` lies in `[0, n)` for n > 0).
     Mod,
+    /// 128 random bits from a key (`a`) and a counter (`b`), both 128-bit words: see
+    /// [`threefry4x32`]. Defined on words only.
+    Threefry4x32,
 }
 
 /// Three-argument operations.
@@ -63,7 +69,7 @@ pub enum Ternop {
 }
 
 impl Unop {
-    pub const ALL: [Unop; 16] = [
+    pub const ALL: [Unop; 17] = [
         Unop::Identity,
         Unop::Neg,
         Unop::Relu,
@@ -80,10 +86,14 @@ impl Unop {
         Unop::Tanh,
         Unop::Not,
         Unop::Trunc,
+        Unop::Uint4x32ToPrecUniform1,
     ];
 
+    /// The value on floats. [`Unop::Uint4x32ToPrecUniform1`] reads a word, not a float: here it
+    /// gives NaN; evaluators handle it through [`crate::bits::uniform1`].
     pub fn apply(self, x: f64) -> f64 {
         match self {
+            Unop::Uint4x32ToPrecUniform1 => f64::NAN,
             Unop::Identity => x,
             Unop::Neg => -x,
             Unop::Relu => {
@@ -127,12 +137,13 @@ impl Unop {
             Unop::Tanh => "tanh",
             Unop::Not => "not",
             Unop::Trunc => "trunc",
+            Unop::Uint4x32ToPrecUniform1 => "uint4x32_to_prec_uniform1",
         }
     }
 }
 
 impl Binop {
-    pub const ALL: [Binop; 14] = [
+    pub const ALL: [Binop; 15] = [
         Binop::Arg1,
         Binop::Arg2,
         Binop::Add,
@@ -147,6 +158,7 @@ impl Binop {
         Binop::Eq,
         Binop::Ne,
         Binop::Mod,
+        Binop::Threefry4x32,
     ];
 
     pub fn apply(self, a: f64, b: f64) -> f64 {
@@ -179,7 +191,53 @@ impl Binop {
                     r
                 }
             }
+            Binop::Threefry4x32 => f64::NAN,
         }
+    }
+
+    /// The value on integers, wrapping on overflow; `None` for a division or remainder by zero
+    /// and for operations on words. Operations without an integer meaning (`**` with a negative
+    /// exponent) compute on floats and truncate.
+    pub fn apply_int(self, a: i64, b: i64) -> Option<i64> {
+        let truth = |t: bool| i64::from(t);
+        Some(match self {
+            Binop::Arg1 => a,
+            Binop::Arg2 => b,
+            Binop::Add => a.wrapping_add(b),
+            Binop::Sub => a.wrapping_sub(b),
+            Binop::Mul => a.wrapping_mul(b),
+            Binop::Div => a
+                .checked_div(b)
+                .or_else(|| (b == -1).then(|| a.wrapping_neg()))?,
+            Binop::Pow => match u32::try_from(b) {
+                Ok(exponent) => a.wrapping_pow(exponent),
+                Err(_) => (a as f64).powf(b as f64) as i64,
+            },
+            Binop::Max => a.max(b),
+            Binop::Min => a.min(b),
+            Binop::ReluGate => {
+                if a > 0 {
+                    b
+                } else {
+                    0
+                }
+            }
+            Binop::Lt => truth(a < b),
+            Binop::Eq => truth(a == b),
+            Binop::Ne => truth(a != b),
+            Binop::Mod => {
+                if b == 0 {
+                    return None;
+                }
+                let r = a.wrapping_rem(b);
+                if r != 0 && (r < 0) != (b < 0) {
+                    r + b
+                } else {
+                    r
+                }
+            }
+            Binop::Threefry4x32 => return None,
+        })
     }
 
     /// As an accumulator, the value a cell starts from so that accumulating `x` into it gives
@@ -213,6 +271,7 @@ impl Binop {
             Binop::Eq => "==",
             Binop::Ne => "!=",
             Binop::Mod => "%",
+            Binop::Threefry4x32 => "^^^^",
         }
     }
 }
@@ -229,6 +288,48 @@ impl Ternop {
             }
             Ternop::Fma => a.mul_add(b, c),
         }
+    }
+
+    /// The value on integers, wrapping on overflow.
+    pub fn apply_int(self, a: i64, b: i64, c: i64) -> i64 {
+        match self {
+            Ternop::Where => {
+                if a != 0 {
+                    b
+                } else {
+                    c
+                }
+            }
+            Ternop::Fma => a.wrapping_mul(b).wrapping_add(c),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Ternop::Where => "where",
+            Ternop::Fma => "fma",
+        }
+    }
+}
+
+impl Unop {
+    /// The value on integers: exact where the operation has an integer meaning, else computed
+    /// on floats and truncated toward zero (saturating), as a C store into an integer would.
+    pub fn apply_int(self, x: i64) -> i64 {
+        match self {
+            Unop::Identity | Unop::Trunc => x,
+            Unop::Neg => x.wrapping_neg(),
+            Unop::Relu => x.max(0),
+            Unop::Sat01 => x.clamp(0, 1),
+            Unop::Not => i64::from(x == 0),
+            other => other.apply(x as f64) as i64,
+        }
+    }
+}
+
+impl fmt::Display for Ternop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

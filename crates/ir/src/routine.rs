@@ -1,0 +1,81 @@
+//! Routines: a body of loop IR with the nodes it touches and the static indices it takes, the
+//! unit that is optimized, compiled and run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use crate::assignment::Assignment;
+use crate::index::Symbol;
+use crate::loops::Stmt;
+use crate::lower::{LowerError, lower_with_statics};
+use crate::node::{NodeId, TensorNode};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routine {
+    pub name: String,
+    pub nodes: BTreeMap<NodeId, TensorNode>,
+    /// The static indices the routine takes when it runs, with the number of positions each
+    /// selects among.
+    pub statics: BTreeMap<Symbol, usize>,
+    pub body: Vec<Stmt>,
+}
+
+impl Routine {
+    /// The routine that runs `assignment` over `nodes`, lowered but not optimized.
+    pub fn lower(
+        name: &str,
+        assignment: &Assignment,
+        nodes: impl IntoIterator<Item = TensorNode>,
+    ) -> Result<Routine, LowerError> {
+        let nodes: BTreeMap<NodeId, TensorNode> = nodes.into_iter().map(|n| (n.id, n)).collect();
+        let table: HashMap<NodeId, TensorNode> =
+            nodes.iter().map(|(id, n)| (*id, n.clone())).collect();
+        let (body, statics) = lower_with_statics(assignment, &table)?;
+        Ok(Routine {
+            name: name.to_owned(),
+            nodes,
+            statics,
+            body,
+        })
+    }
+}
+
+impl fmt::Display for Routine {
+    /// A header with the static indices, a line per node (id, label, precision, dims, margins,
+    /// memory mode), then the body.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let statics: Vec<String> = self
+            .statics
+            .iter()
+            .map(|(symbol, range)| format!("s{} < {range}", symbol.0))
+            .collect();
+        writeln!(f, "routine {}({}):", self.name, statics.join(", "))?;
+        for node in self.nodes.values() {
+            let dims: Vec<String> = node.dims.iter().map(ToString::to_string).collect();
+            write!(
+                f,
+                "  {} '{}': {} [{}]",
+                node.id,
+                node.label,
+                node.precision,
+                dims.join(", ")
+            )?;
+            if node.padding.iter().any(|(l, r)| l + r > 0) {
+                let margins: Vec<String> = node
+                    .padding
+                    .iter()
+                    .map(|(l, r)| format!("{l}+{r}"))
+                    .collect();
+                write!(f, " margins [{}]", margins.join(", "))?;
+            }
+            match node.memory_mode {
+                Some(mode) => writeln!(f, " {mode}")?,
+                None => writeln!(f)?,
+            }
+        }
+        for stmt in &self.body {
+            write!(f, "{stmt}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,236 @@
+//! Typed scalar values: what a computation yields in each kind of precision (float, integer,
+//! 128-bit word), the conversions between kinds, and the conversion of random bits into uniform
+//! values of a precision.
+
+use half::{bf16, f16};
+
+use crate::precision::{Precision, to_uint4x32};
+
+/// How values of a precision are computed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// In `f64`, rounded to the precision on store.
+    Float,
+    /// In wrapping `i64`, wrapped to the precision's width on store.
+    Int,
+    /// As four 32-bit words.
+    Word,
+}
+
+impl Precision {
+    pub fn kind(self) -> Kind {
+        match self {
+            Precision::F16 | Precision::Bf16 | Precision::F32 | Precision::F64 => Kind::Float,
+            Precision::U8 | Precision::I8 | Precision::I32 | Precision::U32 | Precision::I64 => {
+                Kind::Int
+            }
+            Precision::Uint4x32 => Kind::Word,
+        }
+    }
+}
+
+/// A value of some kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Float(f64),
+    Int(i64),
+    Word([u32; 4]),
+}
+
+impl Value {
+    /// The value as a number: a word counts as its first 32-bit word.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Float(x) => x,
+            Value::Int(i) => i as f64,
+            Value::Word(w) => f64::from(w[0]),
+        }
+    }
+
+    /// The value as an integer: floats truncate toward zero and saturate (NaN is 0); a word counts
+    /// as its first 32-bit word.
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Value::Float(x) => x as i64,
+            Value::Int(i) => i,
+            Value::Word(w) => i64::from(w[0]),
+        }
+    }
+
+    /// The value, held in a cell of precision `from`, as a 128-bit word (see [`to_uint4x32`]).
+    pub fn as_word(self, from: Precision) -> [u32; 4] {
+        match self {
+            Value::Word(w) => w,
+            Value::Float(x) => to_uint4x32(x, from),
+            Value::Int(i) => match from {
+                Precision::I64 => [i as u32, ((i as u64) >> 32) as u32, 0, 0],
+                Precision::I32 => to_uint4x32(f64::from(i as i32), from),
+                Precision::U32 => to_uint4x32(f64::from(i as u32), from),
+                _ => [i as u32, 0, 0, 0],
+            },
+        }
+    }
+
+    /// The value converted to `kind`, held in a cell of precision `from`.
+    pub fn to_kind(self, kind: Kind, from: Precision) -> Value {
+        match kind {
+            Kind::Float => Value::Float(self.as_f64()),
+            Kind::Int => Value::Int(self.as_i64()),
+            Kind::Word => Value::Word(self.as_word(from)),
+        }
+    }
+
+    /// The value as a cell of `precision` holds it: floats rounded to nearest, floats into
+    /// integers truncated and saturated, integers into narrower integers wrapped.
+    pub fn stored_as(self, precision: Precision) -> Value {
+        match (precision.kind(), self) {
+            (Kind::Float, value) => Value::Float(precision.round(value.as_f64())),
+            (Kind::Int, Value::Float(x)) => Value::Int(precision.round(x) as i64),
+            (Kind::Int, value) => {
+                let i = value.as_i64();
+                Value::Int(match precision {
+                    Precision::U8 => i64::from(i as u8),
+                    Precision::I8 => i64::from(i as i8),
+                    Precision::I32 => i64::from(i as i32),
+                    Precision::U32 => i64::from(i as u32),
+                    _ => i,
+                })
+            }
+            (Kind::Word, value) => Value::Word(value.as_word(precision)),
+        }
+    }
+}
+
+/// The values one 128-bit word of random bits makes in `precision`, as many as its bits fill
+/// (16 bytes, 8 half-words, 4 words, 2 double-words, or the word itself). Floats are uniform in
+/// [0, 1) (the top bits of each part, scaled, so that 1 is never reached after rounding);
+/// integers take the bits as they are.
+pub fn uniform(word: [u32; 4], precision: Precision) -> Vec<Value> {
+    let halves = || word.iter().flat_map(|w| [*w & 0xFFFF, *w >> 16]);
+    let pairs = || {
+        [
+            u64::from(word[0]) | (u64::from(word[1]) << 32),
+            u64::from(word[2]) | (u64::from(word[3]) << 32),
+        ]
+    };
+    match precision {
+        Precision::F32 => word
+            .iter()
+            .map(|w| Value::Float(f64::from(w >> 8) * 2f64.powi(-24)))
+            .collect(),
+        Precision::F64 => pairs()
+            .into_iter()
+            .map(|x| Value::Float((x >> 11) as f64 * 2f64.powi(-53)))
+            .collect(),
+        Precision::F16 => halves()
+            .map(|h| Value::Float(f16::from_f64(f64::from(h >> 5) * 2f64.powi(-11)).to_f64()))
+            .collect(),
+        Precision::Bf16 => halves()
+            .map(|h| Value::Float(bf16::from_f64(f64::from(h >> 8) * 2f64.powi(-8)).to_f64()))
+            .collect(),
+        Precision::U8 | Precision::I8 => word
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .map(|byte| {
+                Value::Int(if precision == Precision::I8 {
+                    i64::from(byte as i8)
+                } else {
+                    i64::from(byte)
+                })
+            })
+            .collect(),
+        Precision::I32 => word
+            .iter()
+            .map(|w| Value::Int(i64::from(*w as i32)))
+            .collect(),
+        Precision::U32 => word.iter().map(|w| Value::Int(i64::from(*w))).collect(),
+        Precision::I64 => pairs().into_iter().map(|x| Value::Int(x as i64)).collect(),
+        Precision::Uint4x32 => vec![Value::Word(word)],
+    }
+}
+
+/// One value of `precision` from the first bits of a 128-bit word: the first of [`uniform`].
+pub fn uniform1(word: [u32; 4], precision: Precision) -> Value {
+    uniform(word, precision)[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_values_fill_the_word_and_stay_below_one() {
+        let ones = [u32::MAX; 4];
+        for precision in Precision::ALL {
+            let values = uniform(ones, precision);
+            assert_eq!(values.len(), 16 / precision.size_in_bytes(), "{precision}");
+            if precision.is_float() {
+                for value in &values {
+                    let x = value.as_f64();
+                    assert!(x < 1.0 && x > 0.99, "{precision}: {x}");
+                    assert_eq!(precision.round(x), x, "{precision}: {x} is exact");
+                }
+            }
+        }
+        let zeros = uniform([0; 4], Precision::F32);
+        assert!(zeros.iter().all(|v| v.as_f64() == 0.0));
+        // The parts in order: low half-words first, bytes little-end first.
+        assert_eq!(
+            uniform([0x0403_0201, 0, 0, 0], Precision::U8)[..5],
+            [
+                Value::Int(1),
+                Value::Int(2),
+                Value::Int(3),
+                Value::Int(4),
+                Value::Int(0)
+            ]
+        );
+        assert_eq!(
+            uniform([0x8000_0000, 1, 2, 3], Precision::I32),
+            vec![
+                Value::Int(i64::from(i32::MIN)),
+                Value::Int(1),
+                Value::Int(2),
+                Value::Int(3)
+            ]
+        );
+        assert_eq!(
+            uniform([5, 1, 0, 0], Precision::I64)[0],
+            Value::Int((1 << 32) + 5)
+        );
+        assert_eq!(
+            uniform1([0x0000_0100, 0, 0, 0], Precision::F32),
+            Value::Float(2f64.powi(-24))
+        );
+    }
+
+    #[test]
+    fn stores_round_saturate_or_wrap() {
+        assert_eq!(
+            Value::Float(300.7).stored_as(Precision::U8),
+            Value::Int(255)
+        );
+        assert_eq!(Value::Int(300).stored_as(Precision::U8), Value::Int(44));
+        assert_eq!(
+            Value::Int(-1).stored_as(Precision::U32),
+            Value::Int(4_294_967_295)
+        );
+        assert_eq!(
+            Value::Int(i64::MAX).stored_as(Precision::I64),
+            Value::Int(i64::MAX)
+        );
+        assert_eq!(
+            Value::Float(0.1).stored_as(Precision::F32),
+            Value::Float(f64::from(0.1f32))
+        );
+        assert_eq!(
+            Value::Int(-1).stored_as(Precision::Uint4x32),
+            Value::Word([u32::MAX, 0, 0, 0])
+        );
+        assert_eq!(
+            Value::Int(-1).as_word(Precision::I64),
+            [u32::MAX, u32::MAX, 0, 0]
+        );
+        assert_eq!(Value::Word([7, 1, 2, 3]).as_f64(), 7.0);
+    }
+}
