@@ -366,7 +366,7 @@ impl Context<'_> {
             }
             FetchOp::Slice { source, batch } => {
                 let sliced = self.node(*source)?;
-                if sliced.dims.first().is_none() || sliced.dims[1..] != node.dims[..] {
+                if sliced.dims.is_empty() || sliced.dims[1..] != node.dims[..] {
                     return Err(error(format!(
                         "lowering: {id} '{}' of dims {:?} cannot be a slice of {source} '{}' of \
                          dims {:?} along its leading axis",
