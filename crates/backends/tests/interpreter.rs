@@ -1,88 +1,16 @@
 //! Hand-built programs lowered and run by the interpreter, checked against values computed
 //! independently here.
 
+mod common;
+
 use std::collections::HashMap;
+
+use common::*;
 
 use rcannl_backends::interpreter::{Buffers, run};
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Symbol, TensorNode,
-    Unop, lower,
+    Assignment, AxisIndex, Binop, NodeId, Precision, Projections, Rhs, TensorNode, Unop, lower,
 };
-
-fn it(n: u32) -> AxisIndex {
-    AxisIndex::Iterator(Symbol(n))
-}
-
-fn affine(terms: &[(i64, u32)], offset: i64) -> AxisIndex {
-    AxisIndex::affine(terms.iter().map(|&(c, s)| (c, Symbol(s))), offset)
-}
-
-fn projections(
-    product: &[usize],
-    lhs: (&[usize], Vec<AxisIndex>),
-    rhs: Vec<(&[usize], Vec<AxisIndex>)>,
-) -> Projections {
-    Projections {
-        product_space: product
-            .iter()
-            .enumerate()
-            .map(|(i, &range)| Factor::single(Symbol(i as u32), range))
-            .collect(),
-        lhs_padding: vec![(0, 0); lhs.0.len()],
-        rhs_padding: rhs
-            .iter()
-            .map(|(dims, _)| vec![(0, 0); dims.len()])
-            .collect(),
-        lhs_dims: lhs.0.to_vec(),
-        lhs_index: lhs.1,
-        rhs_dims: rhs.iter().map(|(dims, _)| dims.to_vec()).collect(),
-        rhs_index: rhs.into_iter().map(|(_, index)| index).collect(),
-        label: "hand-built".to_owned(),
-    }
-}
-
-/// Lowers `assignment` over `nodes`, fills the inputs, runs, and returns the LHS values.
-fn execute(
-    assignment: &Assignment,
-    nodes: Vec<TensorNode>,
-    inputs: &[(u32, Vec<f64>)],
-    output: u32,
-) -> Vec<f64> {
-    let table: HashMap<NodeId, TensorNode> = nodes.iter().map(|n| (n.id, n.clone())).collect();
-    let stmts = lower(assignment, &table).unwrap();
-    let mut buffers = Buffers::new(nodes);
-    for (node, values) in inputs {
-        buffers.set_values(NodeId(*node), values).unwrap();
-    }
-    run(&stmts, &mut buffers).unwrap();
-    buffers.values(NodeId(output))
-}
-
-/// `lhs ⟨accum⟩ op(source)` (an `=:` form when `initialize_neutral`).
-fn unary(
-    initialize_neutral: bool,
-    accum: Binop,
-    lhs: u32,
-    op: Unop,
-    source: u32,
-    projections: Projections,
-) -> Assignment {
-    Assignment::Accum {
-        initialize_neutral,
-        accum,
-        lhs: NodeId(lhs),
-        rhs: Rhs::Unop(op, NodeId(source)),
-        projections,
-    }
-}
-
-fn node(id: u32, dims: &[usize]) -> TensorNode {
-    TensorNode::new(id, &format!("t{id}"), Precision::F64, dims)
-}
-
-fn range(n: usize) -> Vec<f64> {
-    (0..n).map(|i| i as f64).collect()
-}
 
 #[test]
 fn matmul() {
@@ -325,24 +253,6 @@ fn lowering_and_running_report_errors() {
     let mut buffers = Buffers::new([node(0, &[2]), node(1, &[2])]);
     let error = run(&stmts, &mut buffers).unwrap_err();
     assert!(error.message.contains("outside its buffer"), "{error}");
-}
-
-fn cat(symbols: &[u32]) -> AxisIndex {
-    AxisIndex::Concat(symbols.iter().map(|&s| Symbol(s)).collect())
-}
-
-/// A record over explicit factors (coupled where a factor has several components).
-fn coupled(
-    factors: Vec<Vec<(u32, usize)>>,
-    lhs: (&[usize], Vec<AxisIndex>),
-    rhs: Vec<(&[usize], Vec<AxisIndex>)>,
-) -> Projections {
-    let mut p = projections(&[], lhs, rhs);
-    p.product_space = factors
-        .into_iter()
-        .map(|components| Factor::coupled(components.into_iter().map(|(s, r)| (Symbol(s), r))))
-        .collect();
-    p
 }
 
 fn block(lhs: u32, sources: &[u32], projections: Projections) -> Assignment {
