@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use half::{bf16, f16};
 use rcannl_ir::value::{uniform, uniform1};
 use rcannl_ir::{
-    Binop, Index, Kind, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, Symbol,
-    TensorNode, Ternop, Unop, Value, Var, threefry4x32,
+    Binop, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar, Stmt,
+    Symbol, TensorNode, Ternop, Unop, Value, Var, threefry4x32,
 };
 
 /// Why a routine cannot run.
@@ -116,9 +116,15 @@ impl Buffers {
         buffers
     }
 
-    /// Zeroed buffers for every node of `routine`.
+    /// Zeroed buffers for every node of `routine` that has storage (all but virtual ones).
     pub fn for_routine(routine: &Routine) -> Buffers {
-        Buffers::new(routine.nodes.values().cloned())
+        Buffers::new(
+            routine
+                .nodes
+                .values()
+                .filter(|node| node.memory_mode != Some(MemoryMode::Virtual))
+                .cloned(),
+        )
     }
 
     pub fn nodes(&self) -> &HashMap<NodeId, TensorNode> {
