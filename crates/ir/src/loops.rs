@@ -245,7 +245,12 @@ impl fmt::Display for Scalar {
             Scalar::Local(id) => write!(f, "{id}"),
             Scalar::Unop(op, x) => write!(f, "{op}({x})"),
             Scalar::Binop(op, a, b) => match op {
-                Binop::Arg1 | Binop::Arg2 | Binop::Max | Binop::Min | Binop::ReluGate => {
+                Binop::Arg1
+                | Binop::Arg2
+                | Binop::Max
+                | Binop::Min
+                | Binop::ReluGate
+                | Binop::Sat01Gate => {
                     write!(f, "{op}({a}, {b})")
                 }
                 Binop::Threefry4x32 => write!(f, "threefry4x32({a}, {b})"),

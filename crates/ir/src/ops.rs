@@ -48,6 +48,11 @@ pub enum Binop {
     Min,
     /// `b` where `a > 0`, else 0: relu's gradient gate.
     ReluGate,
+    /// `b` where `0 < a < 1`, else 0: sat01's gradient gate.
+    Sat01Gate,
+    /// Logical or and and of nonzero tests, giving 1 or 0.
+    Or,
+    And,
     /// Comparisons give 1 or 0.
     Lt,
     Eq,
@@ -66,6 +71,8 @@ pub enum Ternop {
     Where,
     /// `a·b + c`, rounded once.
     Fma,
+    /// `a·b·c`.
+    Mul3,
 }
 
 impl Unop {
@@ -143,7 +150,7 @@ impl Unop {
 }
 
 impl Binop {
-    pub const ALL: [Binop; 15] = [
+    pub const ALL: [Binop; 18] = [
         Binop::Arg1,
         Binop::Arg2,
         Binop::Add,
@@ -154,6 +161,9 @@ impl Binop {
         Binop::Max,
         Binop::Min,
         Binop::ReluGate,
+        Binop::Sat01Gate,
+        Binop::Or,
+        Binop::And,
         Binop::Lt,
         Binop::Eq,
         Binop::Ne,
@@ -180,6 +190,15 @@ impl Binop {
                     0.0
                 }
             }
+            Binop::Sat01Gate => {
+                if a > 0.0 && a < 1.0 {
+                    b
+                } else {
+                    0.0
+                }
+            }
+            Binop::Or => truth(a != 0.0 || b != 0.0),
+            Binop::And => truth(a != 0.0 && b != 0.0),
             Binop::Lt => truth(a < b),
             Binop::Eq => truth(a == b),
             Binop::Ne => truth(a != b),
@@ -222,6 +241,10 @@ impl Binop {
                     0
                 }
             }
+            // No integer lies strictly between 0 and 1.
+            Binop::Sat01Gate => 0,
+            Binop::Or => truth(a != 0 || b != 0),
+            Binop::And => truth(a != 0 && b != 0),
             Binop::Lt => truth(a < b),
             Binop::Eq => truth(a == b),
             Binop::Ne => truth(a != b),
@@ -249,7 +272,8 @@ impl Binop {
             Binop::Mul | Binop::Div => Some(1.0),
             Binop::Max => Some(f64::NEG_INFINITY),
             Binop::Min => Some(f64::INFINITY),
-            Binop::Arg2 => Some(0.0),
+            Binop::Arg2 | Binop::Or => Some(0.0),
+            Binop::And => Some(1.0),
             _ => None,
         }
     }
@@ -267,6 +291,9 @@ impl Binop {
             Binop::Max => "max",
             Binop::Min => "min",
             Binop::ReluGate => "relu_gate",
+            Binop::Sat01Gate => "sat01_gate",
+            Binop::Or => "||",
+            Binop::And => "&&",
             Binop::Lt => "<",
             Binop::Eq => "==",
             Binop::Ne => "!=",
@@ -287,6 +314,7 @@ impl Ternop {
                 }
             }
             Ternop::Fma => a.mul_add(b, c),
+            Ternop::Mul3 => a * b * c,
         }
     }
 
@@ -301,6 +329,7 @@ impl Ternop {
                 }
             }
             Ternop::Fma => a.wrapping_mul(b).wrapping_add(c),
+            Ternop::Mul3 => a.wrapping_mul(b).wrapping_mul(c),
         }
     }
 
@@ -308,6 +337,7 @@ impl Ternop {
         match self {
             Ternop::Where => "where",
             Ternop::Fma => "fma",
+            Ternop::Mul3 => "mul3",
         }
     }
 }
@@ -435,6 +465,11 @@ mod tests {
         assert_eq!(Binop::Arg2.apply(1.0, 2.0), 2.0);
         assert_eq!(Ternop::Where.apply(0.0, 1.0, 2.0), 2.0);
         assert_eq!(Ternop::Fma.apply(2.0, 3.0, 4.0), 10.0);
+        assert_eq!(Ternop::Mul3.apply(2.0, 3.0, 4.0), 24.0);
+        assert_eq!(Binop::Sat01Gate.apply(0.5, 7.0), 7.0);
+        assert_eq!(Binop::Sat01Gate.apply(1.0, 7.0), 0.0);
+        assert_eq!(Binop::Or.apply(0.0, -2.0), 1.0);
+        assert_eq!(Binop::And.apply(0.0, -2.0), 0.0);
     }
 
     #[test]
@@ -450,6 +485,8 @@ mod tests {
                     Binop::Sub => assert_eq!(first, -x),
                     Binop::Div if x != 0.0 => assert_eq!(first, 1.0 / x),
                     Binop::Div => {}
+                    // Logical accumulators keep the truth of what they accumulate.
+                    Binop::Or | Binop::And => assert_eq!(first, f64::from(u8::from(x != 0.0))),
                     _ => assert_eq!(first, x, "{op}"),
                 }
             }
