@@ -1,5 +1,4 @@
-//! The reference interpreter: runs loop IR over typed buffers (one array of the node's own element
-//! type per node, margins included). It is the oracle the other backends are tested against, so
+//! The reference interpreter: runs loop IR over [`Buffers`]. It is the oracle the other backends are tested against, so
 //! it is written for obviousness, not speed.
 //!
 //! What a store computes in follows the loop IR's rule: the written precision's kind. Floats are
@@ -8,12 +7,14 @@
 
 use std::collections::HashMap;
 
-use half::{bf16, f16};
 use rcannl_ir::value::{uniform, uniform1};
 use rcannl_ir::{
-    Binop, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar, Stmt,
-    Symbol, TensorNode, Ternop, Unop, Value, Var, threefry4x32,
+    Binop, Index, Kind, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, Symbol, Ternop,
+    Unop, Value, Var, threefry4x32,
 };
+
+pub use crate::buffers::Buffers;
+use crate::buffers::Storage;
 
 /// Why a routine cannot run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,174 +32,6 @@ impl std::error::Error for RunError {}
 
 fn error(message: String) -> RunError {
     RunError { message }
-}
-
-/// The cells of one buffer, in the node's element type.
-#[derive(Debug, Clone)]
-enum Data {
-    U8(Vec<u8>),
-    I8(Vec<i8>),
-    I32(Vec<i32>),
-    U32(Vec<u32>),
-    I64(Vec<i64>),
-    F16(Vec<f16>),
-    Bf16(Vec<bf16>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    Word(Vec<[u32; 4]>),
-}
-
-impl Data {
-    fn zeroed(precision: Precision, len: usize) -> Data {
-        match precision {
-            Precision::U8 => Data::U8(vec![0; len]),
-            Precision::I8 => Data::I8(vec![0; len]),
-            Precision::I32 => Data::I32(vec![0; len]),
-            Precision::U32 => Data::U32(vec![0; len]),
-            Precision::I64 => Data::I64(vec![0; len]),
-            Precision::F16 => Data::F16(vec![f16::ZERO; len]),
-            Precision::Bf16 => Data::Bf16(vec![bf16::ZERO; len]),
-            Precision::F32 => Data::F32(vec![0.0; len]),
-            Precision::F64 => Data::F64(vec![0.0; len]),
-            Precision::Uint4x32 => Data::Word(vec![[0; 4]; len]),
-        }
-    }
-
-    fn get(&self, i: usize) -> Value {
-        match self {
-            Data::U8(d) => Value::Int(i64::from(d[i])),
-            Data::I8(d) => Value::Int(i64::from(d[i])),
-            Data::I32(d) => Value::Int(i64::from(d[i])),
-            Data::U32(d) => Value::Int(i64::from(d[i])),
-            Data::I64(d) => Value::Int(d[i]),
-            Data::F16(d) => Value::Float(d[i].to_f64()),
-            Data::Bf16(d) => Value::Float(d[i].to_f64()),
-            Data::F32(d) => Value::Float(f64::from(d[i])),
-            Data::F64(d) => Value::Float(d[i]),
-            Data::Word(d) => Value::Word(d[i]),
-        }
-    }
-
-    /// Stores `value`, already converted by [`Value::stored_as`] to this buffer's precision.
-    fn set(&mut self, i: usize, value: Value) {
-        match self {
-            Data::U8(d) => d[i] = value.as_i64() as u8,
-            Data::I8(d) => d[i] = value.as_i64() as i8,
-            Data::I32(d) => d[i] = value.as_i64() as i32,
-            Data::U32(d) => d[i] = value.as_i64() as u32,
-            Data::I64(d) => d[i] = value.as_i64(),
-            Data::F16(d) => d[i] = f16::from_f64(value.as_f64()),
-            Data::Bf16(d) => d[i] = bf16::from_f64(value.as_f64()),
-            Data::F32(d) => d[i] = value.as_f64() as f32,
-            Data::F64(d) => d[i] = value.as_f64(),
-            Data::Word(d) => d[i] = value.as_word(Precision::Uint4x32),
-        }
-    }
-}
-
-/// The buffers of a routine's nodes: each a row-major array over the node's buffer dims.
-#[derive(Debug, Clone, Default)]
-pub struct Buffers {
-    nodes: HashMap<NodeId, TensorNode>,
-    data: HashMap<NodeId, Data>,
-}
-
-impl Buffers {
-    /// Allocates a zeroed buffer for each node.
-    pub fn new(nodes: impl IntoIterator<Item = TensorNode>) -> Buffers {
-        let mut buffers = Buffers::default();
-        for node in nodes {
-            buffers
-                .data
-                .insert(node.id, Data::zeroed(node.precision, node.buffer_len()));
-            buffers.nodes.insert(node.id, node);
-        }
-        buffers
-    }
-
-    /// Zeroed buffers for every node of `routine` that has storage (all but virtual ones).
-    pub fn for_routine(routine: &Routine) -> Buffers {
-        Buffers::new(
-            routine
-                .nodes
-                .values()
-                .filter(|node| node.memory_mode != Some(MemoryMode::Virtual))
-                .cloned(),
-        )
-    }
-
-    pub fn nodes(&self) -> &HashMap<NodeId, TensorNode> {
-        &self.nodes
-    }
-
-    fn node(&self, node: NodeId) -> Result<&TensorNode, RunError> {
-        self.nodes
-            .get(&node)
-            .ok_or_else(|| error(format!("no buffer for {node}")))
-    }
-
-    /// The whole buffer as numbers, margins included.
-    pub fn buffer(&self, node: NodeId) -> Vec<f64> {
-        let data = &self.data[&node];
-        (0..self.nodes[&node].buffer_len())
-            .map(|i| data.get(i).as_f64())
-            .collect()
-    }
-
-    /// Sets the cells inside the margins (row-major over the node's dims) to `values`, stored as
-    /// the node's precision holds them.
-    pub fn set_cells(&mut self, node: NodeId, values: &[Value]) -> Result<(), RunError> {
-        let info = self.node(node)?;
-        let n = info.len();
-        if values.len() != n {
-            return Err(error(format!(
-                "{node} '{}' has {n} cells, {} values given",
-                info.label,
-                values.len()
-            )));
-        }
-        let positions: Vec<usize> = (0..n).map(|cell| interior_offset(info, cell)).collect();
-        let precision = info.precision;
-        let data = self.data.get_mut(&node).expect("allocated");
-        for (position, value) in positions.into_iter().zip(values) {
-            data.set(position, value.stored_as(precision));
-        }
-        Ok(())
-    }
-
-    /// [`Buffers::set_cells`] from numbers.
-    pub fn set_values(&mut self, node: NodeId, values: &[f64]) -> Result<(), RunError> {
-        let cells: Vec<Value> = values.iter().map(|x| Value::Float(*x)).collect();
-        self.set_cells(node, &cells)
-    }
-
-    /// The cells inside the margins, row-major over the node's dims.
-    pub fn cells(&self, node: NodeId) -> Vec<Value> {
-        let info = &self.nodes[&node];
-        (0..info.len())
-            .map(|cell| self.data[&node].get(interior_offset(info, cell)))
-            .collect()
-    }
-
-    /// The cells inside the margins as numbers (a word as its first 32-bit word).
-    pub fn values(&self, node: NodeId) -> Vec<f64> {
-        self.cells(node).into_iter().map(Value::as_f64).collect()
-    }
-}
-
-/// The buffer position of the `cell`-th interior cell (row-major over the unpadded dims).
-fn interior_offset(node: &TensorNode, cell: usize) -> usize {
-    let buffer_dims = node.buffer_dims();
-    let mut rest = cell;
-    let mut position = 0;
-    let mut stride = 1;
-    for axis in (0..node.dims.len()).rev() {
-        let coordinate = rest % node.dims[axis] + node.padding[axis].0;
-        rest /= node.dims[axis];
-        position += coordinate * stride;
-        stride *= buffer_dims[axis];
-    }
-    position
 }
 
 /// Runs `stmts`, which use no static index, over `buffers`.
@@ -342,8 +175,10 @@ impl State<'_> {
         Ok(())
     }
 
-    fn data(&mut self, node: NodeId) -> &mut Data {
-        self.buffers.data.get_mut(&node).expect("allocated")
+    fn data(&mut self, node: NodeId) -> &mut Storage {
+        self.buffers
+            .storage_mut(node)
+            .expect("checked by the caller")
     }
 
     fn local(&self, id: LocalId) -> Result<&(Precision, Value), RunError> {
@@ -360,7 +195,10 @@ impl State<'_> {
             Scalar::Get(node, index) => {
                 let from = self.buffers.node(*node)?.precision;
                 let position = self.position(*node, index)?;
-                self.buffers.data[node].get(position).to_kind(kind, from)
+                self.buffers
+                    .storage(*node)?
+                    .get(position)
+                    .to_kind(kind, from)
             }
             Scalar::Embed(index) => {
                 Value::Int(self.index_value(index)?).to_kind(kind, Precision::U32)

@@ -4,4 +4,8 @@
 //! differential-tested against. The `Backend` trait, the C backend (code generation, compilation,
 //! caching, loading, threads) and GEMM dispatch are to come. This crate reads only the loop IR.
 
+pub mod buffers;
+pub mod cc;
 pub mod interpreter;
+
+pub use buffers::Buffers;

@@ -1,0 +1,271 @@
+//! Buffers: the memory of a routine's nodes, one array per node over its buffer dims (margins
+//! included), in the node's own element type, aligned to 64 bytes so that compiled code can load
+//! it with vector instructions. Every backend runs over these; cells are set and read by interior
+//! position, as numbers or as typed [`Value`]s.
+
+use std::collections::HashMap;
+
+use half::{bf16, f16};
+use rcannl_ir::{MemoryMode, NodeId, Precision, Routine, TensorNode, Value};
+
+use crate::interpreter::RunError;
+
+/// 64 bytes, 64-aligned: the unit buffers are allocated in.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// The cells of one buffer, in the node's element type (native byte order).
+#[derive(Clone)]
+pub(crate) struct Storage {
+    precision: Precision,
+    len: usize,
+    lines: Vec<Line>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} × {})", self.len, self.precision)
+    }
+}
+
+impl Storage {
+    fn zeroed(precision: Precision, len: usize) -> Storage {
+        let bytes = len * precision.size_in_bytes();
+        Storage {
+            precision,
+            len,
+            lines: vec![Line([0; 64]); bytes.div_ceil(64).max(1)],
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Line` is a plain byte array without padding, and `lines` holds at least
+        // `len · size` bytes.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.lines.as_ptr().cast::<u8>(),
+                self.len * self.precision.size_in_bytes(),
+            )
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.len * self.precision.size_in_bytes();
+        // SAFETY: as in `bytes`, and the borrow is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u8>(), n) }
+    }
+
+    /// The start of the cells, 64-aligned, for compiled code.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.lines.as_mut_ptr().cast::<u8>()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Value {
+        let size = self.precision.size_in_bytes();
+        let b = &self.bytes()[i * size..(i + 1) * size];
+        let array = |b: &[u8]| -> [u8; 8] {
+            let mut a = [0; 8];
+            a[..b.len()].copy_from_slice(b);
+            a
+        };
+        let word = |k: usize| u32::from_ne_bytes(b[4 * k..4 * k + 4].try_into().expect("4 bytes"));
+        match self.precision {
+            Precision::U8 => Value::Int(i64::from(b[0])),
+            Precision::I8 => Value::Int(i64::from(b[0] as i8)),
+            Precision::I32 => Value::Int(i64::from(i32::from_ne_bytes(
+                b.try_into().expect("4 bytes"),
+            ))),
+            Precision::U32 => Value::Int(i64::from(word(0))),
+            Precision::I64 => Value::Int(i64::from_ne_bytes(array(b))),
+            Precision::F16 => Value::Float(
+                f16::from_bits(u16::from_ne_bytes(b.try_into().expect("2 bytes"))).to_f64(),
+            ),
+            Precision::Bf16 => Value::Float(
+                bf16::from_bits(u16::from_ne_bytes(b.try_into().expect("2 bytes"))).to_f64(),
+            ),
+            Precision::F32 => Value::Float(f64::from(f32::from_bits(word(0)))),
+            Precision::F64 => Value::Float(f64::from_ne_bytes(array(b))),
+            Precision::Uint4x32 => Value::Word([word(0), word(1), word(2), word(3)]),
+        }
+    }
+
+    /// Stores `value`, already converted by [`Value::stored_as`] to this buffer's precision.
+    pub(crate) fn set(&mut self, i: usize, value: Value) {
+        let size = self.precision.size_in_bytes();
+        let precision = self.precision;
+        let b = &mut self.bytes_mut()[i * size..(i + 1) * size];
+        match precision {
+            Precision::U8 => b[0] = value.as_i64() as u8,
+            Precision::I8 => b[0] = value.as_i64() as i8 as u8,
+            Precision::I32 => b.copy_from_slice(&(value.as_i64() as i32).to_ne_bytes()),
+            Precision::U32 => b.copy_from_slice(&(value.as_i64() as u32).to_ne_bytes()),
+            Precision::I64 => b.copy_from_slice(&value.as_i64().to_ne_bytes()),
+            Precision::F16 => {
+                b.copy_from_slice(&f16::from_f64(value.as_f64()).to_bits().to_ne_bytes());
+            }
+            Precision::Bf16 => {
+                b.copy_from_slice(&bf16::from_f64(value.as_f64()).to_bits().to_ne_bytes());
+            }
+            Precision::F32 => b.copy_from_slice(&(value.as_f64() as f32).to_ne_bytes()),
+            Precision::F64 => b.copy_from_slice(&value.as_f64().to_ne_bytes()),
+            Precision::Uint4x32 => {
+                for (k, w) in value.as_word(precision).iter().enumerate() {
+                    b[4 * k..4 * k + 4].copy_from_slice(&w.to_ne_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// The buffers of a routine's nodes: each a row-major array over the node's buffer dims.
+#[derive(Debug, Clone, Default)]
+pub struct Buffers {
+    nodes: HashMap<NodeId, TensorNode>,
+    data: HashMap<NodeId, Storage>,
+}
+
+fn error(message: String) -> RunError {
+    RunError { message }
+}
+
+impl Buffers {
+    /// Allocates a zeroed buffer for each node.
+    pub fn new(nodes: impl IntoIterator<Item = TensorNode>) -> Buffers {
+        let mut buffers = Buffers::default();
+        for node in nodes {
+            buffers
+                .data
+                .insert(node.id, Storage::zeroed(node.precision, node.buffer_len()));
+            buffers.nodes.insert(node.id, node);
+        }
+        buffers
+    }
+
+    /// Zeroed buffers for every node of `routine` that has storage (all but virtual ones).
+    pub fn for_routine(routine: &Routine) -> Buffers {
+        Buffers::new(
+            routine
+                .nodes
+                .values()
+                .filter(|node| node.memory_mode != Some(MemoryMode::Virtual))
+                .cloned(),
+        )
+    }
+
+    pub fn nodes(&self) -> &HashMap<NodeId, TensorNode> {
+        &self.nodes
+    }
+
+    pub(crate) fn node(&self, node: NodeId) -> Result<&TensorNode, RunError> {
+        self.nodes
+            .get(&node)
+            .ok_or_else(|| error(format!("no buffer for {node}")))
+    }
+
+    pub(crate) fn storage(&self, node: NodeId) -> Result<&Storage, RunError> {
+        self.data
+            .get(&node)
+            .ok_or_else(|| error(format!("no buffer for {node}")))
+    }
+
+    pub(crate) fn storage_mut(&mut self, node: NodeId) -> Result<&mut Storage, RunError> {
+        self.data
+            .get_mut(&node)
+            .ok_or_else(|| error(format!("no buffer for {node}")))
+    }
+
+    /// The whole buffer as numbers, margins included.
+    pub fn buffer(&self, node: NodeId) -> Vec<f64> {
+        let data = &self.data[&node];
+        (0..data.len()).map(|i| data.get(i).as_f64()).collect()
+    }
+
+    /// Sets the cells inside the margins (row-major over the node's dims) to `values`, stored as
+    /// the node's precision holds them.
+    pub fn set_cells(&mut self, node: NodeId, values: &[Value]) -> Result<(), RunError> {
+        let info = self.node(node)?;
+        let n = info.len();
+        if values.len() != n {
+            return Err(error(format!(
+                "{node} '{}' has {n} cells, {} values given",
+                info.label,
+                values.len()
+            )));
+        }
+        let positions: Vec<usize> = (0..n).map(|cell| interior_offset(info, cell)).collect();
+        let precision = info.precision;
+        let data = self.storage_mut(node)?;
+        for (position, value) in positions.into_iter().zip(values) {
+            data.set(position, value.stored_as(precision));
+        }
+        Ok(())
+    }
+
+    /// [`Buffers::set_cells`] from numbers.
+    pub fn set_values(&mut self, node: NodeId, values: &[f64]) -> Result<(), RunError> {
+        let cells: Vec<Value> = values.iter().map(|x| Value::Float(*x)).collect();
+        self.set_cells(node, &cells)
+    }
+
+    /// The cells inside the margins, row-major over the node's dims.
+    pub fn cells(&self, node: NodeId) -> Vec<Value> {
+        let info = &self.nodes[&node];
+        (0..info.len())
+            .map(|cell| self.data[&node].get(interior_offset(info, cell)))
+            .collect()
+    }
+
+    /// The cells inside the margins as numbers (a word as its first 32-bit word).
+    pub fn values(&self, node: NodeId) -> Vec<f64> {
+        self.cells(node).into_iter().map(Value::as_f64).collect()
+    }
+}
+
+/// The buffer position of the `cell`-th interior cell (row-major over the unpadded dims).
+fn interior_offset(node: &TensorNode, cell: usize) -> usize {
+    let buffer_dims = node.buffer_dims();
+    let mut rest = cell;
+    let mut position = 0;
+    let mut stride = 1;
+    for axis in (0..node.dims.len()).rev() {
+        let coordinate = rest % node.dims[axis] + node.padding[axis].0;
+        rest /= node.dims[axis];
+        position += coordinate * stride;
+        stride *= buffer_dims[axis];
+    }
+    position
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_precision_round_trips_through_its_bytes_and_is_aligned() {
+        let cases = [
+            (Precision::U8, Value::Int(200)),
+            (Precision::I8, Value::Int(-5)),
+            (Precision::I32, Value::Int(-70_000)),
+            (Precision::U32, Value::Int(4_000_000_000)),
+            (Precision::I64, Value::Int(i64::MIN + 3)),
+            (Precision::F16, Value::Float(-1.5)),
+            (Precision::Bf16, Value::Float(3.0e38_f32 as f64)),
+            (Precision::F32, Value::Float(0.1f32 as f64)),
+            (Precision::F64, Value::Float(0.1)),
+            (Precision::Uint4x32, Value::Word([1, 2, 3, u32::MAX])),
+        ];
+        for (precision, value) in cases {
+            let mut storage = Storage::zeroed(precision, 5);
+            assert_eq!(storage.as_mut_ptr() as usize % 64, 0);
+            let value = value.stored_as(precision);
+            storage.set(3, value);
+            assert_eq!(storage.get(3), value, "{precision}");
+            assert_eq!(storage.get(2), Value::Float(0.0).stored_as(precision));
+        }
+    }
+}

@@ -1,0 +1,845 @@
+//! C source from a routine's loop IR.
+//!
+//! The routine's top-level statements are grouped into kernels, each a C function
+//! `void rc_kN(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end)`. A
+//! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
+//! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
+//! range across threads (each cell is then computed by the same operations in the same order, so
+//! the result does not depend on the split). Other statements are gathered into serial kernels
+//! (`begin` and `end` ignored).
+//!
+//! Values are computed as the interpreter computes them, but in C's own types: f16, bf16 and f32
+//! in `float`, f64 in `double`, integers in wrapping `int64_t`, words as `rc_word`; f16 and bf16
+//! are stored as their bits and converted by the prelude's round-to-nearest-even helpers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+use rcannl_ir::{
+    Binop, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar, Stmt,
+    Symbol, Ternop, Unop, Value, Var,
+};
+
+/// The definitions every generated routine starts with.
+pub const PRELUDE: &str = include_str!("prelude.c");
+
+/// Why a routine cannot be turned into C.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodegenError {
+    pub message: String,
+}
+
+impl std::fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CodegenError {}
+
+fn error(message: String) -> CodegenError {
+    CodegenError { message }
+}
+
+/// One generated C function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kernel {
+    pub name: String,
+    /// The range of the outer loop the caller may split across threads; `None` for a serial
+    /// kernel.
+    pub parallel: Option<usize>,
+    /// An estimate of the work of one iteration of the split loop (cells written times loop
+    /// trips inside), to decide whether splitting pays.
+    pub work_per_iteration: usize,
+}
+
+/// The C source of a routine and how to call it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generated {
+    pub source: String,
+    pub kernels: Vec<Kernel>,
+    /// The nodes whose buffers are passed, in the order of the `buffers` argument.
+    pub buffers: Vec<NodeId>,
+    /// The static indices, in the order of the `statics` argument.
+    pub statics: Vec<Symbol>,
+}
+
+/// The C type values of a precision are computed in.
+fn compute_type(precision: Precision) -> &'static str {
+    match precision {
+        Precision::F16 | Precision::Bf16 | Precision::F32 => "float",
+        Precision::F64 => "double",
+        Precision::Uint4x32 => "rc_word",
+        _ => "int64_t",
+    }
+}
+
+/// The C type cells of a precision are stored as.
+fn storage_type(precision: Precision) -> &'static str {
+    match precision {
+        Precision::U8 => "uint8_t",
+        Precision::I8 => "int8_t",
+        Precision::I32 => "int32_t",
+        Precision::U32 => "uint32_t",
+        Precision::I64 => "int64_t",
+        Precision::F16 | Precision::Bf16 => "uint16_t",
+        Precision::F32 => "float",
+        Precision::F64 => "double",
+        Precision::Uint4x32 => "rc_word",
+    }
+}
+
+/// The suffix of the prelude's helpers for a precision.
+fn suffix(precision: Precision) -> String {
+    precision.to_string()
+}
+
+/// A C literal of type `compute_type(precision)` for the constant `c`, as the interpreter reads a
+/// constant in that kind.
+fn literal(c: f64, precision: Precision) -> String {
+    match Value::Float(c).to_kind(precision.kind(), Precision::I64) {
+        Value::Float(x) => float_literal(x, precision == Precision::F64),
+        Value::Int(i) => int_literal(i),
+        Value::Word(w) => word_literal(w),
+    }
+}
+
+fn float_literal(x: f64, double: bool) -> String {
+    let f = if double { "" } else { "f" };
+    if x.is_nan() {
+        "NAN".to_owned()
+    } else if x.is_infinite() {
+        format!("{}INFINITY", if x < 0.0 { "-" } else { "" })
+    } else if double {
+        format!("{x:e}")
+    } else {
+        format!("{:e}{f}", x as f32)
+    }
+}
+
+fn int_literal(i: i64) -> String {
+    if i == i64::MIN {
+        "INT64_MIN".to_owned()
+    } else {
+        format!("INT64_C({i})")
+    }
+}
+
+fn word_literal(w: [u32; 4]) -> String {
+    format!(
+        "((rc_word){{{{{}u, {}u, {}u, {}u}}}})",
+        w[0], w[1], w[2], w[3]
+    )
+}
+
+/// A stored cell's literal: the constant as the node's precision holds it, in its storage type.
+fn storage_literal(c: f64, precision: Precision) -> String {
+    match Value::Float(c).stored_as(precision) {
+        Value::Float(x) => match precision {
+            Precision::F16 => format!("{}u", half::f16::from_f64(x).to_bits()),
+            Precision::Bf16 => format!("{}u", half::bf16::from_f64(x).to_bits()),
+            _ => float_literal(x, precision == Precision::F64),
+        },
+        Value::Int(i) => int_literal(i),
+        Value::Word(w) => word_literal(w),
+    }
+}
+
+/// `value`, of type `compute_type(precision)`, as a cell of `precision` stores it.
+fn to_storage(value: &str, precision: Precision) -> String {
+    match precision {
+        Precision::F16 => format!("rc_f32_to_f16({value})"),
+        Precision::Bf16 => format!("rc_f32_to_bf16({value})"),
+        Precision::F32 | Precision::F64 | Precision::I64 | Precision::Uint4x32 => value.to_owned(),
+        _ => format!("({})({value})", storage_type(precision)),
+    }
+}
+
+/// A stored cell, in `compute_type(precision)`.
+fn from_storage(cell: &str, precision: Precision) -> String {
+    match precision {
+        Precision::F16 => format!("rc_f16_to_f32({cell})"),
+        Precision::Bf16 => format!("rc_bf16_to_f32({cell})"),
+        Precision::F32 | Precision::F64 | Precision::Uint4x32 => cell.to_owned(),
+        _ => format!("(int64_t)({cell})"),
+    }
+}
+
+/// `value`, of type `compute_type(precision)`, rounded to what a cell of `precision` holds but
+/// kept in the compute type (a local's store).
+fn round_to(value: &str, precision: Precision) -> String {
+    match precision {
+        Precision::F16
+        | Precision::Bf16
+        | Precision::U8
+        | Precision::I8
+        | Precision::I32
+        | Precision::U32 => from_storage(&to_storage(value, precision), precision),
+        _ => value.to_owned(),
+    }
+}
+
+/// `value`, held as a value of precision `from` in `compute_type(from)`, converted to the kind
+/// of `to` (in `compute_type(to)`), as `Value::to_kind` converts.
+fn convert(value: &str, from: Precision, to: Precision) -> String {
+    let target = compute_type(to);
+    if compute_type(from) == target {
+        return value.to_owned();
+    }
+    match (from.kind(), to.kind()) {
+        (Kind::Float, Kind::Float) | (Kind::Int, Kind::Float) => {
+            format!("({target})({value})")
+        }
+        (Kind::Float, Kind::Int) => format!("rc_f2i((double)({value}))"),
+        (Kind::Word, _) => format!("({target})({value}).w[0]"),
+        (_, Kind::Word) => match from {
+            Precision::F16 => format!("rc_word_bits(rc_f32_to_f16({value}))"),
+            Precision::Bf16 => format!("rc_word_bits(rc_f32_to_bf16({value}))"),
+            Precision::F32 => format!("rc_word_f32({value})"),
+            Precision::F64 => format!("rc_word_f64({value})"),
+            Precision::I32 | Precision::U32 => format!("rc_word_u32((uint32_t)({value}))"),
+            Precision::I64 => format!("rc_word_i64({value})"),
+            _ => format!("rc_word_bits((uint32_t)({value}))"),
+        },
+        // Integers all compute in `int64_t`: returned above.
+        (Kind::Int, Kind::Int) => value.to_owned(),
+    }
+}
+
+fn index_expr(index: &Index) -> String {
+    let mut parts: Vec<String> = index
+        .terms
+        .iter()
+        .map(|(c, var)| match c {
+            1 => var_name(*var),
+            c => format!("{c}*{}", var_name(*var)),
+        })
+        .collect();
+    if index.offset != 0 || parts.is_empty() {
+        parts.push(index.offset.to_string());
+    }
+    format!("({})", parts.join(" + "))
+}
+
+fn var_name(var: Var) -> String {
+    match var {
+        Var::Loop(LoopVar(v)) => format!("l{v}"),
+        Var::Static(Symbol(s)) => format!("s{s}"),
+    }
+}
+
+/// What the generator knows of the routine while it writes statements.
+struct Writer<'a> {
+    routine: &'a Routine,
+    locals: HashMap<LocalId, Precision>,
+    /// The ranges of the loops around the statement being written.
+    loops: HashMap<LoopVar, usize>,
+}
+
+impl Writer<'_> {
+    fn precision(&self, node: NodeId) -> Result<Precision, CodegenError> {
+        self.routine
+            .nodes
+            .get(&node)
+            .map(|n| n.precision)
+            .ok_or_else(|| error(format!("codegen: unknown node {node}")))
+    }
+
+    /// The row-major flat offset of `index` in `node`'s buffer.
+    fn offset(&self, node: NodeId, index: &[Index]) -> Result<String, CodegenError> {
+        let info = &self.routine.nodes[&node];
+        let dims = info.buffer_dims();
+        if dims.len() != index.len() {
+            return Err(error(format!(
+                "codegen: {node} '{}' has {} axes, indexed with {}",
+                info.label,
+                dims.len(),
+                index.len()
+            )));
+        }
+        let mut offset = String::new();
+        for (axis, (position, dim)) in index.iter().zip(&dims).enumerate() {
+            let (low, high) = self.bounds(position)?;
+            if low < 0 || high >= *dim as i64 {
+                return Err(error(format!(
+                    "codegen: {node} '{}' is addressed at {low}..={high} on axis {axis}, outside \
+                     its buffer of {dim}",
+                    info.label
+                )));
+            }
+            offset = if axis == 0 {
+                index_expr(position)
+            } else {
+                format!("({offset}*{dim} + {})", index_expr(position))
+            };
+        }
+        Ok(if offset.is_empty() {
+            "0".to_owned()
+        } else {
+            offset
+        })
+    }
+
+    /// The least and greatest values `index` takes over the loops around it and the static
+    /// indices' ranges: compiled code does not check positions, so every one is checked here.
+    fn bounds(&self, index: &Index) -> Result<(i64, i64), CodegenError> {
+        let (mut low, mut high) = (index.offset, index.offset);
+        for (c, var) in &index.terms {
+            let range = match var {
+                Var::Loop(v) => self.loops.get(v).copied(),
+                Var::Static(s) => self.routine.statics.get(s).copied(),
+            }
+            .ok_or_else(|| error(format!("codegen: {var} has no value here")))?;
+            let top = c * (range as i64 - 1);
+            low += top.min(0);
+            high += top.max(0);
+        }
+        Ok((low, high))
+    }
+
+    /// `scalar` computed in the kind of `precision`, as C of type `compute_type(precision)`.
+    fn expr(&self, scalar: &Scalar, precision: Precision) -> Result<String, CodegenError> {
+        let ty = compute_type(precision);
+        let kind = precision.kind();
+        let double = precision == Precision::F64;
+        Ok(match scalar {
+            Scalar::Const(c) => literal(*c, precision),
+            Scalar::Get(node, index) => {
+                let from = self.precision(*node)?;
+                let cell = format!("{node}[{}]", self.offset(*node, index)?);
+                convert(&from_storage(&cell, from), from, precision)
+            }
+            Scalar::Embed(index) => convert(
+                &format!("(int64_t){}", index_expr(index)),
+                Precision::U32,
+                precision,
+            ),
+            Scalar::Local(id) => {
+                let from = *self
+                    .locals
+                    .get(id)
+                    .ok_or_else(|| error(format!("codegen: {id} is read before it is declared")))?;
+                convert(&id.to_string(), from, precision)
+            }
+            Scalar::Unop(Unop::Uint4x32ToPrecUniform1, x) => {
+                let word = self.expr(x, Precision::Uint4x32)?;
+                format!("rc_uniform_{}({word}, 0)", suffix(precision))
+            }
+            Scalar::Unop(op, x) => {
+                let x = self.expr(x, precision)?;
+                match kind {
+                    Kind::Float => float_unop(*op, &x, ty, double),
+                    Kind::Int => int_unop(*op, &x),
+                    Kind::Word if *op == Unop::Identity => x,
+                    Kind::Word => {
+                        return Err(error(format!(
+                            "codegen: {op} is not defined on 128-bit words"
+                        )));
+                    }
+                }
+            }
+            Scalar::Binop(op, a, b) => {
+                let (a, b) = (self.expr(a, precision)?, self.expr(b, precision)?);
+                match (kind, op) {
+                    (_, Binop::Arg1) => a,
+                    (_, Binop::Arg2) => b,
+                    (Kind::Word, Binop::Threefry4x32) => format!("rc_threefry({a}, {b})"),
+                    (_, Binop::Threefry4x32) => {
+                        return Err(error(format!(
+                            "codegen: threefry4x32 yields 128-bit words; a {precision} value \
+                             cannot hold one"
+                        )));
+                    }
+                    (Kind::Float, op) => float_binop(*op, &a, &b, ty, double),
+                    (Kind::Int, op) => int_binop(*op, &a, &b),
+                    (Kind::Word, op) => {
+                        return Err(error(format!(
+                            "codegen: {op} is not defined on 128-bit words"
+                        )));
+                    }
+                }
+            }
+            Scalar::Ternop(Ternop::Where, condition, then, otherwise) => {
+                let condition = self.expr(condition, Precision::F64)?;
+                format!(
+                    "(({condition}) != 0 ? {} : {})",
+                    self.expr(then, precision)?,
+                    self.expr(otherwise, precision)?
+                )
+            }
+            Scalar::Ternop(op, a, b, c) => {
+                let (a, b, c) = (
+                    self.expr(a, precision)?,
+                    self.expr(b, precision)?,
+                    self.expr(c, precision)?,
+                );
+                match (kind, op) {
+                    (Kind::Float, Ternop::Fma) => {
+                        format!("{}({a}, {b}, {c})", if double { "fma" } else { "fmaf" })
+                    }
+                    (Kind::Float, _) => format!("({a} * {b} * {c})"),
+                    (Kind::Int, Ternop::Fma) => format!("rc_iadd(rc_imul({a}, {b}), {c})"),
+                    (Kind::Int, _) => format!("rc_imul(rc_imul({a}, {b}), {c})"),
+                    (Kind::Word, op) => {
+                        return Err(error(format!(
+                            "codegen: {op} is not defined on 128-bit words"
+                        )));
+                    }
+                }
+            }
+        })
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, out: &mut String, depth: usize) -> Result<(), CodegenError> {
+        let pad = "  ".repeat(depth);
+        match stmt {
+            Stmt::For { var, range, body } => {
+                writeln!(
+                    out,
+                    "{pad}for (int64_t {var} = 0; {var} < {range}; ++{var}) {{"
+                )
+                .expect("writing to a string");
+                self.loops.insert(*var, *range);
+                self.body(body, out, depth + 1)?;
+                self.loops.remove(var);
+                writeln!(out, "{pad}}}").expect("writing to a string");
+            }
+            Stmt::Set { node, index, value } => {
+                let precision = self.precision(*node)?;
+                let value = self.expr(value, precision)?;
+                writeln!(
+                    out,
+                    "{pad}{node}[{}] = {};",
+                    self.offset(*node, index)?,
+                    to_storage(&value, precision)
+                )
+                .expect("writing to a string");
+            }
+            Stmt::SetVec {
+                node,
+                offset,
+                op,
+                arg,
+            } => {
+                let info = &self.routine.nodes[node];
+                let precision = info.precision;
+                let word = self.expr(arg, Precision::Uint4x32)?;
+                // Cells past the end are skipped at run time; none may lie before the start.
+                if self.bounds(offset)?.0 < 0 {
+                    return Err(error(format!(
+                        "codegen: a vector store into {node} '{}' starts before its buffer",
+                        info.label
+                    )));
+                }
+                writeln!(
+                    out,
+                    "{pad}{{ rc_word w = {word}; int64_t o = {};",
+                    index_expr(offset)
+                )
+                .expect("writing to a string");
+                for k in 0..op.length(precision) {
+                    let value = format!("rc_uniform_{}(w, {k})", suffix(precision));
+                    writeln!(
+                        out,
+                        "{pad}  if (o + {k} < {}) {node}[o + {k}] = {};",
+                        info.buffer_len(),
+                        to_storage(&value, precision)
+                    )
+                    .expect("writing to a string");
+                }
+                writeln!(out, "{pad}}}").expect("writing to a string");
+            }
+            Stmt::Fill { node, value } => {
+                let info = &self.routine.nodes[node];
+                writeln!(
+                    out,
+                    "{pad}for (int64_t i = 0; i < {}; ++i) {node}[i] = {};",
+                    info.buffer_len(),
+                    storage_literal(*value, info.precision)
+                )
+                .expect("writing to a string");
+            }
+            Stmt::FillMargins { node, value } => {
+                let info = &self.routine.nodes[node];
+                let dims = info.buffer_dims();
+                let mut outside = Vec::new();
+                let mut flat = String::new();
+                for (axis, (dim, (before, _))) in dims.iter().zip(&info.padding).enumerate() {
+                    writeln!(
+                        out,
+                        "{pad}for (int64_t m{axis} = 0; m{axis} < {dim}; ++m{axis})"
+                    )
+                    .expect("writing to a string");
+                    outside.push(format!(
+                        "m{axis} < {before} || m{axis} >= {}",
+                        before + info.dims[axis]
+                    ));
+                    flat = if axis == 0 {
+                        format!("m{axis}")
+                    } else {
+                        format!("({flat}*{dim} + m{axis})")
+                    };
+                }
+                if !outside.is_empty() {
+                    writeln!(
+                        out,
+                        "{pad}  if ({}) {node}[{flat}] = {};",
+                        outside.join(" || "),
+                        storage_literal(*value, info.precision)
+                    )
+                    .expect("writing to a string");
+                }
+            }
+            Stmt::Local {
+                id,
+                precision,
+                value,
+            } => {
+                let value = self.expr(value, *precision)?;
+                writeln!(
+                    out,
+                    "{pad}{} {id} = {};",
+                    compute_type(*precision),
+                    round_to(&value, *precision)
+                )
+                .expect("writing to a string");
+                self.locals.insert(*id, *precision);
+            }
+            Stmt::SetLocal { id, value } => {
+                let precision = *self
+                    .locals
+                    .get(id)
+                    .ok_or_else(|| error(format!("codegen: {id} is set before it is declared")))?;
+                let value = self.expr(value, precision)?;
+                writeln!(out, "{pad}{id} = {};", round_to(&value, precision))
+                    .expect("writing to a string");
+            }
+        }
+        Ok(())
+    }
+
+    fn body(&mut self, body: &[Stmt], out: &mut String, depth: usize) -> Result<(), CodegenError> {
+        // A local lives until the end of the body that declares it.
+        let outer = self.locals.clone();
+        for stmt in body {
+            self.stmt(stmt, out, depth)?;
+        }
+        self.locals = outer;
+        Ok(())
+    }
+}
+
+fn float_unop(op: Unop, x: &str, ty: &str, double: bool) -> String {
+    let f = if double { "" } else { "f" };
+    match op {
+        Unop::Identity => x.to_owned(),
+        Unop::Neg => format!("(-{x})"),
+        Unop::Relu => format!("({x} > 0 ? {x} : ({ty})0)"),
+        Unop::Sat01 => format!("fmin{f}(fmax{f}({x}, ({ty})0), ({ty})1)"),
+        Unop::Exp => format!("exp{f}({x})"),
+        Unop::Log => format!("log{f}({x})"),
+        Unop::Exp2 => format!("exp2{f}({x})"),
+        Unop::Log2 => format!("log2{f}({x})"),
+        Unop::Sin => format!("sin{f}({x})"),
+        Unop::Cos => format!("cos{f}({x})"),
+        Unop::Sqrt => format!("sqrt{f}({x})"),
+        Unop::Recip => format!("(({ty})1 / {x})"),
+        Unop::RecipSqrt => format!("(({ty})1 / sqrt{f}({x}))"),
+        Unop::Tanh => format!("tanh{f}({x})"),
+        Unop::Not => format!("({ty})({x} == 0)"),
+        Unop::Trunc => format!("trunc{f}({x})"),
+        Unop::Uint4x32ToPrecUniform1 => unreachable!("handled with its word argument"),
+    }
+}
+
+fn int_unop(op: Unop, x: &str) -> String {
+    match op {
+        Unop::Identity | Unop::Trunc => x.to_owned(),
+        Unop::Neg => format!("rc_isub(0, {x})"),
+        Unop::Relu => format!("({x} > 0 ? {x} : 0)"),
+        Unop::Sat01 => format!("({x} < 0 ? 0 : ({x} > 1 ? 1 : {x}))"),
+        Unop::Not => format!("(int64_t)({x} == 0)"),
+        // No integer meaning: computed on doubles and truncated.
+        other => format!(
+            "rc_f2i({})",
+            float_unop(other, &format!("(double)({x})"), "double", true)
+        ),
+    }
+}
+
+fn float_binop(op: Binop, a: &str, b: &str, ty: &str, double: bool) -> String {
+    let f = if double { "" } else { "f" };
+    match op {
+        Binop::Add => format!("({a} + {b})"),
+        Binop::Sub => format!("({a} - {b})"),
+        Binop::Mul => format!("({a} * {b})"),
+        Binop::Div => format!("({a} / {b})"),
+        Binop::Pow => format!("pow{f}({a}, {b})"),
+        Binop::Max => format!("fmax{f}({a}, {b})"),
+        Binop::Min => format!("fmin{f}({a}, {b})"),
+        Binop::ReluGate => format!("({a} > 0 ? {b} : ({ty})0)"),
+        Binop::Sat01Gate => format!("({a} > 0 && {a} < 1 ? {b} : ({ty})0)"),
+        Binop::Or => format!("({ty})({a} != 0 || {b} != 0)"),
+        Binop::And => format!("({ty})({a} != 0 && {b} != 0)"),
+        Binop::Lt => format!("({ty})({a} < {b})"),
+        Binop::Eq => format!("({ty})({a} == {b})"),
+        Binop::Ne => format!("({ty})({a} != {b})"),
+        Binop::Mod => format!("rc_fmod{f}({a}, {b})"),
+        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 => {
+            unreachable!("handled before the kind's operations")
+        }
+    }
+}
+
+fn int_binop(op: Binop, a: &str, b: &str) -> String {
+    match op {
+        Binop::Add => format!("rc_iadd({a}, {b})"),
+        Binop::Sub => format!("rc_isub({a}, {b})"),
+        Binop::Mul => format!("rc_imul({a}, {b})"),
+        Binop::Div => format!("rc_idiv({a}, {b})"),
+        Binop::Pow => format!("rc_ipow({a}, {b})"),
+        Binop::Max => format!("({a} > {b} ? {a} : {b})"),
+        Binop::Min => format!("({a} < {b} ? {a} : {b})"),
+        Binop::ReluGate => format!("({a} > 0 ? {b} : 0)"),
+        Binop::Sat01Gate => "(int64_t)0".to_owned(),
+        Binop::Or => format!("(int64_t)({a} != 0 || {b} != 0)"),
+        Binop::And => format!("(int64_t)({a} != 0 && {b} != 0)"),
+        Binop::Lt => format!("(int64_t)({a} < {b})"),
+        Binop::Eq => format!("(int64_t)({a} == {b})"),
+        Binop::Ne => format!("(int64_t)({a} != {b})"),
+        Binop::Mod => format!("rc_imod({a}, {b})"),
+        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 => {
+            unreachable!("handled before the kind's operations")
+        }
+    }
+}
+
+/// The C source for `routine` (optimized or not; virtual nodes must not be accessed).
+pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
+    let buffers: Vec<NodeId> = routine
+        .nodes
+        .values()
+        .filter(|n| n.memory_mode != Some(MemoryMode::Virtual))
+        .map(|n| n.id)
+        .collect();
+    let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
+    let mut source = String::from(PRELUDE);
+    let mut kernels = Vec::new();
+    let mut writer = Writer {
+        routine,
+        locals: HashMap::new(),
+        loops: HashMap::new(),
+    };
+    for group in kernel_groups(routine) {
+        let name = format!("rc_k{}", kernels.len());
+        let mut body = String::new();
+        match group {
+            Group::Parallel { stmt } => {
+                let Stmt::For {
+                    var,
+                    range,
+                    body: inner,
+                } = stmt
+                else {
+                    unreachable!("parallel groups are loops");
+                };
+                writeln!(
+                    body,
+                    "  for (int64_t {var} = begin; {var} < end; ++{var}) {{"
+                )
+                .expect("writing to a string");
+                writer.loops.insert(*var, *range);
+                writer.body(inner, &mut body, 2)?;
+                writer.loops.remove(var);
+                body.push_str("  }\n");
+                kernels.push(Kernel {
+                    name: name.clone(),
+                    parallel: Some(*range),
+                    work_per_iteration: inner.iter().map(work).sum(),
+                });
+            }
+            Group::Serial { stmts } => {
+                writer.body(stmts, &mut body, 1)?;
+                kernels.push(Kernel {
+                    name: name.clone(),
+                    parallel: None,
+                    work_per_iteration: stmts.iter().map(work).sum(),
+                });
+            }
+        }
+        write_kernel(&mut source, &name, routine, &buffers, &statics, &body);
+    }
+    Ok(Generated {
+        source,
+        kernels,
+        buffers,
+        statics,
+    })
+}
+
+fn write_kernel(
+    source: &mut String,
+    name: &str,
+    routine: &Routine,
+    buffers: &[NodeId],
+    statics: &[Symbol],
+    body: &str,
+) {
+    writeln!(
+        source,
+        "\nvoid {name}(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end) {{"
+    )
+    .expect("writing to a string");
+    source.push_str("  (void)statics; (void)begin; (void)end;\n");
+    for (i, node) in buffers.iter().enumerate() {
+        // Only the buffers the kernel names are declared, so that the compiler sees no unused ones.
+        if body.contains(&format!("{node}[")) {
+            let ty = storage_type(routine.nodes[node].precision);
+            writeln!(source, "  {ty} *restrict {node} = ({ty} *)buffers[{i}];")
+                .expect("writing to a string");
+        }
+    }
+    for (i, symbol) in statics.iter().enumerate() {
+        let name = var_name(Var::Static(*symbol));
+        if body.contains(&name) {
+            writeln!(source, "  const int64_t {name} = statics[{i}];")
+                .expect("writing to a string");
+        }
+    }
+    source.push_str(body);
+    source.push_str("}\n");
+}
+
+/// The cells a statement writes, times the trips of the loops around them, roughly.
+fn work(stmt: &Stmt) -> usize {
+    match stmt {
+        Stmt::For { range, body, .. } => range.saturating_mul(body.iter().map(work).sum()),
+        _ => 1,
+    }
+}
+
+enum Group<'a> {
+    Parallel { stmt: &'a Stmt },
+    Serial { stmts: &'a [Stmt] },
+}
+
+/// The routine's top-level statements as kernels: each splittable loop alone, the runs of other
+/// statements between them together. A routine with top-level locals is one serial kernel (a
+/// local cannot cross kernels).
+fn kernel_groups(routine: &Routine) -> Vec<Group<'_>> {
+    let body = &routine.body;
+    if body.iter().any(|s| matches!(s, Stmt::Local { .. })) {
+        return vec![Group::Serial { stmts: body }];
+    }
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for (i, stmt) in body.iter().enumerate() {
+        if splittable(stmt, routine) {
+            if start < i {
+                groups.push(Group::Serial {
+                    stmts: &body[start..i],
+                });
+            }
+            groups.push(Group::Parallel { stmt });
+            start = i + 1;
+        }
+    }
+    if start < body.len() {
+        groups.push(Group::Serial {
+            stmts: &body[start..],
+        });
+    }
+    groups
+}
+
+/// Whether the iterations of a top-level loop can run in any order, on any thread: every write
+/// in it lands in a stretch of its buffer that no other iteration writes (the loop variable's
+/// stride exceeds what the inner loops span), and every read of a node written in it is at a
+/// position one of those writes uses.
+fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
+    let Stmt::For { var, body, .. } = stmt else {
+        return false;
+    };
+    let mut ranges: HashMap<LoopVar, usize> = HashMap::new();
+    let mut writes: BTreeMap<NodeId, Vec<Vec<Index>>> = BTreeMap::new();
+    let mut safe = true;
+    collect(body, &mut ranges, &mut |stmt, ranges| match stmt {
+        Stmt::Set { node, index, .. } => {
+            let info = &routine.nodes[node];
+            let (stride, span) = flat_extent(index, &info.buffer_dims(), *var, ranges);
+            safe &= stride.unsigned_abs() > span;
+            writes.entry(*node).or_default().push(index.clone());
+        }
+        Stmt::SetVec {
+            node, offset, op, ..
+        } => {
+            let length = op.length(routine.nodes[node].precision) as u64;
+            let (stride, span) = flat_extent(std::slice::from_ref(offset), &[1], *var, ranges);
+            safe &= stride.unsigned_abs() >= span + length;
+            writes.entry(*node).or_default();
+        }
+        Stmt::Fill { .. } | Stmt::FillMargins { .. } => safe = false,
+        Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => {}
+    });
+    if !safe || writes.is_empty() {
+        return false;
+    }
+    let mut reads_ok = true;
+    let mut check = |stmt: &Stmt| {
+        for value in stmt.values() {
+            value.for_each_get(&mut |node, index| {
+                if let Some(written) = writes.get(&node) {
+                    reads_ok &= written.iter().any(|w| w.as_slice() == index);
+                }
+            });
+        }
+    };
+    for inner in body {
+        inner.walk(&mut check);
+    }
+    reads_ok
+}
+
+/// Calls `visit` on every statement of `body`, nested ones included, with the ranges of the loops
+/// around it.
+fn collect(
+    body: &[Stmt],
+    ranges: &mut HashMap<LoopVar, usize>,
+    visit: &mut impl FnMut(&Stmt, &HashMap<LoopVar, usize>),
+) {
+    for stmt in body {
+        visit(stmt, ranges);
+        if let Stmt::For { var, range, body } = stmt {
+            ranges.insert(*var, *range);
+            collect(body, ranges, visit);
+            ranges.remove(var);
+        }
+    }
+}
+
+/// For a position in a buffer of `dims`: the flat stride of `var`, and how far the other loop
+/// variables move the flat position (static indices are fixed for a run and move nothing).
+fn flat_extent(
+    index: &[Index],
+    dims: &[usize],
+    var: LoopVar,
+    ranges: &HashMap<LoopVar, usize>,
+) -> (i64, u64) {
+    let mut stride = 1i64;
+    let mut var_stride = 0i64;
+    let mut span = 0u64;
+    for (position, dim) in index.iter().zip(dims).rev() {
+        for (c, v) in &position.terms {
+            match v {
+                Var::Loop(v) if *v == var => var_stride += c * stride,
+                Var::Loop(v) => {
+                    let trips = ranges.get(v).copied().unwrap_or(1).saturating_sub(1) as u64;
+                    span += (c * stride).unsigned_abs() * trips;
+                }
+                Var::Static(_) => {}
+            }
+        }
+        stride *= *dim as i64;
+    }
+    (var_stride, span)
+}

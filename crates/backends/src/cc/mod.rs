@@ -1,0 +1,307 @@
+//! The C backend: generates C for a routine (`codegen`), compiles it with the system's C
+//! compiler into a shared library cached on disk by a hash of the source and the command, loads it,
+//! and runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across
+//! the threads of the rayon pool.
+
+pub mod codegen;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rcannl_ir::{NodeId, Routine, Symbol};
+
+use crate::Buffers;
+use crate::interpreter::RunError;
+use codegen::{CodegenError, Kernel, generate};
+
+/// Why a routine cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    pub message: String,
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+impl From<CodegenError> for CompileError {
+    fn from(e: CodegenError) -> CompileError {
+        CompileError { message: e.message }
+    }
+}
+
+fn compile_error(message: String) -> CompileError {
+    CompileError { message }
+}
+
+/// The flags every routine is compiled with: optimized for this machine, math functions that
+/// need not set `errno` (so that they vectorize), position-independent for loading.
+const FLAGS: [&str; 5] = [
+    "-O3",
+    "-march=native",
+    "-fno-math-errno",
+    "-shared",
+    "-fPIC",
+];
+
+/// A C compiler and the folder compiled routines are cached in.
+#[derive(Debug, Clone)]
+pub struct Compiler {
+    command: String,
+    cache_dir: PathBuf,
+}
+
+impl Compiler {
+    /// `$CC`, else `cc`, if it runs; compiled routines cached in `$RCANNL_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/rcannl`, else `~/.cache/rcannl`, else the system's temporary folder.
+    pub fn find() -> Option<Compiler> {
+        let command = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+        let runs = Command::new(&command)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success());
+        runs.then(|| Compiler {
+            command,
+            cache_dir: default_cache_dir(),
+        })
+    }
+
+    /// The same compiler, caching in `dir`.
+    pub fn with_cache_dir(mut self, dir: &Path) -> Compiler {
+        self.cache_dir = dir.to_owned();
+        self
+    }
+
+    /// Compiles `routine` (or loads it from the cache).
+    pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
+        let generated = generate(routine)?;
+        let key = format!(
+            "{:016x}",
+            fnv1a(&[
+                self.command.as_bytes(),
+                FLAGS.join(" ").as_bytes(),
+                generated.source.as_bytes()
+            ])
+        );
+        std::fs::create_dir_all(&self.cache_dir).map_err(|e| {
+            compile_error(format!(
+                "cannot create the cache folder {}: {e}",
+                self.cache_dir.display()
+            ))
+        })?;
+        let library_path = self.cache_dir.join(format!("rc_{key}.so"));
+        let from_cache = library_path.exists();
+        if !from_cache {
+            self.build(&generated.source, &key, &library_path)?;
+        }
+        // SAFETY: the library is one this compiler built from generated code; loading it runs no
+        // initializers of ours.
+        let library = unsafe { libloading::Library::new(&library_path) }
+            .map_err(|e| compile_error(format!("cannot load {}: {e}", library_path.display())))?;
+        let mut kernels = Vec::new();
+        for kernel in generated.kernels {
+            // SAFETY: every kernel the generator writes has exactly this signature.
+            let function: KernelFn = unsafe {
+                *library
+                    .get::<KernelFn>(kernel.name.as_bytes())
+                    .map_err(|e| compile_error(format!("no kernel {}: {e}", kernel.name)))?
+            };
+            kernels.push((function, kernel));
+        }
+        Ok(CompiledRoutine {
+            _library: library,
+            kernels,
+            routine: routine.clone(),
+            buffers: generated.buffers,
+            statics: generated.statics,
+            source: generated.source,
+            from_cache,
+        })
+    }
+
+    fn build(&self, source: &str, key: &str, library: &Path) -> Result<(), CompileError> {
+        let c_path = self.cache_dir.join(format!("rc_{key}.c"));
+        std::fs::write(&c_path, source)
+            .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
+        // Built under a name of this process's, then renamed: a concurrent build of the same
+        // routine never sees half a library.
+        let partial = self
+            .cache_dir
+            .join(format!("rc_{key}.{}.partial", std::process::id()));
+        let output = Command::new(&self.command)
+            .args(FLAGS)
+            .arg("-o")
+            .arg(&partial)
+            .arg(&c_path)
+            .arg("-lm")
+            .output()
+            .map_err(|e| compile_error(format!("cannot run {}: {e}", self.command)))?;
+        if !output.status.success() {
+            return Err(compile_error(format!(
+                "{} failed on {}:\n{}",
+                self.command,
+                c_path.display(),
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        std::fs::rename(&partial, library)
+            .map_err(|e| compile_error(format!("cannot move the library into the cache: {e}")))
+    }
+}
+
+fn default_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RCANNL_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("rcannl");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        return PathBuf::from(home).join(".cache").join("rcannl");
+    }
+    std::env::temp_dir().join("rcannl")
+}
+
+/// FNV-1a over the parts, each followed by a zero byte: stable across runs and builds, which is
+/// all a cache key needs.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.iter().chain(&[0]) {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
+
+/// A loaded routine.
+#[derive(Debug)]
+pub struct CompiledRoutine {
+    _library: libloading::Library,
+    kernels: Vec<(KernelFn, Kernel)>,
+    routine: Routine,
+    buffers: Vec<NodeId>,
+    statics: Vec<Symbol>,
+    /// The generated C.
+    pub source: String,
+    /// Whether the library came from the cache (nothing was compiled).
+    pub from_cache: bool,
+}
+
+/// Buffer pointers handed to kernels on several threads.
+#[derive(Clone, Copy)]
+struct Pointers<'a>(&'a [*mut u8]);
+
+// SAFETY: the kernels running at once write disjoint cells (`codegen::splittable`) and only read
+// what no other iteration writes.
+unsafe impl Send for Pointers<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Pointers<'_> {}
+
+/// Below this much work a kernel runs on one thread: splitting costs more than it saves.
+const PARALLEL_WORK: usize = 1 << 15;
+
+impl CompiledRoutine {
+    /// Runs the routine over `buffers`, with a value for each of its static indices.
+    pub fn run(
+        &self,
+        buffers: &mut Buffers,
+        statics: &HashMap<Symbol, i64>,
+    ) -> Result<(), RunError> {
+        let statics = self.static_values(statics)?;
+        let mut pointers = Vec::with_capacity(self.buffers.len());
+        for id in &self.buffers {
+            let expected = &self.routine.nodes[id];
+            let given = buffers.node(*id)?;
+            if given.precision != expected.precision
+                || given.buffer_dims() != expected.buffer_dims()
+            {
+                return Err(RunError {
+                    message: format!(
+                        "routine {}: the buffer of {id} '{}' is {} {:?}, the routine was compiled \
+                         for {} {:?}",
+                        self.routine.name,
+                        expected.label,
+                        given.precision,
+                        given.buffer_dims(),
+                        expected.precision,
+                        expected.buffer_dims()
+                    ),
+                });
+            }
+            pointers.push(buffers.storage_mut(*id)?.as_mut_ptr());
+        }
+        let pointers = Pointers(&pointers);
+        let threads = rayon::current_num_threads();
+        for (function, kernel) in &self.kernels {
+            match kernel.parallel {
+                Some(range)
+                    if threads > 1
+                        && range > 1
+                        && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK =>
+                {
+                    let chunks = threads.min(range);
+                    rayon::scope(|scope| {
+                        for chunk in 0..chunks {
+                            let (begin, end) =
+                                (range * chunk / chunks, range * (chunk + 1) / chunks);
+                            let statics = &statics;
+                            scope.spawn(move |_| {
+                                let pointers = pointers;
+                                // SAFETY: the buffers match the routine's nodes (checked above),
+                                // every index was checked against them when generating, and the
+                                // chunks write disjoint cells.
+                                unsafe {
+                                    function(
+                                        pointers.0.as_ptr(),
+                                        statics.as_ptr(),
+                                        begin as i64,
+                                        end as i64,
+                                    );
+                                }
+                            });
+                        }
+                    });
+                }
+                _ => {
+                    let end = kernel.parallel.unwrap_or(1);
+                    // SAFETY: as above, on one thread.
+                    unsafe { function(pointers.0.as_ptr(), statics.as_ptr(), 0, end as i64) };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn static_values(&self, given: &HashMap<Symbol, i64>) -> Result<Vec<i64>, RunError> {
+        self.statics
+            .iter()
+            .map(|symbol| {
+                let range = self.routine.statics[symbol];
+                match given.get(symbol) {
+                    Some(value) if (0..range as i64).contains(value) => Ok(*value),
+                    Some(value) => Err(RunError {
+                        message: format!(
+                            "routine {}: the static index s{} is {value}, outside 0..{range}",
+                            self.routine.name, symbol.0
+                        ),
+                    }),
+                    None => Err(RunError {
+                        message: format!(
+                            "routine {}: no value given for the static index s{}",
+                            self.routine.name, symbol.0
+                        ),
+                    }),
+                }
+            })
+            .collect()
+    }
+}

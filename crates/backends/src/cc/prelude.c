@@ -1,0 +1,173 @@
+/* The definitions every generated routine starts with: the 128-bit word, conversions between
+   precisions with the same rounding as the interpreter, Threefry-4x32-20, and random bits as
+   uniform values. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct { uint32_t w[4]; } rc_word;
+
+static inline float rc_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  uint32_t bits;
+  if (exponent == 0) {
+    float magnitude = (float)mantissa * 5.9604644775390625e-8f; /* 2^-24 */
+    memcpy(&bits, &magnitude, 4);
+    bits |= sign;
+  } else if (exponent == 31) {
+    bits = sign | 0x7F800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* Round to nearest, ties to even; 65520 and above overflow to infinity. */
+static inline uint16_t rc_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t magnitude = x & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);
+  if (magnitude >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);
+  if (magnitude < 0x38800000u) {
+    float a;
+    memcpy(&a, &magnitude, 4);
+    return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+  }
+  uint32_t h = ((magnitude >> 23) - 112) << 10 | ((magnitude & 0x7FFFFFu) >> 13);
+  uint32_t rest = magnitude & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;
+  return (uint16_t)(sign | h);
+}
+
+static inline float rc_bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static inline uint16_t rc_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7FFFu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+/* Floats into integers truncate toward zero and saturate; NaN is 0. */
+static inline int64_t rc_f2i(double x) {
+  if (x != x) return 0;
+  if (x >= 9223372036854775807.0) return INT64_MAX;
+  if (x <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)x;
+}
+
+static inline int64_t rc_iadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t rc_isub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t rc_imul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+/* Compiled code does not trap: an integer division or remainder by zero gives 0. */
+static inline int64_t rc_idiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  return a / b;
+}
+static inline int64_t rc_imod(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t rc_ipow(int64_t a, int64_t b) {
+  if (b < 0) return rc_f2i(pow((double)a, (double)b));
+  uint64_t result = 1, base = (uint64_t)a;
+  while (b > 0) {
+    if (b & 1) result *= base;
+    base *= base;
+    b >>= 1;
+  }
+  return (int64_t)result;
+}
+static inline double rc_fmod(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline float rc_fmodf(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+static inline rc_word rc_word_bits(uint32_t u) {
+  rc_word r = {{u, 0, 0, 0}};
+  return r;
+}
+static inline rc_word rc_word_u32(uint32_t u) {
+  rc_word r = {{u, u ^ 0x9E3779B9u, u ^ 0x6C078965u, u ^ ((u << 16) | (u >> 16))}};
+  return r;
+}
+static inline rc_word rc_word_i64(int64_t i) {
+  uint64_t u = (uint64_t)i;
+  rc_word r = {{(uint32_t)u, (uint32_t)(u >> 32), 0, 0}};
+  return r;
+}
+static inline rc_word rc_word_f64(double x) {
+  uint64_t u;
+  memcpy(&u, &x, 8);
+  rc_word r = {{(uint32_t)u, (uint32_t)(u >> 32), 0, 0}};
+  return r;
+}
+static inline rc_word rc_word_f32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return rc_word_bits(u);
+}
+
+static inline uint32_t rc_rotl(uint32_t x, uint32_t r) { return (x << r) | (x >> (32 - r)); }
+
+static inline rc_word rc_threefry(rc_word key, rc_word counter) {
+  static const uint32_t rotations[8][2] = {{10, 26}, {11, 21}, {13, 27}, {23, 5},
+                                           {6, 20},  {17, 11}, {25, 10}, {18, 20}};
+  uint32_t ks[5] = {key.w[0], key.w[1], key.w[2], key.w[3],
+                    0x1BD11BDAu ^ key.w[0] ^ key.w[1] ^ key.w[2] ^ key.w[3]};
+  uint32_t x[4];
+  for (int i = 0; i < 4; ++i) x[i] = counter.w[i] + ks[i];
+  for (int round = 0; round < 20; ++round) {
+    uint32_t r0 = rotations[round % 8][0], r1 = rotations[round % 8][1];
+    if (round % 2 == 0) {
+      x[0] += x[1]; x[1] = rc_rotl(x[1], r0) ^ x[0];
+      x[2] += x[3]; x[3] = rc_rotl(x[3], r1) ^ x[2];
+    } else {
+      x[0] += x[3]; x[3] = rc_rotl(x[3], r0) ^ x[0];
+      x[2] += x[1]; x[1] = rc_rotl(x[1], r1) ^ x[2];
+    }
+    if (round % 4 == 3) {
+      uint32_t s = (uint32_t)(round / 4 + 1);
+      for (int i = 0; i < 4; ++i) x[i] += ks[(s + i) % 5];
+      x[3] += s;
+    }
+  }
+  rc_word r = {{x[0], x[1], x[2], x[3]}};
+  return r;
+}
+
+/* The k-th uniform value a word makes in each precision (see value.rs). */
+static inline uint32_t rc_half_word(rc_word w, int k) { return (w.w[k / 2] >> (16 * (k % 2))) & 0xFFFFu; }
+static inline uint64_t rc_double_word(rc_word w, int k) {
+  return (uint64_t)w.w[2 * k] | ((uint64_t)w.w[2 * k + 1] << 32);
+}
+static inline float rc_uniform_f32(rc_word w, int k) { return (float)(w.w[k] >> 8) * 5.9604644775390625e-8f; }
+static inline double rc_uniform_f64(rc_word w, int k) {
+  return (double)(rc_double_word(w, k) >> 11) * 1.1102230246251565404e-16;
+}
+static inline float rc_uniform_f16(rc_word w, int k) { return (float)(rc_half_word(w, k) >> 5) * 4.8828125e-4f; }
+static inline float rc_uniform_bf16(rc_word w, int k) { return (float)(rc_half_word(w, k) >> 8) * 3.90625e-3f; }
+static inline int64_t rc_uniform_u8(rc_word w, int k) { return (int64_t)((w.w[k / 4] >> (8 * (k % 4))) & 0xFFu); }
+static inline int64_t rc_uniform_i8(rc_word w, int k) { return (int64_t)(int8_t)rc_uniform_u8(w, k); }
+static inline int64_t rc_uniform_i32(rc_word w, int k) { return (int64_t)(int32_t)w.w[k]; }
+static inline int64_t rc_uniform_u32(rc_word w, int k) { return (int64_t)w.w[k]; }
+static inline int64_t rc_uniform_i64(rc_word w, int k) { return (int64_t)rc_double_word(w, k); }
+static inline rc_word rc_uniform_uint4x32(rc_word w, int k) { (void)k; return w; }
