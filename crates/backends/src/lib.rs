@@ -1,11 +1,15 @@
 //! Execution backends for rcannl.
 //!
-//! `interpreter` runs the loop IR of `rcannl-ir` directly: the reference every other backend is
-//! differential-tested against. The `Backend` trait, the C backend (code generation, compilation,
-//! caching, loading, threads) and GEMM dispatch are to come. This crate reads only the loop IR.
+//! Every backend runs routines over `buffers` (typed, aligned node memory). `interpreter` runs the
+//! loop IR of `rcannl-ir` directly: the reference every other backend is differential-tested
+//! against. `cc` generates C, compiles, caches and loads it, and splits kernels across threads.
+//! `backend` is the trait both implement and the default choice (C when a compiler runs, else
+//! the interpreter). This crate reads only the loop IR.
 
+pub mod backend;
 pub mod buffers;
 pub mod cc;
 pub mod interpreter;
 
+pub use backend::{Backend, Executable, Interpreter, default_backend};
 pub use buffers::Buffers;

@@ -39,6 +39,16 @@ fn compile_error(message: String) -> CompileError {
     CompileError { message }
 }
 
+impl crate::backend::Executable for CompiledRoutine {
+    fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError> {
+        CompiledRoutine::run(self, buffers, statics)
+    }
+
+    fn routine(&self) -> &Routine {
+        &self.routine
+    }
+}
+
 /// The flags every routine is compiled with: optimized for this machine, math functions that
 /// need not set `errno` (so that they vectorize), position-independent for loading.
 const FLAGS: [&str; 5] = [

@@ -1,0 +1,82 @@
+//! The `Backend` trait: what turns a routine into something that runs over [`Buffers`], and the
+//! choice of backend when the caller does not make one.
+
+use std::collections::HashMap;
+use std::sync::Once;
+
+use rcannl_ir::{Routine, Symbol};
+
+use crate::Buffers;
+use crate::cc::{CompileError, Compiler};
+use crate::interpreter::{RunError, run_routine};
+
+/// A routine ready to run.
+pub trait Executable: std::fmt::Debug + Send + Sync {
+    /// Runs the routine over `buffers`, with a value for each of its static indices.
+    fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError>;
+
+    fn routine(&self) -> &Routine;
+}
+
+/// Something that prepares routines to run.
+pub trait Backend: std::fmt::Debug + Send + Sync {
+    fn name(&self) -> &'static str;
+
+    fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError>;
+}
+
+/// The reference interpreter as a backend: nothing to compile.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Interpreter;
+
+#[derive(Debug)]
+struct Interpreted(Routine);
+
+impl Executable for Interpreted {
+    fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError> {
+        run_routine(&self.0, buffers, statics)
+    }
+
+    fn routine(&self) -> &Routine {
+        &self.0
+    }
+}
+
+impl Backend for Interpreter {
+    fn name(&self) -> &'static str {
+        "interpreter"
+    }
+
+    fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
+        Ok(Box::new(Interpreted(routine.clone())))
+    }
+}
+
+impl Backend for Compiler {
+    fn name(&self) -> &'static str {
+        "cc"
+    }
+
+    fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
+        Ok(Box::new(Compiler::compile(self, routine)?))
+    }
+}
+
+static NO_COMPILER: Once = Once::new();
+
+/// The C backend when a C compiler runs here, else the interpreter, after one warning on
+/// standard error (once per process).
+pub fn default_backend() -> Box<dyn Backend> {
+    match Compiler::find() {
+        Some(compiler) => Box::new(compiler),
+        None => {
+            NO_COMPILER.call_once(|| {
+                eprintln!(
+                    "rcannl: no C compiler found (tried $CC, then cc); running on the \
+                     interpreter, which is much slower. Install a C compiler or set CC."
+                );
+            });
+            Box::new(Interpreter)
+        }
+    }
+}
