@@ -5,8 +5,9 @@
 //! and the slot views gradients use (`projections`), and the padding margins of a buffer
 //! (`padding`); precisions and the rounding to each (`precision`); the primitive operations,
 //! accumulators with their neutral elements and the Threefry random bits (`ops`); tensor nodes
-//! (`node`), assignments (`assignment`), the loop IR (`loops`) and lowering (`lower`). The other
-//! assignment kinds, memory modes and the loop-level optimizations are to come. It depends on no
+//! (`node`), assignments (`assignment`), the loop IR (`loops`) and lowering (`lower`). The
+//! optimizer (`optimize`) decides each node's memory mode and rewrites a routine's loops: fusion
+//! of virtual nodes, local accumulators, simplification and shared subexpressions. It depends on no
 //! other rcannl crate: shape inference produces its projection records, backends consume its
 //! loops.
 
@@ -16,6 +17,7 @@ pub mod loops;
 pub mod lower;
 pub mod node;
 pub mod ops;
+pub mod optimize;
 pub mod padding;
 pub mod precision;
 pub mod projections;
@@ -28,6 +30,7 @@ pub use loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var, VecUnop};
 pub use lower::{LowerError, lower, lower_with_statics};
 pub use node::{MemoryMode, NodeId, TensorNode};
 pub use ops::{Binop, Ternop, Unop, threefry4x32};
+pub use optimize::{OptimizeError, optimize};
 pub use padding::{MarginError, Margins};
 pub use precision::Precision;
 pub use projections::{Factor, Projections, Slot};

@@ -1,0 +1,186 @@
+//! Local accumulators: a reduction keeps its running value in a scalar local instead of
+//! reading and writing the node's cell at every step.
+//!
+//! A top-level perfect nest storing a node that is not virtual, `n[w] := n[w] ⊕ e` with `e`
+//! not reading `n`, inside loops some of which `w` does not use (reduction loops), becomes
+//! `local acc := n[w]; for reductions… { acc := acc ⊕ e }; n[w] := acc` inside the other loops:
+//! the reduction loops move innermost, each group keeping its order. The interchange is legal
+//! because the nest is perfect and its one store accumulates: iterations touch each other only
+//! through `n`. It reorders the contributions a cell receives only when `w` can give one cell
+//! for two assignments of its variables (not one distinct variable per axis); then a float sum
+//! may round differently. The local has the node's precision, so every step rounds as the store
+//! did.
+//!
+//! When a fill of `n` directly precedes the nest, `n` has no margins, and the other loops store
+//! every cell exactly once, the local starts from the fill's value and the fill is dropped.
+
+use super::{Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
+use crate::loops::{LoopVar, Scalar, Stmt};
+use crate::node::MemoryMode;
+use crate::routine::Routine;
+
+/// `routine` with every reduction nest it can rewrite accumulating into a local.
+pub fn local_accumulators(routine: &Routine) -> Routine {
+    let mut fresh = Fresh::new(&routine.body);
+    let mut body: Vec<Stmt> = Vec::with_capacity(routine.body.len());
+    for stmt in &routine.body {
+        match accumulator(stmt, body.last(), routine, &mut fresh) {
+            Some((stmts, drops_fill)) => {
+                if drops_fill {
+                    body.pop();
+                }
+                body.extend(stmts);
+            }
+            None => body.push(stmt.clone()),
+        }
+    }
+    Routine {
+        body,
+        ..routine.clone()
+    }
+}
+
+/// The rewritten nest, and whether it replaces the fill `before` it.
+fn accumulator(
+    stmt: &Stmt,
+    before: Option<&Stmt>,
+    routine: &Routine,
+    fresh: &mut Fresh,
+) -> Option<(Vec<Stmt>, bool)> {
+    let nest = PerfectNest::of(stmt)?;
+    let node = routine.nodes.get(&nest.node)?;
+    if node.memory_mode == Some(MemoryMode::Virtual) {
+        return None;
+    }
+    let Scalar::Binop(accum, own, value) = nest.value else {
+        return None;
+    };
+    if **own != Scalar::Get(node.id, nest.index.to_vec())
+        || reads_node(value, node.id)
+        || nest.pre.iter().any(|s| stmt_reads(s).contains(&node.id))
+        || !nest.pre_is_self_contained(false)
+    {
+        return None;
+    }
+    let written = nest.written_vars();
+    let (outer, reductions): (Vec<Loop>, Vec<Loop>) = nest
+        .loops
+        .iter()
+        .partition(|(var, _)| written.contains(var));
+    if reductions.is_empty() {
+        return None;
+    }
+    let start = match before {
+        Some(Stmt::Fill {
+            node: filled,
+            value,
+        }) if *filled == node.id
+            && node.padding.iter().all(|(l, r)| *l == 0 && *r == 0)
+            && covers_each_cell_once(nest.index, &outer, &node.dims) =>
+        {
+            fill_constant(*value, node.precision)
+        }
+        _ => None,
+    };
+    let id = fresh.local();
+    let mut inner = nest.pre.to_vec();
+    inner.push(Stmt::SetLocal {
+        id,
+        value: Scalar::Binop(*accum, Box::new(Scalar::Local(id)), value.clone()),
+    });
+    let mut body = vec![Stmt::Local {
+        id,
+        precision: node.precision,
+        value: start.map_or_else(|| (**own).clone(), Scalar::Const),
+    }];
+    body.extend(wrap(&reductions, inner));
+    body.push(Stmt::Set {
+        node: node.id,
+        index: nest.index.to_vec(),
+        value: Scalar::Local(id),
+    });
+    Some((wrap(&outer, body), start.is_some()))
+}
+
+/// A loop's variable and range.
+type Loop = (LoopVar, usize);
+
+/// `body` inside `loops`, the first outermost.
+fn wrap(loops: &[Loop], body: Vec<Stmt>) -> Vec<Stmt> {
+    loops.iter().rev().fold(body, |body, &(var, range)| {
+        vec![Stmt::For { var, range, body }]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loops::Index;
+    use crate::node::{NodeId, TensorNode};
+    use crate::ops::Binop;
+    use crate::precision::Precision;
+
+    fn at(var: u32) -> Index {
+        Index::var(LoopVar(var), 0)
+    }
+
+    /// `n1[l0] := n1[l0] max n0[l1, l0]` inside `for l1 { for l0 }`, after `fill`.
+    fn column_max(fill: Option<f64>) -> Routine {
+        let mut body: Vec<Stmt> = fill
+            .map(|value| Stmt::Fill {
+                node: NodeId(1),
+                value,
+            })
+            .into_iter()
+            .collect();
+        body.extend(wrap(
+            &[(LoopVar(1), 3), (LoopVar(0), 2)],
+            vec![Stmt::Set {
+                node: NodeId(1),
+                index: vec![at(0)],
+                value: Scalar::Binop(
+                    Binop::Max,
+                    Box::new(Scalar::Get(NodeId(1), vec![at(0)])),
+                    Box::new(Scalar::Get(NodeId(0), vec![at(1), at(0)])),
+                ),
+            }],
+        ));
+        Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", Precision::I32, &[3, 2]),
+                TensorNode::new(1, "m", Precision::I32, &[2]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body,
+        }
+    }
+
+    fn shown(routine: &Routine) -> String {
+        routine.body.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn the_reduction_moves_innermost_and_the_fill_starts_the_local() {
+        // The integer node filled with −∞ holds i32::MIN: the local starts there.
+        let rewritten = local_accumulators(&column_max(Some(f64::NEG_INFINITY)));
+        assert_eq!(
+            shown(&rewritten),
+            "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
+             v0 := max(v0, n0[l1, l0])\n  }\n  n1[l0] := v0\n}\n"
+        );
+    }
+
+    #[test]
+    fn without_a_fill_the_local_starts_from_the_cell() {
+        let rewritten = local_accumulators(&column_max(None));
+        assert_eq!(
+            shown(&rewritten),
+            "for l0 in 0..2 {\n  local v0: i32 := n1[l0]\n  for l1 in 0..3 {\n    \
+             v0 := max(v0, n0[l1, l0])\n  }\n  n1[l0] := v0\n}\n"
+        );
+    }
+}

@@ -1,0 +1,623 @@
+//! Memory modes: where each node of a routine lives. The rule, node by node in the order the
+//! routine first writes them:
+//!
+//! - A mode set beforehand (`TensorNode::memory_mode`) is kept. A node set to be virtual must be
+//!   inlinable (see `virtualize`), or the routine is an error.
+//! - A node the routine never writes (an input) is materialized.
+//! - A node the routine writes but never reads (a result) is materialized. A node's own
+//!   accumulation, `n[w] := n[w] ⊕ e`, is not a read of it.
+//! - A node read before it is written is materialized: its values come from an earlier run
+//!   (parameters, optimizer state). Precisely, every read (the accumulation's included) must come
+//!   after top-level statements that together write every cell of its buffer; a write that
+//!   cannot be enumerated within a budget, or that indexes by a static index, counts as writing
+//!   nothing. This covers reads before the first write and a nest that accumulates into cells
+//!   nothing has set (`x =+ g`).
+//! - A node written and then read is virtual when it is inlinable and cheap to recompute: its
+//!   producer keeps no loops of its own (no reduction), or it is read at a single site whose
+//!   loops each run over an axis of the read (so that each cell is computed at most once), and,
+//!   where that site lies in the producer of another virtual node, that node is read so too
+//!   (else the reduction would be recomputed wherever the other node is inlined).
+//! - Otherwise it is local (scratch storage for one run) when its buffer takes at most
+//!   [`LOCAL_LIMIT_BYTES`], else materialized.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::virtualize::{Producer, hazard};
+use super::{OptimizeError, describe, stmt_reads, stmt_writes};
+use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
+use crate::node::{MemoryMode, NodeId, TensorNode};
+use crate::routine::Routine;
+
+/// The largest buffer, in bytes, that is kept as scratch storage rather than materialized.
+pub const LOCAL_LIMIT_BYTES: usize = 16384;
+
+/// How many cell positions the coverage check enumerates per node before it gives up.
+const COVERAGE_BUDGET: usize = 1 << 20;
+
+/// `routine` with a memory mode on every node, by the rule above.
+pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> {
+    let body = &routine.body;
+    let uses = Uses::of(body);
+    let mut order: Vec<&TensorNode> = routine.nodes.values().collect();
+    order.sort_by_key(|node| (uses.first_write(node.id), node.id));
+
+    let mut modes: HashMap<NodeId, MemoryMode> = HashMap::new();
+    let mut inlined: HashMap<NodeId, Inlined> = HashMap::new();
+    for node in &order {
+        let mode = match node.memory_mode {
+            Some(MemoryMode::Virtual) => {
+                let producer = inlinable(body, node, &inlined).map_err(|reason| OptimizeError {
+                    message: format!(
+                        "{} is set to be virtual, but it cannot be inlined: {reason}",
+                        describe(node)
+                    ),
+                })?;
+                record(&mut inlined, node.id, &producer);
+                MemoryMode::Virtual
+            }
+            Some(mode) => mode,
+            None if uses.first_write(node.id).is_none() || !uses.consumed(node.id) => {
+                MemoryMode::Materialized
+            }
+            None => match inlinable(body, node, &inlined) {
+                Ok(producer)
+                    if producer.kept.is_empty() || single_site(body, &producer).is_some() =>
+                {
+                    record(&mut inlined, node.id, &producer);
+                    MemoryMode::Virtual
+                }
+                _ => stored_mode(body, node, uses.first_read(node.id)),
+            },
+        };
+        modes.insert(node.id, mode);
+    }
+
+    // Later nodes first, so that whether a consumer is itself read once is final when asked.
+    let mut once: HashMap<NodeId, bool> = HashMap::new();
+    for node in order.iter().rev() {
+        let Some(Inlined { position, kept, .. }) = inlined.get(&node.id) else {
+            continue;
+        };
+        let site = single_site_at(body, node.id, *position);
+        let within = site.and_then(|pos| {
+            stmt_writes(&body[pos])
+                .into_iter()
+                .find(|n| modes.get(n) == Some(&MemoryMode::Virtual))
+        });
+        let read_once = site.is_some() && within.is_none_or(|n| once.get(&n) == Some(&true));
+        if *kept && !read_once && node.memory_mode.is_none() {
+            modes.insert(node.id, stored_mode(body, node, uses.first_read(node.id)));
+        } else {
+            once.insert(node.id, read_once);
+        }
+    }
+
+    let mut decided = routine.clone();
+    for node in decided.nodes.values_mut() {
+        node.memory_mode = modes.get(&node.id).copied();
+    }
+    Ok(decided)
+}
+
+/// A virtual node as its readers see it.
+#[derive(Debug)]
+struct Inlined {
+    /// What its producer reads once the virtual nodes it reads are inlined into it.
+    reads: BTreeSet<NodeId>,
+    /// Its producer's top-level position.
+    position: usize,
+    /// Whether its producer keeps loops of its own (a reduction).
+    kept: bool,
+}
+
+fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Producer) {
+    let reads = inlined_reads(producer, inlined);
+    inlined.insert(
+        node,
+        Inlined {
+            reads,
+            position: producer.position,
+            kept: !producer.kept.is_empty(),
+        },
+    );
+}
+
+/// What `producer` reads once the virtual nodes among its reads are inlined into it.
+fn inlined_reads(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> BTreeSet<NodeId> {
+    producer
+        .reads()
+        .into_iter()
+        .flat_map(|node| match inlined.get(&node) {
+            Some(virtual_node) => virtual_node.reads.clone(),
+            None => BTreeSet::from([node]),
+        })
+        .collect()
+}
+
+/// The producer of `node`, if it can be inlined where it is read: its shape (see `virtualize`),
+/// and no statement between it and its last reader writes what it reads, directly or through
+/// the virtual nodes inlined into it.
+fn inlinable(
+    body: &[Stmt],
+    node: &TensorNode,
+    inlined: &HashMap<NodeId, Inlined>,
+) -> Result<Producer, String> {
+    let producer = Producer::find(body, node)?;
+    let reads = inlined_reads(&producer, inlined);
+    match hazard(body, &producer, &reads) {
+        Some(reason) => Err(reason),
+        None => Ok(producer),
+    }
+}
+
+/// Local when the node fits [`LOCAL_LIMIT_BYTES`] and is written everywhere before its first
+/// read, else materialized.
+fn stored_mode(body: &[Stmt], node: &TensorNode, first_read: Option<usize>) -> MemoryMode {
+    let small = buffer_len(node)
+        .and_then(|len| len.checked_mul(node.precision.size_in_bytes()))
+        .is_some_and(|bytes| bytes <= LOCAL_LIMIT_BYTES);
+    if small && covered(body, first_read.unwrap_or(body.len()), node) {
+        MemoryMode::Local
+    } else {
+        MemoryMode::Materialized
+    }
+}
+
+/// Where each node is written and read, by top-level statement.
+#[derive(Debug, Default)]
+struct Uses {
+    writes: HashMap<NodeId, Vec<usize>>,
+    /// Every read, a node's own accumulation included.
+    reads: HashMap<NodeId, Vec<usize>>,
+    /// Nodes read other than by their own accumulation.
+    consumed: BTreeSet<NodeId>,
+}
+
+impl Uses {
+    fn of(body: &[Stmt]) -> Uses {
+        let mut uses = Uses::default();
+        for (position, stmt) in body.iter().enumerate() {
+            for node in stmt_writes(stmt) {
+                uses.writes.entry(node).or_default().push(position);
+            }
+            for node in stmt_reads(stmt) {
+                uses.reads.entry(node).or_default().push(position);
+            }
+            stmt.walk(&mut |s| {
+                let mut consume = |scalar: &Scalar| {
+                    scalar.for_each_get(&mut |node, _| {
+                        uses.consumed.insert(node);
+                    });
+                };
+                match s {
+                    Stmt::Set {
+                        node,
+                        index,
+                        value: Scalar::Binop(_, own, rest),
+                    } if **own == Scalar::Get(*node, index.clone()) => consume(rest),
+                    _ => s.values().into_iter().for_each(&mut consume),
+                }
+            });
+        }
+        uses
+    }
+
+    fn first_write(&self, node: NodeId) -> Option<usize> {
+        self.writes.get(&node).and_then(|w| w.first().copied())
+    }
+
+    fn first_read(&self, node: NodeId) -> Option<usize> {
+        self.reads.get(&node).and_then(|r| r.first().copied())
+    }
+
+    fn consumed(&self, node: NodeId) -> bool {
+        self.consumed.contains(&node)
+    }
+}
+
+/// The top-level statement holding the one site that reads `producer`'s node, if there is one
+/// site and each cell is read there at most once.
+fn single_site(body: &[Stmt], producer: &Producer) -> Option<usize> {
+    single_site_at(body, producer.node, producer.position)
+}
+
+fn single_site_at(body: &[Stmt], node: NodeId, producer: usize) -> Option<usize> {
+    let mut sites = Vec::new();
+    for (position, stmt) in body.iter().enumerate() {
+        if position != producer {
+            collect_sites(stmt, node, &mut Vec::new(), &mut |loops, index| {
+                sites.push((position, visits_once(loops, index)));
+            });
+        }
+    }
+    match sites[..] {
+        [(position, true)] => Some(position),
+        _ => None,
+    }
+}
+
+/// Calls `site` once per distinct index `node` is read at in each statement, with the loops
+/// around the statement.
+fn collect_sites(
+    stmt: &Stmt,
+    node: NodeId,
+    loops: &mut Vec<(LoopVar, usize)>,
+    site: &mut impl FnMut(&[(LoopVar, usize)], &[Index]),
+) {
+    if let Stmt::For { var, range, body } = stmt {
+        loops.push((*var, *range));
+        for inner in body {
+            collect_sites(inner, node, loops, site);
+        }
+        loops.pop();
+        return;
+    }
+    let mut indices: Vec<Vec<Index>> = Vec::new();
+    for value in stmt.values() {
+        value.for_each_get(&mut |n, index| {
+            if n == node && !indices.iter().any(|i| i == index) {
+                indices.push(index.to_vec());
+            }
+        });
+    }
+    for index in &indices {
+        site(loops, index);
+    }
+}
+
+/// Whether a read at `index` inside `loops` reads each cell at most once: every loop of more
+/// than one iteration is the only term, with coefficient 1, of an axis of the index.
+fn visits_once(loops: &[(LoopVar, usize)], index: &[Index]) -> bool {
+    loops.iter().all(|&(var, range)| {
+        range <= 1 || index.iter().any(|axis| axis.terms == [(1, Var::Loop(var))])
+    })
+}
+
+/// The node's buffer length, if it does not overflow.
+fn buffer_len(node: &TensorNode) -> Option<usize> {
+    buffer_dims(node)?
+        .into_iter()
+        .try_fold(1usize, |len, dim| len.checked_mul(dim))
+}
+
+fn buffer_dims(node: &TensorNode) -> Option<Vec<usize>> {
+    node.dims
+        .iter()
+        .zip(&node.padding)
+        .map(|(dim, (before, after))| dim.checked_add(*before)?.checked_add(*after))
+        .collect()
+}
+
+/// Whether the top-level statements before `end` write every cell of `node`'s buffer.
+fn covered(body: &[Stmt], end: usize, node: &TensorNode) -> bool {
+    let (Some(dims), Some(len)) = (buffer_dims(node), buffer_len(node)) else {
+        return false;
+    };
+    if dims.len() != node.dims.len() || node.padding.len() != node.dims.len() {
+        return false;
+    }
+    let mut cover = Cover {
+        node,
+        dims,
+        marks: vec![false; len],
+        budget: COVERAGE_BUDGET,
+    };
+    for stmt in &body[..end.min(body.len())] {
+        if !cover.stmt(stmt, &mut Vec::new()) {
+            return false;
+        }
+    }
+    cover.marks.iter().all(|m| *m)
+}
+
+/// The cells of one node's buffer marked as written so far.
+#[derive(Debug)]
+struct Cover<'a> {
+    node: &'a TensorNode,
+    dims: Vec<usize>,
+    marks: Vec<bool>,
+    budget: usize,
+}
+
+impl Cover<'_> {
+    /// Marks what `stmt` writes; `false` when that is more than the budget allows enumerating.
+    fn stmt(&mut self, stmt: &Stmt, loops: &mut Vec<(LoopVar, usize)>) -> bool {
+        let id = self.node.id;
+        match stmt {
+            Stmt::For { var, range, body } => {
+                loops.push((*var, *range));
+                let ok = body.iter().all(|s| self.stmt(s, loops));
+                loops.pop();
+                ok
+            }
+            Stmt::Fill { node, .. } if *node == id => {
+                self.marks.fill(true);
+                true
+            }
+            Stmt::FillMargins { node, .. } if *node == id => {
+                for cell in 0..self.marks.len() {
+                    if self.in_margins(cell) {
+                        self.marks[cell] = true;
+                    }
+                }
+                true
+            }
+            Stmt::Set { node, index, .. } if *node == id => {
+                let strides = row_major_strides(&self.dims);
+                self.each_point(loops, index, |cover, values| {
+                    let position = index.iter().zip(&cover.dims).zip(&strides).try_fold(
+                        0usize,
+                        |position, ((axis, &dim), &stride)| {
+                            let value = usize::try_from(evaluate(axis, values)?).ok()?;
+                            (value < dim).then(|| position + value * stride)
+                        },
+                    );
+                    if let Some(position) = position {
+                        cover.marks[position] = true;
+                    }
+                })
+            }
+            Stmt::SetVec {
+                node, offset, op, ..
+            } if *node == id => {
+                let length = op.length(self.node.precision);
+                self.each_point(loops, std::slice::from_ref(offset), |cover, values| {
+                    let Some(start) =
+                        evaluate(offset, values).and_then(|s| usize::try_from(s).ok())
+                    else {
+                        return;
+                    };
+                    let end = start.saturating_add(length).min(cover.marks.len());
+                    for mark in cover.marks.iter_mut().take(end).skip(start) {
+                        *mark = true;
+                    }
+                })
+            }
+            _ => true,
+        }
+    }
+
+    /// Calls `mark` at every assignment of the loop variables `index` mentions. A store under a
+    /// loop that never runs, or indexed by a static index or an unknown variable, marks nothing.
+    fn each_point(
+        &mut self,
+        loops: &[(LoopVar, usize)],
+        index: &[Index],
+        mut mark: impl FnMut(&mut Self, &HashMap<LoopVar, i64>),
+    ) -> bool {
+        if loops.iter().any(|(_, range)| *range == 0) {
+            return true;
+        }
+        let mut vars: Vec<(LoopVar, usize)> = Vec::new();
+        for var in index.iter().flat_map(Index::vars) {
+            let Var::Loop(var) = var else {
+                return true;
+            };
+            let Some(&(_, range)) = loops.iter().find(|(v, _)| *v == var) else {
+                return true;
+            };
+            if !vars.iter().any(|(v, _)| *v == var) {
+                vars.push((var, range));
+            }
+        }
+        let points = vars
+            .iter()
+            .try_fold(1usize, |n, (_, range)| n.checked_mul(*range));
+        match points {
+            Some(points) if points <= self.budget => self.budget -= points,
+            _ => return false,
+        }
+        let mut values: HashMap<LoopVar, i64> = vars.iter().map(|(v, _)| (*v, 0)).collect();
+        loop {
+            mark(self, &values);
+            // The next assignment, the last variable fastest.
+            let mut carried = true;
+            for (var, range) in vars.iter().rev() {
+                let value = values.get_mut(var).expect("every variable has a value");
+                *value += 1;
+                if (*value as usize) < *range {
+                    carried = false;
+                    break;
+                }
+                *value = 0;
+            }
+            if carried {
+                return true;
+            }
+        }
+    }
+
+    fn in_margins(&self, cell: usize) -> bool {
+        let mut rest = cell;
+        let mut inside = true;
+        for axis in (0..self.dims.len()).rev() {
+            let coordinate = rest % self.dims[axis];
+            rest /= self.dims[axis];
+            let (before, _) = self.node.padding[axis];
+            inside &= coordinate >= before && coordinate < before + self.node.dims[axis];
+        }
+        !inside
+    }
+}
+
+fn row_major_strides(dims: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; dims.len()];
+    for axis in (0..dims.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1] * dims[axis + 1];
+    }
+    strides
+}
+
+/// The value of `index` where the loop variables hold `values`, if it does not overflow.
+fn evaluate(index: &Index, values: &HashMap<LoopVar, i64>) -> Option<i64> {
+    index.terms.iter().try_fold(index.offset, |sum, (c, var)| {
+        let Var::Loop(var) = var else {
+            return None;
+        };
+        sum.checked_add(c.checked_mul(*values.get(var)?)?)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Binop;
+    use crate::precision::Precision;
+
+    fn node(id: u32, dims: &[usize]) -> TensorNode {
+        TensorNode::new(id, &format!("t{id}"), Precision::F32, dims)
+    }
+
+    fn get(node: u32, index: Vec<Index>) -> Scalar {
+        Scalar::Get(NodeId(node), index)
+    }
+
+    /// `for l{var} in 0..range { body }`.
+    fn for_(var: u32, range: usize, body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: LoopVar(var),
+            range,
+            body,
+        }
+    }
+
+    fn at(var: u32) -> Index {
+        Index::var(LoopVar(var), 0)
+    }
+
+    fn set(node: u32, index: Vec<Index>, value: Scalar) -> Stmt {
+        Stmt::Set {
+            node: NodeId(node),
+            index,
+            value,
+        }
+    }
+
+    fn modes(nodes: Vec<TensorNode>, body: Vec<Stmt>) -> Vec<MemoryMode> {
+        let routine = Routine {
+            name: "r".to_owned(),
+            nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
+            statics: Default::default(),
+            body,
+        };
+        let decided = decide_memory_modes(&routine).unwrap();
+        decided
+            .nodes
+            .values()
+            .map(|n| n.memory_mode.unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn inputs_results_and_intermediates() {
+        use MemoryMode::*;
+        // n1[i] := n0[i]; n2[i] := n1[i].
+        let body = vec![
+            for_(0, 4, vec![set(1, vec![at(0)], get(0, vec![at(0)]))]),
+            for_(1, 4, vec![set(2, vec![at(1)], get(1, vec![at(1)]))]),
+        ];
+        let nodes = vec![node(0, &[4]), node(1, &[4]), node(2, &[4])];
+        assert_eq!(
+            modes(nodes.clone(), body.clone()),
+            [Materialized, Virtual, Materialized]
+        );
+        // Read before it is written: the order reversed.
+        let reversed = vec![body[1].clone(), body[0].clone()];
+        assert_eq!(
+            modes(nodes, reversed),
+            [Materialized, Materialized, Materialized]
+        );
+    }
+
+    #[test]
+    fn partial_writes_do_not_cover() {
+        use MemoryMode::*;
+        // n1[i] := n0[i] for i < 2 of 4 cells, then a reduction of n1 read at two sites.
+        let body = vec![
+            for_(0, 2, vec![set(1, vec![at(0)], get(0, vec![at(0)]))]),
+            for_(
+                1,
+                4,
+                vec![set(
+                    2,
+                    vec![at(1)],
+                    Scalar::Binop(
+                        Binop::Add,
+                        Box::new(get(1, vec![at(1)])),
+                        Box::new(get(1, vec![Index::constant(0)])),
+                    ),
+                )],
+            ),
+        ];
+        let nodes = vec![node(0, &[2]), node(1, &[4]), node(2, &[4])];
+        assert_eq!(
+            modes(nodes, body),
+            [Materialized, Materialized, Materialized]
+        );
+    }
+
+    #[test]
+    fn accumulating_into_what_is_there_is_a_read_first() {
+        use MemoryMode::*;
+        // n1[i] := n1[i] + n0[i]; n2[i] := n1[i].
+        let body = vec![
+            for_(
+                0,
+                4,
+                vec![set(
+                    1,
+                    vec![at(0)],
+                    Scalar::Binop(
+                        Binop::Add,
+                        Box::new(get(1, vec![at(0)])),
+                        Box::new(get(0, vec![at(0)])),
+                    ),
+                )],
+            ),
+            for_(1, 4, vec![set(2, vec![at(1)], get(1, vec![at(1)]))]),
+        ];
+        let nodes = vec![node(0, &[4]), node(1, &[4]), node(2, &[4])];
+        assert_eq!(
+            modes(nodes, body),
+            [Materialized, Materialized, Materialized]
+        );
+    }
+
+    #[test]
+    fn reads_visit_each_cell_once() {
+        let (i, j) = (LoopVar(0), LoopVar(1));
+        let loops = [(i, 2), (j, 3)];
+        assert!(visits_once(&loops, &[at(1), at(0)]));
+        assert!(visits_once(&loops, &[Index::var(j, 1), at(0)]));
+        // j does not move the read: the same cell three times.
+        assert!(!visits_once(&loops, &[at(0)]));
+        // A loop of one iteration visits nothing twice.
+        assert!(visits_once(&[(i, 2), (j, 1)], &[at(0)]));
+    }
+
+    #[test]
+    fn coverage_enumerates_stores() {
+        let mut padded = node(0, &[3]);
+        padded.padding = vec![(1, 1)];
+        let interior = for_(
+            0,
+            3,
+            vec![set(0, vec![Index::var(LoopVar(0), 1)], Scalar::Const(1.0))],
+        );
+        let margins = Stmt::FillMargins {
+            node: NodeId(0),
+            value: 0.0,
+        };
+        assert!(!covered(std::slice::from_ref(&interior), 1, &padded));
+        assert!(covered(&[interior.clone(), margins], 2, &padded));
+        let statics = set(
+            0,
+            vec![Index {
+                terms: vec![(1, Var::Static(crate::index::Symbol(0)))],
+                offset: 0,
+            }],
+            Scalar::Const(1.0),
+        );
+        assert!(!covered(&[statics], 1, &node(0, &[1])));
+    }
+}

@@ -1,0 +1,590 @@
+//! The loop-IR optimizer: `optimize` runs its passes in order (memory modes, fusion of virtual
+//! nodes, local accumulators, simplification, shared subexpressions), and this module holds what
+//! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
+//! a perfect nest, and the reads and writes of statements.
+//!
+//! Every pass is a pure function from a routine to a routine, public so that it can be run alone.
+//! None changes what the reference interpreter computes, bit for bit, except where a pass's own
+//! documentation says so.
+
+pub mod accumulate;
+pub mod cse;
+pub mod memory;
+pub mod simplify;
+pub mod virtualize;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
+
+use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
+use crate::node::{NodeId, TensorNode};
+use crate::precision::Precision;
+use crate::routine::Routine;
+use crate::value::Value;
+
+/// Why a routine cannot be optimized: a node forced to be virtual that cannot be inlined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptimizeError {
+    pub message: String,
+}
+
+impl fmt::Display for OptimizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for OptimizeError {}
+
+/// `routine` with a memory mode on every node, virtual nodes inlined where they are read, local
+/// accumulators for reductions, constants folded and repeated subexpressions shared.
+pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
+    let decided = memory::decide_memory_modes(routine)?;
+    let fused = virtualize::virtualize(&decided)?;
+    let accumulated = accumulate::local_accumulators(&fused);
+    let simplified = simplify::simplify(&accumulated);
+    Ok(cse::cse(&simplified))
+}
+
+/// How messages name a node: `n3 'hidden'`.
+fn describe(node: &TensorNode) -> String {
+    format!("{} '{}'", node.id, node.label)
+}
+
+/// Loop variables and locals not used anywhere in a routine, handed out in increasing order.
+#[derive(Debug)]
+struct Fresh {
+    next_var: u32,
+    next_local: u32,
+}
+
+impl Fresh {
+    /// Numbers past every loop variable and local that `body` mentions.
+    fn new(body: &[Stmt]) -> Fresh {
+        let (vars, locals) = names(body);
+        Fresh {
+            next_var: vars
+                .iter()
+                .map(|v| v.0.saturating_add(1))
+                .max()
+                .unwrap_or(0),
+            next_local: locals
+                .iter()
+                .map(|l| l.0.saturating_add(1))
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    fn var(&mut self) -> LoopVar {
+        let var = LoopVar(self.next_var);
+        self.next_var = self.next_var.saturating_add(1);
+        var
+    }
+
+    fn local(&mut self) -> LocalId {
+        let id = LocalId(self.next_local);
+        self.next_local = self.next_local.saturating_add(1);
+        id
+    }
+}
+
+/// The loop variables and the locals `stmts` mention anywhere.
+fn names<'a>(stmts: impl IntoIterator<Item = &'a Stmt>) -> (HashSet<LoopVar>, HashSet<LocalId>) {
+    let (mut vars, mut locals) = (HashSet::new(), HashSet::new());
+    for stmt in stmts {
+        stmt.walk(&mut |s| {
+            match s {
+                Stmt::For { var, .. } => {
+                    vars.insert(*var);
+                }
+                Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } => {
+                    locals.insert(*id);
+                }
+                _ => {}
+            }
+            for_each_index(s, &mut |index| {
+                vars.extend(index.vars().filter_map(|v| match v {
+                    Var::Loop(l) => Some(l),
+                    Var::Static(_) => None,
+                }));
+            });
+            for value in s.values() {
+                for_each_local(value, &mut |id| {
+                    locals.insert(id);
+                });
+            }
+        });
+    }
+    (vars, locals)
+}
+
+/// `stmt` with each of its own expressions replaced by `rewrite` of it.
+fn map_values(stmt: &Stmt, mut rewrite: impl FnMut(&Scalar) -> Scalar) -> Stmt {
+    match stmt {
+        Stmt::Set { node, index, value } => Stmt::Set {
+            node: *node,
+            index: index.clone(),
+            value: rewrite(value),
+        },
+        Stmt::SetVec {
+            node,
+            offset,
+            op,
+            arg,
+        } => Stmt::SetVec {
+            node: *node,
+            offset: offset.clone(),
+            op: *op,
+            arg: rewrite(arg),
+        },
+        Stmt::Local {
+            id,
+            precision,
+            value,
+        } => Stmt::Local {
+            id: *id,
+            precision: *precision,
+            value: rewrite(value),
+        },
+        Stmt::SetLocal { id, value } => Stmt::SetLocal {
+            id: *id,
+            value: rewrite(value),
+        },
+        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } => stmt.clone(),
+    }
+}
+
+/// Calls `visit` on every index `stmt` evaluates itself: its store's and its reads'.
+fn for_each_index(stmt: &Stmt, visit: &mut impl FnMut(&Index)) {
+    match stmt {
+        Stmt::Set { index, .. } => index.iter().for_each(&mut *visit),
+        Stmt::SetVec { offset, .. } => visit(offset),
+        _ => {}
+    }
+    for value in stmt.values() {
+        scalar_indices(value, visit);
+    }
+}
+
+fn scalar_indices(scalar: &Scalar, visit: &mut impl FnMut(&Index)) {
+    match scalar {
+        Scalar::Const(_) | Scalar::Local(_) => {}
+        Scalar::Get(_, index) => index.iter().for_each(&mut *visit),
+        Scalar::Embed(index) => visit(index),
+        Scalar::Unop(_, a) => scalar_indices(a, visit),
+        Scalar::Binop(_, a, b) => {
+            scalar_indices(a, visit);
+            scalar_indices(b, visit);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            scalar_indices(a, visit);
+            scalar_indices(b, visit);
+            scalar_indices(c, visit);
+        }
+    }
+}
+
+/// Calls `visit` on every local `scalar` reads.
+fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
+    match scalar {
+        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
+        Scalar::Local(id) => visit(*id),
+        Scalar::Unop(_, a) => for_each_local(a, visit),
+        Scalar::Binop(_, a, b) => {
+            for_each_local(a, visit);
+            for_each_local(b, visit);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            for_each_local(a, visit);
+            for_each_local(b, visit);
+            for_each_local(c, visit);
+        }
+    }
+}
+
+/// Whether `scalar` reads `node`.
+fn reads_node(scalar: &Scalar, node: NodeId) -> bool {
+    let mut found = false;
+    scalar.for_each_get(&mut |n, _| found |= n == node);
+    found
+}
+
+/// The nodes `stmt` (with everything nested in it) reads.
+fn stmt_reads(stmt: &Stmt) -> BTreeSet<NodeId> {
+    let mut reads = BTreeSet::new();
+    stmt.walk(&mut |s| {
+        for value in s.values() {
+            value.for_each_get(&mut |node, _| {
+                reads.insert(node);
+            });
+        }
+    });
+    reads
+}
+
+/// The nodes `stmt` (with everything nested in it) writes.
+fn stmt_writes(stmt: &Stmt) -> BTreeSet<NodeId> {
+    let mut writes = BTreeSet::new();
+    stmt.walk(&mut |s| writes.extend(s.written_node()));
+    writes
+}
+
+/// Whether any statement of `stmts` writes a node.
+fn writes_any_node(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|stmt| !stmt_writes(stmt).is_empty())
+}
+
+/// The precision of every local `body` declares.
+fn local_precisions(body: &[Stmt]) -> HashMap<LocalId, Precision> {
+    let mut precisions = HashMap::new();
+    for stmt in body {
+        stmt.walk(&mut |s| {
+            if let Stmt::Local { id, precision, .. } = s {
+                precisions.entry(*id).or_insert(*precision);
+            }
+        });
+    }
+    precisions
+}
+
+/// The precision `stmt`'s own expressions are computed in: the written node's for a store, the
+/// word for a vector store's argument, the local's for a local. `None` when the statement has
+/// no expression or names what the routine does not declare.
+fn stmt_precision(
+    stmt: &Stmt,
+    routine: &Routine,
+    locals: &HashMap<LocalId, Precision>,
+) -> Option<Precision> {
+    match stmt {
+        Stmt::Set { node, .. } => routine.nodes.get(node).map(|n| n.precision),
+        Stmt::SetVec { .. } => Some(Precision::Uint4x32),
+        Stmt::Local { precision, .. } => Some(*precision),
+        Stmt::SetLocal { id, .. } => locals.get(id).copied(),
+        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } => None,
+    }
+}
+
+/// The constant that, computed in `precision`'s kind and stored as `precision`, gives exactly
+/// what `fill … with value` leaves in a cell of that precision; `None` if no constant does (a
+/// word from a number, a NaN).
+fn fill_constant(value: f64, precision: Precision) -> Option<f64> {
+    let filled = Value::Float(value).stored_as(precision);
+    let constant = filled.as_f64();
+    let computed = Value::Float(constant)
+        .to_kind(precision.kind(), Precision::I64)
+        .stored_as(precision);
+    (computed == filled).then_some(constant)
+}
+
+/// `index` with the terms of one variable added up and zero terms dropped.
+fn normalize(index: &Index) -> Index {
+    let mut terms: Vec<(i64, Var)> = Vec::new();
+    for (c, v) in &index.terms {
+        match terms.iter_mut().find(|(_, w)| w == v) {
+            Some((d, _)) => *d = d.wrapping_add(*c),
+            None => terms.push((*c, *v)),
+        }
+    }
+    terms.retain(|(c, _)| *c != 0);
+    Index {
+        terms,
+        offset: index.offset,
+    }
+}
+
+/// What copying statements into another place changes: loop variables replaced by indices
+/// (substitution, or another variable), loops bound under new variables, locals under new ids.
+#[derive(Debug, Default)]
+struct Renaming {
+    indices: HashMap<LoopVar, Index>,
+    loops: HashMap<LoopVar, LoopVar>,
+    locals: HashMap<LocalId, LocalId>,
+}
+
+impl Renaming {
+    /// Binds the loop `var` under `new`, in loops and in indices.
+    fn rebind(&mut self, var: LoopVar, new: LoopVar) {
+        self.loops.insert(var, new);
+        self.indices.insert(var, Index::var(new, 0));
+    }
+
+    fn index(&self, index: &Index) -> Index {
+        let mut result = Index::constant(index.offset);
+        for (c, var) in &index.terms {
+            match var {
+                Var::Loop(l) if self.indices.contains_key(l) => {
+                    let replacement = &self.indices[l];
+                    result.offset = result
+                        .offset
+                        .wrapping_add(c.wrapping_mul(replacement.offset));
+                    result.terms.extend(
+                        replacement
+                            .terms
+                            .iter()
+                            .map(|(d, w)| (c.wrapping_mul(*d), *w)),
+                    );
+                }
+                _ => result.terms.push((*c, *var)),
+            }
+        }
+        normalize(&result)
+    }
+
+    fn local(&self, id: LocalId) -> LocalId {
+        self.locals.get(&id).copied().unwrap_or(id)
+    }
+
+    fn scalar(&self, scalar: &Scalar) -> Scalar {
+        let boxed = |s: &Scalar| Box::new(self.scalar(s));
+        match scalar {
+            Scalar::Const(c) => Scalar::Const(*c),
+            Scalar::Get(node, index) => {
+                Scalar::Get(*node, index.iter().map(|i| self.index(i)).collect())
+            }
+            Scalar::Embed(index) => Scalar::Embed(self.index(index)),
+            Scalar::Local(id) => Scalar::Local(self.local(*id)),
+            Scalar::Unop(op, a) => Scalar::Unop(*op, boxed(a)),
+            Scalar::Binop(op, a, b) => Scalar::Binop(*op, boxed(a), boxed(b)),
+            Scalar::Ternop(op, a, b, c) => Scalar::Ternop(*op, boxed(a), boxed(b), boxed(c)),
+        }
+    }
+
+    fn stmt(&self, stmt: &Stmt) -> Stmt {
+        match stmt {
+            Stmt::For { var, range, body } => Stmt::For {
+                var: self.loops.get(var).copied().unwrap_or(*var),
+                range: *range,
+                body: body.iter().map(|s| self.stmt(s)).collect(),
+            },
+            Stmt::Set { node, index, value } => Stmt::Set {
+                node: *node,
+                index: index.iter().map(|i| self.index(i)).collect(),
+                value: self.scalar(value),
+            },
+            Stmt::SetVec {
+                node,
+                offset,
+                op,
+                arg,
+            } => Stmt::SetVec {
+                node: *node,
+                offset: self.index(offset),
+                op: *op,
+                arg: self.scalar(arg),
+            },
+            Stmt::Fill { .. } | Stmt::FillMargins { .. } => stmt.clone(),
+            Stmt::Local {
+                id,
+                precision,
+                value,
+            } => Stmt::Local {
+                id: self.local(*id),
+                precision: *precision,
+                value: self.scalar(value),
+            },
+            Stmt::SetLocal { id, value } => Stmt::SetLocal {
+                id: self.local(*id),
+                value: self.scalar(value),
+            },
+        }
+    }
+}
+
+/// A top-level nest in which each loop holds exactly one statement, down to an innermost body
+/// of statements that write no node (`pre`: locals an earlier inlining placed there) followed by
+/// one store.
+#[derive(Debug)]
+struct PerfectNest<'a> {
+    /// Outermost first, with their ranges.
+    loops: Vec<(LoopVar, usize)>,
+    pre: &'a [Stmt],
+    node: NodeId,
+    index: &'a [Index],
+    value: &'a Scalar,
+}
+
+impl<'a> PerfectNest<'a> {
+    fn of(stmt: &'a Stmt) -> Option<PerfectNest<'a>> {
+        let mut loops = Vec::new();
+        let mut body = std::slice::from_ref(stmt);
+        while let [
+            Stmt::For {
+                var,
+                range,
+                body: inner,
+            },
+        ] = body
+        {
+            if loops.iter().any(|(v, _)| v == var) {
+                return None;
+            }
+            loops.push((*var, *range));
+            body = inner;
+        }
+        let (Stmt::Set { node, index, value }, pre) = body.split_last()? else {
+            return None;
+        };
+        if writes_any_node(pre) {
+            return None;
+        }
+        Some(PerfectNest {
+            loops,
+            pre,
+            node: *node,
+            index,
+            value,
+        })
+    }
+
+    /// The loop variables the store's index mentions.
+    fn written_vars(&self) -> HashSet<LoopVar> {
+        self.index
+            .iter()
+            .flat_map(Index::vars)
+            .filter_map(|v| match v {
+                Var::Loop(l) => Some(l),
+                Var::Static(_) => None,
+            })
+            .collect()
+    }
+
+    /// Whether `pre` sets only the locals it declares itself, and (`closed`) reads no other
+    /// local either, nor does the stored value.
+    fn pre_is_self_contained(&self, closed: bool) -> bool {
+        let mut declared = HashSet::new();
+        let mut ok = true;
+        for stmt in self.pre {
+            stmt.walk(&mut |s| match s {
+                Stmt::Local { id, .. } => {
+                    declared.insert(*id);
+                }
+                Stmt::SetLocal { id, .. } => ok &= declared.contains(id),
+                _ => {}
+            });
+        }
+        if closed {
+            let mut check = |scalar: &Scalar| {
+                for_each_local(scalar, &mut |id| ok &= declared.contains(&id));
+            };
+            for stmt in self.pre {
+                stmt.walk(&mut |s| s.values().into_iter().for_each(&mut check));
+            }
+            check(self.value);
+        }
+        ok
+    }
+}
+
+/// Whether `index` is exactly the loop variable `var`.
+fn is_bare(index: &Index, var: LoopVar) -> bool {
+    index.offset == 0 && index.terms == [(1, Var::Loop(var))]
+}
+
+/// Whether the store `index` inside `loops` writes every cell of a node of `dims` once per
+/// iteration of the loops it mentions: each axis a distinct loop variable running over the whole
+/// axis, or 0 on an axis of one position.
+fn covers_each_cell_once(index: &[Index], loops: &[(LoopVar, usize)], dims: &[usize]) -> bool {
+    if index.len() != dims.len() {
+        return false;
+    }
+    let mut used = HashSet::new();
+    index.iter().zip(dims).all(|(axis, &dim)| {
+        if axis.terms.is_empty() {
+            return axis.offset == 0 && dim == 1;
+        }
+        loops
+            .iter()
+            .any(|&(var, range)| is_bare(axis, var) && range == dim && used.insert(var))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substitution_merges_terms_and_drops_zeros() {
+        let (i, j, k) = (LoopVar(0), LoopVar(1), LoopVar(2));
+        let mut renaming = Renaming::default();
+        // i ↦ 2j − 1, k ↦ −j.
+        renaming.indices.insert(
+            i,
+            Index {
+                terms: vec![(2, Var::Loop(j))],
+                offset: -1,
+            },
+        );
+        renaming.indices.insert(
+            k,
+            Index {
+                terms: vec![(-1, Var::Loop(j))],
+                offset: 0,
+            },
+        );
+        let index = Index {
+            terms: vec![(3, Var::Loop(i)), (6, Var::Loop(k))],
+            offset: 5,
+        };
+        // 3(2j − 1) + 6(−j) + 5 = 2.
+        assert_eq!(renaming.index(&index), Index::constant(2));
+        let index = Index {
+            terms: vec![(1, Var::Loop(i)), (1, Var::Loop(j))],
+            offset: 0,
+        };
+        assert_eq!(renaming.index(&index).to_string(), "3*l1-1");
+    }
+
+    #[test]
+    fn fill_constants_reproduce_what_a_fill_stores() {
+        assert_eq!(fill_constant(0.0, Precision::F32), Some(0.0));
+        assert_eq!(
+            fill_constant(f64::NEG_INFINITY, Precision::F32),
+            Some(f64::NEG_INFINITY)
+        );
+        // An integer node filled with −∞ holds its smallest value, not what −∞ would wrap to.
+        assert_eq!(
+            fill_constant(f64::NEG_INFINITY, Precision::I32),
+            Some(f64::from(i32::MIN))
+        );
+        assert_eq!(
+            fill_constant(0.1, Precision::F16),
+            Some(Precision::F16.round(0.1))
+        );
+        assert_eq!(fill_constant(f64::NAN, Precision::F32), None);
+    }
+
+    #[test]
+    fn fresh_numbers_pass_every_use() {
+        let body = vec![Stmt::For {
+            var: LoopVar(3),
+            range: 2,
+            body: vec![Stmt::Local {
+                id: LocalId(4),
+                precision: Precision::F32,
+                value: Scalar::Embed(Index::var(LoopVar(7), 0)),
+            }],
+        }];
+        let mut fresh = Fresh::new(&body);
+        assert_eq!(fresh.var(), LoopVar(8));
+        assert_eq!(fresh.local(), LocalId(5));
+        assert_eq!(fresh.local(), LocalId(6));
+    }
+
+    #[test]
+    fn covering_stores() {
+        let (i, j) = (LoopVar(0), LoopVar(1));
+        let loops = [(i, 2), (j, 3)];
+        let bare = |v| Index::var(v, 0);
+        assert!(covers_each_cell_once(&[bare(i), bare(j)], &loops, &[2, 3]));
+        assert!(covers_each_cell_once(
+            &[bare(j), Index::constant(0)],
+            &loops,
+            &[3, 1]
+        ));
+        // A loop shorter than its axis, a variable twice, a shifted index.
+        assert!(!covers_each_cell_once(&[bare(i)], &loops, &[3]));
+        assert!(!covers_each_cell_once(&[bare(i), bare(i)], &loops, &[2, 2]));
+        assert!(!covers_each_cell_once(&[Index::var(i, 1)], &loops, &[2]));
+    }
+}
