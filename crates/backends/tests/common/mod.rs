@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use rcannl_backends::interpreter::{Buffers, run};
+use rcannl_backends::interpreter::{Buffers, run, run_routine};
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Symbol, TensorNode,
-    Unop, lower,
+    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Routine, Symbol,
+    TensorNode, Unop, lower,
 };
 
 pub fn it(n: u32) -> AxisIndex {
@@ -101,4 +101,43 @@ pub fn coupled(
         .map(|components| Factor::coupled(components.into_iter().map(|(s, r)| (Symbol(s), r))))
         .collect();
     p
+}
+
+/// `lhs ⟨accum⟩ a op b` (an `=:` form when `initialize_neutral`).
+pub fn binary(
+    initialize_neutral: bool,
+    accum: Binop,
+    lhs: u32,
+    op: Binop,
+    (a, b): (u32, u32),
+    projections: Projections,
+) -> Assignment {
+    Assignment::Accum {
+        initialize_neutral,
+        accum,
+        lhs: NodeId(lhs),
+        rhs: Rhs::Binop(op, NodeId(a), NodeId(b)),
+        projections,
+    }
+}
+
+/// The record of a pointwise operation over `dims`: the result and each of `operands` tensors
+/// of the same dims read at the same point.
+pub fn pointwise(dims: &[usize], operands: usize) -> Projections {
+    let at = || (0..dims.len() as u32).map(it).collect::<Vec<_>>();
+    projections(
+        dims,
+        (dims, at()),
+        (0..operands).map(|_| (dims, at())).collect(),
+    )
+}
+
+/// Runs `routine` (no static indices) over buffers for its nodes with `inputs` set.
+pub fn run_routine_on(routine: &Routine, inputs: &[(u32, Vec<f64>)]) -> Buffers {
+    let mut buffers = Buffers::for_routine(routine);
+    for (node, values) in inputs {
+        buffers.set_values(NodeId(*node), values).unwrap();
+    }
+    run_routine(routine, &mut buffers, &HashMap::new()).unwrap();
+    buffers
 }
