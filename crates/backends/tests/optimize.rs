@@ -787,6 +787,11 @@ fn optimized_agrees(
     let before = lowered(assignments, nodes);
     let after = optimize(&before).unwrap();
     same_results(&before, &after, inputs);
+    assert_eq!(
+        optimize(&after).unwrap(),
+        after,
+        "optimizing again changes nothing"
+    );
     after
 }
 

@@ -2,7 +2,8 @@
 //! routine first writes them:
 //!
 //! - A mode set beforehand (`TensorNode::memory_mode`) is kept. A node set to be virtual must be
-//!   inlinable (see `virtualize`), or the routine is an error.
+//!   inlinable (see `virtualize`), or the routine is an error, unless the routine neither writes
+//!   nor reads it (as after optimizing).
 //! - A node the routine never writes (an input) is materialized.
 //! - A node the routine writes but never reads (a result) is materialized. A node's own
 //!   accumulation, `n[w] := n[w] ⊕ e`, is not a read of it.
@@ -45,6 +46,8 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
     let mut inlined: HashMap<NodeId, Inlined> = HashMap::new();
     for node in &order {
         let mode = match node.memory_mode {
+            // Nothing to inline: an already optimized routine no longer mentions it.
+            Some(MemoryMode::Virtual) if !uses.mentions(node.id) => MemoryMode::Virtual,
             Some(MemoryMode::Virtual) => {
                 let producer = inlinable(body, node, &inlined).map_err(|reason| OptimizeError {
                     message: format!(
@@ -210,6 +213,10 @@ impl Uses {
         self.reads.get(&node).and_then(|r| r.first().copied())
     }
 
+    fn mentions(&self, node: NodeId) -> bool {
+        self.writes.contains_key(&node) || self.reads.contains_key(&node)
+    }
+
     fn consumed(&self, node: NodeId) -> bool {
         self.consumed.contains(&node)
     }
@@ -296,6 +303,9 @@ fn covered(body: &[Stmt], end: usize, node: &TensorNode) -> bool {
     if dims.len() != node.dims.len() || node.padding.len() != node.dims.len() {
         return false;
     }
+    if len == 0 {
+        return true;
+    }
     let mut cover = Cover {
         node,
         dims,
@@ -342,7 +352,7 @@ impl Cover<'_> {
                 }
                 true
             }
-            Stmt::Set { node, index, .. } if *node == id => {
+            Stmt::Set { node, index, .. } if *node == id && index.len() == self.dims.len() => {
                 let strides = row_major_strides(&self.dims);
                 self.each_point(loops, index, |cover, values| {
                     let position = index.iter().zip(&cover.dims).zip(&strides).try_fold(

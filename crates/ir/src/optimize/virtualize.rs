@@ -33,12 +33,17 @@ use crate::precision::Precision;
 use crate::routine::Routine;
 
 /// `routine` with every node whose mode is `Virtual` inlined into its readers and its producer
-/// removed; an error if one cannot be.
+/// removed; an error if one cannot be. A virtual node the routine does not mention is left alone.
 pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let mut order: Vec<(Option<usize>, &TensorNode)> = routine
         .nodes
         .values()
         .filter(|node| node.memory_mode == Some(MemoryMode::Virtual))
+        .filter(|node| {
+            routine.body.iter().any(|stmt| {
+                stmt_writes(stmt).contains(&node.id) || stmt_reads(stmt).contains(&node.id)
+            })
+        })
         .map(|node| {
             let last_write = routine
                 .body
