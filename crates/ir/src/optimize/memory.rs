@@ -593,6 +593,111 @@ mod tests {
         );
     }
 
+    fn times_two(node: u32, index: Vec<Index>) -> Scalar {
+        Scalar::Binop(
+            Binop::Mul,
+            Box::new(get(node, index)),
+            Box::new(Scalar::Const(2.0)),
+        )
+    }
+
+    #[test]
+    fn a_write_hazards_what_is_inlined_through_another_node() {
+        use MemoryMode::*;
+        // t := −a; u := 2t; a := c; r := u. Inlining u into r would read t's input a after
+        // it changed, though u does not read a itself.
+        let body = vec![
+            for_(
+                0,
+                4,
+                vec![set(
+                    1,
+                    vec![at(0)],
+                    Scalar::Unop(crate::ops::Unop::Neg, Box::new(get(0, vec![at(0)]))),
+                )],
+            ),
+            for_(1, 4, vec![set(2, vec![at(1)], times_two(1, vec![at(1)]))]),
+            for_(2, 4, vec![set(0, vec![at(2)], get(3, vec![at(2)]))]),
+            for_(3, 4, vec![set(4, vec![at(3)], get(2, vec![at(3)]))]),
+        ];
+        let nodes = (0..5).map(|id| node(id, &[4])).collect();
+        assert_eq!(
+            modes(nodes, body),
+            [Materialized, Virtual, Local, Materialized, Materialized]
+        );
+    }
+
+    #[test]
+    fn a_reduction_inlined_into_a_node_read_many_times_is_stored() {
+        use MemoryMode::*;
+        // s[i] += m[i, j]; u[i] := 2 s[i]; r[i, j] := u[i] + m[i, j]. s is read once, by u, but
+        // u is inlined at every j.
+        let body = vec![
+            Stmt::Fill {
+                node: NodeId(1),
+                value: 0.0,
+            },
+            for_(
+                0,
+                2,
+                vec![for_(
+                    1,
+                    3,
+                    vec![set(
+                        1,
+                        vec![at(0)],
+                        Scalar::Binop(
+                            Binop::Add,
+                            Box::new(get(1, vec![at(0)])),
+                            Box::new(get(0, vec![at(0), at(1)])),
+                        ),
+                    )],
+                )],
+            ),
+            for_(2, 2, vec![set(2, vec![at(2)], times_two(1, vec![at(2)]))]),
+            for_(
+                3,
+                2,
+                vec![for_(
+                    4,
+                    3,
+                    vec![set(
+                        3,
+                        vec![at(3), at(4)],
+                        Scalar::Binop(
+                            Binop::Add,
+                            Box::new(get(2, vec![at(3)])),
+                            Box::new(get(0, vec![at(3), at(4)])),
+                        ),
+                    )],
+                )],
+            ),
+        ];
+        let nodes = vec![
+            node(0, &[2, 3]),
+            node(1, &[2]),
+            node(2, &[2]),
+            node(3, &[2, 3]),
+        ];
+        assert_eq!(
+            modes(nodes.clone(), body.clone()),
+            [Materialized, Local, Virtual, Materialized]
+        );
+        // Read once per cell by r instead, the sum is inlined through u.
+        let mut once = body;
+        once[3] = for_(
+            3,
+            2,
+            vec![set(3, vec![at(3), Index::constant(0)], get(2, vec![at(3)]))],
+        );
+        let mut nodes = nodes;
+        nodes[3] = node(3, &[2, 1]);
+        assert_eq!(
+            modes(nodes, once),
+            [Materialized, Virtual, Virtual, Materialized]
+        );
+    }
+
     #[test]
     fn reads_visit_each_cell_once() {
         let (i, j) = (LoopVar(0), LoopVar(1));
