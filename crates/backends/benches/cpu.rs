@@ -1,0 +1,333 @@
+//! CPU benchmark: each case timed on the C backend and, in the same run, on numpy (through
+//! `numpy_reference.py`), with the ratio. Run with `cargo bench -p rcannl-backends --bench cpu`
+//! (`-- quick` for the small sizes only). Without python3 or numpy (installed with
+//! `python3 -m pip install numpy` when missing), our figures are printed alone.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rcannl_backends::Buffers;
+use rcannl_backends::cc::Compiler;
+use rcannl_ir::optimize::optimize;
+use rcannl_ir::{
+    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Routine, Symbol,
+    TensorNode, Unop,
+};
+
+fn it(s: u32) -> AxisIndex {
+    AxisIndex::Iterator(Symbol(s))
+}
+
+/// An `=:` assignment over the product space `ranges` (symbol i has range `ranges[i]`).
+fn accumulate(
+    accum: Binop,
+    ranges: &[usize],
+    lhs: (u32, Vec<usize>, Vec<AxisIndex>),
+    rhs: Rhs,
+    reads: Vec<(Vec<usize>, Vec<AxisIndex>)>,
+) -> Assignment {
+    Assignment::Accum {
+        initialize_neutral: true,
+        accum,
+        lhs: NodeId(lhs.0),
+        rhs,
+        projections: Projections {
+            product_space: ranges
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Factor::single(Symbol(i as u32), *r))
+                .collect(),
+            lhs_padding: vec![(0, 0); lhs.1.len()],
+            rhs_padding: reads.iter().map(|(d, _)| vec![(0, 0); d.len()]).collect(),
+            lhs_dims: lhs.1,
+            lhs_index: lhs.2,
+            rhs_dims: reads.iter().map(|(d, _)| d.clone()).collect(),
+            rhs_index: reads.into_iter().map(|(_, i)| i).collect(),
+            label: "bench".to_owned(),
+        },
+    }
+}
+
+fn f32_node(id: u32, dims: &[usize]) -> TensorNode {
+    TensorNode::new(id, &format!("t{id}"), Precision::F32, dims)
+}
+
+/// `c[b,i,k] =:+ a[b,i,j] * w[b,j,k]` (no batch axis when `batch` is 0).
+fn matmul(batch: usize, n: usize) -> Routine {
+    let (ranges, a, w, c) = if batch == 0 {
+        (
+            vec![n, n, n],
+            vec![it(0), it(2)],
+            vec![it(2), it(1)],
+            vec![it(0), it(1)],
+        )
+    } else {
+        (
+            vec![batch, n, n, n],
+            vec![it(0), it(1), it(3)],
+            vec![it(0), it(3), it(2)],
+            vec![it(0), it(1), it(2)],
+        )
+    };
+    let dims: Vec<usize> = if batch == 0 {
+        vec![n, n]
+    } else {
+        vec![batch, n, n]
+    };
+    let assignment = accumulate(
+        Binop::Add,
+        &ranges,
+        (2, dims.clone(), c),
+        Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        vec![(dims.clone(), a), (dims.clone(), w)],
+    );
+    let nodes = (0..3).map(|i| f32_node(i, &dims));
+    Routine::lower("matmul", &assignment, nodes).unwrap()
+}
+
+/// `t = a + b; c = relu(t)` over `n` cells: fused into one pass.
+fn relu_add(n: usize) -> Routine {
+    let sum = accumulate(
+        Binop::Arg2,
+        &[n],
+        (2, vec![n], vec![it(0)]),
+        Rhs::Binop(Binop::Add, NodeId(0), NodeId(1)),
+        vec![(vec![n], vec![it(0)]), (vec![n], vec![it(0)])],
+    );
+    let relu = accumulate(
+        Binop::Arg2,
+        &[n],
+        (3, vec![n], vec![it(0)]),
+        Rhs::Unop(Unop::Relu, NodeId(2)),
+        vec![(vec![n], vec![it(0)])],
+    );
+    let nodes = (0..4).map(|i| f32_node(i, &[n]));
+    Routine::lower("relu_add", &Assignment::Seq(vec![sum, relu]), nodes).unwrap()
+}
+
+/// `y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]`: a 3×3 convolution over a zero-bordered input.
+fn conv2d(batch: usize, channels: usize, size: usize, out_channels: usize) -> Routine {
+    let window = |o: u32, k: u32| AxisIndex::affine([(1, Symbol(o)), (1, Symbol(k))], 0);
+    let x_dims = vec![batch, channels, size + 2, size + 2];
+    let k_dims = vec![out_channels, channels, 3, 3];
+    let y_dims = vec![batch, out_channels, size, size];
+    // Symbols: b o h w c i j.
+    let assignment = accumulate(
+        Binop::Add,
+        &[batch, out_channels, size, size, channels, 3, 3],
+        (2, y_dims.clone(), vec![it(0), it(1), it(2), it(3)]),
+        Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+        vec![
+            (
+                x_dims.clone(),
+                vec![it(0), it(4), window(2, 5), window(3, 6)],
+            ),
+            (k_dims.clone(), vec![it(1), it(4), it(5), it(6)]),
+        ],
+    );
+    let nodes = vec![
+        f32_node(0, &x_dims),
+        f32_node(1, &k_dims),
+        f32_node(2, &y_dims),
+    ];
+    Routine::lower("conv2d", &assignment, nodes).unwrap()
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The median time of one run of `routine` compiled by `compiler`, over `repeats` runs.
+fn time_routine(compiler: &Compiler, routine: &Routine, repeats: usize) -> Duration {
+    let optimized = optimize(routine).unwrap();
+    let compiled = compiler.compile(&optimized).unwrap();
+    let mut buffers = Buffers::for_routine(&optimized);
+    for node in optimized.nodes.values() {
+        if buffers.nodes().contains_key(&node.id) {
+            let values: Vec<f64> = (0..node.len())
+                .map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.5)
+                .collect();
+            buffers.set_values(node.id, &values).unwrap();
+        }
+    }
+    let statics = HashMap::new();
+    compiled.run(&mut buffers, &statics).unwrap();
+    median(
+        (0..repeats)
+            .map(|_| {
+                let start = Instant::now();
+                compiled.run(&mut buffers, &statics).unwrap();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+/// numpy's median times for `cases`, if python3 and numpy can be had.
+fn numpy_times(cases: &[String]) -> HashMap<String, f64> {
+    let has_numpy = || {
+        Command::new("python3")
+            .args(["-c", "import numpy"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_numpy() {
+        eprintln!("numpy not found; installing it with python3 -m pip install numpy");
+        let _ = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "numpy"])
+            .status();
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/numpy_reference.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .args(cases)
+        .env(
+            "OPENBLAS_NUM_THREADS",
+            rayon::current_num_threads().to_string(),
+        )
+        .output();
+    let Some(output) = output.ok().filter(|o| o.status.success()) else {
+        eprintln!("no numpy reference: printing our figures alone");
+        return HashMap::new();
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (name, seconds) = line.split_once(' ')?;
+            Some((name.to_owned(), seconds.parse().ok()?))
+        })
+        .collect()
+}
+
+fn report(name: &str, ours: f64, reference: Option<f64>, unit: &str, work: f64) {
+    let rate = |t: f64| work / t / 1e9;
+    match reference {
+        Some(theirs) => println!(
+            "{name:<24} ours {:>9.3} ms ({:>7.1} {unit})   numpy {:>9.3} ms ({:>7.1} {unit})   \
+             numpy/ours {:>5.2}",
+            ours * 1e3,
+            rate(ours),
+            theirs * 1e3,
+            rate(theirs),
+            theirs / ours
+        ),
+        None => println!(
+            "{name:<24} ours {:>9.3} ms ({:>7.1} {unit})",
+            ours * 1e3,
+            rate(ours)
+        ),
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let compiler = Compiler::find().expect("a C compiler (cc or $CC)");
+    let threads = rayon::current_num_threads();
+    println!("threads: {threads} (ours and numpy's)");
+
+    let sizes: &[usize] = if quick {
+        &[256, 512]
+    } else {
+        &[256, 512, 1024, 2048]
+    };
+    let relu_cells = if quick { 1 << 20 } else { 1 << 24 };
+    let conv = if quick {
+        (2, 16, 28, 16)
+    } else {
+        (8, 64, 56, 64)
+    };
+    let mut cases: Vec<String> = sizes.iter().map(|n| format!("matmul:{n}")).collect();
+    cases.push("bmm:32:256".to_owned());
+    cases.push(format!("relu_add:{relu_cells}"));
+    cases.push(format!("memcpy:{relu_cells}"));
+    cases.push(format!(
+        "conv2d:{}:{}:{}:{}",
+        conv.0, conv.1, conv.2, conv.3
+    ));
+    let numpy = numpy_times(&cases);
+
+    for &n in sizes {
+        let name = format!("matmul:{n}");
+        let repeats = (2e9 / (n * n * n) as f64).clamp(3.0, 50.0) as usize;
+        let ours = time_routine(&compiler, &matmul(0, n), repeats).as_secs_f64();
+        report(
+            &name,
+            ours,
+            numpy.get(&name).copied(),
+            "GFLOP/s",
+            2.0 * (n * n * n) as f64,
+        );
+    }
+    let ours = time_routine(&compiler, &matmul(32, 256), 10).as_secs_f64();
+    let flops = 2.0 * 32.0 * 256f64.powi(3);
+    report(
+        "bmm:32:256",
+        ours,
+        numpy.get("bmm:32:256").copied(),
+        "GFLOP/s",
+        flops,
+    );
+
+    // Bandwidth: bytes read and written.
+    let bytes = 3.0 * 4.0 * relu_cells as f64;
+    let name = format!("relu_add:{relu_cells}");
+    let ours = time_routine(&compiler, &relu_add(relu_cells), 20).as_secs_f64();
+    report(&name, ours, numpy.get(&name).copied(), "GB/s", bytes);
+    let source = vec![1.0f32; relu_cells];
+    let mut target = vec![0.0f32; relu_cells];
+    let memcpy = median(
+        (0..20)
+            .map(|_| {
+                let start = Instant::now();
+                target.copy_from_slice(std::hint::black_box(&source));
+                start.elapsed()
+            })
+            .collect(),
+    )
+    .as_secs_f64();
+    let copied = 2.0 * 4.0 * relu_cells as f64;
+    report(
+        "memcpy (Rust)",
+        memcpy,
+        numpy.get(&format!("memcpy:{relu_cells}")).copied(),
+        "GB/s",
+        copied,
+    );
+    println!(
+        "relu_add bandwidth / memcpy bandwidth: {:.2}",
+        (bytes / ours) / (copied / memcpy)
+    );
+
+    let (b, c, s, o) = conv;
+    let name = format!("conv2d:{b}:{c}:{s}:{o}");
+    let ours = time_routine(&compiler, &conv2d(b, c, s, o), 3).as_secs_f64();
+    let flops = 2.0 * (b * o * s * s * c * 9) as f64;
+    report(&name, ours, numpy.get(&name).copied(), "GFLOP/s", flops);
+
+    // Compile latency: a fresh cache folder, then the same routine again.
+    let dir = std::env::temp_dir().join(format!("rcannl-bench-cache-{}", std::process::id()));
+    let cold_compiler = compiler.clone().with_cache_dir(&dir);
+    let routine = optimize(&conv2d(1, 4, 8, 4)).unwrap();
+    let start = Instant::now();
+    let cold = cold_compiler.compile(&routine).unwrap();
+    let cold_time = start.elapsed();
+    assert!(!cold.from_cache);
+    let cached_time = median(
+        (0..10)
+            .map(|_| {
+                let start = Instant::now();
+                let again = cold_compiler.compile(&routine).unwrap();
+                assert!(again.from_cache);
+                start.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "compile latency: cold {:.1} ms, cached {:.2} ms",
+        cold_time.as_secs_f64() * 1e3,
+        cached_time.as_secs_f64() * 1e3
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
