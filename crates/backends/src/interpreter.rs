@@ -166,6 +166,7 @@ impl State<'_> {
                 let value = self.eval(value, *precision)?.stored_as(*precision);
                 self.locals.insert(*id, (*precision, value));
             }
+            Stmt::Gemm { nest, .. } => self.block(nest)?,
             Stmt::SetLocal { id, value } => {
                 let (precision, _) = *self.local(*id)?;
                 let value = self.eval(value, precision)?.stored_as(precision);

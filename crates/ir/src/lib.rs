@@ -26,7 +26,7 @@ pub mod value;
 
 pub use assignment::{Assignment, FetchOp, Rhs};
 pub use index::{Affine, AxisIndex, Symbol};
-pub use loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var, VecUnop};
+pub use loops::{GemmPlan, Index, LocalId, LoopVar, Scalar, Stmt, Var, VecUnop};
 pub use lower::{LowerError, lower, lower_with_statics};
 pub use node::{MemoryMode, NodeId, TensorNode};
 pub use ops::{Binop, Ternop, Unop, threefry4x32};

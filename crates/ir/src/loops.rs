@@ -136,6 +136,27 @@ impl Scalar {
     }
 }
 
+/// A batched matrix product recognized in a nest: `c[ic] := c[ic] + a[ia] · b[ib]` over the
+/// nest's loops, each loop in one group: `batch` (in all three indices), `m` (in `c` and `a`),
+/// `n` (in `c` and `b`), `k` (in `a` and `b`: the reduction). Backends with a matrix-product
+/// routine run it through that; the others run the nest it was found in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmPlan {
+    pub c: NodeId,
+    pub a: NodeId,
+    pub b: NodeId,
+    /// Whether the nest starts by filling `c` with zeros.
+    pub zero_first: bool,
+    pub batch: Vec<(LoopVar, usize)>,
+    pub m: Vec<(LoopVar, usize)>,
+    pub n: Vec<(LoopVar, usize)>,
+    /// Outermost first, as the nest runs them: the order each cell receives its terms in.
+    pub k: Vec<(LoopVar, usize)>,
+    pub c_index: Vec<Index>,
+    pub a_index: Vec<Index>,
+    pub b_index: Vec<Index>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     /// `for var in 0..range { body }`.
@@ -172,13 +193,18 @@ pub enum Stmt {
     },
     /// Stores `value` into the local `id`.
     SetLocal { id: LocalId, value: Scalar },
+    /// A matrix product, with the statements it was recognized in (its meaning).
+    Gemm {
+        plan: Box<GemmPlan>,
+        nest: Vec<Stmt>,
+    },
 }
 
 impl Stmt {
     /// Calls `visit` on this statement and every statement nested in it, outermost first.
     pub fn walk(&self, visit: &mut impl FnMut(&Stmt)) {
         visit(self);
-        if let Stmt::For { body, .. } = self {
+        if let Stmt::For { body, .. } | Stmt::Gemm { nest: body, .. } = self {
             for stmt in body {
                 stmt.walk(visit);
             }
@@ -192,7 +218,9 @@ impl Stmt {
             | Stmt::SetVec { node, .. }
             | Stmt::Fill { node, .. }
             | Stmt::FillMargins { node, .. } => Some(*node),
-            Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => None,
+            Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } | Stmt::Gemm { .. } => {
+                None
+            }
         }
     }
 
@@ -203,7 +231,9 @@ impl Stmt {
                 vec![value]
             }
             Stmt::SetVec { arg, .. } => vec![arg],
-            Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } => Vec::new(),
+            Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
+                Vec::new()
+            }
         }
     }
 }
@@ -291,6 +321,33 @@ impl Stmt {
                 value,
             } => writeln!(f, "{pad}local {id}: {precision} := {value}"),
             Stmt::SetLocal { id, value } => writeln!(f, "{pad}{id} := {value}"),
+            Stmt::Gemm { plan, nest } => {
+                let group = |loops: &[(LoopVar, usize)]| {
+                    let shown: Vec<String> =
+                        loops.iter().map(|(v, r)| format!("{v}<{r}>")).collect();
+                    if shown.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        shown.join(" ")
+                    }
+                };
+                writeln!(
+                    f,
+                    "{pad}gemm {} {}= {} * {} (batch {}; m {}; n {}; k {}) {{",
+                    plan.c,
+                    if plan.zero_first { ":" } else { "+" },
+                    plan.a,
+                    plan.b,
+                    group(&plan.batch),
+                    group(&plan.m),
+                    group(&plan.n),
+                    group(&plan.k)
+                )?;
+                for stmt in nest {
+                    stmt.write(f, depth + 1)?;
+                }
+                writeln!(f, "{pad}}}")
+            }
         }
     }
 }

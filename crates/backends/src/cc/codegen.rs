@@ -6,7 +6,8 @@
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
 //! range across threads (each cell is then computed by the same operations in the same order, so
 //! the result does not depend on the split). Other statements are gathered into serial kernels
-//! (`begin` and `end` ignored).
+//! (`begin` and `end` ignored). A matrix product (`Stmt::Gemm`) is a step of its own, run by the
+//! `gemm` crate; its nest is only checked.
 //!
 //! Values are computed as the interpreter computes them, but in C's own types: f16, bf16 and f32
 //! in `float`, f64 in `double`, integers in wrapping `int64_t`, words as `rc_word`; f16 and bf16
@@ -16,8 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use rcannl_ir::{
-    Binop, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar, Stmt,
-    Symbol, Ternop, Unop, Value, Var,
+    Binop, GemmPlan, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
+    Stmt, Symbol, Ternop, Unop, Value, Var,
 };
 
 /// The definitions every generated routine starts with.
@@ -53,11 +54,19 @@ pub struct Kernel {
     pub work_per_iteration: usize,
 }
 
+/// One step of a compiled routine, run in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Kernel(Kernel),
+    /// A matrix product, run by the `gemm` crate instead of C.
+    Gemm(GemmPlan),
+}
+
 /// The C source of a routine and how to call it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Generated {
     pub source: String,
-    pub kernels: Vec<Kernel>,
+    pub steps: Vec<Step>,
     /// The nodes whose buffers are passed, in the order of the `buffers` argument.
     pub buffers: Vec<NodeId>,
     /// The static indices, in the order of the `statics` argument.
@@ -514,6 +523,12 @@ impl Writer<'_> {
                 writeln!(out, "{pad}{id} = {};", round_to(&value, precision))
                     .expect("writing to a string");
             }
+            Stmt::Gemm { plan, .. } => {
+                return Err(error(format!(
+                    "codegen: the matrix product into {} must be a statement of its own",
+                    plan.c
+                )));
+            }
         }
         Ok(())
     }
@@ -624,16 +639,23 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
         .collect();
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
     let mut source = String::from(PRELUDE);
-    let mut kernels = Vec::new();
+    let mut steps = Vec::new();
+    let mut kernels = 0;
     let mut writer = Writer {
         routine,
         locals: HashMap::new(),
         loops: HashMap::new(),
     };
     for group in kernel_groups(routine) {
-        let name = format!("rc_k{}", kernels.len());
+        let name = format!("rc_k{kernels}");
         let mut body = String::new();
         match group {
+            Group::Gemm { plan, nest } => {
+                // The bounds of every access are checked on the nest the plan stands for.
+                writer.body(nest, &mut String::new(), 0)?;
+                steps.push(Step::Gemm(plan.clone()));
+                continue;
+            }
             Group::Parallel { stmt } => {
                 let Stmt::For {
                     var,
@@ -652,26 +674,27 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
                 writer.body(inner, &mut body, 2)?;
                 writer.loops.remove(var);
                 body.push_str("  }\n");
-                kernels.push(Kernel {
+                steps.push(Step::Kernel(Kernel {
                     name: name.clone(),
                     parallel: Some(*range),
                     work_per_iteration: inner.iter().map(work).sum(),
-                });
+                }));
             }
             Group::Serial { stmts } => {
                 writer.body(stmts, &mut body, 1)?;
-                kernels.push(Kernel {
+                steps.push(Step::Kernel(Kernel {
                     name: name.clone(),
                     parallel: None,
                     work_per_iteration: stmts.iter().map(work).sum(),
-                });
+                }));
             }
         }
         write_kernel(&mut source, &name, routine, &buffers, &statics, &body);
+        kernels += 1;
     }
     Ok(Generated {
         source,
-        kernels,
+        steps,
         buffers,
         statics,
     })
@@ -719,8 +742,16 @@ fn work(stmt: &Stmt) -> usize {
 }
 
 enum Group<'a> {
-    Parallel { stmt: &'a Stmt },
-    Serial { stmts: &'a [Stmt] },
+    Parallel {
+        stmt: &'a Stmt,
+    },
+    Serial {
+        stmts: &'a [Stmt],
+    },
+    Gemm {
+        plan: &'a GemmPlan,
+        nest: &'a [Stmt],
+    },
 }
 
 /// The routine's top-level statements as kernels: each splittable loop alone, the runs of other
@@ -734,15 +765,18 @@ fn kernel_groups(routine: &Routine) -> Vec<Group<'_>> {
     let mut groups = Vec::new();
     let mut start = 0;
     for (i, stmt) in body.iter().enumerate() {
-        if splittable(stmt, routine) {
-            if start < i {
-                groups.push(Group::Serial {
-                    stmts: &body[start..i],
-                });
-            }
-            groups.push(Group::Parallel { stmt });
-            start = i + 1;
+        let group = match stmt {
+            Stmt::Gemm { plan, nest } => Group::Gemm { plan, nest },
+            stmt if splittable(stmt, routine) => Group::Parallel { stmt },
+            _ => continue,
+        };
+        if start < i {
+            groups.push(Group::Serial {
+                stmts: &body[start..i],
+            });
         }
+        groups.push(group);
+        start = i + 1;
     }
     if start < body.len() {
         groups.push(Group::Serial {
@@ -778,7 +812,7 @@ fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
             safe &= stride.unsigned_abs() >= span + length;
             writes.entry(*node).or_default();
         }
-        Stmt::Fill { .. } | Stmt::FillMargins { .. } => safe = false,
+        Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => safe = false,
         Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => {}
     });
     if !safe || writes.is_empty() {

@@ -4,6 +4,7 @@
 //! the threads of the rayon pool.
 
 pub mod codegen;
+mod gemm;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use rcannl_ir::{NodeId, Routine, Symbol};
 
 use crate::Buffers;
 use crate::interpreter::RunError;
-use codegen::{CodegenError, Kernel, generate};
+use codegen::{CodegenError, Kernel, Step, generate};
 
 /// Why a routine cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,19 +114,24 @@ impl Compiler {
         // initializers of ours.
         let library = unsafe { libloading::Library::new(&library_path) }
             .map_err(|e| compile_error(format!("cannot load {}: {e}", library_path.display())))?;
-        let mut kernels = Vec::new();
-        for kernel in generated.kernels {
-            // SAFETY: every kernel the generator writes has exactly this signature.
-            let function: KernelFn = unsafe {
-                *library
-                    .get::<KernelFn>(kernel.name.as_bytes())
-                    .map_err(|e| compile_error(format!("no kernel {}: {e}", kernel.name)))?
-            };
-            kernels.push((function, kernel));
+        let mut steps = Vec::new();
+        for step in generated.steps {
+            steps.push(match step {
+                Step::Kernel(kernel) => {
+                    // SAFETY: every kernel the generator writes has exactly this signature.
+                    let function: KernelFn = unsafe {
+                        *library
+                            .get::<KernelFn>(kernel.name.as_bytes())
+                            .map_err(|e| compile_error(format!("no kernel {}: {e}", kernel.name)))?
+                    };
+                    Loaded::Kernel(function, kernel)
+                }
+                Step::Gemm(plan) => Loaded::Gemm(plan),
+            });
         }
         Ok(CompiledRoutine {
             _library: library,
-            kernels,
+            steps,
             routine: routine.clone(),
             buffers: generated.buffers,
             statics: generated.statics,
@@ -192,11 +198,18 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 
 type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 
+/// A step ready to run.
+#[derive(Debug)]
+enum Loaded {
+    Kernel(KernelFn, Kernel),
+    Gemm(rcannl_ir::GemmPlan),
+}
+
 /// A loaded routine.
 #[derive(Debug)]
 pub struct CompiledRoutine {
     _library: libloading::Library,
-    kernels: Vec<(KernelFn, Kernel)>,
+    steps: Vec<Loaded>,
     routine: Routine,
     buffers: Vec<NodeId>,
     statics: Vec<Symbol>,
@@ -226,7 +239,7 @@ impl CompiledRoutine {
         buffers: &mut Buffers,
         statics: &HashMap<Symbol, i64>,
     ) -> Result<(), RunError> {
-        let statics = self.static_values(statics)?;
+        let static_values = self.static_values(statics)?;
         let mut pointers = Vec::with_capacity(self.buffers.len());
         for id in &self.buffers {
             let expected = &self.routine.nodes[id];
@@ -251,7 +264,26 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let threads = rayon::current_num_threads();
-        for (function, kernel) in &self.kernels {
+        let statics = &static_values;
+        for step in &self.steps {
+            let (function, kernel) = match step {
+                Loaded::Kernel(function, kernel) => (function, kernel),
+                Loaded::Gemm(plan) => {
+                    let position = |id| self.buffers.iter().position(|b| *b == id);
+                    let base =
+                        |id| pointers.0[position(id).expect("a product's nodes have buffers")];
+                    let named: HashMap<Symbol, i64> = self
+                        .statics
+                        .iter()
+                        .copied()
+                        .zip(static_values.iter().copied())
+                        .collect();
+                    // SAFETY: the buffers match the routine's nodes (checked above) and the
+                    // product's accesses were checked against them when generating.
+                    unsafe { gemm::run(plan, &self.routine, base, &named, threads) };
+                    continue;
+                }
+            };
             match kernel.parallel {
                 Some(range)
                     if threads > 1

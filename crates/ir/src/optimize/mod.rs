@@ -1,5 +1,5 @@
-//! The loop-IR optimizer: `optimize` runs its passes in order (memory modes, fusion of virtual
-//! nodes, local accumulators, simplification, shared subexpressions), and this module holds what
+//! The loop-IR optimizer: `optimize` runs its passes in order (matrix products recognized, memory
+//! modes, fusion of virtual nodes, local accumulators, simplification, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements.
 //!
@@ -9,6 +9,7 @@
 
 pub mod accumulate;
 pub mod cse;
+pub mod gemm;
 pub mod memory;
 pub mod simplify;
 pub mod virtualize;
@@ -36,10 +37,12 @@ impl fmt::Display for OptimizeError {
 
 impl std::error::Error for OptimizeError {}
 
-/// `routine` with a memory mode on every node, virtual nodes inlined where they are read, local
-/// accumulators for reductions, constants folded and repeated subexpressions shared.
+/// `routine` with its matrix products recognized, a memory mode on every node, virtual nodes
+/// inlined where they are read, local accumulators for reductions, constants folded and repeated
+/// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let decided = memory::decide_memory_modes(routine)?;
+    let extracted = gemm::extract_gemms(routine);
+    let decided = memory::decide_memory_modes(&extracted)?;
     let fused = virtualize::virtualize(&decided)?;
     let accumulated = accumulate::local_accumulators(&fused);
     let simplified = simplify::simplify(&accumulated);
@@ -151,7 +154,9 @@ fn map_values(stmt: &Stmt, mut rewrite: impl FnMut(&Scalar) -> Scalar) -> Stmt {
             id: *id,
             value: rewrite(value),
         },
-        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } => stmt.clone(),
+        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
+            stmt.clone()
+        }
     }
 }
 
@@ -261,7 +266,7 @@ fn stmt_precision(
         Stmt::SetVec { .. } => Some(Precision::Uint4x32),
         Stmt::Local { precision, .. } => Some(*precision),
         Stmt::SetLocal { id, .. } => locals.get(id).copied(),
-        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } => None,
+        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => None,
     }
 }
 
@@ -373,7 +378,8 @@ impl Renaming {
                 op: *op,
                 arg: self.scalar(arg),
             },
-            Stmt::Fill { .. } | Stmt::FillMargins { .. } => stmt.clone(),
+            // Never copied: a matrix product's operands are never virtual.
+            Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => stmt.clone(),
             Stmt::Local {
                 id,
                 precision,

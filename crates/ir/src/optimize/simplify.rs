@@ -133,7 +133,10 @@ impl Simplifier<'_> {
                 id: *id,
                 value: value(v),
             }),
-            Stmt::Fill { .. } | Stmt::FillMargins { .. } => out.push(stmt.clone()),
+            // A matrix product is left as recognized: its plan names its nest's loops.
+            Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
+                out.push(stmt.clone());
+            }
         }
     }
 }

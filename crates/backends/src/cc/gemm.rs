@@ -1,0 +1,307 @@
+//! Running a matrix-product plan on the `gemm` crate.
+//!
+//! Every operand's flat offset is linear in the plan's loops. Within each operand, the loops of a
+//! group (rows, columns, reduction) merge into one strided dimension when their strides nest
+//! (each outer stride is the inner stride times the inner range); an operand whose groups do not
+//! merge (a transposed-and-reshaped view, a convolution's windows) is first copied into a packed
+//! matrix, and a result that does not merge is computed packed and scattered back. The batch
+//! loops run outside, in parallel when there are enough of them.
+
+use std::collections::HashMap;
+
+use half::f16;
+use rcannl_ir::optimize::gemm::flat_coefficients;
+use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
+
+/// One operand as the product sees it: the flat offset's coefficient per loop and its constant.
+struct Operand {
+    coefficients: HashMap<LoopVar, i64>,
+    offset: i64,
+}
+
+impl Operand {
+    fn new(index: &[Index], dims: &[usize], statics: &HashMap<Symbol, i64>) -> Operand {
+        let mut coefficients = HashMap::new();
+        let mut offset = 0i64;
+        let mut stride = 1i64;
+        for (axis, dim) in index.iter().zip(dims).rev() {
+            offset += axis.offset * stride;
+            stride *= *dim as i64;
+        }
+        for (var, c) in flat_coefficients(index, dims) {
+            match var {
+                Var::Loop(l) => {
+                    coefficients.insert(l, c);
+                }
+                Var::Static(s) => offset += c * statics.get(&s).copied().unwrap_or(0),
+            }
+        }
+        Operand {
+            coefficients,
+            offset,
+        }
+    }
+
+    fn coefficient(&self, var: LoopVar) -> i64 {
+        self.coefficients.get(&var).copied().unwrap_or(0)
+    }
+
+    /// The group's loops, taken in the given order (outermost first), as one dimension
+    /// `(stride, size)`, if their strides nest in that order.
+    fn merged(&self, group: &[(LoopVar, usize)]) -> Option<(isize, usize)> {
+        let Some(&(innermost, _)) = group.last() else {
+            return Some((0, 1));
+        };
+        for pair in group.windows(2) {
+            let ((outer, _), (inner, inner_range)) = (pair[0], pair[1]);
+            if self.coefficient(outer) != self.coefficient(inner) * inner_range as i64 {
+                return None;
+            }
+        }
+        Some((
+            self.coefficient(innermost) as isize,
+            group.iter().map(|(_, r)| r).product(),
+        ))
+    }
+
+    /// The flat offsets of every combination of the group's loops, row-major in the group's order.
+    fn offsets(&self, group: &[(LoopVar, usize)]) -> Vec<i64> {
+        let mut offsets = vec![0i64];
+        for &(var, range) in group {
+            let c = self.coefficient(var);
+            offsets = offsets
+                .iter()
+                .flat_map(|o| (0..range as i64).map(move |i| o + c * i))
+                .collect();
+        }
+        offsets
+    }
+}
+
+/// The order a group's loops are merged and packed in, the same for both operands that share the
+/// group (so that position `t` of the merged dimension is the same loop values in both): the
+/// order of one operand's strides, chosen so that as many of the two as possible need no copy.
+/// Loops of one trip are left out.
+fn group_order(group: &[(LoopVar, usize)], operands: [&Operand; 2]) -> Vec<(LoopVar, usize)> {
+    let loops: Vec<(LoopVar, usize)> = group.iter().copied().filter(|(_, r)| *r > 1).collect();
+    let mut best: Option<(usize, Vec<(LoopVar, usize)>)> = None;
+    for by in operands {
+        let mut order = loops.clone();
+        order.sort_by_key(|(var, _)| std::cmp::Reverse(by.coefficient(*var).unsigned_abs()));
+        let in_place = operands
+            .iter()
+            .filter(|o| o.merged(&order).is_some())
+            .count();
+        if best.as_ref().is_none_or(|(count, _)| in_place > *count) {
+            best = Some((in_place, order));
+        }
+    }
+    best.map(|(_, order)| order).unwrap_or_default()
+}
+
+/// The element types the product runs on.
+trait Element: Copy + Send + Sync + 'static {
+    const ZERO: Self;
+    const ONE: Self;
+    fn add(self, other: Self) -> Self;
+}
+
+impl Element for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    fn add(self, other: f32) -> f32 {
+        self + other
+    }
+}
+
+impl Element for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    fn add(self, other: f64) -> f64 {
+        self + other
+    }
+}
+
+impl Element for f16 {
+    const ZERO: f16 = f16::ZERO;
+    const ONE: f16 = f16::ONE;
+    fn add(self, other: f16) -> f16 {
+        self + other
+    }
+}
+
+/// A buffer's start, shared by the threads of one product (which write disjoint cells).
+#[derive(Clone, Copy)]
+struct Base(*mut u8);
+
+// SAFETY: the batch elements run at once write disjoint cells of `c` and only read `a` and `b`.
+unsafe impl Send for Base {}
+// SAFETY: as above.
+unsafe impl Sync for Base {}
+
+/// Runs `plan` over the buffers at `base` (each node's first cell).
+///
+/// # Safety
+/// `base` must give, for the plan's three nodes, buffers of the dims and precision `routine`
+/// gives them, and the plan's indices must stay inside them (the code generator checks this).
+pub(crate) unsafe fn run(
+    plan: &GemmPlan,
+    routine: &Routine,
+    base: impl Fn(NodeId) -> *mut u8,
+    statics: &HashMap<Symbol, i64>,
+    threads: usize,
+) {
+    let bases = [base(plan.c), base(plan.a), base(plan.b)].map(Base);
+    // SAFETY: passed on from the caller.
+    unsafe {
+        match routine.nodes[&plan.c].precision {
+            Precision::F32 => run_typed::<f32>(plan, routine, bases, statics, threads),
+            Precision::F64 => run_typed::<f64>(plan, routine, bases, statics, threads),
+            Precision::F16 => run_typed::<f16>(plan, routine, bases, statics, threads),
+            other => unreachable!("the plan's precision is a float the gemm crate runs: {other}"),
+        }
+    }
+}
+
+unsafe fn run_typed<T: Element>(
+    plan: &GemmPlan,
+    routine: &Routine,
+    [c_base, a_base, b_base]: [Base; 3],
+    statics: &HashMap<Symbol, i64>,
+    threads: usize,
+) {
+    let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
+    let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
+    let a = Operand::new(&plan.a_index, &dims(plan.a), statics);
+    let b = Operand::new(&plan.b_index, &dims(plan.b), statics);
+    if plan.zero_first {
+        let len = routine.nodes[&plan.c].buffer_len();
+        // SAFETY: `c` holds `len` cells of `T`.
+        unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
+    }
+    let (rows, columns, depth) = (
+        group_order(&plan.m, [&c, &a]),
+        group_order(&plan.n, [&c, &b]),
+        group_order(&plan.k, [&a, &b]),
+    );
+    let size = |group: &[(LoopVar, usize)]| group.iter().map(|(_, r)| r).product::<usize>();
+    let (m, n, k) = (size(&rows), size(&columns), size(&depth));
+    let batches = c
+        .offsets(&plan.batch)
+        .into_iter()
+        .zip(a.offsets(&plan.batch))
+        .zip(b.offsets(&plan.batch))
+        .map(|((c, a), b)| [c, a, b])
+        .collect::<Vec<_>>();
+    let one_product = |[c_at, a_at, b_at]: [i64; 3], parallelism: gemm::Parallelism| {
+        // Whole `Base`s, not their raw-pointer fields, cross into other threads.
+        let (c_base, a_base, b_base) = (c_base, a_base, b_base);
+        // SAFETY: the offsets stay inside the buffers (the caller's contract); packed copies are
+        // owned here.
+        unsafe {
+            let a_ptr = a_base.0.cast::<T>().offset((a.offset + a_at) as isize);
+            let b_ptr = b_base.0.cast::<T>().offset((b.offset + b_at) as isize);
+            let c_ptr = c_base.0.cast::<T>().offset((c.offset + c_at) as isize);
+            let packed_a;
+            let (a_ptr, a_rs, a_cs) = match (a.merged(&rows), a.merged(&depth)) {
+                (Some((rs, _)), Some((cs, _))) => (a_ptr.cast_const(), rs, cs),
+                _ => {
+                    packed_a = pack::<T>(a_ptr, &a.offsets(&rows), &a.offsets(&depth));
+                    (packed_a.as_ptr(), k as isize, 1)
+                }
+            };
+            let packed_b;
+            let (b_ptr, b_rs, b_cs) = match (b.merged(&depth), b.merged(&columns)) {
+                (Some((rs, _)), Some((cs, _))) => (b_ptr.cast_const(), rs, cs),
+                _ => {
+                    packed_b = pack::<T>(b_ptr, &b.offsets(&depth), &b.offsets(&columns));
+                    (packed_b.as_ptr(), n as isize, 1)
+                }
+            };
+            match (c.merged(&rows), c.merged(&columns)) {
+                (Some((rs, _)), Some((cs, _))) => gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    c_ptr,
+                    cs,
+                    rs,
+                    !plan.zero_first,
+                    a_ptr,
+                    a_cs,
+                    a_rs,
+                    b_ptr,
+                    b_cs,
+                    b_rs,
+                    T::ONE,
+                    T::ONE,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                ),
+                _ => {
+                    let mut product = vec![T::ZERO; m * n];
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        product.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        a_ptr,
+                        a_cs,
+                        a_rs,
+                        b_ptr,
+                        b_cs,
+                        b_rs,
+                        T::ONE,
+                        T::ONE,
+                        false,
+                        false,
+                        false,
+                        parallelism,
+                    );
+                    let (rows, columns) = (c.offsets(&rows), c.offsets(&columns));
+                    for (i, row) in rows.iter().enumerate() {
+                        for (j, column) in columns.iter().enumerate() {
+                            let cell = c_ptr.offset((row + column) as isize);
+                            *cell = (*cell).add(product[i * n + j]);
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if batches.len() >= 2 * threads {
+        use rayon::prelude::*;
+        batches
+            .par_iter()
+            .for_each(|offsets| one_product(*offsets, gemm::Parallelism::None));
+    } else {
+        let parallelism = if threads > 1 {
+            gemm::Parallelism::Rayon(threads)
+        } else {
+            gemm::Parallelism::None
+        };
+        for offsets in batches {
+            one_product(offsets, parallelism);
+        }
+    }
+}
+
+/// The cells at `rows × columns` offsets from `start`, copied into a row-major matrix.
+///
+/// # Safety
+/// Every offset must lie inside the buffer `start` points into.
+unsafe fn pack<T: Element>(start: *mut T, rows: &[i64], columns: &[i64]) -> Vec<T> {
+    let mut packed = Vec::with_capacity(rows.len() * columns.len());
+    for row in rows {
+        for column in columns {
+            // SAFETY: the caller's contract.
+            packed.push(unsafe { *start.offset((row + column) as isize) });
+        }
+    }
+    packed
+}

@@ -1,0 +1,324 @@
+//! Matrix products: which nests the optimizer hands to the tuned product (and what it
+//! materializes for them), and the C backend's products against the interpreter for every
+//! arrangement of batch, row, column and reduction axes, packed or in place.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use proptest::prelude::*;
+use rcannl_backends::Buffers;
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::interpreter::run_routine;
+use rcannl_ir::optimize::optimize;
+use rcannl_ir::{
+    Assignment, AxisIndex, Binop, Factor, MemoryMode, NodeId, Precision, Projections, Routine,
+    Stmt, Symbol, TensorNode, Unop,
+};
+
+fn typed(id: u32, precision: Precision, dims: &[usize]) -> TensorNode {
+    TensorNode::new(id, &format!("t{id}"), precision, dims)
+}
+
+/// `c[i,k] (=:+ | =+) a[i,j] * b[j,k]` with `i, k, j` of the given ranges.
+fn matmul(rows: usize, columns: usize, depth: usize, initialize: bool) -> Assignment {
+    binary(
+        initialize,
+        Binop::Add,
+        2,
+        Binop::Mul,
+        (0, 1),
+        projections(
+            &[rows, columns, depth],
+            (&[rows, columns], vec![it(0), it(1)]),
+            vec![
+                (&[rows, depth], vec![it(0), it(2)]),
+                (&[depth, columns], vec![it(2), it(1)]),
+            ],
+        ),
+    )
+}
+
+fn compiler() -> Compiler {
+    Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+}
+
+/// Runs `routine` optimized on the C backend and unoptimized on the interpreter, from the same
+/// inputs (quarter-integers, so that every sum is exact in f32), and returns both results of
+/// every node that has a buffer in both.
+fn both_ways(routine: &Routine, inputs: &[NodeId]) -> Vec<(NodeId, Vec<f64>, Vec<f64>)> {
+    let optimized = optimize(routine).unwrap();
+    let compiled = compiler().compile(&optimized).unwrap();
+    let mut interpreted = Buffers::for_routine(routine);
+    let mut native = Buffers::for_routine(&optimized);
+    for (n, id) in inputs.iter().enumerate() {
+        let cells = routine.nodes[id].len();
+        let values: Vec<f64> = (0..cells)
+            .map(|i| ((i * 7 + n * 3) % 17) as f64 / 4.0 - 2.0)
+            .collect();
+        interpreted.set_values(*id, &values).unwrap();
+        native.set_values(*id, &values).unwrap();
+    }
+    run_routine(routine, &mut interpreted, &HashMap::new()).unwrap();
+    compiled.run(&mut native, &HashMap::new()).unwrap();
+    optimized
+        .nodes
+        .values()
+        .filter(|n| n.memory_mode != Some(MemoryMode::Virtual))
+        .map(|n| (n.id, interpreted.values(n.id), native.values(n.id)))
+        .collect()
+}
+
+fn products(routine: &Routine) -> usize {
+    routine
+        .body
+        .iter()
+        .filter(|s| matches!(s, Stmt::Gemm { .. }))
+        .count()
+}
+
+#[test]
+fn a_matmul_becomes_a_product_and_its_fused_producer_a_buffer() {
+    // a = relu(x) (pointwise, would be fused), then c = a · w: a is materialized for the product.
+    let relu = unary(
+        true,
+        Binop::Arg2,
+        0,
+        Unop::Relu,
+        3,
+        projections(
+            &[32, 64],
+            (&[32, 64], vec![it(0), it(1)]),
+            vec![(&[32, 64], vec![it(0), it(1)])],
+        ),
+    );
+    let nodes = vec![
+        typed(0, Precision::F32, &[32, 64]),
+        typed(1, Precision::F32, &[64, 48]),
+        typed(2, Precision::F32, &[32, 48]),
+        typed(3, Precision::F32, &[32, 64]),
+    ];
+    let routine = Routine::lower(
+        "layer",
+        &Assignment::Seq(vec![relu, matmul(32, 48, 64, true)]),
+        nodes,
+    )
+    .unwrap();
+    let optimized = optimize(&routine).unwrap();
+    assert_eq!(products(&optimized), 1);
+    assert_eq!(
+        optimized.nodes[&NodeId(0)].memory_mode,
+        Some(MemoryMode::Materialized)
+    );
+    let shown = optimized.to_string();
+    assert!(
+        shown.contains("  n0 't0': f32 [32, 64] materialized\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("gemm n2 := n0 * n1 (batch -; m l2<32>; n l3<48>; k l4<64>) {\n"),
+        "{shown}"
+    );
+    for (id, want, got) in both_ways(&routine, &[NodeId(3), NodeId(1)]) {
+        assert_eq!(want, got, "{id}");
+    }
+}
+
+#[test]
+fn small_products_stay_loops_and_accumulation_reads_the_result() {
+    let small = Routine::lower(
+        "small",
+        &matmul(8, 8, 8, true),
+        (0..3).map(|i| node(i, &[8, 8])),
+    )
+    .unwrap();
+    assert_eq!(products(&optimize(&small).unwrap()), 0);
+    // `c =+ a · b` adds to what c holds: no fill, the product reads c.
+    let nodes = vec![node(0, &[40, 30]), node(1, &[30, 50]), node(2, &[40, 50])];
+    let routine = Routine::lower("accumulate", &matmul(40, 50, 30, false), nodes).unwrap();
+    let optimized = optimize(&routine).unwrap();
+    assert!(optimized.to_string().contains("gemm n2 += n0 * n1"));
+    for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1), NodeId(2)]) {
+        assert_eq!(want, got, "{id}");
+    }
+}
+
+#[test]
+fn a_convolution_runs_as_a_packed_product() {
+    // y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]: the windows are copied into a matrix.
+    let (batch, channels, size, out) = (2, 4, 10, 6);
+    let window = |o: u32, k: u32| AxisIndex::affine([(1, Symbol(o)), (1, Symbol(k))], 0);
+    let x_dims = [batch, channels, size + 2, size + 2];
+    let k_dims = [out, channels, 3, 3];
+    let y_dims = [batch, out, size, size];
+    let conv = binary(
+        true,
+        Binop::Add,
+        2,
+        Binop::Mul,
+        (0, 1),
+        projections(
+            &[batch, out, size, size, channels, 3, 3],
+            (&y_dims, vec![it(0), it(1), it(2), it(3)]),
+            vec![
+                (&x_dims, vec![it(0), it(4), window(2, 5), window(3, 6)]),
+                (&k_dims, vec![it(1), it(4), it(5), it(6)]),
+            ],
+        ),
+    );
+    let nodes = vec![
+        typed(0, Precision::F32, &x_dims),
+        typed(1, Precision::F32, &k_dims),
+        typed(2, Precision::F32, &y_dims),
+    ];
+    let routine = Routine::lower("conv", &conv, nodes).unwrap();
+    assert_eq!(products(&optimize(&routine).unwrap()), 1);
+    for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1)]) {
+        assert_eq!(want, got, "{id}");
+    }
+}
+
+#[test]
+fn half_and_double_products() {
+    for precision in [Precision::F16, Precision::F64] {
+        let nodes = vec![
+            typed(0, precision, &[32, 40]),
+            typed(1, precision, &[40, 36]),
+            typed(2, precision, &[32, 36]),
+        ];
+        let routine = Routine::lower("typed", &matmul(32, 36, 40, true), nodes).unwrap();
+        assert_eq!(products(&optimize(&routine).unwrap()), 1);
+        for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1)]) {
+            if precision == Precision::F64 {
+                assert_eq!(want, got, "{id}");
+            } else {
+                // f16 rounds every partial sum in the loops, only the end in the product.
+                for (w, g) in want.iter().zip(&got) {
+                    assert!((w - g).abs() <= 0.02 * w.abs().max(1.0), "{id}: {w} vs {g}");
+                }
+            }
+        }
+    }
+}
+
+/// One random product: each group's loops, and each operand's axes in a random order.
+#[derive(Debug, Clone)]
+struct Arrangement {
+    batch: Vec<usize>,
+    m: Vec<usize>,
+    n: Vec<usize>,
+    k: Vec<usize>,
+    /// Seeds for the order of each operand's axes.
+    orders: [u64; 3],
+    initialize: bool,
+}
+
+fn shuffled<T: Clone>(items: &[T], mut seed: u64) -> Vec<T> {
+    let mut items = items.to_vec();
+    for i in (1..items.len()).rev() {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        items.swap(i, (seed >> 33) as usize % (i + 1));
+    }
+    items
+}
+
+fn arrangement() -> impl Strategy<Value = Arrangement> {
+    (
+        prop::collection::vec(1..4usize, 0..3),
+        prop::collection::vec(2..9usize, 0..3),
+        prop::collection::vec(2..9usize, 0..3),
+        prop::collection::vec(2..9usize, 1..3),
+        any::<[u64; 3]>(),
+        any::<bool>(),
+    )
+        .prop_map(|(batch, m, n, mut k, orders, initialize)| {
+            // Enough work for the tuned product: stretch the first reduction loop.
+            let work: usize = m.iter().chain(&n).chain(&k).product();
+            let needed = rcannl_ir::optimize::gemm::MIN_GEMM_WORK.div_ceil(work);
+            k[0] *= needed.max(1);
+            Arrangement {
+                batch,
+                m,
+                n,
+                k,
+                orders,
+                initialize,
+            }
+        })
+}
+
+fn arranged(plan: &Arrangement) -> Routine {
+    // Symbols: batch, then m, n, k loops, numbered in that order.
+    let mut ranges = Vec::new();
+    let mut groups: [Vec<u32>; 4] = Default::default();
+    for (g, loops) in [&plan.batch, &plan.m, &plan.n, &plan.k].iter().enumerate() {
+        for range in loops.iter() {
+            groups[g].push(ranges.len() as u32);
+            ranges.push(*range);
+        }
+    }
+    let [batch, m, n, k] = &groups;
+    let axes = |symbols: Vec<u32>, seed: u64| -> (Vec<usize>, Vec<AxisIndex>) {
+        let order = shuffled(&symbols, seed);
+        (
+            order.iter().map(|s| ranges[*s as usize]).collect(),
+            order.into_iter().map(it).collect(),
+        )
+    };
+    let (c_dims, c_index) = axes(
+        [batch.clone(), m.clone(), n.clone()].concat(),
+        plan.orders[0],
+    );
+    let (a_dims, a_index) = axes(
+        [batch.clone(), m.clone(), k.clone()].concat(),
+        plan.orders[1],
+    );
+    let (b_dims, b_index) = axes(
+        [batch.clone(), k.clone(), n.clone()].concat(),
+        plan.orders[2],
+    );
+    let product = Projections {
+        product_space: ranges
+            .iter()
+            .enumerate()
+            .map(|(s, r)| Factor::single(Symbol(s as u32), *r))
+            .collect(),
+        lhs_padding: vec![(0, 0); c_dims.len()],
+        rhs_padding: vec![vec![(0, 0); a_dims.len()], vec![(0, 0); b_dims.len()]],
+        lhs_dims: c_dims.clone(),
+        lhs_index: c_index,
+        rhs_dims: vec![a_dims.clone(), b_dims.clone()],
+        rhs_index: vec![a_index, b_index],
+        label: "arranged".to_owned(),
+    };
+    let assignment = binary(plan.initialize, Binop::Add, 2, Binop::Mul, (0, 1), product);
+    let nodes = vec![
+        typed(0, Precision::F32, &a_dims),
+        typed(1, Precision::F32, &b_dims),
+        typed(2, Precision::F32, &c_dims),
+    ];
+    Routine::lower("arranged", &assignment, nodes).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 40,
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(11),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_arrangement_of_a_product_gives_the_interpreters_result(plan in arrangement()) {
+        let routine = arranged(&plan);
+        prop_assert_eq!(products(&optimize(&routine).unwrap()), 1);
+        for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1), NodeId(2)]) {
+            prop_assert_eq!(want, got, "{}", id);
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Matrix products: a top-level nest whose one statement is `c[ic] := c[ic] + a[ia] * b[ib]`
+//! (optionally right after `fill c with 0`), where every loop is a batch, row, column or
+//! reduction loop of the product, becomes a [`Stmt::Gemm`] that keeps the nest as its meaning.
+//! Backends with a tuned matrix product run the plan; the others run the nest.
+//!
+//! This pass runs before memory modes are decided. A product reads its operands from buffers, so
+//! an operand the routine computes is materialized (never fused into the product), and neither
+//! an operand nor the result may have been forced virtual. Products too small for a tuned routine
+//! to win stay loops.
+
+use std::collections::HashSet;
+
+use super::PerfectNest;
+use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
+use crate::node::{MemoryMode, NodeId};
+use crate::ops::Binop;
+use crate::precision::Precision;
+use crate::routine::Routine;
+
+/// Below this many multiply-adds per batch element a product stays loops.
+pub const MIN_GEMM_WORK: usize = 1 << 15;
+
+/// `routine` with its matrix-product nests recognized.
+pub fn extract_gemms(routine: &Routine) -> Routine {
+    let mut result = routine.clone();
+    let mut body: Vec<Stmt> = Vec::new();
+    for stmt in &routine.body {
+        let Some(mut plan) = plan_of(stmt, routine) else {
+            body.push(stmt.clone());
+            continue;
+        };
+        let mut nest = vec![stmt.clone()];
+        if let Some(Stmt::Fill { node, value }) = body.last() {
+            if *node == plan.c && *value == 0.0 {
+                plan.zero_first = true;
+                nest.insert(0, body.pop().expect("just seen"));
+            }
+        }
+        let written: HashSet<NodeId> = routine
+            .body
+            .iter()
+            .flat_map(|s| {
+                let mut nodes = Vec::new();
+                s.walk(&mut |s| nodes.extend(s.written_node()));
+                nodes
+            })
+            .collect();
+        for operand in [plan.a, plan.b] {
+            let node = result.nodes.get_mut(&operand).expect("checked by plan_of");
+            if node.memory_mode.is_none() && written.contains(&operand) {
+                node.memory_mode = Some(MemoryMode::Materialized);
+            }
+        }
+        body.push(Stmt::Gemm {
+            plan: Box::new(plan),
+            nest,
+        });
+    }
+    result.body = body;
+    result
+}
+
+/// The product `stmt` computes, if it is one worth a tuned routine.
+fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
+    let nest = PerfectNest::of(stmt)?;
+    if !nest.pre.is_empty() {
+        return None;
+    }
+    let Scalar::Binop(Binop::Add, accumulated, term) = nest.value else {
+        return None;
+    };
+    let (Scalar::Get(c, c_index), Scalar::Binop(Binop::Mul, a, b)) = (&**accumulated, &**term)
+    else {
+        return None;
+    };
+    let (Scalar::Get(a, a_index), Scalar::Get(b, b_index)) = (&**a, &**b) else {
+        return None;
+    };
+    if *c != nest.node || c_index.as_slice() != nest.index || a == c || b == c {
+        return None;
+    }
+    let precision = routine.nodes.get(c)?.precision;
+    if !matches!(precision, Precision::F16 | Precision::F32 | Precision::F64) {
+        return None;
+    }
+    for id in [c, a, b] {
+        let node = routine.nodes.get(id)?;
+        if node.precision != precision || node.memory_mode == Some(MemoryMode::Virtual) {
+            return None;
+        }
+    }
+    let mentions = |index: &[Index], var: LoopVar| {
+        index.iter().any(|axis| {
+            axis.terms
+                .iter()
+                .any(|(c, v)| *c != 0 && *v == Var::Loop(var))
+        })
+    };
+    let (mut batch, mut m, mut n, mut k) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for &(var, range) in &nest.loops {
+        let group = match (
+            mentions(c_index, var),
+            mentions(a_index, var),
+            mentions(b_index, var),
+        ) {
+            // A loop of one trip changes nothing wherever it goes.
+            _ if range == 1 => &mut batch,
+            (true, true, true) => &mut batch,
+            (true, true, false) => &mut m,
+            (true, false, true) => &mut n,
+            (false, true, true) => &mut k,
+            _ => return None,
+        };
+        group.push((var, range));
+    }
+    let total = |loops: &[(LoopVar, usize)]| loops.iter().map(|(_, r)| *r).product::<usize>();
+    if k.is_empty() || total(&m) * total(&n) * total(&k) < MIN_GEMM_WORK {
+        return None;
+    }
+    // Each cell of `c` must receive one sum: the written position determines every loop but the
+    // reduction's.
+    let dims = routine.nodes[c].buffer_dims();
+    let written: Vec<(LoopVar, usize)> = batch.iter().chain(&m).chain(&n).copied().collect();
+    if !injective(c_index, &dims, &written) {
+        return None;
+    }
+    Some(GemmPlan {
+        c: *c,
+        a: *a,
+        b: *b,
+        zero_first: false,
+        batch,
+        m,
+        n,
+        k,
+        c_index: c_index.clone(),
+        a_index: a_index.clone(),
+        b_index: b_index.clone(),
+    })
+}
+
+/// The coefficient of each loop variable in the row-major flat offset of `index` into a buffer of
+/// `dims`.
+pub fn flat_coefficients(index: &[Index], dims: &[usize]) -> Vec<(Var, i64)> {
+    let mut coefficients: Vec<(Var, i64)> = Vec::new();
+    let mut stride = 1i64;
+    for (axis, dim) in index.iter().zip(dims).rev() {
+        for (c, var) in &axis.terms {
+            match coefficients.iter_mut().find(|(v, _)| v == var) {
+                Some((_, total)) => *total += c * stride,
+                None => coefficients.push((*var, c * stride)),
+            }
+        }
+        stride *= *dim as i64;
+    }
+    coefficients
+}
+
+/// Whether distinct values of the `loops` give distinct flat offsets of `index`: sorted by the size
+/// of their coefficients, each coefficient exceeds how far all smaller ones reach.
+fn injective(index: &[Index], dims: &[usize], loops: &[(LoopVar, usize)]) -> bool {
+    let coefficients = flat_coefficients(index, dims);
+    let mut steps: Vec<(u64, u64)> = Vec::new();
+    for &(var, range) in loops {
+        if range == 1 {
+            continue;
+        }
+        let coefficient = coefficients
+            .iter()
+            .find(|(v, _)| *v == Var::Loop(var))
+            .map_or(0, |(_, c)| c.unsigned_abs());
+        steps.push((coefficient, range as u64 - 1));
+    }
+    steps.sort();
+    let mut reach = 0u64;
+    for (coefficient, trips) in steps {
+        if coefficient <= reach {
+            return false;
+        }
+        reach += coefficient * trips;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_offsets_are_linear_in_the_loops() {
+        let (i, j) = (LoopVar(0), LoopVar(1));
+        // [i, j + 2i + 1] in a 3×10 buffer: 10·i + j + 2i + 1.
+        let index = [
+            Index::var(i, 0),
+            Index {
+                terms: vec![(1, Var::Loop(j)), (2, Var::Loop(i))],
+                offset: 1,
+            },
+        ];
+        assert_eq!(
+            flat_coefficients(&index, &[3, 10]),
+            vec![(Var::Loop(j), 1), (Var::Loop(i), 12)]
+        );
+        assert!(injective(&index, &[3, 10], &[(i, 3), (j, 5)]));
+        // With j running over 12 positions, i + 1 and j − 12 collide.
+        assert!(!injective(&index, &[3, 10], &[(i, 3), (j, 13)]));
+        // The same loop on both axes of a diagonal is one variable: injective.
+        let diagonal = [Index::var(i, 0), Index::var(i, 0)];
+        assert!(injective(&diagonal, &[4, 4], &[(i, 4)]));
+        assert!(!injective(&[Index::constant(0)], &[1], &[(i, 2)]));
+    }
+}
