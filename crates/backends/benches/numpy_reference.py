@@ -26,7 +26,7 @@ def case(name):
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
         c = np.empty((n, n), dtype=np.float32)
-        return lambda: np.matmul(a, b, out=c), max(3, min(50, int(2e9 / n**3)))
+        return lambda: np.matmul(a, b, out=c), max(10, min(100, int(2e10 / n**3)))
     if kind == "bmm":
         batch, n = sizes
         a = rng.standard_normal((batch, n, n), dtype=np.float32)

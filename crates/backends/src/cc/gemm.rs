@@ -193,7 +193,7 @@ unsafe fn run_typed<T: Element>(
         .zip(b.offsets(&plan.batch))
         .map(|((c, a), b)| [c, a, b])
         .collect::<Vec<_>>();
-    let one_product = |[c_at, a_at, b_at]: [i64; 3], parallelism: gemm::Parallelism| {
+    let one_product = |[c_at, a_at, b_at]: [i64; 3], threads: usize| {
         // Whole `Base`s, not their raw-pointer fields, cross into other threads.
         let (c_base, a_base, b_base) = (c_base, a_base, b_base);
         // SAFETY: the offsets stay inside the buffers (the caller's contract); packed copies are
@@ -203,71 +203,47 @@ unsafe fn run_typed<T: Element>(
             let b_ptr = b_base.0.cast::<T>().offset((b.offset + b_at) as isize);
             let c_ptr = c_base.0.cast::<T>().offset((c.offset + c_at) as isize);
             let packed_a;
-            let (a_ptr, a_rs, a_cs) = match (a.merged(&rows), a.merged(&depth)) {
-                (Some((rs, _)), Some((cs, _))) => (a_ptr.cast_const(), rs, cs),
+            let lhs = match (a.merged(&rows), a.merged(&depth)) {
+                (Some((rs, _)), Some((cs, _))) => Matrix {
+                    start: a_ptr,
+                    rs,
+                    cs,
+                },
                 _ => {
                     packed_a = pack::<T>(a_ptr, &a.offsets(&rows), &a.offsets(&depth));
-                    (packed_a.as_ptr(), k as isize, 1)
+                    Matrix::row_major(packed_a.as_ptr().cast_mut(), k)
                 }
             };
             let packed_b;
-            let (b_ptr, b_rs, b_cs) = match (b.merged(&depth), b.merged(&columns)) {
-                (Some((rs, _)), Some((cs, _))) => (b_ptr.cast_const(), rs, cs),
+            let rhs = match (b.merged(&depth), b.merged(&columns)) {
+                (Some((rs, _)), Some((cs, _))) => Matrix {
+                    start: b_ptr,
+                    rs,
+                    cs,
+                },
                 _ => {
                     packed_b = pack::<T>(b_ptr, &b.offsets(&depth), &b.offsets(&columns));
-                    (packed_b.as_ptr(), n as isize, 1)
+                    Matrix::row_major(packed_b.as_ptr().cast_mut(), n)
                 }
             };
             match (c.merged(&rows), c.merged(&columns)) {
-                (Some((rs, _)), Some((cs, _))) => gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    c_ptr,
-                    cs,
-                    rs,
-                    !plan.zero_first,
-                    a_ptr,
-                    a_cs,
-                    a_rs,
-                    b_ptr,
-                    b_cs,
-                    b_rs,
-                    T::ONE,
-                    T::ONE,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                ),
+                (Some((rs, _)), Some((cs, _))) => {
+                    let dst = Matrix {
+                        start: c_ptr,
+                        rs,
+                        cs,
+                    };
+                    product(m, n, k, dst, !plan.zero_first, lhs, rhs, threads);
+                }
                 _ => {
-                    let mut product = vec![T::ZERO; m * n];
-                    gemm::gemm(
-                        m,
-                        n,
-                        k,
-                        product.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        a_ptr,
-                        a_cs,
-                        a_rs,
-                        b_ptr,
-                        b_cs,
-                        b_rs,
-                        T::ONE,
-                        T::ONE,
-                        false,
-                        false,
-                        false,
-                        parallelism,
-                    );
+                    let mut packed = vec![T::ZERO; m * n];
+                    let dst = Matrix::row_major(packed.as_mut_ptr(), n);
+                    product(m, n, k, dst, false, lhs, rhs, threads);
                     let (rows, columns) = (c.offsets(&rows), c.offsets(&columns));
                     for (i, row) in rows.iter().enumerate() {
                         for (j, column) in columns.iter().enumerate() {
                             let cell = c_ptr.offset((row + column) as isize);
-                            *cell = (*cell).add(product[i * n + j]);
+                            *cell = (*cell).add(packed[i * n + j]);
                         }
                     }
                 }
@@ -278,17 +254,118 @@ unsafe fn run_typed<T: Element>(
         use rayon::prelude::*;
         batches
             .par_iter()
-            .for_each(|offsets| one_product(*offsets, gemm::Parallelism::None));
+            .for_each(|offsets| one_product(*offsets, 1));
     } else {
-        let parallelism = if threads > 1 {
-            gemm::Parallelism::Rayon(threads)
-        } else {
-            gemm::Parallelism::None
-        };
         for offsets in batches {
-            one_product(offsets, parallelism);
+            one_product(offsets, threads);
         }
     }
+}
+
+/// A strided matrix: element `(i, j)` at `start + i·rs + j·cs`.
+struct Matrix<T> {
+    start: *mut T,
+    rs: isize,
+    cs: isize,
+}
+
+impl<T> Clone for Matrix<T> {
+    fn clone(&self) -> Matrix<T> {
+        *self
+    }
+}
+
+impl<T> Copy for Matrix<T> {}
+
+// SAFETY: the threads of one product read the operands and write disjoint stretches of the result.
+unsafe impl<T> Send for Matrix<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Matrix<T> {}
+
+impl<T> Matrix<T> {
+    fn row_major(start: *mut T, columns: usize) -> Matrix<T> {
+        Matrix {
+            start,
+            rs: columns as isize,
+            cs: 1,
+        }
+    }
+
+    /// The matrix from row `i` and column `j` on.
+    fn at(self, i: usize, j: usize) -> Matrix<T> {
+        Matrix {
+            // SAFETY: only used for positions inside the matrix.
+            start: unsafe {
+                self.start
+                    .offset(i as isize * self.rs + j as isize * self.cs)
+            },
+            ..self
+        }
+    }
+}
+
+/// `dst := lhs·rhs` (or `dst += lhs·rhs` when `read_dst`), `m×k` times `k×n`, split into
+/// `threads` stretches of rows (or of columns, when there are more of them) that run at once.
+/// The `gemm` crate's own threads scale poorly on two cores; each stretch here runs one thread.
+///
+/// # Safety
+/// The three matrices must address valid cells for their sizes, `dst` none that the others read.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product<T: Element>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: Matrix<T>,
+    read_dst: bool,
+    lhs: Matrix<T>,
+    rhs: Matrix<T>,
+    threads: usize,
+) {
+    let run = |m: usize, n: usize, dst: Matrix<T>, lhs: Matrix<T>, rhs: Matrix<T>| {
+        // SAFETY: the caller's contract, for the stretch.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.start,
+                dst.cs,
+                dst.rs,
+                read_dst,
+                lhs.start,
+                lhs.cs,
+                lhs.rs,
+                rhs.start,
+                rhs.cs,
+                rhs.rs,
+                T::ONE,
+                T::ONE,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    };
+    let split = threads.min(m.max(n) / 16).max(1);
+    if split == 1 {
+        run(m, n, dst, lhs, rhs);
+        return;
+    }
+    rayon::scope(|scope| {
+        for part in 0..split {
+            let run = &run;
+            if m >= n {
+                let (from, to) = (m * part / split, m * (part + 1) / split);
+                let (dst, lhs) = (dst.at(from, 0), lhs.at(from, 0));
+                scope.spawn(move |_| run(to - from, n, dst, lhs, rhs));
+            } else {
+                let (from, to) = (n * part / split, n * (part + 1) / split);
+                let (dst, rhs) = (dst.at(0, from), rhs.at(0, from));
+                scope.spawn(move |_| run(m, to - from, dst, lhs, rhs));
+            }
+        }
+    });
 }
 
 /// The cells at `rows × columns` offsets from `start`, copied into a row-major matrix.
