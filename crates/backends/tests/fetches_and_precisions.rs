@@ -7,6 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
+use rcannl_backends::cc::Compiler;
 use rcannl_backends::interpreter::{Buffers, run, run_routine};
 use rcannl_ir::value::uniform;
 use rcannl_ir::{
@@ -25,7 +26,8 @@ fn fetch(node: u32, op: FetchOp) -> Assignment {
     }
 }
 
-/// Lowers `assignment` into a routine over `nodes` and runs it with `statics`.
+/// Lowers `assignment` into a routine over `nodes` and runs it with `statics` on the
+/// interpreter; the C backend, run on the same routine, must leave the same cells everywhere.
 fn run_all(
     assignment: &Assignment,
     nodes: Vec<TensorNode>,
@@ -35,6 +37,21 @@ fn run_all(
     let mut buffers = Buffers::for_routine(&routine);
     let statics: HashMap<Symbol, i64> = statics.iter().map(|&(s, v)| (Symbol(s), v)).collect();
     run_routine(&routine, &mut buffers, &statics).unwrap();
+    let compiled = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+        .compile(&routine)
+        .unwrap();
+    let mut native = Buffers::for_routine(&routine);
+    compiled.run(&mut native, &statics).unwrap();
+    for id in routine.nodes.keys() {
+        assert_eq!(
+            buffers.cells(*id),
+            native.cells(*id),
+            "{id}\n{}",
+            compiled.source
+        );
+    }
     (routine, buffers)
 }
 

@@ -1,13 +1,16 @@
-//! Builders shared by the backend tests: hand-built projections, nodes and assignments.
+//! Builders shared by the backend tests: hand-built projections, nodes and assignments, and
+//! running them on both backends.
 
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::collections::HashMap;
 
+use rcannl_backends::cc::Compiler;
 use rcannl_backends::interpreter::{Buffers, run, run_routine};
+use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Routine, Symbol,
-    TensorNode, Unop, lower,
+    Assignment, AxisIndex, Binop, Factor, MemoryMode, NodeId, Precision, Projections, Rhs, Routine,
+    Symbol, TensorNode, Unop, lower,
 };
 
 pub fn it(n: u32) -> AxisIndex {
@@ -42,7 +45,9 @@ pub fn projections(
     }
 }
 
-/// Lowers `assignment` over `nodes`, fills the inputs, runs, and returns the LHS values.
+/// Lowers `assignment` over `nodes`, fills the inputs, runs it on the interpreter, and returns
+/// the LHS values. The same routine, optimized, also runs on the C backend, which must agree
+/// (to rounding: a matrix product adds its terms in another order).
 pub fn execute(
     assignment: &Assignment,
     nodes: Vec<TensorNode>,
@@ -51,12 +56,46 @@ pub fn execute(
 ) -> Vec<f64> {
     let table: HashMap<NodeId, TensorNode> = nodes.iter().map(|n| (n.id, n.clone())).collect();
     let stmts = lower(assignment, &table).unwrap();
-    let mut buffers = Buffers::new(nodes);
+    let mut buffers = Buffers::new(nodes.clone());
     for (node, values) in inputs {
         buffers.set_values(NodeId(*node), values).unwrap();
     }
     run(&stmts, &mut buffers).unwrap();
-    buffers.values(NodeId(output))
+    let expected = buffers.values(NodeId(output));
+
+    let mut routine = Routine::lower("differential", assignment, nodes).unwrap();
+    routine.nodes.get_mut(&NodeId(output)).unwrap().memory_mode = Some(MemoryMode::Materialized);
+    let optimized = optimize(&routine).unwrap();
+    let compiled = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+        .compile(&optimized)
+        .unwrap();
+    let mut native = Buffers::for_routine(&optimized);
+    for (node, values) in inputs {
+        native.set_values(NodeId(*node), values).unwrap();
+    }
+    compiled.run(&mut native, &HashMap::new()).unwrap();
+    let precision = table[&NodeId(output)].precision;
+    let tolerance = match precision {
+        Precision::F16 | Precision::Bf16 => 1e-2,
+        Precision::F32 => 1e-5,
+        _ => 1e-12,
+    };
+    for (cell, (want, got)) in expected
+        .iter()
+        .zip(native.values(NodeId(output)))
+        .enumerate()
+    {
+        let agree = want == &got
+            || (want.is_nan() && got.is_nan())
+            || (want - got).abs() <= tolerance * want.abs().max(1.0);
+        assert!(
+            agree,
+            "cell {cell}: interpreter {want}, C {got}\n{optimized}"
+        );
+    }
+    expected
 }
 
 /// `lhs ⟨accum⟩ op(source)` (an `=:` form when `initialize_neutral`).
