@@ -4,12 +4,13 @@
 //! how one assignment iterates and indexes its tensors, with the predicates lowering reads off it
 //! and the slot views gradients use (`projections`), and the padding margins of a buffer
 //! (`padding`); precisions and the rounding to each (`precision`); the primitive operations,
-//! accumulators with their neutral elements and the Threefry random bits (`ops`); tensor nodes
-//! (`node`), assignments (`assignment`), the loop IR (`loops`) and lowering (`lower`). The
-//! optimizer (`optimize`) decides each node's memory mode and rewrites a routine's loops: fusion
-//! of virtual nodes, local accumulators, simplification and shared subexpressions. It depends on no
-//! other rcannl crate: shape inference produces its projection records, backends consume its
-//! loops.
+//! accumulators with their neutral elements and the Threefry random bits (`ops`); typed values
+//! and their conversions (`value`); tensor nodes (`node`), assignments (`assignment`), the loop
+//! IR (`loops`), lowering (`lower`) and routines (`routine`). The optimizer (`optimize`)
+//! recognizes matrix products, decides each node's memory mode and rewrites a routine's loops:
+//! fusion of virtual nodes, local accumulators, simplification and shared subexpressions. It
+//! depends on no other rcannl crate: shape inference produces its projection records, backends
+//! consume its loops.
 
 pub mod assignment;
 pub mod index;
