@@ -1,11 +1,14 @@
 //! CPU benchmark: each case timed on the C backend and, in the same run, on numpy (through
 //! `numpy_reference.py`), with the ratio. Run with `cargo bench -p rcannl-backends --bench cpu`
-//! (`-- quick` for the small sizes only). Without python3 or numpy (installed with
+//! (`-- quick` for the small sizes only). The pointwise case is compared with a copy of the same
+//! bytes on as many threads. Without python3 or numpy (installed with
 //! `python3 -m pip install numpy` when missing), our figures are printed alone.
 
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
 
 use rcannl_backends::Buffers;
 use rcannl_backends::cc::Compiler;
@@ -289,8 +292,13 @@ fn main() {
             median(
                 (0..20)
                     .map(|_| {
+                        // On as many threads as the routine under test gets.
+                        let chunk = relu_cells.div_ceil(rayon::current_num_threads());
                         let start = Instant::now();
-                        target.copy_from_slice(std::hint::black_box(&source));
+                        target
+                            .par_chunks_mut(chunk)
+                            .zip(std::hint::black_box(&source).par_chunks(chunk))
+                            .for_each(|(to, from)| to.copy_from_slice(from));
                         start.elapsed()
                     })
                     .collect(),
@@ -321,7 +329,7 @@ fn main() {
     }
     for case in &cases {
         let label = if case.name.starts_with("memcpy") {
-            format!("{} (Rust copy)", case.name)
+            format!("{} (copy, {threads} threads)", case.name)
         } else {
             case.name.clone()
         };

@@ -4,13 +4,14 @@
 //! group (rows, columns, reduction) merge into one strided dimension when their strides nest
 //! (each outer stride is the inner stride times the inner range); an operand whose groups do not
 //! merge (a transposed-and-reshaped view, a convolution's windows) is first copied into a packed
-//! matrix, and a result that does not merge is computed packed and scattered back. The batch
+//! matrix, and a result that does not merge is computed packed and scattered back (unless moving
+//! its outermost row or column loops outside, among the batch loops, lets it merge). The batch
 //! loops run outside, in parallel when there are enough of them.
 
 use std::collections::HashMap;
 
 use half::f16;
-use rcannl_ir::optimize::gemm::flat_coefficients;
+use rcannl_ir::optimize::gemm::{MIN_GEMM_WORK, flat_coefficients};
 use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
 
 /// One operand as the product sees it: the flat offset's coefficient per loop and its constant.
@@ -179,18 +180,41 @@ unsafe fn run_typed<T: Element>(
         // SAFETY: `c` holds `len` cells of `T`.
         unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
     }
-    let (rows, columns, depth) = (
-        group_order(&plan.m, [&c, &a]),
-        group_order(&plan.n, [&c, &b]),
-        group_order(&plan.k, [&a, &b]),
-    );
     let size = |group: &[(LoopVar, usize)]| group.iter().map(|(_, r)| r).product::<usize>();
-    let (m, n, k) = (size(&rows), size(&columns), size(&depth));
+    let depth = group_order(&plan.k, [&a, &b]);
+    let k = size(&depth);
+    // A result whose rows (or columns) do not nest — a convolution's batch axis sits outside its
+    // channels — is computed in place all the same when its outermost row (or column) loops run
+    // outside as batch loops, as long as each product stays large.
+    let (mut batch, mut row_loops, mut column_loops) =
+        (plan.batch.clone(), plan.m.clone(), plan.n.clone());
+    let (rows, columns) = loop {
+        let rows = group_order(&row_loops, [&c, &a]);
+        let columns = group_order(&column_loops, [&c, &b]);
+        let group = match (c.merged(&rows), c.merged(&columns)) {
+            (Some(_), Some(_)) => break (rows, columns),
+            (None, _) => (&mut row_loops, &rows),
+            (Some(_), None) => (&mut column_loops, &columns),
+        };
+        let outermost = group.1[0].0;
+        let smaller = size(&rows) * size(&columns) * k / group.1[0].1;
+        if group.1.len() < 2 || smaller < MIN_GEMM_WORK {
+            break (rows, columns);
+        }
+        group.0.retain(|(var, _)| *var != outermost);
+        batch.extend(
+            plan.m
+                .iter()
+                .chain(&plan.n)
+                .filter(|(var, _)| *var == outermost),
+        );
+    };
+    let (m, n) = (size(&rows), size(&columns));
     let batches = c
-        .offsets(&plan.batch)
+        .offsets(&batch)
         .into_iter()
-        .zip(a.offsets(&plan.batch))
-        .zip(b.offsets(&plan.batch))
+        .zip(a.offsets(&batch))
+        .zip(b.offsets(&batch))
         .map(|((c, a), b)| [c, a, b])
         .collect::<Vec<_>>();
     let one_product = |[c_at, a_at, b_at]: [i64; 3], threads: usize| {
