@@ -8,6 +8,7 @@
 //! its outermost row or column loops outside, among the batch loops, lets it merge). The batch
 //! loops run outside, in parallel when there are enough of them.
 
+use std::any::TypeId;
 use std::collections::HashMap;
 
 use half::f16;
@@ -151,14 +152,16 @@ pub(crate) unsafe fn run(
     base: impl Fn(NodeId) -> *mut u8,
     statics: &HashMap<Symbol, i64>,
     threads: usize,
+    sgemm: Option<Sgemm>,
 ) {
+    let kernels = Kernels { sgemm, threads };
     let bases = [base(plan.c), base(plan.a), base(plan.b)].map(Base);
     // SAFETY: passed on from the caller.
     unsafe {
         match routine.nodes[&plan.c].precision {
-            Precision::F32 => run_typed::<f32>(plan, routine, bases, statics, threads),
-            Precision::F64 => run_typed::<f64>(plan, routine, bases, statics, threads),
-            Precision::F16 => run_typed::<f16>(plan, routine, bases, statics, threads),
+            Precision::F32 => run_typed::<f32>(plan, routine, bases, statics, kernels),
+            Precision::F64 => run_typed::<f64>(plan, routine, bases, statics, kernels),
+            Precision::F16 => run_typed::<f16>(plan, routine, bases, statics, kernels),
             other => unreachable!("the plan's precision is a float the gemm crate runs: {other}"),
         }
     }
@@ -169,8 +172,9 @@ unsafe fn run_typed<T: Element>(
     routine: &Routine,
     [c_base, a_base, b_base]: [Base; 3],
     statics: &HashMap<Symbol, i64>,
-    threads: usize,
+    kernels: Kernels,
 ) {
+    let threads = kernels.threads;
     let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
     let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
     let a = Operand::new(&plan.a_index, &dims(plan.a), statics);
@@ -257,12 +261,21 @@ unsafe fn run_typed<T: Element>(
                         rs,
                         cs,
                     };
-                    product(m, n, k, dst, !plan.zero_first, lhs, rhs, threads);
+                    product(
+                        m,
+                        n,
+                        k,
+                        dst,
+                        !plan.zero_first,
+                        lhs,
+                        rhs,
+                        kernels.split(threads),
+                    );
                 }
                 _ => {
                     let mut packed = vec![T::ZERO; m * n];
                     let dst = Matrix::row_major(packed.as_mut_ptr(), n);
-                    product(m, n, k, dst, false, lhs, rhs, threads);
+                    product(m, n, k, dst, false, lhs, rhs, kernels.split(threads));
                     let (rows, columns) = (c.offsets(&rows), c.offsets(&columns));
                     for (i, row) in rows.iter().enumerate() {
                         for (j, column) in columns.iter().enumerate() {
@@ -283,6 +296,37 @@ unsafe fn run_typed<T: Element>(
         for offsets in batches {
             one_product(offsets, threads);
         }
+    }
+}
+
+/// `rc_sgemm` of `sgemm.c`: `c += a·b` in f32, each matrix with row and column strides; nonzero
+/// when it could not allocate its packing buffers (nothing is then written).
+pub(crate) type Sgemm = unsafe extern "C" fn(
+    i64,
+    i64,
+    i64,
+    *const f32,
+    i64,
+    i64,
+    *const f32,
+    i64,
+    i64,
+    *mut f32,
+    i64,
+    i64,
+) -> i32;
+
+/// The products at hand: our own f32 kernel where the machine has one, and how many threads a
+/// product may use.
+#[derive(Clone, Copy)]
+struct Kernels {
+    sgemm: Option<Sgemm>,
+    threads: usize,
+}
+
+impl Kernels {
+    fn split(self, threads: usize) -> Kernels {
+        Kernels { threads, ..self }
     }
 }
 
@@ -343,9 +387,37 @@ unsafe fn product<T: Element>(
     read_dst: bool,
     lhs: Matrix<T>,
     rhs: Matrix<T>,
-    threads: usize,
+    kernels: Kernels,
 ) {
+    let threads = kernels.threads;
     let run = |m: usize, n: usize, dst: Matrix<T>, lhs: Matrix<T>, rhs: Matrix<T>| {
+        if let Some(sgemm) = kernels
+            .sgemm
+            .filter(|_| TypeId::of::<T>() == TypeId::of::<f32>())
+        {
+            // `dst` is zero wherever the product does not read it (`read_dst` false), so adding
+            // to it is the same as writing. SAFETY: the caller's contract, for the stretch; `T`
+            // is `f32`.
+            let failed = unsafe {
+                sgemm(
+                    m as i64,
+                    n as i64,
+                    k as i64,
+                    lhs.start.cast::<f32>(),
+                    lhs.rs as i64,
+                    lhs.cs as i64,
+                    rhs.start.cast::<f32>(),
+                    rhs.rs as i64,
+                    rhs.cs as i64,
+                    dst.start.cast::<f32>(),
+                    dst.rs as i64,
+                    dst.cs as i64,
+                )
+            };
+            if failed == 0 {
+                return;
+            }
+        }
         // SAFETY: the caller's contract, for the stretch.
         unsafe {
             gemm::gemm(

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rcannl_ir::{NodeId, Routine, Symbol};
+use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 
 use crate::Buffers;
 use crate::interpreter::RunError;
@@ -91,29 +91,19 @@ impl Compiler {
     /// Compiles `routine` (or loads it from the cache).
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
         let generated = generate(routine)?;
-        let key = format!(
-            "{:016x}",
-            fnv1a(&[
-                self.command.as_bytes(),
-                FLAGS.join(" ").as_bytes(),
-                generated.source.as_bytes()
-            ])
-        );
-        std::fs::create_dir_all(&self.cache_dir).map_err(|e| {
-            compile_error(format!(
-                "cannot create the cache folder {}: {e}",
-                self.cache_dir.display()
-            ))
-        })?;
-        let library_path = self.cache_dir.join(format!("rc_{key}.so"));
-        let from_cache = library_path.exists();
-        if !from_cache {
-            self.build(&generated.source, &key, &library_path)?;
-        }
+        let (library_path, from_cache) = self.cached_library(&generated.source)?;
         // SAFETY: the library is one this compiler built from generated code; loading it runs no
         // initializers of ours.
         let library = unsafe { libloading::Library::new(&library_path) }
             .map_err(|e| compile_error(format!("cannot load {}: {e}", library_path.display())))?;
+        let wants_sgemm = generated.steps.iter().any(|step| {
+            matches!(step, Step::Gemm(plan) if routine.nodes[&plan.c].precision == Precision::F32)
+        });
+        let (matrix_library, sgemm) = if wants_sgemm {
+            self.sgemm()?
+        } else {
+            (None, None)
+        };
         let mut steps = Vec::new();
         for step in generated.steps {
             steps.push(match step {
@@ -131,6 +121,8 @@ impl Compiler {
         }
         Ok(CompiledRoutine {
             _library: library,
+            _matrix_library: matrix_library,
+            sgemm,
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
@@ -138,6 +130,57 @@ impl Compiler {
             source: generated.source,
             from_cache,
         })
+    }
+
+    /// Builds (or finds in the cache) and loads `sgemm.c`; its product, if this machine has the
+    /// instructions it is written for.
+    fn sgemm(&self) -> Result<(Option<libloading::Library>, Option<gemm::Sgemm>), CompileError> {
+        let source = include_str!("sgemm.c");
+        let (path, _) = self.cached_library(source)?;
+        // SAFETY: a library this compiler built from our own source.
+        let library = unsafe { libloading::Library::new(&path) }
+            .map_err(|e| compile_error(format!("cannot load {}: {e}", path.display())))?;
+        // SAFETY: `sgemm.c` defines both functions with exactly these signatures.
+        let sgemm = unsafe {
+            let available = *library
+                .get::<unsafe extern "C" fn() -> i32>(b"rc_sgemm_available")
+                .map_err(|e| compile_error(format!("no rc_sgemm_available: {e}")))?;
+            if available() == 0 {
+                None
+            } else {
+                Some(
+                    *library
+                        .get::<gemm::Sgemm>(b"rc_sgemm")
+                        .map_err(|e| compile_error(format!("no rc_sgemm: {e}")))?,
+                )
+            }
+        };
+        Ok((Some(library), sgemm))
+    }
+
+    /// The cached library built from `source`, built first if the cache lacks it; and whether it
+    /// was there already.
+    fn cached_library(&self, source: &str) -> Result<(PathBuf, bool), CompileError> {
+        let key = format!(
+            "{:016x}",
+            fnv1a(&[
+                self.command.as_bytes(),
+                FLAGS.join(" ").as_bytes(),
+                source.as_bytes()
+            ])
+        );
+        std::fs::create_dir_all(&self.cache_dir).map_err(|e| {
+            compile_error(format!(
+                "cannot create the cache folder {}: {e}",
+                self.cache_dir.display()
+            ))
+        })?;
+        let path = self.cache_dir.join(format!("rc_{key}.so"));
+        let cached = path.exists();
+        if !cached {
+            self.build(source, &key, &path)?;
+        }
+        Ok((path, cached))
     }
 
     fn build(&self, source: &str, key: &str, library: &Path) -> Result<(), CompileError> {
@@ -209,6 +252,9 @@ enum Loaded {
 #[derive(Debug)]
 pub struct CompiledRoutine {
     _library: libloading::Library,
+    /// The library of our own matrix product, kept loaded while `sgemm` may be called.
+    _matrix_library: Option<libloading::Library>,
+    sgemm: Option<gemm::Sgemm>,
     steps: Vec<Loaded>,
     routine: Routine,
     buffers: Vec<NodeId>,
@@ -280,7 +326,7 @@ impl CompiledRoutine {
                         .collect();
                     // SAFETY: the buffers match the routine's nodes (checked above) and the
                     // product's accesses were checked against them when generating.
-                    unsafe { gemm::run(plan, &self.routine, base, &named, threads) };
+                    unsafe { gemm::run(plan, &self.routine, base, &named, threads, self.sgemm) };
                     continue;
                 }
             };

@@ -1,0 +1,117 @@
+/* Single-precision matrix product for machines with AVX-512, in the manner of BLIS: blocks of B
+   packed into panels of NR columns, blocks of A into panels of MR rows, and a register-tiled
+   MR x NR kernel. C += A B, every matrix with its own row and column strides.
+
+   Packing buffers are per thread and kept between calls. Without AVX-512 the file defines only
+   rc_sgemm_available, which says so; the caller then uses another product. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+#define MR 14
+#define NR 32
+#define KC 384
+#define MC 168
+#define NC 3072
+
+int rc_sgemm_available(void) { return 1; }
+
+static void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t csa, float *out) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+    int64_t rows = mc - i0 < MR ? mc - i0 : MR;
+    for (int64_t p = 0; p < kc; ++p) {
+      int64_t i = 0;
+      for (; i < rows; ++i) out[i] = a[(i0 + i) * rsa + p * csa];
+      for (; i < MR; ++i) out[i] = 0;
+      out += MR;
+    }
+  }
+}
+
+static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rsb, int64_t csb, float *out) {
+  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+    int64_t cols = nc - j0 < NR ? nc - j0 : NR;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float *row = b + p * rsb + j0 * csb;
+      if (csb == 1 && cols == NR) {
+        memcpy(out, row, NR * sizeof(float));
+      } else {
+        int64_t j = 0;
+        for (; j < cols; ++j) out[j] = row[j * csb];
+        for (; j < NR; ++j) out[j] = 0;
+      }
+      out += NR;
+    }
+  }
+}
+
+static void kernel(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                   int64_t rsc, int64_t csc, int64_t rows, int64_t cols) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = _mm512_setzero_ps();
+    acc[i][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (rows == MR && cols == NR && csc == 1) {
+    for (int i = 0; i < MR; ++i) {
+      float *ci = c + i * rsc;
+      _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
+      _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
+    }
+  } else {
+    float tile[MR][NR] __attribute__((aligned(64)));
+    for (int i = 0; i < MR; ++i) {
+      _mm512_store_ps(tile[i], acc[i][0]);
+      _mm512_store_ps(tile[i] + 16, acc[i][1]);
+    }
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) c[i * rsc + j * csc] += tile[i][j];
+  }
+}
+
+static _Thread_local float *packed_a, *packed_b;
+
+/* Returns 0, or -1 when the packing buffers cannot be allocated (C is then unchanged). */
+int rc_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,
+             const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc) {
+  if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
+  if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR));
+  if (!packed_a || !packed_b) return -1;
+  for (int64_t j0 = 0; j0 < n; j0 += NC) {
+    int64_t nc = n - j0 < NC ? n - j0 : NC;
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {
+      int64_t kc = k - p0 < KC ? k - p0 : KC;
+      pack_b(kc, nc, b + p0 * rsb + j0 * csb, rsb, csb, packed_b);
+      for (int64_t i0 = 0; i0 < m; i0 += MC) {
+        int64_t mc = m - i0 < MC ? m - i0 : MC;
+        pack_a(mc, kc, a + i0 * rsa + p0 * csa, rsa, csa, packed_a);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          int64_t cols = nc - jr < NR ? nc - jr : NR;
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            int64_t rows = mc - ir < MR ? mc - ir : MR;
+            kernel(kc, packed_a + ir * kc, packed_b + jr * kc,
+                   c + (i0 + ir) * rsc + (j0 + jr) * csc, rsc, csc, rows, cols);
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+#else
+int rc_sgemm_available(void) { return 0; }
+#endif
