@@ -1,5 +1,6 @@
 //! The loop-IR optimizer: `optimize` runs its passes in order (matrix products recognized, memory
-//! modes, fusion of virtual nodes, local accumulators, simplification, shared subexpressions), and this module holds what
+//! modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
+//! simplification, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements.
 //!
@@ -11,6 +12,7 @@ pub mod accumulate;
 pub mod cse;
 pub mod gemm;
 pub mod memory;
+pub mod order;
 pub mod simplify;
 pub mod virtualize;
 
@@ -38,14 +40,15 @@ impl fmt::Display for OptimizeError {
 impl std::error::Error for OptimizeError {}
 
 /// `routine` with its matrix products recognized, a memory mode on every node, virtual nodes
-/// inlined where they are read, local accumulators for reductions, constants folded and repeated
-/// subexpressions shared.
+/// inlined where they are read, local accumulators for reductions, unit-stride stores innermost,
+/// constants folded and repeated subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let extracted = gemm::extract_gemms(routine);
     let decided = memory::decide_memory_modes(&extracted)?;
     let fused = virtualize::virtualize(&decided)?;
     let accumulated = accumulate::local_accumulators(&fused);
-    let simplified = simplify::simplify(&accumulated);
+    let ordered = order::order_loops(&accumulated);
+    let simplified = simplify::simplify(&ordered);
     Ok(cse::cse(&simplified))
 }
 
