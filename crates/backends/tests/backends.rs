@@ -94,3 +94,99 @@ fn both_backends_refuse_buffers_of_another_shape() {
         );
     }
 }
+
+#[test]
+fn results_do_not_depend_on_the_number_of_threads() {
+    // A large pointwise nest (split across threads), a reduction, and an f32 product.
+    let (rows, columns, depth) = (256, 160, 160);
+    let scale = unary(
+        true,
+        Binop::Arg2,
+        3,
+        Unop::Tanh,
+        0,
+        projections(
+            &[rows, depth],
+            (&[rows, depth], vec![it(0), it(1)]),
+            vec![(&[rows, depth], vec![it(0), it(1)])],
+        ),
+    );
+    let product = binary(
+        true,
+        Binop::Add,
+        2,
+        Binop::Mul,
+        (3, 1),
+        projections(
+            &[rows, columns, depth],
+            (&[rows, columns], vec![it(0), it(1)]),
+            vec![
+                (&[rows, depth], vec![it(0), it(2)]),
+                (&[depth, columns], vec![it(2), it(1)]),
+            ],
+        ),
+    );
+    let sums = unary(
+        true,
+        Binop::Add,
+        4,
+        Unop::Exp,
+        2,
+        projections(
+            &[rows, columns],
+            (&[rows], vec![it(0)]),
+            vec![(&[rows, columns], vec![it(0), it(1)])],
+        ),
+    );
+    let f32_node =
+        |id, dims: &[usize]| TensorNode::new(id, &format!("t{id}"), Precision::F32, dims);
+    let nodes = vec![
+        f32_node(0, &[rows, depth]),
+        f32_node(1, &[depth, columns]),
+        f32_node(2, &[rows, columns]),
+        f32_node(3, &[rows, depth]),
+        f32_node(4, &[rows]),
+    ];
+    let routine = Routine::lower(
+        "threads",
+        &rcannl_ir::Assignment::Seq(vec![scale, product, sums]),
+        nodes,
+    )
+    .unwrap();
+    let optimized = rcannl_ir::optimize::optimize(&routine).unwrap();
+    assert!(optimized.to_string().contains("gemm n2"), "{optimized}");
+    let compiled = Compiler::find()
+        .expect("a C compiler")
+        .compile(&optimized)
+        .unwrap();
+    // The pointwise and the reduction kernels are both split across threads.
+    assert_eq!(
+        compiled.source.matches(" < end; ++").count(),
+        2,
+        "{}",
+        compiled.source
+    );
+    let results: Vec<Vec<rcannl_ir::Value>> = [1, 2, 3]
+        .iter()
+        .map(|&threads| {
+            let mut buffers = Buffers::for_routine(&optimized);
+            let x: Vec<f64> = (0..rows * depth)
+                .map(|i| (i % 23) as f64 / 7.0 - 1.5)
+                .collect();
+            let w: Vec<f64> = (0..depth * columns)
+                .map(|i| (i % 19) as f64 / 9.0 - 1.0)
+                .collect();
+            buffers.set_values(NodeId(0), &x).unwrap();
+            buffers.set_values(NodeId(1), &w).unwrap();
+            compiled
+                .run_on(&mut buffers, &HashMap::new(), threads)
+                .unwrap();
+            [2, 4]
+                .iter()
+                .flat_map(|id| buffers.cells(NodeId(*id)))
+                .collect()
+        })
+        .collect();
+    assert_eq!(results[0], results[1]);
+    assert_eq!(results[0], results[2]);
+}

@@ -279,12 +279,25 @@ unsafe impl Sync for Pointers<'_> {}
 const PARALLEL_WORK: usize = 1 << 15;
 
 impl CompiledRoutine {
-    /// Runs the routine over `buffers`, with a value for each of its static indices.
+    /// Runs the routine over `buffers`, with a value for each of its static indices, on the
+    /// threads of the rayon pool.
     pub fn run(
         &self,
         buffers: &mut Buffers,
         statics: &HashMap<Symbol, i64>,
     ) -> Result<(), RunError> {
+        self.run_on(buffers, statics, rayon::current_num_threads())
+    }
+
+    /// [`CompiledRoutine::run`] splitting work across at most `threads` threads. The results do
+    /// not depend on `threads`.
+    pub fn run_on(
+        &self,
+        buffers: &mut Buffers,
+        statics: &HashMap<Symbol, i64>,
+        threads: usize,
+    ) -> Result<(), RunError> {
+        let threads = threads.max(1);
         let static_values = self.static_values(statics)?;
         let mut pointers = Vec::with_capacity(self.buffers.len());
         for id in &self.buffers {
@@ -309,7 +322,6 @@ impl CompiledRoutine {
             pointers.push(buffers.storage_mut(*id)?.as_mut_ptr());
         }
         let pointers = Pointers(&pointers);
-        let threads = rayon::current_num_threads();
         let statics = &static_values;
         for step in &self.steps {
             let (function, kernel) = match step {
