@@ -146,6 +146,14 @@ impl Buffers {
         buffers
     }
 
+    /// Adds a zeroed buffer for `node` unless it has one.
+    pub fn insert(&mut self, node: TensorNode) {
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.data.entry(node.id) {
+            entry.insert(Storage::zeroed(node.precision, node.buffer_len()));
+            self.nodes.insert(node.id, node);
+        }
+    }
+
     /// Zeroed buffers for every node of `routine` that has storage (all but virtual ones).
     pub fn for_routine(routine: &Routine) -> Buffers {
         Buffers::new(

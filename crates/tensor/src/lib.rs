@@ -1,5 +1,17 @@
 //! The user-facing tensor graph of rcannl.
 //!
-//! This crate will own `Tensor` handles, the op library with gradients, parameters and their
-//! initialization, counter-based random numbers, contexts and routines. It drives shape inference
-//! (`rcannl-shape`), builds assignments (`rcannl-ir`) and runs them on a backend (`rcannl-backends`).
+//! A [`Graph`] holds tensors and operations; a [`Tensor`] is a handle into it. Every operation
+//! (`ops`) records its shape logic with the inference session, the assignment computing its
+//! result, and the assignments accumulating its operands' gradients, written over the forward
+//! operation's projection record with the slots exchanged. A [`Context`] finishes inference,
+//! gives tensors buffers on a backend, and compiles and runs routines: forward, backprop,
+//! parameter init.
+
+pub mod context;
+pub mod graph;
+pub mod ops;
+pub mod tensor;
+
+pub use context::{Context, Routine};
+pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
+pub use tensor::Tensor;

@@ -700,6 +700,24 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
     })
 }
 
+/// Calls `visit` on every local `scalar` reads.
+fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
+    match scalar {
+        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
+        Scalar::Local(id) => visit(*id),
+        Scalar::Unop(_, a) => for_each_local(a, visit),
+        Scalar::Binop(_, a, b) => {
+            for_each_local(a, visit);
+            for_each_local(b, visit);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            for_each_local(a, visit);
+            for_each_local(b, visit);
+            for_each_local(c, visit);
+        }
+    }
+}
+
 fn write_kernel(
     source: &mut String,
     name: &str,
@@ -755,16 +773,35 @@ enum Group<'a> {
 }
 
 /// The routine's top-level statements as kernels: each splittable loop alone, the runs of other
-/// statements between them together. A routine with top-level locals is one serial kernel (a
-/// local cannot cross kernels).
+/// statements between them together. A local cannot cross kernels: a statement reading a local
+/// declared at the top level stays in the serial run, and a run that declares a local extends
+/// to the last statement reading it.
 fn kernel_groups(routine: &Routine) -> Vec<Group<'_>> {
     let body = &routine.body;
-    if body.iter().any(|s| matches!(s, Stmt::Local { .. })) {
-        return vec![Group::Serial { stmts: body }];
+    // For each top-level local, the last top-level statement reading it.
+    let mut last_use: HashMap<LocalId, usize> = HashMap::new();
+    for (i, stmt) in body.iter().enumerate() {
+        stmt.walk(&mut |s| {
+            for value in s.values() {
+                for_each_local(value, &mut |id| {
+                    last_use.insert(id, i);
+                });
+            }
+            if let Stmt::SetLocal { id, .. } = s {
+                last_use.insert(*id, i);
+            }
+        });
     }
+    let mut serial_until = 0;
     let mut groups = Vec::new();
     let mut start = 0;
     for (i, stmt) in body.iter().enumerate() {
+        if let Stmt::Local { id, .. } = stmt {
+            serial_until = serial_until.max(last_use.get(id).copied().unwrap_or(i));
+        }
+        if i <= serial_until && serial_until > 0 {
+            continue;
+        }
         let group = match stmt {
             Stmt::Gemm { plan, nest } => Group::Gemm { plan, nest },
             stmt if splittable(stmt, routine) => Group::Parallel { stmt },

@@ -86,6 +86,8 @@ pub(super) struct Producer {
     write: Vec<Option<LoopVar>>,
     /// The loops the store's index does not use, outermost first, with their ranges.
     pub(super) kept: Vec<(LoopVar, usize)>,
+    /// Loops of one trip the store's index does not use: their variable is 0 in every copy.
+    single: Vec<LoopVar>,
     /// Statements before the store in the innermost body: what earlier inlining put there.
     pre: Vec<Stmt>,
     form: Form,
@@ -151,11 +153,16 @@ impl Producer {
             })
             .collect();
         let written = nest.written_vars();
-        let kept: Vec<(LoopVar, usize)> = nest
-            .loops
-            .iter()
-            .copied()
-            .filter(|(var, _)| !written.contains(var))
+        let unwritten = || {
+            nest.loops
+                .iter()
+                .copied()
+                .filter(|(var, _)| !written.contains(var))
+        };
+        let kept: Vec<(LoopVar, usize)> = unwritten().filter(|(_, range)| *range > 1).collect();
+        let single: Vec<LoopVar> = unwritten()
+            .filter(|(_, range)| *range == 1)
+            .map(|(var, _)| var)
             .collect();
         if nest.pre.iter().any(|s| stmt_reads(s).contains(&id)) {
             return Err("its producer reads it other than by accumulating".to_owned());
@@ -217,6 +224,7 @@ impl Producer {
             position,
             write,
             kept,
+            single,
             pre: nest.pre.to_vec(),
             form,
         })
@@ -276,7 +284,21 @@ fn inline(body: Vec<Stmt>, producer: &Producer, fresh: &mut Fresh) -> Vec<Stmt> 
     body.into_iter()
         .enumerate()
         .filter(|(p, _)| *p != producer.position && Some(*p) != producer.fill)
-        .flat_map(|(_, stmt)| inliner.stmt(stmt))
+        .flat_map(|(_, stmt)| {
+            let top_level_store = !matches!(stmt, Stmt::For { .. });
+            let mut stmts = inliner.stmt(stmt);
+            // A store outside any loop keeps the locals computed for it in a loop of one trip:
+            // together they stay one nest, which can itself be inlined later (simplification
+            // removes the loop at the end).
+            if top_level_store && stmts.len() > 1 {
+                stmts = vec![Stmt::For {
+                    var: inliner.fresh.var(),
+                    range: 1,
+                    body: stmts,
+                }];
+            }
+            stmts
+        })
         .collect()
 }
 
@@ -325,6 +347,9 @@ impl Inliner<'_> {
             if let Some(var) = var {
                 renaming.indices.insert(*var, axis.clone());
             }
+        }
+        for var in &producer.single {
+            renaming.indices.insert(*var, Index::constant(0));
         }
         let mut bound: Vec<LoopVar> = producer.kept.iter().map(|(v, _)| *v).collect();
         let mut declared = Vec::new();

@@ -90,6 +90,12 @@ impl LeafDecl {
         }
     }
 
+    /// The same declaration for a parameter: its sizes are never guessed.
+    pub fn as_param(mut self) -> Self {
+        self.is_param = true;
+        self
+    }
+
     /// All three rows given by a shape literal.
     pub fn literal(literal: &ShapeLiteral) -> Self {
         let row = |kind| {

@@ -1,0 +1,719 @@
+//! Contexts: a graph's tensors made concrete on a backend. A context finishes shape inference,
+//! gives every tensor a buffer (and a gradient buffer), compiles routines — forward, backprop
+//! (forward, then gradients from `loss.grad = 1`), parameter init, and any assignments — and runs
+//! them, with host access to values and gradients.
+//!
+//! Buffers live in the context across routines. A routine keeps what its caller may read (its
+//! outputs, parameters and their gradients) and is free to fuse everything else away.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use rcannl_backends::{Backend, Buffers, Executable, default_backend};
+use rcannl_ir::optimize::optimize;
+use rcannl_ir::{
+    Assignment, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision, Projections, Rhs,
+    Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Var, VecUnop,
+};
+use rcannl_shape::OpId;
+use rcannl_shape::spec::Kind;
+
+use crate::graph::{Asg, AsgRhs, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error};
+use crate::tensor::Tensor;
+
+/// A compiled routine of a context.
+#[derive(Debug)]
+pub struct Routine {
+    executable: Box<dyn Executable>,
+}
+
+impl Routine {
+    /// The optimized loop IR, printed.
+    pub fn describe(&self) -> String {
+        self.executable.routine().to_string()
+    }
+}
+
+/// A graph's tensors on a backend.
+#[derive(Debug)]
+pub struct Context {
+    graph: Graph,
+    backend: Box<dyn Backend>,
+    buffers: Buffers,
+    nodes: BTreeMap<NodeId, TensorNode>,
+    projections: HashMap<OpId, Projections>,
+    initialized: HashSet<usize>,
+    seed: u64,
+    next_scratch: u32,
+}
+
+/// The name projections give a batch slice's position until an assignment names its static index.
+const SLICE_PLACEHOLDER: Symbol = Symbol(u32::MAX);
+
+/// Node ids of the scratch nodes routines make for themselves (random bits): far above the
+/// tensors' own.
+const FIRST_SCRATCH: u32 = 1 << 31;
+
+fn value_node(t: usize) -> NodeId {
+    NodeId(2 * t as u32)
+}
+
+fn grad_node(t: usize) -> NodeId {
+    NodeId(2 * t as u32 + 1)
+}
+
+fn node_of(r: Ref) -> NodeId {
+    match r {
+        Ref::Value(t) => value_node(t),
+        Ref::Grad(t) => grad_node(t),
+    }
+}
+
+impl Context {
+    /// A context on the default backend (C when a compiler runs, else the interpreter).
+    pub fn new(graph: &Graph) -> Context {
+        Context::with_backend(graph, default_backend())
+    }
+
+    pub fn with_backend(graph: &Graph, backend: Box<dyn Backend>) -> Context {
+        Context {
+            graph: graph.clone(),
+            backend,
+            buffers: Buffers::default(),
+            nodes: BTreeMap::new(),
+            projections: HashMap::new(),
+            initialized: HashSet::new(),
+            seed: 42,
+            next_scratch: FIRST_SCRATCH,
+        }
+    }
+
+    /// The seed of parameter initialization (default 42): the same seed gives the same values,
+    /// on every backend.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// Finishes shape inference and makes a buffer for every tensor not yet concrete.
+    fn concretize(&mut self) -> Result<(), TensorError> {
+        self.graph.check()?;
+        let state = &mut *self.graph.state.borrow_mut();
+        state.inference.finish()?;
+        for op in state.inference.ops() {
+            if let std::collections::hash_map::Entry::Vacant(entry) = self.projections.entry(op) {
+                // A slice's static index gets a placeholder here; each assignment renames it.
+                entry.insert(
+                    state
+                        .inference
+                        .projections(op, 0, Some(SLICE_PLACEHOLDER))?,
+                );
+            }
+        }
+        // Margins: what every access of a tensor needs, the largest per axis.
+        let mut margins: HashMap<rcannl_shape::TensorId, Vec<(usize, usize)>> = HashMap::new();
+        let mut widen = |tensor, padding: &[(usize, usize)]| {
+            let entry = margins.entry(tensor).or_insert_with(|| padding.to_vec());
+            for (have, need) in entry.iter_mut().zip(padding) {
+                have.0 = have.0.max(need.0);
+                have.1 = have.1.max(need.1);
+            }
+        };
+        for (op, p) in &self.projections {
+            let info = state.inference.op(*op);
+            widen(info.result, &p.lhs_padding);
+            for (operand, padding) in info.operands.iter().zip(&p.rhs_padding) {
+                widen(*operand, padding);
+            }
+        }
+        for (t, data) in state.tensors.iter().enumerate() {
+            let shape = state.inference.closed_shape(data.shape)?;
+            let dims: Vec<usize> = [Kind::Batch, Kind::Output, Kind::Input]
+                .iter()
+                .flat_map(|&kind| {
+                    shape
+                        .row(kind)
+                        .dims()
+                        .map(|d| d.ground_size().unwrap_or(1))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let padding = margins
+                .get(&data.shape)
+                .cloned()
+                .unwrap_or_else(|| vec![(0, 0); dims.len()]);
+            for (id, label) in [
+                (value_node(t), data.label.clone()),
+                (grad_node(t), format!("grad {}", data.label)),
+            ] {
+                let mut node = TensorNode::new(id.0, &label, data.precision, &dims);
+                node.padding = padding.clone();
+                match self.nodes.get(&id) {
+                    Some(existing) if existing.padding != node.padding => {
+                        return Err(error(format!(
+                            "tensor '{}' needs margins {:?} after its buffer was made with {:?}",
+                            data.label, node.padding, existing.padding
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.nodes.insert(id, node.clone());
+                        self.buffers.insert(node);
+                        if let (Some(LeafKind::Data(Some(values))), true) =
+                            (&data.leaf, id == value_node(t))
+                        {
+                            self.buffers
+                                .set_values(id, values)
+                                .map_err(|e| error(e.message))?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The assignment `asg` stands for, over this context's nodes.
+    fn assignment(&self, asg: &Asg) -> Result<Assignment, TensorError> {
+        let mut p = self.projections[&asg.projections.op].clone();
+        if let Some((lhs, rhs)) = &asg.projections.view {
+            p = p.view(*lhs, rhs);
+        }
+        if let Some(slice) = asg.projections.slice {
+            p = with_slice(&p, slice);
+        }
+        let lhs = node_of(asg.lhs);
+        Ok(match &asg.rhs {
+            AsgRhs::Unop(op, a) => accum(asg, lhs, Rhs::Unop(*op, node_of(*a)), p),
+            AsgRhs::Binop(op, a, b) => {
+                accum(asg, lhs, Rhs::Binop(*op, node_of(*a), node_of(*b)), p)
+            }
+            AsgRhs::Ternop(op, a, b, c) => accum(
+                asg,
+                lhs,
+                Rhs::Ternop(*op, node_of(*a), node_of(*b), node_of(*c)),
+                p,
+            ),
+            AsgRhs::Block(op, sources) => Assignment::Block {
+                initialize_neutral: asg.initialize_neutral,
+                accum: asg.accum,
+                lhs,
+                op: *op,
+                sources: sources.iter().map(|s| node_of(*s)).collect(),
+                projections: p,
+            },
+            AsgRhs::RevSides(op, source, targets) => Assignment::RevSides {
+                initialize_neutral: asg.initialize_neutral,
+                accum: asg.accum,
+                source: node_of(*source),
+                op: *op,
+                targets: targets.iter().map(|t| node_of(*t)).collect(),
+                projections: p,
+            },
+        })
+    }
+
+    /// The ops computing `outputs`, in creation order (which is an order of dependencies), and
+    /// the leaves they read.
+    fn ancestry(&self, outputs: &[usize]) -> (Vec<usize>, BTreeSet<usize>) {
+        let state = self.graph.state.borrow();
+        let mut needed: BTreeSet<usize> = BTreeSet::new();
+        let mut stack: Vec<usize> = outputs.to_vec();
+        let mut ops = BTreeSet::new();
+        while let Some(t) = stack.pop() {
+            if !needed.insert(t) {
+                continue;
+            }
+            if let Some(op) = state.tensors[t].op {
+                if state.ops[op].result == t {
+                    ops.insert(op);
+                    stack.extend(state.ops[op].operands.iter().copied());
+                }
+            }
+        }
+        (ops.into_iter().collect(), needed)
+    }
+
+    /// The fetches that fill constant leaves among `tensors`.
+    fn leaf_fetches(&self, tensors: &BTreeSet<usize>) -> Vec<Assignment> {
+        let state = self.graph.state.borrow();
+        tensors
+            .iter()
+            .filter_map(|&t| {
+                let op = match state.tensors[t].leaf.as_ref()? {
+                    LeafKind::Constant(c) => FetchOp::Constant(*c),
+                    LeafKind::RangeOverOffsets => FetchOp::RangeOverOffsets,
+                    LeafKind::SelfId => FetchOp::EmbedSelfId,
+                    LeafKind::Data(_) | LeafKind::Param(_) => return None,
+                };
+                Some(Assignment::Fetch {
+                    node: value_node(t),
+                    op,
+                })
+            })
+            .collect()
+    }
+
+    /// Compiles `assignments` over the nodes they use, keeping `keep` (and every parameter and
+    /// its gradient) in buffers.
+    fn compile(
+        &mut self,
+        name: &str,
+        assignments: Vec<Assignment>,
+        keep: &BTreeSet<NodeId>,
+    ) -> Result<Routine, TensorError> {
+        let mut used = BTreeSet::new();
+        for a in &assignments {
+            nodes_of(a, &mut used);
+        }
+        let params: BTreeSet<usize> = {
+            let state = self.graph.state.borrow();
+            (0..state.tensors.len())
+                .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
+                .collect()
+        };
+        let nodes = used.iter().map(|id| {
+            let mut node = self.nodes[id].clone();
+            let t = (id.0 / 2) as usize;
+            if keep.contains(id) || params.contains(&t) {
+                node.memory_mode = Some(MemoryMode::Materialized);
+            }
+            node
+        });
+        let routine = IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
+            .map_err(|e| error(format!("routine {name}: {e}")))?;
+        self.compile_routine(routine)
+    }
+
+    fn compile_routine(&mut self, routine: IrRoutine) -> Result<Routine, TensorError> {
+        let optimized =
+            optimize(&routine).map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
+        for node in optimized.nodes.values() {
+            if node.memory_mode != Some(MemoryMode::Virtual) && !self.nodes.contains_key(&node.id) {
+                self.buffers.insert(node.clone());
+            }
+        }
+        let executable = self
+            .backend
+            .compile(&optimized)
+            .map_err(|e| error(format!("routine {}: {e}", optimized.name)))?;
+        Ok(Routine { executable })
+    }
+
+    /// A routine computing `outputs` from the data and parameters.
+    pub fn forward(&mut self, outputs: &[&Tensor]) -> Result<Routine, TensorError> {
+        self.concretize()?;
+        let indices: Vec<usize> = outputs.iter().map(|t| t.index).collect();
+        let (ops, tensors) = self.ancestry(&indices);
+        let mut assignments = self.leaf_fetches(&tensors);
+        let forward: Vec<Asg> = {
+            let state = self.graph.state.borrow();
+            ops.iter()
+                .flat_map(|&op| state.ops[op].forward.clone())
+                .collect()
+        };
+        for asg in &forward {
+            assignments.push(self.assignment(asg)?);
+        }
+        let keep = indices.iter().map(|&t| value_node(t)).collect();
+        self.compile("forward", assignments, &keep)
+    }
+
+    /// A routine computing `loss` and then the gradient of the sum of its cells with respect to
+    /// every parameter it depends on (gradients start from zero on every run).
+    pub fn backprop(&mut self, loss: &Tensor) -> Result<Routine, TensorError> {
+        self.concretize()?;
+        let (ops, tensors) = self.ancestry(&[loss.index]);
+        let mut assignments = self.leaf_fetches(&tensors);
+        let (forward, backward, differentiable): (Vec<Asg>, Vec<Asg>, Vec<usize>) = {
+            let state = self.graph.state.borrow();
+            let forward = ops
+                .iter()
+                .flat_map(|&op| state.ops[op].forward.clone())
+                .collect();
+            let backward = ops
+                .iter()
+                .rev()
+                .filter(|&&op| state.tensors[state.ops[op].result].differentiable)
+                .flat_map(|&op| state.ops[op].backward.clone())
+                .collect();
+            let differentiable = tensors
+                .iter()
+                .copied()
+                .filter(|&t| state.tensors[t].differentiable)
+                .collect();
+            (forward, backward, differentiable)
+        };
+        if !differentiable.contains(&loss.index) {
+            return Err(error(format!(
+                "backprop: '{}' does not depend on any parameter",
+                loss.label()
+            )));
+        }
+        for asg in &forward {
+            assignments.push(self.assignment(asg)?);
+        }
+        for &t in &differentiable {
+            let value = if t == loss.index { 1.0 } else { 0.0 };
+            assignments.push(Assignment::Fetch {
+                node: grad_node(t),
+                op: FetchOp::Constant(value),
+            });
+        }
+        for asg in &backward {
+            assignments.push(self.assignment(asg)?);
+        }
+        let mut keep: BTreeSet<NodeId> = [value_node(loss.index)].into();
+        keep.extend(differentiable.iter().map(|&t| grad_node(t)));
+        self.compile("backprop", assignments, &keep)
+    }
+
+    /// Runs `routine`.
+    pub fn run(&mut self, routine: &Routine) -> Result<(), TensorError> {
+        self.run_with(routine, &[])
+    }
+
+    /// Runs `routine` with a value for each static index it uses.
+    pub fn run_with(
+        &mut self,
+        routine: &Routine,
+        statics: &[(StaticIndex, i64)],
+    ) -> Result<(), TensorError> {
+        let statics: HashMap<Symbol, i64> = statics.iter().map(|(s, v)| (s.0, *v)).collect();
+        routine
+            .executable
+            .run(&mut self.buffers, &statics)
+            .map_err(|e| error(e.message))
+    }
+
+    /// Initializes every parameter not initialized yet in this context (each exactly once).
+    pub fn init_params(&mut self) -> Result<(), TensorError> {
+        self.concretize()?;
+        let params: Vec<(usize, Init)> = {
+            let state = self.graph.state.borrow();
+            state
+                .tensors
+                .iter()
+                .enumerate()
+                .filter(|(t, _)| !self.initialized.contains(t))
+                .filter_map(|(t, data)| match &data.leaf {
+                    Some(LeafKind::Param(init)) if data.failed.is_none() => Some((t, init.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut body = Vec::new();
+        let mut scratch = Vec::new();
+        let mut vars = 0u32;
+        for (t, init) in &params {
+            let node = self.nodes[&value_node(*t)].clone();
+            let fan_in = self.fan_in(*t);
+            match init {
+                Init::Values(values) => {
+                    self.buffers
+                        .set_values(node.id, values)
+                        .map_err(|e| error(format!("parameter '{}': {e}", node.label)))?;
+                }
+                Init::Constant(c) => body.push(Stmt::Fill {
+                    node: node.id,
+                    value: *c,
+                }),
+                Init::Default if fan_in == 0 => body.push(Stmt::Fill {
+                    node: node.id,
+                    value: 0.0,
+                }),
+                Init::Default => {
+                    let bound = (3.0 / fan_in as f64).sqrt();
+                    let range = (-bound, bound);
+                    body.extend(self.random_init(&node, *t, range, None, &mut scratch, &mut vars));
+                }
+                Init::Uniform(low, high) => {
+                    let range = (*low, *high);
+                    body.extend(self.random_init(&node, *t, range, None, &mut scratch, &mut vars));
+                }
+                Init::Normal(mean, std) => {
+                    body.extend(self.random_init(
+                        &node,
+                        *t,
+                        (0.0, 1.0),
+                        Some((*mean, *std)),
+                        &mut scratch,
+                        &mut vars,
+                    ));
+                }
+            }
+        }
+        if !body.is_empty() {
+            let mut nodes: BTreeMap<NodeId, TensorNode> =
+                scratch.into_iter().map(|n: TensorNode| (n.id, n)).collect();
+            for (t, _) in &params {
+                let node = self.nodes[&value_node(*t)].clone();
+                nodes.insert(node.id, node.with_mode(MemoryMode::Materialized));
+            }
+            let routine = IrRoutine {
+                name: "init".to_owned(),
+                nodes,
+                statics: BTreeMap::new(),
+                body,
+            };
+            let routine = self.compile_routine(routine)?;
+            self.run(&routine)?;
+        }
+        self.initialized.extend(params.iter().map(|(t, _)| *t));
+        Ok(())
+    }
+
+    /// The number of input cells of a tensor (its input axes' product; 0 without input axes).
+    fn fan_in(&self, t: usize) -> usize {
+        let state = self.graph.state.borrow();
+        let shape = state.inference.shape(state.tensors[t].shape);
+        let row = shape.row(Kind::Input);
+        if row.n_explicit() == 0 {
+            return 0;
+        }
+        row.dims().map(|d| d.ground_size().unwrap_or(1)).product()
+    }
+
+    /// Statements filling `node` with random values keyed by (seed, tensor): uniform in
+    /// `range`, or normal with `(mean, std)` by Box–Muller from two uniform draws. Cell `i` takes
+    /// its bits from counter `i / k` (k values per 128-bit word), so values do not depend on the
+    /// backend or the order of anything.
+    fn random_init(
+        &mut self,
+        node: &TensorNode,
+        t: usize,
+        (low, high): (f64, f64),
+        normal: Option<(f64, f64)>,
+        scratch: &mut Vec<TensorNode>,
+        next_var: &mut u32,
+    ) -> Vec<Stmt> {
+        let mut fresh = || {
+            *next_var += 1;
+            LoopVar(*next_var - 1)
+        };
+        let cells = node.len();
+        let draws = if normal.is_some() { 2 } else { 1 };
+        let mut body = Vec::new();
+        let mut uniforms = Vec::new();
+        for draw in 0..draws {
+            let uniform = TensorNode::new(self.scratch(), "uniform", Precision::F64, &[cells]);
+            let length = VecUnop::Uint4x32ToPrecUniform.length(Precision::F64);
+            let words = cells.div_ceil(length);
+            let w = fresh();
+            // The key: threefry(seed, tensor id); the counter: the word's position, shifted per
+            // draw.
+            let key = Scalar::Binop(
+                Binop::Threefry4x32,
+                Box::new(Scalar::Const(self.seed as f64)),
+                Box::new(Scalar::Const(t as f64)),
+            );
+            let counter = Scalar::Embed(Index {
+                terms: vec![(1, Var::Loop(w))],
+                offset: (draw * words) as i64,
+            });
+            body.push(Stmt::For {
+                var: w,
+                range: words,
+                body: vec![Stmt::SetVec {
+                    node: uniform.id,
+                    offset: Index {
+                        terms: vec![(length as i64, Var::Loop(w))],
+                        offset: 0,
+                    },
+                    op: VecUnop::Uint4x32ToPrecUniform,
+                    arg: Scalar::Binop(Binop::Threefry4x32, Box::new(key), Box::new(counter)),
+                }],
+            });
+            uniforms.push(uniform.id);
+            scratch.push(uniform);
+        }
+        // The node's cells, row-major over its dims (inside its margins).
+        let vars: Vec<LoopVar> = node.dims.iter().map(|_| fresh()).collect();
+        let mut flat = Index::constant(0);
+        let mut stride = 1i64;
+        for (var, dim) in vars.iter().zip(&node.dims).rev() {
+            flat.terms.push((stride, Var::Loop(*var)));
+            stride *= *dim as i64;
+        }
+        let read = |id: NodeId| Box::new(Scalar::Get(id, vec![flat.clone()]));
+        let value = match normal {
+            None => Scalar::Binop(
+                Binop::Add,
+                Box::new(Scalar::Const(low)),
+                Box::new(Scalar::Binop(
+                    Binop::Mul,
+                    Box::new(Scalar::Const(high - low)),
+                    read(uniforms[0]),
+                )),
+            ),
+            Some((mean, std)) => {
+                // √(−2 ln(1 − u₁)) · cos(2π u₂): 1 − u₁ lies in (0, 1].
+                let radius = Scalar::Unop(
+                    Unop::Sqrt,
+                    Box::new(Scalar::Binop(
+                        Binop::Mul,
+                        Box::new(Scalar::Const(-2.0)),
+                        Box::new(Scalar::Unop(
+                            Unop::Log,
+                            Box::new(Scalar::Binop(
+                                Binop::Sub,
+                                Box::new(Scalar::Const(1.0)),
+                                read(uniforms[0]),
+                            )),
+                        )),
+                    )),
+                );
+                let angle = Scalar::Unop(
+                    Unop::Cos,
+                    Box::new(Scalar::Binop(
+                        Binop::Mul,
+                        Box::new(Scalar::Const(std::f64::consts::TAU)),
+                        read(uniforms[1]),
+                    )),
+                );
+                Scalar::Ternop(
+                    rcannl_ir::Ternop::Fma,
+                    Box::new(Scalar::Const(std)),
+                    Box::new(Scalar::Binop(Binop::Mul, Box::new(radius), Box::new(angle))),
+                    Box::new(Scalar::Const(mean)),
+                )
+            }
+        };
+        let index: Vec<Index> = vars
+            .iter()
+            .zip(&node.padding)
+            .map(|(var, (left, _))| Index::var(*var, *left as i64))
+            .collect();
+        let mut stmt = Stmt::Set {
+            node: node.id,
+            index,
+            value,
+        };
+        for (var, dim) in vars.iter().zip(&node.dims).rev() {
+            stmt = Stmt::For {
+                var: *var,
+                range: *dim,
+                body: vec![stmt],
+            };
+        }
+        body.push(stmt);
+        body
+    }
+
+    fn scratch(&mut self) -> u32 {
+        let id = self.next_scratch;
+        self.next_scratch += 1;
+        id
+    }
+
+    fn check_tensor(&self, t: &Tensor) -> Result<(), TensorError> {
+        if let Some(e) = t.error() {
+            return Err(e);
+        }
+        if !self.nodes.contains_key(&value_node(t.index)) {
+            return Err(error(format!(
+                "tensor '{}' has no buffer yet: compile a routine that uses it first",
+                t.label()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The tensor's values, row-major in memory order (batch, output, input axes).
+    pub fn values(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
+        self.check_tensor(t)?;
+        Ok(self.buffers.values(value_node(t.index)))
+    }
+
+    /// The gradient of the last backprop's loss with respect to the tensor.
+    pub fn grad(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
+        self.check_tensor(t)?;
+        Ok(self.buffers.values(grad_node(t.index)))
+    }
+
+    /// Sets the tensor's values (row-major in memory order).
+    pub fn set_values(&mut self, t: &Tensor, values: &[f64]) -> Result<(), TensorError> {
+        self.concretize()?;
+        self.check_tensor(t)?;
+        self.buffers
+            .set_values(value_node(t.index), values)
+            .map_err(|e| error(format!("set values of '{}': {e}", t.label())))
+    }
+
+    /// The tensor's dims in memory order (batch, output, input).
+    pub fn dims(&mut self, t: &Tensor) -> Result<Vec<usize>, TensorError> {
+        self.concretize()?;
+        self.check_tensor(t)?;
+        Ok(self.nodes[&value_node(t.index)].dims.clone())
+    }
+
+    /// The tensor printed: its label, closed shape `batch|input->output` and values.
+    pub fn describe(&mut self, t: &Tensor) -> Result<String, TensorError> {
+        self.concretize()?;
+        let values = self.values(t)?;
+        let shown: Vec<String> = values.iter().map(|v| format!("{v:.6}")).collect();
+        Ok(format!(
+            "{} : {} = [{}]",
+            t.label(),
+            t.shape(),
+            shown.join(", ")
+        ))
+    }
+}
+
+fn accum(asg: &Asg, lhs: NodeId, rhs: Rhs, projections: Projections) -> Assignment {
+    Assignment::Accum {
+        initialize_neutral: asg.initialize_neutral,
+        accum: asg.accum,
+        lhs,
+        rhs,
+        projections,
+    }
+}
+
+/// `p` with the placeholder of a slice's position renamed to its static index.
+fn with_slice(p: &Projections, slice: Symbol) -> Projections {
+    let rename = |s: Symbol| if s == SLICE_PLACEHOLDER { slice } else { s };
+    let mut p = p.clone();
+    p.lhs_index = p.lhs_index.iter().map(|i| i.rename(&rename)).collect();
+    p.rhs_index = p
+        .rhs_index
+        .iter()
+        .map(|axes| axes.iter().map(|i| i.rename(&rename)).collect())
+        .collect();
+    p
+}
+
+/// Every node `assignment` reads or writes.
+fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
+    match assignment {
+        Assignment::Noop => {}
+        Assignment::Seq(parts) => parts.iter().for_each(|a| nodes_of(a, nodes)),
+        Assignment::Accum { lhs, rhs, .. } => {
+            nodes.insert(*lhs);
+            nodes.extend(rhs.operands());
+        }
+        Assignment::Block { lhs, sources, .. } => {
+            nodes.insert(*lhs);
+            nodes.extend(sources.iter().copied());
+        }
+        Assignment::RevSides {
+            source, targets, ..
+        } => {
+            nodes.insert(*source);
+            nodes.extend(targets.iter().copied());
+        }
+        Assignment::SetVecUnop { lhs, rhs, .. } => {
+            nodes.insert(*lhs);
+            nodes.insert(*rhs);
+        }
+        Assignment::Fetch { node, op } => {
+            nodes.insert(*node);
+            if let FetchOp::Slice { source, .. } = op {
+                nodes.insert(*source);
+            }
+        }
+    }
+}

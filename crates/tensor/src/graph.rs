@@ -1,0 +1,780 @@
+//! The graph: every tensor and operation of one model, the shape inference session they feed,
+//! and the assignments (forward and gradient) each operation contributes.
+//!
+//! A [`Graph`] is a cheap handle to shared state, so that tensors can carry it and operator sugar
+//! (`&a + &b`) can record operations. Nothing is global: two graphs share nothing.
+//!
+//! Errors never panic: an operation whose shapes cannot agree records the error and returns a
+//! tensor marked as failed; everything built on a failed tensor fails too, and the first error is
+//! returned when the graph is compiled ([`Graph::check`]). Every method that builds an operation
+//! also has a form returning `Result` (`try_…`) for callers who want the error at once.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use rcannl_ir::{Binop, Precision, Slot, Symbol, Ternop, Unop};
+use rcannl_shape::logic::{Logic, TerminalInit};
+use rcannl_shape::term::Dim;
+use rcannl_shape::{Inference, LeafDecl, OpId, ShapeError, TensorId};
+
+use crate::tensor::Tensor;
+
+/// An error of the tensor library: a shape problem (with the operation, its tensors and their
+/// shapes), a use of a failed tensor, a compilation or run failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorError {
+    pub message: String,
+}
+
+impl std::fmt::Display for TensorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TensorError {}
+
+impl From<ShapeError> for TensorError {
+    fn from(error: ShapeError) -> TensorError {
+        TensorError {
+            message: error.to_string(),
+        }
+    }
+}
+
+pub(crate) fn error(message: impl Into<String>) -> TensorError {
+    TensorError {
+        message: message.into(),
+    }
+}
+
+/// How a parameter starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Init {
+    /// Uniform in `[-√(3/fan_in), √(3/fan_in))`, where `fan_in` is the number of input cells
+    /// (variance `1/fan_in`); a parameter without input axes starts at 0.
+    Default,
+    /// Uniform in `[low, high)`.
+    Uniform(f64, f64),
+    /// Normal with this mean and standard deviation (Box–Muller).
+    Normal(f64, f64),
+    Constant(f64),
+    /// These values, row-major in memory order.
+    Values(Vec<f64>),
+}
+
+/// Where a leaf's values come from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LeafKind {
+    /// Set from the host (given at creation, or later through a context).
+    Data(Option<Vec<f64>>),
+    /// Every cell holds the constant.
+    Constant(f64),
+    /// A parameter, initialized once per context.
+    Param(Init),
+    /// Every cell holds its own offset.
+    RangeOverOffsets,
+    /// Every cell holds the tensor's id.
+    SelfId,
+}
+
+/// A tensor's value or its gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ref {
+    Value(usize),
+    Grad(usize),
+}
+
+impl Ref {
+    pub(crate) fn tensor(self) -> usize {
+        match self {
+            Ref::Value(t) | Ref::Grad(t) => t,
+        }
+    }
+}
+
+/// The right-hand side of an assignment over tensor references.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AsgRhs {
+    Unop(Unop, Ref),
+    Binop(Binop, Ref, Ref),
+    Ternop(Ternop, Ref, Ref, Ref),
+    /// Concatenation: the sources through `op`.
+    Block(Unop, Vec<Ref>),
+    /// A concatenation's gradient: `source` scattered into the targets (the lhs is unused).
+    RevSides(Unop, Ref, Vec<Ref>),
+}
+
+/// Where an assignment's projections come from: an operation of the inference session, read as
+/// is or through a slot permutation (a gradient reads the forward operation's record with the
+/// roles of its tensors exchanged).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ProjSource {
+    pub op: OpId,
+    pub view: Option<(Slot, Vec<Slot>)>,
+    /// The static index a batch slice reads its axis at.
+    pub slice: Option<Symbol>,
+}
+
+/// An assignment over tensor references.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Asg {
+    pub lhs: Ref,
+    pub initialize_neutral: bool,
+    pub accum: Binop,
+    pub rhs: AsgRhs,
+    pub projections: ProjSource,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct TensorData {
+    pub label: String,
+    /// The tensor in the inference session.
+    pub shape: TensorId,
+    pub precision: Precision,
+    /// `None` for a computed tensor.
+    pub leaf: Option<LeafKind>,
+    /// Whether gradients flow into it: parameters and what is computed from them.
+    pub differentiable: bool,
+    /// The first error on the way to this tensor, if any.
+    pub failed: Option<TensorError>,
+    /// The operation computing it (for computed tensors and backward intermediates).
+    pub op: Option<usize>,
+}
+
+/// An operation: the assignments computing its result, and those accumulating its operands'
+/// gradients (with the definitions of the intermediates they read), in order.
+#[derive(Debug, Clone)]
+pub(crate) struct OpData {
+    pub result: usize,
+    pub operands: Vec<usize>,
+    pub forward: Vec<Asg>,
+    pub backward: Vec<Asg>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub inference: Inference,
+    pub tensors: Vec<TensorData>,
+    pub ops: Vec<OpData>,
+    pub errors: Vec<TensorError>,
+    pub next_static: u32,
+}
+
+/// Static symbols live far above the iterators projection inference numbers from 0.
+const FIRST_STATIC: u32 = 1 << 30;
+
+/// A model's tensors and operations.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    pub(crate) state: Rc<RefCell<State>>,
+}
+
+/// What a leaf declaration gives: rows (the others inferred), precision, values or init.
+#[derive(Debug, Clone)]
+pub struct LeafBuilder {
+    graph: Graph,
+    label: String,
+    decl: LeafDecl,
+    kind: LeafKind,
+    precision: Precision,
+}
+
+impl LeafBuilder {
+    pub fn batch(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
+        self.decl = self.decl.batch(dims);
+        self
+    }
+
+    pub fn input(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
+        self.decl = self.decl.input(dims);
+        self
+    }
+
+    pub fn output(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
+        self.decl = self.decl.output(dims);
+        self
+    }
+
+    /// Every row exactly as a shape literal gives it (`"32|->2"`, `"2,3"`, `"|5->@rgb"`).
+    pub fn shape(mut self, literal: &str) -> LeafBuilder {
+        match rcannl_shape::spec::parse_shape_literal(literal) {
+            Ok(literal) => {
+                let is_param = matches!(self.kind, LeafKind::Param(_));
+                let mut decl = LeafDecl::literal(&literal);
+                if is_param {
+                    decl = decl.as_param();
+                }
+                self.decl = decl;
+            }
+            Err(e) => self.graph.record(error(format!(
+                "leaf '{}': bad shape literal {literal:?}: {e}",
+                self.label
+            ))),
+        }
+        self
+    }
+
+    pub fn precision(mut self, precision: Precision) -> LeafBuilder {
+        self.precision = precision;
+        self
+    }
+
+    /// The values (row-major in memory order: batch, output, input): their number constrains
+    /// the shape.
+    pub fn values(mut self, values: Vec<f64>) -> LeafBuilder {
+        self.decl = self.decl.init(TerminalInit::NElements(values.len()));
+        self.kind = match self.kind {
+            LeafKind::Param(_) => LeafKind::Param(Init::Values(values)),
+            _ => LeafKind::Data(Some(values)),
+        };
+        self
+    }
+
+    /// How a parameter starts (see [`Init`]).
+    pub fn init(mut self, init: Init) -> LeafBuilder {
+        if let Init::Values(values) = &init {
+            self.decl = self.decl.init(TerminalInit::NElements(values.len()));
+        }
+        if matches!(self.kind, LeafKind::Param(_)) {
+            self.kind = LeafKind::Param(init);
+        }
+        self
+    }
+
+    pub fn build(self) -> Tensor {
+        let differentiable = matches!(self.kind, LeafKind::Param(_));
+        self.graph.leaf(
+            &self.label,
+            self.decl,
+            self.kind,
+            self.precision,
+            differentiable,
+        )
+    }
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// A data tensor: values from the host; rows not given are inferred.
+    pub fn data(&self, label: &str) -> LeafBuilder {
+        self.builder(label, LeafDecl::data(), LeafKind::Data(None))
+    }
+
+    /// A parameter: no batch axes; sizes not given come from its uses (and are never guessed).
+    pub fn param(&self, label: &str) -> LeafBuilder {
+        self.builder(label, LeafDecl::param(), LeafKind::Param(Init::Default))
+    }
+
+    fn builder(&self, label: &str, decl: LeafDecl, kind: LeafKind) -> LeafBuilder {
+        LeafBuilder {
+            graph: self.clone(),
+            label: label.to_owned(),
+            decl,
+            kind,
+            precision: Precision::F32,
+        }
+    }
+
+    /// A constant, broadcast wherever it is used.
+    pub fn number(&self, value: f64) -> Tensor {
+        self.leaf(
+            &format!("{value}"),
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::Constant(value),
+            Precision::F32,
+            false,
+        )
+    }
+
+    /// A tensor whose cells hold their own offsets (row-major), of the shape its uses give.
+    pub fn range_of_shape(&self, label: &str) -> LeafBuilder {
+        self.builder(label, LeafDecl::data(), LeafKind::RangeOverOffsets)
+    }
+
+    /// `0, 1, …, n−1` as one output axis.
+    pub fn range(&self, n: usize) -> Tensor {
+        self.leaf(
+            &format!("range {n}"),
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([n]),
+            LeafKind::RangeOverOffsets,
+            Precision::F32,
+            false,
+        )
+    }
+
+    /// A tensor holding its own id in every cell, as 128-bit words (the key of its random bits).
+    pub fn embed_self_id(&self, label: &str) -> Tensor {
+        self.leaf(
+            label,
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::SelfId,
+            Precision::Uint4x32,
+            false,
+        )
+    }
+
+    /// A new static index: a position chosen when a routine runs (the batch of a training step).
+    pub fn static_index(&self) -> StaticIndex {
+        let mut state = self.state.borrow_mut();
+        let symbol = Symbol(FIRST_STATIC + state.next_static);
+        state.next_static += 1;
+        StaticIndex(symbol)
+    }
+
+    pub(crate) fn leaf(
+        &self,
+        label: &str,
+        decl: LeafDecl,
+        kind: LeafKind,
+        precision: Precision,
+        differentiable: bool,
+    ) -> Tensor {
+        let mut state = self.state.borrow_mut();
+        let index = state.tensors.len();
+        let (shape, failed) = match state.inference.leaf(label, decl.clone()) {
+            Ok(shape) => (shape, None),
+            Err(e) => {
+                let e = TensorError::from(e);
+                state.errors.push(e.clone());
+                // A stand-in so that the tensor has a shape to point at.
+                let shape = state
+                    .inference
+                    .leaf(label, LeafDecl::data())
+                    .expect("an unconstrained leaf always fits");
+                (shape, Some(e))
+            }
+        };
+        state.tensors.push(TensorData {
+            label: label.to_owned(),
+            shape,
+            precision,
+            leaf: Some(kind),
+            differentiable,
+            failed,
+            op: None,
+        });
+        drop(state);
+        Tensor {
+            graph: self.clone(),
+            index,
+        }
+    }
+
+    /// Records an error found outside any operation (a bad literal).
+    pub(crate) fn record(&self, e: TensorError) {
+        self.state.borrow_mut().errors.push(e);
+    }
+
+    /// Whether `t` is a constant number (which `*` scales by instead of composing with).
+    pub(crate) fn is_scalar_constant(&self, t: &Tensor) -> bool {
+        matches!(
+            self.state.borrow().tensors[t.index].leaf,
+            Some(LeafKind::Constant(_))
+        )
+    }
+
+    /// The first error recorded while building the graph, if any.
+    pub fn check(&self) -> Result<(), TensorError> {
+        match self.state.borrow().errors.first() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates the result of `logic` over `operands`: its shape related to theirs, its forward
+    /// assignments and gradient assignments from the builders. The result is differentiable when
+    /// an operand is and `differentiable` allows. It is labelled `name#n`, `n` its number.
+    pub(crate) fn apply(
+        &self,
+        name: &str,
+        logic: Logic,
+        operands: &[&Tensor],
+        op: OpSpec,
+    ) -> Tensor {
+        let label = format!("{name}#{}", self.state.borrow().tensors.len());
+        match self.try_apply(&label, logic, operands, op) {
+            Ok(t) => t,
+            Err(failed) => failed,
+        }
+    }
+
+    /// [`Graph::apply`], with the error of a failed operation as `Err` of a failed tensor.
+    fn try_apply(
+        &self,
+        label: &str,
+        logic: Logic,
+        operands: &[&Tensor],
+        op: OpSpec,
+    ) -> Result<Tensor, Tensor> {
+        let mut state = self.state.borrow_mut();
+        let indices: Vec<usize> = operands.iter().map(|t| t.index).collect();
+        let precision = op.precision.unwrap_or_else(|| {
+            indices
+                .iter()
+                .map(|&i| state.tensors[i].precision)
+                .reduce(Precision::promote)
+                .unwrap_or(Precision::F32)
+        });
+        let inherited = indices
+            .iter()
+            .find_map(|&i| state.tensors[i].failed.clone());
+        let shapes: Vec<TensorId> = indices.iter().map(|&i| state.tensors[i].shape).collect();
+        let related = match &inherited {
+            Some(e) => Err(e.clone()),
+            None => state
+                .inference
+                .apply(label, logic.clone(), &shapes)
+                .map_err(TensorError::from),
+        };
+        let index = state.tensors.len();
+        let (shape, shape_op) = match related {
+            Ok(pair) => pair,
+            Err(e) => {
+                if inherited.is_none() {
+                    state.errors.push(e.clone());
+                }
+                let shape = state
+                    .inference
+                    .leaf(label, LeafDecl::data())
+                    .expect("an unconstrained leaf always fits");
+                state.tensors.push(TensorData {
+                    label: label.to_owned(),
+                    shape,
+                    precision,
+                    leaf: None,
+                    differentiable: false,
+                    failed: Some(e),
+                    op: None,
+                });
+                drop(state);
+                return Err(Tensor {
+                    graph: self.clone(),
+                    index,
+                });
+            }
+        };
+        let differentiable =
+            op.differentiable && indices.iter().any(|&i| state.tensors[i].differentiable);
+        let op_index = state.ops.len();
+        state.tensors.push(TensorData {
+            label: label.to_owned(),
+            shape,
+            precision,
+            leaf: None,
+            differentiable,
+            failed: None,
+            op: Some(op_index),
+        });
+        let source = ProjSource {
+            op: shape_op,
+            view: None,
+            slice: op.slice,
+        };
+        let forward = vec![Asg {
+            lhs: Ref::Value(index),
+            initialize_neutral: true,
+            accum: op.accum,
+            rhs: op.rhs.forward(index, &indices),
+            projections: source.clone(),
+        }];
+        state.ops.push(OpData {
+            result: index,
+            operands: indices.clone(),
+            forward,
+            backward: Vec::new(),
+        });
+        drop(state);
+        if differentiable {
+            if let Some(gradient) = op.gradient {
+                let mut builder = GradBuilder {
+                    graph: self,
+                    op: op_index,
+                    source,
+                    result: index,
+                    operands: indices,
+                    backward: Vec::new(),
+                };
+                if let Err(e) = gradient(&mut builder) {
+                    self.record(e);
+                }
+                let backward = builder.backward;
+                self.state.borrow_mut().ops[op_index].backward = backward;
+            }
+        }
+        Ok(Tensor {
+            graph: self.clone(),
+            index,
+        })
+    }
+}
+
+/// A position chosen when a routine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StaticIndex(pub(crate) Symbol);
+
+/// The forward computation of an operation, over its result and operand slots.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Forward {
+    Unop(Unop),
+    Binop(Binop),
+    Ternop(Ternop),
+    Block(Unop),
+}
+
+impl Forward {
+    fn forward(&self, _result: usize, operands: &[usize]) -> AsgRhs {
+        let v = |i: usize| Ref::Value(operands[i]);
+        match self {
+            Forward::Unop(op) => AsgRhs::Unop(*op, v(0)),
+            Forward::Binop(op) => AsgRhs::Binop(*op, v(0), v(1)),
+            Forward::Ternop(op) => AsgRhs::Ternop(*op, v(0), v(1), v(2)),
+            Forward::Block(op) => {
+                AsgRhs::Block(*op, operands.iter().map(|&t| Ref::Value(t)).collect())
+            }
+        }
+    }
+}
+
+/// Builds the gradient assignments of one operation.
+pub(crate) type Gradient = Box<dyn FnOnce(&mut GradBuilder<'_>) -> Result<(), TensorError>>;
+
+/// What an operation is, besides its shape logic.
+pub(crate) struct OpSpec {
+    pub accum: Binop,
+    pub rhs: Forward,
+    pub gradient: Option<Gradient>,
+    pub differentiable: bool,
+    /// The result's precision (else the operands', promoted).
+    pub precision: Option<Precision>,
+    pub slice: Option<Symbol>,
+}
+
+impl OpSpec {
+    pub fn new(accum: Binop, rhs: Forward) -> OpSpec {
+        OpSpec {
+            accum,
+            rhs,
+            gradient: None,
+            differentiable: true,
+            precision: None,
+            slice: None,
+        }
+    }
+
+    pub fn gradient(
+        mut self,
+        gradient: impl FnOnce(&mut GradBuilder<'_>) -> Result<(), TensorError> + 'static,
+    ) -> OpSpec {
+        self.gradient = Some(Box::new(gradient));
+        self
+    }
+
+    pub fn not_differentiable(mut self) -> OpSpec {
+        self.differentiable = false;
+        self
+    }
+
+    pub fn precision(mut self, precision: Precision) -> OpSpec {
+        self.precision = Some(precision);
+        self
+    }
+
+    pub fn slice(mut self, slice: Symbol) -> OpSpec {
+        self.slice = Some(slice);
+        self
+    }
+}
+
+/// A tensor as a gradient assignment names it: a reference and the slot of the forward
+/// operation's record whose index map reads it (result-shaped tensors read through the result's
+/// map, operand-shaped ones through that operand's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Slotted {
+    pub what: Ref,
+    pub slot: Slot,
+}
+
+/// The builder gradient functions receive: the forward operation's tensors by slot, and ways to
+/// define intermediates (each its own pointwise operation, whose shape inference sees) and to
+/// accumulate into an operand's gradient through the forward record.
+pub(crate) struct GradBuilder<'a> {
+    graph: &'a Graph,
+    op: usize,
+    source: ProjSource,
+    result: usize,
+    operands: Vec<usize>,
+    backward: Vec<Asg>,
+}
+
+impl GradBuilder<'_> {
+    /// The result's gradient (`g`), read through the result's map.
+    pub fn g(&self) -> Slotted {
+        Slotted {
+            what: Ref::Grad(self.result),
+            slot: Slot::Lhs,
+        }
+    }
+
+    /// The result's value (`v`).
+    pub fn v(&self) -> Slotted {
+        Slotted {
+            what: Ref::Value(self.result),
+            slot: Slot::Lhs,
+        }
+    }
+
+    /// Operand `i`'s value (`v1`, `v2`, … counting from 0).
+    pub fn operand(&self, i: usize) -> Slotted {
+        Slotted {
+            what: Ref::Value(self.operands[i]),
+            slot: Slot::Rhs(i),
+        }
+    }
+
+    /// Whether operand `i` takes a gradient.
+    pub fn wants(&self, i: usize) -> bool {
+        self.graph.state.borrow().tensors[self.operands[i]].differentiable
+    }
+
+    /// Scatters the result's gradient back into every operand's gradient through the forward
+    /// record (a concatenation's gradient: each cell of the result came from one operand).
+    pub fn scatter(&mut self) {
+        let targets = self.operands.iter().map(|&t| Ref::Grad(t)).collect();
+        self.backward.push(Asg {
+            lhs: Ref::Grad(self.result),
+            initialize_neutral: false,
+            accum: Binop::Add,
+            rhs: AsgRhs::RevSides(Unop::Identity, Ref::Grad(self.result), targets),
+            projections: self.source.clone(),
+        });
+    }
+
+    /// `grad(operand i) ⟨accum⟩= rhs`, through the forward record with the slots exchanged.
+    pub fn accumulate(&mut self, i: usize, accum: Binop, rhs: GradRhs) {
+        if !self.wants(i) {
+            return;
+        }
+        let (rhs, slots) = rhs.resolve();
+        self.backward.push(Asg {
+            lhs: Ref::Grad(self.operands[i]),
+            initialize_neutral: false,
+            accum,
+            rhs,
+            projections: ProjSource {
+                view: Some((Slot::Rhs(i), slots)),
+                ..self.source.clone()
+            },
+        });
+    }
+
+    /// A new intermediate `op(a, …)`, pointwise over its arguments (broadcast to the larger), read
+    /// through the slot of the larger argument. `shape_of` gives, for each argument, a tensor of
+    /// its shape (a gradient has its value's shape).
+    pub fn pointwise(&mut self, rhs: GradRhs) -> Result<Slotted, TensorError> {
+        let (asg_rhs, slots) = rhs.resolve();
+        let args = rhs.args();
+        let logic = match args.len() {
+            1 => Logic::PointwiseUnary,
+            2 => Logic::PointwiseBinary,
+            _ => Logic::PointwiseTernary,
+        };
+        // The slot whose shape covers the others: the result's when any argument is
+        // result-shaped, else the first operand's.
+        let slot = if slots.contains(&Slot::Lhs) {
+            Slot::Lhs
+        } else {
+            slots
+                .iter()
+                .copied()
+                .find(|s| *s != CONSTANT_SLOT)
+                .unwrap_or(Slot::Lhs)
+        };
+        let mut state = self.graph.state.borrow_mut();
+        let shapes: Vec<TensorId> = args
+            .iter()
+            .map(|a| state.tensors[a.what.tensor()].shape)
+            .collect();
+        let precision = state.tensors[self.result].precision;
+        let label = format!("{}'", state.tensors[self.result].label);
+        let (shape, shape_op) = state.inference.apply(&label, logic, &shapes)?;
+        let index = state.tensors.len();
+        state.tensors.push(TensorData {
+            label,
+            shape,
+            precision,
+            leaf: None,
+            differentiable: false,
+            failed: None,
+            op: Some(self.op),
+        });
+        self.backward.push(Asg {
+            lhs: Ref::Value(index),
+            initialize_neutral: true,
+            accum: Binop::Arg2,
+            rhs: asg_rhs,
+            projections: ProjSource {
+                op: shape_op,
+                view: None,
+                slice: None,
+            },
+        });
+        Ok(Slotted {
+            what: Ref::Value(index),
+            slot,
+        })
+    }
+
+    /// A constant, to use in [`GradBuilder::pointwise`].
+    pub fn constant(&mut self, value: f64) -> Slotted {
+        let t = self.graph.number(value);
+        Slotted {
+            what: Ref::Value(t.index),
+            slot: CONSTANT_SLOT,
+        }
+    }
+}
+
+/// The slot of a constant: constants only enter pointwise intermediates, which read them through
+/// their own record, so this slot is never looked up.
+const CONSTANT_SLOT: Slot = Slot::Rhs(usize::MAX);
+
+/// A gradient right-hand side: an operation over slotted tensors.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum GradRhs {
+    Unop(Unop, Slotted),
+    Binop(Binop, Slotted, Slotted),
+    Ternop(Ternop, Slotted, Slotted, Slotted),
+}
+
+impl GradRhs {
+    fn args(&self) -> Vec<Slotted> {
+        match self {
+            GradRhs::Unop(_, a) => vec![*a],
+            GradRhs::Binop(_, a, b) => vec![*a, *b],
+            GradRhs::Ternop(_, a, b, c) => vec![*a, *b, *c],
+        }
+    }
+
+    fn resolve(&self) -> (AsgRhs, Vec<Slot>) {
+        let slots = self.args().iter().map(|a| a.slot).collect();
+        let rhs = match self {
+            GradRhs::Unop(op, a) => AsgRhs::Unop(*op, a.what),
+            GradRhs::Binop(op, a, b) => AsgRhs::Binop(*op, a.what, b.what),
+            GradRhs::Ternop(op, a, b, c) => AsgRhs::Ternop(*op, a.what, b.what, c.what),
+        };
+        (rhs, slots)
+    }
+}
