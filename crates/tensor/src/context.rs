@@ -346,6 +346,14 @@ impl Context {
                 .collect();
             (forward, backward, differentiable)
         };
+        // Constants the gradients use are filled too.
+        let constants: BTreeSet<usize> = backward
+            .iter()
+            .flat_map(|asg| asg_refs(asg))
+            .map(Ref::tensor)
+            .filter(|t| !tensors.contains(t))
+            .collect();
+        assignments.extend(self.leaf_fetches(&constants));
         if !differentiable.contains(&loss.index) {
             return Err(error(format!(
                 "backprop: '{}' does not depend on any parameter",
@@ -684,6 +692,22 @@ fn with_slice(p: &Projections, slice: Symbol) -> Projections {
         .map(|axes| axes.iter().map(|i| i.rename(&rename)).collect())
         .collect();
     p
+}
+
+/// The tensors an assignment over references names.
+fn asg_refs(asg: &Asg) -> Vec<Ref> {
+    let mut refs = vec![asg.lhs];
+    match &asg.rhs {
+        AsgRhs::Unop(_, a) => refs.push(*a),
+        AsgRhs::Binop(_, a, b) => refs.extend([*a, *b]),
+        AsgRhs::Ternop(_, a, b, c) => refs.extend([*a, *b, *c]),
+        AsgRhs::Block(_, sources) => refs.extend(sources.iter().copied()),
+        AsgRhs::RevSides(_, source, targets) => {
+            refs.push(*source);
+            refs.extend(targets.iter().copied());
+        }
+    }
+    refs
 }
 
 /// Every node `assignment` reads or writes.

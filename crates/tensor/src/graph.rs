@@ -680,9 +680,9 @@ impl GradBuilder<'_> {
         });
     }
 
-    /// A new intermediate `op(a, …)`, pointwise over its arguments (broadcast to the larger), read
-    /// through the slot of the larger argument. `shape_of` gives, for each argument, a tensor of
-    /// its shape (a gradient has its value's shape).
+    /// A new intermediate `op(a, …)`, pointwise over its arguments (broadcast to the larger),
+    /// read through the slot of its argument's shape: the one tensor argument's, or the result's
+    /// when it has several (so only pointwise operations combine operands in one intermediate).
     pub fn pointwise(&mut self, rhs: GradRhs) -> Result<Slotted, TensorError> {
         let (asg_rhs, slots) = rhs.resolve();
         let args = rhs.args();
@@ -691,16 +691,12 @@ impl GradBuilder<'_> {
             2 => Logic::PointwiseBinary,
             _ => Logic::PointwiseTernary,
         };
-        // The slot whose shape covers the others: the result's when any argument is
-        // result-shaped, else the first operand's.
-        let slot = if slots.contains(&Slot::Lhs) {
-            Slot::Lhs
-        } else {
-            slots
-                .iter()
-                .copied()
-                .find(|s| *s != CONSTANT_SLOT)
-                .unwrap_or(Slot::Lhs)
+        // An intermediate of one tensor (and constants) has that tensor's shape; one of several
+        // is their broadcast, which for the pointwise operations using it is the result's.
+        let mut tensors = slots.iter().copied().filter(|s| *s != CONSTANT_SLOT);
+        let slot = match tensors.next() {
+            Some(first) if tensors.all(|s| s == first) => first,
+            _ => Slot::Lhs,
         };
         let mut state = self.graph.state.borrow_mut();
         let shapes: Vec<TensorId> = args
