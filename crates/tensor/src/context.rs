@@ -349,7 +349,7 @@ impl Context {
         // Constants the gradients use are filled too.
         let constants: BTreeSet<usize> = backward
             .iter()
-            .flat_map(|asg| asg_refs(asg))
+            .flat_map(asg_refs)
             .map(Ref::tensor)
             .filter(|t| !tensors.contains(t))
             .collect();
