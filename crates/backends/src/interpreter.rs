@@ -2,8 +2,9 @@
 //! it is written for obviousness, not speed.
 //!
 //! What a store computes in follows the loop IR's rule: the written precision's kind. Floats are
-//! computed in `f64` and rounded once, on the store; integers in wrapping `i64`, wrapped to their
-//! width on the store; 128-bit words as words.
+//! computed in the compute precision (f32 for f16, bf16 and f32; f64 for f64), every result
+//! rounded to it, and rounded to the node's precision on the store; integers in wrapping `i64`,
+//! wrapped to their width on the store; 128-bit words as words.
 
 use std::collections::HashMap;
 
@@ -188,8 +189,17 @@ impl State<'_> {
             .ok_or_else(|| error(format!("the local {id} is read before it is declared")))
     }
 
-    /// `scalar` computed in the kind of `precision`.
+    /// `scalar` computed in the kind of `precision`: floats in its compute precision (f32 for
+    /// f16, bf16 and f32; f64 for f64), every value rounded to it as C computes.
     fn eval(&self, scalar: &Scalar, precision: Precision) -> Result<Value, RunError> {
+        let value = self.eval_unrounded(scalar, precision)?;
+        Ok(match value {
+            Value::Float(x) => Value::Float(precision.compute().round(x)),
+            other => other,
+        })
+    }
+
+    fn eval_unrounded(&self, scalar: &Scalar, precision: Precision) -> Result<Value, RunError> {
         let kind = precision.kind();
         Ok(match scalar {
             Scalar::Const(c) => Value::Float(*c).to_kind(kind, Precision::I64),

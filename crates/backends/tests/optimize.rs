@@ -759,20 +759,20 @@ routine r():
   n1 'b': f32 [4]
   n2 'r': f32 [4]
 for l0 in 0..4 {
-  local v0: f64 := (n0[l0] + n1[l0])
+  local v0: f32 := (n0[l0] + n1[l0])
   n2[l0] := (v0 * v0)
 }
 ",
     );
-    // Values whose f32 sum and square round: the local keeps the sum in f64 as the
-    // statement did.
+    // Values whose f32 sum and square round: the local keeps the sum in f32, rounded as the
+    // statement rounded it.
     let a = vec![0.1, 1.0e8, -3.3, 7.77];
     let b = vec![0.2, 3.0, 1.1, 1.0e-7];
     let buffers = same_results(&before, &after, &[(0, a.clone()), (1, b.clone())]);
     let expected: Vec<f64> = (0..4)
         .map(|i| {
-            let s = f64::from(a[i] as f32) + f64::from(b[i] as f32);
-            f64::from((s * s) as f32)
+            let s = a[i] as f32 + b[i] as f32;
+            f64::from(s * s)
         })
         .collect();
     assert_eq!(buffers.values(NodeId(2)), expected);

@@ -9,12 +9,47 @@ use crate::node::NodeId;
 use crate::ops::{Binop, Ternop, Unop};
 use crate::projections::Projections;
 
+/// An expression over an assignment's operands: what a gradient computes at each point of the
+/// forward operation's product space (`where(a + b == v, g, 0)` for a max-plus product).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// The `i`-th operand, read through the `i`-th read map.
+    Operand(usize),
+    Const(f64),
+    Unop(Unop, Box<Expr>),
+    Binop(Binop, Box<Expr>, Box<Expr>),
+    Ternop(Ternop, Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    /// The expression with each operand replaced by `operand(i)`.
+    pub fn map_operands<T>(
+        &self,
+        operand: &impl Fn(usize) -> T,
+        constant: &impl Fn(f64) -> T,
+        unop: &impl Fn(Unop, T) -> T,
+        binop: &impl Fn(Binop, T, T) -> T,
+        ternop: &impl Fn(Ternop, T, T, T) -> T,
+    ) -> T {
+        let go = |e: &Expr| e.map_operands(operand, constant, unop, binop, ternop);
+        match self {
+            Expr::Operand(i) => operand(*i),
+            Expr::Const(c) => constant(*c),
+            Expr::Unop(op, a) => unop(*op, go(a)),
+            Expr::Binop(op, a, b) => binop(*op, go(a), go(b)),
+            Expr::Ternop(op, a, b, c) => ternop(*op, go(a), go(b), go(c)),
+        }
+    }
+}
+
 /// What an accumulating assignment computes at each point of its product space.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rhs {
     Unop(Unop, NodeId),
     Binop(Binop, NodeId, NodeId),
     Ternop(Ternop, NodeId, NodeId, NodeId),
+    /// An expression over these operands (each read through its own map).
+    Expr(Expr, Vec<NodeId>),
 }
 
 impl Rhs {
@@ -24,6 +59,7 @@ impl Rhs {
             Rhs::Unop(_, a) => vec![*a],
             Rhs::Binop(_, a, b) => vec![*a, *b],
             Rhs::Ternop(_, a, b, c) => vec![*a, *b, *c],
+            Rhs::Expr(_, operands) => operands.clone(),
         }
     }
 }
@@ -136,6 +172,13 @@ impl fmt::Display for Assignment {
                     Rhs::Unop(op, a) => applied(*op, *a),
                     Rhs::Binop(op, a, b) => format!("{a} {op} {b}"),
                     Rhs::Ternop(op, a, b, c) => format!("{op}({a}, {b}, {c})"),
+                    Rhs::Expr(expr, operands) => expr.map_operands(
+                        &|i| operands[i].to_string(),
+                        &|c| c.to_string(),
+                        &|op, a| format!("{op}({a})"),
+                        &|op, a, b| format!("({a} {op} {b})"),
+                        &|op, a, b, c| format!("{op}({a}, {b}, {c})"),
+                    ),
                 };
                 write!(
                     f,

@@ -25,7 +25,7 @@ pub mod projections;
 pub mod routine;
 pub mod value;
 
-pub use assignment::{Assignment, FetchOp, Rhs};
+pub use assignment::{Assignment, Expr, FetchOp, Rhs};
 pub use index::{Affine, AxisIndex, Symbol};
 pub use loops::{GemmPlan, Index, LocalId, LoopVar, Scalar, Stmt, Var, VecUnop};
 pub use lower::{LowerError, lower, lower_with_statics};

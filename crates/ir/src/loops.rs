@@ -3,8 +3,9 @@
 //! Indices are buffer positions (padding margins already added), sums of loop variables and of
 //! static indices (supplied when the routine runs) plus a constant. A store computes its value in
 //! the precision of what it writes: a node's for `Set`, a local's for `Local`/`SetLocal` (floats
-//! in `f64`, integers in wrapping `i64`, 128-bit words as words), converting every read to that
-//! kind, and rounds it on the store.
+//! in its compute precision — f32 for f16, bf16 and f32, f64 for f64 — every result rounded to
+//! it; integers in wrapping `i64`; 128-bit words as words), converting every read to that kind,
+//! and rounds it on the store.
 
 use std::fmt;
 

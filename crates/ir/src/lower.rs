@@ -135,12 +135,24 @@ impl Context<'_> {
                     else {
                         return Ok(None);
                     };
+                    if let Rhs::Expr(expr, _) = rhs {
+                        return Ok(Some(expr.map_operands(
+                            &|i| args[i].clone(),
+                            &Scalar::Const,
+                            &|op, a| Scalar::Unop(op, Box::new(a)),
+                            &|op, a, b| Scalar::Binop(op, Box::new(a), Box::new(b)),
+                            &|op, a, b, c| {
+                                Scalar::Ternop(op, Box::new(a), Box::new(b), Box::new(c))
+                            },
+                        )));
+                    }
                     let mut args = args.into_iter().map(Box::new);
                     let mut next = || args.next().expect("one argument per operand");
                     Ok(Some(match rhs {
                         Rhs::Unop(op, _) => Scalar::Unop(*op, next()),
                         Rhs::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
                         Rhs::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
+                        Rhs::Expr(..) => unreachable!("handled above"),
                     }))
                 })?);
                 Ok(stmts)

@@ -9,7 +9,8 @@ use crate::precision::{Precision, to_uint4x32};
 /// How values of a precision are computed with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
-    /// In `f64`, rounded to the precision on store.
+    /// In the precision's compute type ([`Precision::compute`]), every operation's result rounded
+    /// to it, and rounded to the precision on store.
     Float,
     /// In wrapping `i64`, wrapped to the precision's width on store.
     Int,
@@ -25,6 +26,17 @@ impl Precision {
                 Kind::Int
             }
             Precision::Uint4x32 => Kind::Word,
+        }
+    }
+
+    /// The precision values of this one are computed in, as C computes them: f16, bf16 and f32
+    /// in f32, f64 in f64, integers in i64, words as words.
+    pub fn compute(self) -> Precision {
+        match self.kind() {
+            Kind::Float if self == Precision::F64 => Precision::F64,
+            Kind::Float => Precision::F32,
+            Kind::Int => Precision::I64,
+            Kind::Word => Precision::Uint4x32,
         }
     }
 }

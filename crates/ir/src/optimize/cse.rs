@@ -2,9 +2,9 @@
 //! ternary; not a bare read, constant or local) that occurs more than once is computed once,
 //! into a local declared just before the statement, and read from it.
 //!
-//! The local holds the value at full width, `f64` for floats, `i64` for integers, the word for
-//! words, which is what the interpreter computes intermediate values in, so the statement's
-//! result is bit-identical. A subexpression whose value depends on more than the kind, one
+//! The local holds the value in the statement's compute precision (f32 for f16, bf16 and f32
+//! statements, f64 for f64, `i64` for integers, the word for words), which is what intermediate
+//! values are computed and rounded in, so the statement's result is bit-identical. A subexpression whose value depends on more than the kind, one
 //! drawing uniform values from random bits in the statement's own precision, is shared only
 //! when that precision is the local's. The largest repeated subexpression goes first, then the
 //! statement (and the new local) are searched again. A subexpression is shared only if one of
@@ -16,7 +16,6 @@ use crate::loops::{Scalar, Stmt};
 use crate::ops::{Ternop, Unop};
 use crate::precision::Precision;
 use crate::routine::Routine;
-use crate::value::Kind;
 
 /// `routine` with repeated subexpressions of each statement computed once.
 pub fn cse(routine: &Routine) -> Routine {
@@ -80,13 +79,10 @@ impl Sharing<'_> {
     }
 }
 
-/// The precision that holds a value computed in `precision`'s kind exactly.
+/// The precision that holds a value computed in `precision`'s kind exactly: its compute
+/// precision.
 fn wide(precision: Precision) -> Precision {
-    match precision.kind() {
-        Kind::Float => Precision::F64,
-        Kind::Int => Precision::I64,
-        Kind::Word => Precision::Uint4x32,
-    }
+    precision.compute()
 }
 
 /// One operand of an expression, with the precision it is computed in and whether only some
@@ -237,7 +233,7 @@ mod tests {
         let (shared, context) = most_shared(&stmt, Precision::F32).unwrap();
         assert_eq!(shared, *product());
         assert_eq!(context, Precision::F32);
-        assert_eq!(wide(context), Precision::F64);
+        assert_eq!(wide(context), Precision::F32);
     }
 
     #[test]
@@ -259,10 +255,12 @@ mod tests {
             index: vec![Index::var(LoopVar(0), 0)],
             value: Scalar::Binop(Binop::Add, draw(), draw()),
         };
-        // In f32 the draw differs from one in f64; its word argument does not.
-        let (shared, context) = most_shared(&draws, Precision::F32).unwrap();
+        // In f16 the draw differs from one in f16's compute precision (f32); its word argument
+        // does not.
+        let (shared, context) = most_shared(&draws, Precision::F16).unwrap();
         assert_eq!(context, Precision::Uint4x32);
         assert!(matches!(shared, Scalar::Binop(Binop::Threefry4x32, ..)));
+        assert_eq!(most_shared(&draws, Precision::F32).unwrap().0, *draw());
         assert_eq!(most_shared(&draws, Precision::F64).unwrap().0, *draw());
     }
 }
