@@ -540,3 +540,21 @@ fn matrix_vector_and_one_dimensional_convolution_share_their_nest() {
     assert_eq!(mv.rhs_index[0], vec![it(0), it(1)]);
     assert_eq!(conv.rhs_index[0], vec![affine(&[(1, 0), (1, 1)], 0)]);
 }
+
+#[test]
+fn a_window_only_the_input_mentions_is_iterated() {
+    // A unary max-pool: the kernel label appears in no tensor, only in the input's affine axis;
+    // with 8 inputs and 4 outputs at stride 2 the window has 2 positions, reduced over.
+    let p = rcannl_shape::projection::derive::derive_projections_with_labels(
+        &spec("2*o<+k=>o"),
+        &out(&[4]),
+        &[out(&[8])],
+        &[("k".to_owned(), 2)].into(),
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(p.to_string().lines().nth(1), Some("  product: i0<4> × i1<2>"));
+    assert_eq!(p.rhs_index[0], vec![AxisIndex::affine([(2, Symbol(0)), (1, Symbol(1))], 0)]);
+    assert_eq!(p.reduction_symbols(), vec![Symbol(1)]);
+}

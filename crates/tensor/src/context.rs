@@ -196,6 +196,12 @@ impl Context {
                 Rhs::Ternop(*op, node_of(*a), node_of(*b), node_of(*c)),
                 p,
             ),
+            AsgRhs::Expr(expr, operands) => accum(
+                asg,
+                lhs,
+                Rhs::Expr(expr.clone(), operands.iter().map(|r| node_of(*r)).collect()),
+                p,
+            ),
             AsgRhs::Block(op, sources) => Assignment::Block {
                 initialize_neutral: asg.initialize_neutral,
                 accum: asg.accum,
@@ -701,7 +707,9 @@ fn asg_refs(asg: &Asg) -> Vec<Ref> {
         AsgRhs::Unop(_, a) => refs.push(*a),
         AsgRhs::Binop(_, a, b) => refs.extend([*a, *b]),
         AsgRhs::Ternop(_, a, b, c) => refs.extend([*a, *b, *c]),
-        AsgRhs::Block(_, sources) => refs.extend(sources.iter().copied()),
+        AsgRhs::Block(_, sources) | AsgRhs::Expr(_, sources) => {
+            refs.extend(sources.iter().copied());
+        }
         AsgRhs::RevSides(_, source, targets) => {
             refs.push(*source);
             refs.extend(targets.iter().copied());

@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use rcannl_ir::{Binop, Precision, Slot, Symbol, Ternop, Unop};
+use rcannl_ir::{Binop, Expr, Precision, Slot, Symbol, Ternop, Unop};
 use rcannl_shape::logic::{Logic, TerminalInit};
 use rcannl_shape::term::Dim;
 use rcannl_shape::{Inference, LeafDecl, OpId, ShapeError, TensorId};
@@ -103,6 +103,8 @@ pub(crate) enum AsgRhs {
     Block(Unop, Vec<Ref>),
     /// A concatenation's gradient: `source` scattered into the targets (the lhs is unused).
     RevSides(Unop, Ref, Vec<Ref>),
+    /// An expression over these operands.
+    Expr(Expr, Vec<Ref>),
 }
 
 /// Where an assignment's projections come from: an operation of the inference session, read as
@@ -747,12 +749,13 @@ impl GradBuilder<'_> {
 /// their own record, so this slot is never looked up.
 const CONSTANT_SLOT: Slot = Slot::Rhs(usize::MAX);
 
-/// A gradient right-hand side: an operation over slotted tensors.
+/// A gradient right-hand side: an operation over slotted tensors, or an expression over them.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum GradRhs {
     Unop(Unop, Slotted),
     Binop(Binop, Slotted, Slotted),
     Ternop(Ternop, Slotted, Slotted, Slotted),
+    Expr(Expr, Vec<Slotted>),
 }
 
 impl GradRhs {
@@ -761,6 +764,7 @@ impl GradRhs {
             GradRhs::Unop(_, a) => vec![*a],
             GradRhs::Binop(_, a, b) => vec![*a, *b],
             GradRhs::Ternop(_, a, b, c) => vec![*a, *b, *c],
+            GradRhs::Expr(_, args) => args.clone(),
         }
     }
 
@@ -770,6 +774,9 @@ impl GradRhs {
             GradRhs::Unop(op, a) => AsgRhs::Unop(*op, a.what),
             GradRhs::Binop(op, a, b) => AsgRhs::Binop(*op, a.what, b.what),
             GradRhs::Ternop(op, a, b, c) => AsgRhs::Ternop(*op, a.what, b.what, c.what),
+            GradRhs::Expr(expr, args) => {
+                AsgRhs::Expr(expr.clone(), args.iter().map(|a| a.what).collect())
+            }
         };
         (rhs, slots)
     }

@@ -3,7 +3,7 @@
 //! value, `operand(i)` the operands; a gradient accumulates into an operand through the forward
 //! record with the slots exchanged, so broadcast axes are summed by the same emergent reduction).
 
-use rcannl_ir::{Binop, Ternop, Unop};
+use rcannl_ir::{Binop, Expr, Ternop, Unop};
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::parse_einsum;
 
@@ -394,6 +394,52 @@ impl Tensor {
         )
     }
 
+    /// The max-plus (tropical) product: the largest `a + b` over the labels the result leaves
+    /// out (`"ij;jk=>ik"`). The gradient flows to the pairs that attain the maximum.
+    pub fn tropical(&self, spec: &str, other: &Tensor) -> Tensor {
+        spec_op(
+            spec,
+            &[self, other],
+            Binop::Max,
+            Forward::Binop(Binop::Add),
+            |grad| {
+                // where(a + b == v, g, 0), over the forward product space.
+                let mask = where_equal(
+                    Expr::Binop(
+                        Binop::Add,
+                        Box::new(Expr::Operand(1)),
+                        Box::new(Expr::Operand(2)),
+                    ),
+                );
+                let args = vec![grad.g(), grad.operand(0), grad.operand(1), grad.v()];
+                grad.accumulate(0, Binop::Add, GradRhs::Expr(mask.clone(), args.clone()));
+                grad.accumulate(1, Binop::Add, GradRhs::Expr(mask, args));
+                Ok(())
+            },
+        )
+    }
+
+    /// The largest value over the labels the result leaves out (`"ij=>i"` row maxima; with a
+    /// window axis, `"o<+k=>o"` or `"2*o<+k=>o"`, max-pooling). The gradient flows to the
+    /// positions that attain the maximum.
+    pub fn einmax1(&self, spec: &str) -> Tensor {
+        spec_op(
+            spec,
+            &[self],
+            Binop::Max,
+            Forward::Unop(Unop::Identity),
+            |grad| {
+                let args = vec![grad.g(), grad.operand(0), grad.v()];
+                grad.accumulate(
+                    0,
+                    Binop::Add,
+                    GradRhs::Expr(where_equal(Expr::Operand(1)), args),
+                );
+                Ok(())
+            },
+        )
+    }
+
     /// 128 random bits per cell from a key (`self`) and a counter (pointwise, 128-bit words).
     pub fn threefry(&self, counter: &Tensor) -> Tensor {
         binary(
@@ -405,6 +451,25 @@ impl Tensor {
                 .not_differentiable(),
         )
     }
+}
+
+/// `where(candidate == v, g, 0)`, with `g` operand 0 and `v` the last operand (operand 3 of a
+/// binary operation's four, operand 2 of a unary one's three).
+fn where_equal(candidate: Expr) -> Expr {
+    let v = match &candidate {
+        Expr::Operand(_) => 2,
+        _ => 3,
+    };
+    Expr::Ternop(
+        Ternop::Where,
+        Box::new(Expr::Binop(
+            Binop::Eq,
+            Box::new(candidate),
+            Box::new(Expr::Operand(v)),
+        )),
+        Box::new(Expr::Operand(0)),
+        Box::new(Expr::Const(0.0)),
+    )
 }
 
 /// The gradient of a product (pointwise, composed, or an einsum): each factor's gradient is the

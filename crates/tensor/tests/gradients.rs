@@ -198,6 +198,15 @@ fn convolutions() {
 }
 
 #[test]
+fn maxima() {
+    check("tropical", &[("2,3", 6), ("3,2", 6)], false, |_, p| {
+        p[0].tropical("ij;jk=>ik", &p[1])
+    });
+    check("row maxima", &[("3,4", 12)], false, |_, p| p[0].einmax1("ij=>i"));
+    check("max-pool", &[("8", 8)], false, |_, p| p[0].einmax1("2*o<+k=>o"));
+}
+
+#[test]
 fn concatenation() {
     check("concat", &[("2", 2), ("3", 3)], false, |_, p| {
         Tensor::concat("a; b => a^b", &[&p[0], &p[1]])

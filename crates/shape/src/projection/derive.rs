@@ -168,6 +168,17 @@ pub fn derive_projections_with_labels(
             equations.push(ProjEq::Iterate(ProjTerm::Proj(id)));
         }
     }
+    // A kernel label that only an affine term mentions (a unary max-pool's window) is iterated
+    // all the same: it is the window the result reduces over.
+    for (_, affine) in &derived {
+        let mut terms = vec![&affine.over];
+        terms.extend(affine.conv.as_ref().map(|conv| &conv.kernel));
+        for term in terms {
+            if let Dim::Var(var) = term {
+                equations.push(ProjEq::Iterate(ProjTerm::Proj(ProjId(var.0))));
+            }
+        }
+    }
     let sizes = sizes_of_labels(&equations, &concats, sizes);
     let mut labeling = classes::solve(&equations, &sizes, first_symbol)?;
     for (axis, components) in &concats {
