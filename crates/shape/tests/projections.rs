@@ -554,7 +554,13 @@ fn a_window_only_the_input_mentions_is_iterated() {
         None,
     )
     .unwrap();
-    assert_eq!(p.to_string().lines().nth(1), Some("  product: i0<4> × i1<2>"));
-    assert_eq!(p.rhs_index[0], vec![AxisIndex::affine([(2, Symbol(0)), (1, Symbol(1))], 0)]);
+    assert_eq!(
+        p.to_string().lines().nth(1),
+        Some("  product: i0<4> × i1<2>")
+    );
+    assert_eq!(
+        p.rhs_index[0],
+        vec![AxisIndex::affine([(2, Symbol(0)), (1, Symbol(1))], 0)]
+    );
     assert_eq!(p.reduction_symbols(), vec![Symbol(1)]);
 }

@@ -252,6 +252,9 @@ impl Context {
                     LeafKind::Constant(c) => FetchOp::Constant(*c),
                     LeafKind::RangeOverOffsets => FetchOp::RangeOverOffsets,
                     LeafKind::SelfId => FetchOp::EmbedSelfId,
+                    LeafKind::Dim(capture) => {
+                        FetchOp::EmbedDim(self.graph.capture_value(capture).unwrap_or(0))
+                    }
                     LeafKind::Data(_) | LeafKind::Param(_) => return None,
                 };
                 Some(Assignment::Fetch {
@@ -600,10 +603,24 @@ impl Context {
             .zip(&node.padding)
             .map(|(var, (left, _))| Index::var(*var, *left as i64))
             .collect();
-        let mut stmt = Stmt::Set {
-            node: node.id,
-            index,
-            value,
+        // Computed in f64 (where every backend's math library agrees bit for bit), rounded once
+        // into the parameter.
+        let local = rcannl_ir::LocalId(0);
+        let mut stmt = Stmt::For {
+            var: fresh(),
+            range: 1,
+            body: vec![
+                Stmt::Local {
+                    id: local,
+                    precision: Precision::F64,
+                    value,
+                },
+                Stmt::Set {
+                    node: node.id,
+                    index,
+                    value: Scalar::Local(local),
+                },
+            ],
         };
         for (var, dim) in vars.iter().zip(&node.dims).rev() {
             stmt = Stmt::For {

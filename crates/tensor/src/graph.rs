@@ -76,6 +76,8 @@ pub(crate) enum LeafKind {
     RangeOverOffsets,
     /// Every cell holds the tensor's id.
     SelfId,
+    /// Every cell holds a captured dimension's size.
+    Dim(crate::capture::Capture),
 }
 
 /// A tensor's value or its gradient.

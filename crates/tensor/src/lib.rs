@@ -7,11 +7,13 @@
 //! gives tensors buffers on a backend, and compiles and runs routines: forward, backprop,
 //! parameter init.
 
+pub mod capture;
 pub mod context;
 pub mod graph;
 pub mod ops;
 pub mod tensor;
 
+pub use capture::Capture;
 pub use context::{Context, Routine};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use tensor::Tensor;

@@ -404,13 +404,11 @@ impl Tensor {
             Forward::Binop(Binop::Add),
             |grad| {
                 // where(a + b == v, g, 0), over the forward product space.
-                let mask = where_equal(
-                    Expr::Binop(
-                        Binop::Add,
-                        Box::new(Expr::Operand(1)),
-                        Box::new(Expr::Operand(2)),
-                    ),
-                );
+                let mask = where_equal(Expr::Binop(
+                    Binop::Add,
+                    Box::new(Expr::Operand(1)),
+                    Box::new(Expr::Operand(2)),
+                ));
                 let args = vec![grad.g(), grad.operand(0), grad.operand(1), grad.v()];
                 grad.accumulate(0, Binop::Add, GradRhs::Expr(mask.clone(), args.clone()));
                 grad.accumulate(1, Binop::Add, GradRhs::Expr(mask, args));

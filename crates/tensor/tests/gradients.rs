@@ -202,8 +202,14 @@ fn maxima() {
     check("tropical", &[("2,3", 6), ("3,2", 6)], false, |_, p| {
         p[0].tropical("ij;jk=>ik", &p[1])
     });
-    check("row maxima", &[("3,4", 12)], false, |_, p| p[0].einmax1("ij=>i"));
-    check("max-pool", &[("8", 8)], false, |_, p| p[0].einmax1("2*o<+k=>o"));
+    check("row maxima", &[("3,4", 12)], false, |_, p| {
+        p[0].einmax1("ij=>i")
+    });
+    check("max-pool", &[("8", 8)], false, |graph, p| {
+        let pooled = p[0].einmax1("2*o<+k=>o");
+        graph.set_dim(&pooled.capture("k").unwrap(), 2).unwrap();
+        pooled
+    });
 }
 
 #[test]

@@ -1,0 +1,76 @@
+//! Captured dimensions: a label (or row variable) of an operation's spec, named to read its size
+//! once inference knows it, to constrain it (`set_dim`, `set_equal`, `set_scale`), or to use its
+//! size as a tensor (`dim`).
+
+use rcannl_ir::Precision;
+use rcannl_shape::LeafDecl;
+use rcannl_shape::term::Dim;
+
+use crate::graph::{Graph, LeafKind, TensorError, error};
+use crate::tensor::Tensor;
+
+/// A captured label of one operation's spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture(pub(crate) rcannl_shape::Capture);
+
+impl Tensor {
+    /// Captures `name`, a label or row variable of the spec of the operation that computed this
+    /// tensor.
+    pub fn capture(&self, name: &str) -> Result<Capture, TensorError> {
+        let state = self.graph.state.borrow();
+        let op = state.tensors[self.index]
+            .op
+            .ok_or_else(|| error(format!("capture '{name}': '{}' is a leaf", self.label())))?;
+        let shape_op = state.ops[op].forward[0].projections.op;
+        Ok(Capture(state.inference.capture(shape_op, name)?))
+    }
+}
+
+impl Graph {
+    /// Constrains a captured dimension to `size` (a row variable: the product of its axes).
+    pub fn set_dim(&self, capture: &Capture, size: usize) -> Result<(), TensorError> {
+        Ok(self
+            .state
+            .borrow_mut()
+            .inference
+            .set_dim(&capture.0, size)?)
+    }
+
+    /// Constrains two captures to be equal.
+    pub fn set_equal(&self, a: &Capture, b: &Capture) -> Result<(), TensorError> {
+        Ok(self.state.borrow_mut().inference.set_equal(&a.0, &b.0)?)
+    }
+
+    /// Constrains `large = factor · small` (dimensions only).
+    pub fn set_scale(
+        &self,
+        factor: usize,
+        large: &Capture,
+        small: &Capture,
+    ) -> Result<(), TensorError> {
+        Ok(self
+            .state
+            .borrow_mut()
+            .inference
+            .set_scale(factor, &large.0, &small.0)?)
+    }
+
+    /// The captured size, once inference knows it.
+    pub fn capture_value(&self, capture: &Capture) -> Option<usize> {
+        self.state.borrow().inference.capture_value(&capture.0)
+    }
+
+    /// The captured size as a tensor (one cell), filled when a routine runs.
+    pub fn dim(&self, capture: &Capture) -> Tensor {
+        self.leaf(
+            &format!("dim {}", capture.0.name),
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::Dim(capture.clone()),
+            Precision::F32,
+            false,
+        )
+    }
+}
