@@ -11,12 +11,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use rcannl_backends::{Backend, Buffers, Executable, default_backend};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
-    Assignment, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision, Projections, Rhs,
+    Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision, Projections, Rhs,
     Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Var, VecUnop,
 };
 use rcannl_shape::OpId;
 use rcannl_shape::spec::Kind;
 
+use crate::define::Update;
 use crate::graph::{Asg, AsgRhs, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error};
 use crate::tensor::Tensor;
 
@@ -385,6 +386,62 @@ impl Context {
         let mut keep: BTreeSet<NodeId> = [value_node(loss.index)].into();
         keep.extend(differentiable.iter().map(|&t| grad_node(t)));
         self.compile("backprop", assignments, &keep)
+    }
+
+    /// A routine running `updates` in order (an optimizer step): each pointwise over its target,
+    /// reading tensors of the target's dims or of one cell.
+    pub fn update(&mut self, updates: &[Update]) -> Result<Routine, TensorError> {
+        self.concretize()?;
+        let mut assignments = Vec::new();
+        let mut keep = BTreeSet::new();
+        for update in updates {
+            self.check_tensor(&update.target)?;
+            let (expr, refs) = update.lowered()?;
+            let target = value_node(update.target.index);
+            let dims = self.nodes[&target].dims.clone();
+            let every = |n: usize| (0..n as u32).map(|s| AxisIndex::Iterator(Symbol(s))).collect();
+            let mut rhs_dims = Vec::new();
+            let mut rhs_index = Vec::new();
+            for r in &refs {
+                let operand = &self.nodes[&node_of(*r)];
+                rhs_index.push(if operand.dims == dims {
+                    every(dims.len())
+                } else if operand.len() == 1 {
+                    vec![AxisIndex::Fixed(0); operand.dims.len()]
+                } else {
+                    return Err(error(format!(
+                        "update of '{}' (dims {dims:?}) reads '{}' of dims {:?}",
+                        update.target.label(),
+                        operand.label,
+                        operand.dims
+                    )));
+                });
+                rhs_dims.push(operand.dims.clone());
+            }
+            let projections = Projections {
+                product_space: dims
+                    .iter()
+                    .enumerate()
+                    .map(|(s, d)| rcannl_ir::Factor::single(Symbol(s as u32), *d))
+                    .collect(),
+                lhs_padding: vec![(0, 0); dims.len()],
+                rhs_padding: rhs_dims.iter().map(|d| vec![(0, 0); d.len()]).collect(),
+                lhs_dims: dims.clone(),
+                lhs_index: every(dims.len()),
+                rhs_dims,
+                rhs_index,
+                label: "update".to_owned(),
+            };
+            assignments.push(Assignment::Accum {
+                initialize_neutral: update.accum == Binop::Arg2,
+                accum: update.accum,
+                lhs: target,
+                rhs: Rhs::Expr(expr, refs.iter().map(|r| node_of(*r)).collect()),
+                projections,
+            });
+            keep.insert(target);
+        }
+        self.compile("update", assignments, &keep)
     }
 
     /// Runs `routine`.

@@ -487,12 +487,16 @@ impl Graph {
             view: None,
             slice: op.slice,
         };
+        let (rhs, view) = op.rhs.forward(&indices);
         let forward = vec![Asg {
             lhs: Ref::Value(index),
             initialize_neutral: true,
             accum: op.accum,
-            rhs: op.rhs.forward(index, &indices),
-            projections: source.clone(),
+            rhs,
+            projections: ProjSource {
+                view,
+                ..source.clone()
+            },
         }];
         state.ops.push(OpData {
             result: index,
@@ -536,19 +540,37 @@ pub(crate) enum Forward {
     Binop(Binop),
     Ternop(Ternop),
     Block(Unop),
+    /// An expression over the operands in the slots given (each read through its map).
+    Expr(Expr, Vec<Slot>),
 }
 
 impl Forward {
-    fn forward(&self, _result: usize, operands: &[usize]) -> AsgRhs {
+    /// The right-hand side over the operands, and the slot view it reads the record through
+    /// (`None`: as the record is).
+    fn forward(&self, operands: &[usize]) -> (AsgRhs, Option<(Slot, Vec<Slot>)>) {
         let v = |i: usize| Ref::Value(operands[i]);
-        match self {
+        let rhs = match self {
             Forward::Unop(op) => AsgRhs::Unop(*op, v(0)),
             Forward::Binop(op) => AsgRhs::Binop(*op, v(0), v(1)),
             Forward::Ternop(op) => AsgRhs::Ternop(*op, v(0), v(1), v(2)),
             Forward::Block(op) => {
                 AsgRhs::Block(*op, operands.iter().map(|&t| Ref::Value(t)).collect())
             }
-        }
+            Forward::Expr(expr, slots) => {
+                let refs = slots
+                    .iter()
+                    .map(|slot| match slot {
+                        Slot::Rhs(i) => v(*i),
+                        Slot::Lhs => unreachable!("a forward formula reads operands only"),
+                    })
+                    .collect();
+                return (
+                    AsgRhs::Expr(expr.clone(), refs),
+                    Some((Slot::Lhs, slots.clone())),
+                );
+            }
+        };
+        (rhs, None)
     }
 }
 

@@ -9,11 +9,13 @@
 
 pub mod capture;
 pub mod context;
+pub mod define;
 pub mod graph;
 pub mod ops;
 pub mod tensor;
 
 pub use capture::Capture;
 pub use context::{Context, Routine};
+pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use tensor::Tensor;

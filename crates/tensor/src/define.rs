@@ -1,0 +1,311 @@
+//! The assignment-level API: formulas over tensors, for defining new differentiable operations
+//! (a forward formula and one gradient formula per operand, over the operation's slots) and for
+//! updates that routines run (optimizer steps over parameters, gradients and state).
+//!
+//! An operation's formulas are computed at every point of its product space, which its shape
+//! logic (pointwise, composition, transposition or an einsum spec) and projection inference
+//! give: the forward formula accumulates into the result, each gradient formula into its
+//! operand's gradient, through the same record with the slots exchanged. Nested formulas need no
+//! intermediate tensors: they are computed in place.
+
+use std::ops;
+
+use rcannl_ir::{Binop, Expr, Slot, Ternop, Unop};
+use rcannl_shape::logic::Logic;
+use rcannl_shape::spec::parse_einsum;
+
+use crate::graph::{Forward, GradRhs, Graph, OpSpec, Ref, Slotted, TensorError, error};
+use crate::tensor::Tensor;
+
+/// What a formula reads.
+#[derive(Debug, Clone)]
+pub enum Term {
+    /// The operation's result (`v`).
+    Result,
+    /// The gradient of the operation's result (`g`).
+    ResultGrad,
+    /// The operation's `i`-th operand.
+    Input(usize),
+    /// A tensor's value (in updates).
+    Value(Tensor),
+    /// A tensor's gradient (in updates).
+    Grad(Tensor),
+}
+
+/// An expression over terms.
+#[derive(Debug, Clone)]
+pub enum Formula {
+    Term(Term),
+    Const(f64),
+    Unop(Unop, Box<Formula>),
+    Binop(Binop, Box<Formula>, Box<Formula>),
+    Ternop(Ternop, Box<Formula>, Box<Formula>, Box<Formula>),
+}
+
+impl Formula {
+    pub fn result() -> Formula {
+        Formula::Term(Term::Result)
+    }
+
+    pub fn result_grad() -> Formula {
+        Formula::Term(Term::ResultGrad)
+    }
+
+    pub fn input(i: usize) -> Formula {
+        Formula::Term(Term::Input(i))
+    }
+
+    pub fn value(t: &Tensor) -> Formula {
+        Formula::Term(Term::Value(t.clone()))
+    }
+
+    pub fn grad(t: &Tensor) -> Formula {
+        Formula::Term(Term::Grad(t.clone()))
+    }
+
+    pub fn apply(self, op: Unop) -> Formula {
+        Formula::Unop(op, Box::new(self))
+    }
+
+    pub fn binop(self, op: Binop, other: Formula) -> Formula {
+        Formula::Binop(op, Box::new(self), Box::new(other))
+    }
+
+    /// `then` where `self` is nonzero, else `otherwise`.
+    pub fn select(self, then: Formula, otherwise: Formula) -> Formula {
+        Formula::Ternop(
+            Ternop::Where,
+            Box::new(self),
+            Box::new(then),
+            Box::new(otherwise),
+        )
+    }
+
+    /// The expression, with its distinct terms in the order they first appear.
+    fn lower(&self, terms: &mut Vec<TermKey>) -> Expr {
+        match self {
+            Formula::Term(term) => {
+                let key = TermKey::of(term);
+                let position = terms.iter().position(|k| *k == key).unwrap_or_else(|| {
+                    terms.push(key);
+                    terms.len() - 1
+                });
+                Expr::Operand(position)
+            }
+            Formula::Const(c) => Expr::Const(*c),
+            Formula::Unop(op, a) => Expr::Unop(*op, Box::new(a.lower(terms))),
+            Formula::Binop(op, a, b) => {
+                Expr::Binop(*op, Box::new(a.lower(terms)), Box::new(b.lower(terms)))
+            }
+            Formula::Ternop(op, a, b, c) => Expr::Ternop(
+                *op,
+                Box::new(a.lower(terms)),
+                Box::new(b.lower(terms)),
+                Box::new(c.lower(terms)),
+            ),
+        }
+    }
+}
+
+/// A term, comparable: tensors by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TermKey {
+    Result,
+    ResultGrad,
+    Input(usize),
+    Value(usize),
+    Grad(usize),
+}
+
+impl TermKey {
+    fn of(term: &Term) -> TermKey {
+        match term {
+            Term::Result => TermKey::Result,
+            Term::ResultGrad => TermKey::ResultGrad,
+            Term::Input(i) => TermKey::Input(*i),
+            Term::Value(t) => TermKey::Value(t.index),
+            Term::Grad(t) => TermKey::Grad(t.index),
+        }
+    }
+}
+
+macro_rules! formula_operator {
+    ($trait:ident, $method:ident, $op:expr) => {
+        impl ops::$trait<Formula> for Formula {
+            type Output = Formula;
+            fn $method(self, other: Formula) -> Formula {
+                self.binop($op, other)
+            }
+        }
+
+        impl ops::$trait<f64> for Formula {
+            type Output = Formula;
+            fn $method(self, other: f64) -> Formula {
+                self.binop($op, Formula::Const(other))
+            }
+        }
+
+        impl ops::$trait<Formula> for f64 {
+            type Output = Formula;
+            fn $method(self, other: Formula) -> Formula {
+                Formula::Const(self).binop($op, other)
+            }
+        }
+    };
+}
+
+formula_operator!(Add, add, Binop::Add);
+formula_operator!(Sub, sub, Binop::Sub);
+formula_operator!(Mul, mul, Binop::Mul);
+formula_operator!(Div, div, Binop::Div);
+
+impl ops::Neg for Formula {
+    type Output = Formula;
+    fn neg(self) -> Formula {
+        self.apply(Unop::Neg)
+    }
+}
+
+/// How an operation's shapes relate (and so where its formulas are computed).
+#[derive(Debug, Clone)]
+pub enum OpLogic {
+    /// Every operand broadcast to the result.
+    Pointwise,
+    /// `a * b`: `a`'s input axes contract with `b`'s output axes.
+    Compose,
+    /// Input and output axes exchanged.
+    Transpose,
+    /// An einsum spec.
+    Spec(String),
+}
+
+/// A user-defined operation: the accumulator and formula computing its result, and for each
+/// operand a formula accumulated (added) into its gradient.
+#[derive(Debug, Clone)]
+pub struct Definition {
+    pub logic: OpLogic,
+    /// The accumulator of the forward assignment (`Binop::Arg2` sets; `Binop::Add` sums over
+    /// what the result leaves out; `Binop::Max` takes the largest).
+    pub accum: Binop,
+    pub forward: Formula,
+    /// `(operand, formula)`: the gradient of the result with respect to the operand, times `g`.
+    pub gradients: Vec<(usize, Formula)>,
+}
+
+impl Graph {
+    /// Applies a user-defined operation to `operands`.
+    pub fn define(&self, name: &str, operands: &[&Tensor], definition: Definition) -> Tensor {
+        let Some(first) = operands.first() else {
+            return self.failed(error(format!("operation '{name}' has no operands")));
+        };
+        let logic = match &definition.logic {
+            OpLogic::Pointwise => match operands.len() {
+                1 => Logic::PointwiseUnary,
+                2 => Logic::PointwiseBinary,
+                3 => Logic::PointwiseTernary,
+                n => {
+                    return self.failed(error(format!(
+                        "operation '{name}': pointwise operations take 1 to 3 operands, not {n}"
+                    )));
+                }
+            },
+            OpLogic::Compose => Logic::Compose,
+            OpLogic::Transpose => Logic::Transpose,
+            OpLogic::Spec(spec) => match parse_einsum(spec) {
+                Ok(parsed) => Logic::Spec(parsed),
+                Err(e) => return self.failed(error(format!("operation '{name}': {e}"))),
+            },
+        };
+        let mut terms = Vec::new();
+        let expr = definition.forward.lower(&mut terms);
+        let mut slots = Vec::new();
+        for term in &terms {
+            match term {
+                TermKey::Input(i) if *i < operands.len() => slots.push(Slot::Rhs(*i)),
+                other => {
+                    return self.failed(error(format!(
+                        "operation '{name}': the forward formula can only read the operands, \
+                         not {other:?}"
+                    )));
+                }
+            }
+        }
+        let gradients = definition.gradients.clone();
+        let arity = operands.len();
+        let spec = OpSpec::new(definition.accum, Forward::Expr(expr, slots))
+            .gradient(move |grad| {
+                for (i, formula) in gradients {
+                    if i >= arity {
+                        return Err(error(format!(
+                            "a gradient formula for operand {i} of {arity}"
+                        )));
+                    }
+                    let mut terms = Vec::new();
+                    let expr = formula.lower(&mut terms);
+                    let args = terms
+                        .iter()
+                        .map(|term| match term {
+                            TermKey::Result => Ok(grad.v()),
+                            TermKey::ResultGrad => Ok(grad.g()),
+                            TermKey::Input(j) if *j < arity => Ok(grad.operand(*j)),
+                            other => Err(error(format!(
+                                "a gradient formula reads {other:?}, which is not a slot of \
+                                 the operation"
+                            ))),
+                        })
+                        .collect::<Result<Vec<Slotted>, TensorError>>()?;
+                    grad.accumulate(i, Binop::Add, GradRhs::Expr(expr, args));
+                }
+                Ok(())
+            });
+        first.graph.apply(name, logic, operands, spec)
+    }
+}
+
+/// One update a routine runs: `target ⟨accum⟩= formula`, pointwise over the target (every
+/// tensor the formula reads has the target's dims, or is one cell, broadcast).
+#[derive(Debug, Clone)]
+pub struct Update {
+    pub target: Tensor,
+    /// `Binop::Arg2` sets; `Binop::Add`/`Binop::Sub` add or subtract.
+    pub accum: Binop,
+    pub formula: Formula,
+}
+
+impl Update {
+    /// `target := formula`.
+    pub fn set(target: &Tensor, formula: Formula) -> Update {
+        Update {
+            target: target.clone(),
+            accum: Binop::Arg2,
+            formula,
+        }
+    }
+
+    /// `target −= formula`.
+    pub fn subtract(target: &Tensor, formula: Formula) -> Update {
+        Update {
+            target: target.clone(),
+            accum: Binop::Sub,
+            formula,
+        }
+    }
+
+    /// The formula's expression and the references it reads.
+    pub(crate) fn lowered(&self) -> Result<(Expr, Vec<Ref>), TensorError> {
+        let mut terms = Vec::new();
+        let expr = self.formula.lower(&mut terms);
+        let refs = terms
+            .iter()
+            .map(|term| match term {
+                TermKey::Value(t) => Ok(Ref::Value(*t)),
+                TermKey::Grad(t) => Ok(Ref::Grad(*t)),
+                other => Err(error(format!(
+                    "update of '{}': a formula of an update reads tensors, not {other:?}",
+                    self.target.label()
+                ))),
+            })
+            .collect::<Result<Vec<Ref>, TensorError>>()?;
+        Ok((expr, refs))
+    }
+}
