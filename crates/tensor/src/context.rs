@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use rcannl_backends::{Backend, Buffers, Executable, default_backend};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision, Projections, Rhs,
-    Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Var, VecUnop,
+    Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision,
+    Projections, Rhs, Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Var, VecUnop,
 };
 use rcannl_shape::OpId;
 use rcannl_shape::spec::Kind;
@@ -399,7 +399,11 @@ impl Context {
             let (expr, refs) = update.lowered()?;
             let target = value_node(update.target.index);
             let dims = self.nodes[&target].dims.clone();
-            let every = |n: usize| (0..n as u32).map(|s| AxisIndex::Iterator(Symbol(s))).collect();
+            let every = |n: usize| {
+                (0..n as u32)
+                    .map(|s| AxisIndex::Iterator(Symbol(s)))
+                    .collect()
+            };
             let mut rhs_dims = Vec::new();
             let mut rhs_index = Vec::new();
             for r in &refs {

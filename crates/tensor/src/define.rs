@@ -232,8 +232,8 @@ impl Graph {
         }
         let gradients = definition.gradients.clone();
         let arity = operands.len();
-        let spec = OpSpec::new(definition.accum, Forward::Expr(expr, slots))
-            .gradient(move |grad| {
+        let spec =
+            OpSpec::new(definition.accum, Forward::Expr(expr, slots)).gradient(move |grad| {
                 for (i, formula) in gradients {
                     if i >= arity {
                         return Err(error(format!(

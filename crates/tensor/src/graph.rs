@@ -529,6 +529,83 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// Adds to the operation computing `result` one more assignment from `operands`, related by
+    /// `logic` (an operation defined by several assignments, as `interleave` writes even and
+    /// odd positions from two tensors). It accumulates into what the earlier ones wrote.
+    pub(crate) fn also(&self, result: &Tensor, logic: Logic, operands: &[&Tensor], op: OpSpec) {
+        let mut state = self.state.borrow_mut();
+        if state.tensors[result.index].failed.is_some() {
+            return;
+        }
+        let Some(op_index) = state.tensors[result.index].op else {
+            drop(state);
+            self.record(error(format!(
+                "'{}' is not computed by an operation",
+                result.label()
+            )));
+            return;
+        };
+        let indices: Vec<usize> = operands.iter().map(|t| t.index).collect();
+        if let Some(e) = indices
+            .iter()
+            .find_map(|&i| state.tensors[i].failed.clone())
+        {
+            state.tensors[result.index].failed = Some(e);
+            return;
+        }
+        let shapes: Vec<TensorId> = indices.iter().map(|&i| state.tensors[i].shape).collect();
+        let result_shape = state.tensors[result.index].shape;
+        let shape_op = match state.inference.relate(logic, result_shape, &shapes) {
+            Ok(op) => op,
+            Err(e) => {
+                let e = TensorError::from(e);
+                state.errors.push(e.clone());
+                state.tensors[result.index].failed = Some(e);
+                return;
+            }
+        };
+        let source = ProjSource {
+            op: shape_op,
+            view: None,
+            slice: op.slice,
+        };
+        let (rhs, view) = op.rhs.forward(&indices);
+        let differentiable = indices.iter().any(|&i| state.tensors[i].differentiable);
+        state.tensors[result.index].differentiable |= differentiable && op.differentiable;
+        let data = &mut state.ops[op_index];
+        data.forward.push(Asg {
+            lhs: Ref::Value(result.index),
+            initialize_neutral: false,
+            accum: op.accum,
+            rhs,
+            projections: ProjSource {
+                view,
+                ..source.clone()
+            },
+        });
+        data.operands.extend(indices.iter().copied());
+        drop(state);
+        if let (true, Some(gradient)) = (differentiable, op.gradient) {
+            let mut builder = GradBuilder {
+                graph: self,
+                op: op_index,
+                source,
+                result: result.index,
+                operands: indices,
+                backward: Vec::new(),
+            };
+            if let Err(e) = gradient(&mut builder) {
+                self.record(e);
+            }
+            let backward = builder.backward;
+            self.state.borrow_mut().ops[op_index]
+                .backward
+                .extend(backward);
+        }
+    }
+}
+
 /// A position chosen when a routine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StaticIndex(pub(crate) Symbol);

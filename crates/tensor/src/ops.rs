@@ -394,6 +394,65 @@ impl Tensor {
         )
     }
 
+    /// `a` and `b` interleaved along their last output axis: `a` at even positions, `b` at odd
+    /// ones (the result's axis is twice as long).
+    pub fn interleave(a: &Tensor, b: &Tensor) -> Tensor {
+        let graph = &a.graph;
+        let even = match parse_einsum("..., i => ..., 2*i") {
+            Ok(spec) => spec,
+            Err(e) => return graph.failed(error(format!("interleave: {e}"))),
+        };
+        let odd = match parse_einsum("..., i => ..., 2*i + 1") {
+            Ok(spec) => spec,
+            Err(e) => return graph.failed(error(format!("interleave: {e}"))),
+        };
+        let pass_back = |grad: &mut GradBuilder<'_>| {
+            let g = grad.g();
+            grad.accumulate(0, Binop::Add, U(Unop::Identity, g));
+            Ok(())
+        };
+        let t = graph.apply(
+            "interleave",
+            Logic::Spec(even),
+            &[a],
+            OpSpec::new(Binop::Add, Forward::Unop(Unop::Identity)).gradient(pass_back),
+        );
+        graph.also(
+            &t,
+            Logic::Spec(odd),
+            &[b],
+            OpSpec::new(Binop::Add, Forward::Unop(Unop::Identity)).gradient(pass_back),
+        );
+        t
+    }
+
+    /// The even positions (`odd == false`) or the odd ones of the last output axis.
+    pub fn deinterleave(&self, odd: bool) -> Tensor {
+        let spec = if odd {
+            "..., 2*i + 1 => ..., i"
+        } else {
+            "..., 2*i => ..., i"
+        };
+        self.einsum1(spec)
+    }
+
+    /// The tensors stacked along a new leading output axis (one position per tensor).
+    pub fn stack(tensors: &[&Tensor]) -> Tensor {
+        let lifted: Vec<Tensor> = tensors
+            .iter()
+            .map(|t| t.einsum1("...|...->... => ...|...->0, ..."))
+            .collect();
+        let names: Vec<String> = (0..tensors.len()).map(|i| format!("s{i}")).collect();
+        let operands: Vec<String> = names.iter().map(|n| format!("...|...->{n}, ...")).collect();
+        let spec = format!(
+            "{} => ...|...->{}, ...",
+            operands.join("; "),
+            names.join("^")
+        );
+        let refs: Vec<&Tensor> = lifted.iter().collect();
+        Tensor::concat(&spec, &refs)
+    }
+
     /// The max-plus (tropical) product: the largest `a + b` over the labels the result leaves
     /// out (`"ij;jk=>ik"`). The gradient flows to the pairs that attain the maximum.
     pub fn tropical(&self, spec: &str, other: &Tensor) -> Tensor {

@@ -127,9 +127,15 @@ fn a_model_with_a_defined_loss_trains() {
         }
         ctx.run(&backprop).unwrap();
         let last = ctx.values(&loss).unwrap()[0];
-        assert!(last < 1e-4 && last < first / 100.0, "{name}: {first} → {last}");
+        assert!(
+            last < 1e-4 && last < first / 100.0,
+            "{name}: {first} → {last}"
+        );
         let (w, b) = (ctx.values(&w).unwrap()[0], ctx.values(&b).unwrap()[0]);
-        assert!((w - 3.0).abs() < 1e-2 && (b + 1.0).abs() < 1e-2, "{name}: w {w}, b {b}");
+        assert!(
+            (w - 3.0).abs() < 1e-2 && (b + 1.0).abs() < 1e-2,
+            "{name}: w {w}, b {b}"
+        );
     }
 }
 
@@ -147,7 +153,12 @@ fn formulas_that_read_what_they_cannot_are_errors() {
             gradients: vec![],
         },
     );
-    assert!(bad.error().unwrap().message.contains("forward formula can only read"));
+    assert!(
+        bad.error()
+            .unwrap()
+            .message
+            .contains("forward formula can only read")
+    );
     let graph = Graph::new();
     let x = graph.param("x").shape("3").build();
     let y = graph.define(
@@ -161,5 +172,11 @@ fn formulas_that_read_what_they_cannot_are_errors() {
         },
     );
     assert!(y.error().is_none());
-    assert!(graph.check().unwrap_err().message.contains("operand 2 of 1"));
+    assert!(
+        graph
+            .check()
+            .unwrap_err()
+            .message
+            .contains("operand 2 of 1")
+    );
 }

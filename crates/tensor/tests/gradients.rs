@@ -213,6 +213,20 @@ fn maxima() {
 }
 
 #[test]
+fn interleaving_and_stacking() {
+    check("interleave", &[("2,3", 6), ("2,3", 6)], false, |_, p| {
+        Tensor::interleave(&p[0], &p[1]).pmul(&Tensor::interleave(&p[0], &p[1]))
+    });
+    check("deinterleave", &[("6", 6)], false, |_, p| {
+        p[0].deinterleave(true).pmul(&p[0].deinterleave(false))
+    });
+    check("stack", &[("3", 3), ("3", 3)], false, |_, p| {
+        let s = Tensor::stack(&[&p[0], &p[1]]);
+        s.pmul(&s)
+    });
+}
+
+#[test]
 fn concatenation() {
     check("concat", &[("2", 2), ("3", 3)], false, |_, p| {
         Tensor::concat("a; b => a^b", &[&p[0], &p[1]])
