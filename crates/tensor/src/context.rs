@@ -15,6 +15,7 @@ use rcannl_ir::{
     Projections, Rhs, Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Var, VecUnop,
 };
 use rcannl_shape::OpId;
+use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
 use crate::define::Update;
@@ -104,6 +105,10 @@ impl Context {
         let state = &mut *self.graph.state.borrow_mut();
         state.inference.finish()?;
         for op in state.inference.ops() {
+            // A fan-out of random words writes by offsets and has no projections.
+            if matches!(state.inference.op(op).logic, Logic::Uint4x32ToPrec { .. }) {
+                continue;
+            }
             if let std::collections::hash_map::Entry::Vacant(entry) = self.projections.entry(op) {
                 // A slice's static index gets a placeholder here; each assignment renames it.
                 entry.insert(
@@ -178,6 +183,13 @@ impl Context {
 
     /// The assignment `asg` stands for, over this context's nodes.
     fn assignment(&self, asg: &Asg) -> Result<Assignment, TensorError> {
+        if let AsgRhs::SetVec(op, source) = &asg.rhs {
+            return Ok(Assignment::SetVecUnop {
+                op: *op,
+                lhs: node_of(asg.lhs),
+                rhs: node_of(*source),
+            });
+        }
         let mut p = self.projections[&asg.projections.op].clone();
         if let Some((lhs, rhs)) = &asg.projections.view {
             p = p.view(*lhs, rhs);
@@ -197,6 +209,11 @@ impl Context {
                 Rhs::Ternop(*op, node_of(*a), node_of(*b), node_of(*c)),
                 p,
             ),
+            AsgRhs::SetVec(op, source) => Assignment::SetVecUnop {
+                op: *op,
+                lhs,
+                rhs: node_of(*source),
+            },
             AsgRhs::Expr(expr, operands) => accum(
                 asg,
                 lhs,
@@ -253,6 +270,7 @@ impl Context {
                     LeafKind::Constant(c) => FetchOp::Constant(*c),
                     LeafKind::RangeOverOffsets => FetchOp::RangeOverOffsets,
                     LeafKind::SelfId => FetchOp::EmbedSelfId,
+                    LeafKind::Seed => FetchOp::Constant(self.seed as f64),
                     LeafKind::Dim(capture) => {
                         FetchOp::EmbedDim(self.graph.capture_value(capture).unwrap_or(0))
                     }
@@ -785,6 +803,7 @@ fn asg_refs(asg: &Asg) -> Vec<Ref> {
         AsgRhs::Unop(_, a) => refs.push(*a),
         AsgRhs::Binop(_, a, b) => refs.extend([*a, *b]),
         AsgRhs::Ternop(_, a, b, c) => refs.extend([*a, *b, *c]),
+        AsgRhs::SetVec(_, source) => refs.push(*source),
         AsgRhs::Block(_, sources) | AsgRhs::Expr(_, sources) => {
             refs.extend(sources.iter().copied());
         }

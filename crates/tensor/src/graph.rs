@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use rcannl_ir::{Binop, Expr, Precision, Slot, Symbol, Ternop, Unop};
+use rcannl_ir::{Binop, Expr, Precision, Slot, Symbol, Ternop, Unop, VecUnop};
 use rcannl_shape::logic::{Logic, TerminalInit};
 use rcannl_shape::term::Dim;
 use rcannl_shape::{Inference, LeafDecl, OpId, ShapeError, TensorId};
@@ -78,6 +78,8 @@ pub(crate) enum LeafKind {
     SelfId,
     /// Every cell holds a captured dimension's size.
     Dim(crate::capture::Capture),
+    /// The context's random seed, as a 128-bit word.
+    Seed,
 }
 
 /// A tensor's value or its gradient.
@@ -107,6 +109,8 @@ pub(crate) enum AsgRhs {
     RevSides(Unop, Ref, Vec<Ref>),
     /// An expression over these operands.
     Expr(Expr, Vec<Ref>),
+    /// One 128-bit word fanned out into consecutive cells.
+    SetVec(VecUnop, Ref),
 }
 
 /// Where an assignment's projections come from: an operation of the inference session, read as
@@ -325,6 +329,21 @@ impl Graph {
                 .input([0usize; 0])
                 .output([Dim::Unit]),
             LeafKind::SelfId,
+            Precision::Uint4x32,
+            false,
+        )
+    }
+
+    /// The random seed of the context running the graph, as a 128-bit word (the key of every
+    /// random draw, with the drawing tensor's id).
+    pub fn seed(&self) -> Tensor {
+        self.leaf(
+            "seed",
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::Seed,
             Precision::Uint4x32,
             false,
         )
@@ -619,6 +638,8 @@ pub(crate) enum Forward {
     Block(Unop),
     /// An expression over the operands in the slots given (each read through its map).
     Expr(Expr, Vec<Slot>),
+    /// One word of the operand fanned out into consecutive cells of the result.
+    SetVec(VecUnop),
 }
 
 impl Forward {
@@ -633,6 +654,7 @@ impl Forward {
             Forward::Block(op) => {
                 AsgRhs::Block(*op, operands.iter().map(|&t| Ref::Value(t)).collect())
             }
+            Forward::SetVec(op) => AsgRhs::SetVec(*op, v(0)),
             Forward::Expr(expr, slots) => {
                 let refs = slots
                     .iter()

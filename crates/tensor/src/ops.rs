@@ -497,6 +497,25 @@ impl Tensor {
         )
     }
 
+    /// Random 128-bit words fanned out into values of `precision`: uniform in [0, 1) for floats,
+    /// over the whole range for integers, as many per word as its bits make (4 for f32). The
+    /// words are one axis; the result has that many times their cells, in whatever shape its
+    /// uses give it.
+    pub fn to_uniform(&self, precision: rcannl_ir::Precision) -> Tensor {
+        let coefficient = rcannl_ir::VecUnop::Uint4x32ToPrecUniform.length(precision);
+        self.graph.apply(
+            "uniform",
+            Logic::Uint4x32ToPrec { coefficient },
+            &[self],
+            OpSpec::new(
+                Binop::Arg2,
+                Forward::SetVec(rcannl_ir::VecUnop::Uint4x32ToPrecUniform),
+            )
+            .precision(precision)
+            .not_differentiable(),
+        )
+    }
+
     /// 128 random bits per cell from a key (`self`) and a counter (pointwise, 128-bit words).
     pub fn threefry(&self, counter: &Tensor) -> Tensor {
         binary(
@@ -586,6 +605,73 @@ fn spec_op(
         operands,
         OpSpec::new(accum, rhs).gradient(gradient),
     )
+}
+
+impl Graph {
+    /// Uniform values in [0, 1) (f32), keyed by the context's seed and this tensor's id and
+    /// counted by cell, in the shape its uses give it: one 128-bit draw per cell. The same seed
+    /// gives the same values on every run and backend.
+    pub fn uniform(&self, label: &str) -> Tensor {
+        let key = self.seed().threefry(&self.embed_self_id(label));
+        let counters = self
+            .range_of_shape(&format!("{label} counters"))
+            .precision(rcannl_ir::Precision::U32)
+            .build();
+        let bits = key.threefry(&counters);
+        let u = pointwise_unary(
+            &bits,
+            Unop::Uint4x32ToPrecUniform1,
+            OpSpec::new(Binop::Arg2, Forward::Unop(Unop::Uint4x32ToPrecUniform1))
+                .precision(rcannl_ir::Precision::F32)
+                .not_differentiable(),
+        );
+        self.same_shape(&u, &counters);
+        u
+    }
+
+    /// Standard normal values (f32) by Box–Muller from two uniform draws, in the shape its uses
+    /// give it (a multiple of 4 cells).
+    pub fn normal(&self, label: &str) -> Tensor {
+        let u1 = self.uniform(&format!("{label} u1"));
+        let u2 = self.uniform(&format!("{label} u2"));
+        // √(−2 ln(1 − u₁)) · cos(2π u₂): 1 − u₁ lies in (0, 1].
+        let radius = (-2.0 * (1.0 - &u1).log()).sqrt();
+        let angle = (std::f64::consts::TAU * &u2).cos();
+        let z = radius.pmul(&angle);
+        self.same_shape(&u1, &u2);
+        self.same_shape(&u1, &z);
+        z
+    }
+
+    /// Constrains `a` and `b` to have the same shape (each broadcasts into the other).
+    pub fn same_shape(&self, a: &Tensor, b: &Tensor) {
+        let mut state = self.state.borrow_mut();
+        let (sa, sb) = (state.tensors[a.index].shape, state.tensors[b.index].shape);
+        for (x, y) in [(sa, sb), (sb, sa)] {
+            if let Err(e) = state.inference.relate(Logic::PointwiseUnary, x, &[y]) {
+                state.errors.push(e.into());
+                return;
+            }
+        }
+    }
+}
+
+impl Tensor {
+    /// Uniform values in [0, 1) of this tensor's shape (see [`Graph::uniform`]).
+    pub fn uniform_like(&self) -> Tensor {
+        let u = self
+            .graph
+            .uniform(&format!("uniform like {}", self.label()));
+        self.graph.same_shape(&u, self);
+        u
+    }
+
+    /// Standard normal values of this tensor's shape (see [`Graph::normal`]).
+    pub fn normal_like(&self) -> Tensor {
+        let z = self.graph.normal(&format!("normal like {}", self.label()));
+        self.graph.same_shape(&z, self);
+        z
+    }
 }
 
 impl Graph {

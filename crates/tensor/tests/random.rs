@@ -77,3 +77,60 @@ fn parameters_are_initialized_once() {
     assert_eq!(ctx.values(&w).unwrap(), vec![1.0; 8]);
     assert_ne!(first, vec![1.0; 8]);
 }
+
+#[test]
+fn uniform_and_normal_tensors_take_their_shape_from_use_and_agree_across_backends() {
+    let draw = |backend: Box<dyn Backend>, seed: u64| {
+        let graph = Graph::new();
+        let x = graph.data("x").shape("16|->32").build();
+        let u = x.uniform_like();
+        let n = x.normal_like();
+        let noisy = &x + &n;
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.set_seed(seed);
+        let forward = ctx.forward(&[&u, &n, &noisy]).unwrap();
+        ctx.run(&forward).unwrap();
+        assert_eq!(ctx.dims(&u).unwrap(), vec![16, 32]);
+        (ctx.values(&u).unwrap(), ctx.values(&n).unwrap())
+    };
+    let compiler = || Box::new(Compiler::find().expect("a C compiler")) as Box<dyn Backend>;
+    let (u, n) = draw(compiler(), 3);
+    assert_eq!((u.clone(), n.clone()), draw(Box::new(Interpreter), 3));
+    assert_ne!(u, draw(compiler(), 4).0);
+    assert!(u.iter().all(|x| (0.0..1.0).contains(x)));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert!((mean(&u) - 0.5).abs() < 0.03, "{}", mean(&u));
+    let m = mean(&n);
+    let var = n.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n.len() as f64;
+    assert!(m.abs() < 0.1 && (var - 1.0).abs() < 0.15, "{m} {var}");
+}
+
+#[test]
+fn random_words_fan_out_into_four_floats_each() {
+    let graph = Graph::new();
+    let counters = graph
+        .data("counters")
+        .shape("8")
+        .precision(rcannl_ir::Precision::U32)
+        .values((0..8).map(f64::from).collect())
+        .build();
+    let words = graph.seed().threefry(&counters);
+    let floats = words.to_uniform(rcannl_ir::Precision::F32);
+    let target = graph.data("target").shape("32").build();
+    let sum = &floats + &target;
+    let mut ctx = Context::with_backend(&graph, Box::new(Compiler::find().expect("a C compiler")));
+    ctx.set_seed(5);
+    let forward = ctx.forward(&[&sum]).unwrap();
+    ctx.run(&forward).unwrap();
+    let expected: Vec<f64> = (0..8u32)
+        .flat_map(|i| {
+            let counter = [i, i ^ 0x9E37_79B9, i ^ 0x6C07_8965, i ^ i.rotate_left(16)];
+            rcannl_ir::value::uniform(
+                rcannl_ir::threefry4x32([5, 0, 0, 0], counter),
+                rcannl_ir::Precision::F32,
+            )
+        })
+        .map(|v| v.as_f64())
+        .collect();
+    assert_eq!(ctx.values(&sum).unwrap(), expected);
+}

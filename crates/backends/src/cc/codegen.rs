@@ -546,21 +546,32 @@ impl Writer<'_> {
 
 fn float_unop(op: Unop, x: &str, ty: &str, double: bool) -> String {
     let f = if double { "" } else { "f" };
+    // Transcendental functions are computed in double and rounded, as the interpreter computes
+    // them: the single-precision library functions may differ from that in the last bit.
+    let math = |name: &str| {
+        if double {
+            format!("{name}({x})")
+        } else {
+            format!("(float){name}((double)({x}))")
+        }
+    };
     match op {
         Unop::Identity => x.to_owned(),
         Unop::Neg => format!("(-{x})"),
         Unop::Relu => format!("({x} > 0 ? {x} : ({ty})0)"),
         Unop::Sat01 => format!("fmin{f}(fmax{f}({x}, ({ty})0), ({ty})1)"),
-        Unop::Exp => format!("exp{f}({x})"),
-        Unop::Log => format!("log{f}({x})"),
-        Unop::Exp2 => format!("exp2{f}({x})"),
-        Unop::Log2 => format!("log2{f}({x})"),
-        Unop::Sin => format!("sin{f}({x})"),
-        Unop::Cos => format!("cos{f}({x})"),
+        Unop::Exp => math("exp"),
+        Unop::Log => math("log"),
+        Unop::Exp2 => math("exp2"),
+        Unop::Log2 => math("log2"),
+        Unop::Sin => math("sin"),
+        Unop::Cos => math("cos"),
         Unop::Sqrt => format!("sqrt{f}({x})"),
         Unop::Recip => format!("(({ty})1 / {x})"),
-        Unop::RecipSqrt => format!("(({ty})1 / sqrt{f}({x}))"),
-        Unop::Tanh => format!("tanh{f}({x})"),
+        // One rounding of 1/√x, as the interpreter's single operation.
+        Unop::RecipSqrt if double => format!("(1.0 / sqrt({x}))"),
+        Unop::RecipSqrt => format!("(float)(1.0 / sqrt((double)({x})))"),
+        Unop::Tanh => math("tanh"),
         Unop::Not => format!("({ty})({x} == 0)"),
         Unop::Trunc => format!("trunc{f}({x})"),
         Unop::Uint4x32ToPrecUniform1 => unreachable!("handled with its word argument"),
@@ -589,7 +600,8 @@ fn float_binop(op: Binop, a: &str, b: &str, ty: &str, double: bool) -> String {
         Binop::Sub => format!("({a} - {b})"),
         Binop::Mul => format!("({a} * {b})"),
         Binop::Div => format!("({a} / {b})"),
-        Binop::Pow => format!("pow{f}({a}, {b})"),
+        Binop::Pow if double => format!("pow({a}, {b})"),
+        Binop::Pow => format!("(float)pow((double)({a}), (double)({b}))"),
         Binop::Max => format!("fmax{f}({a}, {b})"),
         Binop::Min => format!("fmin{f}({a}, {b})"),
         Binop::ReluGate => format!("({a} > 0 ? {b} : ({ty})0)"),
