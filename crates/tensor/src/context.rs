@@ -466,6 +466,23 @@ impl Context {
         self.compile("update", assignments, &keep)
     }
 
+    /// A routine setting the gradients of `tensors` to zero (backprop starts from zero on its
+    /// own; this is for gradients accumulated by hand).
+    pub fn zero_grads(&mut self, tensors: &[&Tensor]) -> Result<Routine, TensorError> {
+        self.concretize()?;
+        let mut assignments = Vec::new();
+        let mut keep = BTreeSet::new();
+        for t in tensors {
+            self.check_tensor(t)?;
+            assignments.push(Assignment::Fetch {
+                node: grad_node(t.index),
+                op: FetchOp::Constant(0.0),
+            });
+            keep.insert(grad_node(t.index));
+        }
+        self.compile("zero_grads", assignments, &keep)
+    }
+
     /// Runs `routine`.
     pub fn run(&mut self, routine: &Routine) -> Result<(), TensorError> {
         self.run_with(routine, &[])

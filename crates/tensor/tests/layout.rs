@@ -1,82 +1,97 @@
 //! Layout operations' values: interleaving, deinterleaving, stacking, concatenation, slicing a
 //! batch at a position chosen when the routine runs (with its gradient), ranges.
 
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Interpreter};
 use rcannl_tensor::{Context, Graph, Init, Tensor};
+
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![
+        Box::new(Interpreter),
+        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
+    ]
+}
 
 #[test]
 fn interleave_stack_and_concatenate() {
-    let graph = Graph::new();
-    let a = graph
-        .data("a")
-        .shape("2,2")
-        .values(vec![1.0, 2.0, 3.0, 4.0])
-        .build();
-    let b = graph
-        .data("b")
-        .shape("2,2")
-        .values(vec![5.0, 6.0, 7.0, 8.0])
-        .build();
-    let woven = Tensor::interleave(&a, &b);
-    let odd = woven.deinterleave(true);
-    let stacked = Tensor::stack(&[&a, &b]);
-    let joined = Tensor::concat("a, ...; b, ... => a^b, ...", &[&a, &b]);
-    let mut ctx = Context::new(&graph);
-    let forward = ctx.forward(&[&woven, &odd, &stacked, &joined]).unwrap();
-    ctx.run(&forward).unwrap();
-    assert_eq!(ctx.dims(&woven).unwrap(), vec![2, 4]);
-    assert_eq!(
-        ctx.values(&woven).unwrap(),
-        vec![1.0, 5.0, 2.0, 6.0, 3.0, 7.0, 4.0, 8.0]
-    );
-    assert_eq!(ctx.values(&odd).unwrap(), vec![5.0, 6.0, 7.0, 8.0]);
-    assert_eq!(ctx.dims(&stacked).unwrap(), vec![2, 2, 2]);
-    assert_eq!(
-        ctx.values(&stacked).unwrap(),
-        (1..=8).map(f64::from).collect::<Vec<_>>()
-    );
-    assert_eq!(ctx.dims(&joined).unwrap(), vec![4, 2]);
-    assert_eq!(
-        ctx.values(&joined).unwrap(),
-        (1..=8).map(f64::from).collect::<Vec<_>>()
-    );
+    for backend in backends() {
+        let graph = Graph::new();
+        let a = graph
+            .data("a")
+            .shape("2,2")
+            .values(vec![1.0, 2.0, 3.0, 4.0])
+            .build();
+        let b = graph
+            .data("b")
+            .shape("2,2")
+            .values(vec![5.0, 6.0, 7.0, 8.0])
+            .build();
+        let woven = Tensor::interleave(&a, &b);
+        let odd = woven.deinterleave(true);
+        let stacked = Tensor::stack(&[&a, &b]);
+        let joined = Tensor::concat("a, ...; b, ... => a^b, ...", &[&a, &b]);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&woven, &odd, &stacked, &joined]).unwrap();
+        ctx.run(&forward).unwrap();
+        assert_eq!(ctx.dims(&woven).unwrap(), vec![2, 4]);
+        assert_eq!(
+            ctx.values(&woven).unwrap(),
+            vec![1.0, 5.0, 2.0, 6.0, 3.0, 7.0, 4.0, 8.0]
+        );
+        assert_eq!(ctx.values(&odd).unwrap(), vec![5.0, 6.0, 7.0, 8.0]);
+        assert_eq!(ctx.dims(&stacked).unwrap(), vec![2, 2, 2]);
+        assert_eq!(
+            ctx.values(&stacked).unwrap(),
+            (1..=8).map(f64::from).collect::<Vec<_>>()
+        );
+        assert_eq!(ctx.dims(&joined).unwrap(), vec![4, 2]);
+        assert_eq!(
+            ctx.values(&joined).unwrap(),
+            (1..=8).map(f64::from).collect::<Vec<_>>()
+        );
+    }
 }
 
 #[test]
 fn a_batch_slice_reads_and_writes_back_at_the_chosen_position() {
-    let graph = Graph::new();
-    let w = graph
-        .param("w")
-        .shape("4|->3")
-        .init(Init::Values((0..12).map(f64::from).collect()))
-        .build();
-    let at = graph.static_index();
-    let row = w.slice(&at);
-    let doubled = 2.0 * &row;
-    let mut ctx = Context::new(&graph);
-    ctx.init_params().unwrap();
-    let backprop = ctx.backprop(&doubled).unwrap();
-    ctx.run_with(&backprop, &[(at, 2)]).unwrap();
-    assert_eq!(ctx.values(&doubled).unwrap(), vec![12.0, 14.0, 16.0]);
-    let mut expected = vec![0.0; 12];
-    expected[6..9].fill(2.0);
-    assert_eq!(ctx.grad(&w).unwrap(), expected);
-    // Without the position, or outside the axis, the run is refused.
-    assert!(ctx.run(&backprop).is_err());
-    assert!(ctx.run_with(&backprop, &[(at, 4)]).is_err());
+    for backend in backends() {
+        let graph = Graph::new();
+        let w = graph
+            .param("w")
+            .shape("4|->3")
+            .init(Init::Values((0..12).map(f64::from).collect()))
+            .build();
+        let at = graph.static_index();
+        let row = w.slice(&at);
+        let doubled = 2.0 * &row;
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let backprop = ctx.backprop(&doubled).unwrap();
+        ctx.run_with(&backprop, &[(at, 2)]).unwrap();
+        assert_eq!(ctx.values(&doubled).unwrap(), vec![12.0, 14.0, 16.0]);
+        let mut expected = vec![0.0; 12];
+        expected[6..9].fill(2.0);
+        assert_eq!(ctx.grad(&w).unwrap(), expected);
+        // Without the position, or outside the axis, the run is refused.
+        assert!(ctx.run(&backprop).is_err());
+        assert!(ctx.run_with(&backprop, &[(at, 4)]).is_err());
+    }
 }
 
 #[test]
 fn ranges_count_their_cells() {
-    let graph = Graph::new();
-    let r = graph.range(5);
-    let shaped = graph.range_of_shape("r").shape("2|->3").build();
-    let sum = &shaped + &r.einsum1("i => 0");
-    let mut ctx = Context::new(&graph);
-    let forward = ctx.forward(&[&r, &sum]).unwrap();
-    ctx.run(&forward).unwrap();
-    assert_eq!(ctx.values(&r).unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
-    assert_eq!(
-        ctx.values(&sum).unwrap(),
-        vec![10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
-    );
+    for backend in backends() {
+        let graph = Graph::new();
+        let r = graph.range(5);
+        let shaped = graph.range_of_shape("r").shape("2|->3").build();
+        let sum = &shaped + &r.einsum1("i => 0");
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&r, &sum]).unwrap();
+        ctx.run(&forward).unwrap();
+        assert_eq!(ctx.values(&r).unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(
+            ctx.values(&sum).unwrap(),
+            vec![10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+        );
+    }
 }

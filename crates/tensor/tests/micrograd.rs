@@ -49,5 +49,9 @@ fn micrograd_expression_and_its_gradients() {
         let db = ctx.grad(&b).unwrap()[0];
         assert!((da - 138.8338).abs() < 1e-4, "{name}: dg/da = {da}");
         assert!((db - 645.5773).abs() < 1e-4, "{name}: dg/db = {db}");
+        let zero = ctx.zero_grads(&[&a, &b]).unwrap();
+        ctx.run(&zero).unwrap();
+        assert_eq!(ctx.grad(&a).unwrap(), vec![0.0]);
+        assert_eq!(ctx.grad(&b).unwrap(), vec![0.0]);
     }
 }
