@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use rcannl_ir::value::{uniform, uniform1};
 use rcannl_ir::{
     Binop, Index, Kind, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, Symbol, Ternop,
-    Unop, Value, Var, threefry4x32,
+    Unop, Value, Var, threefry4x32, threefry4x32_light,
 };
 
 pub use crate::buffers::Buffers;
@@ -230,7 +230,7 @@ impl State<'_> {
                 (Kind::Word, word) if *op == Unop::Identity => word,
                 (Kind::Word, _) => return Err(undefined_on_words(op.name())),
             },
-            Scalar::Binop(Binop::Threefry4x32, a, b) => {
+            Scalar::Binop(op @ (Binop::Threefry4x32 | Binop::Threefry4x32Light), a, b) => {
                 if kind != Kind::Word {
                     return Err(error(format!(
                         "threefry4x32 yields 128-bit words; a {precision} value cannot hold one"
@@ -238,7 +238,11 @@ impl State<'_> {
                 }
                 let key = self.eval(a, precision)?.as_word(precision);
                 let counter = self.eval(b, precision)?.as_word(precision);
-                Value::Word(threefry4x32(key, counter))
+                Value::Word(if *op == Binop::Threefry4x32 {
+                    threefry4x32(key, counter)
+                } else {
+                    threefry4x32_light(key, counter)
+                })
             }
             Scalar::Binop(op, a, b) => {
                 let (a, b) = (self.eval(a, precision)?, self.eval(b, precision)?);

@@ -547,3 +547,43 @@ fn locals_keep_their_precision() {
     let error = run(&loose, &mut buffers).unwrap_err();
     assert!(error.message.contains("l4 has no value here"), "{error}");
 }
+
+#[test]
+fn the_light_generator_on_both_backends() {
+    let bits = Scalar::Binop(Binop::Threefry4x32Light, get(0), get(1));
+    let (key, counter) = ([1, 2, 3, 4], [5, 6, 7, 8]);
+    assert_eq!(
+        compute(Precision::Uint4x32, Value::Word(key), Value::Word(counter), bits),
+        Ok(Value::Word(rcannl_ir::threefry4x32_light(key, counter)))
+    );
+    // The same through a routine, interpreted and compiled (run_all compares the two).
+    let nodes = vec![
+        typed(0, Precision::Uint4x32, &[1]),
+        typed(1, Precision::U32, &[6]),
+        typed(2, Precision::Uint4x32, &[6]),
+    ];
+    let light = Assignment::Accum {
+        initialize_neutral: true,
+        accum: Binop::Arg2,
+        lhs: NodeId(2),
+        rhs: Rhs::Binop(Binop::Threefry4x32Light, NodeId(0), NodeId(1)),
+        projections: projections(
+            &[6],
+            (&[6], vec![it(0)]),
+            vec![(&[1], vec![AxisIndex::Fixed(0)]), (&[6], vec![it(0)])],
+        ),
+    };
+    let program = Assignment::Seq(vec![
+        fetch(0, FetchOp::EmbedSelfId),
+        fetch(1, FetchOp::RangeOverOffsets),
+        light,
+    ]);
+    let (_, buffers) = run_all(&program, nodes, &[]);
+    let expected: Vec<Value> = (0..6u32)
+        .map(|i| {
+            let counter = [i, i ^ 0x9E37_79B9, i ^ 0x6C07_8965, i ^ i.rotate_left(16)];
+            Value::Word(rcannl_ir::threefry4x32_light([0, 0, 0, 0], counter))
+        })
+        .collect();
+    assert_eq!(buffers.cells(NodeId(2)), expected);
+}

@@ -285,6 +285,7 @@ impl fmt::Display for Scalar {
                     write!(f, "{op}({a}, {b})")
                 }
                 Binop::Threefry4x32 => write!(f, "threefry4x32({a}, {b})"),
+                Binop::Threefry4x32Light => write!(f, "threefry4x32_light({a}, {b})"),
                 _ => write!(f, "({a} {op} {b})"),
             },
             Scalar::Ternop(op, a, b, c) => write!(f, "{op}({a}, {b}, {c})"),

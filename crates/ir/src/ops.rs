@@ -62,6 +62,8 @@ pub enum Binop {
     /// 128 random bits from a key (`a`) and a counter (`b`), both 128-bit words: see
     /// [`threefry4x32`]. Defined on words only.
     Threefry4x32,
+    /// The same with 2 rounds instead of 20 ([`threefry4x32_light`]): cheaper, weaker bits.
+    Threefry4x32Light,
 }
 
 /// Three-argument operations.
@@ -150,7 +152,7 @@ impl Unop {
 }
 
 impl Binop {
-    pub const ALL: [Binop; 18] = [
+    pub const ALL: [Binop; 19] = [
         Binop::Arg1,
         Binop::Arg2,
         Binop::Add,
@@ -169,6 +171,7 @@ impl Binop {
         Binop::Ne,
         Binop::Mod,
         Binop::Threefry4x32,
+        Binop::Threefry4x32Light,
     ];
 
     pub fn apply(self, a: f64, b: f64) -> f64 {
@@ -210,7 +213,7 @@ impl Binop {
                     r
                 }
             }
-            Binop::Threefry4x32 => f64::NAN,
+            Binop::Threefry4x32 | Binop::Threefry4x32Light => f64::NAN,
         }
     }
 
@@ -259,7 +262,7 @@ impl Binop {
                     r
                 }
             }
-            Binop::Threefry4x32 => return None,
+            Binop::Threefry4x32 | Binop::Threefry4x32Light => return None,
         })
     }
 
@@ -299,6 +302,7 @@ impl Binop {
             Binop::Ne => "!=",
             Binop::Mod => "%",
             Binop::Threefry4x32 => "^^^^",
+            Binop::Threefry4x32Light => "^^",
         }
     }
 }
@@ -379,6 +383,18 @@ impl fmt::Display for Binop {
 /// backend (a block cipher of the counter, so that cell `i` of a tensor gets its bits from
 /// counter `i` without any shared state).
 pub fn threefry4x32(key: [u32; 4], counter: [u32; 4]) -> [u32; 4] {
+    threefry4x32_rounds(key, counter, 20)
+}
+
+/// Threefry-4×32 with 2 rounds and one key injection after them (the light variant): the bits
+/// still depend on every bit of the key and counter, but mix far less.
+pub fn threefry4x32_light(key: [u32; 4], counter: [u32; 4]) -> [u32; 4] {
+    threefry4x32_rounds(key, counter, 2)
+}
+
+/// `rounds` rounds of Threefry-4×32, with a key injection after every fourth round and after the
+/// last.
+fn threefry4x32_rounds(key: [u32; 4], counter: [u32; 4], rounds: usize) -> [u32; 4] {
     const ROTATIONS: [[u32; 2]; 8] = [
         [10, 26],
         [11, 21],
@@ -402,7 +418,7 @@ pub fn threefry4x32(key: [u32; 4], counter: [u32; 4]) -> [u32; 4] {
         counter[2].wrapping_add(ks[2]),
         counter[3].wrapping_add(ks[3]),
     ];
-    for round in 0..20 {
+    for round in 0..rounds {
         let [r0, r1] = ROTATIONS[round % 8];
         if round % 2 == 0 {
             x[0] = x[0].wrapping_add(x[1]);
@@ -415,7 +431,7 @@ pub fn threefry4x32(key: [u32; 4], counter: [u32; 4]) -> [u32; 4] {
             x[2] = x[2].wrapping_add(x[1]);
             x[1] = x[1].rotate_left(r1) ^ x[2];
         }
-        if round % 4 == 3 {
+        if round % 4 == 3 || round + 1 == rounds {
             let s = round / 4 + 1;
             for (i, word) in x.iter_mut().enumerate() {
                 *word = word.wrapping_add(ks[(s + i) % 5]);
@@ -494,6 +510,28 @@ mod tests {
         assert_eq!(Binop::Max.neutral(), Some(f64::NEG_INFINITY));
         assert_eq!(Binop::Min.neutral(), Some(f64::INFINITY));
         assert_eq!(Binop::Lt.neutral(), None);
+    }
+
+    #[test]
+    fn the_light_variant_mixes_two_rounds() {
+        let (key, counter) = ([1, 2, 3, 4], [5, 6, 7, 8]);
+        // By hand: inject, two rounds (rotations 10/26 then 11/21), inject with s = 1.
+        let ks = [1, 2, 3, 4, 0x1BD1_1BDA ^ 1 ^ 2 ^ 3 ^ 4];
+        let mut x = [6u32, 8, 10, 12];
+        x[0] = x[0].wrapping_add(x[1]);
+        x[1] = x[1].rotate_left(10) ^ x[0];
+        x[2] = x[2].wrapping_add(x[3]);
+        x[3] = x[3].rotate_left(26) ^ x[2];
+        x[0] = x[0].wrapping_add(x[3]);
+        x[3] = x[3].rotate_left(11) ^ x[0];
+        x[2] = x[2].wrapping_add(x[1]);
+        x[1] = x[1].rotate_left(21) ^ x[2];
+        for (i, word) in x.iter_mut().enumerate() {
+            *word = word.wrapping_add(ks[(1 + i) % 5]);
+        }
+        x[3] = x[3].wrapping_add(1);
+        assert_eq!(threefry4x32_light(key, counter), x);
+        assert_ne!(threefry4x32_light(key, counter), threefry4x32(key, counter));
     }
 
     #[test]

@@ -1,8 +1,27 @@
 //! rcannl: write tensor arithmetic; the compiler infers shapes, loop nests, reductions, padding and
 //! gradients.
 //!
-//! This facade re-exports the workspace crates so that users depend on one package. The einsum
-//! notation is available today as [`spec`]:
+//! This facade re-exports the workspace crates so that users depend on one package; the
+//! [`prelude`] has what a model needs. Sizes come from use:
+//!
+//! ```
+//! use rcannl::prelude::*;
+//!
+//! let graph = Graph::new();
+//! let x = graph.data("x").shape("4|->2").values(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]).build();
+//! let w = graph.param("w").output([3]).build();
+//! let b = graph.param("b").build();
+//! let y = (&w * &x + &b).relu();
+//! let mut ctx = Context::new(&graph);
+//! ctx.init_params()?;
+//! let forward = ctx.forward(&[&y])?;
+//! ctx.run(&forward)?;
+//! assert_eq!(w.shape(), "|2->3");
+//! assert_eq!(ctx.values(&y)?.len(), 12);
+//! # Ok::<(), TensorError>(())
+//! ```
+//!
+//! The einsum notation is [`spec`]:
 //!
 //! ```
 //! let spec = rcannl::spec::parse_einsum("ij;jk=>ik").unwrap();
@@ -15,3 +34,13 @@ pub use rcannl_nn as nn;
 pub use rcannl_shape as shape;
 pub use rcannl_shape::spec;
 pub use rcannl_tensor as tensor;
+
+/// What a model needs: graphs and tensors, contexts, parameter inits, formulas for new operations
+/// and updates, precisions.
+pub mod prelude {
+    pub use rcannl_ir::Precision;
+    pub use rcannl_tensor::{
+        Capture, Context, Definition, Formula, Graph, Init, OpLogic, Routine, StaticIndex, Tensor,
+        TensorError, Term, Update,
+    };
+}

@@ -516,17 +516,27 @@ impl Tensor {
         )
     }
 
-    /// 128 random bits per cell from a key (`self`) and a counter (pointwise, 128-bit words).
+    /// 128 random bits per cell from a key (`self`) and a counter (pointwise, 128-bit words):
+    /// Threefry-4×32 with 20 rounds.
     pub fn threefry(&self, counter: &Tensor) -> Tensor {
-        binary(
-            self,
-            counter,
-            Binop::Threefry4x32,
-            OpSpec::new(Binop::Arg2, Forward::Binop(Binop::Threefry4x32))
-                .precision(rcannl_ir::Precision::Uint4x32)
-                .not_differentiable(),
-        )
+        random_bits(self, counter, Binop::Threefry4x32)
     }
+
+    /// The same with 2 rounds: cheaper, weaker bits.
+    pub fn threefry_light(&self, counter: &Tensor) -> Tensor {
+        random_bits(self, counter, Binop::Threefry4x32Light)
+    }
+}
+
+fn random_bits(key: &Tensor, counter: &Tensor, op: Binop) -> Tensor {
+    binary(
+        key,
+        counter,
+        op,
+        OpSpec::new(Binop::Arg2, Forward::Binop(op))
+            .precision(rcannl_ir::Precision::Uint4x32)
+            .not_differentiable(),
+    )
 }
 
 /// `where(candidate == v, g, 0)`, with `g` operand 0 and `v` the last operand (operand 3 of a

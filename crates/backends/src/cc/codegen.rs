@@ -352,8 +352,11 @@ impl Writer<'_> {
                 match (kind, op) {
                     (_, Binop::Arg1) => a,
                     (_, Binop::Arg2) => b,
-                    (Kind::Word, Binop::Threefry4x32) => format!("rc_threefry({a}, {b})"),
-                    (_, Binop::Threefry4x32) => {
+                    (Kind::Word, Binop::Threefry4x32) => format!("rc_threefry({a}, {b}, 20)"),
+                    (Kind::Word, Binop::Threefry4x32Light) => {
+                        format!("rc_threefry({a}, {b}, 2)")
+                    }
+                    (_, Binop::Threefry4x32 | Binop::Threefry4x32Light) => {
                         return Err(error(format!(
                             "codegen: threefry4x32 yields 128-bit words; a {precision} value \
                              cannot hold one"
@@ -612,7 +615,7 @@ fn float_binop(op: Binop, a: &str, b: &str, ty: &str, double: bool) -> String {
         Binop::Eq => format!("({ty})({a} == {b})"),
         Binop::Ne => format!("({ty})({a} != {b})"),
         Binop::Mod => format!("rc_fmod{f}({a}, {b})"),
-        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 => {
+        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 | Binop::Threefry4x32Light => {
             unreachable!("handled before the kind's operations")
         }
     }
@@ -635,7 +638,7 @@ fn int_binop(op: Binop, a: &str, b: &str) -> String {
         Binop::Eq => format!("(int64_t)({a} == {b})"),
         Binop::Ne => format!("(int64_t)({a} != {b})"),
         Binop::Mod => format!("rc_imod({a}, {b})"),
-        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 => {
+        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 | Binop::Threefry4x32Light => {
             unreachable!("handled before the kind's operations")
         }
     }

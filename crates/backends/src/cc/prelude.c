@@ -128,14 +128,15 @@ static inline rc_word rc_word_f32(float x) {
 
 static inline uint32_t rc_rotl(uint32_t x, uint32_t r) { return (x << r) | (x >> (32 - r)); }
 
-static inline rc_word rc_threefry(rc_word key, rc_word counter) {
+/* `rounds` rounds, with a key injection after every fourth round and after the last. */
+static inline rc_word rc_threefry(rc_word key, rc_word counter, int rounds) {
   static const uint32_t rotations[8][2] = {{10, 26}, {11, 21}, {13, 27}, {23, 5},
                                            {6, 20},  {17, 11}, {25, 10}, {18, 20}};
   uint32_t ks[5] = {key.w[0], key.w[1], key.w[2], key.w[3],
                     0x1BD11BDAu ^ key.w[0] ^ key.w[1] ^ key.w[2] ^ key.w[3]};
   uint32_t x[4];
   for (int i = 0; i < 4; ++i) x[i] = counter.w[i] + ks[i];
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     uint32_t r0 = rotations[round % 8][0], r1 = rotations[round % 8][1];
     if (round % 2 == 0) {
       x[0] += x[1]; x[1] = rc_rotl(x[1], r0) ^ x[0];
@@ -144,7 +145,7 @@ static inline rc_word rc_threefry(rc_word key, rc_word counter) {
       x[0] += x[3]; x[3] = rc_rotl(x[3], r0) ^ x[0];
       x[2] += x[1]; x[1] = rc_rotl(x[1], r1) ^ x[2];
     }
-    if (round % 4 == 3) {
+    if (round % 4 == 3 || round + 1 == rounds) {
       uint32_t s = (uint32_t)(round / 4 + 1);
       for (int i = 0; i < 4; ++i) x[i] += ks[(s + i) % 5];
       x[3] += s;

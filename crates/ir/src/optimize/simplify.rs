@@ -237,7 +237,7 @@ fn binop(op: Binop, a: Scalar, b: Scalar, kind: Kind) -> Scalar {
         _ => false,
     };
     match (op, kind) {
-        (Binop::Threefry4x32, _) => {}
+        (Binop::Threefry4x32 | Binop::Threefry4x32Light, _) => {}
         (Binop::Arg1, _) => return a,
         (Binop::Arg2, _) => return b,
         (_, Kind::Word) => {}
