@@ -553,7 +553,12 @@ fn the_light_generator_on_both_backends() {
     let bits = Scalar::Binop(Binop::Threefry4x32Light, get(0), get(1));
     let (key, counter) = ([1, 2, 3, 4], [5, 6, 7, 8]);
     assert_eq!(
-        compute(Precision::Uint4x32, Value::Word(key), Value::Word(counter), bits),
+        compute(
+            Precision::Uint4x32,
+            Value::Word(key),
+            Value::Word(counter),
+            bits
+        ),
         Ok(Value::Word(rcannl_ir::threefry4x32_light(key, counter)))
     );
     // The same through a routine, interpreted and compiled (run_all compares the two).
