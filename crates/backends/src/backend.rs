@@ -16,6 +16,11 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
     fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError>;
 
     fn routine(&self) -> &Routine;
+
+    /// The code the backend generated for the routine, if it generates any.
+    fn source(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Something that prepares routines to run.

@@ -33,6 +33,11 @@ impl Routine {
     pub fn describe(&self) -> String {
         self.executable.routine().to_string()
     }
+
+    /// The code the backend generated (C on the C backend), if any.
+    pub fn source(&self) -> Option<String> {
+        self.executable.source().map(str::to_owned)
+    }
 }
 
 /// A graph's tensors on a backend.
@@ -774,6 +779,45 @@ impl Context {
         self.concretize()?;
         self.check_tensor(t)?;
         Ok(self.nodes[&value_node(t.index)].dims.clone())
+    }
+
+    /// The tensor's dims by kind: batch, input and output axes (after inference).
+    pub fn rows(&mut self, t: &Tensor) -> Result<[Vec<usize>; 3], TensorError> {
+        self.concretize()?;
+        self.check_tensor(t)?;
+        let state = self.graph.state.borrow();
+        let shape = state.inference.closed_shape(state.tensors[t.index].shape)?;
+        Ok([Kind::Batch, Kind::Input, Kind::Output].map(|kind| {
+            shape
+                .row(kind)
+                .dims()
+                .map(|d| d.ground_size().unwrap_or(1))
+                .collect()
+        }))
+    }
+
+    /// The projections of the assignments computing `t` (one per forward assignment of its
+    /// operation), as its routine lowers them; empty for a leaf.
+    pub fn projections(&mut self, t: &Tensor) -> Result<Vec<Projections>, TensorError> {
+        self.concretize()?;
+        self.check_tensor(t)?;
+        let forward: Vec<Asg> = {
+            let state = self.graph.state.borrow();
+            match state.tensors[t.index].op {
+                Some(op) if state.ops[op].result == t.index => state.ops[op].forward.clone(),
+                _ => Vec::new(),
+            }
+        };
+        let mut records = Vec::new();
+        for asg in &forward {
+            match self.assignment(asg)? {
+                Assignment::Accum { projections, .. }
+                | Assignment::Block { projections, .. }
+                | Assignment::RevSides { projections, .. } => records.push(projections),
+                _ => {}
+            }
+        }
+        Ok(records)
     }
 
     /// The tensor printed: its label, closed shape `batch|input->output` and values.

@@ -48,6 +48,10 @@ impl crate::backend::Executable for CompiledRoutine {
     fn routine(&self) -> &Routine {
         &self.routine
     }
+
+    fn source(&self) -> Option<&str> {
+        Some(&self.source)
+    }
 }
 
 /// The flags every routine is compiled with: optimized for this machine, math functions that
