@@ -1,5 +1,13 @@
-//! Neural-network building blocks for rcannl.
+//! Neural-network building blocks for rcannl, written against `rcannl-tensor`.
 //!
-//! This crate will own blocks (MLP, convolution, pooling, normalization, attention, transformer),
-//! losses, optimizers, training loops, data sets, checkpoints and plots, all written against
-//! `rcannl-tensor`.
+//! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons),
+//! `loss` reductions and losses, `optim` optimizers as update routines with learning-rate
+//! schedules, `train` the training loop with its progress bar, `data` generated data sets, and
+//! `plot` PNG plots (a loss curve, decision regions).
+
+pub mod blocks;
+pub mod data;
+pub mod loss;
+pub mod optim;
+pub mod plot;
+pub mod train;

@@ -401,6 +401,21 @@ impl Graph {
         self.state.borrow_mut().errors.push(e);
     }
 
+    /// Every parameter of the graph, in creation order.
+    pub fn params(&self) -> Vec<Tensor> {
+        let state = self.state.borrow();
+        state
+            .tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, data)| matches!(data.leaf, Some(LeafKind::Param(_))))
+            .map(|(index, _)| Tensor {
+                graph: self.clone(),
+                index,
+            })
+            .collect()
+    }
+
     /// Whether `t` is a constant number (which `*` scales by instead of composing with).
     pub(crate) fn is_scalar_constant(&self, t: &Tensor) -> bool {
         matches!(

@@ -1,0 +1,19 @@
+//! Losses and reductions: means over every cell, the hinge loss.
+
+use rcannl_tensor::Tensor;
+
+/// The sum of every cell: one output axis of one cell.
+pub fn sum(t: &Tensor) -> Tensor {
+    t.einsum1("...|...->... => 0")
+}
+
+/// The mean of every cell (the count comes from the closed shape, so it is a constant of the
+/// graph once inference has run: `count` is given here to keep the graph free of host reads).
+pub fn mean(t: &Tensor, count: usize) -> Tensor {
+    sum(t) * (1.0 / count as f64)
+}
+
+/// The mean hinge loss `max(0, 1 − y·f)` of scores `f` against labels `y` in {−1, 1}.
+pub fn hinge(scores: &Tensor, labels: &Tensor, count: usize) -> Tensor {
+    mean(&(1.0 - &labels.pmul(scores)).relu(), count)
+}

@@ -1,0 +1,249 @@
+//! Optimizers as update routines: each step is a routine of pointwise updates over parameters,
+//! their gradients and the optimizer's state tensors. The learning rate is a tensor, so a
+//! schedule changes it between steps without recompiling.
+
+use rcannl_ir::{Binop, Unop};
+use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update};
+
+/// A state tensor of `param`'s shape (known once `ctx` has run inference), starting at zero.
+/// It is declared with that shape rather than related to the parameter, so that it can never
+/// influence what the parameter's shape is inferred to be.
+fn state_like(ctx: &mut Context, param: &Tensor, name: &str) -> Result<Tensor, TensorError> {
+    let [batch, input, output] = ctx.rows(param)?;
+    let row = |dims: &[usize]| {
+        dims.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let literal = format!("{}|{}->{}", row(&batch), row(&input), row(&output));
+    Ok(param
+        .graph()
+        .data(&format!("{} {name}", param.label()))
+        .shape(&literal)
+        .build())
+}
+
+/// One scalar tensor holding `value`.
+fn scalar(graph: &Graph, label: &str, value: f64) -> Tensor {
+    graph.data(label).shape("1").values(vec![value]).build()
+}
+
+/// Stochastic gradient descent with momentum, Nesterov momentum and weight decay:
+/// `v ← μ·v + g + λ·w`, then `w ← w − lr·v` (or `w − lr·(g + λ·w + μ·v)` with Nesterov).
+#[derive(Debug, Clone)]
+pub struct Sgd {
+    pub lr: Tensor,
+    pub momentum: f64,
+    pub nesterov: bool,
+    pub weight_decay: f64,
+    params: Vec<Tensor>,
+}
+
+impl Sgd {
+    pub fn new(graph: &Graph, params: &[Tensor], lr: f64, momentum: f64) -> Sgd {
+        Sgd {
+            lr: scalar(graph, "lr", lr),
+            momentum,
+            nesterov: false,
+            weight_decay: 0.0,
+            params: params.to_vec(),
+        }
+    }
+
+    pub fn nesterov(mut self) -> Sgd {
+        self.nesterov = true;
+        self
+    }
+
+    pub fn weight_decay(mut self, decay: f64) -> Sgd {
+        self.weight_decay = decay;
+        self
+    }
+
+    /// The updates of one step, with a velocity per parameter.
+    fn updates(&self, velocities: &[Tensor]) -> Vec<Update> {
+        let mut updates = Vec::new();
+        for (w, v) in self.params.iter().zip(velocities) {
+            let g = Formula::grad(w) + self.weight_decay * Formula::value(w);
+            updates.push(Update::set(
+                v,
+                self.momentum * Formula::value(v) + g.clone(),
+            ));
+            let step = if self.nesterov {
+                g + self.momentum * Formula::value(v)
+            } else {
+                Formula::value(v)
+            };
+            updates.push(Update::subtract(w, Formula::value(&self.lr) * step));
+        }
+        updates
+    }
+
+    /// The step as a routine of `ctx` (its state tensors are made here, once the parameters'
+    /// shapes are known).
+    pub fn compile(&self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        let velocities = self
+            .params
+            .iter()
+            .map(|p| state_like(ctx, p, "velocity"))
+            .collect::<Result<Vec<_>, _>>()?;
+        ctx.update(&self.updates(&velocities))
+    }
+}
+
+/// Adam (and AdamW with decoupled weight decay): moments `m ← β₁m + (1−β₁)g`,
+/// `v ← β₂v + (1−β₂)g²`, then `w ← w − lr·m̂/(√v̂ + ε) − lr·λ·w` with bias-corrected `m̂`, `v̂`.
+#[derive(Debug, Clone)]
+pub struct Adam {
+    pub lr: Tensor,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub epsilon: f64,
+    pub weight_decay: f64,
+    steps: Tensor,
+    params: Vec<Tensor>,
+}
+
+impl Adam {
+    pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Adam {
+        Adam {
+            lr: scalar(graph, "lr", lr),
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            weight_decay: 0.0,
+            steps: scalar(graph, "adam steps", 0.0),
+            params: params.to_vec(),
+        }
+    }
+
+    /// AdamW: weight decay decoupled from the gradient.
+    pub fn weight_decay(mut self, decay: f64) -> Adam {
+        self.weight_decay = decay;
+        self
+    }
+
+    fn updates(&self, moments: &[(Tensor, Tensor)]) -> Vec<Update> {
+        let t = || Formula::value(&self.steps);
+        let mut updates = vec![Update::set(&self.steps, t() + 1.0)];
+        let correction = |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, t());
+        for (w, (m, v)) in self.params.iter().zip(moments) {
+            let g = || Formula::grad(w);
+            updates.push(Update::set(
+                m,
+                self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g(),
+            ));
+            updates.push(Update::set(
+                v,
+                self.beta2 * Formula::value(v) + (1.0 - self.beta2) * (g() * g()),
+            ));
+            let m_hat = Formula::value(m) / correction(self.beta1);
+            let v_hat = Formula::value(v) / correction(self.beta2);
+            let step = m_hat / (v_hat.apply(Unop::Sqrt) + self.epsilon)
+                + self.weight_decay * Formula::value(w);
+            updates.push(Update::subtract(w, Formula::value(&self.lr) * step));
+        }
+        updates
+    }
+
+    /// The step as a routine of `ctx` (its moment tensors are made here, once the parameters'
+    /// shapes are known).
+    pub fn compile(&self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        let moments = self
+            .params
+            .iter()
+            .map(|p| {
+                Ok((
+                    state_like(ctx, p, "first moment")?,
+                    state_like(ctx, p, "second moment")?,
+                ))
+            })
+            .collect::<Result<Vec<_>, TensorError>>()?;
+        ctx.update(&self.updates(&moments))
+    }
+}
+
+/// Learning-rate schedules, as the value for step `step` of `total`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Schedule {
+    Constant(f64),
+    /// Linear warm-up from 0 over `warmup` steps, then constant.
+    Warmup {
+        peak: f64,
+        warmup: usize,
+    },
+    /// Cosine decay from `peak` to `floor` over the run, after a linear warm-up.
+    Cosine {
+        peak: f64,
+        floor: f64,
+        warmup: usize,
+    },
+}
+
+impl Schedule {
+    pub fn at(&self, step: usize, total: usize) -> f64 {
+        let warm = |peak: f64, warmup: usize| {
+            if step < warmup {
+                peak * (step + 1) as f64 / warmup as f64
+            } else {
+                peak
+            }
+        };
+        match *self {
+            Schedule::Constant(lr) => lr,
+            Schedule::Warmup { peak, warmup } => warm(peak, warmup),
+            Schedule::Cosine {
+                peak,
+                floor,
+                warmup,
+            } => {
+                if step < warmup {
+                    return warm(peak, warmup);
+                }
+                let span = total.saturating_sub(warmup).max(1) as f64;
+                let progress = ((step - warmup) as f64 / span).min(1.0);
+                floor + 0.5 * (peak - floor) * (1.0 + (std::f64::consts::PI * progress).cos())
+            }
+        }
+    }
+
+    /// Sets the learning-rate tensor for `step` (no recompilation).
+    pub fn apply(
+        &self,
+        ctx: &mut Context,
+        lr: &Tensor,
+        step: usize,
+        total: usize,
+    ) -> Result<(), TensorError> {
+        ctx.set_values(lr, &[self.at(step, total)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_warm_up_and_decay() {
+        let cosine = Schedule::Cosine {
+            peak: 1.0,
+            floor: 0.1,
+            warmup: 10,
+        };
+        assert_eq!(cosine.at(0, 110), 0.1);
+        assert_eq!(cosine.at(9, 110), 1.0);
+        assert_eq!(cosine.at(10, 110), 1.0);
+        assert!((cosine.at(60, 110) - 0.55).abs() < 1e-12);
+        assert!((cosine.at(110, 110) - 0.1).abs() < 1e-12);
+        assert_eq!(Schedule::Constant(0.3).at(5, 10), 0.3);
+        assert_eq!(
+            Schedule::Warmup {
+                peak: 2.0,
+                warmup: 4
+            }
+            .at(1, 10),
+            1.0
+        );
+    }
+}
