@@ -10,6 +10,7 @@
 pub mod capture;
 pub mod context;
 pub mod define;
+pub mod gradcheck;
 pub mod graph;
 pub mod ops;
 pub mod tensor;
