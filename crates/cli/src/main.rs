@@ -1,15 +1,28 @@
 //! The `rcannl` command-line tool: argument parsing and dispatch to one module per subcommand.
 //!
 //! Each subcommand lives in its own module with an `Args` struct (its clap arguments) and a `run`
-//! function that does the work and returns the process exit code.
+//! function that does the work and returns the process exit code: `parse`, `einsum` (run an
+//! operation on concrete inputs) and `explain` (how it compiles). Those two share `setup` (their
+//! common arguments and the graph they build), `op` (the operations), `input` (the INPUT forms),
+//! `npy` (`.npy` files), `labels` (naming iterators after the spec's labels) and `report`
+//! (output and errors).
 
+mod einsum;
+mod explain;
+mod input;
+mod labels;
+mod npy;
+mod op;
 mod parse;
+mod report;
+mod setup;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Inspect rcannl einsum and shape specs: the notation rcannl uses to infer shapes, loops and padding.
+/// Inspect rcannl einsum and shape specs, the notation rcannl uses to infer shapes, loops and
+/// padding; run them on concrete inputs and see how they compile.
 #[derive(Debug, Parser)]
 #[command(name = "rcannl", version)]
 struct Cli {
@@ -21,11 +34,18 @@ struct Cli {
 enum Command {
     /// Parse an einsum spec ("ij;jk=>ik") or a shape spec ("b | i -> o") and show its structure.
     Parse(parse::Args),
+    /// Run one operation on concrete inputs: its result, gradients, captured sizes and timing.
+    Einsum(einsum::Args),
+    /// Show how one operation on concrete inputs compiles: shapes, projections, padding, the loop
+    /// nest and the generated C.
+    Explain(explain::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Parse(args) => parse::run(&args),
+        Command::Einsum(args) => einsum::run(&args),
+        Command::Explain(args) => explain::run(&args),
     }
 }

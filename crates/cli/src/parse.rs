@@ -6,7 +6,7 @@
 //! format, so the two can't drift apart. The JSON layout is defined here rather than borrowed from
 //! the AST's own serde derive, so the AST can change without silently changing this output.
 
-use std::io::{self, Write};
+use std::io;
 use std::process::ExitCode;
 
 use rcannl_shape::spec::{
@@ -14,6 +14,8 @@ use rcannl_shape::spec::{
     RowVar, SlotRole, SlotSpec, SpecError, parse_einsum, parse_shape_spec,
 };
 use serde::Serialize;
+
+use crate::report::write_out;
 
 /// Arguments of `rcannl parse`.
 #[derive(Debug, clap::Args)]
@@ -461,13 +463,4 @@ fn plural(n: usize) -> &'static str {
 /// Display width of spec text, which the lexer limits to ASCII outside of error messages.
 fn width_of(text: &str) -> usize {
     text.chars().count()
-}
-
-/// Writes `text` to `sink`. A closed pipe (`rcannl parse … | head -1`) is not worth a panic or a
-/// message: the exit code says whether everything was written.
-fn write_out(mut sink: impl Write, text: &str) -> ExitCode {
-    match sink.write_all(text.as_bytes()).and_then(|()| sink.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::from(1),
-    }
 }

@@ -1,0 +1,238 @@
+//! `rcannl einsum SPEC INPUT... [--op OP] [--grads] [--capture a,b] [--set k=2] [--backend B]
+//! [--time N] [--json] [-o out.npy]`: run one operation on concrete inputs.
+//!
+//! With `--json` the output is one line:
+//!
+//! ```text
+//! {"shape":{"batch":[..],"input":[..],"output":[..]},"values":[..],"grads":[[..],..],
+//!  "captures":{"k":2},"median_ms":0.01}
+//! ```
+//!
+//! `values` are the result's cells in memory order (batch, then output, then input axes;
+//! row-major). `grads` (with `--grads`) holds, per input, the gradient of the sum of all the
+//! result's cells with respect to that input, in the same order. `captures` (with `--capture`)
+//! gives the size of each named label, in the order asked (`null` if inference left it unknown);
+//! `median_ms` (with `--time N`) is the median wall time of N runs of the compiled routine,
+//! compilation excluded. Keys not asked for are left out; with `-o FILE` the result is written to
+//! FILE as an f64 `.npy` array (all axes, in memory order) and `values` is left out.
+//!
+//! Numbers are JSON numbers as serde writes f64: integral values with a fractional part
+//! (`3.0`, never `3`), the shortest text that reads back exactly otherwise; NaN and infinities,
+//! which JSON lacks, as `null`. Errors are described in [`crate::report`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use rcannl_shape::spec::{DimLiteral, ShapeLiteral};
+use serde::{Serialize, Serializer};
+
+use crate::npy;
+use crate::report::{self, CliError};
+use crate::setup::{OpArgs, Setup, run_error};
+
+/// Arguments of `rcannl einsum`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub op: OpArgs,
+
+    /// Also compute the gradient of the sum of the result's cells with respect to each input.
+    #[arg(long)]
+    pub grads: bool,
+
+    /// Report the sizes of these labels of the spec (comma-separated).
+    #[arg(long, value_name = "LABELS", value_delimiter = ',')]
+    pub capture: Vec<String>,
+
+    /// Run the compiled routine N times and report the median time (compilation excluded).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub time: Option<u32>,
+
+    /// Print one line of JSON on stdout (errors too, as {"error": {...}}).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the result to this .npy file (f64, every axis in memory order) instead of
+    /// printing its values.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs the command: exit status 0 on success, 1 on any error.
+pub fn run(args: &Args) -> ExitCode {
+    match execute(args) {
+        Ok(output) if args.json => report::print_json(&output),
+        Ok(output) => report::write_out(std::io::stdout(), &render_text(&output)),
+        Err(err) => err.report(args.json),
+    }
+}
+
+/// What the command prints. Field order is the JSON key order.
+#[derive(Debug, Serialize)]
+struct Output {
+    shape: Rows,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grads: Option<Vec<Vec<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    captures: Option<Captures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_ms: Option<f64>,
+    /// The file the result went to (not part of the JSON).
+    #[serde(skip)]
+    written: Option<PathBuf>,
+    /// The number of timed runs (not part of the JSON).
+    #[serde(skip)]
+    runs: u32,
+}
+
+/// A shape's dims by kind.
+#[derive(Debug, Serialize)]
+struct Rows {
+    batch: Vec<usize>,
+    input: Vec<usize>,
+    output: Vec<usize>,
+}
+
+/// Captured sizes in the order asked, as a JSON object.
+#[derive(Debug)]
+struct Captures(Vec<(String, Option<usize>)>);
+
+impl Serialize for Captures {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, size)| (name, size)))
+    }
+}
+
+fn execute(args: &Args) -> Result<Output, CliError> {
+    let Setup {
+        graph,
+        inputs,
+        result,
+        captures,
+        mut ctx,
+        ..
+    } = Setup::new(&args.op, &args.capture)?;
+    let routine = if args.grads {
+        ctx.backprop(&result)
+    } else {
+        ctx.forward(&[&result])
+    }
+    .map_err(run_error)?;
+    let runs = args.time.unwrap_or(1);
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        ctx.run(&routine).map_err(run_error)?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    let [batch, input, output] = ctx.rows(&result).map_err(run_error)?;
+    let values = ctx.values(&result).map_err(run_error)?;
+    let grads = if args.grads {
+        let grads = inputs.iter().map(|x| ctx.grad(x));
+        Some(grads.collect::<Result<_, _>>().map_err(run_error)?)
+    } else {
+        None
+    };
+    let written = match &args.output {
+        Some(path) => {
+            npy::write(path, &ctx.dims(&result).map_err(run_error)?, &values)?;
+            Some(path.clone())
+        }
+        None => None,
+    };
+    Ok(Output {
+        shape: Rows {
+            batch,
+            input,
+            output,
+        },
+        values: written.is_none().then_some(values),
+        grads,
+        captures: (!captures.is_empty()).then(|| {
+            Captures(
+                captures
+                    .iter()
+                    .map(|(name, capture)| (name.clone(), graph.capture_value(capture)))
+                    .collect(),
+            )
+        }),
+        median_ms: args.time.map(|_| median(&mut times)),
+        written,
+        runs,
+    })
+}
+
+/// The median of `times` (the mean of the middle two for an even count).
+fn median(times: &mut [f64]) -> f64 {
+    times.sort_by(f64::total_cmp);
+    let middle = times.len() / 2;
+    if times.len() % 2 == 1 {
+        times[middle]
+    } else {
+        (times[middle - 1] + times[middle]) / 2.0
+    }
+}
+
+/// The readable form:
+///
+/// ```text
+/// shape:   2|4->3  (batch [2], input [4], output [3])
+/// values:  [0, 4, 8, 12, …]
+/// grad x1: [1, 1, …]
+/// k:       2
+/// median:  0.004 ms over 10 runs
+/// ```
+fn render_text(output: &Output) -> String {
+    let Rows {
+        batch,
+        input,
+        output: out,
+    } = &output.shape;
+    let literal = ShapeLiteral {
+        batch: batch.iter().copied().map(DimLiteral::new).collect(),
+        input: input.iter().copied().map(DimLiteral::new).collect(),
+        output: out.iter().copied().map(DimLiteral::new).collect(),
+    };
+    let mut lines = vec![(
+        "shape".to_owned(),
+        format!("{literal}  (batch {batch:?}, input {input:?}, output {out:?})"),
+    )];
+    if let Some(values) = &output.values {
+        lines.push(("values".to_owned(), numbers(values)));
+    }
+    if let Some(path) = &output.written {
+        lines.push(("written".to_owned(), path.display().to_string()));
+    }
+    for (i, grad) in output.grads.iter().flatten().enumerate() {
+        lines.push((format!("grad x{}", i + 1), numbers(grad)));
+    }
+    if let Some(Captures(captures)) = &output.captures {
+        for (name, size) in captures {
+            let size = size.map_or("unknown".to_owned(), |size| size.to_string());
+            lines.push((name.clone(), size));
+        }
+    }
+    if let Some(median) = output.median_ms {
+        lines.push((
+            "median".to_owned(),
+            format!("{median:.4} ms over {} runs", output.runs),
+        ));
+    }
+    let width = lines
+        .iter()
+        .map(|(name, _)| name.len() + 1)
+        .max()
+        .unwrap_or(0);
+    lines
+        .iter()
+        .map(|(name, text)| format!("{:<width$} {text}\n", format!("{name}:")))
+        .collect()
+}
+
+fn numbers(values: &[f64]) -> String {
+    let shown: Vec<String> = values.iter().map(f64::to_string).collect();
+    format!("[{}]", shown.join(", "))
+}

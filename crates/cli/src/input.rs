@@ -1,0 +1,152 @@
+//! The INPUT arguments of `einsum` and `explain`: a shape and its values.
+//!
+//! - `range:SHAPE`: every cell holds its own flat offset (`0, 1, 2, …` in memory order);
+//! - `fill:V:SHAPE`: every cell holds `V`;
+//! - `values:v1,v2,…:SHAPE`: the cells in memory order (batch, then output, then input axes;
+//!   row-major), exactly as many as the shape has;
+//! - anything else is the path of a `.npy` file (f32, f64, integer or bool), whose dims become
+//!   output axes.
+//!
+//! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`;
+//! kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
+
+use std::path::Path;
+
+use rcannl_shape::spec::{ShapeLiteral, parse_shape_literal};
+
+use crate::npy;
+use crate::report::{CliError, ErrorKind};
+
+/// The most cells an input may have (`range:` and friends make them on the host).
+const MAX_CELLS: usize = 1 << 26;
+
+/// One input: its shape as a canonical literal, and its values in memory order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub shape: ShapeLiteral,
+    pub values: Vec<f64>,
+}
+
+/// Reads the `position`-th (1-based) INPUT argument.
+pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
+    let bad =
+        |message: String| CliError::new(ErrorKind::Input, format!("input {position}: {message}"));
+    if let Some(shape) = text.strip_prefix("range:") {
+        let shape = literal(shape, position)?;
+        let cells = cells(&shape, position)?;
+        return Ok(Input {
+            values: (0..cells).map(|cell| cell as f64).collect(),
+            shape,
+        });
+    }
+    if let Some(rest) = text.strip_prefix("fill:") {
+        let Some((value, shape)) = rest.split_once(':') else {
+            return Err(bad(format!("{text:?}: expected fill:V:SHAPE")));
+        };
+        let value = number(value).map_err(bad)?;
+        let shape = literal(shape, position)?;
+        let cells = cells(&shape, position)?;
+        return Ok(Input {
+            values: vec![value; cells],
+            shape,
+        });
+    }
+    if let Some(rest) = text.strip_prefix("values:") {
+        let Some((values, shape)) = rest.split_once(':') else {
+            return Err(bad(format!("{text:?}: expected values:v1,v2,…:SHAPE")));
+        };
+        let values: Vec<f64> = if values.trim().is_empty() {
+            Vec::new()
+        } else {
+            values
+                .split(',')
+                .map(number)
+                .collect::<Result<_, _>>()
+                .map_err(bad)?
+        };
+        let shape = literal(shape, position)?;
+        let cells = cells(&shape, position)?;
+        if values.len() != cells {
+            return Err(bad(format!(
+                "{} values for shape {shape}, which has {cells} cells",
+                values.len()
+            )));
+        }
+        return Ok(Input { shape, values });
+    }
+    let path = Path::new(text);
+    if !text.ends_with(".npy") && !path.exists() {
+        return Err(bad(format!(
+            "{text:?} is neither range:SHAPE, fill:V:SHAPE, values:v1,v2,…:SHAPE nor a .npy file"
+        )));
+    }
+    let (dims, values) = npy::read(path)?;
+    let shape = ShapeLiteral {
+        output: dims
+            .into_iter()
+            .map(rcannl_shape::spec::DimLiteral::new)
+            .collect(),
+        ..ShapeLiteral::default()
+    };
+    cells(&shape, position)?;
+    Ok(Input { shape, values })
+}
+
+/// Parses a shape literal, reporting errors with the caret under `text`.
+fn literal(text: &str, position: usize) -> Result<ShapeLiteral, CliError> {
+    parse_shape_literal(text)
+        .map_err(|err| CliError::new(ErrorKind::Parse, format!("input {position} shape: {err}")))
+}
+
+/// The number of cells of `shape`, if it is not too many.
+fn cells(shape: &ShapeLiteral, position: usize) -> Result<usize, CliError> {
+    match shape.n_elements() {
+        Some(cells) if cells <= MAX_CELLS => Ok(cells),
+        _ => Err(CliError::new(
+            ErrorKind::Input,
+            format!("input {position}: shape {shape} has more than {MAX_CELLS} cells"),
+        )),
+    }
+}
+
+fn number(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms() {
+        let range = read("range:2|3->4", 1).unwrap();
+        assert_eq!(range.shape.to_string(), "2|3->4");
+        assert_eq!(range.values, (0..24).map(f64::from).collect::<Vec<_>>());
+        let fill = read("fill:-1.5:|2->", 1).unwrap();
+        assert_eq!(fill.values, vec![-1.5, -1.5]);
+        assert_eq!(fill.shape.input.len(), 1);
+        let values = read("values:1, 2,3:3", 1).unwrap();
+        assert_eq!(values.values, vec![1.0, 2.0, 3.0]);
+        assert_eq!(read("range:", 1).unwrap().values, vec![0.0]);
+    }
+
+    #[test]
+    fn errors() {
+        let kind = |text: &str| read(text, 2).unwrap_err().kind;
+        assert_eq!(kind("values:1,2:3"), ErrorKind::Input);
+        assert_eq!(kind("values:1,x:2"), ErrorKind::Input);
+        assert_eq!(kind("fill:2"), ErrorKind::Input);
+        assert_eq!(kind("range:2|3-4"), ErrorKind::Parse);
+        assert_eq!(kind("nothing"), ErrorKind::Input);
+        assert_eq!(kind("no-such-file.npy"), ErrorKind::Io);
+        assert_eq!(kind("range:100000,100000"), ErrorKind::Input);
+        let message = read("range:2|3-4", 2).unwrap_err().message;
+        assert!(
+            message.starts_with("input 2 shape: column 4: "),
+            "{message}"
+        );
+        assert!(message.ends_with("\n  2|3-4\n     ^"), "{message}");
+    }
+}

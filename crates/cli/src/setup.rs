@@ -1,0 +1,158 @@
+//! What `einsum` and `explain` share: the arguments naming an operation and its inputs, and the
+//! graph and context built from them.
+//!
+//! Every input is a parameter of precision f64 holding the given values (so that gradients flow
+//! into it and values print exactly), labelled `x1`, `x2`, … in messages. The operation's result
+//! is f64 too. `--set LABEL=SIZE` fixes the size of a label of the spec that one input alone does
+//! not determine, such as the window `k` of a max-pool `"2*o<+k=>o"`.
+
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Interpreter, default_backend};
+use rcannl_ir::Precision;
+use rcannl_shape::spec::EinsumSpec;
+use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
+
+use crate::input;
+use crate::op::Op;
+use crate::report::{CliError, ErrorKind};
+
+/// The operation and its inputs, as both commands take them.
+#[derive(Debug, clap::Args)]
+pub struct OpArgs {
+    /// The einsum spec ("ij;jk=>ik", "b|i->o => o|b->i"; see `rcannl parse`), or - for an
+    /// operation without one.
+    #[arg(value_name = "SPEC", allow_hyphen_values = true)]
+    pub spec: String,
+
+    /// The operands: range:SHAPE (each cell its flat offset), fill:V:SHAPE, values:v1,v2,…:SHAPE,
+    /// or a .npy file (its dims become output axes). SHAPE is B|I->O with comma-separated sizes,
+    /// each optionally size@basis; kinds not written are empty ("2|3->4", "3,4", "|5->").
+    #[arg(value_name = "INPUT")]
+    pub inputs: Vec<String>,
+
+    /// The operation.
+    #[arg(long, value_enum, default_value_t = Op::Einsum)]
+    pub op: Op,
+
+    /// Fixes the size of a label of the spec (repeatable): --set k=2 gives a max-pool
+    /// "2*o<+k=>o" its window, which no input determines.
+    #[arg(long = "set", value_name = "LABEL=SIZE")]
+    pub sets: Vec<String>,
+
+    /// Where the routine runs: cc (generated C; the default when a C compiler runs) or interp
+    /// (the reference interpreter).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+}
+
+/// A backend to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    Interp,
+    Cc,
+}
+
+/// The graph of one operation over its inputs, and a context with the inputs' values in it.
+#[derive(Debug)]
+pub struct Setup {
+    /// The parsed spec, for operations that take one.
+    pub spec: Option<EinsumSpec>,
+    pub graph: Graph,
+    pub inputs: Vec<Tensor>,
+    pub result: Tensor,
+    /// The captured labels asked for, by name.
+    pub captures: Vec<(String, Capture)>,
+    pub ctx: Context,
+}
+
+impl Setup {
+    /// Builds the operation, applies `--set`, captures `captures`, finishes shape inference and
+    /// loads the inputs.
+    pub fn new(args: &OpArgs, captures: &[String]) -> Result<Setup, CliError> {
+        let spec = args.op.check(&args.spec, args.inputs.len())?;
+        let inputs = args
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, text)| input::read(text, i + 1))
+            .collect::<Result<Vec<_>, _>>()?;
+        let sets = args
+            .sets
+            .iter()
+            .map(|text| parse_set(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        let graph = Graph::new();
+        let inputs: Vec<Tensor> = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, input)| {
+                graph
+                    .param(&format!("x{}", i + 1))
+                    .shape(&input.shape.to_string())
+                    .precision(Precision::F64)
+                    .init(Init::Values(input.values))
+                    .build()
+            })
+            .collect();
+        let result = args.op.apply(&args.spec, &inputs)?;
+        graph.check().map_err(shape_error)?;
+        for (name, size) in sets {
+            let capture = capture(&result, &name)?;
+            graph.set_dim(&capture, size).map_err(shape_error)?;
+        }
+        let captures = captures
+            .iter()
+            .map(|name| Ok((name.clone(), capture(&result, name)?)))
+            .collect::<Result<Vec<_>, CliError>>()?;
+        let mut ctx = Context::with_backend(&graph, backend(args.backend)?);
+        ctx.init_params().map_err(shape_error)?;
+        Ok(Setup {
+            spec,
+            graph,
+            inputs,
+            result,
+            captures,
+            ctx,
+        })
+    }
+}
+
+/// `LABEL=SIZE`.
+fn parse_set(text: &str) -> Result<(String, usize), CliError> {
+    let bad = || {
+        CliError::new(
+            ErrorKind::Capture,
+            format!("--set {text:?}: expected LABEL=SIZE, as in k=2"),
+        )
+    };
+    let (name, size) = text.split_once('=').ok_or_else(bad)?;
+    let size = size.trim().parse().map_err(|_| bad())?;
+    Ok((name.trim().to_owned(), size))
+}
+
+fn capture(result: &Tensor, name: &str) -> Result<Capture, CliError> {
+    result
+        .capture(name)
+        .map_err(|err| CliError::new(ErrorKind::Capture, err.message))
+}
+
+pub fn shape_error(err: TensorError) -> CliError {
+    CliError::new(ErrorKind::Shape, err.message)
+}
+
+pub fn run_error(err: TensorError) -> CliError {
+    CliError::new(ErrorKind::Run, err.message)
+}
+
+fn backend(choice: Option<BackendChoice>) -> Result<Box<dyn Backend>, CliError> {
+    Ok(match choice {
+        None => default_backend(),
+        Some(BackendChoice::Interp) => Box::new(Interpreter),
+        Some(BackendChoice::Cc) => Box::new(Compiler::find().ok_or_else(|| {
+            CliError::new(
+                ErrorKind::Run,
+                "--backend cc: no C compiler runs here (tried $CC, then cc)",
+            )
+        })?),
+    })
+}
