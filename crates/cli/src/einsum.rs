@@ -179,11 +179,11 @@ fn median(times: &mut [f64]) -> f64 {
 /// The readable form:
 ///
 /// ```text
-/// shape:   2|4->3  (batch [2], input [4], output [3])
-/// values:  [0, 4, 8, 12, …]
-/// grad x1: [1, 1, …]
-/// k:       2
-/// median:  0.004 ms over 10 runs
+/// shape:     2|4->3  (batch [2], input [4], output [3])
+/// values:    [0, 4, 8, 12, …]
+/// grad x1:   [1, 1, …]
+/// capture k: 2
+/// median:    0.004 ms over 10 runs
 /// ```
 fn render_text(output: &Output) -> String {
     let Rows {
@@ -212,7 +212,7 @@ fn render_text(output: &Output) -> String {
     if let Some(Captures(captures)) = &output.captures {
         for (name, size) in captures {
             let size = size.map_or("unknown".to_owned(), |size| size.to_string());
-            lines.push((name.clone(), size));
+            lines.push((format!("capture {name}"), size));
         }
     }
     if let Some(median) = output.median_ms {

@@ -1,0 +1,483 @@
+//! End-to-end tests of `rcannl einsum`: run the built binary and compare its JSON output exactly
+//! with values computed here, independently, on both backends.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn rcannl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rcannl"))
+        .args(args)
+        .output()
+        .expect("the rcannl binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
+fn run_on(backend: &str, args: &[&str]) -> Value {
+    let mut all = vec!["einsum"];
+    all.extend(args);
+    all.extend(["--json", "--backend", backend]);
+    let output = rcannl(&all);
+    assert!(
+        output.status.success(),
+        "{args:?} on {backend}: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
+    serde_json::from_str(&text).expect("stdout is one JSON value")
+}
+
+/// The output on both backends, checked to be the same.
+fn run(args: &[&str]) -> Value {
+    let interpreted = run_on("interp", args);
+    let compiled = run_on("cc", args);
+    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
+    compiled
+}
+
+/// Runs `rcannl einsum ARGS --json`, expects exit status 1 and an error object.
+fn run_error(args: &[&str]) -> Value {
+    let mut all = vec!["einsum"];
+    all.extend(args);
+    all.push("--json");
+    let output = rcannl(&all);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{args:?}: {}",
+        stdout(&output)
+    );
+    assert!(output.stderr.is_empty(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
+    serde_json::from_str(&text).expect("stdout is one JSON value")
+}
+
+fn shape(batch: &[usize], input: &[usize], output: &[usize]) -> Value {
+    json!({"batch": batch, "input": input, "output": output})
+}
+
+fn range(n: usize) -> Vec<f64> {
+    (0..n).map(|i| i as f64).collect()
+}
+
+#[test]
+fn transpose_with_kinds() {
+    // x: batch b=2, input i=3, output o=4; memory order b, o, i.
+    let x = |b: usize, o: usize, i: usize| (b * 12 + o * 3 + i) as f64;
+    // The result o|b->i: batch o, input b, output i; memory order o, i, b.
+    let mut values = Vec::new();
+    for o in 0..4 {
+        for i in 0..3 {
+            for b in 0..2 {
+                values.push(x(b, o, i));
+            }
+        }
+    }
+    assert_eq!(
+        run(&["b|i->o => o|b->i", "range:2|3->4"]),
+        json!({"shape": shape(&[4], &[2], &[3]), "values": values})
+    );
+}
+
+#[test]
+fn batched_matmul() {
+    let (n, p, q, r) = (2, 3, 4, 5);
+    let a: Vec<f64> = range(n * p * q);
+    let b: Vec<f64> = (0..n * q * r).map(|i| (i % 7) as f64 - 3.0).collect();
+    let b_text: Vec<String> = b.iter().map(f64::to_string).collect();
+    let b_input = format!("values:{}:2|4,5", b_text.join(","));
+    let mut values = Vec::new();
+    for batch in 0..n {
+        for i in 0..p {
+            for k in 0..r {
+                let sum: f64 = (0..q)
+                    .map(|j| a[(batch * p + i) * q + j] * b[(batch * q + j) * r + k])
+                    .sum();
+                values.push(sum);
+            }
+        }
+    }
+    assert_eq!(
+        run(&["b|ij;b|jk=>b|ik", "range:2|3,4", &b_input]),
+        json!({"shape": shape(&[2], &[], &[3, 5]), "values": values})
+    );
+}
+
+#[test]
+fn diagonal() {
+    assert_eq!(
+        run(&["ii=>i", "range:3,3"]),
+        json!({"shape": shape(&[], &[], &[3]), "values": [0.0, 4.0, 8.0]})
+    );
+}
+
+#[test]
+fn partial_diagonal_write() {
+    assert_eq!(
+        run(&["i=>ii", "values:1,2,3:3"]),
+        json!({
+            "shape": shape(&[], &[], &[3, 3]),
+            "values": [1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 3.0],
+        })
+    );
+}
+
+#[test]
+fn padded_2d_convolution() {
+    // x: 1 image of 4×4 pixels, 2 channels; w: a 3×3 kernel from 2 channels to 2.
+    let (h, w, c, d, k) = (4usize, 4usize, 2usize, 2usize, 3usize);
+    let x = range(h * w * c);
+    let weights: Vec<f64> = (0..k * k * c * d)
+        .map(|i| ((i * 5) % 11) as f64 - 5.0)
+        .collect();
+    let weights_text: Vec<String> = weights.iter().map(f64::to_string).collect();
+    let weights_input = format!("values:{}:3,3,2,2", weights_text.join(","));
+    // Zero padding of 1 on each side keeps the 4×4 size.
+    let pixel = |i: i64, j: i64, ch: usize| {
+        if (0..h as i64).contains(&i) && (0..w as i64).contains(&j) {
+            x[(i as usize * w + j as usize) * c + ch]
+        } else {
+            0.0
+        }
+    };
+    let mut values = Vec::new();
+    for i in 0..h {
+        for j in 0..w {
+            for out in 0..d {
+                let mut sum = 0.0;
+                for ki in 0..k {
+                    for kj in 0..k {
+                        for ch in 0..c {
+                            let p = pixel(i as i64 + ki as i64 - 1, j as i64 + kj as i64 - 1, ch);
+                            sum += p * weights[((ki * k + kj) * c + ch) * d + out];
+                        }
+                    }
+                }
+                values.push(sum);
+            }
+        }
+    }
+    assert_eq!(
+        run(&[
+            "b,i=+ki,j=+kj,c; ki,kj,c,d => b,i,j,d",
+            "range:1,4,4,2",
+            &weights_input,
+        ]),
+        json!({"shape": shape(&[], &[], &[1, 4, 4, 2]), "values": values})
+    );
+}
+
+#[test]
+fn max_pool_with_gradients() {
+    assert_eq!(
+        run(&[
+            "2*o<+k=>o",
+            "values:3,1,4,1,5,9,2,6:8",
+            "--op",
+            "einmax",
+            "--set",
+            "k=2",
+            "--grads",
+            "--capture",
+            "k,o",
+        ]),
+        json!({
+            "shape": shape(&[], &[], &[4]),
+            "values": [3.0, 4.0, 9.0, 6.0],
+            "grads": [[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]],
+            "captures": {"k": 2, "o": 4},
+        })
+    );
+    // 2×2 windows over a 4×4 range: the maxima are the bottom-right corners.
+    let mut mask = vec![0.0; 16];
+    for corner in [5, 7, 13, 15] {
+        mask[corner] = 1.0;
+    }
+    assert_eq!(
+        run(&[
+            "2*i<+a, 2*j<+b => i, j",
+            "range:4,4",
+            "--op",
+            "einmax",
+            "--set",
+            "a=2",
+            "--set",
+            "b=2",
+            "--grads",
+        ]),
+        json!({
+            "shape": shape(&[], &[], &[2, 2]),
+            "values": [5.0, 7.0, 13.0, 15.0],
+            "grads": [mask],
+        })
+    );
+}
+
+#[test]
+fn three_way_concat_with_gradients() {
+    assert_eq!(
+        run(&[
+            "a;b;c=>a^b^c",
+            "range:2",
+            "values:5,6,7:3",
+            "fill:-1:1",
+            "--op",
+            "concat",
+            "--grads",
+        ]),
+        json!({
+            "shape": shape(&[], &[], &[6]),
+            "values": [0.0, 1.0, 5.0, 6.0, 7.0, -1.0],
+            "grads": [[1.0, 1.0], [1.0, 1.0, 1.0], [1.0]],
+        })
+    );
+}
+
+#[test]
+fn matmul_gradients() {
+    // d/da Σ(a·b) = row sums of b (per j), d/db = column sums of a (per j).
+    let a = range(12);
+    let b = range(20);
+    let grad_a: Vec<f64> = (0..12)
+        .map(|cell| (0..5).map(|k| b[(cell % 4) * 5 + k]).sum())
+        .collect();
+    let grad_b: Vec<f64> = (0..20)
+        .map(|cell| (0..3).map(|i| a[i * 4 + cell / 5]).sum())
+        .collect();
+    let value = run(&["ij;jk=>ik", "range:3,4", "range:4,5", "--grads"]);
+    assert_eq!(value["grads"], json!([grad_a, grad_b]));
+    assert_eq!(value["values"][0], json!(70.0));
+}
+
+#[test]
+fn the_other_operations() {
+    assert_eq!(
+        run(&["i;j=>ij", "range:2", "values:10,20:2", "--op", "outer-sum"]),
+        json!({"shape": shape(&[], &[], &[2, 2]), "values": [10.0, 20.0, 11.0, 21.0]})
+    );
+    // max over j of a[i,j] + b[j,k].
+    assert_eq!(
+        run(&[
+            "ij;jk=>ik",
+            "values:0,5,1,1:2,2",
+            "values:1,0,0,3:2,2",
+            "--op",
+            "tropical"
+        ]),
+        json!({"shape": shape(&[], &[], &[2, 2]), "values": [5.0, 8.0, 2.0, 4.0]})
+    );
+    assert_eq!(
+        run(&[
+            "-",
+            "values:1,0,2:3",
+            "values:1,2,3:3",
+            "fill:9:3",
+            "--op",
+            "where",
+            "--grads",
+        ]),
+        json!({
+            "shape": shape(&[], &[], &[3]),
+            "values": [1.0, 9.0, 3.0],
+            "grads": [[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
+        })
+    );
+    assert_eq!(
+        run(&["-", "range:3", "fill:2:3", "--op", "pointwise-add"]),
+        json!({"shape": shape(&[], &[], &[3]), "values": [2.0, 3.0, 4.0]})
+    );
+    assert_eq!(
+        run(&["-", "range:2,3", "values:1,-1,2:3", "--op", "pointwise-mul"]),
+        json!({"shape": shape(&[], &[], &[2, 3]), "values": [0.0, -1.0, 4.0, 3.0, -4.0, 10.0]})
+    );
+    // A 2×3 matrix (input 3 -> output 2) applied to a vector of 3.
+    assert_eq!(
+        run(&["-", "range:3->2", "values:1,1,2:3", "--op", "compose"]),
+        json!({"shape": shape(&[], &[], &[2]), "values": [5.0, 17.0]})
+    );
+}
+
+#[test]
+fn npy_round_trip() {
+    let path = temp_path("round-trip");
+    let path_text = path.to_str().expect("a UTF-8 temporary path");
+    let value = run_on("cc", &["b|i->o => o|b->i", "range:2|3->4", "-o", path_text]);
+    assert_eq!(value, json!({"shape": shape(&[4], &[2], &[3])}));
+    // The file holds all the result's axes in memory order (o, i, b).
+    let file = std::fs::File::open(&path).expect("the output file exists");
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).expect("a .npy file");
+    assert_eq!(npy.shape(), &[4, 3, 2]);
+    let written: Vec<f64> = npy.into_vec().expect("f64 values");
+    let transposed = run(&["b|i->o => o|b->i", "range:2|3->4"]);
+    assert_eq!(json!(written), transposed["values"]);
+    // Read back as an input, its dims are output axes.
+    assert_eq!(
+        run(&["ijk=>ijk", path_text]),
+        json!({"shape": shape(&[], &[], &[4, 3, 2]), "values": written})
+    );
+    std::fs::remove_file(&path).expect("the temporary file is removed");
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rcannl-cli-test-{name}-{}.npy", std::process::id()))
+}
+
+#[test]
+fn timing_reports_a_median() {
+    let value = run_on(
+        "cc",
+        &["ij;jk=>ik", "range:3,4", "range:4,5", "--time", "5"],
+    );
+    let median = value["median_ms"].as_f64().expect("median_ms is a number");
+    assert!(median >= 0.0, "{value}");
+    assert_eq!(value["values"].as_array().map(Vec::len), Some(15));
+}
+
+#[test]
+fn human_output() {
+    let output = rcannl(&[
+        "einsum",
+        "2*o<+k=>o",
+        "values:3,1,4,1,5,9,2,6:8",
+        "--op",
+        "einmax",
+        "--set",
+        "k=2",
+        "--grads",
+        "--capture",
+        "k",
+        "--backend",
+        "interp",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "\
+shape:     4  (batch [], input [], output [4])
+values:    [3, 4, 9, 6]
+grad x1:   [1, 0, 1, 0, 0, 1, 0, 1]
+capture k: 2
+"
+    );
+}
+
+#[test]
+fn parse_error_with_caret() {
+    assert_eq!(
+        run_error(&["ij;jk=>i?k", "range:3,4", "range:4,5"]),
+        json!({"error": {
+            "kind": "parse",
+            "message": "column 9: unexpected character '?' in single-char mode\n  ij;jk=>i?k\n          ^",
+        }})
+    );
+    let output = rcannl(&["einsum", "ij;jk=>i?k", "range:3,4", "range:4,5"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        stderr(&output),
+        "error: column 9: unexpected character '?' in single-char mode\n  ij;jk=>i?k\n          ^\n"
+    );
+    assert_eq!(
+        run_error(&["ii=>i", "range:3,3-4"]),
+        json!({"error": {
+            "kind": "parse",
+            "message": "input 1 shape: column 4: '-' only appears in '->'\n  3,3-4\n     ^",
+        }})
+    );
+}
+
+#[test]
+fn shape_clash() {
+    assert_eq!(
+        run_error(&["ij;jk=>ik", "range:3,4", "range:5,6"]),
+        json!({"error": {
+            "kind": "shape",
+            "message": "solved dimensions for axis: mismatch (4 vs 5)\n  \
+                in operation: einsum#2 = einsum \"i, j; j, k => i, k\" (x1, x2)\n  \
+                result 'einsum#2': ..$0..|..$1..->..$2..\n  \
+                operand 1 'x1': |->3,4\n  \
+                operand 2 'x2': |->5,6\n  \
+                failing constraint: 4 = 5",
+        }})
+    );
+}
+
+#[test]
+fn arity_mismatch() {
+    assert_eq!(
+        run_error(&["ij;jk=>ik", "range:3,4"]),
+        json!({"error": {
+            "kind": "arity",
+            "message": "the spec \"ij;jk=>ik\" takes 2 operands, but 1 was given",
+        }})
+    );
+    assert_eq!(
+        run_error(&["ij=>i", "range:3,4", "--op", "tropical"]),
+        json!({"error": {
+            "kind": "arity",
+            "message": "tropical takes 2 operands, but the spec \"ij=>i\" has 1",
+        }})
+    );
+    assert_eq!(
+        run_error(&["-", "range:3", "--op", "where"]),
+        json!({"error": {
+            "kind": "arity",
+            "message": "where takes 3 inputs, but 1 was given",
+        }})
+    );
+}
+
+#[test]
+fn other_errors() {
+    assert_eq!(
+        run_error(&["i=>i", "values:1,2:3"]),
+        json!({"error": {
+            "kind": "input",
+            "message": "input 1: 2 values for shape 3, which has 3 cells",
+        }})
+    );
+    assert_eq!(
+        run_error(&["i=>i", "ranges:3"]),
+        json!({"error": {
+            "kind": "input",
+            "message": "input 1: \"ranges:3\" is neither range:SHAPE, fill:V:SHAPE, \
+                values:v1,v2,…:SHAPE nor a .npy file",
+        }})
+    );
+    let missing = run_error(&["i=>i", "no/such/file.npy"]);
+    assert_eq!(missing["error"]["kind"], "io");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("no/such/file.npy: ")),
+        "{missing}"
+    );
+    let capture = run_error(&["2*o<+k=>o", "range:8", "--op", "einmax", "--set", "q=2"]);
+    assert_eq!(capture["error"]["kind"], "capture");
+    assert_eq!(
+        run_error(&["i=>i", "range:3", "--set", "k"]),
+        json!({"error": {
+            "kind": "capture",
+            "message": "--set \"k\": expected LABEL=SIZE, as in k=2",
+        }})
+    );
+    assert_eq!(
+        run_error(&["i=>i", "range:3", "--op", "compose"]),
+        json!({"error": {
+            "kind": "parse",
+            "message": "--op compose takes no spec: write - in its place (got \"i=>i\")",
+        }})
+    );
+}
