@@ -17,3 +17,9 @@ pub fn mean(t: &Tensor, count: usize) -> Tensor {
 pub fn hinge(scores: &Tensor, labels: &Tensor, count: usize) -> Tensor {
     mean(&(1.0 - &labels.pmul(scores)).relu(), count)
 }
+
+/// The cross-entropy of logits against target probabilities (one-hot labels, say) over the last
+/// output axis, per example (the last axis reduced to one position).
+pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
+    -crate::norm::sum_last(&targets.pmul(&crate::norm::log_softmax(logits)))
+}

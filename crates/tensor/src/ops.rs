@@ -622,7 +622,20 @@ impl Graph {
     /// counted by cell, in the shape its uses give it: one 128-bit draw per cell. The same seed
     /// gives the same values on every run and backend.
     pub fn uniform(&self, label: &str) -> Tensor {
-        let key = self.seed().threefry(&self.embed_self_id(label));
+        self.uniform_keyed(label, None)
+    }
+
+    /// [`Graph::uniform`] drawn afresh for each value of `step` (a u32 tensor of one cell, such
+    /// as a training step counter): the key also depends on it.
+    pub fn uniform_at(&self, label: &str, step: &Tensor) -> Tensor {
+        self.uniform_keyed(label, Some(step))
+    }
+
+    fn uniform_keyed(&self, label: &str, step: Option<&Tensor>) -> Tensor {
+        let mut key = self.seed().threefry(&self.embed_self_id(label));
+        if let Some(step) = step {
+            key = key.threefry(step);
+        }
         let counters = self
             .range_of_shape(&format!("{label} counters"))
             .precision(rcannl_ir::Precision::U32)
@@ -685,6 +698,12 @@ impl Tensor {
 }
 
 impl Graph {
+    /// A tensor standing for an error (found while building a block, say): it fails everything
+    /// built on it, and compiling reports the error.
+    pub fn failed_with(&self, e: TensorError) -> Tensor {
+        self.failed(e)
+    }
+
     /// A tensor standing for an error found before any operation could be built.
     pub(crate) fn failed(&self, e: TensorError) -> Tensor {
         self.record(e.clone());

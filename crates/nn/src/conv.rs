@@ -1,0 +1,109 @@
+//! Convolutions and pooling over images laid out `batch | -> height, width, channels`, as einsum
+//! specs: the window axes are captured labels whose sizes are set from the block's arguments.
+
+use rcannl_tensor::{Graph, Tensor};
+
+/// `stride·o` with a window `k`: padded (`=+`, as many outputs as inputs over the stride) or
+/// valid (`<+`, only windows inside the input).
+fn window_axis(output: &str, kernel: &str, stride: usize, padded: bool) -> String {
+    let pad = if padded { "=" } else { "<" };
+    if stride == 1 {
+        format!("{output}{pad}+{kernel}")
+    } else {
+        format!("{stride}*{output}{pad}+{kernel}")
+    }
+}
+
+/// Sets the captured window labels `kh`, `kw` of `t`'s spec to `size`.
+fn set_window(t: &Tensor, size: usize) -> Tensor {
+    let graph = t.graph();
+    for label in ["kh", "kw"] {
+        let set = t
+            .capture(label)
+            .and_then(|capture| graph.set_dim(&capture, size));
+        if let Err(e) = set {
+            return graph.failed_with(e);
+        }
+    }
+    t.clone()
+}
+
+/// A 2-D convolution: `out_channels` filters of `kernel × kernel` over every input channel,
+/// plus a bias per output channel; the input channels come from use.
+#[derive(Debug, Clone)]
+pub struct Conv2d {
+    pub kernel: Tensor,
+    pub bias: Tensor,
+    pub size: usize,
+    pub stride: usize,
+    pub padded: bool,
+}
+
+impl Conv2d {
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        out_channels: usize,
+        size: usize,
+        stride: usize,
+        padded: bool,
+    ) -> Conv2d {
+        Conv2d {
+            kernel: graph
+                .param(&format!("{label}.kernel"))
+                .output([out_channels])
+                .build(),
+            bias: graph.param(&format!("{label}.bias")).build(),
+            size,
+            stride,
+            padded,
+        }
+    }
+
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let h = window_axis("h", "kh", self.stride, self.padded);
+        let w = window_axis("w", "kw", self.stride, self.padded);
+        let spec = format!("...|...->{h}, {w}, c; kh, kw, c -> d => ...|...->h, w, d");
+        let convolved = set_window(&x.einsum(&spec, &self.kernel), self.size);
+        convolved.outer_sum("...|...->h, w, d; d => ...|...->h, w, d", &self.bias)
+    }
+
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.kernel.clone(), self.bias.clone()]
+    }
+}
+
+/// The largest value of each `size × size` window, windows `size` apart.
+pub fn max_pool2d(x: &Tensor, size: usize) -> Tensor {
+    let (h, w) = (
+        window_axis("h", "kh", size, false),
+        window_axis("w", "kw", size, false),
+    );
+    set_window(
+        &x.einmax1(&format!("...|...->{h}, {w}, c => ...|...->h, w, c")),
+        size,
+    )
+}
+
+/// The mean of each `size × size` window, windows `size` apart.
+pub fn avg_pool2d(x: &Tensor, size: usize) -> Tensor {
+    let (h, w) = (
+        window_axis("h", "kh", size, false),
+        window_axis("w", "kw", size, false),
+    );
+    let summed = set_window(
+        &x.einsum1(&format!("...|...->{h}, {w}, c => ...|...->h, w, c")),
+        size,
+    );
+    summed * (1.0 / (size * size) as f64)
+}
+
+/// The mean over all positions of each channel: `batch | -> h, w, c` to `batch | -> c`.
+pub fn global_avg_pool(x: &Tensor) -> Tensor {
+    let summed = x.einsum1("...|...->h, w, c => ...|...->c");
+    let graph = x.graph();
+    match (summed.capture("h"), summed.capture("w")) {
+        (Ok(h), Ok(w)) => &(&summed / &graph.dim(&h)) / &graph.dim(&w),
+        (Err(e), _) | (_, Err(e)) => graph.failed_with(e),
+    }
+}

@@ -1,0 +1,96 @@
+//! Reductions over the last output axis, softmax and layer normalization (by the true mean and
+//! variance: the axis size comes from inference, as a tensor).
+
+use rcannl_ir::Precision;
+use rcannl_tensor::{Graph, Init, Tensor};
+
+/// Reduces the last output axis to one position, keeping every other axis.
+const LAST: &str = "...|... -> ..., c => ...|... -> ..., 0";
+
+/// The sum over the last output axis (kept, of size 1).
+pub fn sum_last(x: &Tensor) -> Tensor {
+    x.einsum1(LAST)
+}
+
+/// The largest value over the last output axis (kept, of size 1).
+pub fn max_last(x: &Tensor) -> Tensor {
+    x.einmax1(LAST)
+}
+
+/// The mean over the last output axis: its size is captured from inference.
+pub fn mean_last(x: &Tensor) -> Tensor {
+    let sum = sum_last(x);
+    match sum.capture("c") {
+        Ok(c) => &sum / &x.graph().dim(&c),
+        Err(e) => x.graph().failed_with(e),
+    }
+}
+
+/// Softmax over the last output axis (shifted by its maximum, which takes no gradient).
+pub fn softmax(x: &Tensor) -> Tensor {
+    let shifted = x - &max_last(x).stop_gradient();
+    let e = shifted.exp();
+    &e / &sum_last(&e)
+}
+
+/// `log(softmax(x))` over the last output axis, computed without the softmax.
+pub fn log_softmax(x: &Tensor) -> Tensor {
+    let shifted = x - &max_last(x).stop_gradient();
+    &shifted - &sum_last(&shifted.exp()).log()
+}
+
+/// Layer normalization over the last output axis: `(x − mean)/√(var + ε)`, scaled and shifted
+/// by a learned gain (starting at 1) and bias (at 0) per position of that axis.
+#[derive(Debug, Clone)]
+pub struct LayerNorm {
+    pub gain: Tensor,
+    pub bias: Tensor,
+    pub epsilon: f64,
+}
+
+impl LayerNorm {
+    pub fn new(graph: &Graph, label: &str) -> LayerNorm {
+        LayerNorm {
+            gain: graph
+                .param(&format!("{label}.gain"))
+                .init(Init::Constant(1.0))
+                .build(),
+            bias: graph
+                .param(&format!("{label}.bias"))
+                .init(Init::Constant(0.0))
+                .build(),
+            epsilon: 1e-5,
+        }
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(graph: &Graph, label: &str, precision: Precision) -> LayerNorm {
+        LayerNorm {
+            gain: graph
+                .param(&format!("{label}.gain"))
+                .precision(precision)
+                .init(Init::Constant(1.0))
+                .build(),
+            bias: graph
+                .param(&format!("{label}.bias"))
+                .precision(precision)
+                .init(Init::Constant(0.0))
+                .build(),
+            epsilon: 1e-5,
+        }
+    }
+
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let centered = x - &mean_last(x);
+        let variance = mean_last(&centered.pmul(&centered));
+        let normalized = &centered / &(&variance + self.epsilon).sqrt();
+        let per_position = "...|... -> ..., c; c => ...|... -> ..., c";
+        normalized
+            .einsum(per_position, &self.gain)
+            .outer_sum(per_position, &self.bias)
+    }
+
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.gain.clone(), self.bias.clone()]
+    }
+}
