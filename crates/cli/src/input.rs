@@ -17,8 +17,8 @@ use rcannl_shape::spec::{ShapeLiteral, parse_shape_literal};
 use crate::npy;
 use crate::report::{CliError, ErrorKind};
 
-/// The most cells an input may have (`range:` and friends make them on the host).
-const MAX_CELLS: usize = 1 << 26;
+/// The most cells an input (or a result) may have: `range:` and friends make them on the host.
+pub const MAX_CELLS: usize = 1 << 26;
 
 /// One input: its shape as a canonical literal, and its values in memory order.
 #[derive(Debug, Clone, PartialEq)]

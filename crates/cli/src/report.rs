@@ -10,7 +10,8 @@
 //! - `io`: a file could not be read or written, or is not a `.npy` array of numbers;
 //! - `arity`: the number of inputs does not match the spec or the operation;
 //! - `capture`: `--capture` or `--set` names nothing in the spec, or `--set` is malformed;
-//! - `shape`: shape inference failed (the message names the operation, tensors and shapes);
+//! - `shape`: shape inference failed (the message names the operation, tensors and shapes), or the
+//!   result would be too large;
 //! - `run`: compiling or running the routine failed.
 
 use std::io::{self, Write};

@@ -9,7 +9,7 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
-use rcannl_shape::spec::EinsumSpec;
+use rcannl_shape::spec::{EinsumSpec, parse_shape_literal};
 use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
 
 use crate::input;
@@ -104,6 +104,7 @@ impl Setup {
             .iter()
             .map(|name| Ok((name.clone(), capture(&result, name)?)))
             .collect::<Result<Vec<_>, CliError>>()?;
+        check_size(&result)?;
         let mut ctx = Context::with_backend(&graph, backend(args.backend)?);
         ctx.init_params().map_err(shape_error)?;
         Ok(Setup {
@@ -114,6 +115,24 @@ impl Setup {
             captures,
             ctx,
         })
+    }
+}
+
+/// Refuses a result with more than [`input::MAX_CELLS`] cells, when inference knows its shape
+/// already (so that its buffer is not allocated only to fail).
+fn check_size(result: &Tensor) -> Result<(), CliError> {
+    let Ok(shape) = parse_shape_literal(&result.shape()) else {
+        return Ok(());
+    };
+    match shape.n_elements() {
+        Some(cells) if cells <= input::MAX_CELLS => Ok(()),
+        _ => Err(CliError::new(
+            ErrorKind::Shape,
+            format!(
+                "the result {shape} would have more than {} cells",
+                input::MAX_CELLS
+            ),
+        )),
     }
 }
 

@@ -474,6 +474,13 @@ fn other_errors() {
         }})
     );
     assert_eq!(
+        run_error(&["i;j=>ij", "range:100000", "range:100000"]),
+        json!({"error": {
+            "kind": "shape",
+            "message": "the result 100000,100000 would have more than 67108864 cells",
+        }})
+    );
+    assert_eq!(
         run_error(&["i=>i", "range:3", "--op", "compose"]),
         json!({"error": {
             "kind": "parse",
