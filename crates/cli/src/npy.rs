@@ -7,12 +7,14 @@ use std::path::Path;
 
 use npyz::{DType, NpyFile, Order, TypeChar, WriterBuilder};
 
+use crate::input::MAX_CELLS;
 use crate::report::{CliError, ErrorKind};
 
 /// The dims and the values (row-major, whatever the file's order) of the array in `path`.
 pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
-    let io_error =
-        |err: io::Error| CliError::new(ErrorKind::Io, format!("{}: {err}", path.display()));
+    let error =
+        |message: String| CliError::new(ErrorKind::Io, format!("{}: {message}", path.display()));
+    let io_error = |err: io::Error| error(err.to_string());
     let file = File::open(path).map_err(io_error)?;
     let npy = NpyFile::new(BufReader::new(file)).map_err(io_error)?;
     let dims: Vec<usize> = npy
@@ -20,17 +22,14 @@ pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
         .iter()
         .map(|&d| usize::try_from(d))
         .collect::<Result<_, _>>()
-        .map_err(|_| CliError::new(ErrorKind::Io, format!("{}: dims too large", path.display())))?;
+        .map_err(|_| error("dims too large".to_owned()))?;
+    if npy.len() > MAX_CELLS as u64 {
+        return Err(error(format!("more than {MAX_CELLS} cells")));
+    }
     let order = npy.order();
     let values = values(npy).map_err(|err| match err {
-        Unsupported(dtype) => CliError::new(
-            ErrorKind::Io,
-            format!(
-                "{}: unsupported dtype {dtype} (expected floats, integers or bools)",
-                path.display()
-            ),
-        ),
-        Failed(err) => io_error(err),
+        Some(err) => io_error(err),
+        None => error("unsupported dtype (expected floats, integers or bools)".to_owned()),
     })?;
     let values = match order {
         Order::C => values,
@@ -39,47 +38,32 @@ pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
     Ok((dims, values))
 }
 
-/// Why the values could not be read.
-enum ReadError {
-    Unsupported(String),
-    Failed(io::Error),
-}
-
-use ReadError::{Failed, Unsupported};
-
-/// The values in file order, as f64.
-fn values<R: Read>(npy: NpyFile<R>) -> Result<Vec<f64>, ReadError> {
-    fn all<T: npyz::Deserialize + Into<f64>, R: Read>(
-        npy: NpyFile<R>,
-    ) -> Result<Vec<f64>, ReadError> {
-        let values: Vec<T> = npy.into_vec().map_err(Failed)?;
-        Ok(values.into_iter().map(Into::into).collect())
-    }
-    /// 64-bit integers, which `f64::from` does not take (large ones round).
-    fn wide<T: npyz::Deserialize, R: Read>(
+/// The values in file order, as f64; `Err(None)` for a dtype that is not a number.
+fn values<R: Read>(npy: NpyFile<R>) -> Result<Vec<f64>, Option<io::Error>> {
+    fn all<T: npyz::Deserialize, R: Read>(
         npy: NpyFile<R>,
         convert: fn(T) -> f64,
-    ) -> Result<Vec<f64>, ReadError> {
-        let values: Vec<T> = npy.into_vec().map_err(Failed)?;
+    ) -> Result<Vec<f64>, Option<io::Error>> {
+        let values: Vec<T> = npy.into_vec()?;
         Ok(values.into_iter().map(convert).collect())
     }
-    let dtype = npy.dtype();
-    let DType::Plain(type_str) = &dtype else {
-        return Err(Unsupported(dtype.descr()));
+    let DType::Plain(type_str) = npy.dtype() else {
+        return Err(None);
     };
     match (type_str.type_char(), type_str.size_field()) {
-        (TypeChar::Float, 8) => all::<f64, R>(npy),
-        (TypeChar::Float, 4) => all::<f32, R>(npy),
-        (TypeChar::Int, 1) => all::<i8, R>(npy),
-        (TypeChar::Int, 2) => all::<i16, R>(npy),
-        (TypeChar::Int, 4) => all::<i32, R>(npy),
-        (TypeChar::Int, 8) => wide::<i64, R>(npy, |x| x as f64),
-        (TypeChar::Uint, 1) => all::<u8, R>(npy),
-        (TypeChar::Uint, 2) => all::<u16, R>(npy),
-        (TypeChar::Uint, 4) => all::<u32, R>(npy),
-        (TypeChar::Uint, 8) => wide::<u64, R>(npy, |x| x as f64),
-        (TypeChar::Bool, 1) => wide::<bool, R>(npy, |x| f64::from(u8::from(x))),
-        _ => Err(Unsupported(type_str.to_string())),
+        (TypeChar::Float, 8) => all(npy, |x: f64| x),
+        (TypeChar::Float, 4) => all::<f32, _>(npy, f64::from),
+        (TypeChar::Int, 1) => all::<i8, _>(npy, f64::from),
+        (TypeChar::Int, 2) => all::<i16, _>(npy, f64::from),
+        (TypeChar::Int, 4) => all::<i32, _>(npy, f64::from),
+        // 64-bit integers beyond 2^53 round.
+        (TypeChar::Int, 8) => all(npy, |x: i64| x as f64),
+        (TypeChar::Uint, 1) => all::<u8, _>(npy, f64::from),
+        (TypeChar::Uint, 2) => all::<u16, _>(npy, f64::from),
+        (TypeChar::Uint, 4) => all::<u32, _>(npy, f64::from),
+        (TypeChar::Uint, 8) => all(npy, |x: u64| x as f64),
+        (TypeChar::Bool, 1) => all(npy, |x: bool| f64::from(u8::from(x))),
+        _ => Err(None),
     }
 }
 
@@ -163,6 +147,9 @@ mod tests {
             writer.finish().unwrap();
         }
         assert_eq!(read(&path).unwrap(), (vec![3], vec![1.0, -2.0, 3.0]));
+
+        std::fs::write(&path, "not an array").unwrap();
+        assert_eq!(read(&path).unwrap_err().kind, ErrorKind::Io);
         std::fs::remove_file(&path).unwrap();
     }
 }
