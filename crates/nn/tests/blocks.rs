@@ -4,6 +4,7 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
+use rcannl_nn::attention::{Attention, Rotary, TransformerBlock, attend};
 use rcannl_nn::blocks::Mlp;
 use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
@@ -214,4 +215,55 @@ fn block_values() {
     assert_eq!(forward(&graph, &convolved).len(), 4);
     assert_eq!(forward(&graph, &looked_up).len(), 6);
     assert_eq!(forward(&graph, &mlp_out).len(), 4);
+}
+
+#[test]
+fn attention_and_transformer_blocks() {
+    // x: 2 sequences of 3 positions, width 4; 2 heads of 2.
+    let shapes = ["2|->3,4", "4->2,2", "4->2,2", "4->2,2", "2,2->4"];
+    for causal in [None, Some(3)] {
+        check("attention", &shapes, |g, p| {
+            let out = attend(&p[0], [&p[1], &p[2], &p[3], &p[4]], 2, causal, None);
+            out.pmul(&weights(g, "2|->3,4", 24))
+        });
+    }
+    check("rotary attention", &shapes, |g, p| {
+        let rotary = Rotary::new(g, 3, 2);
+        let out = attend(
+            &p[0],
+            [&p[1], &p[2], &p[3], &p[4]],
+            2,
+            Some(3),
+            Some(&rotary),
+        );
+        out.pmul(&weights(g, "2|->3,4", 24))
+    });
+    check("transformer block", &["2|->3,4"], |g, p| {
+        let block = TransformerBlock::new(g, "block", 4, 2, 8, true);
+        block.apply(&p[0], 3, None).pmul(&weights(g, "2|->3,4", 24))
+    });
+}
+
+#[test]
+fn causal_attention_does_not_look_ahead() {
+    // Changing the last position changes no earlier output.
+    let outputs = |last: f64| {
+        let graph = Graph::new();
+        let mut values = test_values(12, 5);
+        values[8..12].fill(last);
+        let x = graph
+            .data("x")
+            .shape("1|->3,4")
+            .precision(Precision::F64)
+            .values(values)
+            .build();
+        let attention = Attention::new(&graph, "attention", 4, 2, 2, true);
+        forward(
+            &graph,
+            &attention.apply(&x, 3, Some(&Rotary::new(&graph, 3, 2))),
+        )
+    };
+    let (a, b) = (outputs(1.0), outputs(-3.0));
+    assert_eq!(a[..8], b[..8]);
+    assert_ne!(a[8..], b[8..]);
 }

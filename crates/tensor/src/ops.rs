@@ -398,11 +398,11 @@ impl Tensor {
     /// ones (the result's axis is twice as long).
     pub fn interleave(a: &Tensor, b: &Tensor) -> Tensor {
         let graph = &a.graph;
-        let even = match parse_einsum("..., i => ..., 2*i") {
+        let even = match parse_einsum("...|...->..., i => ...|...->..., 2*i") {
             Ok(spec) => spec,
             Err(e) => return graph.failed(error(format!("interleave: {e}"))),
         };
-        let odd = match parse_einsum("..., i => ..., 2*i + 1") {
+        let odd = match parse_einsum("...|...->..., i => ...|...->..., 2*i + 1") {
             Ok(spec) => spec,
             Err(e) => return graph.failed(error(format!("interleave: {e}"))),
         };
@@ -429,9 +429,9 @@ impl Tensor {
     /// The even positions (`odd == false`) or the odd ones of the last output axis.
     pub fn deinterleave(&self, odd: bool) -> Tensor {
         let spec = if odd {
-            "..., 2*i + 1 => ..., i"
+            "...|...->..., 2*i + 1 => ...|...->..., i"
         } else {
-            "..., 2*i => ..., i"
+            "...|...->..., 2*i => ...|...->..., i"
         };
         self.einsum1(spec)
     }
