@@ -24,12 +24,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rcannl_shape::spec::{DimLiteral, ShapeLiteral};
 use serde::{Serialize, Serializer};
 
 use crate::npy;
 use crate::report::{self, CliError};
-use crate::setup::{OpArgs, Setup, run_error};
+use crate::setup::{OpArgs, Setup, literal, run_error};
 
 /// Arguments of `rcannl einsum`.
 #[derive(Debug, clap::Args)]
@@ -191,11 +190,7 @@ fn render_text(output: &Output) -> String {
         input,
         output: out,
     } = &output.shape;
-    let literal = ShapeLiteral {
-        batch: batch.iter().copied().map(DimLiteral::new).collect(),
-        input: input.iter().copied().map(DimLiteral::new).collect(),
-        output: out.iter().copied().map(DimLiteral::new).collect(),
-    };
+    let literal = literal(&[batch.clone(), input.clone(), out.clone()]);
     let mut lines = vec![(
         "shape".to_owned(),
         format!("{literal}  (batch {batch:?}, input {input:?}, output {out:?})"),
@@ -221,15 +216,7 @@ fn render_text(output: &Output) -> String {
             format!("{median:.4} ms over {} runs", output.runs),
         ));
     }
-    let width = lines
-        .iter()
-        .map(|(name, _)| name.len() + 1)
-        .max()
-        .unwrap_or(0);
-    lines
-        .iter()
-        .map(|(name, text)| format!("{:<width$} {text}\n", format!("{name}:")))
-        .collect()
+    report::aligned(&lines)
 }
 
 fn numbers(values: &[f64]) -> String {

@@ -13,13 +13,13 @@ use std::process::ExitCode;
 
 use rcannl_backends::cc::codegen::PRELUDE;
 use rcannl_ir::Projections;
-use rcannl_shape::spec::{DimLiteral, ShapeLiteral};
+use rcannl_shape::spec::EinsumSpec;
 use rcannl_tensor::{Context, Tensor};
 
 use crate::labels::{Names, Placed};
 use crate::op::Op;
 use crate::report::{self, CliError};
-use crate::setup::{OpArgs, Setup, run_error};
+use crate::setup::{OpArgs, Setup, literal, run_error};
 
 /// Arguments of `rcannl explain`.
 #[derive(Debug, clap::Args)]
@@ -90,9 +90,28 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
     );
     out += &format!("backend:   {}\n", ctx.backend_name());
 
-    out += "\n== shapes ==\n";
+    out += &shapes(&rows);
+    for record in &records {
+        out += &format!(
+            "\n== projections ({}; dims and index maps in memory order) ==\n",
+            record.label
+        );
+        out += &projections(record, &names(spec.as_ref(), record, &rows), args.op);
+        out += "\n== padding ==\n";
+        out += &padding(record);
+    }
+
+    out += "\n== loop nest (optimized; a pre-fill may become a local accumulator) ==\n";
+    out += &routine.describe();
+    out += &generated_c(&ctx, routine.source());
+    Ok(out)
+}
+
+/// Each tensor's shape, as a literal and by kind, and its slot of the spec.
+fn shapes(rows: &[Row]) -> String {
+    let mut out = "\n== shapes ==\n".to_owned();
     let width = rows.iter().map(|row| row.name.len()).max().unwrap_or(0);
-    for row in &rows {
+    for row in rows {
         let [batch, input, output] = &row.rows;
         let slot = row
             .slot
@@ -104,46 +123,20 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
             literal(&row.rows)
         );
     }
-
-    for record in &records {
-        let names = match &spec {
-            Some(spec) => {
-                let mut placed: Vec<Placed<'_>> =
-                    vec![(&spec.lhs, &record.lhs_index, lengths(&rows[rows.len() - 1]))];
-                for ((slot, index), row) in spec.rhs.iter().zip(&record.rhs_index).zip(&rows) {
-                    placed.push((slot, index, lengths(row)));
-                }
-                Names::from_slots(&placed)
-            }
-            None => Names::default(),
-        };
-        out += &format!(
-            "\n== projections ({}; dims and index maps in memory order) ==\n",
-            record.label
-        );
-        out += &projections(record, &names, args.op);
-        out += "\n== padding ==\n";
-        out += &padding(record);
-    }
-
-    out += "\n== loop nest (optimized; a pre-fill may become a local accumulator) ==\n";
-    out += &routine.describe();
-    out += &generated_c(&ctx, routine.source());
-    Ok(out)
+    out
 }
 
-fn lengths(row: &Row) -> [usize; 3] {
-    row.rows.clone().map(|dims| dims.len())
-}
-
-/// `batch|input->output`, as a shape literal writes it.
-fn literal([batch, input, output]: &[Vec<usize>; 3]) -> ShapeLiteral {
-    let dims = |row: &Vec<usize>| row.iter().copied().map(DimLiteral::new).collect();
-    ShapeLiteral {
-        batch: dims(batch),
-        input: dims(input),
-        output: dims(output),
+/// The record's symbols named after the spec's labels (`rows`: the inputs, then the result).
+fn names(spec: Option<&EinsumSpec>, record: &Projections, rows: &[Row]) -> Names {
+    let (Some(spec), Some((result, inputs))) = (spec, rows.split_last()) else {
+        return Names::default();
+    };
+    let lengths = |row: &Row| row.rows.clone().map(|dims| dims.len());
+    let mut placed: Vec<Placed<'_>> = vec![(&spec.lhs, &record.lhs_index, lengths(result))];
+    for ((slot, index), row) in spec.rhs.iter().zip(&record.rhs_index).zip(inputs) {
+        placed.push((slot, index, lengths(row)));
     }
+    Names::from_slots(&placed)
 }
 
 /// The tensor an index map of the record belongs to: `result`, or input `i + 1`.
@@ -189,15 +182,7 @@ fn projections(record: &Projections, names: &Names, op: Op) -> String {
     };
     lines.push(("reductions".to_owned(), reductions.clone()));
     lines.push(("pre-filled".to_owned(), prefill(record, op, &reductions)));
-    let width = lines
-        .iter()
-        .map(|(name, _)| name.len() + 1)
-        .max()
-        .unwrap_or(0);
-    lines
-        .iter()
-        .map(|(name, text)| format!("{:<width$} {text}\n", format!("{name}:")))
-        .collect()
+    report::aligned(&lines)
 }
 
 /// Whether the result is filled with the accumulation's neutral element before the loops, and

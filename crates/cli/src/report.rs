@@ -1,5 +1,5 @@
 //! Writing results and errors: text to a stream without panicking on a closed pipe, one line of
-//! JSON, and the errors of the run commands (`einsum`, `explain`).
+//! JSON, aligned `name: text` lines, and the errors of the run commands (`einsum`, `explain`).
 //!
 //! An error has a kind for scripts and a message for people. It prints as `error: MESSAGE` on
 //! stderr, or with `--json` as `{"error":{"kind":KIND,"message":MESSAGE}}` on stdout; either way
@@ -74,6 +74,19 @@ pub fn print_json(value: &impl Serialize) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `name: text` lines, the texts aligned in one column.
+pub fn aligned(lines: &[(String, String)]) -> String {
+    let width = lines
+        .iter()
+        .map(|(name, _)| name.len() + 1)
+        .max()
+        .unwrap_or(0);
+    lines
+        .iter()
+        .map(|(name, text)| format!("{:<width$} {text}\n", format!("{name}:")))
+        .collect()
 }
 
 /// Writes `text` to `sink`. A closed pipe (`rcannl … | head -1`) is not worth a panic or a

@@ -9,7 +9,7 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
-use rcannl_shape::spec::{EinsumSpec, parse_shape_literal};
+use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral, parse_shape_literal};
 use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
 
 use crate::input;
@@ -153,6 +153,16 @@ fn capture(result: &Tensor, name: &str) -> Result<Capture, CliError> {
     result
         .capture(name)
         .map_err(|err| CliError::new(ErrorKind::Capture, err.message))
+}
+
+/// The shape of these dims (batch, input, output), as a shape literal writes it.
+pub fn literal([batch, input, output]: &[Vec<usize>; 3]) -> ShapeLiteral {
+    let dims = |row: &Vec<usize>| row.iter().copied().map(DimLiteral::new).collect();
+    ShapeLiteral {
+        batch: dims(batch),
+        input: dims(input),
+        output: dims(output),
+    }
 }
 
 pub fn shape_error(err: TensorError) -> CliError {
