@@ -1,12 +1,14 @@
 //! Neural-network building blocks for rcannl, written against `rcannl-tensor`.
 //!
-//! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons), `norm`
+//! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons),
+//! `attention` multi-head attention, rotary embeddings and the transformer block, `norm`
 //! softmax and layer normalization, `conv` convolutions and pooling, `embedding` token
 //! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `data` generated
 //! data sets, and `plot` PNG plots (a loss curve, decision regions).
 
+pub mod attention;
 pub mod blocks;
 pub mod checkpoint;
 pub mod conv;
