@@ -1,0 +1,588 @@
+//! Checkpoints: training resumed from a checkpoint goes on exactly as it would have; every
+//! savable precision round-trips bit for bit; bad files and mismatched models are refused with
+//! errors naming what is wrong, and change nothing in memory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rcannl_ir::Precision;
+use rcannl_nn::blocks::Mlp;
+use rcannl_nn::checkpoint::{load, load_params, save, save_params};
+use rcannl_nn::loss::mean;
+use rcannl_tensor::{Context, Formula, Graph, Tensor, TensorError, Update};
+
+/// The tests here compile the same routines, and the C backend builds a routine under a name of
+/// the process's, so two threads building one at once (on a cold cache) can race: they take turns.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A fresh, empty folder for one test.
+fn folder(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("checkpoint-{test}"));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("a test folder");
+    dir
+}
+
+/// An MLP of `widths` on data of shape `4|->5`, with a mean squared error against fixed targets
+/// of the last width.
+struct Model {
+    graph: Graph,
+    loss: Tensor,
+    params: Vec<Tensor>,
+}
+
+fn model(widths: &[usize]) -> Model {
+    let graph = Graph::new();
+    let outputs = widths[widths.len() - 1];
+    let x = graph
+        .data("x")
+        .shape("4|->5")
+        .values(
+            (0..20)
+                .map(|i| f64::from((i * 7) % 11) / 5.0 - 1.0)
+                .collect(),
+        )
+        .build();
+    let target = graph
+        .data("target")
+        .shape(&format!("4|->{outputs}"))
+        .values(
+            (0..4 * outputs)
+                .map(|i| f64::from((i % 3) as u8) - 1.0)
+                .collect(),
+        )
+        .build();
+    let mlp = Mlp::new(&graph, "mlp", widths);
+    let error = &mlp.apply(&x) - &target;
+    let loss = mean(&error.pmul(&error), 4 * outputs);
+    Model {
+        params: mlp.params(),
+        graph,
+        loss,
+    }
+}
+
+/// Velocity tensors for SGD with momentum, labelled as `optim::Sgd` labels its own (which it keeps
+/// to itself), shaped like their parameters once `ctx` has inferred them; and the step
+/// `v ← 0.9·v + g`, `w ← w − 0.05·v`.
+fn momentum(
+    ctx: &mut Context,
+    params: &[Tensor],
+) -> Result<(Vec<Tensor>, Vec<Update>), TensorError> {
+    let mut velocities = Vec::new();
+    let mut updates = Vec::new();
+    for w in params {
+        let [batch, input, output] = ctx.rows(w)?;
+        let row = |dims: &[usize]| {
+            dims.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let v = w
+            .graph()
+            .data(&format!("{} velocity", w.label()))
+            .shape(&format!(
+                "{}|{}->{}",
+                row(&batch),
+                row(&input),
+                row(&output)
+            ))
+            .build();
+        updates.push(Update::set(&v, 0.9 * Formula::value(&v) + Formula::grad(w)));
+        updates.push(Update::subtract(w, 0.05 * Formula::value(&v)));
+        velocities.push(v);
+    }
+    Ok((velocities, updates))
+}
+
+/// The bits of every cell of every tensor.
+fn bits(ctx: &Context, tensors: &[&Tensor]) -> Vec<Vec<u64>> {
+    tensors
+        .iter()
+        .map(|t| {
+            ctx.values(t)
+                .expect("values")
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        })
+        .collect()
+}
+
+fn loss_bits(ctx: &Context, loss: &Tensor) -> u64 {
+    ctx.values(loss).expect("the loss")[0].to_bits()
+}
+
+/// A model trained three steps from seed 1, its parameters and velocities, and the checkpoint of
+/// both at `path`.
+struct Trained {
+    model: Model,
+    ctx: Context,
+    velocities: Vec<Tensor>,
+    updates: Vec<Update>,
+}
+
+impl Trained {
+    fn state(&self) -> Vec<&Tensor> {
+        self.model.params.iter().chain(&self.velocities).collect()
+    }
+}
+
+fn trained(path: &Path) -> Trained {
+    let model = model(&[8, 3]);
+    let mut ctx = Context::new(&model.graph);
+    ctx.set_seed(1);
+    ctx.init_params().expect("init");
+    let (velocities, updates) = momentum(&mut ctx, &model.params).expect("velocities");
+    let backprop = ctx.backprop(&model.loss).expect("backprop");
+    let step = ctx.update(&updates).expect("step");
+    for _ in 0..3 {
+        ctx.run(&backprop).expect("backprop runs");
+        ctx.run(&step).expect("step runs");
+    }
+    let mut trained = Trained {
+        model,
+        ctx,
+        velocities,
+        updates,
+    };
+    let state: Vec<Tensor> = trained.state().into_iter().cloned().collect();
+    save(path, &mut trained.ctx, &state.iter().collect::<Vec<_>>()).expect("save");
+    trained
+}
+
+/// A second context of the trained model's graph, initialized from seed 2 with its routines
+/// compiled: its parameters differ from the trained ones, its velocities are zero.
+fn fresh(trained: &Trained) -> Context {
+    let mut ctx = Context::new(&trained.model.graph);
+    ctx.set_seed(2);
+    ctx.init_params().expect("init");
+    ctx.backprop(&trained.model.loss).expect("backprop");
+    ctx.update(&trained.updates).expect("step");
+    ctx
+}
+
+#[test]
+fn training_resumed_from_a_checkpoint_goes_on_exactly() {
+    let _turn = one_at_a_time();
+    let path = folder("resume").join("model.safetensors");
+    let mut trained = trained(&path);
+    let state: Vec<Tensor> = trained.state().into_iter().cloned().collect();
+    let state: Vec<&Tensor> = state.iter().collect();
+
+    let mut resumed = fresh(&trained);
+    assert_ne!(bits(&resumed, &state), bits(&trained.ctx, &state));
+    load(&path, &mut resumed, &state).expect("load");
+    assert_eq!(bits(&resumed, &state), bits(&trained.ctx, &state));
+
+    // Two more steps in both: the first's loss depends on the parameters, the second's on the
+    // velocities too.
+    let loss = trained.model.loss.clone();
+    let routines = |ctx: &mut Context| {
+        (
+            ctx.backprop(&loss).expect("backprop"),
+            ctx.update(&trained.updates).expect("step"),
+        )
+    };
+    let (backprop_a, step_a) = routines(&mut trained.ctx);
+    let (backprop_b, step_b) = routines(&mut resumed);
+    for _ in 0..2 {
+        trained.ctx.run(&backprop_a).expect("backprop runs");
+        resumed.run(&backprop_b).expect("backprop runs");
+        assert_eq!(loss_bits(&resumed, &loss), loss_bits(&trained.ctx, &loss));
+        trained.ctx.run(&step_a).expect("step runs");
+        resumed.run(&step_b).expect("step runs");
+    }
+    assert_eq!(bits(&resumed, &state), bits(&trained.ctx, &state));
+}
+
+#[test]
+fn parameters_load_into_a_graph_built_the_same_way() {
+    let _turn = one_at_a_time();
+    let path = folder("params").join("params.safetensors");
+    let first = model(&[8, 3]);
+    let mut a = Context::new(&first.graph);
+    a.set_seed(1);
+    a.init_params().expect("init");
+    let forward_a = a.forward(&[&first.loss]).expect("forward");
+    a.run(&forward_a).expect("forward runs");
+    save_params(&path, &mut a, &first.graph).expect("save");
+
+    let second = model(&[8, 3]);
+    let mut b = Context::new(&second.graph);
+    b.set_seed(2);
+    b.init_params().expect("init");
+    let forward_b = b.forward(&[&second.loss]).expect("forward");
+    let params_a: Vec<&Tensor> = first.params.iter().collect();
+    let params_b: Vec<&Tensor> = second.params.iter().collect();
+    assert_ne!(bits(&b, &params_b), bits(&a, &params_a));
+    load_params(&path, &mut b, &second.graph).expect("load");
+    assert_eq!(bits(&b, &params_b), bits(&a, &params_a));
+    b.run(&forward_b).expect("forward runs");
+    assert_eq!(loss_bits(&b, &second.loss), loss_bits(&a, &first.loss));
+}
+
+/// Loading `path` into a fresh context of `trained`'s graph fails with a message containing each
+/// of `expected`, and changes no value.
+fn refused(trained: &Trained, path: &Path, tensors: &[&Tensor], expected: &[&str]) {
+    let mut ctx = fresh(trained);
+    let before = bits(&ctx, tensors);
+    let e = load(path, &mut ctx, tensors).expect_err("the load fails");
+    for part in expected {
+        assert!(e.message.contains(part), "{part:?} not in {:?}", e.message);
+    }
+    assert!(
+        e.message.contains(&path.display().to_string()),
+        "{}",
+        e.message
+    );
+    assert_eq!(bits(&ctx, tensors), before);
+}
+
+#[test]
+fn a_truncated_file_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("truncated");
+    let path = dir.join("model.safetensors");
+    let trained = trained(&path);
+    let bytes = fs::read(&path).expect("read");
+    let cut = dir.join("cut.safetensors");
+    fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+    refused(
+        &trained,
+        &cut,
+        &trained.state(),
+        &["not a readable safetensors file"],
+    );
+    // Cut inside the 8 bytes of the header's length, and empty.
+    fs::write(&cut, &bytes[..5]).expect("write");
+    refused(&trained, &cut, &trained.state(), &["header too small"]);
+    fs::write(&cut, b"").expect("write");
+    refused(&trained, &cut, &trained.state(), &["header too small"]);
+}
+
+#[test]
+fn garbage_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("garbage");
+    let path = dir.join("model.safetensors");
+    let trained = trained(&path);
+    let garbage = dir.join("garbage.safetensors");
+    fs::write(
+        &garbage,
+        b"these bytes are no checkpoint, nor anything else at all",
+    )
+    .expect("write");
+    refused(
+        &trained,
+        &garbage,
+        &trained.state(),
+        &["not a readable safetensors file"],
+    );
+    // A header of the right length that is not JSON.
+    let mut bytes = fs::read(&path).expect("read");
+    for b in &mut bytes[8..40] {
+        *b = b'#';
+    }
+    fs::write(&garbage, &bytes).expect("write");
+    refused(
+        &trained,
+        &garbage,
+        &trained.state(),
+        &["invalid JSON in header"],
+    );
+    // A missing file.
+    refused(
+        &trained,
+        &dir.join("nowhere.safetensors"),
+        &trained.state(),
+        &[],
+    );
+}
+
+#[test]
+fn a_flipped_byte_in_the_values_fails_its_checksum() {
+    let _turn = one_at_a_time();
+    let dir = folder("flipped");
+    let path = dir.join("model.safetensors");
+    let trained = trained(&path);
+    let mut bytes = fs::read(&path).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    let flipped = dir.join("flipped.safetensors");
+    fs::write(&flipped, &bytes).expect("write");
+    refused(
+        &trained,
+        &flipped,
+        &trained.state(),
+        &["checksum", "corrupted"],
+    );
+}
+
+#[test]
+fn a_checkpoint_of_another_width_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("width");
+    let path = dir.join("model.safetensors");
+    let trained = trained(&path);
+    let wide = model(&[16, 3]);
+    let mut ctx = Context::new(&wide.graph);
+    ctx.init_params().expect("init");
+    let wide_path = dir.join("wide.safetensors");
+    save_params(&wide_path, &mut ctx, &wide.graph).expect("save");
+    let params: Vec<&Tensor> = trained.model.params.iter().collect();
+    refused(
+        &trained,
+        &wide_path,
+        &params,
+        &[
+            "tensor 'mlp.0.w'",
+            "dims [16, 5] (rows |5->16) in the file",
+            "dims [8, 5] (rows |5->8) in memory",
+        ],
+    );
+    // And the other way round.
+    let before = bits(&ctx, &wide.params.iter().collect::<Vec<_>>());
+    let e = load_params(&path, &mut ctx, &wide.graph).expect_err("the load fails");
+    assert!(
+        e.message.contains("dims [8, 5] (rows |5->8) in the file"),
+        "{e}"
+    );
+    assert_eq!(bits(&ctx, &wide.params.iter().collect::<Vec<_>>()), before);
+}
+
+#[test]
+fn a_missing_tensor_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("missing");
+    let path = dir.join("model.safetensors");
+    let trained = trained(&path);
+    let mut ctx = Context::new(&trained.model.graph);
+    ctx.init_params().expect("init");
+    let params_only = dir.join("params.safetensors");
+    save_params(&params_only, &mut ctx, &trained.model.graph).expect("save");
+    // The parameters come first and are in the file: they must not be set either.
+    refused(
+        &trained,
+        &params_only,
+        &trained.state(),
+        &["no tensor 'mlp.0.w velocity'", "'mlp.0.b'", "'mlp.1.w'"],
+    );
+}
+
+#[test]
+fn rows_and_dtypes_must_match() {
+    let _turn = one_at_a_time();
+    let dir = folder("rows");
+    let path = dir.join("rows.safetensors");
+    // Same label, same dims [4, 5] in memory, other rows; then another precision.
+    let saved = Graph::new();
+    let a = saved.data("t").shape("4|->5").build();
+    let mut ctx = Context::new(&saved);
+    ctx.set_values(&a, &[1.5; 20]).expect("values");
+    save(&path, &mut ctx, &[&a]).expect("save");
+
+    for (shape, precision, expected) in [
+        (
+            "|5->4",
+            Precision::F32,
+            "tensor 't' has dims [4, 5] (rows 4|->5) in the file, dims [4, 5] (rows |5->4) in memory",
+        ),
+        (
+            "4|->5",
+            Precision::F64,
+            "tensor 't' is F32 of dims [4, 5] (rows 4|->5) in the file, F64 of dims [4, 5] \
+             (rows 4|->5) in memory (precision f64)",
+        ),
+    ] {
+        let other = Graph::new();
+        let b = other.data("t").shape(shape).precision(precision).build();
+        let mut ctx = Context::new(&other);
+        ctx.set_values(&b, &[0.25; 20]).expect("values");
+        let e = load(&path, &mut ctx, &[&b]).expect_err("the load fails");
+        assert!(e.message.contains(expected), "{e}");
+        assert_eq!(ctx.values(&b).expect("values"), vec![0.25; 20]);
+    }
+}
+
+/// One data tensor per savable precision, each of shape `2|3->4`.
+fn every_precision(graph: &Graph) -> Vec<Tensor> {
+    [
+        Precision::F64,
+        Precision::F16,
+        Precision::Bf16,
+        Precision::F32,
+        Precision::I8,
+        Precision::U8,
+        Precision::I32,
+        Precision::U32,
+        Precision::I64,
+    ]
+    .into_iter()
+    .map(|p| {
+        graph
+            .data(&format!("x {p}"))
+            .shape("2|3->4")
+            .precision(p)
+            .build()
+    })
+    .collect()
+}
+
+#[test]
+fn every_precision_round_trips_bit_for_bit() {
+    let _turn = one_at_a_time();
+    let path = folder("precisions").join("all.safetensors");
+    let graph = Graph::new();
+    let tensors = every_precision(&graph);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut a = Context::new(&graph);
+    let awkward = [
+        std::f64::consts::PI,
+        1.0 / 3.0,
+        -0.0,
+        1e-310,
+        f64::MAX,
+        -1e300,
+        0.1,
+        f64::INFINITY,
+        6.0e-8,
+        65504.0,
+        -2.5,
+        1e-5,
+    ];
+    for (i, t) in tensors.iter().enumerate() {
+        let values: Vec<f64> = if t.precision().is_float() {
+            awkward.iter().chain(&awkward).copied().collect()
+        } else {
+            (0..24)
+                .map(|k| f64::from(k * 37 + i as i32) - 60.0)
+                .collect()
+        };
+        a.set_values(t, &values).expect("values");
+    }
+    save(&path, &mut a, &tensors).expect("save");
+
+    let mut b = Context::new(&graph);
+    for t in &tensors {
+        b.set_values(t, &[7.0; 24]).expect("values");
+    }
+    load(&path, &mut b, &tensors).expect("load");
+    assert_eq!(bits(&b, &tensors), bits(&a, &tensors));
+    // Nothing was rounded on the way: f64 keeps its awkward values, f16 its own.
+    assert_eq!(a.values(tensors[0]).expect("f64")[..12], awkward);
+    assert_eq!(
+        b.values(tensors[1]).expect("f16")[..4],
+        [3.140625, 0.333251953125, -0.0, 0.0]
+    );
+    assert_eq!(b.values(tensors[1]).expect("f16")[9], 65504.0);
+}
+
+/// The header of a safetensors file: its JSON text.
+fn header(path: &Path) -> String {
+    let bytes = fs::read(path).expect("read");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    String::from_utf8(bytes[8..8 + n].to_vec()).expect("UTF-8")
+}
+
+#[test]
+fn the_file_is_safetensors_with_rows_and_checksums() {
+    let _turn = one_at_a_time();
+    let path = folder("format").join("all.safetensors");
+    let graph = Graph::new();
+    let tensors = every_precision(&graph);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut ctx = Context::new(&graph);
+    save(&path, &mut ctx, &tensors).expect("save");
+    let text = header(&path);
+    // Dims in memory order: batch, output, input.
+    for (label, dtype) in [
+        ("x f64", "F64"),
+        ("x f16", "F16"),
+        ("x bf16", "BF16"),
+        ("x f32", "F32"),
+        ("x i8", "I8"),
+        ("x u8", "U8"),
+        ("x i32", "I32"),
+        ("x u32", "U32"),
+        ("x i64", "I64"),
+    ] {
+        let entry = format!("\"{label}\":{{\"dtype\":\"{dtype}\",\"shape\":[2,4,3],");
+        assert!(text.contains(&entry), "{entry} not in {text}");
+        assert!(
+            text.contains(&format!("\"rows:{label}\":\"2|3->4\"")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\"checksum:{label}\":\"fnv1a64:")),
+            "{text}"
+        );
+    }
+    // Twelve zero bytes of f32 hash to FNV-1a's value for them.
+    let one = Graph::new();
+    let z = one.data("z").shape("3").build();
+    let mut ctx = Context::new(&one);
+    save(&path, &mut ctx, &[&z]).expect("save");
+    let zeros = (0..12).fold(0xcbf2_9ce4_8422_2325_u64, |h, _| {
+        h.wrapping_mul(0x0100_0000_01b3)
+    });
+    let text = header(&path);
+    assert!(
+        text.contains(&format!("\"checksum:z\":\"fnv1a64:{zeros:016x}\"")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_failed_save_leaves_the_old_checkpoint() {
+    let _turn = one_at_a_time();
+    let dir = folder("failed-save");
+    let path = dir.join("model.safetensors");
+    let graph = Graph::new();
+    let x = graph
+        .data("x")
+        .shape("3")
+        .values(vec![1.0, 2.0, 3.0])
+        .build();
+    let twin = graph.data("x").shape("2").build();
+    let seed = graph.seed();
+    let mut ctx = Context::new(&graph);
+    save(&path, &mut ctx, &[&x]).expect("save");
+    let before = fs::read(&path).expect("read");
+
+    let e = save(&path, &mut ctx, &[&x, &twin]).expect_err("two labels 'x'");
+    assert!(e.message.contains("two tensors are labelled 'x'"), "{e}");
+    let e = save(&path, &mut ctx, &[&x, &seed]).expect_err("a 128-bit word");
+    assert!(e.message.contains("'seed' is of precision uint4x32"), "{e}");
+    let e = load(&path, &mut ctx, &[&x, &twin]).expect_err("two labels 'x'");
+    assert!(e.message.contains("two tensors are labelled 'x'"), "{e}");
+    let e = save(
+        &dir.join("no such folder").join("m.safetensors"),
+        &mut ctx,
+        &[&x],
+    )
+    .expect_err("no folder");
+    assert!(e.message.contains("no such folder"), "{e}");
+
+    assert_eq!(fs::read(&path).expect("read"), before);
+    let names: Vec<String> = fs::read_dir(&dir)
+        .expect("list")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec!["model.safetensors"],
+        "no temporary file is left"
+    );
+}
