@@ -38,6 +38,7 @@ pub struct Sgd {
     pub nesterov: bool,
     pub weight_decay: f64,
     params: Vec<Tensor>,
+    velocities: Vec<Tensor>,
 }
 
 impl Sgd {
@@ -48,7 +49,14 @@ impl Sgd {
             nesterov: false,
             weight_decay: 0.0,
             params: params.to_vec(),
+            velocities: Vec::new(),
         }
+    }
+
+    /// The optimizer's state (a velocity per parameter, made by [`Sgd::compile`]), to save with
+    /// the parameters.
+    pub fn state(&self) -> &[Tensor] {
+        &self.velocities
     }
 
     pub fn nesterov(mut self) -> Sgd {
@@ -82,13 +90,13 @@ impl Sgd {
 
     /// The step as a routine of `ctx` (its state tensors are made here, once the parameters'
     /// shapes are known).
-    pub fn compile(&self, ctx: &mut Context) -> Result<Routine, TensorError> {
-        let velocities = self
+    pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        self.velocities = self
             .params
             .iter()
             .map(|p| state_like(ctx, p, "velocity"))
             .collect::<Result<Vec<_>, _>>()?;
-        ctx.update(&self.updates(&velocities))
+        ctx.update(&self.updates(&self.velocities))
     }
 }
 
@@ -103,6 +111,7 @@ pub struct Adam {
     pub weight_decay: f64,
     steps: Tensor,
     params: Vec<Tensor>,
+    moments: Vec<(Tensor, Tensor)>,
 }
 
 impl Adam {
@@ -115,7 +124,18 @@ impl Adam {
             weight_decay: 0.0,
             steps: scalar(graph, "adam steps", 0.0),
             params: params.to_vec(),
+            moments: Vec::new(),
         }
+    }
+
+    /// The optimizer's state (the step count, then both moments of each parameter, made by
+    /// [`Adam::compile`]), to save with the parameters.
+    pub fn state(&self) -> Vec<Tensor> {
+        let mut state = vec![self.steps.clone()];
+        for (m, v) in &self.moments {
+            state.extend([m.clone(), v.clone()]);
+        }
+        state
     }
 
     /// AdamW: weight decay decoupled from the gradient.
@@ -149,8 +169,8 @@ impl Adam {
 
     /// The step as a routine of `ctx` (its moment tensors are made here, once the parameters'
     /// shapes are known).
-    pub fn compile(&self, ctx: &mut Context) -> Result<Routine, TensorError> {
-        let moments = self
+    pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        self.moments = self
             .params
             .iter()
             .map(|p| {
@@ -160,7 +180,7 @@ impl Adam {
                 ))
             })
             .collect::<Result<Vec<_>, TensorError>>()?;
-        ctx.update(&self.updates(&moments))
+        ctx.update(&self.updates(&self.moments))
     }
 }
 

@@ -105,7 +105,7 @@ fn main() -> Result<(), TensorError> {
         .build();
     let test_logits = net.logits(&test_x);
 
-    let adam = Adam::new(&graph, &net.params(), 0.003);
+    let mut adam = Adam::new(&graph, &net.params(), 0.003);
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     let backprop = ctx.backprop(&loss)?;

@@ -71,7 +71,7 @@ fn main() -> Result<(), TensorError> {
     let (train_scores, test_scores, grid_scores) =
         (model.apply(&all_x), model.apply(&test), model.apply(&grid));
 
-    let sgd = Sgd::new(&graph, &model.params(), 0.1, 0.9);
+    let mut sgd = Sgd::new(&graph, &model.params(), 0.1, 0.9);
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     println!(

@@ -188,14 +188,19 @@ impl Compiler {
     }
 
     fn build(&self, source: &str, key: &str, library: &Path) -> Result<(), CompileError> {
-        let c_path = self.cache_dir.join(format!("rc_{key}.c"));
-        std::fs::write(&c_path, source)
-            .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
-        // Built under a name of this process's, then renamed: a concurrent build of the same
-        // routine never sees half a library.
+        // Built under a name no other build uses (this process's id and a counter), then
+        // renamed: a concurrent build of the same routine, in another process or thread, never
+        // sees half a library.
+        static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let partial = self
             .cache_dir
-            .join(format!("rc_{key}.{}.partial", std::process::id()));
+            .join(format!("rc_{key}.{}-{build}.partial", std::process::id()));
+        let c_path = self
+            .cache_dir
+            .join(format!("rc_{key}.{}-{build}.c", std::process::id()));
+        std::fs::write(&c_path, source)
+            .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
         let output = Command::new(&self.command)
             .args(FLAGS)
             .arg("-o")
@@ -213,7 +218,10 @@ impl Compiler {
             )));
         }
         std::fs::rename(&partial, library)
-            .map_err(|e| compile_error(format!("cannot move the library into the cache: {e}")))
+            .map_err(|e| compile_error(format!("cannot move the library into the cache: {e}")))?;
+        // The source stays beside its library, for reading.
+        let _ = std::fs::rename(&c_path, self.cache_dir.join(format!("rc_{key}.c")));
+        Ok(())
     }
 }
 
