@@ -2,10 +2,17 @@
 
 use rcannl_tensor::{Graph, Tensor};
 
-/// One-hot rows: for token ids `batch | -> ` (one id per example, no output axis), the result
-/// `batch | -> vocabulary` is 1 at each id.
+/// One-hot rows: for token ids of any shape (`batch | -> positions…`), the result has one more
+/// output axis of `vocabulary` positions, 1 at each id (and all 0 for an id outside it, such as
+/// −1 for a position to ignore).
 pub fn one_hot(ids: &Tensor, vocabulary: usize) -> Tensor {
-    ids.eq(&ids.graph().range(vocabulary))
+    let graph = ids.graph();
+    // id − v for every v: zero exactly at the id.
+    let difference = ids.outer_sum(
+        "...|...->...; v => ...|...->..., v",
+        &(-&graph.range(vocabulary)),
+    );
+    difference.eq(&graph.number(0.0))
 }
 
 /// `vocabulary` learned vectors of `width` values.

@@ -267,3 +267,21 @@ fn causal_attention_does_not_look_ahead() {
     assert_eq!(a[..8], b[..8]);
     assert_ne!(a[8..], b[8..]);
 }
+
+#[test]
+fn one_hot_rows_for_ids_of_any_shape() {
+    let graph = Graph::new();
+    let ids = graph
+        .data("ids")
+        .shape("2|->3")
+        .values(vec![0.0, 2.0, -1.0, 1.0, 1.0, 0.0])
+        .build();
+    let rows = forward(&graph, &rcannl_nn::embedding::one_hot(&ids, 3));
+    assert_eq!(
+        rows,
+        vec![
+            1., 0., 0., 0., 0., 1., 0., 0., 0., //
+            0., 1., 0., 0., 1., 0., 1., 0., 0.,
+        ]
+    );
+}

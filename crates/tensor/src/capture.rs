@@ -29,16 +29,16 @@ impl Tensor {
 impl Graph {
     /// Constrains a captured dimension to `size` (a row variable: the product of its axes).
     pub fn set_dim(&self, capture: &Capture, size: usize) -> Result<(), TensorError> {
-        Ok(self
-            .state
-            .borrow_mut()
-            .inference
-            .set_dim(&capture.0, size)?)
+        let mut state = self.state.borrow_mut();
+        state.captured_constraints += 1;
+        Ok(state.inference.set_dim(&capture.0, size)?)
     }
 
     /// Constrains two captures to be equal.
     pub fn set_equal(&self, a: &Capture, b: &Capture) -> Result<(), TensorError> {
-        Ok(self.state.borrow_mut().inference.set_equal(&a.0, &b.0)?)
+        let mut state = self.state.borrow_mut();
+        state.captured_constraints += 1;
+        Ok(state.inference.set_equal(&a.0, &b.0)?)
     }
 
     /// Constrains `large = factor · small` (dimensions only).
@@ -48,11 +48,9 @@ impl Graph {
         large: &Capture,
         small: &Capture,
     ) -> Result<(), TensorError> {
-        Ok(self
-            .state
-            .borrow_mut()
-            .inference
-            .set_scale(factor, &large.0, &small.0)?)
+        let mut state = self.state.borrow_mut();
+        state.captured_constraints += 1;
+        Ok(state.inference.set_scale(factor, &large.0, &small.0)?)
     }
 
     /// The captured size, once inference knows it.

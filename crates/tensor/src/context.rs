@@ -51,6 +51,9 @@ pub struct Context {
     initialized: HashSet<usize>,
     seed: u64,
     next_scratch: u32,
+    /// The numbers of tensors, inference operations and constraints on captures when the context
+    /// was last made concrete: nothing to do while the graph has not changed.
+    concrete: (usize, usize, usize),
 }
 
 /// The name projections give a batch slice's position until an assignment names its static index.
@@ -91,6 +94,7 @@ impl Context {
             initialized: HashSet::new(),
             seed: 42,
             next_scratch: FIRST_SCRATCH,
+            concrete: (0, 0, 0),
         }
     }
 
@@ -108,6 +112,14 @@ impl Context {
     fn concretize(&mut self) -> Result<(), TensorError> {
         self.graph.check()?;
         let state = &mut *self.graph.state.borrow_mut();
+        let size = (
+            state.tensors.len(),
+            state.inference.ops().count(),
+            state.captured_constraints,
+        );
+        if size == self.concrete {
+            return Ok(());
+        }
         state.inference.finish()?;
         for op in state.inference.ops() {
             // A fan-out of random words writes by offsets and has no projections.

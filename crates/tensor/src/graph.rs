@@ -167,6 +167,8 @@ pub(crate) struct State {
     pub ops: Vec<OpData>,
     pub errors: Vec<TensorError>,
     pub next_static: u32,
+    /// Constraints put on captured dimensions: they change shapes without adding operations.
+    pub captured_constraints: usize,
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.
