@@ -205,7 +205,7 @@ impl Buffers {
                 values.len()
             )));
         }
-        let positions: Vec<usize> = (0..n).map(|cell| interior_offset(info, cell)).collect();
+        let positions = interior_offsets(info);
         let precision = info.precision;
         let data = self.storage_mut(node)?;
         for (position, value) in positions.into_iter().zip(values) {
@@ -222,9 +222,10 @@ impl Buffers {
 
     /// The cells inside the margins, row-major over the node's dims.
     pub fn cells(&self, node: NodeId) -> Vec<Value> {
-        let info = &self.nodes[&node];
-        (0..info.len())
-            .map(|cell| self.data[&node].get(interior_offset(info, cell)))
+        let data = &self.data[&node];
+        interior_offsets(&self.nodes[&node])
+            .into_iter()
+            .map(|position| data.get(position))
             .collect()
     }
 
@@ -234,19 +235,26 @@ impl Buffers {
     }
 }
 
-/// The buffer position of the `cell`-th interior cell (row-major over the unpadded dims).
-fn interior_offset(node: &TensorNode, cell: usize) -> usize {
-    let buffer_dims = node.buffer_dims();
-    let mut rest = cell;
-    let mut position = 0;
-    let mut stride = 1;
-    for axis in (0..node.dims.len()).rev() {
-        let coordinate = rest % node.dims[axis] + node.padding[axis].0;
-        rest /= node.dims[axis];
-        position += coordinate * stride;
-        stride *= buffer_dims[axis];
+/// The buffer position of every interior cell, in row-major order over the unpadded dims.
+fn interior_offsets(node: &TensorNode) -> Vec<usize> {
+    if node.padding.iter().all(|(l, r)| l + r == 0) {
+        return (0..node.len()).collect();
     }
-    position
+    let buffer_dims = node.buffer_dims();
+    (0..node.len())
+        .map(|cell| {
+            let mut rest = cell;
+            let mut position = 0;
+            let mut stride = 1;
+            for axis in (0..node.dims.len()).rev() {
+                let coordinate = rest % node.dims[axis] + node.padding[axis].0;
+                rest /= node.dims[axis];
+                position += coordinate * stride;
+                stride *= buffer_dims[axis];
+            }
+            position
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -195,6 +195,7 @@ impl Context {
                 }
             }
         }
+        self.concrete = size;
         Ok(())
     }
 
