@@ -1,0 +1,151 @@
+//! Handwritten digits (the 8×8 images of the UCI data set, 1797 of them, as the `smartcore` crate
+//! embeds them): an MLP and a small CNN, both trained with Adam on a softmax cross-entropy.
+//! Prints each model's test accuracy.
+//!
+//! `cargo run --release --example digits`
+
+use rcannl::nn::blocks::Mlp;
+use rcannl::nn::conv::{Conv2d, max_pool2d};
+use rcannl::nn::data::Rng;
+use rcannl::nn::loss::{cross_entropy, mean};
+use rcannl::nn::optim::Adam;
+use rcannl::nn::train::{Plan, fit};
+use rcannl::prelude::*;
+
+const BATCH: usize = 32;
+const CLASSES: usize = 10;
+
+/// The images scaled to [0, 1] and their labels, shuffled, split into training batches and a
+/// test set.
+struct Split {
+    train_pixels: Vec<f64>,
+    train_one_hot: Vec<f64>,
+    batches: usize,
+    test_pixels: Vec<f64>,
+    test_labels: Vec<usize>,
+}
+
+fn split() -> Split {
+    let digits = smartcore::dataset::digits::load_dataset();
+    let mut order: Vec<usize> = (0..digits.num_samples).collect();
+    let mut rng = Rng::new(7);
+    for i in (1..order.len()).rev() {
+        order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    let batches = (order.len() * 4 / 5) / BATCH;
+    let (train, test) = order.split_at(batches * BATCH);
+    let pixels = |i: usize| {
+        digits.data[i * 64..(i + 1) * 64]
+            .iter()
+            .map(|&v| f64::from(v) / 16.0)
+            .collect::<Vec<_>>()
+    };
+    let label = |i: usize| digits.target[i] as usize;
+    Split {
+        train_pixels: train.iter().flat_map(|&i| pixels(i)).collect(),
+        train_one_hot: train
+            .iter()
+            .flat_map(|&i| (0..CLASSES).map(move |c| f64::from(u8::from(c == label(i)))))
+            .collect(),
+        batches,
+        test_pixels: test.iter().flat_map(|&i| pixels(i)).collect(),
+        test_labels: test.iter().map(|&i| label(i)).collect(),
+    }
+}
+
+/// Trains the classifier `logits` builds (from `batch | -> 8, 8, 1` images) and returns its test
+/// accuracy.
+fn train(
+    name: &str,
+    data: &Split,
+    epochs: usize,
+    build: impl Fn(&Graph) -> Box<dyn Fn(&Tensor) -> Tensor>,
+) -> Result<f64, TensorError> {
+    let graph = Graph::new();
+    let model = build(&graph);
+    let xs = graph
+        .data("images")
+        .shape(&format!("{},{BATCH}|->8,8,1", data.batches))
+        .values(data.train_pixels.clone())
+        .build();
+    let ys = graph
+        .data("labels")
+        .shape(&format!("{},{BATCH}|->{CLASSES}", data.batches))
+        .values(data.train_one_hot.clone())
+        .build();
+    let batch = graph.static_index();
+    let loss = mean(
+        &cross_entropy(&model(&xs.slice(&batch)), &ys.slice(&batch)),
+        BATCH,
+    );
+    let test = graph
+        .data("test images")
+        .shape(&format!("{}|->8,8,1", data.test_labels.len()))
+        .values(data.test_pixels.clone())
+        .build();
+    let test_logits = model(&test);
+    let mut adam = Adam::new(&graph, &graph.params(), 0.002);
+    let mut ctx = Context::new(&graph);
+    ctx.init_params()?;
+    let backprop = ctx.backprop(&loss)?;
+    let step = adam.compile(&mut ctx)?;
+    let evaluate = ctx.forward(&[&test_logits])?;
+    println!("{name}:");
+    let history = fit(
+        &mut ctx,
+        &backprop,
+        &step,
+        &loss,
+        batch,
+        Plan {
+            epochs,
+            batches: data.batches,
+            batch_size: BATCH,
+            progress: true,
+        },
+        |_, _| Ok(()),
+    )?;
+    ctx.run(&evaluate)?;
+    let logits = ctx.values(&test_logits)?;
+    let right = logits
+        .chunks(CLASSES)
+        .zip(&data.test_labels)
+        .filter(|(row, label)| {
+            (0..CLASSES).max_by(|a, b| row[*a].total_cmp(&row[*b])) == Some(**label)
+        })
+        .count();
+    let accuracy = right as f64 / data.test_labels.len() as f64;
+    println!(
+        "  final loss {:.4}; test accuracy {:.1}% ({right} of {}); {:.0} examples/s",
+        history.losses.last().copied().unwrap_or(f64::NAN),
+        100.0 * accuracy,
+        data.test_labels.len(),
+        history.examples_per_second
+    );
+    Ok(accuracy)
+}
+
+fn main() -> Result<(), TensorError> {
+    let data = split();
+    println!(
+        "{} training images in {} batches of {BATCH}, {} test images",
+        data.batches * BATCH,
+        data.batches,
+        data.test_labels.len()
+    );
+    let mlp = train("MLP 64 → 64 → 10", &data, 30, |graph| {
+        let mlp = Mlp::new(graph, "mlp", &[64, CLASSES]);
+        Box::new(move |x| mlp.apply(x))
+    })?;
+    let cnn = train("CNN conv 16 → pool → 64 → 10", &data, 20, |graph| {
+        let conv = Conv2d::new(graph, "conv", 16, 3, 1, true);
+        let dense = Mlp::new(graph, "dense", &[64, CLASSES]);
+        Box::new(move |x| dense.apply(&max_pool2d(&conv.apply(x).relu(), 2)))
+    })?;
+    println!(
+        "test accuracy: MLP {:.1}%, CNN {:.1}%",
+        100.0 * mlp,
+        100.0 * cnn
+    );
+    Ok(())
+}
