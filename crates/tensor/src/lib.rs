@@ -12,6 +12,7 @@ pub mod context;
 pub mod define;
 pub mod gradcheck;
 pub mod graph;
+pub mod nary;
 pub mod ops;
 pub mod tensor;
 

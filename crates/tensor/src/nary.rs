@@ -1,0 +1,476 @@
+//! Einsums of any number of operands, split into binary contractions along a cheap path, and the
+//! numpy notation (`"ij,jk->ik"`) translated to ours.
+//!
+//! The path search works on label sets: each step contracts two operands into one holding the
+//! labels still needed (by another operand or the result). Labels only one operand has, and the
+//! result does not, are summed out of that operand first. Up to [`EXHAUSTIVE_UP_TO`] operands the
+//! search is dynamic programming over subsets (the cheapest split of every subset, as optimal as
+//! the cost model); beyond, greedy (the cheapest pair at each step). The cost of a step is its
+//! number of multiply-adds: the product of the sizes of every label either operand has. Each step
+//! is an ordinary binary einsum, so it is shape-inferred, differentiated, and run as a matrix
+//! product by the backends when it has that shape.
+
+use std::collections::{BTreeSet, HashMap};
+
+use rcannl_shape::spec::{AxisSpec, EinsumSpec, Kind, RowSpec, SlotSpec, parse_einsum};
+
+use crate::graph::{TensorError, error};
+use crate::tensor::Tensor;
+
+/// Up to this many operands the path search is exhaustive.
+pub const EXHAUSTIVE_UP_TO: usize = 10;
+
+/// A contraction path: the pairs contracted in order, as positions in the list of operands still
+/// pending (each step removes its two and appends its result), and the total cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Path {
+    pub steps: Vec<(usize, usize)>,
+    pub flops: f64,
+}
+
+/// The labels of a slot that is plain labels only (rows of labels, no row variables); the result
+/// may also hold fixed positions (`0` for a scalar result), which carry no label.
+fn slot_labels(slot: &SlotSpec, is_result: bool) -> Option<Vec<String>> {
+    let mut labels = Vec::new();
+    for kind in [Kind::Batch, Kind::Output, Kind::Input] {
+        let row: &RowSpec = slot.row(kind);
+        if row.row_var.is_some() {
+            return None;
+        }
+        for axis in row.leading.iter().chain(&row.trailing) {
+            match axis {
+                AxisSpec::Label { name } => labels.push(name.clone()),
+                AxisSpec::Fixed { .. } if is_result => {}
+                _ => return None,
+            }
+        }
+    }
+    Some(labels)
+}
+
+/// The cost of contracting operands with label sets `a` and `b`.
+fn step_cost(a: &BTreeSet<String>, b: &BTreeSet<String>, sizes: &HashMap<String, f64>) -> f64 {
+    a.union(b)
+        .map(|label| sizes.get(label).copied().unwrap_or(1.0))
+        .product()
+}
+
+/// The labels the contraction of `a` and `b` keeps: those another operand or the result needs.
+fn kept(
+    a: &BTreeSet<String>,
+    b: &BTreeSet<String>,
+    others: &[&BTreeSet<String>],
+    result: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    a.union(b)
+        .filter(|l| result.contains(*l) || others.iter().any(|o| o.contains(*l)))
+        .cloned()
+        .collect()
+}
+
+/// The cheapest path contracting `operands` (label sets) into one with `result`'s labels.
+pub fn find_path(
+    operands: &[BTreeSet<String>],
+    result: &BTreeSet<String>,
+    sizes: &HashMap<String, f64>,
+) -> Path {
+    if operands.len() <= EXHAUSTIVE_UP_TO {
+        exhaustive(operands, result, sizes)
+    } else {
+        greedy(operands, result, sizes)
+    }
+}
+
+/// Dynamic programming over subsets: for each subset, the cheapest way to contract it into one
+/// operand, from the cheapest ways for its two parts.
+fn exhaustive(
+    operands: &[BTreeSet<String>],
+    result: &BTreeSet<String>,
+    sizes: &HashMap<String, f64>,
+) -> Path {
+    let n = operands.len();
+    let full = (1usize << n) - 1;
+    // Labels each subset's contraction keeps: those needed outside the subset or in the result.
+    let labels_of = |set: usize| -> BTreeSet<String> {
+        let inside: BTreeSet<String> = (0..n)
+            .filter(|i| set & (1 << i) != 0)
+            .flat_map(|i| operands[i].iter().cloned())
+            .collect();
+        inside
+            .into_iter()
+            .filter(|l| {
+                result.contains(l) || (0..n).any(|i| set & (1 << i) == 0 && operands[i].contains(l))
+            })
+            .collect()
+    };
+    let mut best: Vec<Option<(f64, usize)>> = vec![None; full + 1];
+    let mut labels: Vec<BTreeSet<String>> = vec![BTreeSet::new(); full + 1];
+    for set in 1..=full {
+        labels[set] = labels_of(set);
+        if set.count_ones() == 1 {
+            best[set] = Some((0.0, 0));
+            continue;
+        }
+        // Splits with the lowest member in the first part, so each split is seen once.
+        let low = set & set.wrapping_neg();
+        let rest = set & !low;
+        let mut part = rest;
+        loop {
+            let first = part | low;
+            let second = set & !first;
+            if second != 0 {
+                if let (Some((c1, _)), Some((c2, _))) = (best[first], best[second]) {
+                    let cost = c1 + c2 + step_cost(&labels[first], &labels[second], sizes);
+                    if best[set].is_none_or(|(c, _)| cost < c) {
+                        best[set] = Some((cost, first));
+                    }
+                }
+            }
+            if part == 0 {
+                break;
+            }
+            part = (part - 1) & rest;
+        }
+    }
+    // Unfold the chosen splits into steps over the pending list.
+    let mut pending: Vec<usize> = (0..n).map(|i| 1 << i).collect();
+    let mut steps = Vec::new();
+    fn order(set: usize, best: &[Option<(f64, usize)>], out: &mut Vec<(usize, usize)>) {
+        if set.count_ones() == 1 {
+            return;
+        }
+        let first = best[set].expect("every subset has a split").1;
+        let second = set & !first;
+        order(first, best, out);
+        order(second, best, out);
+        out.push((first, second));
+    }
+    let mut merges = Vec::new();
+    order(full, &best, &mut merges);
+    for (first, second) in merges {
+        let i = pending
+            .iter()
+            .position(|s| *s == first)
+            .expect("made before");
+        let j = pending
+            .iter()
+            .position(|s| *s == second)
+            .expect("made before");
+        steps.push((i, j));
+        pending.retain(|s| *s != first && *s != second);
+        pending.push(first | second);
+    }
+    Path {
+        steps,
+        flops: best[full].map_or(0.0, |(c, _)| c),
+    }
+}
+
+/// The cheapest pair at each step.
+fn greedy(
+    operands: &[BTreeSet<String>],
+    result: &BTreeSet<String>,
+    sizes: &HashMap<String, f64>,
+) -> Path {
+    let mut pending: Vec<BTreeSet<String>> = operands.to_vec();
+    let mut steps = Vec::new();
+    let mut flops = 0.0;
+    while pending.len() > 1 {
+        let mut choice = (0, 1, f64::INFINITY);
+        for i in 0..pending.len() {
+            for j in i + 1..pending.len() {
+                let cost = step_cost(&pending[i], &pending[j], sizes);
+                if cost < choice.2 {
+                    choice = (i, j, cost);
+                }
+            }
+        }
+        let (i, j, cost) = choice;
+        let others: Vec<&BTreeSet<String>> = pending
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != i && *k != j)
+            .map(|(_, s)| s)
+            .collect();
+        let merged = kept(&pending[i], &pending[j], &others, result);
+        flops += cost;
+        steps.push((i, j));
+        pending = pending
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != i && *k != j)
+            .map(|(_, s)| s.clone())
+            .collect();
+        pending.push(merged);
+    }
+    Path { steps, flops }
+}
+
+/// The multi-character form of a slot holding `labels` as output axes.
+fn output_slot(labels: &[String]) -> String {
+    labels.join(", ")
+}
+
+impl Tensor {
+    /// An einsum of any number of operands in our notation (`"ij;jk;kl=>il"`; slots of plain
+    /// labels, with kinds), split into binary contractions along the cheapest path (see the
+    /// module documentation). Its path is [`Tensor::einsum_path`].
+    pub fn einsum_n(spec: &str, operands: &[&Tensor]) -> Tensor {
+        match plan(spec, operands) {
+            Ok((parsed, labels, path)) => contract(&parsed, &labels, &path, operands),
+            Err(e) => match operands.first() {
+                Some(t) => t.graph.failed(e),
+                None => crate::graph::Graph::new().failed(e),
+            },
+        }
+    }
+
+    /// The path [`Tensor::einsum_n`] takes for `spec` over `operands`, with its cost.
+    pub fn einsum_path(spec: &str, operands: &[&Tensor]) -> Result<Path, TensorError> {
+        plan(spec, operands).map(|(_, _, path)| path)
+    }
+
+    /// An einsum in numpy's notation: `"ij,jk->ik"`, `"...ij,...jk->...ik"`, an implicit result
+    /// (`"ij,jk"`: the labels seen once, in alphabetical order), repeated labels (`"ii->i"`).
+    /// Operands' axes are their output axes.
+    pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
+        match numpy_to_ours(spec) {
+            // Binary einsums take `...` directly; so does a ternary one, which then skips the
+            // path search.
+            Ok(ours) => match operands.len() {
+                1 => operands[0].einsum1(&ours),
+                2 => operands[0].einsum(&ours, operands[1]),
+                3 if ours.contains("...") => operands[0].einsum3(&ours, operands[1], operands[2]),
+                _ => Tensor::einsum_n(&ours, operands),
+            },
+            Err(e) => match operands.first() {
+                Some(t) => t.graph.failed(e),
+                None => crate::graph::Graph::new().failed(e),
+            },
+        }
+    }
+}
+
+/// The parsed spec, each operand's labels, and the path.
+fn plan(
+    spec: &str,
+    operands: &[&Tensor],
+) -> Result<(EinsumSpec, Vec<Vec<String>>, Path), TensorError> {
+    let parsed = parse_einsum(spec).map_err(|e| error(format!("einsum {spec:?}: {e}")))?;
+    if parsed.arity() != operands.len() {
+        return Err(error(format!(
+            "einsum {spec:?} takes {} operands, {} given",
+            parsed.arity(),
+            operands.len()
+        )));
+    }
+    let mut labels = Vec::new();
+    for (i, slot) in parsed.rhs.iter().chain([&parsed.lhs]).enumerate() {
+        labels.push(slot_labels(slot, i == operands.len()).ok_or_else(|| {
+            error(format!(
+                "einsum {spec:?}: an einsum of several operands takes slots of plain labels \
+                 (no row variables, fixed indices, strides or concatenations)"
+            ))
+        })?);
+    }
+    let result: BTreeSet<String> = labels[operands.len()].iter().cloned().collect();
+    // Sizes as far as inference knows them (unknown sizes count as 1).
+    let mut sizes = HashMap::new();
+    for (t, names) in operands.iter().zip(&labels) {
+        let state = t.graph.state.borrow();
+        let shape = state.inference.shape(state.tensors[t.index].shape);
+        let dims: Vec<f64> = [Kind::Batch, Kind::Output, Kind::Input]
+            .iter()
+            .flat_map(|&kind| {
+                shape
+                    .row(kind)
+                    .dims()
+                    .map(|d| d.ground_size().map_or(1.0, |s| s as f64))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (name, size) in names.iter().zip(dims) {
+            sizes.entry(name.clone()).or_insert(size);
+        }
+    }
+    let sets: Vec<BTreeSet<String>> = labels[..operands.len()]
+        .iter()
+        .map(|l| l.iter().cloned().collect())
+        .collect();
+    let path = find_path(&sets, &result, &sizes);
+    Ok((parsed, labels, path))
+}
+
+/// Contracts along `path`: first summing labels only one operand has (and the result lacks),
+/// then the pairwise steps, the last one writing the result's slot as the spec gives it.
+fn contract(
+    parsed: &EinsumSpec,
+    labels: &[Vec<String>],
+    path: &Path,
+    operands: &[&Tensor],
+) -> Tensor {
+    let n = operands.len();
+    let result_labels: BTreeSet<String> = labels[n].iter().cloned().collect();
+    // Pending operands: a tensor, its slot text and its labels.
+    let mut pending: Vec<(Tensor, String, Vec<String>)> = Vec::new();
+    for i in 0..n {
+        let slot = parsed.rhs[i].to_string();
+        let alone: Vec<&String> = labels[i]
+            .iter()
+            .filter(|l| {
+                !result_labels.contains(*l) && (0..n).all(|j| j == i || !labels[j].contains(*l))
+            })
+            .collect();
+        if alone.is_empty() || n == 1 {
+            pending.push((operands[i].clone(), slot, labels[i].clone()));
+        } else {
+            let mut keep: Vec<String> = Vec::new();
+            for l in &labels[i] {
+                if !alone.contains(&l) && !keep.contains(l) {
+                    keep.push(l.clone());
+                }
+            }
+            let summed = operands[i].einsum1(&format!("{slot} => {}", output_slot(&keep)));
+            pending.push((summed, output_slot(&keep), keep));
+        }
+    }
+    if n == 1 {
+        let (t, slot, _) = &pending[0];
+        return t.einsum1(&format!("{slot} => {}", parsed.lhs));
+    }
+    for (step, &(i, j)) in path.steps.iter().enumerate() {
+        let last = step + 1 == path.steps.len();
+        let (a, b) = (pending[i].clone(), pending[j].clone());
+        let others: Vec<BTreeSet<String>> = pending
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != i && *k != j)
+            .map(|(_, (_, _, l))| l.iter().cloned().collect())
+            .collect();
+        let (slot, keep) = if last {
+            (parsed.lhs.to_string(), labels[n].clone())
+        } else {
+            let needed: Vec<String> =
+                a.2.iter()
+                    .chain(&b.2)
+                    .filter(|l| result_labels.contains(*l) || others.iter().any(|o| o.contains(*l)))
+                    .fold(Vec::new(), |mut acc, l| {
+                        if !acc.contains(l) {
+                            acc.push(l.clone());
+                        }
+                        acc
+                    });
+            (output_slot(&needed), needed)
+        };
+        let merged = a.0.einsum(&format!("{}; {} => {slot}", a.1, b.1), &b.0);
+        pending = pending
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| *k != i && *k != j)
+            .map(|(_, p)| p)
+            .collect();
+        pending.push((merged, output_slot(&keep), keep));
+    }
+    pending.remove(0).0
+}
+
+/// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
+/// of the output rows; an implicit result holds the labels seen once, in alphabetical order (after
+/// `...` if any operand has it).
+pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
+    let bad = |why: &str| error(format!("numpy einsum {spec:?}: {why}"));
+    let (inputs, output) = match spec.split_once("->") {
+        Some((i, o)) => (i, Some(o.trim())),
+        None => (spec, None),
+    };
+    let parse = |slot: &str| -> Result<(bool, Vec<char>), TensorError> {
+        let slot = slot.trim();
+        let (ellipsis, rest) = match slot.find("...") {
+            Some(0) => (true, &slot[3..]),
+            Some(_) => return Err(bad("only a leading `...` is supported")),
+            None => (false, slot),
+        };
+        let labels: Vec<char> = rest.chars().filter(|c| !c.is_whitespace()).collect();
+        if let Some(c) = labels.iter().find(|c| !c.is_ascii_alphabetic()) {
+            return Err(bad(&format!("`{c}` is not a label")));
+        }
+        Ok((ellipsis, labels))
+    };
+    let operands: Vec<(bool, Vec<char>)> =
+        inputs.split(',').map(parse).collect::<Result<_, _>>()?;
+    if operands.iter().any(|(_, l)| l.is_empty()) && operands.len() > 1 && spec.contains(",,") {
+        return Err(bad("an empty operand"));
+    }
+    let any_ellipsis = operands.iter().any(|(e, _)| *e);
+    let result = match output {
+        Some(out) => parse(out)?,
+        None => {
+            let mut counts: HashMap<char, usize> = HashMap::new();
+            for (_, labels) in &operands {
+                for c in labels {
+                    *counts.entry(*c).or_default() += 1;
+                }
+            }
+            let mut once: Vec<char> = counts
+                .into_iter()
+                .filter(|(_, n)| *n == 1)
+                .map(|(c, _)| c)
+                .collect();
+            once.sort_unstable();
+            (any_ellipsis, once)
+        }
+    };
+    let slot = |(ellipsis, labels): &(bool, Vec<char>)| {
+        let mut axes: Vec<String> = Vec::new();
+        if *ellipsis {
+            axes.push("...".to_owned());
+        }
+        axes.extend(labels.iter().map(|c| c.to_string()));
+        if axes.is_empty() {
+            // A scalar slot: one output axis of one position.
+            "0".to_owned()
+        } else {
+            axes.join(", ")
+        }
+    };
+    let rhs: Vec<String> = operands.iter().map(slot).collect();
+    Ok(format!("{} => {}", rhs.join("; "), slot(&result)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(labels: &str) -> BTreeSet<String> {
+        labels.chars().map(|c| c.to_string()).collect()
+    }
+
+    #[test]
+    fn numpy_specs_translate() {
+        assert_eq!(numpy_to_ours("ij,jk->ik").unwrap(), "i, j; j, k => i, k");
+        assert_eq!(numpy_to_ours("ij,jk").unwrap(), "i, j; j, k => i, k");
+        assert_eq!(numpy_to_ours("ii->i").unwrap(), "i, i => i");
+        assert_eq!(numpy_to_ours("ii").unwrap(), "i, i => 0");
+        assert_eq!(
+            numpy_to_ours("...ij,...jk->...ik").unwrap(),
+            "..., i, j; ..., j, k => ..., i, k"
+        );
+        assert!(numpy_to_ours("i1,jk").is_err());
+        assert!(numpy_to_ours("i...j,jk").is_err());
+    }
+
+    #[test]
+    fn a_matrix_chain_is_multiplied_in_its_cheapest_order() {
+        // (10×100)(100×5)(5×50): ((AB)C) costs 5000 + 2500; (A(BC)) 25000 + 50000.
+        let sizes: HashMap<String, f64> = [("i", 10.0), ("j", 100.0), ("k", 5.0), ("l", 50.0)]
+            .map(|(l, s)| (l.to_owned(), s))
+            .into();
+        let operands = [set("ij"), set("jk"), set("kl")];
+        let path = find_path(&operands, &set("il"), &sizes);
+        // A·B first; then the product with C.
+        assert_eq!(path.steps.len(), 2);
+        assert_eq!(path.steps[0], (0, 1));
+        assert_eq!(path.flops, 5000.0 + 2500.0);
+        assert_eq!(greedy(&operands, &set("il"), &sizes).flops, 7500.0);
+    }
+}

@@ -1,0 +1,165 @@
+//! Einsums of 2 to 6 operands along their contraction paths, in numpy's notation, against a
+//! naive evaluator, on both backends: random expressions with repeated (diagonal) labels, labels
+//! summed within one operand, and labels only the result keeps.
+
+use std::collections::HashMap;
+
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Interpreter};
+use rcannl_ir::Precision;
+use rcannl_tensor::{Context, Graph, Tensor};
+
+/// A small deterministic generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A random expression: operand label strings and the result's, with a size per label.
+fn expression(rng: &mut Rng) -> (Vec<String>, String, HashMap<char, usize>) {
+    let pool: Vec<char> = "abcdefg".chars().collect();
+    let n = 2 + rng.below(5);
+    let mut operands = Vec::new();
+    for _ in 0..n {
+        let rank = 1 + rng.below(3);
+        let labels: String = (0..rank).map(|_| pool[rng.below(pool.len())]).collect();
+        operands.push(labels);
+    }
+    let used: Vec<char> = {
+        let mut all: Vec<char> = operands.iter().flat_map(|o| o.chars()).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    };
+    let result: String = used.iter().filter(|_| rng.below(3) == 0).collect();
+    let sizes = used.iter().map(|&c| (c, 2 + rng.below(2))).collect();
+    (operands, result, sizes)
+}
+
+/// The einsum computed by summing over every assignment of the labels.
+fn naive(
+    operands: &[String],
+    result: &str,
+    sizes: &HashMap<char, usize>,
+    values: &[Vec<f64>],
+) -> Vec<f64> {
+    let mut labels: Vec<char> = sizes.keys().copied().collect();
+    labels.sort_unstable();
+    let offset = |slot: &str, at: &HashMap<char, usize>| {
+        slot.chars().fold(0, |acc, c| acc * sizes[&c] + at[&c])
+    };
+    let cells: usize = result.chars().map(|c| sizes[&c]).product();
+    let mut out = vec![0.0; cells.max(1)];
+    let total: usize = labels.iter().map(|c| sizes[c]).product();
+    for mut index in 0..total {
+        let mut at = HashMap::new();
+        for c in labels.iter().rev() {
+            at.insert(*c, index % sizes[c]);
+            index /= sizes[c];
+        }
+        let product: f64 = operands
+            .iter()
+            .zip(values)
+            .map(|(slot, v)| v[offset(slot, &at)])
+            .product();
+        out[offset(result, &at)] += product;
+    }
+    out
+}
+
+#[test]
+fn random_expressions_match_a_naive_evaluator_on_both_backends() {
+    let mut rng = Rng(2024);
+    let backends: Vec<Box<dyn Fn() -> Box<dyn Backend>>> = vec![
+        Box::new(|| Box::new(Interpreter)),
+        Box::new(|| Box::new(Compiler::find().expect("a C compiler (cc or $CC)"))),
+    ];
+    for case in 0..200 {
+        let (operands, result, sizes) = expression(&mut rng);
+        let spec = format!("{}->{result}", operands.join(","));
+        let values: Vec<Vec<f64>> = operands
+            .iter()
+            .map(|slot| {
+                let n: usize = slot.chars().map(|c| sizes[&c]).product();
+                (0..n).map(|_| (rng.below(9) as f64 - 4.0) / 2.0).collect()
+            })
+            .collect();
+        let expected = naive(&operands, &result, &sizes, &values);
+        for make in &backends {
+            let backend = make();
+            let name = backend.name();
+            let graph = Graph::new();
+            let tensors: Vec<Tensor> = operands
+                .iter()
+                .zip(&values)
+                .enumerate()
+                .map(|(i, (slot, v))| {
+                    let dims: Vec<String> = slot.chars().map(|c| sizes[&c].to_string()).collect();
+                    graph
+                        .data(&format!("x{i}"))
+                        .shape(&dims.join(","))
+                        .precision(Precision::F64)
+                        .values(v.clone())
+                        .build()
+                })
+                .collect();
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            let out = Tensor::einsum_np(&spec, &refs);
+            let mut ctx = Context::with_backend(&graph, backend);
+            let forward = ctx
+                .forward(&[&out])
+                .unwrap_or_else(|e| panic!("case {case} {spec} on {name}: {e}"));
+            ctx.run(&forward).unwrap();
+            let got = ctx.values(&out).unwrap();
+            assert_eq!(
+                got, expected,
+                "case {case} {spec} (sizes {sizes:?}) on {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gradients_flow_through_the_contraction_path() {
+    use rcannl_tensor::gradcheck::{Inputs, check_gradients};
+    let shapes = ["2,3", "3,4", "4,2", "2"];
+    for backend in [
+        Box::new(Interpreter) as Box<dyn Backend>,
+        Box::new(Compiler::find().expect("a C compiler")),
+    ] {
+        let inputs = Inputs {
+            shapes: &shapes,
+            positive: false,
+        };
+        check_gradients(backend, &inputs, 1e-5, |_, p| {
+            Tensor::einsum_np("ij,jk,kl,l->i", &[&p[0], &p[1], &p[2], &p[3]])
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn the_path_of_a_matrix_chain_follows_the_sizes() {
+    let graph = Graph::new();
+    let shapes = ["10,100", "100,5", "5,50"];
+    let t: Vec<Tensor> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| graph.data(&format!("m{i}")).shape(s).build())
+        .collect();
+    let refs: Vec<&Tensor> = t.iter().collect();
+    let path = Tensor::einsum_path("ij;jk;kl=>il", &refs).unwrap();
+    assert_eq!(path.flops, 10.0 * 100.0 * 5.0 + 10.0 * 5.0 * 50.0);
+    assert_eq!(path.steps[0], (0, 1));
+}
