@@ -293,11 +293,29 @@ fn plan(
             sizes.entry(name.clone()).or_insert(size);
         }
     }
-    let sets: Vec<BTreeSet<String>> = labels[..operands.len()]
-        .iter()
-        .map(|l| l.iter().cloned().collect())
+    // Labels only one operand has (and the result lacks) are summed out of it first: the path is
+    // searched over what is left, and the sums are part of the cost.
+    let n = operands.len();
+    let mut presum = 0.0;
+    let sets: Vec<BTreeSet<String>> = (0..n)
+        .map(|i| {
+            let all: BTreeSet<String> = labels[i].iter().cloned().collect();
+            let alone = |l: &String| {
+                !result.contains(l) && (0..n).all(|j| j == i || !labels[j].contains(l))
+            };
+            if n > 1 && all.iter().any(alone) {
+                presum += all
+                    .iter()
+                    .map(|l| sizes.get(l).copied().unwrap_or(1.0))
+                    .product::<f64>();
+                all.iter().filter(|l| !alone(l)).cloned().collect()
+            } else {
+                all
+            }
+        })
         .collect();
-    let path = find_path(&sets, &result, &sizes);
+    let mut path = find_path(&sets, &result, &sizes);
+    path.flops += presum;
     Ok((parsed, labels, path))
 }
 

@@ -163,3 +163,13 @@ fn the_path_of_a_matrix_chain_follows_the_sizes() {
     assert_eq!(path.flops, 10.0 * 100.0 * 5.0 + 10.0 * 5.0 * 50.0);
     assert_eq!(path.steps[0], (0, 1));
 }
+
+#[test]
+fn a_label_one_operand_alone_has_is_summed_first() {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("10,100,10").build();
+    let b = graph.data("b").shape("10,10").build();
+    let path = Tensor::einsum_path("ijk;kl=>il", &[&a, &b]).unwrap();
+    // Σ_j first (10·100·10), then the matrix product (10·10·10), instead of 10·100·10·10.
+    assert_eq!(path.flops, 10_000.0 + 1_000.0);
+}
