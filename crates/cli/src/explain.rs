@@ -80,6 +80,9 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
 
     let mut out = String::new();
     out += &format!("spec:      {}\n", args.spec);
+    if args.numpy {
+        out += &format!("ours:      {}\n", args.spec()?);
+    }
     if let Some(spec) = &spec {
         out += &format!("canonical: {spec}\n");
     }
@@ -89,6 +92,21 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
         args.op.computes(inputs.len())
     );
     out += &format!("backend:   {}\n", ctx.backend_name());
+    if args.op == Op::Einsum && inputs.len() > 2 {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let path = Tensor::einsum_path(&args.spec()?, &refs).map_err(run_error)?;
+        let steps: Vec<String> = path
+            .steps
+            .iter()
+            .map(|(i, j)| format!("({i}, {j})"))
+            .collect();
+        out += &format!(
+            "path:      {} ({} multiply-adds; positions in the list of pending operands, each \
+             result appended at its end; the projections below are the last step's)\n",
+            steps.join(" "),
+            path.flops
+        );
+    }
 
     out += &shapes(&rows);
     for record in &records {

@@ -31,9 +31,6 @@ pub enum Op {
     Compose,
 }
 
-/// The most operands an einsum takes (`einsum3`).
-const MAX_EINSUM_OPERANDS: usize = 3;
-
 impl Op {
     /// The name `--op` takes.
     pub fn name(self) -> &'static str {
@@ -130,12 +127,6 @@ impl Op {
                 noun(wanted)
             )));
         }
-        if self == Op::Einsum && operands > MAX_EINSUM_OPERANDS {
-            return Err(arity_error(format!(
-                "einsum takes at most {MAX_EINSUM_OPERANDS} operands (an n-ary einsum is not \
-                 supported yet), but the spec {spec:?} has {operands}"
-            )));
-        }
         if inputs != operands {
             return Err(arity_error(format!(
                 "the spec {spec:?} takes {operands} {}, but {inputs} {} given",
@@ -152,6 +143,7 @@ impl Op {
             (Op::Einsum, [a]) => a.einsum1(spec),
             (Op::Einsum, [a, b]) => a.einsum(spec, b),
             (Op::Einsum, [a, b, c]) => a.einsum3(spec, b, c),
+            (Op::Einsum, _) => Tensor::einsum_n(spec, &operands.iter().collect::<Vec<_>>()),
             (Op::OuterSum, [a, b]) => a.outer_sum(spec, b),
             (Op::Tropical, [a, b]) => a.tropical(spec, b),
             (Op::Einmax, [a]) => a.einmax1(spec),

@@ -43,6 +43,23 @@ pub struct OpArgs {
     /// (the reference interpreter).
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
+
+    /// The spec is in numpy's notation ("ij,jk->ik", "...ij,...jk->...ik", "ii->i", an implicit
+    /// result "ij,jk"), translated to ours.
+    #[arg(long)]
+    pub numpy: bool,
+}
+
+impl OpArgs {
+    /// The spec in our notation.
+    pub fn spec(&self) -> Result<String, CliError> {
+        if self.numpy {
+            rcannl_tensor::nary::numpy_to_ours(&self.spec)
+                .map_err(|e| CliError::new(ErrorKind::Parse, e.message))
+        } else {
+            Ok(self.spec.clone())
+        }
+    }
 }
 
 /// A backend to run on.
@@ -69,7 +86,8 @@ impl Setup {
     /// Builds the operation, applies `--set`, captures `captures`, finishes shape inference and
     /// loads the inputs.
     pub fn new(args: &OpArgs, captures: &[String]) -> Result<Setup, CliError> {
-        let spec = args.op.check(&args.spec, args.inputs.len())?;
+        let text = args.spec()?;
+        let spec = args.op.check(&text, args.inputs.len())?;
         let inputs = args
             .inputs
             .iter()
@@ -94,7 +112,7 @@ impl Setup {
                     .build()
             })
             .collect();
-        let result = args.op.apply(&args.spec, &inputs)?;
+        let result = args.op.apply(&text, &inputs)?;
         graph.check().map_err(shape_error)?;
         for (name, size) in sets {
             let capture = capture(&result, &name)?;

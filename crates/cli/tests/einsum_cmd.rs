@@ -488,3 +488,58 @@ fn other_errors() {
         }})
     );
 }
+
+#[test]
+fn numpy_notation_and_many_operands() {
+    // A·B·C·d for A 2×3, B 3×4, C 4×2 (cells their offsets) and d = (1, −1).
+    let a: Vec<f64> = (0..6).map(f64::from).collect();
+    let b: Vec<f64> = (0..12).map(f64::from).collect();
+    let c: Vec<f64> = (0..8).map(f64::from).collect();
+    let mut abc = [0.0; 4];
+    for i in 0..2 {
+        for l in 0..2 {
+            for j in 0..3 {
+                for k in 0..4 {
+                    abc[i * 2 + l] += a[i * 3 + j] * b[j * 4 + k] * c[k * 2 + l];
+                }
+            }
+        }
+    }
+    let expected: Vec<f64> = (0..2).map(|i| abc[i * 2] - abc[i * 2 + 1]).collect();
+    let got = run(&[
+        "ij,jk,kl,l->i",
+        "range:2,3",
+        "range:3,4",
+        "range:4,2",
+        "values:1,-1:2",
+        "--numpy",
+    ]);
+    assert_eq!(
+        got,
+        json!({"shape": {"batch": [], "input": [], "output": [2]}, "values": expected})
+    );
+    let error = run_error(&["i1,jk", "range:2", "range:2,2", "--numpy"]);
+    assert_eq!(error["error"]["kind"], "parse");
+}
+
+#[test]
+fn explain_shows_the_contraction_path() {
+    let output = rcannl(&[
+        "explain",
+        "ij,jk,kl->il",
+        "range:2,3",
+        "range:3,4",
+        "range:4,2",
+        "--numpy",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("ours:      i, j; j, k; k, l => i, l\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("path:      (1, 2) (0, 1) (36 multiply-adds"),
+        "{text}"
+    );
+}
