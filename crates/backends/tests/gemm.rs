@@ -147,6 +147,69 @@ fn small_products_stay_loops_and_accumulation_reads_the_result() {
 }
 
 #[test]
+fn matrix_vector_and_long_dot_products_give_the_interpreters_result() {
+    // One cell over a reduction longer than a dot block (cut into blocks summed in order), one
+    // row, one column, and a column whose matrix runs down its columns (added column by column).
+    let cases: [(usize, usize, usize, bool); 4] = [
+        (1, 1, 100_003, false),
+        (1, 5, 9_000, false),
+        (7, 1, 9_000, false),
+        (7, 1, 9_000, true),
+    ];
+    for (rows, columns, depth, column_major) in cases {
+        let (a_dims, a_index) = if column_major {
+            ([depth, rows], vec![it(2), it(0)])
+        } else {
+            ([rows, depth], vec![it(0), it(2)])
+        };
+        let assignment = binary(
+            true,
+            Binop::Add,
+            2,
+            Binop::Mul,
+            (0, 1),
+            projections(
+                &[rows, columns, depth],
+                (&[rows, columns], vec![it(0), it(1)]),
+                vec![(&a_dims, a_index), (&[depth, columns], vec![it(2), it(1)])],
+            ),
+        );
+        let nodes = vec![
+            node(0, &a_dims),
+            node(1, &[depth, columns]),
+            node(2, &[rows, columns]),
+        ];
+        let routine = Routine::lower("skinny", &assignment, nodes).unwrap();
+        let optimized = optimize(&routine).unwrap();
+        assert_eq!(products(&optimized), 1, "{optimized}");
+        for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1)]) {
+            assert_eq!(want, got, "{rows}x{columns}x{depth}: {id}");
+        }
+        // Inexact sums: the same bits whatever the number of threads.
+        let compiled = compiler().compile(&optimized).unwrap();
+        let results: Vec<Vec<rcannl_ir::Value>> = [1, 2, 3]
+            .iter()
+            .map(|&threads| {
+                let mut buffers = Buffers::for_routine(&optimized);
+                for id in [0, 1] {
+                    let cells = optimized.nodes[&NodeId(id)].len();
+                    let values: Vec<f64> = (0..cells)
+                        .map(|i| ((i * 13 + id as usize) % 29) as f64 / 7.0 - 2.0)
+                        .collect();
+                    buffers.set_values(NodeId(id), &values).unwrap();
+                }
+                compiled
+                    .run_on(&mut buffers, &HashMap::new(), threads)
+                    .unwrap();
+                buffers.cells(NodeId(2))
+            })
+            .collect();
+        assert_eq!(results[0], results[1]);
+        assert_eq!(results[0], results[2]);
+    }
+}
+
+#[test]
 fn a_convolution_runs_as_a_packed_product() {
     // y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]: the windows are copied into a matrix.
     let (batch, channels, size, out) = (2, 4, 10, 6);

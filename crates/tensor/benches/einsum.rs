@@ -126,8 +126,6 @@ const TOLERANCE: f64 = 1e-3;
 /// An expression ready to run: its path, compiled routine and check figures.
 struct Prepared {
     operands: usize,
-    /// Whether some operand has labels only it has (summed first by the path).
-    presums: bool,
     steps: Vec<(usize, usize)>,
     flops: f64,
     ctx: Context,
@@ -152,30 +150,15 @@ fn sizes_of(expression: &Expression) -> HashMap<char, usize> {
         .collect()
 }
 
-/// The operands' label strings and the result's (numpy's implicit result when none is given).
-fn terms(spec: &str) -> (Vec<String>, String) {
-    let (inputs, output) = match spec.split_once("->") {
-        Some((i, o)) => (i, o.to_owned()),
-        None => {
-            let mut counts: HashMap<char, usize> = HashMap::new();
-            for c in spec.chars().filter(|c| *c != ',') {
-                *counts.entry(c).or_default() += 1;
-            }
-            let mut once: Vec<char> = counts
-                .into_iter()
-                .filter(|(_, n)| *n == 1)
-                .map(|(c, _)| c)
-                .collect();
-            once.sort_unstable();
-            (spec, once.into_iter().collect())
-        }
-    };
-    (inputs.split(',').map(str::to_owned).collect(), output)
+/// The operands' label strings.
+fn operand_labels(spec: &str) -> Vec<String> {
+    let inputs = spec.split_once("->").map_or(spec, |(inputs, _)| inputs);
+    inputs.split(',').map(str::to_owned).collect()
 }
 
 fn prepare(expression: &Expression) -> Result<Prepared, TensorError> {
     let sizes = sizes_of(expression);
-    let (inputs, output) = terms(expression.spec);
+    let inputs = operand_labels(expression.spec);
     let graph = Graph::new();
     let tensors: Vec<Tensor> = inputs
         .iter()
@@ -197,16 +180,6 @@ fn prepare(expression: &Expression) -> Result<Prepared, TensorError> {
         .collect();
     let refs: Vec<&Tensor> = tensors.iter().collect();
     let path = Tensor::einsum_path(&numpy_to_ours(expression.spec)?, &refs)?;
-    let presums = inputs.len() > 1
-        && inputs.iter().enumerate().any(|(i, labels)| {
-            labels.chars().any(|c| {
-                !output.contains(c)
-                    && inputs
-                        .iter()
-                        .enumerate()
-                        .all(|(j, other)| j == i || !other.contains(c))
-            })
-        });
     let out = Tensor::einsum_np(expression.spec, &refs);
     let mut ctx = Context::new(&graph);
     let forward = ctx.forward(&[&out])?;
@@ -220,7 +193,6 @@ fn prepare(expression: &Expression) -> Result<Prepared, TensorError> {
         .sum();
     Ok(Prepared {
         operands: inputs.len(),
-        presums,
         steps: path.steps,
         flops: path.flops,
         ctx,
@@ -475,10 +447,6 @@ fn main() {
          numpy's float64 result (2-norm and a weighted sum), tolerance {TOLERANCE:.0e};"
     );
     println!(
-        "  # after n: two operands, one with labels only it has: einsum_np runs them as one binary \
-         einsum, without the path's separate sum;"
-    );
-    println!(
         "  v after ours/np: numpy's result is a view of its operand (a permutation or a diagonal, \
          nothing copied)"
     );
@@ -558,16 +526,11 @@ fn main() {
                 disagreed.push(format!("{name} ({err:.1e})"));
             }
         }
-        let marker = if p.operands == 2 && p.presums {
-            "#"
-        } else {
-            ""
-        };
         println!(
             "{:<15} {:<36} {:>3} {:>10} {:>10} {:>11} {:>10} {:>10} {:>9} {:>10.3} {:>10} {:>8} {:>8}",
             name,
             expression.spec,
-            format!("{}{marker}", p.operands),
+            p.operands,
             sci(p.flops),
             oe_ours,
             oe_optimal,
@@ -624,19 +587,6 @@ fn main() {
             } else {
                 "not met"
             }
-        );
-    }
-    let single: Vec<&str> = suite
-        .iter()
-        .zip(&prepared)
-        .filter(|(_, p)| p.operands == 2 && p.presums)
-        .map(|(e, _)| e.name)
-        .collect();
-    if !single.is_empty() {
-        println!(
-            "not along the path shown (#): {} (einsum_np contracts two operands in one einsum, \
-             summing the lone labels inside it)",
-            single.join(", ")
         );
     }
     if checked > 0 {

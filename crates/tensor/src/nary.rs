@@ -235,11 +235,12 @@ impl Tensor {
     /// Operands' axes are their output axes.
     pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
         match numpy_to_ours(spec) {
-            // Binary einsums take `...` directly; so does a ternary one, which then skips the
-            // path search.
+            // `...` (a row variable) is for the binary and ternary einsums only, which then
+            // skip the path search; without it, even two operands take the path, whose
+            // single-operand sums can save most of the work (`"ijk,kl->il"`).
             Ok(ours) => match operands.len() {
                 1 => operands[0].einsum1(&ours),
-                2 => operands[0].einsum(&ours, operands[1]),
+                2 if ours.contains("...") => operands[0].einsum(&ours, operands[1]),
                 3 if ours.contains("...") => operands[0].einsum3(&ours, operands[1], operands[2]),
                 _ => Tensor::einsum_n(&ours, operands),
             },
@@ -368,7 +369,9 @@ fn contract(
         let (slot, keep) = if last {
             (parsed.lhs.to_string(), labels[n].clone())
         } else {
-            let needed: Vec<String> =
+            // The result's labels first, in its order, then those a later step sums: the
+            // groups of later products then tend to be runs of one stride each, used in place.
+            let mut needed: Vec<String> =
                 a.2.iter()
                     .chain(&b.2)
                     .filter(|l| result_labels.contains(*l) || others.iter().any(|o| o.contains(*l)))
@@ -378,6 +381,8 @@ fn contract(
                         }
                         acc
                     });
+            let result_position = |l: &String| labels[n].iter().position(|r| r == l);
+            needed.sort_by_key(|l| result_position(l).unwrap_or(usize::MAX));
             (output_slot(&needed), needed)
         };
         let merged = a.0.einsum(&format!("{}; {} => {slot}", a.1, b.1), &b.0);

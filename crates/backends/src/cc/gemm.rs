@@ -105,30 +105,47 @@ fn group_order(group: &[(LoopVar, usize)], operands: [&Operand; 2]) -> Vec<(Loop
 trait Element: Copy + Send + Sync + 'static {
     const ZERO: Self;
     const ONE: Self;
+    /// Whether matrix-vector products and dot products run on [`skinny`]'s kernels (in this
+    /// type's own arithmetic) rather than the general product.
+    const SKINNY: bool;
     fn add(self, other: Self) -> Self;
+    fn mul(self, other: Self) -> Self;
 }
 
 impl Element for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+    const SKINNY: bool = true;
     fn add(self, other: f32) -> f32 {
         self + other
+    }
+    fn mul(self, other: f32) -> f32 {
+        self * other
     }
 }
 
 impl Element for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+    const SKINNY: bool = true;
     fn add(self, other: f64) -> f64 {
         self + other
+    }
+    fn mul(self, other: f64) -> f64 {
+        self * other
     }
 }
 
 impl Element for f16 {
     const ZERO: f16 = f16::ZERO;
     const ONE: f16 = f16::ONE;
+    // The `gemm` crate keeps its own f16 accumulation; a skinny f16 product stays with it.
+    const SKINNY: bool = false;
     fn add(self, other: f16) -> f16 {
         self + other
+    }
+    fn mul(self, other: f16) -> f16 {
+        self * other
     }
 }
 
@@ -389,7 +406,24 @@ unsafe fn product<T: Element>(
     rhs: Matrix<T>,
     kernels: Kernels,
 ) {
+    if dst.cs != 1 && dst.rs == 1 {
+        // The result runs down its columns: its transpose, `rhsᵀ·lhsᵀ`, is stored row by row,
+        // which is how the kernels write best.
+        let t = |x: Matrix<T>| Matrix {
+            rs: x.cs,
+            cs: x.rs,
+            ..x
+        };
+        // SAFETY: the same cells, addressed transposed.
+        unsafe { product(n, m, k, t(dst), read_dst, t(rhs), t(lhs), kernels) };
+        return;
+    }
     let threads = kernels.threads;
+    if T::SKINNY && (m == 1 || n == 1) {
+        // SAFETY: the caller's contract.
+        unsafe { skinny(m, n, k, dst, read_dst, lhs, rhs, threads) };
+        return;
+    }
     let run = |m: usize, n: usize, dst: Matrix<T>, lhs: Matrix<T>, rhs: Matrix<T>| {
         if let Some(sgemm) = kernels
             .sgemm
@@ -462,6 +496,157 @@ unsafe fn product<T: Element>(
             }
         }
     });
+}
+
+/// A product with one row or one column (a matrix-vector or dot product), which a blocked
+/// matrix kernel would mostly spend on padding its tiles. A one-row product is computed as its
+/// transpose, a one-column one; each result cell is a dot product along `k` (split into fixed
+/// blocks run at once when there is only one cell, so the sum's order does not depend on the
+/// thread count), unless the matrix runs down its columns in memory, when whole columns are added
+/// into the result (each cell's terms still summed in order).
+///
+/// # Safety
+/// As for [`product`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn skinny<T: Element>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: Matrix<T>,
+    read_dst: bool,
+    lhs: Matrix<T>,
+    rhs: Matrix<T>,
+    threads: usize,
+) {
+    // As one column: `y (rows) = matrix (rows × k) · x (k)`.
+    let (rows, matrix, x, y) = if n == 1 {
+        (m, lhs, (rhs.start, rhs.rs), (dst.start, dst.rs))
+    } else {
+        let transposed = Matrix {
+            start: rhs.start,
+            rs: rhs.cs,
+            cs: rhs.rs,
+        };
+        (n, transposed, (lhs.start, lhs.cs), (dst.start, dst.cs))
+    };
+    let x = Matrix {
+        start: x.0,
+        rs: x.1,
+        cs: 0,
+    };
+    let y = Matrix {
+        start: y.0,
+        rs: y.1,
+        cs: 0,
+    };
+    let store = |i: usize, value: T| {
+        // SAFETY: `i < rows`, inside the result.
+        unsafe {
+            let cell = y.at(i, 0).start;
+            *cell = if read_dst { (*cell).add(value) } else { value };
+        }
+    };
+    if rows == 1 {
+        let blocks = k.div_ceil(DOT_BLOCK);
+        let partial = |block: usize| {
+            let from = block * DOT_BLOCK;
+            let len = DOT_BLOCK.min(k - from);
+            // SAFETY: `from + len <= k`, inside both operands.
+            unsafe { dot(len, matrix.at(0, from), x.at(from, 0)) }
+        };
+        let sums: Vec<T> = if blocks > 1 && threads > 1 {
+            use rayon::prelude::*;
+            (0..blocks).into_par_iter().map(partial).collect()
+        } else {
+            (0..blocks).map(partial).collect()
+        };
+        store(0, sums.into_iter().fold(T::ZERO, T::add));
+        return;
+    }
+    let columns_first = matrix.rs == 1 && matrix.cs != 1;
+    let stretch = |from: usize, to: usize| {
+        if columns_first {
+            let mut sums = vec![T::ZERO; to - from];
+            for j in 0..k {
+                // SAFETY: `j < k` and rows `from..to` lie inside the operands.
+                unsafe {
+                    let scale = *x.at(j, 0).start;
+                    let column = std::slice::from_raw_parts(matrix.at(from, j).start, to - from);
+                    for (sum, a) in sums.iter_mut().zip(column) {
+                        *sum = sum.add(a.mul(scale));
+                    }
+                }
+            }
+            for (i, sum) in (from..to).zip(sums) {
+                store(i, sum);
+            }
+        } else {
+            for i in from..to {
+                // SAFETY: row `i` lies inside the matrix.
+                store(i, unsafe { dot(k, matrix.at(i, 0), x) });
+            }
+        }
+    };
+    let split = threads.min(rows * k / MIN_SPLIT_WORK).min(rows).max(1);
+    if split == 1 {
+        stretch(0, rows);
+        return;
+    }
+    rayon::scope(|scope| {
+        for part in 0..split {
+            let stretch = &stretch;
+            scope.spawn(move |_| stretch(rows * part / split, rows * (part + 1) / split));
+        }
+    });
+}
+
+/// The length of the blocks a lone dot product is cut into.
+const DOT_BLOCK: usize = 1 << 15;
+/// Multiply-adds below which a skinny product runs on one thread.
+const MIN_SPLIT_WORK: usize = 1 << 15;
+/// Independent partial sums of a contiguous dot product: enough for the widest vectors.
+const LANES: usize = 16;
+
+/// `Σ_t a(0, t)·b(t, 0)` for `t < len`: row 0 of `a` against column 0 of `b`.
+///
+/// # Safety
+/// Both must address `len` valid cells.
+unsafe fn dot<T: Element>(len: usize, a: Matrix<T>, b: Matrix<T>) -> T {
+    if a.cs == 1 && b.rs == 1 {
+        // SAFETY: the caller's contract.
+        let (a, b) = unsafe {
+            (
+                std::slice::from_raw_parts(a.start, len),
+                std::slice::from_raw_parts(b.start, len),
+            )
+        };
+        // Lane `l` sums the terms at `t ≡ l (mod LANES)`, which vectorizes.
+        let mut lanes = [T::ZERO; LANES];
+        let (a_body, b_body) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        let (a_tail, b_tail) = (a_body.remainder(), b_body.remainder());
+        for (a, b) in a_body.zip(b_body) {
+            for l in 0..LANES {
+                lanes[l] = lanes[l].add(a[l].mul(b[l]));
+            }
+        }
+        for (l, (a, b)) in a_tail.iter().zip(b_tail).enumerate() {
+            lanes[l] = lanes[l].add(a.mul(*b));
+        }
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            for l in 0..width {
+                lanes[l] = lanes[l].add(lanes[l + width]);
+            }
+        }
+        return lanes[0];
+    }
+    let mut sum = T::ZERO;
+    for t in 0..len {
+        // SAFETY: the caller's contract.
+        sum = sum.add(unsafe { (*a.at(0, t).start).mul(*b.at(t, 0).start) });
+    }
+    sum
 }
 
 /// The cells at `rows × columns` offsets from `start`, copied into a row-major matrix.
