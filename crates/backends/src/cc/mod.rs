@@ -335,60 +335,72 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let statics = &static_values;
-        for step in &self.steps {
-            let (function, kernel) = match step {
-                Loaded::Kernel(function, kernel) => (function, kernel),
-                Loaded::Gemm(plan) => {
-                    let position = |id| self.buffers.iter().position(|b| *b == id);
-                    let base =
-                        |id| pointers.0[position(id).expect("a product's nodes have buffers")];
-                    let named: HashMap<Symbol, i64> = self
-                        .statics
-                        .iter()
-                        .copied()
-                        .zip(static_values.iter().copied())
-                        .collect();
-                    // SAFETY: the buffers match the routine's nodes (checked above) and the
-                    // product's accesses were checked against them when generating.
-                    unsafe { gemm::run(plan, &self.routine, base, &named, threads, self.sgemm) };
-                    continue;
-                }
-            };
-            match kernel.parallel {
-                Some(range)
-                    if threads > 1
-                        && range > 1
-                        && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK =>
-                {
-                    let chunks = threads.min(range);
-                    rayon::scope(|scope| {
-                        for chunk in 0..chunks {
-                            let (begin, end) =
-                                (range * chunk / chunks, range * (chunk + 1) / chunks);
-                            let statics = &statics;
-                            scope.spawn(move |_| {
-                                let pointers = pointers;
-                                // SAFETY: the buffers match the routine's nodes (checked above),
-                                // every index was checked against them when generating, and the
-                                // chunks write disjoint cells.
-                                unsafe {
-                                    function(
-                                        pointers.0.as_ptr(),
-                                        statics.as_ptr(),
-                                        begin as i64,
-                                        end as i64,
-                                    );
-                                }
-                            });
-                        }
-                    });
-                }
-                _ => {
-                    let end = kernel.parallel.unwrap_or(1);
-                    // SAFETY: as above, on one thread.
-                    unsafe { function(pointers.0.as_ptr(), statics.as_ptr(), 0, end as i64) };
+        let run_steps = || {
+            for step in &self.steps {
+                let (function, kernel) = match step {
+                    Loaded::Kernel(function, kernel) => (function, kernel),
+                    Loaded::Gemm(plan) => {
+                        let position = |id| self.buffers.iter().position(|b| *b == id);
+                        let base =
+                            |id| pointers.0[position(id).expect("a product's nodes have buffers")];
+                        let named: HashMap<Symbol, i64> = self
+                            .statics
+                            .iter()
+                            .copied()
+                            .zip(static_values.iter().copied())
+                            .collect();
+                        // SAFETY: the buffers match the routine's nodes (checked above) and the
+                        // product's accesses were checked against them when generating.
+                        unsafe {
+                            gemm::run(plan, &self.routine, base, &named, threads, self.sgemm)
+                        };
+                        continue;
+                    }
+                };
+                match kernel.parallel {
+                    Some(range)
+                        if threads > 1
+                            && range > 1
+                            && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK =>
+                    {
+                        let chunks = threads.min(range);
+                        rayon::scope(|scope| {
+                            for chunk in 0..chunks {
+                                let (begin, end) =
+                                    (range * chunk / chunks, range * (chunk + 1) / chunks);
+                                let statics = &statics;
+                                scope.spawn(move |_| {
+                                    let pointers = pointers;
+                                    // SAFETY: the buffers match the routine's nodes (checked above),
+                                    // every index was checked against them when generating, and the
+                                    // chunks write disjoint cells.
+                                    unsafe {
+                                        function(
+                                            pointers.0.as_ptr(),
+                                            statics.as_ptr(),
+                                            begin as i64,
+                                            end as i64,
+                                        );
+                                    }
+                                });
+                            }
+                        });
+                    }
+                    _ => {
+                        let end = kernel.parallel.unwrap_or(1);
+                        // SAFETY: as above, on one thread.
+                        unsafe { function(pointers.0.as_ptr(), statics.as_ptr(), 0, end as i64) };
+                    }
                 }
             }
+        };
+        // The steps run on a thread of the pool, so that a split kernel's parts are handed to
+        // the other threads from there (they stay awake between the steps of one run) instead of
+        // each being sent over from outside.
+        if threads > 1 && rayon::current_thread_index().is_none() {
+            rayon::scope(|_| run_steps());
+        } else {
+            run_steps();
         }
         Ok(())
     }
