@@ -397,12 +397,29 @@ impl CompiledRoutine {
         // The steps run on a thread of the pool, so that a split kernel's parts are handed to
         // the other threads from there (they stay awake between the steps of one run) instead of
         // each being sent over from outside.
-        if threads > 1 && rayon::current_thread_index().is_none() {
+        if threads > 1 && rayon::current_thread_index().is_none() && self.splits() {
             rayon::scope(|_| run_steps());
         } else {
             run_steps();
         }
         Ok(())
+    }
+
+    /// Whether some step has enough work to be split across threads (a hop into the pool costs
+    /// more than a small routine's whole run).
+    fn splits(&self) -> bool {
+        self.steps.iter().any(|step| match step {
+            Loaded::Kernel(_, kernel) => kernel.parallel.is_some_and(|range| {
+                range > 1 && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK
+            }),
+            Loaded::Gemm(plan) => {
+                let trips = |group: &[(rcannl_ir::LoopVar, usize)]| {
+                    group.iter().map(|(_, r)| *r).product::<usize>()
+                };
+                trips(&plan.batch) * trips(&plan.m) * trips(&plan.n) * trips(&plan.k)
+                    >= PARALLEL_WORK
+            }
+        })
     }
 
     fn static_values(&self, given: &HashMap<Symbol, i64>) -> Result<Vec<i64>, RunError> {
