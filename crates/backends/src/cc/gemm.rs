@@ -66,6 +66,24 @@ impl Operand {
         ))
     }
 
+    /// Whether the loops address each of the first `cells` cells exactly once.
+    fn covers(&self, loops: &[(LoopVar, usize)], cells: usize) -> bool {
+        let mut strides: Vec<(i64, usize)> = loops
+            .iter()
+            .filter(|(_, range)| *range > 1)
+            .map(|&(var, range)| (self.coefficient(var), range))
+            .collect();
+        strides.sort_by_key(|(stride, _)| stride.unsigned_abs());
+        let mut next = 1i64;
+        for (stride, range) in strides {
+            if stride != next {
+                return false;
+            }
+            next *= range as i64;
+        }
+        self.offset == 0 && next as usize == cells
+    }
+
     /// The flat offsets of every combination of the group's loops, row-major in the group's order.
     fn offsets(&self, group: &[(LoopVar, usize)]) -> Vec<i64> {
         let mut offsets = vec![0i64];
@@ -196,11 +214,6 @@ unsafe fn run_typed<T: Element>(
     let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
     let a = Operand::new(&plan.a_index, &dims(plan.a), statics);
     let b = Operand::new(&plan.b_index, &dims(plan.b), statics);
-    if plan.zero_first {
-        let len = routine.nodes[&plan.c].buffer_len();
-        // SAFETY: `c` holds `len` cells of `T`.
-        unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
-    }
     let size = |group: &[(LoopVar, usize)]| group.iter().map(|(_, r)| r).product::<usize>();
     let depth = group_order(&plan.k, [&a, &b]);
     let k = size(&depth);
@@ -231,6 +244,16 @@ unsafe fn run_typed<T: Element>(
         );
     };
     let (m, n) = (size(&rows), size(&columns));
+    // A result the products write in place, every cell once, is overwritten by them: a fill
+    // first would only cost a pass over memory.
+    let len = routine.nodes[&plan.c].buffer_len();
+    let overwritten = c.merged(&rows).is_some()
+        && c.merged(&columns).is_some()
+        && c.covers(&[&plan.batch[..], &plan.m, &plan.n].concat(), len);
+    if plan.zero_first && !overwritten {
+        // SAFETY: `c` holds `len` cells of `T`.
+        unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
+    }
     let batches = c
         .offsets(&batch)
         .into_iter()
@@ -316,8 +339,9 @@ unsafe fn run_typed<T: Element>(
     }
 }
 
-/// `rc_sgemm` of `sgemm.c`: `c += a·b` in f32, each matrix with row and column strides; nonzero
-/// when it could not allocate its packing buffers (nothing is then written).
+/// `rc_sgemm` of `sgemm.c`: `c += a·b` in f32 (`c = a·b` when the last argument is nonzero), each
+/// matrix with row and column strides; nonzero when it could not allocate its packing buffers
+/// (nothing is then written).
 pub(crate) type Sgemm = unsafe extern "C" fn(
     i64,
     i64,
@@ -331,6 +355,7 @@ pub(crate) type Sgemm = unsafe extern "C" fn(
     *mut f32,
     i64,
     i64,
+    i32,
 ) -> i32;
 
 /// The products at hand: our own f32 kernel where the machine has one, and how many threads a
@@ -429,9 +454,7 @@ unsafe fn product<T: Element>(
             .sgemm
             .filter(|_| TypeId::of::<T>() == TypeId::of::<f32>())
         {
-            // `dst` is zero wherever the product does not read it (`read_dst` false), so adding
-            // to it is the same as writing. SAFETY: the caller's contract, for the stretch; `T`
-            // is `f32`.
+            // SAFETY: the caller's contract, for the stretch; `T` is `f32`.
             let failed = unsafe {
                 sgemm(
                     m as i64,
@@ -446,6 +469,7 @@ unsafe fn product<T: Element>(
                     dst.start.cast::<f32>(),
                     dst.rs as i64,
                     dst.cs as i64,
+                    i32::from(!read_dst),
                 )
             };
             if failed == 0 {

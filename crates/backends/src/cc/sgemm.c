@@ -1,6 +1,6 @@
 /* Single-precision matrix product for machines with AVX-512, in the manner of BLIS: blocks of B
    packed into panels of NR columns, blocks of A into panels of MR rows, and a register-tiled
-   MR x NR kernel. C += A B, every matrix with its own row and column strides.
+   MR x NR kernel. C += A B (or C = A B), every matrix with its own row and column strides.
 
    Packing buffers are per thread and kept between calls. Without AVX-512 the file defines only
    rc_sgemm_available, which says so; the caller then uses another product. */
@@ -48,8 +48,10 @@ static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rsb, int64_t 
   }
 }
 
+/* Adds the tile's products to C, or stores them when `store` (the first block of a product
+   that overwrites C). */
 static void kernel(int64_t kc, const float *restrict a, const float *restrict b, float *c,
-                   int64_t rsc, int64_t csc, int64_t rows, int64_t cols) {
+                   int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; ++i) {
     acc[i][0] = _mm512_setzero_ps();
@@ -69,8 +71,13 @@ static void kernel(int64_t kc, const float *restrict a, const float *restrict b,
   if (rows == MR && cols == NR && csc == 1) {
     for (int i = 0; i < MR; ++i) {
       float *ci = c + i * rsc;
-      _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
-      _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
+      if (store) {
+        _mm512_storeu_ps(ci, acc[i][0]);
+        _mm512_storeu_ps(ci + 16, acc[i][1]);
+      } else {
+        _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
+        _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
+      }
     }
   } else {
     float tile[MR][NR] __attribute__((aligned(64)));
@@ -79,18 +86,24 @@ static void kernel(int64_t kc, const float *restrict a, const float *restrict b,
       _mm512_store_ps(tile[i] + 16, acc[i][1]);
     }
     for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) c[i * rsc + j * csc] += tile[i][j];
+      for (int64_t j = 0; j < cols; ++j)
+        c[i * rsc + j * csc] = store ? tile[i][j] : c[i * rsc + j * csc] + tile[i][j];
   }
 }
 
 static _Thread_local float *packed_a, *packed_b;
 
-/* Returns 0, or -1 when the packing buffers cannot be allocated (C is then unchanged). */
+/* C += A B, or C = A B when `overwrite` (C is then never read). Returns 0, or -1 when the
+   packing buffers cannot be allocated (C is then unchanged). */
 int rc_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,
-             const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc) {
+             const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc,
+             int overwrite) {
   if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
   if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR));
   if (!packed_a || !packed_b) return -1;
+  if (k == 0 && overwrite)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * rsc + j * csc] = 0;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     int64_t nc = n - j0 < NC ? n - j0 : NC;
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
@@ -104,7 +117,8 @@ int rc_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int64_t rows = mc - ir < MR ? mc - ir : MR;
             kernel(kc, packed_a + ir * kc, packed_b + jr * kc,
-                   c + (i0 + ir) * rsc + (j0 + jr) * csc, rsc, csc, rows, cols);
+                   c + (i0 + ir) * rsc + (j0 + jr) * csc, rsc, csc, rows, cols,
+                   overwrite && p0 == 0);
           }
         }
       }
