@@ -92,7 +92,7 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
         args.op.computes(inputs.len())
     );
     out += &format!("backend:   {}\n", ctx.backend_name());
-    if args.op == Op::Einsum && inputs.len() > 2 {
+    if args.op == Op::Einsum && Op::along_path(&args.spec()?, &inputs) {
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let path = Tensor::einsum_path(&args.spec()?, &refs).map_err(run_error)?;
         let steps: Vec<String> = path

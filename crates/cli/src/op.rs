@@ -137,12 +137,21 @@ impl Op {
         Ok(Some(parsed))
     }
 
+    /// Whether an einsum of `spec` over `operands` runs along a contraction path
+    /// ([`Tensor::einsum_n`]), which it does when it has one.
+    pub fn along_path(spec: &str, operands: &[Tensor]) -> bool {
+        operands.len() > 1
+            && Tensor::einsum_path(spec, &operands.iter().collect::<Vec<_>>()).is_ok()
+    }
+
     /// The operation over `operands` (whose number [`Op::check`] has checked).
     pub fn apply(self, spec: &str, operands: &[Tensor]) -> Result<Tensor, CliError> {
         Ok(match (self, operands) {
             (Op::Einsum, [a]) => a.einsum1(spec),
-            (Op::Einsum, [a, b]) => a.einsum(spec, b),
-            (Op::Einsum, [a, b, c]) => a.einsum3(spec, b, c),
+            // Slots of plain labels take the contraction path (with its single-operand sums);
+            // row variables and the like need the binary or ternary einsum.
+            (Op::Einsum, [a, b]) if !Self::along_path(spec, operands) => a.einsum(spec, b),
+            (Op::Einsum, [a, b, c]) if !Self::along_path(spec, operands) => a.einsum3(spec, b, c),
             (Op::Einsum, _) => Tensor::einsum_n(spec, &operands.iter().collect::<Vec<_>>()),
             (Op::OuterSum, [a, b]) => a.outer_sum(spec, b),
             (Op::Tropical, [a, b]) => a.tropical(spec, b),

@@ -187,9 +187,9 @@ pub(crate) unsafe fn run(
     base: impl Fn(NodeId) -> *mut u8,
     statics: &HashMap<Symbol, i64>,
     threads: usize,
-    sgemm: Option<Sgemm>,
+    native: Native,
 ) {
-    let kernels = Kernels { sgemm, threads };
+    let kernels = Kernels { native, threads };
     let bases = [base(plan.c), base(plan.a), base(plan.b)].map(Base);
     // SAFETY: passed on from the caller.
     unsafe {
@@ -339,7 +339,7 @@ unsafe fn run_typed<T: Element>(
     }
 }
 
-/// `rc_sgemm` of `sgemm.c`: `c += a·b` in f32 (`c = a·b` when the last argument is nonzero), each
+/// `rc_sgemm` of `products.c`: `c += a·b` in f32 (`c = a·b` when the last argument is nonzero), each
 /// matrix with row and column strides; nonzero when it could not allocate its packing buffers
 /// (nothing is then written).
 pub(crate) type Sgemm = unsafe extern "C" fn(
@@ -358,11 +358,28 @@ pub(crate) type Sgemm = unsafe extern "C" fn(
     i32,
 ) -> i32;
 
-/// The products at hand: our own f32 kernel where the machine has one, and how many threads a
-/// product may use.
+/// The kernels of `products.c`, where it was built: our f32 matrix product (on machines with
+/// AVX-512), dot products and scaled-column sums.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Native {
+    pub(crate) sgemm: Option<Sgemm>,
+    pub(crate) sdot: Option<Sdot>,
+    pub(crate) ddot: Option<Ddot>,
+    pub(crate) sadd_scaled: Option<AddScaled<f32>>,
+    pub(crate) dadd_scaled: Option<AddScaled<f64>>,
+}
+
+/// `rc_sdot` of `products.c`: the dot product of two contiguous f32 vectors of the given length.
+pub(crate) type Sdot = unsafe extern "C" fn(i64, *const f32, *const f32) -> f32;
+/// `rc_ddot`: the same in f64.
+pub(crate) type Ddot = unsafe extern "C" fn(i64, *const f64, *const f64) -> f64;
+/// `rc_sadd_scaled` and `rc_dadd_scaled`: `sums[i] += column[i]·scale` for `i` below the length.
+pub(crate) type AddScaled<T> = unsafe extern "C" fn(i64, *mut T, *const T, T);
+
+/// The products at hand, and how many threads a product may use.
 #[derive(Clone, Copy)]
 struct Kernels {
-    sgemm: Option<Sgemm>,
+    native: Native,
     threads: usize,
 }
 
@@ -446,11 +463,12 @@ unsafe fn product<T: Element>(
     let threads = kernels.threads;
     if T::SKINNY && (m == 1 || n == 1) {
         // SAFETY: the caller's contract.
-        unsafe { skinny(m, n, k, dst, read_dst, lhs, rhs, threads) };
+        unsafe { skinny(m, n, k, dst, read_dst, lhs, rhs, kernels) };
         return;
     }
     let run = |m: usize, n: usize, dst: Matrix<T>, lhs: Matrix<T>, rhs: Matrix<T>| {
         if let Some(sgemm) = kernels
+            .native
             .sgemm
             .filter(|_| TypeId::of::<T>() == TypeId::of::<f32>())
         {
@@ -540,8 +558,9 @@ unsafe fn skinny<T: Element>(
     read_dst: bool,
     lhs: Matrix<T>,
     rhs: Matrix<T>,
-    threads: usize,
+    kernels: Kernels,
 ) {
+    let threads = kernels.threads;
     // As one column: `y (rows) = matrix (rows × k) · x (k)`.
     let (rows, matrix, x, y) = if n == 1 {
         (m, lhs, (rhs.start, rhs.rs), (dst.start, dst.rs))
@@ -576,7 +595,7 @@ unsafe fn skinny<T: Element>(
             let from = block * DOT_BLOCK;
             let len = DOT_BLOCK.min(k - from);
             // SAFETY: `from + len <= k`, inside both operands.
-            unsafe { dot(len, matrix.at(0, from), x.at(from, 0)) }
+            unsafe { dot(len, matrix.at(0, from), x.at(from, 0), kernels.native) }
         };
         let sums: Vec<T> = if blocks > 1 && threads > 1 {
             use rayon::prelude::*;
@@ -596,9 +615,7 @@ unsafe fn skinny<T: Element>(
                 unsafe {
                     let scale = *x.at(j, 0).start;
                     let column = std::slice::from_raw_parts(matrix.at(from, j).start, to - from);
-                    for (sum, a) in sums.iter_mut().zip(column) {
-                        *sum = sum.add(a.mul(scale));
-                    }
+                    add_scaled(&mut sums, column, scale, kernels.native);
                 }
             }
             for (i, sum) in (from..to).zip(sums) {
@@ -607,7 +624,7 @@ unsafe fn skinny<T: Element>(
         } else {
             for i in from..to {
                 // SAFETY: row `i` lies inside the matrix.
-                store(i, unsafe { dot(k, matrix.at(i, 0), x) });
+                store(i, unsafe { dot(k, matrix.at(i, 0), x, kernels.native) });
             }
         }
     };
@@ -628,15 +645,64 @@ unsafe fn skinny<T: Element>(
 const DOT_BLOCK: usize = 1 << 15;
 /// Multiply-adds below which a skinny product runs on one thread.
 const MIN_SPLIT_WORK: usize = 1 << 15;
-/// Independent partial sums of a contiguous dot product: enough for the widest vectors.
-const LANES: usize = 16;
+/// Independent partial sums of a contiguous dot product (`DOT_LANES` of `products.c`): a few of
+/// the widest vectors' worth, so that additions overlap.
+const LANES: usize = 32;
+
+/// `sums[i] += column[i]·scale`.
+fn add_scaled<T: Element>(sums: &mut [T], column: &[T], scale: T, native: Native) {
+    let len = sums.len().min(column.len());
+    let is = |id: TypeId| TypeId::of::<T>() == id;
+    // SAFETY: both slices hold `len` cells; `T` is the type each kernel takes.
+    unsafe {
+        match (native.sadd_scaled, native.dadd_scaled) {
+            (Some(f), _) if is(TypeId::of::<f32>()) => {
+                let scale = *(&scale as *const T).cast::<f32>();
+                return f(
+                    len as i64,
+                    sums.as_mut_ptr().cast(),
+                    column.as_ptr().cast(),
+                    scale,
+                );
+            }
+            (_, Some(f)) if is(TypeId::of::<f64>()) => {
+                let scale = *(&scale as *const T).cast::<f64>();
+                return f(
+                    len as i64,
+                    sums.as_mut_ptr().cast(),
+                    column.as_ptr().cast(),
+                    scale,
+                );
+            }
+            _ => {}
+        }
+    }
+    for (sum, a) in sums.iter_mut().zip(column) {
+        *sum = sum.add(a.mul(scale));
+    }
+}
 
 /// `Σ_t a(0, t)·b(t, 0)` for `t < len`: row 0 of `a` against column 0 of `b`.
 ///
 /// # Safety
 /// Both must address `len` valid cells.
-unsafe fn dot<T: Element>(len: usize, a: Matrix<T>, b: Matrix<T>) -> T {
+unsafe fn dot<T: Element>(len: usize, a: Matrix<T>, b: Matrix<T>, native: Native) -> T {
     if a.cs == 1 && b.rs == 1 {
+        let is = |id: TypeId| TypeId::of::<T>() == id;
+        // SAFETY: the caller's contract; `T` is the type each kernel takes.
+        unsafe {
+            match (native.sdot, native.ddot) {
+                (Some(sdot), _) if is(TypeId::of::<f32>()) => {
+                    let sum = sdot(len as i64, a.start.cast(), b.start.cast());
+                    return *(&sum as *const f32).cast::<T>();
+                }
+                (_, Some(ddot)) if is(TypeId::of::<f64>()) => {
+                    let sum = ddot(len as i64, a.start.cast(), b.start.cast());
+                    return *(&sum as *const f64).cast::<T>();
+                }
+                _ => {}
+            }
+        }
         // SAFETY: the caller's contract.
         let (a, b) = unsafe {
             (
@@ -644,26 +710,7 @@ unsafe fn dot<T: Element>(len: usize, a: Matrix<T>, b: Matrix<T>) -> T {
                 std::slice::from_raw_parts(b.start, len),
             )
         };
-        // Lane `l` sums the terms at `t ≡ l (mod LANES)`, which vectorizes.
-        let mut lanes = [T::ZERO; LANES];
-        let (a_body, b_body) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-        let (a_tail, b_tail) = (a_body.remainder(), b_body.remainder());
-        for (a, b) in a_body.zip(b_body) {
-            for l in 0..LANES {
-                lanes[l] = lanes[l].add(a[l].mul(b[l]));
-            }
-        }
-        for (l, (a, b)) in a_tail.iter().zip(b_tail).enumerate() {
-            lanes[l] = lanes[l].add(a.mul(*b));
-        }
-        let mut width = LANES;
-        while width > 1 {
-            width /= 2;
-            for l in 0..width {
-                lanes[l] = lanes[l].add(lanes[l + width]);
-            }
-        }
-        return lanes[0];
+        return contiguous_dot(a, b);
     }
     let mut sum = T::ZERO;
     for t in 0..len {
@@ -671,6 +718,32 @@ unsafe fn dot<T: Element>(len: usize, a: Matrix<T>, b: Matrix<T>) -> T {
         sum = sum.add(unsafe { (*a.at(0, t).start).mul(*b.at(t, 0).start) });
     }
     sum
+}
+
+/// `Σ a[t]·b[t]`, lane `l` summing the terms at `t ≡ l (mod LANES)`, the lanes then added
+/// pairwise: `rc_sdot` and `rc_ddot` of `products.c`, where they were not built.
+fn contiguous_dot<T: Element>(a: &[T], b: &[T]) -> T {
+    let mut lanes = [T::ZERO; LANES];
+    let (a_body, b_body) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (a_tail, b_tail) = (a_body.remainder(), b_body.remainder());
+    for (a, b) in a_body.zip(b_body) {
+        let a: &[T; LANES] = a.try_into().expect("chunks of LANES");
+        let b: &[T; LANES] = b.try_into().expect("chunks of LANES");
+        for l in 0..LANES {
+            lanes[l] = lanes[l].add(a[l].mul(b[l]));
+        }
+    }
+    for (l, (a, b)) in a_tail.iter().zip(b_tail).enumerate() {
+        lanes[l] = lanes[l].add(a.mul(*b));
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            lanes[l] = lanes[l].add(lanes[l + width]);
+        }
+    }
+    lanes[0]
 }
 
 /// The cells at `rows × columns` offsets from `start`, copied into a row-major matrix.

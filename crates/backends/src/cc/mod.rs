@@ -100,13 +100,14 @@ impl Compiler {
         // initializers of ours.
         let library = unsafe { libloading::Library::new(&library_path) }
             .map_err(|e| compile_error(format!("cannot load {}: {e}", library_path.display())))?;
-        let wants_sgemm = generated.steps.iter().any(|step| {
-            matches!(step, Step::Gemm(plan) if routine.nodes[&plan.c].precision == Precision::F32)
+        let wants_products = generated.steps.iter().any(|step| {
+            matches!(step, Step::Gemm(plan)
+                if matches!(routine.nodes[&plan.c].precision, Precision::F32 | Precision::F64))
         });
-        let (matrix_library, sgemm) = if wants_sgemm {
-            self.sgemm()?
+        let (products_library, native) = if wants_products {
+            self.products()?
         } else {
-            (None, None)
+            (None, gemm::Native::default())
         };
         let mut steps = Vec::new();
         for step in generated.steps {
@@ -125,8 +126,8 @@ impl Compiler {
         }
         Ok(CompiledRoutine {
             _library: library,
-            _matrix_library: matrix_library,
-            sgemm,
+            _products_library: products_library,
+            native,
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
@@ -136,30 +137,54 @@ impl Compiler {
         })
     }
 
-    /// Builds (or finds in the cache) and loads `sgemm.c`; its product, if this machine has the
-    /// instructions it is written for.
-    fn sgemm(&self) -> Result<(Option<libloading::Library>, Option<gemm::Sgemm>), CompileError> {
-        let source = include_str!("sgemm.c");
+    /// Builds (or finds in the cache) and loads `products.c`: its vector kernels, and its f32
+    /// matrix product if this machine has the instructions it is written for.
+    fn products(&self) -> Result<(Option<libloading::Library>, gemm::Native), CompileError> {
+        let source = include_str!("products.c");
         let (path, _) = self.cached_library(source)?;
         // SAFETY: a library this compiler built from our own source.
         let library = unsafe { libloading::Library::new(&path) }
             .map_err(|e| compile_error(format!("cannot load {}: {e}", path.display())))?;
-        // SAFETY: `sgemm.c` defines both functions with exactly these signatures.
-        let sgemm = unsafe {
+        let missing = |name: &str, e: libloading::Error| compile_error(format!("no {name}: {e}"));
+        // SAFETY: `products.c` defines these functions with exactly these signatures.
+        let native = unsafe {
             let available = *library
                 .get::<unsafe extern "C" fn() -> i32>(b"rc_sgemm_available")
-                .map_err(|e| compile_error(format!("no rc_sgemm_available: {e}")))?;
-            if available() == 0 {
+                .map_err(|e| missing("rc_sgemm_available", e))?;
+            let sgemm = if available() == 0 {
                 None
             } else {
                 Some(
                     *library
                         .get::<gemm::Sgemm>(b"rc_sgemm")
-                        .map_err(|e| compile_error(format!("no rc_sgemm: {e}")))?,
+                        .map_err(|e| missing("rc_sgemm", e))?,
                 )
+            };
+            gemm::Native {
+                sgemm,
+                sdot: Some(
+                    *library
+                        .get::<gemm::Sdot>(b"rc_sdot")
+                        .map_err(|e| missing("rc_sdot", e))?,
+                ),
+                ddot: Some(
+                    *library
+                        .get::<gemm::Ddot>(b"rc_ddot")
+                        .map_err(|e| missing("rc_ddot", e))?,
+                ),
+                sadd_scaled: Some(
+                    *library
+                        .get::<gemm::AddScaled<f32>>(b"rc_sadd_scaled")
+                        .map_err(|e| missing("rc_sadd_scaled", e))?,
+                ),
+                dadd_scaled: Some(
+                    *library
+                        .get::<gemm::AddScaled<f64>>(b"rc_dadd_scaled")
+                        .map_err(|e| missing("rc_dadd_scaled", e))?,
+                ),
             }
         };
-        Ok((Some(library), sgemm))
+        Ok((Some(library), native))
     }
 
     /// The cached library built from `source`, built first if the cache lacks it; and whether it
@@ -264,9 +289,9 @@ enum Loaded {
 #[derive(Debug)]
 pub struct CompiledRoutine {
     _library: libloading::Library,
-    /// The library of our own matrix product, kept loaded while `sgemm` may be called.
-    _matrix_library: Option<libloading::Library>,
-    sgemm: Option<gemm::Sgemm>,
+    /// The library of our own product kernels, kept loaded while `native` may be called.
+    _products_library: Option<libloading::Library>,
+    native: gemm::Native,
     steps: Vec<Loaded>,
     routine: Routine,
     buffers: Vec<NodeId>,
@@ -352,7 +377,7 @@ impl CompiledRoutine {
                         // SAFETY: the buffers match the routine's nodes (checked above) and the
                         // product's accesses were checked against them when generating.
                         unsafe {
-                            gemm::run(plan, &self.routine, base, &named, threads, self.sgemm)
+                            gemm::run(plan, &self.routine, base, &named, threads, self.native)
                         };
                         continue;
                     }

@@ -4,8 +4,9 @@
 //! Backends with a tuned matrix product run the plan; the others run the nest.
 //!
 //! This pass runs before memory modes are decided. A product reads its operands from buffers, so
-//! an operand the routine computes is materialized (never fused into the product), and neither
-//! an operand nor the result may have been forced virtual. Products too small for a tuned routine
+//! an operand the routine computes is materialized (never fused into the product), and so is the
+//! result (fused into its reader, the product would be loops again); neither an operand nor the
+//! result may have been forced virtual. Products too small for a tuned routine
 //! to win stay loops.
 
 use std::collections::HashSet;
@@ -45,9 +46,9 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
                 nodes
             })
             .collect();
-        for operand in [plan.a, plan.b] {
+        for operand in [plan.a, plan.b, plan.c] {
             let node = result.nodes.get_mut(&operand).expect("checked by plan_of");
-            if node.memory_mode.is_none() && written.contains(&operand) {
+            if node.memory_mode.is_none() && (written.contains(&operand) || operand == plan.c) {
                 node.memory_mode = Some(MemoryMode::Materialized);
             }
         }

@@ -1,12 +1,44 @@
-/* Single-precision matrix product for machines with AVX-512, in the manner of BLIS: blocks of B
+/* Our own kernels for matrix products, built with the routine's compiler and flags.
+
+   Dot products and scaled-column sums, for products with one row or one column. The dot
+   products take 32 partial sums (sum l takes the terms
+   at t = l mod 32), then added pairwise; the compiler vectorizes the sums, and the order of the
+   additions is the same as the portable version's in gemm.rs, so the result is too.
+
+   Single-precision matrix products for machines with AVX-512, in the manner of BLIS: blocks of B
    packed into panels of NR columns, blocks of A into panels of MR rows, and a register-tiled
    MR x NR kernel. C += A B (or C = A B), every matrix with its own row and column strides.
-
-   Packing buffers are per thread and kept between calls. Without AVX-512 the file defines only
-   rc_sgemm_available, which says so; the caller then uses another product. */
+   Packing buffers are per thread and kept between calls. Without AVX-512, rc_sgemm_available
+   says so and rc_sgemm is left out; the caller then uses another product. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define DOT_LANES 32
+
+#define DOT(name, type)                                                                         \
+  type name(int64_t len, const type *restrict a, const type *restrict b) {                     \
+    type lanes[DOT_LANES] = {0};                                                                \
+    int64_t t = 0;                                                                              \
+    for (; t + DOT_LANES <= len; t += DOT_LANES)                                                \
+      for (int l = 0; l < DOT_LANES; ++l) lanes[l] += a[t + l] * b[t + l];                      \
+    for (int l = 0; t + l < len; ++l) lanes[l] += a[t + l] * b[t + l];                          \
+    for (int width = DOT_LANES / 2; width >= 1; width /= 2)                                     \
+      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];                             \
+    return lanes[0];                                                                            \
+  }
+
+DOT(rc_sdot, float)
+DOT(rc_ddot, double)
+
+/* sums[i] += column[i] * scale, for products whose matrix runs down its columns. */
+#define ADD_SCALED(name, type)                                                                  \
+  void name(int64_t len, type *restrict sums, const type *restrict column, type scale) {       \
+    for (int64_t i = 0; i < len; ++i) sums[i] += column[i] * scale;                             \
+  }
+
+ADD_SCALED(rc_sadd_scaled, float)
+ADD_SCALED(rc_dadd_scaled, double)
 
 #ifdef __AVX512F__
 #include <immintrin.h>
