@@ -11,11 +11,16 @@
 //! may round differently. The local has the node's precision, so every step rounds as the store
 //! did.
 //!
+//! Not when the innermost reduction loop would read every operand with a stride while a kept loop
+//! stores consecutive cells (a sum over a middle axis): that loop then runs innermost instead,
+//! the nest accumulating in place, and vector units add neighbouring cells' terms at once.
+//!
 //! When a fill of `n` directly precedes the nest, `n` has no margins, and the other loops store
 //! every cell exactly once, the local starts from the fill's value and the fill is dropped.
 
+use super::gemm::flat_coefficients;
 use super::{Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
-use crate::loops::{LoopVar, Scalar, Stmt};
+use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::MemoryMode;
 use crate::routine::Routine;
 
@@ -70,6 +75,9 @@ fn accumulator(
     if reductions.is_empty() {
         return None;
     }
+    if let Some(in_place) = strided_reduction(&nest, &outer, &reductions, routine) {
+        return Some((in_place, false));
+    }
     let start = match before {
         Some(Stmt::Fill {
             node: filled,
@@ -102,6 +110,50 @@ fn accumulator(
     Some((wrap(&outer, body), start.is_some()))
 }
 
+/// A reduction whose innermost loop reads every operand with a stride, while a kept loop stores
+/// consecutive cells (a sum over a middle axis): the nest accumulating in place with that kept
+/// loop innermost, so that compiled code runs the sums of neighbouring cells side by side in
+/// vectors. Each cell still receives its terms in the order it did.
+fn strided_reduction(
+    nest: &PerfectNest,
+    outer: &[Loop],
+    reductions: &[Loop],
+    routine: &Routine,
+) -> Option<Vec<Stmt>> {
+    let stride_of = |index: &[Index], node, var: LoopVar| {
+        let dims = routine.nodes.get(&node)?.buffer_dims();
+        flat_coefficients(index, &dims)
+            .into_iter()
+            .find(|(v, _)| *v == Var::Loop(var))
+            .map(|(_, c)| c)
+    };
+    let &unit = outer
+        .iter()
+        .find(|(var, _)| stride_of(nest.index, nest.node, *var) == Some(1))?;
+    let (innermost, _) = *reductions.last()?;
+    let mut contiguous = false;
+    nest.value.for_each_get(&mut |node, index| {
+        contiguous |= node != nest.node && stride_of(index, node, innermost) == Some(1);
+    });
+    if contiguous {
+        return None;
+    }
+    let loops: Vec<Loop> = outer
+        .iter()
+        .filter(|(var, _)| *var != unit.0)
+        .chain(reductions)
+        .chain([&unit])
+        .copied()
+        .collect();
+    let mut body = nest.pre.to_vec();
+    body.push(Stmt::Set {
+        node: nest.node,
+        index: nest.index.to_vec(),
+        value: nest.value.clone(),
+    });
+    Some(wrap(&loops, body))
+}
+
 /// A loop's variable and range.
 type Loop = (LoopVar, usize);
 
@@ -124,8 +176,9 @@ mod tests {
         Index::var(LoopVar(var), 0)
     }
 
-    /// `n1[l0] := n1[l0] max n0[l1, l0]` inside `for l1 { for l0 }`, after `fill`.
-    fn column_max(fill: Option<f64>) -> Routine {
+    /// `n1[l0] := n1[l0] max n0[l0, l1]` inside `for l1 { for l0 }`, after `fill`: row
+    /// maxima (or, `by_column`, `n0[l1, l0]`: column maxima).
+    fn maxima(fill: Option<f64>, by_column: bool) -> Routine {
         let mut body: Vec<Stmt> = fill
             .map(|value| Stmt::Fill {
                 node: NodeId(1),
@@ -141,14 +194,26 @@ mod tests {
                 value: Scalar::Binop(
                     Binop::Max,
                     Box::new(Scalar::Get(NodeId(1), vec![at(0)])),
-                    Box::new(Scalar::Get(NodeId(0), vec![at(1), at(0)])),
+                    Box::new(Scalar::Get(
+                        NodeId(0),
+                        if by_column {
+                            vec![at(1), at(0)]
+                        } else {
+                            vec![at(0), at(1)]
+                        },
+                    )),
                 ),
             }],
         ));
         Routine {
             name: "r".to_owned(),
             nodes: [
-                TensorNode::new(0, "x", Precision::I32, &[3, 2]),
+                TensorNode::new(
+                    0,
+                    "x",
+                    Precision::I32,
+                    if by_column { &[3, 2] } else { &[2, 3] },
+                ),
                 TensorNode::new(1, "m", Precision::I32, &[2]),
             ]
             .into_iter()
@@ -166,21 +231,34 @@ mod tests {
     #[test]
     fn the_reduction_moves_innermost_and_the_fill_starts_the_local() {
         // The integer node filled with −∞ holds i32::MIN: the local starts there.
-        let rewritten = local_accumulators(&column_max(Some(f64::NEG_INFINITY)));
+        let rewritten = local_accumulators(&maxima(Some(f64::NEG_INFINITY), false));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
-             v0 := max(v0, n0[l1, l0])\n  }\n  n1[l0] := v0\n}\n"
+             v0 := max(v0, n0[l0, l1])\n  }\n  n1[l0] := v0\n}\n"
         );
     }
 
     #[test]
     fn without_a_fill_the_local_starts_from_the_cell() {
-        let rewritten = local_accumulators(&column_max(None));
+        let rewritten = local_accumulators(&maxima(None, false));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := n1[l0]\n  for l1 in 0..3 {\n    \
-             v0 := max(v0, n0[l1, l0])\n  }\n  n1[l0] := v0\n}\n"
+             v0 := max(v0, n0[l0, l1])\n  }\n  n1[l0] := v0\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_reduction_reading_with_a_stride_accumulates_in_place_beside_its_neighbours() {
+        // Column maxima: the reduction reads down a column, the kept loop stores consecutive
+        // cells; it goes innermost, the fill stays, no local.
+        let column = maxima(Some(f64::NEG_INFINITY), true);
+        let rewritten = local_accumulators(&column);
+        assert_eq!(
+            shown(&rewritten),
+            "fill n1 with -inf\nfor l1 in 0..3 {\n  for l0 in 0..2 {\n    \
+             n1[l0] := max(n1[l0], n0[l1, l0])\n  }\n}\n"
         );
     }
 }
