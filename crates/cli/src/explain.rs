@@ -101,7 +101,7 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
             .map(|(i, j)| format!("({i}, {j})"))
             .collect();
         out += &format!(
-            "path:      {} ({} multiply-adds; positions in the list of pending operands, each \
+            "path:      {} ({} FLOPs; positions in the list of pending operands, each \
              result appended at its end; the projections below are the last step's)\n",
             steps.join(" "),
             path.flops

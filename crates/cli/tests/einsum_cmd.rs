@@ -539,7 +539,7 @@ fn explain_shows_the_contraction_path() {
         "{text}"
     );
     assert!(
-        text.contains("path:      (1, 2) (0, 1) (36 multiply-adds"),
+        text.contains("path:      (1, 2) (0, 1) (72 FLOPs"),
         "{text}"
     );
 }

@@ -3,8 +3,9 @@
 //! tensor factorizations, tensor-network rings and ladders, and shapes of opt_einsum's own test
 //! suite), each with a size per label. For every expression, in one run:
 //!
-//! - path cost: our path (`Tensor::einsum_path`) with our own count (one multiply-add per point of
-//!   each step's product space, plus the single-operand sums), and, in opt_einsum's cost model
+//! - path cost: our path (`Tensor::einsum_path`) with our own FLOP count (a multiply per point of
+//!   each step's product space, an add per point when it sums, an add per point of a
+//!   single-operand sum), and, in opt_einsum's cost model
 //!   (`opt_cost`), the cost of our path given to `opt_einsum.contract_path` explicitly next to
 //!   that of its `optimal` path (`dp` beyond 8 operands) and its `greedy` path;
 //! - wall time: our compiled forward routine (`Tensor::einsum_np`, default backend, compilation
@@ -426,8 +427,9 @@ fn main() {
         threads()
     );
     println!(
-        "columns: n operands; our flops: our own count (one multiply-add per point of each step's \
-         product space, plus the single-operand sums; 0 for one operand);"
+        "columns: n operands; our flops: our own count (a multiply per point of each step's \
+         product space, an add per point when it sums, an add per point of a single-operand sum; \
+         0 for one operand);"
     );
     println!(
         "  oe(ours), oe optimal, oe greedy: opt_einsum's cost model (opt_cost: points of each \

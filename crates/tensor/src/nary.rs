@@ -6,7 +6,9 @@
 //! result does not, are summed out of that operand first. Up to [`EXHAUSTIVE_UP_TO`] operands the
 //! search is dynamic programming over subsets (the cheapest split of every subset, as optimal as
 //! the cost model); beyond, greedy (the cheapest pair at each step). The cost of a step is its
-//! number of multiply-adds: the product of the sizes of every label either operand has. Each step
+//! count of floating-point operations: one multiply per point of its product space (the product of
+//! the sizes of every label either operand has), plus one add per point when the step sums a label
+//! away; a single-operand sum costs one add per point. Each step
 //! is an ordinary binary einsum, so it is shape-inferred, differentiated, and run as a matrix
 //! product by the backends when it has that shape.
 
@@ -48,24 +50,22 @@ fn slot_labels(slot: &SlotSpec, is_result: bool) -> Option<Vec<String>> {
     Some(labels)
 }
 
-/// The cost of contracting operands with label sets `a` and `b`.
-fn step_cost(a: &BTreeSet<String>, b: &BTreeSet<String>, sizes: &HashMap<String, f64>) -> f64 {
-    a.union(b)
+/// The product of the sizes of `labels` (unknown sizes count as 1).
+fn points<'a>(labels: impl Iterator<Item = &'a String>, sizes: &HashMap<String, f64>) -> f64 {
+    labels
         .map(|label| sizes.get(label).copied().unwrap_or(1.0))
         .product()
 }
 
-/// The labels the contraction of `a` and `b` keeps: those another operand or the result needs.
-fn kept(
+/// The FLOPs of contracting operands with label sets `a` and `b`, given whether the step sums a
+/// label away: a multiply per point, and an add per point when it sums.
+fn step_cost(
     a: &BTreeSet<String>,
     b: &BTreeSet<String>,
-    others: &[&BTreeSet<String>],
-    result: &BTreeSet<String>,
-) -> BTreeSet<String> {
-    a.union(b)
-        .filter(|l| result.contains(*l) || others.iter().any(|o| o.contains(*l)))
-        .cloned()
-        .collect()
+    sums: bool,
+    sizes: &HashMap<String, f64>,
+) -> f64 {
+    points(a.union(b), sizes) * if sums { 2.0 } else { 1.0 }
 }
 
 /// The cheapest path contracting `operands` (label sets) into one with `result`'s labels.
@@ -120,7 +120,10 @@ fn exhaustive(
             let second = set & !first;
             if second != 0 {
                 if let (Some((c1, _)), Some((c2, _))) = (best[first], best[second]) {
-                    let cost = c1 + c2 + step_cost(&labels[first], &labels[second], sizes);
+                    let sums = labels[first]
+                        .union(&labels[second])
+                        .any(|l| !labels[set].contains(l));
+                    let cost = c1 + c2 + step_cost(&labels[first], &labels[second], sums, sizes);
                     if best[set].is_none_or(|(c, _)| cost < c) {
                         best[set] = Some((cost, first));
                     }
@@ -173,26 +176,48 @@ fn greedy(
     sizes: &HashMap<String, f64>,
 ) -> Path {
     let mut pending: Vec<BTreeSet<String>> = operands.to_vec();
+    // How many pending operands hold each label: a pair holding every holder of a label the
+    // result lacks sums it away.
+    let mut holders: HashMap<String, usize> = HashMap::new();
+    for label in operands.iter().flatten() {
+        *holders.entry(label.clone()).or_default() += 1;
+    }
+    let summed = |holders: &HashMap<String, usize>, a: &BTreeSet<String>, b: &BTreeSet<String>| {
+        a.union(b)
+            .filter(|l| {
+                !result.contains(*l)
+                    && holders[*l] == usize::from(a.contains(*l)) + usize::from(b.contains(*l))
+            })
+            .cloned()
+            .collect::<BTreeSet<String>>()
+    };
     let mut steps = Vec::new();
     let mut flops = 0.0;
     while pending.len() > 1 {
         let mut choice = (0, 1, f64::INFINITY);
         for i in 0..pending.len() {
             for j in i + 1..pending.len() {
-                let cost = step_cost(&pending[i], &pending[j], sizes);
+                let (a, b) = (&pending[i], &pending[j]);
+                let sums = !summed(&holders, a, b).is_empty();
+                let cost = step_cost(a, b, sums, sizes);
                 if cost < choice.2 {
                     choice = (i, j, cost);
                 }
             }
         }
         let (i, j, cost) = choice;
-        let others: Vec<&BTreeSet<String>> = pending
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| *k != i && *k != j)
-            .map(|(_, s)| s)
+        let gone = summed(&holders, &pending[i], &pending[j]);
+        let merged: BTreeSet<String> = pending[i]
+            .union(&pending[j])
+            .filter(|l| !gone.contains(*l))
+            .cloned()
             .collect();
-        let merged = kept(&pending[i], &pending[j], &others, result);
+        for label in pending[i].iter().chain(&pending[j]) {
+            *holders.get_mut(label).expect("counted") -= 1;
+        }
+        for label in &merged {
+            *holders.get_mut(label).expect("counted") += 1;
+        }
         flops += cost;
         steps.push((i, j));
         pending = pending
@@ -305,10 +330,7 @@ fn plan(
                 !result.contains(l) && (0..n).all(|j| j == i || !labels[j].contains(l))
             };
             if n > 1 && all.iter().any(alone) {
-                presum += all
-                    .iter()
-                    .map(|l| sizes.get(l).copied().unwrap_or(1.0))
-                    .product::<f64>();
+                presum += points(all.iter(), &sizes);
                 all.iter().filter(|l| !alone(l)).cloned().collect()
             } else {
                 all
@@ -484,7 +506,7 @@ mod tests {
 
     #[test]
     fn a_matrix_chain_is_multiplied_in_its_cheapest_order() {
-        // (10×100)(100×5)(5×50): ((AB)C) costs 5000 + 2500; (A(BC)) 25000 + 50000.
+        // (10×100)(100×5)(5×50): ((AB)C) takes 5000 + 2500 multiply-adds; (A(BC)) 25000 + 50000.
         let sizes: HashMap<String, f64> = [("i", 10.0), ("j", 100.0), ("k", 5.0), ("l", 50.0)]
             .map(|(l, s)| (l.to_owned(), s))
             .into();
@@ -493,7 +515,41 @@ mod tests {
         // A·B first; then the product with C.
         assert_eq!(path.steps.len(), 2);
         assert_eq!(path.steps[0], (0, 1));
-        assert_eq!(path.flops, 5000.0 + 2500.0);
-        assert_eq!(greedy(&operands, &set("il"), &sizes).flops, 7500.0);
+        assert_eq!(path.flops, 2.0 * (5000.0 + 2500.0));
+        assert_eq!(greedy(&operands, &set("il"), &sizes).flops, 15000.0);
+    }
+
+    #[test]
+    fn an_outer_product_costs_a_multiply_per_point_and_a_contraction_two() {
+        // ijk,jr,kr->ir: (jr·kr) is an outer product of 128·128·16 points, then one contraction
+        // over the whole space; contracting ijk with jr first sums j over the same space, then
+        // k over 128·128·16 points. As many multiply-adds, but the first has fewer adds.
+        let sizes: HashMap<String, f64> = [("i", 128.0), ("j", 128.0), ("k", 128.0), ("r", 16.0)]
+            .map(|(l, s)| (l.to_owned(), s))
+            .into();
+        let operands = [set("ijk"), set("jr"), set("kr")];
+        let outer = 128.0 * 128.0 * 16.0;
+        let whole = 128.0 * outer;
+        for path in [
+            find_path(&operands, &set("ir"), &sizes),
+            greedy(&operands, &set("ir"), &sizes),
+        ] {
+            assert_eq!(path.steps[0], (1, 2));
+            assert_eq!(path.flops, outer + 2.0 * whole);
+        }
+    }
+
+    #[test]
+    fn greedy_counts_a_label_summed_only_once_its_last_holders_meet() {
+        // j is held by three operands: the first step keeps it, the second sums it.
+        let sizes: HashMap<String, f64> = [("i", 2.0), ("j", 3.0), ("k", 5.0)]
+            .map(|(l, s)| (l.to_owned(), s))
+            .into();
+        let operands = [set("ij"), set("j"), set("jk")];
+        let path = greedy(&operands, &set("ik"), &sizes);
+        // (ij, j) keeps j: 6 multiplies; (ij, jk) sums j: 30 points, 60 FLOPs.
+        assert_eq!(path.steps, vec![(0, 1), (0, 1)]);
+        assert_eq!(path.flops, 6.0 + 60.0);
+        assert_eq!(find_path(&operands, &set("ik"), &sizes).flops, path.flops);
     }
 }

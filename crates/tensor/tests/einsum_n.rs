@@ -160,7 +160,8 @@ fn the_path_of_a_matrix_chain_follows_the_sizes() {
         .collect();
     let refs: Vec<&Tensor> = t.iter().collect();
     let path = Tensor::einsum_path("ij;jk;kl=>il", &refs).unwrap();
-    assert_eq!(path.flops, 10.0 * 100.0 * 5.0 + 10.0 * 5.0 * 50.0);
+    // Two FLOPs (a multiply and an add) per point of each product.
+    assert_eq!(path.flops, 2.0 * (10.0 * 100.0 * 5.0 + 10.0 * 5.0 * 50.0));
     assert_eq!(path.steps[0], (0, 1));
 }
 
@@ -170,6 +171,7 @@ fn a_label_one_operand_alone_has_is_summed_first() {
     let a = graph.data("a").shape("10,100,10").build();
     let b = graph.data("b").shape("10,10").build();
     let path = Tensor::einsum_path("ijk;kl=>il", &[&a, &b]).unwrap();
-    // Σ_j first (10·100·10), then the matrix product (10·10·10), instead of 10·100·10·10.
-    assert_eq!(path.flops, 10_000.0 + 1_000.0);
+    // Σ_j first (an add per point of 10·100·10), then the matrix product (a multiply and an add
+    // per point of 10·10·10), instead of 2·10·100·10·10.
+    assert_eq!(path.flops, 10_000.0 + 2_000.0);
 }
