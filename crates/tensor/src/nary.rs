@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use rcannl_shape::spec::{AxisSpec, EinsumSpec, Kind, RowSpec, SlotSpec, parse_einsum};
+use rcannl_shape::spec::{AxisSpec, EinsumSpec, Kind, RowSpec, RowVar, SlotSpec, parse_einsum};
 
 use crate::graph::{TensorError, error};
 use crate::tensor::Tensor;
@@ -30,24 +30,89 @@ pub struct Path {
     pub flops: f64,
 }
 
-/// The labels of a slot that is plain labels only (rows of labels, no row variables); the result
-/// may also hold fixed positions (`0` for a scalar result), which carry no label.
-fn slot_labels(slot: &SlotSpec, is_result: bool) -> Option<Vec<String>> {
-    let mut labels = Vec::new();
-    for kind in [Kind::Batch, Kind::Output, Kind::Input] {
+/// The key a row variable goes by among labels: `..name..`, which no label can be. `...` takes its
+/// kind's name (`..batch..`), so that a step's spec may place it in any row.
+fn row_key(var: &RowVar, kind: Kind) -> String {
+    format!("..{}..", var.name_in(kind))
+}
+
+fn is_row_key(item: &str) -> bool {
+    item.starts_with("..")
+}
+
+/// The rows in the order a tensor lays out its axes.
+const LAYOUT: [Kind; 3] = [Kind::Batch, Kind::Output, Kind::Input];
+
+/// The items of a slot of labels and row variables, in layout order: labels by name, row
+/// variables by [`row_key`]. The result may also hold fixed positions (`0` for a scalar result),
+/// which carry no item.
+fn slot_items(slot: &SlotSpec, is_result: bool) -> Option<Vec<String>> {
+    let mut items = Vec::new();
+    for kind in LAYOUT {
         let row: &RowSpec = slot.row(kind);
-        if row.row_var.is_some() {
-            return None;
+        let label = |axis: &AxisSpec| match axis {
+            AxisSpec::Label { name } => Some(Some(name.clone())),
+            AxisSpec::Fixed { .. } if is_result => Some(None),
+            _ => None,
+        };
+        for axis in &row.leading {
+            items.extend(label(axis)?);
         }
-        for axis in row.leading.iter().chain(&row.trailing) {
-            match axis {
-                AxisSpec::Label { name } => labels.push(name.clone()),
-                AxisSpec::Fixed { .. } if is_result => {}
-                _ => return None,
+        if let Some(var) = &row.row_var {
+            items.push(row_key(var, kind));
+        }
+        for axis in &row.trailing {
+            items.extend(label(axis)?);
+        }
+    }
+    Some(items)
+}
+
+/// `slot` with every `...` written by its name, as [`row_key`] names it.
+fn with_named_rows(slot: &SlotSpec) -> SlotSpec {
+    let mut slot = slot.clone();
+    for kind in Kind::ALL {
+        let row = slot.row_mut(kind);
+        if row.row_var == Some(RowVar::Ellipsis) {
+            row.row_var = Some(RowVar::Named(kind.ellipsis_name().to_owned()));
+        }
+    }
+    slot
+}
+
+/// The slot of an intermediate holding `items`: the labels as output axes, in order, and each row
+/// variable in a row of its own, the row it has in the result (else in the first operand having
+/// it) when that one is free. `None` when more than three row variables meet.
+fn intermediate_slot(items: &[String], homes: &HashMap<String, Kind>) -> Option<SlotSpec> {
+    let vars: Vec<&String> = items.iter().filter(|i| is_row_key(i)).collect();
+    let mut rows: Vec<(Kind, &String)> = Vec::new();
+    for var in &vars {
+        if let Some(&home) = homes.get(*var) {
+            if rows.iter().all(|(k, _)| *k != home) {
+                rows.push((home, var));
             }
         }
     }
-    Some(labels)
+    for var in &vars {
+        if rows.iter().all(|(_, v)| v != var) {
+            let free = LAYOUT
+                .into_iter()
+                .find(|kind| rows.iter().all(|(k, _)| k != kind))?;
+            rows.push((free, var));
+        }
+    }
+    let labels: Vec<AxisSpec> = items
+        .iter()
+        .filter(|i| !is_row_key(i))
+        .map(AxisSpec::label)
+        .collect();
+    let mut slot = SlotSpec::default();
+    for (kind, var) in rows {
+        let name = var[2..var.len() - 2].to_owned();
+        *slot.row_mut(kind) = RowSpec::open(Vec::new(), RowVar::Named(name), Vec::new());
+    }
+    slot.output.trailing = labels;
+    Some(slot)
 }
 
 /// The product of the sizes of `labels` (unknown sizes count as 1).
@@ -231,18 +296,14 @@ fn greedy(
     Path { steps, flops }
 }
 
-/// The multi-character form of a slot holding `labels` as output axes.
-fn output_slot(labels: &[String]) -> String {
-    labels.join(", ")
-}
-
 impl Tensor {
     /// An einsum of any number of operands in our notation (`"ij;jk;kl=>il"`; slots of plain
     /// labels, with kinds), split into binary contractions along the cheapest path (see the
     /// module documentation). Its path is [`Tensor::einsum_path`].
     pub fn einsum_n(spec: &str, operands: &[&Tensor]) -> Tensor {
         match plan(spec, operands) {
-            Ok((parsed, labels, path)) => contract(&parsed, &labels, &path, operands),
+            Ok((parsed, labels, path)) => contract(&parsed, &labels, &path, operands)
+                .unwrap_or_else(|e| operands[0].graph.failed(e)),
             Err(e) => match operands.first() {
                 Some(t) => t.graph.failed(e),
                 None => crate::graph::Graph::new().failed(e),
@@ -255,18 +316,16 @@ impl Tensor {
         plan(spec, operands).map(|(_, _, path)| path)
     }
 
-    /// An einsum in numpy's notation: `"ij,jk->ik"`, `"...ij,...jk->...ik"`, an implicit result
+    /// An einsum in numpy's notation: `"ij,jk->ik"`, `"...ij,...jk->...ik"` (`...` anywhere in an
+    /// operand, broadcasting as numpy's does: aligned at the right), an implicit result
     /// (`"ij,jk"`: the labels seen once, in alphabetical order), repeated labels (`"ii->i"`).
     /// Operands' axes are their output axes.
     pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
         match numpy_to_ours(spec) {
-            // `...` (a row variable) is for the binary and ternary einsums only, which then
-            // skip the path search; without it, even two operands take the path, whose
-            // single-operand sums can save most of the work (`"ijk,kl->il"`).
+            // Even two operands take the path, whose single-operand sums can save most of the
+            // work (`"ijk,kl->il"`).
             Ok(ours) => match operands.len() {
                 1 => operands[0].einsum1(&ours),
-                2 if ours.contains("...") => operands[0].einsum(&ours, operands[1]),
-                3 if ours.contains("...") => operands[0].einsum3(&ours, operands[1], operands[2]),
                 _ => Tensor::einsum_n(&ours, operands),
             },
             Err(e) => match operands.first() {
@@ -277,7 +336,7 @@ impl Tensor {
     }
 }
 
-/// The parsed spec, each operand's labels, and the path.
+/// The parsed spec, each operand's items (and the result's, last), and the path.
 fn plan(
     spec: &str,
     operands: &[&Tensor],
@@ -292,33 +351,15 @@ fn plan(
     }
     let mut labels = Vec::new();
     for (i, slot) in parsed.rhs.iter().chain([&parsed.lhs]).enumerate() {
-        labels.push(slot_labels(slot, i == operands.len()).ok_or_else(|| {
+        labels.push(slot_items(slot, i == operands.len()).ok_or_else(|| {
             error(format!(
-                "einsum {spec:?}: an einsum of several operands takes slots of plain labels \
-                 (no row variables, fixed indices, strides or concatenations)"
+                "einsum {spec:?}: an einsum along a path takes slots of labels and row variables \
+                 (no fixed indices, strides or concatenations in its operands)"
             ))
         })?);
     }
     let result: BTreeSet<String> = labels[operands.len()].iter().cloned().collect();
-    // Sizes as far as inference knows them (unknown sizes count as 1).
-    let mut sizes = HashMap::new();
-    for (t, names) in operands.iter().zip(&labels) {
-        let state = t.graph.state.borrow();
-        let shape = state.inference.shape(state.tensors[t.index].shape);
-        let dims: Vec<f64> = [Kind::Batch, Kind::Output, Kind::Input]
-            .iter()
-            .flat_map(|&kind| {
-                shape
-                    .row(kind)
-                    .dims()
-                    .map(|d| d.ground_size().map_or(1.0, |s| s as f64))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        for (name, size) in names.iter().zip(dims) {
-            sizes.entry(name.clone()).or_insert(size);
-        }
-    }
+    let sizes = item_sizes(&parsed, operands);
     // Labels only one operand has (and the result lacks) are summed out of it first: the path is
     // searched over what is left, and the sums are part of the cost.
     let n = operands.len();
@@ -342,6 +383,70 @@ fn plan(
     Ok((parsed, labels, path))
 }
 
+/// The sizes of the spec's items as far as inference knows them: a label's is its axis's, a row
+/// variable's the product of the axes it stands for (the largest over operands, which broadcast).
+/// Unknown sizes are left out (counted as 1).
+fn item_sizes(parsed: &EinsumSpec, operands: &[&Tensor]) -> HashMap<String, f64> {
+    let mut sizes: HashMap<String, f64> = HashMap::new();
+    let mut note = |item: String, size: Option<usize>| {
+        if let Some(size) = size {
+            let entry = sizes.entry(item).or_insert(1.0);
+            *entry = entry.max(size as f64);
+        }
+    };
+    for (t, slot) in operands.iter().zip(&parsed.rhs) {
+        let state = t.graph.state.borrow();
+        let shape = state.inference.shape(state.tensors[t.index].shape);
+        for kind in Kind::ALL {
+            let (spec_row, row) = (slot.row(kind), shape.row(kind));
+            let name = |axis: &AxisSpec| match axis {
+                AxisSpec::Label { name } => Some(name.clone()),
+                _ => None,
+            };
+            let leading: Vec<Option<usize>> = row.leading.iter().map(|d| d.ground_size()).collect();
+            let trailing: Vec<Option<usize>> =
+                row.trailing.iter().map(|d| d.ground_size()).collect();
+            // A closed row's axes are all known: those between the flanks are the row
+            // variable's. An open row's known flanks match the spec's flanks.
+            let (front, back) = if row.var.is_none() {
+                (&trailing[..], &trailing[..])
+            } else {
+                (&leading[..], &trailing[..])
+            };
+            for (axis, size) in spec_row.leading.iter().zip(front) {
+                if let Some(label) = name(axis) {
+                    note(label, *size);
+                }
+            }
+            for (axis, size) in spec_row.trailing.iter().rev().zip(back.iter().rev()) {
+                if let Some(label) = name(axis) {
+                    note(label, *size);
+                }
+            }
+            if let (Some(var), None) = (&spec_row.row_var, row.var) {
+                let (l, r) = (spec_row.leading.len(), spec_row.trailing.len());
+                if trailing.len() >= l + r {
+                    let middle = &trailing[l..trailing.len() - r];
+                    note(
+                        row_key(var, kind),
+                        middle.iter().copied().product::<Option<usize>>(),
+                    );
+                }
+            }
+        }
+    }
+    sizes
+}
+
+/// The einsum spec text of one step: `operands` into `result`.
+fn step_spec(operands: Vec<SlotSpec>, result: SlotSpec) -> String {
+    EinsumSpec {
+        rhs: operands,
+        lhs: result,
+    }
+    .to_string()
+}
+
 /// Contracts along `path`: first summing labels only one operand has (and the result lacks),
 /// then the pairwise steps, the last one writing the result's slot as the spec gives it.
 fn contract(
@@ -349,20 +454,41 @@ fn contract(
     labels: &[Vec<String>],
     path: &Path,
     operands: &[&Tensor],
-) -> Tensor {
+) -> Result<Tensor, TensorError> {
     let n = operands.len();
+    if n == 1 {
+        return Ok(operands[0].einsum1(&parsed.to_string()));
+    }
     let result_labels: BTreeSet<String> = labels[n].iter().cloned().collect();
-    // Pending operands: a tensor, its slot text and its labels.
-    let mut pending: Vec<(Tensor, String, Vec<String>)> = Vec::new();
+    // Where row variables go in intermediates: the row the result has them in, else the row of
+    // the first operand having them.
+    let mut homes: HashMap<String, Kind> = HashMap::new();
+    for slot in [&parsed.lhs].into_iter().chain(&parsed.rhs) {
+        for kind in Kind::ALL {
+            if let Some(var) = &slot.row(kind).row_var {
+                homes.entry(row_key(var, kind)).or_insert(kind);
+            }
+        }
+    }
+    let slot_of = |items: &[String]| {
+        intermediate_slot(items, &homes).ok_or_else(|| {
+            error(format!(
+                "einsum {:?}: more than three row variables meet in one step of its path",
+                parsed.to_string()
+            ))
+        })
+    };
+    // Pending operands: a tensor, its slot and its items.
+    let mut pending: Vec<(Tensor, SlotSpec, Vec<String>)> = Vec::new();
     for i in 0..n {
-        let slot = parsed.rhs[i].to_string();
+        let slot = with_named_rows(&parsed.rhs[i]);
         let alone: Vec<&String> = labels[i]
             .iter()
             .filter(|l| {
                 !result_labels.contains(*l) && (0..n).all(|j| j == i || !labels[j].contains(*l))
             })
             .collect();
-        if alone.is_empty() || n == 1 {
+        if alone.is_empty() {
             pending.push((operands[i].clone(), slot, labels[i].clone()));
         } else {
             let mut keep: Vec<String> = Vec::new();
@@ -371,13 +497,10 @@ fn contract(
                     keep.push(l.clone());
                 }
             }
-            let summed = operands[i].einsum1(&format!("{slot} => {}", output_slot(&keep)));
-            pending.push((summed, output_slot(&keep), keep));
+            let kept = slot_of(&keep)?;
+            let summed = operands[i].einsum1(&step_spec(vec![slot], kept.clone()));
+            pending.push((summed, kept, keep));
         }
-    }
-    if n == 1 {
-        let (t, slot, _) = &pending[0];
-        return t.einsum1(&format!("{slot} => {}", parsed.lhs));
     }
     for (step, &(i, j)) in path.steps.iter().enumerate() {
         let last = step + 1 == path.steps.len();
@@ -389,7 +512,7 @@ fn contract(
             .map(|(_, (_, _, l))| l.iter().cloned().collect())
             .collect();
         let (slot, keep) = if last {
-            (parsed.lhs.to_string(), labels[n].clone())
+            (with_named_rows(&parsed.lhs), labels[n].clone())
         } else {
             // The result's labels first, in its order, then those a later step sums: the
             // groups of later products then tend to be runs of one stride each, used in place.
@@ -405,18 +528,18 @@ fn contract(
                     });
             let result_position = |l: &String| labels[n].iter().position(|r| r == l);
             needed.sort_by_key(|l| result_position(l).unwrap_or(usize::MAX));
-            (output_slot(&needed), needed)
+            (slot_of(&needed)?, needed)
         };
-        let merged = a.0.einsum(&format!("{}; {} => {slot}", a.1, b.1), &b.0);
+        let merged = a.0.einsum(&step_spec(vec![a.1, b.1], slot.clone()), &b.0);
         pending = pending
             .into_iter()
             .enumerate()
             .filter(|(k, _)| *k != i && *k != j)
             .map(|(_, p)| p)
             .collect();
-        pending.push((merged, output_slot(&keep), keep));
+        pending.push((merged, slot, keep));
     }
-    pending.remove(0).0
+    Ok(pending.remove(0).0)
 }
 
 /// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
@@ -428,25 +551,32 @@ pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
         Some((i, o)) => (i, Some(o.trim())),
         None => (spec, None),
     };
-    let parse = |slot: &str| -> Result<(bool, Vec<char>), TensorError> {
+    // A slot: its labels, and where among them `...` stands, if anywhere.
+    let parse = |slot: &str| -> Result<(Option<usize>, Vec<char>), TensorError> {
         let slot = slot.trim();
-        let (ellipsis, rest) = match slot.find("...") {
-            Some(0) => (true, &slot[3..]),
-            Some(_) => return Err(bad("only a leading `...` is supported")),
-            None => (false, slot),
+        let (ellipsis, text) = match slot.find("...") {
+            Some(at) => {
+                let rest = &slot[at + 3..];
+                if rest.contains('.') {
+                    return Err(bad("`...` at most once per operand"));
+                }
+                let before = slot[..at].chars().filter(|c| !c.is_whitespace()).count();
+                (Some(before), format!("{}{rest}", &slot[..at]))
+            }
+            None => (None, slot.to_owned()),
         };
-        let labels: Vec<char> = rest.chars().filter(|c| !c.is_whitespace()).collect();
+        let labels: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
         if let Some(c) = labels.iter().find(|c| !c.is_ascii_alphabetic()) {
             return Err(bad(&format!("`{c}` is not a label")));
         }
         Ok((ellipsis, labels))
     };
-    let operands: Vec<(bool, Vec<char>)> =
+    let operands: Vec<(Option<usize>, Vec<char>)> =
         inputs.split(',').map(parse).collect::<Result<_, _>>()?;
     if operands.iter().any(|(_, l)| l.is_empty()) && operands.len() > 1 && spec.contains(",,") {
         return Err(bad("an empty operand"));
     }
-    let any_ellipsis = operands.iter().any(|(e, _)| *e);
+    let any_ellipsis = operands.iter().any(|(e, _)| e.is_some());
     let result = match output {
         Some(out) => parse(out)?,
         None => {
@@ -462,15 +592,14 @@ pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
                 .map(|(c, _)| c)
                 .collect();
             once.sort_unstable();
-            (any_ellipsis, once)
+            (any_ellipsis.then_some(0), once)
         }
     };
-    let slot = |(ellipsis, labels): &(bool, Vec<char>)| {
-        let mut axes: Vec<String> = Vec::new();
-        if *ellipsis {
-            axes.push("...".to_owned());
+    let slot = |(ellipsis, labels): &(Option<usize>, Vec<char>)| {
+        let mut axes: Vec<String> = labels.iter().map(|c| c.to_string()).collect();
+        if let Some(at) = ellipsis {
+            axes.insert(*at, "...".to_owned());
         }
-        axes.extend(labels.iter().map(|c| c.to_string()));
         if axes.is_empty() {
             // A scalar slot: one output axis of one position.
             "0".to_owned()
@@ -501,7 +630,12 @@ mod tests {
             "..., i, j; ..., j, k => ..., i, k"
         );
         assert!(numpy_to_ours("i1,jk").is_err());
-        assert!(numpy_to_ours("i...j,jk").is_err());
+        assert_eq!(
+            numpy_to_ours("i...j,j...").unwrap(),
+            "i, ..., j; j, ... => ..., i"
+        );
+        assert!(numpy_to_ours("i...j...,jk").is_err());
+        assert!(numpy_to_ours("i..j,jk").is_err());
     }
 
     #[test]

@@ -175,3 +175,167 @@ fn a_label_one_operand_alone_has_is_summed_first() {
     // per point of 10·10·10), instead of 2·10·100·10·10.
     assert_eq!(path.flops, 10_000.0 + 2_000.0);
 }
+
+/// The backends every einsum here runs on.
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![
+        Box::new(Interpreter),
+        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
+    ]
+}
+
+/// `spec` in our notation over data tensors of the given shape literals and values, on `backend`.
+fn evaluate(
+    backend: Box<dyn Backend>,
+    spec: &str,
+    inputs: &[(&str, &[f64])],
+) -> Result<Vec<f64>, rcannl_tensor::TensorError> {
+    let graph = Graph::new();
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, (shape, values))| {
+            graph
+                .data(&format!("x{i}"))
+                .shape(shape)
+                .precision(Precision::F64)
+                .values(values.to_vec())
+                .build()
+        })
+        .collect();
+    let refs: Vec<&Tensor> = tensors.iter().collect();
+    let out = Tensor::einsum_n(spec, &refs);
+    let mut ctx = Context::with_backend(&graph, backend);
+    let forward = ctx.forward(&[&out])?;
+    ctx.run(&forward)?;
+    ctx.values(&out)
+}
+
+fn values(n: usize, seed: usize) -> Vec<f64> {
+    (0..n)
+        .map(|k| ((k * 7 + seed * 3) % 11) as f64 - 5.0)
+        .collect()
+}
+
+#[test]
+fn row_variables_ride_along_the_path() {
+    // A chain of matrix products batched over `...` (two axes, 2×3), with a vector at its end.
+    let (b0, b1, i, j, k, l) = (2, 3, 2, 4, 3, 2);
+    let (x0, x1, x2, x3) = (
+        values(b0 * b1 * i * j, 0),
+        values(b0 * b1 * j * k, 1),
+        values(b0 * b1 * k * l, 2),
+        values(b0 * b1 * l, 3),
+    );
+    let mut expected = vec![0.0; b0 * b1 * i];
+    for b in 0..b0 * b1 {
+        for ii in 0..i {
+            for jj in 0..j {
+                for kk in 0..k {
+                    for ll in 0..l {
+                        expected[b * i + ii] += x0[(b * i + ii) * j + jj]
+                            * x1[(b * j + jj) * k + kk]
+                            * x2[(b * k + kk) * l + ll]
+                            * x3[b * l + ll];
+                    }
+                }
+            }
+        }
+    }
+    for backend in backends() {
+        let name = backend.name();
+        let got = evaluate(
+            backend,
+            "..., i, j; ..., j, k; ..., k, l; ..., l => ..., i",
+            &[
+                ("2,3,2,4", &x0),
+                ("2,3,4,3", &x1),
+                ("2,3,3,2", &x2),
+                ("2,3,2", &x3),
+            ],
+        )
+        .unwrap();
+        assert_eq!(got, expected, "on {name}");
+    }
+}
+
+#[test]
+fn kinds_and_batch_rows_are_kept_through_the_path() {
+    // Batched linear maps composed: each operand is `batch | input -> output`; the result's
+    // input comes from the last map and its output from the first.
+    let (b, i, j, k, l) = (3, 2, 3, 2, 4);
+    let (x0, x1, x2) = (
+        values(b * j * i, 0),
+        values(b * k * j, 1),
+        values(b * l * k, 2),
+    );
+    // Layout: batch, output, input.
+    let mut expected = vec![0.0; b * i * l];
+    for bb in 0..b {
+        for ii in 0..i {
+            for ll in 0..l {
+                for jj in 0..j {
+                    for kk in 0..k {
+                        expected[(bb * i + ii) * l + ll] += x0[(bb * i + ii) * j + jj]
+                            * x1[(bb * j + jj) * k + kk]
+                            * x2[(bb * k + kk) * l + ll];
+                    }
+                }
+            }
+        }
+    }
+    for backend in backends() {
+        let name = backend.name();
+        let got = evaluate(
+            backend,
+            "... | j -> i; ... | k -> j; ... | l -> k => ... | l -> i",
+            &[("3|3->2", &x0), ("3|2->3", &x1), ("3|4->2", &x2)],
+        )
+        .unwrap();
+        assert_eq!(got, expected, "on {name}");
+    }
+}
+
+#[test]
+fn a_row_variable_the_result_lacks_is_summed() {
+    // Σ over the axes of `..r..` (2×2), which two operands share, and over j, which one has.
+    let (r, i, j) = (4, 3, 2);
+    let (x0, x1, x2) = (values(r * i, 0), values(r * i, 1), values(i * j, 2));
+    let mut expected = vec![0.0; i];
+    for (ii, cell) in expected.iter_mut().enumerate() {
+        for rr in 0..r {
+            for jj in 0..j {
+                *cell += x0[rr * i + ii] * x1[rr * i + ii] * x2[ii * j + jj];
+            }
+        }
+    }
+    for backend in backends() {
+        let name = backend.name();
+        let got = evaluate(
+            backend,
+            "..r.., i; ..r.., i; i, j => i",
+            &[("2,2,3", &x0), ("2,2,3", &x1), ("3,2", &x2)],
+        )
+        .unwrap();
+        assert_eq!(got, expected, "on {name}");
+    }
+}
+
+#[test]
+fn gradients_flow_through_a_path_with_row_variables() {
+    use rcannl_tensor::gradcheck::{Inputs, check_gradients};
+    let shapes = ["2|3->2", "2|2->3", "2|2"];
+    for backend in backends() {
+        let inputs = Inputs {
+            shapes: &shapes,
+            positive: false,
+        };
+        check_gradients(backend, &inputs, 1e-5, |_, p| {
+            Tensor::einsum_n(
+                "... | j -> i; ... | k -> j; ... | k => ... | i",
+                &[&p[0], &p[1], &p[2]],
+            )
+        })
+        .unwrap();
+    }
+}
