@@ -46,6 +46,7 @@ struct Row {
 fn explain(args: &OpArgs) -> Result<String, CliError> {
     let Setup {
         spec,
+        text,
         inputs,
         result,
         mut ctx,
@@ -81,7 +82,7 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
     let mut out = String::new();
     out += &format!("spec:      {}\n", args.spec);
     if args.numpy {
-        out += &format!("ours:      {}\n", args.spec()?);
+        out += &format!("ours:      {text}\n");
     }
     if let Some(spec) = &spec {
         out += &format!("canonical: {spec}\n");
@@ -92,9 +93,9 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
         args.op.computes(inputs.len())
     );
     out += &format!("backend:   {}\n", ctx.backend_name());
-    if args.op == Op::Einsum && Op::along_path(&args.spec()?, &inputs) {
+    if args.op == Op::Einsum && Op::along_path(&text, &inputs) {
         let refs: Vec<&Tensor> = inputs.iter().collect();
-        let path = Tensor::einsum_path(&args.spec()?, &refs).map_err(run_error)?;
+        let path = Tensor::einsum_path(&text, &refs).map_err(run_error)?;
         let steps: Vec<String> = path
             .steps
             .iter()

@@ -148,8 +148,9 @@ impl Op {
     pub fn apply(self, spec: &str, operands: &[Tensor]) -> Result<Tensor, CliError> {
         Ok(match (self, operands) {
             (Op::Einsum, [a]) => a.einsum1(spec),
-            // Slots of plain labels take the contraction path (with its single-operand sums);
-            // row variables and the like need the binary or ternary einsum.
+            // Slots of labels and row variables take the contraction path (with its
+            // single-operand sums); fixed indices, strides and concatenations need the binary
+            // or ternary einsum.
             (Op::Einsum, [a, b]) if !Self::along_path(spec, operands) => a.einsum(spec, b),
             (Op::Einsum, [a, b, c]) if !Self::along_path(spec, operands) => a.einsum3(spec, b, c),
             (Op::Einsum, _) => Tensor::einsum_n(spec, &operands.iter().collect::<Vec<_>>()),

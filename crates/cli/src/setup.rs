@@ -44,18 +44,28 @@ pub struct OpArgs {
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
 
-    /// The spec is in numpy's notation ("ij,jk->ik", "...ij,...jk->...ik", "ii->i", an implicit
-    /// result "ij,jk"), translated to ours.
+    /// The spec is in numpy's notation ("ij,jk->ik", "...ij,...jk->...ik" broadcasting as numpy
+    /// does, "ii->i", an implicit result "ij,jk"), translated to ours.
     #[arg(long)]
     pub numpy: bool,
 }
 
 impl OpArgs {
-    /// The spec in our notation.
-    pub fn spec(&self) -> Result<String, CliError> {
+    /// The spec in our notation, for inputs of these shapes (numpy's `...` broadcasts over them).
+    pub fn spec_for(&self, shapes: &[&ShapeLiteral]) -> Result<String, CliError> {
         if self.numpy {
+            let axes: Vec<Option<Vec<usize>>> = shapes
+                .iter()
+                .map(|s| {
+                    (s.batch.is_empty() && s.input.is_empty())
+                        .then(|| s.output.iter().map(|d| d.size).collect())
+                })
+                .collect();
+            // A spec that translates at all is parsed; what fails beyond is the inputs' axes.
             rcannl_tensor::nary::numpy_to_ours(&self.spec)
-                .map_err(|e| CliError::new(ErrorKind::Parse, e.message))
+                .map_err(|e| CliError::new(ErrorKind::Parse, e.message))?;
+            rcannl_tensor::nary::numpy_to_ours_for(&self.spec, &axes)
+                .map_err(|e| CliError::new(ErrorKind::Shape, e.message))
         } else {
             Ok(self.spec.clone())
         }
@@ -74,6 +84,8 @@ pub enum BackendChoice {
 pub struct Setup {
     /// The parsed spec, for operations that take one.
     pub spec: Option<EinsumSpec>,
+    /// The spec's text in our notation (translated from numpy's with `--numpy`).
+    pub text: String,
     pub graph: Graph,
     pub inputs: Vec<Tensor>,
     pub result: Tensor,
@@ -86,14 +98,14 @@ impl Setup {
     /// Builds the operation, applies `--set`, captures `captures`, finishes shape inference and
     /// loads the inputs.
     pub fn new(args: &OpArgs, captures: &[String]) -> Result<Setup, CliError> {
-        let text = args.spec()?;
-        let spec = args.op.check(&text, args.inputs.len())?;
         let inputs = args
             .inputs
             .iter()
             .enumerate()
             .map(|(i, text)| input::read(text, i + 1))
             .collect::<Result<Vec<_>, _>>()?;
+        let text = args.spec_for(&inputs.iter().map(|i| &i.shape).collect::<Vec<_>>())?;
+        let spec = args.op.check(&text, args.inputs.len())?;
         let sets = args
             .sets
             .iter()
@@ -127,6 +139,7 @@ impl Setup {
         ctx.init_params().map_err(shape_error)?;
         Ok(Setup {
             spec,
+            text,
             graph,
             inputs,
             result,

@@ -523,6 +523,34 @@ fn numpy_notation_and_many_operands() {
 }
 
 #[test]
+fn numpy_ellipses_broadcast() {
+    // a 4×1×2 and b 3×2 (cells their offsets): `...` is 4×1 against 3, which broadcast to 4×3.
+    let mut expected = Vec::new();
+    for p in 0..4 {
+        for q in 0..3 {
+            expected.push(
+                (0..2)
+                    .map(|i| f64::from((p * 2 + i) * (q * 2 + i)))
+                    .sum::<f64>(),
+            );
+        }
+    }
+    let got = run(&["...i,...i->...", "range:4,1,2", "range:3,2", "--numpy"]);
+    assert_eq!(
+        got,
+        json!({"shape": {"batch": [], "input": [], "output": [4, 3]}, "values": expected})
+    );
+    let error = run_error(&["...i,...i", "range:4,2,2", "range:3,2", "--numpy"]);
+    assert_eq!(error["error"]["kind"], "shape");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("do not broadcast")),
+        "{error}"
+    );
+}
+
+#[test]
 fn explain_shows_the_contraction_path() {
     let output = rcannl(&[
         "explain",

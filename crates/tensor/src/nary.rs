@@ -1,6 +1,13 @@
 //! Einsums of any number of operands, split into binary contractions along a cheap path, and the
 //! numpy notation (`"ij,jk->ik"`) translated to ours.
 //!
+//! Operands' slots hold labels and row variables, in any rows (`"...|j->i; ...|k->j => ...|k->i"`).
+//! A row variable counts as one label whose size is the product of the axes it stands for; an
+//! intermediate result holds its labels as output axes and each row variable it still needs in
+//! a row of its own (the row the result has it in, when free). numpy's `...` broadcasts the way
+//! numpy's does: when the operands' axes are known it is spelled out as labels, one per
+//! broadcast axis, an axis of 1 facing a longer one taking a label of its own.
+//!
 //! The path search works on label sets: each step contracts two operands into one holding the
 //! labels still needed (by another operand or the result). Labels only one operand has, and the
 //! result does not, are summed out of that operand first. Up to [`EXHAUSTIVE_UP_TO`] operands the
@@ -321,7 +328,8 @@ impl Tensor {
     /// (`"ij,jk"`: the labels seen once, in alphabetical order), repeated labels (`"ii->i"`).
     /// Operands' axes are their output axes.
     pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
-        match numpy_to_ours(spec) {
+        let axes: Vec<Option<Vec<usize>>> = operands.iter().map(|t| t.numpy_axes()).collect();
+        match numpy_to_ours_for(spec, &axes) {
             // Even two operands take the path, whose single-operand sums can save most of the
             // work (`"ijk,kl->il"`).
             Ok(ours) => match operands.len() {
@@ -333,6 +341,28 @@ impl Tensor {
                 None => crate::graph::Graph::new().failed(e),
             },
         }
+    }
+}
+
+impl Tensor {
+    /// The sizes of this tensor's axes when all are known and all are output axes, as numpy
+    /// sees an array.
+    fn numpy_axes(&self) -> Option<Vec<usize>> {
+        let state = self.graph.state.borrow();
+        let shape = state.inference.shape(state.tensors[self.index].shape);
+        let mut axes = Vec::new();
+        for kind in Kind::ALL {
+            let row = shape.row(kind);
+            if row.var.is_some() || (kind != Kind::Output && row.dims().next().is_some()) {
+                return None;
+            }
+            if kind == Kind::Output {
+                for dim in row.dims() {
+                    axes.push(dim.ground_size()?);
+                }
+            }
+        }
+        Some(axes)
     }
 }
 
@@ -542,17 +572,36 @@ fn contract(
     Ok(pending.remove(0).0)
 }
 
-/// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
-/// of the output rows; an implicit result holds the labels seen once, in alphabetical order (after
-/// `...` if any operand has it).
-pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
+/// A slot in numpy's notation: its labels, and where among them `...` stands, if anywhere.
+struct NumpySlot {
+    ellipsis: Option<usize>,
+    labels: Vec<char>,
+}
+
+impl NumpySlot {
+    /// The slot in our notation, with `dots` standing where `...` does.
+    fn ours(&self, dots: &[String], is_result: bool) -> String {
+        let mut axes: Vec<String> = self.labels.iter().map(|c| c.to_string()).collect();
+        if let Some(at) = self.ellipsis {
+            axes.splice(at..at, dots.iter().cloned());
+        }
+        if axes.is_empty() && is_result {
+            // A scalar result: one output axis of one position.
+            "0".to_owned()
+        } else {
+            axes.join(", ")
+        }
+    }
+}
+
+/// The operands' slots and the result's (an implicit result spelled out).
+fn parse_numpy(spec: &str) -> Result<(Vec<NumpySlot>, NumpySlot), TensorError> {
     let bad = |why: &str| error(format!("numpy einsum {spec:?}: {why}"));
     let (inputs, output) = match spec.split_once("->") {
         Some((i, o)) => (i, Some(o.trim())),
         None => (spec, None),
     };
-    // A slot: its labels, and where among them `...` stands, if anywhere.
-    let parse = |slot: &str| -> Result<(Option<usize>, Vec<char>), TensorError> {
+    let parse = |slot: &str| -> Result<NumpySlot, TensorError> {
         let slot = slot.trim();
         let (ellipsis, text) = match slot.find("...") {
             Some(at) => {
@@ -569,20 +618,15 @@ pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
         if let Some(c) = labels.iter().find(|c| !c.is_ascii_alphabetic()) {
             return Err(bad(&format!("`{c}` is not a label")));
         }
-        Ok((ellipsis, labels))
+        Ok(NumpySlot { ellipsis, labels })
     };
-    let operands: Vec<(Option<usize>, Vec<char>)> =
-        inputs.split(',').map(parse).collect::<Result<_, _>>()?;
-    if operands.iter().any(|(_, l)| l.is_empty()) && operands.len() > 1 && spec.contains(",,") {
-        return Err(bad("an empty operand"));
-    }
-    let any_ellipsis = operands.iter().any(|(e, _)| e.is_some());
+    let operands: Vec<NumpySlot> = inputs.split(',').map(parse).collect::<Result<_, _>>()?;
     let result = match output {
         Some(out) => parse(out)?,
         None => {
             let mut counts: HashMap<char, usize> = HashMap::new();
-            for (_, labels) in &operands {
-                for c in labels {
+            for slot in &operands {
+                for c in &slot.labels {
                     *counts.entry(*c).or_default() += 1;
                 }
             }
@@ -592,23 +636,109 @@ pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
                 .map(|(c, _)| c)
                 .collect();
             once.sort_unstable();
-            (any_ellipsis.then_some(0), once)
+            NumpySlot {
+                ellipsis: operands.iter().any(|o| o.ellipsis.is_some()).then_some(0),
+                labels: once,
+            }
         }
     };
-    let slot = |(ellipsis, labels): &(Option<usize>, Vec<char>)| {
-        let mut axes: Vec<String> = labels.iter().map(|c| c.to_string()).collect();
-        if let Some(at) = ellipsis {
-            axes.insert(*at, "...".to_owned());
+    Ok((operands, result))
+}
+
+fn numpy_text(operands: &[NumpySlot], result: &NumpySlot, dots: &[Vec<String>]) -> String {
+    let rhs: Vec<String> = operands
+        .iter()
+        .zip(dots)
+        .map(|(slot, dots)| slot.ours(dots, false))
+        .collect();
+    format!(
+        "{} => {}",
+        rhs.join("; "),
+        result.ours(&dots[operands.len()], true)
+    )
+}
+
+/// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
+/// of the output rows (the same axes in every operand: see [`numpy_to_ours_for`] for numpy's
+/// broadcasting); an implicit result holds the labels seen once, in alphabetical order (after
+/// `...` if any operand has it).
+pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
+    let (operands, result) = parse_numpy(spec)?;
+    let dots = vec![vec!["...".to_owned()]; operands.len() + 1];
+    Ok(numpy_text(&operands, &result, &dots))
+}
+
+/// numpy's notation in ours for operands with these axes (`None` where not known): as
+/// [`numpy_to_ours`], but with `...` spelled out as labels (`dots0`, `dots1`, …) when every operand
+/// with `...` has known axes, so that it broadcasts as numpy's does: aligned at the right, an
+/// operand with fewer axes there lacking the leading ones, and an axis of 1 facing a longer one
+/// taking a label of its own (summed away first, as a label only one operand has).
+pub fn numpy_to_ours_for(spec: &str, axes: &[Option<Vec<usize>>]) -> Result<String, TensorError> {
+    let (operands, result) = parse_numpy(spec)?;
+    let spelled = operands.len() == axes.len()
+        && operands
+            .iter()
+            .zip(axes)
+            .all(|(slot, axes)| slot.ellipsis.is_none() || axes.is_some());
+    if !spelled || operands.iter().all(|o| o.ellipsis.is_none()) {
+        return numpy_to_ours(spec);
+    }
+    // The axes each operand's `...` stands for.
+    let mut covered: Vec<&[usize]> = Vec::new();
+    for (k, (slot, axes)) in operands.iter().zip(axes).enumerate() {
+        match (slot.ellipsis, axes) {
+            (Some(_), Some(axes)) => {
+                let Some(count) = axes.len().checked_sub(slot.labels.len()) else {
+                    return Err(error(format!(
+                        "numpy einsum {spec:?}: operand {} has {} axes {axes:?}, fewer than its {} \
+                         labels",
+                        k + 1,
+                        axes.len(),
+                        slot.labels.len()
+                    )));
+                };
+                let at = slot.ellipsis.unwrap_or(0);
+                covered.push(&axes[at..at + count]);
+            }
+            _ => covered.push(&[]),
         }
-        if axes.is_empty() {
-            // A scalar slot: one output axis of one position.
-            "0".to_owned()
-        } else {
-            axes.join(", ")
+    }
+    let rank = covered.iter().map(|c| c.len()).max().unwrap_or(0);
+    let mut broadcast = vec![1; rank];
+    for (k, axes) in covered.iter().enumerate() {
+        for (j, &size) in axes.iter().enumerate() {
+            let p = rank - axes.len() + j;
+            if size != 1 && broadcast[p] != 1 && broadcast[p] != size {
+                return Err(error(format!(
+                    "numpy einsum {spec:?}: operand {}'s `...` stands for axes {axes:?}, which do \
+                     not broadcast against {} (at position {p} of {rank}, aligned at the right)",
+                    k + 1,
+                    broadcast[p]
+                )));
+            }
+            if size != 1 {
+                broadcast[p] = size;
+            }
         }
-    };
-    let rhs: Vec<String> = operands.iter().map(slot).collect();
-    Ok(format!("{} => {}", rhs.join("; "), slot(&result)))
+    }
+    let mut dots: Vec<Vec<String>> = covered
+        .iter()
+        .enumerate()
+        .map(|(k, axes)| {
+            (0..axes.len())
+                .map(|j| {
+                    let p = rank - axes.len() + j;
+                    if axes[j] == 1 && broadcast[p] != 1 {
+                        format!("dots{p}x{k}")
+                    } else {
+                        format!("dots{p}")
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    dots.push((0..rank).map(|p| format!("dots{p}")).collect());
+    Ok(numpy_text(&operands, &result, &dots))
 }
 
 #[cfg(test)]
@@ -636,6 +766,8 @@ mod tests {
         );
         assert!(numpy_to_ours("i...j...,jk").is_err());
         assert!(numpy_to_ours("i..j,jk").is_err());
+        // An operand without labels is a scalar.
+        assert_eq!(numpy_to_ours(",ij->ij").unwrap(), "; i, j => i, j");
     }
 
     #[test]

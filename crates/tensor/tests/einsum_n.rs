@@ -339,3 +339,205 @@ fn gradients_flow_through_a_path_with_row_variables() {
         .unwrap();
     }
 }
+
+/// An operand (or result) of a random broadcasting expression: its labels, where `...` stands
+/// among them (if anywhere), and the axes `...` stands for.
+struct Broadcasting {
+    labels: Vec<char>,
+    ellipsis: Option<usize>,
+    dots: Vec<usize>,
+}
+
+impl Broadcasting {
+    fn numpy(&self) -> String {
+        let mut text: String = self.labels.iter().collect();
+        if let Some(at) = self.ellipsis {
+            text.insert_str(at, "...");
+        }
+        text
+    }
+
+    /// The operand's axes: its labels' sizes with the axes of `...` where it stands.
+    fn axes(&self, sizes: &HashMap<char, usize>) -> Vec<usize> {
+        let mut axes: Vec<usize> = self.labels.iter().map(|c| sizes[c]).collect();
+        if let Some(at) = self.ellipsis {
+            axes.splice(at..at, self.dots.iter().copied());
+        }
+        axes
+    }
+
+    /// The offset of the cell at label values `at` and broadcast position `b` (numpy's rule: the
+    /// axes of `...` align at the right; an axis of 1 reads its only cell).
+    fn offset(
+        &self,
+        sizes: &HashMap<char, usize>,
+        at: &HashMap<char, usize>,
+        b: &[usize],
+    ) -> usize {
+        let mut index: Vec<usize> = self.labels.iter().map(|c| at[c]).collect();
+        if let Some(e) = self.ellipsis {
+            let skip = b.len() - self.dots.len();
+            let dots = self
+                .dots
+                .iter()
+                .zip(&b[skip..])
+                .map(|(&d, &i)| if d == 1 { 0 } else { i });
+            index.splice(e..e, dots);
+        }
+        index
+            .iter()
+            .zip(self.axes(sizes))
+            .fold(0, |acc, (i, n)| acc * n + i)
+    }
+}
+
+#[test]
+fn numpy_ellipses_broadcast_as_numpy_does() {
+    let mut rng = Rng(7);
+    for case in 0..60 {
+        let pool: Vec<char> = "abcde".chars().collect();
+        let rank = rng.below(3);
+        let batch: Vec<usize> = (0..rank).map(|_| 2 + rng.below(2)).collect();
+        let n = 2 + rng.below(3);
+        let mut operands: Vec<Broadcasting> = (0..n)
+            .map(|_| {
+                let labels: Vec<char> = (0..rng.below(3)).map(|_| pool[rng.below(5)]).collect();
+                let ellipsis = (rng.below(3) > 0).then(|| rng.below(labels.len() + 1));
+                let count = if ellipsis.is_some() {
+                    rng.below(rank + 1)
+                } else {
+                    0
+                };
+                let dots = batch[rank - count..]
+                    .iter()
+                    .map(|&d| if rng.below(3) == 0 { 1 } else { d })
+                    .collect();
+                Broadcasting {
+                    labels,
+                    ellipsis,
+                    dots,
+                }
+            })
+            .collect();
+        if operands
+            .iter()
+            .all(|o| o.labels.is_empty() && o.ellipsis.is_none())
+        {
+            operands[0].labels.push('a');
+        }
+        // The broadcast axes: the longest `...`, each axis the largest size facing it.
+        let longest = operands.iter().map(|o| o.dots.len()).max().unwrap_or(0);
+        let mut shape = vec![1; longest];
+        for o in &operands {
+            for (j, &d) in o.dots.iter().enumerate() {
+                let p = longest - o.dots.len() + j;
+                shape[p] = shape[p].max(d);
+            }
+        }
+        let mut used: Vec<char> = operands.iter().flat_map(|o| o.labels.clone()).collect();
+        used.sort_unstable();
+        used.dedup();
+        let kept: Vec<char> = used.iter().copied().filter(|_| rng.below(2) == 0).collect();
+        let result = Broadcasting {
+            ellipsis: (rng.below(4) > 0).then(|| rng.below(kept.len() + 1)),
+            labels: kept,
+            dots: shape.clone(),
+        };
+        let result = if result.ellipsis.is_none() {
+            Broadcasting {
+                dots: Vec::new(),
+                ..result
+            }
+        } else {
+            result
+        };
+        let sizes: HashMap<char, usize> = used.iter().map(|&c| (c, 2 + rng.below(2))).collect();
+        let spec = format!(
+            "{}->{}",
+            operands
+                .iter()
+                .map(Broadcasting::numpy)
+                .collect::<Vec<_>>()
+                .join(","),
+            result.numpy()
+        );
+        let values: Vec<Vec<f64>> = operands
+            .iter()
+            .map(|o| {
+                let cells: usize = o.axes(&sizes).iter().product();
+                (0..cells)
+                    .map(|_| (rng.below(9) as f64 - 4.0) / 2.0)
+                    .collect()
+            })
+            .collect();
+        // Every label assignment at every broadcast position.
+        let cells: usize = result.axes(&sizes).iter().product();
+        let mut expected = vec![0.0; cells];
+        let points: usize =
+            used.iter().map(|c| sizes[c]).product::<usize>() * shape.iter().product::<usize>();
+        for mut point in 0..points {
+            let mut b = vec![0; longest];
+            for p in (0..longest).rev() {
+                b[p] = point % shape[p];
+                point /= shape[p];
+            }
+            let mut at = HashMap::new();
+            for c in used.iter().rev() {
+                at.insert(*c, point % sizes[c]);
+                point /= sizes[c];
+            }
+            let product: f64 = operands
+                .iter()
+                .zip(&values)
+                .map(|(o, v)| v[o.offset(&sizes, &at, &b)])
+                .product();
+            expected[result.offset(&sizes, &at, &b)] += product;
+        }
+        for backend in backends() {
+            let name = backend.name();
+            let graph = Graph::new();
+            let tensors: Vec<Tensor> = operands
+                .iter()
+                .zip(&values)
+                .enumerate()
+                .map(|(i, (o, v))| {
+                    let axes: Vec<String> = o.axes(&sizes).iter().map(usize::to_string).collect();
+                    graph
+                        .data(&format!("x{i}"))
+                        .shape(&axes.join(","))
+                        .precision(Precision::F64)
+                        .values(v.clone())
+                        .build()
+                })
+                .collect();
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            let out = Tensor::einsum_np(&spec, &refs);
+            let mut ctx = Context::with_backend(&graph, backend);
+            let forward = ctx
+                .forward(&[&out])
+                .unwrap_or_else(|e| panic!("case {case} {spec} {sizes:?} on {name}: {e}"));
+            ctx.run(&forward).unwrap();
+            let got = ctx.values(&out).unwrap();
+            assert_eq!(
+                got, expected,
+                "case {case} {spec} (sizes {sizes:?}) on {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn numpy_ellipses_that_do_not_broadcast_are_an_error() {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("4,2,5").build();
+    let b = graph.data("b").shape("3,5").build();
+    let out = Tensor::einsum_np("...i,...i->...", &[&a, &b]);
+    let err = Context::new(&graph).forward(&[&out]).unwrap_err();
+    assert!(
+        err.message
+            .contains("operand 2's `...` stands for axes [3]")
+            && err.message.contains("against 2"),
+        "{}",
+        err.message
+    );
+}
