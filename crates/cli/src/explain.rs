@@ -95,7 +95,8 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
     out += &format!("backend:   {}\n", ctx.backend_name());
     if args.op == Op::Einsum && Op::along_path(&text, &inputs) {
         let refs: Vec<&Tensor> = inputs.iter().collect();
-        let path = Tensor::einsum_path(&text, &refs).map_err(run_error)?;
+        let path =
+            Tensor::einsum_path_with(&text, &refs, &args.path_options()).map_err(run_error)?;
         let steps: Vec<String> = path
             .steps
             .iter()

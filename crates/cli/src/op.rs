@@ -4,6 +4,7 @@
 use rcannl_ir::Binop;
 use rcannl_shape::spec::{EinsumSpec, parse_einsum};
 use rcannl_tensor::Tensor;
+use rcannl_tensor::nary::PathOptions;
 
 use crate::report::{CliError, ErrorKind};
 
@@ -145,7 +146,12 @@ impl Op {
     }
 
     /// The operation over `operands` (whose number [`Op::check`] has checked).
-    pub fn apply(self, spec: &str, operands: &[Tensor]) -> Result<Tensor, CliError> {
+    pub fn apply(
+        self,
+        spec: &str,
+        operands: &[Tensor],
+        path: &PathOptions,
+    ) -> Result<Tensor, CliError> {
         Ok(match (self, operands) {
             (Op::Einsum, [a]) => a.einsum1(spec),
             // Slots of labels and row variables take the contraction path (with its
@@ -153,7 +159,9 @@ impl Op {
             // or ternary einsum.
             (Op::Einsum, [a, b]) if !Self::along_path(spec, operands) => a.einsum(spec, b),
             (Op::Einsum, [a, b, c]) if !Self::along_path(spec, operands) => a.einsum3(spec, b, c),
-            (Op::Einsum, _) => Tensor::einsum_n(spec, &operands.iter().collect::<Vec<_>>()),
+            (Op::Einsum, _) => {
+                Tensor::einsum_n_with(spec, &operands.iter().collect::<Vec<_>>(), path)
+            }
             (Op::OuterSum, [a, b]) => a.outer_sum(spec, b),
             (Op::Tropical, [a, b]) => a.tropical(spec, b),
             (Op::Einmax, [a]) => a.einmax1(spec),

@@ -10,6 +10,7 @@ use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
 use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral, parse_shape_literal};
+use rcannl_tensor::nary::{PathOptions, Search};
 use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
 
 use crate::input;
@@ -33,6 +34,15 @@ pub struct OpArgs {
     /// The operation.
     #[arg(long, value_enum, default_value_t = Op::Einsum)]
     pub op: Op,
+
+    /// How an einsum of labels and row variables finds its contraction path: auto (optimal up
+    /// to 10 operands, greedy beyond), optimal, or greedy.
+    #[arg(long = "path", value_enum, default_value_t = PathChoice::Auto)]
+    pub path: PathChoice,
+
+    /// The most cells an intermediate result of the contraction path may have.
+    #[arg(long, value_name = "CELLS")]
+    pub memory_limit: Option<f64>,
 
     /// Fixes the size of a label of the spec (repeatable): --set k=2 gives a max-pool
     /// "2*o<+k=>o" its window, which no input determines.
@@ -68,6 +78,28 @@ impl OpArgs {
                 .map_err(|e| CliError::new(ErrorKind::Shape, e.message))
         } else {
             Ok(self.spec.clone())
+        }
+    }
+}
+
+/// A path search (see [`rcannl_tensor::nary::Search`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathChoice {
+    Auto,
+    Optimal,
+    Greedy,
+}
+
+impl OpArgs {
+    /// The path search the arguments ask for.
+    pub fn path_options(&self) -> PathOptions {
+        PathOptions {
+            search: match self.path {
+                PathChoice::Auto => Search::Auto,
+                PathChoice::Optimal => Search::Optimal,
+                PathChoice::Greedy => Search::Greedy,
+            },
+            memory_limit: self.memory_limit,
         }
     }
 }
@@ -124,7 +156,7 @@ impl Setup {
                     .build()
             })
             .collect();
-        let result = args.op.apply(&text, &inputs)?;
+        let result = args.op.apply(&text, &inputs, &args.path_options())?;
         graph.check().map_err(shape_error)?;
         for (name, size) in sets {
             let capture = capture(&result, &name)?;

@@ -551,6 +551,56 @@ fn numpy_ellipses_broadcast() {
 }
 
 #[test]
+fn the_path_search_takes_a_memory_limit() {
+    // i,j,ijk->k: the outer product i·j (150·10 cells) is cheapest; within 1,000 cells the path
+    // sums i first; within 999 there is none.
+    let explain = |extra: &[&str]| {
+        let mut args = vec![
+            "explain",
+            "i,j,ijk->k",
+            "range:150",
+            "range:10",
+            "range:150,10,100",
+            "--numpy",
+        ];
+        args.extend_from_slice(extra);
+        rcannl(&args)
+    };
+    for search in ["optimal", "greedy"] {
+        let free = stdout(&explain(&["--path", search]));
+        // The first step; the second is the same pair in either order.
+        assert!(
+            free.contains("path:      (0, 1) (") && free.contains(" (301500 FLOPs"),
+            "{free}"
+        );
+        let small = stdout(&explain(&["--path", search, "--memory-limit", "1000"]));
+        assert!(
+            small.contains("path:      (0, 2) (") && small.contains(" (302000 FLOPs"),
+            "{small}"
+        );
+    }
+    let none = explain(&["--memory-limit", "999"]);
+    assert!(!none.status.success());
+    assert!(
+        stderr(&none).contains("more than 999 cells"),
+        "{}",
+        stderr(&none)
+    );
+    // The einsum command takes the same limit and computes the same values.
+    let within = run(&[
+        "i,j,ijk->k",
+        "range:3",
+        "range:2",
+        "range:3,2,4",
+        "--numpy",
+        "--memory-limit",
+        "8",
+    ]);
+    let free = run(&["i,j,ijk->k", "range:3", "range:2", "range:3,2,4", "--numpy"]);
+    assert_eq!(within, free);
+}
+
+#[test]
 fn explain_shows_the_contraction_path() {
     let output = rcannl(&[
         "explain",

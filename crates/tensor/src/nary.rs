@@ -26,8 +26,11 @@ use rcannl_shape::spec::{AxisSpec, EinsumSpec, Kind, RowSpec, RowVar, SlotSpec, 
 use crate::graph::{TensorError, error};
 use crate::tensor::Tensor;
 
-/// Up to this many operands the path search is exhaustive.
+/// Up to this many operands the automatic path search is exhaustive.
 pub const EXHAUSTIVE_UP_TO: usize = 10;
+
+/// The most operands the exhaustive search takes when asked for.
+pub const OPTIMAL_UP_TO: usize = 16;
 
 /// A contraction path: the pairs contracted in order, as positions in the list of operands still
 /// pending (each step removes its two and appends its result), and the total cost.
@@ -140,16 +143,43 @@ fn step_cost(
     points(a.union(b), sizes) * if sums { 2.0 } else { 1.0 }
 }
 
-/// The cheapest path contracting `operands` (label sets) into one with `result`'s labels.
+/// How the path is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Search {
+    /// Optimal up to [`EXHAUSTIVE_UP_TO`] operands, greedy beyond.
+    #[default]
+    Auto,
+    /// Dynamic programming over subsets, whatever the operand count (its time and memory grow
+    /// as 3ⁿ and 2ⁿ).
+    Optimal,
+    /// The cheapest pair at each step.
+    Greedy,
+}
+
+/// What the path search is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PathOptions {
+    pub search: Search,
+    /// The most cells an intermediate result may have (the operands and the final result are
+    /// what they are); `None` for no limit.
+    pub memory_limit: Option<f64>,
+}
+
+/// The cheapest path contracting `operands` (label sets) into one with `result`'s labels, under
+/// `options`; `None` when every path has an intermediate over the memory limit.
 pub fn find_path(
     operands: &[BTreeSet<String>],
     result: &BTreeSet<String>,
     sizes: &HashMap<String, f64>,
-) -> Path {
-    if operands.len() <= EXHAUSTIVE_UP_TO {
-        exhaustive(operands, result, sizes)
-    } else {
-        greedy(operands, result, sizes)
+    options: &PathOptions,
+) -> Option<Path> {
+    let limit = options.memory_limit.unwrap_or(f64::INFINITY);
+    match options.search {
+        Search::Auto if operands.len() <= EXHAUSTIVE_UP_TO => {
+            exhaustive(operands, result, sizes, limit)
+        }
+        Search::Optimal => exhaustive(operands, result, sizes, limit),
+        Search::Auto | Search::Greedy => greedy(operands, result, sizes, limit),
     }
 }
 
@@ -159,7 +189,8 @@ fn exhaustive(
     operands: &[BTreeSet<String>],
     result: &BTreeSet<String>,
     sizes: &HashMap<String, f64>,
-) -> Path {
+    limit: f64,
+) -> Option<Path> {
     let n = operands.len();
     let full = (1usize << n) - 1;
     // Labels each subset's contraction keeps: those needed outside the subset or in the result.
@@ -181,6 +212,9 @@ fn exhaustive(
         labels[set] = labels_of(set);
         if set.count_ones() == 1 {
             best[set] = Some((0.0, 0));
+            continue;
+        }
+        if set != full && points(labels[set].iter(), sizes) > limit {
             continue;
         }
         // Splits with the lowest member in the first part, so each split is seen once.
@@ -207,6 +241,7 @@ fn exhaustive(
             part = (part - 1) & rest;
         }
     }
+    let (flops, _) = best[full]?;
     // Unfold the chosen splits into steps over the pending list.
     let mut pending: Vec<usize> = (0..n).map(|i| 1 << i).collect();
     let mut steps = Vec::new();
@@ -235,10 +270,7 @@ fn exhaustive(
         pending.retain(|s| *s != first && *s != second);
         pending.push(first | second);
     }
-    Path {
-        steps,
-        flops: best[full].map_or(0.0, |(c, _)| c),
-    }
+    Some(Path { steps, flops })
 }
 
 /// The cheapest pair at each step.
@@ -246,7 +278,8 @@ fn greedy(
     operands: &[BTreeSet<String>],
     result: &BTreeSet<String>,
     sizes: &HashMap<String, f64>,
-) -> Path {
+    limit: f64,
+) -> Option<Path> {
     let mut pending: Vec<BTreeSet<String>> = operands.to_vec();
     // How many pending operands hold each label: a pair holding every holder of a label the
     // result lacks sums it away.
@@ -270,14 +303,21 @@ fn greedy(
         for i in 0..pending.len() {
             for j in i + 1..pending.len() {
                 let (a, b) = (&pending[i], &pending[j]);
-                let sums = !summed(&holders, a, b).is_empty();
-                let cost = step_cost(a, b, sums, sizes);
+                let gone = summed(&holders, a, b);
+                let last = pending.len() == 2;
+                if !last && points(a.union(b).filter(|l| !gone.contains(*l)), sizes) > limit {
+                    continue;
+                }
+                let cost = step_cost(a, b, !gone.is_empty(), sizes);
                 if cost < choice.2 {
                     choice = (i, j, cost);
                 }
             }
         }
         let (i, j, cost) = choice;
+        if cost.is_infinite() {
+            return None;
+        }
         let gone = summed(&holders, &pending[i], &pending[j]);
         let merged: BTreeSet<String> = pending[i]
             .union(&pending[j])
@@ -300,15 +340,20 @@ fn greedy(
             .collect();
         pending.push(merged);
     }
-    Path { steps, flops }
+    Some(Path { steps, flops })
 }
 
 impl Tensor {
-    /// An einsum of any number of operands in our notation (`"ij;jk;kl=>il"`; slots of plain
-    /// labels, with kinds), split into binary contractions along the cheapest path (see the
-    /// module documentation). Its path is [`Tensor::einsum_path`].
+    /// An einsum of any number of operands in our notation (`"ij;jk;kl=>il"`; slots of labels
+    /// and row variables, with kinds), split into binary contractions along the cheapest path
+    /// (see the module documentation). Its path is [`Tensor::einsum_path`].
     pub fn einsum_n(spec: &str, operands: &[&Tensor]) -> Tensor {
-        match plan(spec, operands) {
+        Tensor::einsum_n_with(spec, operands, &PathOptions::default())
+    }
+
+    /// [`Tensor::einsum_n`] along the path found under `options`.
+    pub fn einsum_n_with(spec: &str, operands: &[&Tensor], options: &PathOptions) -> Tensor {
+        match plan(spec, operands, options) {
             Ok((parsed, labels, path)) => contract(&parsed, &labels, &path, operands)
                 .unwrap_or_else(|e| operands[0].graph.failed(e)),
             Err(e) => match operands.first() {
@@ -320,7 +365,16 @@ impl Tensor {
 
     /// The path [`Tensor::einsum_n`] takes for `spec` over `operands`, with its cost.
     pub fn einsum_path(spec: &str, operands: &[&Tensor]) -> Result<Path, TensorError> {
-        plan(spec, operands).map(|(_, _, path)| path)
+        Tensor::einsum_path_with(spec, operands, &PathOptions::default())
+    }
+
+    /// The path [`Tensor::einsum_n_with`] takes under `options`.
+    pub fn einsum_path_with(
+        spec: &str,
+        operands: &[&Tensor],
+        options: &PathOptions,
+    ) -> Result<Path, TensorError> {
+        plan(spec, operands, options).map(|(_, _, path)| path)
     }
 
     /// An einsum in numpy's notation: `"ij,jk->ik"`, `"...ij,...jk->...ik"` (`...` anywhere in an
@@ -328,13 +382,18 @@ impl Tensor {
     /// (`"ij,jk"`: the labels seen once, in alphabetical order), repeated labels (`"ii->i"`).
     /// Operands' axes are their output axes.
     pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
+        Tensor::einsum_np_with(spec, operands, &PathOptions::default())
+    }
+
+    /// [`Tensor::einsum_np`] along the path found under `options`.
+    pub fn einsum_np_with(spec: &str, operands: &[&Tensor], options: &PathOptions) -> Tensor {
         let axes: Vec<Option<Vec<usize>>> = operands.iter().map(|t| t.numpy_axes()).collect();
         match numpy_to_ours_for(spec, &axes) {
             // Even two operands take the path, whose single-operand sums can save most of the
             // work (`"ijk,kl->il"`).
             Ok(ours) => match operands.len() {
                 1 => operands[0].einsum1(&ours),
-                _ => Tensor::einsum_n(&ours, operands),
+                _ => Tensor::einsum_n_with(&ours, operands, options),
             },
             Err(e) => match operands.first() {
                 Some(t) => t.graph.failed(e),
@@ -370,6 +429,7 @@ impl Tensor {
 fn plan(
     spec: &str,
     operands: &[&Tensor],
+    options: &PathOptions,
 ) -> Result<(EinsumSpec, Vec<Vec<String>>, Path), TensorError> {
     let parsed = parse_einsum(spec).map_err(|e| error(format!("einsum {spec:?}: {e}")))?;
     if parsed.arity() != operands.len() {
@@ -408,7 +468,19 @@ fn plan(
             }
         })
         .collect();
-    let mut path = find_path(&sets, &result, &sizes);
+    if options.search == Search::Optimal && n > OPTIMAL_UP_TO {
+        return Err(error(format!(
+            "einsum {spec:?}: the optimal path search takes at most {OPTIMAL_UP_TO} operands, \
+             {n} given (the greedy search takes any number)"
+        )));
+    }
+    let mut path = find_path(&sets, &result, &sizes, options).ok_or_else(|| {
+        error(format!(
+            "einsum {spec:?}: every contraction path has an intermediate result of more than \
+             {} cells (the memory limit)",
+            options.memory_limit.unwrap_or(f64::INFINITY)
+        ))
+    })?;
     path.flops += presum;
     Ok((parsed, labels, path))
 }
@@ -777,12 +849,17 @@ mod tests {
             .map(|(l, s)| (l.to_owned(), s))
             .into();
         let operands = [set("ij"), set("jk"), set("kl")];
-        let path = find_path(&operands, &set("il"), &sizes);
+        let path = find_path(&operands, &set("il"), &sizes, &PathOptions::default()).unwrap();
         // A·B first; then the product with C.
         assert_eq!(path.steps.len(), 2);
         assert_eq!(path.steps[0], (0, 1));
         assert_eq!(path.flops, 2.0 * (5000.0 + 2500.0));
-        assert_eq!(greedy(&operands, &set("il"), &sizes).flops, 15000.0);
+        assert_eq!(
+            greedy(&operands, &set("il"), &sizes, f64::INFINITY)
+                .unwrap()
+                .flops,
+            15000.0
+        );
     }
 
     #[test]
@@ -797,8 +874,8 @@ mod tests {
         let outer = 128.0 * 128.0 * 16.0;
         let whole = 128.0 * outer;
         for path in [
-            find_path(&operands, &set("ir"), &sizes),
-            greedy(&operands, &set("ir"), &sizes),
+            find_path(&operands, &set("ir"), &sizes, &PathOptions::default()).unwrap(),
+            greedy(&operands, &set("ir"), &sizes, f64::INFINITY).unwrap(),
         ] {
             assert_eq!(path.steps[0], (1, 2));
             assert_eq!(path.flops, outer + 2.0 * whole);
@@ -812,10 +889,46 @@ mod tests {
             .map(|(l, s)| (l.to_owned(), s))
             .into();
         let operands = [set("ij"), set("j"), set("jk")];
-        let path = greedy(&operands, &set("ik"), &sizes);
+        let path = greedy(&operands, &set("ik"), &sizes, f64::INFINITY).unwrap();
         // (ij, j) keeps j: 6 multiplies; (ij, jk) sums j: 30 points, 60 FLOPs.
         assert_eq!(path.steps, vec![(0, 1), (0, 1)]);
         assert_eq!(path.flops, 6.0 + 60.0);
-        assert_eq!(find_path(&operands, &set("ik"), &sizes).flops, path.flops);
+        assert_eq!(
+            find_path(&operands, &set("ik"), &sizes, &PathOptions::default())
+                .unwrap()
+                .flops,
+            path.flops
+        );
+    }
+
+    #[test]
+    fn a_memory_limit_keeps_intermediates_small() {
+        // i,j,ijk->k with i = 150, j = 10, k = 100. Cheapest: the outer product i·j (1,500
+        // cells, 1,500 FLOPs), then ij·ijk (2 × 150,000). Within 1,000 cells: i·ijk makes jk
+        // (1,000 cells, 2 × 150,000), then j·jk (2 × 1,000). Within 999 cells: no path.
+        let sizes: HashMap<String, f64> = [("i", 150.0), ("j", 10.0), ("k", 100.0)]
+            .map(|(l, s)| (l.to_owned(), s))
+            .into();
+        let operands = [set("i"), set("j"), set("ijk")];
+        for search in [Search::Optimal, Search::Greedy] {
+            let within = |limit| PathOptions {
+                search,
+                memory_limit: limit,
+            };
+            let free = find_path(&operands, &set("k"), &sizes, &within(None)).unwrap();
+            assert_eq!(
+                (free.steps[0], free.flops),
+                ((0, 1), 301_500.0),
+                "{search:?}"
+            );
+            let small = find_path(&operands, &set("k"), &sizes, &within(Some(1000.0))).unwrap();
+            assert_eq!(
+                (small.steps[0], small.flops),
+                ((0, 2), 302_000.0),
+                "{search:?}"
+            );
+            let none = find_path(&operands, &set("k"), &sizes, &within(Some(999.0)));
+            assert_eq!(none, None, "{search:?}");
+        }
     }
 }
