@@ -541,3 +541,21 @@ fn numpy_ellipses_that_do_not_broadcast_are_an_error() {
         err.message
     );
 }
+
+#[test]
+fn a_parameter_takes_its_shape_from_the_path() {
+    // w's axes come from the labels it shares with x and v, through the binary steps; u's
+    // from a row variable it shares with y.
+    let graph = Graph::new();
+    let x = graph.data("x").shape("2,3").build();
+    let v = graph.data("v").shape("4").build();
+    let w = graph.param("w").build();
+    let out = Tensor::einsum_n("i, j; j, k; k => i", &[&x, &w, &v]);
+    let y = graph.data("y").shape("3,2,4").build();
+    let u = graph.param("u").build();
+    let summed = Tensor::einsum_n("..r.., i; ..r.., i; i => i", &[&y, &u, &v]);
+    let mut ctx = Context::new(&graph);
+    ctx.forward(&[&out, &summed]).unwrap();
+    assert_eq!(ctx.dims(&w).unwrap(), vec![3, 4]);
+    assert_eq!(ctx.dims(&u).unwrap(), vec![3, 2, 4]);
+}
