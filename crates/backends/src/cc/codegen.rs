@@ -406,6 +406,10 @@ impl Writer<'_> {
         let pad = "  ".repeat(depth);
         match stmt {
             Stmt::For { var, range, body } => {
+                if let Some(id) = summed_local(body, &self.locals) {
+                    writeln!(out, "{pad}#pragma omp simd reduction(+:{id})")
+                        .expect("writing to a string");
+                }
                 writeln!(
                     out,
                     "{pad}for (int64_t {var} = 0; {var} < {range}; ++{var}) {{"
@@ -716,6 +720,42 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 }
 
 /// Calls `visit` on every local `scalar` reads.
+/// The local a loop's body only adds into, if that is all it does besides declaring locals of
+/// its own: `v = v + e` with `v` a float or double declared outside and `e` not reading `v`. Such
+/// a loop may add its terms in any order, so it is compiled as a vectorized sum (the order then
+/// differs from the interpreter's, as a matrix product's does).
+fn summed_local(body: &[Stmt], declared: &HashMap<LocalId, Precision>) -> Option<LocalId> {
+    let mut sum = None;
+    for stmt in body {
+        match stmt {
+            Stmt::Local { .. } => {}
+            Stmt::SetLocal {
+                id,
+                value: Scalar::Binop(Binop::Add, a, b),
+            } if sum.is_none() => {
+                let term = match (a.as_ref(), b.as_ref()) {
+                    (Scalar::Local(v), term) | (term, Scalar::Local(v)) if v == id => term,
+                    _ => return None,
+                };
+                sum = Some((*id, term));
+            }
+            _ => return None,
+        }
+    }
+    let (id, term) = sum?;
+    let reads = |scalar: &Scalar| {
+        let mut found = false;
+        for_each_local(scalar, &mut |v| found |= v == id);
+        found
+    };
+    let others_read = body.iter().any(|stmt| match stmt {
+        Stmt::Local { value, .. } => reads(value),
+        _ => false,
+    });
+    let float = matches!(declared.get(&id), Some(Precision::F32 | Precision::F64));
+    (float && !others_read && !reads(term)).then_some(id)
+}
+
 fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
     match scalar {
         Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
@@ -928,4 +968,74 @@ fn flat_extent(
         stride *= *dim as i64;
     }
     (var_stride, span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcannl_ir::TensorNode;
+
+    /// Row sums of a 4×8 node in `precision`: a local per row, added into along the row.
+    fn row_sums(precision: Precision) -> Routine {
+        let at = |var: u32| Index::var(LoopVar(var), 0);
+        let (sum, x) = (LocalId(0), NodeId(0));
+        let add = Scalar::Binop(
+            Binop::Add,
+            Box::new(Scalar::Local(sum)),
+            Box::new(Scalar::Get(x, vec![at(0), at(1)])),
+        );
+        let row = vec![
+            Stmt::Local {
+                id: sum,
+                precision,
+                value: Scalar::Const(0.0),
+            },
+            Stmt::For {
+                var: LoopVar(1),
+                range: 8,
+                body: vec![Stmt::SetLocal {
+                    id: sum,
+                    value: add,
+                }],
+            },
+            Stmt::Set {
+                node: NodeId(1),
+                index: vec![at(0)],
+                value: Scalar::Local(sum),
+            },
+        ];
+        Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", precision, &[4, 8]),
+                TensorNode::new(1, "s", precision, &[4]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body: vec![Stmt::For {
+                var: LoopVar(0),
+                range: 4,
+                body: row,
+            }],
+        }
+    }
+
+    #[test]
+    fn float_sums_into_a_local_are_free_to_reorder_and_integer_ones_are_not() {
+        for (precision, marked) in [
+            (Precision::F32, true),
+            (Precision::F64, true),
+            (Precision::I32, false),
+            (Precision::F16, false),
+        ] {
+            let source = generate(&row_sums(precision)).unwrap().source;
+            assert_eq!(
+                source.contains("#pragma omp simd reduction(+:v0)\n"),
+                marked,
+                "{precision:?}: {source}"
+            );
+        }
+    }
 }

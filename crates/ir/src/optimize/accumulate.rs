@@ -111,8 +111,8 @@ fn accumulator(
 }
 
 /// A reduction whose innermost loop reads every operand with a stride, while a kept loop stores
-/// consecutive cells (a sum over a middle axis): the nest accumulating in place with that kept
-/// loop innermost, so that compiled code runs the sums of neighbouring cells side by side in
+/// consecutive cells and reads with smaller strides (a sum over a middle axis): the nest
+/// accumulating in place with that kept loop innermost, so that compiled code runs the sums of neighbouring cells side by side in
 /// vectors. Each cell still receives its terms in the order it did.
 fn strided_reduction(
     nest: &PerfectNest,
@@ -131,11 +131,19 @@ fn strided_reduction(
         .iter()
         .find(|(var, _)| stride_of(nest.index, nest.node, *var) == Some(1))?;
     let (innermost, _) = *reductions.last()?;
-    let mut contiguous = false;
+    // Worth it when no operand reads the reduction contiguously, and the kept loop reads each
+    // with a smaller stride (or none) than the reduction does.
+    let mut worth = true;
     nest.value.for_each_get(&mut |node, index| {
-        contiguous |= node != nest.node && stride_of(index, node, innermost) == Some(1);
+        if node != nest.node {
+            let reduced = stride_of(index, node, innermost)
+                .unwrap_or(0)
+                .unsigned_abs();
+            let kept = stride_of(index, node, unit.0).unwrap_or(0).unsigned_abs();
+            worth &= reduced != 1 && kept < reduced;
+        }
     });
-    if contiguous {
+    if !worth {
         return None;
     }
     let loops: Vec<Loop> = outer
@@ -176,9 +184,20 @@ mod tests {
         Index::var(LoopVar(var), 0)
     }
 
-    /// `n1[l0] := n1[l0] max n0[l0, l1]` inside `for l1 { for l0 }`, after `fill`: row
-    /// maxima (or, `by_column`, `n0[l1, l0]`: column maxima).
-    fn maxima(fill: Option<f64>, by_column: bool) -> Routine {
+    /// How [`maxima`] reads `n0`.
+    #[derive(Clone, Copy)]
+    enum Read {
+        /// `n0[l0, l1]` of a 2×3 node.
+        Rows,
+        /// `n0[l1, l0]` of a 3×2 node.
+        Columns,
+        /// `n0[l0, l1, l1]` of a 2×3×3 node.
+        Diagonals,
+    }
+
+    /// `n1[l0] := n1[l0] max n0[…]` inside `for l1 { for l0 }`, after `fill`: maxima of rows,
+    /// columns or diagonals.
+    fn maxima(fill: Option<f64>, read: Read) -> Routine {
         let mut body: Vec<Stmt> = fill
             .map(|value| Stmt::Fill {
                 node: NodeId(1),
@@ -196,10 +215,10 @@ mod tests {
                     Box::new(Scalar::Get(NodeId(1), vec![at(0)])),
                     Box::new(Scalar::Get(
                         NodeId(0),
-                        if by_column {
-                            vec![at(1), at(0)]
-                        } else {
-                            vec![at(0), at(1)]
+                        match read {
+                            Read::Rows => vec![at(0), at(1)],
+                            Read::Columns => vec![at(1), at(0)],
+                            Read::Diagonals => vec![at(0), at(1), at(1)],
                         },
                     )),
                 ),
@@ -212,7 +231,11 @@ mod tests {
                     0,
                     "x",
                     Precision::I32,
-                    if by_column { &[3, 2] } else { &[2, 3] },
+                    match read {
+                        Read::Rows => &[2, 3],
+                        Read::Columns => &[3, 2],
+                        Read::Diagonals => &[2, 3, 3],
+                    },
                 ),
                 TensorNode::new(1, "m", Precision::I32, &[2]),
             ]
@@ -231,7 +254,7 @@ mod tests {
     #[test]
     fn the_reduction_moves_innermost_and_the_fill_starts_the_local() {
         // The integer node filled with −∞ holds i32::MIN: the local starts there.
-        let rewritten = local_accumulators(&maxima(Some(f64::NEG_INFINITY), false));
+        let rewritten = local_accumulators(&maxima(Some(f64::NEG_INFINITY), Read::Rows));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
@@ -241,7 +264,7 @@ mod tests {
 
     #[test]
     fn without_a_fill_the_local_starts_from_the_cell() {
-        let rewritten = local_accumulators(&maxima(None, false));
+        let rewritten = local_accumulators(&maxima(None, Read::Rows));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := n1[l0]\n  for l1 in 0..3 {\n    \
@@ -253,12 +276,24 @@ mod tests {
     fn a_reduction_reading_with_a_stride_accumulates_in_place_beside_its_neighbours() {
         // Column maxima: the reduction reads down a column, the kept loop stores consecutive
         // cells; it goes innermost, the fill stays, no local.
-        let column = maxima(Some(f64::NEG_INFINITY), true);
+        let column = maxima(Some(f64::NEG_INFINITY), Read::Columns);
         let rewritten = local_accumulators(&column);
         assert_eq!(
             shown(&rewritten),
             "fill n1 with -inf\nfor l1 in 0..3 {\n  for l0 in 0..2 {\n    \
              n1[l0] := max(n1[l0], n0[l1, l0])\n  }\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_kept_loop_reading_with_a_larger_stride_stays_outside() {
+        // Diagonal maxima: the reduction reads with stride 4, the kept loop with stride 9, so
+        // moving it innermost would not help; the reduction gets a local as usual.
+        let rewritten = local_accumulators(&maxima(Some(f64::NEG_INFINITY), Read::Diagonals));
+        assert_eq!(
+            shown(&rewritten),
+            "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
+             v0 := max(v0, n0[l0, l1, l1])\n  }\n  n1[l0] := v0\n}\n"
         );
     }
 }
