@@ -84,6 +84,14 @@ impl Operand {
         self.offset == 0 && next as usize == cells
     }
 
+    /// Each loop's stride in this operand, with its range.
+    fn strides(&self, loops: &[(LoopVar, usize)]) -> Vec<(i64, usize)> {
+        loops
+            .iter()
+            .map(|&(var, range)| (self.coefficient(var), range))
+            .collect()
+    }
+
     /// The flat offsets of every combination of the group's loops, row-major in the group's order.
     fn offsets(&self, group: &[(LoopVar, usize)]) -> Vec<i64> {
         let mut offsets = vec![0i64];
@@ -278,7 +286,7 @@ unsafe fn run_typed<T: Element>(
                     cs,
                 },
                 _ => {
-                    packed_a = pack::<T>(a_ptr, &a.offsets(&rows), &a.offsets(&depth));
+                    packed_a = pack::<T>(a_ptr, &a.strides(&[&rows[..], &depth].concat()));
                     Matrix::row_major(packed_a.as_ptr().cast_mut(), k)
                 }
             };
@@ -290,7 +298,7 @@ unsafe fn run_typed<T: Element>(
                     cs,
                 },
                 _ => {
-                    packed_b = pack::<T>(b_ptr, &b.offsets(&depth), &b.offsets(&columns));
+                    packed_b = pack::<T>(b_ptr, &b.strides(&[&depth[..], &columns].concat()));
                     Matrix::row_major(packed_b.as_ptr().cast_mut(), n)
                 }
             };
@@ -746,17 +754,111 @@ fn contiguous_dot<T: Element>(a: &[T], b: &[T]) -> T {
     lanes[0]
 }
 
-/// The cells at `rows × columns` offsets from `start`, copied into a row-major matrix.
+/// The side of the square tiles [`pack`] copies in.
+const TILE: usize = 32;
+
+/// The cells at every combination of `loops` (stride, range) from `start`, copied row-major in
+/// the loops' order. When the last loop does not read consecutive cells and an earlier one reads
+/// with a smaller stride (a transposed operand), the copy goes in square tiles of those two
+/// loops, so that each cache line read is used whole rather than once per cell.
 ///
 /// # Safety
 /// Every offset must lie inside the buffer `start` points into.
-unsafe fn pack<T: Element>(start: *mut T, rows: &[i64], columns: &[i64]) -> Vec<T> {
-    let mut packed = Vec::with_capacity(rows.len() * columns.len());
-    for row in rows {
-        for column in columns {
-            // SAFETY: the caller's contract.
-            packed.push(unsafe { *start.offset((row + column) as isize) });
+unsafe fn pack<T: Element>(start: *mut T, loops: &[(i64, usize)]) -> Vec<T> {
+    let total: usize = loops.iter().map(|(_, range)| range).product();
+    let Some(&(last_stride, last_range)) = loops.last() else {
+        // SAFETY: the caller's contract.
+        return vec![unsafe { *start }];
+    };
+    // Every cell is written exactly once below (the loops' combinations map one-to-one onto
+    // the destination's positions), so the copy starts from uninitialized memory.
+    let mut packed: Vec<T> = Vec::with_capacity(total);
+    let into_packed = packed.as_mut_ptr();
+    let last = loops.len() - 1;
+    let across = (0..last)
+        .filter(|&p| loops[p].1 > 1)
+        .min_by_key(|&p| loops[p].0.unsigned_abs())
+        .filter(|&p| loops[p].0.unsigned_abs() < last_stride.unsigned_abs());
+    // Each destination position's stride: row-major over the loops.
+    let mut into = vec![1usize; loops.len()];
+    for d in (0..last).rev() {
+        into[d] = into[d + 1] * loops[d + 1].1;
+    }
+    // The loops the tiles leave outside, as (destination, source) offsets of every combination.
+    let outer: Vec<usize> = (0..last).filter(|&d| Some(d) != across).collect();
+    let mut bases = vec![(0usize, 0i64)];
+    for &d in &outer {
+        let (stride, range, step) = (loops[d].0, loops[d].1, into[d]);
+        bases = bases
+            .iter()
+            .flat_map(|&(to, from)| {
+                (0..range).map(move |i| (to + i * step, from + i as i64 * stride))
+            })
+            .collect();
+    }
+    let (across_stride, across_range, across_into) =
+        across.map_or((0, 1, 0), |p| (loops[p].0, loops[p].1, into[p]));
+    let tile = if across.is_some() {
+        TILE
+    } else {
+        last_range.max(1)
+    };
+    for (to, from) in bases {
+        for p0 in (0..across_range).step_by(tile) {
+            for l0 in (0..last_range).step_by(tile) {
+                for p in p0..(p0 + tile).min(across_range) {
+                    for l in l0..(l0 + tile).min(last_range) {
+                        let offset = from + p as i64 * across_stride + l as i64 * last_stride;
+                        // SAFETY: the source offset is the caller's contract; the destination
+                        // position is below `total`.
+                        unsafe {
+                            into_packed
+                                .add(to + p * across_into + l)
+                                .write(*start.offset(offset as isize));
+                        }
+                    }
+                }
+            }
         }
     }
+    // SAFETY: all `total` cells are written.
+    unsafe { packed.set_len(total) };
     packed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cells `pack` should copy: every combination of the loops, row-major, one at a time.
+    fn gathered(source: &[f64], loops: &[(i64, usize)]) -> Vec<f64> {
+        let mut offsets = vec![0i64];
+        for &(stride, range) in loops {
+            offsets = offsets
+                .iter()
+                .flat_map(|o| (0..range as i64).map(move |i| o + stride * i))
+                .collect();
+        }
+        offsets.iter().map(|&o| source[o as usize]).collect()
+    }
+
+    #[test]
+    fn packing_in_tiles_copies_every_cell_in_order() {
+        // A 3×70×45 source (strides 3150, 45, 1) read as (45, 3, 70): the last loop reads with
+        // stride 45 and the first consecutively, so the copy goes in tiles, with partial tiles
+        // at both edges; and read as it lies, and in other orders.
+        let source: Vec<f64> = (0..3 * 70 * 45).map(f64::from).collect();
+        for loops in [
+            vec![(1, 45), (3150, 3), (45, 70)],
+            vec![(3150, 3), (1, 45), (45, 70)],
+            vec![(3150, 3), (45, 70), (1, 45)],
+            vec![(45, 70), (3150, 3)],
+            vec![(45, 70)],
+            vec![],
+        ] {
+            // SAFETY: every offset is below 3·70·45.
+            let packed = unsafe { pack(source.as_ptr().cast_mut(), &loops) };
+            assert_eq!(packed, gathered(&source, &loops), "{loops:?}");
+        }
+    }
 }
