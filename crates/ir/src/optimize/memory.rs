@@ -17,7 +17,10 @@
 //!   producer keeps no loops of its own (no reduction), or it is read at a single site whose
 //!   loops each run over an axis of the read (so that each cell is computed at most once), and,
 //!   where that site lies in the producer of another virtual node, that node is read so too
-//!   (else the reduction would be recomputed wherever the other node is inlined).
+//!   (else the reduction would be recomputed wherever the other node is inlined); and one cell
+//!   takes at most [`INLINE_COST_LIMIT`] operations once what it reads of other virtual nodes
+//!   is inlined into it (else a chain of nodes each reading the previous at several positions,
+//!   a stack of blurs, would grow exponentially).
 //! - Otherwise it is local (scratch storage for one run) when its buffer takes at most
 //!   [`LOCAL_LIMIT_BYTES`], else materialized.
 
@@ -31,6 +34,9 @@ use crate::routine::Routine;
 
 /// The largest buffer, in bytes, that is kept as scratch storage rather than materialized.
 pub const LOCAL_LIMIT_BYTES: usize = 16384;
+
+/// The most operations one cell of a virtual node may take, its inlined reads included.
+pub const INLINE_COST_LIMIT: usize = 128;
 
 /// How many cell positions the coverage check enumerates per node before it gives up.
 const COVERAGE_BUDGET: usize = 1 << 20;
@@ -64,7 +70,8 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
             }
             None => match inlinable(body, node, &inlined) {
                 Ok(producer)
-                    if producer.kept.is_empty() || single_site(body, &producer).is_some() =>
+                    if (producer.kept.is_empty() || single_site(body, &producer).is_some())
+                        && inlined_cost(&producer, &inlined) <= INLINE_COST_LIMIT =>
                 {
                     record(&mut inlined, node.id, &producer);
                     MemoryMode::Virtual
@@ -111,6 +118,8 @@ struct Inlined {
     position: usize,
     /// Whether its producer keeps loops of its own (a reduction).
     kept: bool,
+    /// The operations one of its cells takes, its inlined reads included.
+    cost: usize,
 }
 
 fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Producer) {
@@ -121,8 +130,15 @@ fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Produ
             reads,
             position: producer.position,
             kept: !producer.kept.is_empty(),
+            cost: inlined_cost(producer, inlined),
         },
     );
+}
+
+/// The operations one cell of `producer`'s node takes once the virtual nodes among its reads
+/// are inlined into it.
+fn inlined_cost(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
+    producer.cost(&|node| inlined.get(&node).map(|v| v.cost))
 }
 
 /// What `producer` reads once the virtual nodes among its reads are inlined into it.
@@ -624,6 +640,47 @@ mod tests {
         assert_eq!(
             modes(nodes, body),
             [Materialized, Virtual, Local, Materialized, Materialized]
+        );
+    }
+
+    #[test]
+    fn a_chain_of_blurs_is_stored_before_inlining_grows_too_large() {
+        use MemoryMode::*;
+        // t{k+1}[i] := t{k}[i] + t{k}[i + 1] + t{k}[i + 2], eight times over a 20-cell t0. Each
+        // level inlined computes three of the previous: 5, 17, 53, then 161 operations per cell,
+        // over the limit, so t4 is stored and t5 starts again from 5.
+        let blur = |level: u32| {
+            let read = |offset| get(level, vec![Index::var(LoopVar(level), offset)]);
+            let sum = Scalar::Binop(
+                Binop::Add,
+                Box::new(Scalar::Binop(
+                    Binop::Add,
+                    Box::new(read(0)),
+                    Box::new(read(1)),
+                )),
+                Box::new(read(2)),
+            );
+            for_(
+                level,
+                20 - 2 * (level as usize + 1),
+                vec![set(level + 1, vec![at(level)], sum)],
+            )
+        };
+        let body: Vec<Stmt> = (0..8).map(blur).collect();
+        let nodes: Vec<TensorNode> = (0..9).map(|k| node(k, &[20 - 2 * k as usize])).collect();
+        assert_eq!(
+            modes(nodes, body),
+            [
+                Materialized,
+                Virtual,
+                Virtual,
+                Virtual,
+                Local,
+                Virtual,
+                Virtual,
+                Virtual,
+                Materialized
+            ]
         );
     }
 

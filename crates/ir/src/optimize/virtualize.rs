@@ -231,6 +231,50 @@ impl Producer {
     }
 
     /// The other nodes the producer reads.
+    /// The operations one cell of the node takes once the virtual nodes the producer reads are
+    /// inlined into it: each operation and each read of a stored node counts one, each distinct
+    /// read of a node that `inlined_cost` knows counts what that node's value takes (a reader
+    /// computes each distinct read once), and kept loops repeat it all.
+    pub(super) fn cost(&self, inlined_cost: &impl Fn(NodeId) -> Option<usize>) -> usize {
+        fn count(
+            scalar: &Scalar,
+            own: NodeId,
+            seen: &mut HashSet<(NodeId, Vec<Index>)>,
+            inlined_cost: &impl Fn(NodeId) -> Option<usize>,
+        ) -> usize {
+            match scalar {
+                Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => 0,
+                Scalar::Get(node, _) if *node == own => 0,
+                Scalar::Get(node, index) => match inlined_cost(*node) {
+                    Some(cost) if seen.insert((*node, index.clone())) => cost,
+                    Some(_) => 0,
+                    None => 1,
+                },
+                Scalar::Unop(_, a) => 1 + count(a, own, seen, inlined_cost),
+                Scalar::Binop(_, a, b) => {
+                    1 + count(a, own, seen, inlined_cost) + count(b, own, seen, inlined_cost)
+                }
+                Scalar::Ternop(_, a, b, c) => {
+                    1 + count(a, own, seen, inlined_cost)
+                        + count(b, own, seen, inlined_cost)
+                        + count(c, own, seen, inlined_cost)
+                }
+            }
+        }
+        let value = match &self.form {
+            Form::Store(value) | Form::Accumulate { value, .. } => value,
+        };
+        let mut seen = HashSet::new();
+        let mut cost = count(value, self.node, &mut seen, inlined_cost);
+        for stmt in &self.pre {
+            for value in stmt.values() {
+                cost += count(value, self.node, &mut seen, inlined_cost);
+            }
+        }
+        let repeats: usize = self.kept.iter().map(|(_, range)| range).product();
+        cost.saturating_mul(repeats)
+    }
+
     pub(super) fn reads(&self) -> BTreeSet<NodeId> {
         let mut reads: BTreeSet<NodeId> = self.pre.iter().flat_map(stmt_reads).collect();
         let value = match &self.form {
