@@ -953,3 +953,55 @@ fn interpreter_programs_give_the_same_values_optimized() {
     );
     assert_eq!(mode(&scattered, 1), MemoryMode::Materialized);
 }
+
+#[test]
+fn a_transposing_copy_runs_in_tiles_on_both_backends() {
+    use rcannl_backends::cc::Compiler;
+    // n1[k, j, i] := 2·n0[i, j, k] over 64×3×96: n0 moves by one cell along k, n1 along i.
+    let (ni, nj, nk) = (64, 3, 96);
+    let nest = |var: u32, range: usize, body: Vec<Stmt>| Stmt::For {
+        var: LoopVar(var),
+        range,
+        body,
+    };
+    let store = Stmt::Set {
+        node: NodeId(1),
+        index: vec![at(2), at(1), at(0)],
+        value: *bin(Binop::Mul, c(2.0), get(0, vec![at(0), at(1), at(2)])),
+    };
+    let before = hand_built(
+        vec![
+            f32_node(0, "x", &[ni, nj, nk]),
+            f32_node(1, "t", &[nk, nj, ni]),
+        ],
+        vec![nest(
+            0,
+            ni,
+            vec![nest(1, nj, vec![nest(2, nk, vec![store])])],
+        )],
+    );
+    let after = optimize(&before).unwrap();
+    let shown = after.to_string();
+    assert!(
+        shown.contains("for l3 in 0..3 {\n  for l1 in 0..3 {\n    for l5 in 0..8 {")
+            && shown.contains("n1[32*l3+l4, l1, 8*l5+l6] := (2 * n0[8*l5+l6, l1, 32*l3+l4])"),
+        "{shown}"
+    );
+    let x: Vec<f64> = (0..ni * nj * nk).map(|v| v as f64).collect();
+    let expected: Vec<f64> = (0..nk)
+        .flat_map(|k| (0..nj).flat_map(move |j| (0..ni).map(move |i| (i, j, k))))
+        .map(|(i, j, k)| 2.0 * x[(i * nj + j) * nk + k])
+        .collect();
+    let buffers = same_results(&before, &after, &[(0, x.clone())]);
+    assert_eq!(buffers.values(NodeId(1)), expected);
+    let compiled = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .compile(&after)
+        .unwrap();
+    let mut native = Buffers::for_routine(&after);
+    native.set_values(NodeId(0), &x).unwrap();
+    compiled
+        .run(&mut native, &std::collections::HashMap::new())
+        .unwrap();
+    assert_eq!(native.values(NodeId(1)), expected);
+}

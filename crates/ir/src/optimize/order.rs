@@ -1,21 +1,30 @@
-//! Loop order for vector units: in a top-level perfect nest that stores each cell once (its value
-//! does not read the stored node), the loop that moves the store by one cell runs innermost, so
-//! that compiled code stores consecutive cells and can use vector instructions.
+//! Loop order for vector units and caches: in a top-level perfect nest that stores each cell once
+//! (its value does not read the stored node), the loop that moves the store by one cell runs
+//! innermost, so that compiled code stores consecutive cells and can use vector instructions.
+//! When an operand is read transposed (it moves by one cell along another loop, and by at least a
+//! tile along the store's), the two loops run in tiles of [`TILE`], so that the operand's cache
+//! lines are read whole while the store stays consecutive within a tile. The tile is short along
+//! the store's loop because the operand's lines it reads at once lie a power of two apart in
+//! typical shapes, in the same cache set.
 //!
 //! Every iteration computes its cell from the loop values alone, so the order changes nothing
 //! the interpreter computes.
 
-use super::{PerfectNest, reads_node, stmt_reads};
-use crate::loops::{Stmt, Var};
+use super::{Fresh, PerfectNest, Renaming, reads_node, stmt_reads};
+use crate::loops::{Index, LoopVar, Stmt, Var};
 use crate::optimize::gemm::flat_coefficients;
 use crate::routine::Routine;
 
-/// `routine` with its plain-store nests ordered for unit-stride stores.
+/// The side of the square tiles a transposing nest runs in.
+pub const TILE: (usize, usize) = (32, 8);
+
+/// `routine` with its plain-store nests ordered for unit-stride stores, transposing ones tiled.
 pub fn order_loops(routine: &Routine) -> Routine {
+    let mut fresh = Fresh::new(&routine.body);
     let body = routine
         .body
         .iter()
-        .map(|stmt| reordered(stmt, routine).unwrap_or_else(|| stmt.clone()))
+        .map(|stmt| reordered(stmt, routine, &mut fresh).unwrap_or_else(|| stmt.clone()))
         .collect();
     Routine {
         body,
@@ -23,7 +32,7 @@ pub fn order_loops(routine: &Routine) -> Routine {
     }
 }
 
-fn reordered(stmt: &Stmt, routine: &Routine) -> Option<Stmt> {
+fn reordered(stmt: &Stmt, routine: &Routine, fresh: &mut Fresh) -> Option<Stmt> {
     let nest = PerfectNest::of(stmt)?;
     if reads_node(nest.value, nest.node)
         || nest.pre.iter().any(|s| stmt_reads(s).contains(&nest.node))
@@ -38,7 +47,8 @@ fn reordered(stmt: &Stmt, routine: &Routine) -> Option<Stmt> {
             _ => None,
         })?;
     let position = nest.loops.iter().position(|(var, _)| *var == unit)?;
-    if position + 1 == nest.loops.len() {
+    let across = transposed(&nest, unit, routine);
+    if position + 1 == nest.loops.len() && across.is_none() {
         return None;
     }
     let mut loops = nest.loops.clone();
@@ -50,10 +60,82 @@ fn reordered(stmt: &Stmt, routine: &Routine) -> Option<Stmt> {
         index: nest.index.to_vec(),
         value: nest.value.clone(),
     });
+    if let Some(across) = across {
+        // across = TILE.0·across_block + across_within, unit = TILE.1·unit_block + unit_within;
+        // the blocks of `across` outermost, the other loops in their order, then the tile.
+        let mut renaming = Renaming::default();
+        let mut split = |var: LoopVar, tile: usize| {
+            let (block, within) = (fresh.var(), fresh.var());
+            renaming.indices.insert(
+                var,
+                Index {
+                    terms: vec![(tile as i64, Var::Loop(block)), (1, Var::Loop(within))],
+                    offset: 0,
+                },
+            );
+            (block, within)
+        };
+        let range = |var: LoopVar| loops.iter().find(|(v, _)| *v == var).map(|(_, r)| *r);
+        let (across_range, unit_range) = (range(across)?, range(unit)?);
+        let (across_block, across_within) = split(across, TILE.0);
+        let (unit_block, unit_within) = split(unit, TILE.1);
+        body = body.iter().map(|s| renaming.stmt(s)).collect();
+        let others = loops
+            .iter()
+            .filter(|(v, _)| *v != across && *v != unit)
+            .copied();
+        loops = [(across_block, across_range / TILE.0)]
+            .into_iter()
+            .chain(others)
+            .chain([
+                (unit_block, unit_range / TILE.1),
+                (across_within, TILE.0),
+                (unit_within, TILE.1),
+            ])
+            .collect();
+    }
     for (var, range) in loops.into_iter().rev() {
         body = vec![Stmt::For { var, range, body }];
     }
     body.pop()
+}
+
+/// The loop to run in tiles with the store's unit-stride loop `unit`: one along which an operand
+/// reads consecutive cells while it reads with a stride of at least a tile along `unit`, when
+/// both loops run over whole tiles, at least two.
+fn transposed(nest: &PerfectNest, unit: LoopVar, routine: &Routine) -> Option<LoopVar> {
+    let tiles = |var: LoopVar, tile: usize| {
+        nest.loops
+            .iter()
+            .any(|(v, range)| *v == var && *range >= 2 * tile && range % tile == 0)
+    };
+    if !tiles(unit, TILE.1) {
+        return None;
+    }
+    let mut found = None;
+    nest.value.for_each_get(&mut |node, index| {
+        if found.is_some() || node == nest.node {
+            return;
+        }
+        let Some(dims) = routine.nodes.get(&node).map(|n| n.buffer_dims()) else {
+            return;
+        };
+        let coefficients = flat_coefficients(index, &dims);
+        let stride = |var: LoopVar| {
+            coefficients
+                .iter()
+                .find(|(v, _)| *v == Var::Loop(var))
+                .map_or(0, |(_, c)| c.unsigned_abs())
+        };
+        if stride(unit) >= TILE.0 as u64 {
+            found = nest
+                .loops
+                .iter()
+                .map(|(v, _)| *v)
+                .find(|&v| v != unit && stride(v) == 1 && tiles(v, TILE.0));
+        }
+    });
+    found
 }
 
 #[cfg(test)]
@@ -128,5 +210,43 @@ mod tests {
             ..routine
         };
         assert_eq!(order_loops(&kept).body, vec![accumulating]);
+    }
+
+    #[test]
+    fn a_large_transposing_copy_runs_in_tiles() {
+        let (i, j) = (LoopVar(0), LoopVar(1));
+        // n1[j, i] := n0[i, j] + 1 over i in 0..64, j in 0..96: n0 moves by one cell along j and
+        // by 96 cells along i, the store's unit-stride loop.
+        let read = Scalar::Get(NodeId(0), vec![Index::var(i, 0), Index::var(j, 0)]);
+        let plus_one = Scalar::Binop(
+            crate::ops::Binop::Add,
+            Box::new(read),
+            Box::new(Scalar::Const(1.0)),
+        );
+        let routine = Routine {
+            name: "t".to_owned(),
+            nodes: [
+                TensorNode::new(0, "a", Precision::F32, &[64, 96]),
+                TensorNode::new(1, "b", Precision::F32, &[96, 64]),
+            ]
+            .map(|n| (n.id, n))
+            .into(),
+            statics: Default::default(),
+            body: vec![nest(
+                (0, 64),
+                (1, 96),
+                vec![Index::var(j, 0), Index::var(i, 0)],
+                plus_one,
+            )],
+        };
+        let after = order_loops(&routine);
+        assert_eq!(
+            after.body[0].to_string(),
+            "for l2 in 0..3 {\n  for l4 in 0..8 {\n    for l3 in 0..32 {\n      \
+             for l5 in 0..8 {\n        n1[32*l2+l3, 8*l4+l5] := (n0[8*l4+l5, 32*l2+l3] + 1)\n      \
+             }\n    }\n  }\n}\n"
+        );
+        // A tiled nest is left as it is.
+        assert_eq!(order_loops(&after).body, after.body);
     }
 }
