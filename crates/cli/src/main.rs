@@ -42,10 +42,28 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
     match cli.command {
         Command::Parse(args) => parse::run(&args),
         Command::Einsum(args) => einsum::run(&args),
         Command::Explain(args) => explain::run(&args),
     }
+}
+
+/// A command line that does not parse. Help and version requests print as usual; a usage error
+/// is an error of kind `usage` like any other (status 1, JSON with `--json`).
+fn usage_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind as Clap;
+    if matches!(err.kind(), Clap::DisplayHelp | Clap::DisplayVersion)
+        || matches!(err.kind(), Clap::DisplayHelpOnMissingArgumentOrSubcommand)
+    {
+        err.exit();
+    }
+    let json = std::env::args().any(|arg| arg == "--json");
+    let message = err.render().to_string();
+    let message = message.trim_end().trim_start_matches("error: ");
+    report::CliError::new(report::ErrorKind::Usage, message).report(json)
 }

@@ -12,7 +12,9 @@
 //! - `capture`: `--capture` or `--set` names nothing in the spec, or `--set` is malformed;
 //! - `shape`: shape inference failed (the message names the operation, tensors and shapes), or the
 //!   result would be too large;
-//! - `run`: compiling or running the routine failed.
+//! - `run`: compiling or running the routine failed;
+//! - `usage`: the command line itself is wrong (an unknown flag or value, a missing argument):
+//!   the message is the argument parser's, with the usage line.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -30,6 +32,7 @@ pub enum ErrorKind {
     Capture,
     Shape,
     Run,
+    Usage,
 }
 
 /// An error of a run command.

@@ -621,3 +621,22 @@ fn explain_shows_the_contraction_path() {
         "{text}"
     );
 }
+
+#[test]
+fn a_command_line_that_does_not_parse_is_a_usage_error() {
+    let error = run_error(&["ij=>ji", "range:2,3", "--op", "nope"]);
+    assert_eq!(error["error"]["kind"], "usage");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("invalid value 'nope' for '--op <OP>'"),
+        "{message}"
+    );
+    // Without --json: the parser's message on stderr, status 1 like every other error.
+    let output = rcannl(&["einsum", "ij=>ji", "range:2,3", "--frob"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).starts_with("error: unexpected argument '--frob' found"),
+        "{}",
+        stderr(&output)
+    );
+}
