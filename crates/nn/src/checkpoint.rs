@@ -4,18 +4,18 @@
 //!
 //! Each tensor is stored under its label, in its precision's dtype (`u8`, `i8`, `i32`, `u32`,
 //! `i64`, `f16`, `bf16`, `f32`, `f64` as `U8`, `I8`, `I32`, `U32`, `I64`, `F16`, `BF16`, `F32`,
-//! `F64`), with its dims in memory order (batch, output, input). The file's metadata holds, for
-//! each tensor, `rows:<label>`: its `batch|input->output` sizes (`2,3|4->5`), and
-//! `checksum:<label>`: `fnv1a64:` and the FNV-1a hash of its bytes in hex.
+//! `F64`; a 128-bit word as four `U32`, along one more axis of 4), with its dims in memory order
+//! (batch, output, input). The file's metadata holds, for each tensor, `rows:<label>`: its
+//! `batch|input->output` sizes (`2,3|4->5`), and `checksum:<label>`: `fnv1a64:` and the FNV-1a
+//! hash of its bytes in hex.
 //!
 //! A load checks every tensor it is given (present, same dtype, same dims, same rows, bytes
 //! matching their checksum) before it sets any value, so a failed load leaves the context as it
 //! was. A safetensors file written elsewhere, without these metadata entries, is checked on dtype
 //! and dims alone.
 //!
-//! Values pass through the context as `f64`, which holds every value of every precision exactly
-//! (so they round-trip bit for bit) except `i64` values beyond ±2⁵³. The 128-bit word precision is
-//! refused: the context gives only the first of its four words.
+//! Cells pass through the context exactly as stored ([`Context::cells`]), so every precision
+//! round-trips bit for bit.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -25,20 +25,22 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use half::{bf16, f16};
-use rcannl_ir::Precision;
+use rcannl_ir::{Precision, Value};
 use rcannl_tensor::{Context, Graph, Tensor, TensorError};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
 /// Appends a cell's little-endian bytes.
-type Encode = fn(f64, &mut Vec<u8>);
+type Encode = fn(Value, &mut Vec<u8>);
 
 /// A cell from its little-endian bytes.
-type Decode = fn(&[u8]) -> f64;
+type Decode = fn(&[u8]) -> Value;
 
 /// How one precision's cells are stored.
 struct Format {
     dtype: Dtype,
+    /// The axes each cell takes in the file after the tensor's own: none, or 4 for a word.
+    cell_axes: &'static [usize],
     encode: Encode,
     decode: Decode,
 }
@@ -50,57 +52,75 @@ fn le<const N: usize>(bytes: &[u8]) -> [u8; N] {
     array
 }
 
-/// The storage of `precision`, or `None` for the 128-bit word.
-fn format(precision: Precision) -> Option<Format> {
+/// The storage of `precision`.
+fn format(precision: Precision) -> Format {
     let (dtype, encode, decode): (Dtype, Encode, Decode) = match precision {
-        Precision::U8 => (Dtype::U8, |x, out| out.push(x as u8), |b| f64::from(b[0])),
+        Precision::U8 => (
+            Dtype::U8,
+            |v, out| out.push(v.as_i64() as u8),
+            |b| Value::Int(i64::from(b[0])),
+        ),
         Precision::I8 => (
             Dtype::I8,
-            |x, out| out.extend((x as i8).to_le_bytes()),
-            |b| f64::from(b[0] as i8),
+            |v, out| out.extend((v.as_i64() as i8).to_le_bytes()),
+            |b| Value::Int(i64::from(b[0] as i8)),
         ),
         Precision::I32 => (
             Dtype::I32,
-            |x, out| out.extend((x as i32).to_le_bytes()),
-            |b| f64::from(i32::from_le_bytes(le(b))),
+            |v, out| out.extend((v.as_i64() as i32).to_le_bytes()),
+            |b| Value::Int(i64::from(i32::from_le_bytes(le(b)))),
         ),
         Precision::U32 => (
             Dtype::U32,
-            |x, out| out.extend((x as u32).to_le_bytes()),
-            |b| f64::from(u32::from_le_bytes(le(b))),
+            |v, out| out.extend((v.as_i64() as u32).to_le_bytes()),
+            |b| Value::Int(i64::from(u32::from_le_bytes(le(b)))),
         ),
         Precision::I64 => (
             Dtype::I64,
-            |x, out| out.extend((x as i64).to_le_bytes()),
-            |b| i64::from_le_bytes(le(b)) as f64,
+            |v, out| out.extend(v.as_i64().to_le_bytes()),
+            |b| Value::Int(i64::from_le_bytes(le(b))),
         ),
         Precision::F16 => (
             Dtype::F16,
-            |x, out| out.extend(f16::from_f64(x).to_le_bytes()),
-            |b| f16::from_le_bytes(le(b)).to_f64(),
+            |v, out| out.extend(f16::from_f64(v.as_f64()).to_le_bytes()),
+            |b| Value::Float(f16::from_le_bytes(le(b)).to_f64()),
         ),
         Precision::Bf16 => (
             Dtype::BF16,
-            |x, out| out.extend(bf16::from_f64(x).to_le_bytes()),
-            |b| bf16::from_le_bytes(le(b)).to_f64(),
+            |v, out| out.extend(bf16::from_f64(v.as_f64()).to_le_bytes()),
+            |b| Value::Float(bf16::from_le_bytes(le(b)).to_f64()),
         ),
         Precision::F32 => (
             Dtype::F32,
-            |x, out| out.extend((x as f32).to_le_bytes()),
-            |b| f64::from(f32::from_le_bytes(le(b))),
+            |v, out| out.extend((v.as_f64() as f32).to_le_bytes()),
+            |b| Value::Float(f64::from(f32::from_le_bytes(le(b)))),
         ),
         Precision::F64 => (
             Dtype::F64,
-            |x, out| out.extend(x.to_le_bytes()),
-            |b| f64::from_le_bytes(le(b)),
+            |v, out| out.extend(v.as_f64().to_le_bytes()),
+            |b| Value::Float(f64::from_le_bytes(le(b))),
         ),
-        Precision::Uint4x32 => return None,
+        Precision::Uint4x32 => {
+            return Format {
+                dtype: Dtype::U32,
+                cell_axes: &[4],
+                encode: |v, out| {
+                    for word in v.as_word(Precision::Uint4x32) {
+                        out.extend(word.to_le_bytes());
+                    }
+                },
+                decode: |b| {
+                    Value::Word(std::array::from_fn(|k| u32::from_le_bytes(le(&b[4 * k..]))))
+                },
+            };
+        }
     };
-    Some(Format {
+    Format {
         dtype,
+        cell_axes: &[],
         encode,
         decode,
-    })
+    }
 }
 
 fn error(message: String) -> TensorError {
@@ -122,16 +142,6 @@ fn labels(tensors: &[&Tensor]) -> Result<Vec<String>, String> {
         }
     }
     Ok(labels)
-}
-
-/// The storage of `t`, or an error for a precision that cannot be saved.
-fn format_of(t: &Tensor, label: &str) -> Result<Format, String> {
-    format(t.precision()).ok_or_else(|| {
-        format!(
-            "tensor '{label}' is of precision {}, of which the context gives only the first word",
-            t.precision()
-        )
-    })
 }
 
 /// Rows as `batch|input->output`, the sizes of a row separated by commas.
@@ -171,14 +181,14 @@ pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
     let mut entries = Vec::with_capacity(tensors.len());
     let mut metadata = HashMap::new();
     for (t, label) in tensors.iter().zip(&labels) {
-        let format = format_of(t, label).map_err(fail)?;
+        let format = format(t.precision());
         let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
-        let dims = ctx.dims(t).map_err(in_tensor)?;
+        let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
         let rows = ctx.rows(t).map_err(in_tensor)?;
-        let values = ctx.values(t).map_err(in_tensor)?;
-        let mut bytes = Vec::with_capacity(values.len() * t.precision().size_in_bytes());
-        for x in values {
-            (format.encode)(x, &mut bytes);
+        let cells = ctx.cells(t).map_err(in_tensor)?;
+        let mut bytes = Vec::with_capacity(cells.len() * t.precision().size_in_bytes());
+        for cell in cells {
+            (format.encode)(cell, &mut bytes);
         }
         metadata.insert(rows_key(label), rows_literal(&rows));
         metadata.insert(checksum_key(label), checksum(&bytes));
@@ -246,7 +256,7 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
     let notes = contents.metadata().clone().unwrap_or_default();
     let mut loaded = Vec::with_capacity(tensors.len());
     for (t, label) in tensors.iter().zip(&labels) {
-        let format = format_of(t, label).map_err(fail)?;
+        let format = format(t.precision());
         let Some(info) = contents.info(label) else {
             let mut names = contents.offset_keys();
             names.sort();
@@ -264,7 +274,7 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
             )));
         };
         let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
-        let dims = ctx.dims(t).map_err(in_tensor)?;
+        let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
         let rows = rows_literal(&ctx.rows(t).map_err(in_tensor)?);
         let saved_rows = notes.get(&rows_key(label));
         let shape = |dims: &[usize], rows: Option<&String>| match rows {
@@ -301,11 +311,11 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
             )));
         }
         let size = t.precision().size_in_bytes();
-        let values: Vec<f64> = bytes.chunks_exact(size).map(format.decode).collect();
-        loaded.push((*t, values));
+        let cells: Vec<Value> = bytes.chunks_exact(size).map(format.decode).collect();
+        loaded.push((*t, cells));
     }
-    for (t, values) in loaded {
-        ctx.set_values(t, &values)
+    for (t, cells) in loaded {
+        ctx.set_cells(t, &cells)
             .map_err(|e| fail(format!("tensor '{}': {e}", t.label())))?;
     }
     Ok(())

@@ -12,7 +12,8 @@ use rcannl_backends::{Backend, Buffers, Executable, default_backend};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
     Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision,
-    Projections, Rhs, Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Var, VecUnop,
+    Projections, Rhs, Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Value, Var,
+    VecUnop,
 };
 use rcannl_shape::OpId;
 use rcannl_shape::logic::Logic;
@@ -770,6 +771,23 @@ impl Context {
     pub fn values(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
         Ok(self.buffers.values(value_node(t.index)))
+    }
+
+    /// The tensor's cells exactly as stored (row-major in memory order): integers as integers
+    /// (all 64 bits), 128-bit words as their four words, floats as numbers.
+    pub fn cells(&self, t: &Tensor) -> Result<Vec<Value>, TensorError> {
+        self.check_tensor(t)?;
+        Ok(self.buffers.cells(value_node(t.index)))
+    }
+
+    /// Sets the tensor's cells (row-major in memory order), each stored as the tensor's
+    /// precision holds it.
+    pub fn set_cells(&mut self, t: &Tensor, cells: &[Value]) -> Result<(), TensorError> {
+        self.concretize()?;
+        self.check_tensor(t)?;
+        self.buffers
+            .set_cells(value_node(t.index), cells)
+            .map_err(|e| error(format!("set cells of '{}': {e}", t.label())))
     }
 
     /// The gradient of the last backprop's loss with respect to the tensor.
