@@ -50,6 +50,8 @@ pub struct Context {
     nodes: BTreeMap<NodeId, TensorNode>,
     projections: HashMap<OpId, Projections>,
     initialized: HashSet<usize>,
+    /// The tensors whose gradients some backprop routine keeps.
+    grads_kept: HashSet<usize>,
     seed: u64,
     next_scratch: u32,
     /// The numbers of tensors, inference operations and constraints on captures when the context
@@ -93,6 +95,7 @@ impl Context {
             nodes: BTreeMap::new(),
             projections: HashMap::new(),
             initialized: HashSet::new(),
+            grads_kept: HashSet::new(),
             seed: 42,
             next_scratch: FIRST_SCRATCH,
             concrete: (0, 0, 0),
@@ -369,9 +372,23 @@ impl Context {
     }
 
     /// A routine computing `loss` and then the gradient of the sum of its cells with respect to
-    /// every parameter it depends on (gradients start from zero on every run).
+    /// every parameter it depends on (gradients start from zero on every run). The gradients of
+    /// leaves (parameters, data) are kept for [`Context::grad`]; those of computed tensors are
+    /// free to be fused away ([`Context::backprop_keeping`] keeps some).
     pub fn backprop(&mut self, loss: &Tensor) -> Result<Routine, TensorError> {
+        self.backprop_keeping(loss, &[])
+    }
+
+    /// [`Context::backprop`], also keeping the gradients of the computed tensors `keep`.
+    pub fn backprop_keeping(
+        &mut self,
+        loss: &Tensor,
+        keep: &[&Tensor],
+    ) -> Result<Routine, TensorError> {
         self.concretize()?;
+        for t in keep {
+            self.check_tensor(t)?;
+        }
         let (ops, tensors) = self.ancestry(&[loss.index]);
         let mut assignments = self.leaf_fetches(&tensors);
         let (forward, backward, differentiable): (Vec<Asg>, Vec<Asg>, Vec<usize>) = {
@@ -420,9 +437,19 @@ impl Context {
         for asg in &backward {
             assignments.push(self.assignment(asg)?);
         }
-        let mut keep: BTreeSet<NodeId> = [value_node(loss.index)].into();
-        keep.extend(differentiable.iter().map(|&t| grad_node(t)));
-        self.compile("backprop", assignments, &keep)
+        let kept: Vec<usize> = {
+            let state = self.graph.state.borrow();
+            differentiable
+                .iter()
+                .copied()
+                .filter(|&t| state.tensors[t].leaf.is_some() || keep.iter().any(|k| k.index == t))
+                .collect()
+        };
+        let mut nodes: BTreeSet<NodeId> = [value_node(loss.index)].into();
+        nodes.extend(kept.iter().map(|&t| grad_node(t)));
+        let routine = self.compile("backprop", assignments, &nodes)?;
+        self.grads_kept.extend(kept);
+        Ok(routine)
     }
 
     /// A routine running `updates` in order (an optimizer step): each pointwise over its target,
@@ -790,9 +817,17 @@ impl Context {
             .map_err(|e| error(format!("set cells of '{}': {e}", t.label())))
     }
 
-    /// The gradient of the last backprop's loss with respect to the tensor.
+    /// The gradient of the last backprop's loss with respect to the tensor: a leaf, or a
+    /// computed tensor a backprop routine keeps the gradient of.
     pub fn grad(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
+        if !self.grads_kept.contains(&t.index) {
+            return Err(error(format!(
+                "no gradient of '{}' is kept: backprop keeps the gradients of the differentiable \
+                 leaves its loss depends on, backprop_keeping those of computed tensors too",
+                t.label()
+            )));
+        }
         Ok(self.buffers.values(grad_node(t.index)))
     }
 

@@ -55,3 +55,40 @@ fn micrograd_expression_and_its_gradients() {
         assert_eq!(ctx.grad(&b).unwrap(), vec![0.0]);
     }
 }
+
+#[test]
+fn gradients_of_computed_tensors_are_kept_when_asked_for() {
+    for backend in backends() {
+        // e = a·b, f = e + a: df/de = 1, df/da = b + 1, df/db = a.
+        let graph = Graph::new();
+        let a = scalar(&graph, "a", 3.0);
+        let b = scalar(&graph, "b", -2.0);
+        let e = a.pmul(&b);
+        let f = &e + &a;
+        let name = backend.name();
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let plain = ctx.backprop(&f).unwrap();
+        ctx.run(&plain).unwrap();
+        assert_eq!(ctx.grad(&a).unwrap(), vec![-1.0], "{name}");
+        let error = ctx.grad(&e).unwrap_err();
+        assert!(
+            error.message.contains("no gradient of") && error.message.contains("backprop_keeping"),
+            "{name}: {error}"
+        );
+        // Not kept, e's gradient is fused into its readers; kept, it is stored and readable.
+        let stored = |routine: &rcannl_tensor::Routine| {
+            let header = format!("'grad {}':", e.label());
+            routine
+                .describe()
+                .lines()
+                .any(|line| line.contains(&header) && line.ends_with("materialized"))
+        };
+        assert!(!stored(&plain), "{name}: {}", plain.describe());
+        let keeping = ctx.backprop_keeping(&f, &[&e]).unwrap();
+        assert!(stored(&keeping), "{name}: {}", keeping.describe());
+        ctx.run(&keeping).unwrap();
+        assert_eq!(ctx.grad(&e).unwrap(), vec![1.0], "{name}");
+        assert_eq!(ctx.grad(&b).unwrap(), vec![3.0], "{name}");
+    }
+}

@@ -618,6 +618,45 @@ mod tests {
     }
 
     #[test]
+    fn a_pre_fill_need_not_be_right_before_the_accumulation() {
+        use MemoryMode::*;
+        // fill t1; t2 := t0 (or := t1, a read of the fill); t1 += t0; t3 := 2 t1.
+        let accumulate = for_(
+            1,
+            4,
+            vec![set(
+                1,
+                vec![at(1)],
+                Scalar::Binop(
+                    Binop::Add,
+                    Box::new(get(1, vec![at(1)])),
+                    Box::new(get(0, vec![at(1)])),
+                ),
+            )],
+        );
+        let body = |between: u32| {
+            vec![
+                Stmt::Fill {
+                    node: NodeId(1),
+                    value: 0.0,
+                },
+                for_(0, 4, vec![set(2, vec![at(0)], get(between, vec![at(0)]))]),
+                accumulate.clone(),
+                for_(2, 4, vec![set(3, vec![at(2)], times_two(1, vec![at(2)]))]),
+            ]
+        };
+        let nodes: Vec<TensorNode> = (0..4).map(|k| node(k, &[4])).collect();
+        assert_eq!(
+            modes(nodes.clone(), body(0)),
+            [Materialized, Virtual, Materialized, Materialized]
+        );
+        assert_eq!(
+            modes(nodes, body(1)),
+            [Materialized, Local, Materialized, Materialized]
+        );
+    }
+
+    #[test]
     fn a_write_hazards_what_is_inlined_through_another_node() {
         use MemoryMode::*;
         // t := −a; u := 2t; a := c; r := u. Inlining u into r would read t's input a after

@@ -1,7 +1,8 @@
 //! Fusion: a virtual node's producer is inlined wherever the node is read, and removed.
 //!
 //! A node can be inlined when it has no padding margins and the routine writes it with one
-//! top-level nest (optionally right after a top-level `fill` of it, the neutral pre-fill) that
+//! top-level nest (optionally after a top-level `fill` of it, the neutral pre-fill, with nothing
+//! reading it in between) that
 //! is perfect (each loop holds one statement, down to the store) and stores it exactly once:
 //! each axis of the store's index a distinct loop variable of the nest running over the whole
 //! axis, or 0 on an axis of one position. Loops the index does not use are "kept" loops. The
@@ -118,10 +119,16 @@ impl Producer {
         let (fill, position) = match writers[..] {
             [] => return Err("the routine does not write it".to_owned()),
             [p] => (None, p),
-            [f, p] if f + 1 == p && matches!(body[f], Stmt::Fill { .. }) => (Some(f), p),
+            [f, p]
+                if matches!(body[f], Stmt::Fill { .. })
+                    && body[f + 1..p].iter().all(|s| !stmt_reads(s).contains(&id)) =>
+            {
+                (Some(f), p)
+            }
             _ => {
                 return Err(
-                    "it is written by more than one statement besides a fill right before"
+                    "it is written by more than one statement besides a fill before, \
+                     or read between the fill and the statement"
                         .to_owned(),
                 );
             }
