@@ -20,7 +20,9 @@
 //!   (else the reduction would be recomputed wherever the other node is inlined); and one cell
 //!   takes at most [`INLINE_COST_LIMIT`] operations once what it reads of other virtual nodes
 //!   is inlined into it (else a chain of nodes each reading the previous at several positions,
-//!   a stack of blurs, would grow exponentially).
+//!   a stack of blurs, would grow exponentially); and, unless a cell is one operation, every
+//!   loop around each read moves the read (else a loop the read ignores, as a product's inner
+//!   loop ignores one operand's axis, would recompute the same cell at each of its iterations).
 //! - Otherwise it is local (scratch storage for one run) when its buffer takes at most
 //!   [`LOCAL_LIMIT_BYTES`], else materialized.
 
@@ -71,7 +73,7 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
             None => match inlinable(body, node, &inlined) {
                 Ok(producer)
                     if (producer.kept.is_empty() || single_site(body, &producer).is_some())
-                        && inlined_cost(&producer, &inlined) <= INLINE_COST_LIMIT =>
+                        && cheap_where_read(body, &producer, inlined_cost(&producer, &inlined)) =>
                 {
                     record(&mut inlined, node.id, &producer);
                     MemoryMode::Virtual
@@ -236,6 +238,33 @@ impl Uses {
     fn consumed(&self, node: NodeId) -> bool {
         self.consumed.contains(&node)
     }
+}
+
+/// Whether inlining `producer`, whose cell takes `cost` operations, keeps the work bounded: at
+/// most [`INLINE_COST_LIMIT`] operations, and, unless it is a single operation, recomputed only
+/// once per iteration of the loops around each read (every loop there of more than one
+/// iteration moves the read).
+fn cheap_where_read(body: &[Stmt], producer: &Producer, cost: usize) -> bool {
+    if cost > INLINE_COST_LIMIT {
+        return false;
+    }
+    if cost <= 1 {
+        return true;
+    }
+    let mut moves = true;
+    for (position, stmt) in body.iter().enumerate() {
+        if position != producer.position {
+            collect_sites(stmt, producer.node, &mut Vec::new(), &mut |loops, index| {
+                moves &= loops.iter().all(|&(var, range)| {
+                    range <= 1
+                        || index
+                            .iter()
+                            .any(|axis| axis.vars().any(|v| v == Var::Loop(var)))
+                });
+            });
+        }
+    }
+    moves
 }
 
 /// The top-level statement holding the one site that reads `producer`'s node, if there is one
@@ -618,6 +647,49 @@ mod tests {
     }
 
     #[test]
+    fn a_node_read_again_at_each_iteration_of_a_loop_is_inlined_only_if_trivial() {
+        use MemoryMode::*;
+        // t1[i] := f(t0[i]); t3[i, j] := t1[i] + t2[i, j]: the j loop does not move the read.
+        let body = |value: Scalar| {
+            vec![
+                for_(0, 4, vec![set(1, vec![at(0)], value)]),
+                for_(
+                    1,
+                    4,
+                    vec![for_(
+                        2,
+                        5,
+                        vec![set(
+                            3,
+                            vec![at(1), at(2)],
+                            Scalar::Binop(
+                                Binop::Add,
+                                Box::new(get(1, vec![at(1)])),
+                                Box::new(get(2, vec![at(1), at(2)])),
+                            ),
+                        )],
+                    )],
+                ),
+            ]
+        };
+        let nodes = vec![
+            node(0, &[4]),
+            node(1, &[4]),
+            node(2, &[4, 5]),
+            node(3, &[4, 5]),
+        ];
+        // A copy is as cheap to repeat as to load; 2·t0[i] is stored.
+        assert_eq!(
+            modes(nodes.clone(), body(get(0, vec![at(0)]))),
+            [Materialized, Virtual, Materialized, Materialized]
+        );
+        assert_eq!(
+            modes(nodes, body(times_two(0, vec![at(0)]))),
+            [Materialized, Local, Materialized, Materialized]
+        );
+    }
+
+    #[test]
     fn a_pre_fill_need_not_be_right_before_the_accumulation() {
         use MemoryMode::*;
         // fill t1; t2 := t0 (or := t1, a read of the fill); t1 += t0; t3 := 2 t1.
@@ -726,8 +798,9 @@ mod tests {
     #[test]
     fn a_reduction_inlined_into_a_node_read_many_times_is_stored() {
         use MemoryMode::*;
-        // s[i] += m[i, j]; u[i] := 2 s[i]; r[i, j] := u[i] + m[i, j]. s is read once, by u, but
-        // u is inlined at every j.
+        // s[i] += m[i, j]; u[i] := s[i]; r[i, j] := u[i] + m[i, j]. s is read once, by u, and
+        // u at every j: with the sum inlined into it, u is too costly to repeat there, so it is
+        // stored, and the sum is computed once per cell of u.
         let body = vec![
             Stmt::Fill {
                 node: NodeId(1),
@@ -750,7 +823,7 @@ mod tests {
                     )],
                 )],
             ),
-            for_(2, 2, vec![set(2, vec![at(2)], times_two(1, vec![at(2)]))]),
+            for_(2, 2, vec![set(2, vec![at(2)], get(1, vec![at(2)]))]),
             for_(
                 3,
                 2,
@@ -777,7 +850,7 @@ mod tests {
         ];
         assert_eq!(
             modes(nodes.clone(), body.clone()),
-            [Materialized, Local, Virtual, Materialized]
+            [Materialized, Virtual, Local, Materialized]
         );
         // Read once per cell by r instead, the sum is inlined through u.
         let mut once = body;
