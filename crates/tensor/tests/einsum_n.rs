@@ -81,10 +81,6 @@ fn naive(
 #[test]
 fn random_expressions_match_a_naive_evaluator_on_both_backends() {
     let mut rng = Rng(2024);
-    let backends: Vec<Box<dyn Fn() -> Box<dyn Backend>>> = vec![
-        Box::new(|| Box::new(Interpreter)),
-        Box::new(|| Box::new(Compiler::find().expect("a C compiler (cc or $CC)"))),
-    ];
     for case in 0..200 {
         let (operands, result, sizes) = expression(&mut rng);
         let spec = format!("{}->{result}", operands.join(","));
@@ -96,37 +92,41 @@ fn random_expressions_match_a_naive_evaluator_on_both_backends() {
             })
             .collect();
         let expected = naive(&operands, &result, &sizes, &values);
-        for make in &backends {
-            let backend = make();
-            let name = backend.name();
-            let graph = Graph::new();
-            let tensors: Vec<Tensor> = operands
-                .iter()
-                .zip(&values)
-                .enumerate()
-                .map(|(i, (slot, v))| {
-                    let dims: Vec<String> = slot.chars().map(|c| sizes[&c].to_string()).collect();
-                    graph
-                        .data(&format!("x{i}"))
-                        .shape(&dims.join(","))
-                        .precision(Precision::F64)
-                        .values(v.clone())
-                        .build()
-                })
-                .collect();
-            let refs: Vec<&Tensor> = tensors.iter().collect();
-            let out = Tensor::einsum_np(&spec, &refs);
-            let mut ctx = Context::with_backend(&graph, backend);
-            let forward = ctx
-                .forward(&[&out])
-                .unwrap_or_else(|e| panic!("case {case} {spec} on {name}: {e}"));
-            ctx.run(&forward).unwrap();
-            let got = ctx.values(&out).unwrap();
-            assert_eq!(
-                got, expected,
-                "case {case} {spec} (sizes {sizes:?}) on {name}"
-            );
-        }
+        let axes: Vec<Vec<usize>> = operands
+            .iter()
+            .map(|slot| slot.chars().map(|c| sizes[&c]).collect())
+            .collect();
+        let what = format!("case {case} (sizes {sizes:?})");
+        check_numpy_einsum(&spec, &axes, &values, &expected, &what);
+    }
+}
+
+/// Runs the numpy-notation einsum `spec` over f64 operands of these axes and values on every
+/// backend, and compares the result with `expected` exactly; `what` names the case.
+fn check_numpy_einsum(
+    spec: &str,
+    axes: &[Vec<usize>],
+    values: &[Vec<f64>],
+    expected: &[f64],
+    what: &str,
+) {
+    let shapes: Vec<String> = axes
+        .iter()
+        .map(|axes| {
+            let sizes: Vec<String> = axes.iter().map(usize::to_string).collect();
+            sizes.join(",")
+        })
+        .collect();
+    let inputs: Vec<(&str, &[f64])> = shapes
+        .iter()
+        .map(String::as_str)
+        .zip(values.iter().map(Vec::as_slice))
+        .collect();
+    for backend in backends() {
+        let name = backend.name();
+        let got = evaluate_with(backend, &inputs, |refs| Tensor::einsum_np(spec, refs))
+            .unwrap_or_else(|e| panic!("{what} {spec} on {name}: {e}"));
+        assert_eq!(got, expected, "{what} {spec} on {name}");
     }
 }
 
@@ -134,10 +134,7 @@ fn random_expressions_match_a_naive_evaluator_on_both_backends() {
 fn gradients_flow_through_the_contraction_path() {
     use rcannl_tensor::gradcheck::{Inputs, check_gradients};
     let shapes = ["2,3", "3,4", "4,2", "2"];
-    for backend in [
-        Box::new(Interpreter) as Box<dyn Backend>,
-        Box::new(Compiler::find().expect("a C compiler")),
-    ] {
+    for backend in backends() {
         let inputs = Inputs {
             shapes: &shapes,
             positive: false,
@@ -190,6 +187,16 @@ fn evaluate(
     spec: &str,
     inputs: &[(&str, &[f64])],
 ) -> Result<Vec<f64>, rcannl_tensor::TensorError> {
+    evaluate_with(backend, inputs, |operands| Tensor::einsum_n(spec, operands))
+}
+
+/// The result `einsum` builds over f64 data tensors of the given shape literals and values, run
+/// on `backend`.
+fn evaluate_with(
+    backend: Box<dyn Backend>,
+    inputs: &[(&str, &[f64])],
+    einsum: impl Fn(&[&Tensor]) -> Tensor,
+) -> Result<Vec<f64>, rcannl_tensor::TensorError> {
     let graph = Graph::new();
     let tensors: Vec<Tensor> = inputs
         .iter()
@@ -204,7 +211,7 @@ fn evaluate(
         })
         .collect();
     let refs: Vec<&Tensor> = tensors.iter().collect();
-    let out = Tensor::einsum_n(spec, &refs);
+    let out = einsum(&refs);
     let mut ctx = Context::with_backend(&graph, backend);
     let forward = ctx.forward(&[&out])?;
     ctx.run(&forward)?;
@@ -493,36 +500,9 @@ fn numpy_ellipses_broadcast_as_numpy_does() {
                 .product();
             expected[result.offset(&sizes, &at, &b)] += product;
         }
-        for backend in backends() {
-            let name = backend.name();
-            let graph = Graph::new();
-            let tensors: Vec<Tensor> = operands
-                .iter()
-                .zip(&values)
-                .enumerate()
-                .map(|(i, (o, v))| {
-                    let axes: Vec<String> = o.axes(&sizes).iter().map(usize::to_string).collect();
-                    graph
-                        .data(&format!("x{i}"))
-                        .shape(&axes.join(","))
-                        .precision(Precision::F64)
-                        .values(v.clone())
-                        .build()
-                })
-                .collect();
-            let refs: Vec<&Tensor> = tensors.iter().collect();
-            let out = Tensor::einsum_np(&spec, &refs);
-            let mut ctx = Context::with_backend(&graph, backend);
-            let forward = ctx
-                .forward(&[&out])
-                .unwrap_or_else(|e| panic!("case {case} {spec} {sizes:?} on {name}: {e}"));
-            ctx.run(&forward).unwrap();
-            let got = ctx.values(&out).unwrap();
-            assert_eq!(
-                got, expected,
-                "case {case} {spec} (sizes {sizes:?}) on {name}"
-            );
-        }
+        let axes: Vec<Vec<usize>> = operands.iter().map(|o| o.axes(&sizes)).collect();
+        let what = format!("case {case} (sizes {sizes:?})");
+        check_numpy_einsum(&spec, &axes, &values, &expected, &what);
     }
 }
 
