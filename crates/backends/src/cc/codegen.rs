@@ -243,6 +243,9 @@ struct Writer<'a> {
     locals: HashMap<LocalId, Precision>,
     /// The ranges of the loops around the statement being written.
     loops: HashMap<LoopVar, usize>,
+    /// Whether accesses are checked against their axes; off while writing a coalesced nest,
+    /// whose accesses were checked on the nest as written.
+    checking: bool,
 }
 
 impl Writer<'_> {
@@ -269,7 +272,7 @@ impl Writer<'_> {
         let mut offset = String::new();
         for (axis, (position, dim)) in index.iter().zip(&dims).enumerate() {
             let (low, high) = self.bounds(position)?;
-            if low < 0 || high >= *dim as i64 {
+            if low < 0 || (self.checking && high >= *dim as i64) {
                 return Err(error(format!(
                     "codegen: {node} '{}' is addressed at {low}..={high} on axis {axis}, outside \
                      its buffer of {dim}",
@@ -405,6 +408,12 @@ impl Writer<'_> {
     fn stmt(&mut self, stmt: &Stmt, out: &mut String, depth: usize) -> Result<(), CodegenError> {
         let pad = "  ".repeat(depth);
         match stmt {
+            Stmt::For { var, range, body } if self.coalescible(*var, *range, body).is_some() => {
+                let (chain, inner) = self
+                    .coalescible(*var, *range, body)
+                    .expect("checked by the guard");
+                self.coalesced(&chain, inner, out, depth)?;
+            }
             Stmt::For { var, range, body } => {
                 if let Some(id) = summed_local(body, &self.locals) {
                     writeln!(out, "{pad}#pragma omp simd reduction(+:{id})")
@@ -540,6 +549,132 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// The loops from `var` down that can run as one loop, outermost first, with the body inside
+    /// them, if more than one: each holds only the next, and every index moves by as much over a
+    /// whole run of the next loop as over one step of this one (`(a·B + b)·s` for loops `a`, `b`
+    /// of ranges `A`, `B`): consecutive cells across the loops stay consecutive in one loop,
+    /// which vector units and vectorized sums run longer over.
+    fn coalescible<'s>(
+        &self,
+        var: LoopVar,
+        range: usize,
+        body: &'s [Stmt],
+    ) -> Option<(Vec<Loop>, &'s [Stmt])> {
+        let mut chain = vec![(var, range)];
+        let mut inner = body;
+        while let [Stmt::For { var, range, body }] = inner {
+            chain.push((*var, *range));
+            inner = body;
+        }
+        let mut strides: Vec<Vec<i64>> = Vec::new();
+        for stmt in inner {
+            stmt.walk(&mut |s| self.strides_in(s, &chain, &mut strides));
+        }
+        // The longest prefix of the chain whose neighbours nest in every index.
+        let nests = |k: usize| {
+            strides.iter().all(|coefficients| {
+                coefficients[k - 1] == coefficients[k].saturating_mul(chain[k].1 as i64)
+            })
+        };
+        let length = (1..chain.len()).take_while(|&k| nests(k)).count() + 1;
+        if length < 2 {
+            return None;
+        }
+        chain.truncate(length);
+        let mut inner = body;
+        for _ in 1..length {
+            let [Stmt::For { body, .. }] = inner else {
+                unreachable!("the chain is a run of single loops");
+            };
+            inner = body;
+        }
+        Some((chain, inner))
+    }
+
+    /// For each index `stmt` evaluates itself, the flat step each of `chain`'s loops moves it by.
+    fn strides_in(&self, stmt: &Stmt, chain: &[Loop], strides: &mut Vec<Vec<i64>>) {
+        let flat = |index: &[Index], dims: &[usize]| -> Vec<i64> {
+            let mut steps = vec![0i64; chain.len()];
+            let mut stride = 1i64;
+            for (axis, dim) in index.iter().zip(dims).rev() {
+                for (c, v) in &axis.terms {
+                    if let Some(k) = chain.iter().position(|(var, _)| Var::Loop(*var) == *v) {
+                        steps[k] = steps[k].saturating_add(c.saturating_mul(stride));
+                    }
+                }
+                stride = stride.saturating_mul(*dim as i64);
+            }
+            steps
+        };
+        let dims = |node: &NodeId| {
+            self.routine
+                .nodes
+                .get(node)
+                .map(|n| n.buffer_dims())
+                .unwrap_or_default()
+        };
+        match stmt {
+            Stmt::Set { node, index, .. } => strides.push(flat(index, &dims(node))),
+            Stmt::SetVec { offset, .. } => strides.push(flat(std::slice::from_ref(offset), &[1])),
+            _ => {}
+        }
+        for value in stmt.values() {
+            scalar_strides(value, &mut |node, index| match node {
+                Some(node) => strides.push(flat(index, &dims(&node))),
+                None => strides.push(flat(index, &[1])),
+            });
+        }
+    }
+
+    /// Writes `chain` (loops from outermost, each holding only the next) as one loop over the
+    /// innermost variable, running over every cell of the chain, the outer variables 0: every
+    /// index then addresses what it did (see [`Writer::coalescible`]). Accesses are checked on
+    /// the nest as written first.
+    fn coalesced(
+        &mut self,
+        chain: &[Loop],
+        inner: &[Stmt],
+        out: &mut String,
+        depth: usize,
+    ) -> Result<(), CodegenError> {
+        for &(var, range) in chain {
+            self.loops.insert(var, range);
+        }
+        let checked = self.body(inner, &mut String::new(), depth + 1);
+        let (last, _) = *chain.last().expect("a chain of two or more");
+        let total = chain
+            .iter()
+            .map(|(_, range)| *range)
+            .fold(1usize, usize::saturating_mul);
+        let pad = "  ".repeat(depth);
+        if let Some(id) = checked
+            .as_ref()
+            .ok()
+            .and_then(|()| summed_local(inner, &self.locals))
+        {
+            writeln!(out, "{pad}#pragma omp simd reduction(+:{id})").expect("writing to a string");
+        }
+        writeln!(
+            out,
+            "{pad}for (int64_t {last} = 0; {last} < {total}; ++{last}) {{"
+        )
+        .expect("writing to a string");
+        for &(var, _) in &chain[..chain.len() - 1] {
+            writeln!(out, "{pad}  const int64_t {var} = 0;").expect("writing to a string");
+            self.loops.insert(var, 1);
+        }
+        self.loops.insert(last, total);
+        let checking = std::mem::replace(&mut self.checking, false);
+        let written = checked.and_then(|()| self.body(inner, out, depth + 1));
+        self.checking = checking;
+        for (var, _) in chain {
+            self.loops.remove(var);
+        }
+        written?;
+        writeln!(out, "{pad}}}").expect("writing to a string");
+        Ok(())
+    }
+
     fn body(&mut self, body: &[Stmt], out: &mut String, depth: usize) -> Result<(), CodegenError> {
         // A local lives until the end of the body that declares it.
         let outer = self.locals.clone();
@@ -664,6 +799,7 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
         routine,
         locals: HashMap::new(),
         loops: HashMap::new(),
+        checking: true,
     };
     for group in kernel_groups(routine) {
         let name = format!("rc_k{kernels}");
@@ -754,6 +890,28 @@ fn summed_local(body: &[Stmt], declared: &HashMap<LocalId, Precision>) -> Option
     });
     let float = matches!(declared.get(&id), Some(Precision::F32 | Precision::F64));
     (float && !others_read && !reads(term)).then_some(id)
+}
+
+/// A loop's variable and range.
+type Loop = (LoopVar, usize);
+
+/// Calls `visit` on every index `scalar` evaluates: a read's (with its node), an embedded one's.
+fn scalar_strides(scalar: &Scalar, visit: &mut impl FnMut(Option<NodeId>, &[Index])) {
+    match scalar {
+        Scalar::Const(_) | Scalar::Local(_) => {}
+        Scalar::Get(node, index) => visit(Some(*node), index),
+        Scalar::Embed(index) => visit(None, std::slice::from_ref(index)),
+        Scalar::Unop(_, a) => scalar_strides(a, visit),
+        Scalar::Binop(_, a, b) => {
+            scalar_strides(a, visit);
+            scalar_strides(b, visit);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            scalar_strides(a, visit);
+            scalar_strides(b, visit);
+            scalar_strides(c, visit);
+        }
+    }
 }
 
 fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
@@ -1037,5 +1195,87 @@ mod tests {
                 "{precision:?}: {source}"
             );
         }
+    }
+
+    /// The sum of a 4×8×2 node into one cell, read in order or with its last two axes swapped.
+    fn total(swapped: bool) -> Routine {
+        let at = |var: u32| Index::var(LoopVar(var), 0);
+        let (sum, x) = (LocalId(0), NodeId(0));
+        let read = if swapped {
+            vec![at(0), at(2), at(1)]
+        } else {
+            vec![at(0), at(1), at(2)]
+        };
+        let add = Scalar::Binop(
+            Binop::Add,
+            Box::new(Scalar::Local(sum)),
+            Box::new(Scalar::Get(x, read)),
+        );
+        let nest = [(0, 4), (1, 8), (2, 2)].iter().rev().fold(
+            vec![Stmt::SetLocal {
+                id: sum,
+                value: add,
+            }],
+            |body, &(var, range)| {
+                vec![Stmt::For {
+                    var: LoopVar(var),
+                    range,
+                    body,
+                }]
+            },
+        );
+        let body = [
+            vec![Stmt::Local {
+                id: sum,
+                precision: Precision::F32,
+                value: Scalar::Const(0.0),
+            }],
+            nest,
+            vec![Stmt::Set {
+                node: NodeId(1),
+                index: vec![Index::constant(0)],
+                value: Scalar::Local(sum),
+            }],
+        ]
+        .concat();
+        Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(
+                    0,
+                    "x",
+                    Precision::F32,
+                    if swapped { &[4, 2, 8] } else { &[4, 8, 2] },
+                ),
+                TensorNode::new(1, "s", Precision::F32, &[1]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body,
+        }
+    }
+
+    #[test]
+    fn loops_over_consecutive_cells_run_as_one() {
+        let source = generate(&total(false)).unwrap().source;
+        assert!(
+            source.contains(
+                "  #pragma omp simd reduction(+:v0)\n  for (int64_t l2 = 0; l2 < 64; ++l2) {\n    \
+                 const int64_t l0 = 0;\n    const int64_t l1 = 0;\n"
+            ),
+            "{source}"
+        );
+        // Read across its axes, the node is not consecutive over the loops: they stay apart.
+        let source = generate(&total(true)).unwrap().source;
+        assert!(
+            source.contains("for (int64_t l0 = 0; l0 < 4; ++l0)"),
+            "{source}"
+        );
+        assert!(
+            source.contains("for (int64_t l2 = 0; l2 < 2; ++l2)"),
+            "{source}"
+        );
     }
 }
