@@ -66,6 +66,19 @@ static void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t 
 static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rsb, int64_t csb, float *out) {
   for (int64_t j0 = 0; j0 < nc; j0 += NR) {
     int64_t cols = nc - j0 < NR ? nc - j0 : NR;
+    if (rsb == 1 && csb != 1) {
+      /* B's columns lie consecutively (a transposed operand): each is read along k and written
+         down the panel, rather than gathering one cell of every column per k. */
+      int64_t j = 0;
+      for (; j < cols; ++j) {
+        const float *column = b + (j0 + j) * csb;
+        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = column[p];
+      }
+      for (; j < NR; ++j)
+        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = 0;
+      out += kc * NR;
+      continue;
+    }
     for (int64_t p = 0; p < kc; ++p) {
       const float *row = b + p * rsb + j0 * csb;
       if (csb == 1 && cols == NR) {
