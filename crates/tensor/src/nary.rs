@@ -651,17 +651,31 @@ struct NumpySlot {
 }
 
 impl NumpySlot {
-    /// The slot in our notation, with `dots` standing where `...` does.
-    fn ours(&self, dots: &[String], is_result: bool) -> String {
-        let mut axes: Vec<String> = self.labels.iter().map(|c| c.to_string()).collect();
-        if let Some(at) = self.ellipsis {
-            axes.splice(at..at, dots.iter().cloned());
-        }
-        if axes.is_empty() && is_result {
-            // A scalar result: one output axis of one position.
-            "0".to_owned()
-        } else {
-            axes.join(", ")
+    /// The slot in our notation (axes of the output row), with `dots` standing where `...`
+    /// does: labels, or `None` for a row variable.
+    fn ours(&self, dots: Option<&[String]>, is_result: bool) -> SlotSpec {
+        let label = |c: &char| AxisSpec::label(c.to_string());
+        let row = match (self.ellipsis, dots) {
+            (Some(at), None) => RowSpec::open(
+                self.labels[..at].iter().map(label).collect(),
+                RowVar::Ellipsis,
+                self.labels[at..].iter().map(label).collect(),
+            ),
+            (at, dots) => {
+                let mut axes: Vec<AxisSpec> = self.labels.iter().map(label).collect();
+                if let (Some(at), Some(dots)) = (at, dots) {
+                    axes.splice(at..at, dots.iter().map(AxisSpec::label));
+                }
+                if axes.is_empty() && is_result {
+                    // A scalar result: one output axis of one position.
+                    axes.push(AxisSpec::Fixed { index: 0 });
+                }
+                RowSpec::closed(axes)
+            }
+        };
+        SlotSpec {
+            output: row,
+            ..SlotSpec::default()
         }
     }
 }
@@ -717,17 +731,19 @@ fn parse_numpy(spec: &str) -> Result<(Vec<NumpySlot>, NumpySlot), TensorError> {
     Ok((operands, result))
 }
 
-fn numpy_text(operands: &[NumpySlot], result: &NumpySlot, dots: &[Vec<String>]) -> String {
-    let rhs: Vec<String> = operands
-        .iter()
-        .zip(dots)
-        .map(|(slot, dots)| slot.ours(dots, false))
-        .collect();
-    format!(
-        "{} => {}",
-        rhs.join("; "),
-        result.ours(&dots[operands.len()], true)
-    )
+/// The translation, with `dots[k]` standing for the `...` of slot `k` (the result's last):
+/// labels, or `None` for a row variable. Printed canonically, so that multi-letter labels are
+/// read as such.
+fn numpy_text(operands: &[NumpySlot], result: &NumpySlot, dots: &[Option<Vec<String>>]) -> String {
+    EinsumSpec {
+        rhs: operands
+            .iter()
+            .zip(dots)
+            .map(|(slot, dots)| slot.ours(dots.as_deref(), false))
+            .collect(),
+        lhs: result.ours(dots[operands.len()].as_deref(), true),
+    }
+    .to_string()
 }
 
 /// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
@@ -736,7 +752,7 @@ fn numpy_text(operands: &[NumpySlot], result: &NumpySlot, dots: &[Vec<String>]) 
 /// `...` if any operand has it).
 pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
     let (operands, result) = parse_numpy(spec)?;
-    let dots = vec![vec!["...".to_owned()]; operands.len() + 1];
+    let dots = vec![None; operands.len() + 1];
     Ok(numpy_text(&operands, &result, &dots))
 }
 
@@ -793,23 +809,25 @@ pub fn numpy_to_ours_for(spec: &str, axes: &[Option<Vec<usize>>]) -> Result<Stri
             }
         }
     }
-    let mut dots: Vec<Vec<String>> = covered
+    let mut dots: Vec<Option<Vec<String>>> = covered
         .iter()
         .enumerate()
         .map(|(k, axes)| {
-            (0..axes.len())
-                .map(|j| {
-                    let p = rank - axes.len() + j;
-                    if axes[j] == 1 && broadcast[p] != 1 {
-                        format!("dots{p}x{k}")
-                    } else {
-                        format!("dots{p}")
-                    }
-                })
-                .collect()
+            Some(
+                (0..axes.len())
+                    .map(|j| {
+                        let p = rank - axes.len() + j;
+                        if axes[j] == 1 && broadcast[p] != 1 {
+                            format!("dots{p}x{k}")
+                        } else {
+                            format!("dots{p}")
+                        }
+                    })
+                    .collect(),
+            )
         })
         .collect();
-    dots.push((0..rank).map(|p| format!("dots{p}")).collect());
+    dots.push(Some((0..rank).map(|p| format!("dots{p}")).collect()));
     Ok(numpy_text(&operands, &result, &dots))
 }
 
@@ -840,6 +858,15 @@ mod tests {
         assert!(numpy_to_ours("i..j,jk").is_err());
         // An operand without labels is a scalar.
         assert_eq!(numpy_to_ours(",ij->ij").unwrap(), "; i, j => i, j");
+        // Spelled-out `...` labels are multi-letter names even where every slot has one axis.
+        let one_axis = numpy_to_ours_for("...,...->...", &[Some(vec![3]), Some(vec![3])]).unwrap();
+        let parsed = parse_einsum(&one_axis).unwrap();
+        assert!(
+            parsed
+                .slots()
+                .all(|(_, slot)| slot.row(Kind::Output).axes().count() == 1),
+            "{one_axis}"
+        );
     }
 
     #[test]
