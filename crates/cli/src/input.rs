@@ -149,4 +149,21 @@ mod tests {
         );
         assert!(message.ends_with("\n  2|3-4\n     ^"), "{message}");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any text after a form's prefix is read or refused without panicking, and what is read
+        /// has as many values as its shape has cells.
+        #[test]
+        fn any_form_text_is_read_or_refused(
+            prefix in proptest::sample::select(&["range:", "fill:", "values:"][..]),
+            // Single digits between other characters: sizes stay small enough to make.
+            rest in "([0-9][,:|>@ .e-]{1,2}){0,8}[0-9]?",
+        ) {
+            if let Ok(input) = read(&format!("{prefix}{rest}"), 1) {
+                proptest::prop_assert_eq!(Some(input.values.len()), input.shape.n_elements());
+            }
+        }
+    }
 }
