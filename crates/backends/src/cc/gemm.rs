@@ -381,8 +381,10 @@ pub(crate) struct Native {
 pub(crate) type Sdot = unsafe extern "C" fn(i64, *const f32, *const f32) -> f32;
 /// `rc_ddot`: the same in f64.
 pub(crate) type Ddot = unsafe extern "C" fn(i64, *const f64, *const f64) -> f64;
-/// `rc_sadd_scaled` and `rc_dadd_scaled`: `sums[i] += column[i]·scale` for `i` below the length.
-pub(crate) type AddScaled<T> = unsafe extern "C" fn(i64, *mut T, *const T, T);
+/// `rc_sadd_scaled` and `rc_dadd_scaled`: for `len` sums, `count` columns starting `stride`
+/// apart and their scales `scale_stride` apart, `sums[i] += column_j[i]·scale_j`, column by
+/// column.
+pub(crate) type AddScaled<T> = unsafe extern "C" fn(i64, i64, *mut T, *const T, i64, *const T, i64);
 
 /// The products at hand, and how many threads a product may use.
 #[derive(Clone, Copy)]
@@ -618,13 +620,23 @@ unsafe fn skinny<T: Element>(
     let stretch = |from: usize, to: usize| {
         if columns_first {
             let mut sums = vec![T::ZERO; to - from];
-            for j in 0..k {
-                // SAFETY: `j < k` and rows `from..to` lie inside the operands.
-                unsafe {
-                    let scale = *x.at(j, 0).start;
-                    let column = std::slice::from_raw_parts(matrix.at(from, j).start, to - from);
-                    add_scaled(&mut sums, column, scale, kernels.native);
-                }
+            // SAFETY: rows `from..to` of the `k` columns, and the `k` scales, lie inside the
+            // operands.
+            unsafe {
+                add_scaled(
+                    &mut sums,
+                    Columns {
+                        start: matrix.at(from, 0).start,
+                        stride: matrix.cs,
+                        count: k,
+                    },
+                    Columns {
+                        start: x.start,
+                        stride: x.rs,
+                        count: k,
+                    },
+                    kernels.native,
+                );
             }
             for (i, sum) in (from..to).zip(sums) {
                 store(i, sum);
@@ -657,36 +669,63 @@ const MIN_SPLIT_WORK: usize = 1 << 15;
 /// the widest vectors' worth, so that additions overlap.
 const LANES: usize = 32;
 
-/// `sums[i] += column[i]·scale`.
-fn add_scaled<T: Element>(sums: &mut [T], column: &[T], scale: T, native: Native) {
-    let len = sums.len().min(column.len());
+/// `count` vectors (columns of a matrix, or the cells of one) starting `stride` apart.
+struct Columns<T> {
+    start: *const T,
+    stride: isize,
+    count: usize,
+}
+
+/// `sums[i] += column_j[i]·scale_j` for each column `j` in order (`scales` holds one cell per
+/// column).
+///
+/// # Safety
+/// Every column holds `sums.len()` cells, and every scale lies inside its operand.
+unsafe fn add_scaled<T: Element>(
+    sums: &mut [T],
+    columns: Columns<T>,
+    scales: Columns<T>,
+    native: Native,
+) {
+    let (len, count) = (sums.len() as i64, columns.count as i64);
+    let (stride, scale_stride) = (columns.stride as i64, scales.stride as i64);
     let is = |id: TypeId| TypeId::of::<T>() == id;
-    // SAFETY: both slices hold `len` cells; `T` is the type each kernel takes.
+    // SAFETY: the caller's contract; `T` is the type each kernel takes.
     unsafe {
         match (native.sadd_scaled, native.dadd_scaled) {
             (Some(f), _) if is(TypeId::of::<f32>()) => {
-                let scale = *(&scale as *const T).cast::<f32>();
+                let (start, scale) = (columns.start.cast(), scales.start.cast());
                 return f(
-                    len as i64,
+                    len,
+                    count,
                     sums.as_mut_ptr().cast(),
-                    column.as_ptr().cast(),
+                    start,
+                    stride,
                     scale,
+                    scale_stride,
                 );
             }
             (_, Some(f)) if is(TypeId::of::<f64>()) => {
-                let scale = *(&scale as *const T).cast::<f64>();
+                let (start, scale) = (columns.start.cast(), scales.start.cast());
                 return f(
-                    len as i64,
+                    len,
+                    count,
                     sums.as_mut_ptr().cast(),
-                    column.as_ptr().cast(),
+                    start,
+                    stride,
                     scale,
+                    scale_stride,
                 );
             }
             _ => {}
         }
-    }
-    for (sum, a) in sums.iter_mut().zip(column) {
-        *sum = sum.add(a.mul(scale));
+        for j in 0..columns.count as isize {
+            let column = columns.start.offset(j * columns.stride);
+            let scale = *scales.start.offset(j * scales.stride);
+            for (i, sum) in sums.iter_mut().enumerate() {
+                *sum = sum.add((*column.add(i)).mul(scale));
+            }
+        }
     }
 }
 

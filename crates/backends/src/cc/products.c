@@ -31,10 +31,33 @@
 DOT(rc_sdot, float)
 DOT(rc_ddot, double)
 
-/* sums[i] += column[i] * scale, for products whose matrix runs down its columns. */
+/* sums[i] += column_j[i] * scales[j * scale_stride] for j = 0, 1, ..., count - 1 in that order,
+   column j starting at matrix + j * stride: the product of a matrix that runs down its columns.
+   Four columns at a time, each cell's running sum kept in a register between them, so the sums
+   are read and written a quarter as often; every cell still adds its terms in column order. */
 #define ADD_SCALED(name, type)                                                                  \
-  void name(int64_t len, type *restrict sums, const type *restrict column, type scale) {       \
-    for (int64_t i = 0; i < len; ++i) sums[i] += column[i] * scale;                             \
+  void name(int64_t len, int64_t count, type *restrict sums, const type *restrict matrix,       \
+            int64_t stride, const type *restrict scales, int64_t scale_stride) {               \
+    int64_t j = 0;                                                                              \
+    for (; j + 4 <= count; j += 4) {                                                            \
+      const type *c0 = matrix + j * stride, *c1 = c0 + stride, *c2 = c1 + stride,               \
+                 *c3 = c2 + stride;                                                             \
+      type s0 = scales[j * scale_stride], s1 = scales[(j + 1) * scale_stride],                  \
+           s2 = scales[(j + 2) * scale_stride], s3 = scales[(j + 3) * scale_stride];            \
+      for (int64_t i = 0; i < len; ++i) {                                                       \
+        type t = sums[i];                                                                       \
+        t += c0[i] * s0;                                                                        \
+        t += c1[i] * s1;                                                                        \
+        t += c2[i] * s2;                                                                        \
+        t += c3[i] * s3;                                                                        \
+        sums[i] = t;                                                                            \
+      }                                                                                         \
+    }                                                                                           \
+    for (; j < count; ++j) {                                                                    \
+      const type *c = matrix + j * stride;                                                      \
+      type scale = scales[j * scale_stride];                                                    \
+      for (int64_t i = 0; i < len; ++i) sums[i] += c[i] * scale;                                \
+    }                                                                                           \
   }
 
 ADD_SCALED(rc_sadd_scaled, float)
