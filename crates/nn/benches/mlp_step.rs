@@ -14,6 +14,9 @@
 //! `python3 -m pip install` when missing (one try each); without python3 or numpy our figures are
 //! printed alone, and without JAX its columns stay empty.
 
+#[path = "../../tensor/benches/support/python.rs"]
+mod python;
+
 use std::collections::{BTreeSet, HashMap};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -156,29 +159,6 @@ fn examples_per_second(engine: Engine, batch: usize, epochs: usize) -> Result<f6
     Ok(train(&mut ctx, epochs)?.examples_per_second)
 }
 
-/// Whether python3 imports `module`.
-fn imports(module: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .env("JAX_PLATFORMS", "cpu")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Whether python3 imports `module`, after one try at installing `package` when it does not.
-fn importable(module: &str, package: &str) -> bool {
-    if imports(module) {
-        return true;
-    }
-    eprintln!("{module} not found; installing it with python3 -m pip install --quiet {package}");
-    let _ = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", package])
-        .status();
-    imports(module)
-}
-
 /// One measurement: what the reference prints as `LIBRARY CASE VALUE`, keyed by library and case.
 type Figures = HashMap<(String, String), f64>;
 
@@ -203,14 +183,7 @@ fn reference_figures(cases: &[String], jax: bool) -> Figures {
             return Figures::new();
         }
     };
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        eprintln!(
-            "the reference script failed ({}): {}",
-            output.status,
-            stderr.lines().last().unwrap_or("no message")
-        );
-    }
+    python::report_failure(&output);
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| {
@@ -278,8 +251,8 @@ fn show_ratio(r: f64) -> String {
 }
 
 fn main() -> Result<(), TensorError> {
-    let numpy = importable("numpy", "numpy");
-    let jax = numpy && importable("jax", "jax[cpu]");
+    let numpy = python::importable("numpy", "numpy");
+    let jax = numpy && python::importable("jax", "jax[cpu]");
     if !numpy {
         eprintln!("no numpy reference: printing our figures alone");
     } else if !jax {

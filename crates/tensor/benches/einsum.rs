@@ -18,6 +18,9 @@
 //! figures are printed alone; without opt_einsum the cost columns stay empty. Run with
 //! `cargo bench -p rcannl-tensor --bench einsum` (`-- NAME...` for some expressions only).
 
+#[path = "support/python.rs"]
+mod python;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -233,28 +236,6 @@ fn threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Whether python3 imports `module`.
-fn imports(module: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Whether python3 imports `module`, after one try at installing `package` when it does not.
-fn importable(module: &str, package: &str) -> bool {
-    if imports(module) {
-        return true;
-    }
-    eprintln!("{module} not found; installing it with python3 -m pip install --quiet {package}");
-    let _ = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", package])
-        .status();
-    imports(module)
-}
-
 /// The script's output lines, split into fields, for `lines` (one expression each) and `flags`.
 fn reference(lines: &str, flags: &[&str]) -> Vec<Vec<String>> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/einsum_reference.py");
@@ -282,14 +263,7 @@ fn reference(lines: &str, flags: &[&str]) -> Vec<Vec<String>> {
         eprintln!("the reference script did not finish");
         return Vec::new();
     };
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        eprintln!(
-            "the reference script failed ({}): {}",
-            output.status,
-            stderr.lines().last().unwrap_or("no message")
-        );
-    }
+    python::report_failure(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     for line in stdout.lines().filter(|l| l.starts_with("error ")) {
         eprintln!("reference: {line}");
@@ -324,8 +298,8 @@ fn main() {
         .filter(|e| chosen.is_empty() || chosen.iter().any(|c| c == e.name))
         .collect();
 
-    let numpy = importable("numpy", "numpy");
-    let opt_einsum = numpy && importable("opt_einsum", "opt_einsum");
+    let numpy = python::importable("numpy", "numpy");
+    let opt_einsum = numpy && python::importable("opt_einsum", "opt_einsum");
     if !numpy {
         eprintln!("no numpy reference: printing our figures alone");
     } else if !opt_einsum {
