@@ -136,6 +136,14 @@ trait Element: Copy + Send + Sync + 'static {
     const SKINNY: bool;
     fn add(self, other: Self) -> Self;
     fn mul(self, other: Self) -> Self;
+    /// This type's dot product in `products.c`, if it has one and it was built.
+    fn native_dot(_: &Native) -> Option<Dot<Self>> {
+        None
+    }
+    /// This type's scaled-column sums in `products.c`, if it has them and they were built.
+    fn native_add_scaled(_: &Native) -> Option<AddScaled<Self>> {
+        None
+    }
 }
 
 impl Element for f32 {
@@ -148,6 +156,12 @@ impl Element for f32 {
     fn mul(self, other: f32) -> f32 {
         self * other
     }
+    fn native_dot(native: &Native) -> Option<Dot<f32>> {
+        native.sdot
+    }
+    fn native_add_scaled(native: &Native) -> Option<AddScaled<f32>> {
+        native.sadd_scaled
+    }
 }
 
 impl Element for f64 {
@@ -159,6 +173,12 @@ impl Element for f64 {
     }
     fn mul(self, other: f64) -> f64 {
         self * other
+    }
+    fn native_dot(native: &Native) -> Option<Dot<f64>> {
+        native.ddot
+    }
+    fn native_add_scaled(native: &Native) -> Option<AddScaled<f64>> {
+        native.dadd_scaled
     }
 }
 
@@ -371,16 +391,15 @@ pub(crate) type Sgemm = unsafe extern "C" fn(
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Native {
     pub(crate) sgemm: Option<Sgemm>,
-    pub(crate) sdot: Option<Sdot>,
-    pub(crate) ddot: Option<Ddot>,
+    pub(crate) sdot: Option<Dot<f32>>,
+    pub(crate) ddot: Option<Dot<f64>>,
     pub(crate) sadd_scaled: Option<AddScaled<f32>>,
     pub(crate) dadd_scaled: Option<AddScaled<f64>>,
 }
 
-/// `rc_sdot` of `products.c`: the dot product of two contiguous f32 vectors of the given length.
-pub(crate) type Sdot = unsafe extern "C" fn(i64, *const f32, *const f32) -> f32;
-/// `rc_ddot`: the same in f64.
-pub(crate) type Ddot = unsafe extern "C" fn(i64, *const f64, *const f64) -> f64;
+/// `rc_sdot` and `rc_ddot` of `products.c`: the dot product of two contiguous vectors of the
+/// given length.
+pub(crate) type Dot<T> = unsafe extern "C" fn(i64, *const T, *const T) -> T;
 /// `rc_sadd_scaled` and `rc_dadd_scaled`: for `len` sums, `count` columns starting `stride`
 /// apart and their scales `scale_stride` apart, `sums[i] += column_j[i]·scale_j`, column by
 /// column.
@@ -689,35 +708,19 @@ unsafe fn add_scaled<T: Element>(
 ) {
     let (len, count) = (sums.len() as i64, columns.count as i64);
     let (stride, scale_stride) = (columns.stride as i64, scales.stride as i64);
-    let is = |id: TypeId| TypeId::of::<T>() == id;
-    // SAFETY: the caller's contract; `T` is the type each kernel takes.
+    // SAFETY: the caller's contract.
     unsafe {
-        match (native.sadd_scaled, native.dadd_scaled) {
-            (Some(f), _) if is(TypeId::of::<f32>()) => {
-                let (start, scale) = (columns.start.cast(), scales.start.cast());
-                return f(
-                    len,
-                    count,
-                    sums.as_mut_ptr().cast(),
-                    start,
-                    stride,
-                    scale,
-                    scale_stride,
-                );
-            }
-            (_, Some(f)) if is(TypeId::of::<f64>()) => {
-                let (start, scale) = (columns.start.cast(), scales.start.cast());
-                return f(
-                    len,
-                    count,
-                    sums.as_mut_ptr().cast(),
-                    start,
-                    stride,
-                    scale,
-                    scale_stride,
-                );
-            }
-            _ => {}
+        if let Some(kernel) = T::native_add_scaled(&native) {
+            let sums = sums.as_mut_ptr();
+            return kernel(
+                len,
+                count,
+                sums,
+                columns.start,
+                stride,
+                scales.start,
+                scale_stride,
+            );
         }
         for j in 0..columns.count as isize {
             let column = columns.start.offset(j * columns.stride);
@@ -735,20 +738,9 @@ unsafe fn add_scaled<T: Element>(
 /// Both must address `len` valid cells.
 unsafe fn dot<T: Element>(len: usize, a: Matrix<T>, b: Matrix<T>, native: Native) -> T {
     if a.cs == 1 && b.rs == 1 {
-        let is = |id: TypeId| TypeId::of::<T>() == id;
-        // SAFETY: the caller's contract; `T` is the type each kernel takes.
-        unsafe {
-            match (native.sdot, native.ddot) {
-                (Some(sdot), _) if is(TypeId::of::<f32>()) => {
-                    let sum = sdot(len as i64, a.start.cast(), b.start.cast());
-                    return *(&sum as *const f32).cast::<T>();
-                }
-                (_, Some(ddot)) if is(TypeId::of::<f64>()) => {
-                    let sum = ddot(len as i64, a.start.cast(), b.start.cast());
-                    return *(&sum as *const f64).cast::<T>();
-                }
-                _ => {}
-            }
+        if let Some(kernel) = T::native_dot(&native) {
+            // SAFETY: the caller's contract.
+            return unsafe { kernel(len as i64, a.start, b.start) };
         }
         // SAFETY: the caller's contract.
         let (a, b) = unsafe {

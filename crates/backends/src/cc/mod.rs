@@ -166,12 +166,12 @@ impl Compiler {
                 sgemm,
                 sdot: Some(
                     *library
-                        .get::<gemm::Sdot>(b"rc_sdot")
+                        .get::<gemm::Dot<f32>>(b"rc_sdot")
                         .map_err(|e| missing("rc_sdot", e))?,
                 ),
                 ddot: Some(
                     *library
-                        .get::<gemm::Ddot>(b"rc_ddot")
+                        .get::<gemm::Dot<f64>>(b"rc_ddot")
                         .map_err(|e| missing("rc_ddot", e))?,
                 ),
                 sadd_scaled: Some(
