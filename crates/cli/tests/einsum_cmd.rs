@@ -1,25 +1,13 @@
 //! End-to-end tests of `rcannl einsum`: run the built binary and compare its JSON output exactly
 //! with values computed here, independently, on both backends.
 
+mod common;
+
+use common::{rcannl, stderr, stdout};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-
-fn rcannl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rcannl"))
-        .args(args)
-        .output()
-        .expect("the rcannl binary runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
-}
 
 /// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
 fn run_on(backend: &str, args: &[&str]) -> Value {

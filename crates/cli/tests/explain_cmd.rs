@@ -1,13 +1,8 @@
 //! End-to-end tests of `rcannl explain`: run the built binary and check the parts of its report.
 
-use std::process::{Command, Output};
+mod common;
 
-fn rcannl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rcannl"))
-        .args(args)
-        .output()
-        .expect("the rcannl binary runs")
-}
+use common::rcannl;
 
 /// Runs `rcannl explain ARGS`, expects success, and returns stdout.
 fn explain(args: &[&str]) -> String {

@@ -1,24 +1,11 @@
 //! End-to-end tests of `rcannl parse`: run the built binary and check its stdout, stderr and exit
 //! status. JSON output is checked through parsed values; one snapshot pins the human layout.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::{rcannl, stderr, stdout};
 
 use serde_json::{Value, json};
-
-fn rcannl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rcannl"))
-        .args(args)
-        .output()
-        .expect("the rcannl binary runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
-}
 
 /// Runs `rcannl parse SPEC`, expects success, and returns stdout.
 fn parse_text(spec: &str) -> String {
