@@ -408,13 +408,10 @@ impl Writer<'_> {
     fn stmt(&mut self, stmt: &Stmt, out: &mut String, depth: usize) -> Result<(), CodegenError> {
         let pad = "  ".repeat(depth);
         match stmt {
-            Stmt::For { var, range, body } if self.coalescible(*var, *range, body).is_some() => {
-                let (chain, inner) = self
-                    .coalescible(*var, *range, body)
-                    .expect("checked by the guard");
-                self.coalesced(&chain, inner, out, depth)?;
-            }
             Stmt::For { var, range, body } => {
+                if let Some((chain, inner)) = self.coalescible(*var, *range, body) {
+                    return self.coalesced(&chain, inner, out, depth);
+                }
                 if let Some(id) = summed_local(body, &self.locals) {
                     writeln!(out, "{pad}#pragma omp simd reduction(+:{id})")
                         .expect("writing to a string");
@@ -565,6 +562,9 @@ impl Writer<'_> {
         while let [Stmt::For { var, range, body }] = inner {
             chain.push((*var, *range));
             inner = body;
+        }
+        if chain.len() < 2 {
+            return None;
         }
         let mut strides: Vec<Vec<i64>> = Vec::new();
         for stmt in inner {
