@@ -425,6 +425,20 @@ impl Tensor {
     }
 }
 
+/// The items only operand `i` has and the result lacks (`items` holds every operand's, then the
+/// result's), which are summed out of it before the path; none for a lone operand.
+fn alone_in(items: &[Vec<String>], i: usize) -> BTreeSet<String> {
+    let n = items.len() - 1;
+    if n < 2 {
+        return BTreeSet::new();
+    }
+    items[i]
+        .iter()
+        .filter(|l| !items[n].contains(l) && (0..n).all(|j| j == i || !items[j].contains(l)))
+        .cloned()
+        .collect()
+}
+
 /// The parsed spec, each operand's items (and the result's, last), and the path.
 fn plan(
     spec: &str,
@@ -457,15 +471,11 @@ fn plan(
     let sets: Vec<BTreeSet<String>> = (0..n)
         .map(|i| {
             let all: BTreeSet<String> = labels[i].iter().cloned().collect();
-            let alone = |l: &String| {
-                !result.contains(l) && (0..n).all(|j| j == i || !labels[j].contains(l))
-            };
-            if n > 1 && all.iter().any(alone) {
+            let alone = alone_in(&labels, i);
+            if !alone.is_empty() {
                 presum += points(all.iter(), &sizes);
-                all.iter().filter(|l| !alone(l)).cloned().collect()
-            } else {
-                all
             }
+            all.difference(&alone).cloned().collect()
         })
         .collect();
     if options.search == Search::Optimal && n > OPTIMAL_UP_TO {
@@ -584,18 +594,13 @@ fn contract(
     let mut pending: Vec<(Tensor, SlotSpec, Vec<String>)> = Vec::new();
     for i in 0..n {
         let slot = with_named_rows(&parsed.rhs[i]);
-        let alone: Vec<&String> = labels[i]
-            .iter()
-            .filter(|l| {
-                !result_labels.contains(*l) && (0..n).all(|j| j == i || !labels[j].contains(*l))
-            })
-            .collect();
+        let alone = alone_in(labels, i);
         if alone.is_empty() {
             pending.push((operands[i].clone(), slot, labels[i].clone()));
         } else {
             let mut keep: Vec<String> = Vec::new();
             for l in &labels[i] {
-                if !alone.contains(&l) && !keep.contains(l) {
+                if !alone.contains(l) && !keep.contains(l) {
                     keep.push(l.clone());
                 }
             }
