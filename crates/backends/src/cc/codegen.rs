@@ -377,7 +377,8 @@ impl Writer<'_> {
             Scalar::Ternop(Ternop::Where, condition, then, otherwise) => {
                 let condition = self.expr(condition, Precision::F64)?;
                 format!(
-                    "(({condition}) != 0 ? {} : {})",
+                    "{}(({condition}) != 0, {}, {})",
+                    select(precision),
                     self.expr(then, precision)?,
                     self.expr(otherwise, precision)?
                 )
@@ -700,7 +701,7 @@ fn float_unop(op: Unop, x: &str, ty: &str, double: bool) -> String {
     match op {
         Unop::Identity => x.to_owned(),
         Unop::Neg => format!("(-{x})"),
-        Unop::Relu => format!("({x} > 0 ? {x} : ({ty})0)"),
+        Unop::Relu => format!("rc_relu{f}({x})"),
         Unop::Sat01 => format!("fmin{f}(fmax{f}({x}, ({ty})0), ({ty})1)"),
         Unop::Exp => math("exp"),
         Unop::Log => math("log"),
@@ -724,14 +725,24 @@ fn int_unop(op: Unop, x: &str) -> String {
     match op {
         Unop::Identity | Unop::Trunc => x.to_owned(),
         Unop::Neg => format!("rc_isub(0, {x})"),
-        Unop::Relu => format!("({x} > 0 ? {x} : 0)"),
-        Unop::Sat01 => format!("({x} < 0 ? 0 : ({x} > 1 ? 1 : {x}))"),
+        Unop::Relu => format!("rc_irelu({x})"),
+        Unop::Sat01 => format!("rc_isat01({x})"),
         Unop::Not => format!("(int64_t)({x} == 0)"),
         // No integer meaning: computed on doubles and truncated.
         other => format!(
             "rc_f2i({})",
             float_unop(other, &format!("(double)({x})"), "double", true)
         ),
+    }
+}
+
+/// The prelude's blend `c ? a : b` for values of `compute_type(precision)`.
+fn select(precision: Precision) -> &'static str {
+    match compute_type(precision) {
+        "float" => "rc_selectf",
+        "double" => "rc_select",
+        "rc_word" => "rc_wselect",
+        _ => "rc_iselect",
     }
 }
 
@@ -746,10 +757,10 @@ fn float_binop(op: Binop, a: &str, b: &str, ty: &str, double: bool) -> String {
         Binop::Pow => format!("(float)pow((double)({a}), (double)({b}))"),
         Binop::Max => format!("fmax{f}({a}, {b})"),
         Binop::Min => format!("fmin{f}({a}, {b})"),
-        Binop::ReluGate => format!("({a} > 0 ? {b} : ({ty})0)"),
-        Binop::Sat01Gate => format!("({a} > 0 && {a} < 1 ? {b} : ({ty})0)"),
-        Binop::Or => format!("({ty})({a} != 0 || {b} != 0)"),
-        Binop::And => format!("({ty})({a} != 0 && {b} != 0)"),
+        Binop::ReluGate => format!("rc_relu_gate{f}({a}, {b})"),
+        Binop::Sat01Gate => format!("rc_sat01_gate{f}({a}, {b})"),
+        Binop::Or => format!("({ty})(({a} != 0) | ({b} != 0))"),
+        Binop::And => format!("({ty})(({a} != 0) & ({b} != 0))"),
         Binop::Lt => format!("({ty})({a} < {b})"),
         Binop::Eq => format!("({ty})({a} == {b})"),
         Binop::Ne => format!("({ty})({a} != {b})"),
@@ -767,12 +778,13 @@ fn int_binop(op: Binop, a: &str, b: &str) -> String {
         Binop::Mul => format!("rc_imul({a}, {b})"),
         Binop::Div => format!("rc_idiv({a}, {b})"),
         Binop::Pow => format!("rc_ipow({a}, {b})"),
-        Binop::Max => format!("({a} > {b} ? {a} : {b})"),
-        Binop::Min => format!("({a} < {b} ? {a} : {b})"),
-        Binop::ReluGate => format!("({a} > 0 ? {b} : 0)"),
+        Binop::Max => format!("rc_imax({a}, {b})"),
+        Binop::Min => format!("rc_imin({a}, {b})"),
+        Binop::ReluGate => format!("rc_irelu_gate({a}, {b})"),
+        // No integer lies strictly between 0 and 1.
         Binop::Sat01Gate => "(int64_t)0".to_owned(),
-        Binop::Or => format!("(int64_t)({a} != 0 || {b} != 0)"),
-        Binop::And => format!("(int64_t)({a} != 0 && {b} != 0)"),
+        Binop::Or => format!("(int64_t)(({a} != 0) | ({b} != 0))"),
+        Binop::And => format!("(int64_t)(({a} != 0) & ({b} != 0))"),
         Binop::Lt => format!("(int64_t)({a} < {b})"),
         Binop::Eq => format!("(int64_t)({a} == {b})"),
         Binop::Ne => format!("(int64_t)({a} != {b})"),

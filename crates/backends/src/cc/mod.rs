@@ -5,6 +5,9 @@
 
 pub mod codegen;
 mod gemm;
+mod target;
+
+pub use target::{Target, cpu_extensions, cpu_levels};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -54,27 +57,34 @@ impl crate::backend::Executable for CompiledRoutine {
     }
 }
 
-/// The flags every routine is compiled with: optimized for this machine, math functions that
-/// need not set `errno` (so that they vectorize), `#pragma omp simd` obeyed (sums the generated
-/// code marks as free to reorder; no OpenMP runtime), position-independent for loading.
-const FLAGS: [&str; 6] = [
-    "-O3",
-    "-march=native",
+/// The optimization and target flags routines are compiled with unless `$RCANNL_CFLAGS` or
+/// [`Compiler::with_flags`] says otherwise: optimized for this machine.
+pub const DEFAULT_FLAGS: [&str; 2] = ["-O3", "-march=native"];
+
+/// The flags every routine is compiled with, whatever the target: math functions that need not
+/// set `errno` (so that they vectorize), no contraction of a product and a sum into one fused
+/// multiply-add (which some targets have and others lack, and which compilers apply by
+/// different rules: it would make results depend on both), `#pragma omp simd` obeyed (sums the
+/// generated code marks as free to reorder; no OpenMP runtime), position-independent for loading.
+const REQUIRED_FLAGS: [&str; 5] = [
     "-fno-math-errno",
+    "-ffp-contract=off",
     "-fopenmp-simd",
     "-shared",
     "-fPIC",
 ];
 
-/// A C compiler and the folder compiled routines are cached in.
+/// A C compiler, the flags it compiles routines with, and the folder they are cached in.
 #[derive(Debug, Clone)]
 pub struct Compiler {
     command: String,
+    flags: Vec<String>,
     cache_dir: PathBuf,
 }
 
 impl Compiler {
-    /// `$CC`, else `cc`, if it runs; compiled routines cached in `$RCANNL_CACHE_DIR`, else
+    /// `$CC`, else `cc`, if it runs; flags from `$RCANNL_CFLAGS` (split at whitespace), else
+    /// [`DEFAULT_FLAGS`]; compiled routines cached in `$RCANNL_CACHE_DIR`, else
     /// `$XDG_CACHE_HOME/rcannl`, else `~/.cache/rcannl`, else the system's temporary folder.
     pub fn find() -> Option<Compiler> {
         let command = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
@@ -82,8 +92,15 @@ impl Compiler {
             .arg("--version")
             .output()
             .is_ok_and(|out| out.status.success());
+        let flags = match std::env::var("RCANNL_CFLAGS") {
+            Ok(flags) if !flags.trim().is_empty() => {
+                flags.split_whitespace().map(str::to_owned).collect()
+            }
+            _ => DEFAULT_FLAGS.map(str::to_owned).to_vec(),
+        };
         runs.then(|| Compiler {
             command,
+            flags,
             cache_dir: default_cache_dir(),
         })
     }
@@ -94,8 +111,52 @@ impl Compiler {
         self
     }
 
+    /// The same compiler with other optimization and target flags in place of
+    /// [`DEFAULT_FLAGS`] or `$RCANNL_CFLAGS` (`["-O2", "-march=x86-64-v3"]`, say). The flags every
+    /// build needs are added anyway.
+    pub fn with_flags<S: AsRef<str>>(mut self, flags: &[S]) -> Compiler {
+        self.flags = flags.iter().map(|f| f.as_ref().to_owned()).collect();
+        self
+    }
+
+    /// The optimization and target flags.
+    pub fn flags(&self) -> &[String] {
+        &self.flags
+    }
+
+    /// The compiler command.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// What code this compiler makes with these flags (asked of the compiler once per process).
+    /// An error if the compiler rejects the flags.
+    pub fn target(&self) -> Result<Target, CompileError> {
+        target::query(&self.command, &self.flags, &REQUIRED_FLAGS).map_err(compile_error)
+    }
+
+    /// The target, checked against this CPU: an error naming the extensions the flags enable
+    /// and the CPU lacks, whose code would stop on an illegal instruction.
+    fn runnable_target(&self) -> Result<Target, CompileError> {
+        let target = self.target()?;
+        let missing = target.missing_on_this_cpu();
+        if !missing.is_empty() {
+            return Err(compile_error(format!(
+                "{} with {} generates instructions this CPU lacks ({}): the code would stop \
+                 on an illegal instruction; choose other flags (RCANNL_CFLAGS), such as \
+                 -march={}",
+                self.command,
+                self.flags.join(" "),
+                missing.join(" "),
+                target::cpu_levels().last().copied().unwrap_or("native")
+            )));
+        }
+        Ok(target)
+    }
+
     /// Compiles `routine` (or loads it from the cache).
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
+        self.runnable_target()?;
         let generated = generate(routine)?;
         let (library_path, from_cache) = self.cached_library(&generated.source)?;
         // SAFETY: the library is one this compiler built from generated code; loading it runs no
@@ -196,7 +257,8 @@ impl Compiler {
             "{:016x}",
             fnv1a(&[
                 self.command.as_bytes(),
-                FLAGS.join(" ").as_bytes(),
+                self.flags.join(" ").as_bytes(),
+                REQUIRED_FLAGS.join(" ").as_bytes(),
                 source.as_bytes()
             ])
         );
@@ -229,7 +291,8 @@ impl Compiler {
         std::fs::write(&c_path, source)
             .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
         let output = Command::new(&self.command)
-            .args(FLAGS)
+            .args(&self.flags)
+            .args(REQUIRED_FLAGS)
             .arg("-o")
             .arg(&partial)
             .arg(&c_path)

@@ -1,11 +1,61 @@
-/* The definitions every generated routine starts with: the 128-bit word, conversions between
-   precisions with the same rounding as the interpreter, Threefry-4x32-20, and random bits as
-   uniform values. */
+/* The definitions every generated routine starts with: the 128-bit word, choices between values,
+   conversions between precisions with the same rounding as the interpreter, Threefry-4x32-20, and
+   random bits as uniform values.
+
+   No helper here reads memory, and none branches on anything but values every path has already
+   computed: a choice between two values is a blend of their bits (rc_select and kin), never
+   `?:` on them. So a generated expression, whose every read is an argument, reads everything
+   unconditionally, and a vectorizer has no conditional read to turn into masked loads (which gcc
+   12 gets wrong for AVX2 in some nests). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 typedef struct { uint32_t w[4]; } rc_word;
+
+/* `c ? a : b` for values of each compute type, as a blend of bits: no branch, no conditional
+   read, whatever the compiler makes of it. */
+static inline int64_t rc_iselect(int64_t c, int64_t a, int64_t b) {
+  uint64_t m = (uint64_t)0 - (uint64_t)(c != 0);
+  return (int64_t)(((uint64_t)a & m) | ((uint64_t)b & ~m));
+}
+static inline double rc_select(int64_t c, double a, double b) {
+  uint64_t x, y, m = (uint64_t)0 - (uint64_t)(c != 0);
+  memcpy(&x, &a, 8);
+  memcpy(&y, &b, 8);
+  x = (x & m) | (y & ~m);
+  double r;
+  memcpy(&r, &x, 8);
+  return r;
+}
+static inline float rc_selectf(int64_t c, float a, float b) {
+  uint32_t x, y, m = (uint32_t)0 - (uint32_t)(c != 0);
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  x = (x & m) | (y & ~m);
+  float r;
+  memcpy(&r, &x, 4);
+  return r;
+}
+static inline rc_word rc_wselect(int64_t c, rc_word a, rc_word b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)(c != 0);
+  rc_word r;
+  for (int i = 0; i < 4; ++i) r.w[i] = (a.w[i] & m) | (b.w[i] & ~m);
+  return r;
+}
+
+/* The operations whose meaning is a choice, each argument computed once by the caller. */
+static inline double rc_relu(double x) { return rc_select(x > 0, x, 0.0); }
+static inline float rc_reluf(float x) { return rc_selectf(x > 0, x, 0.0f); }
+static inline int64_t rc_irelu(int64_t x) { return rc_iselect(x > 0, x, 0); }
+static inline double rc_relu_gate(double a, double b) { return rc_select(a > 0, b, 0.0); }
+static inline float rc_relu_gatef(float a, float b) { return rc_selectf(a > 0, b, 0.0f); }
+static inline int64_t rc_irelu_gate(int64_t a, int64_t b) { return rc_iselect(a > 0, b, 0); }
+static inline double rc_sat01_gate(double a, double b) { return rc_select((a > 0) & (a < 1), b, 0.0); }
+static inline float rc_sat01_gatef(float a, float b) { return rc_selectf((a > 0) & (a < 1), b, 0.0f); }
+static inline int64_t rc_imax(int64_t a, int64_t b) { return rc_iselect(a > b, a, b); }
+static inline int64_t rc_imin(int64_t a, int64_t b) { return rc_iselect(a < b, a, b); }
+static inline int64_t rc_isat01(int64_t x) { return rc_iselect(x < 0, 0, rc_iselect(x > 1, 1, x)); }
 
 static inline float rc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
@@ -60,7 +110,8 @@ static inline uint16_t rc_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
-/* Floats into integers truncate toward zero and saturate; NaN is 0. */
+/* Floats into integers truncate toward zero and saturate; NaN is 0. (Branches on the value every
+   path reads: C's conversion of an out-of-range float is undefined, so it must not run.) */
 static inline int64_t rc_f2i(double x) {
   if (x != x) return 0;
   if (x >= 9223372036854775807.0) return INT64_MAX;
@@ -71,16 +122,18 @@ static inline int64_t rc_f2i(double x) {
 static inline int64_t rc_iadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t rc_isub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static inline int64_t rc_imul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-/* Compiled code does not trap: an integer division or remainder by zero gives 0. */
+/* Compiled code does not trap: an integer division or remainder by zero gives 0. The divisor is
+   made safe first and the special cases chosen after, so no branch skips a computed value. */
 static inline int64_t rc_idiv(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return (int64_t)(0 - (uint64_t)a);
-  return a / b;
+  int64_t special = (b == 0) | (b == -1);
+  int64_t q = a / rc_iselect(special, 1, b);
+  return rc_iselect(b == 0, 0, rc_iselect(b == -1, (int64_t)(0 - (uint64_t)a), q));
 }
 static inline int64_t rc_imod(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
-  int64_t r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  int64_t special = (b == 0) | (b == -1);
+  int64_t r = a % rc_iselect(special, 1, b);
+  r = rc_iselect((r != 0) & ((r < 0) != (b < 0)), r + b, r);
+  return rc_iselect(special, 0, r);
 }
 static inline int64_t rc_ipow(int64_t a, int64_t b) {
   if (b < 0) return rc_f2i(pow((double)a, (double)b));
@@ -94,11 +147,11 @@ static inline int64_t rc_ipow(int64_t a, int64_t b) {
 }
 static inline double rc_fmod(double a, double b) {
   double r = fmod(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  return rc_select((r != 0) & ((r < 0) != (b < 0)), r + b, r);
 }
 static inline float rc_fmodf(float a, float b) {
   float r = fmodf(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  return rc_selectf((r != 0) & ((r < 0) != (b < 0)), r + b, r);
 }
 
 static inline rc_word rc_word_bits(uint32_t u) {

@@ -1,0 +1,259 @@
+//! The rules the C generator follows so that results do not depend on the compiler or the
+//! target, checked on the kernels that broke them: ReLU gradients whose gate selected a read
+//! (gcc 12 vectorized the selected read for AVX2 with masked loads under the wrong mask), run
+//! for every x86-64 level this CPU has, with exact comparison against the interpreter; and the
+//! generated source itself, which must hold no conditional construct.
+
+use std::collections::HashMap;
+
+use rcannl_backends::Buffers;
+use rcannl_backends::cc::{Compiler, cpu_levels};
+use rcannl_backends::interpreter::run_routine;
+use rcannl_ir::{
+    Binop, Index, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, TensorNode, Ternop,
+    Unop,
+};
+
+fn at(var: u32) -> Index {
+    Index::var(LoopVar(var), 0)
+}
+
+fn get(node: u32, index: Vec<Index>) -> Box<Scalar> {
+    Box::new(Scalar::Get(NodeId(node), index))
+}
+
+/// `body` inside loops of the given ranges, `l0` outermost.
+fn nest(ranges: &[usize], body: Vec<Stmt>) -> Vec<Stmt> {
+    ranges
+        .iter()
+        .enumerate()
+        .rev()
+        .fold(body, |body, (var, &range)| {
+            vec![Stmt::For {
+                var: LoopVar(var as u32),
+                range,
+                body,
+            }]
+        })
+}
+
+fn routine(nodes: Vec<TensorNode>, body: Vec<Stmt>) -> Routine {
+    Routine {
+        name: "rule".to_owned(),
+        nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
+        statics: Default::default(),
+        body,
+    }
+}
+
+/// The backward kernel of `relu` on a 2×3 input: `g[i,j] += x[i,j] > 0 ? up[i,j] : 0`.
+fn relu_backward() -> Routine {
+    let index = || vec![at(0), at(1)];
+    let value = Scalar::Binop(
+        Binop::Add,
+        get(1, index()),
+        Box::new(Scalar::Binop(
+            Binop::ReluGate,
+            get(0, index()),
+            get(3, index()),
+        )),
+    );
+    routine(
+        vec![
+            TensorNode::new(0, "x", Precision::F64, &[2, 3]),
+            TensorNode::new(1, "x.grad", Precision::F64, &[2, 3]),
+            TensorNode::new(3, "y.grad", Precision::F64, &[2, 3]),
+        ],
+        nest(
+            &[2, 3],
+            vec![Stmt::Set {
+                node: NodeId(1),
+                index: index(),
+                value,
+            }],
+        ),
+    )
+}
+
+/// The transformer block's failing kernel: a dense layer's bias added again in the backward
+/// pass to gate the gradient, `v = h[a,b,c] + bias[c]; g[a,b,c] += v > 0 ? up[a,b,c] : 0`,
+/// the bias in f32.
+fn biased_relu_backward() -> Routine {
+    let index = || vec![at(0), at(1), at(2)];
+    let sum = LocalId(0);
+    let gated = Scalar::Binop(
+        Binop::Add,
+        get(2, index()),
+        Box::new(Scalar::Binop(
+            Binop::ReluGate,
+            Box::new(Scalar::Local(sum)),
+            get(3, index()),
+        )),
+    );
+    routine(
+        vec![
+            TensorNode::new(0, "h", Precision::F64, &[2, 3, 8]),
+            TensorNode::new(1, "bias", Precision::F32, &[8]),
+            TensorNode::new(2, "h.grad", Precision::F64, &[2, 3, 8]),
+            TensorNode::new(3, "up", Precision::F64, &[2, 3, 8]),
+        ],
+        nest(
+            &[2, 3, 8],
+            vec![
+                Stmt::Local {
+                    id: sum,
+                    precision: Precision::F64,
+                    value: Scalar::Binop(Binop::Add, get(0, index()), get(1, vec![at(2)])),
+                },
+                Stmt::Set {
+                    node: NodeId(2),
+                    index: index(),
+                    value: gated,
+                },
+            ],
+        ),
+    )
+}
+
+/// Runs `routine` compiled with each target's flags and on the interpreter, from the inputs
+/// `fill` gives for each trial; the outputs must be equal bit for bit.
+fn agree_on_every_level(
+    routine: &Routine,
+    trials: usize,
+    fill: impl Fn(usize, &mut Buffers),
+) -> Vec<String> {
+    let compiler = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"));
+    let mut levels: Vec<String> = cpu_levels().iter().map(|l| format!("-march={l}")).collect();
+    levels.push("-march=native".to_owned());
+    for flags in &levels {
+        let compiled = compiler
+            .clone()
+            .with_flags(&["-O3", flags.as_str()])
+            .compile(routine)
+            .unwrap_or_else(|e| panic!("{flags}: {e}"));
+        for trial in 0..trials {
+            let mut interpreted = Buffers::for_routine(routine);
+            fill(trial, &mut interpreted);
+            let mut native = interpreted.clone();
+            run_routine(routine, &mut interpreted, &HashMap::new()).unwrap();
+            compiled.run(&mut native, &HashMap::new()).unwrap();
+            for id in routine.nodes.keys() {
+                assert_eq!(
+                    interpreted.cells(*id),
+                    native.cells(*id),
+                    "{flags}, trial {trial}: {id} differs\n{}",
+                    compiled.source
+                );
+            }
+        }
+    }
+    levels
+}
+
+#[test]
+fn relu_gradients_are_right_on_every_level() {
+    let levels = agree_on_every_level(&relu_backward(), 64, |signs, buffers| {
+        let x: Vec<f64> = (0..6)
+            .map(|i| if signs >> i & 1 == 1 { 1.5 } else { -1.5 })
+            .collect();
+        buffers.set_values(NodeId(0), &x).unwrap();
+        buffers.set_values(NodeId(3), &[1.0; 6]).unwrap();
+    });
+    if !levels.iter().any(|l| l == "-march=x86-64-v3") {
+        println!("relu gradients: x86-64-v3 not checked: this CPU lacks AVX2 or FMA");
+    }
+}
+
+#[test]
+fn biased_relu_gradients_are_right_on_every_level() {
+    agree_on_every_level(&biased_relu_backward(), 200, |trial, buffers| {
+        let mut state = (trial as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) + 1;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) % 64) as f64 / 32.0 - 1.0
+        };
+        let h: Vec<f64> = (0..48).map(|_| next()).collect();
+        let bias: Vec<f64> = (0..8).map(|_| next() + 1.0 / 64.0).collect();
+        let up: Vec<f64> = (0..48).map(|i| i as f64 + 1.0).collect();
+        buffers.set_values(NodeId(0), &h).unwrap();
+        buffers.set_values(NodeId(1), &bias).unwrap();
+        buffers.set_values(NodeId(3), &up).unwrap();
+    });
+}
+
+/// Every operation whose meaning is a choice, in every compute type.
+fn choices(precision: Precision) -> Routine {
+    let read = |node: u32| get(node, vec![at(0)]);
+    let values = [
+        Scalar::Unop(Unop::Relu, read(0)),
+        Scalar::Unop(Unop::Sat01, read(0)),
+        Scalar::Binop(Binop::ReluGate, read(0), read(1)),
+        Scalar::Binop(Binop::Sat01Gate, read(0), read(1)),
+        Scalar::Binop(Binop::Max, read(0), read(1)),
+        Scalar::Binop(Binop::Min, read(0), read(1)),
+        Scalar::Binop(Binop::Or, read(0), read(1)),
+        Scalar::Binop(Binop::And, read(0), read(1)),
+        Scalar::Binop(Binop::Mod, read(0), read(1)),
+        Scalar::Binop(Binop::Div, read(0), read(1)),
+        Scalar::Ternop(Ternop::Where, read(0), read(1), read(2)),
+    ];
+    let n = values.len() as u32;
+    let mut nodes: Vec<TensorNode> = (0..3)
+        .map(|i| TensorNode::new(i, &format!("in{i}"), precision, &[16]))
+        .collect();
+    let mut body = Vec::new();
+    for (k, value) in values.into_iter().enumerate() {
+        let id = 3 + k as u32;
+        nodes.push(TensorNode::new(id, &format!("out{k}"), precision, &[16]));
+        body.push(Stmt::Set {
+            node: NodeId(id),
+            index: vec![at(0)],
+            value,
+        });
+    }
+    assert_eq!(nodes.len() as u32, 3 + n);
+    routine(nodes, nest(&[16], body))
+}
+
+#[test]
+fn generated_kernels_hold_no_conditional_construct() {
+    for precision in [
+        Precision::F32,
+        Precision::F64,
+        Precision::F16,
+        Precision::I32,
+        Precision::I64,
+    ] {
+        let source = rcannl_backends::cc::codegen::generate(&choices(precision))
+            .unwrap()
+            .source;
+        let kernels = &source[source.find("\nvoid rc_k").expect("a kernel")..];
+        for construct in ["?", "&&", "||", "if (", "if("] {
+            assert!(
+                !kernels.contains(construct),
+                "{precision}: `{construct}` in\n{kernels}"
+            );
+        }
+        agree_on_every_level(&choices(precision), 8, |trial, buffers| {
+            for node in 0..3 {
+                let values: Vec<f64> = (0..16)
+                    .map(|i| {
+                        let v = ((i * 7 + node * 5 + trial * 3) % 9) as f64 / 2.0 - 2.0;
+                        // The divisor (node 1) is never 0: an integer division by 0 is an
+                        // error in the interpreter.
+                        if node == 1 && v.abs() < 1.0 {
+                            v + 3.0
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                buffers.set_values(NodeId(node as u32), &values).unwrap();
+            }
+        });
+    }
+}
