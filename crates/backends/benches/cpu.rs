@@ -242,6 +242,10 @@ fn main() {
     let compiler = Compiler::find().expect("a C compiler (cc or $CC)");
     let threads = rayon::current_num_threads();
     println!("threads: {threads} (ours and numpy's); best of {ROUNDS} rounds, each a median");
+    match compiler.target() {
+        Ok(target) => println!("target: {target}"),
+        Err(e) => println!("target: unknown ({e})"),
+    }
 
     let sizes: &[usize] = if quick {
         &[256, 512]

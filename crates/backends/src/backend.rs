@@ -27,6 +27,12 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
 pub trait Backend: std::fmt::Debug + Send + Sync {
     fn name(&self) -> &'static str;
 
+    /// What the backend's generated code runs on, for reports (the compiler, its flags and the
+    /// instruction set they choose); `None` for a backend that generates no code.
+    fn target(&self) -> Option<String> {
+        None
+    }
+
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError>;
 }
 
@@ -60,6 +66,13 @@ impl Backend for Interpreter {
 impl Backend for Compiler {
     fn name(&self) -> &'static str {
         "cc"
+    }
+
+    fn target(&self) -> Option<String> {
+        Some(match Compiler::target(self) {
+            Ok(target) => target.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        })
     }
 
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {

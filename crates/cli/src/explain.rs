@@ -93,6 +93,9 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
         args.op.computes(inputs.len())
     );
     out += &format!("backend:   {}\n", ctx.backend_name());
+    if let Some(target) = ctx.backend_target() {
+        out += &format!("target:    {target}\n");
+    }
     if args.op == Op::Einsum && Op::along_path(&text, &inputs) {
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let path =

@@ -47,6 +47,17 @@ fn matmul_reduces_over_j_into_a_prefilled_result() {
         ],
     );
     // The loop nest comes before the C, and the shared prelude is left out.
+    // The target names the flags the C is compiled with.
+    let flags = std::env::var("RCANNL_CFLAGS")
+        .ok()
+        .filter(|f| !f.trim().is_empty())
+        .map(|f| f.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "-O3 -march=native".to_owned());
+    let target = text
+        .lines()
+        .find(|l| l.starts_with("target:    "))
+        .expect("a target line");
+    assert!(target.contains(&flags), "{target}");
     let nest = text.find("== loop nest").expect("a loop nest");
     let c = text.find("== generated C").expect("generated C");
     assert!(nest < c, "{text}");

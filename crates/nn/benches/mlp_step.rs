@@ -259,7 +259,8 @@ fn main() -> Result<(), TensorError> {
         eprintln!("JAX cannot be imported or installed: skipping JAX");
     }
 
-    let default_name = Engine::Default.backend().name();
+    let default_backend = Engine::Default.backend();
+    let default_name = default_backend.name();
     let cases = [
         Case::new(Engine::Default, 32, Measure::Step { repeats: 1000 }),
         Case {
@@ -306,6 +307,9 @@ fn main() -> Result<(), TensorError> {
         "moons MLP 2 -> 16 -> 16 -> 1, hinge loss; {threads} hardware threads; best of {ROUNDS} \
          rounds; ratios are reference time / ours"
     );
+    if let Some(target) = default_backend.target() {
+        println!("target: {target}");
+    }
     println!(
         "step: backprop + SGD update, median; epochs: examples/s over {BATCHES} batches an epoch, \
          loss read every step, momentum {MOMENTUM}, cosine schedule"

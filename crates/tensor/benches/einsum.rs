@@ -308,10 +308,12 @@ fn main() {
 
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut backend = "";
+    let mut target = None;
     for expression in &suite {
         let p = prepare(expression)
             .unwrap_or_else(|err| panic!("{} ({}): {err}", expression.name, expression.spec));
         backend = p.ctx.backend_name();
+        target = p.ctx.backend_target();
         prepared.push(p);
     }
     let lines: String = suite
@@ -389,6 +391,9 @@ fn main() {
         }
     }
 
+    if let Some(target) = &target {
+        println!("target: {target}");
+    }
     println!(
         "n-ary einsum: {} expressions; ours on the {backend} backend, numpy {}; {} threads each; \
          times: best of {ROUNDS} rounds, each a median",

@@ -112,6 +112,11 @@ impl Context {
         self.backend.name()
     }
 
+    /// What the backend's generated code runs on (see [`Backend::target`]).
+    pub fn backend_target(&self) -> Option<String> {
+        self.backend.target()
+    }
+
     /// Finishes shape inference and makes a buffer for every tensor not yet concrete.
     fn concretize(&mut self) -> Result<(), TensorError> {
         self.graph.check()?;
