@@ -797,6 +797,12 @@ fn int_binop(op: Binop, a: &str, b: &str) -> String {
 
 /// The C source for `routine` (optimized or not; virtual nodes must not be accessed).
 pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
+    generate_named(routine, "rc_k")
+}
+
+/// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
+/// routines can share one library.
+pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
     let buffers: Vec<NodeId> = routine
         .nodes
         .values()
@@ -814,7 +820,7 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
         checking: true,
     };
     for group in kernel_groups(routine) {
-        let name = format!("rc_k{kernels}");
+        let name = format!("{prefix}{kernels}");
         let mut body = String::new();
         match group {
             Group::Gemm { plan, nest } => {

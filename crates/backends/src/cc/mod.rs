@@ -12,12 +12,13 @@ pub use target::{Target, cpu_extensions, cpu_levels};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 
 use crate::Buffers;
 use crate::interpreter::RunError;
-use codegen::{CodegenError, Kernel, Step, generate};
+use codegen::{CodegenError, Kernel, PRELUDE, Step, generate, generate_named};
 
 /// Why a routine cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,11 +159,53 @@ impl Compiler {
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
         self.runnable_target()?;
         let generated = generate(routine)?;
-        let (library_path, from_cache) = self.cached_library(&generated.source)?;
+        let (library, from_cache) = self.load(&generated.source)?;
+        self.link(routine, generated, &library, from_cache)
+    }
+
+    /// Compiles several routines into one library (one run of the compiler, which costs less
+    /// than one per routine when there are many); each runs as [`Compiler::compile`]'s would.
+    pub fn compile_batch(
+        &self,
+        routines: &[Routine],
+    ) -> Result<Vec<CompiledRoutine>, CompileError> {
+        self.runnable_target()?;
+        let generated = routines
+            .iter()
+            .enumerate()
+            .map(|(i, routine)| generate_named(routine, &format!("rc_r{i}_k")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut source = PRELUDE.to_owned();
+        for g in &generated {
+            source.push_str(&g.source[PRELUDE.len()..]);
+        }
+        let (library, from_cache) = self.load(&source)?;
+        routines
+            .iter()
+            .zip(generated)
+            .map(|(routine, g)| self.link(routine, g, &library, from_cache))
+            .collect()
+    }
+
+    /// The library built from `source` (from the cache if it is there), loaded; and whether it
+    /// came from the cache.
+    fn load(&self, source: &str) -> Result<(Arc<libloading::Library>, bool), CompileError> {
+        let (path, from_cache) = self.cached_library(source)?;
         // SAFETY: the library is one this compiler built from generated code; loading it runs no
         // initializers of ours.
-        let library = unsafe { libloading::Library::new(&library_path) }
-            .map_err(|e| compile_error(format!("cannot load {}: {e}", library_path.display())))?;
+        let library = unsafe { libloading::Library::new(&path) }
+            .map_err(|e| compile_error(format!("cannot load {}: {e}", path.display())))?;
+        Ok((Arc::new(library), from_cache))
+    }
+
+    /// The routine's steps, with its kernels found in `library`.
+    fn link(
+        &self,
+        routine: &Routine,
+        generated: codegen::Generated,
+        library: &Arc<libloading::Library>,
+        from_cache: bool,
+    ) -> Result<CompiledRoutine, CompileError> {
         let wants_products = generated.steps.iter().any(|step| {
             matches!(step, Step::Gemm(plan)
                 if matches!(routine.nodes[&plan.c].precision, Precision::F32 | Precision::F64))
@@ -188,7 +231,7 @@ impl Compiler {
             });
         }
         Ok(CompiledRoutine {
-            _library: library,
+            _library: Arc::clone(library),
             _products_library: products_library,
             native,
             steps,
@@ -353,7 +396,8 @@ enum Loaded {
 /// A loaded routine.
 #[derive(Debug)]
 pub struct CompiledRoutine {
-    _library: libloading::Library,
+    /// The library the kernels are in, shared by the routines of one batch.
+    _library: Arc<libloading::Library>,
     /// The library of our own product kernels, kept loaded while `native` may be called.
     _products_library: Option<libloading::Library>,
     native: gemm::Native,

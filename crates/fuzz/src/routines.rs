@@ -1,0 +1,334 @@
+//! Random loop programs, run compiled and interpreted.
+//!
+//! A program is one to five assignments over random product spaces: each reads one to three
+//! tensors through iterators, strided windows (`2·s + t`) or fixed positions, computes one
+//! operation, and accumulates into a tensor that keeps some of the product's symbols (the others
+//! are reduced) with one of the accumulators, with or without a neutral pre-fill. Later
+//! assignments may read earlier results. Half the programs are optimized first, as the tensor
+//! layer optimizes its routines (fusion, local sums, loop order, matrix products), and their
+//! stored results compared; the others are compiled as lowered.
+
+use std::collections::HashMap;
+
+use rcannl_backends::Buffers;
+use rcannl_backends::cc::{CompiledRoutine, Compiler};
+use rcannl_backends::interpreter::run_routine;
+use rcannl_ir::optimize::optimize;
+use rcannl_ir::{
+    Assignment, AxisIndex, Binop, Factor, Kind, MemoryMode, NodeId, Precision, Projections, Rhs,
+    Routine, Symbol, TensorNode, Ternop, Unop, Value,
+};
+
+use crate::rng::Rng;
+use crate::{Mismatch, close};
+
+const UNOPS: [Unop; 13] = [
+    Unop::Identity,
+    Unop::Neg,
+    Unop::Relu,
+    Unop::Exp,
+    Unop::Tanh,
+    Unop::Sat01,
+    Unop::Not,
+    Unop::Trunc,
+    Unop::Sin,
+    Unop::Cos,
+    Unop::Sqrt,
+    Unop::Recip,
+    Unop::Log,
+];
+/// Operations whose integer meaning is total (the interpreter reports a division by zero).
+const BINOPS: [Binop; 14] = [
+    Binop::Add,
+    Binop::Sub,
+    Binop::Mul,
+    Binop::Max,
+    Binop::Min,
+    Binop::ReluGate,
+    Binop::Sat01Gate,
+    Binop::Lt,
+    Binop::Eq,
+    Binop::Ne,
+    Binop::Or,
+    Binop::And,
+    Binop::Arg1,
+    Binop::Arg2,
+];
+/// Defined on floats only here (an integer division by zero is an error in the interpreter).
+const FLOAT_BINOPS: [Binop; 3] = [Binop::Div, Binop::Mod, Binop::Pow];
+const ACCUMULATORS: [Binop; 5] = [Binop::Add, Binop::Max, Binop::Min, Binop::Arg2, Binop::Mul];
+const PRECISIONS: [Precision; 5] = [
+    Precision::F32,
+    Precision::F64,
+    Precision::I32,
+    Precision::F16,
+    Precision::I64,
+];
+
+/// A random program: the routine, its input nodes and the values to fill them with.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub routine: Routine,
+    pub inputs: Vec<(NodeId, Vec<f64>)>,
+    /// Whether the compiled routine is the optimized one.
+    pub optimized: bool,
+}
+
+/// The program made from `seed`.
+pub fn program(seed: u64) -> Program {
+    let mut rng = Rng::new(seed);
+    let precision = *rng.pick(&PRECISIONS);
+    let mut nodes: Vec<TensorNode> = Vec::new();
+    let mut inputs: Vec<NodeId> = Vec::new();
+    let mut results: Vec<(NodeId, Vec<usize>)> = Vec::new();
+    let mut assignments = Vec::new();
+    let new_node = |dims: &[usize], nodes: &mut Vec<TensorNode>| {
+        let id = nodes.len() as u32;
+        nodes.push(TensorNode::new(id, &format!("t{id}"), precision, dims));
+        NodeId(id)
+    };
+    for _ in 0..rng.between(1, 5) {
+        let ranges: Vec<usize> = (0..rng.between(1, 4)).map(|_| rng.between(1, 9)).collect();
+        let symbols = ranges.len();
+        let product_space: Vec<Factor> = ranges
+            .iter()
+            .enumerate()
+            .map(|(s, &r)| Factor::single(Symbol(s as u32), r))
+            .collect();
+        let float = precision.kind() == Kind::Float;
+        let rhs_kind = rng.below(10);
+        let arity = match rhs_kind {
+            0..=3 => 1,
+            4..=8 => 2,
+            _ => 3,
+        };
+        let mut rhs_dims = Vec::new();
+        let mut rhs_index = Vec::new();
+        let mut operands = Vec::new();
+        for _ in 0..arity {
+            let mut dims = Vec::new();
+            let mut index = Vec::new();
+            for _ in 0..rng.below(4) {
+                match rng.below(6) {
+                    0..=3 => {
+                        let s = rng.below(symbols);
+                        dims.push(ranges[s]);
+                        index.push(AxisIndex::Iterator(Symbol(s as u32)));
+                    }
+                    4 => {
+                        let (s, t) = (rng.below(symbols), rng.below(symbols));
+                        let top = if s == t {
+                            3 * (ranges[s] - 1)
+                        } else {
+                            2 * (ranges[s] - 1) + ranges[t] - 1
+                        };
+                        dims.push(top + 1);
+                        index.push(AxisIndex::affine(
+                            [(2, Symbol(s as u32)), (1, Symbol(t as u32))],
+                            0,
+                        ));
+                    }
+                    _ => {
+                        let size = rng.between(1, 3);
+                        dims.push(size);
+                        index.push(AxisIndex::Fixed(rng.below(size) as i64));
+                    }
+                }
+            }
+            let earlier = results
+                .iter()
+                .rev()
+                .find(|(_, d)| *d == dims)
+                .map(|(id, _)| *id);
+            let id = match earlier {
+                Some(id) if !rng.one_in(3) => id,
+                _ => {
+                    let id = new_node(&dims, &mut nodes);
+                    inputs.push(id);
+                    id
+                }
+            };
+            operands.push(id);
+            rhs_dims.push(dims);
+            rhs_index.push(index);
+        }
+        let mut lhs_dims = Vec::new();
+        let mut lhs_index = Vec::new();
+        if rng.one_in(6) {
+            lhs_dims.push(2);
+            lhs_index.push(AxisIndex::Fixed(1));
+        }
+        for (s, &range) in ranges.iter().enumerate() {
+            if !rng.one_in(3) {
+                lhs_dims.push(range);
+                lhs_index.push(AxisIndex::Iterator(Symbol(s as u32)));
+            }
+        }
+        let lhs = new_node(&lhs_dims, &mut nodes);
+        let rhs = match arity {
+            1 => Rhs::Unop(*rng.pick(&UNOPS), operands[0]),
+            2 => {
+                let op = if float && rng.one_in(4) {
+                    *rng.pick(&FLOAT_BINOPS)
+                } else {
+                    *rng.pick(&BINOPS)
+                };
+                Rhs::Binop(op, operands[0], operands[1])
+            }
+            _ => {
+                let op = if rng.one_in(2) {
+                    Ternop::Where
+                } else {
+                    Ternop::Fma
+                };
+                Rhs::Ternop(op, operands[0], operands[1], operands[2])
+            }
+        };
+        assignments.push(Assignment::Accum {
+            initialize_neutral: !rng.one_in(4),
+            accum: *rng.pick(&ACCUMULATORS),
+            lhs,
+            rhs,
+            projections: Projections {
+                product_space,
+                lhs_padding: vec![(0, 0); lhs_dims.len()],
+                rhs_padding: rhs_dims.iter().map(|d| vec![(0, 0); d.len()]).collect(),
+                lhs_dims: lhs_dims.clone(),
+                lhs_index,
+                rhs_dims,
+                rhs_index,
+                label: "fuzz".to_owned(),
+            },
+        });
+        results.push((lhs, lhs_dims));
+    }
+    let mut routine = Routine::lower("fuzz", &Assignment::Seq(assignments), nodes)
+        .expect("the generator makes well-formed assignments");
+    let optimized = rng.one_in(2);
+    if optimized {
+        // Inputs and the last result are kept; the optimizer decides about the others.
+        let last = results.last().expect("at least one assignment").0;
+        for (id, node) in &mut routine.nodes {
+            if inputs.contains(id) || *id == last {
+                node.memory_mode = Some(MemoryMode::Materialized);
+            }
+        }
+    }
+    let inputs = inputs
+        .into_iter()
+        .map(|id| {
+            // Multiples of 1/4 in [-2, 2]: sums and products of a few are exact.
+            let values = (0..routine.nodes[&id].len())
+                .map(|_| rng.below(17) as f64 / 4.0 - 2.0)
+                .collect();
+            (id, values)
+        })
+        .collect();
+    Program {
+        routine,
+        inputs,
+        optimized,
+    }
+}
+
+/// The routine the C backend compiles for `program`.
+pub fn compiled_form(program: &Program) -> Result<Routine, Mismatch> {
+    if program.optimized {
+        optimize(&program.routine).map_err(|e| Mismatch {
+            seed: 0,
+            message: format!("the optimizer failed: {e}\n{}", program.routine),
+        })
+    } else {
+        Ok(program.routine.clone())
+    }
+}
+
+/// Whether a compiled cell agrees with the interpreter's: integers exactly, floats to rounding
+/// (C computes f32 and f16 in `float` where the interpreter uses f64, and sums some reductions in
+/// another order).
+fn agree(want: Value, got: Value, precision: Precision) -> bool {
+    let relative = match precision {
+        Precision::F16 | Precision::Bf16 => 1e-2,
+        Precision::F32 => 1e-4,
+        _ => 1e-9,
+    };
+    match (want, got) {
+        (Value::Float(x), Value::Float(y)) => {
+            // A value beyond a precision's range rounds to infinity on one side and not the
+            // other when the intermediate precision differs; both are then "huge".
+            close(x, y, relative) || (x.abs() > 6e4 && y.abs() > 6e4 && x.signum() == y.signum())
+        }
+        (a, b) => a == b,
+    }
+}
+
+/// Runs the programs of `seeds` on the interpreter and, compiled in one library, on the C
+/// backend; the first mismatch, if any.
+pub fn check(compiler: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
+    let programs: Vec<Program> = seeds.iter().map(|&s| program(s)).collect();
+    let forms = programs
+        .iter()
+        .zip(seeds)
+        .map(|(p, &seed)| compiled_form(p).map_err(|m| Mismatch { seed, ..m }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let compiled = compiler.compile_batch(&forms).map_err(|e| Mismatch {
+        seed: seeds[0],
+        message: format!("compiling seeds {seeds:?}: {e}"),
+    })?;
+    for (((program, form), compiled), &seed) in
+        programs.iter().zip(&forms).zip(&compiled).zip(seeds)
+    {
+        compare(program, form, compiled).map_err(|message| Mismatch { seed, message })?;
+    }
+    Ok(())
+}
+
+fn compare(program: &Program, form: &Routine, compiled: &CompiledRoutine) -> Result<(), String> {
+    let routine = &program.routine;
+    let mut interpreted = Buffers::for_routine(routine);
+    let mut native = Buffers::for_routine(form);
+    for (id, values) in &program.inputs {
+        interpreted.set_values(*id, values).map_err(|e| e.message)?;
+        native.set_values(*id, values).map_err(|e| e.message)?;
+    }
+    run_routine(routine, &mut interpreted, &HashMap::new())
+        .map_err(|e| format!("the interpreter failed: {}\n{routine}", e.message))?;
+    compiled
+        .run(&mut native, &HashMap::new())
+        .map_err(|e| format!("the C backend failed: {}\n{routine}", e.message))?;
+    for (id, node) in &form.nodes {
+        if node.memory_mode == Some(MemoryMode::Virtual) {
+            continue;
+        }
+        let (want, got) = (interpreted.cells(*id), native.cells(*id));
+        for (cell, (w, g)) in want.iter().zip(&got).enumerate() {
+            if !agree(*w, *g, node.precision) {
+                return Err(format!(
+                    "{id} cell {cell}: interpreter {w:?}, C {g:?} ({} routine)\n{routine}\n{}",
+                    if program.optimized {
+                        "optimized"
+                    } else {
+                        "lowered"
+                    },
+                    compiled.source
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_functions_of_their_seed_and_vary_with_it() {
+        let (a, b) = (program(11), program(11));
+        assert_eq!(a.routine.to_string(), b.routine.to_string());
+        assert_eq!(a.inputs, b.inputs);
+        let distinct: std::collections::HashSet<String> =
+            (0..50).map(|s| program(s).routine.to_string()).collect();
+        assert!(distinct.len() > 45, "{}", distinct.len());
+    }
+}
