@@ -14,7 +14,7 @@ use rcannl_ir::Precision;
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 use crate::{Mismatch, close};
 
 /// A tensor of the graph being made, its dims (one or two output axes), and whether something

@@ -19,7 +19,7 @@ use rcannl_ir::{
     Routine, Symbol, TensorNode, Ternop, Unop, Value,
 };
 
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 use crate::{Mismatch, close};
 
 const UNOPS: [Unop; 13] = [
