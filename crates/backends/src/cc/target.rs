@@ -47,7 +47,7 @@ pub struct Target {
     pub compiler: String,
     /// The flags that choose optimization and target, as given.
     pub flags: Vec<String>,
-    /// The instruction-set extensions the flags enable, in [`EXTENSIONS`] order.
+    /// The instruction-set extensions the flags enable (`sse3` … `avx512vl`), lowest first.
     pub extensions: Vec<&'static str>,
     /// Whether the compiler generates x86-64 code.
     pub x86_64: bool,
@@ -94,7 +94,7 @@ impl fmt::Display for Target {
 }
 
 /// Whether this CPU has the extension: `None` where that is not known (another architecture, a
-/// name outside [`EXTENSIONS`]).
+/// name outside the list).
 fn cpu_has(extension: &str) -> Option<bool> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -123,7 +123,8 @@ fn cpu_has(extension: &str) -> Option<bool> {
     }
 }
 
-/// The extensions of [`EXTENSIONS`] this CPU has, in that order (empty off x86-64).
+/// The instruction-set extensions a [`Target`] can name that this CPU has, lowest first (empty
+/// off x86-64).
 pub fn cpu_extensions() -> Vec<&'static str> {
     EXTENSIONS
         .iter()
