@@ -257,3 +257,20 @@ fn generated_kernels_hold_no_conditional_construct() {
         });
     }
 }
+
+#[test]
+fn flags_for_instructions_this_cpu_lacks_are_refused() {
+    if !cfg!(target_arch = "x86_64") || cpu_levels().contains(&"x86-64-v4") {
+        println!("refused flags: not checked: this CPU runs every x86-64 level");
+        return;
+    }
+    let error = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_flags(&["-O3", "-march=x86-64-v4"])
+        .compile(&relu_backward())
+        .expect_err("AVX-512 code on a CPU without it");
+    assert!(
+        error.message.contains("illegal instruction") && error.message.contains("avx512f"),
+        "{error}"
+    );
+}

@@ -72,10 +72,18 @@ impl Target {
 
     /// The enabled extensions this CPU lacks (none off x86-64, where nothing is checked).
     pub fn missing_on_this_cpu(&self) -> Vec<&'static str> {
+        if !cfg!(target_arch = "x86_64") {
+            return Vec::new();
+        }
+        self.missing_from(&cpu_extensions())
+    }
+
+    /// The enabled extensions a CPU with `extensions` lacks.
+    fn missing_from(&self, extensions: &[&str]) -> Vec<&'static str> {
         self.extensions
             .iter()
             .copied()
-            .filter(|e| cpu_has(e) == Some(false))
+            .filter(|e| !extensions.contains(e))
             .collect()
     }
 }
@@ -260,6 +268,19 @@ mod tests {
             shown,
             "cc 1.0, -O3: x86-64-v2 (sse3 ssse3 sse4.1 sse4.2 popcnt)"
         );
+    }
+
+    #[test]
+    fn extensions_a_cpu_lacks_are_named() {
+        let v3 = [
+            "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma",
+        ];
+        let v4 = target(&[&v3[..], &["bmi2", "f16c", "avx512f", "avx512vl"][..]].concat());
+        assert_eq!(
+            v4.missing_from(&v3),
+            ["bmi2", "f16c", "avx512f", "avx512vl"]
+        );
+        assert!(target(&v3).missing_from(&v3).is_empty());
     }
 
     #[test]
