@@ -11,7 +11,7 @@ use rcannl_backends::cc::{Compiler, cpu_levels};
 use rcannl_backends::interpreter::run_routine;
 use rcannl_ir::{
     Binop, Index, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, TensorNode, Ternop,
-    Unop,
+    Unop, Value,
 };
 
 fn at(var: u32) -> Index {
@@ -115,6 +115,16 @@ fn biased_relu_backward() -> Routine {
     )
 }
 
+/// Whether two cells are the same value: floats bit for bit, any NaN matching any NaN.
+fn same(a: Value, b: Value) -> bool {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => {
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+        }
+        (a, b) => a == b,
+    }
+}
+
 /// Runs `routine` compiled with each target's flags and on the interpreter, from the inputs
 /// `fill` gives for each trial; the outputs must be equal bit for bit.
 fn agree_on_every_level(
@@ -140,10 +150,10 @@ fn agree_on_every_level(
             run_routine(routine, &mut interpreted, &HashMap::new()).unwrap();
             compiled.run(&mut native, &HashMap::new()).unwrap();
             for id in routine.nodes.keys() {
-                assert_eq!(
-                    interpreted.cells(*id),
-                    native.cells(*id),
-                    "{flags}, trial {trial}: {id} differs\n{}",
+                let (want, got) = (interpreted.cells(*id), native.cells(*id));
+                assert!(
+                    want.iter().zip(&got).all(|(w, g)| same(*w, *g)),
+                    "{flags}, trial {trial}: {id} differs: interpreter {want:?}, C {got:?}\n{}",
                     compiled.source
                 );
             }
@@ -273,4 +283,32 @@ fn flags_for_instructions_this_cpu_lacks_are_refused() {
         error.message.contains("illegal instruction") && error.message.contains("avx512f"),
         "{error}"
     );
+}
+
+/// Values where choices are easy to get wrong: NaN, both zeros, infinities, the edges of [0, 1].
+const AWKWARD: [f64; 8] = [
+    f64::NAN,
+    -0.0,
+    0.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    1.0,
+    0.5,
+    -2.0,
+];
+
+#[test]
+fn choices_treat_nan_zeros_and_infinities_as_the_interpreter_does() {
+    // Found by rcannl-fuzz (seed 1013424 at x86-64-v3): sat01 of NaN was 0 in C, NaN in the
+    // interpreter.
+    for precision in [Precision::F32, Precision::F64] {
+        agree_on_every_level(&choices(precision), 8, |trial, buffers| {
+            for node in 0..3 {
+                let values: Vec<f64> = (0..16)
+                    .map(|i| AWKWARD[(i + node * 3 + trial) % AWKWARD.len()])
+                    .collect();
+                buffers.set_values(NodeId(node as u32), &values).unwrap();
+            }
+        });
+    }
 }

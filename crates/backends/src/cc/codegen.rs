@@ -702,7 +702,7 @@ fn float_unop(op: Unop, x: &str, ty: &str, double: bool) -> String {
         Unop::Identity => x.to_owned(),
         Unop::Neg => format!("(-{x})"),
         Unop::Relu => format!("rc_relu{f}({x})"),
-        Unop::Sat01 => format!("fmin{f}(fmax{f}({x}, ({ty})0), ({ty})1)"),
+        Unop::Sat01 => format!("rc_sat01{f}({x})"),
         Unop::Exp => math("exp"),
         Unop::Log => math("log"),
         Unop::Exp2 => math("exp2"),

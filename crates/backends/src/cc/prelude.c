@@ -55,6 +55,10 @@ static inline double rc_sat01_gate(double a, double b) { return rc_select((a > 0
 static inline float rc_sat01_gatef(float a, float b) { return rc_selectf((a > 0) & (a < 1), b, 0.0f); }
 static inline int64_t rc_imax(int64_t a, int64_t b) { return rc_iselect(a > b, a, b); }
 static inline int64_t rc_imin(int64_t a, int64_t b) { return rc_iselect(a < b, a, b); }
+/* Clamped into [0, 1] as the interpreter clamps: NaN stays NaN and -0 stays -0 (fmin and fmax
+   would make NaN 0). */
+static inline double rc_sat01(double x) { return rc_select(x < 0, 0.0, rc_select(x > 1, 1.0, x)); }
+static inline float rc_sat01f(float x) { return rc_selectf(x < 0, 0.0f, rc_selectf(x > 1, 1.0f, x)); }
 static inline int64_t rc_isat01(int64_t x) { return rc_iselect(x < 0, 0, rc_iselect(x > 1, 1, x)); }
 
 static inline float rc_f16_to_f32(uint16_t h) {
