@@ -28,7 +28,7 @@ pub enum Unop {
     /// Rounds toward zero.
     Trunc,
     /// One value of the computed precision from the first word(s) of a 128-bit word of random
-    /// bits (see [`crate::bits`]).
+    /// bits (see [`crate::value`]).
     Uint4x32ToPrecUniform1,
 }
 
@@ -99,7 +99,7 @@ impl Unop {
     ];
 
     /// The value on floats. [`Unop::Uint4x32ToPrecUniform1`] reads a word, not a float: here it
-    /// gives NaN; evaluators handle it through [`crate::bits::uniform1`].
+    /// gives NaN; evaluators handle it through [`crate::value::uniform1`].
     pub fn apply(self, x: f64) -> f64 {
         match self {
             Unop::Uint4x32ToPrecUniform1 => f64::NAN,

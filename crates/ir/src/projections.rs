@@ -130,7 +130,7 @@ impl Projections {
 
     /// Whether no cell of the written tensor is written at two points (so a store needs no
     /// read-back). Any reduction makes it false; so does a strided write that two points reach.
-    /// Sufficient, not necessary, for affine indices: see [`pins_all`].
+    /// Sufficient, not necessary, for affine indices: see `pins_all`.
     pub fn is_injective(&self) -> bool {
         let concat_factors: HashSet<usize> = self
             .lhs_index

@@ -7,7 +7,7 @@
 //! index of every axis and the product space.
 //!
 //! Built so far: the equation language and its solver (union-find with pins and an iterate set,
-//! canonical labeling, [`classes`]) and the core of [`derive`]: fresh projection ids, the
+//! canonical labeling, [`classes`]) and the core of [`derive`](mod@derive): fresh projection ids, the
 //! regenerated constraints, row alignment, and the equations of equalities, broadcasts, fixed
 //! indices, batch slices and iteration, the second stratum that computes affine (strided and
 //! convolution) indices from the first stratum's loops, and concatenated indices with their
