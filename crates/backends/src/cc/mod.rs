@@ -120,16 +120,6 @@ impl Compiler {
         self
     }
 
-    /// The optimization and target flags.
-    pub fn flags(&self) -> &[String] {
-        &self.flags
-    }
-
-    /// The compiler command.
-    pub fn command(&self) -> &str {
-        &self.command
-    }
-
     /// What code this compiler makes with these flags (asked of the compiler once per process).
     /// An error if the compiler rejects the flags.
     pub fn target(&self) -> Result<Target, CompileError> {
