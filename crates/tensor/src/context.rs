@@ -359,6 +359,7 @@ impl Context {
 
     /// A routine computing `outputs` from the data and parameters.
     pub fn forward(&mut self, outputs: &[&Tensor]) -> Result<Routine, TensorError> {
+        self.graph.check_owns("forward", outputs)?;
         self.concretize()?;
         let indices: Vec<usize> = outputs.iter().map(|t| t.index).collect();
         let (ops, tensors) = self.ancestry(&indices);
@@ -390,6 +391,8 @@ impl Context {
         loss: &Tensor,
         keep: &[&Tensor],
     ) -> Result<Routine, TensorError> {
+        self.graph.check_owns("backprop", &[loss])?;
+        self.graph.check_owns("backprop", keep)?;
         self.concretize()?;
         for t in keep {
             self.check_tensor(t)?;
@@ -464,6 +467,9 @@ impl Context {
         let mut assignments = Vec::new();
         let mut keep = BTreeSet::new();
         for update in updates {
+            let context = format!("update of '{}'", update.target.label());
+            self.graph.check_owns(&context, &[&update.target])?;
+            self.graph.check_owns(&context, &update.formula.tensors())?;
             self.check_tensor(&update.target)?;
             let (expr, refs) = update.lowered()?;
             let target = value_node(update.target.index);
@@ -545,7 +551,13 @@ impl Context {
         routine: &Routine,
         statics: &[(StaticIndex, i64)],
     ) -> Result<(), TensorError> {
-        let statics: HashMap<Symbol, i64> = statics.iter().map(|(s, v)| (s.0, *v)).collect();
+        let graph = self.graph.id();
+        if statics.iter().any(|(s, _)| s.graph != graph) {
+            return Err(error(
+                "run: a static index belongs to another graph than the context's",
+            ));
+        }
+        let statics: HashMap<Symbol, i64> = statics.iter().map(|(s, v)| (s.symbol, *v)).collect();
         routine
             .executable
             .run(&mut self.buffers, &statics)
@@ -787,6 +799,7 @@ impl Context {
     }
 
     fn check_tensor(&self, t: &Tensor) -> Result<(), TensorError> {
+        self.graph.check_owns("context", &[t])?;
         if let Some(e) = t.error() {
             return Err(e);
         }

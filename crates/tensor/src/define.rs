@@ -81,6 +81,17 @@ impl Formula {
         )
     }
 
+    /// The tensors the formula reads (values or gradients).
+    pub(crate) fn tensors(&self) -> Vec<&Tensor> {
+        match self {
+            Formula::Term(Term::Value(t) | Term::Grad(t)) => vec![t],
+            Formula::Term(_) | Formula::Const(_) => Vec::new(),
+            Formula::Unop(_, a) => a.tensors(),
+            Formula::Binop(_, a, b) => [a.tensors(), b.tensors()].concat(),
+            Formula::Ternop(_, a, b, c) => [a.tensors(), b.tensors(), c.tensors()].concat(),
+        }
+    }
+
     /// The expression, with its distinct terms in the order they first appear.
     fn lower(&self, terms: &mut Vec<TermKey>) -> Expr {
         match self {

@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_ir::{Binop, Expr, Precision, Slot, Symbol, Ternop, Unop, VecUnop};
 use rcannl_shape::logic::{Logic, TerminalInit};
@@ -46,6 +47,15 @@ pub(crate) fn error(message: impl Into<String>) -> TensorError {
     TensorError {
         message: message.into(),
     }
+}
+
+/// The error of a tensor used with a graph it does not belong to.
+pub(crate) fn foreign(context: &str, t: &Tensor) -> TensorError {
+    error(format!(
+        "{context}: tensor '{}' belongs to another graph (tensors of different graphs cannot be \
+         mixed)",
+        t.label()
+    ))
 }
 
 /// How a parameter starts.
@@ -162,6 +172,9 @@ pub(crate) struct OpData {
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
+    /// The graph's identity: what static indices and captures carry to be told apart from
+    /// another graph's.
+    pub id: u64,
     pub inference: Inference,
     pub tensors: Vec<TensorData>,
     pub ops: Vec<OpData>,
@@ -175,9 +188,28 @@ pub(crate) struct State {
 const FIRST_STATIC: u32 = 1 << 30;
 
 /// A model's tensors and operations.
-#[derive(Debug, Clone, Default)]
+///
+/// Tensors, static indices and captures belong to the graph that made them: handing one to
+/// another graph (or to a context of another graph) is an error naming it, never a stand-in for
+/// the other graph's tensor of the same number.
+#[derive(Debug, Clone)]
 pub struct Graph {
     pub(crate) state: Rc<RefCell<State>>,
+}
+
+/// Identities of graphs, unique in the process.
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Default for Graph {
+    fn default() -> Graph {
+        let state = State {
+            id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            ..State::default()
+        };
+        Graph {
+            state: Rc::new(RefCell::new(state)),
+        }
+    }
 }
 
 /// What a leaf declaration gives: rows (the others inferred), precision, values or init.
@@ -356,7 +388,29 @@ impl Graph {
         let mut state = self.state.borrow_mut();
         let symbol = Symbol(FIRST_STATIC + state.next_static);
         state.next_static += 1;
-        StaticIndex(symbol)
+        StaticIndex {
+            symbol,
+            graph: state.id,
+        }
+    }
+
+    /// The graph's identity (see [`State::id`]).
+    pub(crate) fn id(&self) -> u64 {
+        self.state.borrow().id
+    }
+
+    /// Whether `t` is a tensor of this graph.
+    pub(crate) fn owns(&self, t: &Tensor) -> bool {
+        Rc::ptr_eq(&self.state, &t.graph.state)
+    }
+
+    /// An error unless every tensor of `tensors` belongs to this graph; `context` names what
+    /// was asked (an operation, a routine).
+    pub(crate) fn check_owns(&self, context: &str, tensors: &[&Tensor]) -> Result<(), TensorError> {
+        match tensors.iter().find(|t| !self.owns(t)) {
+            None => Ok(()),
+            Some(t) => Err(foreign(context, t)),
+        }
     }
 
     pub(crate) fn leaf(
@@ -459,6 +513,9 @@ impl Graph {
         operands: &[&Tensor],
         op: OpSpec,
     ) -> Result<Tensor, Tensor> {
+        if let Err(e) = self.check_owns(&format!("operation '{label}'"), operands) {
+            return Err(self.failed(e));
+        }
         let mut state = self.state.borrow_mut();
         let indices: Vec<usize> = operands.iter().map(|t| t.index).collect();
         let precision = op.precision.unwrap_or_else(|| {
@@ -570,6 +627,12 @@ impl Graph {
     /// `logic` (an operation defined by several assignments, as `interleave` writes even and
     /// odd positions from two tensors). It accumulates into what the earlier ones wrote.
     pub(crate) fn also(&self, result: &Tensor, logic: Logic, operands: &[&Tensor], op: OpSpec) {
+        let mut all = vec![result];
+        all.extend_from_slice(operands);
+        if let Err(e) = self.check_owns(&format!("operation '{}'", result.label()), &all) {
+            self.record(e);
+            return;
+        }
         let mut state = self.state.borrow_mut();
         if state.tensors[result.index].failed.is_some() {
             return;
@@ -644,7 +707,11 @@ impl Graph {
 
 /// A position chosen when a routine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StaticIndex(pub(crate) Symbol);
+pub struct StaticIndex {
+    pub(crate) symbol: Symbol,
+    /// The identity of the graph that made it.
+    pub(crate) graph: u64,
+}
 
 /// The forward computation of an operation, over its result and operand slots.
 #[derive(Debug, Clone, PartialEq)]

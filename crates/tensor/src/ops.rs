@@ -380,12 +380,18 @@ impl Tensor {
 
     /// The tensor at position `at` of its first batch axis (`@|`), chosen when a routine runs.
     pub fn slice(&self, at: &crate::graph::StaticIndex) -> Tensor {
+        if at.graph != self.graph.id() {
+            return self.graph.failed(crate::graph::error(format!(
+                "slice of '{}': the static index belongs to another graph",
+                self.label()
+            )));
+        }
         self.graph.apply(
             "slice",
             Logic::BatchSlice { static_range: None },
             &[self],
             OpSpec::new(Binop::Arg2, Forward::Unop(Unop::Identity))
-                .slice(at.0)
+                .slice(at.symbol)
                 .gradient(|grad| {
                     let g = grad.g();
                     grad.accumulate(0, Binop::Add, U(Unop::Identity, g));
@@ -668,6 +674,10 @@ impl Graph {
 
     /// Constrains `a` and `b` to have the same shape (each broadcasts into the other).
     pub fn same_shape(&self, a: &Tensor, b: &Tensor) {
+        if let Err(e) = self.check_owns("same_shape", &[a, b]) {
+            self.record(e);
+            return;
+        }
         let mut state = self.state.borrow_mut();
         let (sa, sb) = (state.tensors[a.index].shape, state.tensors[b.index].shape);
         for (x, y) in [(sa, sb), (sb, sa)] {

@@ -1,0 +1,112 @@
+//! Misuse of the library gives errors naming what was wrong, never a silent stand-in: tensors,
+//! static indices and captures of another graph.
+
+use rcannl_backends::Interpreter;
+use rcannl_tensor::{Context, Formula, Graph, Update};
+
+fn contains(result: Result<impl std::fmt::Debug, rcannl_tensor::TensorError>, part: &str) {
+    match result {
+        Ok(v) => panic!("expected an error containing {part:?}, got Ok({v:?})"),
+        Err(e) => assert!(e.message.contains(part), "{:?} lacks {part:?}", e.message),
+    }
+}
+
+#[test]
+fn a_context_refuses_the_tensors_of_another_graph() {
+    let first = Graph::new();
+    let x = first
+        .data("x")
+        .shape("3")
+        .values(vec![1.0, 2.0, 3.0])
+        .build();
+    let y = &x + 1.0;
+    let second = Graph::new();
+    let z = second
+        .data("z")
+        .shape("3")
+        .values(vec![7.0, 8.0, 9.0])
+        .build();
+    let mut ctx = Context::with_backend(&first, Box::new(Interpreter));
+    let forward = ctx.forward(&[&y]).unwrap();
+    ctx.run(&forward).unwrap();
+    // `z` is the first tensor of its graph, as `x` is of this one: it must not read `x`.
+    contains(ctx.values(&z), "'z' belongs to another graph");
+    contains(ctx.cells(&z), "another graph");
+    contains(ctx.set_values(&z, &[0.0, 0.0, 0.0]), "another graph");
+    contains(ctx.dims(&z), "another graph");
+    contains(ctx.grad(&z), "another graph");
+    assert_eq!(ctx.values(&x).unwrap(), vec![1.0, 2.0, 3.0]);
+    contains(
+        ctx.forward(&[&z]),
+        "forward: tensor 'z' belongs to another graph",
+    );
+    contains(ctx.backprop(&z), "another graph");
+    contains(ctx.zero_grads(&[&z]), "another graph");
+    contains(
+        ctx.update(&[Update::set(&x, Formula::value(&z))]),
+        "update of 'x': tensor 'z' belongs to another graph",
+    );
+    contains(
+        ctx.update(&[Update::set(&z, Formula::value(&x))]),
+        "another graph",
+    );
+}
+
+#[test]
+fn an_operation_over_two_graphs_fails() {
+    let first = Graph::new();
+    let a = first.data("a").shape("2").values(vec![1.0, 2.0]).build();
+    let second = Graph::new();
+    let b = second.data("b").shape("2").values(vec![10.0, 20.0]).build();
+    let sum = &a + &b;
+    let message = sum.error().expect("a failed tensor").message;
+    assert!(
+        message.contains("tensor 'b' belongs to another graph"),
+        "{message}"
+    );
+    contains(first.check(), "another graph");
+    let mut ctx = Context::with_backend(&first, Box::new(Interpreter));
+    contains(ctx.forward(&[&sum]), "another graph");
+    // Einsum, composition and concatenation go through the same check.
+    assert!(a.einsum("i;i=>i", &b).error().is_some());
+    assert!(rcannl_tensor::Tensor::stack(&[&a, &b]).error().is_some());
+}
+
+#[test]
+fn static_indices_and_captures_belong_to_their_graph() {
+    let first = Graph::new();
+    let batch = first
+        .data("batch")
+        .shape("4|2")
+        .values(vec![0.0; 8])
+        .build();
+    let second = Graph::new();
+    let other = second
+        .data("other")
+        .shape("4|2")
+        .values(vec![0.0; 8])
+        .build();
+    let at = second.static_index();
+    let sliced = batch.slice(&at);
+    contains(first.check(), "static index belongs to another graph");
+    assert!(sliced.error().is_some());
+
+    let summed = other.einsum1("i|j=>j");
+    let capture = summed.capture("i").unwrap();
+    contains(
+        first.set_dim(&capture, 4),
+        "set_dim: the capture 'i' belongs to another graph",
+    );
+    assert_eq!(first.capture_value(&capture), None);
+    assert!(first.dim(&capture).error().is_some());
+
+    let fresh = Graph::new();
+    let w = fresh.data("w").shape("4|2").values(vec![1.0; 8]).build();
+    let own = fresh.static_index();
+    let row = w.slice(&own);
+    let mut ctx = Context::with_backend(&fresh, Box::new(Interpreter));
+    let forward = ctx.forward(&[&row]).unwrap();
+    contains(ctx.run_with(&forward, &[(at, 0)]), "another graph");
+    ctx.run_with(&forward, &[(own, 1)]).unwrap();
+    assert_eq!(ctx.values(&row).unwrap(), vec![1.0, 1.0]);
+}
