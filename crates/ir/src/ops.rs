@@ -105,11 +105,12 @@ impl Unop {
             Unop::Uint4x32ToPrecUniform1 => f64::NAN,
             Unop::Identity => x,
             Unop::Neg => -x,
+            // NaN is not `<= 0`: it passes through, as in numpy and PyTorch.
             Unop::Relu => {
-                if x > 0.0 {
-                    x
-                } else {
+                if x <= 0.0 {
                     0.0
+                } else {
+                    x
                 }
             }
             Unop::Sat01 => x.clamp(0.0, 1.0),
@@ -184,18 +185,36 @@ impl Binop {
             Binop::Mul => a * b,
             Binop::Div => a / b,
             Binop::Pow => a.powf(b),
-            Binop::Max => a.max(b),
-            Binop::Min => a.min(b),
+            // numpy's maximum and minimum: a NaN on either side is the result; ties keep `a`.
+            Binop::Max => {
+                if a >= b || a.is_nan() {
+                    a
+                } else {
+                    b
+                }
+            }
+            Binop::Min => {
+                if a <= b || a.is_nan() {
+                    a
+                } else {
+                    b
+                }
+            }
+            // The derivative at NaN is NaN: the gate passes the NaN on rather than a 0.
             Binop::ReluGate => {
                 if a > 0.0 {
                     b
-                } else {
+                } else if a <= 0.0 {
                     0.0
+                } else {
+                    a
                 }
             }
             Binop::Sat01Gate => {
                 if a > 0.0 && a < 1.0 {
                     b
+                } else if a.is_nan() {
+                    a
                 } else {
                     0.0
                 }
@@ -486,6 +505,35 @@ mod tests {
         assert_eq!(Binop::Sat01Gate.apply(1.0, 7.0), 0.0);
         assert_eq!(Binop::Or.apply(0.0, -2.0), 1.0);
         assert_eq!(Binop::And.apply(0.0, -2.0), 0.0);
+    }
+
+    #[test]
+    fn nan_propagates_through_every_choice() {
+        let nan = f64::NAN;
+        assert!(Unop::Relu.apply(nan).is_nan());
+        assert!(Unop::Sat01.apply(nan).is_nan());
+        assert_eq!(Unop::Relu.apply(-0.0).to_bits(), 0.0f64.to_bits());
+        for op in [Binop::Max, Binop::Min] {
+            assert!(op.apply(nan, 1.0).is_nan(), "{op}(NaN, 1)");
+            assert!(op.apply(1.0, nan).is_nan(), "{op}(1, NaN)");
+            assert!(op.apply(f64::NEG_INFINITY, nan).is_nan(), "{op}(-inf, NaN)");
+        }
+        assert_eq!(Binop::Max.apply(1.0, 3.0), 3.0);
+        assert_eq!(Binop::Min.apply(1.0, 3.0), 1.0);
+        // Ties keep the first operand, as numpy's maximum does.
+        assert!(Binop::Max.apply(-0.0, 0.0).is_sign_negative());
+        assert!(Binop::Min.apply(0.0, -0.0).is_sign_positive());
+        assert!(Binop::ReluGate.apply(nan, 7.0).is_nan());
+        assert!(Binop::Sat01Gate.apply(nan, 7.0).is_nan());
+        assert_eq!(Binop::ReluGate.apply(-1.0, nan).to_bits(), 0.0f64.to_bits());
+        // A maximum over values holding a NaN is NaN, wherever the NaN is.
+        for values in [[1.0, nan, 3.0], [nan, 1.0, 3.0], [1.0, 3.0, nan]] {
+            let neutral = Binop::Max.neutral().unwrap();
+            let max = values
+                .iter()
+                .fold(neutral, |acc, &v| Binop::Max.apply(acc, v));
+            assert!(max.is_nan(), "{values:?}");
+        }
     }
 
     #[test]

@@ -45,14 +45,29 @@ static inline rc_word rc_wselect(int64_t c, rc_word a, rc_word b) {
 }
 
 /* The operations whose meaning is a choice, each argument computed once by the caller. */
-static inline double rc_relu(double x) { return rc_select(x > 0, x, 0.0); }
-static inline float rc_reluf(float x) { return rc_selectf(x > 0, x, 0.0f); }
+/* NaN propagates through every choice as the interpreter (and numpy) has it: relu(NaN) is NaN,
+   a gate at NaN passes the NaN on, max and min with a NaN operand are that NaN (ties keep the
+   first operand). */
+static inline double rc_relu(double x) { return rc_select(x <= 0, 0.0, x); }
+static inline float rc_reluf(float x) { return rc_selectf(x <= 0, 0.0f, x); }
 static inline int64_t rc_irelu(int64_t x) { return rc_iselect(x > 0, x, 0); }
-static inline double rc_relu_gate(double a, double b) { return rc_select(a > 0, b, 0.0); }
-static inline float rc_relu_gatef(float a, float b) { return rc_selectf(a > 0, b, 0.0f); }
+static inline double rc_relu_gate(double a, double b) {
+  return rc_select(a > 0, b, rc_select(a <= 0, 0.0, a));
+}
+static inline float rc_relu_gatef(float a, float b) {
+  return rc_selectf(a > 0, b, rc_selectf(a <= 0, 0.0f, a));
+}
 static inline int64_t rc_irelu_gate(int64_t a, int64_t b) { return rc_iselect(a > 0, b, 0); }
-static inline double rc_sat01_gate(double a, double b) { return rc_select((a > 0) & (a < 1), b, 0.0); }
-static inline float rc_sat01_gatef(float a, float b) { return rc_selectf((a > 0) & (a < 1), b, 0.0f); }
+static inline double rc_sat01_gate(double a, double b) {
+  return rc_select((a > 0) & (a < 1), b, rc_select(a != a, a, 0.0));
+}
+static inline float rc_sat01_gatef(float a, float b) {
+  return rc_selectf((a > 0) & (a < 1), b, rc_selectf(a != a, a, 0.0f));
+}
+static inline double rc_max(double a, double b) { return rc_select((a >= b) | (a != a), a, b); }
+static inline float rc_maxf(float a, float b) { return rc_selectf((a >= b) | (a != a), a, b); }
+static inline double rc_min(double a, double b) { return rc_select((a <= b) | (a != a), a, b); }
+static inline float rc_minf(float a, float b) { return rc_selectf((a <= b) | (a != a), a, b); }
 static inline int64_t rc_imax(int64_t a, int64_t b) { return rc_iselect(a > b, a, b); }
 static inline int64_t rc_imin(int64_t a, int64_t b) { return rc_iselect(a < b, a, b); }
 /* Clamped into [0, 1] as the interpreter clamps: NaN stays NaN and -0 stays -0 (fmin and fmax
