@@ -125,16 +125,30 @@ impl Context<'_> {
                 };
                 let mut stmts = self.margin_resets(*accum, &operands)?;
                 stmts.extend(lowering.run(|point| {
-                    // Every operand must be read here, or there is nothing to compute.
-                    let Some(args) = operands
+                    let reads = operands
                         .iter()
                         .enumerate()
-                        .map(|(i, id)| point.read(Slot::Rhs(i), *id).transpose())
-                        .collect::<Option<Result<Vec<Scalar>, LowerError>>>()
-                        .transpose()?
-                    else {
+                        .map(|(i, id)| point.read(Slot::Rhs(i), *id))
+                        .collect::<Result<Vec<Option<Scalar>>, LowerError>>()?;
+                    // A nest reading no operand leaves its cells at the neutral element (a
+                    // component the result alone has, as padding). One reading some operands
+                    // but not others has no value to give: the product of `a;b=>a^b` would
+                    // multiply by a cell that is not there.
+                    if let Some(missing) = reads.iter().position(Option::is_none) {
+                        let read_some = reads.iter().any(Option::is_some);
+                        if read_some && point.index(Slot::Lhs, *lhs)?.is_some() {
+                            return Err(error(format!(
+                                "lowering: {} writes cells where operand {} is not read (its \
+                                 index needs a concatenation component inactive there): an \
+                                 operation of several operands needs each of them at every cell \
+                                 it writes; to join tensors, concatenate them",
+                                projections.label,
+                                missing + 1
+                            )));
+                        }
                         return Ok(None);
-                    };
+                    }
+                    let args: Vec<Scalar> = reads.into_iter().flatten().collect();
                     if let Rhs::Expr(expr, _) = rhs {
                         return Ok(Some(expr.map_operands(
                             &|i| args[i].clone(),

@@ -7,6 +7,7 @@
 //! outputs, parameters and their gradients) and is free to fuse everything else away.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_backends::{Backend, Buffers, Executable, default_backend};
 use rcannl_ir::optimize::optimize;
@@ -23,11 +24,18 @@ use crate::define::Update;
 use crate::graph::{Asg, AsgRhs, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error};
 use crate::tensor::Tensor;
 
-/// A compiled routine of a context.
+/// A compiled routine of a context: it runs only in the context that compiled it.
 #[derive(Debug)]
 pub struct Routine {
     executable: Box<dyn Executable>,
+    /// The identity of the context that compiled it.
+    context: u64,
+    /// The parameters it reads, which must hold values before it runs.
+    params: Vec<usize>,
 }
+
+/// Identities of contexts, unique in the process.
+static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Routine {
     /// The optimized loop IR, printed.
@@ -44,6 +52,7 @@ impl Routine {
 /// A graph's tensors on a backend.
 #[derive(Debug)]
 pub struct Context {
+    id: u64,
     graph: Graph,
     backend: Box<dyn Backend>,
     buffers: Buffers,
@@ -89,6 +98,7 @@ impl Context {
 
     pub fn with_backend(graph: &Graph, backend: Box<dyn Backend>) -> Context {
         Context {
+            id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             graph: graph.clone(),
             backend,
             buffers: Buffers::default(),
@@ -329,6 +339,11 @@ impl Context {
                 .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
                 .collect()
         };
+        let params_used: Vec<usize> = params
+            .iter()
+            .copied()
+            .filter(|&t| used.contains(&value_node(t)))
+            .collect();
         let nodes = used.iter().map(|id| {
             let mut node = self.nodes[id].clone();
             let t = (id.0 / 2) as usize;
@@ -339,10 +354,15 @@ impl Context {
         });
         let routine = IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
             .map_err(|e| error(format!("routine {name}: {e}")))?;
-        self.compile_routine(routine)
+        self.compile_routine(routine, params_used)
     }
 
-    fn compile_routine(&mut self, routine: IrRoutine) -> Result<Routine, TensorError> {
+    /// Optimizes and compiles `routine`, which reads the parameters `params`.
+    fn compile_routine(
+        &mut self,
+        routine: IrRoutine,
+        params: Vec<usize>,
+    ) -> Result<Routine, TensorError> {
         let optimized =
             optimize(&routine).map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
         for node in optimized.nodes.values() {
@@ -354,7 +374,11 @@ impl Context {
             .backend
             .compile(&optimized)
             .map_err(|e| error(format!("routine {}: {e}", optimized.name)))?;
-        Ok(Routine { executable })
+        Ok(Routine {
+            executable,
+            context: self.id,
+            params,
+        })
     }
 
     /// A routine computing `outputs` from the data and parameters.
@@ -551,6 +575,24 @@ impl Context {
         routine: &Routine,
         statics: &[(StaticIndex, i64)],
     ) -> Result<(), TensorError> {
+        if routine.context != self.id {
+            return Err(error(format!(
+                "run: routine {} was compiled by another context",
+                routine.executable.routine().name
+            )));
+        }
+        if let Some(&t) = routine
+            .params
+            .iter()
+            .find(|t| !self.initialized.contains(t))
+        {
+            return Err(error(format!(
+                "run: routine {} reads parameter '{}', which holds no values yet: call \
+                 init_params (again, for parameters added since) or set its values first",
+                routine.executable.routine().name,
+                self.graph.state.borrow().tensors[t].label
+            )));
+        }
         let graph = self.graph.id();
         if statics.iter().any(|(s, _)| s.graph != graph) {
             return Err(error(
@@ -564,7 +606,9 @@ impl Context {
             .map_err(|e| error(e.message))
     }
 
-    /// Initializes every parameter not initialized yet in this context (each exactly once).
+    /// Initializes every parameter not initialized yet in this context (each exactly once; a
+    /// parameter whose values were set from the host keeps them). A routine reading a parameter
+    /// that holds no values refuses to run.
     pub fn init_params(&mut self) -> Result<(), TensorError> {
         self.concretize()?;
         let params: Vec<(usize, Init)> = {
@@ -634,7 +678,8 @@ impl Context {
                 statics: BTreeMap::new(),
                 body,
             };
-            let routine = self.compile_routine(routine)?;
+            // It writes the parameters: none has to hold values before.
+            let routine = self.compile_routine(routine, Vec::new())?;
             self.run(&routine)?;
         }
         self.initialized.extend(params.iter().map(|(t, _)| *t));
@@ -832,7 +877,9 @@ impl Context {
         self.check_tensor(t)?;
         self.buffers
             .set_cells(value_node(t.index), cells)
-            .map_err(|e| error(format!("set cells of '{}': {e}", t.label())))
+            .map_err(|e| error(format!("set cells of '{}': {e}", t.label())))?;
+        self.initialized.insert(t.index);
+        Ok(())
     }
 
     /// The gradient of the last backprop's loss with respect to the tensor: a leaf, or a
@@ -855,7 +902,9 @@ impl Context {
         self.check_tensor(t)?;
         self.buffers
             .set_values(value_node(t.index), values)
-            .map_err(|e| error(format!("set values of '{}': {e}", t.label())))
+            .map_err(|e| error(format!("set values of '{}': {e}", t.label())))?;
+        self.initialized.insert(t.index);
+        Ok(())
     }
 
     /// The tensor's dims in memory order (batch, output, input).

@@ -110,3 +110,80 @@ fn static_indices_and_captures_belong_to_their_graph() {
     ctx.run_with(&forward, &[(own, 1)]).unwrap();
     assert_eq!(ctx.values(&row).unwrap(), vec![1.0, 1.0]);
 }
+
+#[test]
+fn a_product_into_a_concatenation_is_refused_not_zero() {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("2").values(vec![1.0, 2.0]).build();
+    let b = graph
+        .data("b")
+        .shape("3")
+        .values(vec![10.0, 20.0, 30.0])
+        .build();
+    // Where the result's `a` component is written, `b` has no cell to multiply by.
+    let product = a.einsum("a;b=>a^b", &b);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    contains(ctx.forward(&[&product]), "operand 2 is not read");
+    // Concatenation is the operation that joins them.
+    let joined = rcannl_tensor::Tensor::concat("a;b=>a^b", &[&a, &b]);
+    let forward = ctx.forward(&[&joined]).unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(
+        ctx.values(&joined).unwrap(),
+        vec![1.0, 2.0, 10.0, 20.0, 30.0]
+    );
+}
+
+#[test]
+fn a_routine_reading_an_uninitialized_parameter_refuses_to_run() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(rcannl_tensor::Init::Constant(3.0))
+        .build();
+    let y = &w + 1.0;
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&y]).unwrap();
+    contains(
+        ctx.run(&forward),
+        "reads parameter 'w', which holds no values yet",
+    );
+    ctx.init_params().unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(ctx.values(&y).unwrap(), vec![4.0, 4.0]);
+
+    // A parameter added after init_params needs another call.
+    let v = graph
+        .param("v")
+        .shape("2")
+        .init(rcannl_tensor::Init::Constant(5.0))
+        .build();
+    let z = &y + &v;
+    let forward = ctx.forward(&[&z]).unwrap();
+    contains(ctx.run(&forward), "parameter 'v'");
+    ctx.init_params().unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(ctx.values(&z).unwrap(), vec![9.0, 9.0]);
+
+    // Values set from the host count, and init_params leaves them.
+    let u = graph.param("u").shape("2").build();
+    let sum = &z + &u;
+    let forward = ctx.forward(&[&sum]).unwrap();
+    ctx.set_values(&u, &[0.5, 0.25]).unwrap();
+    ctx.init_params().unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(ctx.values(&sum).unwrap(), vec![9.5, 9.25]);
+}
+
+#[test]
+fn a_routine_runs_only_in_its_own_context() {
+    let graph = Graph::new();
+    let x = graph.data("x").shape("2").values(vec![1.0, 2.0]).build();
+    let y = &x + 1.0;
+    let mut first = Context::with_backend(&graph, Box::new(Interpreter));
+    let mut second = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = first.forward(&[&y]).unwrap();
+    second.forward(&[&y]).unwrap();
+    contains(second.run(&forward), "compiled by another context");
+}
