@@ -73,6 +73,24 @@ pub enum Init {
     Values(Vec<f64>),
 }
 
+impl Init {
+    /// What makes the init meaningless, if anything.
+    fn problem(&self) -> Option<&'static str> {
+        match *self {
+            Init::Uniform(low, high) if !(low.is_finite() && high.is_finite()) => {
+                Some("needs finite bounds")
+            }
+            Init::Uniform(low, high) if low >= high => Some("needs low < high"),
+            Init::Normal(mean, std) if !(mean.is_finite() && std.is_finite()) => {
+                Some("needs a finite mean and deviation")
+            }
+            Init::Normal(_, std) if std < 0.0 => Some("needs a deviation of at least 0"),
+            Init::Constant(c) if !c.is_finite() => Some("needs a finite value"),
+            _ => None,
+        }
+    }
+}
+
 /// Where a leaf's values come from.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LeafKind {
@@ -273,8 +291,15 @@ impl LeafBuilder {
         self
     }
 
-    /// How a parameter starts (see [`Init`]).
+    /// How a parameter starts (see [`Init`]). Bounds, means and deviations must be finite, a
+    /// uniform range not empty (`low < high`) and a deviation not negative.
     pub fn init(mut self, init: Init) -> LeafBuilder {
+        if let Some(problem) = init.problem() {
+            self.graph.record(error(format!(
+                "parameter '{}': {init:?} {problem}",
+                self.label
+            )));
+        }
         if let Init::Values(values) = &init {
             self.decl = self.decl.init(TerminalInit::NElements(values.len()));
         }

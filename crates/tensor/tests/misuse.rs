@@ -187,3 +187,23 @@ fn a_routine_runs_only_in_its_own_context() {
     second.forward(&[&y]).unwrap();
     contains(second.run(&forward), "compiled by another context");
 }
+
+#[test]
+fn meaningless_inits_are_refused() {
+    use rcannl_tensor::Init;
+    for (init, problem) in [
+        (Init::Uniform(1.0, -1.0), "needs low < high"),
+        (Init::Uniform(0.0, f64::INFINITY), "finite bounds"),
+        (Init::Uniform(f64::NAN, 1.0), "finite bounds"),
+        (Init::Normal(0.0, -1.0), "deviation of at least 0"),
+        (Init::Normal(f64::NAN, 1.0), "finite mean"),
+        (Init::Constant(f64::NAN), "finite value"),
+    ] {
+        let graph = Graph::new();
+        let w = graph.param("w").shape("2").init(init.clone()).build();
+        let y = &w + 1.0;
+        contains(graph.check(), problem);
+        let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+        contains(ctx.forward(&[&y]), "parameter 'w'");
+    }
+}
