@@ -146,7 +146,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 fn time_routine(compiler: &Compiler, routine: &Routine, repeats: usize) -> Duration {
     let optimized = optimize(routine).unwrap();
     let compiled = compiler.compile(&optimized).unwrap();
-    let mut buffers = Buffers::for_routine(&optimized);
+    let mut buffers = Buffers::for_routine(&optimized).unwrap();
     for node in optimized.nodes.values() {
         if buffers.nodes().contains_key(&node.id) {
             let values: Vec<f64> = (0..node.len())

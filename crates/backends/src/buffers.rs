@@ -30,13 +30,44 @@ impl std::fmt::Debug for Storage {
 }
 
 impl Storage {
-    fn zeroed(precision: Precision, len: usize) -> Storage {
-        let bytes = len * precision.size_in_bytes();
-        Storage {
+    /// A zeroed buffer for `node`, or an error naming it when its size does not fit in memory:
+    /// checked before allocating, so that a huge shape is an error and never an abort.
+    fn zeroed(node: &TensorNode) -> Result<Storage, RunError> {
+        let precision = node.precision;
+        let too_large = |what: String| {
+            error(format!(
+                "{} '{}' of dims {:?} (margins {:?}) {what}",
+                node.id, node.label, node.dims, node.padding
+            ))
+        };
+        let len = node
+            .buffer_dims_checked()
+            .and_then(|dims| dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)))
+            .ok_or_else(|| too_large("has more cells than an address space holds".to_owned()))?;
+        let bytes = len
+            .checked_mul(precision.size_in_bytes())
+            .filter(|&bytes| bytes <= isize::MAX as usize)
+            .ok_or_else(|| {
+                too_large(format!("needs {len} cells of {precision}: too many bytes"))
+            })?;
+        if let Some(memory) = physical_memory().filter(|&memory| bytes > memory) {
+            return Err(too_large(format!(
+                "needs {bytes} bytes, more than the {memory} bytes of memory this machine has"
+            )));
+        }
+        let n_lines = bytes.div_ceil(64).max(1);
+        let mut lines = Vec::new();
+        lines.try_reserve_exact(n_lines).map_err(|e| {
+            too_large(format!(
+                "needs {bytes} bytes, which cannot be allocated: {e}"
+            ))
+        })?;
+        lines.resize(n_lines, Line([0; 64]));
+        Ok(Storage {
             precision,
             len,
-            lines: vec![Line([0; 64]); bytes.div_ceil(64).max(1)],
-        }
+            lines,
+        })
     }
 
     fn bytes(&self) -> &[u8] {
@@ -134,28 +165,27 @@ fn error(message: String) -> RunError {
 }
 
 impl Buffers {
-    /// Allocates a zeroed buffer for each node.
-    pub fn new(nodes: impl IntoIterator<Item = TensorNode>) -> Buffers {
+    /// Allocates a zeroed buffer for each node; an error names a node too large to allocate.
+    pub fn new(nodes: impl IntoIterator<Item = TensorNode>) -> Result<Buffers, RunError> {
         let mut buffers = Buffers::default();
         for node in nodes {
-            buffers
-                .data
-                .insert(node.id, Storage::zeroed(node.precision, node.buffer_len()));
-            buffers.nodes.insert(node.id, node);
+            buffers.insert(node)?;
         }
-        buffers
+        Ok(buffers)
     }
 
-    /// Adds a zeroed buffer for `node` unless it has one.
-    pub fn insert(&mut self, node: TensorNode) {
+    /// Adds a zeroed buffer for `node` unless it has one; an error names a node too large to
+    /// allocate.
+    pub fn insert(&mut self, node: TensorNode) -> Result<(), RunError> {
         if let std::collections::hash_map::Entry::Vacant(entry) = self.data.entry(node.id) {
-            entry.insert(Storage::zeroed(node.precision, node.buffer_len()));
+            entry.insert(Storage::zeroed(&node)?);
             self.nodes.insert(node.id, node);
         }
+        Ok(())
     }
 
     /// Zeroed buffers for every node of `routine` that has storage (all but virtual ones).
-    pub fn for_routine(routine: &Routine) -> Buffers {
+    pub fn for_routine(routine: &Routine) -> Result<Buffers, RunError> {
         Buffers::new(
             routine
                 .nodes
@@ -235,6 +265,15 @@ impl Buffers {
     }
 }
 
+/// The machine's physical memory in bytes, where the system tells it (Linux): no single buffer
+/// can be larger.
+fn physical_memory() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The buffer position of every interior cell, in row-major order over the unpadded dims.
 fn interior_offsets(node: &TensorNode) -> Vec<usize> {
     if node.padding.iter().all(|(l, r)| l + r == 0) {
@@ -276,12 +315,30 @@ mod tests {
             (Precision::Uint4x32, Value::Word([1, 2, 3, u32::MAX])),
         ];
         for (precision, value) in cases {
-            let mut storage = Storage::zeroed(precision, 5);
+            let node = TensorNode::new(0, "t", precision, &[5]);
+            let mut storage = Storage::zeroed(&node).unwrap();
             assert_eq!(storage.as_mut_ptr() as usize % 64, 0);
             let value = value.stored_as(precision);
             storage.set(3, value);
             assert_eq!(storage.get(3), value, "{precision}");
             assert_eq!(storage.get(2), Value::Float(0.0).stored_as(precision));
         }
+    }
+
+    #[test]
+    fn a_buffer_too_large_is_an_error_naming_its_node() {
+        for dims in [
+            vec![1_000_000, 1_000_000],
+            vec![usize::MAX / 2, 3],
+            vec![1 << 40, 1 << 40, 1 << 40],
+        ] {
+            let node = TensorNode::new(7, "huge", Precision::F32, &dims);
+            let e = Buffers::new([node]).unwrap_err();
+            assert!(e.message.contains("'huge'"), "{}", e.message);
+        }
+        let mut padded = TensorNode::new(8, "padded", Precision::F64, &[2]);
+        padded.padding = vec![(usize::MAX, 1)];
+        let e = Buffers::new([padded]).unwrap_err();
+        assert!(e.message.contains("more cells than"), "{}", e.message);
     }
 }

@@ -60,7 +60,7 @@ fn a_second_compilation_comes_from_the_cache() {
     assert!(!compiler.compile(&routine).unwrap().from_cache);
     let again = compiler.compile(&routine).unwrap();
     assert!(again.from_cache);
-    let mut buffers = Buffers::for_routine(&routine);
+    let mut buffers = Buffers::for_routine(&routine).unwrap();
     buffers.set_values(NodeId(0), &range(5)).unwrap();
     again.run(&mut buffers, &HashMap::new()).unwrap();
     assert_eq!(buffers.values(NodeId(1)), range(5));
@@ -76,7 +76,8 @@ fn both_backends_refuse_buffers_of_another_shape() {
         let mut wrong = Buffers::new([
             node(0, &[5]),
             TensorNode::new(1, "t1", Precision::F32, &[5]),
-        ]);
+        ])
+        .unwrap();
         let result = executable.run(&mut wrong, &HashMap::new());
         if backend.name() == "cc" {
             let error = result.unwrap_err();
@@ -85,7 +86,7 @@ fn both_backends_refuse_buffers_of_another_shape() {
                 "{error}"
             );
         }
-        let mut missing = Buffers::new([node(0, &[5])]);
+        let mut missing = Buffers::new([node(0, &[5])]).unwrap();
         let error = executable.run(&mut missing, &HashMap::new()).unwrap_err();
         assert!(
             error.message.contains("no buffer for n1"),
@@ -169,7 +170,7 @@ fn results_do_not_depend_on_the_number_of_threads() {
     let results: Vec<Vec<rcannl_ir::Value>> = [1, 2, 3]
         .iter()
         .map(|&threads| {
-            let mut buffers = Buffers::for_routine(&optimized);
+            let mut buffers = Buffers::for_routine(&optimized).unwrap();
             let x: Vec<f64> = (0..rows * depth)
                 .map(|i| (i % 23) as f64 / 7.0 - 1.5)
                 .collect();

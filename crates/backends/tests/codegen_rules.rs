@@ -144,7 +144,7 @@ fn agree_on_every_level(
             .compile(routine)
             .unwrap_or_else(|e| panic!("{flags}: {e}"));
         for trial in 0..trials {
-            let mut interpreted = Buffers::for_routine(routine);
+            let mut interpreted = Buffers::for_routine(routine).unwrap();
             fill(trial, &mut interpreted);
             let mut native = interpreted.clone();
             run_routine(routine, &mut interpreted, &HashMap::new()).unwrap();

@@ -34,7 +34,7 @@ fn run_all(
     statics: &[(u32, i64)],
 ) -> (Routine, Buffers) {
     let routine = Routine::lower("test", assignment, nodes).unwrap();
-    let mut buffers = Buffers::for_routine(&routine);
+    let mut buffers = Buffers::for_routine(&routine).unwrap();
     let statics: HashMap<Symbol, i64> = statics.iter().map(|&(s, v)| (Symbol(s), v)).collect();
     run_routine(&routine, &mut buffers, &statics).unwrap();
     let compiled = Compiler::find()
@@ -42,7 +42,7 @@ fn run_all(
         .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
         .compile(&routine)
         .unwrap();
-    let mut native = Buffers::for_routine(&routine);
+    let mut native = Buffers::for_routine(&routine).unwrap();
     compiled.run(&mut native, &statics).unwrap();
     for id in routine.nodes.keys() {
         assert_eq!(
@@ -93,7 +93,7 @@ fn constant_fetches() {
         fetch(6, FetchOp::FromHost),
     ]);
     let routine = Routine::lower("consts", &program, nodes).unwrap();
-    let mut buffers = Buffers::for_routine(&routine);
+    let mut buffers = Buffers::for_routine(&routine).unwrap();
     buffers.set_values(NodeId(6), &[-1.0, 8.0]).unwrap();
     run_routine(&routine, &mut buffers, &HashMap::new()).unwrap();
     assert_eq!(buffers.values(NodeId(0)), vec![2.5; 4]);
@@ -216,7 +216,7 @@ fn one_uniform_value_from_the_first_word() {
         projections(&[2], (&[2], vec![it(0)]), vec![(&[2], vec![it(0)])]),
     );
     let routine = Routine::lower("uniform1", &to_float, nodes).unwrap();
-    let mut buffers = Buffers::for_routine(&routine);
+    let mut buffers = Buffers::for_routine(&routine).unwrap();
     let words = [[0x8000_0000, 1, 2, 3], [0xFFFF_FFFF, 0, 0, 0]];
     buffers
         .set_cells(NodeId(0), &words.map(Value::Word))
@@ -264,7 +264,7 @@ fn a_batch_slice_reads_at_the_static_index() {
     assert_eq!(routine.statics, [(Symbol(9), 4)].into());
     assert!(routine.to_string().starts_with("routine slice(s9 < 4):\n"));
     for batch in [1i64, 3] {
-        let mut buffers = Buffers::for_routine(&routine);
+        let mut buffers = Buffers::for_routine(&routine).unwrap();
         buffers.set_values(NodeId(0), &source).unwrap();
         run_routine(&routine, &mut buffers, &[(Symbol(9), batch)].into()).unwrap();
         let row = &source[batch as usize * 3..batch as usize * 3 + 3];
@@ -273,7 +273,7 @@ fn a_batch_slice_reads_at_the_static_index() {
         assert_eq!(buffers.values(NodeId(2)), doubled);
         assert_eq!(buffers.values(NodeId(3)), vec![batch as f64]);
     }
-    let mut buffers = Buffers::for_routine(&routine);
+    let mut buffers = Buffers::for_routine(&routine).unwrap();
     let missing = run_routine(&routine, &mut buffers, &HashMap::new()).unwrap_err();
     assert!(
         missing
@@ -332,7 +332,7 @@ fn margins_hold_each_consumers_neutral_element() {
     let shown = routine.to_string();
     assert!(shown.contains("fill margins of n0 with -inf\n"), "{shown}");
     assert!(shown.contains("fill margins of n0 with 0\n"), "{shown}");
-    let mut buffers = Buffers::for_routine(&routine);
+    let mut buffers = Buffers::for_routine(&routine).unwrap();
     buffers.set_values(NodeId(0), &x).unwrap();
     run_routine(&routine, &mut buffers, &HashMap::new()).unwrap();
     let at = |i: i64, outside: f64| {
@@ -359,7 +359,7 @@ fn margins_hold_each_consumers_neutral_element() {
 
 /// Runs `n2[] := value` with n0 and n1 (scalars of `precision`) holding `a` and `b`.
 fn compute(precision: Precision, a: Value, b: Value, value: Scalar) -> Result<Value, String> {
-    let mut buffers = Buffers::new((0..3).map(|i| typed(i, precision, &[1])));
+    let mut buffers = Buffers::new((0..3).map(|i| typed(i, precision, &[1]))).unwrap();
     buffers.set_cells(NodeId(0), &[a]).unwrap();
     buffers.set_cells(NodeId(1), &[b]).unwrap();
     let store = Stmt::Set {
@@ -512,7 +512,7 @@ fn words_take_only_word_operations() {
 #[test]
 fn locals_keep_their_precision() {
     // local v0: f16 := n0 + n1 (rounded to f16); n2 := v0 * 1.
-    let mut buffers = Buffers::new((0..3).map(|i| typed(i, Precision::F64, &[1])));
+    let mut buffers = Buffers::new((0..3).map(|i| typed(i, Precision::F64, &[1]))).unwrap();
     buffers.set_values(NodeId(0), &[1.0]).unwrap();
     buffers.set_values(NodeId(1), &[2f64.powi(-11)]).unwrap();
     let program = [

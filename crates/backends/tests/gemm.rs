@@ -52,8 +52,8 @@ fn compiler() -> Compiler {
 fn both_ways(routine: &Routine, inputs: &[NodeId]) -> Vec<(NodeId, Vec<f64>, Vec<f64>)> {
     let optimized = optimize(routine).unwrap();
     let compiled = compiler().compile(&optimized).unwrap();
-    let mut interpreted = Buffers::for_routine(routine);
-    let mut native = Buffers::for_routine(&optimized);
+    let mut interpreted = Buffers::for_routine(routine).unwrap();
+    let mut native = Buffers::for_routine(&optimized).unwrap();
     for (n, id) in inputs.iter().enumerate() {
         let cells = routine.nodes[id].len();
         let values: Vec<f64> = (0..cells)
@@ -200,7 +200,7 @@ fn matrix_vector_and_long_dot_products_give_the_interpreters_result() {
         let results: Vec<Vec<rcannl_ir::Value>> = [1, 2, 3]
             .iter()
             .map(|&threads| {
-                let mut buffers = Buffers::for_routine(&optimized);
+                let mut buffers = Buffers::for_routine(&optimized).unwrap();
                 for id in [0, 1] {
                     let cells = optimized.nodes[&NodeId(id)].len();
                     let values: Vec<f64> = (0..cells)

@@ -250,7 +250,7 @@ fn lowering_and_running_report_errors() {
     );
     let reads_before = unary(true, Binop::Arg2, 1, Unop::Identity, 0, p);
     let stmts = lower(&reads_before, &table).unwrap();
-    let mut buffers = Buffers::new([node(0, &[2]), node(1, &[2])]);
+    let mut buffers = Buffers::new([node(0, &[2]), node(1, &[2])]).unwrap();
     let error = run(&stmts, &mut buffers).unwrap_err();
     assert!(error.message.contains("outside its buffer"), "{error}");
 }
@@ -465,7 +465,7 @@ fn concatenation_gradients_scatter_back() {
     let nodes = vec![node(0, &[5]), node(1, &[2]), node(2, &[3])];
     let table: HashMap<NodeId, TensorNode> = nodes.iter().map(|n| (n.id, n.clone())).collect();
     let stmts = lower(&backward, &table).unwrap();
-    let mut buffers = Buffers::new(nodes);
+    let mut buffers = Buffers::new(nodes).unwrap();
     buffers
         .set_values(NodeId(0), &[1.0, 2.0, 3.0, 4.0, 5.0])
         .unwrap();

@@ -998,7 +998,7 @@ fn a_transposing_copy_runs_in_tiles_on_both_backends() {
         .expect("a C compiler (cc or $CC)")
         .compile(&after)
         .unwrap();
-    let mut native = Buffers::for_routine(&after);
+    let mut native = Buffers::for_routine(&after).unwrap();
     native.set_values(NodeId(0), &x).unwrap();
     compiled
         .run(&mut native, &std::collections::HashMap::new())

@@ -285,8 +285,8 @@ pub fn check(compiler: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
 
 fn compare(program: &Program, form: &Routine, compiled: &CompiledRoutine) -> Result<(), String> {
     let routine = &program.routine;
-    let mut interpreted = Buffers::for_routine(routine);
-    let mut native = Buffers::for_routine(form);
+    let mut interpreted = Buffers::for_routine(routine).map_err(|e| e.message)?;
+    let mut native = Buffers::for_routine(form).map_err(|e| e.message)?;
     for (id, values) in &program.inputs {
         interpreted.set_values(*id, values).map_err(|e| e.message)?;
         native.set_values(*id, values).map_err(|e| e.message)?;

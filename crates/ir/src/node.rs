@@ -71,6 +71,15 @@ impl TensorNode {
             .collect()
     }
 
+    /// [`TensorNode::buffer_dims`], or `None` where an axis with its margins overflows.
+    pub fn buffer_dims_checked(&self) -> Option<Vec<usize>> {
+        self.dims
+            .iter()
+            .zip(&self.padding)
+            .map(|(dim, (before, after))| dim.checked_add(*before)?.checked_add(*after))
+            .collect()
+    }
+
     /// The node with its memory mode decided in advance (the rule keeps it).
     pub fn with_mode(mut self, mode: MemoryMode) -> TensorNode {
         self.memory_mode = Some(mode);

@@ -201,8 +201,10 @@ impl Context {
                     }
                     Some(_) => {}
                     None => {
-                        self.nodes.insert(id, node.clone());
-                        self.buffers.insert(node);
+                        self.buffers.insert(node.clone()).map_err(|e| {
+                            error(format!("tensor '{}' ({shape}): {e}", data.label))
+                        })?;
+                        self.nodes.insert(id, node);
                         if let (Some(LeafKind::Data(Some(values))), true) =
                             (&data.leaf, id == value_node(t))
                         {
@@ -367,7 +369,9 @@ impl Context {
             optimize(&routine).map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
         for node in optimized.nodes.values() {
             if node.memory_mode != Some(MemoryMode::Virtual) && !self.nodes.contains_key(&node.id) {
-                self.buffers.insert(node.clone());
+                self.buffers
+                    .insert(node.clone())
+                    .map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
             }
         }
         let executable = self

@@ -207,3 +207,14 @@ fn meaningless_inits_are_refused() {
         contains(ctx.forward(&[&y]), "parameter 'w'");
     }
 }
+
+#[test]
+fn a_tensor_too_large_for_memory_is_an_error_naming_it() {
+    for literal in ["1000000,1000000", "4294967296,4294967296,16"] {
+        let graph = Graph::new();
+        let x = graph.data("x").shape(literal).build();
+        let y = x.relu();
+        let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+        contains(ctx.forward(&[&y]), "tensor 'x'");
+    }
+}

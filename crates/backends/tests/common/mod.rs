@@ -56,7 +56,7 @@ pub fn execute(
 ) -> Vec<f64> {
     let table: HashMap<NodeId, TensorNode> = nodes.iter().map(|n| (n.id, n.clone())).collect();
     let stmts = lower(assignment, &table).unwrap();
-    let mut buffers = Buffers::new(nodes.clone());
+    let mut buffers = Buffers::new(nodes.clone()).unwrap();
     for (node, values) in inputs {
         buffers.set_values(NodeId(*node), values).unwrap();
     }
@@ -71,7 +71,7 @@ pub fn execute(
         .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
         .compile(&optimized)
         .unwrap();
-    let mut native = Buffers::for_routine(&optimized);
+    let mut native = Buffers::for_routine(&optimized).unwrap();
     for (node, values) in inputs {
         native.set_values(NodeId(*node), values).unwrap();
     }
@@ -173,7 +173,7 @@ pub fn pointwise(dims: &[usize], operands: usize) -> Projections {
 
 /// Runs `routine` (no static indices) over buffers for its nodes with `inputs` set.
 pub fn run_routine_on(routine: &Routine, inputs: &[(u32, Vec<f64>)]) -> Buffers {
-    let mut buffers = Buffers::for_routine(routine);
+    let mut buffers = Buffers::for_routine(routine).unwrap();
     for (node, values) in inputs {
         buffers.set_values(NodeId(*node), values).unwrap();
     }
