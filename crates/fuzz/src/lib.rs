@@ -5,11 +5,13 @@
 //! several precisions), optimizes half of them as the tensor layer does, and runs each on both
 //! backends. `graphs` makes random tensor graphs (pointwise operations, contractions,
 //! transposes, reductions, choices) and compares the loss and every parameter's gradient after
-//! backpropagation. Both are deterministic functions of a seed, so a failure names the seed
+//! backpropagation. `programs` makes random programs against the library API, misuse included,
+//! and checks them against a direct evaluation. All are deterministic functions of a seed, so a failure names the seed
 //! that reproduces it. The `rcannl-fuzz` binary runs them at any budget, for the compiler and
 //! flags `$CC` and `$RCANNL_CFLAGS` choose; `tests/` runs a budget sized for CI.
 
 pub mod graphs;
+pub mod programs;
 pub mod rng;
 pub mod routines;
 

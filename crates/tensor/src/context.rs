@@ -344,7 +344,7 @@ impl Context {
         let params_used: Vec<usize> = params
             .iter()
             .copied()
-            .filter(|&t| used.contains(&value_node(t)))
+            .filter(|&t| used.contains(&value_node(t)) || keep.contains(&value_node(t)))
             .collect();
         let nodes = used.iter().map(|id| {
             let mut node = self.nodes[id].clone();
@@ -861,9 +861,25 @@ impl Context {
         Ok(())
     }
 
+    /// An error for a parameter that holds no values yet.
+    fn check_holds_values(&self, t: &Tensor) -> Result<(), TensorError> {
+        let is_param = matches!(
+            self.graph.state.borrow().tensors[t.index].leaf,
+            Some(LeafKind::Param(_))
+        );
+        if is_param && !self.initialized.contains(&t.index) {
+            return Err(error(format!(
+                "parameter '{}' holds no values yet: call init_params or set its values first",
+                t.label()
+            )));
+        }
+        Ok(())
+    }
+
     /// The tensor's values, row-major in memory order (batch, output, input axes).
     pub fn values(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
+        self.check_holds_values(t)?;
         Ok(self.buffers.values(value_node(t.index)))
     }
 
@@ -871,6 +887,7 @@ impl Context {
     /// (all 64 bits), 128-bit words as their four words, floats as numbers.
     pub fn cells(&self, t: &Tensor) -> Result<Vec<Value>, TensorError> {
         self.check_tensor(t)?;
+        self.check_holds_values(t)?;
         Ok(self.buffers.cells(value_node(t.index)))
     }
 

@@ -218,3 +218,20 @@ fn a_tensor_too_large_for_memory_is_an_error_naming_it() {
         contains(ctx.forward(&[&y]), "tensor 'x'");
     }
 }
+
+#[test]
+fn an_uninitialized_parameter_has_no_values_to_read() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(rcannl_tensor::Init::Constant(3.0))
+        .build();
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&w]).unwrap();
+    contains(ctx.run(&forward), "reads parameter 'w'");
+    contains(ctx.values(&w), "parameter 'w' holds no values yet");
+    contains(ctx.cells(&w), "holds no values yet");
+    ctx.init_params().unwrap();
+    assert_eq!(ctx.values(&w).unwrap(), vec![3.0, 3.0]);
+}
