@@ -619,3 +619,189 @@ fn a_failed_save_leaves_the_old_checkpoint() {
         "no temporary file is left"
     );
 }
+
+/// Two small tensors of a fresh graph, `a` (f32) and `b` (f64), with distinct values, saved at
+/// `path`; and a context of the graph where both hold other values, to load into.
+fn small(path: &Path) -> (Vec<Tensor>, Context) {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("3").build();
+    let b = graph.data("b").shape("2").precision(Precision::F64).build();
+    let mut ctx = Context::new(&graph);
+    ctx.set_values(&a, &[1.5, -2.25, 1e-3]).expect("values");
+    ctx.set_values(&b, &[std::f64::consts::E, -0.0])
+        .expect("values");
+    save(path, &mut ctx, &[&a, &b]).expect("save");
+    let mut other = Context::new(&graph);
+    other.set_values(&a, &[7.0; 3]).expect("values");
+    other.set_values(&b, &[7.0; 2]).expect("values");
+    (vec![a, b], other)
+}
+
+/// The header's length, and where the bytes of tensor `label` lie in the file.
+fn layout(bytes: &[u8], label: &str) -> (usize, std::ops::Range<usize>) {
+    let (n, contents) = safetensors::SafeTensors::read_metadata(bytes).expect("a valid file");
+    let (start, end) = contents.info(label).expect("the tensor").data_offsets;
+    (n, 8 + n + start..8 + n + end)
+}
+
+/// Where `needle` first occurs in `bytes`.
+fn position(bytes: &[u8], needle: &str) -> usize {
+    bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .unwrap_or_else(|| panic!("{needle} in the file"))
+}
+
+#[test]
+fn a_flip_hiding_a_checksum_does_not_let_a_corrupted_tensor_load() {
+    let _turn = one_at_a_time();
+    let dir = folder("hidden-checksum");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut bytes = fs::read(&path).expect("read");
+    // `checksum:a` becomes `Checksum:a`, and one bit of a's values flips.
+    let key = position(&bytes, "checksum:a");
+    bytes[key] ^= 0x20;
+    let (_, data) = layout(&bytes, "a");
+    bytes[data.start + 1] ^= 0x08;
+    let corrupted = dir.join("corrupted.safetensors");
+    fs::write(&corrupted, &bytes).expect("write");
+    let before = bits(&ctx, &tensors);
+    let e = load(&corrupted, &mut ctx, &tensors).expect_err("the load fails");
+    assert!(e.message.contains("corrupted"), "{e}");
+    assert_eq!(bits(&ctx, &tensors), before);
+}
+
+#[test]
+fn every_one_bit_flip_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("one-bit");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let bytes = fs::read(&path).expect("read");
+    let before = bits(&ctx, &tensors);
+    let flipped = dir.join("flipped.safetensors");
+    let mut loaded = Vec::new();
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut copy = bytes.clone();
+            copy[i] ^= 1 << bit;
+            fs::write(&flipped, &copy).expect("write");
+            if load(&flipped, &mut ctx, &tensors).is_ok() {
+                loaded.push((i, bit));
+                ctx.set_values(tensors[0], &[7.0; 3]).expect("values");
+                ctx.set_values(tensors[1], &[7.0; 2]).expect("values");
+            }
+            assert_eq!(bits(&ctx, &tensors), before, "byte {i}, bit {bit}");
+        }
+    }
+    assert_eq!(loaded, vec![], "flips (byte, bit) that loaded");
+}
+
+/// An FNV-1a checksum, as the module doc defines it: `fnv1a64:` and 16 hex digits.
+fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> String {
+    let hash = bytes.into_iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("fnv1a64:{hash:016x}")
+}
+
+#[test]
+fn a_checkpoint_without_a_header_checksum_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("no-header-checksum");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    // The layout checkpoints had before they carried a header checksum: rows and a checksum
+    // per tensor in the metadata, nothing else.
+    let a: Vec<u8> = [1.5f32, -2.25, 1e-3]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [std::f64::consts::E, -0.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let metadata = std::collections::HashMap::from([
+        ("rows:a".to_owned(), "|->3".to_owned()),
+        ("rows:b".to_owned(), "|->2".to_owned()),
+        ("checksum:a".to_owned(), fnv1a64(a.iter().copied())),
+        ("checksum:b".to_owned(), fnv1a64(b.iter().copied())),
+    ]);
+    let views = [
+        (
+            "a",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![3], &a)
+                .expect("a view"),
+        ),
+        (
+            "b",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F64, vec![2], &b)
+                .expect("a view"),
+        ),
+    ];
+    let old = dir.join("old.safetensors");
+    fs::write(
+        &old,
+        safetensors::serialize(views, Some(metadata)).expect("serialize"),
+    )
+    .expect("write");
+    let before = bits(&ctx, &tensors);
+    let e = load(&old, &mut ctx, &tensors).expect_err("the load fails");
+    assert!(e.message.contains("no header checksum"), "{e}");
+    assert_eq!(bits(&ctx, &tensors), before);
+}
+
+/// How every header starts, up to the header checksum's 16 hex digits.
+const HEADER_START: &str = r#"{"__metadata__":{"header checksum":"fnv1a64:"#;
+
+/// Records in `bytes` the header checksum of its header, as the module doc defines it: the
+/// FNV-1a hash of the first `8 + n` bytes without the digits that record it.
+fn reseal(bytes: &mut [u8]) {
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let digits = 8 + HEADER_START.len()..8 + HEADER_START.len() + 16;
+    assert!(bytes[8..].starts_with(HEADER_START.as_bytes()));
+    let hash = fnv1a64(
+        bytes[..digits.start]
+            .iter()
+            .chain(&bytes[digits.end..8 + n])
+            .copied(),
+    );
+    bytes[digits].copy_from_slice(&hash.as_bytes()["fnv1a64:".len()..]);
+}
+
+#[test]
+fn the_header_checksum_is_the_documented_hash() {
+    let _turn = one_at_a_time();
+    let path = folder("header-checksum").join("small.safetensors");
+    small(&path);
+    let bytes = fs::read(&path).expect("read");
+    let mut resealed = bytes.clone();
+    reseal(&mut resealed);
+    assert_eq!(resealed, bytes);
+}
+
+#[test]
+fn every_tensor_needs_its_checksum_even_under_a_consistent_header() {
+    let _turn = one_at_a_time();
+    let dir = folder("tensor-checksum");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let b = &tensors[1..];
+    let b: Vec<&Tensor> = b.iter().collect();
+    let mut bytes = fs::read(&path).expect("read");
+    // `checksum:a` becomes `checksum_a`, and the header checksum is recomputed: `a` has no
+    // checksum, and even a load of `b` alone is refused.
+    let key = position(&bytes, "checksum:a") + "checksum".len();
+    bytes[key] = b'_';
+    reseal(&mut bytes);
+    let unsealed = dir.join("unsealed.safetensors");
+    fs::write(&unsealed, &bytes).expect("write");
+    let before = bits(&ctx, &b);
+    let e = load(&unsealed, &mut ctx, &b).expect_err("the load fails");
+    assert!(e.message.contains("tensor 'a' has no checksum"), "{e}");
+    assert_eq!(bits(&ctx, &b), before);
+}
