@@ -805,3 +805,63 @@ fn every_tensor_needs_its_checksum_even_under_a_consistent_header() {
     assert!(e.message.contains("tensor 'a' has no checksum"), "{e}");
     assert_eq!(bits(&ctx, &b), before);
 }
+
+/// A FIFO at `path`, made by `mkfifo`.
+#[cfg(unix)]
+fn fifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+#[cfg(unix)]
+#[test]
+fn only_regular_files_are_loaded() {
+    let _turn = one_at_a_time();
+    let dir = folder("load-irregular");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let before = bits(&ctx, &tensors);
+    // An endless device, a FIFO no one writes to (opening it would wait), a symbolic link to the
+    // device, and a folder.
+    let queue = dir.join("queue");
+    fifo(&queue);
+    let link = dir.join("zeros.safetensors");
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("a symbolic link");
+    for (path, kind) in [
+        (Path::new("/dev/zero"), "a character device"),
+        (&queue, "a FIFO"),
+        (&link, "a character device"),
+        (&dir, "a folder"),
+    ] {
+        let e = load(path, &mut ctx, &tensors).expect_err("the load fails");
+        assert!(
+            e.message.contains(&format!("not a regular file: {kind}")),
+            "{e}"
+        );
+        assert!(e.message.contains(&path.display().to_string()), "{e}");
+        assert_eq!(bits(&ctx, &tensors), before);
+    }
+}
+
+#[test]
+fn a_header_length_beyond_the_file_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("header-length");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut bytes = fs::read(&path).expect("read");
+    let size = bytes.len();
+    let long = dir.join("long.safetensors");
+    for n in [size as u64 - 7, 1 << 40, u64::MAX] {
+        bytes[..8].copy_from_slice(&n.to_le_bytes());
+        fs::write(&long, &bytes).expect("write");
+        let e = load(&long, &mut ctx, &tensors).expect_err("the load fails");
+        let expected =
+            format!("the header's length ({n} bytes) runs past the end of the file ({size} bytes)");
+        assert!(e.message.contains(&expected), "{e}");
+    }
+}

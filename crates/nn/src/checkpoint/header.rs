@@ -112,6 +112,23 @@ pub(super) fn file(
     Ok(file)
 }
 
+/// Checks that the header's length, when `file` has one, leaves the header inside the file
+/// (before anything is read by it).
+pub(super) fn check_length(file: &[u8]) -> Result<(), String> {
+    let Some(length) = file.get(..8) else {
+        return Ok(());
+    };
+    let n = u64::from_le_bytes(length.try_into().unwrap_or_default());
+    let size = file.len();
+    if n > (size - 8) as u64 {
+        return Err(format!(
+            "not a readable safetensors file: the header's length ({n} bytes) runs past the \
+             end of the file ({size} bytes): truncated or corrupted?"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the header checksum of `file`, whose header (of `n` bytes) safetensors has read.
 pub(super) fn check_header(file: &[u8], n: usize) -> Result<(), String> {
     let header = &file[8..8 + n];

@@ -22,11 +22,13 @@
 //!
 //! # What a load checks
 //!
-//! A load reads the file, then checks, before it sets any value: the safetensors layout (the
-//! header's length, JSON, offsets that cover the tensors' bytes exactly up to the file's end),
-//! the header checksum, the checksum of every tensor in the file (asked for or not), and for
-//! each tensor asked for: present, same dtype, dims and rows. Any failure is an error naming the
-//! file (and the tensor), and leaves the context as it was.
+//! A load reads a regular file (a symbolic link is followed; a device, a FIFO or a folder is
+//! refused), no further than the size it has when opened, then checks, before it sets any
+//! value: the safetensors layout (a header's length within the file, JSON, offsets that cover
+//! the tensors' bytes exactly up to the file's end), the header checksum, the checksum of every
+//! tensor in the file (asked for or not), and for each tensor asked for: present, same dtype,
+//! dims and rows. Any failure is an error naming the file (and the tensor), and leaves the
+//! context as it was.
 //!
 //! One flipped bit anywhere in the file is always detected. FNV-1a tells apart any two inputs
 //! that differ in one byte (a step `(h ^ b)·p` with `p` odd is a bijection of `b` and of `h`,
@@ -147,7 +149,8 @@ fn names(contents: &safetensors::tensor::Metadata) -> String {
 pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("load checkpoint {}: {what}", path.display()));
     let labels = labels(tensors).map_err(fail)?;
-    let file = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let file = file::read_regular(path).map_err(fail)?;
+    header::check_length(&file).map_err(fail)?;
     let (n, contents) = SafeTensors::read_metadata(&file).map_err(|e| {
         fail(format!(
             "not a readable safetensors file ({e}): truncated or corrupted?"
