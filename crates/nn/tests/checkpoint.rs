@@ -865,3 +865,122 @@ fn a_header_length_beyond_the_file_is_refused() {
         assert!(e.message.contains(&expected), "{e}");
     }
 }
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("list")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[cfg(unix)]
+#[test]
+fn a_save_through_a_symbolic_link_replaces_the_file_it_points_to() {
+    use std::os::unix::fs::PermissionsExt;
+    let _turn = one_at_a_time();
+    let dir = folder("save-link");
+    let real = dir.join("real.safetensors");
+    let (tensors, _) = small(&real);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o640)).expect("permissions");
+    let link = dir.join("link.safetensors");
+    std::os::unix::fs::symlink("real.safetensors", &link).expect("a symbolic link");
+
+    let graph = tensors[0].graph();
+    let mut ctx = Context::new(graph);
+    ctx.set_values(tensors[0], &[3.0, 4.0, 5.0])
+        .expect("values");
+    ctx.set_values(tensors[1], &[6.0, 7.0]).expect("values");
+    save(&link, &mut ctx, &tensors).expect("save");
+
+    assert!(
+        fs::symlink_metadata(&link).expect("the link").is_symlink(),
+        "the link stays a link"
+    );
+    assert_eq!(
+        fs::read_link(&link).expect("the link"),
+        Path::new("real.safetensors")
+    );
+    let mode = fs::metadata(&real).expect("the file").permissions().mode();
+    assert_eq!(mode & 0o777, 0o640, "the file keeps its permissions");
+    let mut other = Context::new(graph);
+    load(&real, &mut other, &tensors).expect("load");
+    assert_eq!(bits(&other, &tensors), bits(&ctx, &tensors));
+    assert_eq!(listing(&dir), ["link.safetensors", "real.safetensors"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_save_over_anything_but_a_regular_file_is_refused_and_leaves_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let _turn = one_at_a_time();
+    let dir = folder("save-irregular");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let queue = dir.join("queue");
+    fifo(&queue);
+    let socket = dir.join("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("a socket");
+    let to_queue = dir.join("to-queue");
+    std::os::unix::fs::symlink("queue", &to_queue).expect("a symbolic link");
+    let nowhere = dir.join("nowhere");
+    std::os::unix::fs::symlink("missing.safetensors", &nowhere).expect("a symbolic link");
+    let sub = dir.join("sub");
+    fs::create_dir(&sub).expect("a folder");
+    let before = listing(&dir);
+    for (path, expected) in [
+        (&queue, "not a regular file: a FIFO".to_owned()),
+        (&socket, "not a regular file: a socket".to_owned()),
+        (
+            &to_queue,
+            format!(
+                "a symbolic link to {}, not a regular file: a FIFO",
+                queue.display()
+            ),
+        ),
+        (
+            &nowhere,
+            "a symbolic link to missing.safetensors, which cannot be followed".to_owned(),
+        ),
+        (&sub, "not a regular file: a folder".to_owned()),
+    ] {
+        let e = save(path, &mut ctx, &tensors).expect_err("the save fails");
+        assert!(e.message.contains(&expected), "{e}");
+        assert!(e.message.contains(&path.display().to_string()), "{e}");
+    }
+    assert_eq!(listing(&dir), before, "nothing is added or replaced");
+    let kind = |path: &Path| fs::symlink_metadata(path).expect("metadata").file_type();
+    assert!(kind(&queue).is_fifo());
+    assert!(kind(&socket).is_socket());
+    assert!(kind(&to_queue).is_symlink());
+    assert!(kind(&nowhere).is_symlink());
+    assert!(kind(&sub).is_dir());
+    assert_eq!(listing(&sub), Vec::<String>::new());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_save_into_a_folder_that_takes_no_files_fails() {
+    let _turn = one_at_a_time();
+    let dir = folder("save-unwritable");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    // No one, not even the superuser, creates a file in /proc.
+    let path = Path::new("/proc/rcannl-checkpoint.safetensors");
+    let e = save(path, &mut ctx, &tensors).expect_err("the save fails");
+    assert!(
+        e.message
+            .contains("save checkpoint /proc/rcannl-checkpoint.safetensors: cannot create"),
+        "{e}"
+    );
+    assert!(!path.exists());
+}

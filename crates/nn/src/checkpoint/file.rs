@@ -4,16 +4,54 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Writes `bytes` to a new file beside `path`, flushes it to disk and renames it to `path`; on
-/// failure the temporary file is removed.
-pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes `bytes` to the regular file at `path`, or to a new one there, atomically: a failed
+/// save leaves what was there, a successful one replaces it whole. A symbolic link is followed
+/// (to the end of a chain of them): the file it points to is replaced, and the link stays. Any
+/// other destination that is not a regular file (a folder, a device, a FIFO, a socket, a link
+/// that leads nowhere) is refused and left as it is.
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let (destination, permissions) = destination(path)?;
+    replace(&destination, bytes, permissions)
+}
+
+/// Where a save to `path` writes, and the permissions of the file there, if there is one: `path`
+/// itself, or the file a symbolic link at `path` points to; an error for anything else.
+fn destination(path: &Path) -> Result<(PathBuf, Option<fs::Permissions>), String> {
+    let metadata = match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((path.to_path_buf(), None)),
+        Err(e) => return Err(e.to_string()),
+        Ok(metadata) => metadata,
+    };
+    if !metadata.file_type().is_symlink() {
+        regular(&metadata)?;
+        return Ok((path.to_path_buf(), Some(metadata.permissions())));
+    }
+    let link = fs::read_link(path).map_err(|e| e.to_string())?;
+    let target = fs::canonicalize(path).map_err(|e| {
+        format!(
+            "a symbolic link to {}, which cannot be followed: {e}",
+            link.display()
+        )
+    })?;
+    let metadata = fs::metadata(&target).map_err(|e| e.to_string())?;
+    regular(&metadata).map_err(|e| format!("a symbolic link to {}, {e}", target.display()))?;
+    Ok((target, Some(metadata.permissions())))
+}
+
+/// Writes `bytes` to a new file beside `destination` (with `permissions`, when given), flushes
+/// it to disk and renames it to `destination`; on any failure the new file is removed.
+fn replace(
+    destination: &Path,
+    bytes: &[u8],
+    permissions: Option<fs::Permissions>,
+) -> Result<(), String> {
     static SAVES: AtomicU64 = AtomicU64::new(0);
-    let name = path
+    let name = destination
         .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+        .ok_or_else(|| "the path names no file".to_owned())?;
     let mut temporary = OsString::from(".");
     temporary.push(name);
     temporary.push(format!(
@@ -21,18 +59,47 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         std::process::id(),
         SAVES.fetch_add(1, Ordering::Relaxed)
     ));
-    let temporary = path.with_file_name(temporary);
+    let temporary = destination.with_file_name(temporary);
+    // A new name only: a file or link someone else put there is never written through.
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .map_err(|e| format!("cannot create {}: {e}", temporary.display()))?;
     let written = (|| {
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
+        file.write_all(bytes)
+            .map_err(|e| format!("cannot write {}: {e}", temporary.display()))?;
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions).map_err(|e| {
+                format!("cannot set the permissions of {}: {e}", temporary.display())
+            })?;
+        }
+        file.sync_all()
+            .map_err(|e| format!("cannot flush {} to disk: {e}", temporary.display()))?;
+        drop(file);
+        fs::rename(&temporary, destination).map_err(|e| {
+            format!(
+                "cannot rename {} to {}: {e}",
+                temporary.display(),
+                destination.display()
+            )
+        })
     })();
     if written.is_err() {
-        // The temporary file may not exist (its creation failed): nothing to report then.
+        // Best effort: the error that matters is the one already in hand.
         let _ = fs::remove_file(&temporary);
+        return written;
     }
-    written
+    // The rename lasts through a crash once the folder is flushed too. The file's bytes are on
+    // disk already, and some file systems cannot flush a folder: that is no failed save.
+    let folder = match destination.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if let Ok(folder) = fs::File::open(folder) {
+        let _ = folder.sync_all();
+    }
+    Ok(())
 }
 
 /// What a file that is not a regular file is, for a message.
@@ -91,4 +158,28 @@ pub(super) fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_rename_removes_the_new_file() {
+        let dir = std::env::temp_dir().join(format!("rcannl-replace-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let occupied = dir.join("occupied");
+        fs::create_dir_all(occupied.join("inside")).expect("folders");
+        // A folder with something in it cannot be renamed over: the write succeeds, the rename
+        // fails.
+        let e = replace(&occupied, b"bytes", None).expect_err("the rename fails");
+        assert!(e.starts_with("cannot rename "), "{e}");
+        let mut names: Vec<_> = fs::read_dir(&dir)
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["occupied"]);
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
 }

@@ -1,7 +1,7 @@
 //! Checkpoints: tensors' values saved to and loaded from a safetensors file by label. This module
 //! owns the file format and the checks a load makes before it changes anything; `cells` stores
 //! each precision's cells, `header` lays out the file and computes and checks its checksums,
-//! `file` writes files.
+//! `file` reads and writes files.
 //!
 //! # Format
 //!
@@ -93,8 +93,10 @@ fn rows_literal(rows: &[Vec<usize>; 3]) -> String {
 
 /// Writes `tensors` to `path` by label (labels must be distinct), each in its precision's dtype
 /// with its dims in memory order, its rows and a checksum in the metadata, and the header's
-/// checksum (see the module doc). The file is written under a temporary name in the same folder
-/// and renamed into place, so a failed save leaves whatever was at `path` before.
+/// checksum (see the module doc). The file is written under a temporary name in the same folder,
+/// flushed to disk and renamed into place, so a failed save leaves whatever was at `path`
+/// before. Only a regular file is replaced: through a symbolic link, the file it points to (the
+/// link stays); any other destination (a folder, a device, a FIFO) is refused.
 pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("save checkpoint {}: {what}", path.display()));
     let labels = labels(tensors).map_err(fail)?;
@@ -120,7 +122,7 @@ pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
         });
     }
     let bytes = header::file(&metadata, entries).map_err(fail)?;
-    file::write_atomically(path, &bytes).map_err(|e| fail(e.to_string()))
+    file::write_atomically(path, &bytes).map_err(fail)
 }
 
 /// The names of the tensors `contents` holds, quoted and sorted, for a message.
