@@ -984,3 +984,56 @@ fn a_save_into_a_folder_that_takes_no_files_fails() {
     );
     assert!(!path.exists());
 }
+
+#[test]
+fn labels_that_json_escapes_round_trip() {
+    let _turn = one_at_a_time();
+    let dir = folder("escaped-labels");
+    let path = dir.join("escaped.safetensors");
+    let graph = Graph::new();
+    let labels = [
+        "a \"quoted\" one",
+        "back\\slash",
+        "new\nline\ttab",
+        "ünïcødé ✓",
+    ];
+    let tensors: Vec<Tensor> = labels
+        .iter()
+        .map(|label| graph.data(label).shape("2").build())
+        .collect();
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut a = Context::new(&graph);
+    for (i, t) in tensors.iter().enumerate() {
+        a.set_values(t, &[i as f64, -(i as f64) - 0.5])
+            .expect("values");
+    }
+    save(&path, &mut a, &tensors).expect("save");
+    let mut b = Context::new(&graph);
+    load(&path, &mut b, &tensors).expect("load");
+    assert_eq!(bits(&b, &tensors), bits(&a, &tensors));
+}
+
+#[test]
+fn the_same_values_save_to_the_same_bytes() {
+    let _turn = one_at_a_time();
+    let dir = folder("deterministic");
+    let (first, second) = (
+        dir.join("first.safetensors"),
+        dir.join("second.safetensors"),
+    );
+    let graph = Graph::new();
+    let tensors = every_precision(&graph);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut ctx = Context::new(&graph);
+    for t in &tensors {
+        ctx.set_values(t, &[3.0; 24]).expect("values");
+    }
+    save(&first, &mut ctx, &tensors).expect("save");
+    let mut reversed = tensors.clone();
+    reversed.reverse();
+    save(&second, &mut ctx, &reversed).expect("save");
+    assert_eq!(
+        fs::read(&first).expect("read"),
+        fs::read(&second).expect("read")
+    );
+}
