@@ -9,7 +9,11 @@
 //! and checks them against a direct evaluation. All are deterministic functions of a seed, so a failure names the seed
 //! that reproduces it. The `rcannl-fuzz` binary runs them at any budget, for the compiler and
 //! flags `$CC` and `$RCANNL_CFLAGS` choose; `tests/` runs a budget sized for CI.
+//!
+//! `checkpoints` fuzzes checkpoint loading instead: truncated, bit-flipped and spliced copies of
+//! a small checkpoint must be refused or load exactly the saved values, never panic.
 
+pub mod checkpoints;
 pub mod graphs;
 pub mod programs;
 pub mod rng;

@@ -2,14 +2,22 @@
 //! C backend against the interpreter at any budget, for the compiler and flags `$CC` and
 //! `$RCANNL_CFLAGS` choose. Prints the target, progress, and the count of cases that agreed;
 //! the first mismatch ends the run with status 1 and the seed that reproduces it.
+//!
+//! `rcannl-fuzz checkpoints [--count N] [--seed S]` loads every truncation and every one-bit flip
+//! of a small checkpoint, every one-bit flip of its header with the header checksum recomputed,
+//! then `N` random corruptions made from seeds `S..S+N`, and prints how many loaded the saved
+//! values, were refused, panicked or loaded other values; any panic or wrong load gives status 1
+//! and the first cases.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use rcannl_backends::cc::Compiler;
+use rcannl_fuzz::checkpoints::{Subject, Tally};
 use rcannl_fuzz::{graphs, routines};
 
-const USAGE: &str = "usage: rcannl-fuzz routines|graphs [--count N] [--seed S] [--batch B]";
+const USAGE: &str = "usage: rcannl-fuzz routines|graphs [--count N] [--seed S] [--batch B]\n       \
+     rcannl-fuzz checkpoints [--count N] [--seed S]";
 
 struct Options {
     graphs: bool,
@@ -49,6 +57,9 @@ fn options() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("checkpoints") {
+        return checkpoints();
+    }
     let options = match options() {
         Ok(options) => options,
         Err(e) => {
@@ -105,4 +116,101 @@ fn main() -> ExitCode {
         start.elapsed().as_secs_f64()
     );
     ExitCode::SUCCESS
+}
+
+/// The `checkpoints` subcommand: its `--count` and `--seed`.
+fn checkpoint_options() -> Result<(u64, u64), String> {
+    let (mut count, mut seed) = (1000, 0);
+    let mut args = std::env::args().skip(2);
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let number: u64 = value
+            .parse()
+            .map_err(|_| format!("{flag} {value}: not a count\n{USAGE}"))?;
+        match flag.as_str() {
+            "--count" => count = number,
+            "--seed" => seed = number,
+            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+        }
+    }
+    Ok((count, seed))
+}
+
+/// Runs the `checkpoints` subcommand (see the crate doc) in a folder of its own under the
+/// system's temporary folder, removed at the end.
+fn checkpoints() -> ExitCode {
+    let (count, seed) = match checkpoint_options() {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("rcannl-fuzz-checkpoints-{}", std::process::id()));
+    let result = std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+        .and_then(|()| run_checkpoints(&dir, count, seed));
+    let _ = std::fs::remove_dir_all(&dir);
+    match result {
+        Ok(tally) if tally.failed() == 0 => ExitCode::SUCCESS,
+        Ok(tally) => {
+            for failure in &tally.failures {
+                eprintln!("rcannl-fuzz: checkpoints: {failure}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("rcannl-fuzz: checkpoints: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every truncation and one-bit flip, then `count` random corruptions from `seed` on, each phase
+/// reported as it ends; the tally of all.
+fn run_checkpoints(dir: &std::path::Path, count: u64, seed: u64) -> Result<Tally, String> {
+    let start = Instant::now();
+    let subject = Subject::new(dir).map_err(|e| e.message)?;
+    println!(
+        "checkpoints: a checkpoint of {} bytes",
+        subject.bytes().len()
+    );
+    let mut total = Tally::default();
+    let mut report = |phase: &str, tally: Tally| {
+        println!(
+            "checkpoints: {phase}: {tally} ({:.0} s)",
+            start.elapsed().as_secs_f64()
+        );
+        total.add(tally);
+    };
+    report(
+        "every truncation",
+        subject.truncations().map_err(|e| e.message)?,
+    );
+    report(
+        "every one-bit flip",
+        subject.one_bit_flips().map_err(|e| e.message)?,
+    );
+    report(
+        "every one-bit flip of the header, header checksum recomputed",
+        subject.resealed_header_flips().map_err(|e| e.message)?,
+    );
+    let mut random = Tally::default();
+    let (end, step) = (seed + count, count.div_ceil(10).max(1));
+    let mut from = seed;
+    while from < end {
+        let to = (from + step).min(end);
+        random.add(subject.random(from..to).map_err(|e| e.message)?);
+        println!(
+            "checkpoints: random {}/{count} ({:.0} s)",
+            to - seed,
+            start.elapsed().as_secs_f64()
+        );
+        from = to;
+    }
+    report(&format!("random corruptions, seeds {seed}..{end}"), random);
+    println!("checkpoints: in all, {total}");
+    Ok(total)
 }

@@ -1,6 +1,11 @@
 //! Optimizers as update routines: each step is a routine of pointwise updates over parameters,
 //! their gradients and the optimizer's state tensors. The learning rate is a tensor, so a
 //! schedule changes it between steps without recompiling.
+//!
+//! Settings are checked where they take effect: an optimizer's when its step is compiled (the
+//! learning rate as the context holds it then), a schedule's when it sets the learning rate. A
+//! value that is not a finite number, or out of its range, is an error naming the optimizer or
+//! schedule, the setting and the value.
 
 use rcannl_ir::{Binop, Unop};
 use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update};
@@ -24,6 +29,58 @@ fn state_like(ctx: &mut Context, param: &Tensor, name: &str) -> Result<Tensor, T
         .build())
 }
 
+/// The range a setting must lie in (besides being finite).
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    /// `[0, ∞)`: a rate or a decay.
+    AtLeastZero,
+    /// `(0, ∞)`: a term added to a divisor.
+    AboveZero,
+    /// `[0, 1)`: a factor that must forget (at 1, a bias correction divides by zero).
+    Fraction,
+}
+
+impl Range {
+    fn contains(self, value: f64) -> bool {
+        match self {
+            Range::AtLeastZero => value >= 0.0,
+            Range::AboveZero => value > 0.0,
+            Range::Fraction => (0.0..1.0).contains(&value),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Range::AtLeastZero => "a finite number, at least 0",
+            Range::AboveZero => "a finite number above 0",
+            Range::Fraction => "a finite number in [0, 1)",
+        }
+    }
+}
+
+/// An error naming `owner`, `setting` and `value` unless `value` is finite and in `range`.
+fn check(owner: &str, setting: &str, value: f64, range: Range) -> Result<(), TensorError> {
+    if value.is_finite() && range.contains(value) {
+        return Ok(());
+    }
+    Err(TensorError {
+        message: format!(
+            "{owner}: {setting} is {value}: it must be {}",
+            range.describe()
+        ),
+    })
+}
+
+/// Checks the learning rate `lr` holds in `ctx`, for `owner`.
+fn check_learning_rate(ctx: &mut Context, owner: &str, lr: &Tensor) -> Result<(), TensorError> {
+    // The rate's buffer exists, with its initial value, once the context has made it.
+    ctx.dims(lr)?;
+    for value in ctx.values(lr)? {
+        check(owner, "the learning rate", value, Range::AtLeastZero)?;
+    }
+    Ok(())
+}
+
 /// One scalar tensor holding `value`.
 fn scalar(graph: &Graph, label: &str, value: f64) -> Tensor {
     graph.data(label).shape("1").values(vec![value]).build()
@@ -33,15 +90,21 @@ fn scalar(graph: &Graph, label: &str, value: f64) -> Tensor {
 /// `v ← μ·v + g + λ·w`, then `w ← w − lr·v` (or `w − lr·(g + λ·w + μ·v)` with Nesterov).
 #[derive(Debug, Clone)]
 pub struct Sgd {
+    /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
     pub lr: Tensor,
+    /// The momentum `μ`, in `[0, 1)`.
     pub momentum: f64,
+    /// Nesterov momentum: the step looks ahead along the velocity.
     pub nesterov: bool,
+    /// The weight decay `λ`, at least 0, added to the gradient as `λ·w`.
     pub weight_decay: f64,
     params: Vec<Tensor>,
     velocities: Vec<Tensor>,
 }
 
 impl Sgd {
+    /// SGD of `params` at learning rate `lr` with momentum `momentum` (0 for none); the settings
+    /// are checked by [`Sgd::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64, momentum: f64) -> Sgd {
         Sgd {
             lr: scalar(graph, "lr", lr),
@@ -59,11 +122,13 @@ impl Sgd {
         &self.velocities
     }
 
+    /// With Nesterov momentum.
     pub fn nesterov(mut self) -> Sgd {
         self.nesterov = true;
         self
     }
 
+    /// With weight decay `decay`.
     pub fn weight_decay(mut self, decay: f64) -> Sgd {
         self.weight_decay = decay;
         self
@@ -89,8 +154,18 @@ impl Sgd {
     }
 
     /// The step as a routine of `ctx` (its state tensors are made here, once the parameters'
-    /// shapes are known).
+    /// shapes are known). An error, before anything is made, when a setting is not a finite
+    /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
+    /// at least 0, the momentum in `[0, 1)`.
     pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        check("Sgd", "the momentum", self.momentum, Range::Fraction)?;
+        check(
+            "Sgd",
+            "the weight decay",
+            self.weight_decay,
+            Range::AtLeastZero,
+        )?;
+        check_learning_rate(ctx, "Sgd", &self.lr)?;
         self.velocities = self
             .params
             .iter()
@@ -104,10 +179,15 @@ impl Sgd {
 /// `v ← β₂v + (1−β₂)g²`, then `w ← w − lr·m̂/(√v̂ + ε) − lr·λ·w` with bias-corrected `m̂`, `v̂`.
 #[derive(Debug, Clone)]
 pub struct Adam {
+    /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
     pub lr: Tensor,
+    /// The first moment's decay `β₁`, in `[0, 1)` (default 0.9).
     pub beta1: f64,
+    /// The second moment's decay `β₂`, in `[0, 1)` (default 0.999).
     pub beta2: f64,
+    /// The `ε` added to the second moment's root, above 0 (default 1e-8).
     pub epsilon: f64,
+    /// The decoupled weight decay `λ`, at least 0 (default 0).
     pub weight_decay: f64,
     steps: Tensor,
     params: Vec<Tensor>,
@@ -115,6 +195,8 @@ pub struct Adam {
 }
 
 impl Adam {
+    /// Adam of `params` at learning rate `lr`, with the usual betas and epsilon; the settings are
+    /// checked by [`Adam::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Adam {
         Adam {
             lr: scalar(graph, "lr", lr),
@@ -168,8 +250,21 @@ impl Adam {
     }
 
     /// The step as a routine of `ctx` (its moment tensors are made here, once the parameters'
-    /// shapes are known).
+    /// shapes are known). An error, before anything is made, when a setting is not a finite
+    /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
+    /// at least 0, the betas in `[0, 1)`, epsilon above 0 (at 0, a moment of zero divides zero
+    /// by zero).
     pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        check("Adam", "beta1", self.beta1, Range::Fraction)?;
+        check("Adam", "beta2", self.beta2, Range::Fraction)?;
+        check("Adam", "epsilon", self.epsilon, Range::AboveZero)?;
+        check(
+            "Adam",
+            "the weight decay",
+            self.weight_decay,
+            Range::AtLeastZero,
+        )?;
+        check_learning_rate(ctx, "Adam", &self.lr)?;
         self.moments = self
             .params
             .iter()
@@ -187,12 +282,10 @@ impl Adam {
 /// Learning-rate schedules, as the value for step `step` of `total`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Schedule {
+    /// The same rate at every step.
     Constant(f64),
     /// Linear warm-up from 0 over `warmup` steps, then constant.
-    Warmup {
-        peak: f64,
-        warmup: usize,
-    },
+    Warmup { peak: f64, warmup: usize },
     /// Cosine decay from `peak` to `floor` over the run, after a linear warm-up.
     Cosine {
         peak: f64,
@@ -202,6 +295,7 @@ pub enum Schedule {
 }
 
 impl Schedule {
+    /// The rate at `step` of a run of `total` steps.
     pub fn at(&self, step: usize, total: usize) -> f64 {
         let warm = |peak: f64, warmup: usize| {
             if step < warmup {
@@ -228,7 +322,24 @@ impl Schedule {
         }
     }
 
-    /// Sets the learning-rate tensor for `step` (no recompilation).
+    /// An error unless the schedule's rates are finite numbers, at least 0 (then so is every
+    /// rate it gives).
+    fn check(&self) -> Result<(), TensorError> {
+        let rate = |owner: &str, setting: &str, value: f64| {
+            check(owner, setting, value, Range::AtLeastZero)
+        };
+        match *self {
+            Schedule::Constant(lr) => rate("Schedule::Constant", "the learning rate", lr),
+            Schedule::Warmup { peak, .. } => rate("Schedule::Warmup", "the peak", peak),
+            Schedule::Cosine { peak, floor, .. } => {
+                rate("Schedule::Cosine", "the peak", peak)?;
+                rate("Schedule::Cosine", "the floor", floor)
+            }
+        }
+    }
+
+    /// Sets the learning-rate tensor for `step` (no recompilation); an error, changing nothing,
+    /// when a rate of the schedule is not a finite number or is negative.
     pub fn apply(
         &self,
         ctx: &mut Context,
@@ -236,6 +347,7 @@ impl Schedule {
         step: usize,
         total: usize,
     ) -> Result<(), TensorError> {
+        self.check()?;
         ctx.set_values(lr, &[self.at(step, total)])
     }
 }

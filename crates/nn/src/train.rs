@@ -1,5 +1,6 @@
 //! The training loop: epochs over batches picked by a static index, a progress bar with the loss
-//! and throughput, a stop with a clear message when the loss stops being a number.
+//! and throughput, a stop with a clear message when the loss or a parameter stops being a
+//! number.
 
 use std::time::Instant;
 
@@ -27,7 +28,10 @@ pub struct History {
 
 /// Runs `backprop` then `step` on every batch of every epoch (batch `b` chosen by `batch`), after
 /// `before_step(ctx, step_number)` (a learning-rate schedule, say). Stops with an error naming the
-/// epoch and batch as soon as the loss is not a finite number.
+/// epoch and batch as soon as the loss is not a finite number, and at the end of an epoch when a
+/// parameter of the loss's graph holds a value that is not (the loss can stay finite through
+/// choices and comparisons that drop what diverged); the parameters are read once per epoch
+/// since reading them costs about as much as a step.
 pub fn fit(
     ctx: &mut Context,
     backprop: &Routine,
@@ -49,6 +53,7 @@ pub fn fit(
             }
         })?,
     );
+    let params = loss.graph().params();
     let mut losses = Vec::with_capacity(plan.epochs);
     let start = Instant::now();
     let mut steps = 0;
@@ -73,6 +78,18 @@ pub fn fit(
             steps += 1;
             bar.inc(1);
         }
+        if let Some((label, cell, value)) = first_non_finite(ctx, &params)? {
+            bar.abandon();
+            return Err(TensorError {
+                message: format!(
+                    "training stopped: parameter '{label}' holds {value} (cell {cell}) after \
+                     epoch {}, batch {} (the epoch's last: parameters are checked once per \
+                     epoch), while the loss was finite (a learning rate too large?)",
+                    epoch + 1,
+                    plan.batches.saturating_sub(1)
+                ),
+            });
+        }
         let mean = total / plan.batches as f64;
         losses.push(mean);
         let rate = (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64();
@@ -87,4 +104,19 @@ pub fn fit(
         losses,
         examples_per_second: (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64(),
     })
+}
+
+/// The first of `params` holding a value that is not a finite number: its label, the cell and
+/// the value.
+fn first_non_finite(
+    ctx: &Context,
+    params: &[Tensor],
+) -> Result<Option<(String, usize, f64)>, TensorError> {
+    for param in params {
+        let values = ctx.values(param)?;
+        if let Some((cell, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Ok(Some((param.label(), cell, *value)));
+        }
+    }
+    Ok(None)
 }

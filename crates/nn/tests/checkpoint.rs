@@ -619,3 +619,421 @@ fn a_failed_save_leaves_the_old_checkpoint() {
         "no temporary file is left"
     );
 }
+
+/// Two small tensors of a fresh graph, `a` (f32) and `b` (f64), with distinct values, saved at
+/// `path`; and a context of the graph where both hold other values, to load into.
+fn small(path: &Path) -> (Vec<Tensor>, Context) {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("3").build();
+    let b = graph.data("b").shape("2").precision(Precision::F64).build();
+    let mut ctx = Context::new(&graph);
+    ctx.set_values(&a, &[1.5, -2.25, 1e-3]).expect("values");
+    ctx.set_values(&b, &[std::f64::consts::E, -0.0])
+        .expect("values");
+    save(path, &mut ctx, &[&a, &b]).expect("save");
+    let mut other = Context::new(&graph);
+    other.set_values(&a, &[7.0; 3]).expect("values");
+    other.set_values(&b, &[7.0; 2]).expect("values");
+    (vec![a, b], other)
+}
+
+/// The header's length, and where the bytes of tensor `label` lie in the file.
+fn layout(bytes: &[u8], label: &str) -> (usize, std::ops::Range<usize>) {
+    let (n, contents) = safetensors::SafeTensors::read_metadata(bytes).expect("a valid file");
+    let (start, end) = contents.info(label).expect("the tensor").data_offsets;
+    (n, 8 + n + start..8 + n + end)
+}
+
+/// Where `needle` first occurs in `bytes`.
+fn position(bytes: &[u8], needle: &str) -> usize {
+    bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .unwrap_or_else(|| panic!("{needle} in the file"))
+}
+
+#[test]
+fn a_flip_hiding_a_checksum_does_not_let_a_corrupted_tensor_load() {
+    let _turn = one_at_a_time();
+    let dir = folder("hidden-checksum");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut bytes = fs::read(&path).expect("read");
+    // `checksum:a` becomes `Checksum:a`, and one bit of a's values flips.
+    let key = position(&bytes, "checksum:a");
+    bytes[key] ^= 0x20;
+    let (_, data) = layout(&bytes, "a");
+    bytes[data.start + 1] ^= 0x08;
+    let corrupted = dir.join("corrupted.safetensors");
+    fs::write(&corrupted, &bytes).expect("write");
+    let before = bits(&ctx, &tensors);
+    let e = load(&corrupted, &mut ctx, &tensors).expect_err("the load fails");
+    assert!(e.message.contains("corrupted"), "{e}");
+    assert_eq!(bits(&ctx, &tensors), before);
+}
+
+#[test]
+fn every_one_bit_flip_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("one-bit");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let bytes = fs::read(&path).expect("read");
+    let before = bits(&ctx, &tensors);
+    let flipped = dir.join("flipped.safetensors");
+    let mut loaded = Vec::new();
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut copy = bytes.clone();
+            copy[i] ^= 1 << bit;
+            fs::write(&flipped, &copy).expect("write");
+            if load(&flipped, &mut ctx, &tensors).is_ok() {
+                loaded.push((i, bit));
+                ctx.set_values(tensors[0], &[7.0; 3]).expect("values");
+                ctx.set_values(tensors[1], &[7.0; 2]).expect("values");
+            }
+            assert_eq!(bits(&ctx, &tensors), before, "byte {i}, bit {bit}");
+        }
+    }
+    assert_eq!(loaded, vec![], "flips (byte, bit) that loaded");
+}
+
+/// An FNV-1a checksum, as the module doc defines it: `fnv1a64:` and 16 hex digits.
+fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> String {
+    let hash = bytes.into_iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("fnv1a64:{hash:016x}")
+}
+
+#[test]
+fn a_checkpoint_without_a_header_checksum_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("no-header-checksum");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    // The layout checkpoints had before they carried a header checksum: rows and a checksum
+    // per tensor in the metadata, nothing else.
+    let a: Vec<u8> = [1.5f32, -2.25, 1e-3]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [std::f64::consts::E, -0.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let metadata = std::collections::HashMap::from([
+        ("rows:a".to_owned(), "|->3".to_owned()),
+        ("rows:b".to_owned(), "|->2".to_owned()),
+        ("checksum:a".to_owned(), fnv1a64(a.iter().copied())),
+        ("checksum:b".to_owned(), fnv1a64(b.iter().copied())),
+    ]);
+    let views = [
+        (
+            "a",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![3], &a)
+                .expect("a view"),
+        ),
+        (
+            "b",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F64, vec![2], &b)
+                .expect("a view"),
+        ),
+    ];
+    let old = dir.join("old.safetensors");
+    fs::write(
+        &old,
+        safetensors::serialize(views, Some(metadata)).expect("serialize"),
+    )
+    .expect("write");
+    let before = bits(&ctx, &tensors);
+    let e = load(&old, &mut ctx, &tensors).expect_err("the load fails");
+    assert!(e.message.contains("no header checksum"), "{e}");
+    assert_eq!(bits(&ctx, &tensors), before);
+}
+
+/// How every header starts, up to the header checksum's 16 hex digits.
+const HEADER_START: &str = r#"{"__metadata__":{"header checksum":"fnv1a64:"#;
+
+/// Records in `bytes` the header checksum of its header, as the module doc defines it: the
+/// FNV-1a hash of the first `8 + n` bytes without the digits that record it.
+fn reseal(bytes: &mut [u8]) {
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let digits = 8 + HEADER_START.len()..8 + HEADER_START.len() + 16;
+    assert!(bytes[8..].starts_with(HEADER_START.as_bytes()));
+    let hash = fnv1a64(
+        bytes[..digits.start]
+            .iter()
+            .chain(&bytes[digits.end..8 + n])
+            .copied(),
+    );
+    bytes[digits].copy_from_slice(&hash.as_bytes()["fnv1a64:".len()..]);
+}
+
+#[test]
+fn the_header_checksum_is_the_documented_hash() {
+    let _turn = one_at_a_time();
+    let path = folder("header-checksum").join("small.safetensors");
+    small(&path);
+    let bytes = fs::read(&path).expect("read");
+    let mut resealed = bytes.clone();
+    reseal(&mut resealed);
+    assert_eq!(resealed, bytes);
+}
+
+#[test]
+fn every_tensor_needs_its_checksum_even_under_a_consistent_header() {
+    let _turn = one_at_a_time();
+    let dir = folder("tensor-checksum");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let b = &tensors[1..];
+    let b: Vec<&Tensor> = b.iter().collect();
+    let mut bytes = fs::read(&path).expect("read");
+    // `checksum:a` becomes `checksum_a`, and the header checksum is recomputed: `a` has no
+    // checksum, and even a load of `b` alone is refused.
+    let key = position(&bytes, "checksum:a") + "checksum".len();
+    bytes[key] = b'_';
+    reseal(&mut bytes);
+    let unsealed = dir.join("unsealed.safetensors");
+    fs::write(&unsealed, &bytes).expect("write");
+    let before = bits(&ctx, &b);
+    let e = load(&unsealed, &mut ctx, &b).expect_err("the load fails");
+    assert!(e.message.contains("tensor 'a' has no checksum"), "{e}");
+    assert_eq!(bits(&ctx, &b), before);
+}
+
+/// A FIFO at `path`, made by `mkfifo`.
+#[cfg(unix)]
+fn fifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+#[cfg(unix)]
+#[test]
+fn only_regular_files_are_loaded() {
+    let _turn = one_at_a_time();
+    let dir = folder("load-irregular");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let before = bits(&ctx, &tensors);
+    // An endless device, a FIFO no one writes to (opening it would wait), a symbolic link to the
+    // device, and a folder.
+    let queue = dir.join("queue");
+    fifo(&queue);
+    let link = dir.join("zeros.safetensors");
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("a symbolic link");
+    for (path, kind) in [
+        (Path::new("/dev/zero"), "a character device"),
+        (&queue, "a FIFO"),
+        (&link, "a character device"),
+        (&dir, "a folder"),
+    ] {
+        let e = load(path, &mut ctx, &tensors).expect_err("the load fails");
+        assert!(
+            e.message.contains(&format!("not a regular file: {kind}")),
+            "{e}"
+        );
+        assert!(e.message.contains(&path.display().to_string()), "{e}");
+        assert_eq!(bits(&ctx, &tensors), before);
+    }
+}
+
+#[test]
+fn a_header_length_beyond_the_file_is_refused() {
+    let _turn = one_at_a_time();
+    let dir = folder("header-length");
+    let path = dir.join("small.safetensors");
+    let (tensors, mut ctx) = small(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut bytes = fs::read(&path).expect("read");
+    let size = bytes.len();
+    let long = dir.join("long.safetensors");
+    for n in [size as u64 - 7, 1 << 40, u64::MAX] {
+        bytes[..8].copy_from_slice(&n.to_le_bytes());
+        fs::write(&long, &bytes).expect("write");
+        let e = load(&long, &mut ctx, &tensors).expect_err("the load fails");
+        let expected =
+            format!("the header's length ({n} bytes) runs past the end of the file ({size} bytes)");
+        assert!(e.message.contains(&expected), "{e}");
+    }
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("list")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[cfg(unix)]
+#[test]
+fn a_save_through_a_symbolic_link_replaces_the_file_it_points_to() {
+    use std::os::unix::fs::PermissionsExt;
+    let _turn = one_at_a_time();
+    let dir = folder("save-link");
+    let real = dir.join("real.safetensors");
+    let (tensors, _) = small(&real);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o640)).expect("permissions");
+    let link = dir.join("link.safetensors");
+    std::os::unix::fs::symlink("real.safetensors", &link).expect("a symbolic link");
+
+    let graph = tensors[0].graph();
+    let mut ctx = Context::new(graph);
+    ctx.set_values(tensors[0], &[3.0, 4.0, 5.0])
+        .expect("values");
+    ctx.set_values(tensors[1], &[6.0, 7.0]).expect("values");
+    save(&link, &mut ctx, &tensors).expect("save");
+
+    assert!(
+        fs::symlink_metadata(&link).expect("the link").is_symlink(),
+        "the link stays a link"
+    );
+    assert_eq!(
+        fs::read_link(&link).expect("the link"),
+        Path::new("real.safetensors")
+    );
+    let mode = fs::metadata(&real).expect("the file").permissions().mode();
+    assert_eq!(mode & 0o777, 0o640, "the file keeps its permissions");
+    let mut other = Context::new(graph);
+    load(&real, &mut other, &tensors).expect("load");
+    assert_eq!(bits(&other, &tensors), bits(&ctx, &tensors));
+    assert_eq!(listing(&dir), ["link.safetensors", "real.safetensors"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_save_over_anything_but_a_regular_file_is_refused_and_leaves_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let _turn = one_at_a_time();
+    let dir = folder("save-irregular");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let queue = dir.join("queue");
+    fifo(&queue);
+    let socket = dir.join("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("a socket");
+    let to_queue = dir.join("to-queue");
+    std::os::unix::fs::symlink("queue", &to_queue).expect("a symbolic link");
+    let nowhere = dir.join("nowhere");
+    std::os::unix::fs::symlink("missing.safetensors", &nowhere).expect("a symbolic link");
+    let sub = dir.join("sub");
+    fs::create_dir(&sub).expect("a folder");
+    let before = listing(&dir);
+    for (path, expected) in [
+        (&queue, "not a regular file: a FIFO".to_owned()),
+        (&socket, "not a regular file: a socket".to_owned()),
+        (
+            &to_queue,
+            format!(
+                "a symbolic link to {}, not a regular file: a FIFO",
+                queue.display()
+            ),
+        ),
+        (
+            &nowhere,
+            "a symbolic link to missing.safetensors, which cannot be followed".to_owned(),
+        ),
+        (&sub, "not a regular file: a folder".to_owned()),
+    ] {
+        let e = save(path, &mut ctx, &tensors).expect_err("the save fails");
+        assert!(e.message.contains(&expected), "{e}");
+        assert!(e.message.contains(&path.display().to_string()), "{e}");
+    }
+    assert_eq!(listing(&dir), before, "nothing is added or replaced");
+    let kind = |path: &Path| fs::symlink_metadata(path).expect("metadata").file_type();
+    assert!(kind(&queue).is_fifo());
+    assert!(kind(&socket).is_socket());
+    assert!(kind(&to_queue).is_symlink());
+    assert!(kind(&nowhere).is_symlink());
+    assert!(kind(&sub).is_dir());
+    assert_eq!(listing(&sub), Vec::<String>::new());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_save_into_a_folder_that_takes_no_files_fails() {
+    let _turn = one_at_a_time();
+    let dir = folder("save-unwritable");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    // No one, not even the superuser, creates a file in /proc.
+    let path = Path::new("/proc/rcannl-checkpoint.safetensors");
+    let e = save(path, &mut ctx, &tensors).expect_err("the save fails");
+    assert!(
+        e.message
+            .contains("save checkpoint /proc/rcannl-checkpoint.safetensors: cannot create"),
+        "{e}"
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn labels_that_json_escapes_round_trip() {
+    let _turn = one_at_a_time();
+    let dir = folder("escaped-labels");
+    let path = dir.join("escaped.safetensors");
+    let graph = Graph::new();
+    let labels = [
+        "a \"quoted\" one",
+        "back\\slash",
+        "new\nline\ttab",
+        "ünïcødé ✓",
+    ];
+    let tensors: Vec<Tensor> = labels
+        .iter()
+        .map(|label| graph.data(label).shape("2").build())
+        .collect();
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut a = Context::new(&graph);
+    for (i, t) in tensors.iter().enumerate() {
+        a.set_values(t, &[i as f64, -(i as f64) - 0.5])
+            .expect("values");
+    }
+    save(&path, &mut a, &tensors).expect("save");
+    let mut b = Context::new(&graph);
+    load(&path, &mut b, &tensors).expect("load");
+    assert_eq!(bits(&b, &tensors), bits(&a, &tensors));
+}
+
+#[test]
+fn the_same_values_save_to_the_same_bytes() {
+    let _turn = one_at_a_time();
+    let dir = folder("deterministic");
+    let (first, second) = (
+        dir.join("first.safetensors"),
+        dir.join("second.safetensors"),
+    );
+    let graph = Graph::new();
+    let tensors = every_precision(&graph);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let mut ctx = Context::new(&graph);
+    for t in &tensors {
+        ctx.set_values(t, &[3.0; 24]).expect("values");
+    }
+    save(&first, &mut ctx, &tensors).expect("save");
+    let mut reversed = tensors.clone();
+    reversed.reverse();
+    save(&second, &mut ctx, &reversed).expect("save");
+    assert_eq!(
+        fs::read(&first).expect("read"),
+        fs::read(&second).expect("read")
+    );
+}

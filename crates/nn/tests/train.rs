@@ -2,7 +2,7 @@
 
 use rcannl_nn::optim::{Adam, Sgd};
 use rcannl_nn::train::{Plan, fit};
-use rcannl_tensor::{Context, Graph, Init};
+use rcannl_tensor::{Context, Graph, Init, Tensor};
 
 #[test]
 fn a_loss_that_stops_being_a_number_stops_training() {
@@ -92,4 +92,103 @@ fn optimizers_descend_a_quadratic() {
             &history.losses[..5]
         );
     }
+}
+
+#[test]
+fn a_parameter_that_stops_being_a_number_stops_training_while_the_loss_is_finite() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(Init::Values(vec![1.0, -1.0]))
+        .build();
+    // A parameter the loss does not read: whatever it holds, the loss stays finite.
+    let frozen = graph
+        .param("frozen")
+        .shape("3")
+        .init(Init::Values(vec![0.5; 3]))
+        .build();
+    let loss = rcannl_nn::loss::sum(&w.pmul(&w));
+    let batch = graph.static_index();
+    let mut ctx = Context::new(&graph);
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&loss).unwrap();
+    let step = Sgd::new(&graph, std::slice::from_ref(&w), 0.1, 0.0)
+        .compile(&mut ctx)
+        .unwrap();
+    let plan = Plan {
+        epochs: 4,
+        batches: 3,
+        batch_size: 1,
+        progress: false,
+    };
+    // Before the second batch of the second epoch (step 4), one cell becomes NaN.
+    let error = fit(
+        &mut ctx,
+        &backprop,
+        &step,
+        &loss,
+        batch,
+        plan,
+        |ctx, step| {
+            if step == 4 {
+                ctx.set_values(&frozen, &[0.5, f64::NAN, 0.5])?;
+            }
+            Ok(())
+        },
+    )
+    .unwrap_err();
+    assert!(
+        error.message.contains(
+            "training stopped: parameter 'frozen' holds NaN (cell 1) after epoch 2, batch 2"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_diverging_step_stops_training_even_where_the_loss_ignores_what_diverged() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(Init::Values(vec![1.0, -1.0]))
+        .build();
+    let limit = graph.data("limit").shape("2").values(vec![1e6; 2]).build();
+    let zero = graph.data("zero").shape("2").values(vec![0.0; 2]).build();
+    // w² where it is below 10⁶, else 0: a cell that overflows (or becomes NaN) counts 0, so the
+    // loss stays finite while the cell does not.
+    let square = w.pmul(&w);
+    let loss = rcannl_nn::loss::sum(&Tensor::where_(&square.lt(&limit), &square, &zero));
+    let batch = graph.static_index();
+    let mut ctx = Context::new(&graph);
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&loss).unwrap();
+    // The first step takes w to -∞ (2·3·10³⁸ overflows f32); the loss is 0 from then on.
+    let step = Sgd::new(&graph, std::slice::from_ref(&w), 3e38, 0.0)
+        .compile(&mut ctx)
+        .unwrap();
+    let plan = Plan {
+        epochs: 3,
+        batches: 2,
+        batch_size: 1,
+        progress: false,
+    };
+    let error = fit(
+        &mut ctx,
+        &backprop,
+        &step,
+        &loss,
+        batch,
+        plan,
+        |_, _| Ok(()),
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("training stopped: parameter 'w' holds"),
+        "{error}"
+    );
+    assert!(error.message.contains("after epoch 1, batch 1"), "{error}");
 }

@@ -1,0 +1,241 @@
+//! Checkpoints: tensors' values saved to and loaded from a safetensors file by label. This module
+//! owns the file format and the checks a load makes before it changes anything; `cells` stores
+//! each precision's cells, `header` lays out the file and computes and checks its checksums,
+//! `file` reads and writes files.
+//!
+//! # Format
+//!
+//! A safetensors file: the header's length `n` (8 bytes, little-endian), `n` bytes of JSON
+//! header (padded with spaces to a multiple of 8), then the tensors' bytes. Each tensor is stored
+//! under its label, in its precision's dtype (`u8`, `i8`, `i32`, `u32`, `i64`, `f16`, `bf16`,
+//! `f32`, `f64` as `U8`, `I8`, `I32`, `U32`, `I64`, `F16`, `BF16`, `F32`, `F64`; a 128-bit word as
+//! four `U32`, along one more axis of 4), with its dims in memory order (batch, output, input);
+//! its bytes are little-endian. The header starts with its metadata, and the metadata with the
+//! header checksum, so every header begins with
+//! `{"__metadata__":{"header checksum":"fnv1a64:` and 16 hex digits: the hash of the file's first
+//! `8 + n` bytes (the length and the header) without those 16 digits. The other metadata
+//! entries follow, sorted: for each tensor `checksum:<label>` (`fnv1a64:` and the hash of its
+//! bytes in 16 hex digits) and `rows:<label>` (its `batch|input->output` sizes, `2,3|4->5`).
+//! The hash is FNV-1a of 64 bits: from `0xcbf29ce484222325`, each byte xored in, then a
+//! multiplication by `0x100000001b3`. Tensors' bytes lie widest element first (so each is
+//! aligned), by label among equals.
+//!
+//! # What a load checks
+//!
+//! A load reads a regular file (a symbolic link is followed; a device, a FIFO or a folder is
+//! refused), no further than the size it has when opened, then checks, before it sets any
+//! value: the safetensors layout (a header's length within the file, JSON, offsets that cover
+//! the tensors' bytes exactly up to the file's end), the header checksum, the checksum of every
+//! tensor in the file (asked for or not), and for each tensor asked for: present, same dtype,
+//! dims and rows. Any failure is an error naming the file (and the tensor), and leaves the
+//! context as it was.
+//!
+//! One flipped bit anywhere in the file is always detected. FNV-1a tells apart any two inputs
+//! that differ in one byte (a step `(h ^ b)·p` with `p` odd is a bijection of `b` and of `h`,
+//! and so is every later step), and every byte is in the input of a checksum but the header
+//! checksum's own digits, which are compared instead: a flip there changes the recorded value.
+//! A flip in the header's length makes safetensors read a prefix or an extension of the header,
+//! which is JSON only if what it drops or adds is spaces; then the offsets read are the same,
+//! and no longer reach the file's end exactly. More flipped bits go unnoticed only if a
+//! checksum collides (for a random change, a chance of about 2⁻⁶⁴).
+//!
+//! Safetensors files written by other programs, and checkpoints written before the header
+//! checksum, are refused ("no header checksum").
+//!
+//! Cells pass through the context exactly as stored ([`Context::cells`]), so every precision
+//! round-trips bit for bit.
+
+mod cells;
+mod file;
+mod header;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rcannl_ir::Value;
+use rcannl_tensor::{Context, Graph, Tensor, TensorError};
+use safetensors::SafeTensors;
+
+use cells::format;
+use header::{Entry, checksum, checksum_key, rows_key};
+
+fn error(message: String) -> TensorError {
+    TensorError { message }
+}
+
+/// The tensors' labels, which must be distinct (and not the name safetensors reserves for its
+/// metadata).
+fn labels(tensors: &[&Tensor]) -> Result<Vec<String>, String> {
+    let labels: Vec<String> = tensors.iter().map(|t| t.label()).collect();
+    for (i, label) in labels.iter().enumerate() {
+        if label == "__metadata__" {
+            return Err("a tensor is labelled '__metadata__', a name safetensors reserves".into());
+        }
+        if labels[..i].contains(label) {
+            return Err(format!(
+                "two tensors are labelled '{label}': checkpoints name tensors by label"
+            ));
+        }
+    }
+    Ok(labels)
+}
+
+/// Rows as `batch|input->output`, the sizes of a row separated by commas.
+fn rows_literal(rows: &[Vec<usize>; 3]) -> String {
+    let row = |dims: &[usize]| {
+        dims.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!("{}|{}->{}", row(&rows[0]), row(&rows[1]), row(&rows[2]))
+}
+
+/// Writes `tensors` to `path` by label (labels must be distinct), each in its precision's dtype
+/// with its dims in memory order, its rows and a checksum in the metadata, and the header's
+/// checksum (see the module doc). The file is written under a temporary name in the same folder,
+/// flushed to disk and renamed into place, so a failed save leaves whatever was at `path`
+/// before. Only a regular file is replaced: through a symbolic link, the file it points to (the
+/// link stays); any other destination (a folder, a device, a FIFO) is refused.
+pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
+    let fail = |what: String| error(format!("save checkpoint {}: {what}", path.display()));
+    let labels = labels(tensors).map_err(fail)?;
+    let mut entries = Vec::with_capacity(tensors.len());
+    let mut metadata = BTreeMap::new();
+    for (t, label) in tensors.iter().zip(&labels) {
+        let format = format(t.precision());
+        let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
+        let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
+        let rows = ctx.rows(t).map_err(in_tensor)?;
+        let cells = ctx.cells(t).map_err(in_tensor)?;
+        let mut bytes = Vec::with_capacity(cells.len() * t.precision().size_in_bytes());
+        for cell in cells {
+            (format.encode)(cell, &mut bytes);
+        }
+        metadata.insert(rows_key(label), rows_literal(&rows));
+        metadata.insert(checksum_key(label), checksum(&bytes));
+        entries.push(Entry {
+            label,
+            dtype: format.dtype,
+            dims,
+            bytes,
+        });
+    }
+    let bytes = header::file(&metadata, entries).map_err(fail)?;
+    file::write_atomically(path, &bytes).map_err(fail)
+}
+
+/// The names of the tensors `contents` holds, quoted and sorted, for a message.
+fn names(contents: &safetensors::tensor::Metadata) -> String {
+    let mut names = contents.offset_keys();
+    if names.is_empty() {
+        return "none".to_owned();
+    }
+    names.sort();
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Reads the checkpoint at `path` and sets each tensor's values from the entry of its label,
+/// after checking the file and every tensor (see the module doc): the header checksum, the
+/// checksum of every tensor in the file, and for each tensor asked for an entry with its dtype,
+/// dims and rows. Any failure (an unreadable, truncated or corrupted file, a missing label, a
+/// mismatch) is an error naming the file and the tensor, and changes nothing in `ctx`. Entries of
+/// the file that no tensor asks for are checked, not loaded.
+///
+/// Load after [`Context::init_params`]: initialization sets parameters that were not
+/// initialized yet, over whatever was loaded into them.
+pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
+    let fail = |what: String| error(format!("load checkpoint {}: {what}", path.display()));
+    let labels = labels(tensors).map_err(fail)?;
+    let file = file::read_regular(path).map_err(fail)?;
+    header::check_length(&file).map_err(fail)?;
+    let (n, contents) = SafeTensors::read_metadata(&file).map_err(|e| {
+        fail(format!(
+            "not a readable safetensors file ({e}): truncated or corrupted?"
+        ))
+    })?;
+    header::check_header(&file, n).map_err(fail)?;
+    // After the header's length and the header: the tensors' bytes, which the offsets cover
+    // exactly (`read_metadata` checked).
+    let data = &file[8 + n..];
+    let bytes_of = |name: &str| {
+        let (start, end) = contents.info(name)?.data_offsets;
+        data.get(start..end)
+    };
+    let notes = contents.metadata().clone().unwrap_or_default();
+    for name in contents.offset_keys() {
+        let bytes = bytes_of(&name).unwrap_or_default();
+        let Some(saved) = notes.get(&checksum_key(&name)) else {
+            return Err(fail(format!(
+                "tensor '{name}' has no checksum: the file is corrupted"
+            )));
+        };
+        if *saved != checksum(bytes) {
+            return Err(fail(format!(
+                "tensor '{name}' has bytes whose checksum {} does not match the recorded \
+                 {saved}: the file is corrupted",
+                checksum(bytes)
+            )));
+        }
+    }
+    let mut loaded = Vec::with_capacity(tensors.len());
+    for (t, label) in tensors.iter().zip(&labels) {
+        let format = format(t.precision());
+        let Some(info) = contents.info(label) else {
+            return Err(fail(format!(
+                "no tensor '{label}' in the file (it holds {})",
+                names(&contents)
+            )));
+        };
+        let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
+        let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
+        let rows = rows_literal(&ctx.rows(t).map_err(in_tensor)?);
+        let Some(saved_rows) = notes.get(&rows_key(label)) else {
+            return Err(fail(format!(
+                "tensor '{label}' has no rows recorded: the file is corrupted"
+            )));
+        };
+        if info.dtype != format.dtype {
+            return Err(fail(format!(
+                "tensor '{label}' is {} of dims {:?} (rows {saved_rows}) in the file, {} of dims \
+                 {dims:?} (rows {rows}) in memory (precision {})",
+                info.dtype,
+                info.shape,
+                format.dtype,
+                t.precision()
+            )));
+        }
+        if info.shape != dims || *saved_rows != rows {
+            return Err(fail(format!(
+                "tensor '{label}' has dims {:?} (rows {saved_rows}) in the file, dims {dims:?} \
+                 (rows {rows}) in memory",
+                info.shape
+            )));
+        }
+        let bytes = bytes_of(label).unwrap_or_default();
+        let size = t.precision().size_in_bytes();
+        let cells: Vec<Value> = bytes.chunks_exact(size).map(format.decode).collect();
+        loaded.push((*t, cells));
+    }
+    for (t, cells) in loaded {
+        ctx.set_cells(t, &cells)
+            .map_err(|e| fail(format!("tensor '{}': {e}", t.label())))?;
+    }
+    Ok(())
+}
+
+/// [`save`] of every parameter of `graph`.
+pub fn save_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
+    let params = graph.params();
+    save(path, ctx, &params.iter().collect::<Vec<_>>())
+}
+
+/// [`load`] of every parameter of `graph`.
+pub fn load_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
+    let params = graph.params();
+    load(path, ctx, &params.iter().collect::<Vec<_>>())
+}
