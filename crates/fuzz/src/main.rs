@@ -8,16 +8,21 @@
 //! then `N` random corruptions made from seeds `S..S+N`, and prints how many loaded the saved
 //! values, were refused, panicked or loaded other values; any panic or wrong load gives status 1
 //! and the first cases.
+//!
+//! `rcannl-fuzz programs [--count N] [--seed S]` runs `N` random API programs, misuse included,
+//! on the interpreter (one in eight on the C backend too) and prints how many ran and agreed
+//! with a direct evaluation and how many were refused as their misuse required; the first panic,
+//! accepted misuse or wrong value gives status 1 and its seed.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use rcannl_backends::cc::Compiler;
 use rcannl_fuzz::checkpoints::{Subject, Tally};
-use rcannl_fuzz::{graphs, routines};
+use rcannl_fuzz::{graphs, programs, routines};
 
 const USAGE: &str = "usage: rcannl-fuzz routines|graphs [--count N] [--seed S] [--batch B]\n       \
-     rcannl-fuzz checkpoints [--count N] [--seed S]";
+     rcannl-fuzz checkpoints|programs [--count N] [--seed S]";
 
 struct Options {
     graphs: bool,
@@ -57,8 +62,10 @@ fn options() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("checkpoints") {
-        return checkpoints();
+    match std::env::args().nth(1).as_deref() {
+        Some("checkpoints") => return checkpoints(),
+        Some("programs") => return programs(),
+        _ => {}
     }
     let options = match options() {
         Ok(options) => options,
@@ -118,8 +125,8 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The `checkpoints` subcommand: its `--count` and `--seed`.
-fn checkpoint_options() -> Result<(u64, u64), String> {
+/// The `checkpoints` and `programs` subcommands' `--count` and `--seed`.
+fn count_and_seed() -> Result<(u64, u64), String> {
     let (mut count, mut seed) = (1000, 0);
     let mut args = std::env::args().skip(2);
     while let Some(flag) = args.next() {
@@ -138,10 +145,51 @@ fn checkpoint_options() -> Result<(u64, u64), String> {
     Ok((count, seed))
 }
 
+/// Runs the `programs` subcommand (see the crate doc), in chunks so that progress shows.
+fn programs() -> ExitCode {
+    let (count, seed) = match count_and_seed() {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let compiler = Compiler::find();
+    if compiler.is_none() {
+        println!("programs: no C compiler runs here: the interpreter alone");
+    }
+    let start = Instant::now();
+    let mut total = programs::Tally::default();
+    let end = seed + count;
+    let mut from = seed;
+    while from < end {
+        let to = (from + 1000).min(end);
+        match programs::check(compiler.as_ref(), from..to) {
+            Ok(tally) => {
+                total.agreed += tally.agreed;
+                total.refused += tally.refused;
+            }
+            Err(mismatch) => {
+                eprintln!("rcannl-fuzz: programs: {mismatch}");
+                return ExitCode::FAILURE;
+            }
+        }
+        from = to;
+        println!(
+            "programs: {} of {count}: {} agreed, {} refused as their misuse required ({:.0} s)",
+            from - seed,
+            total.agreed,
+            total.refused,
+            start.elapsed().as_secs_f64()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
 /// Runs the `checkpoints` subcommand (see the crate doc) in a folder of its own under the
 /// system's temporary folder, removed at the end.
 fn checkpoints() -> ExitCode {
-    let (count, seed) = match checkpoint_options() {
+    let (count, seed) = match count_and_seed() {
         Ok(options) => options,
         Err(e) => {
             eprintln!("{e}");
