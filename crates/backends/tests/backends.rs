@@ -37,6 +37,10 @@ fn without_a_compiler_the_interpreter_runs_after_one_warning() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(stderr.matches("no C compiler found").count(), 1, "{stderr}");
+    // It says what was tried, and why that failed: `$CC` alone when it is set.
+    assert!(stderr.contains("$CC is \"/nonexistent/cc\""), "{stderr}");
+    assert!(stderr.contains("No such file"), "{stderr}");
+    assert!(!stderr.contains("then cc"), "{stderr}");
 }
 
 fn doubling() -> Routine {
