@@ -2,14 +2,16 @@
 //! compiler (`process`: `$CC` split into words, each run bounded in time) into a shared library
 //! kept in a disk cache that checks every library before it is loaded (`cache`), loads it, and
 //! runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across the
-//! threads of the rayon pool.
+//! threads of a pool of our own (`pool`).
 
 mod cache;
 pub mod codegen;
 mod gemm;
+mod pool;
 mod process;
 mod target;
 
+pub use pool::kernel_threads;
 pub use process::DEFAULT_TIMEOUT;
 pub use target::{Target, cpu_extensions, cpu_levels};
 
@@ -407,18 +409,19 @@ unsafe impl Sync for Pointers<'_> {}
 const PARALLEL_WORK: usize = 1 << 15;
 
 impl CompiledRoutine {
-    /// Runs the routine over `buffers`, with a value for each of its static indices, on the
-    /// threads of the rayon pool.
+    /// Runs the routine over `buffers`, with a value for each of its static indices, splitting
+    /// work across [`kernel_threads`] threads.
     pub fn run(
         &self,
         buffers: &mut Buffers,
         statics: &HashMap<Symbol, i64>,
     ) -> Result<(), RunError> {
-        self.run_on(buffers, statics, rayon::current_num_threads())
+        self.run_on(buffers, statics, kernel_threads())
     }
 
-    /// [`CompiledRoutine::run`] splitting work across at most `threads` threads. The results do
-    /// not depend on `threads`.
+    /// [`CompiledRoutine::run`] splitting work into at most `threads` parts, which run on the
+    /// threads of the kernel pool (at most [`kernel_threads`] at once). The results do not depend
+    /// on `threads`.
     pub fn run_on(
         &self,
         buffers: &mut Buffers,
@@ -451,7 +454,7 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let statics = &static_values;
-        let run_steps = || {
+        let run_steps = |threads: usize| {
             for step in &self.steps {
                 let (function, kernel) = match step {
                     Loaded::Kernel(function, kernel) => (function, kernel),
@@ -512,11 +515,17 @@ impl CompiledRoutine {
         };
         // The steps run on a thread of the pool, so that a split kernel's parts are handed to
         // the other threads from there (they stay awake between the steps of one run) instead of
-        // each being sent over from outside.
-        if threads > 1 && rayon::current_thread_index().is_none() && self.splits() {
-            rayon::scope(|_| run_steps());
+        // each being sent over from outside; and so that every split, ours and the matrix
+        // products', lands on our pool, never on rayon's global one. Routines too small to split
+        // run here, on one thread, and start no pool.
+        let pool = if threads > 1 && self.splits() {
+            pool::kernel_pool()
         } else {
-            run_steps();
+            None
+        };
+        match pool {
+            Some(pool) => pool.install(|| run_steps(threads)),
+            None => run_steps(1),
         }
         Ok(())
     }
