@@ -129,11 +129,9 @@ impl Compiler {
             |why: String| compile_error(format!("no C compiler found ({tried}): {why}"));
         let version = command.run(&["--version"], timeout).map_err(not_found)?;
         if !version.status.success() {
-            return Err(not_found(format!(
-                "`{command} --version` failed ({}): {}",
-                version.status,
-                String::from_utf8_lossy(&version.stderr).trim_end()
-            )));
+            return Err(not_found(
+                version.failure(&format!("`{command} --version`")),
+            ));
         }
         let flags = match std::env::var("RCANNL_CFLAGS") {
             Ok(flags) if !flags.trim().is_empty() => {
@@ -343,12 +341,9 @@ impl Compiler {
             .run(&args, self.timeout)
             .map_err(compile_error)?;
         if !finished.status.success() {
-            return Err(compile_error(format!(
-                "{} failed ({}) on the generated C:\n{}",
-                self.command,
-                finished.status,
-                String::from_utf8_lossy(&finished.stderr)
-            )));
+            return Err(compile_error(
+                finished.failure(&format!("{} on the generated C", self.command)),
+            ));
         }
         Ok(())
     }

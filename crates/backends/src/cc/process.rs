@@ -154,6 +154,20 @@ pub(crate) struct Finished {
     pub stderr: Vec<u8>,
 }
 
+impl Finished {
+    /// That the run of `what` failed: its exit status, and its standard error when it wrote
+    /// one.
+    pub fn failure(&self, what: &str) -> String {
+        let stderr = String::from_utf8_lossy(&self.stderr);
+        let stderr = stderr.trim_end();
+        if stderr.is_empty() {
+            format!("{what} failed ({})", self.status)
+        } else {
+            format!("{what} failed ({}):\n{stderr}", self.status)
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Stream {
     Out,
@@ -337,6 +351,12 @@ mod tests {
         assert_eq!(finished.status.code(), Some(3));
         assert_eq!(finished.stdout, b"out\n");
         assert_eq!(finished.stderr, b"err\n");
+        assert_eq!(
+            finished.failure("the shell"),
+            "the shell failed (exit status: 3):\nerr"
+        );
+        let quiet = shell.run(&["exit 4"], Duration::from_secs(60)).unwrap();
+        assert_eq!(quiet.failure("exit"), "exit failed (exit status: 4)");
         let missing = CommandLine::program("/nonexistent/cc")
             .run(&["--version"], Duration::from_secs(60))
             .unwrap_err();

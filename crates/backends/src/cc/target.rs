@@ -221,11 +221,7 @@ fn ask(
 fn run(command: &CommandLine, args: &[&str], timeout: Duration) -> Result<String, String> {
     let output = command.run(args, timeout)?;
     if !output.status.success() {
-        return Err(format!(
-            "{command} {} failed:\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        ));
+        return Err(output.failure(&format!("`{command} {}`", args.join(" "))));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
