@@ -462,12 +462,16 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
-/// A compiler that answers questions as `cc` does and builds with `build` (a shell command).
+/// A compiler that answers questions at once (a version, no predefined macros: a target with
+/// no extensions to check) and builds with `build` (a shell command).
 fn fake_compiler(dir: &Path, build: &str) -> PathBuf {
     script(
         dir,
         "fake-cc",
-        &format!("case \" $* \" in\n  *\" -shared \"*) {build} ;;\n  *) exec cc \"$@\" ;;\nesac"),
+        &format!(
+            "case \" $* \" in\n  *\" --version \"*) echo 'fake-cc 1.0' ;;\n  *\" -dM \"*) ;;\n  \
+             *) {build} ;;\nesac"
+        ),
     )
 }
 
