@@ -188,7 +188,7 @@ fn numpy_times(cases: &[String]) -> HashMap<String, f64> {
         .args(cases)
         .env(
             "OPENBLAS_NUM_THREADS",
-            rayon::current_num_threads().to_string(),
+            rcannl_backends::cc::kernel_threads().to_string(),
         )
         .output();
     let Some(output) = output.ok().filter(|o| o.status.success()) else {
@@ -240,7 +240,7 @@ const ROUNDS: usize = 3;
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let compiler = Compiler::find().expect("a C compiler (cc or $CC)");
-    let threads = rayon::current_num_threads();
+    let threads = rcannl_backends::cc::kernel_threads();
     println!("threads: {threads} (ours and numpy's); best of {ROUNDS} rounds, each a median");
     match compiler.target() {
         Ok(target) => println!("target: {target}"),
@@ -297,7 +297,7 @@ fn main() {
                 (0..20)
                     .map(|_| {
                         // On as many threads as the routine under test gets.
-                        let chunk = relu_cells.div_ceil(rayon::current_num_threads());
+                        let chunk = relu_cells.div_ceil(rcannl_backends::cc::kernel_threads());
                         let start = Instant::now();
                         target
                             .par_chunks_mut(chunk)

@@ -85,13 +85,13 @@ static NO_COMPILER: Once = Once::new();
 /// The C backend when a C compiler runs here, else the interpreter, after one warning on
 /// standard error (once per process).
 pub fn default_backend() -> Box<dyn Backend> {
-    match Compiler::find() {
-        Some(compiler) => Box::new(compiler),
-        None => {
+    match Compiler::from_environment() {
+        Ok(compiler) => Box::new(compiler),
+        Err(why) => {
             NO_COMPILER.call_once(|| {
                 eprintln!(
-                    "rcannl: no C compiler found (tried $CC, then cc); running on the \
-                     interpreter, which is much slower. Install a C compiler or set CC."
+                    "rcannl: {why}; running on the interpreter, which is much slower. Install a \
+                     C compiler or set CC."
                 );
             });
             Box::new(Interpreter)

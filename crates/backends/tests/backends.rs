@@ -37,6 +37,10 @@ fn without_a_compiler_the_interpreter_runs_after_one_warning() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(stderr.matches("no C compiler found").count(), 1, "{stderr}");
+    // It says what was tried, and why that failed: `$CC` alone when it is set.
+    assert!(stderr.contains("$CC is \"/nonexistent/cc\""), "{stderr}");
+    assert!(stderr.contains("No such file"), "{stderr}");
+    assert!(!stderr.contains("then cc"), "{stderr}");
 }
 
 fn doubling() -> Routine {
@@ -190,4 +194,77 @@ fn results_do_not_depend_on_the_number_of_threads() {
         .collect();
     assert_eq!(results[0], results[1]);
     assert_eq!(results[0], results[2]);
+}
+
+#[test]
+fn a_huge_rayon_num_threads_runs_on_as_many_threads_as_the_machine_has() {
+    if std::env::var_os(CHILD).is_some() {
+        // In the child process, where RAYON_NUM_THREADS asks for far more threads than any
+        // machine has.
+        let (rows, columns) = (256, 160);
+        let tanh = unary(
+            true,
+            Binop::Arg2,
+            1,
+            Unop::Tanh,
+            0,
+            projections(
+                &[rows, columns],
+                (&[rows, columns], vec![it(0), it(1)]),
+                vec![(&[rows, columns], vec![it(0), it(1)])],
+            ),
+        );
+        let routine = Routine::lower(
+            "tanh",
+            &tanh,
+            vec![node(0, &[rows, columns]), node(1, &[rows, columns])],
+        )
+        .unwrap();
+        let compiled = Compiler::find()
+            .expect("a C compiler")
+            .compile(&routine)
+            .unwrap();
+        let input: Vec<f64> = (0..rows * columns)
+            .map(|i| (i % 17) as f64 / 4.0 - 2.0)
+            .collect();
+        let mut buffers = Buffers::for_routine(&routine);
+        buffers.set_values(NodeId(0), &input).unwrap();
+        compiled.run(&mut buffers, &HashMap::new()).unwrap();
+        assert_eq!(
+            buffers.values(NodeId(1)),
+            input.iter().map(|x| x.tanh()).collect::<Vec<_>>()
+        );
+        let available = std::thread::available_parallelism().map_or(1, usize::from);
+        assert!(rcannl_backends::cc::kernel_threads() <= available);
+        if cfg!(target_os = "linux") {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let threads: usize = status
+                .lines()
+                .find_map(|line| line.strip_prefix("Threads:"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            // The kernel threads, the test's and the harness's.
+            assert!(threads <= available + 4, "{threads} threads");
+        }
+        return;
+    }
+    for requested in ["100000", "many", "-3"] {
+        let output = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_huge_rayon_num_threads_runs_on_as_many_threads_as_the_machine_has",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .env("RAYON_NUM_THREADS", requested)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "RAYON_NUM_THREADS={requested}: {stderr}"
+        );
+    }
 }

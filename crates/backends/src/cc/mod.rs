@@ -1,24 +1,32 @@
 //! The C backend: generates C for a routine (`codegen`), compiles it with the system's C
-//! compiler into a shared library cached on disk by a hash of the source and the command, loads it,
-//! and runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across
-//! the threads of the rayon pool.
+//! compiler (`process`: `$CC` split into words, each run bounded in time) into a shared library
+//! kept in a disk cache that checks every library before it is loaded (`cache`), loads it, and
+//! runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across the
+//! threads of a pool of our own (`pool`).
 
+mod cache;
 pub mod codegen;
 mod gemm;
+mod pool;
+mod process;
 mod target;
 
+pub use pool::kernel_threads;
+pub use process::DEFAULT_TIMEOUT;
 pub use target::{Target, cpu_extensions, cpu_levels};
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
+use std::time::Duration;
 
 use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 
 use crate::Buffers;
 use crate::interpreter::RunError;
 use codegen::{CodegenError, Kernel, PRELUDE, Step, generate, generate_named};
+use process::{CommandLine, TIMEOUT_VARIABLE};
 
 /// Why a routine cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,38 +83,72 @@ const REQUIRED_FLAGS: [&str; 5] = [
     "-fPIC",
 ];
 
-/// A C compiler, the flags it compiles routines with, and the folder they are cached in.
+/// A C compiler, the flags it compiles routines with, the folder they are cached in, and how
+/// long one run of it may take.
 #[derive(Debug, Clone)]
 pub struct Compiler {
-    command: String,
+    command: CommandLine,
     flags: Vec<String>,
     cache_dir: PathBuf,
+    timeout: Duration,
 }
 
 impl Compiler {
-    /// `$CC`, else `cc`, if it runs; flags from `$RCANNL_CFLAGS` (split at whitespace), else
-    /// [`DEFAULT_FLAGS`]; compiled routines cached in `$RCANNL_CACHE_DIR`, else
-    /// `$XDG_CACHE_HOME/rcannl`, else `~/.cache/rcannl`, else the system's temporary folder.
+    /// [`Compiler::from_environment`], if it finds a compiler that runs.
     pub fn find() -> Option<Compiler> {
-        let command = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-        let runs = Command::new(&command)
-            .arg("--version")
-            .output()
-            .is_ok_and(|out| out.status.success());
+        Compiler::from_environment().ok()
+    }
+
+    /// The compiler the environment chooses, if it runs (`--version` succeeds): `$CC` split into
+    /// words as a shell splits them (a program and the arguments it always gets, such as
+    /// `ccache gcc` or `gcc -O1`), else `cc` on the `PATH`. Its flags come from
+    /// `$RCANNL_CFLAGS` (split at whitespace), else [`DEFAULT_FLAGS`]; each run of it may take
+    /// `$RCANNL_CC_TIMEOUT` seconds, else [`DEFAULT_TIMEOUT`] (after one warning when the
+    /// variable is no number of seconds above 0); compiled routines are cached in
+    /// `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`, else `$HOME/.cache/rcannl`, else
+    /// `rcannl-<uid>` in the temporary folder (empty variables, and relative `$XDG_CACHE_HOME`
+    /// or `$HOME`, count as unset). The error says what was tried and why it failed.
+    pub fn from_environment() -> Result<Compiler, CompileError> {
+        let timeout = timeout_from_environment();
+        let cc = std::env::var("CC").ok();
+        let (command, tried) = match cc.as_deref().map(CommandLine::parse) {
+            None => (
+                CommandLine::program("cc"),
+                "$CC is not set, so cc was tried".to_owned(),
+            ),
+            Some(Ok(None)) => (
+                CommandLine::program("cc"),
+                "$CC is empty, so cc was tried".to_owned(),
+            ),
+            Some(Ok(Some(command))) => (command, format!("$CC is {:?}", cc.unwrap_or_default())),
+            Some(Err(e)) => {
+                return Err(compile_error(format!("no C compiler found: $CC {e}")));
+            }
+        };
+        let not_found =
+            |why: String| compile_error(format!("no C compiler found ({tried}): {why}"));
+        let version = command.run(&["--version"], timeout).map_err(not_found)?;
+        if !version.status.success() {
+            return Err(not_found(
+                version.failure(&format!("`{command} --version`")),
+            ));
+        }
         let flags = match std::env::var("RCANNL_CFLAGS") {
             Ok(flags) if !flags.trim().is_empty() => {
                 flags.split_whitespace().map(str::to_owned).collect()
             }
             _ => DEFAULT_FLAGS.map(str::to_owned).to_vec(),
         };
-        runs.then(|| Compiler {
+        Ok(Compiler {
             command,
             flags,
-            cache_dir: default_cache_dir(),
+            cache_dir: cache::default_folder(),
+            timeout,
         })
     }
 
-    /// The same compiler, caching in `dir`.
+    /// The same compiler, caching in `dir` (created with mode 0700 if missing, and used only
+    /// while it is private: see the `cache` module and `SECURITY.md`).
     pub fn with_cache_dir(mut self, dir: &Path) -> Compiler {
         self.cache_dir = dir.to_owned();
         self
@@ -123,7 +165,8 @@ impl Compiler {
     /// What code this compiler makes with these flags (asked of the compiler once per process).
     /// An error if the compiler rejects the flags.
     pub fn target(&self) -> Result<Target, CompileError> {
-        target::query(&self.command, &self.flags, &REQUIRED_FLAGS).map_err(compile_error)
+        target::query(&self.command, &self.flags, &REQUIRED_FLAGS, self.timeout)
+            .map_err(compile_error)
     }
 
     /// The target, checked against this CPU: an error naming the extensions the flags enable
@@ -177,14 +220,18 @@ impl Compiler {
             .collect()
     }
 
-    /// The library built from `source` (from the cache if it is there), loaded; and whether it
-    /// came from the cache.
+    /// The library built from `source` (from the cache if it holds one that passes its check),
+    /// loaded; and whether it came from the cache.
     fn load(&self, source: &str) -> Result<(Arc<libloading::Library>, bool), CompileError> {
-        let (path, from_cache) = self.cached_library(source)?;
-        // SAFETY: the library is one this compiler built from generated code; loading it runs no
-        // initializers of ours.
-        let library = unsafe { libloading::Library::new(&path) }
-            .map_err(|e| compile_error(format!("cannot load {}: {e}", path.display())))?;
+        let mut parts: Vec<&[u8]> = self.command.words().map(str::as_bytes).collect();
+        parts.extend(self.flags.iter().map(|flag| flag.as_bytes()));
+        parts.extend(REQUIRED_FLAGS.map(str::as_bytes));
+        parts.push(source.as_bytes());
+        let key = cache::key(&parts);
+        let (library, from_cache) =
+            cache::load(&self.cache_dir, &key, source, &|c_file, library| {
+                self.build(c_file, library)
+            })?;
         Ok((Arc::new(library), from_cache))
     }
 
@@ -235,12 +282,8 @@ impl Compiler {
 
     /// Builds (or finds in the cache) and loads `products.c`: its vector kernels, and its f32
     /// matrix product if this machine has the instructions it is written for.
-    fn products(&self) -> Result<(Option<libloading::Library>, gemm::Native), CompileError> {
-        let source = include_str!("products.c");
-        let (path, _) = self.cached_library(source)?;
-        // SAFETY: a library this compiler built from our own source.
-        let library = unsafe { libloading::Library::new(&path) }
-            .map_err(|e| compile_error(format!("cannot load {}: {e}", path.display())))?;
+    fn products(&self) -> Result<(Option<Arc<libloading::Library>>, gemm::Native), CompileError> {
+        let (library, _) = self.load(include_str!("products.c"))?;
         let missing = |name: &str, e: libloading::Error| compile_error(format!("no {name}: {e}"));
         // SAFETY: `products.c` defines these functions with exactly these signatures.
         let native = unsafe {
@@ -283,95 +326,41 @@ impl Compiler {
         Ok((Some(library), native))
     }
 
-    /// The cached library built from `source`, built first if the cache lacks it; and whether it
-    /// was there already.
-    fn cached_library(&self, source: &str) -> Result<(PathBuf, bool), CompileError> {
-        let key = format!(
-            "{:016x}",
-            fnv1a(&[
-                self.command.as_bytes(),
-                self.flags.join(" ").as_bytes(),
-                REQUIRED_FLAGS.join(" ").as_bytes(),
-                source.as_bytes()
-            ])
-        );
-        std::fs::create_dir_all(&self.cache_dir).map_err(|e| {
-            compile_error(format!(
-                "cannot create the cache folder {}: {e}",
-                self.cache_dir.display()
-            ))
-        })?;
-        let path = self.cache_dir.join(format!("rc_{key}.so"));
-        let cached = path.exists();
-        if !cached {
-            self.build(source, &key, &path)?;
+    /// Compiles the C file `c_file` into the shared library `library`.
+    fn build(&self, c_file: &Path, library: &Path) -> Result<(), CompileError> {
+        let mut args: Vec<&OsStr> = self.flags.iter().map(OsStr::new).collect();
+        args.extend(REQUIRED_FLAGS.map(OsStr::new));
+        args.extend([
+            OsStr::new("-o"),
+            library.as_os_str(),
+            c_file.as_os_str(),
+            OsStr::new("-lm"),
+        ]);
+        let finished = self
+            .command
+            .run(&args, self.timeout)
+            .map_err(compile_error)?;
+        if !finished.status.success() {
+            return Err(compile_error(
+                finished.failure(&format!("{} on the generated C", self.command)),
+            ));
         }
-        Ok((path, cached))
-    }
-
-    fn build(&self, source: &str, key: &str, library: &Path) -> Result<(), CompileError> {
-        // Built under a name no other build uses (this process's id and a counter), then
-        // renamed: a concurrent build of the same routine, in another process or thread, never
-        // sees half a library.
-        static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let partial = self
-            .cache_dir
-            .join(format!("rc_{key}.{}-{build}.partial", std::process::id()));
-        let c_path = self
-            .cache_dir
-            .join(format!("rc_{key}.{}-{build}.c", std::process::id()));
-        std::fs::write(&c_path, source)
-            .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
-        let output = Command::new(&self.command)
-            .args(&self.flags)
-            .args(REQUIRED_FLAGS)
-            .arg("-o")
-            .arg(&partial)
-            .arg(&c_path)
-            .arg("-lm")
-            .output()
-            .map_err(|e| compile_error(format!("cannot run {}: {e}", self.command)))?;
-        if !output.status.success() {
-            return Err(compile_error(format!(
-                "{} failed on {}:\n{}",
-                self.command,
-                c_path.display(),
-                String::from_utf8_lossy(&output.stderr)
-            )));
-        }
-        std::fs::rename(&partial, library)
-            .map_err(|e| compile_error(format!("cannot move the library into the cache: {e}")))?;
-        // The source stays beside its library, for reading.
-        let _ = std::fs::rename(&c_path, self.cache_dir.join(format!("rc_{key}.c")));
         Ok(())
     }
 }
 
-fn default_cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("RCANNL_CACHE_DIR") {
-        return PathBuf::from(dir);
+/// The time limit `$RCANNL_CC_TIMEOUT` sets, else [`DEFAULT_TIMEOUT`] (after one warning per
+/// process when the variable is set to something else than a number of seconds above 0).
+fn timeout_from_environment() -> Duration {
+    let value = std::env::var(TIMEOUT_VARIABLE).unwrap_or_default();
+    if value.trim().is_empty() {
+        return DEFAULT_TIMEOUT;
     }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(dir).join("rcannl");
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        return PathBuf::from(home).join(".cache").join("rcannl");
-    }
-    std::env::temp_dir().join("rcannl")
-}
-
-/// FNV-1a over the parts, each followed by a zero byte: stable across runs and builds, which is
-/// all a cache key needs.
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in part.iter().chain(&[0]) {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    hash
+    process::parse_timeout(&value).unwrap_or_else(|warning| {
+        static WARNED: Once = Once::new();
+        WARNED.call_once(|| eprintln!("rcannl: {warning}"));
+        DEFAULT_TIMEOUT
+    })
 }
 
 type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
@@ -389,7 +378,7 @@ pub struct CompiledRoutine {
     /// The library the kernels are in, shared by the routines of one batch.
     _library: Arc<libloading::Library>,
     /// The library of our own product kernels, kept loaded while `native` may be called.
-    _products_library: Option<libloading::Library>,
+    _products_library: Option<Arc<libloading::Library>>,
     native: gemm::Native,
     steps: Vec<Loaded>,
     routine: Routine,
@@ -415,18 +404,19 @@ unsafe impl Sync for Pointers<'_> {}
 const PARALLEL_WORK: usize = 1 << 15;
 
 impl CompiledRoutine {
-    /// Runs the routine over `buffers`, with a value for each of its static indices, on the
-    /// threads of the rayon pool.
+    /// Runs the routine over `buffers`, with a value for each of its static indices, splitting
+    /// work across [`kernel_threads`] threads.
     pub fn run(
         &self,
         buffers: &mut Buffers,
         statics: &HashMap<Symbol, i64>,
     ) -> Result<(), RunError> {
-        self.run_on(buffers, statics, rayon::current_num_threads())
+        self.run_on(buffers, statics, kernel_threads())
     }
 
-    /// [`CompiledRoutine::run`] splitting work across at most `threads` threads. The results do
-    /// not depend on `threads`.
+    /// [`CompiledRoutine::run`] splitting work into at most `threads` parts, which run on the
+    /// threads of the kernel pool (at most [`kernel_threads`] at once). The results do not depend
+    /// on `threads`.
     pub fn run_on(
         &self,
         buffers: &mut Buffers,
@@ -459,7 +449,7 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let statics = &static_values;
-        let run_steps = || {
+        let run_steps = |threads: usize| {
             for step in &self.steps {
                 let (function, kernel) = match step {
                     Loaded::Kernel(function, kernel) => (function, kernel),
@@ -520,11 +510,17 @@ impl CompiledRoutine {
         };
         // The steps run on a thread of the pool, so that a split kernel's parts are handed to
         // the other threads from there (they stay awake between the steps of one run) instead of
-        // each being sent over from outside.
-        if threads > 1 && rayon::current_thread_index().is_none() && self.splits() {
-            rayon::scope(|_| run_steps());
+        // each being sent over from outside; and so that every split, ours and the matrix
+        // products', lands on our pool, never on rayon's global one. Routines too small to split
+        // run here, on one thread, and start no pool.
+        let pool = if threads > 1 && self.splits() {
+            pool::kernel_pool()
         } else {
-            run_steps();
+            None
+        };
+        match pool {
+            Some(pool) => pool.install(|| run_steps(threads)),
+            None => run_steps(1),
         }
         Ok(())
     }

@@ -5,8 +5,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::process::Command;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::process::CommandLine;
 
 /// Instruction-set extensions, with the macro a compiler predefines when its flags enable each.
 const EXTENSIONS: [(&str, &str); 14] = [
@@ -158,16 +160,22 @@ pub fn cpu_levels() -> Vec<&'static str> {
 }
 
 /// The target of `command` with `flags` (and `required`, the flags every build adds), asked of
-/// the compiler once per process for each command and flags.
-pub(crate) fn query(command: &str, flags: &[String], required: &[&str]) -> Result<Target, String> {
-    type Key = (String, Vec<String>);
+/// the compiler once per process for each command and flags, each question answered within
+/// `timeout`.
+pub(crate) fn query(
+    command: &CommandLine,
+    flags: &[String],
+    required: &[&str],
+    timeout: Duration,
+) -> Result<Target, String> {
+    type Key = (CommandLine, Vec<String>);
     static KNOWN: OnceLock<Mutex<HashMap<Key, Result<Target, String>>>> = OnceLock::new();
     let known = KNOWN.get_or_init(Default::default);
-    let key = (command.to_owned(), flags.to_vec());
+    let key = (command.clone(), flags.to_vec());
     if let Some(target) = known.lock().expect("no panics while held").get(&key) {
         return target.clone();
     }
-    let target = ask(command, flags, required);
+    let target = ask(command, flags, required, timeout);
     known
         .lock()
         .expect("no panics while held")
@@ -175,8 +183,13 @@ pub(crate) fn query(command: &str, flags: &[String], required: &[&str]) -> Resul
     target
 }
 
-fn ask(command: &str, flags: &[String], required: &[&str]) -> Result<Target, String> {
-    let version = run(command, &["--version"])?;
+fn ask(
+    command: &CommandLine,
+    flags: &[String],
+    required: &[&str],
+    timeout: Duration,
+) -> Result<Target, String> {
+    let version = run(command, &["--version"], timeout)?;
     let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
     // Only the flags that can change the code; `-shared` and `-fPIC` are for linking.
     args.extend(
@@ -185,7 +198,7 @@ fn ask(command: &str, flags: &[String], required: &[&str]) -> Result<Target, Str
             .filter(|f| !matches!(**f, "-shared" | "-fPIC")),
     );
     args.extend(["-dM", "-E", "-x", "c", "-"]);
-    let macros = run(command, &args)?;
+    let macros = run(command, &args, timeout)?;
     let defined = |name: &str| {
         macros
             .lines()
@@ -203,20 +216,12 @@ fn ask(command: &str, flags: &[String], required: &[&str]) -> Result<Target, Str
     })
 }
 
-/// Runs the compiler with `args` on an empty standard input: its standard output, or an error
-/// with its standard error.
-fn run(command: &str, args: &[&str]) -> Result<String, String> {
-    let output = Command::new(command)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {command}: {e}"))?;
+/// Runs the compiler with `args` on an empty standard input, for at most `timeout`: its
+/// standard output, or an error with its standard error.
+fn run(command: &CommandLine, args: &[&str], timeout: Duration) -> Result<String, String> {
+    let output = command.run(args, timeout)?;
     if !output.status.success() {
-        return Err(format!(
-            "{command} {} failed:\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        ));
+        return Err(output.failure(&format!("`{command} {}`", args.join(" "))));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

@@ -1,0 +1,455 @@
+//! The disk cache of compiled libraries, and what a library must pass before it is loaded.
+//!
+//! A library is kept as `rc_<key>.so`, `<key>` the SHA-256 of the compiler's words, the flags
+//! and the source, beside `rc_<key>.sha256`: the SHA-256 of the library's bytes and its name, in
+//! `sha256sum`'s format. A cached library is loaded only after its bytes are read and match its
+//! record; one that does not (damaged, truncated, another routine's, planted) is rebuilt, written
+//! beside and renamed into place. The cache folder must be private: created with mode `0700`,
+//! owned by this user and writable by no one else, under folders that others cannot rename it
+//! out of. Where it is not, or where it cannot be written, a library is built in a fresh private
+//! folder of its own, loaded and deleted (after one warning per process): nothing is loaded from
+//! a folder others can write.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libloading::Library;
+use sha2::{Digest, Sha256};
+
+use super::CompileError;
+
+/// The cache folder the environment chooses: `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`,
+/// else `$HOME/.cache/rcannl`, else `rcannl-<uid>` in the temporary folder. Empty variables, a
+/// relative `$XDG_CACHE_HOME` (which the XDG base-directory specification says to ignore) and a
+/// relative `$HOME` count as unset, so that the cache never lands in the working folder unasked.
+pub(crate) fn default_folder() -> PathBuf {
+    let set = |name| std::env::var_os(name).filter(|value| !value.is_empty());
+    if let Some(dir) = set("RCANNL_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = set("XDG_CACHE_HOME").map(PathBuf::from) {
+        if dir.is_absolute() {
+            return dir.join("rcannl");
+        }
+    }
+    if let Some(home) = set("HOME").map(PathBuf::from) {
+        if home.is_absolute() {
+            return home.join(".cache").join("rcannl");
+        }
+    }
+    std::env::temp_dir().join(format!("rcannl-{}", this_user()))
+}
+
+/// The SHA-256 of `parts`, each preceded by its length (so that no two lists of parts run
+/// together into the same bytes), in hexadecimal: the cache key.
+pub(crate) fn key(parts: &[&[u8]]) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"rcannl cache 1\0");
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hex(&hash.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Builds `source` (a C file at the first path) into a shared library (at the second).
+pub(crate) type Build<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), CompileError>;
+
+/// The library built from `source` under `key`, loaded: from the cache in `folder` when it holds
+/// one that passes its check, else built (and kept there when the folder is private and
+/// writable); and whether it came from the cache.
+pub(crate) fn load(
+    folder: &Path,
+    key: &str,
+    source: &str,
+    build: Build,
+) -> Result<(Library, bool), CompileError> {
+    let private = match private_folder(folder) {
+        Ok(private) => private,
+        Err(why) => return load_unkept(why, key, source, build),
+    };
+    let entry = Entry::new(&private, key);
+    if let Some(library) = entry.load_verified()? {
+        return Ok((library, true));
+    }
+    match entry.build(source, build) {
+        Ok(library) => Ok((library, false)),
+        Err(Failure::Unwritable(e)) => load_unkept(
+            format!("cannot write in the cache folder {}: {e}", folder.display()),
+            key,
+            source,
+            build,
+        ),
+        Err(Failure::Build(error)) => Err(error),
+    }
+}
+
+/// Builds the library in a fresh private folder, loads it and deletes the folder, after one
+/// warning per process saying why the cache was not used.
+fn load_unkept(
+    why: String,
+    key: &str,
+    source: &str,
+    build: Build,
+) -> Result<(Library, bool), CompileError> {
+    static WARNED: Once = Once::new();
+    WARNED.call_once(|| {
+        eprintln!(
+            "rcannl: {why}; compiling into a private temporary folder instead, without keeping \
+             the result"
+        );
+    });
+    let scratch = Scratch::new()?;
+    match Entry::new(&scratch.0, key).build(source, build) {
+        Ok(library) => Ok((library, false)),
+        Err(Failure::Unwritable(e)) => Err(CompileError {
+            message: format!("cannot write in {}: {e}", scratch.0.display()),
+        }),
+        Err(Failure::Build(error)) => Err(error),
+    }
+}
+
+/// This process's effective user id: the owner of the files it creates.
+fn this_user() -> u32 {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `folder`, created with mode `0700` if missing, with every symbolic link resolved, once it is
+/// found private: an error saying why not.
+fn private_folder(folder: &Path) -> Result<PathBuf, String> {
+    if !folder.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(folder)
+            .map_err(|e| format!("cannot create the cache folder {}: {e}", folder.display()))?;
+    }
+    // Resolved once, then used for every file: a link swapped later cannot redirect us.
+    let resolved = folder
+        .canonicalize()
+        .map_err(|e| format!("cannot find the cache folder {}: {e}", folder.display()))?;
+    let metadata = std::fs::metadata(&resolved)
+        .map_err(|e| format!("cannot read the cache folder {}: {e}", folder.display()))?;
+    if !metadata.is_dir() {
+        return Err(format!(
+            "the cache folder {} is not a folder",
+            folder.display()
+        ));
+    }
+    if metadata.uid() != this_user() {
+        return Err(format!(
+            "the cache folder {} belongs to user {}, not to this one ({})",
+            folder.display(),
+            metadata.uid(),
+            this_user()
+        ));
+    }
+    if metadata.mode() & 0o022 != 0 {
+        return Err(format!(
+            "the cache folder {} can be written by other users (mode {:o})",
+            folder.display(),
+            metadata.mode() & 0o7777
+        ));
+    }
+    if let Some(parent) = resolved.parent() {
+        safe_folders(parent)
+            .map_err(|why| format!("{why}, above the cache folder {}", folder.display()))?;
+    }
+    Ok(resolved)
+}
+
+/// Checks that no other user can rename or replace what is in `folder` (symbolic links resolved):
+/// it and every folder above it belong to this user or to root, and others cannot write them
+/// unless they are sticky (as `/tmp` is: there only an entry's owner may rename it).
+fn safe_folders(folder: &Path) -> Result<(), String> {
+    for ancestor in folder.ancestors() {
+        let metadata = std::fs::metadata(ancestor)
+            .map_err(|e| format!("cannot read {}: {e}", ancestor.display()))?;
+        if metadata.uid() != this_user() && metadata.uid() != 0 {
+            return Err(format!(
+                "{} belongs to user {}",
+                ancestor.display(),
+                metadata.uid()
+            ));
+        }
+        let sticky = metadata.mode() & 0o1000 != 0;
+        if metadata.mode() & 0o022 != 0 && !sticky {
+            return Err(format!(
+                "{} can be written by other users (mode {:o})",
+                ancestor.display(),
+                metadata.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A fresh folder of this process's own, mode `0700`, under an unpredictable name in the
+/// temporary folder; deleted, with what is in it, when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, CompileError> {
+        let temp = std::env::temp_dir();
+        let refuse = |why: String| CompileError {
+            message: format!("no private folder to compile in: {why}"),
+        };
+        let temp = temp
+            .canonicalize()
+            .map_err(|e| refuse(format!("cannot find {}: {e}", temp.display())))?;
+        safe_folders(&temp).map_err(refuse)?;
+        let mut last_error = None;
+        // A name taken by someone else is skipped: `create` never reuses a folder it did not
+        // make.
+        for _ in 0..16 {
+            let path = temp.join(format!("rcannl-{}-{}", std::process::id(), unpredictable()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(Scratch(path)),
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(refuse(format!(
+            "cannot create a folder in {}: {}",
+            temp.display(),
+            last_error.expect("tried")
+        )))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// 64 bits no other process can guess: from the operating system's randomness that seeds the
+/// standard library's hash maps, with the time and a counter.
+fn unpredictable() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static DRAWN: AtomicUsize = AtomicUsize::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_usize(DRAWN.fetch_add(1, Ordering::Relaxed));
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    format!("{:016x}", hasher.finish())
+}
+
+/// Why a library could not be built.
+enum Failure {
+    /// The folder cannot be written: the build may go elsewhere.
+    Unwritable(std::io::Error),
+    /// The compiler failed: nowhere else would it do better.
+    Build(CompileError),
+}
+
+/// One library's files in a private folder.
+struct Entry {
+    folder: PathBuf,
+    key: String,
+    library: PathBuf,
+    record: PathBuf,
+}
+
+impl Entry {
+    fn new(folder: &Path, key: &str) -> Entry {
+        Entry {
+            folder: folder.to_owned(),
+            key: key.to_owned(),
+            library: folder.join(format!("rc_{key}.so")),
+            record: folder.join(format!("rc_{key}.sha256")),
+        }
+    }
+
+    /// The line of the record of a library with `digest`.
+    fn record_line(&self, digest: &str) -> String {
+        format!("{digest}  rc_{}.so\n", self.key)
+    }
+
+    /// The cached library, loaded, if its bytes match its record; `None` when either is missing
+    /// or they do not match.
+    fn load_verified(&self) -> Result<Option<Library>, CompileError> {
+        let (Some(bytes), Some(record)) =
+            (read_own_file(&self.library), read_own_file(&self.record))
+        else {
+            return Ok(None);
+        };
+        if record != self.record_line(&hex(&Sha256::digest(&bytes))).as_bytes() {
+            return Ok(None);
+        }
+        // Only this user can write the folder, so the file is still the one whose bytes were
+        // just checked.
+        open(&self.library).map(Some)
+    }
+
+    /// Builds the library beside its place (under a name no other build uses), loads it, then
+    /// renames it and its record into place, so that a concurrent build of the same source, in
+    /// another process or thread, never sees half a library. Whatever the outcome, no file but
+    /// the entry's is left behind.
+    fn build(&self, source: &str, build: Build) -> Result<Library, Failure> {
+        static BUILDS: AtomicUsize = AtomicUsize::new(0);
+        let unique = format!(
+            "{}-{}",
+            std::process::id(),
+            BUILDS.fetch_add(1, Ordering::Relaxed)
+        );
+        let at = |suffix: &str| {
+            self.folder
+                .join(format!("rc_{}.{unique}.{suffix}", self.key))
+        };
+        let leftovers = Leftovers(vec![at("c"), at("so.partial"), at("sha256.partial")]);
+        let [c_path, partial, record] = &leftovers.0[..] else {
+            unreachable!("three paths")
+        };
+        write_new(c_path, source.as_bytes()).map_err(Failure::Unwritable)?;
+        build(c_path, partial).map_err(Failure::Build)?;
+        let bytes = read_own_file(partial).ok_or_else(|| {
+            Failure::Build(CompileError {
+                message: format!("the compiler wrote no library at {}", partial.display()),
+            })
+        })?;
+        write_new(
+            record,
+            self.record_line(&hex(&Sha256::digest(&bytes))).as_bytes(),
+        )
+        .map_err(Failure::Unwritable)?;
+        let library = open(partial).map_err(Failure::Build)?;
+        // Kept only once loaded: a library that does not load is not cached.
+        std::fs::rename(partial, &self.library).map_err(Failure::Unwritable)?;
+        std::fs::rename(record, &self.record).map_err(Failure::Unwritable)?;
+        // The source stays beside its library, for reading.
+        let _ = std::fs::rename(c_path, self.folder.join(format!("rc_{}.c", self.key)));
+        Ok(library)
+    }
+}
+
+/// Paths removed, if they still exist, when this is dropped: the temporary files of one build.
+struct Leftovers(Vec<PathBuf>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Writes `bytes` to a file at `path` that must not exist yet, readable by this user only.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+/// The bytes of the regular file at `path` if it belongs to this user; `None` otherwise (no such
+/// file, a symbolic link, unreadable).
+fn read_own_file(path: &Path) -> Option<Vec<u8>> {
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.uid() != this_user() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Loads the library at `path`, which the caller has checked.
+fn open(path: &Path) -> Result<Library, CompileError> {
+    // SAFETY: the library is one this crate built from code it generated (checked against its
+    // record when it comes from the cache); it has no initializers.
+    unsafe { Library::new(path) }.map_err(|e| CompileError {
+        message: format!("cannot load {}: {e}", path.display()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_tell_lists_of_parts_apart() {
+        let key1 = key(&[b"ab", b"c"]);
+        assert_eq!(key1.len(), 64);
+        assert_ne!(key1, key(&[b"a", b"bc"]));
+        assert_ne!(key1, key(&[b"abc"]));
+        assert_eq!(key1, key(&[b"ab", b"c"]));
+    }
+
+    #[test]
+    fn a_folder_above_that_others_can_write_is_refused_unless_sticky() {
+        let base = std::env::temp_dir().join(format!("rcannl-ancestors-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let inner = base.join("open").join("cache");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&inner)
+            .unwrap();
+        let set_mode = |path: &Path, mode| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        set_mode(&base.join("open"), 0o777);
+        let error = private_folder(&inner).unwrap_err();
+        assert!(
+            error.contains("can be written by other users (mode 777)"),
+            "{error}"
+        );
+        assert!(error.contains("above the cache folder"), "{error}");
+        set_mode(&base.join("open"), 0o1777);
+        assert!(private_folder(&inner).is_ok());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_folder_of_another_user_is_refused() {
+        // Root can give a folder away; anyone else has one of root's at hand.
+        let base = std::env::temp_dir().join(format!("rcannl-foreign-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (foreign, owner) = if this_user() == 0 {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&base)
+                .unwrap();
+            std::os::unix::fs::chown(&base, Some(65534), Some(65534)).unwrap();
+            (base.clone(), 65534)
+        } else {
+            (PathBuf::from("/"), 0)
+        };
+        let error = private_folder(&foreign).unwrap_err();
+        assert!(
+            error.contains(&format!("belongs to user {owner}, not to this one")),
+            "{error}"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn scratch_folders_are_private_and_go_away() {
+        let scratch = Scratch::new().unwrap();
+        let path = scratch.0.clone();
+        let metadata = std::fs::metadata(&path).unwrap();
+        assert_eq!(metadata.mode() & 0o777, 0o700);
+        assert_eq!(metadata.uid(), this_user());
+        assert_ne!(Scratch::new().unwrap().0, path);
+        drop(scratch);
+        assert!(!path.exists());
+    }
+}
