@@ -227,7 +227,7 @@ fn a_huge_rayon_num_threads_runs_on_as_many_threads_as_the_machine_has() {
         let input: Vec<f64> = (0..rows * columns)
             .map(|i| (i % 17) as f64 / 4.0 - 2.0)
             .collect();
-        let mut buffers = Buffers::for_routine(&routine);
+        let mut buffers = Buffers::for_routine(&routine).unwrap();
         buffers.set_values(NodeId(0), &input).unwrap();
         compiled.run(&mut buffers, &HashMap::new()).unwrap();
         assert_eq!(

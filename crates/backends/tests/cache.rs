@@ -99,7 +99,7 @@ fn negating() -> Routine {
 /// library came from the cache.
 fn compile_and_run(compiler: &Compiler, routine: &Routine) -> (Vec<f64>, bool) {
     let compiled = compiler.compile(routine).unwrap();
-    let mut buffers = Buffers::for_routine(routine);
+    let mut buffers = Buffers::for_routine(routine).unwrap();
     buffers.set_values(NodeId(0), &range(5)).unwrap();
     compiled.run(&mut buffers, &HashMap::new()).unwrap();
     (buffers.values(NodeId(1)), compiled.from_cache)

@@ -74,9 +74,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let Some(compiler) = Compiler::find() else {
-        eprintln!("rcannl-fuzz: no C compiler runs here (tried $CC, then cc)");
-        return ExitCode::FAILURE;
+    let compiler = match Compiler::from_environment() {
+        Ok(compiler) => compiler,
+        Err(e) => {
+            eprintln!("rcannl-fuzz: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     match compiler.target() {
         Ok(target) => println!("target: {target}"),
