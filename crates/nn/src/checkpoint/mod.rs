@@ -20,6 +20,14 @@
 //! multiplication by `0x100000001b3`. Tensors' bytes lie widest element first (so each is
 //! aligned), by label among equals.
 //!
+//! # Saving
+//!
+//! A save writes the whole file beside its destination under a temporary name, flushes it to
+//! disk and renames it into place, so a failed save (an error writing, a full disk) leaves what
+//! was there and no temporary file. It replaces only a regular file: a symbolic link is followed
+//! and the file it points to replaced (keeping its permissions; the link stays a link); a
+//! folder, a device, a FIFO, a socket or a link that leads nowhere is refused and left as it is.
+//!
 //! # What a load checks
 //!
 //! A load reads a regular file (a symbolic link is followed; a device, a FIFO or a folder is
