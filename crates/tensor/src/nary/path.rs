@@ -43,7 +43,7 @@ pub enum Search {
     /// Optimal up to [`EXHAUSTIVE_UP_TO`] operands, greedy beyond.
     #[default]
     Auto,
-    /// Dynamic programming over subsets, up to [`OPTIMAL_UP_TO`] operands.
+    /// Dynamic programming over subsets, up to [`OPTIMAL_UP_TO`] operands (beyond, an error).
     Optimal,
     /// The cheapest pair at each step, among candidates: pairs sharing a label (with up to 16
     /// of each label's smallest holders) and pairs among the 16 smallest operands; every pair
@@ -111,6 +111,8 @@ impl std::error::Error for PathError {}
 /// `options`. `sizes` gives labels' sizes (those missing count as 1). The cost of a step is its
 /// FLOPs: a multiply per point of its product space (the labels either operand has), and an add
 /// per point when it sums a label away (one no other pending operand has and the result lacks).
+/// An error when the optimal search is asked for more than [`OPTIMAL_UP_TO`] operands, or no
+/// path found keeps every intermediate within the memory limit.
 pub fn find_path(
     operands: &[BTreeSet<String>],
     result: &BTreeSet<String>,
@@ -180,6 +182,88 @@ fn positions(operands: usize, merges: &[(usize, usize)], flops: f64) -> Path {
     Path { steps, flops }
 }
 
+/// What the contraction of each subset of the operands keeps, as bitsets of `words` words.
+struct Subsets {
+    words: usize,
+    /// The labels each subset's contraction keeps, `words` words per subset: those needed
+    /// outside the subset or in the result (an operand, contracted by nothing, keeps all of its
+    /// own).
+    keep: Vec<u64>,
+    /// How many labels each subset keeps.
+    count: Vec<u32>,
+    /// The cells of each subset's contraction.
+    cells: Vec<f64>,
+}
+
+impl Subsets {
+    fn new(labels: &Interned) -> Subsets {
+        let n = labels.operands.len();
+        let full = (1usize << n) - 1;
+        let words = labels.labels().div_ceil(64).max(1);
+        let operands: Vec<Vec<u64>> = (labels.operands.iter())
+            .map(|o| bitset(o.iter().copied(), words))
+            .collect();
+        let in_result = (0..labels.labels() as u32).filter(|&l| labels.in_result[l as usize]);
+        let result = bitset(in_result, words);
+        // The labels each subset's operands have.
+        let mut all = vec![0u64; (full + 1) * words];
+        for set in 1..=full {
+            let low = set.trailing_zeros() as usize;
+            let rest = set & (set - 1);
+            for w in 0..words {
+                all[set * words + w] = all[rest * words + w] | operands[low][w];
+            }
+        }
+        let mut subsets = Subsets {
+            words,
+            keep: vec![0u64; (full + 1) * words],
+            count: vec![0; full + 1],
+            cells: vec![0.0; full + 1],
+        };
+        for set in 1..=full {
+            let needed = if set.count_ones() == 1 {
+                full
+            } else {
+                full ^ set
+            };
+            for w in 0..words {
+                subsets.keep[set * words + w] =
+                    all[set * words + w] & (result[w] | all[needed * words + w]);
+            }
+            let kept = &subsets.keep[set * words..(set + 1) * words];
+            subsets.count[set] = kept.iter().map(|w| w.count_ones()).sum();
+            subsets.cells[set] = points(kept, &labels.sizes);
+        }
+        subsets
+    }
+
+    fn keep(&self, set: usize) -> &[u64] {
+        &self.keep[set * self.words..(set + 1) * self.words]
+    }
+}
+
+/// The bitset of `words` words holding `ids`.
+fn bitset(ids: impl Iterator<Item = u32>, words: usize) -> Vec<u64> {
+    let mut set = vec![0u64; words];
+    for l in ids {
+        set[l as usize / 64] |= 1 << (l % 64);
+    }
+    set
+}
+
+/// The product of the sizes of the labels in a bitset, multiplied in ascending order.
+fn points(set: &[u64], sizes: &[f64]) -> f64 {
+    let mut product = 1.0;
+    for (w, &word) in set.iter().enumerate() {
+        let mut word = word;
+        while word != 0 {
+            product *= sizes[w * 64 + word.trailing_zeros() as usize];
+            word &= word - 1;
+        }
+    }
+    product
+}
+
 /// Dynamic programming over subsets: for each subset, the cheapest way to contract it into one
 /// operand, from the cheapest ways for its two parts. Of equally cheap splits, the first in the
 /// order enumerated (the first part largest first).
@@ -192,59 +276,8 @@ fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> {
         });
     }
     let full = (1usize << n) - 1;
-    let words = labels.labels().div_ceil(64).max(1);
-    let bits = |ids: &[u32]| {
-        let mut set = vec![0u64; words];
-        for &l in ids {
-            set[l as usize / 64] |= 1 << (l % 64);
-        }
-        set
-    };
-    let points = |set: &[u64]| -> f64 {
-        let mut product = 1.0;
-        for (w, &word) in set.iter().enumerate() {
-            let mut word = word;
-            while word != 0 {
-                product *= labels.sizes[w * 64 + word.trailing_zeros() as usize];
-                word &= word - 1;
-            }
-        }
-        product
-    };
-    let operand_bits: Vec<Vec<u64>> = labels.operands.iter().map(|o| bits(o)).collect();
-    let result_bits = bits(
-        &(0..labels.labels() as u32)
-            .filter(|&l| labels.in_result[l as usize])
-            .collect::<Vec<_>>(),
-    );
-    // The labels each subset's operands have, then those its contraction keeps: needed outside
-    // the subset or in the result (an operand, contracted by nothing, keeps all of its own).
-    let mut all = vec![0u64; (full + 1) * words];
-    for set in 1..=full {
-        let low = set.trailing_zeros() as usize;
-        let rest = set & (set - 1);
-        for w in 0..words {
-            all[set * words + w] = all[rest * words + w] | operand_bits[low][w];
-        }
-    }
-    let mut keep = vec![0u64; (full + 1) * words];
-    let mut keep_count = vec![0u32; full + 1];
-    let mut keep_points = vec![0.0; full + 1];
-    for set in 1..=full {
-        let needed = if set.count_ones() == 1 {
-            full
-        } else {
-            full ^ set
-        };
-        for w in 0..words {
-            keep[set * words + w] =
-                all[set * words + w] & (result_bits[w] | all[needed * words + w]);
-        }
-        let kept = &keep[set * words..(set + 1) * words];
-        keep_count[set] = kept.iter().map(|w| w.count_ones()).sum();
-        keep_points[set] = points(kept);
-    }
-    drop(all);
+    let subsets = Subsets::new(labels);
+    let words = subsets.words;
     // The cheapest cost of each subset and its first part (0: no split within the limit yet).
     let mut cost = vec![0.0f64; full + 1];
     let mut first_part = vec![0usize; full + 1];
@@ -253,13 +286,13 @@ fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> {
     }
     let mut union = vec![0u64; words];
     for set in 1..=full {
-        if set.count_ones() == 1 || (set != full && keep_points[set] > limit) {
+        if set.count_ones() == 1 || (set != full && subsets.cells[set] > limit) {
             continue;
         }
         // Splits with the lowest member in the first part, so each split is seen once.
         let low = set & set.wrapping_neg();
         let rest = set & !low;
-        let floor = keep_points[set];
+        let floor = subsets.cells[set];
         let mut part = rest;
         loop {
             let first = part | low;
@@ -269,12 +302,18 @@ fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> {
                 // A step costs at least a multiply per cell of its result.
                 if first_part[set] == 0 || parts + floor < cost[set] {
                     let mut count = 0;
-                    for w in 0..words {
-                        union[w] = keep[first * words + w] | keep[second * words + w];
+                    for (w, (a, b)) in subsets
+                        .keep(first)
+                        .iter()
+                        .zip(subsets.keep(second))
+                        .enumerate()
+                    {
+                        union[w] = a | b;
                         count += union[w].count_ones();
                     }
-                    let sums = count != keep_count[set];
-                    let total = parts + points(&union) * if sums { 2.0 } else { 1.0 };
+                    let sums = count != subsets.count[set];
+                    let step = points(&union, &labels.sizes) * if sums { 2.0 } else { 1.0 };
+                    let total = parts + step;
                     if first_part[set] == 0 || total < cost[set] {
                         cost[set] = total;
                         first_part[set] = first;
