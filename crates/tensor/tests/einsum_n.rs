@@ -1,6 +1,8 @@
 //! Einsums of 2 to 6 operands along their contraction paths, in numpy's notation, against a
 //! naive evaluator, on both backends: random expressions with repeated (diagonal) labels, labels
-//! summed within one operand, and labels only the result keeps.
+//! summed within one operand, and labels only the result keeps. Einsums of hundreds of operands
+//! (a chain of matrices, a star sharing one label) along greedy paths, against products computed
+//! directly.
 
 use std::collections::HashMap;
 
@@ -538,4 +540,103 @@ fn a_parameter_takes_its_shape_from_the_path() {
     ctx.forward(&[&out, &summed]).unwrap();
     assert_eq!(ctx.dims(&w).unwrap(), vec![3, 4]);
     assert_eq!(ctx.dims(&u).unwrap(), vec![3, 2, 4]);
+}
+
+/// `(spec, inputs)` for the einsum of `n` operands with slots `slot(k)` and result `result`, each
+/// operand 2×2 with the values `matrix(k)` gives.
+fn many(
+    n: usize,
+    slot: impl Fn(usize) -> String,
+    result: &str,
+    matrix: impl Fn(usize) -> [f64; 4],
+) -> (String, Vec<Vec<f64>>) {
+    let slots: Vec<String> = (0..n).map(slot).collect();
+    let spec = format!("{} => {result}", slots.join("; "));
+    (spec, (0..n).map(|k| matrix(k).to_vec()).collect())
+}
+
+#[test]
+fn a_chain_of_hundreds_of_matrices_is_multiplied_along_a_greedy_path() {
+    // Shears, swaps and reflections: integer products, exact in f64.
+    let n = 300;
+    let matrix = |k: usize| match k % 3 {
+        0 => [1.0, 1.0, 0.0, 1.0],
+        1 => [0.0, 1.0, 1.0, 0.0],
+        _ => [1.0, 0.0, 0.0, -1.0],
+    };
+    let mut expected = [1.0, 0.0, 0.0, 1.0];
+    for k in 0..n {
+        let [a, b, c, d] = expected;
+        let [e, f, g, h] = matrix(k);
+        expected = [a * e + b * g, a * f + b * h, c * e + d * g, c * f + d * h];
+    }
+    let (spec, values) = many(
+        n,
+        |k| format!("a{k}, a{}", k + 1),
+        &format!("a0, a{n}"),
+        matrix,
+    );
+    let inputs: Vec<(&str, &[f64])> = values.iter().map(|v| ("2,2", &v[..])).collect();
+    let got = evaluate(Box::new(Interpreter), &spec, &inputs).unwrap();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn a_star_of_hundreds_of_operands_sums_each_then_multiplies() {
+    // "i, bk" for every k => "i": each operand's rows summed, the sums multiplied per row.
+    let n = 300;
+    let matrix = |k: usize| {
+        if k % 7 == 0 {
+            [1.0, 1.0, 0.0, -1.0]
+        } else {
+            [0.5, 0.5, 2.0, -1.0]
+        }
+    };
+    let doubled = (0..n).filter(|k| k % 7 == 0).count() as i32;
+    let expected = vec![2f64.powi(doubled), (-1f64).powi(doubled)];
+    let (spec, values) = many(n, |k| format!("i, b{k}"), "i", matrix);
+    let inputs: Vec<(&str, &[f64])> = values.iter().map(|v| ("2,2", &v[..])).collect();
+    let got = evaluate(Box::new(Interpreter), &spec, &inputs).unwrap();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn the_optimal_search_refuses_more_operands_than_it_takes() {
+    use rcannl_tensor::nary::{OPTIMAL_UP_TO, PathOptions, Search};
+    let graph = Graph::new();
+    let n = OPTIMAL_UP_TO + 1;
+    let t: Vec<Tensor> = (0..n)
+        .map(|k| graph.data(&format!("m{k}")).shape("2,2").build())
+        .collect();
+    let refs: Vec<&Tensor> = t.iter().collect();
+    let (spec, _) = many(
+        n,
+        |k| format!("a{k}, a{}", k + 1),
+        &format!("a0, a{n}"),
+        |_| [0.0; 4],
+    );
+    let optimal = PathOptions {
+        search: Search::Optimal,
+        memory_limit: None,
+    };
+    let err = Tensor::einsum_path_with(&spec, &refs, &optimal).unwrap_err();
+    assert!(
+        err.message.contains("takes at most 16 operands, 17 given"),
+        "{}",
+        err.message
+    );
+    // Within the limit it searches them all.
+    let path = Tensor::einsum_path_with(
+        &many(
+            n - 1,
+            |k| format!("a{k}, a{}", k + 1),
+            "a0, a16",
+            |_| [0.0; 4],
+        )
+        .0,
+        &refs[..n - 1],
+        &optimal,
+    )
+    .unwrap();
+    assert_eq!(path.steps.len(), n - 2);
 }
