@@ -241,6 +241,11 @@ fn plan(
             operands.len()
         )));
     }
+    if let Some(first) = operands.first() {
+        first
+            .graph
+            .check_owns(&format!("einsum {spec:?}"), operands)?;
+    }
     let mut labels = Vec::new();
     for (i, slot) in parsed.rhs.iter().chain([&parsed.lhs]).enumerate() {
         labels.push(slot_items(slot, i == operands.len()).ok_or_else(|| {

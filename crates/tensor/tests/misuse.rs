@@ -235,3 +235,22 @@ fn an_uninitialized_parameter_has_no_values_to_read() {
     ctx.init_params().unwrap();
     assert_eq!(ctx.values(&w).unwrap(), vec![3.0, 3.0]);
 }
+
+#[test]
+fn an_einsum_of_many_operands_refuses_two_graphs() {
+    let first = Graph::new();
+    let a = first.data("a").shape("2,2").values(vec![1.0; 4]).build();
+    let b = first.data("b").shape("2,2").values(vec![1.0; 4]).build();
+    let second = Graph::new();
+    let c = second.data("c").shape("2,2").values(vec![1.0; 4]).build();
+    let product = rcannl_tensor::Tensor::einsum_n("i,j;j,k;k,l=>i,l", &[&a, &b, &c]);
+    let message = product.error().expect("a failed tensor").message;
+    assert!(
+        message.contains("tensor 'c' belongs to another graph"),
+        "{message}"
+    );
+    contains(
+        rcannl_tensor::Tensor::einsum_path("i,j;j,k;k,l=>i,l", &[&a, &b, &c]),
+        "another graph",
+    );
+}
