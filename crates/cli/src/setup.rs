@@ -6,6 +6,8 @@
 //! is f64 too. `--set LABEL=SIZE` fixes the size of a label of the spec that one input alone does
 //! not determine, such as the window `k` of a max-pool `"2*o<+k=>o"`.
 
+use std::collections::HashSet;
+
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
@@ -13,7 +15,7 @@ use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral, parse_shape_liter
 use rcannl_tensor::nary::{PathOptions, Search};
 use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
 
-use crate::input;
+use crate::input::{self, Oversize};
 use crate::op::Op;
 use crate::report::{CliError, ErrorKind};
 
@@ -40,8 +42,9 @@ pub struct OpArgs {
     #[arg(long = "path", value_enum, default_value_t = PathChoice::Auto)]
     pub path: PathChoice,
 
-    /// The most cells an intermediate result of the contraction path may have.
-    #[arg(long, value_name = "CELLS")]
+    /// The most cells an intermediate result of the contraction path may have: a number from 0
+    /// to 67108864, the most cells any tensor of the command may have (also the default).
+    #[arg(long, value_name = "CELLS", value_parser = cell_limit)]
     pub memory_limit: Option<f64>,
 
     /// Fixes the size of a label of the spec (repeatable): --set k=2 gives a max-pool
@@ -99,8 +102,20 @@ impl OpArgs {
                 PathChoice::Optimal => Search::Optimal,
                 PathChoice::Greedy => Search::Greedy,
             },
-            memory_limit: self.memory_limit,
+            memory_limit: Some(self.memory_limit.unwrap_or(input::MAX_CELLS as f64)),
         }
+    }
+}
+
+/// A `--memory-limit`: a number of cells from 0 to [`input::MAX_CELLS`]. NaN, which compares
+/// false with every size, would be no limit at all, so it is refused with the rest.
+fn cell_limit(text: &str) -> Result<f64, String> {
+    let expected = || format!("expected a number of cells from 0 to {}", input::MAX_CELLS);
+    let limit: f64 = text.trim().parse().map_err(|_| expected())?;
+    if (0.0..=input::MAX_CELLS as f64).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(expected())
     }
 }
 
@@ -130,6 +145,7 @@ impl Setup {
     /// Builds the operation, applies `--set`, captures `captures`, finishes shape inference and
     /// loads the inputs.
     pub fn new(args: &OpArgs, captures: &[String]) -> Result<Setup, CliError> {
+        check_distinct(captures)?;
         let inputs = args
             .inputs
             .iter()
@@ -181,21 +197,36 @@ impl Setup {
     }
 }
 
-/// Refuses a result with more than [`input::MAX_CELLS`] cells, when inference knows its shape
+/// Refuses a name `--capture` gives twice: the JSON output is an object keyed by name.
+fn check_distinct(captures: &[String]) -> Result<(), CliError> {
+    let mut seen = HashSet::new();
+    match captures.iter().find(|name| !seen.insert(name.as_str())) {
+        Some(name) => Err(CliError::new(
+            ErrorKind::Capture,
+            format!("--capture names {name} twice"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a result too large to make ([`input::cell_count`]), when inference knows its shape
 /// already (so that its buffer is not allocated only to fail).
 fn check_size(result: &Tensor) -> Result<(), CliError> {
     let Ok(shape) = parse_shape_literal(&result.shape()) else {
         return Ok(());
     };
-    match shape.n_elements() {
-        Some(cells) if cells <= input::MAX_CELLS => Ok(()),
-        _ => Err(CliError::new(
-            ErrorKind::Shape,
-            format!(
-                "the result {shape} would have more than {} cells",
-                input::MAX_CELLS
-            ),
+    let dims = [&shape.batch, &shape.input, &shape.output]
+        .into_iter()
+        .flatten()
+        .map(|dim| dim.size);
+    let error = |message: String| Err(CliError::new(ErrorKind::Shape, message));
+    match input::cell_count(dims) {
+        Ok(_) => Ok(()),
+        Err(Oversize::Cells) => error(format!(
+            "the result {shape} would have more than {} cells",
+            input::MAX_CELLS
         )),
+        Err(Oversize::Span) => error(format!("the result {shape} {}", Oversize::Span)),
     }
 }
 
