@@ -161,7 +161,7 @@ fn execute(args: &Args) -> Result<Output, CliError> {
             Captures(
                 captures
                     .iter()
-                    .map(|(name, capture)| (name.clone(), graph.capture_value(capture)))
+                    .map(|(name, captured)| (name.clone(), captured.size(&graph)))
                     .collect(),
             )
         }),

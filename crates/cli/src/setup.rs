@@ -13,8 +13,9 @@ use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
 use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral, parse_shape_literal};
 use rcannl_tensor::nary::{PathOptions, Search};
-use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
+use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
+use crate::captures::{Captured, Finder};
 use crate::input::{self, Oversize};
 use crate::op::Op;
 use crate::report::{CliError, ErrorKind};
@@ -137,7 +138,7 @@ pub struct Setup {
     pub inputs: Vec<Tensor>,
     pub result: Tensor,
     /// The captured labels asked for, by name.
-    pub captures: Vec<(String, Capture)>,
+    pub captures: Vec<(String, Captured)>,
     pub ctx: Context,
 }
 
@@ -159,6 +160,7 @@ impl Setup {
             .iter()
             .map(|text| parse_set(text))
             .collect::<Result<Vec<_>, _>>()?;
+        let shapes: Vec<ShapeLiteral> = inputs.iter().map(|input| input.shape.clone()).collect();
         let graph = Graph::new();
         let inputs: Vec<Tensor> = inputs
             .into_iter()
@@ -174,13 +176,20 @@ impl Setup {
             .collect();
         let result = args.op.apply(&text, &inputs, &args.path_options())?;
         graph.check().map_err(shape_error)?;
+        let along_path = args.op == Op::Einsum && Op::along_path(&text, &inputs);
+        let finder = Finder {
+            result: &result,
+            along_path: spec
+                .as_ref()
+                .filter(|_| along_path)
+                .map(|s| (s, &shapes[..])),
+        };
         for (name, size) in sets {
-            let capture = capture(&result, &name)?;
-            graph.set_dim(&capture, size).map_err(shape_error)?;
+            finder.set(&graph, &name, size)?;
         }
         let captures = captures
             .iter()
-            .map(|name| Ok((name.clone(), capture(&result, name)?)))
+            .map(|name| Ok((name.clone(), finder.find(name)?)))
             .collect::<Result<Vec<_>, CliError>>()?;
         check_size(&result)?;
         let mut ctx = Context::with_backend(&graph, backend(args.backend)?);
@@ -241,12 +250,6 @@ fn parse_set(text: &str) -> Result<(String, usize), CliError> {
     let (name, size) = text.split_once('=').ok_or_else(bad)?;
     let size = size.trim().parse().map_err(|_| bad())?;
     Ok((name.trim().to_owned(), size))
-}
-
-fn capture(result: &Tensor, name: &str) -> Result<Capture, CliError> {
-    result
-        .capture(name)
-        .map_err(|err| CliError::new(ErrorKind::Capture, err.message))
 }
 
 /// The shape of these dims (batch, input, output), as a shape literal writes it.
