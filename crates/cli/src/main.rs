@@ -6,7 +6,8 @@
 //! common arguments and the graph they build), `captures` (the labels `--capture` and `--set`
 //! name), `op` (the operations), `input` (the INPUT forms),
 //! `npy` (`.npy` files), `replace` (writing a file whole or not at all), `labels` (naming
-//! iterators after the spec's labels) and `report` (output and errors).
+//! iterators after the spec's labels), `result_size` (refusing a result too large to make) and
+//! `report` (output and errors).
 
 mod captures;
 mod einsum;
@@ -18,6 +19,7 @@ mod op;
 mod parse;
 mod replace;
 mod report;
+mod result_size;
 mod setup;
 
 use std::ffi::OsString;

@@ -11,14 +11,15 @@ use std::collections::HashSet;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
-use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral, parse_shape_literal};
+use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral};
 use rcannl_tensor::nary::{PathOptions, Search};
 use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
 use crate::captures::{Captured, Finder};
-use crate::input::{self, Oversize};
+use crate::input;
 use crate::op::Op;
 use crate::report::{CliError, ErrorKind};
+use crate::result_size;
 
 /// The operation and its inputs, as both commands take them.
 #[derive(Debug, clap::Args)]
@@ -191,7 +192,7 @@ impl Setup {
             .iter()
             .map(|name| Ok((name.clone(), finder.find(name)?)))
             .collect::<Result<Vec<_>, CliError>>()?;
-        check_size(&result)?;
+        result_size::check(&result, spec.as_ref())?;
         let mut ctx = Context::with_backend(&graph, backend(args.backend)?);
         ctx.init_params().map_err(shape_error)?;
         Ok(Setup {
@@ -215,27 +216,6 @@ fn check_distinct(captures: &[String]) -> Result<(), CliError> {
             format!("--capture names {name} twice"),
         )),
         None => Ok(()),
-    }
-}
-
-/// Refuses a result too large to make ([`input::cell_count`]), when inference knows its shape
-/// already (so that its buffer is not allocated only to fail).
-fn check_size(result: &Tensor) -> Result<(), CliError> {
-    let Ok(shape) = parse_shape_literal(&result.shape()) else {
-        return Ok(());
-    };
-    let dims = [&shape.batch, &shape.input, &shape.output]
-        .into_iter()
-        .flatten()
-        .map(|dim| dim.size);
-    let error = |message: String| Err(CliError::new(ErrorKind::Shape, message));
-    match input::cell_count(dims) {
-        Ok(_) => Ok(()),
-        Err(Oversize::Cells) => error(format!(
-            "the result {shape} would have more than {} cells",
-            input::MAX_CELLS
-        )),
-        Err(Oversize::Span) => error(format!("the result {shape} {}", Oversize::Span)),
     }
 }
 

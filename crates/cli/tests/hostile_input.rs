@@ -303,6 +303,40 @@ fn huge_input_shapes_are_errors_naming_the_input() {
 }
 
 #[test]
+fn results_that_closing_makes_huge_are_refused_before_allocation() {
+    // A fixed index of the result is an axis of at least index + 1 positions, known only once
+    // inference closes the shape: 10^10 cells, or 2 · 2^32 + 2.
+    for (args, least) in [
+        (
+            ["i;j=>i,j,0", "range:100000", "range:100000"],
+            "100000,100000,1",
+        ),
+        (
+            ["i;j=>i,j,65536", "range:1000", "range:1000"],
+            "1000,1000,65537",
+        ),
+        (["i=>i,4294967296", "range:2", "range:2"], "2,4294967297"),
+    ] {
+        let mut all = vec!["einsum"];
+        all.extend(if args[0].contains(';') {
+            &args[..]
+        } else {
+            &args[..2]
+        });
+        all.push("--json");
+        let error = json_error(&all);
+        assert_eq!(
+            error,
+            json!({"error": {
+                "kind": "shape",
+                "message": format!("the result would be at least {least}: more than 67108864 cells"),
+            }}),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
 fn a_contraction_path_keeps_intermediates_within_the_cell_limit() {
     // The ten edges of a complete graph on five labels of size 100: whatever the order, some
     // intermediate has four labels, 10^8 cells.
