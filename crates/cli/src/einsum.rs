@@ -12,9 +12,10 @@
 //! row-major). `grads` (with `--grads`) holds, per input, the gradient of the sum of all the
 //! result's cells with respect to that input, in the same order. `captures` (with `--capture`)
 //! gives the size of each named label, in the order asked (`null` if inference left it unknown);
-//! `median_ms` (with `--time N`) is the median wall time of N runs of the compiled routine,
-//! compilation excluded. Keys not asked for are left out; with `-o FILE` the result is written to
-//! FILE as an f64 `.npy` array (all axes, in memory order) and `values` is left out.
+//! `median_ms` (with `--time N`, N at most 1000000) is the median wall time of N runs of the
+//! compiled routine, compilation excluded. Keys not asked for are left out; with `-o FILE` the
+//! result is written to FILE as an f64 `.npy` array (all axes, in memory order; the file is
+//! replaced whole or not at all, see [`crate::replace`]) and `values` is left out.
 //!
 //! Numbers are JSON numbers as serde writes f64: integral values with a fractional part
 //! (`3.0`, never `3`), the shortest text that reads back exactly otherwise; NaN and infinities,
@@ -44,8 +45,9 @@ pub struct Args {
     #[arg(long, value_name = "LABELS", value_delimiter = ',')]
     pub capture: Vec<String>,
 
-    /// Run the compiled routine N times and report the median time (compilation excluded).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Run the compiled routine N times (1 to 1000000) and report the median time (compilation
+    /// excluded).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_RUNS))]
     pub time: Option<u32>,
 
     /// Print one line of JSON on stdout (errors too, as {"error": {...}}).
@@ -53,10 +55,15 @@ pub struct Args {
     pub json: bool,
 
     /// Write the result to this .npy file (f64, every axis in memory order) instead of
-    /// printing its values.
+    /// printing its values. The file is replaced whole or not at all (written beside it, then
+    /// renamed over it); a symbolic link is followed to the regular file it names, and a
+    /// destination that is not a regular file (a device, a FIFO, a folder) is refused.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
+
+/// The most runs `--time` takes: their times are kept to find the median.
+const MAX_RUNS: i64 = 1_000_000;
 
 /// Runs the command: exit status 0 on success, 1 on any error.
 pub fn run(args: &Args) -> ExitCode {
@@ -121,7 +128,7 @@ fn execute(args: &Args) -> Result<Output, CliError> {
     }
     .map_err(run_error)?;
     let runs = args.time.unwrap_or(1);
-    let mut times = Vec::new();
+    let mut times = Vec::with_capacity(runs as usize);
     for _ in 0..runs {
         let start = Instant::now();
         ctx.run(&routine).map_err(run_error)?;
@@ -154,7 +161,7 @@ fn execute(args: &Args) -> Result<Output, CliError> {
             Captures(
                 captures
                     .iter()
-                    .map(|(name, capture)| (name.clone(), graph.capture_value(capture)))
+                    .map(|(name, captured)| (name.clone(), captured.size(&graph)))
                     .collect(),
             )
         }),

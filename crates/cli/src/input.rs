@@ -80,6 +80,7 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
             "{text:?} is neither range:SHAPE, fill:V:SHAPE, values:v1,v2,…:SHAPE nor a .npy file"
         )));
     }
+    // The reader bounds the file's shape as `cells` does.
     let (dims, values) = npy::read(path)?;
     let shape = ShapeLiteral {
         output: dims
@@ -88,7 +89,6 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
             .collect(),
         ..ShapeLiteral::default()
     };
-    cells(&shape, position)?;
     Ok(Input { shape, values })
 }
 
@@ -98,14 +98,62 @@ fn literal(text: &str, position: usize) -> Result<ShapeLiteral, CliError> {
         .map_err(|err| CliError::new(ErrorKind::Parse, format!("input {position} shape: {err}")))
 }
 
-/// The number of cells of `shape`, if it is not too many.
+/// The number of cells of `shape`, if it is not too large.
 fn cells(shape: &ShapeLiteral, position: usize) -> Result<usize, CliError> {
-    match shape.n_elements() {
-        Some(cells) if cells <= MAX_CELLS => Ok(cells),
-        _ => Err(CliError::new(
+    let dims = [&shape.batch, &shape.input, &shape.output]
+        .into_iter()
+        .flatten()
+        .map(|dim| dim.size);
+    cell_count(dims).map_err(|oversize| {
+        CliError::new(
             ErrorKind::Input,
-            format!("input {position}: shape {shape} has more than {MAX_CELLS} cells"),
-        )),
+            format!("input {position}: shape {shape} {oversize}"),
+        )
+    })
+}
+
+/// Why a shape is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oversize {
+    /// It has more than [`MAX_CELLS`] cells.
+    Cells,
+    /// It is empty, but its other axes span more than [`MAX_CELLS`] cells: no cell is made, but
+    /// strides and offsets over such axes would not fit the index arithmetic downstream.
+    Span,
+}
+
+impl std::fmt::Display for Oversize {
+    /// The end of a sentence about the shape: `shape 0,9 {self}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Oversize::Cells => write!(f, "has more than {MAX_CELLS} cells"),
+            Oversize::Span => write!(
+                f,
+                "is empty, but its other axes span more than {MAX_CELLS} cells"
+            ),
+        }
+    }
+}
+
+/// The number of cells of a shape of `dims`, unless the product of its nonzero dims exceeds
+/// [`MAX_CELLS`] (found without overflowing, whatever the dims): then why it is refused.
+pub fn cell_count(dims: impl IntoIterator<Item = usize>) -> Result<usize, Oversize> {
+    let (mut span, mut empty, mut over) = (1usize, false, false);
+    for dim in dims {
+        if dim == 0 {
+            empty = true;
+            continue;
+        }
+        match span.checked_mul(dim) {
+            Some(product) if product <= MAX_CELLS => span = product,
+            _ => over = true,
+        }
+    }
+    match (over, empty) {
+        (false, false) => Ok(span),
+        (false, true) => Ok(0),
+        (true, false) => Err(Oversize::Cells),
+        (true, true) => Err(Oversize::Span),
     }
 }
 
@@ -133,6 +181,15 @@ mod tests {
     }
 
     #[test]
+    fn sizes_are_bounded_without_overflow() {
+        assert_eq!(cell_count([8192, 8192]), Ok(MAX_CELLS));
+        assert_eq!(cell_count([8192, 8193]), Err(Oversize::Cells));
+        assert_eq!(cell_count([usize::MAX, usize::MAX, 0]), Err(Oversize::Span));
+        assert_eq!(cell_count([0, MAX_CELLS, 1]), Ok(0));
+        assert_eq!(cell_count([]), Ok(1));
+    }
+
+    #[test]
     fn errors() {
         let kind = |text: &str| read(text, 2).unwrap_err().kind;
         assert_eq!(kind("values:1,2:3"), ErrorKind::Input);
@@ -142,6 +199,7 @@ mod tests {
         assert_eq!(kind("nothing"), ErrorKind::Input);
         assert_eq!(kind("no-such-file.npy"), ErrorKind::Io);
         assert_eq!(kind("range:100000,100000"), ErrorKind::Input);
+        assert_eq!(kind("range:0,100000,100000"), ErrorKind::Input);
         let message = read("range:2|3-4", 2).unwrap_err().message;
         assert!(
             message.starts_with("input 2 shape: column 4: "),

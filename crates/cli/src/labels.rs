@@ -7,14 +7,19 @@
 //! its components; a strided or convolution axis names what is left of its terms once the other
 //! axes have named theirs (matching coefficients to stride and dilation when two are left).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rcannl_ir::{AxisIndex, Symbol};
 use rcannl_shape::spec::{AxisSpec, Coefficient, ConcatComponent, Kind, SlotSpec};
 
 /// Names of symbols.
 #[derive(Debug, Default)]
-pub struct Names(HashMap<Symbol, String>);
+pub struct Names {
+    by_symbol: HashMap<Symbol, String>,
+    /// The names given, so that each is given once (found in constant time: a spec may have
+    /// tens of thousands of labels).
+    given: HashSet<String>,
+}
 
 /// One tensor of the record: its slot of the spec, its index map and its rows' lengths
 /// (batch, input, output).
@@ -57,8 +62,9 @@ impl Names {
 
     /// Names `symbol` `name`, unless either is named already.
     fn add(&mut self, symbol: Symbol, name: &str) {
-        if !self.0.contains_key(&symbol) && !self.0.values().any(|n| n == name) {
-            self.0.insert(symbol, name.to_owned());
+        if !self.by_symbol.contains_key(&symbol) && !self.given.contains(name) {
+            self.by_symbol.insert(symbol, name.to_owned());
+            self.given.insert(name.to_owned());
         }
     }
 
@@ -72,12 +78,12 @@ impl Names {
         };
         let free: Vec<(i64, Symbol)> = terms
             .into_iter()
-            .filter(|(_, s)| !self.0.contains_key(s))
+            .filter(|(_, s)| !self.by_symbol.contains_key(s))
             .collect();
         let unused: Vec<(&str, &Coefficient)> = candidates
             .iter()
             .copied()
-            .filter(|(name, _)| !self.0.values().any(|n| n == name))
+            .filter(|(name, _)| !self.given.contains(*name))
             .collect();
         if let ([(_, symbol)], [(name, _)]) = (free.as_slice(), unused.as_slice()) {
             self.add(*symbol, name);
@@ -96,7 +102,7 @@ impl Names {
     }
 
     pub fn symbol(&self, symbol: Symbol) -> String {
-        self.0
+        self.by_symbol
             .get(&symbol)
             .cloned()
             .unwrap_or_else(|| symbol.to_string())

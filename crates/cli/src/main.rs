@@ -3,10 +3,13 @@
 //! Each subcommand lives in its own module with an `Args` struct (its clap arguments) and a `run`
 //! function that does the work and returns the process exit code: `parse`, `einsum` (run an
 //! operation on concrete inputs) and `explain` (how it compiles). Those two share `setup` (their
-//! common arguments and the graph they build), `op` (the operations), `input` (the INPUT forms),
-//! `npy` (`.npy` files), `labels` (naming iterators after the spec's labels) and `report`
-//! (output and errors).
+//! common arguments and the graph they build), `captures` (the labels `--capture` and `--set`
+//! name), `op` (the operations), `input` (the INPUT forms),
+//! `npy` (`.npy` files), `replace` (writing a file whole or not at all), `labels` (naming
+//! iterators after the spec's labels), `result_size` (refusing a result too large to make) and
+//! `report` (output and errors).
 
+mod captures;
 mod einsum;
 mod explain;
 mod input;
@@ -14,9 +17,12 @@ mod labels;
 mod npy;
 mod op;
 mod parse;
+mod replace;
 mod report;
+mod result_size;
 mod setup;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -42,9 +48,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // Read as they are: `std::env::args` would panic on an argument that is not UTF-8.
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(err) => return usage_error(err),
+        Err(err) => return usage_error(err, &args),
     };
     match cli.command {
         Command::Parse(args) => parse::run(&args),
@@ -55,15 +63,37 @@ fn main() -> ExitCode {
 
 /// A command line that does not parse. Help and version requests print as usual; a usage error
 /// is an error of kind `usage` like any other (status 1, JSON with `--json`).
-fn usage_error(err: clap::Error) -> ExitCode {
+fn usage_error(err: clap::Error, args: &[OsString]) -> ExitCode {
     use clap::error::ErrorKind as Clap;
     if matches!(err.kind(), Clap::DisplayHelp | Clap::DisplayVersion)
         || matches!(err.kind(), Clap::DisplayHelpOnMissingArgumentOrSubcommand)
     {
         err.exit();
     }
-    let json = std::env::args().any(|arg| arg == "--json");
-    let message = err.render().to_string();
-    let message = message.trim_end().trim_start_matches("error: ");
+    let json = args.iter().skip(1).any(|arg| arg == "--json");
+    let rendered = err.render().to_string();
+    let message = match (err.kind(), not_utf8(args)) {
+        (Clap::InvalidUtf8, Some(message)) => message,
+        _ => rendered.trim_end().trim_start_matches("error: ").to_owned(),
+    };
     report::CliError::new(report::ErrorKind::Usage, message).report(json)
+}
+
+/// Names the first argument that had to be text but is not UTF-8 (counting from 1 after the
+/// program's name), its bytes escaped. The `-o` path alone may be any bytes, as file names are.
+fn not_utf8(args: &[OsString]) -> Option<String> {
+    let is_output_path = |position: usize| {
+        let bytes = args[position].as_encoded_bytes();
+        let flag = args[position - 1].as_encoded_bytes();
+        flag == b"-o"
+            || flag == b"--output"
+            || bytes.starts_with(b"--output=")
+            || (bytes.starts_with(b"-o") && !bytes.starts_with(b"--"))
+    };
+    let position = (1..args.len())
+        .find(|&position| args[position].to_str().is_none() && !is_output_path(position))?;
+    Some(format!(
+        "argument {position} {:?} is not valid UTF-8: specs, inputs and flag values must be text",
+        args[position]
+    ))
 }

@@ -1,117 +1,540 @@
-//! `.npy` files: reading an array of numbers (f32, f64, signed or unsigned integers, bool) as
-//! f64 values in C order with its dims, and writing f64 values as an n-d array.
+//! `.npy` files: reading an array of numbers (f32, f64, signed or unsigned integers, bool; either
+//! byte order; C or Fortran order) as f64 values in C order with its dims, and writing f64 values
+//! as an n-d array.
+//!
+//! The reader trusts nothing the file says. The header is at most [`MAX_HEADER`] bytes and must
+//! be the dict numpy writes ([`header`]); the dims' product is computed without overflow and
+//! bounded by [`MAX_CELLS`](crate::input::MAX_CELLS) before anything is allocated; and the data must be exactly as long as
+//! the header says, read without reserving more than the file holds. Every error names the file.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
 
-use npyz::{DType, NpyFile, Order, TypeChar, WriterBuilder};
-
-use crate::input::MAX_CELLS;
+use crate::input::cell_count;
+use crate::replace::replace_file;
 use crate::report::{CliError, ErrorKind};
+
+/// The magic string every `.npy` file starts with.
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// The longest header read. numpy writes a few hundred bytes at most (and itself refuses to read
+/// more than 10,000 unless told to); a longer claim is refused before anything is read.
+pub const MAX_HEADER: usize = 1 << 20;
 
 /// The dims and the values (row-major, whatever the file's order) of the array in `path`.
 pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
     let error =
         |message: String| CliError::new(ErrorKind::Io, format!("{}: {message}", path.display()));
-    let io_error = |err: io::Error| error(err.to_string());
-    let file = File::open(path).map_err(io_error)?;
-    let npy = NpyFile::new(BufReader::new(file)).map_err(io_error)?;
-    let dims: Vec<usize> = npy
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d))
-        .collect::<Result<_, _>>()
-        .map_err(|_| error("dims too large".to_owned()))?;
-    if npy.len() > MAX_CELLS as u64 {
-        return Err(error(format!("more than {MAX_CELLS} cells")));
+    let file = File::open(path).map_err(|err| error(err.to_string()))?;
+    // What the file holds, when it is a regular file: a bound on what is worth reserving.
+    let length = file
+        .metadata()
+        .ok()
+        .filter(|meta| meta.is_file())
+        .map(|meta| meta.len());
+    let mut reader = BufReader::new(file);
+    let (header, header_end) = read_header(&mut reader).map_err(error)?;
+    let shown = format!("({})", header.dims_text());
+    // A dim beyond `usize` is beyond every bound too.
+    let dims: Vec<usize> = (header.dims.iter())
+        .map(|&dim| usize::try_from(dim).unwrap_or(usize::MAX))
+        .collect();
+    let cells = cell_count(dims.iter().copied())
+        .map_err(|oversize| error(format!("the shape {shown} {oversize}")))?;
+    let needed = cells * header.dtype.size;
+    let available = length.map(|length| length.saturating_sub(header_end));
+    let mut data = Vec::new();
+    data.try_reserve_exact(available.map_or(0, |a| (a as usize).min(needed)))
+        .map_err(|_| error(format!("no memory for {needed} bytes of data")))?;
+    reader
+        .take(needed as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|err| error(err.to_string()))?;
+    if data.len() != needed {
+        let found = if data.len() > needed {
+            "more".to_owned()
+        } else {
+            data.len().to_string()
+        };
+        return Err(error(format!(
+            "the shape {shown} of '{}' needs {needed} bytes of data after the header; the file \
+             has {found}",
+            header.descr
+        )));
     }
-    let order = npy.order();
-    let values = values(npy).map_err(|err| match err {
-        Some(err) => io_error(err),
-        None => error("unsupported dtype (expected floats, integers or bools)".to_owned()),
-    })?;
-    let values = match order {
-        Order::C => values,
-        Order::Fortran => fortran_to_c(&dims, &values),
+    let values: Vec<f64> = data
+        .chunks_exact(header.dtype.size)
+        .map(|bytes| header.dtype.decode(bytes))
+        .collect();
+    let values = if header.fortran_order {
+        fortran_to_c(&dims, &values)
+    } else {
+        values
     };
     Ok((dims, values))
 }
 
-/// The values in file order, as f64; `Err(None)` for a dtype that is not a number.
-fn values<R: Read>(npy: NpyFile<R>) -> Result<Vec<f64>, Option<io::Error>> {
-    fn all<T: npyz::Deserialize, R: Read>(
-        npy: NpyFile<R>,
-        convert: fn(T) -> f64,
-    ) -> Result<Vec<f64>, Option<io::Error>> {
-        let values: Vec<T> = npy.into_vec()?;
-        Ok(values.into_iter().map(convert).collect())
+/// Reads the magic string, the version, the header's length and the header; returns the header
+/// and the offset where the data starts.
+fn read_header(reader: &mut impl Read) -> Result<(header::Header, u64), String> {
+    let mut preamble = [0; 8];
+    read_exactly(reader, &mut preamble, "the magic string and version")?;
+    if &preamble[..6] != MAGIC {
+        return Err("not a .npy file (it does not start with the magic string \\x93NUMPY)".into());
     }
-    let DType::Plain(type_str) = npy.dtype() else {
-        return Err(None);
+    let (major, minor) = (preamble[6], preamble[7]);
+    let length = match major {
+        1 => {
+            let mut bytes = [0; 2];
+            read_exactly(reader, &mut bytes, "the header's length")?;
+            usize::from(u16::from_le_bytes(bytes))
+        }
+        2 | 3 => {
+            let mut bytes = [0; 4];
+            read_exactly(reader, &mut bytes, "the header's length")?;
+            u32::from_le_bytes(bytes) as usize
+        }
+        _ => return Err(format!("unsupported .npy version {major}.{minor}")),
     };
-    match (type_str.type_char(), type_str.size_field()) {
-        (TypeChar::Float, 8) => all(npy, |x: f64| x),
-        (TypeChar::Float, 4) => all::<f32, _>(npy, f64::from),
-        (TypeChar::Int, 1) => all::<i8, _>(npy, f64::from),
-        (TypeChar::Int, 2) => all::<i16, _>(npy, f64::from),
-        (TypeChar::Int, 4) => all::<i32, _>(npy, f64::from),
-        // 64-bit integers beyond 2^53 round.
-        (TypeChar::Int, 8) => all(npy, |x: i64| x as f64),
-        (TypeChar::Uint, 1) => all::<u8, _>(npy, f64::from),
-        (TypeChar::Uint, 2) => all::<u16, _>(npy, f64::from),
-        (TypeChar::Uint, 4) => all::<u32, _>(npy, f64::from),
-        (TypeChar::Uint, 8) => all(npy, |x: u64| x as f64),
-        (TypeChar::Bool, 1) => all(npy, |x: bool| f64::from(u8::from(x))),
-        _ => Err(None),
+    if length > MAX_HEADER {
+        return Err(format!(
+            "the header claims {length} bytes, more than the {MAX_HEADER} this reader accepts"
+        ));
     }
+    let mut text = Vec::new();
+    reader
+        .take(length as u64)
+        .read_to_end(&mut text)
+        .map_err(|err| err.to_string())?;
+    if text.len() < length {
+        return Err(format!(
+            "the file ends within its header ({} of the {length} bytes it claims)",
+            text.len()
+        ));
+    }
+    let size_field = if major == 1 { 2 } else { 4 };
+    let header = header::parse(&text)?;
+    Ok((header, (8 + size_field + length) as u64))
 }
 
-/// Column-major values reordered row-major.
+/// Fills `buffer` from `reader`, or says which part of the file is missing.
+fn read_exactly(reader: &mut impl Read, buffer: &mut [u8], what: &str) -> Result<(), String> {
+    reader.read_exact(buffer).map_err(|err| match err.kind() {
+        io::ErrorKind::UnexpectedEof => format!("the file ends before {what}"),
+        _ => err.to_string(),
+    })
+}
+
+/// Column-major values reordered row-major. The dims' product is `values.len()`, at most
+/// [`MAX_CELLS`](crate::input::MAX_CELLS), so no stride overflows.
 fn fortran_to_c(dims: &[usize], values: &[f64]) -> Vec<f64> {
-    (0..values.len())
-        .map(|cell| {
-            // The C-order cell's coordinates, and its offset in Fortran order.
-            let (mut rest, mut offset, mut stride) = (cell, 0, 1);
-            let mut coordinates: Vec<usize> = dims
-                .iter()
-                .rev()
-                .map(|&dim| {
-                    let coordinate = rest % dim;
-                    rest /= dim;
-                    coordinate
-                })
-                .collect();
-            coordinates.reverse();
-            for (coordinate, dim) in coordinates.iter().zip(dims) {
-                offset += coordinate * stride;
-                stride *= dim;
-            }
-            values[offset]
+    // Fortran strides: the first axis moves by one cell.
+    let strides: Vec<usize> = dims
+        .iter()
+        .scan(1, |stride, &dim| {
+            let this = *stride;
+            *stride *= dim;
+            Some(this)
         })
-        .collect()
+        .collect();
+    let mut coordinates = vec![0; dims.len()];
+    let mut offset = 0;
+    let mut reordered = Vec::with_capacity(values.len());
+    for _ in 0..values.len() {
+        reordered.push(values[offset]);
+        // The next cell in C order: the last axis moves fastest.
+        for axis in (0..dims.len()).rev() {
+            coordinates[axis] += 1;
+            offset += strides[axis];
+            if coordinates[axis] < dims[axis] {
+                break;
+            }
+            offset -= strides[axis] * dims[axis];
+            coordinates[axis] = 0;
+        }
+    }
+    reordered
 }
 
-/// Writes `values` (row-major) as an f64 array of `dims`.
+/// Writes `values` (row-major) as an f64 array of `dims` to `path`, replacing the file whole or
+/// not at all ([`replace_file`]).
 pub fn write(path: &Path, dims: &[usize], values: &[f64]) -> Result<(), CliError> {
-    let io_error =
-        |err: io::Error| CliError::new(ErrorKind::Io, format!("{}: {err}", path.display()));
-    let file = File::create(path).map_err(io_error)?;
-    let shape: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
-    let mut sink = BufWriter::new(file);
-    let mut writer = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(&shape)
-        .writer(&mut sink)
-        .begin_nd()
-        .map_err(io_error)?;
-    writer.extend(values.iter().copied()).map_err(io_error)?;
-    writer.finish().map_err(io_error)?;
-    sink.flush().map_err(io_error)
+    replace_file(path, |sink| {
+        sink.write_all(&header::encode(dims))?;
+        for value in values {
+            sink.write_all(&value.to_le_bytes())?;
+        }
+        Ok(())
+    })
+}
+
+/// The header: the dict numpy writes, read strictly, and written.
+mod header {
+    use std::fmt::Write;
+
+    use super::MAGIC;
+
+    /// What a header says.
+    #[derive(Debug)]
+    pub struct Header {
+        /// The dtype as written (`'<f8'`), for messages.
+        pub descr: String,
+        pub dtype: Dtype,
+        pub fortran_order: bool,
+        /// The dims as written, not yet bounded.
+        pub dims: Vec<u64>,
+    }
+
+    impl Header {
+        /// The dims as a Python tuple's inside writes them: `4, 3` (`5,` for one).
+        pub fn dims_text(&self) -> String {
+            tuple_inside(self.dims.iter())
+        }
+    }
+
+    fn tuple_inside<T: ToString>(dims: impl ExactSizeIterator<Item = T>) -> String {
+        let single = dims.len() == 1;
+        let shown: Vec<String> = dims.map(|dim| dim.to_string()).collect();
+        format!("{}{}", shown.join(", "), if single { "," } else { "" })
+    }
+
+    /// A dtype this reader converts to f64.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Dtype {
+        kind: NumberKind,
+        /// Bytes per value.
+        pub size: usize,
+        big_endian: bool,
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum NumberKind {
+        Float,
+        Int,
+        Uint,
+        Bool,
+    }
+
+    impl Dtype {
+        /// Reads numpy's type string (`<f8`, `>i2`, `|u1`, `|b1`, …).
+        fn parse(descr: &str) -> Option<Dtype> {
+            let (big_endian, rest) = match descr.as_bytes().first()? {
+                b'<' | b'|' => (false, &descr[1..]),
+                b'>' => (true, &descr[1..]),
+                b'=' => (cfg!(target_endian = "big"), &descr[1..]),
+                _ => (false, descr),
+            };
+            let (kind, size) = rest.split_at_checked(1)?;
+            let kind = match kind {
+                "f" => NumberKind::Float,
+                "i" => NumberKind::Int,
+                "u" => NumberKind::Uint,
+                "b" => NumberKind::Bool,
+                _ => return None,
+            };
+            let size: usize = size.parse().ok()?;
+            let supported = match kind {
+                NumberKind::Float => matches!(size, 4 | 8),
+                NumberKind::Int | NumberKind::Uint => matches!(size, 1 | 2 | 4 | 8),
+                NumberKind::Bool => size == 1,
+            };
+            supported.then_some(Dtype {
+                kind,
+                size,
+                big_endian,
+            })
+        }
+
+        /// The value of one cell's bytes (exactly `size` of them). 64-bit integers beyond 2^53
+        /// round; a bool is 1 when its byte is nonzero.
+        pub fn decode(self, bytes: &[u8]) -> f64 {
+            let mut word = [0u8; 8];
+            if self.big_endian {
+                word[8 - self.size..].copy_from_slice(bytes);
+                word.reverse();
+            } else {
+                word[..self.size].copy_from_slice(bytes);
+            }
+            let bits = u64::from_le_bytes(word);
+            // Sign-extends the low `size` bytes.
+            let signed = || {
+                let shift = 64 - 8 * self.size as u32;
+                ((bits << shift) as i64) >> shift
+            };
+            match (self.kind, self.size) {
+                (NumberKind::Float, 4) => f64::from(f32::from_bits(bits as u32)),
+                (NumberKind::Float, _) => f64::from_bits(bits),
+                (NumberKind::Int, _) => signed() as f64,
+                (NumberKind::Uint, _) => bits as f64,
+                (NumberKind::Bool, _) => f64::from(u8::from(bits != 0)),
+            }
+        }
+    }
+
+    /// Parses the header text: `{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }`
+    /// with its keys in any order, then spaces and a newline. Nothing else is accepted (a
+    /// structured dtype is not a number), and nothing in it recurses or allocates beyond the
+    /// text's length.
+    pub fn parse(text: &[u8]) -> Result<Header, String> {
+        let text = std::str::from_utf8(text)
+            .ok()
+            .filter(|text| text.is_ascii())
+            .ok_or("the header is not ASCII text")?;
+        let mut literal = Literal { text, at: 0 };
+        let (mut descr, mut fortran_order, mut dims) = (None, None, None);
+        literal.expect('{')?;
+        while !literal.eat('}') {
+            let key = literal.string()?;
+            literal.expect(':')?;
+            let duplicate = match key {
+                "descr" => descr.replace(literal.string().map_err(|_| {
+                    "the header's 'descr' is not a type string (structured dtypes are not \
+                     numbers)"
+                        .to_owned()
+                })?),
+                "fortran_order" => fortran_order.replace(literal.boolean()?).map(|_| ""),
+                "shape" => dims.replace(literal.dims()?).map(|_| ""),
+                other => return Err(format!("the header has an unexpected key '{other}'")),
+            }
+            .is_some();
+            if duplicate {
+                return Err(format!("the header gives '{key}' twice"));
+            }
+            if !literal.eat(',') {
+                literal.expect('}')?;
+                break;
+            }
+        }
+        literal.skip_spaces();
+        if literal.at != text.len() {
+            return Err(literal.unexpected("the end of the header"));
+        }
+        let missing = |key: &str| format!("the header has no '{key}'");
+        let descr = descr.ok_or_else(|| missing("descr"))?;
+        let dtype = Dtype::parse(descr).ok_or_else(|| {
+            format!(
+                "unsupported dtype '{descr}' (expected floats f4/f8, integers i1-i8/u1-u8 or \
+                 bools b1)"
+            )
+        })?;
+        Ok(Header {
+            descr: descr.to_owned(),
+            dtype,
+            fortran_order: fortran_order.ok_or_else(|| missing("fortran_order"))?,
+            dims: dims.ok_or_else(|| missing("shape"))?,
+        })
+    }
+
+    /// A cursor over the header's text.
+    struct Literal<'a> {
+        text: &'a str,
+        at: usize,
+    }
+
+    impl<'a> Literal<'a> {
+        fn skip_spaces(&mut self) {
+            let rest = &self.text[self.at..];
+            self.at += rest.len() - rest.trim_start().len();
+        }
+
+        /// Skips spaces and `c`, if `c` comes next.
+        fn eat(&mut self, c: char) -> bool {
+            self.skip_spaces();
+            let found = self.text[self.at..].starts_with(c);
+            if found {
+                self.at += 1;
+            }
+            found
+        }
+
+        fn expect(&mut self, c: char) -> Result<(), String> {
+            if self.eat(c) {
+                Ok(())
+            } else {
+                Err(self.unexpected(&format!("'{c}'")))
+            }
+        }
+
+        /// An error saying what was expected at the cursor, with a little of what is there.
+        fn unexpected(&self, expected: &str) -> String {
+            let found: String = self.text[self.at..].chars().take(20).collect();
+            format!(
+                "the header is not a .npy header dict: expected {expected} at byte {}, found {found:?}",
+                self.at
+            )
+        }
+
+        /// A string in single or double quotes, without escapes.
+        fn string(&mut self) -> Result<&'a str, String> {
+            self.skip_spaces();
+            let rest = &self.text[self.at..];
+            let quote = rest
+                .chars()
+                .next()
+                .filter(|c| matches!(c, '\'' | '"'))
+                .ok_or_else(|| self.unexpected("a quoted string"))?;
+            let end = rest[1..]
+                .find(quote)
+                .ok_or_else(|| self.unexpected("a closed string"))?;
+            let inside = &rest[1..1 + end];
+            if inside.contains('\\') {
+                return Err(self.unexpected("a string without escapes"));
+            }
+            self.at += end + 2;
+            Ok(inside)
+        }
+
+        fn boolean(&mut self) -> Result<bool, String> {
+            self.skip_spaces();
+            for (word, value) in [("True", true), ("False", false)] {
+                if self.text[self.at..].starts_with(word) {
+                    self.at += word.len();
+                    return Ok(value);
+                }
+            }
+            Err(self.unexpected("True or False"))
+        }
+
+        /// A tuple (or list) of nonnegative integers, each at most `u64::MAX`.
+        fn dims(&mut self) -> Result<Vec<u64>, String> {
+            let close = if self.eat('(') {
+                ')'
+            } else if self.eat('[') {
+                ']'
+            } else {
+                return Err(self.unexpected("a tuple of dims"));
+            };
+            let mut dims = Vec::new();
+            while !self.eat(close) {
+                self.skip_spaces();
+                let rest = &self.text[self.at..];
+                let digits =
+                    rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+                if digits == 0 {
+                    return Err(self.unexpected("a dim (a nonnegative integer)"));
+                }
+                let dim = rest[..digits]
+                    .parse()
+                    .map_err(|_| format!("the dim {} is too large", &rest[..digits]))?;
+                dims.push(dim);
+                self.at += digits;
+                // Python 2 wrote long integers with an `L`.
+                self.eat('L');
+                if !self.eat(',') {
+                    self.expect(close)?;
+                    break;
+                }
+            }
+            Ok(dims)
+        }
+    }
+
+    /// The bytes before the data of an f64 array of `dims` in C order: the magic string, the
+    /// version (1.0, or 2.0 when the header is too long for a 16-bit length) and the header,
+    /// padded with spaces so that the data starts at a multiple of 64 bytes.
+    pub fn encode(dims: &[usize]) -> Vec<u8> {
+        let mut text = String::new();
+        write!(
+            text,
+            "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+            tuple_inside(dims.iter())
+        )
+        .expect("writing to a string");
+        let long = text.len() + 1 > usize::from(u16::MAX) - 64;
+        let preamble = if long { 12 } else { 10 };
+        while (preamble + text.len() + 1) % 64 != 0 {
+            text.push(' ');
+        }
+        text.push('\n');
+        let mut bytes = MAGIC.to_vec();
+        if long {
+            bytes.extend([2, 0]);
+            bytes.extend((text.len() as u32).to_le_bytes());
+        } else {
+            bytes.extend([1, 0]);
+            bytes.extend((text.len() as u16).to_le_bytes());
+        }
+        bytes.extend(text.as_bytes());
+        bytes
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn headers_numpy_writes_are_read() {
+            let header =
+                parse(b"{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }        \n")
+                    .unwrap();
+            assert_eq!(header.dims, [3, 4]);
+            assert!(!header.fortran_order);
+            assert_eq!(header.dtype.size, 8);
+            let header =
+                parse(b"{\"shape\": [5L], \"fortran_order\": True, \"descr\": \">i2\"}").unwrap();
+            assert_eq!(
+                (header.dims.as_slice(), header.fortran_order),
+                (&[5][..], true)
+            );
+            assert_eq!(header.dtype.decode(&[0xff, 0xfe]), -2.0);
+            let scalar = parse(b"{'descr':'|b1','fortran_order':False,'shape':()}").unwrap();
+            assert!(scalar.dims.is_empty());
+        }
+
+        #[test]
+        fn anything_else_is_refused() {
+            for text in [
+                &b""[..],
+                b"{",
+                b"{'descr': '<f8', 'fortran_order': False}",
+                b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,), 'x': 1}",
+                b"{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (3,)}",
+                b"{'descr': '<f8', 'fortran_order': 0, 'shape': (3,)}",
+                b"{'descr': '<f8', 'fortran_order': False, 'shape': (-3,)}",
+                b"{'descr': '<f8', 'fortran_order': False, 'shape': ((3,),)}",
+                b"{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,)}",
+                b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,)} x",
+                b"{'descr': '<c16', 'fortran_order': False, 'shape': (3,)}",
+                b"{'descr': '<f8\xe9', 'fortran_order': False, 'shape': (3,)}",
+            ] {
+                assert!(parse(text).is_err(), "{}", String::from_utf8_lossy(text));
+            }
+        }
+
+        #[test]
+        fn dtypes_decode_in_either_byte_order() {
+            let dtype = |descr: &str| Dtype::parse(descr).unwrap();
+            assert_eq!(dtype("<f4").decode(&1.5f32.to_le_bytes()), 1.5);
+            assert_eq!(dtype(">f8").decode(&(-0.25f64).to_be_bytes()), -0.25);
+            assert_eq!(dtype("<i8").decode(&(-7i64).to_le_bytes()), -7.0);
+            assert_eq!(dtype(">u4").decode(&4_000_000_000u32.to_be_bytes()), 4e9);
+            assert_eq!(dtype("|i1").decode(&[0x80]), -128.0);
+            assert_eq!(dtype("|b1").decode(&[2]), 1.0);
+            assert_eq!(Dtype::parse("<f2"), None);
+            assert_eq!(Dtype::parse("<"), None);
+        }
+
+        #[test]
+        fn written_headers_align_the_data() {
+            for dims in [&[][..], &[5], &[4, 3, 2]] {
+                let bytes = encode(dims);
+                assert_eq!(bytes.len() % 64, 0);
+                let text = &bytes[10..];
+                let header = parse(text).unwrap();
+                assert_eq!(
+                    header.dims,
+                    dims.iter().map(|&d| d as u64).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use npyz::WriterBuilder;
+
     use super::*;
 
     #[test]
@@ -122,6 +545,26 @@ mod tests {
             fortran_to_c(&[2, 3], &column_major),
             vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
         );
+        // A 2×3×2 array: cell (i, j, k) holds 100i + 10j + k.
+        let dims = [2, 3, 2];
+        let mut column_major = Vec::new();
+        for k in 0..2 {
+            for j in 0..3 {
+                for i in 0..2 {
+                    column_major.push(f64::from(100 * i + 10 * j + k));
+                }
+            }
+        }
+        let mut row_major = Vec::new();
+        for i in 0..2 {
+            for j in 0..3 {
+                for k in 0..2 {
+                    row_major.push(f64::from(100 * i + 10 * j + k));
+                }
+            }
+        }
+        assert_eq!(fortran_to_c(&dims, &column_major), row_major);
+        assert_eq!(fortran_to_c(&[0, 3], &[]), Vec::<f64>::new());
     }
 
     #[test]

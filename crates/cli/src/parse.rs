@@ -274,6 +274,10 @@ fn to_json_line(value: &impl Serialize) -> Result<String, ExitCode> {
 const ROW_NAME_WIDTH: usize = 8;
 /// Column width of the flank names in an open row (`trailing:` plus a space).
 const FLANK_NAME_WIDTH: usize = 10;
+/// The widest axis text that descriptions are aligned after. A longer axis is followed directly
+/// by its description: padding every line to the longest axis (and indenting a concatenation's
+/// component lines under it) would make the output grow with the square of the spec.
+const MAX_ALIGNED_WIDTH: usize = 24;
 
 /// The readable tree: a summary, then each slot with its three rows and their axes.
 ///
@@ -343,10 +347,10 @@ fn render_row(out: &mut String, kind: Kind, row: &RowView) {
         out.push_str(&format!("closed, {n} {noun}\n"));
         // A closed row is all trailing flank (the parser keeps its leading flank empty).
         let axes: Vec<&AxisView> = row.leading.iter().chain(&row.trailing).collect();
-        let width = axes.iter().map(|axis| width_of(&axis.text)).max();
+        let width = aligned_width(axes.iter().map(|axis| width_of(&axis.text)));
         let indent = " ".repeat(4);
         for axis in axes {
-            render_axis(out, &indent, &indent, width.unwrap_or(0), axis);
+            render_axis(out, &indent, &indent, width, axis);
         }
         return;
     };
@@ -355,20 +359,25 @@ fn render_row(out: &mut String, kind: Kind, row: &RowView) {
         RowVarForm::Ellipsis => "...".to_owned(),
         RowVarForm::Named => format!("..{}..", var.name),
     };
-    let width = row
-        .leading
-        .iter()
-        .chain(&row.trailing)
-        .map(|axis| width_of(&axis.text))
-        .chain([width_of(&var_text)])
-        .max()
-        .unwrap_or(0);
+    let width = aligned_width(
+        row.leading
+            .iter()
+            .chain(&row.trailing)
+            .map(|axis| width_of(&axis.text))
+            .chain([width_of(&var_text)]),
+    );
     render_flank(out, "leading:", &row.leading, width);
     out.push_str(&format!(
         "    {:<FLANK_NAME_WIDTH$}{var_text:<width$}  row variable '{}'\n",
         "row var:", var.name
     ));
     render_flank(out, "trailing:", &row.trailing, width);
+}
+
+/// The column width axis texts are padded to: the widest of `widths`, up to
+/// [`MAX_ALIGNED_WIDTH`].
+fn aligned_width(widths: impl Iterator<Item = usize>) -> usize {
+    widths.max().unwrap_or(0).min(MAX_ALIGNED_WIDTH)
 }
 
 /// One flank of an open row: its name, then its axes one per line (or `(none)`).

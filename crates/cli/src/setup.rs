@@ -6,16 +6,20 @@
 //! is f64 too. `--set LABEL=SIZE` fixes the size of a label of the spec that one input alone does
 //! not determine, such as the window `k` of a max-pool `"2*o<+k=>o"`.
 
+use std::collections::HashSet;
+
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::Precision;
-use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral, parse_shape_literal};
+use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral};
 use rcannl_tensor::nary::{PathOptions, Search};
-use rcannl_tensor::{Capture, Context, Graph, Init, Tensor, TensorError};
+use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
+use crate::captures::{Captured, Finder};
 use crate::input;
 use crate::op::Op;
 use crate::report::{CliError, ErrorKind};
+use crate::result_size;
 
 /// The operation and its inputs, as both commands take them.
 #[derive(Debug, clap::Args)]
@@ -40,8 +44,9 @@ pub struct OpArgs {
     #[arg(long = "path", value_enum, default_value_t = PathChoice::Auto)]
     pub path: PathChoice,
 
-    /// The most cells an intermediate result of the contraction path may have.
-    #[arg(long, value_name = "CELLS")]
+    /// The most cells an intermediate result of the contraction path may have: a number from 0
+    /// to 67108864, the most cells any tensor of the command may have (also the default).
+    #[arg(long, value_name = "CELLS", value_parser = cell_limit)]
     pub memory_limit: Option<f64>,
 
     /// Fixes the size of a label of the spec (repeatable): --set k=2 gives a max-pool
@@ -99,8 +104,20 @@ impl OpArgs {
                 PathChoice::Optimal => Search::Optimal,
                 PathChoice::Greedy => Search::Greedy,
             },
-            memory_limit: self.memory_limit,
+            memory_limit: Some(self.memory_limit.unwrap_or(input::MAX_CELLS as f64)),
         }
+    }
+}
+
+/// A `--memory-limit`: a number of cells from 0 to [`input::MAX_CELLS`]. NaN, which compares
+/// false with every size, would be no limit at all, so it is refused with the rest.
+fn cell_limit(text: &str) -> Result<f64, String> {
+    let expected = || format!("expected a number of cells from 0 to {}", input::MAX_CELLS);
+    let limit: f64 = text.trim().parse().map_err(|_| expected())?;
+    if (0.0..=input::MAX_CELLS as f64).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(expected())
     }
 }
 
@@ -122,7 +139,7 @@ pub struct Setup {
     pub inputs: Vec<Tensor>,
     pub result: Tensor,
     /// The captured labels asked for, by name.
-    pub captures: Vec<(String, Capture)>,
+    pub captures: Vec<(String, Captured)>,
     pub ctx: Context,
 }
 
@@ -130,6 +147,7 @@ impl Setup {
     /// Builds the operation, applies `--set`, captures `captures`, finishes shape inference and
     /// loads the inputs.
     pub fn new(args: &OpArgs, captures: &[String]) -> Result<Setup, CliError> {
+        check_distinct(captures)?;
         let inputs = args
             .inputs
             .iter()
@@ -143,6 +161,7 @@ impl Setup {
             .iter()
             .map(|text| parse_set(text))
             .collect::<Result<Vec<_>, _>>()?;
+        let shapes: Vec<ShapeLiteral> = inputs.iter().map(|input| input.shape.clone()).collect();
         let graph = Graph::new();
         let inputs: Vec<Tensor> = inputs
             .into_iter()
@@ -158,15 +177,22 @@ impl Setup {
             .collect();
         let result = args.op.apply(&text, &inputs, &args.path_options())?;
         graph.check().map_err(shape_error)?;
+        let along_path = args.op == Op::Einsum && Op::along_path(&text, &inputs);
+        let finder = Finder {
+            result: &result,
+            along_path: spec
+                .as_ref()
+                .filter(|_| along_path)
+                .map(|s| (s, &shapes[..])),
+        };
         for (name, size) in sets {
-            let capture = capture(&result, &name)?;
-            graph.set_dim(&capture, size).map_err(shape_error)?;
+            finder.set(&graph, &name, size)?;
         }
         let captures = captures
             .iter()
-            .map(|name| Ok((name.clone(), capture(&result, name)?)))
+            .map(|name| Ok((name.clone(), finder.find(name)?)))
             .collect::<Result<Vec<_>, CliError>>()?;
-        check_size(&result)?;
+        result_size::check(&result, spec.as_ref())?;
         let mut ctx = Context::with_backend(&graph, backend(args.backend)?);
         ctx.init_params().map_err(shape_error)?;
         Ok(Setup {
@@ -181,21 +207,15 @@ impl Setup {
     }
 }
 
-/// Refuses a result with more than [`input::MAX_CELLS`] cells, when inference knows its shape
-/// already (so that its buffer is not allocated only to fail).
-fn check_size(result: &Tensor) -> Result<(), CliError> {
-    let Ok(shape) = parse_shape_literal(&result.shape()) else {
-        return Ok(());
-    };
-    match shape.n_elements() {
-        Some(cells) if cells <= input::MAX_CELLS => Ok(()),
-        _ => Err(CliError::new(
-            ErrorKind::Shape,
-            format!(
-                "the result {shape} would have more than {} cells",
-                input::MAX_CELLS
-            ),
+/// Refuses a name `--capture` gives twice: the JSON output is an object keyed by name.
+fn check_distinct(captures: &[String]) -> Result<(), CliError> {
+    let mut seen = HashSet::new();
+    match captures.iter().find(|name| !seen.insert(name.as_str())) {
+        Some(name) => Err(CliError::new(
+            ErrorKind::Capture,
+            format!("--capture names {name} twice"),
         )),
+        None => Ok(()),
     }
 }
 
@@ -210,12 +230,6 @@ fn parse_set(text: &str) -> Result<(String, usize), CliError> {
     let (name, size) = text.split_once('=').ok_or_else(bad)?;
     let size = size.trim().parse().map_err(|_| bad())?;
     Ok((name.trim().to_owned(), size))
-}
-
-fn capture(result: &Tensor, name: &str) -> Result<Capture, CliError> {
-    result
-        .capture(name)
-        .map_err(|err| CliError::new(ErrorKind::Capture, err.message))
 }
 
 /// The shape of these dims (batch, input, output), as a shape literal writes it.

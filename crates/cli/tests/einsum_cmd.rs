@@ -628,3 +628,43 @@ fn a_command_line_that_does_not_parse_is_a_usage_error() {
         stderr(&output)
     );
 }
+
+#[test]
+fn captures_and_sets_reach_labels_a_contraction_path_sums_away() {
+    // Along the path, j and k are summed away before the last step makes the result.
+    let args = ["ij;jk;kl=>il", "range:2,3", "range:3,4", "range:4,2"];
+    fn with<'a>(args: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [args, extra].concat()
+    }
+    let product = run(&args);
+    let captured = run(&with(&args, &["--capture", "k,j,i,l", "--set", "k=4"]));
+    assert_eq!(captured["values"], product["values"]);
+    // In the order asked (the JSON text, which a parsed object would reorder).
+    let output = rcannl(
+        &[
+            &["einsum"][..],
+            &with(
+                &args,
+                &["--capture", "k,j,i,l", "--json", "--backend", "interp"],
+            ),
+        ]
+        .concat(),
+    );
+    assert!(
+        stdout(&output).contains(r#""captures":{"k":4,"j":3,"i":2,"l":2}"#),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(
+        run_error(&with(&args, &["--set", "k=5"])),
+        json!({"error": {"kind": "shape", "message": "--set k=5: the inputs make 'k' 4"}})
+    );
+    let unknown = run_error(&with(&args, &["--capture", "q"]));
+    assert_eq!(unknown["error"]["kind"], "capture");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Variable 'q' not found in the spec")),
+        "{unknown}"
+    );
+}

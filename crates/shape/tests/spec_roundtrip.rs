@@ -6,8 +6,8 @@ use proptest::sample::select;
 
 use rcannl_shape::spec::{
     AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, DimLiteral, EinsumSpec, Kind,
-    Padding, RowSpec, RowVar, ShapeLiteral, SlotSpec, parse_einsum, parse_shape_literal,
-    parse_shape_spec,
+    MAX_INTEGER, Padding, RowSpec, RowVar, ShapeLiteral, SlotSpec, parse_einsum,
+    parse_shape_literal, parse_shape_spec,
 };
 
 /// Dimension labels: single letters (which single-character mode reads as they are) and longer
@@ -69,7 +69,13 @@ fn concat_component() -> impl Strategy<Value = ConcatComponent> {
     ]
 }
 
+/// A fixed index: small, or anything a spec may write (up to the largest integer).
 fn index() -> impl Strategy<Value = usize> {
+    prop_oneof![4 => 0usize..13, 1 => 0..=MAX_INTEGER, 1 => Just(MAX_INTEGER)]
+}
+
+/// A size in a shape literal, which may be any `usize`.
+fn size() -> impl Strategy<Value = usize> {
     prop_oneof![4 => 0usize..13, 1 => any::<usize>()]
 }
 
@@ -155,7 +161,7 @@ where
 
 fn dim_literal() -> impl Strategy<Value = DimLiteral> {
     let basis = proptest::option::of(select(&["rgb", "feat", "_x", "a1", "default2", "B"][..]));
-    (index(), basis).prop_map(|(size, basis)| DimLiteral {
+    (size(), basis).prop_map(|(size, basis)| DimLiteral {
         size,
         basis: basis.map(str::to_owned),
     })

@@ -272,7 +272,7 @@ impl Writer<'_> {
         let mut offset = String::new();
         for (axis, (position, dim)) in index.iter().zip(&dims).enumerate() {
             let (low, high) = self.bounds(position)?;
-            if low < 0 || (self.checking && high >= *dim as i64) {
+            if low < 0 || (self.checking && high >= *dim as i128) {
                 return Err(error(format!(
                     "codegen: {node} '{}' is addressed at {low}..={high} on axis {axis}, outside \
                      its buffer of {dim}",
@@ -294,17 +294,21 @@ impl Writer<'_> {
 
     /// The least and greatest values `index` takes over the loops around it and the static
     /// indices' ranges: compiled code does not check positions, so every one is checked here.
-    fn bounds(&self, index: &Index) -> Result<(i64, i64), CodegenError> {
-        let (mut low, mut high) = (index.offset, index.offset);
+    /// Computed in 128 bits, where a 64-bit offset plus products of 64-bit coefficients and
+    /// ranges does not wrap (the arithmetic saturates beyond, still outside every buffer): the
+    /// bounds are the true ones, and so is the message that reports them.
+    fn bounds(&self, index: &Index) -> Result<(i128, i128), CodegenError> {
+        let offset = i128::from(index.offset);
+        let (mut low, mut high) = (offset, offset);
         for (c, var) in &index.terms {
             let range = match var {
                 Var::Loop(v) => self.loops.get(v).copied(),
                 Var::Static(s) => self.routine.statics.get(s).copied(),
             }
             .ok_or_else(|| error(format!("codegen: {var} has no value here")))?;
-            let top = c * (range as i64 - 1);
-            low += top.min(0);
-            high += top.max(0);
+            let top = i128::from(*c).saturating_mul(range as i128 - 1);
+            low = low.saturating_add(top.min(0));
+            high = high.saturating_add(top.max(0));
         }
         Ok((low, high))
     }
@@ -1294,6 +1298,45 @@ mod tests {
         assert!(
             source.contains("for (int64_t l2 = 0; l2 < 2; ++l2)"),
             "{source}"
+        );
+    }
+
+    #[test]
+    fn bounds_beyond_64_bits_are_reported_unwrapped() {
+        // s[0] = x[c·l0 + offset] over l0 < 4, with a coefficient and an offset near i64::MAX:
+        // the greatest index is about 4·2^63, which 64-bit arithmetic would wrap.
+        let (coefficient, offset) = (i64::MAX, i64::MAX - 1);
+        let read = Index {
+            terms: vec![(coefficient, Var::Loop(LoopVar(0)))],
+            offset,
+        };
+        let routine = Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", Precision::F64, &[5]),
+                TensorNode::new(1, "s", Precision::F64, &[1]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body: vec![Stmt::For {
+                var: LoopVar(0),
+                range: 4,
+                body: vec![Stmt::Set {
+                    node: NodeId(1),
+                    index: vec![Index::constant(0)],
+                    value: Scalar::Get(NodeId(0), vec![read]),
+                }],
+            }],
+        };
+        let high = i128::from(offset) + 3 * i128::from(coefficient);
+        let err = generate(&routine).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!(
+                "n0 'x' is addressed at {offset}..={high} on axis 0, outside its buffer of 5"
+            )),
+            "{err}"
         );
     }
 }

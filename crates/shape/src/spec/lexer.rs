@@ -9,6 +9,12 @@ use serde::Serialize;
 
 use super::error::{SpecError, SpecErrorKind};
 
+/// The largest integer a spec may write (a fixed index, a stride, a dilation, an offset or a
+/// concatenated size): 2^62 − 1. Indices are computed in 64-bit signed arithmetic as an offset
+/// plus iterators times strides; with the written integers at most half of `i64::MAX`, that sum
+/// stays in range for every axis a buffer can have, so no integer of a spec can wrap around.
+pub const MAX_INTEGER: usize = (i64::MAX / 2) as usize;
+
 /// How identifiers are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Mode {
@@ -130,15 +136,19 @@ pub(super) fn lex(text: &str, mode: Mode) -> Result<Vec<Spanned>, SpecError> {
                     .take_while(|c| c.is_ascii_digit())
                     .count();
                 let digits: String = chars[pos..pos + width].iter().collect();
-                let value = digits.parse::<usize>().map_err(|_| {
-                    SpecError::at(
-                        text,
-                        start + 1,
-                        width,
-                        SpecErrorKind::Syntax,
-                        format!("integer {digits} is too large"),
-                    )
-                })?;
+                let value = digits
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|value| *value <= MAX_INTEGER)
+                    .ok_or_else(|| {
+                        SpecError::at(
+                            text,
+                            start + 1,
+                            width,
+                            SpecErrorKind::Syntax,
+                            format!("integer {digits} is too large (at most {MAX_INTEGER})"),
+                        )
+                    })?;
                 (Tok::Int(value), width)
             }
             c if c.is_ascii_alphabetic() => {
@@ -263,5 +273,16 @@ mod tests {
     fn oversized_integers_are_errors() {
         let err = lex("99999999999999999999999", Mode::SingleChar).unwrap_err();
         assert!(err.to_string().contains("too large"), "{err}");
+        // Beyond the largest integer by one, at its column; the largest itself is read.
+        let beyond = format!("i, {}", MAX_INTEGER + 1);
+        let err = lex(&beyond, Mode::MultiChar).unwrap_err();
+        assert_eq!(err.column, Some(4));
+        assert!(
+            err.to_string()
+                .contains("integer 4611686018427387904 is too large (at most 4611686018427387903)"),
+            "{err}"
+        );
+        let largest = lex(&format!("i, {MAX_INTEGER}"), Mode::MultiChar).unwrap();
+        assert_eq!(largest[2].tok, Tok::Int(MAX_INTEGER));
     }
 }

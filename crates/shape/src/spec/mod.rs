@@ -20,7 +20,7 @@ pub use ast::{
     RowSpec, RowVar, SlotRole, SlotSpec,
 };
 pub use error::{SpecError, SpecErrorKind};
-pub use lexer::Mode;
+pub use lexer::{MAX_INTEGER, Mode};
 pub use literal::{DimLiteral, ShapeLiteral, parse_shape_literal};
 pub use parser::{parse_einsum, parse_shape_spec};
 
