@@ -254,11 +254,9 @@ fn backend(choice: Option<BackendChoice>) -> Result<Box<dyn Backend>, CliError> 
     Ok(match choice {
         None => default_backend(),
         Some(BackendChoice::Interp) => Box::new(Interpreter),
-        Some(BackendChoice::Cc) => Box::new(Compiler::find().ok_or_else(|| {
-            CliError::new(
-                ErrorKind::Run,
-                "--backend cc: no C compiler runs here (tried $CC, then cc)",
-            )
-        })?),
+        Some(BackendChoice::Cc) => Box::new(
+            Compiler::from_environment()
+                .map_err(|e| CliError::new(ErrorKind::Run, format!("--backend cc: {e}")))?,
+        ),
     })
 }
