@@ -220,15 +220,22 @@ fn check_distinct(captures: &[String]) -> Result<(), CliError> {
 }
 
 /// `LABEL=SIZE`.
+///
+/// A size beyond [`input::MAX_CELLS`] is refused: an axis that long (or a window, whose span
+/// or padding is as long) would make a tensor larger than any the command makes, and sizes near
+/// `usize::MAX` would overflow the arithmetic of buffers and margins.
 fn parse_set(text: &str) -> Result<(String, usize), CliError> {
-    let bad = || {
-        CliError::new(
-            ErrorKind::Capture,
-            format!("--set {text:?}: expected LABEL=SIZE, as in k=2"),
-        )
-    };
+    let error =
+        |message: String| CliError::new(ErrorKind::Capture, format!("--set {text:?}: {message}"));
+    let bad = || error("expected LABEL=SIZE, as in k=2".to_owned());
     let (name, size) = text.split_once('=').ok_or_else(bad)?;
-    let size = size.trim().parse().map_err(|_| bad())?;
+    let size: usize = size.trim().parse().map_err(|_| bad())?;
+    if size > input::MAX_CELLS {
+        return Err(error(format!(
+            "a size beyond {}, the most cells a tensor may have",
+            input::MAX_CELLS
+        )));
+    }
     Ok((name.trim().to_owned(), size))
 }
 

@@ -374,6 +374,25 @@ fn numeric_flags_refuse_values_that_are_not_numbers_in_range() {
         message(&error).contains("--time") && message(&error).contains("1000000"),
         "{error}"
     );
+    // A window near usize::MAX once overflowed the padded buffer's size.
+    let error = json_error(&[
+        "einsum",
+        "2*o=+k=>o",
+        "range:8",
+        "--op",
+        "einmax",
+        "--set",
+        "k=18446744073709551615",
+        "--json",
+    ]);
+    assert_eq!(
+        error,
+        json!({"error": {
+            "kind": "capture",
+            "message": "--set \"k=18446744073709551615\": a size beyond 67108864, the most \
+                        cells a tensor may have",
+        }})
+    );
     for set in ["k=-1", "k=nan", "k=1e3", "k=18446744073709551616"] {
         let error = json_error(&[
             "einsum",
