@@ -507,3 +507,66 @@ fn parse_output_grows_linearly() {
         large / small
     );
 }
+
+#[test]
+fn buffers_whose_margins_make_them_huge_are_errors_naming_the_tensor() {
+    for args in [
+        &[
+            "einsum",
+            "2*o=+4611686018427387903*k=>o",
+            "range:8",
+            "--op",
+            "einmax",
+            "--set",
+            "k=3",
+            "--json",
+        ][..],
+        &[
+            "einsum",
+            "2*o=+67108864*k,2*p=+67108864*q=>o,p",
+            "range:8,8",
+            "--op",
+            "einmax",
+            "--set",
+            "k=3",
+            "--set",
+            "q=3",
+            "--json",
+        ],
+    ] {
+        let error = json_error(args);
+        assert!(message(&error).contains("tensor 'x1'"), "{error}");
+    }
+}
+
+#[test]
+fn a_product_into_a_concatenation_is_refused() {
+    let error = json_error(&[
+        "einsum",
+        "a;b=>a^b",
+        "values:1,2:2",
+        "values:10,20,30:3",
+        "--json",
+    ]);
+    assert!(message(&error).contains("operand 2 is not read"), "{error}");
+}
+
+#[test]
+fn maxima_over_nan_are_nan_on_both_backends() {
+    for backend in ["interp", "cc"] {
+        let output = rcannl(&[
+            "einsum",
+            "i=>",
+            "values:1,nan,3:3",
+            "--op",
+            "einmax",
+            "--backend",
+            backend,
+            "--json",
+        ]);
+        assert!(exited_cleanly(&output), "{}", stderr(&output));
+        // JSON has no NaN: the report writes it as null.
+        let result: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        assert_eq!(result["values"], json!([null]), "{backend}: {result}");
+    }
+}
