@@ -95,7 +95,7 @@ impl Problem {
             let cell = &mut values[position(&result_labels, &self.sizes, &at)];
             match self.semantics {
                 Semantics::SumOfProducts => *cell += read.product::<f64>(),
-                Semantics::MaxOfSums => *cell = cell.max(read.sum::<f64>()),
+                Semantics::MaxOfSums => *cell = maximum(*cell, read.sum::<f64>()),
                 Semantics::Sums => *cell = read.sum::<f64>(),
             }
         }
@@ -129,5 +129,14 @@ impl Problem {
             }
         }
         grads
+    }
+}
+
+/// numpy's maximum: NaN on either side is the result.
+fn maximum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
     }
 }
