@@ -967,6 +967,35 @@ fn a_save_over_anything_but_a_regular_file_is_refused_and_leaves_it() {
     assert_eq!(listing(&sub), Vec::<String>::new());
 }
 
+/// A save to a device node (`/dev/full`'s: a character device whose writes fail) is refused and
+/// leaves the node a device. The node is made in the test's own folder, so that a regression
+/// could only replace that one.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_save_over_a_device_is_refused_and_leaves_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let _turn = one_at_a_time();
+    let dir = folder("save-device");
+    let (tensors, mut ctx) = small(&dir.join("small.safetensors"));
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    let full = dir.join("full");
+    let made = std::process::Command::new("mknod")
+        .arg(&full)
+        .args(["c", "1", "7"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !made {
+        println!(
+            "a device node cannot be made here (mknod needs root): the device case did not run"
+        );
+        return;
+    }
+    let e = save(&full, &mut ctx, &tensors).expect_err("the save fails");
+    assert!(e.message.contains("not a regular file"), "{e}");
+    let kind = fs::symlink_metadata(&full).expect("metadata").file_type();
+    assert!(kind.is_char_device(), "the device is left a device");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn a_save_into_a_folder_that_takes_no_files_fails() {
