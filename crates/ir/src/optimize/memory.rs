@@ -28,8 +28,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::body::Body;
 use super::virtualize::{Producer, hazard};
-use super::{OptimizeError, describe, stmt_reads, stmt_writes};
+use super::{OptimizeError, describe, stmt_writes};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::routine::Routine;
@@ -45,40 +46,47 @@ const COVERAGE_BUDGET: usize = 1 << 20;
 
 /// `routine` with a memory mode on every node, by the rule above.
 pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let body = &routine.body;
-    let uses = Uses::of(body);
+    let body = Body::new(routine.body.clone());
+    let consumed = consumed(&routine.body);
+    let first_write = |node: NodeId| body.writers(node).next();
+    let first_read = |node: NodeId| body.readers(node).next();
     let mut order: Vec<&TensorNode> = routine.nodes.values().collect();
-    order.sort_by_key(|node| (uses.first_write(node.id), node.id));
+    order.sort_by_key(|node| (first_write(node.id), node.id));
 
     let mut modes: HashMap<NodeId, MemoryMode> = HashMap::new();
     let mut inlined: HashMap<NodeId, Inlined> = HashMap::new();
     for node in &order {
         let mode = match node.memory_mode {
             // Nothing to inline: an already optimized routine no longer mentions it.
-            Some(MemoryMode::Virtual) if !uses.mentions(node.id) => MemoryMode::Virtual,
+            Some(MemoryMode::Virtual) if !body.mentions(node.id) => MemoryMode::Virtual,
             Some(MemoryMode::Virtual) => {
-                let producer = inlinable(body, node, &inlined).map_err(|reason| OptimizeError {
-                    message: format!(
-                        "{} is set to be virtual, but it cannot be inlined: {reason}",
-                        describe(node)
-                    ),
-                })?;
+                let producer =
+                    inlinable(&body, node, &inlined).map_err(|reason| OptimizeError {
+                        message: format!(
+                            "{} is set to be virtual, but it cannot be inlined: {reason}",
+                            describe(node)
+                        ),
+                    })?;
                 record(&mut inlined, node.id, &producer);
                 MemoryMode::Virtual
             }
             Some(mode) => mode,
-            None if uses.first_write(node.id).is_none() || !uses.consumed(node.id) => {
+            None if first_write(node.id).is_none() || !consumed.contains(&node.id) => {
                 MemoryMode::Materialized
             }
-            None => match inlinable(body, node, &inlined) {
+            None => match inlinable(&body, node, &inlined) {
                 Ok(producer)
-                    if (producer.kept.is_empty() || single_site(body, &producer).is_some())
-                        && cheap_where_read(body, &producer, inlined_cost(&producer, &inlined)) =>
+                    if (producer.kept.is_empty() || single_site(&body, &producer).is_some())
+                        && cheap_where_read(
+                            &body,
+                            &producer,
+                            inlined_cost(&producer, &inlined),
+                        ) =>
                 {
                     record(&mut inlined, node.id, &producer);
                     MemoryMode::Virtual
                 }
-                _ => stored_mode(body, node, uses.first_read(node.id)),
+                _ => stored_mode(&body, node, first_read(node.id)),
             },
         };
         modes.insert(node.id, mode);
@@ -90,15 +98,15 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
         let Some(Inlined { position, kept, .. }) = inlined.get(&node.id) else {
             continue;
         };
-        let site = single_site_at(body, node.id, *position);
+        let site = single_site_at(&body, node.id, *position);
         let within = site.and_then(|pos| {
-            stmt_writes(&body[pos])
+            stmt_writes(body.stmt(pos))
                 .into_iter()
                 .find(|n| modes.get(n) == Some(&MemoryMode::Virtual))
         });
         let read_once = site.is_some() && within.is_none_or(|n| once.get(&n) == Some(&true));
         if *kept && !read_once && node.memory_mode.is_none() {
-            modes.insert(node.id, stored_mode(body, node, uses.first_read(node.id)));
+            modes.insert(node.id, stored_mode(&body, node, first_read(node.id)));
         } else {
             once.insert(node.id, read_once);
         }
@@ -159,7 +167,7 @@ fn inlined_reads(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> BTr
 /// and no statement between it and its last reader writes what it reads, directly or through
 /// the virtual nodes inlined into it.
 fn inlinable(
-    body: &[Stmt],
+    body: &Body,
     node: &TensorNode,
     inlined: &HashMap<NodeId, Inlined>,
 ) -> Result<Producer, String> {
@@ -173,78 +181,45 @@ fn inlinable(
 
 /// Local when the node fits [`LOCAL_LIMIT_BYTES`] and is written everywhere before its first
 /// read, else materialized.
-fn stored_mode(body: &[Stmt], node: &TensorNode, first_read: Option<usize>) -> MemoryMode {
+fn stored_mode(body: &Body, node: &TensorNode, first_read: Option<usize>) -> MemoryMode {
     let small = buffer_len(node)
         .and_then(|len| len.checked_mul(node.precision.size_in_bytes()))
         .is_some_and(|bytes| bytes <= LOCAL_LIMIT_BYTES);
-    if small && covered(body, first_read.unwrap_or(body.len()), node) {
+    if small && covered(body, first_read.unwrap_or(body.end()), node) {
         MemoryMode::Local
     } else {
         MemoryMode::Materialized
     }
 }
 
-/// Where each node is written and read, by top-level statement.
-#[derive(Debug, Default)]
-struct Uses {
-    writes: HashMap<NodeId, Vec<usize>>,
-    /// Every read, a node's own accumulation included.
-    reads: HashMap<NodeId, Vec<usize>>,
-    /// Nodes read other than by their own accumulation.
-    consumed: BTreeSet<NodeId>,
-}
-
-impl Uses {
-    fn of(body: &[Stmt]) -> Uses {
-        let mut uses = Uses::default();
-        for (position, stmt) in body.iter().enumerate() {
-            for node in stmt_writes(stmt) {
-                uses.writes.entry(node).or_default().push(position);
+/// The nodes `body` reads other than by their own accumulation, `n[w] := n[w] ⊕ e`.
+fn consumed(body: &[Stmt]) -> BTreeSet<NodeId> {
+    let mut consumed = BTreeSet::new();
+    for stmt in body {
+        stmt.walk(&mut |s| {
+            let mut consume = |scalar: &Scalar| {
+                scalar.for_each_get(&mut |node, _| {
+                    consumed.insert(node);
+                });
+            };
+            match s {
+                Stmt::Set {
+                    node,
+                    index,
+                    value: Scalar::Binop(_, own, rest),
+                } if **own == Scalar::Get(*node, index.clone()) => consume(rest),
+                _ => s.values().into_iter().for_each(&mut consume),
             }
-            for node in stmt_reads(stmt) {
-                uses.reads.entry(node).or_default().push(position);
-            }
-            stmt.walk(&mut |s| {
-                let mut consume = |scalar: &Scalar| {
-                    scalar.for_each_get(&mut |node, _| {
-                        uses.consumed.insert(node);
-                    });
-                };
-                match s {
-                    Stmt::Set {
-                        node,
-                        index,
-                        value: Scalar::Binop(_, own, rest),
-                    } if **own == Scalar::Get(*node, index.clone()) => consume(rest),
-                    _ => s.values().into_iter().for_each(&mut consume),
-                }
-            });
-        }
-        uses
+        });
     }
-
-    fn first_write(&self, node: NodeId) -> Option<usize> {
-        self.writes.get(&node).and_then(|w| w.first().copied())
-    }
-
-    fn first_read(&self, node: NodeId) -> Option<usize> {
-        self.reads.get(&node).and_then(|r| r.first().copied())
-    }
-
-    fn mentions(&self, node: NodeId) -> bool {
-        self.writes.contains_key(&node) || self.reads.contains_key(&node)
-    }
-
-    fn consumed(&self, node: NodeId) -> bool {
-        self.consumed.contains(&node)
-    }
+    consumed
 }
 
 /// Whether inlining `producer`, whose cell takes `cost` operations, keeps the work bounded: at
 /// most [`INLINE_COST_LIMIT`] operations, and, unless it is a single operation, recomputed only
 /// once per iteration of the loops around each read (every loop there of more than one
 /// iteration moves the read).
-fn cheap_where_read(body: &[Stmt], producer: &Producer, cost: usize) -> bool {
+fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
     if cost > INLINE_COST_LIMIT {
         return false;
     }
@@ -252,16 +227,21 @@ fn cheap_where_read(body: &[Stmt], producer: &Producer, cost: usize) -> bool {
         return true;
     }
     let mut moves = true;
-    for (position, stmt) in body.iter().enumerate() {
+    for position in body.readers(producer.node) {
         if position != producer.position {
-            collect_sites(stmt, producer.node, &mut Vec::new(), &mut |loops, index| {
-                moves &= loops.iter().all(|&(var, range)| {
-                    range <= 1
-                        || index
-                            .iter()
-                            .any(|axis| axis.vars().any(|v| v == Var::Loop(var)))
-                });
-            });
+            collect_sites(
+                body.stmt(position),
+                producer.node,
+                &mut Vec::new(),
+                &mut |loops, index| {
+                    moves &= loops.iter().all(|&(var, range)| {
+                        range <= 1
+                            || index
+                                .iter()
+                                .any(|axis| axis.vars().any(|v| v == Var::Loop(var)))
+                    });
+                },
+            );
         }
     }
     moves
@@ -269,17 +249,22 @@ fn cheap_where_read(body: &[Stmt], producer: &Producer, cost: usize) -> bool {
 
 /// The top-level statement holding the one site that reads `producer`'s node, if there is one
 /// site and each cell is read there at most once.
-fn single_site(body: &[Stmt], producer: &Producer) -> Option<usize> {
+fn single_site(body: &Body, producer: &Producer) -> Option<usize> {
     single_site_at(body, producer.node, producer.position)
 }
 
-fn single_site_at(body: &[Stmt], node: NodeId, producer: usize) -> Option<usize> {
+fn single_site_at(body: &Body, node: NodeId, producer: usize) -> Option<usize> {
     let mut sites = Vec::new();
-    for (position, stmt) in body.iter().enumerate() {
+    for position in body.readers(node) {
         if position != producer {
-            collect_sites(stmt, node, &mut Vec::new(), &mut |loops, index| {
-                sites.push((position, visits_once(loops, index)));
-            });
+            collect_sites(
+                body.stmt(position),
+                node,
+                &mut Vec::new(),
+                &mut |loops, index| {
+                    sites.push((position, visits_once(loops, index)));
+                },
+            );
         }
     }
     match sites[..] {
@@ -341,7 +326,7 @@ fn buffer_dims(node: &TensorNode) -> Option<Vec<usize>> {
 }
 
 /// Whether the top-level statements before `end` write every cell of `node`'s buffer.
-fn covered(body: &[Stmt], end: usize, node: &TensorNode) -> bool {
+fn covered(body: &Body, end: usize, node: &TensorNode) -> bool {
     let (Some(dims), Some(len)) = (buffer_dims(node), buffer_len(node)) else {
         return false;
     };
@@ -357,8 +342,9 @@ fn covered(body: &[Stmt], end: usize, node: &TensorNode) -> bool {
         marks: vec![false; len],
         budget: COVERAGE_BUDGET,
     };
-    for stmt in &body[..end.min(body.len())] {
-        if !cover.stmt(stmt, &mut Vec::new()) {
+    // Only statements writing the node mark cells, or give up.
+    for position in body.writers_in(node.id, 0..end) {
+        if !cover.stmt(body.stmt(position), &mut Vec::new()) {
             return false;
         }
     }
@@ -892,8 +878,8 @@ mod tests {
             node: NodeId(0),
             value: 0.0,
         };
-        assert!(!covered(std::slice::from_ref(&interior), 1, &padded));
-        assert!(covered(&[interior.clone(), margins], 2, &padded));
+        assert!(!covered(&Body::new(vec![interior.clone()]), 1, &padded));
+        assert!(covered(&Body::new(vec![interior, margins]), 2, &padded));
         let statics = set(
             0,
             vec![Index {
@@ -902,6 +888,6 @@ mod tests {
             }],
             Scalar::Const(1.0),
         );
-        assert!(!covered(&[statics], 1, &node(0, &[1])));
+        assert!(!covered(&Body::new(vec![statics]), 1, &node(0, &[1])));
     }
 }

@@ -2,13 +2,15 @@
 //! modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
 //! simplification, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
-//! a perfect nest, and the reads and writes of statements.
+//! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
+//! the nodes they write and read, so that a pass asking about one node looks at its statements only.
 //!
 //! Every pass is a pure function from a routine to a routine, public so that it can be run alone.
 //! None changes what the reference interpreter computes, bit for bit, except where a pass's own
 //! documentation says so.
 
 pub mod accumulate;
+mod body;
 pub mod cse;
 pub mod gemm;
 pub mod memory;

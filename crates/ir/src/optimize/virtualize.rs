@@ -21,11 +21,12 @@
 //! travels with it. A read inside a `where` branch is computed before the statement, whichever
 //! branch is taken: values are unchanged, but a read the branch guarded could now fail.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::body::Body;
 use super::{
     Fresh, OptimizeError, PerfectNest, Renaming, covers_each_cell_once, describe, fill_constant,
-    map_values, names, reads_node, stmt_reads, stmt_writes,
+    map_values, names, reads_node, stmt_reads,
 };
 use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
@@ -36,26 +37,16 @@ use crate::routine::Routine;
 /// `routine` with every node whose mode is `Virtual` inlined into its readers and its producer
 /// removed; an error if one cannot be. A virtual node the routine does not mention is left alone.
 pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
+    let mut body = Body::new(routine.body.clone());
     let mut order: Vec<(Option<usize>, &TensorNode)> = routine
         .nodes
         .values()
-        .filter(|node| node.memory_mode == Some(MemoryMode::Virtual))
-        .filter(|node| {
-            routine.body.iter().any(|stmt| {
-                stmt_writes(stmt).contains(&node.id) || stmt_reads(stmt).contains(&node.id)
-            })
-        })
-        .map(|node| {
-            let last_write = routine
-                .body
-                .iter()
-                .rposition(|stmt| stmt_writes(stmt).contains(&node.id));
-            (last_write, node)
-        })
+        .filter(|node| node.memory_mode == Some(MemoryMode::Virtual) && body.mentions(node.id))
+        .map(|node| (body.writers(node.id).next_back(), node))
         .collect();
     order.sort_by_key(|(position, node)| (*position, node.id));
     let mut fresh = Fresh::new(&routine.body);
-    let mut body = routine.body.clone();
+    let mut in_use = InUse::of(&routine.body);
     for (_, node) in order {
         let cannot = |reason: String| OptimizeError {
             message: format!(
@@ -67,10 +58,10 @@ pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
         if let Some(reason) = hazard(&body, &producer, &producer.reads()) {
             return Err(cannot(reason));
         }
-        body = inline(body, &producer, &mut fresh);
+        inline(&mut body, &producer, &mut fresh, &mut in_use);
     }
     Ok(Routine {
-        body,
+        body: body.into_stmts(),
         ..routine.clone()
     })
 }
@@ -108,20 +99,18 @@ enum Form {
 
 impl Producer {
     /// The producer of `node` in `body`, or why it cannot be inlined (all but the hazard).
-    pub(super) fn find(body: &[Stmt], node: &TensorNode) -> Result<Producer, String> {
+    pub(super) fn find(body: &Body, node: &TensorNode) -> Result<Producer, String> {
         let id = node.id;
         if node.padding.iter().any(|(l, r)| *l > 0 || *r > 0) {
             return Err("it has padding margins".to_owned());
         }
-        let writers: Vec<usize> = (0..body.len())
-            .filter(|&p| stmt_writes(&body[p]).contains(&id))
-            .collect();
+        let writers: Vec<usize> = body.writers(id).collect();
         let (fill, position) = match writers[..] {
             [] => return Err("the routine does not write it".to_owned()),
             [p] => (None, p),
             [f, p]
-                if matches!(body[f], Stmt::Fill { .. })
-                    && body[f + 1..p].iter().all(|s| !stmt_reads(s).contains(&id)) =>
+                if matches!(body.stmt(f), Stmt::Fill { .. })
+                    && body.readers_in(id, f + 1..p).next().is_none() =>
             {
                 (Some(f), p)
             }
@@ -133,7 +122,7 @@ impl Producer {
                 );
             }
         };
-        let nest = PerfectNest::of(&body[position])
+        let nest = PerfectNest::of(body.stmt(position))
             .filter(|nest| nest.node == id)
             .ok_or("its producer is not a perfect nest around one store of it")?;
         if !nest.pre_is_self_contained(true) {
@@ -187,7 +176,7 @@ impl Producer {
             Scalar::Binop(accum, own, value)
                 if **own == Scalar::Get(id, nest.index.to_vec()) && !reads_node(value, id) =>
             {
-                let Some(Stmt::Fill { value: filled, .. }) = fill.map(|f| &body[f]) else {
+                let Some(Stmt::Fill { value: filled, .. }) = fill.map(|f| body.stmt(f)) else {
                     return Err("it accumulates into cells nothing set before".to_owned());
                 };
                 let start = fill_constant(*filled, node.precision)
@@ -200,12 +189,9 @@ impl Producer {
             }
             _ => return Err("its producer reads it other than by accumulating".to_owned()),
         };
-        for (p, stmt) in body.iter().enumerate() {
-            if p == position {
-                continue;
-            }
+        for p in body.readers(id).filter(|&p| p != position) {
             let mut axes = Vec::new();
-            stmt.walk(&mut |s| {
+            body.stmt(p).walk(&mut |s| {
                 for value in s.values() {
                     value.for_each_get(&mut |n, index| {
                         if n == id {
@@ -215,11 +201,15 @@ impl Producer {
                 }
             });
             if !axes.is_empty() && p < position {
-                return Err(format!("statement {p} reads it before its producer"));
+                return Err(format!(
+                    "statement {} reads it before its producer",
+                    body.position(p)
+                ));
             }
             if let Some(n) = axes.iter().find(|n| **n != node.dims.len()) {
                 return Err(format!(
-                    "statement {p} reads it with {n} indices for {} axes",
+                    "statement {} reads it with {n} indices for {} axes",
+                    body.position(p),
                     node.dims.len()
                 ));
             }
@@ -297,69 +287,133 @@ impl Producer {
 
 /// Why inlining `producer` where its node is read would read changed values: a top-level
 /// statement after it, up to the last one reading its node, writes one of `reads`.
-pub(super) fn hazard(
-    body: &[Stmt],
-    producer: &Producer,
-    reads: &BTreeSet<NodeId>,
-) -> Option<String> {
-    let last = (0..body.len())
-        .filter(|&p| p != producer.position && stmt_reads(&body[p]).contains(&producer.node))
-        .max()?;
-    (producer.position + 1..=last).find_map(|p| {
-        stmt_writes(&body[p])
-            .into_iter()
-            .find(|node| reads.contains(node))
-            .map(|node| {
-                format!(
-                    "statement {p} writes {node}, which its producer reads, before statement \
-                     {last} reads it"
-                )
-            })
-    })
+pub(super) fn hazard(body: &Body, producer: &Producer, reads: &BTreeSet<NodeId>) -> Option<String> {
+    let last = body
+        .readers(producer.node)
+        .rev()
+        .find(|&p| p != producer.position)?;
+    // The first such statement, and the first of `reads` it writes.
+    let (p, node) = reads
+        .iter()
+        .filter_map(|&node| {
+            let first = body
+                .writers_in(node, producer.position + 1..last + 1)
+                .next()?;
+            Some((first, node))
+        })
+        .min()?;
+    Some(format!(
+        "statement {} writes {node}, which its producer reads, before statement {} reads it",
+        body.position(p),
+        body.position(last)
+    ))
 }
 
-/// `body` with `producer` inlined at every read of its node, and removed.
-fn inline(body: Vec<Stmt>, producer: &Producer, fresh: &mut Fresh) -> Vec<Stmt> {
-    let outside = body
-        .iter()
-        .enumerate()
-        .filter(|(p, _)| *p != producer.position)
-        .map(|(_, stmt)| stmt);
-    let (vars, locals) = names(outside);
+/// `body` with `producer` inlined at every read of its node, and removed. `in_use` counts the
+/// names of `body`'s statements before and after.
+fn inline(body: &mut Body, producer: &Producer, fresh: &mut Fresh, in_use: &mut InUse) {
+    for slot in [Some(producer.position), producer.fill]
+        .into_iter()
+        .flatten()
+    {
+        in_use.remove(&names([&body.take(slot)]));
+    }
     let mut inliner = Inliner {
         producer,
         fresh,
-        vars,
-        locals,
+        outside: &*in_use,
+        kept_vars: HashSet::new(),
+        kept_locals: HashSet::new(),
     };
-    body.into_iter()
-        .enumerate()
-        .filter(|(p, _)| *p != producer.position && Some(*p) != producer.fill)
-        .flat_map(|(_, stmt)| {
-            let top_level_store = !matches!(stmt, Stmt::For { .. });
-            let mut stmts = inliner.stmt(stmt);
-            // A store outside any loop keeps the locals computed for it in a loop of one trip:
-            // together they stay one nest, which can itself be inlined later (simplification
-            // removes the loop at the end).
-            if top_level_store && stmts.len() > 1 {
-                stmts = vec![Stmt::For {
-                    var: inliner.fresh.var(),
-                    range: 1,
-                    body: stmts,
-                }];
-            }
-            stmts
-        })
-        .collect()
+    // Statements the index lists without a read to inline (in a matrix product's nest) come
+    // out unchanged.
+    let readers: Vec<usize> = body.readers(producer.node).collect();
+    let mut rewritten = Vec::with_capacity(readers.len());
+    for slot in readers {
+        let stmt = body.take(slot);
+        let old_names = names([&stmt]);
+        let stmt = match <[Stmt; 1]>::try_from(inliner.stmt(stmt)) {
+            Ok([only]) => only,
+            // Only a store outside any loop becomes several statements. It keeps the locals
+            // computed for it in a loop of one trip: together they stay one nest, which can
+            // itself be inlined later (simplification removes the loop at the end).
+            Err(stmts) => Stmt::For {
+                var: inliner.fresh.var(),
+                range: 1,
+                body: stmts,
+            },
+        };
+        rewritten.push((slot, old_names, stmt));
+    }
+    // The names in use change only now: every copy above is named against the same body.
+    for (slot, old_names, stmt) in rewritten {
+        in_use.remove(&old_names);
+        in_use.add(&names([&stmt]));
+        body.put(slot, stmt);
+    }
+}
+
+/// How many top-level statements of a body mention each loop variable and each local.
+#[derive(Debug)]
+struct InUse {
+    vars: HashMap<LoopVar, usize>,
+    locals: HashMap<LocalId, usize>,
+}
+
+/// The loop variables and locals one statement mentions.
+type Names = (HashSet<LoopVar>, HashSet<LocalId>);
+
+impl InUse {
+    fn of(body: &[Stmt]) -> InUse {
+        let mut in_use = InUse {
+            vars: HashMap::new(),
+            locals: HashMap::new(),
+        };
+        for stmt in body {
+            in_use.add(&names([stmt]));
+        }
+        in_use
+    }
+
+    fn add(&mut self, (vars, locals): &Names) {
+        for var in vars {
+            *self.vars.entry(*var).or_default() += 1;
+        }
+        for local in locals {
+            *self.locals.entry(*local).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, (vars, locals): &Names) {
+        for var in vars {
+            uncount(&mut self.vars, *var);
+        }
+        for local in locals {
+            uncount(&mut self.locals, *local);
+        }
+    }
+}
+
+fn uncount<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: K) {
+    if let Some(count) = counts.get_mut(&key) {
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(&key);
+        }
+    }
 }
 
 /// Inlines one producer, keeping track of the loop variables and locals in use, so that the
-/// first copy keeps the producer's own names and later copies get fresh ones.
+/// first copy keeps the producer's own names, unless the rest of the body uses them, and later
+/// copies get fresh ones.
 struct Inliner<'a> {
     producer: &'a Producer,
     fresh: &'a mut Fresh,
-    vars: HashSet<LoopVar>,
-    locals: HashSet<LocalId>,
+    /// The names of the body's other statements, as they were before this inlining.
+    outside: &'a InUse,
+    /// The producer's names a copy kept.
+    kept_vars: HashSet<LoopVar>,
+    kept_locals: HashSet<LocalId>,
 }
 
 impl Inliner<'_> {
@@ -412,7 +466,7 @@ impl Inliner<'_> {
             });
         }
         for var in bound {
-            let new = if self.vars.insert(var) {
+            let new = if !self.outside.vars.contains_key(&var) && self.kept_vars.insert(var) {
                 var
             } else {
                 self.fresh.var()
@@ -420,7 +474,7 @@ impl Inliner<'_> {
             renaming.rebind(var, new);
         }
         for id in declared {
-            let new = if self.locals.insert(id) {
+            let new = if !self.outside.locals.contains_key(&id) && self.kept_locals.insert(id) {
                 id
             } else {
                 self.fresh.local()
@@ -598,5 +652,77 @@ mod tests {
         ];
         let error = virtualize(&routine(nodes, body)).unwrap_err();
         assert!(error.message.contains("nothing set before"), "{error}");
+    }
+
+    /// `for l{var} in 0..2 { n{to}[l{var}] := value }`.
+    fn store(var: u32, to: u32, value: Scalar) -> Stmt {
+        Stmt::For {
+            var: LoopVar(var),
+            range: 2,
+            body: vec![Stmt::Set {
+                node: NodeId(to),
+                index: vec![at(var)],
+                value,
+            }],
+        }
+    }
+
+    #[test]
+    fn messages_count_only_the_statements_left() {
+        let f = Precision::F32;
+        let nodes = |ids: &[(u32, bool)]| -> Vec<TensorNode> {
+            ids.iter()
+                .map(|&(id, virtual_)| {
+                    let node = TensorNode::new(id, &format!("t{id}"), f, &[2]);
+                    if virtual_ {
+                        node.with_mode(MemoryMode::Virtual)
+                    } else {
+                        node
+                    }
+                })
+                .collect()
+        };
+        let sum = |a: u32, b: u32, var: u32| {
+            Scalar::Binop(
+                Binop::Add,
+                Box::new(get(a, vec![at(var)])),
+                Box::new(get(b, vec![at(var)])),
+            )
+        };
+        // t1 := t0; t2 := t3 + t1; t3 := t0. Once t1 is inlined and its producer gone, the
+        // read of t3 is statement 0.
+        let body = vec![
+            store(0, 1, get(0, vec![at(0)])),
+            store(1, 2, sum(3, 1, 1)),
+            store(2, 3, get(0, vec![at(2)])),
+        ];
+        let error = virtualize(&routine(
+            nodes(&[(0, false), (1, true), (2, false), (3, true)]),
+            body,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "n3 't3' is virtual, but it cannot be inlined: statement 0 reads it before its \
+             producer"
+        );
+        // t1 := t0; t3 := t4; t4 := t1; t2 := t3. Inlining t3 at its read would read t4 after
+        // it changed: statements 1 and 2 once t1's producer is gone.
+        let body = vec![
+            store(0, 1, get(0, vec![at(0)])),
+            store(1, 3, get(4, vec![at(1)])),
+            store(2, 4, get(1, vec![at(2)])),
+            store(3, 2, get(3, vec![at(3)])),
+        ];
+        let error = virtualize(&routine(
+            nodes(&[(0, false), (1, true), (2, false), (3, true), (4, false)]),
+            body,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "n3 't3' is virtual, but it cannot be inlined: statement 1 writes n4, which its \
+             producer reads, before statement 2 reads it"
+        );
     }
 }

@@ -1,0 +1,192 @@
+//! A routine's top-level statements indexed by node: for each node, the statements that write it
+//! and those that read it (nested statements included, a matrix product's nest too), found in
+//! one walk. Passes that ask about one node at a time (its producer, its readers, what is
+//! written between them) look up those statements instead of walking the whole body, and fusion,
+//! which replaces and removes statements, keeps the index up to date as it goes.
+//!
+//! Statements live in slots: removing one empties its slot, so the others keep theirs. A
+//! statement's position, which messages quote, counts the statements before it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+use super::{stmt_reads, stmt_writes};
+use crate::loops::Stmt;
+use crate::node::NodeId;
+
+/// Top-level statements in slots, with the slots that write and read each node, in order.
+#[derive(Debug)]
+pub(super) struct Body {
+    slots: Vec<Option<Stmt>>,
+    /// How many slots are empty.
+    empty: usize,
+    writers: HashMap<NodeId, BTreeSet<usize>>,
+    readers: HashMap<NodeId, BTreeSet<usize>>,
+}
+
+impl Body {
+    /// `stmts`, in slots from 0 on, indexed.
+    pub(super) fn new(stmts: Vec<Stmt>) -> Body {
+        let mut body = Body {
+            slots: Vec::with_capacity(stmts.len()),
+            empty: 0,
+            writers: HashMap::new(),
+            readers: HashMap::new(),
+        };
+        for stmt in stmts {
+            body.slots.push(None);
+            body.empty += 1;
+            body.put(body.slots.len() - 1, stmt);
+        }
+        body
+    }
+
+    /// One past the last slot.
+    pub(super) fn end(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The statement in `slot`, which must hold one.
+    pub(super) fn stmt(&self, slot: usize) -> &Stmt {
+        self.slots[slot]
+            .as_ref()
+            .expect("the index names only slots holding a statement")
+    }
+
+    /// The slots whose statements write `node`, first to last.
+    pub(super) fn writers(&self, node: NodeId) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        self.writers_in(node, 0..usize::MAX)
+    }
+
+    /// The slots in `range` whose statements write `node`, first to last.
+    pub(super) fn writers_in(
+        &self,
+        node: NodeId,
+        range: Range<usize>,
+    ) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        slots_in(self.writers.get(&node), range)
+    }
+
+    /// The slots whose statements read `node`, first to last.
+    pub(super) fn readers(&self, node: NodeId) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        self.readers_in(node, 0..usize::MAX)
+    }
+
+    /// The slots in `range` whose statements read `node`, first to last.
+    pub(super) fn readers_in(
+        &self,
+        node: NodeId,
+        range: Range<usize>,
+    ) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        slots_in(self.readers.get(&node), range)
+    }
+
+    /// Whether a statement writes or reads `node`.
+    pub(super) fn mentions(&self, node: NodeId) -> bool {
+        self.writers.contains_key(&node) || self.readers.contains_key(&node)
+    }
+
+    /// The position of the statement in `slot` among those left: how messages name it.
+    pub(super) fn position(&self, slot: usize) -> usize {
+        if self.empty == 0 {
+            return slot;
+        }
+        self.slots[..slot].iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Takes the statement out of `slot`, leaving it empty.
+    pub(super) fn take(&mut self, slot: usize) -> Stmt {
+        let stmt = self.slots[slot]
+            .take()
+            .expect("only a slot holding a statement is emptied");
+        self.empty += 1;
+        for node in stmt_writes(&stmt) {
+            unlist(&mut self.writers, node, slot);
+        }
+        for node in stmt_reads(&stmt) {
+            unlist(&mut self.readers, node, slot);
+        }
+        stmt
+    }
+
+    /// Puts `stmt` into the empty `slot`.
+    pub(super) fn put(&mut self, slot: usize, stmt: Stmt) {
+        for node in stmt_writes(&stmt) {
+            self.writers.entry(node).or_default().insert(slot);
+        }
+        for node in stmt_reads(&stmt) {
+            self.readers.entry(node).or_default().insert(slot);
+        }
+        let old = self.slots[slot].replace(stmt);
+        debug_assert!(old.is_none(), "a statement is put only into an empty slot");
+        self.empty -= usize::from(old.is_none());
+    }
+
+    /// The statements left, in order.
+    pub(super) fn into_stmts(self) -> Vec<Stmt> {
+        self.slots.into_iter().flatten().collect()
+    }
+}
+
+/// The slots of `list` in `range`.
+fn slots_in(
+    list: Option<&BTreeSet<usize>>,
+    range: Range<usize>,
+) -> impl DoubleEndedIterator<Item = usize> + '_ {
+    // `BTreeSet::range` panics on a range that starts past its end.
+    list.filter(|_| range.start < range.end)
+        .into_iter()
+        .flat_map(move |set| set.range(range.clone()).copied())
+}
+
+fn unlist(lists: &mut HashMap<NodeId, BTreeSet<usize>>, node: NodeId, slot: usize) {
+    if let Some(list) = lists.get_mut(&node) {
+        list.remove(&slot);
+        if list.is_empty() {
+            lists.remove(&node);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loops::{Index, LoopVar, Scalar};
+
+    fn copy(to: u32, from: u32) -> Stmt {
+        Stmt::For {
+            var: LoopVar(0),
+            range: 2,
+            body: vec![Stmt::Set {
+                node: NodeId(to),
+                index: vec![Index::var(LoopVar(0), 0)],
+                value: Scalar::Get(NodeId(from), vec![Index::var(LoopVar(0), 0)]),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_index_follows_replaced_and_removed_statements() {
+        // n1 := n0; n2 := n1; n3 := n1.
+        let mut body = Body::new(vec![copy(1, 0), copy(2, 1), copy(3, 1)]);
+        let (n0, n1, n2) = (NodeId(0), NodeId(1), NodeId(2));
+        assert_eq!(body.writers(n1).collect::<Vec<_>>(), [0]);
+        assert_eq!(body.readers(n1).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(body.readers_in(n1, 2..9).collect::<Vec<_>>(), [2]);
+        assert_eq!(body.position(2), 2);
+        assert_eq!(body.readers_in(n1, 2..2).count(), 0);
+        // A range that starts past its end is empty, not a panic.
+        assert_eq!(body.readers_in(n1, 3..body.end() - 2).count(), 0);
+        // n2 := n0 instead, and the first statement gone.
+        body.take(1);
+        body.put(1, copy(2, 0));
+        body.take(0);
+        assert!(!body.mentions(NodeId(9)));
+        assert_eq!(body.writers(n1).count(), 0);
+        assert_eq!(body.readers(n1).collect::<Vec<_>>(), [2]);
+        assert_eq!(body.readers(n0).collect::<Vec<_>>(), [1]);
+        assert_eq!(body.writers(n2).collect::<Vec<_>>(), [1]);
+        assert_eq!(body.position(2), 1);
+        assert_eq!(body.into_stmts(), [copy(2, 0), copy(3, 1)]);
+    }
+}
