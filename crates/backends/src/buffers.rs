@@ -267,11 +267,15 @@ impl Buffers {
 
 /// The machine's physical memory in bytes, where the system tells it (Linux): no single buffer
 /// can be larger.
+/// Read once per process: a context makes a buffer per tensor.
 fn physical_memory() -> Option<usize> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    static MEMORY: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(|| {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    })
 }
 
 /// The buffer position of every interior cell, in row-major order over the unpadded dims.
