@@ -16,7 +16,6 @@ mod labels;
 mod npy;
 mod op;
 mod parse;
-mod replace;
 mod report;
 mod result_size;
 mod setup;

@@ -12,7 +12,6 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use crate::input::cell_count;
-use crate::replace::replace_file;
 use crate::report::{CliError, ErrorKind};
 
 /// The magic string every `.npy` file starts with.
@@ -158,15 +157,16 @@ fn fortran_to_c(dims: &[usize], values: &[f64]) -> Vec<f64> {
 }
 
 /// Writes `values` (row-major) as an f64 array of `dims` to `path`, replacing the file whole or
-/// not at all ([`replace_file`]).
+/// not at all ([`rcannl_nn::files::replace_file`]: only a regular file, or a link to one).
 pub fn write(path: &Path, dims: &[usize], values: &[f64]) -> Result<(), CliError> {
-    replace_file(path, |sink| {
+    rcannl_nn::files::replace_file(path, |sink| {
         sink.write_all(&header::encode(dims))?;
         for value in values {
             sink.write_all(&value.to_le_bytes())?;
         }
         Ok(())
     })
+    .map_err(|message| CliError::new(ErrorKind::Io, format!("{}: {message}", path.display())))
 }
 
 /// The header: the dict numpy writes, read strictly, and written.

@@ -201,7 +201,7 @@ fn a_symbolic_link_is_followed_to_the_file_it_names() {
     let to_device = dir.join("device.npy");
     std::os::unix::fs::symlink("/dev/full", &to_device).expect("a symbolic link is made");
     for (link, why) in [
-        (&dangling, "a symbolic link to nothing"),
+        (&dangling, "which cannot be followed"),
         (&to_device, "not a regular file"),
     ] {
         let args = einsum_args(4, link, true);

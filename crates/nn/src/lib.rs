@@ -5,7 +5,8 @@
 //! softmax and layer normalization, `conv` convolutions and pooling, `embedding` token
 //! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
-//! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `data` generated
+//! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
+//! written whole or not at all and read within their length, `data` generated
 //! data sets, and `plot` PNG plots (a loss curve, decision regions).
 
 pub mod attention;
@@ -15,6 +16,7 @@ pub mod conv;
 pub mod data;
 pub mod dropout;
 pub mod embedding;
+pub mod files;
 pub mod loss;
 pub mod norm;
 pub mod optim;

@@ -1,7 +1,7 @@
 //! Checkpoints: tensors' values saved to and loaded from a safetensors file by label. This module
 //! owns the file format and the checks a load makes before it changes anything; `cells` stores
-//! each precision's cells, `header` lays out the file and computes and checks its checksums,
-//! `file` reads and writes files.
+//! each precision's cells, `header` lays out the file and computes and checks its checksums;
+//! files are read and written through [`crate::files`].
 //!
 //! # Format
 //!
@@ -54,7 +54,6 @@
 //! round-trips bit for bit.
 
 mod cells;
-mod file;
 mod header;
 
 use std::collections::BTreeMap;
@@ -130,7 +129,7 @@ pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
         });
     }
     let bytes = header::file(&metadata, entries).map_err(fail)?;
-    file::write_atomically(path, &bytes).map_err(fail)
+    crate::files::replace_file(path, |sink| sink.write_all(&bytes)).map_err(fail)
 }
 
 /// The names of the tensors `contents` holds, quoted and sorted, for a message.
@@ -159,7 +158,7 @@ fn names(contents: &safetensors::tensor::Metadata) -> String {
 pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("load checkpoint {}: {what}", path.display()));
     let labels = labels(tensors).map_err(fail)?;
-    let file = file::read_regular(path).map_err(fail)?;
+    let file = crate::files::read_regular(path).map_err(fail)?;
     header::check_length(&file).map_err(fail)?;
     let (n, contents) = SafeTensors::read_metadata(&file).map_err(|e| {
         fail(format!(

@@ -1,20 +1,28 @@
-//! Checkpoint files on disk: a load's read of a regular file, bounded by its size, and the
-//! atomic write of a save.
+//! Files written whole or not at all, and read no further than they are long: what checkpoints
+//! and the `rcannl` command's output files go through.
+//!
+//! A write goes to a new file beside the destination, is flushed to disk, and is renamed over
+//! it, so that a reader (or a crash, or a kill partway) sees the old file or the new one, never a
+//! part. The destination must be a regular file or not exist: a symbolic link is followed (to the
+//! end of a chain of them) and the file it names is replaced, the link staying a link; anything
+//! else (a folder, a device, a FIFO, a socket, a link that leads nowhere) is refused and left as
+//! it is. The new file is removed when anything fails; only a process killed partway leaves one
+//! behind (`.NAME.PID-N.tmp`), and never a damaged destination.
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Writes `bytes` to the regular file at `path`, or to a new one there, atomically: a failed
-/// save leaves what was there, a successful one replaces it whole. A symbolic link is followed
-/// (to the end of a chain of them): the file it points to is replaced, and the link stays. Any
-/// other destination that is not a regular file (a folder, a device, a FIFO, a socket, a link
-/// that leads nowhere) is refused and left as it is.
-pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+/// Replaces the regular file at `path` (or makes a new one) with what `write` writes, atomically
+/// (see the module doc). Errors say which step failed; callers add the path they were given.
+pub fn replace_file(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), String> {
     let (destination, permissions) = destination(path)?;
-    replace(&destination, bytes, permissions)
+    replace(&destination, write, permissions)
 }
 
 /// Where a save to `path` writes, and the permissions of the file there, if there is one: `path`
@@ -41,11 +49,12 @@ fn destination(path: &Path) -> Result<(PathBuf, Option<fs::Permissions>), String
     Ok((target, Some(metadata.permissions())))
 }
 
-/// Writes `bytes` to a new file beside `destination` (with `permissions`, when given), flushes
-/// it to disk and renames it to `destination`; on any failure the new file is removed.
+/// Writes what `write` writes to a new file beside `destination` (with `permissions`, when
+/// given), flushes it to disk and renames it to `destination`; on any failure the new file is
+/// removed.
 fn replace(
     destination: &Path,
-    bytes: &[u8],
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     permissions: Option<fs::Permissions>,
 ) -> Result<(), String> {
     static SAVES: AtomicU64 = AtomicU64::new(0);
@@ -61,14 +70,17 @@ fn replace(
     ));
     let temporary = destination.with_file_name(temporary);
     // A new name only: a file or link someone else put there is never written through.
-    let mut file = fs::OpenOptions::new()
+    let file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&temporary)
         .map_err(|e| format!("cannot create {}: {e}", temporary.display()))?;
     let written = (|| {
-        file.write_all(bytes)
+        let mut sink = BufWriter::new(&file);
+        write(&mut sink)
+            .and_then(|()| sink.flush())
             .map_err(|e| format!("cannot write {}: {e}", temporary.display()))?;
+        drop(sink);
         if let Some(permissions) = permissions {
             file.set_permissions(permissions).map_err(|e| {
                 format!("cannot set the permissions of {}: {e}", temporary.display())
@@ -141,7 +153,7 @@ fn regular(metadata: &fs::Metadata) -> Result<(), String> {
 /// The contents of the regular file at `path` (a symbolic link is followed), read up to the size
 /// it has when opened: a device, a FIFO or a folder is refused, and so is a file larger than the
 /// memory that can be reserved for it.
-pub(super) fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
+pub fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
     // Checked before opening, since opening a FIFO waits for a writer; and again on the opened
     // file, in case another took its place meanwhile.
     regular(&fs::metadata(path).map_err(|e| e.to_string())?)?;
@@ -172,7 +184,8 @@ mod tests {
         fs::create_dir_all(occupied.join("inside")).expect("folders");
         // A folder with something in it cannot be renamed over: the write succeeds, the rename
         // fails.
-        let e = replace(&occupied, b"bytes", None).expect_err("the rename fails");
+        let e = replace(&occupied, |sink| sink.write_all(b"bytes"), None)
+            .expect_err("the rename fails");
         assert!(e.starts_with("cannot rename "), "{e}");
         let mut names: Vec<_> = fs::read_dir(&dir)
             .expect("list")
