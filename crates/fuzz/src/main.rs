@@ -31,38 +31,59 @@ struct Options {
     batch: u64,
 }
 
-fn options() -> Result<Options, String> {
-    let mut args = std::env::args().skip(1);
-    let graphs = match args.next().as_deref() {
-        Some("routines") => false,
-        Some("graphs") => true,
-        _ => return Err(USAGE.to_owned()),
-    };
-    let mut options = Options {
-        graphs,
-        count: 1000,
-        seed: 0,
-        batch: 100,
-    };
+/// The command line after the subcommand: `--count`, `--seed` and (where `batches`) `--batch`.
+fn flags(batches: bool) -> Result<(u64, u64, u64), String> {
+    let (mut count, mut seed, mut batch) = (1000, 0, 100);
+    let mut args = std::env::args_os().skip(2).map(|arg| {
+        arg.into_string()
+            .map_err(|arg| format!("{arg:?} is not text\n{USAGE}"))
+    });
     while let Some(flag) = args.next() {
+        let flag = flag?;
         let value = args
             .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))??;
         let number: u64 = value
             .parse()
             .map_err(|_| format!("{flag} {value}: not a count\n{USAGE}"))?;
         match flag.as_str() {
-            "--count" => options.count = number,
-            "--seed" => options.seed = number,
-            "--batch" if number > 0 => options.batch = number,
+            "--count" => count = number,
+            "--seed" => seed = number,
+            "--batch" if batches && number == 0 => {
+                return Err(format!("--batch must be at least 1\n{USAGE}"));
+            }
+            "--batch" if batches => batch = number,
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
     }
-    Ok(options)
+    Ok((count, seed, batch))
+}
+
+fn options() -> Result<Options, String> {
+    let graphs = match std::env::args_os()
+        .nth(1)
+        .and_then(|arg| arg.into_string().ok())
+        .as_deref()
+    {
+        Some("routines") => false,
+        Some("graphs") => true,
+        _ => return Err(USAGE.to_owned()),
+    };
+    let (count, seed, batch) = flags(true)?;
+    Ok(Options {
+        graphs,
+        count,
+        seed,
+        batch,
+    })
 }
 
 fn main() -> ExitCode {
-    match std::env::args().nth(1).as_deref() {
+    match std::env::args_os()
+        .nth(1)
+        .and_then(|arg| arg.into_string().ok())
+        .as_deref()
+    {
         Some("checkpoints") => return checkpoints(),
         Some("programs") => return programs(),
         _ => {}
@@ -130,22 +151,7 @@ fn main() -> ExitCode {
 
 /// The `checkpoints` and `programs` subcommands' `--count` and `--seed`.
 fn count_and_seed() -> Result<(u64, u64), String> {
-    let (mut count, mut seed) = (1000, 0);
-    let mut args = std::env::args().skip(2);
-    while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let number: u64 = value
-            .parse()
-            .map_err(|_| format!("{flag} {value}: not a count\n{USAGE}"))?;
-        match flag.as_str() {
-            "--count" => count = number,
-            "--seed" => seed = number,
-            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
-        }
-    }
-    Ok((count, seed))
+    flags(false).map(|(count, seed, _)| (count, seed))
 }
 
 /// Runs the `programs` subcommand (see the crate doc), in chunks so that progress shows.
