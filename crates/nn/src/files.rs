@@ -154,10 +154,13 @@ fn regular(metadata: &fs::Metadata) -> Result<(), String> {
 /// it has when opened: a device, a FIFO or a folder is refused, and so is a file larger than the
 /// memory that can be reserved for it.
 pub fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
-    // Checked before opening, since opening a FIFO waits for a writer; and again on the opened
-    // file, in case another took its place meanwhile.
-    regular(&fs::metadata(path).map_err(|e| e.to_string())?)?;
-    let file = fs::File::open(path).map_err(|e| e.to_string())?;
+    // Opened without blocking, since opening a FIFO waits for a writer otherwise, then checked
+    // as opened: no other file can take its place between a check and the open.
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| e.to_string())?;
     let metadata = file.metadata().map_err(|e| e.to_string())?;
     regular(&metadata)?;
     let size = metadata.len();
