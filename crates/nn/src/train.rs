@@ -53,7 +53,14 @@ pub fn fit(
             }
         })?,
     );
-    let params = loss.graph().params();
+    // A parameter nothing has set yet is read by no routine that runs (one that did would refuse
+    // to): training cannot have made it diverge.
+    let params: Vec<Tensor> = loss
+        .graph()
+        .params()
+        .into_iter()
+        .filter(|param| ctx.holds_values(param))
+        .collect();
     let mut losses = Vec::with_capacity(plan.epochs);
     let start = Instant::now();
     let mut steps = 0;

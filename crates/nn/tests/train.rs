@@ -192,3 +192,41 @@ fn a_diverging_step_stops_training_even_where_the_loss_ignores_what_diverged() {
     );
     assert!(error.message.contains("after epoch 1, batch 1"), "{error}");
 }
+
+#[test]
+fn a_parameter_nothing_has_set_does_not_stop_training() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(Init::Values(vec![1.0, -1.0]))
+        .build();
+    let loss = rcannl_nn::loss::sum(&w.pmul(&w));
+    let batch = graph.static_index();
+    let mut ctx = Context::new(&graph);
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&loss).unwrap();
+    let step = Sgd::new(&graph, std::slice::from_ref(&w), 0.1, 0.0)
+        .compile(&mut ctx)
+        .unwrap();
+    // Made after init_params, and read by neither routine: it holds no values.
+    let later = graph.param("later").shape("3").build();
+    let plan = Plan {
+        epochs: 2,
+        batches: 1,
+        batch_size: 1,
+        progress: false,
+    };
+    let history = fit(
+        &mut ctx,
+        &backprop,
+        &step,
+        &loss,
+        batch,
+        plan,
+        |_, _| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(history.losses.len(), 2);
+    assert!(!ctx.holds_values(&later));
+}

@@ -861,13 +861,20 @@ impl Context {
         Ok(())
     }
 
+    /// Whether the tensor holds values to read: false only for a parameter of this context's
+    /// graph that neither `init_params` nor the host has set yet.
+    pub fn holds_values(&self, t: &Tensor) -> bool {
+        let is_param = self.graph.owns(t)
+            && matches!(
+                self.graph.state.borrow().tensors[t.index].leaf,
+                Some(LeafKind::Param(_))
+            );
+        !is_param || self.initialized.contains(&t.index)
+    }
+
     /// An error for a parameter that holds no values yet.
     fn check_holds_values(&self, t: &Tensor) -> Result<(), TensorError> {
-        let is_param = matches!(
-            self.graph.state.borrow().tensors[t.index].leaf,
-            Some(LeafKind::Param(_))
-        );
-        if is_param && !self.initialized.contains(&t.index) {
+        if !self.holds_values(t) {
             return Err(error(format!(
                 "parameter '{}' holds no values yet: call init_params or set its values first",
                 t.label()
