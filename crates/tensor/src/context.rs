@@ -914,14 +914,28 @@ impl Context {
     /// computed tensor a backprop routine keeps the gradient of.
     pub fn grad(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
-        if !self.grads_kept.contains(&t.index) {
-            return Err(error(format!(
-                "no gradient of '{}' is kept: backprop keeps the gradients of the differentiable \
-                 leaves its loss depends on, backprop_keeping those of computed tensors too",
-                t.label()
-            )));
-        }
+        self.check_grad_kept(t)?;
         Ok(self.buffers.values(grad_node(t.index)))
+    }
+
+    /// The gradient of the last backprop's loss with respect to the tensor (as [`Context::grad`]),
+    /// its cells exactly as stored: integers as integers (all 64 bits).
+    pub fn grad_cells(&self, t: &Tensor) -> Result<Vec<Value>, TensorError> {
+        self.check_tensor(t)?;
+        self.check_grad_kept(t)?;
+        Ok(self.buffers.cells(grad_node(t.index)))
+    }
+
+    /// Refuses a tensor whose gradient no backprop routine keeps.
+    fn check_grad_kept(&self, t: &Tensor) -> Result<(), TensorError> {
+        if self.grads_kept.contains(&t.index) {
+            return Ok(());
+        }
+        Err(error(format!(
+            "no gradient of '{}' is kept: backprop keeps the gradients of the differentiable \
+             leaves its loss depends on, backprop_keeping those of computed tensors too",
+            t.label()
+        )))
     }
 
     /// Sets the tensor's values (row-major in memory order).
