@@ -4,22 +4,25 @@
 //! With `--json` the output is one line:
 //!
 //! ```text
-//! {"shape":{"batch":[..],"input":[..],"output":[..]},"values":[..],"grads":[[..],..],
-//!  "captures":{"k":2},"median_ms":0.01}
+//! {"shape":{"batch":[..],"input":[..],"output":[..]},"dtype":"float32","values":[..],
+//!  "grads":[[..],..],"captures":{"k":2},"median_ms":0.01}
 //! ```
 //!
+//! `dtype` is the dtype the operation computed in, numpy's name for it (see [`crate::setup`]).
 //! `values` are the result's cells in memory order (batch, then output, then input axes;
-//! row-major). `grads` (with `--grads`) holds, per input, the gradient of the sum of all the
-//! result's cells with respect to that input, in the same order. `captures` (with `--capture`)
-//! gives the size of each named label, in the order asked (`null` if inference left it unknown);
-//! `median_ms` (with `--time N`, N at most 1000000) is the median wall time of N runs of the
-//! compiled routine, compilation excluded. Keys not asked for are left out; with `-o FILE` the
-//! result is written to FILE as an f64 `.npy` array (all axes, in memory order; the file is
-//! replaced whole or not at all, see [`crate::replace`]) and `values` is left out.
+//! row-major). `grads` (with `--grads`; not for bools) holds, per input, the gradient of the sum
+//! of all the result's cells with respect to that input (cast to the dtype), in the same order and
+//! dtype. `captures` (with `--capture`) gives the size of each named label, in the order asked
+//! (`null` if inference left it unknown); `median_ms` (with `--time N`, N at most 1000000) is the
+//! median wall time of N runs of the compiled routine, compilation excluded. Keys not asked for
+//! are left out; with `-o FILE` the result is written to FILE as a `.npy` array of the dtype (all
+//! axes, in memory order; the file is replaced whole or not at all, see
+//! [`rcannl_nn::files::replace_file`]) and `values` is left out.
 //!
-//! Numbers are JSON numbers as serde writes f64: integral values with a fractional part
-//! (`3.0`, never `3`), the shortest text that reads back exactly otherwise; NaN and infinities,
-//! which JSON lacks, as `null`. Errors are described in [`crate::report`].
+//! Floats are JSON numbers as serde writes f64 (a float32 or float16 value exactly): integral
+//! values with a fractional part (`3.0`, never `3`), the shortest text that reads back exactly
+//! otherwise; NaN and infinities, which JSON lacks, as `null`. Integers are JSON integers, bools
+//! `true` and `false`. Errors are described in [`crate::report`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,8 +30,10 @@ use std::time::Instant;
 
 use serde::{Serialize, Serializer};
 
+use crate::cells::Cells;
+use crate::dtype::Dtype;
 use crate::npy;
-use crate::report::{self, CliError};
+use crate::report::{self, CliError, ErrorKind};
 use crate::setup::{OpArgs, Setup, literal, run_error};
 
 /// Arguments of `rcannl einsum`.
@@ -54,7 +59,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
 
-    /// Write the result to this .npy file (f64, every axis in memory order) instead of
+    /// Write the result to this .npy file (in its dtype, every axis in memory order) instead of
     /// printing its values. The file is replaced whole or not at all (written beside it, then
     /// renamed over it); a symbolic link is followed to the regular file it names, and a
     /// destination that is not a regular file (a device, a FIFO, a folder) is refused.
@@ -78,10 +83,11 @@ pub fn run(args: &Args) -> ExitCode {
 #[derive(Debug, Serialize)]
 struct Output {
     shape: Rows,
+    dtype: Dtype,
     #[serde(skip_serializing_if = "Option::is_none")]
-    values: Option<Vec<f64>>,
+    values: Option<Cells>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    grads: Option<Vec<Vec<f64>>>,
+    grads: Option<Vec<Cells>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     captures: Option<Captures>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,8 +125,15 @@ fn execute(args: &Args) -> Result<Output, CliError> {
         result,
         captures,
         mut ctx,
+        dtype,
         ..
     } = Setup::new(&args.op, &args.capture)?;
+    if args.grads && dtype == Dtype::Bool {
+        return Err(CliError::new(
+            ErrorKind::Dtype,
+            "--grads: bools have no gradients (pass --dtype float64 to count with them)",
+        ));
+    }
     let routine = if args.grads {
         ctx.backprop(&result)
     } else {
@@ -135,9 +148,12 @@ fn execute(args: &Args) -> Result<Output, CliError> {
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
     let [batch, input, output] = ctx.rows(&result).map_err(run_error)?;
-    let values = ctx.values(&result).map_err(run_error)?;
+    let values = Cells::from_values(dtype, &ctx.cells(&result).map_err(run_error)?);
     let grads = if args.grads {
-        let grads = inputs.iter().map(|x| ctx.grad(x));
+        let grads = inputs.iter().map(|x| {
+            let cells = ctx.grad_cells(x)?;
+            Ok(Cells::from_values(dtype, &cells))
+        });
         Some(grads.collect::<Result<_, _>>().map_err(run_error)?)
     } else {
         None
@@ -155,6 +171,7 @@ fn execute(args: &Args) -> Result<Output, CliError> {
             input,
             output,
         },
+        dtype,
         values: written.is_none().then_some(values),
         grads,
         captures: (!captures.is_empty()).then(|| {
@@ -186,6 +203,7 @@ fn median(times: &mut [f64]) -> f64 {
 ///
 /// ```text
 /// shape:     2|4->3  (batch [2], input [4], output [3])
+/// dtype:     float64
 /// values:    [0, 4, 8, 12, …]
 /// grad x1:   [1, 1, …]
 /// capture k: 2
@@ -202,14 +220,15 @@ fn render_text(output: &Output) -> String {
         "shape".to_owned(),
         format!("{literal}  (batch {batch:?}, input {input:?}, output {out:?})"),
     )];
+    lines.push(("dtype".to_owned(), output.dtype.to_string()));
     if let Some(values) = &output.values {
-        lines.push(("values".to_owned(), numbers(values)));
+        lines.push(("values".to_owned(), values.text()));
     }
     if let Some(path) = &output.written {
         lines.push(("written".to_owned(), path.display().to_string()));
     }
     for (i, grad) in output.grads.iter().flatten().enumerate() {
-        lines.push((format!("grad x{}", i + 1), numbers(grad)));
+        lines.push((format!("grad x{}", i + 1), grad.text()));
     }
     if let Some(Captures(captures)) = &output.captures {
         for (name, size) in captures {
@@ -224,9 +243,4 @@ fn render_text(output: &Output) -> String {
         ));
     }
     report::aligned(&lines)
-}
-
-fn numbers(values: &[f64]) -> String {
-    let shown: Vec<String> = values.iter().map(f64::to_string).collect();
-    format!("[{}]", shown.join(", "))
 }

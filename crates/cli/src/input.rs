@@ -4,8 +4,11 @@
 //! - `fill:V:SHAPE`: every cell holds `V`;
 //! - `values:v1,v2,…:SHAPE`: the cells in memory order (batch, then output, then input axes;
 //!   row-major), exactly as many as the shape has;
-//! - anything else is the path of a `.npy` file (f32, f64, integer or bool), whose dims become
+//! - anything else is the path of a `.npy` file (floats, integers or bools), whose dims become
 //!   output axes.
+//!
+//! The three literal forms are float64, as a numpy array of Python floats is; a `.npy` file's
+//! cells keep its dtype.
 //!
 //! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`;
 //! kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
@@ -14,17 +17,18 @@ use std::path::Path;
 
 use rcannl_shape::spec::{ShapeLiteral, parse_shape_literal};
 
+use crate::cells::Cells;
 use crate::npy;
 use crate::report::{CliError, ErrorKind};
 
 /// The most cells an input (or a result) may have: `range:` and friends make them on the host.
 pub const MAX_CELLS: usize = 1 << 26;
 
-/// One input: its shape as a canonical literal, and its values in memory order.
+/// One input: its shape as a canonical literal, and its cells in memory order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Input {
     pub shape: ShapeLiteral,
-    pub values: Vec<f64>,
+    pub cells: Cells,
 }
 
 /// Reads the `position`-th (1-based) INPUT argument.
@@ -35,7 +39,7 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
         let shape = literal(shape, position)?;
         let cells = cells(&shape, position)?;
         return Ok(Input {
-            values: (0..cells).map(|cell| cell as f64).collect(),
+            cells: Cells::float64((0..cells).map(|cell| cell as f64).collect()),
             shape,
         });
     }
@@ -47,7 +51,7 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
         let shape = literal(shape, position)?;
         let cells = cells(&shape, position)?;
         return Ok(Input {
-            values: vec![value; cells],
+            cells: Cells::float64(vec![value; cells]),
             shape,
         });
     }
@@ -72,7 +76,10 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
                 values.len()
             )));
         }
-        return Ok(Input { shape, values });
+        return Ok(Input {
+            shape,
+            cells: Cells::float64(values),
+        });
     }
     let path = Path::new(text);
     if !text.ends_with(".npy") && !path.exists() {
@@ -81,7 +88,7 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
         )));
     }
     // The reader bounds the file's shape as `cells` does.
-    let (dims, values) = npy::read(path)?;
+    let (dims, cells) = npy::read(path)?;
     let shape = ShapeLiteral {
         output: dims
             .into_iter()
@@ -89,7 +96,7 @@ pub fn read(text: &str, position: usize) -> Result<Input, CliError> {
             .collect(),
         ..ShapeLiteral::default()
     };
-    Ok(Input { shape, values })
+    Ok(Input { shape, cells })
 }
 
 /// Parses a shape literal, reporting errors with the caret under `text`.
@@ -171,13 +178,14 @@ mod tests {
     fn forms() {
         let range = read("range:2|3->4", 1).unwrap();
         assert_eq!(range.shape.to_string(), "2|3->4");
-        assert_eq!(range.values, (0..24).map(f64::from).collect::<Vec<_>>());
+        let floats = |values: Vec<f64>| Cells::float64(values);
+        assert_eq!(range.cells, floats((0..24).map(f64::from).collect()));
         let fill = read("fill:-1.5:|2->", 1).unwrap();
-        assert_eq!(fill.values, vec![-1.5, -1.5]);
+        assert_eq!(fill.cells, floats(vec![-1.5, -1.5]));
         assert_eq!(fill.shape.input.len(), 1);
         let values = read("values:1, 2,3:3", 1).unwrap();
-        assert_eq!(values.values, vec![1.0, 2.0, 3.0]);
-        assert_eq!(read("range:", 1).unwrap().values, vec![0.0]);
+        assert_eq!(values.cells, floats(vec![1.0, 2.0, 3.0]));
+        assert_eq!(read("range:", 1).unwrap().cells, floats(vec![0.0]));
     }
 
     #[test]
@@ -220,7 +228,7 @@ mod tests {
             rest in "([0-9][,:|>@ .e-]{1,2}){0,8}[0-9]?",
         ) {
             if let Ok(input) = read(&format!("{prefix}{rest}"), 1) {
-                proptest::prop_assert_eq!(Some(input.values.len()), input.shape.n_elements());
+                proptest::prop_assert_eq!(Some(input.cells.len()), input.shape.n_elements());
             }
         }
     }

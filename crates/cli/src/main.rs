@@ -4,11 +4,13 @@
 //! function that does the work and returns the process exit code: `parse`, `einsum` (run an
 //! operation on concrete inputs) and `explain` (how it compiles). Those two share `setup` (their
 //! common arguments and the graph they build), `captures` (the labels `--capture` and `--set`
-//! name), `op` (the operations), `input` (the INPUT forms), `npy` (`.npy` files), `replace`
-//! (writing a file whole or not at all), `labels` (naming iterators after the spec's labels),
+//! name), `op` (the operations), `input` (the INPUT forms), `dtype` and `cells` (numpy's dtypes
+//! and values of one), `npy` (`.npy` files), `labels` (naming iterators after the spec's labels),
 //! `result_size` (refusing a result too large to make) and `report` (output and errors).
 
 mod captures;
+mod cells;
+mod dtype;
 mod einsum;
 mod explain;
 mod input;

@@ -1,6 +1,6 @@
-//! `.npy` files: reading an array of numbers (f32, f64, signed or unsigned integers, bool; either
-//! byte order; C or Fortran order) as f64 values in C order with its dims, and writing f64 values
-//! as an n-d array.
+//! `.npy` files: reading an array of numbers (floats f2/f4/f8, signed or unsigned integers of 1
+//! to 8 bytes, bools; either byte order; C or Fortran order) as cells of its dtype in C order with
+//! its dims, and writing cells as an n-d array of their dtype.
 //!
 //! The reader trusts nothing the file says. The header is at most [`MAX_HEADER`] bytes and must
 //! be the dict numpy writes ([`header`]); the dims' product is computed without overflow and
@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
+use crate::cells::{Cell, Cells};
 use crate::input::cell_count;
 use crate::report::{CliError, ErrorKind};
 
@@ -21,8 +22,8 @@ const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// more than 10,000 unless told to); a longer claim is refused before anything is read.
 pub const MAX_HEADER: usize = 1 << 20;
 
-/// The dims and the values (row-major, whatever the file's order) of the array in `path`.
-pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
+/// The dims and the cells (row-major, whatever the file's order) of the array in `path`.
+pub fn read(path: &Path) -> Result<(Vec<usize>, Cells), CliError> {
     let error =
         |message: String| CliError::new(ErrorKind::Io, format!("{}: {message}", path.display()));
     let file = File::open(path).map_err(|err| error(err.to_string()))?;
@@ -62,7 +63,7 @@ pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
             header.descr
         )));
     }
-    let values: Vec<f64> = data
+    let values: Vec<Cell> = data
         .chunks_exact(header.dtype.size)
         .map(|bytes| header.dtype.decode(bytes))
         .collect();
@@ -71,7 +72,7 @@ pub fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), CliError> {
     } else {
         values
     };
-    Ok((dims, values))
+    Ok((dims, Cells::new(header.dtype.dtype(), values)))
 }
 
 /// Reads the magic string, the version, the header's length and the header; returns the header
@@ -127,7 +128,7 @@ fn read_exactly(reader: &mut impl Read, buffer: &mut [u8], what: &str) -> Result
 
 /// Column-major values reordered row-major. The dims' product is `values.len()`, at most
 /// [`MAX_CELLS`](crate::input::MAX_CELLS), so no stride overflows.
-fn fortran_to_c(dims: &[usize], values: &[f64]) -> Vec<f64> {
+fn fortran_to_c<T: Copy>(dims: &[usize], values: &[T]) -> Vec<T> {
     // Fortran strides: the first axis moves by one cell.
     let strides: Vec<usize> = dims
         .iter()
@@ -156,15 +157,13 @@ fn fortran_to_c(dims: &[usize], values: &[f64]) -> Vec<f64> {
     reordered
 }
 
-/// Writes `values` (row-major) as an f64 array of `dims` to `path`, replacing the file whole or
-/// not at all ([`rcannl_nn::files::replace_file`]: only a regular file, or a link to one).
-pub fn write(path: &Path, dims: &[usize], values: &[f64]) -> Result<(), CliError> {
+/// Writes `cells` (row-major) as an array of `dims` and of their dtype to `path`, replacing the
+/// file whole or not at all ([`rcannl_nn::files::replace_file`]: only a regular file, or a link
+/// to one).
+pub fn write(path: &Path, dims: &[usize], cells: &Cells) -> Result<(), CliError> {
     rcannl_nn::files::replace_file(path, |sink| {
-        sink.write_all(&header::encode(dims))?;
-        for value in values {
-            sink.write_all(&value.to_le_bytes())?;
-        }
-        Ok(())
+        sink.write_all(&header::encode(dims, &cells.dtype().descr()))?;
+        cells.encode(sink)
     })
     .map_err(|message| CliError::new(ErrorKind::Io, format!("{}: {message}", path.display())))
 }
@@ -173,7 +172,10 @@ pub fn write(path: &Path, dims: &[usize], values: &[f64]) -> Result<(), CliError
 mod header {
     use std::fmt::Write;
 
+    use half::f16;
+
     use super::MAGIC;
+    use crate::cells::Cell;
 
     /// What a header says.
     #[derive(Debug)]
@@ -199,7 +201,7 @@ mod header {
         format!("{}{}", shown.join(", "), if single { "," } else { "" })
     }
 
-    /// A dtype this reader converts to f64.
+    /// A dtype this reader reads, and its byte order.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Dtype {
         kind: NumberKind,
@@ -235,7 +237,7 @@ mod header {
             };
             let size: usize = size.parse().ok()?;
             let supported = match kind {
-                NumberKind::Float => matches!(size, 4 | 8),
+                NumberKind::Float => matches!(size, 2 | 4 | 8),
                 NumberKind::Int | NumberKind::Uint => matches!(size, 1 | 2 | 4 | 8),
                 NumberKind::Bool => size == 1,
             };
@@ -246,9 +248,21 @@ mod header {
             })
         }
 
-        /// The value of one cell's bytes (exactly `size` of them). 64-bit integers beyond 2^53
-        /// round; a bool is 1 when its byte is nonzero.
-        pub fn decode(self, bytes: &[u8]) -> f64 {
+        /// The dtype of the cells.
+        pub fn dtype(self) -> crate::dtype::Dtype {
+            let kind = match self.kind {
+                NumberKind::Float => 'f',
+                NumberKind::Int => 'i',
+                NumberKind::Uint => 'u',
+                NumberKind::Bool => 'b',
+            };
+            crate::dtype::Dtype::from_kind_and_size(kind, self.size)
+                .expect("parse accepts only the sizes of the dtypes read")
+        }
+
+        /// The value of one cell's bytes (exactly `size` of them), as [`crate::cells::Cells`]
+        /// holds it: a uint64 as its bits, a bool as 1 when its byte is nonzero.
+        pub fn decode(self, bytes: &[u8]) -> Cell {
             let mut word = [0u8; 8];
             if self.big_endian {
                 word[8 - self.size..].copy_from_slice(bytes);
@@ -263,11 +277,12 @@ mod header {
                 ((bits << shift) as i64) >> shift
             };
             match (self.kind, self.size) {
-                (NumberKind::Float, 4) => f64::from(f32::from_bits(bits as u32)),
-                (NumberKind::Float, _) => f64::from_bits(bits),
-                (NumberKind::Int, _) => signed() as f64,
-                (NumberKind::Uint, _) => bits as f64,
-                (NumberKind::Bool, _) => f64::from(u8::from(bits != 0)),
+                (NumberKind::Float, 2) => Cell::Float(f16::from_bits(bits as u16).to_f64()),
+                (NumberKind::Float, 4) => Cell::Float(f64::from(f32::from_bits(bits as u32))),
+                (NumberKind::Float, _) => Cell::Float(f64::from_bits(bits)),
+                (NumberKind::Int, _) => Cell::Int(signed()),
+                (NumberKind::Uint, _) => Cell::Int(bits as i64),
+                (NumberKind::Bool, _) => Cell::Int(i64::from(bits != 0)),
             }
         }
     }
@@ -314,7 +329,7 @@ mod header {
         let descr = descr.ok_or_else(|| missing("descr"))?;
         let dtype = Dtype::parse(descr).ok_or_else(|| {
             format!(
-                "unsupported dtype '{descr}' (expected floats f4/f8, integers i1-i8/u1-u8 or \
+                "unsupported dtype '{descr}' (expected floats f2/f4/f8, integers i1-i8/u1-u8 or \
                  bools b1)"
             )
         })?;
@@ -430,14 +445,15 @@ mod header {
         }
     }
 
-    /// The bytes before the data of an f64 array of `dims` in C order: the magic string, the
-    /// version (1.0, or 2.0 when the header is too long for a 16-bit length) and the header,
-    /// padded with spaces so that the data starts at a multiple of 64 bytes.
-    pub fn encode(dims: &[usize]) -> Vec<u8> {
+    /// The bytes before the data of an array of `dims` in C order whose type string is
+    /// `descr`: the magic string, the version (1.0, or 2.0 when the header is too long for a
+    /// 16-bit length) and the header, padded with spaces so that the data starts at a multiple
+    /// of 64 bytes.
+    pub fn encode(dims: &[usize], descr: &str) -> Vec<u8> {
         let mut text = String::new();
         write!(
             text,
-            "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+            "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
             tuple_inside(dims.iter())
         )
         .expect("writing to a string");
@@ -477,7 +493,7 @@ mod header {
                 (header.dims.as_slice(), header.fortran_order),
                 (&[5][..], true)
             );
-            assert_eq!(header.dtype.decode(&[0xff, 0xfe]), -2.0);
+            assert_eq!(header.dtype.decode(&[0xff, 0xfe]), Cell::Int(-2));
             let scalar = parse(b"{'descr':'|b1','fortran_order':False,'shape':()}").unwrap();
             assert!(scalar.dims.is_empty());
         }
@@ -505,20 +521,27 @@ mod header {
         #[test]
         fn dtypes_decode_in_either_byte_order() {
             let dtype = |descr: &str| Dtype::parse(descr).unwrap();
-            assert_eq!(dtype("<f4").decode(&1.5f32.to_le_bytes()), 1.5);
-            assert_eq!(dtype(">f8").decode(&(-0.25f64).to_be_bytes()), -0.25);
-            assert_eq!(dtype("<i8").decode(&(-7i64).to_le_bytes()), -7.0);
-            assert_eq!(dtype(">u4").decode(&4_000_000_000u32.to_be_bytes()), 4e9);
-            assert_eq!(dtype("|i1").decode(&[0x80]), -128.0);
-            assert_eq!(dtype("|b1").decode(&[2]), 1.0);
-            assert_eq!(Dtype::parse("<f2"), None);
+            let float = |x: f64| Cell::Float(x);
+            assert_eq!(dtype("<f4").decode(&1.5f32.to_le_bytes()), float(1.5));
+            assert_eq!(dtype(">f8").decode(&(-0.25f64).to_be_bytes()), float(-0.25));
+            assert_eq!(dtype("<f2").decode(&[0x00, 0xbe]), float(-1.5));
+            assert_eq!(dtype("<i8").decode(&(-7i64).to_le_bytes()), Cell::Int(-7));
+            assert_eq!(
+                dtype(">u4").decode(&4_000_000_000u32.to_be_bytes()),
+                Cell::Int(4_000_000_000)
+            );
+            assert_eq!(dtype("<u8").decode(&u64::MAX.to_le_bytes()), Cell::Int(-1));
+            assert_eq!(dtype("|i1").decode(&[0x80]), Cell::Int(-128));
+            assert_eq!(dtype("|b1").decode(&[2]), Cell::Int(1));
+            assert_eq!(dtype(">u2").dtype(), crate::dtype::Dtype::Uint16);
+            assert_eq!(Dtype::parse("<f1"), None);
             assert_eq!(Dtype::parse("<"), None);
         }
 
         #[test]
         fn written_headers_align_the_data() {
             for dims in [&[][..], &[5], &[4, 3, 2]] {
-                let bytes = encode(dims);
+                let bytes = encode(dims, "<f8");
                 assert_eq!(bytes.len() % 64, 0);
                 let text = &bytes[10..];
                 let header = parse(text).unwrap();
@@ -564,18 +587,22 @@ mod tests {
             }
         }
         assert_eq!(fortran_to_c(&dims, &column_major), row_major);
-        assert_eq!(fortran_to_c(&[0, 3], &[]), Vec::<f64>::new());
+        assert_eq!(fortran_to_c::<f64>(&[0, 3], &[]), Vec::<f64>::new());
     }
 
     #[test]
     fn round_trip_and_other_dtypes() {
         let dir = std::env::temp_dir();
         let path = dir.join(format!("rcannl-npy-unit-{}.npy", std::process::id()));
-        write(&path, &[2, 1, 2], &[1.5, -2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(
-            read(&path).unwrap(),
-            (vec![2, 1, 2], vec![1.5, -2.0, 3.0, 4.0])
-        );
+        let floats = Cells::float64(vec![1.5, -2.0, 3.0, 4.0]);
+        write(&path, &[2, 1, 2], &floats).unwrap();
+        assert_eq!(read(&path).unwrap(), (vec![2, 1, 2], floats.clone()));
+        // Each dtype is written with its own type string and read back as itself.
+        for dtype in crate::dtype::Dtype::ALL {
+            let cells = floats.cast(dtype);
+            write(&path, &[4], &cells).unwrap();
+            assert_eq!(read(&path).unwrap(), (vec![4], cells), "{dtype}");
+        }
 
         let ints: &[i32] = &[1, -2, 3];
         {
@@ -589,7 +616,8 @@ mod tests {
             writer.extend(ints.iter().copied()).unwrap();
             writer.finish().unwrap();
         }
-        assert_eq!(read(&path).unwrap(), (vec![3], vec![1.0, -2.0, 3.0]));
+        let expected = Cells::float64(vec![1.0, -2.0, 3.0]).cast(crate::dtype::Dtype::Int32);
+        assert_eq!(read(&path).unwrap(), (vec![3], expected));
 
         std::fs::write(&path, "not an array").unwrap();
         assert_eq!(read(&path).unwrap_err().kind, ErrorKind::Io);

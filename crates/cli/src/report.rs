@@ -10,6 +10,8 @@
 //! - `io`: a file could not be read or written, or is not a `.npy` array of numbers;
 //! - `arity`: the number of inputs does not match the spec or the operation;
 //! - `capture`: `--capture` or `--set` names nothing in the spec, or `--set` is malformed;
+//! - `dtype`: the operation cannot compute in the dtype asked for or inferred (maxima in uint64,
+//!   gradients of bools, bools that could count beyond float64);
 //! - `shape`: shape inference failed (the message names the operation, tensors and shapes), or the
 //!   result would be too large;
 //! - `run`: compiling or running the routine failed;
@@ -30,6 +32,7 @@ pub enum ErrorKind {
     Io,
     Arity,
     Capture,
+    Dtype,
     Shape,
     Run,
     Usage,

@@ -1,21 +1,25 @@
 //! What `einsum` and `explain` share: the arguments naming an operation and its inputs, and the
 //! graph and context built from them.
 //!
-//! Every input is a parameter of precision f64 holding the given values (so that gradients flow
-//! into it and values print exactly), labelled `x1`, `x2`, … in messages. The operation's result
-//! is f64 too. `--set LABEL=SIZE` fixes the size of a label of the spec that one input alone does
-//! not determine, such as the window `k` of a max-pool `"2*o<+k=>o"`.
+//! The operation computes in one dtype: `--dtype`'s, else numpy's result type of the inputs
+//! ([`Dtype::result_type`]; for `where`, of the two it chooses between, as `np.where` does).
+//! Every input is cast to it (numpy's `astype`; `where`'s condition first to bool, so that it
+//! keeps which cells are nonzero) and becomes a parameter of the dtype's precision holding those
+//! cells (so that gradients flow into it), labelled `x1`, `x2`, … in messages; the result has that
+//! precision too. `--set LABEL=SIZE` fixes the size of a label of the spec that one input alone
+//! does not determine, such as the window `k` of a max-pool `"2*o<+k=>o"`.
 
 use std::collections::HashSet;
 
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter, default_backend};
-use rcannl_ir::Precision;
 use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral};
 use rcannl_tensor::nary::{PathOptions, Search};
-use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
+use rcannl_tensor::{Context, Graph, Tensor, TensorError};
 
 use crate::captures::{Captured, Finder};
+use crate::cells::Cells;
+use crate::dtype::Dtype;
 use crate::input;
 use crate::op::Op;
 use crate::report::{CliError, ErrorKind};
@@ -63,6 +67,13 @@ pub struct OpArgs {
     /// does, "ii->i", an implicit result "ij,jk"), translated to ours.
     #[arg(long)]
     pub numpy: bool,
+
+    /// The dtype to compute in and give the result in; every input is cast to it first, as
+    /// numpy's astype casts (floats into integers truncate, and saturate where numpy leaves it
+    /// undefined). Default: numpy's np.result_type of the inputs (of the last two for --op
+    /// where); range:, fill: and values: inputs are float64, a .npy file's cells keep its dtype.
+    #[arg(long, value_enum, value_name = "DTYPE")]
+    pub dtype: Option<Dtype>,
 }
 
 impl OpArgs {
@@ -135,6 +146,8 @@ pub struct Setup {
     pub spec: Option<EinsumSpec>,
     /// The spec's text in our notation (translated from numpy's with `--numpy`).
     pub text: String,
+    /// The dtype the operation computes in, and its result's.
+    pub dtype: Dtype,
     pub graph: Graph,
     pub inputs: Vec<Tensor>,
     pub result: Tensor,
@@ -162,19 +175,31 @@ impl Setup {
             .map(|text| parse_set(text))
             .collect::<Result<Vec<_>, _>>()?;
         let shapes: Vec<ShapeLiteral> = inputs.iter().map(|input| input.shape.clone()).collect();
+        let dtype = args.dtype.unwrap_or_else(|| result_dtype(args.op, &inputs));
+        if let Some(why) = dtype.refused_by(args.op) {
+            return Err(CliError::new(ErrorKind::Dtype, why));
+        }
+        if dtype == Dtype::Bool {
+            check_bool_counts(&inputs)?;
+        }
         let graph = Graph::new();
-        let inputs: Vec<Tensor> = inputs
+        let (inputs, cells): (Vec<Tensor>, Vec<Cells>) = inputs
             .into_iter()
             .enumerate()
             .map(|(i, input)| {
-                graph
+                let tensor = graph
                     .param(&format!("x{}", i + 1))
                     .shape(&input.shape.to_string())
-                    .precision(Precision::F64)
-                    .init(Init::Values(input.values))
-                    .build()
+                    .precision(dtype.precision())
+                    .build();
+                let cells = if args.op == Op::Where && i == 0 {
+                    input.cells.cast(Dtype::Bool).cast(dtype)
+                } else {
+                    input.cells.cast(dtype)
+                };
+                (tensor, cells)
             })
-            .collect();
+            .unzip();
         let result = args.op.apply(&text, &inputs, &args.path_options())?;
         graph.check().map_err(shape_error)?;
         let along_path = args.op == Op::Einsum && Op::along_path(&text, &inputs);
@@ -194,16 +219,51 @@ impl Setup {
             .collect::<Result<Vec<_>, CliError>>()?;
         result_size::check(&result, spec.as_ref())?;
         let mut ctx = Context::with_backend(&graph, backend(args.backend)?);
-        ctx.init_params().map_err(shape_error)?;
+        for (input, cells) in inputs.iter().zip(cells) {
+            ctx.set_cells(input, &cells.to_values())
+                .map_err(shape_error)?;
+        }
         Ok(Setup {
             spec,
             text,
+            dtype,
             graph,
             inputs,
             result,
             captures,
             ctx,
         })
+    }
+}
+
+/// The dtype of an operation over `inputs` when `--dtype` does not give one: numpy's result
+/// type of the inputs, but of the values `where` chooses between, whose condition is only
+/// nonzero or not. Float64 for no inputs.
+fn result_dtype(op: Op, inputs: &[input::Input]) -> Dtype {
+    let skipped = usize::from(op == Op::Where);
+    let dtypes = inputs.iter().skip(skipped).map(|input| input.cells.dtype());
+    Dtype::result_type(dtypes).unwrap_or(Dtype::Float64)
+}
+
+/// Bools are computed as counts in f64 (see [`crate::dtype`]), which must stay finite: an
+/// infinite count times a false 0 is NaN, neither true nor false. No result cell counts more
+/// terms than the product of the inputs' cell counts, so that product must be finite.
+fn check_bool_counts(inputs: &[input::Input]) -> Result<(), CliError> {
+    let terms: f64 = inputs
+        .iter()
+        .map(|input| input.cells.len() as f64)
+        .product();
+    if terms.is_finite() {
+        Ok(())
+    } else {
+        Err(CliError::new(
+            ErrorKind::Dtype,
+            format!(
+                "bool inputs are counted in float64, and {} inputs of these sizes could count \
+                 beyond its range: compute in another dtype (--dtype)",
+                inputs.len()
+            ),
+        ))
     }
 }
 

@@ -75,7 +75,7 @@ fn transpose_with_kinds() {
     }
     assert_eq!(
         run(&["b|i->o => o|b->i", "range:2|3->4"]),
-        json!({"shape": shape(&[4], &[2], &[3]), "values": values})
+        json!({"shape": shape(&[4], &[2], &[3]), "dtype": "float64", "values": values})
     );
 }
 
@@ -99,7 +99,7 @@ fn batched_matmul() {
     }
     assert_eq!(
         run(&["b|ij;b|jk=>b|ik", "range:2|3,4", &b_input]),
-        json!({"shape": shape(&[2], &[], &[3, 5]), "values": values})
+        json!({"shape": shape(&[2], &[], &[3, 5]), "dtype": "float64", "values": values})
     );
 }
 
@@ -107,7 +107,7 @@ fn batched_matmul() {
 fn diagonal() {
     assert_eq!(
         run(&["ii=>i", "range:3,3"]),
-        json!({"shape": shape(&[], &[], &[3]), "values": [0.0, 4.0, 8.0]})
+        json!({"shape": shape(&[], &[], &[3]), "dtype": "float64", "values": [0.0, 4.0, 8.0]})
     );
 }
 
@@ -116,7 +116,7 @@ fn partial_diagonal_write() {
     assert_eq!(
         run(&["i=>ii", "values:1,2,3:3"]),
         json!({
-            "shape": shape(&[], &[], &[3, 3]),
+            "shape": shape(&[], &[], &[3, 3]), "dtype": "float64",
             "values": [1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 3.0],
         })
     );
@@ -163,7 +163,7 @@ fn padded_2d_convolution() {
             "range:1,4,4,2",
             &weights_input,
         ]),
-        json!({"shape": shape(&[], &[], &[1, 4, 4, 2]), "values": values})
+        json!({"shape": shape(&[], &[], &[1, 4, 4, 2]), "dtype": "float64", "values": values})
     );
 }
 
@@ -182,7 +182,7 @@ fn max_pool_with_gradients() {
             "k,o",
         ]),
         json!({
-            "shape": shape(&[], &[], &[4]),
+            "shape": shape(&[], &[], &[4]), "dtype": "float64",
             "values": [3.0, 4.0, 9.0, 6.0],
             "grads": [[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]],
             "captures": {"k": 2, "o": 4},
@@ -206,7 +206,7 @@ fn max_pool_with_gradients() {
             "--grads",
         ]),
         json!({
-            "shape": shape(&[], &[], &[2, 2]),
+            "shape": shape(&[], &[], &[2, 2]), "dtype": "float64",
             "values": [5.0, 7.0, 13.0, 15.0],
             "grads": [mask],
         })
@@ -226,7 +226,7 @@ fn three_way_concat_with_gradients() {
             "--grads",
         ]),
         json!({
-            "shape": shape(&[], &[], &[6]),
+            "shape": shape(&[], &[], &[6]), "dtype": "float64",
             "values": [0.0, 1.0, 5.0, 6.0, 7.0, -1.0],
             "grads": [[1.0, 1.0], [1.0, 1.0, 1.0], [1.0]],
         })
@@ -253,7 +253,7 @@ fn matmul_gradients() {
 fn the_other_operations() {
     assert_eq!(
         run(&["i;j=>ij", "range:2", "values:10,20:2", "--op", "outer-sum"]),
-        json!({"shape": shape(&[], &[], &[2, 2]), "values": [10.0, 20.0, 11.0, 21.0]})
+        json!({"shape": shape(&[], &[], &[2, 2]), "dtype": "float64", "values": [10.0, 20.0, 11.0, 21.0]})
     );
     // max over j of a[i,j] + b[j,k].
     assert_eq!(
@@ -264,7 +264,7 @@ fn the_other_operations() {
             "--op",
             "tropical"
         ]),
-        json!({"shape": shape(&[], &[], &[2, 2]), "values": [5.0, 8.0, 2.0, 4.0]})
+        json!({"shape": shape(&[], &[], &[2, 2]), "dtype": "float64", "values": [5.0, 8.0, 2.0, 4.0]})
     );
     assert_eq!(
         run(&[
@@ -277,23 +277,23 @@ fn the_other_operations() {
             "--grads",
         ]),
         json!({
-            "shape": shape(&[], &[], &[3]),
+            "shape": shape(&[], &[], &[3]), "dtype": "float64",
             "values": [1.0, 9.0, 3.0],
             "grads": [[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
         })
     );
     assert_eq!(
         run(&["-", "range:3", "fill:2:3", "--op", "pointwise-add"]),
-        json!({"shape": shape(&[], &[], &[3]), "values": [2.0, 3.0, 4.0]})
+        json!({"shape": shape(&[], &[], &[3]), "dtype": "float64", "values": [2.0, 3.0, 4.0]})
     );
     assert_eq!(
         run(&["-", "range:2,3", "values:1,-1,2:3", "--op", "pointwise-mul"]),
-        json!({"shape": shape(&[], &[], &[2, 3]), "values": [0.0, -1.0, 4.0, 3.0, -4.0, 10.0]})
+        json!({"shape": shape(&[], &[], &[2, 3]), "dtype": "float64", "values": [0.0, -1.0, 4.0, 3.0, -4.0, 10.0]})
     );
     // A 2×3 matrix (input 3 -> output 2) applied to a vector of 3.
     assert_eq!(
         run(&["-", "range:3->2", "values:1,1,2:3", "--op", "compose"]),
-        json!({"shape": shape(&[], &[], &[2]), "values": [5.0, 17.0]})
+        json!({"shape": shape(&[], &[], &[2]), "dtype": "float64", "values": [5.0, 17.0]})
     );
 }
 
@@ -302,7 +302,10 @@ fn npy_round_trip() {
     let path = temp_path("round-trip");
     let path_text = path.to_str().expect("a UTF-8 temporary path");
     let value = run_on("cc", &["b|i->o => o|b->i", "range:2|3->4", "-o", path_text]);
-    assert_eq!(value, json!({"shape": shape(&[4], &[2], &[3])}));
+    assert_eq!(
+        value,
+        json!({"shape": shape(&[4], &[2], &[3]), "dtype": "float64"})
+    );
     // The file holds all the result's axes in memory order (o, i, b).
     let file = std::fs::File::open(&path).expect("the output file exists");
     let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).expect("a .npy file");
@@ -313,7 +316,7 @@ fn npy_round_trip() {
     // Read back as an input, its dims are output axes.
     assert_eq!(
         run(&["ijk=>ijk", path_text]),
-        json!({"shape": shape(&[], &[], &[4, 3, 2]), "values": written})
+        json!({"shape": shape(&[], &[], &[4, 3, 2]), "dtype": "float64", "values": written})
     );
     std::fs::remove_file(&path).expect("the temporary file is removed");
 }
@@ -354,6 +357,7 @@ fn human_output() {
         stdout(&output),
         "\
 shape:     4  (batch [], input [], output [4])
+dtype:     float64
 values:    [3, 4, 9, 6]
 grad x1:   [1, 0, 1, 0, 0, 1, 0, 1]
 capture k: 2
@@ -504,7 +508,7 @@ fn numpy_notation_and_many_operands() {
     ]);
     assert_eq!(
         got,
-        json!({"shape": {"batch": [], "input": [], "output": [2]}, "values": expected})
+        json!({"shape": {"batch": [], "input": [], "output": [2]}, "dtype": "float64", "values": expected})
     );
     let error = run_error(&["i1,jk", "range:2", "range:2,2", "--numpy"]);
     assert_eq!(error["error"]["kind"], "parse");
@@ -526,7 +530,7 @@ fn numpy_ellipses_broadcast() {
     let got = run(&["...i,...i->...", "range:4,1,2", "range:3,2", "--numpy"]);
     assert_eq!(
         got,
-        json!({"shape": {"batch": [], "input": [], "output": [4, 3]}, "values": expected})
+        json!({"shape": {"batch": [], "input": [], "output": [4, 3]}, "dtype": "float64", "values": expected})
     );
     let error = run_error(&["...i,...i", "range:4,2,2", "range:3,2", "--numpy"]);
     assert_eq!(error["error"]["kind"], "shape");

@@ -229,7 +229,11 @@ fn npy_byte_orders_dtypes_and_fortran_order_are_read_exactly() {
     let values = |name: &str, header: &str, data: &[u8]| {
         let (_, value) = einsum_on_file(&dir, name, "...=>...", &npy_v1(header, data));
         assert!(value.get("error").is_none(), "{name}: {value}");
-        (value["shape"]["output"].clone(), value["values"].clone())
+        (
+            value["shape"]["output"].clone(),
+            value["dtype"].clone(),
+            value["values"].clone(),
+        )
     };
     let big_endian: Vec<u8> = [1.5f64, -2.0]
         .iter()
@@ -241,7 +245,7 @@ fn npy_byte_orders_dtypes_and_fortran_order_are_read_exactly() {
             "{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }",
             &big_endian
         ),
-        (json!([2]), json!([1.5, -2.0]))
+        (json!([2]), json!("float64"), json!([1.5, -2.0]))
     );
     // [[0, 1, 2], [3, 4, 5]] stored column by column, as 16-bit integers.
     let column_major: Vec<u8> = [0i16, 3, 1, 4, 2, 5]
@@ -254,7 +258,7 @@ fn npy_byte_orders_dtypes_and_fortran_order_are_read_exactly() {
             "{'shape': (2, 3), 'fortran_order': True, 'descr': '<i2'}",
             &column_major
         ),
-        (json!([2, 3]), json!([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]))
+        (json!([2, 3]), json!("int16"), json!([0, 1, 2, 3, 4, 5]))
     );
     assert_eq!(
         values(
@@ -262,7 +266,7 @@ fn npy_byte_orders_dtypes_and_fortran_order_are_read_exactly() {
             "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
             &[1, 0, 1]
         ),
-        (json!([3]), json!([1.0, 0.0, 1.0]))
+        (json!([3]), json!("bool"), json!([true, false, true]))
     );
     assert_eq!(
         values(
@@ -270,7 +274,7 @@ fn npy_byte_orders_dtypes_and_fortran_order_are_read_exactly() {
             "{'descr': '<u4', 'fortran_order': False, 'shape': (), }",
             &7u32.to_le_bytes()
         ),
-        (json!([]), json!([7.0]))
+        (json!([]), json!("uint32"), json!([7]))
     );
     std::fs::remove_dir_all(&dir).expect("the test folder is removed");
 }

@@ -43,6 +43,8 @@ pub enum Expect {
 pub struct Answer {
     /// `[batch, input, output]`.
     pub shape: [Vec<usize>; 3],
+    /// numpy's name for the dtype computed in.
+    pub dtype: &'static str,
     pub values: Vec<f64>,
     pub grads: Option<Vec<Vec<f64>>>,
     /// The labels asked for, as the spec spells them, and their sizes.
@@ -101,6 +103,9 @@ struct Valid {
     numpy: bool,
     inputs: Vec<OsString>,
     files: Vec<(PathBuf, Vec<u8>)>,
+    /// Whether every input is a `.npy` file: then the inputs' dtypes decide the one computed in,
+    /// else the float64 of the literal forms dominates.
+    only_files: bool,
 }
 
 /// Numbers a `values:` input may hold beyond integers, as written and as read.
@@ -321,6 +326,7 @@ fn valid(rng: &mut Rng, dir: &Path, odd_values: bool) -> Valid {
         op,
         spec,
         numpy,
+        only_files: files.len() == inputs.len(),
         inputs,
         files,
     }
@@ -423,6 +429,7 @@ fn valid_einsum(rng: &mut Rng, dir: &Path, odd_values: bool) -> Case {
         numpy,
         inputs,
         files,
+        only_files,
     } = valid(rng, dir, odd_values);
     let mut args: Vec<OsString> = vec!["einsum".into(), spec.clone().into()];
     args.extend(inputs);
@@ -434,6 +441,10 @@ fn valid_einsum(rng: &mut Rng, dir: &Path, odd_values: bool) -> Case {
     }
     if numpy {
         flag(&mut args, &["--numpy"]);
+    }
+    // The answer is computed in f64: files of other dtypes are computed in float64 too.
+    if only_files || rng.one_in(8) {
+        flag(&mut args, &["--dtype", "float64"]);
     }
     let backend = if rng.one_in(25) { "cc" } else { "interp" };
     flag(&mut args, &["--backend", backend]);
@@ -514,6 +525,7 @@ fn valid_einsum(rng: &mut Rng, dir: &Path, odd_values: bool) -> Case {
     flag(&mut args, &["--json"]);
     let answer = Answer {
         shape: problem.result.dims(&problem.sizes),
+        dtype: "float64",
         values: problem.values(),
         grads: grads.then(|| problem.grads()),
         captures: captures.map(|chosen| {
@@ -550,6 +562,7 @@ fn valid_explain(rng: &mut Rng, dir: &Path) -> Case {
         numpy,
         inputs,
         files,
+        only_files,
         ..
     } = valid(rng, dir, false);
     let mut args: Vec<OsString> = vec!["explain".into(), spec.into()];
@@ -557,6 +570,10 @@ fn valid_explain(rng: &mut Rng, dir: &Path) -> Case {
     args.extend(["--op".into(), op.name().into()]);
     if numpy {
         args.push("--numpy".into());
+    }
+    // Maxima refuse uint64, which files may hold.
+    if only_files {
+        args.extend(["--dtype".into(), "float64".into()]);
     }
     let backend = if rng.one_in(10) { "cc" } else { "interp" };
     args.extend(["--backend".into(), backend.into()]);
@@ -667,7 +684,7 @@ fn odd_input(rng: &mut Rng, dir: &Path, files: &mut Vec<(PathBuf, Vec<u8>)>) -> 
             format!("values:{}:{}", values.join(","), shape(rng)).into()
         }
         3 => {
-            let (bytes, _, _) = npy_files::hostile(rng);
+            let (bytes, ..) = npy_files::hostile(rng);
             let path = dir.join(format!("odd{}.npy", files.len()));
             files.push((path.clone(), bytes));
             path.into()
@@ -714,6 +731,12 @@ fn odd_flag(rng: &mut Rng, dir: &Path) -> Vec<OsString> {
         ),
         ("--path", &["auto", "optimal", "greedy", "best"]),
         ("--backend", &["interp", "gpu", ""]),
+        (
+            "--dtype",
+            &[
+                "float32", "int8", "uint64", "bool", "float16", "f32", "int128", "",
+            ],
+        ),
     ];
     let (flag, values) = rng.pick(pairs);
     match rng.below(12) {
@@ -731,11 +754,16 @@ fn odd_flag(rng: &mut Rng, dir: &Path) -> Vec<OsString> {
 /// hostile (refused when it must be, read exactly when only its data changed).
 fn npy_case(rng: &mut Rng, dir: &Path, hostile: bool) -> Case {
     let path = dir.join("input.npy");
-    let (bytes, dims, hostility) = if hostile {
+    let (bytes, dims, hostility, dtype) = if hostile {
         npy_files::hostile(rng)
     } else {
         let file = npy_files::valid(rng);
-        (file.bytes, file.dims, Hostility::Reads(file.values))
+        (
+            file.bytes,
+            file.dims,
+            Hostility::Reads(file.values),
+            file.dtype_name,
+        )
     };
     let backend = if rng.one_in(20) { "cc" } else { "interp" };
     let args: Vec<OsString> = vec![
@@ -751,6 +779,7 @@ fn npy_case(rng: &mut Rng, dir: &Path, hostile: bool) -> Case {
         Hostility::Unknown => Expect::Anything,
         Hostility::Reads(values) => Expect::Answer(Box::new(Answer {
             shape: [Vec::new(), Vec::new(), dims],
+            dtype,
             values,
             grads: None,
             captures: None,

@@ -118,6 +118,12 @@ fn check_answer(answer: &Answer, stdout: &str) -> Result<(), String> {
     if value["shape"] != shape {
         return Err(format!("shape {}, expected {shape}", value["shape"]));
     }
+    if value["dtype"] != answer.dtype {
+        return Err(format!(
+            "dtype {}, expected {}",
+            value["dtype"], answer.dtype
+        ));
+    }
     match &answer.written {
         Some((path, dims)) => {
             if value.get("values").is_some() {
@@ -170,14 +176,15 @@ fn check_answer(answer: &Answer, stdout: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Printed numbers against expected ones: equal as numbers (so −0 is 0), and `null` exactly
-/// where the expected value is not finite (JSON has no NaN or infinities).
+/// Printed numbers against expected ones: equal as numbers (so −0 is 0; a bool is 0 or 1), and
+/// `null` exactly where the expected value is not finite (JSON has no NaN or infinities).
 fn same_json_numbers(what: &str, printed: &Value, expected: &[f64]) -> Result<(), String> {
     let printed = printed
         .as_array()
         .ok_or_else(|| format!("{what}: not an array: {printed}"))?;
+    let number = |p: &Value| p.as_f64().or_else(|| p.as_bool().map(f64::from));
     let agrees = printed.len() == expected.len()
-        && printed.iter().zip(expected).all(|(p, e)| match p.as_f64() {
+        && printed.iter().zip(expected).all(|(p, e)| match number(p) {
             Some(p) => e.is_finite() && p == *e,
             None => p.is_null() && !e.is_finite(),
         });

@@ -15,6 +15,7 @@ struct Dtype {
 const DTYPES: &[Dtype] = &[
     Dtype { kind: 'f', size: 8 },
     Dtype { kind: 'f', size: 4 },
+    Dtype { kind: 'f', size: 2 },
     Dtype { kind: 'i', size: 1 },
     Dtype { kind: 'i', size: 2 },
     Dtype { kind: 'i', size: 4 },
@@ -32,6 +33,8 @@ pub struct NpyFile {
     pub bytes: Vec<u8>,
     pub dims: Vec<usize>,
     pub values: Vec<f64>,
+    /// numpy's name for the dtype: what the command computes a copy of the file in.
+    pub dtype_name: &'static str,
     data_start: usize,
     dtype: Dtype,
     big_endian: bool,
@@ -66,6 +69,24 @@ fn preamble(dict: &str) -> Vec<u8> {
 }
 
 impl Dtype {
+    /// numpy's name for the dtype.
+    fn name(self) -> &'static str {
+        match (self.kind, self.size) {
+            ('f', 8) => "float64",
+            ('f', 4) => "float32",
+            ('f', _) => "float16",
+            ('i', 1) => "int8",
+            ('i', 2) => "int16",
+            ('i', 4) => "int32",
+            ('i', _) => "int64",
+            ('u', 1) => "uint8",
+            ('u', 2) => "uint16",
+            ('u', 4) => "uint32",
+            ('u', _) => "uint64",
+            _ => "bool",
+        }
+    }
+
     /// A value this dtype holds exactly.
     fn value(self, rng: &mut Rng) -> f64 {
         match (self.kind, self.size) {
@@ -79,7 +100,8 @@ impl Dtype {
     fn encode(self, value: f64, big_endian: bool) -> Vec<u8> {
         let mut bytes = match (self.kind, self.size) {
             ('f', 8) => value.to_le_bytes().to_vec(),
-            ('f', _) => (value as f32).to_le_bytes().to_vec(),
+            ('f', 4) => (value as f32).to_le_bytes().to_vec(),
+            ('f', _) => half::f16::from_f64(value).to_le_bytes().to_vec(),
             ('u', size) => (value as u64).to_le_bytes()[..size].to_vec(),
             (_, size) => (value as i64).to_le_bytes()[..size].to_vec(),
         };
@@ -101,7 +123,8 @@ impl Dtype {
         let negative = little[self.size - 1] & 0x80 != 0;
         match (self.kind, self.size) {
             ('f', 8) => f64::from_bits(bits),
-            ('f', _) => f64::from(f32::from_bits(bits as u32)),
+            ('f', 4) => f64::from(f32::from_bits(bits as u32)),
+            ('f', _) => half::f16::from_bits(bits as u16).to_f64(),
             ('u', _) => bits as f64,
             ('b', _) => f64::from(u8::from(bits != 0)),
             (_, 8) => bits as i64 as f64,
@@ -141,6 +164,7 @@ pub fn with_dims(rng: &mut Rng, dims: Vec<usize>) -> NpyFile {
         bytes,
         dims,
         values,
+        dtype_name: dtype.name(),
         data_start,
         dtype,
         big_endian,
@@ -182,8 +206,9 @@ pub enum Hostility {
     Unknown,
 }
 
-/// A file made hostile in one of several ways, with what the command must make of it.
-pub fn hostile(rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Hostility) {
+/// A file made hostile in one of several ways, with what the command must make of it, and the
+/// name of the dtype it is read in when it is read.
+pub fn hostile(rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Hostility, &'static str) {
     let file = valid(rng);
     let mut bytes = file.bytes.clone();
     let dims = file.dims.clone();
@@ -234,7 +259,7 @@ pub fn hostile(rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Hostility) {
         }
         5 => {
             let odd: &[&str] = &[
-                "<f2", "<c16", "|O", "<U3", "<f16", "|V8", "<M8[s]", "i", "<f", "", "<b2", "<i3",
+                "<f1", "<c16", "|O", "<U3", "<f16", "|V8", "<M8[s]", "i", "<f", "", "<b2", "<i3",
                 "f8<", "<F8",
             ];
             let shown: Vec<String> = dims.iter().map(usize::to_string).collect();
@@ -291,5 +316,5 @@ pub fn hostile(rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Hostility) {
         }
         _ => Hostility::Reads(file.values.clone()),
     };
-    (bytes, dims, hostility)
+    (bytes, dims, hostility, file.dtype_name)
 }
