@@ -42,7 +42,8 @@ pub struct Args {
     #[command(flatten)]
     pub op: OpArgs,
 
-    /// Also compute the gradient of the sum of the result's cells with respect to each input.
+    /// Also compute the gradient of the sum of the result's cells with respect to each input
+    /// (in the dtype computed in; bools have none).
     #[arg(long)]
     pub grads: bool,
 

@@ -33,9 +33,10 @@ pub struct OpArgs {
     #[arg(value_name = "SPEC", allow_hyphen_values = true)]
     pub spec: String,
 
-    /// The operands: range:SHAPE (each cell its flat offset), fill:V:SHAPE, values:v1,v2,…:SHAPE,
-    /// or a .npy file (its dims become output axes). SHAPE is B|I->O with comma-separated sizes,
-    /// each optionally size@basis; kinds not written are empty ("2|3->4", "3,4", "|5->").
+    /// The operands: range:SHAPE (each cell its flat offset), fill:V:SHAPE, values:v1,v2,…:SHAPE
+    /// (these three float64), or a .npy file (bool, int8-int64, uint8-uint64, float16-float64,
+    /// either byte order; its dims become output axes). SHAPE is B|I->O with comma-separated
+    /// sizes, each optionally size@basis; kinds not written are empty ("2|3->4", "3,4", "|5->").
     #[arg(value_name = "INPUT")]
     pub inputs: Vec<String>,
 

@@ -502,6 +502,16 @@ fn float16_rounds_to_float16() {
         dtype_and_values(&["i->", path(&file), "--numpy"]),
         ("float16".to_owned(), json!([expected]))
     );
+    // Every addition rounds to float16, so a sum of 4096 ones stops at 2048 (2048 + 1 rounds
+    // back to 2048). numpy's einsum rounds so for most layouts ("ij->j" of float16 ones of shape
+    // (4096, 2) gives 2048), though "i->" keeps its partial sums in float32 and gives 4096.
+    let ones = ints_file(&dir, "ones", "float16", &[1; 4096]);
+    let sequential = (0..4096).fold(f16::ZERO, |sum, _| sum + f16::ONE).to_f64();
+    assert_eq!(sequential, 2048.0);
+    assert_eq!(
+        dtype_and_values(&["i->", path(&ones), "--numpy"]),
+        ("float16".to_owned(), json!([sequential]))
+    );
 }
 
 #[test]
