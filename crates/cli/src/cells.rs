@@ -87,9 +87,9 @@ impl Cells {
     }
 
     /// The cells as numpy's `astype(to)` gives them (see [`cast`]).
-    pub fn cast(&self, to: Dtype) -> Cells {
+    pub fn cast(self, to: Dtype) -> Cells {
         if to == self.dtype {
-            return self.clone();
+            return self;
         }
         let from = self.dtype;
         Cells::new(to, self.iter().map(|cell| cast(cell, from, to)))
@@ -257,18 +257,18 @@ mod tests {
     fn casts_follow_astype() {
         let floats = Cells::float64(vec![1.7, -1.7, 300.0, f64::NAN, 0.1]);
         assert_eq!(
-            floats.cast(Dtype::Int32),
+            floats.clone().cast(Dtype::Int32),
             ints(Dtype::Int32, &[1, -1, 300, 0, 0])
         );
         assert_eq!(
-            floats.cast(Dtype::Uint8),
+            floats.clone().cast(Dtype::Uint8),
             ints(Dtype::Uint8, &[1, 0, 255, 0, 0])
         );
         assert_eq!(
-            floats.cast(Dtype::Bool),
+            floats.clone().cast(Dtype::Bool),
             ints(Dtype::Bool, &[1, 1, 1, 1, 1])
         );
-        let rounded: Vec<Cell> = floats.cast(Dtype::Float32).iter().collect();
+        let rounded: Vec<Cell> = floats.clone().cast(Dtype::Float32).iter().collect();
         assert_eq!(rounded[4], Cell::Float(f64::from(0.1f32)));
         assert_eq!(
             ints(Dtype::Int32, &[300, -1]).cast(Dtype::Uint8),

@@ -599,7 +599,7 @@ mod tests {
         assert_eq!(read(&path).unwrap(), (vec![2, 1, 2], floats.clone()));
         // Each dtype is written with its own type string and read back as itself.
         for dtype in crate::dtype::Dtype::ALL {
-            let cells = floats.cast(dtype);
+            let cells = floats.clone().cast(dtype);
             write(&path, &[4], &cells).unwrap();
             assert_eq!(read(&path).unwrap(), (vec![4], cells), "{dtype}");
         }
