@@ -21,11 +21,14 @@
 //! that shape. Planning and building the steps count labels' holders as they go, so an einsum of
 //! n operands of a few labels each is built in n log n time.
 
+mod numpy;
 mod path;
 mod pending;
 
 use std::collections::{BTreeSet, HashMap};
 
+use numpy::Equation;
+pub use numpy::{numpy_to_ours, numpy_to_ours_for};
 pub use path::{EXHAUSTIVE_UP_TO, OPTIMAL_UP_TO, Path, PathError, PathOptions, Search, find_path};
 use pending::Pending;
 
@@ -164,7 +167,8 @@ impl Tensor {
     /// [`Tensor::einsum_np`] along the path found under `options`.
     pub fn einsum_np_with(spec: &str, operands: &[&Tensor], options: &PathOptions) -> Tensor {
         let axes: Vec<Option<Vec<usize>>> = operands.iter().map(|t| t.numpy_axes()).collect();
-        match numpy_to_ours_for(spec, &axes) {
+        let translated = Equation::parse(spec).and_then(|equation| equation.for_operands(&axes));
+        match translated {
             // Even two operands take the path, whose single-operand sums can save most of the
             // work (`"ijk,kl->il"`).
             Ok(ours) => match operands.len() {
@@ -451,226 +455,4 @@ fn contract(
         .flatten()
         .expect("the last step makes the result");
     Ok(result)
-}
-
-/// A slot in numpy's notation: its labels, and where among them `...` stands, if anywhere.
-struct NumpySlot {
-    ellipsis: Option<usize>,
-    labels: Vec<char>,
-}
-
-impl NumpySlot {
-    /// The slot in our notation (axes of the output row), with `dots` standing where `...`
-    /// does: labels, or `None` for a row variable.
-    fn ours(&self, dots: Option<&[String]>, is_result: bool) -> SlotSpec {
-        let label = |c: &char| AxisSpec::label(c.to_string());
-        let row = match (self.ellipsis, dots) {
-            (Some(at), None) => RowSpec::open(
-                self.labels[..at].iter().map(label).collect(),
-                RowVar::Ellipsis,
-                self.labels[at..].iter().map(label).collect(),
-            ),
-            (at, dots) => {
-                let mut axes: Vec<AxisSpec> = self.labels.iter().map(label).collect();
-                if let (Some(at), Some(dots)) = (at, dots) {
-                    axes.splice(at..at, dots.iter().map(AxisSpec::label));
-                }
-                if axes.is_empty() && is_result {
-                    // A scalar result: one output axis of one position.
-                    axes.push(AxisSpec::Fixed { index: 0 });
-                }
-                RowSpec::closed(axes)
-            }
-        };
-        SlotSpec {
-            output: row,
-            ..SlotSpec::default()
-        }
-    }
-}
-
-/// The operands' slots and the result's (an implicit result spelled out).
-fn parse_numpy(spec: &str) -> Result<(Vec<NumpySlot>, NumpySlot), TensorError> {
-    let bad = |why: &str| error(format!("numpy einsum {spec:?}: {why}"));
-    let (inputs, output) = match spec.split_once("->") {
-        Some((i, o)) => (i, Some(o.trim())),
-        None => (spec, None),
-    };
-    let parse = |slot: &str| -> Result<NumpySlot, TensorError> {
-        let slot = slot.trim();
-        let (ellipsis, text) = match slot.find("...") {
-            Some(at) => {
-                let rest = &slot[at + 3..];
-                if rest.contains('.') {
-                    return Err(bad("`...` at most once per operand"));
-                }
-                let before = slot[..at].chars().filter(|c| !c.is_whitespace()).count();
-                (Some(before), format!("{}{rest}", &slot[..at]))
-            }
-            None => (None, slot.to_owned()),
-        };
-        let labels: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
-        if let Some(c) = labels.iter().find(|c| !c.is_ascii_alphabetic()) {
-            return Err(bad(&format!("`{c}` is not a label")));
-        }
-        Ok(NumpySlot { ellipsis, labels })
-    };
-    let operands: Vec<NumpySlot> = inputs.split(',').map(parse).collect::<Result<_, _>>()?;
-    let result = match output {
-        Some(out) => parse(out)?,
-        None => {
-            let mut counts: HashMap<char, usize> = HashMap::new();
-            for slot in &operands {
-                for c in &slot.labels {
-                    *counts.entry(*c).or_default() += 1;
-                }
-            }
-            let mut once: Vec<char> = counts
-                .into_iter()
-                .filter(|(_, n)| *n == 1)
-                .map(|(c, _)| c)
-                .collect();
-            once.sort_unstable();
-            NumpySlot {
-                ellipsis: operands.iter().any(|o| o.ellipsis.is_some()).then_some(0),
-                labels: once,
-            }
-        }
-    };
-    Ok((operands, result))
-}
-
-/// The translation, with `dots[k]` standing for the `...` of slot `k` (the result's last):
-/// labels, or `None` for a row variable. Printed canonically, so that multi-letter labels are
-/// read as such.
-fn numpy_text(operands: &[NumpySlot], result: &NumpySlot, dots: &[Option<Vec<String>>]) -> String {
-    EinsumSpec {
-        rhs: operands
-            .iter()
-            .zip(dots)
-            .map(|(slot, dots)| slot.ours(dots.as_deref(), false))
-            .collect(),
-        lhs: result.ours(dots[operands.len()].as_deref(), true),
-    }
-    .to_string()
-}
-
-/// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
-/// of the output rows (the same axes in every operand: see [`numpy_to_ours_for`] for numpy's
-/// broadcasting); an implicit result holds the labels seen once, in alphabetical order (after
-/// `...` if any operand has it).
-pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
-    let (operands, result) = parse_numpy(spec)?;
-    let dots = vec![None; operands.len() + 1];
-    Ok(numpy_text(&operands, &result, &dots))
-}
-
-/// numpy's notation in ours for operands with these axes (`None` where not known): as
-/// [`numpy_to_ours`], but with `...` spelled out as labels (`dots0`, `dots1`, …) when every operand
-/// with `...` has known axes, so that it broadcasts as numpy's does: aligned at the right, an
-/// operand with fewer axes there lacking the leading ones, and an axis of 1 facing a longer one
-/// taking a label of its own (summed away first, as a label only one operand has).
-pub fn numpy_to_ours_for(spec: &str, axes: &[Option<Vec<usize>>]) -> Result<String, TensorError> {
-    let (operands, result) = parse_numpy(spec)?;
-    let spelled = operands.len() == axes.len()
-        && operands
-            .iter()
-            .zip(axes)
-            .all(|(slot, axes)| slot.ellipsis.is_none() || axes.is_some());
-    if !spelled || operands.iter().all(|o| o.ellipsis.is_none()) {
-        return numpy_to_ours(spec);
-    }
-    // The axes each operand's `...` stands for.
-    let mut covered: Vec<&[usize]> = Vec::new();
-    for (k, (slot, axes)) in operands.iter().zip(axes).enumerate() {
-        match (slot.ellipsis, axes) {
-            (Some(_), Some(axes)) => {
-                let Some(count) = axes.len().checked_sub(slot.labels.len()) else {
-                    return Err(error(format!(
-                        "numpy einsum {spec:?}: operand {} has {} axes {axes:?}, fewer than its {} \
-                         labels",
-                        k + 1,
-                        axes.len(),
-                        slot.labels.len()
-                    )));
-                };
-                let at = slot.ellipsis.unwrap_or(0);
-                covered.push(&axes[at..at + count]);
-            }
-            _ => covered.push(&[]),
-        }
-    }
-    let rank = covered.iter().map(|c| c.len()).max().unwrap_or(0);
-    let mut broadcast = vec![1; rank];
-    for (k, axes) in covered.iter().enumerate() {
-        for (j, &size) in axes.iter().enumerate() {
-            let p = rank - axes.len() + j;
-            if size != 1 && broadcast[p] != 1 && broadcast[p] != size {
-                return Err(error(format!(
-                    "numpy einsum {spec:?}: operand {}'s `...` stands for axes {axes:?}, which do \
-                     not broadcast against {} (at position {p} of {rank}, aligned at the right)",
-                    k + 1,
-                    broadcast[p]
-                )));
-            }
-            if size != 1 {
-                broadcast[p] = size;
-            }
-        }
-    }
-    let mut dots: Vec<Option<Vec<String>>> = covered
-        .iter()
-        .enumerate()
-        .map(|(k, axes)| {
-            Some(
-                (0..axes.len())
-                    .map(|j| {
-                        let p = rank - axes.len() + j;
-                        if axes[j] == 1 && broadcast[p] != 1 {
-                            format!("dots{p}x{k}")
-                        } else {
-                            format!("dots{p}")
-                        }
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    dots.push(Some((0..rank).map(|p| format!("dots{p}")).collect()));
-    Ok(numpy_text(&operands, &result, &dots))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numpy_specs_translate() {
-        assert_eq!(numpy_to_ours("ij,jk->ik").unwrap(), "i, j; j, k => i, k");
-        assert_eq!(numpy_to_ours("ij,jk").unwrap(), "i, j; j, k => i, k");
-        assert_eq!(numpy_to_ours("ii->i").unwrap(), "i, i => i");
-        assert_eq!(numpy_to_ours("ii").unwrap(), "i, i => 0");
-        assert_eq!(
-            numpy_to_ours("...ij,...jk->...ik").unwrap(),
-            "..., i, j; ..., j, k => ..., i, k"
-        );
-        assert!(numpy_to_ours("i1,jk").is_err());
-        assert_eq!(
-            numpy_to_ours("i...j,j...").unwrap(),
-            "i, ..., j; j, ... => ..., i"
-        );
-        assert!(numpy_to_ours("i...j...,jk").is_err());
-        assert!(numpy_to_ours("i..j,jk").is_err());
-        // An operand without labels is a scalar.
-        assert_eq!(numpy_to_ours(",ij->ij").unwrap(), "; i, j => i, j");
-        // Spelled-out `...` labels are multi-letter names even where every slot has one axis.
-        let one_axis = numpy_to_ours_for("...,...->...", &[Some(vec![3]), Some(vec![3])]).unwrap();
-        let parsed = parse_einsum(&one_axis).unwrap();
-        assert!(
-            parsed
-                .slots()
-                .all(|(_, slot)| slot.row(Kind::Output).axes().count() == 1),
-            "{one_axis}"
-        );
-    }
 }
