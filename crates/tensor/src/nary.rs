@@ -34,6 +34,7 @@ use pending::Pending;
 
 use rcannl_shape::spec::{AxisSpec, EinsumSpec, Kind, RowSpec, RowVar, SlotSpec, parse_einsum};
 
+use crate::capture::record_path_steps;
 use crate::graph::{TensorError, error};
 use crate::tensor::Tensor;
 
@@ -387,6 +388,8 @@ fn contract(
     // and its items; and how many pending operands have each item.
     let mut made: Vec<Option<(Tensor, SlotSpec, Vec<String>)>> = Vec::with_capacity(2 * n - 1);
     let mut holders: HashMap<String, usize> = HashMap::new();
+    // Every step before the last, for captures of what they sum away.
+    let mut earlier: Vec<Tensor> = Vec::new();
     for (i, alone) in alone_items(labels).into_iter().enumerate() {
         let slot = with_named_rows(&parsed.rhs[i]);
         let operand = if alone.is_empty() {
@@ -400,6 +403,7 @@ fn contract(
             }
             let kept = slot_of(&keep)?;
             let summed = operands[i].einsum1(&step_spec(vec![slot], kept.clone()));
+            earlier.push(summed.clone());
             (summed, kept, keep)
         };
         for item in operand.2.iter().collect::<BTreeSet<_>>() {
@@ -444,6 +448,9 @@ fn contract(
             *count = *count - here(item) + usize::from(keep.contains(item));
         }
         let merged = a.0.einsum(&step_spec(vec![a.1, b.1], slot.clone()), &b.0);
+        if !last {
+            earlier.push(merged.clone());
+        }
         for id in ids {
             pending.remove(id);
         }
@@ -454,5 +461,6 @@ fn contract(
         .pop()
         .flatten()
         .expect("the last step makes the result");
+    record_path_steps(&result, parsed, &earlier);
     Ok(result)
 }
