@@ -4,9 +4,9 @@
 //! Operands' slots hold labels and row variables, in any rows (`"...|j->i; ...|k->j => ...|k->i"`).
 //! A row variable counts as one label whose size is the product of the axes it stands for; an
 //! intermediate result holds its labels as output axes and each row variable it still needs in
-//! a row of its own (the row the result has it in, when free). numpy's `...` broadcasts the way
-//! numpy's does: when the operands' axes are known it is spelled out as labels, one per
-//! broadcast axis, an axis of 1 facing a longer one taking a label of its own.
+//! a row of its own (the row the result has it in, when free). numpy's notation is read, checked
+//! and broadcast as numpy's einsum does (`numpy.rs`): an axis of 1 facing a longer one under the
+//! same label, or under `...`, takes a label of its own, which the path sums away first.
 //!
 //! The path search works on label sets: each step contracts two operands into one
 //! holding the labels still needed (by another operand or the result). Labels only one operand
@@ -159,8 +159,12 @@ impl Tensor {
 
     /// An einsum in numpy's notation: `"ij,jk->ik"`, `"...ij,...jk->...ik"` (`...` anywhere in an
     /// operand, broadcasting as numpy's does: aligned at the right), an implicit result
-    /// (`"ij,jk"`: the labels seen once, in alphabetical order), repeated labels (`"ii->i"`).
-    /// Operands' axes are their output axes.
+    /// (`"ij,jk"`: the labels seen once, in code-point order), repeated labels (`"ii->i"`), a
+    /// scalar result without axes (`"i->"`), labels that are letters of any script (`"αβ,βγ"`).
+    /// Operands' axes are their output axes; where they are known, a label's axis of 1 broadcasts
+    /// against the others' as in numpy, and an equation numpy refuses (a wrong number of labels
+    /// or operands, sizes that do not broadcast, a result's label no operand has; see
+    /// [`numpy_to_ours_for`]) gives a failed tensor whose error names the label and operand.
     pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
         Tensor::einsum_np_with(spec, operands, &PathOptions::default())
     }
