@@ -139,8 +139,11 @@ const NUMPY_CASES: &[NumpyCase] = &[
     ("i,i", &[&[3], &[3]], &[], &[14.0]),
     (",->", &[&[], &[]], &[], &[1.0]),
     ("ii", &[&[2, 2]], &[], &[5.0]),
-    // `...` in the result when no operand has it stands for no axes.
+    // `...` in the result when no operand has it stands for no axes, and a result may leave
+    // out a `...` that stands for none.
     ("i->...", &[&[3]], &[], &[6.0]),
+    ("a...->a", &[&[2]], &[2], &[1.0, 2.0]),
+    ("...ab,b->a", &[&[2, 3], &[3]], &[2], &[14.0, 32.0]),
     // Any letter is a label.
     (
         "αβ,βγ",
@@ -341,6 +344,18 @@ const REFUSED: &[RefusedCase] = &[
         &[&[4, 2, 2], &[3, 2]],
         &["operand 2", "`...`", "broadcast"],
     ),
+    // A result without `...` where the operands' `...` stand for axes, even of 1.
+    (
+        "a...->a",
+        &[&[2, 3]],
+        &["operand 1", "`...`", "[3]", "result"],
+    ),
+    (
+        "a,...->a",
+        &[&[2], &[1]],
+        &["operand 2", "`...`", "[1]", "result"],
+    ),
+    ("...->", &[&[2]], &["operand 1", "`...`", "result"]),
 ];
 
 #[test]

@@ -7,8 +7,8 @@
 //! has it. A scalar result is a slot without axes. Refused, as numpy refuses them: characters
 //! that are not letters, a `.` outside `...`, `->` twice, a result's label no operand has or that
 //! the result repeats, and, once the operands' axes are known, a number of labels that does not
-//! fit them, a repeated label over axes of different sizes, and a label whose axes differ where
-//! neither is 1.
+//! fit them, a repeated label over axes of different sizes, a label whose axes differ where
+//! neither is 1, and an explicit result without `...` where the operands' `...` stand for axes.
 //!
 //! When the operands' axes are known, the translation broadcasts as numpy does: a label whose
 //! axis is 1 in one operand and longer in another takes, in that operand, a label of its own
@@ -349,6 +349,17 @@ impl Equation {
             .map(|(slot, axes)| axes.as_deref().map_or(&[][..], |axes| slot.dots(axes)))
             .collect();
         let rank = covered.iter().map(|c| c.len()).max().unwrap_or(0);
+        let first_covering = covered
+            .iter()
+            .enumerate()
+            .find(|(_, axes)| !axes.is_empty());
+        if let (Some((k, axes)), None) = (first_covering, self.result.ellipsis) {
+            return Err(self.error(&format!(
+                "{}'s `...` stands for axes {axes:?}, but the result has no `...` to hold them \
+                 (numpy's einsum does not sum them away)",
+                operand_place(k)
+            )));
+        }
         let mut broadcast = vec![1; rank];
         for (k, axes) in covered.iter().enumerate() {
             for (j, &size) in axes.iter().enumerate() {
@@ -404,7 +415,8 @@ pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
 /// labels when every operand with `...` has known axes (aligned at the right, an operand with
 /// fewer axes there lacking the leading ones, an axis of 1 facing a longer one taking a label of
 /// its own). Known axes are checked as numpy checks them: the number of labels, the sizes of a
-/// repeated label, and of a label across operands. `axes` has an entry per operand; with another
+/// repeated label and of a label across operands, and that a result without `...` leaves no
+/// axes of the operands' `...` to sum (as numpy's einsum, unoptimized, does). `axes` has an entry per operand; with another
 /// count, no sizes are known (the operands' count is the caller's to check).
 pub fn numpy_to_ours_for(spec: &str, axes: &[Option<Vec<usize>>]) -> Result<String, TensorError> {
     let equation = Equation::parse(spec)?;
