@@ -175,7 +175,6 @@ impl Setup {
             .iter()
             .map(|text| parse_set(text))
             .collect::<Result<Vec<_>, _>>()?;
-        let shapes: Vec<ShapeLiteral> = inputs.iter().map(|input| input.shape.clone()).collect();
         let dtype = args.dtype.unwrap_or_else(|| result_dtype(args.op, &inputs));
         if let Some(why) = dtype.refused_by(args.op) {
             return Err(CliError::new(ErrorKind::Dtype, why));
@@ -203,14 +202,7 @@ impl Setup {
             .unzip();
         let result = args.op.apply(&text, &inputs, &args.path_options())?;
         graph.check().map_err(shape_error)?;
-        let along_path = args.op == Op::Einsum && Op::along_path(&text, &inputs);
-        let finder = Finder {
-            result: &result,
-            along_path: spec
-                .as_ref()
-                .filter(|_| along_path)
-                .map(|s| (s, &shapes[..])),
-        };
+        let finder = Finder { result: &result };
         for (name, size) in sets {
             finder.set(&graph, &name, size)?;
         }

@@ -659,9 +659,14 @@ fn captures_and_sets_reach_labels_a_contraction_path_sums_away() {
         "{}",
         stdout(&output)
     );
+    // Refused as a label on the result is: the capture is on the step that has it.
     assert_eq!(
         run_error(&with(&args, &["--set", "k=5"])),
-        json!({"error": {"kind": "shape", "message": "--set k=5: the inputs make 'k' 4"}})
+        json!({"error": {
+            "kind": "shape",
+            "message": "set_dim: the dimension 'k' is already solved to 4, not 5\n  \
+                        in operation: set_dim(k, 5)",
+        }})
     );
     let unknown = run_error(&with(&args, &["--capture", "q"]));
     assert_eq!(unknown["error"]["kind"], "capture");

@@ -11,12 +11,14 @@ use rcannl_shape::spec::{
 };
 
 /// Dimension labels: single letters (which single-character mode reads as they are) and longer
-/// names (which force the printer into multi-character mode). None is named after a kind, so a
-/// label never clashes with a `...`.
-const LABELS: &[&str] = &["i", "j", "k", "a", "B", "hw", "out", "k2", "c_1", "Xy"];
+/// names (which force the printer into multi-character mode), in any script. None is named after
+/// a kind, so a label never clashes with a `...`.
+const LABELS: &[&str] = &[
+    "i", "j", "k", "a", "B", "hw", "out", "k2", "c_1", "Xy", "α", "жx", "Ω_2",
+];
 /// Row-variable names, disjoint from the labels. `batch`/`input`/`output` are the names `...`
 /// takes in rows of those kinds, so they are row variables only.
-const ROW_VARS: &[&str] = &["v", "w", "rows", "r_2", "batch", "input", "output"];
+const ROW_VARS: &[&str] = &["v", "w", "rows", "r_2", "batch", "input", "output", "ρ"];
 /// Stride and dilation identifiers, disjoint from both.
 const COEFFICIENTS: &[&str] = &["s", "d", "st", "dil2"];
 

@@ -1,12 +1,18 @@
 //! Captured dimensions: a label (or row variable) of an operation's spec, named to read its size
 //! once inference knows it, to constrain it (`set_dim`, `set_equal`, `set_scale`), or to use its
 //! size as a tensor (`dim`).
+//!
+//! An einsum made along a contraction path is computed by its last step, whose spec lacks what
+//! earlier steps summed away (a label one operand alone has, a label contracted before the end);
+//! such a name is captured on the latest earlier step whose spec has it, which sizes it as the
+//! whole einsum does.
 
 use rcannl_ir::Precision;
-use rcannl_shape::LeafDecl;
+use rcannl_shape::spec::EinsumSpec;
 use rcannl_shape::term::Dim;
+use rcannl_shape::{LeafDecl, OpId};
 
-use crate::graph::{Graph, LeafKind, TensorError, error};
+use crate::graph::{Graph, LeafKind, State, TensorError, error};
 use crate::tensor::Tensor;
 
 /// A captured label of one operation's spec.
@@ -19,18 +25,71 @@ pub struct Capture {
 
 impl Tensor {
     /// Captures `name`, a label or row variable of the spec of the operation that computed this
-    /// tensor.
+    /// tensor (for an einsum along a contraction path, of the whole einsum's spec).
     pub fn capture(&self, name: &str) -> Result<Capture, TensorError> {
         let state = self.graph.state.borrow();
-        let op = state.tensors[self.index]
-            .op
+        let shape_op = shape_op(&state, self.index)
             .ok_or_else(|| error(format!("capture '{name}': '{}' is a leaf", self.label())))?;
-        let shape_op = state.ops[op].forward[0].projections.op;
+        let capture = match (
+            state.inference.capture(shape_op, name),
+            state.path_steps.get(&self.index),
+        ) {
+            (Ok(capture), _) => capture,
+            (Err(err), None) => return Err(err.into()),
+            (Err(_), Some(path)) => path
+                .ops
+                .iter()
+                .rev()
+                .find_map(|&op| state.inference.capture(op, name).ok())
+                .ok_or_else(|| {
+                    let why = match path.spec.capture(name) {
+                        Err(spec_error) => spec_error.to_string(),
+                        Ok(_) => "no step of its contraction path has it".to_owned(),
+                    };
+                    error(format!("capture '{name}': {why}"))
+                })?,
+        };
         Ok(Capture {
-            capture: state.inference.capture(shape_op, name)?,
+            capture,
             graph: state.id,
         })
     }
+}
+
+/// The shape operation of the operation that computed tensor `index` (`None` for a leaf).
+fn shape_op(state: &State, index: usize) -> Option<OpId> {
+    let op = state.tensors[index].op?;
+    Some(state.ops[op].forward[0].projections.op)
+}
+
+/// Where the names of an einsum made along a contraction path are captured besides its last
+/// step: the whole einsum's spec, and the shape operations of the earlier steps (single-operand
+/// sums included), in the order they were made.
+#[derive(Debug, Clone)]
+pub(crate) struct PathSteps {
+    pub spec: EinsumSpec,
+    pub ops: Vec<OpId>,
+}
+
+/// Records that `result` is the last step of the einsum `spec` along a path whose earlier steps
+/// made `steps`, so that [`Tensor::capture`] finds the names those steps summed away. Nothing is
+/// recorded for a failed result, which has no operation to capture on.
+pub(crate) fn record_path_steps(result: &Tensor, spec: &EinsumSpec, steps: &[Tensor]) {
+    let mut state = result.graph.state.borrow_mut();
+    if shape_op(&state, result.index).is_none() {
+        return;
+    }
+    let ops = steps
+        .iter()
+        .filter_map(|step| shape_op(&state, step.index))
+        .collect();
+    state.path_steps.insert(
+        result.index,
+        PathSteps {
+            spec: spec.clone(),
+            ops,
+        },
+    );
 }
 
 impl Graph {

@@ -10,6 +10,7 @@
 //! also has a form returning `Result` (`try_…`) for callers who want the error at once.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,6 +19,7 @@ use rcannl_shape::logic::{Logic, TerminalInit};
 use rcannl_shape::term::Dim;
 use rcannl_shape::{Inference, LeafDecl, OpId, ShapeError, TensorId};
 
+use crate::capture::PathSteps;
 use crate::tensor::Tensor;
 
 /// An error of the tensor library: a shape problem (with the operation, its tensors and their
@@ -200,6 +202,9 @@ pub(crate) struct State {
     pub next_static: u32,
     /// Constraints put on captured dimensions: they change shapes without adding operations.
     pub captured_constraints: usize,
+    /// For each tensor an einsum made along a contraction path (by tensor index), where its
+    /// spec's names are captured besides the last step.
+    pub path_steps: HashMap<usize, PathSteps>,
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.

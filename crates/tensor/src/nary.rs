@@ -4,9 +4,9 @@
 //! Operands' slots hold labels and row variables, in any rows (`"...|j->i; ...|k->j => ...|k->i"`).
 //! A row variable counts as one label whose size is the product of the axes it stands for; an
 //! intermediate result holds its labels as output axes and each row variable it still needs in
-//! a row of its own (the row the result has it in, when free). numpy's `...` broadcasts the way
-//! numpy's does: when the operands' axes are known it is spelled out as labels, one per
-//! broadcast axis, an axis of 1 facing a longer one taking a label of its own.
+//! a row of its own (the row the result has it in, when free). numpy's notation is read, checked
+//! and broadcast as numpy's einsum does (`numpy.rs`): an axis of 1 facing a longer one under the
+//! same label, or under `...`, takes a label of its own, which the path sums away first.
 //!
 //! The path search works on label sets: each step contracts two operands into one
 //! holding the labels still needed (by another operand or the result). Labels only one operand
@@ -21,16 +21,20 @@
 //! that shape. Planning and building the steps count labels' holders as they go, so an einsum of
 //! n operands of a few labels each is built in n log n time.
 
+mod numpy;
 mod path;
 mod pending;
 
 use std::collections::{BTreeSet, HashMap};
 
+use numpy::Equation;
+pub use numpy::{numpy_to_ours, numpy_to_ours_for};
 pub use path::{EXHAUSTIVE_UP_TO, OPTIMAL_UP_TO, Path, PathError, PathOptions, Search, find_path};
 use pending::Pending;
 
 use rcannl_shape::spec::{AxisSpec, EinsumSpec, Kind, RowSpec, RowVar, SlotSpec, parse_einsum};
 
+use crate::capture::record_path_steps;
 use crate::graph::{TensorError, error};
 use crate::tensor::Tensor;
 
@@ -155,8 +159,12 @@ impl Tensor {
 
     /// An einsum in numpy's notation: `"ij,jk->ik"`, `"...ij,...jk->...ik"` (`...` anywhere in an
     /// operand, broadcasting as numpy's does: aligned at the right), an implicit result
-    /// (`"ij,jk"`: the labels seen once, in alphabetical order), repeated labels (`"ii->i"`).
-    /// Operands' axes are their output axes.
+    /// (`"ij,jk"`: the labels seen once, in code-point order), repeated labels (`"ii->i"`), a
+    /// scalar result without axes (`"i->"`), labels that are letters of any script (`"αβ,βγ"`).
+    /// Operands' axes are their output axes; where they are known, a label's axis of 1 broadcasts
+    /// against the others' as in numpy, and an equation numpy refuses (a wrong number of labels
+    /// or operands, sizes that do not broadcast, a result's label no operand has; see
+    /// [`numpy_to_ours_for`]) gives a failed tensor whose error names the label and operand.
     pub fn einsum_np(spec: &str, operands: &[&Tensor]) -> Tensor {
         Tensor::einsum_np_with(spec, operands, &PathOptions::default())
     }
@@ -164,7 +172,8 @@ impl Tensor {
     /// [`Tensor::einsum_np`] along the path found under `options`.
     pub fn einsum_np_with(spec: &str, operands: &[&Tensor], options: &PathOptions) -> Tensor {
         let axes: Vec<Option<Vec<usize>>> = operands.iter().map(|t| t.numpy_axes()).collect();
-        match numpy_to_ours_for(spec, &axes) {
+        let translated = Equation::parse(spec).and_then(|equation| equation.for_operands(&axes));
+        match translated {
             // Even two operands take the path, whose single-operand sums can save most of the
             // work (`"ijk,kl->il"`).
             Ok(ours) => match operands.len() {
@@ -383,6 +392,8 @@ fn contract(
     // and its items; and how many pending operands have each item.
     let mut made: Vec<Option<(Tensor, SlotSpec, Vec<String>)>> = Vec::with_capacity(2 * n - 1);
     let mut holders: HashMap<String, usize> = HashMap::new();
+    // Every step before the last, for captures of what they sum away.
+    let mut earlier: Vec<Tensor> = Vec::new();
     for (i, alone) in alone_items(labels).into_iter().enumerate() {
         let slot = with_named_rows(&parsed.rhs[i]);
         let operand = if alone.is_empty() {
@@ -396,6 +407,7 @@ fn contract(
             }
             let kept = slot_of(&keep)?;
             let summed = operands[i].einsum1(&step_spec(vec![slot], kept.clone()));
+            earlier.push(summed.clone());
             (summed, kept, keep)
         };
         for item in operand.2.iter().collect::<BTreeSet<_>>() {
@@ -440,6 +452,9 @@ fn contract(
             *count = *count - here(item) + usize::from(keep.contains(item));
         }
         let merged = a.0.einsum(&step_spec(vec![a.1, b.1], slot.clone()), &b.0);
+        if !last {
+            earlier.push(merged.clone());
+        }
         for id in ids {
             pending.remove(id);
         }
@@ -450,227 +465,6 @@ fn contract(
         .pop()
         .flatten()
         .expect("the last step makes the result");
+    record_path_steps(&result, parsed, &earlier);
     Ok(result)
-}
-
-/// A slot in numpy's notation: its labels, and where among them `...` stands, if anywhere.
-struct NumpySlot {
-    ellipsis: Option<usize>,
-    labels: Vec<char>,
-}
-
-impl NumpySlot {
-    /// The slot in our notation (axes of the output row), with `dots` standing where `...`
-    /// does: labels, or `None` for a row variable.
-    fn ours(&self, dots: Option<&[String]>, is_result: bool) -> SlotSpec {
-        let label = |c: &char| AxisSpec::label(c.to_string());
-        let row = match (self.ellipsis, dots) {
-            (Some(at), None) => RowSpec::open(
-                self.labels[..at].iter().map(label).collect(),
-                RowVar::Ellipsis,
-                self.labels[at..].iter().map(label).collect(),
-            ),
-            (at, dots) => {
-                let mut axes: Vec<AxisSpec> = self.labels.iter().map(label).collect();
-                if let (Some(at), Some(dots)) = (at, dots) {
-                    axes.splice(at..at, dots.iter().map(AxisSpec::label));
-                }
-                if axes.is_empty() && is_result {
-                    // A scalar result: one output axis of one position.
-                    axes.push(AxisSpec::Fixed { index: 0 });
-                }
-                RowSpec::closed(axes)
-            }
-        };
-        SlotSpec {
-            output: row,
-            ..SlotSpec::default()
-        }
-    }
-}
-
-/// The operands' slots and the result's (an implicit result spelled out).
-fn parse_numpy(spec: &str) -> Result<(Vec<NumpySlot>, NumpySlot), TensorError> {
-    let bad = |why: &str| error(format!("numpy einsum {spec:?}: {why}"));
-    let (inputs, output) = match spec.split_once("->") {
-        Some((i, o)) => (i, Some(o.trim())),
-        None => (spec, None),
-    };
-    let parse = |slot: &str| -> Result<NumpySlot, TensorError> {
-        let slot = slot.trim();
-        let (ellipsis, text) = match slot.find("...") {
-            Some(at) => {
-                let rest = &slot[at + 3..];
-                if rest.contains('.') {
-                    return Err(bad("`...` at most once per operand"));
-                }
-                let before = slot[..at].chars().filter(|c| !c.is_whitespace()).count();
-                (Some(before), format!("{}{rest}", &slot[..at]))
-            }
-            None => (None, slot.to_owned()),
-        };
-        let labels: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
-        if let Some(c) = labels.iter().find(|c| !c.is_ascii_alphabetic()) {
-            return Err(bad(&format!("`{c}` is not a label")));
-        }
-        Ok(NumpySlot { ellipsis, labels })
-    };
-    let operands: Vec<NumpySlot> = inputs.split(',').map(parse).collect::<Result<_, _>>()?;
-    let result = match output {
-        Some(out) => parse(out)?,
-        None => {
-            let mut counts: HashMap<char, usize> = HashMap::new();
-            for slot in &operands {
-                for c in &slot.labels {
-                    *counts.entry(*c).or_default() += 1;
-                }
-            }
-            let mut once: Vec<char> = counts
-                .into_iter()
-                .filter(|(_, n)| *n == 1)
-                .map(|(c, _)| c)
-                .collect();
-            once.sort_unstable();
-            NumpySlot {
-                ellipsis: operands.iter().any(|o| o.ellipsis.is_some()).then_some(0),
-                labels: once,
-            }
-        }
-    };
-    Ok((operands, result))
-}
-
-/// The translation, with `dots[k]` standing for the `...` of slot `k` (the result's last):
-/// labels, or `None` for a row variable. Printed canonically, so that multi-letter labels are
-/// read as such.
-fn numpy_text(operands: &[NumpySlot], result: &NumpySlot, dots: &[Option<Vec<String>>]) -> String {
-    EinsumSpec {
-        rhs: operands
-            .iter()
-            .zip(dots)
-            .map(|(slot, dots)| slot.ours(dots.as_deref(), false))
-            .collect(),
-        lhs: result.ours(dots[operands.len()].as_deref(), true),
-    }
-    .to_string()
-}
-
-/// numpy's notation in ours: `"ij,jk->ik"` to `"i, j; j, k => i, k"`; `...` becomes a row variable
-/// of the output rows (the same axes in every operand: see [`numpy_to_ours_for`] for numpy's
-/// broadcasting); an implicit result holds the labels seen once, in alphabetical order (after
-/// `...` if any operand has it).
-pub fn numpy_to_ours(spec: &str) -> Result<String, TensorError> {
-    let (operands, result) = parse_numpy(spec)?;
-    let dots = vec![None; operands.len() + 1];
-    Ok(numpy_text(&operands, &result, &dots))
-}
-
-/// numpy's notation in ours for operands with these axes (`None` where not known): as
-/// [`numpy_to_ours`], but with `...` spelled out as labels (`dots0`, `dots1`, …) when every operand
-/// with `...` has known axes, so that it broadcasts as numpy's does: aligned at the right, an
-/// operand with fewer axes there lacking the leading ones, and an axis of 1 facing a longer one
-/// taking a label of its own (summed away first, as a label only one operand has).
-pub fn numpy_to_ours_for(spec: &str, axes: &[Option<Vec<usize>>]) -> Result<String, TensorError> {
-    let (operands, result) = parse_numpy(spec)?;
-    let spelled = operands.len() == axes.len()
-        && operands
-            .iter()
-            .zip(axes)
-            .all(|(slot, axes)| slot.ellipsis.is_none() || axes.is_some());
-    if !spelled || operands.iter().all(|o| o.ellipsis.is_none()) {
-        return numpy_to_ours(spec);
-    }
-    // The axes each operand's `...` stands for.
-    let mut covered: Vec<&[usize]> = Vec::new();
-    for (k, (slot, axes)) in operands.iter().zip(axes).enumerate() {
-        match (slot.ellipsis, axes) {
-            (Some(_), Some(axes)) => {
-                let Some(count) = axes.len().checked_sub(slot.labels.len()) else {
-                    return Err(error(format!(
-                        "numpy einsum {spec:?}: operand {} has {} axes {axes:?}, fewer than its {} \
-                         labels",
-                        k + 1,
-                        axes.len(),
-                        slot.labels.len()
-                    )));
-                };
-                let at = slot.ellipsis.unwrap_or(0);
-                covered.push(&axes[at..at + count]);
-            }
-            _ => covered.push(&[]),
-        }
-    }
-    let rank = covered.iter().map(|c| c.len()).max().unwrap_or(0);
-    let mut broadcast = vec![1; rank];
-    for (k, axes) in covered.iter().enumerate() {
-        for (j, &size) in axes.iter().enumerate() {
-            let p = rank - axes.len() + j;
-            if size != 1 && broadcast[p] != 1 && broadcast[p] != size {
-                return Err(error(format!(
-                    "numpy einsum {spec:?}: operand {}'s `...` stands for axes {axes:?}, which do \
-                     not broadcast against {} (at position {p} of {rank}, aligned at the right)",
-                    k + 1,
-                    broadcast[p]
-                )));
-            }
-            if size != 1 {
-                broadcast[p] = size;
-            }
-        }
-    }
-    let mut dots: Vec<Option<Vec<String>>> = covered
-        .iter()
-        .enumerate()
-        .map(|(k, axes)| {
-            Some(
-                (0..axes.len())
-                    .map(|j| {
-                        let p = rank - axes.len() + j;
-                        if axes[j] == 1 && broadcast[p] != 1 {
-                            format!("dots{p}x{k}")
-                        } else {
-                            format!("dots{p}")
-                        }
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    dots.push(Some((0..rank).map(|p| format!("dots{p}")).collect()));
-    Ok(numpy_text(&operands, &result, &dots))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numpy_specs_translate() {
-        assert_eq!(numpy_to_ours("ij,jk->ik").unwrap(), "i, j; j, k => i, k");
-        assert_eq!(numpy_to_ours("ij,jk").unwrap(), "i, j; j, k => i, k");
-        assert_eq!(numpy_to_ours("ii->i").unwrap(), "i, i => i");
-        assert_eq!(numpy_to_ours("ii").unwrap(), "i, i => 0");
-        assert_eq!(
-            numpy_to_ours("...ij,...jk->...ik").unwrap(),
-            "..., i, j; ..., j, k => ..., i, k"
-        );
-        assert!(numpy_to_ours("i1,jk").is_err());
-        assert_eq!(
-            numpy_to_ours("i...j,j...").unwrap(),
-            "i, ..., j; j, ... => ..., i"
-        );
-        assert!(numpy_to_ours("i...j...,jk").is_err());
-        assert!(numpy_to_ours("i..j,jk").is_err());
-        // An operand without labels is a scalar.
-        assert_eq!(numpy_to_ours(",ij->ij").unwrap(), "; i, j => i, j");
-        // Spelled-out `...` labels are multi-letter names even where every slot has one axis.
-        let one_axis = numpy_to_ours_for("...,...->...", &[Some(vec![3]), Some(vec![3])]).unwrap();
-        let parsed = parse_einsum(&one_axis).unwrap();
-        assert!(
-            parsed
-                .slots()
-                .all(|(_, slot)| slot.row(Kind::Output).axes().count() == 1),
-            "{one_axis}"
-        );
-    }
 }

@@ -504,6 +504,28 @@ fn numpy_ellipses_broadcast_as_numpy_does() {
         }
         let axes: Vec<Vec<usize>> = operands.iter().map(|o| o.axes(&sizes)).collect();
         let what = format!("case {case} (sizes {sizes:?})");
+        if result.ellipsis.is_none() && longest > 0 {
+            // numpy's einsum refuses a result that leaves the axes of `...` out.
+            let graph = Graph::new();
+            let tensors: Vec<Tensor> = axes
+                .iter()
+                .enumerate()
+                .map(|(i, axes)| {
+                    let literal: Vec<String> = axes.iter().map(usize::to_string).collect();
+                    graph
+                        .data(&format!("x{i}"))
+                        .shape(&literal.join(","))
+                        .build()
+                })
+                .collect();
+            let out = Tensor::einsum_np(&spec, &tensors.iter().collect::<Vec<_>>());
+            let message = out.error().map(|e| e.message).unwrap_or_default();
+            assert!(
+                message.contains("the result has no `...`"),
+                "{what} {spec} over {axes:?}: {message:?}"
+            );
+            continue;
+        }
         check_numpy_einsum(&spec, &axes, &values, &expected, &what);
     }
 }

@@ -1,7 +1,7 @@
 //! Property tests of the numpy-notation translation: on any text it answers (a spec or an error)
 //! without panicking, every spec it gives parses in our notation with one slot per operand, and a
 //! generated numpy spec keeps each operand's labels, in order, with `...` spelled out as numpy
-//! broadcasts it.
+//! broadcasts it; a result repeating a label, or naming one no operand has, is refused.
 
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -34,6 +34,25 @@ fn operand() -> impl Strategy<Value = (Vec<char>, Option<usize>)> {
     )
 }
 
+/// `result` with the labels `keep` refuses and the repeated ones left out.
+fn fitted(
+    (labels, ellipsis): &(Vec<char>, Option<usize>),
+    keep: impl Fn(&char) -> bool,
+) -> (Vec<char>, Option<usize>) {
+    let mut kept = Vec::new();
+    let mut at = None;
+    for (i, c) in labels.iter().enumerate() {
+        if *ellipsis == Some(i) {
+            at = Some(kept.len());
+        }
+        if keep(c) && !kept.contains(c) {
+            kept.push(*c);
+        }
+    }
+    let end = kept.len();
+    (kept, at.or(ellipsis.map(|_| end)))
+}
+
 fn text((labels, ellipsis): &(Vec<char>, Option<usize>)) -> String {
     let mut text: String = labels.iter().collect();
     if let Some(at) = ellipsis {
@@ -64,11 +83,16 @@ proptest! {
         operands in proptest::collection::vec(operand(), 1..5),
         result in operand(),
     ) {
-        let spec = format!(
-            "{}->{}",
-            operands.iter().map(text).collect::<Vec<_>>().join(","),
-            text(&result)
-        );
+        let inputs = operands.iter().map(text).collect::<Vec<_>>().join(",");
+        // numpy refuses a result repeating a label or having one no operand has.
+        let on_operands = |c: &char| operands.iter().any(|(labels, _)| labels.contains(c));
+        let valid = result.0.iter().enumerate().all(|(i, c)| {
+            on_operands(c) && !result.0[..i].contains(c)
+        });
+        let refused = numpy_to_ours(&format!("{inputs}->{}", text(&result)));
+        prop_assert_eq!(refused.is_ok(), valid, "{:?}", refused);
+        let result = fitted(&result, on_operands);
+        let spec = format!("{inputs}->{}", text(&result));
         let ours = numpy_to_ours(&spec).expect("a well-formed numpy spec");
         let parsed = parse_einsum(&ours).expect("our notation");
         prop_assert_eq!(parsed.arity(), operands.len());
@@ -113,13 +137,10 @@ proptest! {
             Ok(ours) => {
                 prop_assert!(fits, "{spec} over {axes:?} should not broadcast: {ours}");
                 let parsed = parse_einsum(&ours).expect("our notation");
-                // The result holds one label per broadcast axis (a scalar result one fixed
-                // position, `0`); an operand's axis of 1 facing a longer one has a label of its
-                // own, the others the result's.
-                let result: Vec<String> = output_labels(&parsed.lhs)
-                    .into_iter()
-                    .filter(|label| label != "0")
-                    .collect();
+                // The result holds one label per broadcast axis (a scalar result none); an
+                // operand's axis of 1 facing a longer one has a label of its own, the others the
+                // result's.
+                let result: Vec<String> = output_labels(&parsed.lhs);
                 prop_assert_eq!(result.len(), rank);
                 for (slot, dots) in parsed.rhs.iter().zip(&axes) {
                     let own = output_labels(slot);

@@ -258,11 +258,6 @@ fn valid(rng: &mut Rng, dir: &Path, odd_values: bool) -> Valid {
         && op == Op::Einsum
         && rng.one_in(4)
         && !has_repeat(&problem.result.in_memory_order());
-    if numpy && problem.result.in_memory_order().is_empty() {
-        // A scalar result is one output axis of one position in ours.
-        problem.result.output.push('z');
-        problem.sizes.insert('z', 1);
-    }
     let nonfinite_ok = !op.may_regroup(count);
     let mut inputs = Vec::new();
     let mut files = Vec::new();
@@ -410,13 +405,13 @@ fn spec_text(slots: &[Rows], result: &Rows, multi_char: bool, rng: &mut Rng) -> 
     format!("{}{arrow}{}{tail}", operands.join(semi), slot(result))
 }
 
-/// numpy's notation (`ij,jk->ik`); a scalar result is written `->`.
+/// numpy's notation (`ij,jk->ik`); a scalar result (no axes) is written `->`.
 fn numpy_spec(slots: &[Rows], result: &Rows) -> String {
     let operands: Vec<String> = slots
         .iter()
         .map(|rows| rows.output.iter().collect())
         .collect();
-    let result: String = result.output.iter().filter(|&&l| l != 'z').collect();
+    let result: String = result.output.iter().collect();
     format!("{}->{result}", operands.join(","))
 }
 

@@ -3,7 +3,8 @@
 //! The mode is decided once for the whole text: it is multi-character iff the text contains any of
 //! `, * + ^ & <` or an `=` not followed by `>`. In single-character mode every letter is its own
 //! identifier (so `"ijk"` is three axes and separators are implicit); a maximal digit run is one
-//! integer in both modes (so `"b00c"` is `b`, `0`, `c`).
+//! integer in both modes (so `"b00c"` is `b`, `0`, `c`). A letter is any character for which
+//! `char::is_alphabetic` holds, in any script (`"αβ"` is two axes).
 
 use serde::Serialize;
 
@@ -21,7 +22,8 @@ pub enum Mode {
     /// Every letter is one axis name; no separators are needed.
     #[serde(rename = "single-char")]
     SingleChar,
-    /// Identifiers are `[A-Za-z][A-Za-z0-9_]*` and axes are separated by commas.
+    /// Identifiers are a letter followed by letters, digits `0-9` and `_`, and axes are
+    /// separated by commas.
     #[serde(rename = "multi-char")]
     MultiChar,
 }
@@ -151,12 +153,12 @@ pub(super) fn lex(text: &str, mode: Mode) -> Result<Vec<Spanned>, SpecError> {
                     })?;
                 (Tok::Int(value), width)
             }
-            c if c.is_ascii_alphabetic() => {
+            c if c.is_alphabetic() => {
                 let width = match mode {
                     Mode::SingleChar => 1,
                     Mode::MultiChar => chars[pos..]
                         .iter()
-                        .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                        .take_while(|c| c.is_alphabetic() || c.is_ascii_digit() || **c == '_')
                         .count(),
                 };
                 (Tok::Ident(chars[pos..pos + width].iter().collect()), width)
@@ -261,8 +263,27 @@ mod tests {
     }
 
     #[test]
+    fn letters_of_any_script_are_identifiers() {
+        assert_eq!(
+            toks("αé"),
+            [Tok::Ident("α".into()), Tok::Ident("é".into()), Tok::Eof]
+        );
+        assert_eq!(
+            toks("ж_2, Ωx"),
+            [
+                Tok::Ident("ж_2".into()),
+                Tok::Comma,
+                Tok::Ident("Ωx".into()),
+                Tok::Eof
+            ]
+        );
+        // Digits of other scripts are not identifier characters.
+        assert!(lex("a, b٣", Mode::MultiChar).is_err());
+    }
+
+    #[test]
     fn columns_count_characters() {
-        let spanned = lex("é", Mode::SingleChar).unwrap_err();
+        let spanned = lex("∘", Mode::SingleChar).unwrap_err();
         assert_eq!(spanned.column, Some(1));
         let tokens = lex("ab => ba", Mode::SingleChar).unwrap();
         let columns: Vec<usize> = tokens.iter().map(|s| s.column).collect();

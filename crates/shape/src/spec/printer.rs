@@ -166,7 +166,8 @@ fn slot_names(slot: &SlotSpec) -> Vec<&str> {
 }
 
 fn force_multi_char(mut text: String, names: Vec<&str>) -> String {
-    if Mode::of(&text) == Mode::SingleChar && names.iter().any(|name| name.len() > 1) {
+    if Mode::of(&text) == Mode::SingleChar && names.iter().any(|name| name.chars().nth(1).is_some())
+    {
         text.push(',');
     }
     text
