@@ -72,11 +72,9 @@ impl Op {
     /// library builds the operation (`Arg2`: plain stores).
     pub fn accumulate(self) -> Binop {
         match self {
-            Op::Einsum | Op::Compose => Binop::Add,
+            Op::Einsum | Op::Compose | Op::OuterSum | Op::Concat => Binop::Add,
             Op::Tropical | Op::Einmax => Binop::Max,
-            Op::OuterSum | Op::Concat | Op::Where | Op::PointwiseAdd | Op::PointwiseMul => {
-                Binop::Arg2
-            }
+            Op::Where | Op::PointwiseAdd | Op::PointwiseMul => Binop::Arg2,
         }
     }
 
@@ -85,10 +83,10 @@ impl Op {
         match self {
             Op::Einsum if operands == 1 => "the operand, accumulated with +",
             Op::Einsum => "the product of the operands, accumulated with +",
-            Op::OuterSum => "the sum of the operands, stored",
+            Op::OuterSum => "the sum of the operands, accumulated with +",
             Op::Tropical => "the sum of the operands, accumulated with max",
             Op::Einmax => "the operand, accumulated with max",
-            Op::Concat => "the operand whose stretch the point is in, stored",
+            Op::Concat => "the operand whose stretch the point is in, accumulated with +",
             Op::Where => "the second operand where the first is nonzero, else the third, stored",
             Op::PointwiseAdd => "the sum of the operands, stored",
             Op::PointwiseMul => "the product of the operands, stored",

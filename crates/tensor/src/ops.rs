@@ -338,12 +338,13 @@ impl Tensor {
         )
     }
 
-    /// Sums of pairs (`a + b` at every combination of the spec's labels).
+    /// Sums of pairs (`a + b` at every combination of the spec's labels), added up over the
+    /// labels the result leaves out (`"ab;bc=>ac"` is `Σ_b a[a,b] + b[b,c]`).
     pub fn outer_sum(&self, spec: &str, other: &Tensor) -> Tensor {
         spec_op(
             spec,
             &[self, other],
-            Binop::Arg2,
+            Binop::Add,
             Forward::Binop(Binop::Add),
             |grad| {
                 let g = grad.g();
@@ -357,7 +358,9 @@ impl Tensor {
 
 impl Tensor {
     /// Concatenation (`++^`): the spec's result assembled from the operands' stretches
-    /// (`"a; b => a^b"` end to end along the first output axis); the gradient scatters back.
+    /// (`"a; b => a^b"` end to end along the first output axis), each added up over the labels
+    /// the result leaves out (`"a, c; b => a^b"` puts the row sums of the first operand before
+    /// the second); the gradient scatters back.
     pub fn concat(spec: &str, operands: &[&Tensor]) -> Tensor {
         let Some(first) = operands.first() else {
             return Graph::new().failed(error("concat: no operands"));
@@ -371,7 +374,7 @@ impl Tensor {
             "concat",
             Logic::Block(parsed),
             operands,
-            OpSpec::new(Binop::Arg2, Forward::Block(Unop::Identity)).gradient(|grad| {
+            OpSpec::new(Binop::Add, Forward::Block(Unop::Identity)).gradient(|grad| {
                 grad.scatter();
                 Ok(())
             }),
