@@ -401,13 +401,31 @@ impl Graph {
     }
 
     /// A new static index: a position chosen when a routine runs (the batch of a training step).
+    /// A tensor sliced at it may have any number of positions on its sliced axis.
     pub fn static_index(&self) -> StaticIndex {
+        self.new_static_index(None)
+    }
+
+    /// A new static index over the positions `0..range`: a tensor sliced at it has exactly
+    /// `range` positions on its sliced axis (shape inference gives that axis this size). A range
+    /// of 0 has no position to choose, an error.
+    pub fn static_index_with_range(&self, range: usize) -> StaticIndex {
+        if range == 0 {
+            self.record(error(
+                "static index: a range of 0 positions has no position to choose",
+            ));
+        }
+        self.new_static_index(Some(range))
+    }
+
+    fn new_static_index(&self, range: Option<usize>) -> StaticIndex {
         let mut state = self.state.borrow_mut();
         let symbol = Symbol(FIRST_STATIC + state.next_static);
         state.next_static += 1;
         StaticIndex {
             symbol,
             graph: state.id,
+            range,
         }
     }
 
@@ -726,6 +744,8 @@ pub struct StaticIndex {
     pub(crate) symbol: Symbol,
     /// The identity of the graph that made it.
     pub(crate) graph: u64,
+    /// The number of positions it ranges over, when fixed.
+    pub(crate) range: Option<usize>,
 }
 
 /// The forward computation of an operation, over its result and operand slots.

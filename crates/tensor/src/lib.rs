@@ -22,4 +22,5 @@ pub use context::{Context, Routine};
 pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
+pub use ops::StackAxis;
 pub use tensor::Tensor;

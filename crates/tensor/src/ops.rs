@@ -124,6 +124,14 @@ impl Tensor {
     }
 }
 
+/// The kind of axis [`Tensor::stack_along`] stacks along.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StackAxis {
+    Output,
+    Input,
+    Batch,
+}
+
 impl Tensor {
     /// Concatenation (`++^`): the spec's result assembled from the operands' stretches
     /// (`"a; b => a^b"` end to end along the first output axis), each added up over the labels
@@ -150,6 +158,7 @@ impl Tensor {
     }
 
     /// The tensor at position `at` of its first batch axis (`@|`), chosen when a routine runs.
+    /// A static index with a range ([`Graph::static_index_with_range`]) gives that axis its size.
     pub fn slice(&self, at: &crate::graph::StaticIndex) -> Tensor {
         if at.graph != self.graph.id() {
             return self.graph.failed(crate::graph::error(format!(
@@ -159,7 +168,9 @@ impl Tensor {
         }
         self.graph.apply(
             "slice",
-            Logic::BatchSlice { static_range: None },
+            Logic::BatchSlice {
+                static_range: at.range,
+            },
             &[self],
             OpSpec::new(Binop::Arg2, Forward::Unop(Unop::Identity))
                 .slice(at.symbol)
@@ -215,16 +226,26 @@ impl Tensor {
 
     /// The tensors stacked along a new leading output axis (one position per tensor).
     pub fn stack(tensors: &[&Tensor]) -> Tensor {
-        let lifted: Vec<Tensor> = tensors
-            .iter()
-            .map(|t| t.einsum1("...|...->... => ...|...->0, ..."))
-            .collect();
+        Tensor::stack_along(StackAxis::Output, tensors)
+    }
+
+    /// The tensors stacked along a new leading axis of kind `axis` (one position per tensor,
+    /// in order): each gets a leading axis of one position, and those are concatenated.
+    pub fn stack_along(axis: StackAxis, tensors: &[&Tensor]) -> Tensor {
         let names: Vec<String> = (0..tensors.len()).map(|i| format!("s{i}")).collect();
-        let operands: Vec<String> = names.iter().map(|n| format!("...|...->{n}, ...")).collect();
+        // The slot of a tensor with `lead` as its new leading axis of that kind.
+        let with_leading = |lead: &str| match axis {
+            StackAxis::Output => format!("...|...->{lead}, ..."),
+            StackAxis::Input => format!("...|{lead}, ...->..."),
+            StackAxis::Batch => format!("{lead}, ...|...->..."),
+        };
+        let unsqueeze = format!("...|...->... => {}", with_leading("0"));
+        let lifted: Vec<Tensor> = tensors.iter().map(|t| t.einsum1(&unsqueeze)).collect();
+        let operands: Vec<String> = names.iter().map(|n| with_leading(n)).collect();
         let spec = format!(
-            "{} => ...|...->{}, ...",
+            "{} => {}",
             operands.join("; "),
-            names.join("^")
+            with_leading(&names.join("^"))
         );
         let refs: Vec<&Tensor> = lifted.iter().collect();
         Tensor::concat(&spec, &refs)

@@ -5,7 +5,7 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_tensor::gradcheck::{Inputs, check_gradients};
-use rcannl_tensor::{Graph, Tensor};
+use rcannl_tensor::{Graph, StackAxis, Tensor};
 
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
@@ -126,6 +126,18 @@ fn interleaving_and_stacking() {
         let s = Tensor::stack(&[&p[0], &p[1]]);
         s.pmul(&s)
     });
+    for axis in [StackAxis::Output, StackAxis::Input, StackAxis::Batch] {
+        check(
+            &format!("stack along {axis:?}"),
+            &["3", "3"],
+            false,
+            |_, p| {
+                let s = Tensor::stack_along(axis, &[&p[0], &p[1]]);
+                // A weight per stacked position, so that each tensor's gradient differs.
+                s.pmul(&s).pmul(&Tensor::stack_along(axis, &[&p[0], &p[0]]))
+            },
+        );
+    }
 }
 
 #[test]
