@@ -145,8 +145,15 @@ fn a_concatenation_adds_over_what_the_result_leaves_out() {
     });
 }
 
+/// A scalar operation of one operand, and of two.
+type Unary = fn(f64) -> f64;
+type Binary = fn(f64, f64) -> f64;
+
+/// The sizes of a spec's labels.
+type Sizes = &'static [(char, usize)];
+
 /// Each unary operation, computed here, and whether it needs positive operands.
-fn unary_ops() -> Vec<(UnaryOp, fn(f64) -> f64, bool)> {
+fn unary_ops() -> Vec<(UnaryOp, Unary, bool)> {
     vec![
         (UnaryOp::Neg, |x| -x, false),
         (UnaryOp::Relu, |x| x.max(0.0), false),
@@ -173,7 +180,7 @@ fn truth(b: bool) -> f64 {
 }
 
 /// Each binary operation, computed here, and whether its operands must be positive.
-fn binary_ops() -> Vec<(BinaryOp, fn(f64, f64) -> f64, bool)> {
+fn binary_ops() -> Vec<(BinaryOp, Binary, bool)> {
     vec![
         (BinaryOp::Add, |x, y| x + y, false),
         (BinaryOp::Sub, |x, y| x - y, false),
@@ -189,7 +196,7 @@ fn binary_ops() -> Vec<(BinaryOp, fn(f64, f64) -> f64, bool)> {
 }
 
 /// Unary specs that permute, reduce, take a diagonal, and reduce the other way round.
-const UNARY_SPECS: [(&str, &[(char, usize)]); 4] = [
+const UNARY_SPECS: [(&str, Sizes); 4] = [
     ("ij=>ji", &[('i', 3), ('j', 3)]),
     ("ij=>i", &[('i', 3), ('j', 3)]),
     ("ii=>i", &[('i', 3)]),
@@ -226,7 +233,7 @@ fn every_unary_operation_follows_a_spec() {
 #[test]
 fn every_binary_operation_follows_a_spec() {
     // Contracting, an outer product laid out transposed, and one that reduces both ways.
-    let specs: [(&str, &[(char, usize)], [&[usize]; 2]); 3] = [
+    let specs: [(&str, Sizes, [&[usize]; 2]); 3] = [
         (
             "ij;jk=>ik",
             &[('i', 2), ('j', 3), ('k', 2)],
@@ -265,7 +272,7 @@ fn where_and_fma_follow_three_operand_specs() {
     let fma: Ternary = |a, b, c| a * b + c;
     // Pointwise-like, reducing (a branch or addend without the reduced label counts once per
     // position of it), and permuting.
-    let specs: [(&str, &[(char, usize)], [&[usize]; 3]); 3] = [
+    let specs: [(&str, Sizes, [&[usize]; 3]); 3] = [
         ("i;i;i=>i", &[('i', 4)], [&[4], &[4], &[4]]),
         ("i;ij;j=>i", &[('i', 2), ('j', 3)], [&[2], &[2, 3], &[3]]),
         (
