@@ -38,8 +38,8 @@ impl Tensor {
     /// `where` following `spec`, a spec of three operands (`"i;i;i=>i"`, `"p;ij;ij=>i"`): at
     /// every assignment of the spec's labels, the `then` cell where the condition's cell is
     /// nonzero, else the `otherwise` cell, added into the result's cell (so summed over the
-    /// labels the result leaves out: the choice comes before the sum, and a branch without
-    /// such a label is counted once per position of it its choice wins).
+    /// labels the result leaves out: the choice comes before the sum, so a branch without such
+    /// a label counts once per position of it where the branch is chosen).
     pub fn where_spec(spec: &str, condition: &Tensor, then: &Tensor, otherwise: &Tensor) -> Tensor {
         match spec_logic("where", spec) {
             Ok(logic) => select(condition, then, otherwise, logic),
