@@ -2,6 +2,9 @@
 //! gradient, written over the forward operation's slots (`g` the result's gradient, `v` its
 //! value, `operand(i)` the operands; a gradient accumulates into an operand through the forward
 //! record with the slots exchanged, so broadcast axes are summed by the same emergent reduction).
+//! The operations of one or two operands that compute cell by cell live in
+//! [`crate::elementwise`]; here are the others: composition, selection, einsums, maxima, layout,
+//! slices and random draws.
 
 use rcannl_ir::{Binop, Expr, Ternop, Unop};
 use rcannl_shape::logic::Logic;
