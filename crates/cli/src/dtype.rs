@@ -196,16 +196,68 @@ impl Dtype {
         }
     }
 
-    /// Why `op` cannot compute in this dtype, if it cannot: maxima compare, and uint64 values
-    /// from 2^63 up would compare as the negative numbers their bits make in i64.
+    /// Why `op` cannot compute in this dtype, if it cannot. Bools are counts (see the module
+    /// doc), which only sums, products, maxima and selections keep meaning as logic; integers
+    /// have no exponentials, logarithms, roots, true division or fractional powers (numpy
+    /// computes those in floats); and uint64 values from 2^63 up compare as the negative numbers
+    /// their bits make in i64, so nothing that compares or divides takes them.
     pub fn refused_by(self, op: Op) -> Option<String> {
-        (self == Dtype::Uint64 && matches!(op, Op::Tropical | Op::Einmax)).then(|| {
-            format!(
-                "--op {} cannot compute in uint64: it compares values, and uint64 is computed in \
-                 64-bit signed integers (pass --dtype int64 or float64)",
-                op.name()
-            )
-        })
+        let logical = matches!(
+            op,
+            Op::Einsum
+                | Op::Compose
+                | Op::PointwiseMul
+                | Op::Mul
+                | Op::PointwiseAdd
+                | Op::Add
+                | Op::OuterSum
+                | Op::Concat
+                | Op::Where
+                | Op::Fma
+                | Op::Einmax
+                | Op::Tropical
+                | Op::Max
+                | Op::Min
+                | Op::StopGradient
+        );
+        let float_only = matches!(
+            op,
+            Op::Exp
+                | Op::Log
+                | Op::Exp2
+                | Op::Log2
+                | Op::Sin
+                | Op::Cos
+                | Op::Sqrt
+                | Op::Recip
+                | Op::RecipSqrt
+                | Op::Tanh
+                | Op::Div
+                | Op::Pow
+        );
+        let compares = matches!(
+            op,
+            Op::Tropical | Op::Einmax | Op::Max | Op::Min | Op::Lt | Op::Relu | Op::Sat01
+        );
+        let why = if self == Dtype::Bool && !logical {
+            "bools are computed as counts, which it would not keep true or false"
+        } else if !self.is_float() && float_only {
+            "it computes in floats"
+        } else if self == Dtype::Uint64 && compares {
+            "it compares values, and uint64 is computed in 64-bit signed integers"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "--op {} cannot compute in {}: {why} (pass --dtype float64{})",
+            op.name(),
+            self.name(),
+            if self == Dtype::Uint64 {
+                " or int64"
+            } else {
+                ""
+            }
+        ))
     }
 }
 

@@ -1,35 +1,106 @@
-//! The operations `einsum` and `explain` run (`--op`): which take a spec, how many operands each
-//! takes, and the tensor-library call that builds each.
+//! The operations `einsum` and `explain` run (`--op`): which take a spec (some must, some may,
+//! taking `-` for their pointwise form, and some take none), how many operands each takes, and
+//! the tensor-library call that builds each.
 
 use rcannl_ir::Binop;
 use rcannl_shape::spec::{EinsumSpec, parse_einsum};
-use rcannl_tensor::Tensor;
 use rcannl_tensor::nary::PathOptions;
+use rcannl_tensor::{BinaryOp, Tensor, UnaryOp};
 
 use crate::report::{CliError, ErrorKind};
 
-/// An operation over the inputs.
+/// An operation over the inputs. Those computing cell by cell take a spec, at whose every point
+/// they compute and add up into the result's cell (summing over the labels the result leaves
+/// out), or `-` for their pointwise form, with broadcasting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Op {
     /// Products summed over the labels the result leaves out (1, 2 or 3 operands).
     Einsum,
-    /// Sums of pairs at every combination of the spec's labels (2 operands).
+    /// Sums of pairs at every combination of the spec's labels, summed over the labels the
+    /// result leaves out (2 operands; the spec form of add).
     OuterSum,
     /// Max-plus product: the largest sum over the labels the result leaves out (2 operands).
     Tropical,
     /// The largest value over the labels the result leaves out; max-pooling with a window axis
     /// (1 operand).
     Einmax,
-    /// Concatenation along `^` axes (any number of operands).
+    /// Concatenation along `^` axes, each operand summed over the labels the result leaves out
+    /// (any number of operands).
     Concat,
-    /// Pointwise select: the second input where the first is nonzero, else the third (SPEC `-`).
+    /// Select: the second input where the first is nonzero, else the third (3 operands; SPEC
+    /// or -).
     Where,
+    /// a·b + c (3 operands; SPEC or -).
+    Fma,
     /// Pointwise sum with broadcasting (SPEC `-`).
     PointwiseAdd,
     /// Pointwise product with broadcasting (SPEC `-`).
     PointwiseMul,
     /// The first input's input axes contracted with the second's output axes (SPEC `-`).
     Compose,
+    /// −x (1 operand; SPEC or -).
+    Neg,
+    /// max(0, x) (1 operand; SPEC or -).
+    Relu,
+    /// x clamped to [0, 1] (1 operand; SPEC or -).
+    Sat01,
+    /// e^x (1 operand; SPEC or -).
+    Exp,
+    /// The natural logarithm (1 operand; SPEC or -).
+    Log,
+    /// 2^x (1 operand; SPEC or -).
+    Exp2,
+    /// The base-2 logarithm (1 operand; SPEC or -).
+    Log2,
+    /// sin x (1 operand; SPEC or -).
+    Sin,
+    /// cos x (1 operand; SPEC or -).
+    Cos,
+    /// √x (1 operand; SPEC or -).
+    Sqrt,
+    /// 1/x (1 operand; SPEC or -).
+    Recip,
+    /// 1/√x (1 operand; SPEC or -).
+    RecipSqrt,
+    /// tanh x (1 operand; SPEC or -).
+    Tanh,
+    /// 1 where x is 0, else 0; no gradient (1 operand; SPEC or -).
+    Not,
+    /// x rounded toward zero; no gradient (1 operand; SPEC or -).
+    Trunc,
+    /// x, through which no gradient flows (1 operand; SPEC or -).
+    StopGradient,
+    /// x + y (2 operands; SPEC or -).
+    Add,
+    /// x − y (2 operands; SPEC or -).
+    Sub,
+    /// x·y (2 operands; SPEC or -).
+    Mul,
+    /// x / y (2 operands; SPEC or -).
+    Div,
+    /// x^y (2 operands; SPEC or -).
+    Pow,
+    /// The larger, NaN winning (2 operands; SPEC or -).
+    Max,
+    /// The smaller, NaN winning (2 operands; SPEC or -).
+    Min,
+    /// 1 where x < y, else 0; no gradient (2 operands; SPEC or -).
+    Lt,
+    /// 1 where x = y, else 0; no gradient (2 operands; SPEC or -).
+    Eq,
+    /// 1 where x ≠ y, else 0; no gradient (2 operands; SPEC or -).
+    Ne,
+}
+
+/// Whether an operation takes a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpecUse {
+    /// It follows a spec.
+    Required,
+    /// A spec, or `-` for its pointwise form.
+    Optional,
+    /// Only `-`.
+    None,
 }
 
 impl Op {
@@ -42,58 +113,149 @@ impl Op {
             Op::Einmax => "einmax",
             Op::Concat => "concat",
             Op::Where => "where",
+            Op::Fma => "fma",
             Op::PointwiseAdd => "pointwise-add",
             Op::PointwiseMul => "pointwise-mul",
             Op::Compose => "compose",
+            Op::Neg => "neg",
+            Op::Relu => "relu",
+            Op::Sat01 => "sat01",
+            Op::Exp => "exp",
+            Op::Log => "log",
+            Op::Exp2 => "exp2",
+            Op::Log2 => "log2",
+            Op::Sin => "sin",
+            Op::Cos => "cos",
+            Op::Sqrt => "sqrt",
+            Op::Recip => "recip",
+            Op::RecipSqrt => "recip-sqrt",
+            Op::Tanh => "tanh",
+            Op::Not => "not",
+            Op::Trunc => "trunc",
+            Op::StopGradient => "stop-gradient",
+            Op::Add => "add",
+            Op::Sub => "sub",
+            Op::Mul => "mul",
+            Op::Div => "div",
+            Op::Pow => "pow",
+            Op::Max => "max",
+            Op::Min => "min",
+            Op::Lt => "lt",
+            Op::Eq => "eq",
+            Op::Ne => "ne",
         }
     }
 
-    /// Whether the operation follows an einsum spec (the others take `-` in its place).
-    pub fn takes_spec(self) -> bool {
-        !matches!(
-            self,
-            Op::Where | Op::PointwiseAdd | Op::PointwiseMul | Op::Compose
-        )
+    /// The tensor library's unary operation this is, if it is one.
+    fn unary(self) -> Option<UnaryOp> {
+        Some(match self {
+            Op::Neg => UnaryOp::Neg,
+            Op::Relu => UnaryOp::Relu,
+            Op::Sat01 => UnaryOp::Sat01,
+            Op::Exp => UnaryOp::Exp,
+            Op::Log => UnaryOp::Log,
+            Op::Exp2 => UnaryOp::Exp2,
+            Op::Log2 => UnaryOp::Log2,
+            Op::Sin => UnaryOp::Sin,
+            Op::Cos => UnaryOp::Cos,
+            Op::Sqrt => UnaryOp::Sqrt,
+            Op::Recip => UnaryOp::Recip,
+            Op::RecipSqrt => UnaryOp::RecipSqrt,
+            Op::Tanh => UnaryOp::Tanh,
+            Op::Not => UnaryOp::Not,
+            Op::Trunc => UnaryOp::Trunc,
+            Op::StopGradient => UnaryOp::StopGradient,
+            _ => return None,
+        })
+    }
+
+    /// The tensor library's binary operation this is, if it is one.
+    fn binary(self) -> Option<BinaryOp> {
+        Some(match self {
+            Op::Add => BinaryOp::Add,
+            Op::Sub => BinaryOp::Sub,
+            Op::Mul => BinaryOp::Mul,
+            Op::Div => BinaryOp::Div,
+            Op::Pow => BinaryOp::Pow,
+            Op::Max => BinaryOp::Max,
+            Op::Min => BinaryOp::Min,
+            Op::Lt => BinaryOp::Lt,
+            Op::Eq => BinaryOp::Eq,
+            Op::Ne => BinaryOp::Ne,
+            _ => return None,
+        })
+    }
+
+    fn spec_use(self) -> SpecUse {
+        match self {
+            Op::Einsum | Op::OuterSum | Op::Tropical | Op::Einmax | Op::Concat => SpecUse::Required,
+            Op::PointwiseAdd | Op::PointwiseMul | Op::Compose => SpecUse::None,
+            _ => SpecUse::Optional,
+        }
+    }
+
+    /// Whether `spec` asks for the operation's pointwise form (`-`, for an operation that may
+    /// take a spec or not).
+    pub fn is_pointwise(self, spec: &str) -> bool {
+        self.spec_use() == SpecUse::Optional && spec == "-"
     }
 
     /// The number of operands the operation itself requires (`None`: as many as the spec has).
     fn arity(self) -> Option<usize> {
+        if self.unary().is_some() {
+            return Some(1);
+        }
+        if self.binary().is_some() {
+            return Some(2);
+        }
         match self {
             Op::Einsum | Op::Concat => None,
             Op::Einmax => Some(1),
             Op::OuterSum | Op::Tropical | Op::PointwiseAdd | Op::PointwiseMul | Op::Compose => {
                 Some(2)
             }
-            Op::Where => Some(3),
+            _ => Some(3),
         }
     }
 
     /// How the result accumulates what each point of the product space computes, as the tensor
-    /// library builds the operation (`Arg2`: plain stores).
+    /// library builds the operation (a pointwise form writes each cell once, so this is a plain
+    /// store there).
     pub fn accumulate(self) -> Binop {
         match self {
-            Op::Einsum | Op::Compose => Binop::Add,
             Op::Tropical | Op::Einmax => Binop::Max,
-            Op::OuterSum | Op::Concat | Op::Where | Op::PointwiseAdd | Op::PointwiseMul => {
-                Binop::Arg2
-            }
+            _ => Binop::Add,
         }
     }
 
     /// What each point of the product space computes, in words.
-    pub fn computes(self, operands: usize) -> &'static str {
-        match self {
-            Op::Einsum if operands == 1 => "the operand, accumulated with +",
-            Op::Einsum => "the product of the operands, accumulated with +",
-            Op::OuterSum => "the sum of the operands, stored",
-            Op::Tropical => "the sum of the operands, accumulated with max",
-            Op::Einmax => "the operand, accumulated with max",
-            Op::Concat => "the operand whose stretch the point is in, stored",
-            Op::Where => "the second operand where the first is nonzero, else the third, stored",
-            Op::PointwiseAdd => "the sum of the operands, stored",
-            Op::PointwiseMul => "the product of the operands, stored",
-            Op::Compose => "the product of the operands, accumulated with +",
-        }
+    pub fn computes(self, operands: usize) -> String {
+        let what = match self {
+            Op::Einsum if operands == 1 => "the operand".to_owned(),
+            Op::Einsum | Op::PointwiseMul | Op::Compose | Op::Mul => {
+                "the product of the operands".to_owned()
+            }
+            Op::OuterSum | Op::PointwiseAdd | Op::Add => "the sum of the operands".to_owned(),
+            Op::Tropical => "the sum of the operands".to_owned(),
+            Op::Einmax => "the operand".to_owned(),
+            Op::Concat => "the operand whose stretch the point is in".to_owned(),
+            Op::Where => "the second operand where the first is nonzero, else the third".to_owned(),
+            Op::Fma => "the product of the first two operands plus the third".to_owned(),
+            Op::Sub => "the first operand minus the second".to_owned(),
+            Op::Div => "the first operand divided by the second".to_owned(),
+            Op::Pow => "the first operand to the power of the second".to_owned(),
+            Op::Max => "the larger operand".to_owned(),
+            Op::Min => "the smaller operand".to_owned(),
+            Op::Lt => "1 where the first operand is less than the second, else 0".to_owned(),
+            Op::Eq => "1 where the operands are equal, else 0".to_owned(),
+            Op::Ne => "1 where the operands differ, else 0".to_owned(),
+            _ => format!("{} of the operand", self.name()),
+        };
+        let accumulated = match self.accumulate() {
+            Binop::Max => "max",
+            _ => "+",
+        };
+        format!("{what}, accumulated with {accumulated}")
     }
 
     /// Parses the spec (for an operation that takes one) and checks that `inputs` operands fit
@@ -101,7 +263,7 @@ impl Op {
     pub fn check(self, spec: &str, inputs: usize) -> Result<Option<EinsumSpec>, CliError> {
         let arity_error = |message: String| CliError::new(ErrorKind::Arity, message);
         let name = self.name();
-        if !self.takes_spec() {
+        if self.spec_use() == SpecUse::None || self.is_pointwise(spec) {
             if spec != "-" {
                 return Err(CliError::new(
                     ErrorKind::Parse,
@@ -111,7 +273,8 @@ impl Op {
             let wanted = self.arity().unwrap_or(inputs);
             if inputs != wanted {
                 return Err(arity_error(format!(
-                    "{name} takes {wanted} inputs, but {inputs} {} given",
+                    "{name} takes {wanted} {}, but {inputs} {} given",
+                    if wanted == 1 { "input" } else { "inputs" },
                     were(inputs)
                 )));
             }
@@ -152,7 +315,22 @@ impl Op {
         operands: &[Tensor],
         path: &PathOptions,
     ) -> Result<Tensor, CliError> {
+        let pointwise = self.is_pointwise(spec);
         Ok(match (self, operands) {
+            (op, [a]) if let Some(unary) = op.unary() => {
+                if pointwise {
+                    a.unary(unary)
+                } else {
+                    a.unary_spec(unary, spec)
+                }
+            }
+            (op, [a, b]) if let Some(binary) = op.binary() => {
+                if pointwise {
+                    a.binary(binary, b)
+                } else {
+                    a.binary_spec(binary, spec, b)
+                }
+            }
             (Op::Einsum, [a]) => a.einsum1(spec),
             // Slots of labels and row variables take the contraction path (with its
             // single-operand sums); fixed indices, strides and concatenations need the binary
@@ -166,7 +344,10 @@ impl Op {
             (Op::Tropical, [a, b]) => a.tropical(spec, b),
             (Op::Einmax, [a]) => a.einmax1(spec),
             (Op::Concat, _) => Tensor::concat(spec, &operands.iter().collect::<Vec<_>>()),
-            (Op::Where, [c, a, b]) => Tensor::where_(c, a, b),
+            (Op::Where, [c, a, b]) if pointwise => Tensor::where_(c, a, b),
+            (Op::Where, [c, a, b]) => Tensor::where_spec(spec, c, a, b),
+            (Op::Fma, [a, b, c]) if pointwise => Tensor::fma(a, b, c),
+            (Op::Fma, [a, b, c]) => Tensor::fma_spec(spec, a, b, c),
             (Op::PointwiseAdd, [a, b]) => a + b,
             (Op::PointwiseMul, [a, b]) => a.pmul(b),
             (Op::Compose, [a, b]) => a.compose(b),

@@ -28,8 +28,8 @@ use crate::result_size;
 /// The operation and its inputs, as both commands take them.
 #[derive(Debug, clap::Args)]
 pub struct OpArgs {
-    /// The einsum spec ("ij;jk=>ik", "b|i->o => o|b->i"; see `rcannl parse`), or - for an
-    /// operation without one.
+    /// The einsum spec ("ij;jk=>ik", "b|i->o => o|b->i"; see `rcannl parse`), or - for the
+    /// pointwise form of an operation (relu, sub, where, …) or one that takes no spec.
     #[arg(value_name = "SPEC", allow_hyphen_values = true)]
     pub spec: String,
 

@@ -607,6 +607,42 @@ fn maxima_refuse_uint64() {
     assert_eq!(value["values"], json!([2f64.powi(63)]));
 }
 
+#[test]
+fn operations_a_dtype_cannot_mean_are_refused() {
+    let dir = fresh_dir("dtype-refusals");
+    let big = ints_file(&dir, "big", "uint64", &[1 << 63, 1]);
+    let ints = ints_file(&dir, "ints", "int32", &[4, 9]);
+    for (args, dtype) in [
+        (vec!["-", path(&big), path(&big), "--op", "max"], "uint64"),
+        (vec!["-", path(&big), path(&big), "--op", "lt"], "uint64"),
+        (vec!["-", path(&big), "--op", "relu"], "uint64"),
+        (vec!["-", path(&ints), "--op", "sqrt"], "int32"),
+        (vec!["-", path(&ints), path(&ints), "--op", "div"], "int32"),
+        (
+            vec!["-", "range:2", "--op", "neg", "--dtype", "bool"],
+            "bool",
+        ),
+        (
+            vec!["-", "range:2", "range:2", "--op", "sub", "--dtype", "bool"],
+            "bool",
+        ),
+    ] {
+        let error = run_error(&args);
+        assert_eq!(error["kind"], "dtype", "{args:?}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(dtype) && message.contains("--op"),
+            "{message}"
+        );
+    }
+    // The same operations in a dtype that means them.
+    let value = run_on(
+        "interp",
+        &["-", path(&ints), "--op", "sqrt", "--dtype", "float64"],
+    );
+    assert_eq!(value["values"], json!([2.0, 3.0]));
+}
+
 /// The header text and data of a `.npy` file, read by hand.
 fn read_npy(path: &Path) -> (String, Vec<u8>) {
     let bytes = std::fs::read(path).expect("the output file is there");

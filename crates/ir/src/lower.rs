@@ -7,7 +7,10 @@
 //! the active component's symbol shifted by the sizes of the components before it; an access that
 //! needs an inactive component's symbol does not happen there. A nest whose written access does
 //! not happen, or that has nothing left to read, emits nothing; a block assignment with two
-//! sources left at one point, or a scatter with two targets, is ambiguous, an error.
+//! sources left at one point, or a scatter with two targets, is ambiguous, an error. A block's
+//! or a scatter's nest runs no loop that neither its written cell nor its one read depends on
+//! (a label only another source has): each cell takes its source's sum once, not once per
+//! position of that label.
 //!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
@@ -122,6 +125,7 @@ impl Context<'_> {
                     initialize_neutral: *initialize_neutral,
                     accum: *accum,
                     lhs: *lhs,
+                    skip_idle_loops: false,
                 };
                 let mut stmts = self.margin_resets(*accum, &operands)?;
                 stmts.extend(lowering.run(|point| {
@@ -185,6 +189,7 @@ impl Context<'_> {
                     initialize_neutral: *initialize_neutral,
                     accum: *accum,
                     lhs: *lhs,
+                    skip_idle_loops: true,
                 };
                 let mut stmts = self.margin_resets(*accum, sources)?;
                 stmts.extend(lowering.run(|point| block_value(point, projections, *op, sources))?);
@@ -209,6 +214,7 @@ impl Context<'_> {
                         initialize_neutral: *initialize_neutral,
                         accum: *accum,
                         lhs: *target,
+                        skip_idle_loops: true,
                     };
                     stmts.extend(lowering.run(|point| {
                         let read = point.read(Slot::Rhs(0), *source)?;
@@ -479,6 +485,23 @@ fn check_one_target(projections: &Projections, n_targets: usize) -> Result<(), L
     Ok(())
 }
 
+/// Whether a statement of `body` indexes by `var`.
+fn mentions(body: &[Stmt], var: LoopVar) -> bool {
+    let uses = |index: &[Index]| index.iter().any(|i| i.vars().any(|v| v == Var::Loop(var)));
+    let mut found = false;
+    for stmt in body {
+        stmt.walk(&mut |stmt| {
+            if let Stmt::Set { index, .. } = stmt {
+                found |= uses(index);
+            }
+            for value in stmt.values() {
+                value.for_each_get(&mut |_, index| found |= uses(index));
+            }
+        });
+    }
+    found
+}
+
 /// The one source a block assignment reads at `point`.
 fn block_value(
     point: &Point<'_>,
@@ -526,6 +549,9 @@ struct Lowering<'a> {
     initialize_neutral: bool,
     accum: Binop,
     lhs: NodeId,
+    /// Whether a loop of one component whose variable no access of the nest uses is left out
+    /// (block assignments and scatters, whose nests read one source of several).
+    skip_idle_loops: bool,
 }
 
 /// One nest's view: the symbols active in it, with their loop variables, and the ranges of all
@@ -602,11 +628,17 @@ impl Lowering<'_> {
         };
         let var = self.context.fresh_var();
         let mut stmts = Vec::new();
+        let single = components.components.len() == 1;
         for &(symbol, range) in &components.components {
             let mut active = active.clone();
             active.insert(symbol, var);
             let body = self.nest(factor + 1, active, ranges, plain_store, value)?;
-            if !body.is_empty() {
+            if body.is_empty() {
+                continue;
+            }
+            if self.skip_idle_loops && single && !mentions(&body, var) {
+                stmts.extend(body);
+            } else {
                 stmts.push(Stmt::For { var, range, body });
             }
         }

@@ -446,14 +446,6 @@ impl Context {
                 .collect();
             (forward, backward, differentiable)
         };
-        // Constants the gradients use are filled too.
-        let constants: BTreeSet<usize> = backward
-            .iter()
-            .flat_map(asg_refs)
-            .map(Ref::tensor)
-            .filter(|t| !tensors.contains(t))
-            .collect();
-        assignments.extend(self.leaf_fetches(&constants));
         if !differentiable.contains(&loss.index) {
             return Err(error(format!(
                 "backprop: '{}' does not depend on any parameter",
@@ -1030,25 +1022,6 @@ fn with_slice(p: &Projections, slice: Symbol) -> Projections {
         .map(|axes| axes.iter().map(|i| i.rename(&rename)).collect())
         .collect();
     p
-}
-
-/// The tensors an assignment over references names.
-fn asg_refs(asg: &Asg) -> Vec<Ref> {
-    let mut refs = vec![asg.lhs];
-    match &asg.rhs {
-        AsgRhs::Unop(_, a) => refs.push(*a),
-        AsgRhs::Binop(_, a, b) => refs.extend([*a, *b]),
-        AsgRhs::Ternop(_, a, b, c) => refs.extend([*a, *b, *c]),
-        AsgRhs::SetVec(_, source) => refs.push(*source),
-        AsgRhs::Block(_, sources) | AsgRhs::Expr(_, sources) => {
-            refs.extend(sources.iter().copied());
-        }
-        AsgRhs::RevSides(_, source, targets) => {
-            refs.push(*source);
-            refs.extend(targets.iter().copied());
-        }
-    }
-    refs
 }
 
 /// Every node `assignment` reads or writes.

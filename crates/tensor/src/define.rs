@@ -14,7 +14,9 @@ use rcannl_ir::{Binop, Expr, Slot, Ternop, Unop};
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::parse_einsum;
 
-use crate::graph::{Forward, GradRhs, Graph, OpSpec, Ref, Slotted, TensorError, error};
+use crate::graph::{
+    Forward, GradBuilder, GradRhs, Graph, OpSpec, Ref, Slotted, TensorError, error,
+};
 use crate::tensor::Tensor;
 
 /// What a formula reads.
@@ -251,26 +253,38 @@ impl Graph {
                             "a gradient formula for operand {i} of {arity}"
                         )));
                     }
-                    let mut terms = Vec::new();
-                    let expr = formula.lower(&mut terms);
-                    let args = terms
-                        .iter()
-                        .map(|term| match term {
-                            TermKey::Result => Ok(grad.v()),
-                            TermKey::ResultGrad => Ok(grad.g()),
-                            TermKey::Input(j) if *j < arity => Ok(grad.operand(*j)),
-                            other => Err(error(format!(
-                                "a gradient formula reads {other:?}, which is not a slot of \
-                                 the operation"
-                            ))),
-                        })
-                        .collect::<Result<Vec<Slotted>, TensorError>>()?;
-                    grad.accumulate(i, Binop::Add, GradRhs::Expr(expr, args));
+                    accumulate_formula(grad, i, arity, &formula)?;
                 }
                 Ok(())
             });
         first.graph.apply(name, logic, operands, spec)
     }
+}
+
+/// `grad(operand i) += formula`, computed at every point of the forward operation's product
+/// space (of `arity` operands), as a gradient formula reads it: `g`, `v` and the operands
+/// through their own maps.
+pub(crate) fn accumulate_formula(
+    grad: &mut GradBuilder<'_>,
+    i: usize,
+    arity: usize,
+    formula: &Formula,
+) -> Result<(), TensorError> {
+    let mut terms = Vec::new();
+    let expr = formula.lower(&mut terms);
+    let args = terms
+        .iter()
+        .map(|term| match term {
+            TermKey::Result => Ok(grad.v()),
+            TermKey::ResultGrad => Ok(grad.g()),
+            TermKey::Input(j) if *j < arity => Ok(grad.operand(*j)),
+            other => Err(error(format!(
+                "a gradient formula reads {other:?}, which is not a slot of the operation"
+            ))),
+        })
+        .collect::<Result<Vec<Slotted>, TensorError>>()?;
+    grad.accumulate(i, Binop::Add, GradRhs::Expr(expr, args));
+    Ok(())
 }
 
 /// One update a routine runs: `target ⟨accum⟩= formula`, pointwise over the target (every

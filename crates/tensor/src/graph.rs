@@ -119,14 +119,6 @@ pub enum Ref {
     Grad(usize),
 }
 
-impl Ref {
-    pub(crate) fn tensor(self) -> usize {
-        match self {
-            Ref::Value(t) | Ref::Grad(t) => t,
-        }
-    }
-}
-
 /// The right-hand side of an assignment over tensor references.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AsgRhs {
@@ -176,12 +168,12 @@ pub(crate) struct TensorData {
     pub differentiable: bool,
     /// The first error on the way to this tensor, if any.
     pub failed: Option<TensorError>,
-    /// The operation computing it (for computed tensors and backward intermediates).
+    /// The operation computing it (for computed tensors).
     pub op: Option<usize>,
 }
 
 /// An operation: the assignments computing its result, and those accumulating its operands'
-/// gradients (with the definitions of the intermediates they read), in order.
+/// gradients, in order.
 #[derive(Debug, Clone)]
 pub(crate) struct OpData {
     pub result: usize,
@@ -414,13 +406,31 @@ impl Graph {
     }
 
     /// A new static index: a position chosen when a routine runs (the batch of a training step).
+    /// A tensor sliced at it may have any number of positions on its sliced axis.
     pub fn static_index(&self) -> StaticIndex {
+        self.new_static_index(None)
+    }
+
+    /// A new static index over the positions `0..range`: a tensor sliced at it has exactly
+    /// `range` positions on its sliced axis (shape inference gives that axis this size). A range
+    /// of 0 has no position to choose, an error.
+    pub fn static_index_with_range(&self, range: usize) -> StaticIndex {
+        if range == 0 {
+            self.record(error(
+                "static index: a range of 0 positions has no position to choose",
+            ));
+        }
+        self.new_static_index(Some(range))
+    }
+
+    fn new_static_index(&self, range: Option<usize>) -> StaticIndex {
         let mut state = self.state.borrow_mut();
         let symbol = Symbol(FIRST_STATIC + state.next_static);
         state.next_static += 1;
         StaticIndex {
             symbol,
             graph: state.id,
+            range,
         }
     }
 
@@ -632,7 +642,6 @@ impl Graph {
             if let Some(gradient) = op.gradient {
                 let mut builder = GradBuilder {
                     graph: self,
-                    op: op_index,
                     source,
                     result: index,
                     operands: indices,
@@ -718,7 +727,6 @@ impl Graph {
         if let (true, Some(gradient)) = (differentiable, op.gradient) {
             let mut builder = GradBuilder {
                 graph: self,
-                op: op_index,
                 source,
                 result: result.index,
                 operands: indices,
@@ -741,6 +749,8 @@ pub struct StaticIndex {
     pub(crate) symbol: Symbol,
     /// The identity of the graph that made it.
     pub(crate) graph: u64,
+    /// The number of positions it ranges over, when fixed.
+    pub(crate) range: Option<usize>,
 }
 
 /// The forward computation of an operation, over its result and operand slots.
@@ -847,11 +857,9 @@ pub(crate) struct Slotted {
 }
 
 /// The builder gradient functions receive: the forward operation's tensors by slot, and ways to
-/// define intermediates (each its own pointwise operation, whose shape inference sees) and to
 /// accumulate into an operand's gradient through the forward record.
 pub(crate) struct GradBuilder<'a> {
     graph: &'a Graph,
-    op: usize,
     source: ProjSource,
     result: usize,
     operands: Vec<usize>,
@@ -918,73 +926,7 @@ impl GradBuilder<'_> {
             },
         });
     }
-
-    /// A new intermediate `op(a, …)`, pointwise over its arguments (broadcast to the larger),
-    /// read through the slot of its argument's shape: the one tensor argument's, or the result's
-    /// when it has several (so only pointwise operations combine operands in one intermediate).
-    pub fn pointwise(&mut self, rhs: GradRhs) -> Result<Slotted, TensorError> {
-        let (asg_rhs, slots) = rhs.resolve();
-        let args = rhs.args();
-        let logic = match args.len() {
-            1 => Logic::PointwiseUnary,
-            2 => Logic::PointwiseBinary,
-            _ => Logic::PointwiseTernary,
-        };
-        // An intermediate of one tensor (and constants) has that tensor's shape; one of several
-        // is their broadcast, which for the pointwise operations using it is the result's.
-        let mut tensors = slots.iter().copied().filter(|s| *s != CONSTANT_SLOT);
-        let slot = match tensors.next() {
-            Some(first) if tensors.all(|s| s == first) => first,
-            _ => Slot::Lhs,
-        };
-        let mut state = self.graph.state.borrow_mut();
-        let shapes: Vec<TensorId> = args
-            .iter()
-            .map(|a| state.tensors[a.what.tensor()].shape)
-            .collect();
-        let precision = state.tensors[self.result].precision;
-        let label = format!("{}'", state.tensors[self.result].label);
-        let (shape, shape_op) = state.inference.apply(&label, logic, &shapes)?;
-        let index = state.tensors.len();
-        state.tensors.push(TensorData {
-            label,
-            shape,
-            precision,
-            leaf: None,
-            differentiable: false,
-            failed: None,
-            op: Some(self.op),
-        });
-        self.backward.push(Asg {
-            lhs: Ref::Value(index),
-            initialize_neutral: true,
-            accum: Binop::Arg2,
-            rhs: asg_rhs,
-            projections: ProjSource {
-                op: shape_op,
-                view: None,
-                slice: None,
-            },
-        });
-        Ok(Slotted {
-            what: Ref::Value(index),
-            slot,
-        })
-    }
-
-    /// A constant, to use in [`GradBuilder::pointwise`].
-    pub fn constant(&mut self, value: f64) -> Slotted {
-        let t = self.graph.number(value);
-        Slotted {
-            what: Ref::Value(t.index),
-            slot: CONSTANT_SLOT,
-        }
-    }
 }
-
-/// The slot of a constant: constants only enter pointwise intermediates, which read them through
-/// their own record, so this slot is never looked up.
-const CONSTANT_SLOT: Slot = Slot::Rhs(usize::MAX);
 
 /// A gradient right-hand side: an operation over slotted tensors, or an expression over them.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,6 +10,7 @@
 pub mod capture;
 pub mod context;
 pub mod define;
+pub mod elementwise;
 pub mod gradcheck;
 pub mod graph;
 pub mod nary;
@@ -19,5 +20,7 @@ pub mod tensor;
 pub use capture::Capture;
 pub use context::{Context, Routine};
 pub use define::{Definition, Formula, OpLogic, Term, Update};
+pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
+pub use ops::StackAxis;
 pub use tensor::Tensor;

@@ -2,11 +2,15 @@
 //! gradient, written over the forward operation's slots (`g` the result's gradient, `v` its
 //! value, `operand(i)` the operands; a gradient accumulates into an operand through the forward
 //! record with the slots exchanged, so broadcast axes are summed by the same emergent reduction).
+//! The operations of one or two operands that compute cell by cell live in
+//! [`crate::elementwise`]; here are the others: composition, selection, einsums, maxima, layout,
+//! slices and random draws.
 
 use rcannl_ir::{Binop, Expr, Ternop, Unop};
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::parse_einsum;
 
+use crate::define::{Formula, accumulate_formula};
 use crate::graph::{Forward, GradBuilder, GradRhs, Graph, OpSpec, TensorError, error};
 use crate::tensor::Tensor;
 
@@ -16,235 +20,7 @@ fn pointwise_unary(t: &Tensor, op: Unop, spec: OpSpec) -> Tensor {
     t.graph.apply(op.name(), Logic::PointwiseUnary, &[t], spec)
 }
 
-/// `v =: op(v1)`, with `gradient`.
-fn unary(
-    t: &Tensor,
-    op: Unop,
-    gradient: impl FnOnce(&mut GradBuilder<'_>) -> Result<(), TensorError> + 'static,
-) -> Tensor {
-    pointwise_unary(
-        t,
-        op,
-        OpSpec::new(Binop::Arg2, Forward::Unop(op)).gradient(gradient),
-    )
-}
-
-/// `v =: op(v1)` without a gradient.
-fn unary_flat(t: &Tensor, op: Unop) -> Tensor {
-    pointwise_unary(
-        t,
-        op,
-        OpSpec::new(Binop::Arg2, Forward::Unop(op)).not_differentiable(),
-    )
-}
-
-/// `v =: v1 op v2`, pointwise with broadcasting.
-fn binary(a: &Tensor, b: &Tensor, op: Binop, spec: OpSpec) -> Tensor {
-    a.graph
-        .apply(op.name(), Logic::PointwiseBinary, &[a, b], spec)
-}
-
-/// `grad(operand i) += g · x`: the result's gradient times `x`, which the builder made.
-fn times_g(grad: &mut GradBuilder<'_>, i: usize, x: crate::graph::Slotted, accum: Binop) {
-    let g = grad.g();
-    grad.accumulate(i, accum, B(Binop::Mul, g, x));
-}
-
 impl Tensor {
-    pub fn neg(&self) -> Tensor {
-        unary(self, Unop::Neg, |grad| {
-            let g = grad.g();
-            grad.accumulate(0, Binop::Sub, U(Unop::Identity, g));
-            Ok(())
-        })
-    }
-
-    pub fn relu(&self) -> Tensor {
-        unary(self, Unop::Relu, |grad| {
-            let (x, g) = (grad.operand(0), grad.g());
-            grad.accumulate(0, Binop::Add, B(Binop::ReluGate, x, g));
-            Ok(())
-        })
-    }
-
-    /// Clamped to `[0, 1]`.
-    pub fn sat01(&self) -> Tensor {
-        unary(self, Unop::Sat01, |grad| {
-            let (x, g) = (grad.operand(0), grad.g());
-            grad.accumulate(0, Binop::Add, B(Binop::Sat01Gate, x, g));
-            Ok(())
-        })
-    }
-
-    pub fn exp(&self) -> Tensor {
-        unary(self, Unop::Exp, |grad| {
-            let v = grad.v();
-            times_g(grad, 0, v, Binop::Add);
-            Ok(())
-        })
-    }
-
-    pub fn log(&self) -> Tensor {
-        unary(self, Unop::Log, |grad| {
-            let (g, x) = (grad.g(), grad.operand(0));
-            grad.accumulate(0, Binop::Add, B(Binop::Div, g, x));
-            Ok(())
-        })
-    }
-
-    pub fn exp2(&self) -> Tensor {
-        unary(self, Unop::Exp2, |grad| {
-            let (v, ln2) = (grad.v(), grad.constant(std::f64::consts::LN_2));
-            let t = grad.pointwise(B(Binop::Mul, v, ln2))?;
-            times_g(grad, 0, t, Binop::Add);
-            Ok(())
-        })
-    }
-
-    pub fn log2(&self) -> Tensor {
-        unary(self, Unop::Log2, |grad| {
-            let (x, ln2) = (grad.operand(0), grad.constant(std::f64::consts::LN_2));
-            let t = grad.pointwise(B(Binop::Mul, x, ln2))?;
-            let g = grad.g();
-            grad.accumulate(0, Binop::Add, B(Binop::Div, g, t));
-            Ok(())
-        })
-    }
-
-    pub fn sin(&self) -> Tensor {
-        unary(self, Unop::Sin, |grad| {
-            let x = grad.operand(0);
-            let t = grad.pointwise(U(Unop::Cos, x))?;
-            times_g(grad, 0, t, Binop::Add);
-            Ok(())
-        })
-    }
-
-    pub fn cos(&self) -> Tensor {
-        unary(self, Unop::Cos, |grad| {
-            let x = grad.operand(0);
-            let t = grad.pointwise(U(Unop::Sin, x))?;
-            times_g(grad, 0, t, Binop::Sub);
-            Ok(())
-        })
-    }
-
-    pub fn sqrt(&self) -> Tensor {
-        unary(self, Unop::Sqrt, |grad| {
-            let (v, two) = (grad.v(), grad.constant(2.0));
-            let t = grad.pointwise(B(Binop::Mul, v, two))?;
-            let g = grad.g();
-            grad.accumulate(0, Binop::Add, B(Binop::Div, g, t));
-            Ok(())
-        })
-    }
-
-    pub fn recip(&self) -> Tensor {
-        // d(1/x) = −(1/x)².
-        unary(self, Unop::Recip, |grad| {
-            let v = grad.v();
-            let t = grad.pointwise(B(Binop::Mul, v, v))?;
-            times_g(grad, 0, t, Binop::Sub);
-            Ok(())
-        })
-    }
-
-    pub fn recip_sqrt(&self) -> Tensor {
-        // d(x^−½) = −½·(x^−½)³.
-        unary(self, Unop::RecipSqrt, |grad| {
-            let (v, half) = (grad.v(), grad.constant(0.5));
-            let t = grad.pointwise(T(Ternop::Mul3, v, v, v))?;
-            let t = grad.pointwise(B(Binop::Mul, t, half))?;
-            times_g(grad, 0, t, Binop::Sub);
-            Ok(())
-        })
-    }
-
-    pub fn tanh(&self) -> Tensor {
-        // d tanh = 1 − tanh².
-        unary(self, Unop::Tanh, |grad| {
-            let (v, one) = (grad.v(), grad.constant(1.0));
-            let squared = grad.pointwise(B(Binop::Mul, v, v))?;
-            let t = grad.pointwise(B(Binop::Sub, one, squared))?;
-            times_g(grad, 0, t, Binop::Add);
-            Ok(())
-        })
-    }
-
-    /// 1 where the value is 0, else 0 (no gradient).
-    pub fn not(&self) -> Tensor {
-        unary_flat(self, Unop::Not)
-    }
-
-    /// Rounded toward zero (no gradient).
-    pub fn trunc(&self) -> Tensor {
-        unary_flat(self, Unop::Trunc)
-    }
-
-    /// The same values, through which no gradient flows.
-    pub fn stop_gradient(&self) -> Tensor {
-        unary_flat(self, Unop::Identity)
-    }
-
-    /// Pointwise product (with broadcasting); `*` is composition.
-    pub fn pmul(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            Binop::Mul,
-            OpSpec::new(Binop::Arg2, Forward::Binop(Binop::Mul)).gradient(product_gradient),
-        )
-    }
-
-    pub fn pow(&self, exponent: &Tensor) -> Tensor {
-        binary(
-            self,
-            exponent,
-            Binop::Pow,
-            OpSpec::new(Binop::Arg2, Forward::Binop(Binop::Pow)).gradient(|grad| {
-                // d(x^y)/dx = y·v/x, d(x^y)/dy = v·ln x.
-                let (g, v) = (grad.g(), grad.v());
-                let (x, y) = (grad.operand(0), grad.operand(1));
-                let gv = grad.pointwise(B(Binop::Mul, g, v))?;
-                if grad.wants(0) {
-                    let t = grad.pointwise(B(Binop::Div, gv, x))?;
-                    grad.accumulate(0, Binop::Add, B(Binop::Mul, t, y));
-                }
-                if grad.wants(1) {
-                    let ln = grad.pointwise(U(Unop::Log, x))?;
-                    let t = grad.pointwise(B(Binop::Mul, gv, ln))?;
-                    grad.accumulate(1, Binop::Add, U(Unop::Identity, t));
-                }
-                Ok(())
-            }),
-        )
-    }
-
-    /// The larger of the two, pointwise; the gradient goes to the first on ties.
-    pub fn max(&self, other: &Tensor) -> Tensor {
-        extremum(self, other, Binop::Max)
-    }
-
-    /// The smaller of the two, pointwise; the gradient goes to the first on ties.
-    pub fn min(&self, other: &Tensor) -> Tensor {
-        extremum(self, other, Binop::Min)
-    }
-
-    /// 1 where `self < other`, else 0 (no gradient).
-    pub fn lt(&self, other: &Tensor) -> Tensor {
-        comparison(self, other, Binop::Lt)
-    }
-
-    /// 1 where equal, else 0 (no gradient).
-    pub fn eq(&self, other: &Tensor) -> Tensor {
-        comparison(self, other, Binop::Eq)
-    }
-
-    /// 1 where different, else 0 (no gradient).
-    pub fn ne(&self, other: &Tensor) -> Tensor {
-        comparison(self, other, Binop::Ne)
-    }
-
     /// `self(other(x))`: `self`'s input axes contract with `other`'s output axes (a matrix
     /// product for matrices, a matrix-vector product for a vector on the right).
     pub fn compose(&self, other: &Tensor) -> Tensor {
@@ -256,42 +32,37 @@ impl Tensor {
         )
     }
 
-    /// `self` where `condition` is nonzero, else `otherwise` (pointwise, broadcasting); the
+    /// `then` where `condition` is nonzero, else `otherwise` (pointwise, broadcasting); the
     /// condition takes no gradient.
     pub fn where_(condition: &Tensor, then: &Tensor, otherwise: &Tensor) -> Tensor {
-        condition.graph.apply(
-            "where",
-            Logic::PointwiseTernary,
-            &[condition, then, otherwise],
-            OpSpec::new(Binop::Arg2, Forward::Ternop(Ternop::Where)).gradient(|grad| {
-                let (c, g, zero) = (grad.operand(0), grad.g(), grad.constant(0.0));
-                if grad.wants(1) {
-                    let t = grad.pointwise(T(Ternop::Where, c, g, zero))?;
-                    grad.accumulate(1, Binop::Add, U(Unop::Identity, t));
-                }
-                if grad.wants(2) {
-                    let t = grad.pointwise(T(Ternop::Where, c, zero, g))?;
-                    grad.accumulate(2, Binop::Add, U(Unop::Identity, t));
-                }
-                Ok(())
-            }),
-        )
+        select(condition, then, otherwise, Logic::PointwiseTernary)
+    }
+
+    /// `where` following `spec`, a spec of three operands (`"i;i;i=>i"`, `"p;ij;ij=>i"`): at
+    /// every assignment of the spec's labels, the `then` cell where the condition's cell is
+    /// nonzero, else the `otherwise` cell, added into the result's cell (so summed over the
+    /// labels the result leaves out: the choice comes before the sum, so a branch without such
+    /// a label counts once per position of it where the branch is chosen).
+    pub fn where_spec(spec: &str, condition: &Tensor, then: &Tensor, otherwise: &Tensor) -> Tensor {
+        match spec_logic("where", spec) {
+            Ok(logic) => select(condition, then, otherwise, logic),
+            Err(e) => condition.graph.failed(e),
+        }
     }
 
     /// `a·b + c`, pointwise with broadcasting.
     pub fn fma(a: &Tensor, b: &Tensor, c: &Tensor) -> Tensor {
-        a.graph.apply(
-            "fma",
-            Logic::PointwiseTernary,
-            &[a, b, c],
-            OpSpec::new(Binop::Arg2, Forward::Ternop(Ternop::Fma)).gradient(|grad| {
-                let (g, a, b) = (grad.g(), grad.operand(0), grad.operand(1));
-                grad.accumulate(0, Binop::Add, B(Binop::Mul, g, b));
-                grad.accumulate(1, Binop::Add, B(Binop::Mul, a, g));
-                grad.accumulate(2, Binop::Add, U(Unop::Identity, g));
-                Ok(())
-            }),
-        )
+        fused_multiply_add(a, b, c, Logic::PointwiseTernary)
+    }
+
+    /// `fma` following `spec`, a spec of three operands (`"i;i;i=>i"`, `"ij;jk;ik=>ik"`): at
+    /// every assignment of the spec's labels, `a·b + c` of the operands' cells there, added into
+    /// the result's cell (so summed over the labels the result leaves out, `c` included).
+    pub fn fma_spec(spec: &str, a: &Tensor, b: &Tensor, c: &Tensor) -> Tensor {
+        match spec_logic("fma", spec) {
+            Ok(logic) => fused_multiply_add(a, b, c, logic),
+            Err(e) => a.graph.failed(e),
+        }
     }
 
     /// A unary einsum (`++`): the spec's result, summing over labels it leaves out
@@ -338,12 +109,13 @@ impl Tensor {
         )
     }
 
-    /// Sums of pairs (`a + b` at every combination of the spec's labels).
+    /// Sums of pairs (`a + b` at every combination of the spec's labels), added up over the
+    /// labels the result leaves out (`"ab;bc=>ac"` is `Σ_b a[a,b] + b[b,c]`).
     pub fn outer_sum(&self, spec: &str, other: &Tensor) -> Tensor {
         spec_op(
             spec,
             &[self, other],
-            Binop::Arg2,
+            Binop::Add,
             Forward::Binop(Binop::Add),
             |grad| {
                 let g = grad.g();
@@ -355,9 +127,19 @@ impl Tensor {
     }
 }
 
+/// The kind of axis [`Tensor::stack_along`] stacks along.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StackAxis {
+    Output,
+    Input,
+    Batch,
+}
+
 impl Tensor {
     /// Concatenation (`++^`): the spec's result assembled from the operands' stretches
-    /// (`"a; b => a^b"` end to end along the first output axis); the gradient scatters back.
+    /// (`"a; b => a^b"` end to end along the first output axis), each added up over the labels
+    /// the result leaves out (`"a, c; b => a^b"` puts the row sums of the first operand before
+    /// the second); the gradient scatters back.
     pub fn concat(spec: &str, operands: &[&Tensor]) -> Tensor {
         let Some(first) = operands.first() else {
             return Graph::new().failed(error("concat: no operands"));
@@ -371,7 +153,7 @@ impl Tensor {
             "concat",
             Logic::Block(parsed),
             operands,
-            OpSpec::new(Binop::Arg2, Forward::Block(Unop::Identity)).gradient(|grad| {
+            OpSpec::new(Binop::Add, Forward::Block(Unop::Identity)).gradient(|grad| {
                 grad.scatter();
                 Ok(())
             }),
@@ -379,6 +161,7 @@ impl Tensor {
     }
 
     /// The tensor at position `at` of its first batch axis (`@|`), chosen when a routine runs.
+    /// A static index with a range ([`Graph::static_index_with_range`]) gives that axis its size.
     pub fn slice(&self, at: &crate::graph::StaticIndex) -> Tensor {
         if at.graph != self.graph.id() {
             return self.graph.failed(crate::graph::error(format!(
@@ -388,7 +171,9 @@ impl Tensor {
         }
         self.graph.apply(
             "slice",
-            Logic::BatchSlice { static_range: None },
+            Logic::BatchSlice {
+                static_range: at.range,
+            },
             &[self],
             OpSpec::new(Binop::Arg2, Forward::Unop(Unop::Identity))
                 .slice(at.symbol)
@@ -444,16 +229,26 @@ impl Tensor {
 
     /// The tensors stacked along a new leading output axis (one position per tensor).
     pub fn stack(tensors: &[&Tensor]) -> Tensor {
-        let lifted: Vec<Tensor> = tensors
-            .iter()
-            .map(|t| t.einsum1("...|...->... => ...|...->0, ..."))
-            .collect();
+        Tensor::stack_along(StackAxis::Output, tensors)
+    }
+
+    /// The tensors stacked along a new leading axis of kind `axis` (one position per tensor,
+    /// in order): each gets a leading axis of one position, and those are concatenated.
+    pub fn stack_along(axis: StackAxis, tensors: &[&Tensor]) -> Tensor {
         let names: Vec<String> = (0..tensors.len()).map(|i| format!("s{i}")).collect();
-        let operands: Vec<String> = names.iter().map(|n| format!("...|...->{n}, ...")).collect();
+        // The slot of a tensor with `lead` as its new leading axis of that kind.
+        let with_leading = |lead: &str| match axis {
+            StackAxis::Output => format!("...|...->{lead}, ..."),
+            StackAxis::Input => format!("...|{lead}, ...->..."),
+            StackAxis::Batch => format!("{lead}, ...|...->..."),
+        };
+        let unsqueeze = format!("...|...->... => {}", with_leading("0"));
+        let lifted: Vec<Tensor> = tensors.iter().map(|t| t.einsum1(&unsqueeze)).collect();
+        let operands: Vec<String> = names.iter().map(|n| with_leading(n)).collect();
         let spec = format!(
-            "{} => ...|...->{}, ...",
+            "{} => {}",
             operands.join("; "),
-            names.join("^")
+            with_leading(&names.join("^"))
         );
         let refs: Vec<&Tensor> = lifted.iter().collect();
         Tensor::concat(&spec, &refs)
@@ -535,14 +330,46 @@ impl Tensor {
 }
 
 fn random_bits(key: &Tensor, counter: &Tensor, op: Binop) -> Tensor {
-    binary(
-        key,
-        counter,
-        op,
+    key.graph.apply(
+        op.name(),
+        Logic::PointwiseBinary,
+        &[key, counter],
         OpSpec::new(Binop::Arg2, Forward::Binop(op))
             .precision(rcannl_ir::Precision::Uint4x32)
             .not_differentiable(),
     )
+}
+
+/// `v =:+ where(v1, v2, v3)` under `logic`; the gradient goes to the branch chosen.
+fn select(condition: &Tensor, then: &Tensor, otherwise: &Tensor, logic: Logic) -> Tensor {
+    let spec = OpSpec::new(Binop::Add, Forward::Ternop(Ternop::Where)).gradient(|grad| {
+        let (c, g) = (Formula::input(0), Formula::result_grad());
+        let zero = || Formula::Const(0.0);
+        accumulate_formula(grad, 1, 3, &c.clone().select(g.clone(), zero()))?;
+        accumulate_formula(grad, 2, 3, &c.select(zero(), g))
+    });
+    condition
+        .graph
+        .apply("where", logic, &[condition, then, otherwise], spec)
+}
+
+/// `v =:+ fma(v1, v2, v3)` under `logic`.
+fn fused_multiply_add(a: &Tensor, b: &Tensor, c: &Tensor, logic: Logic) -> Tensor {
+    let spec = OpSpec::new(Binop::Add, Forward::Ternop(Ternop::Fma)).gradient(|grad| {
+        let (g, a, b) = (grad.g(), grad.operand(0), grad.operand(1));
+        grad.accumulate(0, Binop::Add, B(Binop::Mul, g, b));
+        grad.accumulate(1, Binop::Add, B(Binop::Mul, a, g));
+        grad.accumulate(2, Binop::Add, U(Unop::Identity, g));
+        Ok(())
+    });
+    a.graph.apply("fma", logic, &[a, b, c], spec)
+}
+
+/// `spec` parsed into the logic of `name`'s spec form, or an error naming the operation.
+pub(crate) fn spec_logic(name: &str, spec: &str) -> Result<Logic, TensorError> {
+    parse_einsum(spec)
+        .map(Logic::Spec)
+        .map_err(|e| error(format!("{name} {spec:?}: {e}")))
 }
 
 /// `where(candidate == v, g, 0)`, with `g` operand 0 and `v` the last operand (operand 3 of a
@@ -573,35 +400,6 @@ fn product_gradient(grad: &mut GradBuilder<'_>) -> Result<(), TensorError> {
     Ok(())
 }
 
-fn extremum(a: &Tensor, b: &Tensor, op: Binop) -> Tensor {
-    binary(
-        a,
-        b,
-        op,
-        OpSpec::new(Binop::Arg2, Forward::Binop(op)).gradient(move |grad| {
-            let (x, y) = (grad.operand(0), grad.operand(1));
-            // The second wins where it is strictly better.
-            let second = match op {
-                Binop::Max => grad.pointwise(B(Binop::Lt, x, y))?,
-                _ => grad.pointwise(B(Binop::Lt, y, x))?,
-            };
-            let first = grad.pointwise(U(Unop::Not, second))?;
-            times_g(grad, 0, first, Binop::Add);
-            times_g(grad, 1, second, Binop::Add);
-            Ok(())
-        }),
-    )
-}
-
-fn comparison(a: &Tensor, b: &Tensor, op: Binop) -> Tensor {
-    binary(
-        a,
-        b,
-        op,
-        OpSpec::new(Binop::Arg2, Forward::Binop(op)).not_differentiable(),
-    )
-}
-
 /// An operation whose shapes follow an einsum spec.
 fn spec_op(
     spec: &str,
@@ -611,16 +409,15 @@ fn spec_op(
     gradient: impl FnOnce(&mut GradBuilder<'_>) -> Result<(), TensorError> + 'static,
 ) -> Tensor {
     let graph = &operands[0].graph;
-    let parsed = match parse_einsum(spec) {
-        Ok(parsed) => parsed,
-        Err(e) => return graph.failed(error(format!("einsum {spec:?}: {e}"))),
-    };
-    graph.apply(
-        "einsum",
-        Logic::Spec(parsed),
-        operands,
-        OpSpec::new(accum, rhs).gradient(gradient),
-    )
+    match spec_logic("einsum", spec) {
+        Ok(logic) => graph.apply(
+            "einsum",
+            logic,
+            operands,
+            OpSpec::new(accum, rhs).gradient(gradient),
+        ),
+        Err(e) => graph.failed(e),
+    }
 }
 
 impl Graph {
@@ -726,54 +523,5 @@ impl Graph {
         );
         self.state.borrow_mut().tensors[t.index].failed = Some(e);
         t
-    }
-
-    /// `a + b`, pointwise with broadcasting.
-    pub(crate) fn add(&self, a: &Tensor, b: &Tensor) -> Tensor {
-        binary(
-            a,
-            b,
-            Binop::Add,
-            OpSpec::new(Binop::Arg2, Forward::Binop(Binop::Add)).gradient(|grad| {
-                let g = grad.g();
-                grad.accumulate(0, Binop::Add, U(Unop::Identity, g));
-                grad.accumulate(1, Binop::Add, U(Unop::Identity, g));
-                Ok(())
-            }),
-        )
-    }
-
-    /// `a − b`, pointwise with broadcasting.
-    pub(crate) fn sub(&self, a: &Tensor, b: &Tensor) -> Tensor {
-        binary(
-            a,
-            b,
-            Binop::Sub,
-            OpSpec::new(Binop::Arg2, Forward::Binop(Binop::Sub)).gradient(|grad| {
-                let g = grad.g();
-                grad.accumulate(0, Binop::Add, U(Unop::Identity, g));
-                grad.accumulate(1, Binop::Sub, U(Unop::Identity, g));
-                Ok(())
-            }),
-        )
-    }
-
-    /// `a / b`, pointwise with broadcasting.
-    pub(crate) fn div(&self, a: &Tensor, b: &Tensor) -> Tensor {
-        binary(
-            a,
-            b,
-            Binop::Div,
-            OpSpec::new(Binop::Arg2, Forward::Binop(Binop::Div)).gradient(|grad| {
-                // d(x/y)/dx = 1/y, d(x/y)/dy = −v/y.
-                let (g, v, y) = (grad.g(), grad.v(), grad.operand(1));
-                grad.accumulate(0, Binop::Add, B(Binop::Div, g, y));
-                if grad.wants(1) {
-                    let t = grad.pointwise(B(Binop::Mul, g, v))?;
-                    grad.accumulate(1, Binop::Sub, B(Binop::Div, t, y));
-                }
-                Ok(())
-            }),
-        )
     }
 }

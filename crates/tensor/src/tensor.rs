@@ -4,6 +4,7 @@
 
 use std::ops;
 
+use crate::elementwise::BinaryOp;
 use crate::graph::Graph;
 
 /// A tensor of a graph: a cheap handle (cloning it clones a reference).
@@ -113,9 +114,12 @@ macro_rules! binary_operator {
     };
 }
 
-binary_operator!(Add, add, |a: &Tensor, b: &Tensor| a.graph.add(a, b));
-binary_operator!(Sub, sub, |a: &Tensor, b: &Tensor| a.graph.sub(a, b));
-binary_operator!(Div, div, |a: &Tensor, b: &Tensor| a.graph.div(a, b));
+binary_operator!(Add, add, |a: &Tensor, b: &Tensor| a
+    .binary(BinaryOp::Add, b));
+binary_operator!(Sub, sub, |a: &Tensor, b: &Tensor| a
+    .binary(BinaryOp::Sub, b));
+binary_operator!(Div, div, |a: &Tensor, b: &Tensor| a
+    .binary(BinaryOp::Div, b));
 binary_operator!(Mul, mul, |a: &Tensor, b: &Tensor| {
     // A number times a tensor scales it; two tensors compose.
     if a.graph.is_scalar_constant(a) || a.graph.is_scalar_constant(b) {

@@ -5,7 +5,7 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_tensor::gradcheck::{Inputs, check_gradients};
-use rcannl_tensor::{Graph, Tensor};
+use rcannl_tensor::{Graph, StackAxis, Tensor};
 
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
@@ -126,6 +126,18 @@ fn interleaving_and_stacking() {
         let s = Tensor::stack(&[&p[0], &p[1]]);
         s.pmul(&s)
     });
+    for axis in [StackAxis::Output, StackAxis::Input, StackAxis::Batch] {
+        check(
+            &format!("stack along {axis:?}"),
+            &["3", "3"],
+            false,
+            |_, p| {
+                let s = Tensor::stack_along(axis, &[&p[0], &p[1]]);
+                // A weight per stacked position, so that each tensor's gradient differs.
+                s.pmul(&s).pmul(&Tensor::stack_along(axis, &[&p[0], &p[0]]))
+            },
+        );
+    }
 }
 
 #[test]
@@ -134,4 +146,44 @@ fn concatenation() {
         Tensor::concat("a; b => a^b", &[&p[0], &p[1]])
             .pmul(&Tensor::concat("a; b => a^b", &[&p[0], &p[1]]))
     });
+}
+
+/// The gradient of `x^p` for a constant integer `p` is `p·x^(p−1)`, also at 0 and below it
+/// (where `p·v/x` would divide by 0 or be NaN); `x^0` is constant, its gradient 0 everywhere.
+#[test]
+fn pow_with_an_integer_exponent_at_zero_and_negative_bases() {
+    use rcannl_ir::Precision;
+    use rcannl_tensor::{Context, Init};
+    let xs = [0.0, -2.0, 3.0, -1.5];
+    for p in [0, 1, 2, 3, -2] {
+        for backend in backends() {
+            let backend_name = backend.name();
+            let graph = Graph::new();
+            let x = graph
+                .param("x")
+                .output([xs.len()])
+                .precision(Precision::F64)
+                .init(Init::Values(xs.to_vec()))
+                .build();
+            let y = x.pow(&graph.number(f64::from(p)));
+            let mut ctx = Context::with_backend(&graph, backend);
+            ctx.init_params().unwrap();
+            let backprop = ctx.backprop(&y).unwrap();
+            ctx.run(&backprop).unwrap();
+            let expected: Vec<f64> = xs
+                .iter()
+                .map(|&x| match p {
+                    0 => 0.0,
+                    _ => f64::from(p) * x.powi(p - 1),
+                })
+                .collect();
+            let got = ctx.grad(&x).unwrap();
+            for (g, e) in got.iter().zip(&expected) {
+                assert!(
+                    g == e || (g - e).abs() <= 1e-12 * e.abs(),
+                    "x^{p} on {backend_name}: gradient {got:?}, expected {expected:?}"
+                );
+            }
+        }
+    }
 }

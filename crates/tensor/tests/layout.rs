@@ -95,3 +95,67 @@ fn ranges_count_their_cells() {
         );
     }
 }
+
+#[test]
+fn stacking_along_an_output_an_input_or_a_batch_axis() {
+    use rcannl_tensor::StackAxis;
+    let (x, y) = ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]);
+    // Cells in memory order (batch, output, input), by hand: stacked[s][o] or [o][s].
+    let by_position: Vec<f64> = x.iter().chain(&y).copied().collect();
+    let by_cell: Vec<f64> = (0..3).flat_map(|o| [x[o], y[o]]).collect();
+    let cases = [
+        (
+            StackAxis::Output,
+            [vec![], vec![], vec![2, 3]],
+            &by_position,
+        ),
+        (StackAxis::Input, [vec![], vec![2], vec![3]], &by_cell),
+        (StackAxis::Batch, [vec![2], vec![], vec![3]], &by_position),
+    ];
+    for (axis, rows, expected) in cases {
+        for backend in backends() {
+            let graph = Graph::new();
+            let a = graph.data("a").shape("3").values(x.to_vec()).build();
+            let b = graph.data("b").shape("3").values(y.to_vec()).build();
+            let stacked = Tensor::stack_along(axis, &[&a, &b]);
+            let mut ctx = Context::with_backend(&graph, backend);
+            let forward = ctx.forward(&[&stacked]).unwrap();
+            ctx.run(&forward).unwrap();
+            assert_eq!(ctx.rows(&stacked).unwrap(), rows, "{axis:?}");
+            assert_eq!(&ctx.values(&stacked).unwrap(), expected, "{axis:?}");
+        }
+    }
+}
+
+#[test]
+fn a_static_index_with_a_range_gives_the_sliced_axis_its_size() {
+    for backend in backends() {
+        let graph = Graph::new();
+        // No batch size given: the slice's range gives it.
+        let x = graph.range_of_shape("x").output([3]).build();
+        let at = graph.static_index_with_range(5);
+        let row = x.slice(&at);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&row]).unwrap();
+        assert_eq!(ctx.dims(&x).unwrap(), vec![5, 3]);
+        ctx.run_with(&forward, &[(at, 4)]).unwrap();
+        assert_eq!(ctx.values(&row).unwrap(), vec![12.0, 13.0, 14.0]);
+        // Beyond the range, the run is refused.
+        assert!(ctx.run_with(&forward, &[(at, 5)]).is_err());
+    }
+    // A batch axis of another size clashes with the range.
+    let graph = Graph::new();
+    let x = graph.data("x").shape("4|->3").build();
+    let row = x.slice(&graph.static_index_with_range(5));
+    let e = row
+        .error()
+        .expect("a batch of 4 sliced over 5 positions is an error");
+    assert!(e.message.contains("slice"), "{}", e.message);
+    // A range of no position is refused.
+    let graph = Graph::new();
+    graph.static_index_with_range(0);
+    let e = graph
+        .check()
+        .expect_err("a range of 0 positions is an error");
+    assert!(e.message.contains("range of 0"), "{}", e.message);
+}

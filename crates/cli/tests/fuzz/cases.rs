@@ -228,7 +228,6 @@ fn valid(rng: &mut Rng, dir: &Path, odd_values: bool) -> Valid {
         .collect();
     let result = match op {
         Op::PointwiseAdd | Op::PointwiseMul => slots[0].clone(),
-        Op::OuterSum => place(rng, &used.iter().copied().collect::<Vec<_>>(), kinds),
         _ => {
             let mut kept: Vec<char> = used.iter().copied().filter(|_| rng.one_in(2)).collect();
             if op == Op::Einsum && rng.one_in(12) && !kept.is_empty() {

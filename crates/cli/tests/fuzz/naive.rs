@@ -38,7 +38,7 @@ pub enum Semantics {
     SumOfProducts,
     /// The sum of the operands, the largest kept (`tropical`; `einmax` of one operand).
     MaxOfSums,
-    /// The sum of the operands, each cell written once (`outer-sum`, `pointwise-add`).
+    /// The sum of the operands, summed (`outer-sum`; `pointwise-add` writes each cell once).
     Sums,
 }
 
@@ -96,7 +96,7 @@ impl Problem {
             match self.semantics {
                 Semantics::SumOfProducts => *cell += read.product::<f64>(),
                 Semantics::MaxOfSums => *cell = maximum(*cell, read.sum::<f64>()),
-                Semantics::Sums => *cell = read.sum::<f64>(),
+                Semantics::Sums => *cell += read.sum::<f64>(),
             }
         }
         values
