@@ -1,7 +1,6 @@
 //! The einsum cases of numpy's, opt_einsum's, PyTorch's and JAX's test suites (equations, operand
 //! shapes, and whether each must be refused), kept as data in `data/einsum_suites/` (see the
-//! README there), run through `Tensor::einsum_np`: every case on the interpreter, the invalid ones
-//! and every third valid one on the C backend.
+//! README there), run through `Tensor::einsum_np` on the interpreter and on the C backend.
 //!
 //! A valid case runs over random operands and must give the shape and values of a naive
 //! evaluation of numpy's semantics (`support/naive_einsum.rs`), within rounding relative to the
@@ -277,32 +276,19 @@ fn check_case(
     })
 }
 
-/// The C backend compiles one library per valid case, which costs more than the rest of the
-/// suites together; it runs every invalid case and every `C_BACKEND_EVERY`-th valid case of a
-/// suite (counted in file order, starting with the first).
-const C_BACKEND_EVERY: usize = 3;
-
-/// Runs every case of `suite` on the interpreter, and the invalid cases and every
-/// [`C_BACKEND_EVERY`]-th valid one on the C backend; prints the counts, the failures by
-/// category and every failing case, and asserts that all passed.
+/// Runs every case of `suite` on the interpreter and on the C backend; prints the counts, the
+/// failures by category and every failing case, and asserts that all passed.
 fn run_suite(suite: &str) {
     let cases = load(suite);
     let compiler = Compiler::find().expect("a C compiler (cc or $CC)");
-    let backends = [("interpreter", 1), ("cc", C_BACKEND_EVERY)];
+    let backends = ["interpreter", "cc"];
     // Per backend: valid cases run, equal, invalid cases run, refused.
     let mut tallies = [[0usize; 4]; 2];
     let mut failures: Vec<String> = Vec::new();
     let mut by_category: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
-    let mut valid_seen = 0;
     for case in &cases {
-        if case.valid {
-            valid_seen += 1;
-        }
         let expectation = Expectation::of(suite, case);
-        for ((name, every), tally) in backends.iter().zip(&mut tallies) {
-            if case.valid && (valid_seen - 1) % every != 0 {
-                continue;
-            }
+        for (name, tally) in backends.iter().zip(&mut tallies) {
             let backend: Box<dyn Backend> = match *name {
                 "interpreter" => Box::new(Interpreter),
                 _ => Box::new(compiler.clone()),
@@ -330,7 +316,7 @@ fn run_suite(suite: &str) {
         }
     }
     let mut report = String::new();
-    for ((name, _), [valid, equal, invalid, refused]) in backends.iter().zip(tallies) {
+    for (name, [valid, equal, invalid, refused]) in backends.iter().zip(tallies) {
         let _ = writeln!(
             report,
             "{suite} on {name}: {equal}/{valid} valid cases equal numpy's, \
