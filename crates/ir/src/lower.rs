@@ -7,7 +7,8 @@
 //! the active component's symbol shifted by the sizes of the components before it; an access that
 //! needs an inactive component's symbol does not happen there. A nest whose written access does
 //! not happen, or that has nothing left to read, emits nothing; a block assignment with two
-//! sources left at one point, or a scatter with two targets, is ambiguous, an error.
+//! sources left at one point, or a scatter with two targets, is ambiguous, an error. A nest
+//! with a loop over an empty axis is not emitted at all: it would write nothing.
 //!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
@@ -603,6 +604,11 @@ impl Lowering<'_> {
         let var = self.context.fresh_var();
         let mut stmts = Vec::new();
         for &(symbol, range) in &components.components {
+            // A loop over an empty axis never runs: its nest writes nothing (what the fill set
+            // stays), and no later pass has to reason about a loop without iterations.
+            if range == 0 {
+                continue;
+            }
             let mut active = active.clone();
             active.insert(symbol, var);
             let body = self.nest(factor + 1, active, ranges, plain_store, value)?;
