@@ -7,8 +7,8 @@
 //! - anything else is the path of a `.npy` file (f32, f64, integer or bool), whose dims become
 //!   output axes.
 //!
-//! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`;
-//! kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
+//! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`,
+//! or `1*` (a unit that broadcasts); kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
 
 use std::path::Path;
 
