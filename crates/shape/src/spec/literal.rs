@@ -16,10 +16,9 @@ use super::ast::Kind;
 use super::error::{SpecError, SpecErrorKind};
 
 /// What one axis of a literal says about its unit.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub enum LiteralBasis {
     /// No basis written (or `@default`).
-    #[default]
     Default,
     /// `@name`.
     Named(String),
