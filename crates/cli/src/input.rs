@@ -10,8 +10,8 @@
 //! The three literal forms are float64, as a numpy array of Python floats is; a `.npy` file's
 //! cells keep its dtype.
 //!
-//! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`;
-//! kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
+//! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`,
+//! or `1*` (a unit that broadcasts); kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
 
 use std::path::Path;
 

@@ -36,7 +36,8 @@ pub struct OpArgs {
     /// The operands: range:SHAPE (each cell its flat offset), fill:V:SHAPE, values:v1,v2,…:SHAPE
     /// (these three float64), or a .npy file (bool, int8-int64, uint8-uint64, float16-float64,
     /// either byte order; its dims become output axes). SHAPE is B|I->O with comma-separated
-    /// sizes, each optionally size@basis; kinds not written are empty ("2|3->4", "3,4", "|5->").
+    /// sizes, each optionally size@basis, or 1* (a unit that broadcasts to any size, where a
+    /// plain 1 does not); kinds not written are empty ("2|3->4", "3,4", "|5->", "1*,3").
     #[arg(value_name = "INPUT")]
     pub inputs: Vec<String>,
 

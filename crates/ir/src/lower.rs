@@ -10,7 +10,8 @@
 //! sources left at one point, or a scatter with two targets, is ambiguous, an error. A block's
 //! or a scatter's nest runs no loop that neither its written cell nor its one read depends on
 //! (a label only another source has): each cell takes its source's sum once, not once per
-//! position of that label.
+//! position of that label. A nest with a loop over an empty axis is not emitted at all: it
+//! would write nothing.
 //!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
@@ -630,6 +631,11 @@ impl Lowering<'_> {
         let mut stmts = Vec::new();
         let single = components.components.len() == 1;
         for &(symbol, range) in &components.components {
+            // A loop over an empty axis never runs: its nest writes nothing (what the fill set
+            // stays), and no later pass has to reason about a loop without iterations.
+            if range == 0 {
+                continue;
+            }
             let mut active = active.clone();
             active.insert(symbol, var);
             let body = self.nest(factor + 1, active, ranges, plain_store, value)?;

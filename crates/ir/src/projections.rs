@@ -66,14 +66,15 @@ impl Projections {
             .collect()
     }
 
-    /// The product symbols the written map leaves out, with a range above 1: the axes the
-    /// assignment reduces over. Contraction is read off here, never declared.
+    /// The product symbols the written map leaves out, with a range other than 1: the axes the
+    /// assignment reduces over (an empty one included: its cells get the neutral element).
+    /// Contraction is read off here, never declared.
     pub fn reduction_symbols(&self) -> Vec<Symbol> {
         let written: HashSet<Symbol> = self.lhs_index.iter().flat_map(AxisIndex::symbols).collect();
         self.product_space
             .iter()
             .flat_map(|factor| factor.components.iter())
-            .filter(|(symbol, range)| *range > 1 && !written.contains(symbol))
+            .filter(|(symbol, range)| *range != 1 && !written.contains(symbol))
             .map(|(symbol, _)| *symbol)
             .collect()
     }
@@ -82,6 +83,11 @@ impl Projections {
     /// may be a cell-by-cell coverage the test cannot see; `true` is always right.
     pub fn is_surjective(&self) -> bool {
         let ranges = self.ranges();
+        // A product space without points (a reduction over an empty axis) writes nothing: only
+        // a written tensor without cells is then covered.
+        if self.product_space_is_empty() {
+            return self.lhs_dims.contains(&0);
+        }
         // Two concatenated axes over one coupled factor write blocks on a diagonal, not the
         // whole (over different factors, as in a block matrix, they tile it).
         let mut concat_factors = HashSet::new();
@@ -129,9 +135,13 @@ impl Projections {
     }
 
     /// Whether no cell of the written tensor is written at two points (so a store needs no
-    /// read-back). Any reduction makes it false; so does a strided write that two points reach.
-    /// Sufficient, not necessary, for affine indices: see `pins_all`.
+    /// read-back). Any reduction makes it false, unless the product space is empty (nothing is
+    /// written at all); so does a strided write that two points reach. Sufficient, not
+    /// necessary, for affine indices: see `pins_all`.
     pub fn is_injective(&self) -> bool {
+        if self.product_space_is_empty() {
+            return true;
+        }
         let concat_factors: HashSet<usize> = self
             .lhs_index
             .iter()
@@ -162,6 +172,13 @@ impl Projections {
             .iter()
             .enumerate()
             .all(|(factor, used)| used.len() <= 1 || concat_factors.contains(&factor))
+    }
+
+    /// Whether the product space has no point: a factor whose ranges are all 0 (an empty axis).
+    pub fn product_space_is_empty(&self) -> bool {
+        self.product_space
+            .iter()
+            .any(|factor| factor.components.iter().all(|(_, range)| *range == 0))
     }
 
     /// The record as another assignment of the same operation sees it: `lhs` names the slot

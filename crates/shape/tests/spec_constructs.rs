@@ -1116,9 +1116,9 @@ fn capture_names_labels_and_row_variables() {
 
 #[test]
 fn shape_literals() {
-    let dim = |size, basis: Option<&str>| DimLiteral {
-        size,
-        basis: basis.map(str::to_owned),
+    let dim = |size, basis: Option<&str>| match basis {
+        Some(name) => DimLiteral::named(size, name),
+        None => DimLiteral::new(size),
     };
     let table: Vec<(&str, ShapeLiteral, &str)> = vec![
         (
@@ -1156,6 +1156,15 @@ fn shape_literals() {
             "1@_x,0",
         ),
         ("|->", ShapeLiteral::default(), ""),
+        (
+            "1 * , 1 | 1*->",
+            ShapeLiteral {
+                batch: vec![DimLiteral::claim_free(), dim(1, None)],
+                input: vec![DimLiteral::claim_free()],
+                ..ShapeLiteral::default()
+            },
+            "1*,1|1*->",
+        ),
     ];
     for (text, expected, canonical) in &table {
         let parsed = parse_shape_literal(text).unwrap();
@@ -1163,7 +1172,16 @@ fn shape_literals() {
         assert_eq!(parsed.to_string(), *canonical, "{text:?}");
         assert_eq!(parse_shape_literal(canonical).as_ref(), Ok(expected));
     }
-    for (text, column) in [("2,,3", 3), ("2@", 3), ("2@rgb@x", 6), ("a", 1), ("3-4", 2)] {
+    for (text, column) in [
+        ("2,,3", 3),
+        ("2@", 3),
+        ("2@rgb@x", 6),
+        ("a", 1),
+        ("3-4", 2),
+        ("4*", 1),
+        ("1*@rgb", 3),
+        ("1@rgb*", 6),
+    ] {
         check_error(Parser::Literal, text, column, SpecErrorKind::Syntax);
     }
 }

@@ -163,10 +163,13 @@ where
 
 fn dim_literal() -> impl Strategy<Value = DimLiteral> {
     let basis = proptest::option::of(select(&["rgb", "feat", "_x", "a1", "default2", "B"][..]));
-    (size(), basis).prop_map(|(size, basis)| DimLiteral {
-        size,
-        basis: basis.map(str::to_owned),
-    })
+    prop_oneof![
+        8 => (size(), basis).prop_map(|(size, basis)| match basis {
+            Some(name) => DimLiteral::named(size, name),
+            None => DimLiteral::new(size),
+        }),
+        1 => Just(DimLiteral::claim_free()),
+    ]
 }
 
 fn shape_literal() -> impl Strategy<Value = ShapeLiteral> {

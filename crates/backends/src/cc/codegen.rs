@@ -271,8 +271,9 @@ impl Writer<'_> {
         }
         let mut offset = String::new();
         for (axis, (position, dim)) in index.iter().zip(&dims).enumerate() {
-            let (low, high) = self.bounds(position)?;
-            if low < 0 || (self.checking && high >= *dim as i128) {
+            if let Some((low, high)) = self.bounds(position)?
+                && (low < 0 || (self.checking && high >= *dim as i128))
+            {
                 return Err(error(format!(
                     "codegen: {node} '{}' is addressed at {low}..={high} on axis {axis}, outside \
                      its buffer of {dim}",
@@ -297,7 +298,14 @@ impl Writer<'_> {
     /// Computed in 128 bits, where a 64-bit offset plus products of 64-bit coefficients and
     /// ranges does not wrap (the arithmetic saturates beyond, still outside every buffer): the
     /// bounds are the true ones, and so is the message that reports them.
-    fn bounds(&self, index: &Index) -> Result<(i128, i128), CodegenError> {
+    ///
+    /// `None` when the access never happens: under a loop that never runs, or with a static
+    /// index that has no value to take (both over an empty axis, whose buffer has no position
+    /// to check against).
+    fn bounds(&self, index: &Index) -> Result<Option<(i128, i128)>, CodegenError> {
+        if self.loops.values().any(|&range| range == 0) {
+            return Ok(None);
+        }
         let offset = i128::from(index.offset);
         let (mut low, mut high) = (offset, offset);
         for (c, var) in &index.terms {
@@ -306,11 +314,14 @@ impl Writer<'_> {
                 Var::Static(s) => self.routine.statics.get(s).copied(),
             }
             .ok_or_else(|| error(format!("codegen: {var} has no value here")))?;
+            if range == 0 {
+                return Ok(None);
+            }
             let top = i128::from(*c).saturating_mul(range as i128 - 1);
             low = low.saturating_add(top.min(0));
             high = high.saturating_add(top.max(0));
         }
-        Ok((low, high))
+        Ok(Some((low, high)))
     }
 
     /// `scalar` computed in the kind of `precision`, as C of type `compute_type(precision)`.
@@ -452,7 +463,7 @@ impl Writer<'_> {
                 let precision = info.precision;
                 let word = self.expr(arg, Precision::Uint4x32)?;
                 // Cells past the end are skipped at run time; none may lie before the start.
-                if self.bounds(offset)?.0 < 0 {
+                if self.bounds(offset)?.is_some_and(|(low, _)| low < 0) {
                     return Err(error(format!(
                         "codegen: a vector store into {node} '{}' starts before its buffer",
                         info.label

@@ -238,6 +238,22 @@ unsafe fn run_typed<T: Element>(
     kernels: Kernels,
 ) {
     let threads = kernels.threads;
+    let len = routine.nodes[&plan.c].buffer_len();
+    let loops = || {
+        plan.batch
+            .iter()
+            .chain(&plan.m)
+            .chain(&plan.n)
+            .chain(&plan.k)
+    };
+    if loops().any(|&(_, range)| range == 0) {
+        // A loop over an empty axis: no product term exists, so only the fill happens.
+        if plan.zero_first {
+            // SAFETY: `c` holds `len` cells of `T`.
+            unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
+        }
+        return;
+    }
     let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
     let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
     let a = Operand::new(&plan.a_index, &dims(plan.a), statics);
@@ -274,7 +290,6 @@ unsafe fn run_typed<T: Element>(
     let (m, n) = (size(&rows), size(&columns));
     // A result the products write in place, every cell once, is overwritten by them: a fill
     // first would only cost a pass over memory.
-    let len = routine.nodes[&plan.c].buffer_len();
     let overwritten = c.merged(&rows).is_some()
         && c.merged(&columns).is_some()
         && c.covers(&[&plan.batch[..], &plan.m, &plan.n].concat(), len);

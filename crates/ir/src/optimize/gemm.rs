@@ -64,7 +64,8 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
 /// The product `stmt` computes, if it is one worth a tuned routine.
 fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
     let nest = PerfectNest::of(stmt)?;
-    if !nest.pre.is_empty() {
+    // A nest with a loop over an empty axis does nothing (and `simplify` drops it).
+    if !nest.pre.is_empty() || nest.loops.iter().any(|&(_, range)| range == 0) {
         return None;
     }
     let Scalar::Binop(Binop::Add, accumulated, term) = nest.value else {
@@ -163,7 +164,7 @@ fn injective(index: &[Index], dims: &[usize], loops: &[(LoopVar, usize)]) -> boo
     let coefficients = flat_coefficients(index, dims);
     let mut steps: Vec<(u64, u64)> = Vec::new();
     for &(var, range) in loops {
-        if range == 1 {
+        if range <= 1 {
             continue;
         }
         let coefficient = coefficients

@@ -155,7 +155,9 @@ impl Producer {
                 .copied()
                 .filter(|(var, _)| !written.contains(var))
         };
-        let kept: Vec<(LoopVar, usize)> = unwritten().filter(|(_, range)| *range > 1).collect();
+        // A loop of no iterations is kept, not dropped: the nest then writes nothing, and
+        // the inlined value is the fill's.
+        let kept: Vec<(LoopVar, usize)> = unwritten().filter(|(_, range)| *range != 1).collect();
         let single: Vec<LoopVar> = unwritten()
             .filter(|(_, range)| *range == 1)
             .map(|(var, _)| var)

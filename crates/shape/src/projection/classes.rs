@@ -5,7 +5,8 @@
 //! index `i` (a fixed position, or a symbol supplied from outside such as a batch slice's);
 //! `Iterate(p)` asks for a loop, `Component(p)` insists on one (a concatenation's component). A
 //! class then takes its pin if it has one, else a fresh iterator if it is a component or must
-//! iterate and is longer than 1, else the fixed position 0.
+//! iterate and is not of size 1 (a loop over an empty axis runs no times), else the fixed
+//! position 0.
 //!
 //! The result depends only on the set of equations: the classes and the iterate set are
 //! closures, the pins a checked partial function. Fresh iterators are numbered in the order of
@@ -35,7 +36,8 @@ pub enum ProjTerm {
 pub enum ProjEq {
     /// The two sides share their index.
     Eq(ProjTerm, ProjTerm),
-    /// The axis needs a loop of its own unless it is pinned or of size 1.
+    /// The axis needs a loop of its own unless it is pinned or of size 1 (an empty axis gets a
+    /// loop that runs no times).
     Iterate(ProjTerm),
     /// A component of a concatenation: it needs a loop unless it is pinned, even of size 1 or 0,
     /// since lowering tells the active component by its symbol.
@@ -138,7 +140,9 @@ pub fn solve(
         let size = size_of(&first)?;
         let index = match pins.get(&root) {
             Some(pinned) => pinned.clone(),
-            None if components.contains(&root) || (iterate.contains(&root) && size > 1) => {
+            // An axis of size 0 iterates too: its loop runs no times, where position 0 would
+            // address a cell that does not exist.
+            None if components.contains(&root) || (iterate.contains(&root) && size != 1) => {
                 let symbol = Symbol(first_symbol + labeling.iterators.len() as u32);
                 labeling.iterators.push((symbol, size));
                 AxisIndex::Iterator(symbol)
@@ -270,6 +274,15 @@ mod tests {
         assert_eq!(index(&labeling, 1), AxisIndex::Fixed(0));
         assert_eq!(index(&labeling, 2), AxisIndex::Iterator(Symbol(7)));
         assert_eq!(labeling.iterators, vec![(Symbol(7), 3)]);
+    }
+
+    #[test]
+    fn an_empty_axis_gets_a_loop_that_never_runs() {
+        // Position 0 of an axis of size 0 is no cell: the axis is iterated, over nothing.
+        let labeling = solve(&[eq(p(0), p(1)), iterate(0)], &sizes(&[(0, 0), (1, 0)]), 4).unwrap();
+        assert_eq!(index(&labeling, 0), AxisIndex::Iterator(Symbol(4)));
+        assert_eq!(index(&labeling, 1), AxisIndex::Iterator(Symbol(4)));
+        assert_eq!(labeling.iterators, vec![(Symbol(4), 0)]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::constraint::Constraint;
 use crate::error::{ShapeError, TensorContext};
 use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraints};
 use crate::solver::{Leaf, Solver};
-use crate::spec::{Kind, ShapeLiteral};
+use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
 use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
 
 pub use capture::Capture;
@@ -96,15 +96,19 @@ impl LeafDecl {
         self
     }
 
-    /// All three rows given by a shape literal.
+    /// All three rows given by a shape literal (`1*` is the claim-free unit).
     pub fn literal(literal: &ShapeLiteral) -> Self {
         let row = |kind| {
             literal
                 .row(kind)
                 .iter()
-                .map(|d| Dim::Atom {
-                    size: d.size,
-                    basis: Basis::from_name(d.basis.as_deref()),
+                .map(|d| match &d.basis {
+                    LiteralBasis::ClaimFree => Dim::Unit,
+                    LiteralBasis::Default => Dim::size(d.size),
+                    LiteralBasis::Named(name) => Dim::Atom {
+                        size: d.size,
+                        basis: Basis::from_name(Some(name)),
+                    },
                 })
                 .collect()
         };

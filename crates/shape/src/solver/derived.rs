@@ -14,10 +14,15 @@ use crate::error::ShapeError;
 use crate::term::{AffineDim, Basis, Dim};
 
 /// The size of an affine axis whose parts are known, with the named basis of either part
-/// (`None` also when the parts' bases conflict: [`check_bases`] reports that).
+/// (`None` also when the parts' bases conflict: [`check_bases`] reports that). A convolution's
+/// axis is known only with its kernel, even padded, whose size does not depend on it: the
+/// kernel's basis is part of the axis's.
 pub(super) fn evaluate_affine(affine: &AffineDim) -> Option<Dim> {
     let over = affine.over.ground_size()?;
     let kernel = affine.conv.as_ref().map(|conv| &conv.kernel);
+    if awaits_kernel(affine) {
+        return None;
+    }
     let model = named_basis(std::iter::once(&affine.over).chain(kernel)).ok()?;
     let size = match &affine.conv {
         None
@@ -69,26 +74,62 @@ fn named_basis<'d>(dims: impl Iterator<Item = &'d Dim>) -> Result<Option<&'d Dim
 }
 
 /// Derived terms whose known parts carry different named bases: a strided axis over one unit
-/// with a kernel in another, or a concatenation of components of different units.
-pub(super) fn check_bases(dim: &Dim) -> Result<(), ShapeError> {
-    let conflict = match dim {
-        Dim::Affine(affine) => {
-            let kernel = affine.conv.as_ref().map(|conv| &conv.kernel);
-            named_basis(std::iter::once(&affine.over).chain(kernel))
-                .err()
-                .map(|[a, b]| {
-                    format!(
-                        "convolution: conflicting dimension bases between stride and kernel \
-                         ({a} vs {b} in {dim})"
-                    )
-                })
-        }
-        Dim::Concat(components) => named_basis(components.iter())
-            .err()
-            .map(|[a, b]| format!("concat: conflicting dimension bases ({a} vs {b} in {dim})")),
-        _ => None,
+/// with a kernel in another (or in another than the axis it is `equated` with), or a
+/// concatenation of components of different units.
+pub(super) fn check_bases(dim: &Dim, equated: Option<&Dim>) -> Result<(), ShapeError> {
+    match dim {
+        Dim::Affine(affine) => check_kernel_basis(affine, equated),
+        Dim::Concat(components) => match named_basis(components.iter()) {
+            Err([a, b]) => Err(ShapeError::new(format!(
+                "concat: conflicting dimension bases ({a} vs {b} in {dim})"
+            ))),
+            Ok(_) => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Whether `affine` is a convolution whose kernel is not known yet.
+pub(super) fn awaits_kernel(affine: &AffineDim) -> bool {
+    affine
+        .conv
+        .as_ref()
+        .is_some_and(|conv| !conv.kernel.is_ground())
+}
+
+/// A convolution's kernel slides over its input axis in the input's unit: a kernel whose named
+/// basis differs from that of the output axis (its positions are the input's, strided) or of the
+/// `input` axis the term is equated with is an error. A default basis beside a named one is not,
+/// as in a concatenation.
+fn check_kernel_basis(affine: &AffineDim, input: Option<&Dim>) -> Result<(), ShapeError> {
+    let Some(
+        kernel @ Dim::Atom {
+            basis: kernel_basis @ Basis::Named(_),
+            ..
+        },
+    ) = affine.conv.as_ref().map(|conv| &conv.kernel)
+    else {
+        return Ok(());
     };
-    conflict.map_or(Ok(()), |message| Err(ShapeError::new(message)))
+    let others = [(input, "input axis"), (Some(&affine.over), "output axis")];
+    let conflict = others.into_iter().find_map(|(dim, role)| match dim {
+        Some(
+            dim @ Dim::Atom {
+                basis: basis @ Basis::Named(_),
+                ..
+            },
+        ) if basis != kernel_basis => Some((dim, role)),
+        _ => None,
+    });
+    let Some((other, role)) = conflict else {
+        return Ok(());
+    };
+    let term = Dim::Affine(Box::new(affine.clone()));
+    let equated = input.map_or(String::new(), |input| format!(" = {input}"));
+    Err(ShapeError::new(format!(
+        "convolution: conflicting dimension bases between stride and kernel: the kernel {kernel} \
+         against the {role} {other} (in {term}{equated})"
+    )))
 }
 
 /// Equations that settle `a = b` when one side is derived, or `None` when that must wait.
@@ -146,6 +187,7 @@ fn solve_affine(
     total: usize,
     like_this: &Dim,
 ) -> Result<Option<Vec<(Dim, Dim)>>, ShapeError> {
+    check_kernel_basis(affine, Some(like_this))?;
     let stride = affine.stride;
     let valid = affine.conv.as_ref().filter(|conv| !conv.padded);
     let Some(conv) = valid else {

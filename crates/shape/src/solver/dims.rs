@@ -13,8 +13,8 @@ impl Solver {
         // Plain: a pending derived equation must not meet the size it gives itself.
         let a = self.resolve_dim_plain(&a);
         let b = self.resolve_dim_plain(&b);
-        derived::check_bases(&a)?;
-        derived::check_bases(&b)?;
+        derived::check_bases(&a, Some(&b))?;
+        derived::check_bases(&b, Some(&a))?;
         if a == b {
             return Ok(());
         }
@@ -31,8 +31,8 @@ impl Solver {
     pub(super) fn dim_le(&mut self, res: Dim, opnd: Dim) -> Result<(), ShapeError> {
         let res = self.resolve_dim(&res);
         let opnd = self.resolve_dim(&opnd);
-        derived::check_bases(&res)?;
-        derived::check_bases(&opnd)?;
+        derived::check_bases(&res, None)?;
+        derived::check_bases(&opnd, None)?;
         if res == opnd || opnd == Dim::Unit {
             return Ok(());
         }
@@ -173,16 +173,28 @@ impl Solver {
             Some(equations) => {
                 self.queue
                     .extend(equations.into_iter().map(|(x, y)| Constraint::DimEq(x, y)));
-                Ok(())
-            }
-            None => {
-                if !self.derived_eqs.contains(&(a.clone(), b.clone())) {
-                    self.derived_eqs.push((a, b));
-                    // What the equation says of its derived term may settle deferred constraints.
-                    self.n_bindings += 1;
+                // A padded convolution's sizes are settled without its kernel, but not its
+                // basis: the equation stays, to be checked again once the kernel is known.
+                let awaits_kernel =
+                    |d: &Dim| matches!(d, Dim::Affine(affine) if derived::awaits_kernel(affine));
+                if awaits_kernel(&a) || awaits_kernel(&b) {
+                    self.keep_pending(a, b);
                 }
                 Ok(())
             }
+            None => {
+                self.keep_pending(a, b);
+                Ok(())
+            }
+        }
+    }
+
+    /// Keeps the derived equation `a = b` to be retried when its parts change.
+    fn keep_pending(&mut self, a: Dim, b: Dim) {
+        if !self.derived_eqs.contains(&(a.clone(), b.clone())) {
+            self.derived_eqs.push((a, b));
+            // What the equation says of its derived term may settle deferred constraints.
+            self.n_bindings += 1;
         }
     }
 }

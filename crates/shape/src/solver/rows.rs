@@ -363,6 +363,21 @@ impl Solver {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
+        // An axis of size 0 makes the count 0 whatever the other axes are: it holds or fails now,
+        // and says nothing of the sizes still unknown.
+        if known == 0
+            && let Some(total) = total.ground_size()
+        {
+            let expected = total.saturating_mul(coefficient);
+            if expected != 0 {
+                return Err(ShapeError::new(format!(
+                    "Total_elems constraint failed, shape is too small: {} has 0 elements, \
+                     expected {expected}",
+                    shown()
+                )));
+            }
+            return Ok(());
+        }
         match (total.ground_size(), unknown.as_slice(), open) {
             (Some(total), [], false) => {
                 let expected = total.saturating_mul(coefficient);

@@ -1,9 +1,12 @@
-//! Concrete shape literals: `B|I->O` with comma-separated sizes, each optionally `size@basis`.
+//! Concrete shape literals: `B|I->O` with comma-separated sizes, each optionally `size@basis`,
+//! or the claim-free unit `1*`.
 //!
 //! Tools use these to describe real arrays: `"2|3->4"`, `"3,4"` (output axes only), `"|5->"`,
-//! `"2,3|->4@rgb"`. A kind that is not written has no axes. Unlike a shape spec, every axis here is a
-//! known size, and a basis names the axis's unit (`@default`, the unit of unannotated axes, is the
-//! same as writing no basis).
+//! `"2,3|->4@rgb"`, `"1*,3"`. A kind that is not written has no axes. Unlike a shape spec, every
+//! axis here is a known size, and a basis names the axis's unit (`@default`, the unit of
+//! unannotated axes, is the same as writing no basis). An axis of size 1 with a basis (`1`,
+//! `1@rgb`) is a claim: it broadcasts to nothing but itself; `1*` claims nothing and broadcasts
+//! to any size, as numpy's axes of size 1 do.
 
 use std::fmt;
 
@@ -12,17 +15,49 @@ use serde::Serialize;
 use super::ast::Kind;
 use super::error::{SpecError, SpecErrorKind};
 
+/// What one axis of a literal says about its unit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub enum LiteralBasis {
+    /// No basis written (or `@default`).
+    Default,
+    /// `@name`.
+    Named(String),
+    /// `1*`: the claim-free unit, which broadcasts to any size. Its axis has size 1 (the parser
+    /// makes no other).
+    ClaimFree,
+}
+
 /// One axis of a concrete shape.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct DimLiteral {
     pub size: usize,
-    /// `None` for the default basis.
-    pub basis: Option<String>,
+    pub basis: LiteralBasis,
 }
 
 impl DimLiteral {
+    /// An axis of `size` in the default basis.
     pub fn new(size: usize) -> Self {
-        DimLiteral { size, basis: None }
+        DimLiteral {
+            size,
+            basis: LiteralBasis::Default,
+        }
+    }
+
+    /// An axis of `size` in the basis `name` (`"default"` is the default basis).
+    pub fn named(size: usize, name: &str) -> Self {
+        let basis = match name {
+            "default" => LiteralBasis::Default,
+            name => LiteralBasis::Named(name.to_owned()),
+        };
+        DimLiteral { size, basis }
+    }
+
+    /// The claim-free unit `1*`.
+    pub fn claim_free() -> Self {
+        DimLiteral {
+            size: 1,
+            basis: LiteralBasis::ClaimFree,
+        }
     }
 }
 
@@ -55,10 +90,11 @@ impl ShapeLiteral {
 impl fmt::Display for DimLiteral {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.size)?;
-        if let Some(basis) = &self.basis {
-            write!(f, "@{basis}")?;
+        match &self.basis {
+            LiteralBasis::Default => Ok(()),
+            LiteralBasis::Named(basis) => write!(f, "@{basis}"),
+            LiteralBasis::ClaimFree => f.write_str("*"),
         }
-        Ok(())
     }
 }
 
@@ -192,6 +228,23 @@ impl Cursor<'_> {
             )
         })?;
         self.skip_space();
+        if self.peek() == Some('*') {
+            if size != 1 {
+                return Err(SpecError::at(
+                    self.text,
+                    start + 1,
+                    self.pos - start,
+                    SpecErrorKind::Syntax,
+                    format!("only 1 can be the claim-free unit `1*`, not {digits}"),
+                ));
+            }
+            self.pos += 1;
+            self.skip_space();
+            if self.peek() == Some('@') {
+                return Err(self.error("the claim-free unit `1*` has no basis"));
+            }
+            return Ok(DimLiteral::claim_free());
+        }
         if !self.eat("@") {
             return Ok(DimLiteral::new(size));
         }
@@ -210,10 +263,7 @@ impl Cursor<'_> {
             self.pos += 1;
         }
         let basis: String = self.chars[basis_start..self.pos].iter().collect();
-        Ok(DimLiteral {
-            size,
-            basis: (basis != "default").then_some(basis),
-        })
+        Ok(DimLiteral::named(size, &basis))
     }
 }
 
@@ -267,16 +317,26 @@ mod tests {
         let shape = parse_shape_literal("2,3|->4@rgb").unwrap();
         assert_eq!(shape.batch, dims(&[2, 3]));
         assert!(shape.input.is_empty());
-        assert_eq!(
-            shape.output,
-            [DimLiteral {
-                size: 4,
-                basis: Some("rgb".into())
-            }]
-        );
+        assert_eq!(shape.output, [DimLiteral::named(4, "rgb")]);
         assert_eq!(parse_shape_literal("4@default").unwrap().output, dims(&[4]));
         assert_eq!(shape.to_string(), "2,3|4@rgb");
         assert_eq!(shape.n_elements(), Some(24));
+    }
+
+    #[test]
+    fn the_claim_free_unit() {
+        let shape = parse_shape_literal("1*, 3 | 1 * -> 1*,2").unwrap();
+        assert_eq!(shape.batch, [DimLiteral::claim_free(), DimLiteral::new(3)]);
+        assert_eq!(shape.input, [DimLiteral::claim_free()]);
+        assert_eq!(shape.output, [DimLiteral::claim_free(), DimLiteral::new(2)]);
+        assert_eq!(shape.to_string(), "1*,3|1*->1*,2");
+        assert_eq!(parse_shape_literal(&shape.to_string()), Ok(shape.clone()));
+        assert_eq!(shape.n_elements(), Some(6));
+        // A claim-free unit is not an explicit 1, which claims the default basis.
+        assert_ne!(
+            parse_shape_literal("1").unwrap(),
+            parse_shape_literal("1*").unwrap()
+        );
     }
 
     #[test]
@@ -292,6 +352,12 @@ mod tests {
             ("3 4", 3),
             ("5->2|3", 5),
             ("3-4", 2),
+            ("2*", 1),
+            ("0*", 1),
+            ("3,12*", 3),
+            ("1*@rgb", 3),
+            ("1**", 3),
+            ("*", 1),
         ] {
             let err = parse_shape_literal(text).unwrap_err();
             assert_eq!(err.column, Some(column), "{text}: {err}");

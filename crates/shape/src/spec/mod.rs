@@ -21,7 +21,7 @@ pub use ast::{
 };
 pub use error::{SpecError, SpecErrorKind};
 pub use lexer::{MAX_INTEGER, Mode};
-pub use literal::{DimLiteral, ShapeLiteral, parse_shape_literal};
+pub use literal::{DimLiteral, LiteralBasis, ShapeLiteral, parse_shape_literal};
 pub use parser::{parse_einsum, parse_shape_spec};
 
 /// Values for the parts of a spec that the text may leave to the caller.
