@@ -53,6 +53,17 @@ pub(crate) fn error(message: impl Into<String>) -> TensorError {
 
 /// The error of a tensor used with a graph it does not belong to.
 pub(crate) fn foreign(context: &str, t: &Tensor) -> TensorError {
+    // A tensor standing for an error made with no graph to hold it (an operation given no
+    // operands) is foreign to every graph; its error is what the user needs to read.
+    let carried = t
+        .graph
+        .state
+        .try_borrow()
+        .ok()
+        .and_then(|state| state.tensors.get(t.index).and_then(|d| d.failed.clone()));
+    if let Some(e) = carried {
+        return e;
+    }
     error(format!(
         "{context}: tensor '{}' belongs to another graph (tensors of different graphs cannot be \
          mixed)",

@@ -254,3 +254,15 @@ fn an_einsum_of_many_operands_refuses_two_graphs() {
         "another graph",
     );
 }
+
+#[test]
+fn an_einsum_of_no_operands_reports_its_own_error() {
+    // With no operand there is no graph to hold the error: the tensor standing for it belongs
+    // to none, and using it must still say what went wrong, not only that it is foreign.
+    let empty = rcannl_tensor::Tensor::einsum_np("", &[]);
+    let graph = Graph::new();
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    contains(ctx.forward(&[&empty]), "numpy einsum");
+    let also = rcannl_tensor::Tensor::einsum_n("=>", &[]);
+    contains(ctx.forward(&[&also]), "einsum");
+}
