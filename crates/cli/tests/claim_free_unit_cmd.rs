@@ -52,6 +52,7 @@ fn a_claim_free_unit_broadcasts_over_the_other_operands_rows() {
             "--grads"
         ]),
         json!({
+            "dtype": "float64",
             "shape": {"batch": [], "input": [], "output": [4, 3]},
             "values": sums,
             "grads": [[4.0, 4.0, 4.0], vec![1.0; 12]],
@@ -66,13 +67,13 @@ fn a_claim_free_unit_broadcasts_over_the_other_operands_rows() {
             "values:10,20,30:1*,3",
             "range:0,3"
         ]),
-        json!({"shape": {"batch": [], "input": [], "output": [0, 3]}, "values": []})
+        json!({"dtype": "float64", "shape": {"batch": [], "input": [], "output": [0, 3]}, "values": []})
     );
     // A scalar of one claim-free axis scales every cell: 5 * np.arange(6).reshape(2, 3).
     let scaled: Vec<f64> = (0..6).map(|cell| 5.0 * cell as f64).collect();
     assert_eq!(
         run(&["-", "--op", "pointwise-mul", "values:5:1*", "range:2,3"]),
-        json!({"shape": {"batch": [], "input": [], "output": [2, 3]}, "values": scaled})
+        json!({"dtype": "float64", "shape": {"batch": [], "input": [], "output": [2, 3]}, "values": scaled})
     );
 }
 

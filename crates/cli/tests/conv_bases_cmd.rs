@@ -54,6 +54,7 @@ fn a_kernel_in_another_basis_than_its_input_is_a_shape_error() {
 fn bases_that_agree_or_are_default_convolve_on_both_backends() {
     // x = arange(6), k = arange(3): the valid convolution Σ_t x[o+t]·k[t] = [5, 8, 11, 14].
     let expected = json!({
+        "dtype": "float64",
         "shape": {"batch": [], "input": [], "output": [4]},
         "values": [5.0, 8.0, 11.0, 14.0],
     });

@@ -41,12 +41,12 @@ fn a_sum_over_an_empty_axis_is_zero() {
     // np.einsum('ij->j', np.zeros((0, 3))) == [0., 0., 0.]
     assert_eq!(
         run(&["i,j=>j", "range:0,3", "--grads"]),
-        json!({"shape": output_shape(&[3]), "values": [0.0, 0.0, 0.0], "grads": [[]]})
+        json!({"dtype": "float64", "shape": output_shape(&[3]), "values": [0.0, 0.0, 0.0], "grads": [[]]})
     );
     // np.einsum('ij->', np.zeros((0, 3))) == 0.
     assert_eq!(
         run(&["i,j=>", "range:0,3"]),
-        json!({"shape": output_shape(&[]), "values": [0.0]})
+        json!({"dtype": "float64", "shape": output_shape(&[]), "values": [0.0]})
     );
 }
 
@@ -55,12 +55,12 @@ fn results_with_an_empty_axis_have_no_values() {
     // np.einsum('ij->ij', np.zeros((0, 3))).shape == (0, 3)
     assert_eq!(
         run(&["i,j=>i,j", "range:0,3", "--grads"]),
-        json!({"shape": output_shape(&[0, 3]), "values": [], "grads": [[]]})
+        json!({"dtype": "float64", "shape": output_shape(&[0, 3]), "values": [], "grads": [[]]})
     );
     // np.einsum('ij->ji', np.zeros((0, 3))).shape == (3, 0)
     assert_eq!(
         run(&["i,j=>j,i", "range:0,3"]),
-        json!({"shape": output_shape(&[3, 0]), "values": []})
+        json!({"dtype": "float64", "shape": output_shape(&[3, 0]), "values": []})
     );
 }
 
@@ -70,6 +70,7 @@ fn gradients_through_a_sum_over_an_empty_axis() {
     assert_eq!(
         run(&["i,j;j=>", "range:0,3", "values:1,2,3:3", "--grads"]),
         json!({
+            "dtype": "float64",
             "shape": output_shape(&[]),
             "values": [0.0],
             "grads": [[], [0.0, 0.0, 0.0]],
@@ -82,7 +83,7 @@ fn the_numpy_notation_and_matrix_products_with_an_empty_dimension() {
     // np.einsum('ij,jk->ik', np.zeros((2, 0)), np.zeros((0, 3))) == np.zeros((2, 3))
     assert_eq!(
         run(&["--numpy", "ij,jk->ik", "range:2,0", "range:0,3", "--grads"]),
-        json!({"shape": output_shape(&[2, 3]), "values": vec![0.0; 6], "grads": [[], []]})
+        json!({"dtype": "float64", "shape": output_shape(&[2, 3]), "values": vec![0.0; 6], "grads": [[], []]})
     );
     // Sizes the tuned product takes when nothing is empty: (64, 0) @ (0, 48) == zeros((64, 48)).
     let product = run(&["i,j;j,k=>i,k", "range:64,0", "range:0,48"]);
@@ -108,7 +109,7 @@ fn a_maximum_over_an_empty_axis_is_minus_infinity() {
     // every cell a maximum does not reach). JSON has no infinities: they print as null.
     assert_eq!(
         run(&["--op", "einmax", "i,j=>j", "range:0,3"]),
-        json!({"shape": output_shape(&[3]), "values": [null, null, null]})
+        json!({"dtype": "float64", "shape": output_shape(&[3]), "values": [null, null, null]})
     );
     for backend in ["interp", "cc"] {
         let output = rcannl(&[
@@ -158,14 +159,17 @@ fn npy_files_with_an_empty_axis_in_and_out() {
     // np.load('empty.npy').sum(axis=0) == [0., 0., 0.]
     assert_eq!(
         run(&["i,j=>j", input, "--grads"]),
-        json!({"shape": output_shape(&[3]), "values": [0.0, 0.0, 0.0], "grads": [[]]})
+        json!({"dtype": "float64", "shape": output_shape(&[3]), "values": [0.0, 0.0, 0.0], "grads": [[]]})
     );
     // Written back transposed: a (3, 0) array.
     let output = dir.join("out.npy");
     let output_text = output.to_str().expect("a UTF-8 path");
     for backend in ["interp", "cc"] {
         let written = run_on(backend, &["i,j=>j,i", input, "-o", output_text]);
-        assert_eq!(written, json!({"shape": output_shape(&[3, 0])}));
+        assert_eq!(
+            written,
+            json!({"dtype": "float64", "shape": output_shape(&[3, 0])})
+        );
         let file = std::fs::File::open(&output).expect("the output exists");
         let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).expect("a .npy file");
         assert_eq!(npy.shape(), &[3, 0]);
