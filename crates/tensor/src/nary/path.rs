@@ -8,6 +8,9 @@
 
 mod greedy;
 mod optimal;
+#[cfg(test)]
+mod reference;
+mod removal;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -15,6 +18,7 @@ use std::fmt;
 use super::pending::Pending;
 use greedy::Greedy;
 use optimal::optimal;
+use removal::removal_greedy;
 
 /// Up to this many operands the automatic path search is exhaustive.
 pub const EXHAUSTIVE_UP_TO: usize = 10;
@@ -76,6 +80,12 @@ pub enum PathError {
         /// The limit, in cells.
         limit: f64,
     },
+    /// The automatic search beyond [`EXHAUSTIVE_UP_TO`] operands found no path within the memory
+    /// limit (one may still exist: up to [`OPTIMAL_UP_TO`] operands, the optimal search decides).
+    SearchesOverMemoryLimit {
+        /// The limit, in cells.
+        limit: f64,
+    },
 }
 
 impl fmt::Display for PathError {
@@ -97,6 +107,12 @@ impl fmt::Display for PathError {
                  (the memory limit; the optimal search, up to {OPTIMAL_UP_TO} operands, may \
                  find a path within it)"
             ),
+            PathError::SearchesOverMemoryLimit { limit } => write!(
+                f,
+                "the path searches found no contraction path whose intermediate results have at \
+                 most {limit} cells (the memory limit; the optimal search, up to {OPTIMAL_UP_TO} \
+                 operands, may find one)"
+            ),
         }
     }
 }
@@ -117,14 +133,37 @@ pub fn find_path(
 ) -> Result<Path, PathError> {
     let labels = Interned::new(operands, result, sizes);
     let limit = options.memory_limit.unwrap_or(f64::INFINITY);
+    let n = operands.len();
     match options.search {
-        Search::Optimal if operands.len() > OPTIMAL_UP_TO => Err(PathError::TooManyForOptimal {
-            operands: operands.len(),
-        }),
-        Search::Auto if operands.len() <= EXHAUSTIVE_UP_TO => optimal(&labels, limit),
+        Search::Optimal if n > OPTIMAL_UP_TO => Err(PathError::TooManyForOptimal { operands: n }),
+        Search::Auto if n <= EXHAUSTIVE_UP_TO => optimal(&labels, limit),
         Search::Optimal => optimal(&labels, limit),
-        Search::Auto | Search::Greedy => Greedy::new(&labels, limit).run().0,
+        Search::Greedy => (Greedy::new(&labels, limit).run().0)
+            .map(|(merges, flops)| positions(n, &merges, flops)),
+        Search::Auto => cheapest_found(&labels, limit),
     }
+}
+
+/// The cheapest by FLOPs of the paths the searches find (of equally cheap, the first found): the
+/// greedy search by FLOPs, then the one by memory removed.
+fn cheapest_found(labels: &Interned, limit: f64) -> Result<Path, PathError> {
+    let mut best: Option<(Merges, f64)> = None;
+    let mut consider = |merges: Merges| {
+        let Some(flops) = replay(labels, &merges, limit) else {
+            return;
+        };
+        if best.as_ref().is_none_or(|(_, cheapest)| flops < *cheapest) {
+            best = Some((merges, flops));
+        }
+    };
+    if let Ok((merges, _)) = Greedy::new(labels, limit).run().0 {
+        consider(merges);
+    }
+    if let Some(merges) = removal_greedy(labels).0 {
+        consider(merges);
+    }
+    let (merges, flops) = best.ok_or(PathError::SearchesOverMemoryLimit { limit })?;
+    Ok(positions(labels.operands.len(), &merges, flops))
 }
 
 /// The label sets with labels as ids, numbered in the order their names sort.
@@ -164,8 +203,56 @@ impl Interned {
     }
 }
 
-/// A path given as merges of creation ids (operands `0..n`, then each merge's result in turn),
-/// as positions in the pending list.
+/// A path as merges of creation ids: operands `0..n`, then each merge's result in turn.
+type Merges = Vec<(usize, usize)>;
+
+/// The FLOPs of the path `merges`, or none when an intermediate result (any but the last) has
+/// more than `limit` cells.
+fn replay(labels: &Interned, merges: &[(usize, usize)], limit: f64) -> Option<f64> {
+    let mut holders = vec![0usize; labels.labels()];
+    for set in &labels.operands {
+        for &l in set {
+            holders[l as usize] += 1;
+        }
+    }
+    let mut sets = labels.operands.clone();
+    let mut flops = 0.0;
+    for (step, &(a, b)) in merges.iter().enumerate() {
+        let (x, y) = (std::mem::take(&mut sets[a]), std::mem::take(&mut sets[b]));
+        let (mut i, mut j) = (0, 0);
+        let mut kept = Vec::with_capacity(x.len() + y.len());
+        let (mut product, mut kept_cells, mut sums) = (1.0, 1.0, false);
+        loop {
+            let label = match (x.get(i), y.get(j)) {
+                (Some(&l), Some(&m)) => l.min(m),
+                (Some(&l), None) | (None, Some(&l)) => l,
+                (None, None) => break,
+            };
+            let (in_x, in_y) = (x.get(i) == Some(&label), y.get(j) == Some(&label));
+            i += usize::from(in_x);
+            j += usize::from(in_y);
+            let (l, in_pair) = (label as usize, usize::from(in_x) + usize::from(in_y));
+            let size = labels.sizes[l];
+            product *= size;
+            if !labels.in_result[l] && holders[l] == in_pair {
+                sums = true;
+                holders[l] = 0;
+            } else {
+                kept.push(label);
+                kept_cells *= size;
+                holders[l] = holders[l] + 1 - in_pair;
+            }
+        }
+        if step + 1 < merges.len() && kept_cells > limit {
+            return None;
+        }
+        flops += product * if sums { 2.0 } else { 1.0 };
+        sets.push(kept);
+    }
+    Some(flops)
+}
+
+/// A path given as merges of creation ids, as positions in the pending list.
 fn positions(operands: usize, merges: &[(usize, usize)], flops: f64) -> Path {
     let mut pending = Pending::new(operands);
     let mut steps = Vec::with_capacity(merges.len());

@@ -5,7 +5,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, BinaryHeap};
 
-use super::{Interned, Path, PathError, positions};
+use super::{Interned, Merges, PathError};
 
 /// The greedy search pairs a new operand with this many of the smallest other holders of each
 /// of its labels, and pairs among this many of the smallest pending operands (outer products
@@ -206,8 +206,8 @@ impl<'a> Greedy<'a> {
         cost
     }
 
-    /// The path, and the pairs costed finding it.
-    pub(super) fn run(mut self) -> (Result<Path, PathError>, usize) {
+    /// The path and its FLOPs, and the pairs costed finding it.
+    pub(super) fn run(mut self) -> (Result<(Merges, f64), PathError>, usize) {
         let n = self.labels.operands.len();
         let mut merges = Vec::with_capacity(n.saturating_sub(1));
         let mut flops = 0.0;
@@ -224,7 +224,7 @@ impl<'a> Greedy<'a> {
             // The last step makes the result, which no limit bounds.
             flops += self.contract(a.min(b), a.max(b), &mut merges);
         }
-        (Ok(positions(n, &merges, flops)), self.evaluations)
+        (Ok((merges, flops)), self.evaluations)
     }
 }
 
@@ -233,7 +233,7 @@ mod tests {
     use std::collections::{BTreeSet, HashMap};
 
     use super::*;
-    use crate::nary::path::{PathOptions, find_path};
+    use crate::nary::path::{Path, PathOptions, find_path, positions};
 
     fn set(labels: &str) -> BTreeSet<String> {
         labels.chars().map(|c| c.to_string()).collect()
@@ -249,7 +249,9 @@ mod tests {
         sizes: &HashMap<String, f64>,
         limit: f64,
     ) -> (Result<Path, PathError>, usize) {
-        Greedy::new(&Interned::new(operands, result, sizes), limit).run()
+        let (path, evaluations) = Greedy::new(&Interned::new(operands, result, sizes), limit).run();
+        let path = path.map(|(merges, flops)| positions(operands.len(), &merges, flops));
+        (path, evaluations)
     }
 
     #[test]
