@@ -6,6 +6,7 @@
 //! multiplies in that order whatever the representation (the same FLOPs, to the bit, as over sets
 //! of names).
 
+mod connected;
 mod greedy;
 mod optimal;
 #[cfg(test)]
@@ -16,6 +17,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use super::pending::Pending;
+use connected::connected;
 use greedy::Greedy;
 use optimal::optimal;
 use removal::removal_greedy;
@@ -145,25 +147,35 @@ pub fn find_path(
 }
 
 /// The cheapest by FLOPs of the paths the searches find (of equally cheap, the first found): the
-/// greedy search by FLOPs, then the one by memory removed.
+/// greedy search by FLOPs, the one by memory removed, then dynamic programming over connected
+/// subgraphs, bounded by the cheapest cost found before it.
 fn cheapest_found(labels: &Interned, limit: f64) -> Result<Path, PathError> {
-    let mut best: Option<(Merges, f64)> = None;
-    let mut consider = |merges: Merges| {
-        let Some(flops) = replay(labels, &merges, limit) else {
-            return;
-        };
-        if best.as_ref().is_none_or(|(_, cheapest)| flops < *cheapest) {
-            best = Some((merges, flops));
-        }
-    };
-    if let Ok((merges, _)) = Greedy::new(labels, limit).run().0 {
-        consider(merges);
-    }
-    if let Some(merges) = removal_greedy(labels).0 {
-        consider(merges);
-    }
+    let mut best = None;
+    let greedy = Greedy::new(labels, limit).run().0.ok();
+    keep_cheaper(&mut best, greedy.map(|(merges, _)| merges), labels, limit);
+    keep_cheaper(&mut best, removal_greedy(labels).0, labels, limit);
+    let bound = best.as_ref().map_or(f64::INFINITY, |(_, flops)| *flops);
+    keep_cheaper(&mut best, connected(labels, limit, bound).0, labels, limit);
     let (merges, flops) = best.ok_or(PathError::SearchesOverMemoryLimit { limit })?;
     Ok(positions(labels.operands.len(), &merges, flops))
+}
+
+/// Makes `found` the best path when it keeps within `limit` and costs less.
+fn keep_cheaper(
+    best: &mut Option<(Merges, f64)>,
+    found: Option<Merges>,
+    labels: &Interned,
+    limit: f64,
+) {
+    let Some(merges) = found else {
+        return;
+    };
+    let Some(flops) = replay(labels, &merges, limit) else {
+        return;
+    };
+    if best.as_ref().is_none_or(|(_, cheapest)| flops < *cheapest) {
+        *best = Some((merges, flops));
+    }
 }
 
 /// The label sets with labels as ids, numbered in the order their names sort.
