@@ -1,35 +1,75 @@
-//! Dynamic programming over connected subgraphs: the cheapest path that joins only operands
-//! sharing a label outside the result, save for joining the connected parts at the end, the
-//! smallest two first (the idea of opt_einsum's `dp`). Operands are a graph's vertices, joined
-//! when they share a label outside the result; the search weighs each split of a connected set of
-//! operands into two connected parts joined by a label once, enumerating them as DPccp does
-//! (Moerkotte and Neumann, "Analysis of two existing and one new dynamic programming algorithm
-//! for the generation of optimal bushy join trees without cross products", VLDB 2006) in an order
-//! where both parts' cheapest ways are known before their union is weighed. A chain of n operands
-//! has n³/6 such splits, a ring about n³/2, a tree as many as its subtrees allow: chains and rings
-//! are solved exactly in polynomial time. Subsets are 128-bit masks, so the search takes at most
-//! [`CONNECTED_UP_TO`] operands, and it gives up past [`BUDGET`] splits weighed or connected sets
-//! met; a set costing more than a bound (the cheapest path found so far) is dropped, since no path
-//! through it can beat that.
+//! Dynamic programming over connected subgraphs (the idea of opt_einsum's `dp`): the cheapest
+//! path that joins only operands sharing a label outside the result, the connected parts then
+//! joined by outer products (in result labels), the smallest two first. Operands are a graph's
+//! vertices, joined when they share a label outside the result; for each connected set the table
+//! keeps the cheapest way found to contract it, from the ways of two connected parts joined by a
+//! label. Subsets are 128-bit masks, so the search takes at most [`CONNECTED_UP_TO`] operands.
+//!
+//! Two enumerations fill the table. First `ccp`, which weighs each split once, in an order where
+//! both parts are known before their union: n³/6 splits for a chain of n operands, about n³/2
+//! for a ring, but as many as there are connected sets otherwise (exponentially many in a grid
+//! or around an operand of many neighbours). Past [`COMPLEMENTS_BUDGET`] units of work (a split
+//! weighed counts [`WEIGHING`], a set met one), `levels` starts over: connected sets by size, a
+//! set kept only when it costs at most a cap that grows until the whole is reached, so that only
+//! cheap sets are ever extended (opt_einsum's cost cap), up to [`LEVELS_BUDGET`] units (a pair
+//! passed over counts one). Either way a set costing more than a bound (the cheapest path found
+//! by other means) is dropped, since no path through it can beat that. A unit takes a few
+//! nanoseconds, so each enumeration gives up within some tens of milliseconds.
+
+mod ccp;
+mod levels;
 
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::{Interned, Merges, bitset, points};
 
 /// The most operands the search takes.
 pub(super) const CONNECTED_UP_TO: usize = 128;
 
-/// The most splits weighed and connected sets met before the search gives up.
-pub(super) const BUDGET: usize = 1 << 19;
+/// The most work units `ccp` spends before giving up: a chain of 80 operands takes 2.8 million.
+pub(super) const COMPLEMENTS_BUDGET: usize = 1 << 22;
+
+/// The most work units `levels` spends before giving up.
+pub(super) const LEVELS_BUDGET: usize = 1 << 22;
+
+/// The work units of weighing a split, against one for meeting a set or passing over a pair
+/// (about their costs in time).
+const WEIGHING: usize = 32;
 
 /// The budget is spent.
 struct OverBudget;
+
+/// Hashes a set by multiplying it by a large odd constant: the standard hasher guards against
+/// keys chosen to collide, needless for sets of operands, at several times the cost.
+#[derive(Default)]
+struct SetHasher(u64);
+
+impl Hasher for SetHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u128(&mut self, set: u128) {
+        let folded = (set as u64) ^ ((set >> 64) as u64).rotate_left(29);
+        self.0 = folded.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
 
 /// The search's state: the cheapest way found to contract each connected set.
 struct Connected<'a> {
     labels: &'a Interned,
     limit: f64,
+    /// No path through a set costing more can beat one found otherwise.
     bound: f64,
+    /// Sets costing more are dropped (at most `bound`).
+    cap: f64,
     words: usize,
     /// Every operand.
     all: u128,
@@ -38,7 +78,7 @@ struct Connected<'a> {
     /// The operands sharing a label outside the result with each operand.
     neighbours: Vec<u128>,
     /// Each connected set's plan, by index.
-    plans: HashMap<u128, usize>,
+    plans: HashMap<u128, usize, BuildHasherDefault<SetHasher>>,
     /// Each plan's cost.
     costs: Vec<f64>,
     /// Each plan's first part (none for an operand).
@@ -46,23 +86,31 @@ struct Connected<'a> {
     /// Each plan's labels kept (those in the result or held outside the set), `words` words
     /// each.
     kept: Vec<u64>,
-    /// Weighings left.
+    /// Work units left.
     budget: usize,
-    /// Splits weighed and sets met.
+    /// Room for a step's labels and its result's, reused from step to step.
+    union: Vec<u64>,
+    result: Vec<u64>,
+    /// Work units spent.
     work: usize,
 }
 
 /// The path, as merges of creation ids, and the work done finding it; no path when there are
-/// more than [`CONNECTED_UP_TO`] operands, the budget is spent, no path costs at most `bound`,
-/// or none keeps its intermediates within `limit` cells.
+/// more than [`CONNECTED_UP_TO`] operands, both budgets are spent, no path costs at most
+/// `bound`, or none keeps its intermediates within `limit` cells.
 pub(super) fn connected(labels: &Interned, limit: f64, bound: f64) -> (Option<Merges>, usize) {
     let n = labels.operands.len();
     if !(2..=CONNECTED_UP_TO).contains(&n) {
         return (None, 0);
     }
     let mut search = Connected::new(labels, limit, bound);
-    let merges = search.run().ok().flatten();
-    (merges, search.work)
+    let parts = search.parts();
+    let filled = search.by_complements(&parts).is_ok() || {
+        search.start_over(LEVELS_BUDGET);
+        search.by_levels(&parts).is_ok()
+    };
+    let solved = filled && parts.iter().all(|part| search.plans.contains_key(part));
+    (solved.then(|| search.join(&parts)), search.work)
 }
 
 /// The operands numbered at most `i`.
@@ -72,27 +120,6 @@ fn up_to(i: u32) -> u128 {
     } else {
         (1u128 << (i + 1)) - 1
     }
-}
-
-/// The nonempty subsets of `set`, in increasing order (so each after its subsets).
-fn subsets(set: u128) -> impl Iterator<Item = u128> {
-    let mut sub = 0u128;
-    std::iter::from_fn(move || {
-        sub = sub.wrapping_sub(set) & set;
-        (sub != 0).then_some(sub)
-    })
-}
-
-/// The members of `set`, highest first.
-fn descending(set: u128) -> impl Iterator<Item = u32> {
-    let mut left = set;
-    std::iter::from_fn(move || {
-        (left != 0).then(|| {
-            let top = 127 - left.leading_zeros();
-            left &= !(1u128 << top);
-            top
-        })
-    })
 }
 
 impl<'a> Connected<'a> {
@@ -115,22 +142,35 @@ impl<'a> Connected<'a> {
             labels,
             limit,
             bound,
+            cap: bound,
             words,
             all: up_to(n as u32 - 1),
             holders,
             neighbours,
-            plans: HashMap::new(),
+            plans: HashMap::default(),
             costs: Vec::new(),
             firsts: Vec::new(),
             kept: Vec::new(),
-            budget: BUDGET,
+            budget: 0,
+            union: Vec::with_capacity(words),
+            result: Vec::with_capacity(words),
             work: 0,
         };
-        for (i, set) in labels.operands.iter().enumerate() {
-            let kept = bitset(set.iter().copied(), words);
-            search.insert(1 << i, 0.0, 0, &kept);
-        }
+        search.start_over(COMPLEMENTS_BUDGET);
         search
+    }
+
+    /// Empties the table but for the operands, with `budget` work units to come.
+    fn start_over(&mut self, budget: usize) {
+        self.plans.clear();
+        self.costs.clear();
+        self.firsts.clear();
+        self.kept.clear();
+        self.budget = budget;
+        for (i, set) in self.labels.operands.iter().enumerate() {
+            let kept = bitset(set.iter().copied(), self.words);
+            self.insert(1 << i, 0.0, 0, &kept);
+        }
     }
 
     fn insert(&mut self, set: u128, cost: f64, first: u128, kept: &[u64]) {
@@ -144,9 +184,10 @@ impl<'a> Connected<'a> {
         &self.kept[plan * self.words..(plan + 1) * self.words]
     }
 
-    fn spend(&mut self) -> Result<(), OverBudget> {
-        self.work += 1;
-        self.budget = self.budget.checked_sub(1).ok_or(OverBudget)?;
+    /// Counts `units` of work against the budget.
+    fn spend(&mut self, units: usize) -> Result<(), OverBudget> {
+        self.work += units;
+        self.budget = self.budget.checked_sub(units).ok_or(OverBudget)?;
         Ok(())
     }
 
@@ -161,8 +202,8 @@ impl<'a> Connected<'a> {
         near & !set
     }
 
-    /// The merges of the cheapest path: each connected part's, then the parts joined.
-    fn run(&mut self) -> Result<Option<Merges>, OverBudget> {
+    /// The connected parts, by lowest operand.
+    fn parts(&self) -> Vec<u128> {
         let mut parts = Vec::new();
         let mut left = self.all;
         while left != 0 {
@@ -177,20 +218,16 @@ impl<'a> Connected<'a> {
             left &= !part;
             parts.push(part);
         }
-        for &part in &parts {
-            for i in descending(part) {
-                self.spend()?;
-                self.with_complements(1 << i)?;
-                self.grow(1 << i, up_to(i))?;
-            }
-            if !self.plans.contains_key(&part) {
-                return Ok(None);
-            }
-        }
+        parts
+    }
+
+    /// The merges contracting each part along its plan, then joining the parts, the two with
+    /// the fewest cells first. They share no label outside the result.
+    fn join(&self, parts: &[u128]) -> Merges {
         let mut merges = Vec::with_capacity(self.labels.operands.len() - 1);
         let mut made = self.labels.operands.len();
         let mut joined = BinaryHeap::new();
-        for &part in &parts {
+        for &part in parts {
             let id = self.unfold(part, &mut made, &mut merges);
             let plan = self.plans[&part];
             let in_result = (self.kept(plan).iter().enumerate())
@@ -199,8 +236,6 @@ impl<'a> Connected<'a> {
             let cells = points(&in_result, &self.labels.sizes);
             joined.push(std::cmp::Reverse((cells.to_bits(), id, in_result)));
         }
-        // The parts share no label outside the result: their products are outer products but
-        // for result labels, smallest first.
         while let (Some(a), Some(b)) = (joined.pop(), joined.pop()) {
             let (std::cmp::Reverse((_, x, x_set)), std::cmp::Reverse((_, y, y_set))) = (a, b);
             merges.push((x.min(y), x.max(y)));
@@ -209,7 +244,7 @@ impl<'a> Connected<'a> {
             joined.push(std::cmp::Reverse((cells.to_bits(), made, union)));
             made += 1;
         }
-        Ok(Some(merges))
+        merges
     }
 
     /// Word `w` of the result's labels.
@@ -218,92 +253,58 @@ impl<'a> Connected<'a> {
         (labels.filter(|&l| self.labels.in_result[l])).fold(0, |word, l| word | 1 << (l % 64))
     }
 
-    /// Meets the connected sets made by adding to `set` operands reachable from it outside
-    /// `excluded`, and weighs their splits.
-    fn grow(&mut self, set: u128, excluded: u128) -> Result<(), OverBudget> {
-        let near = self.neighbourhood(set) & !excluded;
-        if near == 0 {
-            return Ok(());
-        }
-        for sub in subsets(near) {
-            self.spend()?;
-            self.with_complements(set | sub)?;
-        }
-        for sub in subsets(near) {
-            self.grow(set | sub, excluded | near)?;
-        }
-        Ok(())
-    }
-
-    /// Weighs the joins of `first`, whose cheapest way is known, with each connected set of
-    /// higher-numbered operands next to it.
-    fn with_complements(&mut self, first: u128) -> Result<(), OverBudget> {
-        if !self.plans.contains_key(&first) {
-            return Ok(());
-        }
-        let excluded = first | up_to(first.trailing_zeros());
-        let near = self.neighbourhood(first) & !excluded;
-        for i in descending(near) {
-            self.weigh(first, 1 << i)?;
-            self.complements(first, 1 << i, excluded | (up_to(i) & near))?;
-        }
-        Ok(())
-    }
-
-    /// Weighs the joins of `first` with the connected sets grown from `second` outside
-    /// `excluded`.
-    fn complements(&mut self, first: u128, second: u128, excluded: u128) -> Result<(), OverBudget> {
-        let near = self.neighbourhood(second) & !excluded;
-        if near == 0 {
-            return Ok(());
-        }
-        for sub in subsets(near) {
-            self.weigh(first, second | sub)?;
-        }
-        for sub in subsets(near) {
-            self.complements(first, second | sub, excluded | near)?;
-        }
-        Ok(())
-    }
-
     /// Weighs contracting `first` and `second` (disjoint, joined by a label) as the last step of
-    /// their union.
-    fn weigh(&mut self, first: u128, second: u128) -> Result<(), OverBudget> {
-        self.spend()?;
+    /// their union; whether their union is new to the table.
+    fn weigh(&mut self, first: u128, second: u128) -> Result<bool, OverBudget> {
+        self.spend(WEIGHING)?;
         let (Some(&a), Some(&b)) = (self.plans.get(&first), self.plans.get(&second)) else {
-            return Ok(());
+            return Ok(false);
         };
+        let parts = self.costs[a] + self.costs[b];
+        if parts > self.cap {
+            return Ok(false);
+        }
         let set = first | second;
-        let union: Vec<u64> = (self.kept(a).iter().zip(self.kept(b)))
-            .map(|(x, y)| x | y)
-            .collect();
+        let (mut union, mut kept) = (
+            std::mem::take(&mut self.union),
+            std::mem::take(&mut self.result),
+        );
+        union.clear();
+        union.extend(self.kept(a).iter().zip(self.kept(b)).map(|(x, y)| x | y));
         let existing = self.plans.get(&set).copied();
-        let kept = match existing {
-            Some(plan) => self.kept(plan).to_vec(),
-            None => self.kept_of(set, &union),
-        };
+        kept.clear();
+        match existing {
+            Some(plan) => kept.extend_from_slice(self.kept(plan)),
+            None => {
+                kept.extend_from_slice(&union);
+                self.drop_summed(set, &mut kept);
+            }
+        }
         let sums = kept != union;
         let step = points(&union, &self.labels.sizes) * if sums { 2.0 } else { 1.0 };
-        let cost = self.costs[a] + self.costs[b] + step;
-        if cost > self.bound {
-            return Ok(());
-        }
+        let cost = parts + step;
+        let mut new = false;
         match existing {
+            _ if cost > self.cap => {}
             Some(plan) if cost < self.costs[plan] => {
                 self.costs[plan] = cost;
                 self.firsts[plan] = first;
             }
             Some(_) => {}
             None if set != self.all && points(&kept, &self.labels.sizes) > self.limit => {}
-            None => self.insert(set, cost, first, &kept),
+            None => {
+                self.insert(set, cost, first, &kept);
+                new = true;
+            }
         }
-        Ok(())
+        (self.union, self.result) = (union, kept);
+        Ok(new)
     }
 
-    /// The labels of `union` that contracting `set` keeps: those in the result or held outside.
-    fn kept_of(&self, set: u128, union: &[u64]) -> Vec<u64> {
-        let mut kept = union.to_vec();
-        for (w, word) in kept.iter_mut().enumerate() {
+    /// Takes out of `labels` those contracting `set` sums: held by no operand outside it and
+    /// missing from the result.
+    fn drop_summed(&self, set: u128, labels: &mut [u64]) {
+        for (w, word) in labels.iter_mut().enumerate() {
             let mut left = *word;
             while left != 0 {
                 let bit = left.trailing_zeros() as usize;
@@ -314,7 +315,6 @@ impl<'a> Connected<'a> {
                 left &= left - 1;
             }
         }
-        kept
     }
 
     /// Appends the merges contracting `set` along its plan; its result's creation id.
@@ -400,9 +400,9 @@ mod tests {
         best[(1 << n) - 1]
     }
 
-    #[test]
-    fn the_search_finds_the_cheapest_path_joining_connected_parts() {
-        // Random problems of 2 to 9 operands over 6 labels: xorshift draws.
+    /// Random connected problems of 2 to 9 operands over 6 labels (xorshift draws), with their
+    /// cheapest cost.
+    fn connected_problems() -> Vec<(Interned, f64)> {
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut draw = |below: u64| {
             state ^= state << 13;
@@ -411,7 +411,7 @@ mod tests {
             state % below
         };
         let pool = ['a', 'b', 'c', 'd', 'e', 'f'];
-        let mut compared = 0;
+        let mut problems = Vec::new();
         for _ in 0..1000 {
             let n = 2 + draw(8) as usize;
             let operands: Vec<String> = (0..n)
@@ -421,25 +421,51 @@ mod tests {
             let sizes: Vec<(char, f64)> = pool.iter().map(|&c| (c, (1 + draw(4)) as f64)).collect();
             let refs: Vec<&str> = operands.iter().map(String::as_str).collect();
             let labels = interned(&refs, &result, &sizes);
-            let Some(cheapest) = cheapest_connected(&labels) else {
-                continue;
-            };
-            compared += 1;
-            let merges = connected(&labels, f64::INFINITY, f64::INFINITY).0.unwrap();
-            let flops = replay(&labels, &merges, f64::INFINITY).unwrap();
-            assert!(
-                (flops - cheapest).abs() <= 1e-9 * cheapest,
-                "{operands:?} -> {result}: {flops} against {cheapest}"
-            );
+            if let Some(cheapest) = cheapest_connected(&labels) {
+                problems.push((labels, cheapest));
+            }
         }
-        assert!(compared >= 300, "{compared} connected problems");
+        assert!(
+            problems.len() >= 300,
+            "{} connected problems",
+            problems.len()
+        );
+        problems
+    }
+
+    fn assert_close(labels: &Interned, merges: &[(usize, usize)], cheapest: f64) {
+        let flops = replay(labels, merges, f64::INFINITY).unwrap();
+        let operands = &labels.operands;
+        assert!(
+            (flops - cheapest).abs() <= 1e-9 * cheapest,
+            "{operands:?}: {flops} against {cheapest}"
+        );
+    }
+
+    #[test]
+    fn the_search_finds_the_cheapest_path_joining_connected_parts() {
+        for (labels, cheapest) in connected_problems() {
+            let merges = connected(&labels, f64::INFINITY, f64::INFINITY).0.unwrap();
+            assert_close(&labels, &merges, cheapest);
+        }
+    }
+
+    #[test]
+    fn the_search_by_levels_finds_it_too() {
+        for (labels, cheapest) in connected_problems() {
+            let mut search = Connected::new(&labels, f64::INFINITY, f64::INFINITY);
+            let parts = search.parts();
+            search.start_over(LEVELS_BUDGET);
+            assert!(search.by_levels(&parts).is_ok());
+            assert_close(&labels, &search.join(&parts), cheapest);
+        }
     }
 
     #[test]
     fn a_chain_weighs_each_split_once() {
         // A chain of n matrices has n(n+1)/2 connected sets (its runs) and (n-1)n(n+1)/6 splits
         // of a run into two runs.
-        let n = 100;
+        let n = 80;
         let operands: Vec<BTreeSet<String>> = (0..n)
             .map(|i| [format!("a{i:03}"), format!("a{:03}", i + 1)].into())
             .collect();
@@ -447,19 +473,21 @@ mod tests {
         let labels = Interned::new(&operands, &ends, &HashMap::new());
         let (merges, work) = connected(&labels, f64::INFINITY, f64::INFINITY);
         assert_eq!(merges.unwrap().len(), n - 1);
-        assert_eq!(work, n * (n + 1) / 2 + (n - 1) * n * (n + 1) / 6);
+        assert_eq!(work, n * (n + 1) / 2 + WEIGHING * (n - 1) * n * (n + 1) / 6);
     }
 
     #[test]
-    fn the_search_gives_up_past_its_budget() {
-        // A star of 40 operands around one sharing a label with each: 2^39 connected sets.
+    fn the_search_gives_up_past_its_budgets() {
+        // A star of 40 operands around one sharing a label with each: 2^39 connected sets, all
+        // cheap (every size is 1).
         let mut operands: Vec<BTreeSet<String>> = vec![(0..39).map(|i| format!("s{i}")).collect()];
         operands.extend((0..39).map(|i| [format!("s{i}"), format!("o{i}")].into()));
         let result: BTreeSet<String> = (0..39).map(|i| format!("o{i}")).collect();
         let labels = Interned::new(&operands, &result, &HashMap::new());
         let (merges, work) = connected(&labels, f64::INFINITY, f64::INFINITY);
         assert_eq!(merges, None);
-        assert_eq!(work, BUDGET + 1);
+        let budgets = COMPLEMENTS_BUDGET + LEVELS_BUDGET;
+        assert!(work > budgets && work <= budgets + 2 * WEIGHING, "{work}");
     }
 
     #[test]
