@@ -294,6 +294,8 @@ impl<'a> Removal<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeSet, HashMap};
+
     use super::*;
     use crate::nary::path::{positions, reference, replay};
 
@@ -312,5 +314,54 @@ mod tests {
             assert_eq!(steps, case.greedy_steps, "{}", case.name);
             assert_eq!(flops, case.greedy_flops, "{}", case.name);
         }
+    }
+
+    /// The pairs costed for a chain `a0a1, a1a2, …` of `n` matrices keeping its ends, and for
+    /// a star `ia0, ia1, …` of `n` operands summing `i` away, each label of size 2.
+    fn work(n: usize) -> [usize; 2] {
+        let chain: Vec<BTreeSet<String>> = (0..n)
+            .map(|i| [format!("a{i}"), format!("a{}", i + 1)].into())
+            .collect();
+        let ends: BTreeSet<String> = ["a0".to_owned(), format!("a{n}")].into();
+        let star: Vec<BTreeSet<String>> = (0..n)
+            .map(|i| ["i".to_owned(), format!("a{i}")].into())
+            .collect();
+        let rays: BTreeSet<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let mut work = [0; 2];
+        for (k, (operands, result)) in [(chain, ends), (star, rays)].into_iter().enumerate() {
+            let sizes: HashMap<String, f64> = (operands.iter().flatten())
+                .map(|l| (l.clone(), 2.0))
+                .collect();
+            let labels = Interned::new(&operands, &result, &sizes);
+            let (merges, evaluations) = removal_greedy(&labels);
+            assert_eq!(merges.unwrap().len(), n - 1);
+            work[k] = evaluations;
+        }
+        work
+    }
+
+    #[test]
+    fn operands_of_few_holders_each_cost_a_few_pairs_each() {
+        // The chain's labels have two holders each; the star's shared label is held by every
+        // operand, so it counts as a result label and pairs nothing.
+        let [chain, star] = work(1000);
+        assert!(chain <= 4 * 1000, "chain: {chain} pairs costed");
+        assert_eq!(star, 0);
+        let [chain2, _] = work(2000);
+        assert!(chain2 * 10 <= chain * 22, "chain: {chain} then {chain2}");
+    }
+
+    #[test]
+    fn a_label_held_by_most_operands_exhausts_the_budget() {
+        // 3,000 operands hold `i` but one: about 4.5 million pairs share it.
+        let mut operands: Vec<BTreeSet<String>> = (0..3000)
+            .map(|k| ["i".to_owned(), format!("a{k}")].into())
+            .collect();
+        operands.push(["b".to_owned()].into());
+        let result: BTreeSet<String> = (0..3000).map(|k| format!("a{k}")).collect();
+        let labels = Interned::new(&operands, &result, &HashMap::new());
+        let (merges, evaluations) = removal_greedy(&labels);
+        assert_eq!(merges, None);
+        assert!(evaluations > BUDGET && evaluations <= BUDGET + 3000);
     }
 }
