@@ -6,7 +6,8 @@ Usage (from the repository root; needs opt_einsum 3.4, `pip install opt_einsum==
 
     python3 scripts/einsum_path_reference.py > crates/tensor/tests/data/einsum_path_reference.txt
 
-The cases: matrix chains of 25 and 51 matrices of varied sizes, random trees, grids, rings, random
+The cases: matrix chains of 25 and 51 matrices of varied sizes (half with no dimension of 1),
+random trees, grids, rings, random
 hypergraphs (labels held by two to four operands, size-1 labels, result labels, operands whose
 labels are all in the result so that outer products are needed, repeated label sets), and
 networks of several disconnected parts. Each comes from a `random.Random` seeded by its name, so
@@ -39,8 +40,10 @@ DP_UP_TO = 25
 DP_UP_TO_HYPERGRAPH = 20
 
 
-def chain(rng, n):
-    sizes = [rng.choice([1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144]) for _ in range(n + 1)]
+def chain(rng, n, ones=True):
+    """A chain of n matrices; `ones`: some dimensions may be 1."""
+    choices = [2, 3, 5, 8, 13, 21, 34, 55, 89, 144] + ([1] if ones else [])
+    sizes = [rng.choice(choices) for _ in range(n + 1)]
     labels = [f"c{i}" for i in range(n + 1)]
     operands = [[labels[i], labels[i + 1]] for i in range(n)]
     return operands, [labels[0], labels[n]], dict(zip(labels, sizes))
@@ -157,8 +160,9 @@ def without_lone_labels(operands, result, sizes):
 
 def cases():
     for seed in range(4):
-        yield f"chain25_{seed}", chain, (25,), True
-        yield f"chain51_{seed}", chain, (51,), True
+        # Half the chains have no dimension of 1.
+        yield f"chain25_{seed}", chain, (25, seed >= 2), True
+        yield f"chain51_{seed}", chain, (51, seed >= 2), True
     for seed, n in enumerate([11, 12, 15, 20, 25, 30, 40, 50, 60, 60]):
         yield f"tree{n}_{seed}", tree, (n,), n <= DP_UP_TO
     for rows, cols in [(3, 4), (2, 7), (4, 4), (3, 6), (4, 5), (5, 5), (3, 10), (6, 6), (5, 8), (7, 8)]:

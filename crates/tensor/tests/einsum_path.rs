@@ -8,8 +8,9 @@
 //! And the automatic search against opt_einsum's paths on einsums of 11 to 60 operands (matrix
 //! chains, trees, grids, rings, hypergraphs, disconnected networks; `tests/data/
 //! einsum_path_reference.txt`, written by `scripts/einsum_path_reference.py`): never costlier
-//! than its `greedy`, matrix chains in their cheapest order (by the classic dynamic programming
-//! over runs of the chain), and the ratios to its `dp` printed.
+//! than its `greedy`, matrix chains no costlier than their cheapest order of products of
+//! adjacent runs (by the classic dynamic programming, which `dp` matches), and the ratios to its
+//! `dp` printed.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -349,7 +350,7 @@ fn beyond_ten_operands_no_path_costs_more_than_opt_einsums_greedy_one() {
 }
 
 #[test]
-fn matrix_chains_are_multiplied_in_their_cheapest_order() {
+fn matrix_chains_cost_no_more_than_their_cheapest_order_of_products() {
     let chains: Vec<Reference> = (reference_cases().into_iter())
         .filter(|case| case.name.starts_with("chain"))
         .collect();
@@ -368,8 +369,12 @@ fn matrix_chains_are_multiplied_in_their_cheapest_order() {
                     .fold(f64::INFINITY, f64::min);
             }
         }
-        let path = case.problem.search(Search::Auto).unwrap();
-        assert_eq!(path.flops, cheapest[0][n], "{}", case.name);
+        // opt_einsum's `dp` multiplies adjacent runs only, as the classic order does; a path may
+        // do better by joining matrices that are not adjacent when one has a dimension of 1.
         assert_eq!(case.dp, Some(cheapest[0][n]), "{}", case.name);
+        let path = case.problem.search(Search::Auto).unwrap();
+        assert!(path.flops <= cheapest[0][n], "{}", case.name);
+        let has_one = (0..=n).any(|i| size(i) == 1.0);
+        assert!(has_one || path.flops == cheapest[0][n], "{}", case.name);
     }
 }

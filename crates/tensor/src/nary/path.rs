@@ -9,6 +9,7 @@
 mod connected;
 mod greedy;
 mod optimal;
+mod reconfigure;
 #[cfg(test)]
 mod reference;
 mod removal;
@@ -20,6 +21,7 @@ use super::pending::Pending;
 use connected::connected;
 use greedy::Greedy;
 use optimal::optimal;
+use reconfigure::reconfigure;
 use removal::removal_greedy;
 
 /// Up to this many operands the automatic path search is exhaustive.
@@ -147,35 +149,46 @@ pub fn find_path(
 }
 
 /// The cheapest by FLOPs of the paths the searches find (of equally cheap, the first found): the
-/// greedy search by FLOPs, the one by memory removed, then dynamic programming over connected
-/// subgraphs, bounded by the cheapest cost found before it.
+/// greedy search by FLOPs, the one by memory removed, the cheaper of the two improved step by
+/// step, then dynamic programming over connected subgraphs (bounded by the cheapest cost so far),
+/// itself improved step by step when it is the cheapest.
 fn cheapest_found(labels: &Interned, limit: f64) -> Result<Path, PathError> {
     let mut best = None;
     let greedy = Greedy::new(labels, limit).run().0.ok();
     keep_cheaper(&mut best, greedy.map(|(merges, _)| merges), labels, limit);
     keep_cheaper(&mut best, removal_greedy(labels).0, labels, limit);
+    if let Some((merges, _)) = &best {
+        let improved = reconfigure(labels, merges, limit).0;
+        keep_cheaper(&mut best, Some(improved), labels, limit);
+    }
     let bound = best.as_ref().map_or(f64::INFINITY, |(_, flops)| *flops);
-    keep_cheaper(&mut best, connected(labels, limit, bound).0, labels, limit);
+    if keep_cheaper(&mut best, connected(labels, limit, bound).0, labels, limit) {
+        let (merges, _) = best.as_ref().expect("just kept");
+        let improved = reconfigure(labels, merges, limit).0;
+        keep_cheaper(&mut best, Some(improved), labels, limit);
+    }
     let (merges, flops) = best.ok_or(PathError::SearchesOverMemoryLimit { limit })?;
     Ok(positions(labels.operands.len(), &merges, flops))
 }
 
-/// Makes `found` the best path when it keeps within `limit` and costs less.
+/// Makes `found` the best path when it keeps within `limit` and costs less; whether it did.
 fn keep_cheaper(
     best: &mut Option<(Merges, f64)>,
     found: Option<Merges>,
     labels: &Interned,
     limit: f64,
-) {
+) -> bool {
     let Some(merges) = found else {
-        return;
+        return false;
     };
     let Some(flops) = replay(labels, &merges, limit) else {
-        return;
+        return false;
     };
-    if best.as_ref().is_none_or(|(_, cheapest)| flops < *cheapest) {
+    let cheaper = best.as_ref().is_none_or(|(_, cheapest)| flops < *cheapest);
+    if cheaper {
         *best = Some((merges, flops));
     }
+    cheaper
 }
 
 /// The label sets with labels as ids, numbered in the order their names sort.
@@ -221,19 +234,51 @@ type Merges = Vec<(usize, usize)>;
 /// The FLOPs of the path `merges`, or none when an intermediate result (any but the last) has
 /// more than `limit` cells.
 fn replay(labels: &Interned, merges: &[(usize, usize)], limit: f64) -> Option<f64> {
-    let mut holders = vec![0usize; labels.labels()];
-    for set in &labels.operands {
-        for &l in set {
-            holders[l as usize] += 1;
-        }
-    }
-    let mut sets = labels.operands.clone();
+    let mut follower = Follower::new(labels);
     let mut flops = 0.0;
     for (step, &(a, b)) in merges.iter().enumerate() {
-        let (x, y) = (std::mem::take(&mut sets[a]), std::mem::take(&mut sets[b]));
+        let (cells, cost) = follower.step(a, b);
+        if step + 1 < merges.len() && cells > limit {
+            return None;
+        }
+        flops += cost;
+    }
+    Some(flops)
+}
+
+/// The operands pending along a path, by creation id, with each label's pending holders.
+struct Follower<'a> {
+    labels: &'a Interned,
+    holders: Vec<usize>,
+    /// The labels of each operand made so far (emptied once contracted).
+    sets: Vec<Vec<u32>>,
+}
+
+impl<'a> Follower<'a> {
+    fn new(labels: &'a Interned) -> Follower<'a> {
+        let mut holders = vec![0usize; labels.labels()];
+        for set in &labels.operands {
+            for &l in set {
+                holders[l as usize] += 1;
+            }
+        }
+        Follower {
+            labels,
+            holders,
+            sets: labels.operands.clone(),
+        }
+    }
+
+    /// Contracts pending `a` and `b` into a new operand, keeping the labels another pending
+    /// operand or the result has: its cells and the step's FLOPs.
+    fn step(&mut self, a: usize, b: usize) -> (f64, f64) {
+        let (x, y) = (
+            std::mem::take(&mut self.sets[a]),
+            std::mem::take(&mut self.sets[b]),
+        );
         let (mut i, mut j) = (0, 0);
         let mut kept = Vec::with_capacity(x.len() + y.len());
-        let (mut product, mut kept_cells, mut sums) = (1.0, 1.0, false);
+        let (mut product, mut cells, mut sums) = (1.0, 1.0, false);
         loop {
             let label = match (x.get(i), y.get(j)) {
                 (Some(&l), Some(&m)) => l.min(m),
@@ -244,24 +289,20 @@ fn replay(labels: &Interned, merges: &[(usize, usize)], limit: f64) -> Option<f6
             i += usize::from(in_x);
             j += usize::from(in_y);
             let (l, in_pair) = (label as usize, usize::from(in_x) + usize::from(in_y));
-            let size = labels.sizes[l];
+            let size = self.labels.sizes[l];
             product *= size;
-            if !labels.in_result[l] && holders[l] == in_pair {
+            if !self.labels.in_result[l] && self.holders[l] == in_pair {
                 sums = true;
-                holders[l] = 0;
+                self.holders[l] = 0;
             } else {
                 kept.push(label);
-                kept_cells *= size;
-                holders[l] = holders[l] + 1 - in_pair;
+                cells *= size;
+                self.holders[l] = self.holders[l] + 1 - in_pair;
             }
         }
-        if step + 1 < merges.len() && kept_cells > limit {
-            return None;
-        }
-        flops += product * if sums { 2.0 } else { 1.0 };
-        sets.push(kept);
+        self.sets.push(kept);
+        (cells, product * if sums { 2.0 } else { 1.0 })
     }
-    Some(flops)
 }
 
 /// A path given as merges of creation ids, as positions in the pending list.

@@ -2,7 +2,7 @@
 //! sets as bitsets. A split is costed only when the cost of its parts plus the cells of its
 //! result (a lower bound of its step) can beat the subset's best so far.
 
-use super::{Interned, Path, PathError, bitset, points, positions};
+use super::{Interned, Merges, Path, PathError, bitset, points, positions};
 
 /// What the contraction of each subset of the operands keeps, as bitsets of `words` words.
 struct Subsets {
@@ -64,16 +64,19 @@ impl Subsets {
     }
 }
 
+/// The cheapest path, as positions.
+pub(super) fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> {
+    let (merges, flops) = cheapest(labels, limit)?;
+    Ok(positions(labels.operands.len(), &merges, flops))
+}
+
 /// Dynamic programming over subsets: for each subset, the cheapest way to contract it into one
 /// operand, from the cheapest ways for its two parts. Of equally cheap splits, the first in the
-/// order enumerated (the first part largest first).
-pub(super) fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> {
+/// order enumerated (the first part largest first). The path as merges, and its cost.
+pub(super) fn cheapest(labels: &Interned, limit: f64) -> Result<(Merges, f64), PathError> {
     let n = labels.operands.len();
     if n <= 1 {
-        return Ok(Path {
-            steps: Vec::new(),
-            flops: 0.0,
-        });
+        return Ok((Vec::new(), 0.0));
     }
     let full = (1usize << n) - 1;
     let subsets = Subsets::new(labels);
@@ -149,5 +152,5 @@ pub(super) fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> 
     }
     let mut made = n;
     unfold(full, &first_part, &mut made, &mut merges);
-    Ok(positions(n, &merges, cost[full]))
+    Ok((merges, cost[full]))
 }
