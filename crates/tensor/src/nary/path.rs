@@ -1,10 +1,21 @@
 //! The contraction path search over label sets: the cost model, what each search is asked for,
-//! and the label sets interned for the searches (`optimal`: over every subset; `greedy`: by
-//! FLOPs).
+//! the label sets interned for the searches, and how the automatic search combines them.
+//!
+//! Up to [`EXHAUSTIVE_UP_TO`] operands the automatic search is `optimal` (dynamic programming
+//! over every subset). Beyond, it runs several searches and keeps the cheapest path by FLOPs:
+//! `greedy` (the cheapest step among candidates, n log n), `removal` (opt_einsum's `greedy`,
+//! step for step, so no path is costlier than that one's), the cheaper of the two improved by
+//! `reconfigure` (each part of up to 8 results below a step contracted in its cheapest order),
+//! then `connected` (dynamic programming over connected subgraphs, exact for chains and rings;
+//! up to 128 operands, bounded by the cost found so far, within a work budget), improved in turn
+//! when it wins. Every search counts its work and gives up, or stops improving, past a fixed
+//! budget, so the path found depends on the problem alone, and an einsum of thousands of
+//! operands of a few labels each still plans in n log n time plus a bounded amount.
 //!
 //! Labels are interned as ids in the order their names sort, so that a product of sizes
 //! multiplies in that order whatever the representation (the same FLOPs, to the bit, as over sets
-//! of names).
+//! of names). A path is followed as merges of creation ids (operands `0..n`, then each step's
+//! result), costed by replaying it.
 
 mod connected;
 mod greedy;
@@ -24,7 +35,8 @@ use optimal::optimal;
 use reconfigure::reconfigure;
 use removal::removal_greedy;
 
-/// Up to this many operands the automatic path search is exhaustive.
+/// Up to this many operands the automatic path search is exhaustive; beyond, it keeps the
+/// cheapest path of several searches.
 pub const EXHAUSTIVE_UP_TO: usize = 10;
 
 /// The most operands the exhaustive search takes when asked for: its time grows as 3ⁿ and its
@@ -44,7 +56,9 @@ pub struct Path {
 /// How the path is searched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Search {
-    /// Optimal up to [`EXHAUSTIVE_UP_TO`] operands, greedy beyond.
+    /// Optimal up to [`EXHAUSTIVE_UP_TO`] operands; beyond, the cheapest of the greedy search,
+    /// opt_einsum's greedy search (so never costlier than that), dynamic programming over
+    /// connected subgraphs (exact for chains and rings) and their local improvements.
     #[default]
     Auto,
     /// Dynamic programming over subsets, up to [`OPTIMAL_UP_TO`] operands (beyond, an error).
