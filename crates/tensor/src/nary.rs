@@ -12,8 +12,10 @@
 //! holding the labels still needed (by another operand or the result). Labels only one operand
 //! has, and the result does not, are summed out of that operand first. Up to [`EXHAUSTIVE_UP_TO`]
 //! operands the search is dynamic programming over subsets (the cheapest split of every subset, as
-//! optimal as the cost model; up to [`OPTIMAL_UP_TO`] when asked for); beyond, greedy (the
-//! cheapest of the candidate pairs at each step, in n log n time). The cost of a step is its count
+//! optimal as the cost model; up to [`OPTIMAL_UP_TO`] when asked for); beyond, the cheapest path
+//! of several searches, each within a fixed work budget: two greedy ones (one step for step
+//! opt_einsum's, so never costlier than it), dynamic programming over connected subgraphs (exact
+//! for chains and rings), and local improvement of the best. The cost of a step is its count
 //! of floating-point operations: one multiply per point of its product space (the product of the
 //! sizes of every label either operand has), plus one add per point when the step sums a label
 //! away; a single-operand sum costs one add per point. Each step is an ordinary binary einsum, so

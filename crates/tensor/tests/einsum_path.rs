@@ -2,7 +2,15 @@
 //! the optimal search finds the cost of the cheapest of all contraction orders (enumerated one by
 //! one, up to 6 operands) and a path that has it; the greedy search always gives a valid path
 //! that costs what it reports (within the limit when it succeeds, never failing without one),
-//! and up to 16 operands takes the same steps as weighing every pair at every step.
+//! and up to 16 operands takes the same steps as weighing every pair at every step; beyond 10
+//! operands the automatic search gives a valid path no costlier than the greedy one's.
+//!
+//! And the automatic search against opt_einsum's paths on einsums of 11 to 60 operands (matrix
+//! chains, trees, grids, rings, hypergraphs, disconnected networks; `tests/data/
+//! einsum_path_reference.txt`, written by `scripts/einsum_path_reference.py`): never costlier
+//! than its `greedy`, matrix chains no costlier than their cheapest order of products of
+//! adjacent runs (by the classic dynamic programming, which `dp` matches), and the ratios to its
+//! `dp` printed.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -223,5 +231,157 @@ proptest! {
         }
         let unlimited = Problem { limit: None, ..problem };
         prop_assert!(unlimited.search(Search::Greedy).is_ok());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(11),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn beyond_ten_operands_the_automatic_search_beats_the_greedy_one(problem in problem(11..=13)) {
+        let auto = problem.search(Search::Auto);
+        let greedy = problem.search(Search::Greedy);
+        let optimal = problem.search(Search::Optimal);
+        match (&auto, &greedy) {
+            (Ok(path), _) => {
+                prop_assert_eq!(problem.replay(path), Ok(path.flops));
+                if let Ok(greedy) = &greedy {
+                    prop_assert!(path.flops <= greedy.flops, "{} > {}", path.flops, greedy.flops);
+                }
+                prop_assert!(path.flops >= optimal.unwrap().flops);
+            }
+            (Err(error), Err(_)) => {
+                prop_assert_eq!(
+                    error,
+                    &PathError::SearchesOverMemoryLimit { limit: problem.limit.unwrap() }
+                );
+            }
+            (Err(error), Ok(_)) => prop_assert!(false, "{error}, yet the greedy search found one"),
+        }
+    }
+}
+
+/// An einsum of the reference file and opt_einsum's costs for it.
+struct Reference {
+    name: String,
+    problem: Problem,
+    greedy: f64,
+    dp: Option<f64>,
+}
+
+fn reference_cases() -> Vec<Reference> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/einsum_path_reference.txt"
+    );
+    let text = std::fs::read_to_string(path).expect("the reference file is readable");
+    let words = |s: &str| -> BTreeSet<String> { s.split_whitespace().map(str::to_owned).collect() };
+    (text.lines())
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| {
+            let fields: Vec<&str> = line.split('|').collect();
+            assert_eq!(fields.len(), 7, "{line}");
+            let sizes = (fields[3].split(','))
+                .map(|s| {
+                    let (label, size) = s.split_once('=').expect("a size is label=size");
+                    (label.to_owned(), size.parse().unwrap())
+                })
+                .collect();
+            Reference {
+                name: fields[0].to_owned(),
+                problem: Problem {
+                    operands: fields[1].split(',').map(words).collect(),
+                    result: words(fields[2]),
+                    sizes,
+                    limit: None,
+                },
+                greedy: fields[4].parse().unwrap(),
+                dp: fields[6].parse().ok(),
+            }
+        })
+        .collect()
+}
+
+/// The smallest, geometric mean and largest of `ratios`.
+fn summary(ratios: &[f64]) -> String {
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(0.0, f64::max);
+    let mean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    format!(
+        "{} cases, min {min:.3}, geometric mean {mean:.3}, max {max:.3}",
+        ratios.len()
+    )
+}
+
+#[test]
+fn beyond_ten_operands_no_path_costs_more_than_opt_einsums_greedy_one() {
+    let cases = reference_cases();
+    assert!(cases.len() >= 70);
+    let (mut to_greedy, mut to_dp) = (Vec::new(), Vec::new());
+    for case in &cases {
+        let n = case.problem.operands.len();
+        assert!((11..=60).contains(&n), "{}: {n} operands", case.name);
+        let path = case.problem.search(Search::Auto).unwrap();
+        // The same path again: nothing depends on hashing's per-map seeds or on time.
+        assert_eq!(
+            case.problem.search(Search::Auto).as_ref(),
+            Ok(&path),
+            "{}",
+            case.name
+        );
+        // Every step's cost and every partial sum is an integer below 2^53: exact in f64.
+        assert_eq!(case.problem.replay(&path), Ok(path.flops), "{}", case.name);
+        assert!(
+            path.flops <= case.greedy,
+            "{}: {} > {}",
+            case.name,
+            path.flops,
+            case.greedy
+        );
+        println!(
+            "{}: ours {} greedy {} dp {}",
+            case.name,
+            path.flops,
+            case.greedy,
+            case.dp.map_or("-".to_owned(), |dp| dp.to_string())
+        );
+        to_greedy.push(path.flops / case.greedy);
+        to_dp.extend(case.dp.map(|dp| path.flops / dp));
+    }
+    println!("ours / opt_einsum greedy: {}", summary(&to_greedy));
+    println!("ours / opt_einsum dp: {}", summary(&to_dp));
+}
+
+#[test]
+fn matrix_chains_cost_no_more_than_their_cheapest_order_of_products() {
+    let chains: Vec<Reference> = (reference_cases().into_iter())
+        .filter(|case| case.name.starts_with("chain"))
+        .collect();
+    assert_eq!(chains.len(), 8);
+    for case in chains {
+        // Operand i holds c{i} and c{i+1}; multiplying runs i..k and k..j costs a multiply and an
+        // add per point of c{i}, c{k}, c{j}.
+        let n = case.problem.operands.len();
+        let size = |i: usize| case.problem.sizes[&format!("c{i}")];
+        let mut cheapest = vec![vec![0.0f64; n + 1]; n + 1];
+        for length in 2..=n {
+            for i in 0..=n - length {
+                let j = i + length;
+                cheapest[i][j] = (i + 1..j)
+                    .map(|k| cheapest[i][k] + cheapest[k][j] + 2.0 * size(i) * size(k) * size(j))
+                    .fold(f64::INFINITY, f64::min);
+            }
+        }
+        // opt_einsum's `dp` multiplies adjacent runs only, as the classic order does; a path may
+        // do better by joining matrices that are not adjacent when one has a dimension of 1.
+        assert_eq!(case.dp, Some(cheapest[0][n]), "{}", case.name);
+        let path = case.problem.search(Search::Auto).unwrap();
+        assert!(path.flops <= cheapest[0][n], "{}", case.name);
+        let has_one = (0..=n).any(|i| size(i) == 1.0);
+        assert!(has_one || path.flops == cheapest[0][n], "{}", case.name);
     }
 }

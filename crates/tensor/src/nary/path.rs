@@ -1,31 +1,47 @@
-//! The contraction path search over label sets: the cost model, the optimal search and the
-//! greedy one.
+//! The contraction path search over label sets: the cost model, what each search is asked for,
+//! the label sets interned for the searches, and how the automatic search combines them.
+//!
+//! Up to [`EXHAUSTIVE_UP_TO`] operands the automatic search is `optimal` (dynamic programming
+//! over every subset). Beyond, it runs several searches and keeps the cheapest path by FLOPs:
+//! `greedy` (the cheapest step among candidates, n log n), `removal` (opt_einsum's `greedy`,
+//! step for step, so no path is costlier than that one's), the cheaper of the two improved by
+//! `reconfigure` (each part of up to 8 results below a step contracted in its cheapest order),
+//! then `connected` (dynamic programming over connected subgraphs, exact for chains and rings;
+//! up to 128 operands, bounded by the cost found so far, within a work budget), improved in turn
+//! when it wins. Every search counts its work and gives up, or stops improving, past a fixed
+//! budget, so the path found depends on the problem alone, and an einsum of thousands of
+//! operands of a few labels each still plans in n log n time plus a bounded amount.
 //!
 //! Labels are interned as ids in the order their names sort, so that a product of sizes
 //! multiplies in that order whatever the representation (the same FLOPs, to the bit, as over sets
-//! of names). The optimal search is dynamic programming over subsets with label sets as bitsets;
-//! a split is costed only when the cost of its parts plus the cells of its result (a lower bound
-//! of its step) can beat the subset's best so far. The greedy search keeps a priority queue of
-//! candidate pairs and, per label, its holders by size, so each step costs a few pair
-//! evaluations, not one per pair of pending operands.
+//! of names). A path is followed as merges of creation ids (operands `0..n`, then each step's
+//! result), costed by replaying it.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+mod connected;
+mod greedy;
+mod optimal;
+mod reconfigure;
+#[cfg(test)]
+mod reference;
+mod removal;
+
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use super::pending::Pending;
+use connected::connected;
+use greedy::Greedy;
+use optimal::optimal;
+use reconfigure::reconfigure;
+use removal::removal_greedy;
 
-/// Up to this many operands the automatic path search is exhaustive.
+/// Up to this many operands the automatic path search is exhaustive; beyond, it keeps the
+/// cheapest path of several searches.
 pub const EXHAUSTIVE_UP_TO: usize = 10;
 
 /// The most operands the exhaustive search takes when asked for: its time grows as 3ⁿ and its
 /// memory as 2ⁿ (16 operands take a fraction of a second).
 pub const OPTIMAL_UP_TO: usize = 16;
-
-/// The greedy search pairs a new operand with this many of the smallest other holders of each
-/// of its labels, and pairs among this many of the smallest pending operands (outer products
-/// included). Up to this many operands it therefore weighs every pair at every step.
-const NEIGHBOURS: usize = 16;
 
 /// A contraction path: the pairs contracted in order, as positions in the list of operands still
 /// pending (each step removes its two and appends its result), and the total cost.
@@ -40,7 +56,9 @@ pub struct Path {
 /// How the path is searched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Search {
-    /// Optimal up to [`EXHAUSTIVE_UP_TO`] operands, greedy beyond.
+    /// Optimal up to [`EXHAUSTIVE_UP_TO`] operands; beyond, the cheapest of the greedy search,
+    /// opt_einsum's greedy search (so never costlier than that), dynamic programming over
+    /// connected subgraphs (exact for chains and rings) and their local improvements.
     #[default]
     Auto,
     /// Dynamic programming over subsets, up to [`OPTIMAL_UP_TO`] operands (beyond, an error).
@@ -80,6 +98,12 @@ pub enum PathError {
         /// The limit, in cells.
         limit: f64,
     },
+    /// The automatic search beyond [`EXHAUSTIVE_UP_TO`] operands found no path within the memory
+    /// limit (one may still exist: up to [`OPTIMAL_UP_TO`] operands, the optimal search decides).
+    SearchesOverMemoryLimit {
+        /// The limit, in cells.
+        limit: f64,
+    },
 }
 
 impl fmt::Display for PathError {
@@ -101,6 +125,12 @@ impl fmt::Display for PathError {
                  (the memory limit; the optimal search, up to {OPTIMAL_UP_TO} operands, may \
                  find a path within it)"
             ),
+            PathError::SearchesOverMemoryLimit { limit } => write!(
+                f,
+                "the path searches found no contraction path whose intermediate results have at \
+                 most {limit} cells (the memory limit; the optimal search, up to {OPTIMAL_UP_TO} \
+                 operands, may find one)"
+            ),
         }
     }
 }
@@ -121,14 +151,60 @@ pub fn find_path(
 ) -> Result<Path, PathError> {
     let labels = Interned::new(operands, result, sizes);
     let limit = options.memory_limit.unwrap_or(f64::INFINITY);
+    let n = operands.len();
     match options.search {
-        Search::Optimal if operands.len() > OPTIMAL_UP_TO => Err(PathError::TooManyForOptimal {
-            operands: operands.len(),
-        }),
-        Search::Auto if operands.len() <= EXHAUSTIVE_UP_TO => optimal(&labels, limit),
+        Search::Optimal if n > OPTIMAL_UP_TO => Err(PathError::TooManyForOptimal { operands: n }),
+        Search::Auto if n <= EXHAUSTIVE_UP_TO => optimal(&labels, limit),
         Search::Optimal => optimal(&labels, limit),
-        Search::Auto | Search::Greedy => Greedy::new(&labels, limit).run().0,
+        Search::Greedy => (Greedy::new(&labels, limit).run().0)
+            .map(|(merges, flops)| positions(n, &merges, flops)),
+        Search::Auto => cheapest_found(&labels, limit),
     }
+}
+
+/// The cheapest by FLOPs of the paths the searches find (of equally cheap, the first found): the
+/// greedy search by FLOPs, the one by memory removed, the cheaper of the two improved step by
+/// step, then dynamic programming over connected subgraphs (bounded by the cheapest cost so far),
+/// itself improved step by step when it is the cheapest.
+fn cheapest_found(labels: &Interned, limit: f64) -> Result<Path, PathError> {
+    let mut best = None;
+    let greedy = Greedy::new(labels, limit).run().0.ok();
+    keep_cheaper(&mut best, greedy.map(|(merges, _)| merges), labels, limit);
+    keep_cheaper(&mut best, removal_greedy(labels).0, labels, limit);
+    if let Some((merges, _)) = &best {
+        let improved = reconfigure(labels, merges, limit).0;
+        keep_cheaper(&mut best, Some(improved), labels, limit);
+    }
+    let bound = best.as_ref().map_or(f64::INFINITY, |(_, flops)| *flops);
+    let dynamic = connected(labels, limit, bound).0;
+    if keep_cheaper(&mut best, dynamic, labels, limit) {
+        if let Some((merges, _)) = &best {
+            let improved = reconfigure(labels, merges, limit).0;
+            keep_cheaper(&mut best, Some(improved), labels, limit);
+        }
+    }
+    let (merges, flops) = best.ok_or(PathError::SearchesOverMemoryLimit { limit })?;
+    Ok(positions(labels.operands.len(), &merges, flops))
+}
+
+/// Makes `found` the best path when it keeps within `limit` and costs less; whether it did.
+fn keep_cheaper(
+    best: &mut Option<(Merges, f64)>,
+    found: Option<Merges>,
+    labels: &Interned,
+    limit: f64,
+) -> bool {
+    let Some(merges) = found else {
+        return false;
+    };
+    let Some(flops) = replay(labels, &merges, limit) else {
+        return false;
+    };
+    let cheaper = best.as_ref().is_none_or(|(_, cheapest)| flops < *cheapest);
+    if cheaper {
+        *best = Some((merges, flops));
+    }
+    cheaper
 }
 
 /// The label sets with labels as ids, numbered in the order their names sort.
@@ -168,8 +244,84 @@ impl Interned {
     }
 }
 
-/// A path given as merges of creation ids (operands `0..n`, then each merge's result in turn),
-/// as positions in the pending list.
+/// A path as merges of creation ids: operands `0..n`, then each merge's result in turn.
+type Merges = Vec<(usize, usize)>;
+
+/// The FLOPs of the path `merges`, or none when an intermediate result (any but the last) has
+/// more than `limit` cells.
+fn replay(labels: &Interned, merges: &[(usize, usize)], limit: f64) -> Option<f64> {
+    let mut follower = Follower::new(labels);
+    let mut flops = 0.0;
+    for (step, &(a, b)) in merges.iter().enumerate() {
+        let (cells, cost) = follower.step(a, b);
+        if step + 1 < merges.len() && cells > limit {
+            return None;
+        }
+        flops += cost;
+    }
+    Some(flops)
+}
+
+/// The operands pending along a path, by creation id, with each label's pending holders.
+struct Follower<'a> {
+    labels: &'a Interned,
+    holders: Vec<usize>,
+    /// The labels of each operand made so far (emptied once contracted).
+    sets: Vec<Vec<u32>>,
+}
+
+impl<'a> Follower<'a> {
+    fn new(labels: &'a Interned) -> Follower<'a> {
+        let mut holders = vec![0usize; labels.labels()];
+        for set in &labels.operands {
+            for &l in set {
+                holders[l as usize] += 1;
+            }
+        }
+        Follower {
+            labels,
+            holders,
+            sets: labels.operands.clone(),
+        }
+    }
+
+    /// Contracts pending `a` and `b` into a new operand, keeping the labels another pending
+    /// operand or the result has: its cells and the step's FLOPs.
+    fn step(&mut self, a: usize, b: usize) -> (f64, f64) {
+        let (x, y) = (
+            std::mem::take(&mut self.sets[a]),
+            std::mem::take(&mut self.sets[b]),
+        );
+        let (mut i, mut j) = (0, 0);
+        let mut kept = Vec::with_capacity(x.len() + y.len());
+        let (mut product, mut cells, mut sums) = (1.0, 1.0, false);
+        loop {
+            let label = match (x.get(i), y.get(j)) {
+                (Some(&l), Some(&m)) => l.min(m),
+                (Some(&l), None) | (None, Some(&l)) => l,
+                (None, None) => break,
+            };
+            let (in_x, in_y) = (x.get(i) == Some(&label), y.get(j) == Some(&label));
+            i += usize::from(in_x);
+            j += usize::from(in_y);
+            let (l, in_pair) = (label as usize, usize::from(in_x) + usize::from(in_y));
+            let size = self.labels.sizes[l];
+            product *= size;
+            if !self.labels.in_result[l] && self.holders[l] == in_pair {
+                sums = true;
+                self.holders[l] = 0;
+            } else {
+                kept.push(label);
+                cells *= size;
+                self.holders[l] = self.holders[l] + 1 - in_pair;
+            }
+        }
+        self.sets.push(kept);
+        (cells, product * if sums { 2.0 } else { 1.0 })
+    }
+}
+
+/// A path given as merges of creation ids, as positions in the pending list.
 fn positions(operands: usize, merges: &[(usize, usize)], flops: f64) -> Path {
     let mut pending = Pending::new(operands);
     let mut steps = Vec::with_capacity(merges.len());
@@ -180,66 +332,6 @@ fn positions(operands: usize, merges: &[(usize, usize)], flops: f64) -> Path {
         pending.push();
     }
     Path { steps, flops }
-}
-
-/// What the contraction of each subset of the operands keeps, as bitsets of `words` words.
-struct Subsets {
-    words: usize,
-    /// The labels each subset's contraction keeps, `words` words per subset: those needed
-    /// outside the subset or in the result (an operand, contracted by nothing, keeps all of its
-    /// own).
-    keep: Vec<u64>,
-    /// How many labels each subset keeps.
-    count: Vec<u32>,
-    /// The cells of each subset's contraction.
-    cells: Vec<f64>,
-}
-
-impl Subsets {
-    fn new(labels: &Interned) -> Subsets {
-        let n = labels.operands.len();
-        let full = (1usize << n) - 1;
-        let words = labels.labels().div_ceil(64).max(1);
-        let operands: Vec<Vec<u64>> = (labels.operands.iter())
-            .map(|o| bitset(o.iter().copied(), words))
-            .collect();
-        let in_result = (0..labels.labels() as u32).filter(|&l| labels.in_result[l as usize]);
-        let result = bitset(in_result, words);
-        // The labels each subset's operands have.
-        let mut all = vec![0u64; (full + 1) * words];
-        for set in 1..=full {
-            let low = set.trailing_zeros() as usize;
-            let rest = set & (set - 1);
-            for w in 0..words {
-                all[set * words + w] = all[rest * words + w] | operands[low][w];
-            }
-        }
-        let mut subsets = Subsets {
-            words,
-            keep: vec![0u64; (full + 1) * words],
-            count: vec![0; full + 1],
-            cells: vec![0.0; full + 1],
-        };
-        for set in 1..=full {
-            let needed = if set.count_ones() == 1 {
-                full
-            } else {
-                full ^ set
-            };
-            for w in 0..words {
-                subsets.keep[set * words + w] =
-                    all[set * words + w] & (result[w] | all[needed * words + w]);
-            }
-            let kept = &subsets.keep[set * words..(set + 1) * words];
-            subsets.count[set] = kept.iter().map(|w| w.count_ones()).sum();
-            subsets.cells[set] = points(kept, &labels.sizes);
-        }
-        subsets
-    }
-
-    fn keep(&self, set: usize) -> &[u64] {
-        &self.keep[set * self.words..(set + 1) * self.words]
-    }
 }
 
 /// The bitset of `words` words holding `ids`.
@@ -264,310 +356,6 @@ fn points(set: &[u64], sizes: &[f64]) -> f64 {
     product
 }
 
-/// Dynamic programming over subsets: for each subset, the cheapest way to contract it into one
-/// operand, from the cheapest ways for its two parts. Of equally cheap splits, the first in the
-/// order enumerated (the first part largest first).
-fn optimal(labels: &Interned, limit: f64) -> Result<Path, PathError> {
-    let n = labels.operands.len();
-    if n <= 1 {
-        return Ok(Path {
-            steps: Vec::new(),
-            flops: 0.0,
-        });
-    }
-    let full = (1usize << n) - 1;
-    let subsets = Subsets::new(labels);
-    let words = subsets.words;
-    // The cheapest cost of each subset and its first part (0: no split within the limit yet).
-    let mut cost = vec![0.0f64; full + 1];
-    let mut first_part = vec![0usize; full + 1];
-    for i in 0..n {
-        first_part[1 << i] = 1 << i;
-    }
-    let mut union = vec![0u64; words];
-    for set in 1..=full {
-        if set.count_ones() == 1 || (set != full && subsets.cells[set] > limit) {
-            continue;
-        }
-        // Splits with the lowest member in the first part, so each split is seen once.
-        let low = set & set.wrapping_neg();
-        let rest = set & !low;
-        let floor = subsets.cells[set];
-        let mut part = rest;
-        loop {
-            let first = part | low;
-            let second = set & !first;
-            if second != 0 && first_part[first] != 0 && first_part[second] != 0 {
-                let parts = cost[first] + cost[second];
-                // A step costs at least a multiply per cell of its result.
-                if first_part[set] == 0 || parts + floor < cost[set] {
-                    let mut count = 0;
-                    for (w, (a, b)) in subsets
-                        .keep(first)
-                        .iter()
-                        .zip(subsets.keep(second))
-                        .enumerate()
-                    {
-                        union[w] = a | b;
-                        count += union[w].count_ones();
-                    }
-                    let sums = count != subsets.count[set];
-                    let step = points(&union, &labels.sizes) * if sums { 2.0 } else { 1.0 };
-                    let total = parts + step;
-                    if first_part[set] == 0 || total < cost[set] {
-                        cost[set] = total;
-                        first_part[set] = first;
-                    }
-                }
-            }
-            if part == 0 {
-                break;
-            }
-            part = (part - 1) & rest;
-        }
-    }
-    if first_part[full] == 0 {
-        return Err(PathError::OverMemoryLimit { limit });
-    }
-    // Unfold the chosen splits into merges: each part contracted in turn, then the two joined.
-    let mut merges = Vec::with_capacity(n - 1);
-    fn unfold(
-        set: usize,
-        first_part: &[usize],
-        made: &mut usize,
-        merges: &mut Vec<(usize, usize)>,
-    ) -> usize {
-        if set.count_ones() == 1 {
-            return set.trailing_zeros() as usize;
-        }
-        let first = first_part[set];
-        let a = unfold(first, first_part, made, merges);
-        let b = unfold(set & !first, first_part, made, merges);
-        merges.push((a, b));
-        *made += 1;
-        *made - 1
-    }
-    let mut made = n;
-    unfold(full, &first_part, &mut made, &mut merges);
-    Ok(positions(n, &merges, cost[full]))
-}
-
-/// A candidate step of the greedy search: its cost, and its operands' creation ids (ascending).
-/// Ordered by cost, then by ids: of equally cheap steps, the one with the earliest operands.
-#[derive(Debug, Clone, Copy)]
-struct Candidate {
-    cost: f64,
-    pair: (usize, usize),
-}
-
-impl PartialEq for Candidate {
-    fn eq(&self, other: &Candidate) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Candidate {}
-
-impl PartialOrd for Candidate {
-    fn partial_cmp(&self, other: &Candidate) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Candidate {
-    fn cmp(&self, other: &Candidate) -> Ordering {
-        self.cost
-            .total_cmp(&other.cost)
-            .then(self.pair.cmp(&other.pair))
-    }
-}
-
-/// A pending operand's place in size order: its size's bits (sizes are not negative, so their
-/// bits order as they do), then its id.
-type BySize = (u64, usize);
-
-/// The greedy search's state. A candidate's cost never changes while both its operands are
-/// pending: a step sums a label when its two operands are the label's last holders, and the
-/// holders of a label drop only when two of them are contracted, the result then being one of
-/// those left. So the queue holds each candidate once, costed when proposed, and drops those
-/// whose operands are gone when they come up.
-struct Greedy<'a> {
-    labels: &'a Interned,
-    limit: f64,
-    /// Each operand's labels by creation id (emptied once contracted).
-    sets: Vec<Vec<u32>>,
-    /// Each operand's cells by creation id.
-    sizes: Vec<f64>,
-    /// Whether each id is pending.
-    alive: Vec<bool>,
-    /// The pending holders of each label, smallest first.
-    holders: Vec<BTreeSet<BySize>>,
-    /// The pending operands, smallest first.
-    by_size: BTreeSet<BySize>,
-    /// The smallest pending operands, as last paired among themselves.
-    smallest: Vec<usize>,
-    queue: BinaryHeap<Reverse<Candidate>>,
-    /// Pairs costed so far.
-    evaluations: usize,
-}
-
-impl<'a> Greedy<'a> {
-    fn new(labels: &'a Interned, limit: f64) -> Greedy<'a> {
-        let n = labels.operands.len();
-        let mut greedy = Greedy {
-            labels,
-            limit,
-            sets: Vec::with_capacity(2 * n),
-            sizes: Vec::with_capacity(2 * n),
-            alive: Vec::with_capacity(2 * n),
-            holders: vec![BTreeSet::new(); labels.labels()],
-            by_size: BTreeSet::new(),
-            smallest: Vec::new(),
-            queue: BinaryHeap::new(),
-            evaluations: 0,
-        };
-        for set in &labels.operands {
-            greedy.add(set.clone());
-        }
-        for id in 0..n {
-            greedy.propose(id);
-        }
-        greedy.pair_smallest();
-        greedy
-    }
-
-    /// Makes `set` a pending operand with the next id.
-    fn add(&mut self, set: Vec<u32>) -> usize {
-        let id = self.sets.len();
-        let size: f64 = set.iter().map(|&l| self.labels.sizes[l as usize]).product();
-        let key = (size.to_bits(), id);
-        for &l in &set {
-            self.holders[l as usize].insert(key);
-        }
-        self.by_size.insert(key);
-        self.sets.push(set);
-        self.sizes.push(size);
-        self.alive.push(true);
-        id
-    }
-
-    /// The labels a step over `a` and `b` keeps (ascending), the cells they have, and its cost.
-    fn step(&mut self, a: usize, b: usize) -> (Vec<u32>, f64, f64) {
-        self.evaluations += 1;
-        let (x, y) = (&self.sets[a], &self.sets[b]);
-        let (mut i, mut j) = (0, 0);
-        let mut kept = Vec::with_capacity(x.len() + y.len());
-        let (mut product, mut kept_cells, mut sums) = (1.0, 1.0, false);
-        // The union in ascending order, each label with how many of the two hold it.
-        loop {
-            let label = match (x.get(i), y.get(j)) {
-                (Some(&l), Some(&m)) => l.min(m),
-                (Some(&l), None) | (None, Some(&l)) => l,
-                (None, None) => break,
-            };
-            let (in_x, in_y) = (x.get(i) == Some(&label), y.get(j) == Some(&label));
-            i += usize::from(in_x);
-            j += usize::from(in_y);
-            let size = self.labels.sizes[label as usize];
-            product *= size;
-            let holders = self.holders[label as usize].len();
-            if !self.labels.in_result[label as usize]
-                && holders == usize::from(in_x) + usize::from(in_y)
-            {
-                sums = true;
-            } else {
-                kept.push(label);
-                kept_cells *= size;
-            }
-        }
-        (kept, kept_cells, product * if sums { 2.0 } else { 1.0 })
-    }
-
-    /// Queues the step over `a` and `b` when its result is within the memory limit.
-    fn offer(&mut self, a: usize, b: usize) {
-        let (_, cells, cost) = self.step(a, b);
-        if cells <= self.limit {
-            self.queue.push(Reverse(Candidate {
-                cost,
-                pair: (a.min(b), a.max(b)),
-            }));
-        }
-    }
-
-    /// Offers the steps of `id` with the smallest other holders of each of its labels.
-    fn propose(&mut self, id: usize) {
-        let mut partners: Vec<usize> = Vec::new();
-        for &l in &self.sets[id] {
-            let holders = self.holders[l as usize].iter().map(|&(_, other)| other);
-            partners.extend(holders.filter(|&other| other != id).take(NEIGHBOURS));
-        }
-        partners.sort_unstable();
-        partners.dedup();
-        for other in partners {
-            self.offer(id, other);
-        }
-    }
-
-    /// Offers the steps among the smallest pending operands that are new among them.
-    fn pair_smallest(&mut self) {
-        let now: Vec<usize> = self
-            .by_size
-            .iter()
-            .take(NEIGHBOURS)
-            .map(|&(_, id)| id)
-            .collect();
-        let new: Vec<bool> = now.iter().map(|id| !self.smallest.contains(id)).collect();
-        for i in 0..now.len() {
-            for j in i + 1..now.len() {
-                if new[i] || new[j] {
-                    self.offer(now[i], now[j]);
-                }
-            }
-        }
-        self.smallest = now;
-    }
-
-    /// Contracts `a` and `b`: the step's cost, positions, and the new operand's candidates.
-    fn contract(&mut self, a: usize, b: usize, merges: &mut Vec<(usize, usize)>) -> f64 {
-        let (kept, _, cost) = self.step(a, b);
-        for id in [a, b] {
-            let key = (self.sizes[id].to_bits(), id);
-            for &l in &self.sets[id] {
-                self.holders[l as usize].remove(&key);
-            }
-            self.by_size.remove(&key);
-            self.alive[id] = false;
-            self.sets[id] = Vec::new();
-        }
-        merges.push((a, b));
-        let merged = self.add(kept);
-        self.propose(merged);
-        self.pair_smallest();
-        cost
-    }
-
-    /// The path, and the pairs costed finding it.
-    fn run(mut self) -> (Result<Path, PathError>, usize) {
-        let n = self.labels.operands.len();
-        let mut merges = Vec::with_capacity(n.saturating_sub(1));
-        let mut flops = 0.0;
-        while self.by_size.len() > 2 {
-            let Some(Reverse(Candidate { pair: (a, b), .. })) = self.queue.pop() else {
-                let error = PathError::GreedyOverMemoryLimit { limit: self.limit };
-                return (Err(error), self.evaluations);
-            };
-            if self.alive[a] && self.alive[b] {
-                flops += self.contract(a, b, &mut merges);
-            }
-        }
-        if let [(_, a), (_, b)] = self.by_size.iter().copied().collect::<Vec<_>>()[..] {
-            // The last step makes the result, which no limit bounds.
-            flops += self.contract(a.min(b), a.max(b), &mut merges);
-        }
-        (Ok(positions(n, &merges, flops)), self.evaluations)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,9 +372,12 @@ mod tests {
         operands: &[BTreeSet<String>],
         result: &BTreeSet<String>,
         sizes: &HashMap<String, f64>,
-        limit: f64,
-    ) -> (Result<Path, PathError>, usize) {
-        Greedy::new(&Interned::new(operands, result, sizes), limit).run()
+    ) -> Result<Path, PathError> {
+        let options = PathOptions {
+            search: Search::Greedy,
+            memory_limit: None,
+        };
+        find_path(operands, result, sizes, &options)
     }
 
     #[test]
@@ -599,7 +390,7 @@ mod tests {
         assert_eq!(path.steps.len(), 2);
         assert_eq!(path.steps[0], (0, 1));
         assert_eq!(path.flops, 2.0 * (5000.0 + 2500.0));
-        let greedy = greedy(&operands, &set("il"), &sizes, f64::INFINITY).0;
+        let greedy = greedy(&operands, &set("il"), &sizes);
         assert_eq!(greedy.unwrap().flops, 15000.0);
     }
 
@@ -614,32 +405,11 @@ mod tests {
         let whole = 128.0 * outer;
         for path in [
             find_path(&operands, &set("ir"), &sizes, &PathOptions::default()).unwrap(),
-            greedy(&operands, &set("ir"), &sizes, f64::INFINITY)
-                .0
-                .unwrap(),
+            greedy(&operands, &set("ir"), &sizes).unwrap(),
         ] {
             assert_eq!(path.steps[0], (1, 2));
             assert_eq!(path.flops, outer + 2.0 * whole);
         }
-    }
-
-    #[test]
-    fn greedy_counts_a_label_summed_only_once_its_last_holders_meet() {
-        // j is held by three operands: the first step keeps it, the second sums it.
-        let sizes = sizes(&[("i", 2.0), ("j", 3.0), ("k", 5.0)]);
-        let operands = [set("ij"), set("j"), set("jk")];
-        let path = greedy(&operands, &set("ik"), &sizes, f64::INFINITY)
-            .0
-            .unwrap();
-        // (ij, j) keeps j: 6 multiplies; (ij, jk) sums j: 30 points, 60 FLOPs.
-        assert_eq!(path.steps, vec![(0, 1), (0, 1)]);
-        assert_eq!(path.flops, 6.0 + 60.0);
-        assert_eq!(
-            find_path(&operands, &set("ik"), &sizes, &PathOptions::default())
-                .unwrap()
-                .flops,
-            path.flops
-        );
     }
 
     #[test]
@@ -691,50 +461,5 @@ mod tests {
             }
         );
         assert!(error.to_string().contains("at most 16 operands, 17 given"));
-    }
-
-    /// A chain `a0a1, a1a2, …` of `n` matrices keeping its ends, and a star `ia0, ia1, …` of
-    /// `n` operands sharing `i`, each label of size 2, with the pairs the greedy search costs.
-    fn greedy_work(n: usize) -> [usize; 2] {
-        let two = |labels: &[String]| labels.iter().map(|l| (l.clone(), 2.0)).collect();
-        let chain: Vec<BTreeSet<String>> = (0..n)
-            .map(|i| [format!("a{i}"), format!("a{}", i + 1)].into())
-            .collect();
-        let ends: BTreeSet<String> = ["a0".to_owned(), format!("a{n}")].into();
-        let chain_sizes: HashMap<String, f64> =
-            two(&(0..=n).map(|i| format!("a{i}")).collect::<Vec<_>>());
-        let star: Vec<BTreeSet<String>> = (0..n)
-            .map(|i| ["i".to_owned(), format!("a{i}")].into())
-            .collect();
-        let hub: BTreeSet<String> = ["i".to_owned()].into();
-        let mut star_labels: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
-        star_labels.push("i".to_owned());
-        let star_sizes = two(&star_labels);
-        let mut work = [0; 2];
-        for (k, (operands, result, sizes)) in
-            [(&chain, &ends, &chain_sizes), (&star, &hub, &star_sizes)]
-                .into_iter()
-                .enumerate()
-        {
-            let (path, evaluations) = greedy(operands, result, sizes, f64::INFINITY);
-            assert_eq!(path.unwrap().steps.len(), n - 1);
-            work[k] = evaluations;
-        }
-        work
-    }
-
-    #[test]
-    fn greedy_costs_a_bounded_number_of_pairs_per_step() {
-        // Every pair of pending operands at every step would be n³/6: 1.7 × 10⁸ for 1,000. Each
-        // operand is paired with a few holders of each of its (two) labels, and with the
-        // smallest operands when it is among them.
-        let [chain, star] = greedy_work(1000);
-        let bound = 5 * NEIGHBOURS * 1000;
-        assert!(chain <= bound, "chain: {chain} pairs costed");
-        assert!(star <= bound, "star: {star} pairs costed");
-        // Twice the operands, about twice the work.
-        let [chain2, star2] = greedy_work(2000);
-        assert!(chain2 * 10 <= chain * 22, "chain: {chain} then {chain2}");
-        assert!(star2 * 10 <= star * 22, "star: {star} then {star2}");
     }
 }
