@@ -46,7 +46,8 @@ pub struct OpArgs {
     pub op: Op,
 
     /// How an einsum of labels and row variables finds its contraction path: auto (optimal up
-    /// to 10 operands, greedy beyond), optimal, or greedy.
+    /// to 10 operands; beyond, the cheapest of two greedy searches, dynamic programming over
+    /// connected operands and local improvement), optimal (up to 16 operands), or greedy.
     #[arg(long = "path", value_enum, default_value_t = PathChoice::Auto)]
     pub path: PathChoice,
 
