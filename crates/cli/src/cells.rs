@@ -108,12 +108,17 @@ impl Cells {
             .collect()
     }
 
-    /// Cells of `dtype` read back from a buffer of its precision: integers computed wider are
-    /// wrapped to the dtype (a uint64 takes the bits of its i64), a bool is true where the count
+    /// Cells of `dtype` read back from a buffer of its precision: floats computed wider are
+    /// rounded to the dtype, integers computed wider are wrapped to the dtype (a uint64 takes the bits of its i64), a bool is true where the count
     /// is above 0.
     pub fn from_values(dtype: Dtype, values: &[Value]) -> Cells {
         let data = match dtype {
-            _ if dtype.is_float() => Data::Floats(values.iter().map(|v| v.as_f64()).collect()),
+            _ if dtype.is_float() => Data::Floats(
+                values
+                    .iter()
+                    .map(|v| round_float(v.as_f64(), dtype))
+                    .collect(),
+            ),
             Dtype::Bool => Data::Ints(values.iter().map(|v| i64::from(v.as_f64() > 0.0)).collect()),
             _ => Data::Ints(values.iter().map(|v| wrap(v.as_i64(), dtype)).collect()),
         };

@@ -8,6 +8,10 @@
 //!   products wrap alike in any width of at least 16 bits;
 //! - `uint64` in i64, its 64 bits read back as unsigned: sums and products wrap alike, signed or
 //!   not (comparisons do not, so maxima refuse it, see [`Dtype::refused_by`]);
+//! - `float16` in f32, rounded to float16 when read back: a sum of float16 products is then
+//!   computed as numpy's einsum computes a sum into one cell and as its matrix products do (in
+//!   float32, rounded once), on every backend and at every size; rounding every partial sum to
+//!   float16 would stop a sum of 4096 ones at 2048;
 //! - `bool` as counts in f64 (a product is 1 where every factor is true, a sum counts the true
 //!   terms), read back as true where the count is above 0: numpy's einsum of bools is the `or` of
 //!   `and`s, which counting gives without wrapping.
@@ -190,8 +194,7 @@ impl Dtype {
             Dtype::Int64 | Dtype::Uint64 => Precision::I64,
             Dtype::Uint8 => Precision::U8,
             Dtype::Uint16 | Dtype::Uint32 => Precision::U32,
-            Dtype::Float16 => Precision::F16,
-            Dtype::Float32 => Precision::F32,
+            Dtype::Float16 | Dtype::Float32 => Precision::F32,
             Dtype::Bool | Dtype::Float64 => Precision::F64,
         }
     }

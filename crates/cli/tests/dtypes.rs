@@ -93,6 +93,14 @@ fn f32_file(dir: &Path, name: &str, values: &[f32]) -> PathBuf {
     path
 }
 
+/// Writes a one-axis float16 `.npy` file into `dir`; returns its path.
+fn f16_file(dir: &Path, name: &str, values: &[f16]) -> PathBuf {
+    let path = dir.join(format!("{name}.npy"));
+    let data: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(&path, npy_bytes("<f2", &[values.len()], &data)).expect("written");
+    path
+}
+
 /// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
 fn run_on(backend: &str, args: &[&str]) -> Value {
     let mut all = vec!["einsum"];
@@ -502,15 +510,37 @@ fn float16_rounds_to_float16() {
         dtype_and_values(&["i->", path(&file), "--numpy"]),
         ("float16".to_owned(), json!([expected]))
     );
-    // Every addition rounds to float16, so a sum of 4096 ones stops at 2048 (2048 + 1 rounds
-    // back to 2048). numpy's einsum rounds so for most layouts ("ij->j" of float16 ones of shape
-    // (4096, 2) gives 2048), though "i->" keeps its partial sums in float32 and gives 4096.
+    // Sums are computed in float32 and rounded to float16 once, as numpy's einsum sums into one
+    // cell and as its matrix products do: np.einsum("i->", np.ones(4096, np.float16)) and
+    // (a @ a.T)[0, 0] for a = np.ones((64, 4096), np.float16) are 4096.0. Rounding every
+    // partial sum to float16 would stop at 2048 (2048 + 1 rounds back to 2048).
     let ones = ints_file(&dir, "ones", "float16", &[1; 4096]);
     let sequential = (0..4096).fold(f16::ZERO, |sum, _| sum + f16::ONE).to_f64();
     assert_eq!(sequential, 2048.0);
+    for backend in ["interp", "cc"] {
+        let value = run_on(backend, &["i->", path(&ones), "--numpy"]);
+        assert_eq!(
+            (value["dtype"].as_str(), &value["values"]),
+            (Some("float16"), &json!([4096.0])),
+            "{backend}"
+        );
+    }
+    // A matrix product large enough for the C backend's product kernels gives the same.
+    let rows = array_file(&dir, "rows", "float16", &[64, 4096], &vec![1; 64 * 4096]);
+    for backend in ["interp", "cc"] {
+        let value = run_on(backend, &["ij,kj->ik", path(&rows), path(&rows), "--numpy"]);
+        assert_eq!(value["values"], json!(vec![4096.0; 64 * 64]), "{backend}");
+    }
+    // Each product rounds once, at the end: 0.1 · 0.1 in float16 operands is their product
+    // in float32 rounded to float16, not the float16 product of float16 roundings of each
+    // step.
+    let tenth = f16::from_f64(0.1);
+    let tenths = f16_file(&dir, "tenths", &[tenth; 3]);
+    let term = tenth.to_f32() * tenth.to_f32();
+    let expected = f16::from_f32(term + term + term).to_f64();
     assert_eq!(
-        dtype_and_values(&["i->", path(&ones), "--numpy"]),
-        ("float16".to_owned(), json!([sequential]))
+        dtype_and_values(&["i,i->", path(&tenths), path(&tenths), "--numpy"]),
+        ("float16".to_owned(), json!([expected]))
     );
 }
 
