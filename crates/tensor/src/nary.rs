@@ -26,6 +26,7 @@
 mod numpy;
 mod path;
 mod pending;
+mod result_type;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -178,10 +179,34 @@ impl Tensor {
         match translated {
             // Even two operands take the path, whose single-operand sums can save most of the
             // work (`"ijk,kl->il"`).
-            Ok(ours) => match operands.len() {
-                1 => operands[0].einsum1(&ours),
-                _ => Tensor::einsum_n_with(&ours, operands, options),
-            },
+            Ok(ours) => {
+                let precisions: Vec<_> = operands.iter().map(|t| t.precision()).collect();
+                let target = match result_type::numpy_result_type(&precisions) {
+                    Ok(target) => target,
+                    Err(k) => {
+                        return operands[k].graph.failed(error(format!(
+                            "numpy einsum {spec:?}: operand {} ('{}') holds 128-bit random \
+                             words, which have no numpy type",
+                            k + 1,
+                            operands[k].label()
+                        )));
+                    }
+                };
+                // Operands computed in numpy's result type (int32 with float32 in float64):
+                // each step then promotes to it.
+                let cast: Vec<Tensor> = operands
+                    .iter()
+                    .map(|&t| match target {
+                        Some(p) if p != t.precision() => t.cast(p),
+                        _ => t.clone(),
+                    })
+                    .collect();
+                let operands: Vec<&Tensor> = cast.iter().collect();
+                match operands.len() {
+                    1 => operands[0].einsum1(&ours),
+                    _ => Tensor::einsum_n_with(&ours, &operands, options),
+                }
+            }
             Err(e) => match operands.first() {
                 Some(t) => t.graph.failed(e),
                 None => crate::graph::Graph::new().failed(e),

@@ -21,6 +21,25 @@ fn pointwise_unary(t: &Tensor, op: Unop, spec: OpSpec) -> Tensor {
 }
 
 impl Tensor {
+    /// The same values in `precision`, converted as a store into it converts (floats round to
+    /// nearest, floats into integers truncate and saturate, integers into narrower ones wrap).
+    /// Between floats the gradient flows back, converted to the operand's precision; a cast
+    /// from or to an integer or a 128-bit word takes none.
+    pub fn cast(&self, precision: rcannl_ir::Precision) -> Tensor {
+        let spec = OpSpec::new(Binop::Arg2, Forward::Unop(Unop::Identity)).precision(precision);
+        let spec = if self.precision().is_float() && precision.is_float() {
+            spec.gradient(|grad| {
+                let g = grad.g();
+                grad.accumulate(0, Binop::Add, U(Unop::Identity, g));
+                Ok(())
+            })
+        } else {
+            spec.not_differentiable()
+        };
+        self.graph
+            .apply("cast", Logic::PointwiseUnary, &[self], spec)
+    }
+
     /// `self(other(x))`: `self`'s input axes contract with `other`'s output axes (a matrix
     /// product for matrices, a matrix-vector product for a vector on the right).
     pub fn compose(&self, other: &Tensor) -> Tensor {

@@ -120,3 +120,102 @@ fn i64_gradients_are_read_exactly() {
         assert!(ctx.grad_cells(&y).is_err(), "data has no gradient");
     }
 }
+
+/// Data tensors `x0`, `x1`, … of these precisions holding these values (one axis each).
+fn mixed(graph: &Graph, operands: &[(Precision, &[f64])]) -> Vec<Tensor> {
+    (operands.iter().enumerate())
+        .map(|(i, (precision, values))| {
+            graph
+                .data(&format!("x{i}"))
+                .shape(&values.len().to_string())
+                .precision(*precision)
+                .values(values.to_vec())
+                .build()
+        })
+        .collect()
+}
+
+#[test]
+fn mixed_precisions_compute_in_numpys_result_type() {
+    // np.einsum("i,i->", np.array([16777217, 1], np.int32), np.array([1, 1], np.float32)) is
+    // float64 16777218.0: in float32, 16777217 would round to 16777216.
+    let cases: [(&[(Precision, &[f64])], Precision, f64); 3] = [
+        (
+            &[
+                (Precision::I32, &[16_777_217.0, 1.0]),
+                (Precision::F32, &[1.0, 1.0]),
+            ],
+            Precision::F64,
+            16_777_218.0,
+        ),
+        // int8 with uint8 is int16 in numpy, computed here in 32 bits: 200 · 100 = 20000.
+        (
+            &[(Precision::U8, &[200.0]), (Precision::I8, &[100.0])],
+            Precision::I32,
+            20_000.0,
+        ),
+        // int32 with uint32 is int64: 4000000000 · 3 does not wrap.
+        (
+            &[
+                (Precision::U32, &[4_000_000_000.0]),
+                (Precision::I32, &[3.0]),
+            ],
+            Precision::I64,
+            12_000_000_000.0,
+        ),
+    ];
+    for (operands, precision, value) in cases {
+        for backend in backends() {
+            let graph = Graph::new();
+            let tensors = mixed(&graph, operands);
+            let result = Tensor::einsum_np("i,i->", &tensors.iter().collect::<Vec<_>>());
+            let mut ctx = Context::with_backend(&graph, backend);
+            let routine = ctx.forward(&[&result]).expect("the einsum compiles");
+            ctx.run(&routine).expect("the einsum runs");
+            assert_eq!(result.precision(), precision, "{operands:?}");
+            assert_eq!(ctx.values(&result).unwrap(), vec![value], "{operands:?}");
+        }
+    }
+}
+
+#[test]
+fn words_have_no_numpy_type() {
+    let graph = Graph::new();
+    let x = graph.data("x").shape("2").values(vec![1.0, 2.0]).build();
+    let words = graph.seed().threefry(&graph.embed_self_id("w"));
+    let result = Tensor::einsum_np("i,->i", &[&x, &words]);
+    let message = graph.check().expect_err("a word has no numpy type").message;
+    assert!(
+        message.contains("operand 2") && message.contains("numpy"),
+        "{message}"
+    );
+    drop(result);
+}
+
+#[test]
+fn gradients_flow_through_the_cast_to_numpys_result_type() {
+    // f32 parameters against f64 data compute in f64; the parameter's gradient comes back in
+    // f32, rounded once: d/dw Σ w·y = y.
+    for backend in backends() {
+        let graph = Graph::new();
+        let w = graph
+            .param("w")
+            .shape("2")
+            .precision(Precision::F32)
+            .build();
+        let y = graph
+            .data("y")
+            .shape("2")
+            .precision(Precision::F64)
+            .values(vec![0.1, 3.0])
+            .build();
+        let product = Tensor::einsum_np("i,i->", &[&w, &y]);
+        assert_eq!(product.precision(), Precision::F64);
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.set_values(&w, &[1.0, 2.0]).expect("w is set");
+        let routine = ctx.backprop(&product).expect("the gradient compiles");
+        ctx.run(&routine).expect("the gradient runs");
+        assert_eq!(ctx.values(&product).unwrap(), vec![0.1 + 6.0]);
+        assert_eq!(ctx.grad(&w).unwrap(), vec![f64::from(0.1f32), 3.0]);
+    }
+}
