@@ -328,9 +328,18 @@ mod header {
         let missing = |key: &str| format!("the header has no '{key}'");
         let descr = descr.ok_or_else(|| missing("descr"))?;
         let dtype = Dtype::parse(descr).ok_or_else(|| {
+            // numpy's long double is x87's 80 bits on x86-64 and IEEE's 128 on other machines,
+            // under the same name: which one a file holds cannot be told, so none is read.
+            let kind = descr.get(1..).unwrap_or("");
+            let why = if kind == "f16" || kind == "f12" {
+                ": numpy's long double, whose layout depends on the machine that wrote it (save it \
+                 as float64)"
+            } else {
+                ""
+            };
             format!(
-                "unsupported dtype '{descr}' (expected floats f2/f4/f8, integers i1-i8/u1-u8 or \
-                 bools b1)"
+                "unsupported dtype '{descr}'{why} (expected floats f2/f4/f8, integers \
+                 i1-i8/u1-u8 or bools b1)"
             )
         })?;
         Ok(Header {
@@ -496,6 +505,20 @@ mod header {
             assert_eq!(header.dtype.decode(&[0xff, 0xfe]), Cell::Int(-2));
             let scalar = parse(b"{'descr':'|b1','fortran_order':False,'shape':()}").unwrap();
             assert!(scalar.dims.is_empty());
+        }
+
+        #[test]
+        fn long_doubles_are_refused_saying_why() {
+            for (descr, long_double) in [("<f16", true), (">f12", true), ("<f4x", false)] {
+                let text = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,)}}");
+                let message = parse(text.as_bytes()).err().unwrap_or_default();
+                assert!(message.contains("unsupported dtype"), "{descr}: {message}");
+                assert_eq!(
+                    message.contains("long double"),
+                    long_double,
+                    "{descr}: {message}"
+                );
+            }
         }
 
         #[test]
