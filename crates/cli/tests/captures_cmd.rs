@@ -4,24 +4,9 @@
 
 mod common;
 
-use common::{rcannl, stderr, stdout};
+use common::run_on;
 
-use serde_json::{Value, json};
-
-/// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
-fn run_on(backend: &str, args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--json", "--backend", backend]);
-    let output = rcannl(&all);
-    assert!(
-        output.status.success(),
-        "{args:?} on {backend}: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON value")
-}
+use serde_json::json;
 
 #[test]
 fn names_a_path_sums_out_of_one_operand_are_captured() {

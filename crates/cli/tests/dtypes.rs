@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{fresh_dir, rcannl, stderr, stdout};
+use common::{fresh_dir, rcannl, run, run_on, stderr, stdout};
 
 use std::path::{Path, PathBuf};
 
@@ -101,43 +101,9 @@ fn f16_file(dir: &Path, name: &str, values: &[f16]) -> PathBuf {
     path
 }
 
-/// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
-fn run_on(backend: &str, args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--json", "--backend", backend]);
-    let output = rcannl(&all);
-    assert!(
-        output.status.success(),
-        "{args:?} on {backend}: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON value")
-}
-
-/// The output on both backends, checked to be the same.
-fn run(args: &[&str]) -> Value {
-    let interpreted = run_on("interp", args);
-    let compiled = run_on("cc", args);
-    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
-    compiled
-}
-
-/// Runs `rcannl einsum ARGS --json`, expects exit status 1; returns the error object.
+/// `rcannl einsum ARGS --json`: exit status 1; the error's kind and message.
 fn run_error(args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.push("--json");
-    let output = rcannl(&all);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{args:?}: {}",
-        stdout(&output)
-    );
-    let value: Value = serde_json::from_str(&stdout(&output)).expect("one JSON value");
-    value["error"].clone()
+    common::run_error(args)["error"].clone()
 }
 
 /// The dtype and values printed for `args`, on both backends.

@@ -3,61 +3,14 @@
 
 mod common;
 
-use common::{rcannl, stderr, stdout};
+use common::{range, rcannl, run, run_error, run_on, stderr, stdout};
 
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-/// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
-fn run_on(backend: &str, args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--json", "--backend", backend]);
-    let output = rcannl(&all);
-    assert!(
-        output.status.success(),
-        "{args:?} on {backend}: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    let text = stdout(&output);
-    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
-    serde_json::from_str(&text).expect("stdout is one JSON value")
-}
-
-/// The output on both backends, checked to be the same.
-fn run(args: &[&str]) -> Value {
-    let interpreted = run_on("interp", args);
-    let compiled = run_on("cc", args);
-    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
-    compiled
-}
-
-/// Runs `rcannl einsum ARGS --json`, expects exit status 1 and an error object.
-fn run_error(args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.push("--json");
-    let output = rcannl(&all);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{args:?}: {}",
-        stdout(&output)
-    );
-    assert!(output.stderr.is_empty(), "{}", stderr(&output));
-    let text = stdout(&output);
-    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
-    serde_json::from_str(&text).expect("stdout is one JSON value")
-}
-
 fn shape(batch: &[usize], input: &[usize], output: &[usize]) -> Value {
     json!({"batch": batch, "input": input, "output": output})
-}
-
-fn range(n: usize) -> Vec<f64> {
-    (0..n).map(|i| i as f64).collect()
 }
 
 #[test]

@@ -5,36 +5,9 @@
 
 mod common;
 
-use common::{fresh_dir, rcannl, stderr, stdout};
+use common::{fresh_dir, output_shape, rcannl, run, run_on, stderr, stdout};
 
-use serde_json::{Value, json};
-
-/// Runs `rcannl einsum ARGS --json --backend BACKEND` and reads its one line of JSON.
-fn run_on(backend: &str, args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--json", "--backend", backend]);
-    let output = rcannl(&all);
-    assert!(
-        output.status.success(),
-        "{args:?} on {backend}: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON value")
-}
-
-/// The output on both backends, which must agree.
-fn run(args: &[&str]) -> Value {
-    let interpreted = run_on("interp", args);
-    let compiled = run_on("cc", args);
-    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
-    compiled
-}
-
-fn output_shape(dims: &[usize]) -> Value {
-    json!({"batch": [], "input": [], "output": dims})
-}
+use serde_json::json;
 
 #[test]
 fn a_sum_over_an_empty_axis_is_zero() {

@@ -7,52 +7,23 @@
 
 mod common;
 
-use common::{fresh_dir, rcannl, stderr, stdout};
+use common::{fresh_dir, output_shape, rcannl, stderr, stdout};
 
 use serde_json::{Value, json};
 
-/// Runs `rcannl einsum ARGS --numpy --json --backend BACKEND`, expects success and one line of
-/// JSON.
+/// `rcannl einsum ARGS --numpy --json --backend BACKEND`: success and its JSON.
 fn run_on(backend: &str, args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--numpy", "--json", "--backend", backend]);
-    let output = rcannl(&all);
-    assert!(
-        output.status.success(),
-        "{args:?} on {backend}: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON value")
+    common::run_on(backend, &[args, &["--numpy"]].concat())
 }
 
-/// The output on both backends, checked to be the same.
+/// The output in numpy's notation on both backends, checked to be the same.
 fn run(args: &[&str]) -> Value {
-    let interpreted = run_on("interp", args);
-    let compiled = run_on("cc", args);
-    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
-    compiled
+    common::run(&[args, &["--numpy"]].concat())
 }
 
-/// Runs `rcannl einsum ARGS --numpy --json`, expects exit status 1 and an error object.
+/// `rcannl einsum ARGS --numpy --json`: exit status 1 and the error object.
 fn run_error(args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--numpy", "--json"]);
-    let output = rcannl(&all);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{args:?}: {}",
-        stdout(&output)
-    );
-    assert!(output.stderr.is_empty(), "{}", stderr(&output));
-    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON value")
-}
-
-fn output(axes: &[usize]) -> Value {
-    json!({"batch": [], "input": [], "output": axes})
+    common::run_error(&[args, &["--numpy"]].concat())
 }
 
 #[test]
@@ -61,7 +32,7 @@ fn a_label_of_size_one_broadcasts_against_the_others() {
         run(&["ab,ab->b", "range:4,3", "range:1,3", "--grads"]),
         json!({
             "dtype": "float64",
-            "shape": output(&[3]),
+            "shape": output_shape(&[3]),
             "values": [0.0, 22.0, 52.0],
             // d/dx1[a,b] = x2[0,b]; d/dx2[0,b] = Σ_a x1[a,b].
             "grads": [
@@ -74,7 +45,7 @@ fn a_label_of_size_one_broadcasts_against_the_others() {
         run(&["cij,cjk->cik", "range:2,3,2", "range:2,1,2"]),
         json!({
             "dtype": "float64",
-            "shape": output(&[2, 3, 2]),
+            "shape": output_shape(&[2, 3, 2]),
             "values": [0.0, 1.0, 0.0, 5.0, 0.0, 9.0, 26.0, 39.0, 34.0, 51.0, 42.0, 63.0],
         })
     );
@@ -90,7 +61,7 @@ fn scalar_results_have_no_axes() {
     ] {
         assert_eq!(
             run(args),
-            json!({"dtype": "float64", "shape": output(&[]), "values": [value]}),
+            json!({"dtype": "float64", "shape": output_shape(&[]), "values": [value]}),
             "{args:?}"
         );
     }
@@ -101,7 +72,10 @@ fn scalar_results_have_no_axes() {
         "cc",
         &["ij,ij->", "range:2,3", "range:2,3", "-o", path_text],
     );
-    assert_eq!(written, json!({"dtype": "float64", "shape": output(&[])}));
+    assert_eq!(
+        written,
+        json!({"dtype": "float64", "shape": output_shape(&[])})
+    );
     let file = std::fs::File::open(&path).expect("the output file exists");
     let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).expect("a .npy file");
     assert_eq!(npy.shape(), &[] as &[u64], "a 0-d array");
@@ -113,7 +87,7 @@ fn scalar_results_have_no_axes() {
 fn labels_are_letters_of_any_script() {
     assert_eq!(
         run(&["αβ,βγ", "range:2,3", "range:3,2"]),
-        json!({"dtype": "float64", "shape": output(&[2, 2]), "values": [10.0, 13.0, 28.0, 40.0]})
+        json!({"dtype": "float64", "shape": output_shape(&[2, 2]), "values": [10.0, 13.0, 28.0, 40.0]})
     );
     let explained = rcannl(&["explain", "αβ,βγ", "range:2,3", "range:3,2", "--numpy"]);
     assert!(explained.status.success(), "{}", stderr(&explained));

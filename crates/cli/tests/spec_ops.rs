@@ -4,43 +4,9 @@
 
 mod common;
 
-use common::{rcannl, stderr, stdout};
+use common::{output_shape, range, rcannl, run, run_error, stdout};
 
 use serde_json::{Value, json};
-
-/// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
-fn run_on(backend: &str, args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.extend(["--json", "--backend", backend]);
-    let output = rcannl(&all);
-    assert!(
-        output.status.success(),
-        "{args:?} on {backend}: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    let text = stdout(&output);
-    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
-    serde_json::from_str(&text).expect("stdout is one JSON value")
-}
-
-/// The output on both backends, checked to be the same.
-fn run(args: &[&str]) -> Value {
-    let interpreted = run_on("interp", args);
-    let compiled = run_on("cc", args);
-    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
-    compiled
-}
-
-fn output_shape(output: &[usize]) -> Value {
-    json!({"batch": [], "input": [], "output": output})
-}
-
-/// `range:SHAPE`'s cells: each its flat offset.
-fn range(n: usize) -> Vec<f64> {
-    (0..n).map(|i| i as f64).collect()
-}
 
 #[test]
 fn a_reducing_outer_sum_adds_over_the_labels_the_result_leaves_out() {
@@ -92,21 +58,6 @@ fn a_concatenation_adds_over_the_labels_the_result_leaves_out() {
             "grads": [vec![1.0; 6], vec![1.0; 2]],
         })
     );
-}
-
-/// Runs `rcannl einsum ARGS --json`, expects exit status 1 and an error object.
-fn run_error(args: &[&str]) -> Value {
-    let mut all = vec!["einsum"];
-    all.extend(args);
-    all.push("--json");
-    let output = rcannl(&all);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{args:?}: {}",
-        stdout(&output)
-    );
-    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON value")
 }
 
 /// The printed values, as numbers (`null` for what JSON cannot hold).

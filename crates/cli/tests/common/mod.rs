@@ -41,3 +41,57 @@ pub fn fresh_dir(name: &str) -> std::path::PathBuf {
 pub fn exited_cleanly(output: &Output) -> bool {
     matches!(output.status.code(), Some(0 | 1))
 }
+
+/// Runs `rcannl einsum ARGS --json --backend BACKEND`, expects success and one line of JSON.
+pub fn run_on(backend: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["einsum"];
+    all.extend(args);
+    all.extend(["--json", "--backend", backend]);
+    let output = rcannl(&all);
+    assert!(
+        output.status.success(),
+        "{args:?} on {backend}: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
+    serde_json::from_str(&text).expect("stdout is one JSON value")
+}
+
+/// The output on both backends, checked to be the same.
+pub fn run(args: &[&str]) -> serde_json::Value {
+    let interpreted = run_on("interp", args);
+    let compiled = run_on("cc", args);
+    assert_eq!(interpreted, compiled, "{args:?}: the backends disagree");
+    compiled
+}
+
+/// Runs `rcannl einsum ARGS --json`, expects exit status 1, nothing on stderr and one line of
+/// JSON: the error object.
+pub fn run_error(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["einsum"];
+    all.extend(args);
+    all.push("--json");
+    let output = rcannl(&all);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{args:?}: {}",
+        stdout(&output)
+    );
+    assert!(output.stderr.is_empty(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
+    serde_json::from_str(&text).expect("stdout is one JSON value")
+}
+
+/// The JSON shape of a result with only output axes.
+pub fn output_shape(dims: &[usize]) -> serde_json::Value {
+    serde_json::json!({"batch": [], "input": [], "output": dims})
+}
+
+/// 0, 1, …, n − 1: the cells of `range:n`.
+pub fn range(n: usize) -> Vec<f64> {
+    (0..n).map(|i| i as f64).collect()
+}
