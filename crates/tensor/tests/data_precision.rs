@@ -121,8 +121,11 @@ fn i64_gradients_are_read_exactly() {
     }
 }
 
+/// Operands of one precision each, holding these values (one axis each).
+type Mixed<'a> = &'a [(Precision, &'a [f64])];
+
 /// Data tensors `x0`, `x1`, … of these precisions holding these values (one axis each).
-fn mixed(graph: &Graph, operands: &[(Precision, &[f64])]) -> Vec<Tensor> {
+fn mixed(graph: &Graph, operands: Mixed<'_>) -> Vec<Tensor> {
     (operands.iter().enumerate())
         .map(|(i, (precision, values))| {
             graph
@@ -139,7 +142,7 @@ fn mixed(graph: &Graph, operands: &[(Precision, &[f64])]) -> Vec<Tensor> {
 fn mixed_precisions_compute_in_numpys_result_type() {
     // np.einsum("i,i->", np.array([16777217, 1], np.int32), np.array([1, 1], np.float32)) is
     // float64 16777218.0: in float32, 16777217 would round to 16777216.
-    let cases: [(&[(Precision, &[f64])], Precision, f64); 3] = [
+    let cases: [(Mixed<'_>, Precision, f64); 3] = [
         (
             &[
                 (Precision::I32, &[16_777_217.0, 1.0]),
