@@ -360,11 +360,13 @@ fn points(set: &[u64], sizes: &[f64]) -> f64 {
 mod tests {
     use super::*;
 
-    fn set(labels: &str) -> BTreeSet<String> {
+    /// The labels of a one-letter-per-label text.
+    pub(super) fn set(labels: &str) -> BTreeSet<String> {
         labels.chars().map(|c| c.to_string()).collect()
     }
 
-    fn sizes(pairs: &[(&str, f64)]) -> HashMap<String, f64> {
+    /// Label sizes from pairs.
+    pub(super) fn sizes(pairs: &[(&str, f64)]) -> HashMap<String, f64> {
         pairs.iter().map(|&(l, s)| (l.to_owned(), s)).collect()
     }
 

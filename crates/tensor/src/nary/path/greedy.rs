@@ -233,15 +233,8 @@ mod tests {
     use std::collections::{BTreeSet, HashMap};
 
     use super::*;
+    use crate::nary::path::tests::{set, sizes};
     use crate::nary::path::{Path, PathOptions, find_path, positions};
-
-    fn set(labels: &str) -> BTreeSet<String> {
-        labels.chars().map(|c| c.to_string()).collect()
-    }
-
-    fn sizes(pairs: &[(&str, f64)]) -> HashMap<String, f64> {
-        pairs.iter().map(|&(l, s)| (l.to_owned(), s)).collect()
-    }
 
     fn greedy(
         operands: &[BTreeSet<String>],
