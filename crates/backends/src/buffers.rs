@@ -2,8 +2,14 @@
 //! included), in the node's own element type, aligned to 64 bytes so that compiled code can load
 //! it with vector instructions. Every backend runs over these; cells are set and read by interior
 //! position, as numbers or as typed [`Value`]s.
+//!
+//! A backend with memory of its own (a GPU's) attaches its copies ([`DeviceCopies`]) and keeps
+//! them across routines; the buffers remember which side holds the newer cells of each node, so
+//! that the host reads a node through the device only when the device wrote it last, and the
+//! device uploads only what the host wrote since.
 
-use std::collections::HashMap;
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
 
 use half::{bf16, f16};
 use rcannl_ir::{MemoryMode, NodeId, Precision, Routine, TensorNode, Value};
@@ -153,11 +159,53 @@ impl Storage {
     }
 }
 
+/// Copies of buffers in a device's own memory, attached to [`Buffers`] by the backend that made
+/// them.
+pub trait DeviceCopies: std::fmt::Debug + Send + Sync {
+    /// Reads the device's copy of `node`'s whole buffer into `bytes` (its host layout).
+    fn read(&self, node: NodeId, bytes: &mut [u8]) -> Result<(), RunError>;
+
+    /// Whether the device has a copy of `node`.
+    fn has(&self, node: NodeId) -> bool;
+
+    /// Makes the device's copy of `node` hold `bytes` (the whole buffer in its host layout).
+    fn write(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), RunError>;
+
+    /// The copies as `Any`, for the backend that made them to find its own type.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
 /// The buffers of a routine's nodes: each a row-major array over the node's buffer dims.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Buffers {
     nodes: HashMap<NodeId, TensorNode>,
     data: HashMap<NodeId, Storage>,
+    device: Option<Box<dyn DeviceCopies>>,
+    /// Nodes the device wrote last: their host cells are stale.
+    newer_on_device: HashSet<NodeId>,
+    /// Nodes the host wrote since the device last saw them: their device copies are stale.
+    newer_on_host: HashSet<NodeId>,
+}
+
+impl Clone for Buffers {
+    /// A host-only copy: cells the device wrote last are read back into it.
+    fn clone(&self) -> Buffers {
+        let mut data = self.data.clone();
+        for node in &self.newer_on_device {
+            if let (Some(device), Some(storage)) = (&self.device, data.get_mut(node)) {
+                device
+                    .read(*node, storage.bytes_mut())
+                    .unwrap_or_else(|e| panic!("cloning buffers: {e}"));
+            }
+        }
+        Buffers {
+            nodes: self.nodes.clone(),
+            data,
+            device: None,
+            newer_on_device: HashSet::new(),
+            newer_on_host: HashSet::new(),
+        }
+    }
 }
 
 fn error(message: String) -> RunError {
@@ -217,9 +265,93 @@ impl Buffers {
             .ok_or_else(|| error(format!("no buffer for {node}")))
     }
 
+    /// The device copies attached, if any.
+    pub fn device_copies(&mut self) -> Option<&mut (dyn DeviceCopies + 'static)> {
+        self.device.as_deref_mut()
+    }
+
+    /// Attaches `copies` (replacing none: a backend attaches its copies once, before any run).
+    pub fn attach_device(&mut self, copies: Box<dyn DeviceCopies>) -> Result<(), RunError> {
+        if self.device.is_some() {
+            return Err(error(
+                "these buffers already have copies on another device".to_owned(),
+            ));
+        }
+        self.device = Some(copies);
+        Ok(())
+    }
+
+    /// Gives the device a current copy of `node`: uploads the host's cells where the device has
+    /// no copy yet or the host wrote them since.
+    pub fn to_device(&mut self, node: NodeId) -> Result<(), RunError> {
+        let Some(device) = self.device.as_deref_mut() else {
+            return Err(error("no device copies are attached".to_owned()));
+        };
+        if self.newer_on_device.contains(&node) {
+            return Ok(());
+        }
+        if self.newer_on_host.remove(&node) || !device.has(node) {
+            let storage = self
+                .data
+                .get(&node)
+                .ok_or_else(|| error(format!("no buffer for {node}")))?;
+            device.write(node, storage.bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Records that the device wrote `node`: host reads go through the device from now on.
+    pub fn mark_written_on_device(&mut self, node: NodeId) {
+        self.newer_on_host.remove(&node);
+        self.newer_on_device.insert(node);
+    }
+
+    /// Brings every node the device wrote back to the host, and treats every device copy as stale
+    /// from now on: called before host code (the interpreter, compiled C) runs over the buffers.
+    pub fn hand_to_host(&mut self) -> Result<(), RunError> {
+        let Some(device) = &self.device else {
+            return Ok(());
+        };
+        for node in std::mem::take(&mut self.newer_on_device) {
+            if let Some(storage) = self.data.get_mut(&node) {
+                device.read(node, storage.bytes_mut())?;
+            }
+        }
+        self.newer_on_host.extend(self.data.keys().copied());
+        Ok(())
+    }
+
+    /// The current cells of `node`'s whole buffer: the host's own, or read from the device
+    /// where it wrote last.
+    fn current(&self, node: NodeId) -> Result<std::borrow::Cow<'_, Storage>, RunError> {
+        let data = self.storage(node)?;
+        match &self.device {
+            Some(device) if self.newer_on_device.contains(&node) => {
+                let mut fresh = data.clone();
+                device.read(node, fresh.bytes_mut())?;
+                Ok(std::borrow::Cow::Owned(fresh))
+            }
+            _ => Ok(std::borrow::Cow::Borrowed(data)),
+        }
+    }
+
+    /// The host storage of `node` to write into: brought back from the device first where the
+    /// device wrote last, and newer than the device's copy from now on.
+    fn writable(&mut self, node: NodeId) -> Result<&mut Storage, RunError> {
+        if self.newer_on_device.remove(&node)
+            && let (Some(device), Some(storage)) = (&self.device, self.data.get_mut(&node))
+        {
+            device.read(node, storage.bytes_mut())?;
+        }
+        if self.device.is_some() {
+            self.newer_on_host.insert(node);
+        }
+        self.storage_mut(node)
+    }
+
     /// The whole buffer as numbers, margins included.
     pub fn buffer(&self, node: NodeId) -> Vec<f64> {
-        let data = &self.data[&node];
+        let data = self.current(node).unwrap_or_else(|e| panic!("{e}"));
         (0..data.len()).map(|i| data.get(i).as_f64()).collect()
     }
 
@@ -237,7 +369,7 @@ impl Buffers {
         }
         let positions = interior_offsets(info);
         let precision = info.precision;
-        let data = self.storage_mut(node)?;
+        let data = self.writable(node)?;
         for (position, value) in positions.into_iter().zip(values) {
             data.set(position, value.stored_as(precision));
         }
@@ -250,16 +382,37 @@ impl Buffers {
         self.set_cells(node, &cells)
     }
 
-    /// The cells inside the margins, row-major over the node's dims.
-    pub fn cells(&self, node: NodeId) -> Vec<Value> {
-        let data = &self.data[&node];
-        interior_offsets(&self.nodes[&node])
+    /// The cells inside the margins, row-major over the node's dims; an error names a node
+    /// without a buffer, or a device that failed to give its copy back.
+    pub fn read_cells(&self, node: NodeId) -> Result<Vec<Value>, RunError> {
+        let data = self.current(node)?;
+        Ok(interior_offsets(self.node(node)?)
             .into_iter()
             .map(|position| data.get(position))
-            .collect()
+            .collect())
+    }
+
+    /// [`Buffers::read_cells`] as numbers (a word as its first 32-bit word).
+    pub fn read_values(&self, node: NodeId) -> Result<Vec<f64>, RunError> {
+        Ok(self
+            .read_cells(node)?
+            .into_iter()
+            .map(Value::as_f64)
+            .collect())
+    }
+
+    /// The cells inside the margins, row-major over the node's dims.
+    ///
+    /// # Panics
+    /// Where [`Buffers::read_cells`] fails: the node has no buffer, or its device failed.
+    pub fn cells(&self, node: NodeId) -> Vec<Value> {
+        self.read_cells(node).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The cells inside the margins as numbers (a word as its first 32-bit word).
+    ///
+    /// # Panics
+    /// As [`Buffers::cells`].
     pub fn values(&self, node: NodeId) -> Vec<f64> {
         self.cells(node).into_iter().map(Value::as_f64).collect()
     }

@@ -37,6 +37,7 @@ fn error(message: String) -> RunError {
 
 /// Runs `stmts`, which use no static index, over `buffers`.
 pub fn run(stmts: &[Stmt], buffers: &mut Buffers) -> Result<(), RunError> {
+    buffers.hand_to_host()?;
     let mut state = State {
         buffers,
         loops: HashMap::new(),
@@ -69,6 +70,7 @@ pub fn run_routine(
             }
         }
     }
+    buffers.hand_to_host()?;
     let mut state = State {
         buffers,
         loops: HashMap::new(),

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod buffers;
 pub mod cc;
 pub mod interpreter;
+pub mod nests;
 
 pub use backend::{Backend, Executable, Interpreter, default_backend};
-pub use buffers::Buffers;
+pub use buffers::{Buffers, DeviceCopies};

@@ -715,7 +715,8 @@ impl Context {
         let mut body = Vec::new();
         let mut uniforms = Vec::new();
         for draw in 0..draws {
-            let uniform = TensorNode::new(self.scratch(), "uniform", Precision::F64, &[cells]);
+            let uniform = TensorNode::new(self.scratch(), "uniform", Precision::F64, &[cells])
+                .with_mode(MemoryMode::Local);
             let length = VecUnop::Uint4x32ToPrecUniform.length(Precision::F64);
             let words = cells.div_ceil(length);
             let w = fresh();
@@ -879,7 +880,9 @@ impl Context {
     pub fn values(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
         self.check_holds_values(t)?;
-        Ok(self.buffers.values(value_node(t.index)))
+        self.buffers
+            .read_values(value_node(t.index))
+            .map_err(|e| error(e.message))
     }
 
     /// The tensor's cells exactly as stored (row-major in memory order): integers as integers
@@ -887,7 +890,9 @@ impl Context {
     pub fn cells(&self, t: &Tensor) -> Result<Vec<Value>, TensorError> {
         self.check_tensor(t)?;
         self.check_holds_values(t)?;
-        Ok(self.buffers.cells(value_node(t.index)))
+        self.buffers
+            .read_cells(value_node(t.index))
+            .map_err(|e| error(e.message))
     }
 
     /// Sets the tensor's cells (row-major in memory order), each stored as the tensor's
@@ -907,7 +912,9 @@ impl Context {
     pub fn grad(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
         self.check_grad_kept(t)?;
-        Ok(self.buffers.values(grad_node(t.index)))
+        self.buffers
+            .read_values(grad_node(t.index))
+            .map_err(|e| error(e.message))
     }
 
     /// The gradient of the last backprop's loss with respect to the tensor (as [`Context::grad`]),
@@ -915,7 +922,9 @@ impl Context {
     pub fn grad_cells(&self, t: &Tensor) -> Result<Vec<Value>, TensorError> {
         self.check_tensor(t)?;
         self.check_grad_kept(t)?;
-        Ok(self.buffers.cells(grad_node(t.index)))
+        self.buffers
+            .read_cells(grad_node(t.index))
+            .map_err(|e| error(e.message))
     }
 
     /// Refuses a tensor whose gradient no backprop routine keeps.

@@ -425,6 +425,7 @@ impl CompiledRoutine {
     ) -> Result<(), RunError> {
         let threads = threads.max(1);
         let static_values = self.static_values(statics)?;
+        buffers.hand_to_host()?;
         let mut pointers = Vec::with_capacity(self.buffers.len());
         for id in &self.buffers {
             let expected = &self.routine.nodes[id];

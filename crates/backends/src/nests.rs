@@ -1,0 +1,216 @@
+//! What backends learn of a routine's nests before they generate code for it: which top-level
+//! statements make a kernel, which loops may run their iterations at once, the locals an
+//! expression reads, and the least and greatest value of an index.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rcannl_ir::{GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Scalar, Stmt, Symbol, Var};
+
+/// Calls `visit` on every local `scalar` reads.
+pub fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
+    match scalar {
+        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
+        Scalar::Local(id) => visit(*id),
+        Scalar::Unop(_, a) => for_each_local(a, visit),
+        Scalar::Binop(_, a, b) => {
+            for_each_local(a, visit);
+            for_each_local(b, visit);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            for_each_local(a, visit);
+            for_each_local(b, visit);
+            for_each_local(c, visit);
+        }
+    }
+}
+
+/// A kernel of a routine: a group of its top-level statements.
+#[derive(Debug, Clone, Copy)]
+pub enum Group<'a> {
+    /// A loop whose iterations may run in any order, at once ([`splittable`]).
+    Parallel { stmt: &'a Stmt },
+    /// Statements that run one after another.
+    Serial { stmts: &'a [Stmt] },
+    /// A matrix product, with the nest it was recognized in.
+    Gemm {
+        plan: &'a GemmPlan,
+        nest: &'a [Stmt],
+    },
+}
+
+/// The statements `body` (a routine's top level, or a product's nest) as kernels: each splittable loop alone, the runs of other
+/// statements between them together. A local cannot cross kernels: a statement reading a local
+/// declared at the top level stays in the serial run, and a run that declares a local extends
+/// to the last statement reading it.
+pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> {
+    // For each top-level local, the last top-level statement reading it.
+    let mut last_use: HashMap<LocalId, usize> = HashMap::new();
+    for (i, stmt) in body.iter().enumerate() {
+        stmt.walk(&mut |s| {
+            for value in s.values() {
+                for_each_local(value, &mut |id| {
+                    last_use.insert(id, i);
+                });
+            }
+            if let Stmt::SetLocal { id, .. } = s {
+                last_use.insert(*id, i);
+            }
+        });
+    }
+    let mut serial_until = 0;
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for (i, stmt) in body.iter().enumerate() {
+        if let Stmt::Local { id, .. } = stmt {
+            serial_until = serial_until.max(last_use.get(id).copied().unwrap_or(i));
+        }
+        if i <= serial_until && serial_until > 0 {
+            continue;
+        }
+        let group = match stmt {
+            Stmt::Gemm { plan, nest } => Group::Gemm { plan, nest },
+            stmt if splittable(stmt, routine) => Group::Parallel { stmt },
+            _ => continue,
+        };
+        if start < i {
+            groups.push(Group::Serial {
+                stmts: &body[start..i],
+            });
+        }
+        groups.push(group);
+        start = i + 1;
+    }
+    if start < body.len() {
+        groups.push(Group::Serial {
+            stmts: &body[start..],
+        });
+    }
+    groups
+}
+
+/// Whether the iterations of a top-level loop can run in any order, on any thread: every write
+/// in it lands in a stretch of its buffer that no other iteration writes (the loop variable's
+/// stride exceeds what the inner loops span), and every read of a node written in it is at a
+/// position one of those writes uses.
+pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
+    let Stmt::For { var, body, .. } = stmt else {
+        return false;
+    };
+    let mut ranges: HashMap<LoopVar, usize> = HashMap::new();
+    let mut writes: BTreeMap<NodeId, Vec<Vec<Index>>> = BTreeMap::new();
+    let mut safe = true;
+    collect(body, &mut ranges, &mut |stmt, ranges| match stmt {
+        Stmt::Set { node, index, .. } => {
+            let info = &routine.nodes[node];
+            let (stride, span) = flat_extent(index, &info.buffer_dims(), *var, ranges);
+            safe &= stride.unsigned_abs() > span;
+            writes.entry(*node).or_default().push(index.clone());
+        }
+        Stmt::SetVec {
+            node, offset, op, ..
+        } => {
+            let length = op.length(routine.nodes[node].precision) as u64;
+            let (stride, span) = flat_extent(std::slice::from_ref(offset), &[1], *var, ranges);
+            safe &= stride.unsigned_abs() >= span + length;
+            writes.entry(*node).or_default();
+        }
+        Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => safe = false,
+        Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => {}
+    });
+    if !safe || writes.is_empty() {
+        return false;
+    }
+    let mut reads_ok = true;
+    let mut check = |stmt: &Stmt| {
+        for value in stmt.values() {
+            value.for_each_get(&mut |node, index| {
+                if let Some(written) = writes.get(&node) {
+                    reads_ok &= written.iter().any(|w| w.as_slice() == index);
+                }
+            });
+        }
+    };
+    for inner in body {
+        inner.walk(&mut check);
+    }
+    reads_ok
+}
+
+/// Calls `visit` on every statement of `body`, nested ones included, with the ranges of the loops
+/// around it.
+pub fn collect(
+    body: &[Stmt],
+    ranges: &mut HashMap<LoopVar, usize>,
+    visit: &mut impl FnMut(&Stmt, &HashMap<LoopVar, usize>),
+) {
+    for stmt in body {
+        visit(stmt, ranges);
+        if let Stmt::For { var, range, body } = stmt {
+            ranges.insert(*var, *range);
+            collect(body, ranges, visit);
+            ranges.remove(var);
+        }
+    }
+}
+
+/// For a position in a buffer of `dims`: the flat stride of `var`, and how far the other loop
+/// variables move the flat position (static indices are fixed for a run and move nothing).
+pub fn flat_extent(
+    index: &[Index],
+    dims: &[usize],
+    var: LoopVar,
+    ranges: &HashMap<LoopVar, usize>,
+) -> (i64, u64) {
+    let mut stride = 1i64;
+    let mut var_stride = 0i64;
+    let mut span = 0u64;
+    for (position, dim) in index.iter().zip(dims).rev() {
+        for (c, v) in &position.terms {
+            match v {
+                Var::Loop(v) if *v == var => var_stride += c * stride,
+                Var::Loop(v) => {
+                    let trips = ranges.get(v).copied().unwrap_or(1).saturating_sub(1) as u64;
+                    span += (c * stride).unsigned_abs() * trips;
+                }
+                Var::Static(_) => {}
+            }
+        }
+        stride *= *dim as i64;
+    }
+    (var_stride, span)
+}
+
+/// The least and greatest values `index` takes over the loops around it (`loops`) and the static
+/// indices' ranges: generated code does not check positions, so every one is checked with this.
+/// Computed in 128 bits, where a 64-bit offset plus products of 64-bit coefficients and ranges
+/// does not wrap (the arithmetic saturates beyond, still outside every buffer): the bounds are
+/// the true ones, and so is the message that reports them.
+///
+/// `Ok(None)` when the access never happens: under a loop that never runs, or with a static index
+/// that has no value to take (both over an empty axis, whose buffer has no position to check
+/// against). An error names a variable with no range here.
+pub fn index_bounds(
+    index: &Index,
+    loops: &HashMap<LoopVar, usize>,
+    statics: &BTreeMap<Symbol, usize>,
+) -> Result<Option<(i128, i128)>, String> {
+    if loops.values().any(|&range| range == 0) {
+        return Ok(None);
+    }
+    let offset = i128::from(index.offset);
+    let (mut low, mut high) = (offset, offset);
+    for (c, var) in &index.terms {
+        let range = match var {
+            Var::Loop(v) => loops.get(v).copied(),
+            Var::Static(s) => statics.get(s).copied(),
+        }
+        .ok_or_else(|| format!("{var} has no value here"))?;
+        if range == 0 {
+            return Ok(None);
+        }
+        let top = i128::from(*c).saturating_mul(range as i128 - 1);
+        low = low.saturating_add(top.min(0));
+        high = high.saturating_add(top.max(0));
+    }
+    Ok(Some((low, high)))
+}

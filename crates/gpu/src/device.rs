@@ -1,0 +1,209 @@
+//! The device: the best adapter wgpu finds (a discrete GPU before an integrated one, before a
+//! virtual one, before a CPU implementation such as lavapipe), opened once per process and shared
+//! by every GPU backend, with its compiled pipelines (each WGSL source compiled once) and the
+//! errors it reports.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::wgsl::DeviceFeatures;
+
+/// Why the GPU backend cannot be used, or a routine cannot run on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuError {
+    pub message: String,
+}
+
+impl std::fmt::Display for GpuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for GpuError {}
+
+pub(crate) fn gpu_error(message: String) -> GpuError {
+    GpuError { message }
+}
+
+/// A compiled kernel: its pipeline and the layout of what it binds.
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    pub(crate) layout: wgpu::BindGroupLayout,
+}
+
+/// The process's GPU.
+#[derive(Debug)]
+pub struct Device {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    pub(crate) features: DeviceFeatures,
+    pub(crate) limits: wgpu::Limits,
+    /// Errors the device reported outside an error scope, not yet returned to a caller.
+    errors: Arc<Mutex<Vec<String>>>,
+    pipelines: Mutex<HashMap<String, Arc<Pipeline>>>,
+}
+
+/// The backends searched for an adapter.
+const BACKENDS: wgpu::Backends = wgpu::Backends::VULKAN
+    .union(wgpu::Backends::METAL)
+    .union(wgpu::Backends::DX12);
+
+/// Better adapters first.
+fn rank(device_type: wgpu::DeviceType) -> u8 {
+    match device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+impl Device {
+    /// The process's device, opened on first use; the same error on every call when there is
+    /// none.
+    pub fn shared() -> Result<Arc<Device>, GpuError> {
+        static DEVICE: OnceLock<Result<Arc<Device>, GpuError>> = OnceLock::new();
+        DEVICE.get_or_init(|| Device::open().map(Arc::new)).clone()
+    }
+
+    fn open() -> Result<Device, GpuError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: BACKENDS,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let mut adapters = pollster::block_on(instance.enumerate_adapters(BACKENDS));
+        adapters.sort_by_key(|a| rank(a.get_info().device_type));
+        let Some(adapter) = adapters.into_iter().next() else {
+            return Err(gpu_error(
+                "no GPU adapter found: looked for Vulkan, Metal and DX12 adapters through wgpu. \
+                 On Linux, install a Vulkan driver (Debian and Ubuntu: the package \
+                 mesa-vulkan-drivers, which also runs on the CPU) and the Vulkan loader \
+                 (libvulkan1)"
+                    .to_owned(),
+            ));
+        };
+        let info = adapter.get_info();
+        let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        let required_features = if f16 {
+            wgpu::Features::SHADER_F16
+        } else {
+            wgpu::Features::empty()
+        };
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("rcannl"),
+            required_features,
+            required_limits: limits.clone(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            ..Default::default()
+        }))
+        .map_err(|e| {
+            gpu_error(format!(
+                "the GPU adapter {} ({:?}) would not open a device: {e}",
+                info.name, info.backend
+            ))
+        })?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = Arc::clone(&errors);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(e.to_string());
+        }));
+        Ok(Device {
+            device,
+            queue,
+            info,
+            features: DeviceFeatures { f16 },
+            limits,
+            errors,
+            pipelines: Mutex::default(),
+        })
+    }
+
+    /// The adapter, its API and its driver, for reports.
+    pub fn describe(&self) -> String {
+        let info = &self.info;
+        let driver = [info.driver.as_str(), info.driver_info.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!(
+            "{} ({:?}, {:?}{})",
+            info.name,
+            info.device_type,
+            info.backend,
+            if driver.is_empty() {
+                String::new()
+            } else {
+                format!(", driver {driver}")
+            }
+        )
+    }
+
+    /// Whether the device holds f16 cells.
+    pub fn has_f16(&self) -> bool {
+        self.features.f16
+    }
+
+    /// The errors the device reported since the last call, as one error.
+    pub(crate) fn take_errors(&self, doing: &str) -> Result<(), GpuError> {
+        let errors = std::mem::take(&mut *self.errors.lock().unwrap_or_else(|p| p.into_inner()));
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(gpu_error(format!(
+                "the GPU failed {doing}: {}",
+                errors.join("; ")
+            )))
+        }
+    }
+
+    /// The pipeline of the WGSL module `source` (entry point `main`), compiled on first use.
+    pub(crate) fn pipeline(&self, source: &str) -> Result<Arc<Pipeline>, GpuError> {
+        if let Some(p) = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(source)
+        {
+            return Ok(Arc::clone(p));
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("rcannl kernel"),
+                source: wgpu::ShaderSource::Wgsl(Cow::Owned(source.to_owned())),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("rcannl kernel"),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(gpu_error(format!(
+                "the GPU would not compile a kernel: {e}\n{source}"
+            )));
+        }
+        let layout = pipeline.get_bind_group_layout(0);
+        let compiled = Arc::new(Pipeline { pipeline, layout });
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(source.to_owned(), Arc::clone(&compiled));
+        Ok(compiled)
+    }
+}
