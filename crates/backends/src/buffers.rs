@@ -498,4 +498,95 @@ mod tests {
         let e = Buffers::new([padded]).unwrap_err();
         assert!(e.message.contains("more cells than"), "{}", e.message);
     }
+
+    /// A device that keeps its copies in memory and counts the bytes moved each way.
+    #[derive(Debug, Default)]
+    struct CountingDevice {
+        copies: HashMap<NodeId, Vec<u8>>,
+        reads: std::sync::atomic::AtomicUsize,
+        writes: usize,
+    }
+
+    impl DeviceCopies for CountingDevice {
+        fn read(&self, node: NodeId, bytes: &mut [u8]) -> Result<(), RunError> {
+            self.reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            bytes.copy_from_slice(&self.copies[&node]);
+            Ok(())
+        }
+
+        fn has(&self, node: NodeId) -> bool {
+            self.copies.contains_key(&node)
+        }
+
+        fn write(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), RunError> {
+            self.writes += 1;
+            self.copies.insert(node, bytes.to_vec());
+            Ok(())
+        }
+
+        fn as_any_mut(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+
+    fn counting(buffers: &mut Buffers) -> &mut CountingDevice {
+        buffers
+            .device_copies()
+            .and_then(|d| d.as_any_mut().downcast_mut::<CountingDevice>())
+            .unwrap()
+    }
+
+    #[test]
+    fn values_move_between_host_and_device_only_when_the_other_side_is_stale() {
+        let node = TensorNode::new(1, "x", Precision::F32, &[3]);
+        let id = node.id;
+        let mut buffers = Buffers::new([node]).unwrap();
+        buffers.set_values(id, &[1.0, 2.0, 3.0]).unwrap();
+        buffers
+            .attach_device(Box::new(CountingDevice::default()))
+            .unwrap();
+        // The first use uploads; later uses without host writes do not.
+        buffers.to_device(id).unwrap();
+        buffers.to_device(id).unwrap();
+        assert_eq!(counting(&mut buffers).writes, 1);
+        // The device writes: host reads go through it, once per read, and see its cells.
+        let doubled: Vec<u8> = [2.0f32, 4.0, 6.0]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        counting(&mut buffers).copies.insert(id, doubled);
+        buffers.mark_written_on_device(id);
+        assert_eq!(buffers.read_values(id).unwrap(), vec![2.0, 4.0, 6.0]);
+        assert_eq!(buffers.clone().values(id), vec![2.0, 4.0, 6.0]);
+        assert_eq!(
+            counting(&mut buffers)
+                .reads
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2
+        );
+        // Still newer on the device: nothing to upload.
+        buffers.to_device(id).unwrap();
+        assert_eq!(counting(&mut buffers).writes, 1);
+        // A host write of one cell keeps the device's other cells and uploads on the next use.
+        buffers.set_values(id, &[7.0, 4.0, 6.0]).unwrap();
+        buffers.to_device(id).unwrap();
+        let device = counting(&mut buffers);
+        assert_eq!(device.writes, 2);
+        let uploaded: Vec<f32> = device.copies[&id]
+            .chunks(4)
+            .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(uploaded, vec![7.0, 4.0, 6.0]);
+        // Host code running over the buffers first brings the device's cells back.
+        buffers.mark_written_on_device(id);
+        counting(&mut buffers).copies.insert(id, vec![0; 12]);
+        buffers.hand_to_host().unwrap();
+        assert_eq!(buffers.storage(id).unwrap().get(0), Value::Float(0.0));
+        assert!(
+            buffers
+                .attach_device(Box::new(CountingDevice::default()))
+                .is_err()
+        );
+    }
 }

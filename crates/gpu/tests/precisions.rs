@@ -1,0 +1,141 @@
+//! What the GPU holds and computes in: integers exactly as the interpreter, f16 cells rounded
+//! as f16, a precision it lacks refused naming the tensor; host writes between runs reach the
+//! device and device results reach the host.
+
+use rcannl_backends::{Backend, Interpreter};
+use rcannl_gpu::Gpu;
+use rcannl_ir::Precision;
+use rcannl_tensor::{BinaryOp, Context, Graph};
+
+fn gpu() -> Option<Gpu> {
+    match Gpu::new() {
+        Ok(gpu) => Some(gpu),
+        Err(e) => {
+            assert!(
+                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
+                "RCANNL_REQUIRE_GPU is set: {e}"
+            );
+            eprintln!("the GPU suite did not run: {e}");
+            None
+        }
+    }
+}
+
+/// `a op b` for every binary op of `ops`, with operands of `precision`.
+fn binary_results(
+    backend: Box<dyn Backend>,
+    precision: Precision,
+    ops: &[BinaryOp],
+    a: &[f64],
+    b: &[f64],
+) -> Vec<Vec<f64>> {
+    let graph = Graph::new();
+    let shape = a.len().to_string();
+    let x = graph.data("a").shape(&shape).precision(precision).build();
+    let y = graph.data("b").shape(&shape).precision(precision).build();
+    let outs: Vec<_> = ops.iter().map(|op| x.binary(*op, &y)).collect();
+    let mut ctx = Context::with_backend(&graph, backend);
+    let forward = ctx.forward(&outs.iter().collect::<Vec<_>>()).unwrap();
+    ctx.set_values(&x, a).unwrap();
+    ctx.set_values(&y, b).unwrap();
+    ctx.run(&forward).unwrap();
+    outs.iter().map(|t| ctx.values(t).unwrap()).collect()
+}
+
+#[test]
+fn integers_compute_exactly_as_on_the_interpreter() {
+    let Some(gpu) = gpu() else { return };
+    let ops = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Lt,
+        BinaryOp::Eq,
+    ];
+    let a: [f64; 7] = [-7.0, 5.0, 0.0, 9.0, -3.0, 100.0, 46_000.0];
+    let b: [f64; 7] = [2.0, -3.0, 1.0, 4.0, 5.0, -7.0, 46_000.0];
+    for precision in [Precision::I32, Precision::U32] {
+        let (a, b): (Vec<f64>, Vec<f64>) = if precision == Precision::U32 {
+            (
+                a.iter().map(|x| x.abs()).collect(),
+                b.iter().map(|x| x.abs()).collect(),
+            )
+        } else {
+            (a.to_vec(), b.to_vec())
+        };
+        let ops: Vec<BinaryOp> = ops
+            .iter()
+            .copied()
+            .filter(|op| precision == Precision::I32 || *op != BinaryOp::Sub)
+            .collect();
+        assert_eq!(
+            binary_results(Box::new(gpu.clone()), precision, &ops, &a, &b),
+            binary_results(Box::new(Interpreter), precision, &ops, &a, &b),
+            "{precision}"
+        );
+    }
+}
+
+#[test]
+fn f16_cells_round_as_f16() {
+    let Some(gpu) = gpu() else { return };
+    if !gpu.device().has_f16() {
+        eprintln!("this GPU has no shader-f16: the f16 check did not run");
+        return;
+    }
+    let ops = [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Div];
+    let a: Vec<f64> = (0..50).map(|i| 0.37 * i as f64 - 4.1).collect();
+    let b: Vec<f64> = (0..50).map(|i| 1.3 + 0.011 * i as f64).collect();
+    let got = binary_results(Box::new(gpu), Precision::F16, &ops, &a, &b);
+    let want = binary_results(Box::new(Interpreter), Precision::F16, &ops, &a, &b);
+    for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+        // Within one f16 step of the interpreter's correctly rounded result: WGSL lets a
+        // conversion to f16 round either way.
+        let step = half::f16::from_f64(*w).to_f64().abs().max(6.1e-5) * 2f64.powi(-10);
+        assert!((g - w).abs() <= step, "{g} vs {w}");
+        assert_eq!(half::f16::from_f64(*g).to_f64(), *g, "{g} is an f16 value");
+    }
+}
+
+#[test]
+fn a_precision_the_device_lacks_is_an_error_naming_the_tensor() {
+    let Some(gpu) = gpu() else { return };
+    let graph = Graph::new();
+    let x = graph
+        .data("wide input")
+        .shape("4")
+        .precision(Precision::F64)
+        .build();
+    let y = x.binary(BinaryOp::Mul, &x);
+    let mut ctx = Context::with_backend(&graph, Box::new(gpu));
+    let e = ctx.forward(&[&y]).unwrap_err();
+    assert!(e.message.contains("'wide input'"), "{}", e.message);
+    assert!(e.message.contains("f64"), "{}", e.message);
+}
+
+#[test]
+fn host_writes_between_runs_reach_the_device_and_results_reach_the_host() {
+    let Some(gpu) = gpu() else { return };
+    let graph = Graph::new();
+    let x = graph.data("x").shape("5").build();
+    let two = graph.data("two").shape("5").build();
+    let y = x.binary(BinaryOp::Mul, &two);
+    let z = y.binary(BinaryOp::Add, &x);
+    let mut ctx = Context::with_backend(&graph, Box::new(gpu));
+    let first = ctx.forward(&[&y]).unwrap();
+    let second = ctx.forward(&[&z]).unwrap();
+    ctx.set_values(&two, &[2.0; 5]).unwrap();
+    for round in 0..3 {
+        let xs: Vec<f64> = (0..5).map(|i| (i + 10 * round) as f64).collect();
+        ctx.set_values(&x, &xs).unwrap();
+        ctx.run(&first).unwrap();
+        let doubled: Vec<f64> = xs.iter().map(|v| 2.0 * v).collect();
+        assert_eq!(ctx.values(&y).unwrap(), doubled);
+        ctx.run(&second).unwrap();
+        let tripled: Vec<f64> = xs.iter().map(|v| 3.0 * v).collect();
+        assert_eq!(ctx.values(&z).unwrap(), tripled);
+    }
+}
