@@ -9,6 +9,7 @@
 //! buffers.
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rcannl_backends::cc::CompileError;
@@ -16,6 +17,7 @@ use rcannl_backends::interpreter::RunError;
 use rcannl_backends::{Backend, Buffers, Executable, default_backend};
 use rcannl_ir::{MemoryMode, NodeId, Routine, Stmt, Symbol};
 
+use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
 use crate::memory::DeviceMemory;
 use crate::wgsl::{Program, check_precisions, generate, holds};
@@ -24,14 +26,24 @@ use crate::wgsl::{Program, check_precisions, generate, holds};
 #[derive(Debug, Clone)]
 pub struct Gpu {
     device: Arc<Device>,
+    cache_dir: PathBuf,
 }
 
 impl Gpu {
-    /// The backend on the process's device; an error says what was looked for when there is none.
+    /// The backend on the process's device, keeping generated programs in the C backend's cache
+    /// folder (`$RCANNL_CACHE_DIR`, …); an error says what was looked for when there is no
+    /// device.
     pub fn new() -> Result<Gpu, GpuError> {
         Ok(Gpu {
             device: Device::shared()?,
+            cache_dir: rcannl_backends::cc::cache::default_folder(),
         })
+    }
+
+    /// The backend keeping generated programs in `dir` instead.
+    pub fn with_cache_dir(mut self, dir: &Path) -> Gpu {
+        self.cache_dir = dir.to_owned();
+        self
     }
 
     pub fn device(&self) -> &Arc<Device> {
@@ -77,13 +89,22 @@ impl Backend for Gpu {
                 work: Work::Host(host),
             }));
         }
-        let program = generate(routine, features).map_err(|e| compile_error(e.message))?;
+        let name = cache::name(routine, features);
+        let program = match cache::read(&self.cache_dir, &name) {
+            Some(program) => program,
+            None => {
+                let program = generate(routine, features).map_err(|e| compile_error(e.message))?;
+                cache::write(&self.cache_dir, &name, &program);
+                program
+            }
+        };
         let pipelines = program
             .kernels
             .iter()
             .map(|k| self.device.pipeline(&k.source))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| compile_error(format!("routine {}: {e}", routine.name)))?;
+        self.device.keep_pipelines();
         let source = program.source();
         let used: BTreeSet<NodeId> = program
             .kernels

@@ -1,11 +1,16 @@
 //! The device: the best adapter wgpu finds (a discrete GPU before an integrated one, before a
 //! virtual one, before a CPU implementation such as lavapipe), opened once per process and shared
-//! by every GPU backend, with its compiled pipelines (each WGSL source compiled once) and the
-//! errors it reports.
+//! by every GPU backend, with its compiled pipelines (each WGSL source compiled once; where the
+//! adapter offers a pipeline cache, the driver's compiled code is kept on disk between runs, in
+//! the C backend's private cache folder, checked against its record before use) and the errors
+//! it reports.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+use rcannl_backends::cc::cache;
 
 use crate::wgsl::DeviceFeatures;
 
@@ -45,6 +50,10 @@ pub struct Device {
     /// Errors the device reported outside an error scope, not yet returned to a caller.
     errors: Arc<Mutex<Vec<String>>>,
     pipelines: Mutex<HashMap<String, Arc<Pipeline>>>,
+    /// The driver's pipeline cache and the name it is kept under, where the adapter has one.
+    pipeline_cache: Option<(wgpu::PipelineCache, String)>,
+    /// Whether pipelines were compiled since the pipeline cache was last kept.
+    unsaved: AtomicBool,
 }
 
 /// The backends searched for an adapter.
@@ -88,12 +97,10 @@ impl Device {
             ));
         };
         let info = adapter.get_info();
-        let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
-        let required_features = if f16 {
-            wgpu::Features::SHADER_F16
-        } else {
-            wgpu::Features::empty()
-        };
+        let offered = adapter.features();
+        let f16 = offered.contains(wgpu::Features::SHADER_F16);
+        let required_features =
+            offered & (wgpu::Features::SHADER_F16 | wgpu::Features::PIPELINE_CACHE);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rcannl"),
@@ -115,6 +122,25 @@ impl Device {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(e.to_string());
         }));
+        let pipeline_cache = if required_features.contains(wgpu::Features::PIPELINE_CACHE) {
+            wgpu::util::pipeline_cache_key(&info).map(|key| {
+                let name = format!("gpu_{key}.bin");
+                let kept = cache::read_kept(&cache::default_folder(), &name);
+                // SAFETY: the data, if any, is what `get_data` gave on an adapter with the same
+                // pipeline cache key (the name it is kept under), read back from a private
+                // folder after matching its record; the driver checks its header too.
+                let cache = unsafe {
+                    device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                        label: Some("rcannl pipelines"),
+                        data: kept.as_deref(),
+                        fallback: true,
+                    })
+                };
+                (cache, name)
+            })
+        } else {
+            None
+        };
         Ok(Device {
             device,
             queue,
@@ -123,6 +149,8 @@ impl Device {
             limits,
             errors,
             pipelines: Mutex::default(),
+            pipeline_cache,
+            unsaved: AtomicBool::new(false),
         })
     }
 
@@ -191,13 +219,14 @@ impl Device {
                 module: &module,
                 entry_point: Some("main"),
                 compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
+                cache: self.pipeline_cache.as_ref().map(|(cache, _)| cache),
             });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(gpu_error(format!(
                 "the GPU would not compile a kernel: {e}\n{source}"
             )));
         }
+        self.unsaved.store(true, Ordering::Relaxed);
         let layout = pipeline.get_bind_group_layout(0);
         let compiled = Arc::new(Pipeline { pipeline, layout });
         self.pipelines
@@ -205,5 +234,16 @@ impl Device {
             .unwrap_or_else(|p| p.into_inner())
             .insert(source.to_owned(), Arc::clone(&compiled));
         Ok(compiled)
+    }
+
+    /// Keeps the driver's pipeline cache on disk if pipelines were compiled since it was last
+    /// kept; a folder that cannot keep it only costs compiling them again in a later run.
+    pub(crate) fn keep_pipelines(&self) {
+        if let Some((cache, name)) = &self.pipeline_cache
+            && self.unsaved.swap(false, Ordering::Relaxed)
+            && let Some(data) = cache.get_data()
+        {
+            let _ = cache::keep(&cache::default_folder(), name, &data);
+        }
     }
 }

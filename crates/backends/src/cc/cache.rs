@@ -26,7 +26,7 @@ use super::CompileError;
 /// else `$HOME/.cache/rcannl`, else `rcannl-<uid>` in the temporary folder. Empty variables, a
 /// relative `$XDG_CACHE_HOME` (which the XDG base-directory specification says to ignore) and a
 /// relative `$HOME` count as unset, so that the cache never lands in the working folder unasked.
-pub(crate) fn default_folder() -> PathBuf {
+pub fn default_folder() -> PathBuf {
     let set = |name| std::env::var_os(name).filter(|value| !value.is_empty());
     if let Some(dir) = set("RCANNL_CACHE_DIR") {
         return PathBuf::from(dir);
@@ -46,7 +46,7 @@ pub(crate) fn default_folder() -> PathBuf {
 
 /// The SHA-256 of `parts`, each preceded by its length (so that no two lists of parts run
 /// together into the same bytes), in hexadecimal: the cache key.
-pub(crate) fn key(parts: &[&[u8]]) -> String {
+pub fn key(parts: &[&[u8]]) -> String {
     let mut hash = Sha256::new();
     hash.update(b"rcannl cache 1\0");
     for part in parts {
@@ -115,6 +115,46 @@ fn load_unkept(
         }),
         Err(Failure::Build(error)) => Err(error),
     }
+}
+
+/// The line recording the SHA-256 of `bytes` kept as `name`, in `sha256sum`'s format.
+fn kept_record(name: &str, bytes: &[u8]) -> String {
+    format!("{}  {name}\n", hex(&Sha256::digest(bytes)))
+}
+
+/// The bytes kept as `name` in the cache folder `folder` by [`keep`], if the folder is private
+/// and they match the record kept beside them; `None` otherwise.
+pub fn read_kept(folder: &Path, name: &str) -> Option<Vec<u8>> {
+    let private = private_folder(folder).ok()?;
+    let bytes = read_own_file(&private.join(name))?;
+    let record = read_own_file(&private.join(format!("{name}.sha256")))?;
+    (record == kept_record(name, &bytes).as_bytes()).then_some(bytes)
+}
+
+/// Keeps `bytes` as `name` in the cache folder `folder` (private, as for libraries), with a
+/// record of their SHA-256 beside them, both written under names of their own and renamed into
+/// place; an error says why they were not kept.
+pub fn keep(folder: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    static KEPT: AtomicUsize = AtomicUsize::new(0);
+    let private = private_folder(folder)?;
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        KEPT.fetch_add(1, Ordering::Relaxed)
+    );
+    let leftovers = Leftovers(vec![
+        private.join(format!("{name}.{unique}.partial")),
+        private.join(format!("{name}.{unique}.sha256.partial")),
+    ]);
+    let [partial, record] = &leftovers.0[..] else {
+        unreachable!("two paths")
+    };
+    let failed = |e: std::io::Error| format!("cannot keep {name} in {}: {e}", folder.display());
+    write_new(partial, bytes).map_err(failed)?;
+    write_new(record, kept_record(name, bytes).as_bytes()).map_err(failed)?;
+    std::fs::rename(partial, private.join(name)).map_err(failed)?;
+    std::fs::rename(record, private.join(format!("{name}.sha256"))).map_err(failed)?;
+    Ok(())
 }
 
 /// This process's effective user id: the owner of the files it creates.
@@ -451,5 +491,23 @@ mod tests {
         assert_ne!(Scratch::new().unwrap().0, path);
         drop(scratch);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn kept_bytes_come_back_only_while_they_match_their_record() {
+        let scratch = Scratch::new().unwrap();
+        let folder = scratch.0.join("kept");
+        assert_eq!(read_kept(&folder, "a.txt"), None);
+        keep(&folder, "a.txt", b"first").unwrap();
+        assert_eq!(read_kept(&folder, "a.txt").as_deref(), Some(&b"first"[..]));
+        keep(&folder, "a.txt", b"second").unwrap();
+        assert_eq!(read_kept(&folder, "a.txt").as_deref(), Some(&b"second"[..]));
+        std::fs::write(folder.join("a.txt"), b"planted").unwrap();
+        assert_eq!(read_kept(&folder, "a.txt"), None);
+        let names: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "no partial files are left: {names:?}");
     }
 }

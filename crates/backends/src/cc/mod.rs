@@ -4,7 +4,7 @@
 //! runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across the
 //! threads of a pool of our own (`pool`).
 
-mod cache;
+pub mod cache;
 pub mod codegen;
 mod gemm;
 mod pool;
