@@ -1,4 +1,6 @@
-//! The disk cache of compiled libraries, and what a library must pass before it is loaded.
+//! The disk cache of compiled libraries, and what a library must pass before it is loaded; other
+//! backends keep their own files in the same folder under the same rules ([`keep`],
+//! [`read_kept`]).
 //!
 //! A library is kept as `rc_<key>.so`, `<key>` the SHA-256 of the compiler's words, the flags
 //! and the source, beside `rc_<key>.sha256`: the SHA-256 of the library's bytes and its name, in
