@@ -30,7 +30,8 @@ const INVOCATIONS: usize = 256;
 /// The kernel, with `{NAME}` placeholders for the plan. `tx`, `ty` place an invocation in the
 /// 16 × 16 grid; its cells of C are rows `ty + 16r` and columns `tx + 16s` of the tile, so that
 /// neighbouring invocations read neighbouring columns of B's tile. Its own names never take the
-/// form of the nodes' (`n3`) or static indices' (`s1`).
+/// form of the nodes' (`n3`) or static indices' (`s1`). Its numbers are those of [`TILE`], [`DEPTH`]
+/// and [`INVOCATIONS`].
 const TEMPLATE: &str = r"
 const M: i32 = {M}i;
 const N: i32 = {N}i;
@@ -73,7 +74,8 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
   let tx = me % 16i;
   let ty = me / 16i;
 
-  var sums: array<array<f32, 4>, 4>;
+  // sums[r][s]: the cell of row row0 + ty + 16r and column column0 + tx + 16s.
+  var sums: array<vec4<f32>, 4>;
   for (var r = 0i; r < 4i; r++) {
     for (var s = 0i; s < 4i; s++) {
       let m = row0 + ty + 16i * r;
@@ -109,15 +111,15 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
     // turn a sum of -0 into +0).
     let steps = min(16i, K - step0);
     for (var k = 0i; k < steps; k++) {
-      var a: array<f32, 4>;
-      var b: array<f32, 4>;
-      for (var r = 0i; r < 4i; r++) { a[r] = a_tile[k * ROW + ty + 16i * r]; }
-      for (var s = 0i; s < 4i; s++) { b[s] = b_tile[k * ROW + tx + 16i * s]; }
-      for (var r = 0i; r < 4i; r++) {
-        for (var s = 0i; s < 4i; s++) {
-          sums[r][s] = sums[r][s] + a[r] * b[s];
-        }
-      }
+      // Every cell adds a[r] · b[s] on its own: the vectors only hold 4 cells each.
+      let at = k * ROW + ty;
+      let bt = k * ROW + tx;
+      let a = vec4<f32>(a_tile[at], a_tile[at + 16i], a_tile[at + 32i], a_tile[at + 48i]);
+      let b = vec4<f32>(b_tile[bt], b_tile[bt + 16i], b_tile[bt + 32i], b_tile[bt + 48i]);
+      sums[0] = sums[0] + a.x * b;
+      sums[1] = sums[1] + a.y * b;
+      sums[2] = sums[2] + a.z * b;
+      sums[3] = sums[3] + a.w * b;
     }
     workgroupBarrier();
   }
