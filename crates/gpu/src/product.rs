@@ -1,10 +1,10 @@
 //! Matrix products on the GPU: one tiled compute kernel per [`GemmPlan`].
 //!
-//! Every operand's flat offset is linear in the plan's loops
-//! ([`flat_coefficients`]), so the position of a group — the batch, row, column or reduction loops,
-//! several of them flattened into one index in the nest's order — is decoded with divisions by
-//! constants into its offset in each operand; static indices and the indices' constants make up
-//! each operand's base offset. The kernel is [`TEMPLATE`] with those offsets substituted.
+//! Every operand's flat offset is linear in the plan's loops ([`flat_coefficients`]), so the
+//! position of a group — the batch, row, column or reduction loops, several of them flattened
+//! into one index in the nest's order — is decoded with divisions by constants into its offset in
+//! each operand; static indices and the indices' constants make up each operand's base offset.
+//! The kernel is [`TEMPLATE`] with those offsets substituted.
 //!
 //! A workgroup of 16×16 invocations computes a 64×64 tile of C, each invocation a 4×4 block held
 //! in registers; the reduction passes through workgroup memory 16 steps at a time. Each cell of C
@@ -30,8 +30,8 @@ const INVOCATIONS: usize = 256;
 /// The kernel, with `{NAME}` placeholders for the plan. `tx`, `ty` place an invocation in the
 /// 16 × 16 grid; its cells of C are rows `ty + 16r` and columns `tx + 16s` of the tile, so that
 /// neighbouring invocations read neighbouring columns of B's tile. Its own names never take the
-/// form of the nodes' (`n3`) or static indices' (`s1`). Its numbers are those of [`TILE`], [`DEPTH`]
-/// and [`INVOCATIONS`].
+/// form of the nodes' (`n3`) or static indices' (`s1`). Its numbers are those of [`TILE`],
+/// [`DEPTH`] and [`INVOCATIONS`].
 const TEMPLATE: &str = r"
 const M: i32 = {M}i;
 const N: i32 = {N}i;
