@@ -17,8 +17,9 @@ const MAGIC: &str = "// rcannl gpu program 1";
 
 /// Everything that decides what the generator makes of a routine: its own source, so that a
 /// changed generator never reads what an older one kept.
-const GENERATOR: [&str; 3] = [
+const GENERATOR: [&str; 4] = [
     include_str!("wgsl.rs"),
+    include_str!("product.rs"),
     include_str!("prelude.wgsl"),
     include_str!("cache.rs"),
 ];

@@ -6,7 +6,8 @@
 //! iterations are disjoint too, the loops flattened into one invocation index — each running
 //! the rest of the nest, reductions in its own registers, in the interpreter's order. A fill is a
 //! kernel with one invocation per cell. Other statements run in a kernel of one invocation. A
-//! matrix product runs as the nest it was recognized in.
+//! matrix product of f32 or f16 cells runs on the tiled kernel of the `product` module; one of
+//! another precision runs as the nest it was recognized in.
 //!
 //! Values are computed as the interpreter computes them, in WGSL's types: f32 and f16 in `f32`
 //! (f16 cells converted on load and rounded on store), integers in `i32` (wrapping: WGSL has no
@@ -22,6 +23,8 @@ use rcannl_ir::{
     Binop, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar, Stmt,
     Symbol, Ternop, Unop, Value, Var,
 };
+
+use crate::product;
 
 /// The definitions every kernel starts with.
 pub const PRELUDE: &str = include_str!("prelude.wgsl");
@@ -689,8 +692,27 @@ fn generate_body(
     };
     for group in kernel_groups(routine, body) {
         match group {
-            Group::Gemm { nest, .. } => {
-                generate_body(routine, nest, features, statics, kernels)?;
+            Group::Gemm { plan, nest } => {
+                // The product kernel makes the nest's accesses unchecked: check them as the
+                // nest's own kernels would.
+                writer.body(nest, &mut String::new(), 0)?;
+                let Some(product) = product::kernel(routine, plan, statics)? else {
+                    generate_body(routine, nest, features, statics, kernels)?;
+                    continue;
+                };
+                // A plan's fill of zeros runs first only for cells the product leaves alone.
+                if let [fill @ Stmt::Fill { .. }, ..] = nest
+                    && !product::writes_every_cell(routine, plan)
+                {
+                    generate_body(
+                        routine,
+                        std::slice::from_ref(fill),
+                        features,
+                        statics,
+                        kernels,
+                    )?;
+                }
+                kernels.push(product);
             }
             Group::Parallel { stmt } => {
                 let mut chain = Vec::new();

@@ -1,0 +1,374 @@
+//! Matrix products on the GPU: one tiled compute kernel per [`GemmPlan`].
+//!
+//! Every operand's flat offset is linear in the plan's loops ([`flat_coefficients`]), so the
+//! position of a group — the batch, row, column or reduction loops, several of them flattened
+//! into one index in the nest's order — is decoded with divisions by constants into its offset in
+//! each operand; static indices and the indices' constants make up each operand's base offset.
+//! The kernel is [`TEMPLATE`] with those offsets substituted.
+//!
+//! A workgroup of 16×16 invocations computes a 64×64 tile of C, each invocation a 4×4 block held
+//! in registers; the reduction passes through workgroup memory 16 steps at a time. Each cell of C
+//! starts from its old value (or from 0 when the plan fills C with zeros first) and receives its
+//! terms one by one in the nest's order, summed in f32: f16 cells are converted on load and the
+//! sum rounded once on store (the interpreter rounds after every term). Only cells inside C and
+//! steps inside the reduction are computed, so any sizes work.
+
+use std::collections::HashMap;
+
+use rcannl_ir::optimize::gemm::flat_coefficients;
+use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
+
+use crate::wgsl::{CodegenError, Kernel, error, header, static_lets, var_name};
+
+/// Rows (and columns) of C one workgroup computes.
+const TILE: usize = 64;
+/// Reduction steps the operands' tiles in workgroup memory hold.
+const DEPTH: usize = 16;
+/// Invocations of a workgroup: 16 × 16, each computing 4 × 4 cells of the tile.
+const INVOCATIONS: usize = 256;
+
+/// The kernel, with `{NAME}` placeholders for the plan. `tx`, `ty` place an invocation in the
+/// 16 × 16 grid; its cells of C are rows `ty + 16r` and columns `tx + 16s` of the tile, so that
+/// neighbouring invocations read neighbouring columns of B's tile. Its own names never take the
+/// form of the nodes' (`n3`) or static indices' (`s1`). Its numbers are those of [`TILE`],
+/// [`DEPTH`] and [`INVOCATIONS`].
+const TEMPLATE: &str = r"
+const M: i32 = {M}i;
+const N: i32 = {N}i;
+const K: i32 = {K}i;
+const TILES_M: i32 = {TILES_M}i;
+const TILES_N: i32 = {TILES_N}i;
+const TILES: i32 = {TILES}i;
+
+// The operands' tiles, one row per reduction step: A's rows of C and B's columns. A row holds
+// 65 cells, one more than it uses, so that invocations storing down a column of a tile store
+// into different memory banks.
+const ROW: i32 = 65i;
+var<workgroup> a_tile: array<f32, 1040>;
+var<workgroup> b_tile: array<f32, 1040>;
+
+// Each operand's offset contributed by a position of a group (its loops flattened, the nest's
+// outermost loop first).
+fn a_batch(t: i32) -> i32 { return {A_BATCH}; }
+fn a_rows(t: i32) -> i32 { return {A_ROWS}; }
+fn a_steps(t: i32) -> i32 { return {A_STEPS}; }
+fn b_batch(t: i32) -> i32 { return {B_BATCH}; }
+fn b_steps(t: i32) -> i32 { return {B_STEPS}; }
+fn b_columns(t: i32) -> i32 { return {B_COLUMNS}; }
+fn c_batch(t: i32) -> i32 { return {C_BATCH}; }
+fn c_rows(t: i32) -> i32 { return {C_ROWS}; }
+fn c_columns(t: i32) -> i32 { return {C_COLUMNS}; }
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: vec3<u32>,
+        @builtin(local_invocation_index) invocation: u32) {
+  let tile = i32(place.x + place.y * grid.x);
+  if (tile >= TILES) { return; }
+{BASES}  let batch = tile / (TILES_M * TILES_N);
+  let row0 = (tile / TILES_N) % TILES_M * 64i;
+  let column0 = tile % TILES_N * 64i;
+  let a_base = a_start + a_batch(batch);
+  let b_base = b_start + b_batch(batch);
+  let c_base = c_start + c_batch(batch);
+  let me = i32(invocation);
+  let tx = me % 16i;
+  let ty = me / 16i;
+
+  // sums[r][s]: the cell of row row0 + ty + 16r and column column0 + tx + 16s.
+  var sums: array<vec4<f32>, 4>;
+  for (var r = 0i; r < 4i; r++) {
+    for (var s = 0i; s < 4i; s++) {
+      let m = row0 + ty + 16i * r;
+      let n = column0 + tx + 16i * s;
+      if (m < M && n < N) {
+        sums[r][s] = {START};
+      }
+    }
+  }
+
+  for (var step0 = 0i; step0 < K; step0 += 16i) {
+    // 1024 cells of each tile, 4 per invocation: consecutive invocations take consecutive cells
+    // of the operand along the group it moves least in.
+    for (var p = 0i; p < 4i; p++) {
+      let e = me + 256i * p;
+      let a_row = {A_ROW_OF_E};
+      let a_step = {A_STEP_OF_E};
+      var a_value = 0.0;
+      if (row0 + a_row < M && step0 + a_step < K) {
+        a_value = f32({A}[a_base + a_rows(row0 + a_row) + a_steps(step0 + a_step)]);
+      }
+      a_tile[a_step * ROW + a_row] = a_value;
+      let b_column = {B_COLUMN_OF_E};
+      let b_step = {B_STEP_OF_E};
+      var b_value = 0.0;
+      if (column0 + b_column < N && step0 + b_step < K) {
+        b_value = f32({B}[b_base + b_steps(step0 + b_step) + b_columns(column0 + b_column)]);
+      }
+      b_tile[b_step * ROW + b_column] = b_value;
+    }
+    workgroupBarrier();
+    // The last steps may not fill a tile: no term past K is added, not even a 0 (which would
+    // turn a sum of -0 into +0).
+    let steps = min(16i, K - step0);
+    for (var k = 0i; k < steps; k++) {
+      // Every cell adds a[r] · b[s] on its own: the vectors only hold 4 cells each.
+      let at = k * ROW + ty;
+      let bt = k * ROW + tx;
+      let a = vec4<f32>(a_tile[at], a_tile[at + 16i], a_tile[at + 32i], a_tile[at + 48i]);
+      let b = vec4<f32>(b_tile[bt], b_tile[bt + 16i], b_tile[bt + 32i], b_tile[bt + 48i]);
+      sums[0] = sums[0] + a.x * b;
+      sums[1] = sums[1] + a.y * b;
+      sums[2] = sums[2] + a.z * b;
+      sums[3] = sums[3] + a.w * b;
+    }
+    workgroupBarrier();
+  }
+
+  for (var r = 0i; r < 4i; r++) {
+    for (var s = 0i; s < 4i; s++) {
+      let m = row0 + ty + 16i * r;
+      let n = column0 + tx + 16i * s;
+      if (m < M && n < N) {
+        {C}[c_base + c_rows(m) + c_columns(n)] = {ELEMENT}(sums[r][s]);
+      }
+    }
+  }
+}
+";
+
+/// One operand's flat offset as the product sees it: a coefficient per loop, a constant, and a
+/// coefficient per static index.
+struct Offsets {
+    coefficients: HashMap<LoopVar, i64>,
+    constant: i64,
+    statics: Vec<(Symbol, i64)>,
+}
+
+impl Offsets {
+    fn new(index: &[Index], dims: &[usize]) -> Offsets {
+        let mut constant = 0i64;
+        let mut stride = 1i64;
+        for (axis, dim) in index.iter().zip(dims).rev() {
+            constant += axis.offset * stride;
+            stride *= *dim as i64;
+        }
+        let mut coefficients = HashMap::new();
+        let mut statics = Vec::new();
+        for (var, c) in flat_coefficients(index, dims) {
+            match var {
+                Var::Loop(l) => {
+                    coefficients.insert(l, c);
+                }
+                Var::Static(s) if c != 0 => statics.push((s, c)),
+                Var::Static(_) => {}
+            }
+        }
+        Offsets {
+            coefficients,
+            constant,
+            statics,
+        }
+    }
+
+    fn coefficient(&self, var: LoopVar) -> i64 {
+        self.coefficients.get(&var).copied().unwrap_or(0)
+    }
+
+    /// The offset of the constant and the static indices, as WGSL.
+    fn start(&self) -> String {
+        let mut parts = vec![format!("{}i", self.constant)];
+        for (symbol, c) in &self.statics {
+            parts.push(format!("{c}i * {}", var_name(Var::Static(*symbol))));
+        }
+        parts.join(" + ")
+    }
+
+    /// The offset of position `t` of `group` (its loops flattened, outermost first), as WGSL.
+    fn of_group(&self, group: &[(LoopVar, usize)]) -> String {
+        let total: usize = group.iter().map(|(_, range)| range).product();
+        let mut terms = Vec::new();
+        let mut stride = 1usize;
+        for &(var, range) in group.iter().rev() {
+            let c = self.coefficient(var);
+            if c != 0 && range > 1 {
+                let outermost = stride * range == total;
+                let position = match (stride, outermost) {
+                    (1, true) => "t".to_owned(),
+                    (1, false) => format!("(t % {range}i)"),
+                    (_, true) => format!("(t / {stride}i)"),
+                    (_, false) => format!("(t / {stride}i % {range}i)"),
+                };
+                terms.push(format!("{c}i * {position}"));
+            }
+            stride *= range;
+        }
+        if terms.is_empty() {
+            "0i".to_owned()
+        } else {
+            terms.join(" + ")
+        }
+    }
+
+    /// How far the operand moves per step of `group`'s innermost loop that moves at all (no
+    /// loop moving it is the farthest).
+    fn unit(&self, group: &[(LoopVar, usize)]) -> u64 {
+        group
+            .iter()
+            .rev()
+            .find(|(_, range)| *range > 1)
+            .map_or(u64::MAX, |(var, _)| self.coefficient(*var).unsigned_abs())
+    }
+
+    /// Whether the loops address each of the first `cells` cells exactly once.
+    fn covers(&self, loops: &[(LoopVar, usize)], cells: usize) -> bool {
+        let mut strides: Vec<(i64, usize)> = loops
+            .iter()
+            .filter(|(_, range)| *range > 1)
+            .map(|&(var, range)| (self.coefficient(var), range))
+            .collect();
+        strides.sort_by_key(|(stride, _)| stride.unsigned_abs());
+        let mut next = 1i64;
+        for (stride, range) in strides {
+            if stride != next {
+                return false;
+            }
+            next *= range as i64;
+        }
+        self.constant == 0 && self.statics.is_empty() && next as usize == cells
+    }
+
+    /// Whether every number the kernel computes with fits WGSL's 32-bit integers.
+    fn fits(&self) -> bool {
+        let fits = |x: i64| i32::try_from(x).is_ok();
+        fits(self.constant)
+            && self.coefficients.values().all(|&c| fits(c))
+            && self.statics.iter().all(|&(_, c)| fits(c))
+    }
+}
+
+fn size(group: &[(LoopVar, usize)]) -> usize {
+    group.iter().map(|(_, range)| range).product()
+}
+
+fn offsets(routine: &Routine, node: NodeId, index: &[Index]) -> Result<Offsets, CodegenError> {
+    let info = routine
+        .nodes
+        .get(&node)
+        .ok_or_else(|| error(format!("wgsl: a matrix product names unknown node {node}")))?;
+    let offsets = Offsets::new(index, &info.buffer_dims());
+    if !offsets.fits() {
+        return Err(error(format!(
+            "wgsl: a matrix product addresses tensor '{}' ({node}) with strides beyond 32-bit \
+             integers",
+            info.label
+        )));
+    }
+    Ok(offsets)
+}
+
+/// Whether the product writes every cell of C's buffer, so that a plan filling C with zeros
+/// first needs no fill of its own.
+pub(crate) fn writes_every_cell(routine: &Routine, plan: &GemmPlan) -> bool {
+    let c = &routine.nodes[&plan.c];
+    let loops: Vec<(LoopVar, usize)> = plan
+        .batch
+        .iter()
+        .chain(&plan.m)
+        .chain(&plan.n)
+        .copied()
+        .collect();
+    Offsets::new(&plan.c_index, &c.buffer_dims()).covers(&loops, c.buffer_len())
+}
+
+/// The kernel computing `plan`, or `None` where its cells are of a precision other than f32 and
+/// f16 (which the nest's own kernels compute). The plan's accesses must have been checked against
+/// the buffers: the kernel reads and writes without checks.
+pub(crate) fn kernel(
+    routine: &Routine,
+    plan: &GemmPlan,
+    statics: &[Symbol],
+) -> Result<Option<Kernel>, CodegenError> {
+    let element = match routine.nodes.get(&plan.c).map(|c| c.precision) {
+        Some(Precision::F32) => "f32",
+        Some(Precision::F16) => "f16",
+        _ => return Ok(None),
+    };
+    let a = offsets(routine, plan.a, &plan.a_index)?;
+    let b = offsets(routine, plan.b, &plan.b_index)?;
+    let c = offsets(routine, plan.c, &plan.c_index)?;
+    let (m, n, k) = (size(&plan.m), size(&plan.n), size(&plan.k));
+    let (tiles_m, tiles_n) = (m.div_ceil(TILE), n.div_ceil(TILE));
+    let tiles = size(&plan.batch) * tiles_m * tiles_n;
+    if tiles > i32::MAX as usize || k > i32::MAX as usize {
+        return Err(error(format!(
+            "wgsl: a matrix product into {} of {tiles} tiles and {k} steps exceeds 32-bit indices",
+            plan.c
+        )));
+    }
+    let bases = format!(
+        "  let a_start = {};\n  let b_start = {};\n  let c_start = {};\n",
+        a.start(),
+        b.start(),
+        c.start()
+    );
+    // Consecutive invocations load consecutive cells where the operand allows: along the
+    // reduction when it moves less per step there than per row (or column).
+    let (a_row, a_step) = if a.unit(&plan.k) < a.unit(&plan.m) {
+        (format!("e / {DEPTH}i"), format!("e % {DEPTH}i"))
+    } else {
+        (format!("e % {TILE}i"), format!("e / {TILE}i"))
+    };
+    let (b_column, b_step) = if b.unit(&plan.k) < b.unit(&plan.n) {
+        (format!("e / {DEPTH}i"), format!("e % {DEPTH}i"))
+    } else {
+        (format!("e % {TILE}i"), format!("e / {TILE}i"))
+    };
+    let start = if plan.zero_first {
+        "0.0".to_owned()
+    } else {
+        format!("f32({}[c_base + c_rows(m) + c_columns(n)])", plan.c)
+    };
+    let substitutions: [(&str, String); 25] = [
+        ("{M}", m.to_string()),
+        ("{N}", n.to_string()),
+        ("{K}", k.to_string()),
+        ("{TILES_M}", tiles_m.to_string()),
+        ("{TILES_N}", tiles_n.to_string()),
+        ("{TILES}", tiles.to_string()),
+        ("{A_BATCH}", a.of_group(&plan.batch)),
+        ("{A_ROWS}", a.of_group(&plan.m)),
+        ("{A_STEPS}", a.of_group(&plan.k)),
+        ("{B_BATCH}", b.of_group(&plan.batch)),
+        ("{B_STEPS}", b.of_group(&plan.k)),
+        ("{B_COLUMNS}", b.of_group(&plan.n)),
+        ("{C_BATCH}", c.of_group(&plan.batch)),
+        ("{C_ROWS}", c.of_group(&plan.m)),
+        ("{C_COLUMNS}", c.of_group(&plan.n)),
+        ("{BASES}", static_lets(statics, &bases) + &bases),
+        ("{START}", start),
+        ("{A_ROW_OF_E}", a_row),
+        ("{A_STEP_OF_E}", a_step),
+        ("{B_COLUMN_OF_E}", b_column),
+        ("{B_STEP_OF_E}", b_step),
+        ("{A}", plan.a.to_string()),
+        ("{B}", plan.b.to_string()),
+        ("{C}", plan.c.to_string()),
+        ("{ELEMENT}", element.to_owned()),
+    ];
+    let mut body = TEMPLATE.to_owned();
+    for (name, value) in &substitutions {
+        body = body.replace(name, value);
+    }
+    let mut bindings = vec![plan.a, plan.b, plan.c];
+    bindings.sort();
+    bindings.dedup();
+    let (mut source, reads_statics) = header(routine, statics, &bases, &bindings);
+    source.push_str(&body);
+    Ok(Some(Kernel {
+        source,
+        bindings,
+        reads_statics,
+        invocations: (tiles * INVOCATIONS) as u64,
+        workgroup: INVOCATIONS as u32,
+    }))
+}
