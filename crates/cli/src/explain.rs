@@ -4,8 +4,9 @@
 //! Prints, in order: the parsed spec and what the operation computes; the inferred shapes of the
 //! inputs and the result; the projections (the product space with each iterator's size, each
 //! tensor's index map, the iterators reduced over, and whether the result is pre-filled and
-//! why); the padding margins of each tensor; the optimized loop nest; and the generated C (on the
-//! C backend, without the prelude of helpers every routine starts with). Iterators are named
+//! why); the padding margins of each tensor; the optimized loop nest; and the generated code: C
+//! on the C backend (without the prelude of helpers every routine starts with), WGSL kernels on
+//! the GPU. Iterators are named
 //! after the spec's labels where the spec names them ([`crate::labels`]). Errors are reported as
 //! by `einsum` (see [`crate::report`]).
 
@@ -126,7 +127,7 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
 
     out += "\n== loop nest (optimized; a pre-fill may become a local accumulator) ==\n";
     out += &routine.describe();
-    out += &generated_c(&ctx, routine.source());
+    out += &generated_code(&ctx, routine.source());
     Ok(out)
 }
 
@@ -266,9 +267,16 @@ fn padding(record: &Projections) -> String {
     out
 }
 
-/// The generated C, without the prelude every routine starts with.
-fn generated_c(ctx: &Context, source: Option<String>) -> String {
-    let header = format!("\n== generated C ({}) ==\n", ctx.backend_name());
+/// The generated code: C without the prelude of helpers every routine starts with, or the GPU's
+/// WGSL kernels (as the backend prints them: each under a line naming it, without the helpers
+/// every kernel starts with).
+fn generated_code(ctx: &Context, source: Option<String>) -> String {
+    let language = if ctx.backend_name() == "gpu" {
+        "WGSL"
+    } else {
+        "C"
+    };
+    let header = format!("\n== generated {language} ({}) ==\n", ctx.backend_name());
     match source {
         Some(source) => {
             let body = source.strip_prefix(PRELUDE).unwrap_or(&source);
@@ -283,7 +291,7 @@ fn generated_c(ctx: &Context, source: Option<String>) -> String {
             format!("{header}{skipped}{}", body.trim_start())
         }
         None => format!(
-            "{header}none: the interpreter runs the loop nest as it is (use --backend cc)\n"
+            "{header}none: the interpreter runs the loop nest as it is (use --backend cc or gpu)\n"
         ),
     }
 }

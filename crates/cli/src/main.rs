@@ -43,7 +43,7 @@ enum Command {
     /// Run one operation on concrete inputs: its result, gradients, captured sizes and timing.
     Einsum(einsum::Args),
     /// Show how one operation on concrete inputs compiles: shapes, projections, padding, the loop
-    /// nest and the generated C.
+    /// nest and the generated C or WGSL.
     Explain(explain::Args),
 }
 

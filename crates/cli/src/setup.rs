@@ -11,11 +11,10 @@
 
 use std::collections::HashSet;
 
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter, default_backend};
+use rcannl_backends::Backend;
 use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral};
 use rcannl_tensor::nary::{PathOptions, Search};
-use rcannl_tensor::{Context, Graph, Tensor, TensorError};
+use rcannl_tensor::{Context, Graph, Tensor, TensorError, chosen_backend};
 
 use crate::captures::{Captured, Finder};
 use crate::cells::Cells;
@@ -61,8 +60,11 @@ pub struct OpArgs {
     #[arg(long = "set", value_name = "LABEL=SIZE")]
     pub sets: Vec<String>,
 
-    /// Where the routine runs: cc (generated C; the default when a C compiler runs) or interp
-    /// (the reference interpreter).
+    /// Where the routine runs: cc (generated C; the default when a C compiler runs), interp
+    /// (the reference interpreter) or gpu (WGSL compute shaders on Vulkan, Metal or DX12; it
+    /// computes in float32, float16 where the device offers it, int32 and uint32: pass --dtype
+    /// float32 for float64 inputs). Without the flag, RCANNL_BACKEND chooses, as for every
+    /// context.
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
 
@@ -140,6 +142,18 @@ fn cell_limit(text: &str) -> Result<f64, String> {
 pub enum BackendChoice {
     Interp,
     Cc,
+    Gpu,
+}
+
+impl BackendChoice {
+    /// The tensor library's name for the same choice.
+    fn library_choice(self) -> rcannl_tensor::BackendChoice {
+        match self {
+            BackendChoice::Interp => rcannl_tensor::BackendChoice::Interp,
+            BackendChoice::Cc => rcannl_tensor::BackendChoice::Cc,
+            BackendChoice::Gpu => rcannl_tensor::BackendChoice::Gpu,
+        }
+    }
 }
 
 /// The graph of one operation over its inputs, and a context with the inputs' values in it.
@@ -312,13 +326,24 @@ pub fn run_error(err: TensorError) -> CliError {
     CliError::new(ErrorKind::Run, err.message)
 }
 
+/// The backend `--backend` names, else the one `RCANNL_BACKEND` names (a value naming none is
+/// a usage error listing the accepted ones), else the default. A backend that cannot be used
+/// here is an error saying what was looked for, never replaced by another.
 fn backend(choice: Option<BackendChoice>) -> Result<Box<dyn Backend>, CliError> {
-    Ok(match choice {
-        None => default_backend(),
-        Some(BackendChoice::Interp) => Box::new(Interpreter),
-        Some(BackendChoice::Cc) => Box::new(
-            Compiler::from_environment()
-                .map_err(|e| CliError::new(ErrorKind::Run, format!("--backend cc: {e}")))?,
-        ),
-    })
+    match choice {
+        Some(choice) => {
+            let choice = choice.library_choice();
+            choice.backend().map_err(|e| {
+                CliError::new(
+                    ErrorKind::Run,
+                    format!("--backend {}: {}", choice.name(), e.message),
+                )
+            })
+        }
+        None => {
+            rcannl_tensor::BackendChoice::from_environment()
+                .map_err(|e| CliError::new(ErrorKind::Usage, e.message))?;
+            chosen_backend().map_err(|e| CliError::new(ErrorKind::Run, e.message))
+        }
+    }
 }

@@ -21,6 +21,11 @@
 //! # Ok::<(), TensorError>(())
 //! ```
 //!
+//! `Context::new` runs on the backend `RCANNL_BACKEND` names (`gpu`, `cc` or `interp`), else on
+//! the C backend when a C compiler runs, else on the interpreter
+//! ([`tensor::backend_choice`]); `Context::with_backend` takes one explicitly, such as the
+//! GPU's ([`gpu::Gpu`]).
+//!
 //! The einsum notation is [`spec`]:
 //!
 //! ```
@@ -29,6 +34,7 @@
 //! ```
 
 pub use rcannl_backends as backends;
+pub use rcannl_gpu as gpu;
 pub use rcannl_ir as ir;
 pub use rcannl_nn as nn;
 pub use rcannl_shape as shape;

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rcannl_backends::{Backend, Buffers, Executable, default_backend};
+use rcannl_backends::{Backend, Buffers, Executable};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
     Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision,
@@ -20,6 +20,7 @@ use rcannl_shape::OpId;
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
+use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
 use crate::define::Update;
 use crate::graph::{Asg, AsgRhs, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error};
 use crate::tensor::Tensor;
@@ -91,9 +92,16 @@ fn node_of(r: Ref) -> NodeId {
 }
 
 impl Context {
-    /// A context on the default backend (C when a compiler runs, else the interpreter).
+    /// A context on the backend `RCANNL_BACKEND` chooses (`gpu`, `cc` or `interp`), else on the
+    /// C backend when a C compiler runs, else on the interpreter.
+    ///
+    /// A choice that cannot be honoured (no GPU adapter, no C compiler, a value naming no
+    /// backend) is not replaced by another backend: every routine of this context then fails to
+    /// compile, with an error naming the variable, its value and what was looked for.
+    /// [`chosen_backend`](crate::backend_choice::chosen_backend) asks beforehand.
     pub fn new(graph: &Graph) -> Context {
-        Context::with_backend(graph, default_backend())
+        let setting = std::env::var_os(BACKEND_VARIABLE);
+        Context::with_backend(graph, backend_or_refusal(setting.as_deref()))
     }
 
     pub fn with_backend(graph: &Graph, backend: Box<dyn Backend>) -> Context {

@@ -1,0 +1,257 @@
+//! Every block the block tests build, run forward and backpropagated on the GPU and on the
+//! interpreter (the oracle) in f32: the outputs and every parameter's gradient agree within
+//! [`TOLERANCE`].
+//!
+//! Without a GPU adapter one line says the GPU suite did not run, and the tests pass, unless
+//! `RCANNL_REQUIRE_GPU` is set.
+
+use std::io::Write;
+use std::sync::OnceLock;
+
+use rcannl_backends::{Backend, Interpreter};
+use rcannl_ir::Precision;
+use rcannl_nn::attention::{Attention, Rotary, TransformerBlock, attend};
+use rcannl_nn::blocks::Mlp;
+use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
+use rcannl_nn::dropout::dropout;
+use rcannl_nn::embedding::{Embedding, one_hot};
+use rcannl_nn::loss::cross_entropy;
+use rcannl_nn::norm::{LayerNorm, log_softmax, softmax};
+use rcannl_tensor::gradcheck::test_values;
+use rcannl_tensor::{BackendChoice, Context, Graph, Init, Tensor};
+
+/// The largest difference allowed between a GPU cell and the interpreter's, relative to the
+/// largest magnitude in the tensor (at least 1). The interpreter computes each stored cell in
+/// f64 and rounds it to f32 once; the GPU computes in f32 throughout, sums in other orders, and
+/// its exp, log and tanh are WGSL's, accurate to a few units in the last place: through the
+/// dozen operations of a transformer block. On lavapipe the largest difference is 7e-7 (tanh
+/// of composed layers); the bound leaves room for GPUs with less exact transcendentals.
+const TOLERANCE: f64 = 2e-5;
+
+/// The GPU backend, or `None` after one line (once per run, past the test harness's capture)
+/// saying the GPU suite did not run; with `RCANNL_REQUIRE_GPU` set, no GPU is a failure.
+fn gpu() -> Option<Box<dyn Backend>> {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    let present = *PRESENT.get_or_init(|| match BackendChoice::Gpu.backend() {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(
+                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
+                "RCANNL_REQUIRE_GPU is set: {e}"
+            );
+            let _ = writeln!(std::io::stderr(), "the GPU suite did not run: {e}");
+            false
+        }
+    });
+    present.then(|| BackendChoice::Gpu.backend().expect("the GPU opened before"))
+}
+
+/// The cells of a shape literal such as `"2|->3,4"`: the product of its sizes.
+fn cells(literal: &str) -> usize {
+    literal
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().expect("a size"))
+        .product()
+}
+
+/// The output of `build` over f32 parameters of `shapes` (fixed values) and the gradient of
+/// every parameter of the graph (the blocks' own included, initialized from the same seed),
+/// after one backprop on `backend`.
+fn run(
+    backend: Box<dyn Backend>,
+    shapes: &[&str],
+    build: &dyn Fn(&Graph, &[Tensor]) -> Tensor,
+) -> (Vec<f64>, Vec<(String, Vec<f64>)>) {
+    let graph = Graph::new();
+    let inputs: Vec<Tensor> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            graph
+                .param(&format!("p{i}"))
+                .shape(shape)
+                .precision(Precision::F32)
+                .init(Init::Values(test_values(cells(shape), 17 + i as u64)))
+                .build()
+        })
+        .collect();
+    let out = build(&graph, &inputs);
+    let mut ctx = Context::with_backend(&graph, backend);
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&out).unwrap();
+    ctx.run(&backprop).unwrap();
+    let grads = graph
+        .params()
+        .iter()
+        .map(|p| (p.label(), ctx.grad(p).unwrap()))
+        .collect();
+    (ctx.values(&out).unwrap(), grads)
+}
+
+/// Asserts that `gpu` equals `oracle` within [`TOLERANCE`].
+fn assert_close(what: &str, gpu: &[f64], oracle: &[f64]) {
+    assert_eq!(gpu.len(), oracle.len(), "{what}: cell counts");
+    let scale = oracle.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    for (cell, (g, o)) in gpu.iter().zip(oracle).enumerate() {
+        assert!(
+            (g - o).abs() <= TOLERANCE * scale,
+            "{what}[{cell}]: GPU {g}, interpreter {o}"
+        );
+    }
+}
+
+/// Runs the block on the GPU and on the interpreter and compares the output and the gradients.
+fn check(name: &str, shapes: &[&str], build: impl Fn(&Graph, &[Tensor]) -> Tensor) {
+    let Some(gpu) = gpu() else { return };
+    let (gpu_out, gpu_grads) = run(gpu, shapes, &build);
+    let (out, grads) = run(Box::new(Interpreter), shapes, &build);
+    assert_close(&format!("{name}: output"), &gpu_out, &out);
+    assert_eq!(gpu_grads.len(), grads.len(), "{name}: parameters");
+    for ((label, gpu_grad), (_, grad)) in gpu_grads.iter().zip(&grads) {
+        assert_close(&format!("{name}: gradient of {label}"), gpu_grad, grad);
+    }
+}
+
+/// A fixed data tensor of the given shape, to weight outputs (so that gradients are not
+/// trivially zero, as they are for the plain sum of a softmax).
+fn weights(graph: &Graph, shape: &str) -> Tensor {
+    graph
+        .data("weights")
+        .shape(shape)
+        .values(test_values(cells(shape), 99))
+        .build()
+}
+
+#[test]
+fn softmax_and_its_losses() {
+    check("softmax", &["3|->4"], |g, p| {
+        softmax(&p[0]).pmul(&weights(g, "3|->4"))
+    });
+    check("log_softmax", &["3|->4"], |g, p| {
+        log_softmax(&p[0]).pmul(&weights(g, "3|->4"))
+    });
+    check("cross_entropy", &["3|->4"], |g, p| {
+        let targets = g
+            .data("targets")
+            .shape("3|->4")
+            .values(vec![0., 1., 0., 0., 0., 0., 0., 1., 1., 0., 0., 0.])
+            .build();
+        cross_entropy(&p[0], &targets)
+    });
+}
+
+#[test]
+fn layer_norm_and_dense_layers() {
+    check("layer_norm", &["3|->5"], |g, p| {
+        LayerNorm::new(g, "norm")
+            .apply(&p[0])
+            .pmul(&weights(g, "3|->5"))
+    });
+    check("composed layers", &["2|->3", "3->4", "4->2"], |_, p| {
+        (&p[2] * &(&p[1] * &p[0]).relu()).tanh()
+    });
+    check("mlp", &["2|->4"], |g, p| {
+        Mlp::new(g, "mlp", &[3, 2])
+            .apply(&p[0])
+            .pmul(&weights(g, "2|->2"))
+    });
+}
+
+#[test]
+fn convolutions_and_pooling() {
+    check("conv2d valid", &["1|->5,5,2", "3,3,2->2"], |g, p| {
+        let spec = "...|...->h<+kh, w<+kw, c; kh, kw, c -> d => ...|...->h, w, d";
+        p[0].einsum(spec, &p[1]).pmul(&weights(g, "1|->3,3,2"))
+    });
+    check(
+        "conv2d padded strided",
+        &["1|->4,4,1", "3,3,1->2"],
+        |g, p| {
+            let spec = "...|...->2*h=+kh, 2*w=+kw, c; kh, kw, c -> d => ...|...->h, w, d";
+            p[0].einsum(spec, &p[1]).pmul(&weights(g, "1|->2,2,2"))
+        },
+    );
+    check("Conv2d", &["1|->4,4,1"], |g, p| {
+        Conv2d::new(g, "conv", 1, 3, 1, false)
+            .apply(&p[0])
+            .pmul(&weights(g, "1|->2,2,1"))
+    });
+    check("max_pool2d", &["1|->4,4,2"], |g, p| {
+        max_pool2d(&p[0], 2).pmul(&weights(g, "1|->2,2,2"))
+    });
+    check("avg_pool2d", &["1|->4,4,2"], |g, p| {
+        avg_pool2d(&p[0], 2).pmul(&weights(g, "1|->2,2,2"))
+    });
+    check("global_avg_pool", &["2|->3,3,2"], |g, p| {
+        global_avg_pool(&p[0]).pmul(&weights(g, "2|->2"))
+    });
+}
+
+#[test]
+fn embeddings_one_hot_rows_and_dropout() {
+    let ids = |g: &Graph| {
+        g.data("ids")
+            .shape("5|->")
+            .values(vec![0.0, 3.0, 1.0, 3.0, 2.0])
+            .build()
+    };
+    check("one-hot lookup", &["4->3"], |g, p| {
+        (&p[0] * &one_hot(&ids(g), 4)).pmul(&weights(g, "5|->3"))
+    });
+    check("Embedding", &[], |g, _| {
+        Embedding::new(g, "embedding", 4, 3)
+            .apply(&ids(g))
+            .pmul(&weights(g, "5|->3"))
+    });
+    check("one_hot of ids of any shape", &["2|->3"], |g, p| {
+        let ids = g
+            .data("ids")
+            .shape("2|->3")
+            .values(vec![0.0, 2.0, -1.0, 1.0, 1.0, 0.0])
+            .build();
+        one_hot(&ids, 3).pmul(&p[0])
+    });
+    check("dropout", &["4|->8"], |g, p| {
+        let step = g
+            .data("step")
+            .shape("")
+            .precision(Precision::U32)
+            .values(vec![3.0])
+            .build();
+        dropout(&p[0], 0.5, &step)
+    });
+}
+
+#[test]
+fn attention_and_transformer_blocks() {
+    // x: 2 sequences of 3 positions, width 4; 2 heads of 2.
+    let shapes = ["2|->3,4", "4->2,2", "4->2,2", "4->2,2", "2,2->4"];
+    for causal in [None, Some(3)] {
+        check("attention", &shapes, |g, p| {
+            attend(&p[0], [&p[1], &p[2], &p[3], &p[4]], 2, causal, None)
+                .pmul(&weights(g, "2|->3,4"))
+        });
+    }
+    check("rotary attention", &shapes, |g, p| {
+        let rotary = Rotary::new(g, 3, 2);
+        attend(
+            &p[0],
+            [&p[1], &p[2], &p[3], &p[4]],
+            2,
+            Some(3),
+            Some(&rotary),
+        )
+        .pmul(&weights(g, "2|->3,4"))
+    });
+    check("Attention", &["1|->3,4"], |g, p| {
+        Attention::new(g, "attention", 4, 2, 2, true)
+            .apply(&p[0], 3, Some(&Rotary::new(g, 3, 2)))
+            .pmul(&weights(g, "1|->3,4"))
+    });
+    check("transformer block", &["2|->3,4"], |g, p| {
+        TransformerBlock::new(g, "block", 4, 2, 8, true)
+            .apply(&p[0], 3, None)
+            .pmul(&weights(g, "2|->3,4"))
+    });
+}
