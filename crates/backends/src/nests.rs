@@ -90,8 +90,9 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
 
 /// Whether the iterations of a top-level loop can run in any order, on any thread: every write
 /// in it lands in a stretch of its buffer that no other iteration writes (the loop variable's
-/// stride exceeds what the inner loops span), and every read of a node written in it is at a
-/// position one of those writes uses.
+/// stride exceeds what the inner loops span), or along an axis whose position the loop variable
+/// alone moves, and every read of a node written in it is at a position one of those writes
+/// uses.
 pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
     let Stmt::For { var, body, .. } = stmt else {
         return false;
@@ -103,7 +104,8 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
         Stmt::Set { node, index, .. } => {
             let info = &routine.nodes[node];
             let (stride, span) = flat_extent(index, &info.buffer_dims(), *var, ranges);
-            safe &= stride.unsigned_abs() > span;
+            safe &=
+                stride.unsigned_abs() > span || index.iter().any(|axis| moves_alone(axis, *var));
             writes.entry(*node).or_default().push(index.clone());
         }
         Stmt::SetVec {
@@ -134,6 +136,20 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
         inner.walk(&mut check);
     }
     reads_ok
+}
+
+/// Whether `var` is the only loop variable of the axis position `index`: iterations of `var`
+/// then write distinct positions along that axis, whatever the other loops do.
+fn moves_alone(index: &Index, var: LoopVar) -> bool {
+    let mut coefficient = 0i64;
+    for (c, v) in &index.terms {
+        match v {
+            Var::Loop(l) if *l == var => coefficient = coefficient.saturating_add(*c),
+            Var::Loop(_) => return false,
+            Var::Static(_) => {}
+        }
+    }
+    coefficient != 0
 }
 
 /// Calls `visit` on every statement of `body`, nested ones included, with the ranges of the loops

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use rcannl_backends::cc::CompileError;
 use rcannl_backends::interpreter::RunError;
 use rcannl_backends::{Backend, Buffers, Executable, default_backend};
-use rcannl_ir::{MemoryMode, NodeId, Routine, Stmt, Symbol};
+use rcannl_ir::{LocalId, MemoryMode, NodeId, Routine, Stmt, Symbol};
 
 use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
@@ -119,6 +119,38 @@ impl Backend for Gpu {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let buffer = |label: &str, size: u64, usage: wgpu::BufferUsages| {
+            self.device.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let spills = program
+            .kernels
+            .iter()
+            .flat_map(|k| k.spills.iter().copied())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|id| (id, buffer("rcannl local", 16, wgpu::BufferUsages::STORAGE)))
+            .collect();
+        let most_dispatches = program.kernels.iter().map(|k| k.dispatches).max();
+        let chunks = most_dispatches.filter(|&d| d > 1).map(|d| {
+            let numbers = buffer(
+                "rcannl chunk numbers",
+                4 * d,
+                wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            );
+            let counting: Vec<u8> = (0..d as i32).flat_map(i32::to_ne_bytes).collect();
+            self.device.queue.write_buffer(&numbers, 0, &counting);
+            let current = buffer(
+                "rcannl chunk",
+                4,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            );
+            (numbers, current)
+        });
         Ok(Box::new(GpuRoutine {
             routine: routine.clone(),
             work: Work::Device(Box::new(Kernels {
@@ -129,6 +161,8 @@ impl Backend for Gpu {
                 pipelines,
                 source,
                 statics,
+                spills,
+                chunks,
                 bind_groups: Mutex::default(),
             })),
         }))
@@ -175,6 +209,11 @@ struct Kernels {
     used: BTreeSet<NodeId>,
     /// The static indices of a run, as the kernels read them.
     statics: wgpu::Buffer,
+    /// The one-cell buffers of the locals kernels keep in memory.
+    spills: HashMap<LocalId, wgpu::Buffer>,
+    /// For kernels dispatched in chunks: the numbers 0, 1, … and the cell each dispatch reads
+    /// its own from (copied in before it).
+    chunks: Option<(wgpu::Buffer, wgpu::Buffer)>,
     /// The bind groups of each kernel, made on the first run over a set of device copies (the
     /// copies of a node never move, so neither do the groups).
     bind_groups: Mutex<Option<(u64, Vec<Option<wgpu::BindGroup>>)>>,
@@ -286,8 +325,21 @@ impl Kernels {
                 }
                 if kernel.reads_statics {
                     entries.push(wgpu::BindGroupEntry {
-                        binding: kernel.bindings.len() as u32,
+                        binding: entries.len() as u32,
                         resource: self.statics.as_entire_binding(),
+                    });
+                }
+                for id in &kernel.spills {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: entries.len() as u32,
+                        resource: self.spills[id].as_entire_binding(),
+                    });
+                }
+                if kernel.dispatches > 1 {
+                    let (_, current) = self.chunks.as_ref().expect("made with the kernels");
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: entries.len() as u32,
+                        resource: current.as_entire_binding(),
                     });
                 }
                 made.push(Some(device.device.create_bind_group(
@@ -312,10 +364,17 @@ impl Kernels {
             let workgroups = kernel.invocations.div_ceil(u64::from(kernel.workgroup));
             let x = workgroups.min(max_groups);
             let y = workgroups.div_ceil(x);
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&pipeline.pipeline);
-            pass.set_bind_group(0, group, &[]);
-            pass.dispatch_workgroups(x as u32, y as u32, 1);
+            for chunk in 0..kernel.dispatches {
+                if let Some((numbers, current)) = &self.chunks
+                    && kernel.dispatches > 1
+                {
+                    encoder.copy_buffer_to_buffer(numbers, 4 * chunk, current, 0, 4);
+                }
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&pipeline.pipeline);
+                pass.set_bind_group(0, group, &[]);
+                pass.dispatch_workgroups(x as u32, y as u32, 1);
+            }
         }
         device.queue.submit([encoder.finish()]);
         drop(groups);

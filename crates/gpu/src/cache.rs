@@ -8,18 +8,19 @@ use std::fmt::Write;
 use std::path::Path;
 
 use rcannl_backends::cc::cache;
-use rcannl_ir::{NodeId, Routine, Symbol};
+use rcannl_ir::{LocalId, NodeId, Routine, Symbol};
 
 use crate::wgsl::{DeviceFeatures, Kernel, Program};
 
 /// The first line of a kept program.
-const MAGIC: &str = "// rcannl gpu program 1";
+const MAGIC: &str = "// rcannl gpu program 2";
 
 /// Everything that decides what the generator makes of a routine: its own source, so that a
 /// changed generator never reads what an older one kept.
-const GENERATOR: [&str; 4] = [
+const GENERATOR: [&str; 5] = [
     include_str!("wgsl.rs"),
     include_str!("product.rs"),
+    include_str!("schedule.rs"),
     include_str!("prelude.wgsl"),
     include_str!("cache.rs"),
 ];
@@ -45,13 +46,18 @@ pub(crate) fn to_text(program: &Program) -> String {
     for kernel in &program.kernels {
         write!(
             text,
-            "// kernel {} {} {} {}",
+            "// kernel {} {} {} {} {} {}",
             kernel.invocations,
             kernel.workgroup,
             u8::from(kernel.reads_statics),
-            kernel.source.len()
+            kernel.source.len(),
+            kernel.dispatches,
+            kernel.spills.len()
         )
         .expect("writing to a string");
+        for id in &kernel.spills {
+            write!(text, " {}", id.0).expect("writing to a string");
+        }
         for node in &kernel.bindings {
             write!(text, " {}", node.0).expect("writing to a string");
         }
@@ -82,6 +88,11 @@ pub(crate) fn from_text(text: &str) -> Option<Program> {
             _ => return None,
         };
         let length: usize = words.next()?.parse().ok()?;
+        let dispatches = words.next()?.parse().ok()?;
+        let n_spills: usize = words.next()?.parse().ok()?;
+        let spills = (0..n_spills)
+            .map(|_| words.next()?.parse().ok().map(LocalId))
+            .collect::<Option<Vec<_>>>()?;
         let bindings = words
             .map(|w| w.parse().ok().map(NodeId))
             .collect::<Option<Vec<_>>>()?;
@@ -93,6 +104,8 @@ pub(crate) fn from_text(text: &str) -> Option<Program> {
             reads_statics,
             invocations,
             workgroup,
+            spills,
+            dispatches,
         });
     }
     Some(Program { kernels, statics })
@@ -124,6 +137,8 @@ mod tests {
                     reads_statics: true,
                     invocations: 1 << 33,
                     workgroup: 64,
+                    spills: vec![LocalId(2), LocalId(5)],
+                    dispatches: 12,
                 },
                 Kernel {
                     source: String::new(),
@@ -131,6 +146,8 @@ mod tests {
                     reads_statics: false,
                     invocations: 1,
                     workgroup: 1,
+                    spills: Vec::new(),
+                    dispatches: 1,
                 },
             ],
             statics: vec![Symbol(4), Symbol(9)],

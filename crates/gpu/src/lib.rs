@@ -12,6 +12,7 @@ mod cache;
 pub mod device;
 mod memory;
 mod product;
+mod schedule;
 pub mod wgsl;
 
 pub use backend::Gpu;

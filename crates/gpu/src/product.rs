@@ -370,5 +370,7 @@ pub(crate) fn kernel(
         reads_statics,
         invocations: (tiles * INVOCATIONS) as u64,
         workgroup: INVOCATIONS as u32,
+        spills: Vec::new(),
+        dispatches: 1,
     }))
 }

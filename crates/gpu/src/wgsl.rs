@@ -25,6 +25,7 @@ use rcannl_ir::{
 };
 
 use crate::product;
+use crate::schedule::{self, ITERATION_BUDGET};
 
 /// The definitions every kernel starts with.
 pub const PRELUDE: &str = include_str!("prelude.wgsl");
@@ -70,6 +71,12 @@ pub struct Kernel {
     /// limit of workgroups per dimension).
     pub invocations: u64,
     pub workgroup: u32,
+    /// The top-level locals of a serial run cut into several kernels, kept in one-cell buffers
+    /// of their own (bound after the static indices) instead of registers.
+    pub spills: Vec<LocalId>,
+    /// How many times the kernel is dispatched, one after another, each time with its number in
+    /// `rc_chunk` (bound last): more than 1 for a serial loop run in chunks.
+    pub dispatches: u64,
 }
 
 /// A routine as kernels run one after another.
@@ -87,8 +94,14 @@ impl Program {
         for (i, kernel) in self.kernels.iter().enumerate() {
             writeln!(
                 out,
-                "// kernel {i}: {} invocation(s) in workgroups of {}",
-                kernel.invocations, kernel.workgroup
+                "// kernel {i}: {} invocation(s) in workgroups of {}{}",
+                kernel.invocations,
+                kernel.workgroup,
+                if kernel.dispatches > 1 {
+                    format!(", dispatched {} times in order", kernel.dispatches)
+                } else {
+                    String::new()
+                }
             )
             .expect("writing to a string");
             out.push_str(&kernel.source.replace(PRELUDE, ""));
@@ -261,6 +274,8 @@ pub(crate) fn index_expr(index: &Index) -> String {
 struct Writer<'a> {
     routine: &'a Routine,
     locals: HashMap<LocalId, Precision>,
+    /// Locals kept in one-cell buffers (`rc_v3`) rather than registers.
+    spilled: HashMap<LocalId, Precision>,
     loops: HashMap<LoopVar, usize>,
 }
 
@@ -327,6 +342,9 @@ impl Writer<'_> {
             }
             Scalar::Embed(index) => convert(&index_expr(index), Precision::U32, precision),
             Scalar::Local(id) => {
+                if let Some(from) = self.spilled.get(id) {
+                    return Ok(convert(&format!("rc_{id}[0]"), *from, precision));
+                }
                 let from = *self
                     .locals
                     .get(id)
@@ -480,16 +498,27 @@ impl Writer<'_> {
                 value,
             } => {
                 let value = self.expr(value, *precision)?;
-                writeln!(
-                    out,
-                    "{pad}var {id}: {} = {};",
-                    compute_type(*precision),
-                    round_to(&value, *precision)
-                )
-                .expect("writing to a string");
-                self.locals.insert(*id, *precision);
+                if self.spilled.contains_key(id) {
+                    writeln!(out, "{pad}rc_{id}[0] = {};", round_to(&value, *precision))
+                        .expect("writing to a string");
+                } else {
+                    writeln!(
+                        out,
+                        "{pad}var {id}: {} = {};",
+                        compute_type(*precision),
+                        round_to(&value, *precision)
+                    )
+                    .expect("writing to a string");
+                    self.locals.insert(*id, *precision);
+                }
             }
             Stmt::SetLocal { id, value } => {
+                if let Some(&precision) = self.spilled.get(id) {
+                    let value = self.expr(value, precision)?;
+                    writeln!(out, "{pad}rc_{id}[0] = {};", round_to(&value, precision))
+                        .expect("writing to a string");
+                    return Ok(());
+                }
                 let precision = *self
                     .locals
                     .get(id)
@@ -688,9 +717,11 @@ fn generate_body(
     let mut writer = Writer {
         routine,
         locals: HashMap::new(),
+        spilled: HashMap::new(),
         loops: HashMap::new(),
     };
-    for group in kernel_groups(routine, body) {
+    let body = schedule::hoist_parallel_loops(routine, body);
+    for group in kernel_groups(routine, &body) {
         match group {
             Group::Gemm { plan, nest } => {
                 // The product kernel makes the nest's accesses unchecked: check them as the
@@ -734,6 +765,15 @@ fn generate_body(
                         routine.name
                     )));
                 };
+                let per_invocation = schedule::iterations(routine, inner);
+                if per_invocation > ITERATION_BUDGET {
+                    return Err(error(format!(
+                        "wgsl: a kernel of routine {} runs {per_invocation} loop iterations in \
+                         each invocation, more than the {ITERATION_BUDGET} one GPU invocation may \
+                         run (lavapipe ends a shader after 65535)",
+                        routine.name
+                    )));
+                }
                 let mut code = String::new();
                 let mut stride = invocations;
                 for (var, range) in &chain {
@@ -747,52 +787,141 @@ fn generate_body(
                     writer.loops.remove(var);
                 }
                 kernels.push(assemble(
-                    routine,
-                    features,
+                    &writer,
                     statics,
                     &code,
                     invocations as u64,
                     WORKGROUP,
+                    1,
                 ));
             }
             Group::Serial { stmts } => {
                 for (run, parallel) in split_fills(stmts) {
-                    let mut code = String::new();
-                    let invocations = match parallel {
-                        Some(Stmt::Fill { node, value }) => {
-                            let info = &routine.nodes[node];
-                            writeln!(
-                                code,
-                                "  {node}[rc_id] = {};",
-                                storage_literal(*value, info.precision)
-                            )
-                            .expect("writing to a string");
-                            info.buffer_len()
-                        }
-                        Some(Stmt::FillMargins { node, value }) => {
-                            code.push_str(&margin_store(routine, *node, *value, "rc_id", 1));
-                            routine.nodes[node].buffer_len()
-                        }
-                        _ => {
-                            writer.body(run, &mut code, 1)?;
-                            1
-                        }
-                    };
-                    if invocations > 0 {
-                        let workgroup = if parallel.is_some() { WORKGROUP } else { 1 };
-                        kernels.push(assemble(
-                            routine,
-                            features,
-                            statics,
-                            &code,
-                            invocations as u64,
-                            workgroup,
-                        ));
+                    if let Some(fill) = parallel {
+                        kernels.extend(fill_kernel(&writer, fill, statics));
+                    } else if schedule::iterations(routine, run) > ITERATION_BUDGET {
+                        serial_in_chunks(&mut writer, run, statics, kernels)?;
+                    } else {
+                        let mut code = String::new();
+                        writer.body(run, &mut code, 1)?;
+                        kernels.push(assemble(&writer, statics, &code, 1, 1, 1));
                     }
                 }
             }
         }
     }
+    Ok(())
+}
+
+/// The kernel of a fill or a margin fill, with an invocation per cell of its buffer; `None` for
+/// an empty buffer or another statement.
+fn fill_kernel(writer: &Writer, fill: &Stmt, statics: &[Symbol]) -> Option<Kernel> {
+    let routine = writer.routine;
+    let mut code = String::new();
+    let (Stmt::Fill { node, value } | Stmt::FillMargins { node, value }) = fill else {
+        return None;
+    };
+    let info = &routine.nodes[node];
+    if matches!(fill, Stmt::Fill { .. }) {
+        writeln!(
+            code,
+            "  {node}[rc_id] = {};",
+            storage_literal(*value, info.precision)
+        )
+        .expect("writing to a string");
+    } else {
+        code.push_str(&margin_store(routine, *node, *value, "rc_id", 1));
+    }
+    let cells = info.buffer_len() as u64;
+    (cells > 0).then(|| assemble(writer, statics, &code, cells, WORKGROUP, 1))
+}
+
+/// A serial run beyond the iteration budget as several kernels, run one after another: its
+/// top-level locals kept in one-cell buffers, consecutive statements within the budget together,
+/// and a statement beyond it dispatched in chunks ([`schedule::chunked`]).
+fn serial_in_chunks(
+    writer: &mut Writer,
+    run: &[Stmt],
+    statics: &[Symbol],
+    kernels: &mut Vec<Kernel>,
+) -> Result<(), CodegenError> {
+    let routine = writer.routine;
+    for stmt in run {
+        if let Stmt::Local { id, precision, .. } = stmt {
+            writer.spilled.insert(*id, *precision);
+        }
+    }
+    let mut start = 0;
+    while start < run.len() {
+        let stmt = &run[start];
+        if matches!(stmt, Stmt::Fill { .. } | Stmt::FillMargins { .. }) {
+            kernels.extend(fill_kernel(writer, stmt, statics));
+            start += 1;
+            continue;
+        }
+        if schedule::iterations(routine, std::slice::from_ref(stmt)) <= ITERATION_BUDGET {
+            let mut end = start + 1;
+            while end < run.len()
+                && !matches!(run[end], Stmt::Fill { .. } | Stmt::FillMargins { .. })
+                && schedule::iterations(routine, &run[start..=end]) <= ITERATION_BUDGET
+            {
+                end += 1;
+            }
+            let mut code = String::new();
+            for stmt in &run[start..end] {
+                writer.stmt(stmt, &mut code, 1)?;
+            }
+            kernels.push(assemble(writer, statics, &code, 1, 1, 1));
+            start = end;
+            continue;
+        }
+        let Some(plan) = schedule::chunked(routine, stmt) else {
+            return Err(error(format!(
+                "wgsl: routine {} has a serial statement of {} loop iterations that cannot be cut \
+                 into dispatches of at most {ITERATION_BUDGET}",
+                routine.name,
+                schedule::iterations(routine, std::slice::from_ref(stmt))
+            )));
+        };
+        if plan.dispatches > schedule::MAX_DISPATCHES {
+            return Err(error(format!(
+                "wgsl: routine {} has a serial statement needing {} dispatches, more than {}",
+                routine.name,
+                plan.dispatches,
+                schedule::MAX_DISPATCHES
+            )));
+        }
+        let mut code = String::from("  let rc_k = rc_chunk[0];\n");
+        let mut stride = plan.dispatches / plan.chunks as u64;
+        for (var, range) in &plan.outer {
+            stride /= (*range).max(1) as u64;
+            writeln!(
+                code,
+                "  let {var}: i32 = (rc_k / {}i) % {range}i;",
+                stride * plan.chunks as u64
+            )
+            .expect("writing to a string");
+            writer.loops.insert(*var, *range);
+        }
+        let (var, per_chunk) = (plan.var, plan.per_chunk);
+        writeln!(
+            code,
+            "  let rc_first = (rc_k % {}i) * {per_chunk}i;\n  for (var {var}: i32 = rc_first; {var} \
+             < min(rc_first + {per_chunk}i, {}i); {var}++) {{",
+            plan.chunks, plan.range
+        )
+        .expect("writing to a string");
+        writer.loops.insert(var, plan.range);
+        writer.body(plan.body, &mut code, 2)?;
+        code.push_str("  }\n");
+        writer.loops.remove(&var);
+        for (var, _) in &plan.outer {
+            writer.loops.remove(var);
+        }
+        kernels.push(assemble(writer, statics, &code, 1, 1, plan.dispatches));
+        start += 1;
+    }
+    writer.spilled.clear();
     Ok(())
 }
 
@@ -884,16 +1013,43 @@ pub(crate) fn static_lets(statics: &[Symbol], code: &str) -> String {
     lets
 }
 
+/// The kernel running `code` (which reads `rc_id`, its invocation's number) in `invocations`
+/// invocations, dispatched `dispatches` times in order (reading `rc_chunk`).
 fn assemble(
-    routine: &Routine,
-    _features: DeviceFeatures,
+    writer: &Writer,
     statics: &[Symbol],
     code: &str,
     invocations: u64,
     workgroup: u32,
+    dispatches: u64,
 ) -> Kernel {
+    let routine = writer.routine;
     let bindings = bound_nodes(routine, code);
     let (mut source, reads_statics) = header(routine, statics, code, &bindings);
+    let mut next = bindings.len() + usize::from(reads_statics);
+    let mut spills: Vec<LocalId> = writer
+        .spilled
+        .keys()
+        .copied()
+        .filter(|id| code.contains(&format!("rc_{id}[")))
+        .collect();
+    spills.sort();
+    for id in &spills {
+        writeln!(
+            source,
+            "@group(0) @binding({next}) var<storage, read_write> rc_{id}: array<{}>;",
+            compute_type(writer.spilled[id])
+        )
+        .expect("writing to a string");
+        next += 1;
+    }
+    if dispatches > 1 {
+        writeln!(
+            source,
+            "@group(0) @binding({next}) var<storage, read> rc_chunk: array<i32>;"
+        )
+        .expect("writing to a string");
+    }
     writeln!(
         source,
         "\n@compute @workgroup_size({workgroup})\nfn main(@builtin(global_invocation_id) gid: \
@@ -910,5 +1066,7 @@ fn assemble(
         reads_statics,
         invocations,
         workgroup,
+        spills,
+        dispatches,
     }
 }
