@@ -242,7 +242,9 @@ mod tests {
     #[test]
     fn long_loops_are_cut_into_chunks_within_the_budget() {
         let (routine, _) = windows();
-        let long = nest(&[(LoopVar(7), 3), (LoopVar(8), 100_000)], &[]).pop().unwrap();
+        let long = nest(&[(LoopVar(7), 3), (LoopVar(8), 100_000)], &[])
+            .pop()
+            .unwrap();
         let plan = chunked(&routine, &long).unwrap();
         assert_eq!(plan.outer, [(LoopVar(7), 3)]);
         assert_eq!((plan.var, plan.range), (LoopVar(8), 100_000));

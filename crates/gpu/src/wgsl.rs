@@ -703,14 +703,13 @@ pub fn generate(routine: &Routine, features: DeviceFeatures) -> Result<Program, 
     }
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
     let mut kernels = Vec::new();
-    generate_body(routine, &routine.body, features, &statics, &mut kernels)?;
+    generate_body(routine, &routine.body, &statics, &mut kernels)?;
     Ok(Program { kernels, statics })
 }
 
 fn generate_body(
     routine: &Routine,
     body: &[Stmt],
-    features: DeviceFeatures,
     statics: &[Symbol],
     kernels: &mut Vec<Kernel>,
 ) -> Result<(), CodegenError> {
@@ -728,20 +727,14 @@ fn generate_body(
                 // nest's own kernels would.
                 writer.body(nest, &mut String::new(), 0)?;
                 let Some(product) = product::kernel(routine, plan, statics)? else {
-                    generate_body(routine, nest, features, statics, kernels)?;
+                    generate_body(routine, nest, statics, kernels)?;
                     continue;
                 };
                 // A plan's fill of zeros runs first only for cells the product leaves alone.
                 if let [fill @ Stmt::Fill { .. }, ..] = nest
                     && !product::writes_every_cell(routine, plan)
                 {
-                    generate_body(
-                        routine,
-                        std::slice::from_ref(fill),
-                        features,
-                        statics,
-                        kernels,
-                    )?;
+                    generate_body(routine, std::slice::from_ref(fill), statics, kernels)?;
                 }
                 kernels.push(product);
             }
