@@ -6,7 +6,7 @@
 //! unary and binary operations, choices (`where`, maxima), contractions, transposes and
 //! reductions. The loss is the sum of every tensor nothing else read, so that every parameter
 //! has a gradient. Shapes are inferred, routines lowered, optimized and compiled as for any
-//! user's model.
+//! user's model. [`check`] runs a graph on the C backend, [`check_on`] on any backend.
 
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
@@ -15,7 +15,7 @@ use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
 use crate::rng::{Draw, Rng};
-use crate::{Mismatch, close};
+use crate::{Comparison, Mismatch, Precisions, close};
 
 /// A tensor of the graph being made, its dims (one or two output axes), and whether something
 /// read it.
@@ -27,12 +27,21 @@ struct Made {
 
 /// The graph made from `seed`: its parameters, its loss, and a description of how it was made.
 pub fn graph(seed: u64, graph: &Graph) -> (Vec<Tensor>, Tensor, Precision, String) {
+    graph_in(seed, graph, Precisions::All)
+}
+
+/// The graph made from `seed` in one of `precisions`, as [`graph`] describes.
+pub fn graph_in(
+    seed: u64,
+    graph: &Graph,
+    precisions: Precisions,
+) -> (Vec<Tensor>, Tensor, Precision, String) {
     let mut rng = Rng::new(seed);
-    let precision = if rng.one_in(4) {
+    let precision = precisions.fit(if rng.one_in(4) {
         Precision::F32
     } else {
         Precision::F64
-    };
+    });
     let mut made: Vec<Made> = Vec::new();
     let mut params = Vec::new();
     let mut recipe = Vec::new();
@@ -168,11 +177,15 @@ pub fn graph(seed: u64, graph: &Graph) -> (Vec<Tensor>, Tensor, Precision, Strin
     (params, loss, precision, recipe.join("; "))
 }
 
-/// The loss and every parameter's gradient after one backpropagation of the graph of `seed` on
-/// `backend`.
-fn run(seed: u64, backend: Box<dyn Backend>) -> Result<(Vec<f64>, Precision, String), TensorError> {
+/// The loss and every parameter's gradient after one backpropagation of the graph of `seed` (in
+/// one of `precisions`) on `backend`.
+fn run(
+    seed: u64,
+    precisions: Precisions,
+    backend: Box<dyn Backend>,
+) -> Result<(Vec<f64>, Precision, String), TensorError> {
     let g = Graph::new();
-    let (params, loss, precision, recipe) = graph(seed, &g);
+    let (params, loss, precision, recipe) = graph_in(seed, &g, precisions);
     let mut ctx = Context::with_backend(&g, backend);
     ctx.init_params()?;
     let backprop = ctx.backprop(&loss)?;
@@ -191,16 +204,30 @@ fn run(seed: u64, backend: Box<dyn Backend>) -> Result<(Vec<f64>, Precision, Str
 
 /// Runs the graph of `seed` on the interpreter and with `compiler`.
 pub fn check(compiler: &Compiler, seed: u64) -> Result<(), Mismatch> {
+    check_on(Box::new(compiler.clone()), seed, &Comparison::HOST)
+}
+
+/// Runs the graph of `seed`, in the precisions `comparison` allows, on the interpreter and on
+/// `backend`.
+pub fn check_on(
+    backend: Box<dyn Backend>,
+    seed: u64,
+    comparison: &Comparison,
+) -> Result<(), Mismatch> {
     let mismatch = |message: String| Mismatch { seed, message };
-    let (want, precision, recipe) = run(seed, Box::new(Interpreter))
+    let name = backend.name();
+    let (want, precision, recipe) = run(seed, comparison.precisions, Box::new(Interpreter))
         .map_err(|e| mismatch(format!("the interpreter failed: {e}")))?;
-    let (got, _, _) = run(seed, Box::new(compiler.clone()))
-        .map_err(|e| mismatch(format!("the C backend failed: {e}\n{recipe}")))?;
-    let relative = if precision == Precision::F32 {
-        1e-4
-    } else {
-        1e-9
-    };
+    let (got, _, _) = run(seed, comparison.precisions, backend)
+        .map_err(|e| mismatch(format!("the {name} backend failed: {e}\n{recipe}")))?;
+    if want.len() != got.len() {
+        return Err(mismatch(format!(
+            "the interpreter gave {} values (the loss and the gradients), {name} {}\n{recipe}",
+            want.len(),
+            got.len()
+        )));
+    }
+    let relative = comparison.tolerance.of(precision);
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         if !close(*w, *g, relative) {
             let what = if i == 0 {
@@ -209,7 +236,7 @@ pub fn check(compiler: &Compiler, seed: u64) -> Result<(), Mismatch> {
                 format!("gradient cell {}", i - 1)
             };
             return Err(mismatch(format!(
-                "{what}: interpreter {w}, C {g}\n{recipe}"
+                "{what}: interpreter {w}, {name} {g}\n{recipe}"
             )));
         }
     }
@@ -228,5 +255,17 @@ mod tests {
         let recipes: std::collections::HashSet<String> =
             (0..40).map(|s| graph(s, &Graph::new()).3).collect();
         assert!(recipes.len() > 35, "{}", recipes.len());
+    }
+
+    #[test]
+    fn graphs_for_a_gpu_are_the_same_graphs_in_f32() {
+        let gpu = Precisions::Gpu { f16: false };
+        for seed in 0..20 {
+            let (_, _, _, recipe) = graph(seed, &Graph::new());
+            let (params, _, precision, device_recipe) = graph_in(seed, &Graph::new(), gpu);
+            assert_eq!(precision, Precision::F32, "seed {seed}");
+            assert!(params.iter().all(|p| p.precision() == Precision::F32));
+            assert_eq!(recipe, device_recipe, "seed {seed}");
+        }
     }
 }

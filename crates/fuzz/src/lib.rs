@@ -1,4 +1,4 @@
-//! Differential fuzzing of the C backend against the interpreter, the oracle.
+//! Differential fuzzing of the compiled backends against the interpreter, the oracle.
 //!
 //! `routines` makes random loop programs from assignments (product spaces, broadcasts,
 //! reductions, fixed and strided reads, every accumulator, chains of results, most operations,
@@ -10,6 +10,10 @@
 //! that reproduces it. The `rcannl-fuzz` binary runs them at any budget, for the compiler and
 //! flags `$CC` and `$RCANNL_CFLAGS` choose; `tests/` runs a budget sized for CI.
 //!
+//! Routines and graphs run on the C backend (`check`) or on any [`rcannl_backends::Backend`]
+//! (`check_on`) under a [`Comparison`]: the precisions the generators may draw (a GPU holds fewer
+//! than the host) and the tolerance on float results.
+//!
 //! `checkpoints` fuzzes checkpoint loading instead: truncated, bit-flipped and spliced copies of
 //! a small checkpoint must be refused or load exactly the saved values, never panic.
 
@@ -18,6 +22,8 @@ pub mod graphs;
 pub mod programs;
 pub mod rng;
 pub mod routines;
+
+use rcannl_ir::{Kind, Precision};
 
 /// A case whose results differ between the backends, or that one of them failed to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,4 +48,117 @@ pub fn close(a: f64, b: f64, relative: f64) -> bool {
     (a.is_nan() && b.is_nan())
         || a == b
         || (a - b).abs() <= relative * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The precisions the generators draw from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precisions {
+    /// Every precision a generator knows.
+    All,
+    /// Those a GPU holds: f32, i32, u32 and 128-bit words, and f16 where `f16` says the device
+    /// has it. A float precision beyond them is drawn as f32, an integer one as i32, so that a
+    /// seed makes the same case otherwise (the same draws follow).
+    Gpu { f16: bool },
+}
+
+impl Precisions {
+    /// What a generator that drew `precision` uses.
+    pub fn fit(self, precision: Precision) -> Precision {
+        match (self, precision) {
+            (Precisions::All, p) => p,
+            (
+                Precisions::Gpu { .. },
+                p @ (Precision::F32 | Precision::I32 | Precision::U32 | Precision::Uint4x32),
+            ) => p,
+            (Precisions::Gpu { f16: true }, Precision::F16) => Precision::F16,
+            (Precisions::Gpu { .. }, p) => match p.kind() {
+                Kind::Int => Precision::I32,
+                _ => Precision::F32,
+            },
+        }
+    }
+}
+
+/// Relative tolerances on float results (absolute below a magnitude of 1, see [`close`]), by the
+/// precision a result is stored in; integers and random bits always agree exactly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    /// f16 and bf16 results.
+    pub half: f64,
+    /// f32 results.
+    pub single: f64,
+    /// f64 results.
+    pub double: f64,
+}
+
+impl Tolerance {
+    /// The C backend's: f16 and bf16 to their rounding, f32 to a few roundings (C computes them
+    /// in `float` where the interpreter computes in f64 and rounds on the store, and sums some
+    /// reductions in another order), f64 nearly exactly.
+    pub const HOST: Tolerance = Tolerance {
+        half: 1e-2,
+        single: 1e-4,
+        double: 1e-9,
+    };
+
+    /// The relative tolerance on a result stored in `precision`.
+    pub fn of(&self, precision: Precision) -> f64 {
+        match precision {
+            Precision::F16 | Precision::Bf16 => self.half,
+            Precision::F32 => self.single,
+            _ => self.double,
+        }
+    }
+}
+
+/// How a backend's results are compared with the interpreter's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Comparison {
+    /// The precisions the generated cases use.
+    pub precisions: Precisions,
+    /// How far float results may be from the interpreter's.
+    pub tolerance: Tolerance,
+}
+
+impl Comparison {
+    /// The C backend's comparison: every precision, [`Tolerance::HOST`].
+    pub const HOST: Comparison = Comparison {
+        precisions: Precisions::All,
+        tolerance: Tolerance::HOST,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_precision_fits_itself_unless_a_gpu_lacks_it() {
+        for p in Precision::ALL {
+            assert_eq!(Precisions::All.fit(p), p);
+        }
+        let without_f16 = Precisions::Gpu { f16: false };
+        let with_f16 = Precisions::Gpu { f16: true };
+        let expected = [
+            (Precision::U8, Precision::I32, Precision::I32),
+            (Precision::I8, Precision::I32, Precision::I32),
+            (Precision::I32, Precision::I32, Precision::I32),
+            (Precision::U32, Precision::U32, Precision::U32),
+            (Precision::I64, Precision::I32, Precision::I32),
+            (Precision::F16, Precision::F32, Precision::F16),
+            (Precision::Bf16, Precision::F32, Precision::F32),
+            (Precision::F32, Precision::F32, Precision::F32),
+            (Precision::F64, Precision::F32, Precision::F32),
+            (
+                Precision::Uint4x32,
+                Precision::Uint4x32,
+                Precision::Uint4x32,
+            ),
+        ];
+        assert_eq!(expected.len(), Precision::ALL.len());
+        for (drawn, without, with) in expected {
+            assert_eq!(without_f16.fit(drawn), without, "{drawn} without f16");
+            assert_eq!(with_f16.fit(drawn), with, "{drawn} with f16");
+        }
+    }
 }

@@ -6,13 +6,14 @@
 //! are reduced) with one of the accumulators, with or without a neutral pre-fill. Later
 //! assignments may read earlier results. Half the programs are optimized first, as the tensor
 //! layer optimizes its routines (fusion, local sums, loop order, matrix products), and their
-//! stored results compared; the others are compiled as lowered.
+//! stored results compared; the others are compiled as lowered. [`check`] compiles a batch of
+//! programs into one C library; [`check_on`] compiles each on any backend.
 
 use std::collections::HashMap;
 
-use rcannl_backends::Buffers;
-use rcannl_backends::cc::{CompiledRoutine, Compiler};
-use rcannl_backends::interpreter::run_routine;
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::interpreter::{RunError, run_routine};
+use rcannl_backends::{Backend, Buffers};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
     Assignment, AxisIndex, Binop, Factor, Kind, MemoryMode, NodeId, Precision, Projections, Rhs,
@@ -20,7 +21,7 @@ use rcannl_ir::{
 };
 
 use crate::rng::{Draw, Rng};
-use crate::{Mismatch, close};
+use crate::{Comparison, Mismatch, Precisions, Tolerance, close};
 
 const UNOPS: [Unop; 13] = [
     Unop::Identity,
@@ -76,8 +77,13 @@ pub struct Program {
 
 /// The program made from `seed`.
 pub fn program(seed: u64) -> Program {
+    program_in(seed, Precisions::All)
+}
+
+/// The program made from `seed`, in one of `precisions`.
+pub fn program_in(seed: u64, precisions: Precisions) -> Program {
     let mut rng = Rng::new(seed);
-    let precision = *rng.pick(&PRECISIONS);
+    let precision = precisions.fit(*rng.pick(&PRECISIONS));
     let mut nodes: Vec<TensorNode> = Vec::new();
     let mut inputs: Vec<NodeId> = Vec::new();
     let mut results: Vec<(NodeId, Vec<usize>)> = Vec::new();
@@ -231,7 +237,7 @@ pub fn program(seed: u64) -> Program {
     }
 }
 
-/// The routine the C backend compiles for `program`.
+/// The routine a backend compiles for `program`.
 pub fn compiled_form(program: &Program) -> Result<Routine, Mismatch> {
     if program.optimized {
         optimize(&program.routine).map_err(|e| Mismatch {
@@ -243,20 +249,15 @@ pub fn compiled_form(program: &Program) -> Result<Routine, Mismatch> {
     }
 }
 
-/// Whether a compiled cell agrees with the interpreter's: integers exactly, floats to rounding
-/// (C computes f32 and f16 in `float` where the interpreter uses f64, and sums some reductions in
-/// another order).
-fn agree(want: Value, got: Value, precision: Precision) -> bool {
-    let relative = match precision {
-        Precision::F16 | Precision::Bf16 => 1e-2,
-        Precision::F32 => 1e-4,
-        _ => 1e-9,
-    };
+/// Whether a compiled cell agrees with the interpreter's: integers and words exactly, floats
+/// within `tolerance`.
+fn agree(want: Value, got: Value, precision: Precision, tolerance: &Tolerance) -> bool {
     match (want, got) {
         (Value::Float(x), Value::Float(y)) => {
             // A value beyond a precision's range rounds to infinity on one side and not the
             // other when the intermediate precision differs; both are then "huge".
-            close(x, y, relative) || (x.abs() > 6e4 && y.abs() > 6e4 && x.signum() == y.signum())
+            close(x, y, tolerance.of(precision))
+                || (x.abs() > 6e4 && y.abs() > 6e4 && x.signum() == y.signum())
         }
         (a, b) => a == b,
     }
@@ -278,44 +279,104 @@ pub fn check(compiler: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
     for (((program, form), compiled), &seed) in
         programs.iter().zip(&forms).zip(&compiled).zip(seeds)
     {
-        compare(program, form, compiled).map_err(|message| Mismatch { seed, message })?;
+        let on_c = Compared {
+            backend: "C",
+            source: Some(&compiled.source),
+            tolerance: &Tolerance::HOST,
+        };
+        on_c.compare(program, form, |buffers| {
+            compiled.run(buffers, &HashMap::new())
+        })
+        .map_err(|message| Mismatch { seed, message })?;
     }
     Ok(())
 }
 
-fn compare(program: &Program, form: &Routine, compiled: &CompiledRoutine) -> Result<(), String> {
-    let routine = &program.routine;
-    let mut interpreted = Buffers::for_routine(routine).map_err(|e| e.message)?;
-    let mut native = Buffers::for_routine(form).map_err(|e| e.message)?;
-    for (id, values) in &program.inputs {
-        interpreted.set_values(*id, values).map_err(|e| e.message)?;
-        native.set_values(*id, values).map_err(|e| e.message)?;
-    }
-    run_routine(routine, &mut interpreted, &HashMap::new())
-        .map_err(|e| format!("the interpreter failed: {}\n{routine}", e.message))?;
-    compiled
-        .run(&mut native, &HashMap::new())
-        .map_err(|e| format!("the C backend failed: {}\n{routine}", e.message))?;
-    for (id, node) in &form.nodes {
-        if node.memory_mode == Some(MemoryMode::Virtual) {
-            continue;
-        }
-        let (want, got) = (interpreted.cells(*id), native.cells(*id));
-        for (cell, (w, g)) in want.iter().zip(&got).enumerate() {
-            if !agree(*w, *g, node.precision) {
-                return Err(format!(
-                    "{id} cell {cell}: interpreter {w:?}, C {g:?} ({} routine)\n{routine}\n{}",
-                    if program.optimized {
-                        "optimized"
-                    } else {
-                        "lowered"
-                    },
-                    compiled.source
-                ));
-            }
-        }
+/// Runs the programs of `seeds`, in the precisions `comparison` allows, on the interpreter and
+/// on `backend` (each compiled on its own); the first mismatch, if any.
+pub fn check_on(
+    backend: &dyn Backend,
+    seeds: &[u64],
+    comparison: &Comparison,
+) -> Result<(), Mismatch> {
+    for &seed in seeds {
+        let program = program_in(seed, comparison.precisions);
+        let form = compiled_form(&program).map_err(|m| Mismatch { seed, ..m })?;
+        let name = backend.name();
+        let executable = backend.compile(&form).map_err(|e| Mismatch {
+            seed,
+            message: format!(
+                "the {name} backend failed to compile: {}\n{}",
+                e.message, program.routine
+            ),
+        })?;
+        let on_backend = Compared {
+            backend: name,
+            source: executable.source(),
+            tolerance: &comparison.tolerance,
+        };
+        on_backend
+            .compare(&program, &form, |buffers| {
+                executable.run(buffers, &HashMap::new())
+            })
+            .map_err(|message| Mismatch { seed, message })?;
     }
     Ok(())
+}
+
+/// A backend's run of a program, compared with the interpreter's.
+struct Compared<'a> {
+    /// The backend's name, for messages.
+    backend: &'a str,
+    /// The code it generated, shown with a mismatch.
+    source: Option<&'a str>,
+    tolerance: &'a Tolerance,
+}
+
+impl Compared<'_> {
+    /// Runs `program` on the interpreter and `form` (the program as compiled) with `run`, and
+    /// compares every stored cell.
+    fn compare(
+        &self,
+        program: &Program,
+        form: &Routine,
+        run: impl FnOnce(&mut Buffers) -> Result<(), RunError>,
+    ) -> Result<(), String> {
+        let routine = &program.routine;
+        let backend = self.backend;
+        let mut interpreted = Buffers::for_routine(routine).map_err(|e| e.message)?;
+        let mut native = Buffers::for_routine(form).map_err(|e| e.message)?;
+        for (id, values) in &program.inputs {
+            interpreted.set_values(*id, values).map_err(|e| e.message)?;
+            native.set_values(*id, values).map_err(|e| e.message)?;
+        }
+        run_routine(routine, &mut interpreted, &HashMap::new())
+            .map_err(|e| format!("the interpreter failed: {}\n{routine}", e.message))?;
+        run(&mut native)
+            .map_err(|e| format!("the {backend} backend failed: {}\n{routine}", e.message))?;
+        for (id, node) in &form.nodes {
+            if node.memory_mode == Some(MemoryMode::Virtual) {
+                continue;
+            }
+            let want = interpreted.read_cells(*id).map_err(|e| e.message)?;
+            let got = native.read_cells(*id).map_err(|e| e.message)?;
+            for (cell, (w, g)) in want.iter().zip(&got).enumerate() {
+                if !agree(*w, *g, node.precision, self.tolerance) {
+                    let compiled = if program.optimized {
+                        format!("optimized, as\n{form}")
+                    } else {
+                        "run as lowered".to_owned()
+                    };
+                    return Err(format!(
+                        "{id} cell {cell}: interpreter {w:?}, {backend} {g:?}\n{routine}\n\
+                         {compiled}\n{}",
+                        self.source.unwrap_or("")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -330,5 +391,34 @@ mod tests {
         let distinct: std::collections::HashSet<String> =
             (0..50).map(|s| program(s).routine.to_string()).collect();
         assert!(distinct.len() > 45, "{}", distinct.len());
+    }
+
+    #[test]
+    fn programs_for_a_gpu_draw_the_same_cases_in_the_precisions_it_holds() {
+        let gpu = Precisions::Gpu { f16: false };
+        let mut mapped = 0;
+        for seed in 0..100 {
+            let (host, device) = (program(seed), program_in(seed, gpu));
+            for node in device.routine.nodes.values() {
+                assert!(
+                    matches!(node.precision, Precision::F32 | Precision::I32),
+                    "seed {seed}: {}",
+                    node.precision
+                );
+            }
+            let precision = host.routine.nodes.values().next().unwrap().precision;
+            let renamed = host.routine.to_string().replace(
+                &format!(": {precision} ["),
+                &format!(": {} [", gpu.fit(precision)),
+            );
+            mapped += usize::from(precision != gpu.fit(precision));
+            assert_eq!(renamed, device.routine.to_string(), "seed {seed}");
+            assert_eq!(host.inputs, device.inputs, "seed {seed}");
+            assert_eq!(host.optimized, device.optimized, "seed {seed}");
+        }
+        assert!(
+            mapped > 30,
+            "{mapped} of 100 programs drew a precision a GPU lacks"
+        );
     }
 }
