@@ -23,7 +23,7 @@ pub mod programs;
 pub mod rng;
 pub mod routines;
 
-use rcannl_ir::{Kind, Precision};
+use rcannl_ir::{Kind, Precision, Unop};
 
 /// A case whose results differ between the backends, or that one of them failed to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,11 +57,23 @@ pub enum Precisions {
     All,
     /// Those a GPU holds: f32, i32, u32 and 128-bit words, and f16 where `f16` says the device
     /// has it. A float precision beyond them is drawn as f32, an integer one as i32, so that a
-    /// seed makes the same case otherwise (the same draws follow).
+    /// seed makes the same case otherwise (the same draws follow). Integers stay within the 32
+    /// bits a GPU computes them in: no integer program takes an exponential, a reciprocal or a
+    /// logarithm (which leave 32 bits at 0 and beyond), the identity instead.
     Gpu { f16: bool },
 }
 
 impl Precisions {
+    /// The operation a generator that drew `op` for values of `kind` uses.
+    pub fn fit_unop(self, op: Unop, kind: Kind) -> Unop {
+        match (self, kind, op) {
+            (Precisions::Gpu { .. }, Kind::Int, Unop::Exp | Unop::Recip | Unop::Log) => {
+                Unop::Identity
+            }
+            _ => op,
+        }
+    }
+
     /// What a generator that drew `precision` uses.
     pub fn fit(self, precision: Precision) -> Precision {
         match (self, precision) {
@@ -131,6 +143,17 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_integer_programs_take_no_operation_that_leaves_32_bits() {
+        let gpu = Precisions::Gpu { f16: true };
+        for op in [Unop::Exp, Unop::Recip, Unop::Log] {
+            assert_eq!(gpu.fit_unop(op, Kind::Int), Unop::Identity);
+            assert_eq!(gpu.fit_unop(op, Kind::Float), op);
+            assert_eq!(Precisions::All.fit_unop(op, Kind::Int), op);
+        }
+        assert_eq!(gpu.fit_unop(Unop::Neg, Kind::Int), Unop::Neg);
+    }
 
     #[test]
     fn every_precision_fits_itself_unless_a_gpu_lacks_it() {

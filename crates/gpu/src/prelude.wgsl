@@ -5,22 +5,42 @@
 fn rc_nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
 fn rc_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
 
-fn rc_relu(x: f32) -> f32 { return select(x, 0.0, x <= 0.0); }
+// NaN is told by its bits: a driver may take `x != x` to be false and a choice between compared
+// values to be a minimum or maximum (SPIR-V without NaN preservation), which drop a NaN.
+fn rc_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn rc_relu(x: f32) -> f32 { return select(select(x, 0.0, x <= 0.0), x, rc_isnan(x)); }
 fn rc_irelu(x: i32) -> i32 { return max(x, 0); }
-fn rc_relu_gate(a: f32, b: f32) -> f32 { return select(select(0.0, a, a != a), b, a > 0.0); }
+fn rc_relu_gate(a: f32, b: f32) -> f32 { return select(select(0.0, b, a > 0.0), a, rc_isnan(a)); }
 fn rc_irelu_gate(a: i32, b: i32) -> i32 { return select(0, b, a > 0); }
 fn rc_sat01_gate(a: f32, b: f32) -> f32 {
-  return select(select(0.0, a, a != a), b, a > 0.0 && a < 1.0);
+  return select(select(0.0, b, a > 0.0 && a < 1.0), a, rc_isnan(a));
 }
-fn rc_max(a: f32, b: f32) -> f32 { return select(b, a, a >= b || a != a); }
-fn rc_min(a: f32, b: f32) -> f32 { return select(b, a, a <= b || a != a); }
-fn rc_sat01(x: f32) -> f32 { return select(select(x, 1.0, x > 1.0), 0.0, x < 0.0); }
+fn rc_max(a: f32, b: f32) -> f32 { return select(b, a, rc_isnan(a) || (!rc_isnan(b) && a >= b)); }
+fn rc_min(a: f32, b: f32) -> f32 { return select(b, a, rc_isnan(a) || (!rc_isnan(b) && a <= b)); }
+fn rc_sat01(x: f32) -> f32 {
+  return select(select(select(x, 1.0, x > 1.0), 0.0, x < 0.0), x, rc_isnan(x));
+}
 fn rc_isat01(x: i32) -> i32 { return clamp(x, 0, 1); }
 fn rc_truth(c: bool) -> f32 { return select(0.0, 1.0, c); }
+// A condition holds where it is not 0: NaN holds.
+fn rc_holds(c: f32) -> bool { return c != 0.0 || rc_isnan(c); }
 fn rc_itruth(c: bool) -> i32 { return select(0, 1, c); }
 
-// Floats into integers truncate toward zero and saturate; NaN is 0.
-fn rc_f2i(x: f32) -> i32 { return select(i32(x), 0, x != x); }
+// Floats into integers as the interpreter converts them before an i32 store: truncated and
+// saturated into 64 bits (NaN is 0), then wrapped to the low 32 bits. Beyond 2^31 in magnitude an
+// f32 is an integer, its low 32 bits its mantissa shifted; from 2^63 on it saturates.
+fn rc_f2i(x: f32) -> i32 {
+  let bits = bitcast<u32>(x);
+  let magnitude = bits & 0x7fffffffu;
+  let negative = bits >= 0x80000000u;
+  if (magnitude > 0x7f800000u) { return 0; }
+  if (magnitude < 0x4f000000u) { return i32(x); }
+  if (magnitude >= 0x5f000000u) { return select(-1, 0, negative); }
+  let shift = (magnitude >> 23u) - 150u;
+  let mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+  let low = select(0u, mantissa << min(shift, 31u), shift < 32u);
+  return bitcast<i32>(select(low, 0u - low, negative));
+}
 
 // An integer division or remainder by zero gives 0, as on the C backend.
 fn rc_idiv(a: i32, b: i32) -> i32 {

@@ -391,7 +391,7 @@ impl Writer<'_> {
             Scalar::Ternop(Ternop::Where, condition, then, otherwise) => {
                 let condition = self.expr(condition, Precision::F32)?;
                 format!(
-                    "select({}, {}, ({condition}) != 0.0)",
+                    "select({}, {}, rc_holds({condition}))",
                     self.expr(otherwise, precision)?,
                     self.expr(then, precision)?,
                 )
