@@ -7,19 +7,8 @@ use rcannl_gpu::Gpu;
 use rcannl_tensor::{BinaryOp, Context, Graph};
 use sha2::{Digest, Sha256};
 
-fn gpu() -> Option<Gpu> {
-    match Gpu::new() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => {
-            assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
-                "RCANNL_REQUIRE_GPU is set: {e}"
-            );
-            eprintln!("the GPU suite did not run: {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// `x * x` for x = 0..4, compiled by a backend keeping programs in `dir`.
 fn squares(gpu: &Gpu, dir: &Path) -> Vec<f64> {

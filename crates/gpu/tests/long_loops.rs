@@ -3,22 +3,10 @@
 //! sequence of dispatches, and a nest's disjoint loops move outward to become invocations.
 
 use rcannl_backends::{Backend, Interpreter};
-use rcannl_gpu::Gpu;
 use rcannl_tensor::{Context, Graph, Tensor};
 
-fn gpu() -> Option<Gpu> {
-    match Gpu::new() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => {
-            assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
-                "RCANNL_REQUIRE_GPU is set: {e}"
-            );
-            eprintln!("the GPU suite did not run: {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// The sum of all cells of a tensor of `dims` holding `1 + (cell mod 3)`: exact in f32.
 fn total(backend: Box<dyn Backend>, dims: &[usize]) -> (f64, String) {

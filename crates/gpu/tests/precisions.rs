@@ -3,23 +3,11 @@
 //! device and device results reach the host.
 
 use rcannl_backends::{Backend, Interpreter};
-use rcannl_gpu::Gpu;
 use rcannl_ir::Precision;
 use rcannl_tensor::{BinaryOp, Context, Graph};
 
-fn gpu() -> Option<Gpu> {
-    match Gpu::new() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => {
-            assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
-                "RCANNL_REQUIRE_GPU is set: {e}"
-            );
-            eprintln!("the GPU suite did not run: {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// `a op b` for every binary op of `ops`, with operands of `precision`.
 fn binary_results(

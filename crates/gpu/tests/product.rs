@@ -16,21 +16,8 @@ use rcannl_ir::{
 };
 use rcannl_tensor::{Context, Graph, Tensor};
 
-/// The GPU backend, or `None` after one line saying the suite did not run (a failure instead
-/// when `RCANNL_REQUIRE_GPU` is set).
-fn gpu() -> Option<Gpu> {
-    match Gpu::new() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => {
-            assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
-                "RCANNL_REQUIRE_GPU is set: {e}"
-            );
-            eprintln!("the GPU suite did not run: {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// `cells` values in [-1, 1) from `seed`, multiples of 2^-23 (exact in f32).
 fn values(cells: usize, seed: u64) -> Vec<f64> {

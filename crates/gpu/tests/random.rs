@@ -2,22 +2,10 @@
 
 use rcannl_backends::Backend;
 use rcannl_backends::cc::Compiler;
-use rcannl_gpu::Gpu;
 use rcannl_tensor::{BinaryOp, Context, Graph, Init};
 
-fn gpu() -> Option<Box<dyn Backend>> {
-    match Gpu::new() {
-        Ok(gpu) => Some(Box::new(gpu)),
-        Err(e) => {
-            assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
-                "RCANNL_REQUIRE_GPU is set: {e}"
-            );
-            eprintln!("the GPU suite did not run: {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 fn cc() -> Box<dyn Backend> {
     Box::new(Compiler::find().expect("a C compiler"))
@@ -45,7 +33,7 @@ fn initial_values(backend: Box<dyn Backend>, seed: u64) -> Vec<Vec<f64>> {
 #[test]
 fn parameter_init_equals_the_c_backend_bit_for_bit() {
     let Some(gpu) = gpu() else { return };
-    assert_eq!(initial_values(gpu, 7), initial_values(cc(), 7));
+    assert_eq!(initial_values(Box::new(gpu), 7), initial_values(cc(), 7));
 }
 
 fn draws(backend: Box<dyn Backend>) -> Vec<f64> {
@@ -66,5 +54,5 @@ fn draws(backend: Box<dyn Backend>) -> Vec<f64> {
 #[test]
 fn random_draws_equal_the_c_backend_bit_for_bit() {
     let Some(gpu) = gpu() else { return };
-    assert_eq!(draws(gpu), draws(cc()));
+    assert_eq!(draws(Box::new(gpu)), draws(cc()));
 }

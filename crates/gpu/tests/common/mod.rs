@@ -1,5 +1,7 @@
 //! What every GPU test shares: the backend, or one line saying why the suite did not run.
 
+#![allow(dead_code)] // each test file uses its own subset
+
 use rcannl_backends::cc::CompileError;
 use rcannl_backends::{Backend, Executable};
 use rcannl_gpu::Gpu;
