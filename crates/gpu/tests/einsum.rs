@@ -12,12 +12,18 @@
 //! run on a device.
 
 mod common;
+#[path = "../../tensor/tests/support/numpy_draws.rs"]
+mod numpy_draws;
+#[path = "../../tensor/tests/support/random_einsum.rs"]
+mod random_einsum;
 
 use std::collections::HashMap;
 
 use common::OnDevice;
+use numpy_draws::{Expression, draw};
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
+use random_einsum::{Broadcasting, Rng, broadcasting_operands, expression};
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_tensor::{Context, Graph, Tensor};
@@ -74,51 +80,12 @@ fn compare(
     }
 }
 
-/// `einsum_n.rs`'s generator: a linear congruential sequence.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 33
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-/// A random expression, as `einsum_n.rs` draws it: operand label strings and the result's, with
-/// a size per label.
-fn expression(rng: &mut Lcg) -> (Vec<String>, String, HashMap<char, usize>) {
-    let pool: Vec<char> = "abcdefg".chars().collect();
-    let n = 2 + rng.below(5);
-    let mut operands = Vec::new();
-    for _ in 0..n {
-        let rank = 1 + rng.below(3);
-        let labels: String = (0..rank).map(|_| pool[rng.below(pool.len())]).collect();
-        operands.push(labels);
-    }
-    let used: Vec<char> = {
-        let mut all: Vec<char> = operands.iter().flat_map(|o| o.chars()).collect();
-        all.sort_unstable();
-        all.dedup();
-        all
-    };
-    let result: String = used.iter().filter(|_| rng.below(3) == 0).collect();
-    let sizes = used.iter().map(|&c| (c, 2 + rng.below(2))).collect();
-    (operands, result, sizes)
-}
-
 #[test]
 fn random_expressions_agree_with_the_interpreter() {
     let Some(gpu) = common::gpu().map(OnDevice) else {
         return;
     };
-    let mut rng = Lcg(2024);
+    let mut rng = Rng(2024);
     for case in 0..200 {
         let (operands, result, sizes) = expression(&mut rng);
         let spec = format!("{}->{result}", operands.join(","));
@@ -139,70 +106,14 @@ fn random_expressions_agree_with_the_interpreter() {
     }
 }
 
-/// An operand (or result) of a random broadcasting expression, as `einsum_n.rs` draws it: its
-/// labels, where `...` stands among them (if anywhere), and the axes `...` stands for.
-struct Broadcasting {
-    labels: Vec<char>,
-    ellipsis: Option<usize>,
-    dots: Vec<usize>,
-}
-
-impl Broadcasting {
-    fn numpy(&self) -> String {
-        let mut text: String = self.labels.iter().collect();
-        if let Some(at) = self.ellipsis {
-            text.insert_str(at, "...");
-        }
-        text
-    }
-
-    /// The operand's axes: its labels' sizes with the axes of `...` where it stands.
-    fn axes(&self, sizes: &HashMap<char, usize>) -> Vec<usize> {
-        let mut axes: Vec<usize> = self.labels.iter().map(|c| sizes[c]).collect();
-        if let Some(at) = self.ellipsis {
-            axes.splice(at..at, self.dots.iter().copied());
-        }
-        axes
-    }
-}
-
 #[test]
 fn numpy_ellipses_broadcast_as_on_the_interpreter() {
     let Some(gpu) = common::gpu().map(OnDevice) else {
         return;
     };
-    let mut rng = Lcg(7);
+    let mut rng = Rng(7);
     for case in 0..60 {
-        let pool: Vec<char> = "abcde".chars().collect();
-        let rank = rng.below(3);
-        let batch: Vec<usize> = (0..rank).map(|_| 2 + rng.below(2)).collect();
-        let n = 2 + rng.below(3);
-        let mut operands: Vec<Broadcasting> = (0..n)
-            .map(|_| {
-                let labels: Vec<char> = (0..rng.below(3)).map(|_| pool[rng.below(5)]).collect();
-                let ellipsis = (rng.below(3) > 0).then(|| rng.below(labels.len() + 1));
-                let count = if ellipsis.is_some() {
-                    rng.below(rank + 1)
-                } else {
-                    0
-                };
-                let dots = batch[rank - count..]
-                    .iter()
-                    .map(|&d| if rng.below(3) == 0 { 1 } else { d })
-                    .collect();
-                Broadcasting {
-                    labels,
-                    ellipsis,
-                    dots,
-                }
-            })
-            .collect();
-        if operands
-            .iter()
-            .all(|o| o.labels.is_empty() && o.ellipsis.is_none())
-        {
-            operands[0].labels.push('a');
-        }
+        let operands = broadcasting_operands(&mut rng);
         let longest = operands.iter().map(|o| o.dots.len()).max().unwrap_or(0);
         let mut used: Vec<char> = operands.iter().flat_map(|o| o.labels.clone()).collect();
         used.sort_unstable();
@@ -243,119 +154,6 @@ fn numpy_ellipses_broadcast_as_on_the_interpreter() {
     }
 }
 
-/// The labels `einsum_np_properties.rs` draws from.
-const LABELS: [char; 6] = ['a', 'b', 'c', 'd', 'A', 'B'];
-
-/// One operand as drawn (see `einsum_np_properties.rs`): labels with, per label, whether this
-/// operand has size 1 there; where `...` goes, how many broadcast axes it stands for, and which
-/// of those are 1 here.
-#[derive(Debug, Clone)]
-struct OperandDraw {
-    labels: Vec<(usize, bool)>,
-    ellipsis: Option<(usize, usize, [bool; 2])>,
-}
-
-/// A whole expression as drawn.
-#[derive(Debug, Clone)]
-struct Draw {
-    sizes: Vec<usize>,
-    broadcast: Vec<usize>,
-    operands: Vec<OperandDraw>,
-    result: Option<(Vec<usize>, usize)>,
-    spaced: bool,
-}
-
-fn size() -> impl Strategy<Value = usize> {
-    prop_oneof![12 => 2..=3usize, 3 => Just(1), 1 => Just(0)]
-}
-
-fn operand() -> impl Strategy<Value = OperandDraw> {
-    (
-        proptest::collection::vec((0..LABELS.len(), proptest::bool::weighted(0.25)), 0..=3),
-        proptest::option::weighted(
-            0.5,
-            (
-                0..=3usize,
-                0..=2usize,
-                proptest::array::uniform2(proptest::bool::weighted(0.25)),
-            ),
-        ),
-    )
-        .prop_map(|(labels, ellipsis)| OperandDraw { labels, ellipsis })
-}
-
-fn draw() -> impl Strategy<Value = Draw> {
-    (
-        proptest::collection::vec(size(), LABELS.len()),
-        proptest::collection::vec(2..=3usize, 0..=2),
-        proptest::collection::vec(operand(), 1..=4),
-        proptest::option::of((
-            proptest::collection::vec(0..LABELS.len(), 0..=4),
-            0..=4usize,
-        )),
-        proptest::bool::weighted(0.2),
-    )
-        .prop_map(|(sizes, broadcast, operands, result, spaced)| Draw {
-            sizes,
-            broadcast,
-            operands,
-            result,
-            spaced,
-        })
-}
-
-impl Draw {
-    /// The equation and operand shapes the draw stands for (every one valid for numpy).
-    fn expression(&self) -> (String, Vec<Vec<usize>>) {
-        let rank = self.broadcast.len();
-        let mut terms = Vec::new();
-        let mut shapes = Vec::new();
-        for operand in &self.operands {
-            let mut term: Vec<String> = Vec::new();
-            let mut shape = Vec::new();
-            for (j, &(label, one)) in operand.labels.iter().enumerate() {
-                let first = operand.labels[..j].iter().find(|(l, _)| *l == label);
-                let one = first.map_or(one, |&(_, one)| one);
-                term.push(LABELS[label].to_string());
-                shape.push(if one { 1 } else { self.sizes[label] });
-            }
-            if let Some((at, covered, ones)) = operand.ellipsis {
-                let at = at.min(term.len());
-                let covered = covered.min(rank);
-                let dims = self.broadcast[rank - covered..]
-                    .iter()
-                    .zip(ones)
-                    .map(|(&size, one)| if one { 1 } else { size });
-                term.insert(at, "...".to_owned());
-                shape.splice(at..at, dims);
-            }
-            terms.push(term.concat());
-            shapes.push(shape);
-        }
-        let separator = if self.spaced { ", " } else { "," };
-        let mut equation = terms.join(separator);
-        if let Some((labels, at)) = &self.result {
-            let mut result: Vec<String> = Vec::new();
-            for &label in labels {
-                let name = LABELS[label].to_string();
-                let held = self
-                    .operands
-                    .iter()
-                    .any(|o| o.labels.iter().any(|(l, _)| *l == label));
-                if held && !result.contains(&name) {
-                    result.push(name);
-                }
-            }
-            if self.operands.iter().any(|o| o.ellipsis.is_some()) || *at == 0 {
-                result.insert((*at).min(result.len()), "...".to_owned());
-            }
-            equation.push_str(if self.spaced { " -> " } else { "->" });
-            equation.push_str(&result.concat());
-        }
-        (equation, shapes)
-    }
-}
-
 /// Operand values as `einsum_np_properties.rs` makes them: small integers and halves.
 fn operand_values(shapes: &[Vec<usize>]) -> Vec<Vec<f64>> {
     shapes
@@ -384,7 +182,7 @@ fn numpy_einsums_agree_with_the_interpreter() {
         ..ProptestConfig::default()
     };
     let outcome = TestRunner::new(config).run(&draw(), |draw| {
-        let (equation, shapes) = draw.expression();
+        let Expression { equation, shapes } = draw.expression();
         let values = operand_values(&shapes);
         let compared = compare(&gpu, &equation, &shapes, &values);
         prop_assert!(compared.is_ok(), "{}", compared.unwrap_err());
