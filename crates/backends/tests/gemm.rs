@@ -1,6 +1,7 @@
 //! Matrix products: which nests the optimizer hands to the tuned product (and what it
 //! materializes for them), and the C backend's products against the interpreter for every
-//! arrangement of batch, row, column and reduction axes, packed or in place.
+//! arrangement of batch, row, column and reduction axes, packed or in place; and the AVX2 f32
+//! kernel, forced, on products whose every size leaves its tiles and blocks partial.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::collections::HashMap;
 use common::*;
 use proptest::prelude::*;
 use rcannl_backends::Buffers;
-use rcannl_backends::cc::Compiler;
+use rcannl_backends::cc::{Compiler, F32Product, cpu_extensions};
 use rcannl_backends::interpreter::run_routine;
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
@@ -50,8 +51,17 @@ fn compiler() -> Compiler {
 /// inputs (quarter-integers, so that every sum is exact in f32), and returns both results of
 /// every node that has a buffer in both.
 fn both_ways(routine: &Routine, inputs: &[NodeId]) -> Vec<(NodeId, Vec<f64>, Vec<f64>)> {
+    both_ways_on(&compiler(), routine, inputs)
+}
+
+/// [`both_ways`] compiling with `compiler`.
+fn both_ways_on(
+    compiler: &Compiler,
+    routine: &Routine,
+    inputs: &[NodeId],
+) -> Vec<(NodeId, Vec<f64>, Vec<f64>)> {
     let optimized = optimize(routine).unwrap();
-    let compiled = compiler().compile(&optimized).unwrap();
+    let compiled = compiler.compile(&optimized).unwrap();
     let mut interpreted = Buffers::for_routine(routine).unwrap();
     let mut native = Buffers::for_routine(&optimized).unwrap();
     for (n, id) in inputs.iter().enumerate() {
@@ -387,11 +397,204 @@ proptest! {
     })]
 
     #[test]
+    fn every_arrangement_of_a_product_gives_the_interpreters_result_on_the_avx2_kernel(
+        plan in arrangement()
+    ) {
+        let Some(avx2) = avx2_compiler() else { return Ok(()) };
+        let routine = arranged(&plan);
+        prop_assert_eq!(products(&optimize(&routine).unwrap()), 1);
+        for (id, want, got) in both_ways_on(&avx2, &routine, &[NodeId(0), NodeId(1), NodeId(2)]) {
+            prop_assert_eq!(want, got, "{}", id);
+        }
+    }
+
+    #[test]
     fn every_arrangement_of_a_product_gives_the_interpreters_result(plan in arrangement()) {
         let routine = arranged(&plan);
         prop_assert_eq!(products(&optimize(&routine).unwrap()), 1);
         for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1), NodeId(2)]) {
             prop_assert_eq!(want, got, "{}", id);
         }
+    }
+}
+
+/// The compiler with f32 products forced onto the AVX2 kernel, if this CPU runs it (at any
+/// `-march`, the baseline's included: the kernel is compiled for AVX2 whatever the flags).
+fn avx2_compiler() -> Option<Compiler> {
+    let cpu = cpu_extensions();
+    if !(cpu.contains(&"avx2") && cpu.contains(&"fma")) {
+        eprintln!("this CPU lacks AVX2 or FMA: the AVX2 kernel is not run");
+        return None;
+    }
+    Some(compiler().with_f32_product(F32Product::Avx2))
+}
+
+/// Runs `routine` on the AVX2 kernel and the interpreter (as [`both_ways`]) and asserts the
+/// results equal and that the product ran on that kernel.
+fn assert_avx2_gives_the_interpreters_result(avx2: &Compiler, routine: &Routine, label: &str) {
+    let optimized = optimize(routine).unwrap();
+    assert_eq!(products(&optimized), 1, "{label}: {optimized}");
+    assert_eq!(
+        avx2.compile(&optimized).unwrap().f32_product(),
+        Some(F32Product::Avx2),
+        "{label}"
+    );
+    let inputs: Vec<NodeId> = (0..3).map(NodeId).collect();
+    for (id, want, got) in both_ways_on(avx2, routine, &inputs) {
+        assert_eq!(want, got, "{label}: {id}");
+    }
+}
+
+#[test]
+fn the_avx2_kernel_gives_the_interpreters_result_at_every_edge() {
+    let Some(avx2) = avx2_compiler() else { return };
+    // The kernel's tiles are 6 rows by 16 columns, its blocks 168 rows, 3072 columns and 384
+    // terms: sizes one past, one short of and well off those, and the smallest a product takes
+    // (a row or a column alone goes to the skinny kernels instead).
+    let sizes: [(usize, usize, usize); 8] = [
+        (7, 17, 385),
+        (5, 15, 767),
+        (13, 33, 77),
+        (169, 10, 20),
+        (6, 16, 768),
+        (2, 2, 8192),
+        (2, 3089, 7),
+        (11, 3, 1001),
+    ];
+    for (rows, columns, depth) in sizes {
+        for initialize in [true, false] {
+            let nodes = vec![
+                typed(0, Precision::F32, &[rows, depth]),
+                typed(1, Precision::F32, &[depth, columns]),
+                typed(2, Precision::F32, &[rows, columns]),
+            ];
+            let product = matmul(rows, columns, depth, initialize);
+            let routine = Routine::lower("edges", &product, nodes).unwrap();
+            let label = format!("{rows}x{columns}x{depth}, initialize {initialize}");
+            assert_avx2_gives_the_interpreters_result(&avx2, &routine, &label);
+        }
+    }
+}
+
+#[test]
+fn the_avx2_kernel_reads_transposed_operands_and_runs_batches() {
+    let Some(avx2) = avx2_compiler() else { return };
+    // c[b,i,k] (=:+ | =+) a[b,j,i] * b[b,k,j]: both operands transposed, three products.
+    let (batch, rows, columns, depth) = (3, 13, 21, 130);
+    for initialize in [true, false] {
+        for c_transposed in [false, true] {
+            let (c_dims, c_index) = if c_transposed {
+                ([batch, columns, rows], vec![it(0), it(2), it(1)])
+            } else {
+                ([batch, rows, columns], vec![it(0), it(1), it(2)])
+            };
+            let a_dims = [batch, depth, rows];
+            let b_dims = [batch, columns, depth];
+            let product = binary(
+                initialize,
+                Binop::Add,
+                2,
+                Binop::Mul,
+                (0, 1),
+                projections(
+                    &[batch, rows, columns, depth],
+                    (&c_dims, c_index),
+                    vec![
+                        (&a_dims, vec![it(0), it(3), it(1)]),
+                        (&b_dims, vec![it(0), it(2), it(3)]),
+                    ],
+                ),
+            );
+            let nodes = vec![
+                typed(0, Precision::F32, &a_dims),
+                typed(1, Precision::F32, &b_dims),
+                typed(2, Precision::F32, &c_dims),
+            ];
+            let routine = Routine::lower("transposed", &product, nodes).unwrap();
+            let label = format!("initialize {initialize}, c transposed {c_transposed}");
+            assert_avx2_gives_the_interpreters_result(&avx2, &routine, &label);
+        }
+    }
+}
+
+#[test]
+fn the_avx2_kernel_sums_as_the_avx512_kernel_does() {
+    let Some(avx2) = avx2_compiler() else { return };
+    if !cpu_extensions().contains(&"avx512f") {
+        eprintln!("this CPU lacks AVX-512: nothing to compare the AVX2 kernel with");
+        return;
+    }
+    let avx512 = compiler().with_flags(&["-O3", "-march=x86-64-v4"]);
+    // Inexact sums over more than one block of terms: the same bits from both kernels.
+    let (rows, columns, depth) = (37, 45, 900);
+    let nodes = vec![
+        typed(0, Precision::F32, &[rows, depth]),
+        typed(1, Precision::F32, &[depth, columns]),
+        typed(2, Precision::F32, &[rows, columns]),
+    ];
+    let routine =
+        optimize(&Routine::lower("sums", &matmul(rows, columns, depth, true), nodes).unwrap())
+            .unwrap();
+    let results: Vec<Vec<rcannl_ir::Value>> =
+        [(&avx2, F32Product::Avx2), (&avx512, F32Product::Avx512)]
+            .iter()
+            .map(|(compiler, kernel)| {
+                let compiled = compiler.compile(&routine).unwrap();
+                assert_eq!(compiled.f32_product(), Some(*kernel));
+                let mut buffers = Buffers::for_routine(&routine).unwrap();
+                for id in [0, 1] {
+                    let cells = routine.nodes[&NodeId(id)].len();
+                    let values: Vec<f64> = (0..cells)
+                        .map(|i| ((i * 13 + id as usize) % 29) as f64 / 7.0 - 2.0)
+                        .collect();
+                    buffers.set_values(NodeId(id), &values).unwrap();
+                }
+                compiled.run(&mut buffers, &HashMap::new()).unwrap();
+                buffers.cells(NodeId(2))
+            })
+            .collect();
+    assert_eq!(results[0], results[1]);
+}
+
+#[test]
+fn the_target_picks_the_f32_product() {
+    let cpu = cpu_extensions();
+    let nodes = vec![node(0, &[40, 30]), node(1, &[30, 50]), node(2, &[40, 50])];
+    let routine =
+        optimize(&Routine::lower("pick", &matmul(40, 50, 30, true), nodes).unwrap()).unwrap();
+    // The baseline keeps to its own instructions, whatever the CPU has.
+    let baseline = compiler().with_flags(&["-O3", "-march=x86-64"]);
+    assert_eq!(
+        baseline.compile(&routine).unwrap().f32_product(),
+        Some(F32Product::GemmCrate)
+    );
+    if cpu.contains(&"avx2")
+        && cpu.contains(&"fma")
+        && cpu.contains(&"bmi2")
+        && cpu.contains(&"f16c")
+    {
+        let v3 = compiler().with_flags(&["-O3", "-march=x86-64-v3"]);
+        assert_eq!(
+            v3.compile(&routine).unwrap().f32_product(),
+            Some(F32Product::Avx2)
+        );
+    }
+    if cpu.contains(&"avx512f")
+        && cpu.contains(&"avx512bw")
+        && cpu.contains(&"avx512dq")
+        && cpu.contains(&"avx512vl")
+    {
+        let v4 = compiler().with_flags(&["-O3", "-march=x86-64-v4"]);
+        assert_eq!(
+            v4.compile(&routine).unwrap().f32_product(),
+            Some(F32Product::Avx512)
+        );
+        // Forcing the AVX-512 kernel where the flags leave it out is an error naming why.
+        let error = compiler()
+            .with_flags(&["-O3", "-march=x86-64-v3"])
+            .with_f32_product(F32Product::Avx512)
+            .compile(&routine)
+            .unwrap_err();
+        assert!(error.message.contains("does not enable AVX-512"), "{error}");
     }
 }

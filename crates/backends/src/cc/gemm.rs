@@ -6,7 +6,8 @@
 //! merge (a transposed-and-reshaped view, a convolution's windows) is first copied into a packed
 //! matrix, and a result that does not merge is computed packed and scattered back (unless moving
 //! its outermost row or column loops outside, among the batch loops, lets it merge). The batch
-//! loops run outside, in parallel when there are enough of them.
+//! loops run outside, in parallel when there are enough of them. f32 products run on one of
+//! `products.c`'s kernels where the target and CPU allow ([`F32Product`]), else on the crate.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -14,6 +15,8 @@ use std::collections::HashMap;
 use half::f16;
 use rcannl_ir::optimize::gemm::{MIN_GEMM_WORK, flat_coefficients};
 use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
+
+use super::Target;
 
 /// One operand as the product sees it: the flat offset's coefficient per loop and its constant.
 struct Operand {
@@ -382,7 +385,7 @@ unsafe fn run_typed<T: Element>(
     }
 }
 
-/// `rc_sgemm` of `products.c`: `c += a·b` in f32 (`c = a·b` when the last argument is nonzero), each
+/// `rc_sgemm` (and `rc_sgemm_avx2`) of `products.c`: `c += a·b` in f32 (`c = a·b` when the last argument is nonzero), each
 /// matrix with row and column strides; nonzero when it could not allocate its packing buffers
 /// (nothing is then written).
 pub(crate) type Sgemm = unsafe extern "C" fn(
@@ -401,10 +404,63 @@ pub(crate) type Sgemm = unsafe extern "C" fn(
     i32,
 ) -> i32;
 
-/// The kernels of `products.c`, where it was built: our f32 matrix product (on machines with
-/// AVX-512), dot products and scaled-column sums.
+/// Which kernel runs f32 matrix products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum F32Product {
+    /// `rc_sgemm` of `products.c` (14×32 tiles): where the flags enable AVX-512.
+    Avx512,
+    /// `rc_sgemm_avx2` of `products.c` (6×16 tiles, the same sums as [`F32Product::Avx512`]):
+    /// on x86-64 where the flags enable AVX2 and FMA but not AVX-512.
+    Avx2,
+    /// The `gemm` crate: everywhere else.
+    GemmCrate,
+}
+
+impl F32Product {
+    /// The kernel for `target`: AVX-512 where `rc_sgemm` was built (`avx512_built`), else AVX2
+    /// where the flags enable AVX2 and FMA (code for a lower level, such as the baseline
+    /// x86-64, keeps to its instructions even on a CPU that has more), else the crate. A
+    /// `forced` kernel (tests and benchmarks comparing kernels on one machine) is taken
+    /// instead, if this CPU and build can run it; the error says why not.
+    pub(crate) fn choose(
+        target: &Target,
+        cpu: &[&str],
+        avx512_built: bool,
+        forced: Option<F32Product>,
+    ) -> Result<F32Product, String> {
+        let avx2 =
+            |extensions: &[&str]| extensions.contains(&"avx2") && extensions.contains(&"fma");
+        let Some(forced) = forced else {
+            return Ok(if avx512_built {
+                F32Product::Avx512
+            } else if target.x86_64 && avx2(&target.extensions) {
+                F32Product::Avx2
+            } else {
+                F32Product::GemmCrate
+            });
+        };
+        match forced {
+            F32Product::Avx512 if !avx512_built => Err(format!(
+                "the AVX-512 f32 product was asked for, but {} does not enable AVX-512",
+                target.flags.join(" ")
+            )),
+            F32Product::Avx2 if !target.x86_64 => {
+                Err("the AVX2 f32 product was asked for, but the target is not x86-64".to_owned())
+            }
+            F32Product::Avx2 if !avx2(cpu) => {
+                Err("the AVX2 f32 product was asked for, but this CPU lacks AVX2 or FMA".to_owned())
+            }
+            chosen => Ok(chosen),
+        }
+    }
+}
+
+/// The kernels of `products.c`, where it was built: our f32 matrix product (where
+/// [`F32Product::choose`] picks one of ours), dot products and scaled-column sums.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Native {
+    /// The kernel `sgemm` is (`None` where `products.c` was not loaded).
+    pub(crate) f32_product: Option<F32Product>,
     pub(crate) sgemm: Option<Sgemm>,
     pub(crate) sdot: Option<Dot<f32>>,
     pub(crate) ddot: Option<Dot<f64>>,
@@ -886,6 +942,61 @@ mod tests {
                 .collect();
         }
         offsets.iter().map(|&o| source[o as usize]).collect()
+    }
+
+    fn target(x86_64: bool, extensions: &[&'static str]) -> Target {
+        Target {
+            compiler: "cc".to_owned(),
+            flags: vec!["-O3".to_owned()],
+            extensions: extensions.to_vec(),
+            x86_64,
+        }
+    }
+
+    #[test]
+    fn the_f32_product_follows_the_flags_and_forcing_checks_the_cpu() {
+        use F32Product::*;
+        let v3 = ["avx", "avx2", "fma", "bmi2", "f16c"];
+        let v4 = [
+            &v3[..],
+            &["avx512f", "avx512bw", "avx512dq", "avx512vl"][..],
+        ]
+        .concat();
+        let choose = |target: &Target, cpu: &[&str], built, forced| {
+            F32Product::choose(target, cpu, built, forced)
+        };
+        assert_eq!(choose(&target(true, &v4), &v4, true, None), Ok(Avx512));
+        assert_eq!(choose(&target(true, &v3), &v4, false, None), Ok(Avx2));
+        // The baseline keeps to its instructions on a CPU with more.
+        assert_eq!(choose(&target(true, &[]), &v4, false, None), Ok(GemmCrate));
+        assert_eq!(
+            choose(&target(true, &["avx2"]), &v4, false, None),
+            Ok(GemmCrate)
+        );
+        assert_eq!(choose(&target(false, &[]), &[], false, None), Ok(GemmCrate));
+        // Forced: AVX2 at any x86-64 level the CPU runs it on, never where it cannot.
+        assert_eq!(choose(&target(true, &[]), &v3, false, Some(Avx2)), Ok(Avx2));
+        assert_eq!(choose(&target(true, &v4), &v4, true, Some(Avx2)), Ok(Avx2));
+        assert_eq!(
+            choose(&target(true, &v4), &v4, true, Some(GemmCrate)),
+            Ok(GemmCrate)
+        );
+        let refused = |result: Result<F32Product, String>, says: &str| {
+            let error = result.expect_err("refused");
+            assert!(error.contains(says), "{error}");
+        };
+        refused(
+            choose(&target(true, &[]), &["avx2"], false, Some(Avx2)),
+            "lacks AVX2 or FMA",
+        );
+        refused(
+            choose(&target(false, &[]), &[], false, Some(Avx2)),
+            "not x86-64",
+        );
+        refused(
+            choose(&target(true, &v3), &v4, false, Some(Avx512)),
+            "does not enable AVX-512",
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod pool;
 mod process;
 mod target;
 
+pub use gemm::F32Product;
 pub use pool::kernel_threads;
 pub use process::DEFAULT_TIMEOUT;
 pub use target::{Target, cpu_extensions, cpu_levels};
@@ -91,6 +92,8 @@ pub struct Compiler {
     flags: Vec<String>,
     cache_dir: PathBuf,
     timeout: Duration,
+    /// The f32 product asked for in place of [`F32Product::choose`]'s pick.
+    f32_product: Option<F32Product>,
 }
 
 impl Compiler {
@@ -144,6 +147,7 @@ impl Compiler {
             flags,
             cache_dir: cache::default_folder(),
             timeout,
+            f32_product: None,
         })
     }
 
@@ -159,6 +163,15 @@ impl Compiler {
     /// build needs are added anyway.
     pub fn with_flags<S: AsRef<str>>(mut self, flags: &[S]) -> Compiler {
         self.flags = flags.iter().map(|f| f.as_ref().to_owned()).collect();
+        self
+    }
+
+    /// The same compiler, running f32 matrix products on `kernel` rather than the one the
+    /// target calls for: for tests and benchmarks that compare kernels on one machine (the AVX2
+    /// kernel on a CPU with AVX-512, say). Compiling fails if this CPU or the flags cannot run
+    /// it.
+    pub fn with_f32_product(mut self, kernel: F32Product) -> Compiler {
+        self.f32_product = Some(kernel);
         self
     }
 
@@ -290,16 +303,28 @@ impl Compiler {
             let available = *library
                 .get::<unsafe extern "C" fn() -> i32>(b"rc_sgemm_available")
                 .map_err(|e| missing("rc_sgemm_available", e))?;
-            let sgemm = if available() == 0 {
-                None
-            } else {
-                Some(
+            let f32_product = F32Product::choose(
+                &self.target()?,
+                &target::cpu_extensions(),
+                available() != 0,
+                self.f32_product,
+            )
+            .map_err(compile_error)?;
+            let sgemm = match f32_product {
+                F32Product::Avx512 => Some(b"rc_sgemm".as_slice()),
+                F32Product::Avx2 => Some(b"rc_sgemm_avx2".as_slice()),
+                F32Product::GemmCrate => None,
+            };
+            let sgemm = match sgemm {
+                Some(name) => Some(
                     *library
-                        .get::<gemm::Sgemm>(b"rc_sgemm")
-                        .map_err(|e| missing("rc_sgemm", e))?,
-                )
+                        .get::<gemm::Sgemm>(name)
+                        .map_err(|e| missing(&String::from_utf8_lossy(name), e))?,
+                ),
+                None => None,
             };
             gemm::Native {
+                f32_product: Some(f32_product),
                 sgemm,
                 sdot: Some(
                     *library
@@ -404,6 +429,12 @@ unsafe impl Sync for Pointers<'_> {}
 const PARALLEL_WORK: usize = 1 << 15;
 
 impl CompiledRoutine {
+    /// The kernel the routine's f32 and f64 matrix products load `products.c` for runs f32
+    /// products on; `None` when it has no such product.
+    pub fn f32_product(&self) -> Option<F32Product> {
+        self.native.f32_product
+    }
+
     /// Runs the routine over `buffers`, with a value for each of its static indices, splitting
     /// work across [`kernel_threads`] threads.
     pub fn run(

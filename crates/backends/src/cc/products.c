@@ -5,11 +5,16 @@
    at t = l mod 32), then added pairwise; the compiler vectorizes the sums, and the order of the
    additions is the same as the portable version's in gemm.rs, so the result is too.
 
-   Single-precision matrix products for machines with AVX-512, in the manner of BLIS: blocks of B
-   packed into panels of NR columns, blocks of A into panels of MR rows, and a register-tiled
-   MR x NR kernel. C += A B (or C = A B), every matrix with its own row and column strides.
-   Packing buffers are per thread and kept between calls. Without AVX-512, rc_sgemm_available
-   says so and rc_sgemm is left out; the caller then uses another product. */
+   Single-precision matrix products for x86-64, in the manner of BLIS: blocks of B packed into
+   panels of NR columns, blocks of A into panels of MR rows, and a register-tiled MR x NR kernel.
+   C += A B (or C = A B), every matrix with its own row and column strides. Packing buffers are
+   per thread and kept between calls. Two kernels share the blocking and the packing: rc_sgemm
+   (14 x 32, AVX-512) is built only when the flags enable AVX-512, and rc_sgemm_available says
+   whether it was; rc_sgemm_avx2 (6 x 16, AVX2 and FMA) is built for every x86-64 target, its
+   kernel compiled for AVX2 by a function attribute whatever the flags, and the caller calls it
+   only on a CPU that has both. Both sum every cell's terms the same way: one fused multiply-add
+   per term in k order within each KC block, each block's sum then added to C, so they give the
+   same bits. Elsewhere the caller uses another product. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,81 +68,127 @@ DOT(rc_ddot, double)
 ADD_SCALED(rc_sadd_scaled, float)
 ADD_SCALED(rc_dadd_scaled, double)
 
-#ifdef __AVX512F__
+#if defined(__x86_64__)
 #include <immintrin.h>
 
-#define MR 14
-#define NR 32
 #define KC 384
+/* A multiple of both kernels' MR, so that a block of A packs into MC x KC cells. */
 #define MC 168
 #define NC 3072
+/* The widest NR: packed B holds one partial panel past NC. */
+#define NR_MAX 32
 
-int rc_sgemm_available(void) { return 1; }
-
-static void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t csa, float *out) {
-  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
-    int64_t rows = mc - i0 < MR ? mc - i0 : MR;
+static void pack_a(int64_t mr, int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                   float *out) {
+  for (int64_t i0 = 0; i0 < mc; i0 += mr) {
+    int64_t rows = mc - i0 < mr ? mc - i0 : mr;
     for (int64_t p = 0; p < kc; ++p) {
       int64_t i = 0;
       for (; i < rows; ++i) out[i] = a[(i0 + i) * rsa + p * csa];
-      for (; i < MR; ++i) out[i] = 0;
-      out += MR;
+      for (; i < mr; ++i) out[i] = 0;
+      out += mr;
     }
   }
 }
 
-static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rsb, int64_t csb, float *out) {
-  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
-    int64_t cols = nc - j0 < NR ? nc - j0 : NR;
+static void pack_b(int64_t nr, int64_t kc, int64_t nc, const float *b, int64_t rsb, int64_t csb,
+                   float *out) {
+  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+    int64_t cols = nc - j0 < nr ? nc - j0 : nr;
     if (rsb == 1 && csb != 1) {
       /* B's columns lie consecutively (a transposed operand): each is read along k and written
          down the panel, rather than gathering one cell of every column per k. */
       int64_t j = 0;
       for (; j < cols; ++j) {
         const float *column = b + (j0 + j) * csb;
-        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = column[p];
+        for (int64_t p = 0; p < kc; ++p) out[p * nr + j] = column[p];
       }
-      for (; j < NR; ++j)
-        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = 0;
-      out += kc * NR;
+      for (; j < nr; ++j)
+        for (int64_t p = 0; p < kc; ++p) out[p * nr + j] = 0;
+      out += kc * nr;
       continue;
     }
     for (int64_t p = 0; p < kc; ++p) {
       const float *row = b + p * rsb + j0 * csb;
-      if (csb == 1 && cols == NR) {
-        memcpy(out, row, NR * sizeof(float));
+      if (csb == 1 && cols == nr) {
+        memcpy(out, row, nr * sizeof(float));
       } else {
         int64_t j = 0;
         for (; j < cols; ++j) out[j] = row[j * csb];
-        for (; j < NR; ++j) out[j] = 0;
+        for (; j < nr; ++j) out[j] = 0;
       }
-      out += NR;
+      out += nr;
     }
   }
 }
 
-/* Adds the tile's products to C, or stores them when `store` (the first block of a product
-   that overwrites C). */
-static void kernel(int64_t kc, const float *restrict a, const float *restrict b, float *c,
-                   int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
-  __m512 acc[MR][2];
-  for (int i = 0; i < MR; ++i) {
+/* A tile's products, kernel(kc, packed a, packed b, c, rsc, csc, rows, cols, store): added to C,
+   or stored when `store` (the first block of a product that overwrites C). */
+typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, float *, int64_t,
+                         int64_t, int64_t, int64_t, int);
+
+static _Thread_local float *packed_a, *packed_b;
+
+/* C += A B, or C = A B when `overwrite` (C is then never read), in mr x nr tiles. Returns 0, or
+   -1 when the packing buffers cannot be allocated (C is then unchanged). */
+static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64_t n, int64_t k,
+                   const float *a, int64_t rsa, int64_t csa, const float *b, int64_t rsb,
+                   int64_t csb, float *c, int64_t rsc, int64_t csc, int overwrite) {
+  if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
+  if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
+  if (!packed_a || !packed_b) return -1;
+  if (k == 0 && overwrite)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * rsc + j * csc] = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += NC) {
+    int64_t nc = n - j0 < NC ? n - j0 : NC;
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {
+      int64_t kc = k - p0 < KC ? k - p0 : KC;
+      pack_b(nr, kc, nc, b + p0 * rsb + j0 * csb, rsb, csb, packed_b);
+      for (int64_t i0 = 0; i0 < m; i0 += MC) {
+        int64_t mc = m - i0 < MC ? m - i0 : MC;
+        pack_a(mr, mc, kc, a + i0 * rsa + p0 * csa, rsa, csa, packed_a);
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          int64_t cols = nc - jr < nr ? nc - jr : nr;
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            int64_t rows = mc - ir < mr ? mc - ir : mr;
+            kernel(kc, packed_a + ir * kc, packed_b + jr * kc,
+                   c + (i0 + ir) * rsc + (j0 + jr) * csc, rsc, csc, rows, cols,
+                   overwrite && p0 == 0);
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+#ifdef __AVX512F__
+#define MR_512 14
+#define NR_512 32
+
+int rc_sgemm_available(void) { return 1; }
+
+static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                       int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
+  __m512 acc[MR_512][2];
+  for (int i = 0; i < MR_512; ++i) {
     acc[i][0] = _mm512_setzero_ps();
     acc[i][1] = _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < kc; ++p) {
     __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < MR_512; ++i) {
       __m512 ai = _mm512_set1_ps(a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += MR;
-    b += NR;
+    a += MR_512;
+    b += NR_512;
   }
-  if (rows == MR && cols == NR && csc == 1) {
-    for (int i = 0; i < MR; ++i) {
+  if (rows == MR_512 && cols == NR_512 && csc == 1) {
+    for (int i = 0; i < MR_512; ++i) {
       float *ci = c + i * rsc;
       if (store) {
         _mm512_storeu_ps(ci, acc[i][0]);
@@ -148,8 +199,8 @@ static void kernel(int64_t kc, const float *restrict a, const float *restrict b,
       }
     }
   } else {
-    float tile[MR][NR] __attribute__((aligned(64)));
-    for (int i = 0; i < MR; ++i) {
+    float tile[MR_512][NR_512] __attribute__((aligned(64)));
+    for (int i = 0; i < MR_512; ++i) {
       _mm512_store_ps(tile[i], acc[i][0]);
       _mm512_store_ps(tile[i] + 16, acc[i][1]);
     }
@@ -159,40 +210,70 @@ static void kernel(int64_t kc, const float *restrict a, const float *restrict b,
   }
 }
 
-static _Thread_local float *packed_a, *packed_b;
-
-/* C += A B, or C = A B when `overwrite` (C is then never read). Returns 0, or -1 when the
-   packing buffers cannot be allocated (C is then unchanged). */
 int rc_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,
              const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc,
              int overwrite) {
-  if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
-  if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR));
-  if (!packed_a || !packed_b) return -1;
-  if (k == 0 && overwrite)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * rsc + j * csc] = 0;
-  for (int64_t j0 = 0; j0 < n; j0 += NC) {
-    int64_t nc = n - j0 < NC ? n - j0 : NC;
-    for (int64_t p0 = 0; p0 < k; p0 += KC) {
-      int64_t kc = k - p0 < KC ? k - p0 : KC;
-      pack_b(kc, nc, b + p0 * rsb + j0 * csb, rsb, csb, packed_b);
-      for (int64_t i0 = 0; i0 < m; i0 += MC) {
-        int64_t mc = m - i0 < MC ? m - i0 : MC;
-        pack_a(mc, kc, a + i0 * rsa + p0 * csa, rsa, csa, packed_a);
-        for (int64_t jr = 0; jr < nc; jr += NR) {
-          int64_t cols = nc - jr < NR ? nc - jr : NR;
-          for (int64_t ir = 0; ir < mc; ir += MR) {
-            int64_t rows = mc - ir < MR ? mc - ir : MR;
-            kernel(kc, packed_a + ir * kc, packed_b + jr * kc,
-                   c + (i0 + ir) * rsc + (j0 + jr) * csc, rsc, csc, rows, cols,
-                   overwrite && p0 == 0);
-          }
-        }
+  return blocked(MR_512, NR_512, kernel_512, m, n, k, a, rsa, csa, b, rsb, csb, c, rsc, csc,
+                 overwrite);
+}
+#else
+int rc_sgemm_available(void) { return 0; }
+#endif
+
+/* 6 x 16: twelve accumulators, two rows of B and a broadcast of A fill fifteen of the sixteen
+   AVX registers. */
+#define MR_256 6
+#define NR_256 16
+
+__attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const float *restrict a,
+                                                           const float *restrict b, float *c,
+                                                           int64_t rsc, int64_t csc,
+                                                           int64_t rows, int64_t cols,
+                                                           int store) {
+  __m256 acc[MR_256][2];
+  for (int i = 0; i < MR_256; ++i) {
+    acc[i][0] = _mm256_setzero_ps();
+    acc[i][1] = _mm256_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR_256; ++i) {
+      __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += MR_256;
+    b += NR_256;
+  }
+  if (rows == MR_256 && cols == NR_256 && csc == 1) {
+    for (int i = 0; i < MR_256; ++i) {
+      float *ci = c + i * rsc;
+      if (store) {
+        _mm256_storeu_ps(ci, acc[i][0]);
+        _mm256_storeu_ps(ci + 8, acc[i][1]);
+      } else {
+        _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]));
+        _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]));
       }
     }
+  } else {
+    float tile[MR_256][NR_256] __attribute__((aligned(32)));
+    for (int i = 0; i < MR_256; ++i) {
+      _mm256_store_ps(tile[i], acc[i][0]);
+      _mm256_store_ps(tile[i] + 8, acc[i][1]);
+    }
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        c[i * rsc + j * csc] = store ? tile[i][j] : c[i * rsc + j * csc] + tile[i][j];
   }
-  return 0;
+}
+
+int rc_sgemm_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,
+                  const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc,
+                  int overwrite) {
+  return blocked(MR_256, NR_256, kernel_256, m, n, k, a, rsa, csa, b, rsb, csb, c, rsc, csc,
+                 overwrite);
 }
 #else
 int rc_sgemm_available(void) { return 0; }
