@@ -999,6 +999,90 @@ mod tests {
         );
     }
 
+    /// A matrix's (row, column) strides, row-major or column-major.
+    fn strides(rows: usize, columns: usize, column_major: bool) -> (i64, i64) {
+        if column_major {
+            (1, rows.max(1) as i64)
+        } else {
+            (columns.max(1) as i64, 1)
+        }
+    }
+
+    #[test]
+    fn the_avx2_kernel_handles_single_cells_empty_sums_and_every_layout() {
+        let cpu = super::super::cpu_extensions();
+        if !(cpu.contains(&"avx2") && cpu.contains(&"fma")) {
+            eprintln!("this CPU lacks AVX2 or FMA: the AVX2 kernel is not run");
+            return;
+        }
+        let compiler = super::super::Compiler::find()
+            .expect("a C compiler (cc or $CC)")
+            .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+            .with_f32_product(F32Product::Avx2);
+        let (_library, native) = compiler.products().unwrap();
+        let sgemm = native.sgemm.expect("the AVX2 kernel");
+        // Quarter-integers: every sum is exact, so the naive sum below is the kernel's too.
+        let values = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * 7 + seed * 3) % 17) as f32 / 4.0 - 2.0)
+                .collect()
+        };
+        for (m, n, k) in [
+            (1, 1, 1),
+            (1, 1, 0),
+            (3, 2, 0),
+            (1, 20, 3),
+            (20, 1, 3),
+            (7, 17, 385),
+        ] {
+            for layout in 0..8 {
+                let [a_t, b_t, c_t] = [1, 2, 4].map(|bit| layout & bit != 0);
+                let ((rsa, csa), (rsb, csb)) = (strides(m, k, a_t), strides(k, n, b_t));
+                let (rsc, csc) = strides(m, n, c_t);
+                let (a, b) = (values(m * k, 1), values(k * n, 2));
+                for overwrite in [false, true] {
+                    let mut c = values(m * n, 3);
+                    let mut want = c.clone();
+                    for i in 0..m as i64 {
+                        for j in 0..n as i64 {
+                            let cell = (i * rsc + j * csc) as usize;
+                            let sum: f32 = (0..k as i64)
+                                .map(|p| {
+                                    a[(i * rsa + p * csa) as usize]
+                                        * b[(p * rsb + j * csb) as usize]
+                                })
+                                .sum();
+                            want[cell] = if overwrite { sum } else { want[cell] + sum };
+                        }
+                    }
+                    // SAFETY: every matrix holds the cells its sizes and strides address.
+                    let failed = unsafe {
+                        sgemm(
+                            m as i64,
+                            n as i64,
+                            k as i64,
+                            a.as_ptr(),
+                            rsa,
+                            csa,
+                            b.as_ptr(),
+                            rsb,
+                            csb,
+                            c.as_mut_ptr(),
+                            rsc,
+                            csc,
+                            i32::from(overwrite),
+                        )
+                    };
+                    assert_eq!(failed, 0);
+                    assert_eq!(
+                        c, want,
+                        "{m}x{n}x{k}, layout {layout}, overwrite {overwrite}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn packing_in_tiles_copies_every_cell_in_order() {
         // A 3×70×45 source (strides 3150, 45, 1) read as (45, 3, 70): the last loop reads with
