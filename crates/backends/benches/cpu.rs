@@ -1,7 +1,8 @@
 //! CPU benchmark: each case timed on the C backend and, in the same run, on numpy (through
 //! `numpy_reference.py`), with the ratio. Run with `cargo bench -p rcannl-backends --bench cpu`
 //! (`-- quick` for the small sizes only). The pointwise case is compared with a copy of the same
-//! bytes on as many threads. Without python3 or numpy (installed with
+//! bytes on as many threads. The middle matmul is timed again on the f32 product's other kernels,
+//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`). Without python3 or numpy (installed with
 //! `python3 -m pip install numpy` when missing), our figures are printed alone.
 
 use std::collections::HashMap;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use rcannl_backends::Buffers;
-use rcannl_backends::cc::Compiler;
+use rcannl_backends::cc::{Compiler, F32Product};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
     Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Routine, Symbol,
@@ -224,10 +225,11 @@ fn report(name: &str, ours: f64, reference: Option<f64>, unit: &str, work: f64) 
     }
 }
 
-/// One benchmark case: its name (also numpy's case name), what its rate counts, how much of it
-/// one run does, and how to time our side.
+/// One benchmark case: its name, numpy's case it is compared with (its name but for a kernel
+/// forced), what its rate counts, how much of it one run does, and how to time our side.
 struct Case {
     name: String,
+    reference: String,
     unit: &'static str,
     work: f64,
     ours: Box<dyn Fn() -> f64>,
@@ -264,6 +266,26 @@ fn main() {
         let compiler = compiler.clone();
         cases.push(Case {
             name: format!("matmul:{n}"),
+            reference: format!("matmul:{n}"),
+            unit: "GFLOP/s",
+            work: 2.0 * (n * n * n) as f64,
+            ours: Box::new(move || time_routine(&compiler, &matmul(0, n), repeats).as_secs_f64()),
+        });
+    }
+    // The f32 product's other kernels, forced, on the middle size: the AVX2 kernel (which the
+    // default flags leave to CPUs without AVX-512) and the `gemm` crate.
+    let n = sizes[sizes.len() / 2];
+    let cpu = rcannl_backends::cc::cpu_extensions();
+    let mut forced = vec![("gemm-crate", F32Product::GemmCrate)];
+    if cpu.contains(&"avx2") && cpu.contains(&"fma") {
+        forced.insert(0, ("avx2", F32Product::Avx2));
+    }
+    for (label, kernel) in forced {
+        let compiler = compiler.clone().with_f32_product(kernel);
+        let repeats = (2e10 / (n * n * n) as f64).clamp(10.0, 100.0) as usize;
+        cases.push(Case {
+            name: format!("matmul:{n} {label}"),
+            reference: format!("matmul:{n}"),
             unit: "GFLOP/s",
             work: 2.0 * (n * n * n) as f64,
             ours: Box::new(move || time_routine(&compiler, &matmul(0, n), repeats).as_secs_f64()),
@@ -272,6 +294,7 @@ fn main() {
     let bmm_compiler = compiler.clone();
     cases.push(Case {
         name: "bmm:32:256".to_owned(),
+        reference: "bmm:32:256".to_owned(),
         unit: "GFLOP/s",
         work: 2.0 * 32.0 * 256f64.powi(3),
         ours: Box::new(move || time_routine(&bmm_compiler, &matmul(32, 256), 10).as_secs_f64()),
@@ -280,6 +303,7 @@ fn main() {
     let relu_compiler = compiler.clone();
     cases.push(Case {
         name: format!("relu_add:{relu_cells}"),
+        reference: format!("relu_add:{relu_cells}"),
         unit: "GB/s",
         work: 3.0 * 4.0 * relu_cells as f64,
         ours: Box::new(move || {
@@ -288,6 +312,7 @@ fn main() {
     });
     cases.push(Case {
         name: format!("memcpy:{relu_cells}"),
+        reference: format!("memcpy:{relu_cells}"),
         unit: "GB/s",
         work: 2.0 * 4.0 * relu_cells as f64,
         ours: Box::new(move || {
@@ -313,12 +338,18 @@ fn main() {
     let conv_compiler = compiler.clone();
     cases.push(Case {
         name: format!("conv2d:{b}:{c}:{s}:{o}"),
+        reference: format!("conv2d:{b}:{c}:{s}:{o}"),
         unit: "GFLOP/s",
         work: 2.0 * (b * o * s * s * c * 9) as f64,
         ours: Box::new(move || time_routine(&conv_compiler, &conv2d(b, c, s, o), 3).as_secs_f64()),
     });
 
-    let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
+    let mut names: Vec<String> = Vec::new();
+    for case in &cases {
+        if !names.contains(&case.reference) {
+            names.push(case.reference.clone());
+        }
+    }
     let mut ours: HashMap<String, f64> = HashMap::new();
     let mut numpy: HashMap<String, f64> = HashMap::new();
     for _ in 0..ROUNDS {
@@ -340,7 +371,7 @@ fn main() {
         report(
             &label,
             ours[&case.name],
-            numpy.get(&case.name).copied(),
+            numpy.get(&case.reference).copied(),
             case.unit,
             case.work,
         );
