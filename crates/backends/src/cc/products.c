@@ -221,31 +221,39 @@ int rc_sgemm_available(void) { return 0; }
 #endif
 
 /* 6 x 16: twelve accumulators, two rows of B and a broadcast of A fill fifteen of the sixteen
-   AVX registers. */
+   AVX registers. The accumulators are named variables, not an array: gcc keeps an array that is
+   later stored whole in memory, storing it back on every step of k. */
 #define MR_256 6
 #define NR_256 16
+
+#define ROW_256(i)                                                                              \
+  do {                                                                                          \
+    __m256 ai = _mm256_broadcast_ss(a + i);                                                     \
+    acc##i##0 = _mm256_fmadd_ps(ai, b0, acc##i##0);                                             \
+    acc##i##1 = _mm256_fmadd_ps(ai, b1, acc##i##1);                                             \
+  } while (0)
 
 __attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const float *restrict a,
                                                            const float *restrict b, float *c,
                                                            int64_t rsc, int64_t csc,
                                                            int64_t rows, int64_t cols,
                                                            int store) {
-  __m256 acc[MR_256][2];
-  for (int i = 0; i < MR_256; ++i) {
-    acc[i][0] = _mm256_setzero_ps();
-    acc[i][1] = _mm256_setzero_ps();
-  }
+  __m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00,
+         acc20 = acc00, acc21 = acc00, acc30 = acc00, acc31 = acc00, acc40 = acc00,
+         acc41 = acc00, acc50 = acc00, acc51 = acc00;
   for (int64_t p = 0; p < kc; ++p) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < MR_256; ++i) {
-      __m256 ai = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-    }
+    ROW_256(0);
+    ROW_256(1);
+    ROW_256(2);
+    ROW_256(3);
+    ROW_256(4);
+    ROW_256(5);
     a += MR_256;
     b += NR_256;
   }
+  __m256 acc[MR_256][2] = {{acc00, acc01}, {acc10, acc11}, {acc20, acc21},
+                           {acc30, acc31}, {acc40, acc41}, {acc50, acc51}};
   if (rows == MR_256 && cols == NR_256 && csc == 1) {
     for (int i = 0; i < MR_256; ++i) {
       float *ci = c + i * rsc;
