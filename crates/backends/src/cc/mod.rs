@@ -293,8 +293,8 @@ impl Compiler {
         })
     }
 
-    /// Builds (or finds in the cache) and loads `products.c`: its vector kernels, and its f32
-    /// matrix product if this machine has the instructions it is written for.
+    /// Builds (or finds in the cache) and loads `products.c`: its vector kernels, and the f32
+    /// matrix product [`F32Product::choose`] picks for the target, this CPU and the override.
     fn products(&self) -> Result<(Option<Arc<libloading::Library>>, gemm::Native), CompileError> {
         let (library, _) = self.load(include_str!("products.c"))?;
         let missing = |name: &str, e: libloading::Error| compile_error(format!("no {name}: {e}"));
@@ -315,14 +315,14 @@ impl Compiler {
                 F32Product::Avx2 => Some(b"rc_sgemm_avx2".as_slice()),
                 F32Product::GemmCrate => None,
             };
-            let sgemm = match sgemm {
-                Some(name) => Some(
-                    *library
+            let sgemm = sgemm
+                .map(|name| {
+                    library
                         .get::<gemm::Sgemm>(name)
-                        .map_err(|e| missing(&String::from_utf8_lossy(name), e))?,
-                ),
-                None => None,
-            };
+                        .map(|kernel| *kernel)
+                        .map_err(|e| missing(&String::from_utf8_lossy(name), e))
+                })
+                .transpose()?;
             gemm::Native {
                 f32_product: Some(f32_product),
                 sgemm,
@@ -429,8 +429,8 @@ unsafe impl Sync for Pointers<'_> {}
 const PARALLEL_WORK: usize = 1 << 15;
 
 impl CompiledRoutine {
-    /// The kernel the routine's f32 and f64 matrix products load `products.c` for runs f32
-    /// products on; `None` when it has no such product.
+    /// The kernel the routine's f32 matrix products run on; `None` when it has no f32 or f64
+    /// matrix product (the products that load `products.c`).
     pub fn f32_product(&self) -> Option<F32Product> {
         self.native.f32_product
     }
