@@ -1,28 +1,10 @@
 //! What backends learn of a routine's nests before they generate code for it: which top-level
-//! statements make a kernel, which loops may run their iterations at once, the locals an
-//! expression reads, and the least and greatest value of an index.
+//! statements make a kernel, which loops may run their iterations at once, and the least and
+//! greatest value of an index.
 
 use std::collections::{BTreeMap, HashMap};
 
-use rcannl_ir::{GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Scalar, Stmt, Symbol, Var};
-
-/// Calls `visit` on every local `scalar` reads.
-pub fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
-    match scalar {
-        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
-        Scalar::Local(id) => visit(*id),
-        Scalar::Unop(_, a) => for_each_local(a, visit),
-        Scalar::Binop(_, a, b) => {
-            for_each_local(a, visit);
-            for_each_local(b, visit);
-        }
-        Scalar::Ternop(_, a, b, c) => {
-            for_each_local(a, visit);
-            for_each_local(b, visit);
-            for_each_local(c, visit);
-        }
-    }
-}
+use rcannl_ir::{GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Stmt, Symbol, Var};
 
 /// A kernel of a routine: a group of its top-level statements.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +30,7 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
     for (i, stmt) in body.iter().enumerate() {
         stmt.walk(&mut |s| {
             for value in s.values() {
-                for_each_local(value, &mut |id| {
+                value.for_each_local(&mut |id| {
                     last_use.insert(id, i);
                 });
             }

@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use rcannl_backends::nests::{for_each_local, splittable};
+use rcannl_backends::nests::splittable;
 use rcannl_ir::{LocalId, LoopVar, Routine, Stmt};
 
 /// The loop iterations one invocation may run, all its loops together.
@@ -75,7 +75,7 @@ fn uses_outer_locals(body: &[Stmt]) -> bool {
                 check(*id);
             }
             for value in s.values() {
-                for_each_local(value, &mut check);
+                value.for_each_local(&mut check);
             }
         });
     }

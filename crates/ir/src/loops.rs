@@ -118,6 +118,24 @@ pub enum Scalar {
 }
 
 impl Scalar {
+    /// Calls `visit` on every local this expression reads.
+    pub fn for_each_local(&self, visit: &mut impl FnMut(LocalId)) {
+        match self {
+            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
+            Scalar::Local(id) => visit(*id),
+            Scalar::Unop(_, a) => a.for_each_local(visit),
+            Scalar::Binop(_, a, b) => {
+                a.for_each_local(visit);
+                b.for_each_local(visit);
+            }
+            Scalar::Ternop(_, a, b, c) => {
+                a.for_each_local(visit);
+                b.for_each_local(visit);
+                c.for_each_local(visit);
+            }
+        }
+    }
+
     /// Calls `visit` on every node this expression reads, with the index read.
     pub fn for_each_get(&self, visit: &mut impl FnMut(NodeId, &[Index])) {
         match self {

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::nests::{Group, for_each_local, index_bounds, kernel_groups};
+use crate::nests::{Group, index_bounds, kernel_groups};
 
 use rcannl_ir::{
     Binop, GemmPlan, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
@@ -891,7 +891,7 @@ fn summed_local(body: &[Stmt], declared: &HashMap<LocalId, Precision>) -> Option
     let (id, term) = sum?;
     let reads = |scalar: &Scalar| {
         let mut found = false;
-        for_each_local(scalar, &mut |v| found |= v == id);
+        scalar.for_each_local(&mut |v| found |= v == id);
         found
     };
     let others_read = body.iter().any(|stmt| match stmt {

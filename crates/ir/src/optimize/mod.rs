@@ -118,7 +118,7 @@ fn names<'a>(stmts: impl IntoIterator<Item = &'a Stmt>) -> (HashSet<LoopVar>, Ha
                 }));
             });
             for value in s.values() {
-                for_each_local(value, &mut |id| {
+                value.for_each_local(&mut |id| {
                     locals.insert(id);
                 });
             }
@@ -191,24 +191,6 @@ fn scalar_indices(scalar: &Scalar, visit: &mut impl FnMut(&Index)) {
             scalar_indices(a, visit);
             scalar_indices(b, visit);
             scalar_indices(c, visit);
-        }
-    }
-}
-
-/// Calls `visit` on every local `scalar` reads.
-fn for_each_local(scalar: &Scalar, visit: &mut impl FnMut(LocalId)) {
-    match scalar {
-        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
-        Scalar::Local(id) => visit(*id),
-        Scalar::Unop(_, a) => for_each_local(a, visit),
-        Scalar::Binop(_, a, b) => {
-            for_each_local(a, visit);
-            for_each_local(b, visit);
-        }
-        Scalar::Ternop(_, a, b, c) => {
-            for_each_local(a, visit);
-            for_each_local(b, visit);
-            for_each_local(c, visit);
         }
     }
 }
@@ -476,7 +458,7 @@ impl<'a> PerfectNest<'a> {
         }
         if closed {
             let mut check = |scalar: &Scalar| {
-                for_each_local(scalar, &mut |id| ok &= declared.contains(&id));
+                scalar.for_each_local(&mut |id| ok &= declared.contains(&id));
             };
             for stmt in self.pre {
                 stmt.walk(&mut |s| s.values().into_iter().for_each(&mut check));

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Renaming, for_each_local, local_precisions, normalize, stmt_precision};
+use super::{Renaming, local_precisions, normalize, stmt_precision};
 use crate::loops::{Index, LocalId, Scalar, Stmt};
 use crate::ops::{Binop, Ternop, Unop};
 use crate::precision::Precision;
@@ -39,7 +39,7 @@ pub fn simplify(routine: &Routine) -> Routine {
         for stmt in &body {
             stmt.walk(&mut |s| {
                 for value in s.values() {
-                    for_each_local(value, &mut |id| {
+                    value.for_each_local(&mut |id| {
                         read.insert(id);
                     });
                 }
