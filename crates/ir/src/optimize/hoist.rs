@@ -1,0 +1,260 @@
+//! Loop-invariant hoisting: an operation inside a loop whose value cannot change from one
+//! iteration to the next (a bias correction `pow(beta, t)` in a per-element update) is computed
+//! once, into a local declared just before the loop, and read from it.
+//!
+//! An expression is invariant in a loop when it reads no variable of that loop or of the loops
+//! inside it, no local declared or set inside it, and no node written anywhere inside it. The
+//! largest invariant operations move (not bare reads or constants, nor operations on constants
+//! alone, which simplification folds). The local holds the value in the use's compute precision,
+//! as in `cse`, so results stay bit-identical; a draw bound to the use's own precision moves only
+//! when that precision is the local's.
+//!
+//! Only loops nested in another loop are hoisted out of: a local declared at a routine's top
+//! level puts the loops that read it into one serial kernel on the C backend, which would cost
+//! the top-level loop its split across threads. What moves out of an inner loop lands in the
+//! enclosing loop's body, out of as many inner loops as it is invariant in. Loops of fewer than
+//! two iterations gain nothing. Nothing moves out of a matrix product's nest, nor from inside a
+//! loop of no iterations or a branch of a `where` (work the routine would have skipped), nor an
+//! expression that can fail (integer division or remainder, word operations), so hoisting
+//! neither adds work nor raises an error the routine would not have raised.
+
+use std::collections::{HashMap, HashSet};
+
+use super::cse::{depends_on_precision, is_operation, operands, wide};
+use super::{Fresh, local_precisions, map_values, stmt_precision, stmt_writes};
+use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
+use crate::node::NodeId;
+use crate::ops::{Binop, Unop};
+use crate::precision::Precision;
+use crate::routine::Routine;
+use crate::value::Kind;
+
+/// `routine` with the invariant operations of each loop nested in another loop computed once,
+/// just before that loop.
+pub fn hoist_invariants(routine: &Routine) -> Routine {
+    let mut hoisting = Hoisting {
+        routine,
+        locals: local_precisions(&routine.body),
+        fresh: Fresh::new(&routine.body),
+    };
+    let body = hoisting.block(&routine.body, false);
+    Routine {
+        body,
+        ..routine.clone()
+    }
+}
+
+struct Hoisting<'a> {
+    routine: &'a Routine,
+    locals: HashMap<LocalId, Precision>,
+    fresh: Fresh,
+}
+
+/// What may change from one iteration of a loop to the next.
+struct Variant {
+    vars: HashSet<LoopVar>,
+    locals: HashSet<LocalId>,
+    nodes: HashSet<NodeId>,
+}
+
+impl Variant {
+    /// What changes across the iterations of the loop over `var` with `body`.
+    fn of(var: LoopVar, body: &[Stmt]) -> Variant {
+        let mut variant = Variant {
+            vars: HashSet::from([var]),
+            locals: HashSet::new(),
+            nodes: HashSet::new(),
+        };
+        for stmt in body {
+            variant.nodes.extend(stmt_writes(stmt));
+            stmt.walk(&mut |s| match s {
+                Stmt::For { var, .. } => {
+                    variant.vars.insert(*var);
+                }
+                Stmt::Gemm { plan, .. } => {
+                    let loops = [&plan.batch, &plan.m, &plan.n, &plan.k];
+                    variant
+                        .vars
+                        .extend(loops.into_iter().flatten().map(|(v, _)| *v));
+                }
+                Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } => {
+                    variant.locals.insert(*id);
+                }
+                _ => {}
+            });
+        }
+        variant
+    }
+
+    fn index_is_invariant(&self, index: &Index) -> bool {
+        index.vars().all(|v| match v {
+            Var::Loop(l) => !self.vars.contains(&l),
+            Var::Static(_) => true,
+        })
+    }
+
+    fn is_invariant(&self, scalar: &Scalar) -> bool {
+        match scalar {
+            Scalar::Const(_) => true,
+            Scalar::Get(node, index) => {
+                !self.nodes.contains(node) && index.iter().all(|i| self.index_is_invariant(i))
+            }
+            Scalar::Embed(index) => self.index_is_invariant(index),
+            Scalar::Local(id) => !self.locals.contains(id),
+            Scalar::Unop(_, a) => self.is_invariant(a),
+            Scalar::Binop(_, a, b) => self.is_invariant(a) && self.is_invariant(b),
+            Scalar::Ternop(_, a, b, c) => {
+                self.is_invariant(a) && self.is_invariant(b) && self.is_invariant(c)
+            }
+        }
+    }
+}
+
+/// The invariant operations taken out of one loop: each with the precision of its local.
+type Hoisted = Vec<(Scalar, Precision, LocalId)>;
+
+impl Hoisting<'_> {
+    /// `stmts` with every loop in them hoisted out of where allowed; `nested` when `stmts` is a
+    /// loop's body.
+    fn block(&mut self, stmts: &[Stmt], nested: bool) -> Vec<Stmt> {
+        let mut out = Vec::with_capacity(stmts.len());
+        for stmt in stmts {
+            match stmt {
+                Stmt::For { var, range, body } if nested && *range >= 2 => {
+                    let variant = Variant::of(*var, body);
+                    let mut hoisted = Hoisted::new();
+                    let body = self.rewrite_block(body, &variant, &mut hoisted);
+                    out.extend(hoisted.into_iter().map(|(value, precision, id)| {
+                        self.locals.insert(id, precision);
+                        Stmt::Local {
+                            id,
+                            precision,
+                            value,
+                        }
+                    }));
+                    out.push(Stmt::For {
+                        var: *var,
+                        range: *range,
+                        body: self.block(&body, true),
+                    });
+                }
+                Stmt::For { var, range, body } => out.push(Stmt::For {
+                    var: *var,
+                    range: *range,
+                    body: self.block(body, true),
+                }),
+                _ => out.push(stmt.clone()),
+            }
+        }
+        out
+    }
+
+    /// `stmts` (inside a loop where `variant` changes) with their invariant operations read
+    /// from the locals of `hoisted`.
+    fn rewrite_block(
+        &mut self,
+        stmts: &[Stmt],
+        variant: &Variant,
+        hoisted: &mut Hoisted,
+    ) -> Vec<Stmt> {
+        stmts
+            .iter()
+            .map(|stmt| match stmt {
+                Stmt::For { var, range, body } if *range > 0 => Stmt::For {
+                    var: *var,
+                    range: *range,
+                    body: self.rewrite_block(body, variant, hoisted),
+                },
+                Stmt::For { .. } | Stmt::Gemm { .. } => stmt.clone(),
+                _ => match stmt_precision(stmt, self.routine, &self.locals) {
+                    Some(precision) => map_values(stmt, |value| {
+                        self.rewrite(value, precision, false, variant, hoisted)
+                    }),
+                    None => stmt.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// `scalar` (computed in `precision`, in a `where` branch when `conditional`) with its
+    /// largest invariant operations replaced by locals.
+    fn rewrite(
+        &mut self,
+        scalar: &Scalar,
+        precision: Precision,
+        conditional: bool,
+        variant: &Variant,
+        hoisted: &mut Hoisted,
+    ) -> Scalar {
+        if !conditional && worth_hoisting(scalar, precision) && variant.is_invariant(scalar) {
+            let width = wide(precision);
+            let id = match hoisted
+                .iter()
+                .find(|(value, p, _)| value == scalar && *p == width)
+            {
+                Some((_, _, id)) => *id,
+                None => {
+                    let id = self.fresh.local();
+                    hoisted.push((scalar.clone(), width, id));
+                    id
+                }
+            };
+            return Scalar::Local(id);
+        }
+        let mut rewritten = operands(scalar, precision, conditional)
+            .into_iter()
+            .map(|(s, p, c)| Box::new(self.rewrite(s, p, c, variant, hoisted)))
+            .collect::<Vec<_>>()
+            .into_iter();
+        let mut next = || rewritten.next().expect("one rewrite per operand");
+        match scalar {
+            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {
+                scalar.clone()
+            }
+            Scalar::Unop(op, _) => Scalar::Unop(*op, next()),
+            Scalar::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
+            Scalar::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
+        }
+    }
+}
+
+/// Whether `scalar`, computed in `precision`, is an operation worth a local of its own that
+/// computes the same value in it and cannot fail.
+fn worth_hoisting(scalar: &Scalar, precision: Precision) -> bool {
+    is_operation(scalar)
+        && precision.kind() != Kind::Word
+        && reads_something(scalar)
+        && !may_fail(scalar, precision)
+        && (wide(precision) == precision || !depends_on_precision(scalar))
+}
+
+/// Whether `scalar` reads a node, an index or a local: is more than arithmetic on constants.
+fn reads_something(scalar: &Scalar) -> bool {
+    match scalar {
+        Scalar::Const(_) => false,
+        Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => true,
+        _ => operands(scalar, Precision::F64, false)
+            .into_iter()
+            .any(|(s, _, _)| reads_something(s)),
+    }
+}
+
+/// Whether evaluating `scalar` in `precision` can be an error: an integer division or
+/// remainder (by zero), an operation on words other than passing one on, a random-bits
+/// operation outside words.
+fn may_fail(scalar: &Scalar, precision: Precision) -> bool {
+    let fails_here = match (scalar, precision.kind()) {
+        (Scalar::Binop(Binop::Div | Binop::Mod, _, _), Kind::Int) => true,
+        (Scalar::Binop(Binop::Threefry4x32 | Binop::Threefry4x32Light, _, _), kind) => {
+            kind != Kind::Word
+        }
+        (Scalar::Binop(Binop::Arg1 | Binop::Arg2, _, _), _) => false,
+        (Scalar::Unop(Unop::Identity | Unop::Uint4x32ToPrecUniform1, _), _) => false,
+        (Scalar::Unop(..) | Scalar::Binop(..) | Scalar::Ternop(..), Kind::Word) => true,
+        _ => false,
+    };
+    fails_here
+        || operands(scalar, precision, false)
+            .into_iter()
+            .any(|(s, p, _)| may_fail(s, p))
+}
