@@ -47,11 +47,11 @@ fn for_(var: u32, range: usize, body: Vec<Stmt>) -> Stmt {
     }
 }
 
-fn set(node: u32, index: Vec<Index>, value: Box<Scalar>) -> Stmt {
+fn set(node: u32, index: Vec<Index>, value: Scalar) -> Stmt {
     Stmt::Set {
         node: NodeId(node),
         index,
-        value: *value,
+        value,
     }
 }
 
@@ -128,7 +128,7 @@ fn bias_corrected_step(precision: Precision, rows: usize, cols: usize) -> Routin
                 vec![set(
                     0,
                     vec![at(0), at(1)],
-                    bin(Binop::Sub, get(0, vec![at(0), at(1)]), step),
+                    *bin(Binop::Sub, get(0, vec![at(0), at(1)]), step),
                 )],
             )],
         )],
@@ -213,7 +213,7 @@ fn a_top_level_loop_alone_is_not_hoisted_out_of() {
         vec![for_(
             0,
             5,
-            vec![set(0, vec![at(0)], un(Unop::Exp, get(1, vec![zero()])))],
+            vec![set(0, vec![at(0)], *un(Unop::Exp, get(1, vec![zero()])))],
         )],
     );
     assert_eq!(hoist_invariants(&before), before);
@@ -236,7 +236,7 @@ fn a_read_of_a_node_the_loop_writes_stays() {
                 vec![set(
                     0,
                     vec![at(0), at(1)],
-                    bin(
+                    *bin(
                         Binop::Add,
                         un(Unop::Exp, get(0, vec![at(0), zero()])),
                         un(Unop::Exp, get(1, vec![at(0)])),
@@ -294,7 +294,7 @@ fn a_local_set_in_the_loop_is_not_read_before_it() {
                         set(
                             0,
                             vec![at(0), at(1)],
-                            bin(
+                            *bin(
                                 Binop::Add,
                                 un(Unop::Exp, bin(Binop::Mul, local(0), c(2.0))),
                                 un(Unop::Exp, local(1)),
@@ -341,7 +341,7 @@ fn each_operation_leaves_as_many_loops_as_it_is_invariant_in() {
                     vec![set(
                         0,
                         vec![at(0), at(1), at(2)],
-                        bin(
+                        *bin(
                             Binop::Add,
                             bin(
                                 Binop::Mul,
@@ -394,7 +394,7 @@ fn integer_division_stays_and_other_integer_arithmetic_moves_in_i64() {
                 vec![set(
                     0,
                     vec![at(0), at(1)],
-                    bin(
+                    *bin(
                         Binop::Add,
                         bin(Binop::Div, get(1, vec![at(0)]), get(2, vec![at(0)])),
                         bin(
@@ -436,7 +436,7 @@ for l0 in 0..2 {
                 vec![set(
                     0,
                     vec![at(0), at(1)],
-                    bin(
+                    *bin(
                         Binop::Add,
                         bin(
                             Binop::Add,
@@ -486,7 +486,7 @@ fn branches_short_loops_and_empty_loops_keep_their_work() {
                     vec![set(
                         0,
                         vec![at(0), at(1)],
-                        Box::new(Scalar::Ternop(
+                        *Box::new(Scalar::Ternop(
                             Ternop::Where,
                             bin(Binop::Lt, get(3, vec![at(0)]), c(0.5)),
                             un(Unop::Exp, get(1, vec![at(0)])),
@@ -500,7 +500,7 @@ fn branches_short_loops_and_empty_loops_keep_their_work() {
                     vec![set(
                         0,
                         vec![at(0), at(2)],
-                        un(Unop::Exp, get(1, vec![at(0)])),
+                        *un(Unop::Exp, get(1, vec![at(0)])),
                     )],
                 ),
                 for_(
@@ -512,7 +512,7 @@ fn branches_short_loops_and_empty_loops_keep_their_work() {
                         vec![set(
                             0,
                             vec![at(0), at(3)],
-                            un(Unop::Exp, get(1, vec![at(0)])),
+                            *un(Unop::Exp, get(1, vec![at(0)])),
                         )],
                     )],
                 ),
