@@ -5,7 +5,7 @@ mod common;
 
 use common::run_routine_on;
 use rcannl_backends::interpreter::Buffers;
-use rcannl_ir::optimize::hoist::hoist_invariants;
+use rcannl_ir::optimize::hoist::{hoist_invariants, hoist_invariants_into_nests};
 use rcannl_ir::{
     Binop, Index, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, TensorNode, Ternop,
     Unop,
@@ -68,16 +68,15 @@ fn body_text(routine: &Routine) -> String {
     routine.body.iter().map(ToString::to_string).collect()
 }
 
-/// Hoists `before`, checks the printed body of the result, runs both on `inputs` and checks that
-/// every node holds the same bits; returns the hoisted run's buffers.
-fn hoists_to(before: &Routine, expected: &str, inputs: &[(u32, Vec<f64>)]) -> Buffers {
-    let after = hoist_invariants(before);
+/// A hoisting pass.
+type Pass = fn(&Routine) -> Routine;
+
+/// Hoists `before` with `pass`, checks the printed body of the result, runs both on `inputs` and
+/// checks that every node holds the same bits; returns the hoisted run's buffers.
+fn hoists_to(pass: Pass, before: &Routine, expected: &str, inputs: &[(u32, Vec<f64>)]) -> Buffers {
+    let after = pass(before);
     assert_eq!(body_text(&after), expected);
-    assert_eq!(
-        hoist_invariants(&after),
-        after,
-        "hoisting again moves nothing"
-    );
+    assert_eq!(pass(&after), after, "hoisting again moves nothing");
     let expected_run = run_routine_on(before, inputs);
     let got = run_routine_on(&after, inputs);
     let bits = |values: Vec<f64>| values.into_iter().map(f64::to_bits).collect::<Vec<_>>();
@@ -151,6 +150,7 @@ for l0 in 0..4 {
 }
 ";
     let buffers = hoists_to(
+        hoist_invariants_into_nests,
         &bias_corrected_step(Precision::F32, 4, 3),
         expected,
         &inputs,
@@ -189,12 +189,14 @@ for l0 in 0..2 {
 }
 ";
     hoists_to(
+        hoist_invariants_into_nests,
         &bias_corrected_step(Precision::F16, 2, 3),
         expected,
         &inputs,
     );
     let expected = expected.replace("v0: f32", "v0: f64");
     hoists_to(
+        hoist_invariants_into_nests,
         &bias_corrected_step(Precision::F64, 2, 3),
         &expected,
         &inputs,
@@ -217,6 +219,44 @@ fn a_top_level_loop_alone_is_not_hoisted_out_of() {
         )],
     );
     assert_eq!(hoist_invariants(&before), before);
+    assert_eq!(hoist_invariants_into_nests(&before), before);
+}
+
+#[test]
+fn the_pass_for_every_backend_keeps_chains_of_loops_nested_alone() {
+    // The GPU backend flattens such a chain into invocations; a local between its loops would
+    // leave the inner ones serial.
+    let step = bias_corrected_step(Precision::F32, 4, 3);
+    assert_eq!(hoist_invariants(&step), step);
+    // Below the chain (here, a loop beside a store in its parent's body) hoisting goes on.
+    let Stmt::For { body, .. } = &step.body[0] else {
+        unreachable!("built as a loop")
+    };
+    let mut beside = step.clone();
+    beside.body = vec![for_(
+        0,
+        4,
+        vec![set(2, vec![zero()], *get(2, vec![zero()])), body[0].clone()],
+    )];
+    let expected = "\
+for l0 in 0..4 {
+  n2[0] := n2[0]
+  local v0: f32 := (1 - (0.9 ** n2[0]))
+  for l1 in 0..3 {
+    n0[l0, l1] := (n0[l0, l1] - ((0.01 * n1[l0, l1]) / v0))
+  }
+}
+";
+    hoists_to(
+        hoist_invariants,
+        &beside,
+        expected,
+        &[
+            (0, values(12, 0.37, -1.1)),
+            (1, values(12, 0.013, -0.05)),
+            (2, vec![2.0]),
+        ],
+    );
 }
 
 #[test]
@@ -254,6 +294,7 @@ for l0 in 0..2 {
 }
 ";
     hoists_to(
+        hoist_invariants_into_nests,
         &before,
         expected,
         &[(0, values(6, 0.1, 0.2)), (1, values(2, 0.3, -0.4))],
@@ -316,7 +357,10 @@ for l0 in 0..2 {
   }
 }
 ";
-    hoists_to(&before, expected, &[(1, values(6, 0.1, -0.3))]);
+    // The inner loop shares its parent's body: both passes hoist out of it.
+    for pass in [hoist_invariants as Pass, hoist_invariants_into_nests] {
+        hoists_to(pass, &before, expected, &[(1, values(6, 0.1, -0.3))]);
+    }
 }
 
 #[test]
@@ -367,6 +411,7 @@ for l0 in 0..2 {
 }
 ";
     hoists_to(
+        hoist_invariants_into_nests,
         &before,
         expected,
         &[
@@ -420,6 +465,7 @@ for l0 in 0..2 {
 ";
     // Nothing invariant is worth a local without the division: the product reads l1.
     hoists_to(
+        hoist_invariants_into_nests,
         &before,
         expected,
         &[(1, vec![7.0, -9.0]), (2, vec![2.0, 4.0])],
@@ -458,6 +504,7 @@ for l0 in 0..2 {
 }
 ";
     hoists_to(
+        hoist_invariants_into_nests,
         &moved,
         expected,
         &[(1, vec![7.0, -9.0]), (2, vec![2.0, 4.0])],
@@ -535,13 +582,16 @@ for l0 in 0..2 {
   }
 }
 ";
-    hoists_to(
-        &before,
-        expected,
-        &[
-            (1, values(2, 0.7, -0.5)),
-            (2, values(6, 0.9, 0.1)),
-            (3, vec![0.2, 0.8]),
-        ],
-    );
+    for pass in [hoist_invariants as Pass, hoist_invariants_into_nests] {
+        hoists_to(
+            pass,
+            &before,
+            expected,
+            &[
+                (1, values(2, 0.7, -0.5)),
+                (2, values(6, 0.9, 0.1)),
+                (3, vec![0.2, 0.8]),
+            ],
+        );
+    }
 }

@@ -17,6 +17,13 @@
 //! loop of no iterations or a branch of a `where` (work the routine would have skipped), nor an
 //! expression that can fail (integer division or remainder, word operations), so hoisting
 //! neither adds work nor raises an error the routine would not have raised.
+//!
+//! [`hoist_invariants`], which `optimize` runs for every backend, leaves alone the loops of a
+//! top-level loop's chain of loops nested alone (each the only statement of its parent's body):
+//! the GPU backend flattens such a chain into invocations, and a local between two of its loops
+//! would leave the inner ones serial in each invocation. [`hoist_invariants_into_nests`] hoists
+//! out of those too, for a backend that splits only the top-level loop across threads (C): an
+//! update of a `rows × cols` parameter then computes its bias corrections once per row.
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,15 +36,35 @@ use crate::precision::Precision;
 use crate::routine::Routine;
 use crate::value::Kind;
 
-/// `routine` with the invariant operations of each loop nested in another loop computed once,
-/// just before that loop.
+/// `routine` with the invariant operations of each loop nested in another loop, outside the
+/// chains of loops nested alone under top-level loops, computed once just before that loop.
 pub fn hoist_invariants(routine: &Routine) -> Routine {
+    hoist(routine, Reach::BelowLoopChains)
+}
+
+/// `routine` with the invariant operations of each loop nested in another loop computed once,
+/// just before that loop: for backends that run a top-level loop's iterations on threads and
+/// everything inside it serially.
+pub fn hoist_invariants_into_nests(routine: &Routine) -> Routine {
+    hoist(routine, Reach::EveryNestedLoop)
+}
+
+/// Which nested loops may be hoisted out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Not those of a top-level loop's chain of loops nested alone.
+    BelowLoopChains,
+    EveryNestedLoop,
+}
+
+fn hoist(routine: &Routine, reach: Reach) -> Routine {
     let mut hoisting = Hoisting {
         routine,
+        reach,
         locals: local_precisions(&routine.body),
         fresh: Fresh::new(&routine.body),
     };
-    let body = hoisting.block(&routine.body, false);
+    let body = hoisting.block(&routine.body, Level::Top);
     Routine {
         body,
         ..routine.clone()
@@ -46,6 +73,7 @@ pub fn hoist_invariants(routine: &Routine) -> Routine {
 
 struct Hoisting<'a> {
     routine: &'a Routine,
+    reach: Reach,
     locals: HashMap<LocalId, Precision>,
     fresh: Fresh,
 }
@@ -113,14 +141,33 @@ impl Variant {
 /// The invariant operations taken out of one loop: each with the precision of its local.
 type Hoisted = Vec<(Scalar, Precision, LocalId)>;
 
+/// Where a body lies: at the routine's top level, as the body of a loop in a top-level loop's
+/// chain of loops nested alone, or deeper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Top,
+    Chain,
+    Nested,
+}
+
 impl Hoisting<'_> {
-    /// `stmts` with every loop in them hoisted out of where allowed; `nested` when `stmts` is a
-    /// loop's body.
-    fn block(&mut self, stmts: &[Stmt], nested: bool) -> Vec<Stmt> {
+    /// `stmts` (lying at `level`) with every loop in them hoisted out of where allowed.
+    fn block(&mut self, stmts: &[Stmt], level: Level) -> Vec<Stmt> {
         let mut out = Vec::with_capacity(stmts.len());
+        // A loop alone in a chain's loop body continues the chain.
+        let inner_level = match level {
+            Level::Top => Level::Chain,
+            Level::Chain if stmts.len() == 1 => Level::Chain,
+            Level::Chain | Level::Nested => Level::Nested,
+        };
+        let may_hoist = match level {
+            Level::Top => false,
+            Level::Chain => inner_level == Level::Nested || self.reach == Reach::EveryNestedLoop,
+            Level::Nested => true,
+        };
         for stmt in stmts {
             match stmt {
-                Stmt::For { var, range, body } if nested && *range >= 2 => {
+                Stmt::For { var, range, body } if may_hoist && *range >= 2 => {
                     let variant = Variant::of(*var, body);
                     let mut hoisted = Hoisted::new();
                     let body = self.rewrite_block(body, &variant, &mut hoisted);
@@ -135,13 +182,13 @@ impl Hoisting<'_> {
                     out.push(Stmt::For {
                         var: *var,
                         range: *range,
-                        body: self.block(&body, true),
+                        body: self.block(&body, inner_level),
                     });
                 }
                 Stmt::For { var, range, body } => out.push(Stmt::For {
                     var: *var,
                     range: *range,
-                    body: self.block(body, true),
+                    body: self.block(body, inner_level),
                 }),
                 _ => out.push(stmt.clone()),
             }
