@@ -7,7 +7,9 @@
 //! largest invariant operations move (not bare reads or constants, nor operations on constants
 //! alone, which simplification folds). The local holds the value in the use's compute precision,
 //! as in `cse`, so results stay bit-identical; a draw bound to the use's own precision moves only
-//! when that precision is the local's.
+//! when that precision is the local's. Only float statements are hoisted from, and only what they
+//! compute in their own compute precision: an integer local would be an i64, a `where`'s
+//! condition an f64, which the GPU lacks.
 //!
 //! Only loops nested in another loop are hoisted out of: a local declared at a routine's top
 //! level puts the loops that read it into one serial kernel on the C backend, which would cost
@@ -15,8 +17,8 @@
 //! enclosing loop's body, out of as many inner loops as it is invariant in. Loops of fewer than
 //! two iterations gain nothing. Nothing moves out of a matrix product's nest, nor from inside a
 //! loop of no iterations or a branch of a `where` (work the routine would have skipped), nor an
-//! expression that can fail (integer division or remainder, word operations), so hoisting
-//! neither adds work nor raises an error the routine would not have raised.
+//! expression that can fail (word operations), so hoisting neither adds work nor raises an
+//! error the routine would not have raised.
 //!
 //! [`hoist_invariants`], which `optimize` runs for every backend, leaves alone the loops of a
 //! top-level loop's chain of loops nested alone (each the only statement of its parent's body):
@@ -213,28 +215,37 @@ impl Hoisting<'_> {
                     body: self.rewrite_block(body, variant, hoisted),
                 },
                 Stmt::For { .. } | Stmt::Gemm { .. } => stmt.clone(),
+                // Integer statements stay: their local would be an i64, which the GPU lacks.
                 _ => match stmt_precision(stmt, self.routine, &self.locals) {
-                    Some(precision) => map_values(stmt, |value| {
-                        self.rewrite(value, precision, false, variant, hoisted)
-                    }),
-                    None => stmt.clone(),
+                    Some(precision) if precision.kind() == Kind::Float => {
+                        map_values(stmt, |value| {
+                            self.rewrite(value, precision, false, wide(precision), variant, hoisted)
+                        })
+                    }
+                    _ => stmt.clone(),
                 },
             })
             .collect()
     }
 
-    /// `scalar` (computed in `precision`, in a `where` branch when `conditional`) with its
-    /// largest invariant operations replaced by locals.
+    /// `scalar` (computed in `precision`, in a `where` branch when `conditional`, in a statement
+    /// computing in `width`) with its largest invariant operations replaced by locals of
+    /// `width`: a `where`'s condition, computed in f64, stays in an f32 statement, whose routine
+    /// may run where f64 is lacking (the GPU).
     fn rewrite(
         &mut self,
         scalar: &Scalar,
         precision: Precision,
         conditional: bool,
+        width: Precision,
         variant: &Variant,
         hoisted: &mut Hoisted,
     ) -> Scalar {
-        if !conditional && worth_hoisting(scalar, precision) && variant.is_invariant(scalar) {
-            let width = wide(precision);
+        if !conditional
+            && wide(precision) == width
+            && worth_hoisting(scalar, precision)
+            && variant.is_invariant(scalar)
+        {
             let id = match hoisted
                 .iter()
                 .find(|(value, p, _)| value == scalar && *p == width)
@@ -250,7 +261,7 @@ impl Hoisting<'_> {
         }
         let mut rewritten = operands(scalar, precision, conditional)
             .into_iter()
-            .map(|(s, p, c)| Box::new(self.rewrite(s, p, c, variant, hoisted)))
+            .map(|(s, p, c)| Box::new(self.rewrite(s, p, c, width, variant, hoisted)))
             .collect::<Vec<_>>()
             .into_iter();
         let mut next = || rewritten.next().expect("one rewrite per operand");
@@ -269,7 +280,6 @@ impl Hoisting<'_> {
 /// computes the same value in it and cannot fail.
 fn worth_hoisting(scalar: &Scalar, precision: Precision) -> bool {
     is_operation(scalar)
-        && precision.kind() != Kind::Word
         && reads_something(scalar)
         && !may_fail(scalar, precision)
         && (wide(precision) == precision || !depends_on_precision(scalar))
@@ -286,12 +296,10 @@ fn reads_something(scalar: &Scalar) -> bool {
     }
 }
 
-/// Whether evaluating `scalar` in `precision` can be an error: an integer division or
-/// remainder (by zero), an operation on words other than passing one on, a random-bits
-/// operation outside words.
+/// Whether evaluating `scalar` in `precision` can be an error: an operation on words other than
+/// passing one on, a random-bits operation outside words.
 fn may_fail(scalar: &Scalar, precision: Precision) -> bool {
     let fails_here = match (scalar, precision.kind()) {
-        (Scalar::Binop(Binop::Div | Binop::Mod, _, _), Kind::Int) => true,
         (Scalar::Binop(Binop::Threefry4x32 | Binop::Threefry4x32Light, _, _), kind) => {
             kind != Kind::Word
         }
