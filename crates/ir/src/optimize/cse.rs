@@ -81,16 +81,20 @@ impl Sharing<'_> {
 
 /// The precision that holds a value computed in `precision`'s kind exactly: its compute
 /// precision.
-fn wide(precision: Precision) -> Precision {
+pub(super) fn wide(precision: Precision) -> Precision {
     precision.compute()
 }
 
 /// One operand of an expression, with the precision it is computed in and whether only some
 /// branch of a `where` computes it.
-type Operand<'a> = (&'a Scalar, Precision, bool);
+pub(super) type Operand<'a> = (&'a Scalar, Precision, bool);
 
 /// The operands of `scalar` (computed in `precision`, conditionally or not).
-fn operands(scalar: &Scalar, precision: Precision, conditional: bool) -> Vec<Operand<'_>> {
+pub(super) fn operands(
+    scalar: &Scalar,
+    precision: Precision,
+    conditional: bool,
+) -> Vec<Operand<'_>> {
     match scalar {
         Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => Vec::new(),
         Scalar::Unop(Unop::Uint4x32ToPrecUniform1, a) => {
@@ -111,7 +115,7 @@ fn operands(scalar: &Scalar, precision: Precision, conditional: bool) -> Vec<Ope
     }
 }
 
-fn is_operation(scalar: &Scalar) -> bool {
+pub(super) fn is_operation(scalar: &Scalar) -> bool {
     matches!(
         scalar,
         Scalar::Unop(..) | Scalar::Binop(..) | Scalar::Ternop(..)
@@ -126,7 +130,7 @@ fn size(scalar: &Scalar) -> usize {
 }
 
 /// Whether `scalar`'s value depends on the precision it is computed in beyond its kind.
-fn depends_on_precision(scalar: &Scalar) -> bool {
+pub(super) fn depends_on_precision(scalar: &Scalar) -> bool {
     match scalar {
         Scalar::Unop(Unop::Uint4x32ToPrecUniform1, _) => true,
         Scalar::Ternop(Ternop::Where, _, a, b) => {

@@ -1,6 +1,6 @@
 //! The loop-IR optimizer: `optimize` runs its passes in order (matrix products recognized, memory
 //! modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
-//! simplification, shared subexpressions), and this module holds what
+//! simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
 //! the nodes they write and read, so that a pass asking about one node looks at its statements only.
@@ -13,6 +13,7 @@ pub mod accumulate;
 mod body;
 pub mod cse;
 pub mod gemm;
+pub mod hoist;
 pub mod memory;
 pub mod order;
 pub mod simplify;
@@ -43,7 +44,8 @@ impl std::error::Error for OptimizeError {}
 
 /// `routine` with its matrix products recognized, a memory mode on every node, virtual nodes
 /// inlined where they are read, local accumulators for reductions, unit-stride stores innermost,
-/// constants folded and repeated subexpressions shared.
+/// constants folded, loop-invariant operations computed before inner loops and repeated
+/// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let extracted = gemm::extract_gemms(routine);
     let decided = memory::decide_memory_modes(&extracted)?;
@@ -51,7 +53,8 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let accumulated = accumulate::local_accumulators(&fused);
     let ordered = order::order_loops(&accumulated);
     let simplified = simplify::simplify(&ordered);
-    Ok(cse::cse(&simplified))
+    let hoisted = hoist::hoist_invariants(&simplified);
+    Ok(cse::cse(&hoisted))
 }
 
 /// How messages name a node: `n3 'hidden'`.
