@@ -2,15 +2,20 @@
 //! statements make a kernel, which loops may run their iterations at once, and the least and
 //! greatest value of an index.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rcannl_ir::{GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Stmt, Symbol, Var};
 
 /// A kernel of a routine: a group of its top-level statements.
 #[derive(Debug, Clone, Copy)]
 pub enum Group<'a> {
-    /// A loop whose iterations may run in any order, at once ([`splittable`]).
-    Parallel { stmt: &'a Stmt },
+    /// A loop whose iterations may run in any order, at once ([`splittable`]), after the
+    /// declarations of the locals only it reads (values invariant in it, computed once per
+    /// thread or invocation before its iterations).
+    Parallel {
+        preamble: &'a [Stmt],
+        stmt: &'a Stmt,
+    },
     /// Statements that run one after another.
     Serial { stmts: &'a [Stmt] },
     /// A matrix product, with the nest it was recognized in.
@@ -20,13 +25,16 @@ pub enum Group<'a> {
     },
 }
 
-/// The statements `body` (a routine's top level, or a product's nest) as kernels: each splittable loop alone, the runs of other
-/// statements between them together. A local cannot cross kernels: a statement reading a local
-/// declared at the top level stays in the serial run, and a run that declares a local extends
-/// to the last statement reading it.
+/// The statements `body` (a routine's top level, or a product's nest) as kernels: each
+/// splittable loop alone (with the run of local declarations just before it when only it reads
+/// them), the runs of other statements between them together. A local cannot cross kernels
+/// otherwise: a statement reading a local declared at the top level stays in the serial run, and
+/// a run that declares a local extends to the last statement reading it.
 pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> {
-    // For each top-level local, the last top-level statement reading it.
+    // For each top-level local, the last top-level statement reading it, and whether any
+    // statement sets it after its declaration.
     let mut last_use: HashMap<LocalId, usize> = HashMap::new();
+    let mut reassigned: HashSet<LocalId> = HashSet::new();
     for (i, stmt) in body.iter().enumerate() {
         stmt.walk(&mut |s| {
             for value in s.values() {
@@ -36,31 +44,54 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
             }
             if let Stmt::SetLocal { id, .. } = s {
                 last_use.insert(*id, i);
+                reassigned.insert(*id);
             }
         });
     }
     let mut serial_until = 0;
     let mut groups = Vec::new();
     let mut start = 0;
-    for (i, stmt) in body.iter().enumerate() {
+    let mut i = 0;
+    while i < body.len() {
+        let preamble = preamble_end(body, i, &last_use, &reassigned)
+            .filter(|&end| splittable(&body[end], routine));
+        if let Some(end) = preamble {
+            if start < i {
+                groups.push(Group::Serial {
+                    stmts: &body[start..i],
+                });
+            }
+            groups.push(Group::Parallel {
+                preamble: &body[i..end],
+                stmt: &body[end],
+            });
+            start = end + 1;
+            i = end + 1;
+            continue;
+        }
+        let stmt = &body[i];
         if let Stmt::Local { id, .. } = stmt {
             serial_until = serial_until.max(last_use.get(id).copied().unwrap_or(i));
         }
-        if i <= serial_until && serial_until > 0 {
-            continue;
-        }
         let group = match stmt {
-            Stmt::Gemm { plan, nest } => Group::Gemm { plan, nest },
-            stmt if splittable(stmt, routine) => Group::Parallel { stmt },
-            _ => continue,
+            _ if i <= serial_until && serial_until > 0 => None,
+            Stmt::Gemm { plan, nest } => Some(Group::Gemm { plan, nest }),
+            stmt if splittable(stmt, routine) => Some(Group::Parallel {
+                preamble: &[],
+                stmt,
+            }),
+            _ => None,
         };
-        if start < i {
-            groups.push(Group::Serial {
-                stmts: &body[start..i],
-            });
+        if let Some(group) = group {
+            if start < i {
+                groups.push(Group::Serial {
+                    stmts: &body[start..i],
+                });
+            }
+            groups.push(group);
+            start = i + 1;
         }
-        groups.push(group);
-        start = i + 1;
+        i += 1;
     }
     if start < body.len() {
         groups.push(Group::Serial {
@@ -68,6 +99,33 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
         });
     }
     groups
+}
+
+/// Where the run of local declarations starting at `body[start]` ends, if it is a preamble: a
+/// loop follows it, every local of the run is read by nothing after that loop and set by nothing
+/// after its declaration, and the run's values read no local declared before it.
+fn preamble_end(
+    body: &[Stmt],
+    start: usize,
+    last_use: &HashMap<LocalId, usize>,
+    reassigned: &HashSet<LocalId>,
+) -> Option<usize> {
+    let mut declared = HashSet::new();
+    let mut end = start;
+    while let Some(Stmt::Local { id, value, .. }) = body.get(end) {
+        let mut reads_outside = false;
+        value.for_each_local(&mut |read| reads_outside |= !declared.contains(&read));
+        if reads_outside || reassigned.contains(id) {
+            return None;
+        }
+        declared.insert(*id);
+        end += 1;
+    }
+    let loop_follows = matches!(body.get(end), Some(Stmt::For { .. }));
+    let used_only_there = declared
+        .iter()
+        .all(|id| last_use.get(id).is_none_or(|&last| last <= end));
+    (end > start && loop_follows && used_only_there).then_some(end)
 }
 
 /// Whether the iterations of a top-level loop can run in any order, on any thread: every write

@@ -4,6 +4,7 @@
 mod common;
 
 use common::run_routine_on;
+use rcannl_backends::cc::codegen::{Step, generate};
 use rcannl_backends::interpreter::Buffers;
 use rcannl_ir::optimize::hoist::{hoist_invariants, hoist_invariants_into_nests};
 use rcannl_ir::{
@@ -141,16 +142,18 @@ fn a_power_of_a_step_counter_leaves_the_inner_loop() {
         (1, values(12, 0.013, -0.05)),
         (2, vec![3.0]),
     ];
+    // Invariant in both loops: computed once, before the top-level loop (in each thread's
+    // part of it on the C backend).
     let expected = "\
+local v0: f32 := (1 - (0.9 ** n2[0]))
 for l0 in 0..4 {
-  local v0: f32 := (1 - (0.9 ** n2[0]))
   for l1 in 0..3 {
     n0[l0, l1] := (n0[l0, l1] - ((0.01 * n1[l0, l1]) / v0))
   }
 }
 ";
     let buffers = hoists_to(
-        hoist_invariants_into_nests,
+        hoist_invariants,
         &bias_corrected_step(Precision::F32, 4, 3),
         expected,
         &inputs,
@@ -181,22 +184,22 @@ fn a_half_precision_use_gets_a_local_in_its_compute_precision() {
     ];
     // The local is f32, not f16: the statement computes in f32 and rounds only on the store.
     let expected = "\
+local v0: f32 := (1 - (0.9 ** n2[0]))
 for l0 in 0..2 {
-  local v0: f32 := (1 - (0.9 ** n2[0]))
   for l1 in 0..3 {
     n0[l0, l1] := (n0[l0, l1] - ((0.01 * n1[l0, l1]) / v0))
   }
 }
 ";
     hoists_to(
-        hoist_invariants_into_nests,
+        hoist_invariants,
         &bias_corrected_step(Precision::F16, 2, 3),
         expected,
         &inputs,
     );
     let expected = expected.replace("v0: f32", "v0: f64");
     hoists_to(
-        hoist_invariants_into_nests,
+        hoist_invariants,
         &bias_corrected_step(Precision::F64, 2, 3),
         &expected,
         &inputs,
@@ -204,9 +207,7 @@ for l0 in 0..2 {
 }
 
 #[test]
-fn a_top_level_loop_alone_is_not_hoisted_out_of() {
-    // Hoisting out of it would declare the local at the top level, where the C backend runs
-    // the loop reading it serially.
+fn a_top_level_loop_keeps_its_split_across_threads() {
     let before = routine(
         vec![
             TensorNode::new(0, "r", Precision::F32, &[5]),
@@ -218,45 +219,104 @@ fn a_top_level_loop_alone_is_not_hoisted_out_of() {
             vec![set(0, vec![at(0)], *un(Unop::Exp, get(1, vec![zero()])))],
         )],
     );
-    assert_eq!(hoist_invariants(&before), before);
-    assert_eq!(hoist_invariants_into_nests(&before), before);
+    let expected = "\
+local v0: f32 := exp(n1[0])
+for l0 in 0..5 {
+  n0[l0] := v0
+}
+";
+    let after = hoists_to(hoist_invariants, &before, expected, &[(1, vec![0.5])]);
+    assert_eq!(after.values(NodeId(0)), vec![f64::from(0.5f32.exp()); 5]);
+    // The local is the preamble of the loop's kernel, which each thread runs before its part
+    // of the range: the kernel is still split.
+    let generated = generate(&hoist_invariants(&before)).unwrap();
+    let [Step::Kernel(kernel)] = generated.steps.as_slice() else {
+        panic!("one kernel: {:?}", generated.steps)
+    };
+    assert_eq!(kernel.parallel, Some(5));
+    let kernel_source = &generated.source[generated.source.find("rc_k0").unwrap()..];
+    let local = kernel_source.find("v0 = ").expect("the local is computed");
+    let split_loop = kernel_source.find("= begin;").expect("the split loop");
+    assert!(local < split_loop, "{kernel_source}");
+}
+
+#[test]
+fn a_local_read_after_the_loop_keeps_the_run_serial() {
+    // The loop's kernel cannot hold the local when a later statement reads it too.
+    let mut before = routine(
+        vec![
+            TensorNode::new(0, "r", Precision::F32, &[5]),
+            TensorNode::new(1, "t", Precision::F32, &[1]),
+            TensorNode::new(2, "s", Precision::F32, &[1]),
+        ],
+        vec![],
+    );
+    before.body = vec![
+        Stmt::Local {
+            id: LocalId(0),
+            precision: Precision::F32,
+            value: *un(Unop::Exp, get(1, vec![zero()])),
+        },
+        for_(0, 5, vec![set(0, vec![at(0)], *local(0))]),
+        set(2, vec![zero()], *local(0)),
+    ];
+    let generated = generate(&before).unwrap();
+    assert!(
+        matches!(generated.steps.as_slice(), [Step::Kernel(k)] if k.parallel.is_none()),
+        "{:?}",
+        generated.steps
+    );
 }
 
 #[test]
 fn the_pass_for_every_backend_keeps_chains_of_loops_nested_alone() {
     // The GPU backend flattens such a chain into invocations; a local between its loops would
-    // leave the inner ones serial.
-    let step = bias_corrected_step(Precision::F32, 4, 3);
-    assert_eq!(hoist_invariants(&step), step);
-    // Below the chain (here, a loop beside a store in its parent's body) hoisting goes on.
-    let Stmt::For { body, .. } = &step.body[0] else {
-        unreachable!("built as a loop")
+    // leave the inner ones serial. exp(n2[l0]) is invariant in l1 only.
+    let nodes = || {
+        vec![
+            TensorNode::new(0, "p", Precision::F32, &[4, 3]),
+            TensorNode::new(2, "t", Precision::F32, &[4]),
+        ]
     };
-    let mut beside = step.clone();
-    beside.body = vec![for_(
-        0,
-        4,
-        vec![set(2, vec![zero()], *get(2, vec![zero()])), body[0].clone()],
-    )];
-    let expected = "\
+    let update = |body_of_l0: Vec<Stmt>| routine(nodes(), vec![for_(0, 4, body_of_l0)]);
+    let inner = for_(
+        1,
+        3,
+        vec![set(
+            0,
+            vec![at(0), at(1)],
+            *bin(
+                Binop::Sub,
+                get(0, vec![at(0), at(1)]),
+                un(Unop::Exp, get(2, vec![at(0)])),
+            ),
+        )],
+    );
+    let chain = update(vec![inner.clone()]);
+    assert_eq!(hoist_invariants(&chain), chain);
+    let inputs = [(0, values(12, 0.37, -1.1)), (2, values(4, 0.2, -0.3))];
+    let hoisted = "\
 for l0 in 0..4 {
-  n2[0] := n2[0]
-  local v0: f32 := (1 - (0.9 ** n2[0]))
+  local v0: f32 := exp(n2[l0])
   for l1 in 0..3 {
-    n0[l0, l1] := (n0[l0, l1] - ((0.01 * n1[l0, l1]) / v0))
+    n0[l0, l1] := (n0[l0, l1] - v0)
   }
 }
 ";
-    hoists_to(
-        hoist_invariants,
-        &beside,
-        expected,
-        &[
-            (0, values(12, 0.37, -1.1)),
-            (1, values(12, 0.013, -0.05)),
-            (2, vec![2.0]),
-        ],
-    );
+    // The C backend splits only the top-level loop: it hoists into the chain.
+    hoists_to(hoist_invariants_into_nests, &chain, hoisted, &inputs);
+    // Below the chain (here, a loop beside a store in its parent's body) hoisting goes on.
+    let beside = update(vec![set(2, vec![at(0)], *get(2, vec![at(0)])), inner]);
+    let expected = "\
+for l0 in 0..4 {
+  n2[l0] := n2[l0]
+  local v0: f32 := exp(n2[l0])
+  for l1 in 0..3 {
+    n0[l0, l1] := (n0[l0, l1] - v0)
+  }
+}
+";
+    hoists_to(hoist_invariants, &beside, expected, &inputs);
 }
 
 #[test]

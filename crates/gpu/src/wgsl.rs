@@ -738,7 +738,7 @@ fn generate_body(
                 }
                 kernels.push(product);
             }
-            Group::Parallel { stmt } => {
+            Group::Parallel { preamble, stmt } => {
                 let mut chain = Vec::new();
                 let mut inner = std::slice::from_ref(stmt);
                 while let [loop_stmt @ Stmt::For { var, range, body }] = inner {
@@ -775,7 +775,13 @@ fn generate_body(
                         .expect("writing to a string");
                     writer.loops.insert(*var, *range);
                 }
+                // The preamble's locals live through the loop.
+                let outer = writer.locals.clone();
+                for stmt in preamble {
+                    writer.stmt(stmt, &mut code, 1)?;
+                }
                 writer.body(inner, &mut code, 1)?;
+                writer.locals = outer;
                 for (var, _) in &chain {
                     writer.loops.remove(var);
                 }

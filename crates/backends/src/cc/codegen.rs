@@ -18,6 +18,7 @@ use std::fmt::Write;
 
 use crate::nests::{Group, index_bounds, kernel_groups};
 
+use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
 use rcannl_ir::{
     Binop, GemmPlan, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
     Stmt, Symbol, Ternop, Unop, Value, Var,
@@ -788,6 +789,8 @@ fn int_binop(op: Binop, a: &str, b: &str) -> String {
 }
 
 /// The C source for `routine` (optimized or not; virtual nodes must not be accessed).
+/// Invariant operations are first hoisted out of every nested loop, the chains of loops nested
+/// alone included: a kernel splits only its top-level loop across threads.
 pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
     generate_named(routine, "rc_k")
 }
@@ -795,6 +798,7 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 /// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
 /// routines can share one library.
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
+    let routine = &hoist_invariants_into_nests(routine);
     let buffers: Vec<NodeId> = routine
         .nodes
         .values()
@@ -821,7 +825,7 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                 steps.push(Step::Gemm(plan.clone()));
                 continue;
             }
-            Group::Parallel { stmt } => {
+            Group::Parallel { preamble, stmt } => {
                 let Stmt::For {
                     var,
                     range,
@@ -830,6 +834,11 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                 else {
                     unreachable!("parallel groups are loops");
                 };
+                // The preamble's locals live through the loop.
+                let outer = writer.locals.clone();
+                for stmt in preamble {
+                    writer.stmt(stmt, &mut body, 1)?;
+                }
                 writeln!(
                     body,
                     "  for (int64_t {var} = begin; {var} < end; ++{var}) {{"
@@ -838,6 +847,7 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                 writer.loops.insert(*var, *range);
                 writer.body(inner, &mut body, 2)?;
                 writer.loops.remove(var);
+                writer.locals = outer;
                 body.push_str("  }\n");
                 steps.push(Step::Kernel(Kernel {
                     name: name.clone(),
@@ -865,7 +875,6 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
     })
 }
 
-/// Calls `visit` on every local `scalar` reads.
 /// The local a loop's body only adds into, if that is all it does besides declaring locals of
 /// its own: `v = v + e` with `v` a float or double declared outside and `e` not reading `v`. Such
 /// a loop may add its terms in any order, so it is compiled as a vectorized sum (the order then

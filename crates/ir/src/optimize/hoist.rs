@@ -11,10 +11,10 @@
 //! compute in their own compute precision: an integer local would be an i64, a `where`'s
 //! condition an f64, which the GPU lacks.
 //!
-//! Only loops nested in another loop are hoisted out of: a local declared at a routine's top
-//! level puts the loops that read it into one serial kernel on the C backend, which would cost
-//! the top-level loop its split across threads. What moves out of an inner loop lands in the
-//! enclosing loop's body, out of as many inner loops as it is invariant in. Loops of fewer than
+//! What moves out of a top-level loop is declared just before it, where backends compute it at
+//! the start of the loop's kernel, once per thread or invocation (the locals are the kernel's
+//! preamble: `backends::nests`), so the loop keeps its split. What moves out of an inner loop
+//! lands in the enclosing loop's body, out of as many inner loops as it is invariant in. Loops of fewer than
 //! two iterations gain nothing. Nothing moves out of a matrix product's nest, nor from inside a
 //! loop of no iterations or a branch of a `where` (work the routine would have skipped), nor an
 //! expression that can fail (word operations), so hoisting neither adds work nor raises an
@@ -163,7 +163,7 @@ impl Hoisting<'_> {
             Level::Chain | Level::Nested => Level::Nested,
         };
         let may_hoist = match level {
-            Level::Top => false,
+            Level::Top => true,
             Level::Chain => inner_level == Level::Nested || self.reach == Reach::EveryNestedLoop,
             Level::Nested => true,
         };
