@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use common::*;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Buffers, default_backend};
-use rcannl_ir::{Binop, NodeId, Routine, Unop};
+use rcannl_ir::{Binop, Index, LoopVar, NodeId, Routine, Scalar, Stmt, Unop};
 use sha2::{Digest, Sha256};
 
 /// Set in a child process to the name of the test it runs.
@@ -638,6 +638,115 @@ fn an_invalid_time_limit_is_ignored_after_a_warning() {
             stderr.matches("RCANNL_CC_TIMEOUT").count(),
             1,
             "{limit:?}: {stderr}"
+        );
+    }
+}
+
+/// `t_k = k·t_0` for `k` in `1..=outputs`, each its own top-level loop over 64 cells: a long
+/// source of many small kernels.
+fn many_kernels(outputs: u32) -> Routine {
+    let cells = 64;
+    let mut nodes = vec![node(0, &[cells])];
+    let mut body = Vec::new();
+    for k in 1..=outputs {
+        nodes.push(node(k, &[cells]));
+        let at = Index::var(LoopVar(k), 0);
+        body.push(Stmt::For {
+            var: LoopVar(k),
+            range: cells,
+            body: vec![Stmt::Set {
+                node: NodeId(k),
+                index: vec![at.clone()],
+                value: Scalar::Binop(
+                    Binop::Mul,
+                    Box::new(Scalar::Get(NodeId(0), vec![at])),
+                    Box::new(Scalar::Const(f64::from(k))),
+                ),
+            }],
+        });
+    }
+    Routine {
+        name: "many".to_owned(),
+        nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
+        statics: Default::default(),
+        body,
+    }
+}
+
+#[test]
+fn a_long_source_is_compiled_in_parts_at_once_and_leaves_only_its_entry() {
+    const NAME: &str = "a_long_source_is_compiled_in_parts_at_once_and_leaves_only_its_entry";
+    let outputs = 300;
+    if in_child(NAME) {
+        let routine = many_kernels(outputs);
+        let compiled = Compiler::find()
+            .expect("a C compiler")
+            .compile(&routine)
+            .unwrap();
+        assert!(
+            compiled.source.len() > 48 * 1024,
+            "{}",
+            compiled.source.len()
+        );
+        let mut buffers = Buffers::for_routine(&routine).unwrap();
+        buffers.set_values(NodeId(0), &range(64)).unwrap();
+        compiled.run(&mut buffers, &HashMap::new()).unwrap();
+        for k in 1..=outputs {
+            let want: Vec<f64> = range(64).iter().map(|x| x * f64::from(k)).collect();
+            assert_eq!(buffers.values(NodeId(k)), want, "t{k}");
+        }
+        // What the parent checks the compiler's runs against.
+        println!("threads={}", rcannl_backends::cc::kernel_threads());
+        return;
+    }
+    let tools = Folder::new("logging-cc");
+    let cache = Folder::new("parts-cache");
+    let log = tools.path().join("runs");
+    let cc = script(
+        tools.path(),
+        "logging-cc",
+        &format!("echo \"$*\" >> '{}'\nexec cc \"$@\"", log.display()),
+    );
+    let output = run_child(
+        NAME,
+        &[
+            ("CC", Some(cc.as_os_str())),
+            ("RCANNL_CACHE_DIR", Some(cache.path().as_os_str())),
+            ("RAYON_NUM_THREADS", None),
+        ],
+        None,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let threads: usize = stdout
+        .split("threads=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("the child prints its threads");
+    let runs = std::fs::read_to_string(&log).unwrap();
+    let builds: Vec<&str> = runs.lines().filter(|l| l.contains(" -o ")).collect();
+    let units = builds.iter().filter(|l| l.contains(" -c ")).count();
+    if threads > 1 {
+        // One translation unit per thread, then one link of their objects.
+        assert_eq!(units, threads, "{runs}");
+        assert_eq!(builds.len(), threads + 1, "{runs}");
+        assert!(builds.last().unwrap().contains("-shared"), "{runs}");
+    } else {
+        assert_eq!((units, builds.len()), (0, 1), "{runs}");
+    }
+    // Only the entry's library, record and source remain.
+    let files = files_in(cache.path());
+    assert_eq!(files.len(), 3, "{files:?}");
+    for suffix in [".so", ".sha256", ".c"] {
+        assert_eq!(
+            files.iter().filter(|f| f.ends_with(suffix)).count(),
+            1,
+            "{files:?}"
         );
     }
 }

@@ -27,6 +27,10 @@ use rcannl_ir::{
 /// The definitions every generated routine starts with.
 pub const PRELUDE: &str = include_str!("prelude.c");
 
+/// The parameters of every kernel function, as the source spells them.
+pub const KERNEL_PARAMETERS: &str =
+    "(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end)";
+
 /// Why a routine cannot be turned into C.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodegenError {
@@ -941,11 +945,7 @@ fn write_kernel(
     statics: &[Symbol],
     body: &str,
 ) {
-    writeln!(
-        source,
-        "\nvoid {name}(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end) {{"
-    )
-    .expect("writing to a string");
+    writeln!(source, "\nvoid {name}{KERNEL_PARAMETERS} {{").expect("writing to a string");
     source.push_str("  (void)statics; (void)begin; (void)end;\n");
     for (i, node) in buffers.iter().enumerate() {
         // Only the buffers the kernel names are declared, so that the compiler sees no unused ones.

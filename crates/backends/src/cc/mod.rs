@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod codegen;
 mod gemm;
+mod parts;
 mod pool;
 mod process;
 mod target;
@@ -351,16 +352,62 @@ impl Compiler {
         Ok((Some(library), native))
     }
 
-    /// Compiles the C file `c_file` into the shared library `library`.
+    /// Compiles the C file `c_file` into the shared library `library`: a long generated source
+    /// is cut into one translation unit per kernel thread (`parts`), compiled at once and linked.
     fn build(&self, c_file: &Path, library: &Path) -> Result<(), CompileError> {
+        let source = std::fs::read_to_string(c_file)
+            .map_err(|e| compile_error(format!("cannot read back {}: {e}", c_file.display())))?;
+        let Some(units) = parts::split(&source, kernel_threads()) else {
+            return self.run_compiler(&[c_file.as_os_str()], library, true);
+        };
+        let paths = Leftovers(
+            (0..units.len())
+                .flat_map(|i| ["c", "o"].map(|ext| library.with_extension(format!("{i}.{ext}"))))
+                .collect(),
+        );
+        let pairs: Vec<(&PathBuf, &PathBuf)> =
+            paths.0.chunks(2).map(|pair| (&pair[0], &pair[1])).collect();
+        for ((c_path, _), unit) in pairs.iter().zip(&units) {
+            std::fs::write(c_path, unit)
+                .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
+        }
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = pairs
+                .iter()
+                .map(|&(c_path, object)| {
+                    scope.spawn(move || {
+                        self.run_compiler(&[OsStr::new("-c"), c_path.as_os_str()], object, false)
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|run| run.join().expect("a compiler run does not panic"))
+                .collect::<Result<Vec<()>, CompileError>>()
+        })?;
+        let objects: Vec<&OsStr> = pairs.iter().map(|(_, object)| object.as_os_str()).collect();
+        self.run_compiler(&objects, library, true)
+    }
+
+    /// Runs the compiler with the routine flags on `inputs`, writing `output`; `linking` adds
+    /// the flags of a shared library and the math library.
+    fn run_compiler(
+        &self,
+        inputs: &[&OsStr],
+        output: &Path,
+        linking: bool,
+    ) -> Result<(), CompileError> {
         let mut args: Vec<&OsStr> = self.flags.iter().map(OsStr::new).collect();
-        args.extend(REQUIRED_FLAGS.map(OsStr::new));
-        args.extend([
-            OsStr::new("-o"),
-            library.as_os_str(),
-            c_file.as_os_str(),
-            OsStr::new("-lm"),
-        ]);
+        args.extend(
+            REQUIRED_FLAGS
+                .iter()
+                .filter(|flag| linking || **flag != "-shared")
+                .map(OsStr::new),
+        );
+        args.extend([OsStr::new("-o"), output.as_os_str()]);
+        args.extend(inputs);
+        if linking {
+            args.push(OsStr::new("-lm"));
+        }
         let finished = self
             .command
             .run(&args, self.timeout)
@@ -371,6 +418,17 @@ impl Compiler {
             ));
         }
         Ok(())
+    }
+}
+
+/// Files removed, if they exist, when this is dropped: one build's translation units.
+struct Leftovers(Vec<PathBuf>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
