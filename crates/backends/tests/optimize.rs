@@ -1005,3 +1005,54 @@ fn a_transposing_copy_runs_in_tiles_on_both_backends() {
         .unwrap();
     assert_eq!(native.values(NodeId(1)), expected);
 }
+
+#[test]
+fn exponentials_read_at_two_sites_are_stored_once_where_cheap_operations_are_inlined() {
+    // Softmax over 4 cells: e = exp(x), s = Σ e, y = e / s. The sum and the division both read
+    // e: inlined, every exponential would be computed twice.
+    let softmax = |op: Unop| {
+        vec![
+            unary(true, Binop::Arg2, 1, op, 0, pointwise(&[4], 1)),
+            unary(
+                true,
+                Binop::Add,
+                2,
+                Unop::Identity,
+                1,
+                projections(
+                    &[4],
+                    (&[1], vec![rcannl_ir::AxisIndex::Fixed(0)]),
+                    vec![(&[4], vec![it(0)])],
+                ),
+            ),
+            binary(
+                true,
+                Binop::Arg2,
+                3,
+                Binop::Div,
+                (1, 2),
+                projections(
+                    &[4],
+                    (&[4], vec![it(0)]),
+                    vec![
+                        (&[4], vec![it(0)]),
+                        (&[1], vec![rcannl_ir::AxisIndex::Fixed(0)]),
+                    ],
+                ),
+            ),
+        ]
+    };
+    let nodes = || vec![node(0, &[4]), node(1, &[4]), node(2, &[1]), node(3, &[4])];
+    let x = vec![0.5, -1.0, 2.0, 0.25];
+    let stored = optimized_agrees(softmax(Unop::Exp), nodes(), &[(0, x.clone())]);
+    assert_ne!(mode(&stored, 1), MemoryMode::Virtual);
+    let exps = stored
+        .body
+        .iter()
+        .map(ToString::to_string)
+        .collect::<String>();
+    assert_eq!(exps.matches("exp(").count(), 1, "{exps}");
+    // A negation is cheaper to compute twice than to store and load.
+    let inlined = optimized_agrees(softmax(Unop::Neg), nodes(), &[(0, x)]);
+    assert_eq!(mode(&inlined, 1), MemoryMode::Virtual);
+}

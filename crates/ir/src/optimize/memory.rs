@@ -14,8 +14,11 @@
 //!   nothing. This covers reads before the first write and a nest that accumulates into cells
 //!   nothing has set (`x =+ g`).
 //! - A node written and then read is virtual when it is inlinable and cheap to recompute: its
-//!   producer keeps no loops of its own (no reduction), or it is read at a single site whose
-//!   loops each run over an axis of the read (so that each cell is computed at most once), and,
+//!   producer keeps no loops of its own (no reduction) and computes no transcendental function
+//!   (exp, log, tanh, …: see `virtualize::is_transcendental`), its inlined reads included, or it
+//!   is read at a single site whose loops each run over an axis of the read (so that each cell
+//!   is computed at most once: softmax's exponentials, read by the sum and by the division, are
+//!   stored once rather than computed at both), and,
 //!   where that site lies in the producer of another virtual node, that node is read so too
 //!   (else the reduction would be recomputed wherever the other node is inlined); and one cell
 //!   takes at most [`INLINE_COST_LIMIT`] operations once what it reads of other virtual nodes
@@ -76,7 +79,9 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
             }
             None => match inlinable(&body, node, &inlined) {
                 Ok(producer)
-                    if (producer.kept.is_empty() || single_site(&body, &producer).is_some())
+                    if (producer.kept.is_empty()
+                        && inlined_transcendentals(&producer, &inlined) == 0
+                        || single_site(&body, &producer).is_some())
                         && cheap_where_read(
                             &body,
                             &producer,
@@ -130,6 +135,8 @@ struct Inlined {
     kept: bool,
     /// The operations one of its cells takes, its inlined reads included.
     cost: usize,
+    /// The transcendental operations among them.
+    transcendentals: usize,
 }
 
 fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Producer) {
@@ -141,6 +148,7 @@ fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Produ
             position: producer.position,
             kept: !producer.kept.is_empty(),
             cost: inlined_cost(producer, inlined),
+            transcendentals: inlined_transcendentals(producer, inlined),
         },
     );
 }
@@ -149,6 +157,12 @@ fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Produ
 /// are inlined into it.
 fn inlined_cost(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
     producer.cost(&|node| inlined.get(&node).map(|v| v.cost))
+}
+
+/// The transcendental operations one cell of `producer`'s node takes once the virtual nodes
+/// among its reads are inlined into it.
+fn inlined_transcendentals(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
+    producer.transcendentals(&|node| inlined.get(&node).map(|v| v.transcendentals))
 }
 
 /// What `producer` reads once the virtual nodes among its reads are inlined into it.

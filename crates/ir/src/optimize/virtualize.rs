@@ -30,7 +30,7 @@ use super::{
 };
 use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
-use crate::ops::Binop;
+use crate::ops::{Binop, Unop};
 use crate::precision::Precision;
 use crate::routine::Routine;
 
@@ -229,51 +229,71 @@ impl Producer {
         })
     }
 
-    /// The other nodes the producer reads.
     /// The operations one cell of the node takes once the virtual nodes the producer reads are
     /// inlined into it: each operation and each read of a stored node counts one, each distinct
     /// read of a node that `inlined_cost` knows counts what that node's value takes (a reader
     /// computes each distinct read once), and kept loops repeat it all.
     pub(super) fn cost(&self, inlined_cost: &impl Fn(NodeId) -> Option<usize>) -> usize {
-        fn count(
-            scalar: &Scalar,
-            own: NodeId,
-            seen: &mut HashSet<(NodeId, Vec<Index>)>,
-            inlined_cost: &impl Fn(NodeId) -> Option<usize>,
-        ) -> usize {
-            match scalar {
-                Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => 0,
-                Scalar::Get(node, _) if *node == own => 0,
-                Scalar::Get(node, index) => match inlined_cost(*node) {
-                    Some(cost) if seen.insert((*node, index.clone())) => cost,
-                    Some(_) => 0,
-                    None => 1,
-                },
-                Scalar::Unop(_, a) => 1 + count(a, own, seen, inlined_cost),
-                Scalar::Binop(_, a, b) => {
-                    1 + count(a, own, seen, inlined_cost) + count(b, own, seen, inlined_cost)
-                }
-                Scalar::Ternop(_, a, b, c) => {
-                    1 + count(a, own, seen, inlined_cost)
-                        + count(b, own, seen, inlined_cost)
-                        + count(c, own, seen, inlined_cost)
+        self.weigh(&|_| 1, 1, inlined_cost)
+    }
+
+    /// The transcendental operations (see [`is_transcendental`]) one cell of the node takes, as
+    /// [`Producer::cost`] counts operations, with `inlined` those of each virtual node.
+    pub(super) fn transcendentals(&self, inlined: &impl Fn(NodeId) -> Option<usize>) -> usize {
+        self.weigh(&|op| usize::from(is_transcendental(op)), 0, inlined)
+    }
+
+    /// What one cell takes when each operation weighs `op_weight`, each read of a stored node
+    /// `read_weight` and each distinct read of a virtual node what `inlined` says.
+    fn weigh(
+        &self,
+        op_weight: &impl Fn(&Scalar) -> usize,
+        read_weight: usize,
+        inlined: &impl Fn(NodeId) -> Option<usize>,
+    ) -> usize {
+        let mut seen = HashSet::new();
+        let mut count = |scalar: &Scalar| {
+            let mut total = 0;
+            let mut stack = vec![scalar];
+            while let Some(scalar) = stack.pop() {
+                match scalar {
+                    Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
+                    Scalar::Get(node, _) if *node == self.node => {}
+                    Scalar::Get(node, index) => match inlined(*node) {
+                        Some(weight) if seen.insert((*node, index.clone())) => total += weight,
+                        Some(_) => {}
+                        None => total += read_weight,
+                    },
+                    Scalar::Unop(_, a) => {
+                        total += op_weight(scalar);
+                        stack.push(a);
+                    }
+                    Scalar::Binop(_, a, b) => {
+                        total += op_weight(scalar);
+                        stack.extend([&**a, &**b]);
+                    }
+                    Scalar::Ternop(_, a, b, c) => {
+                        total += op_weight(scalar);
+                        stack.extend([&**a, &**b, &**c]);
+                    }
                 }
             }
-        }
+            total
+        };
         let value = match &self.form {
             Form::Store(value) | Form::Accumulate { value, .. } => value,
         };
-        let mut seen = HashSet::new();
-        let mut cost = count(value, self.node, &mut seen, inlined_cost);
+        let mut weight = count(value);
         for stmt in &self.pre {
             for value in stmt.values() {
-                cost += count(value, self.node, &mut seen, inlined_cost);
+                weight += count(value);
             }
         }
         let repeats: usize = self.kept.iter().map(|(_, range)| range).product();
-        cost.saturating_mul(repeats)
+        weight.saturating_mul(repeats)
     }
 
+    /// The other nodes the producer reads.
     pub(super) fn reads(&self) -> BTreeSet<NodeId> {
         let mut reads: BTreeSet<NodeId> = self.pre.iter().flat_map(stmt_reads).collect();
         let value = match &self.form {
@@ -284,6 +304,20 @@ impl Producer {
         });
         reads.remove(&self.node);
         reads
+    }
+}
+
+/// Whether `op` is an operation that costs tens of arithmetic operations (an exponential, a
+/// logarithm, a trigonometric function, a power other than a square): worth computing once and
+/// storing rather than again at every read.
+pub(super) fn is_transcendental(op: &Scalar) -> bool {
+    match op {
+        Scalar::Unop(op, _) => matches!(
+            op,
+            Unop::Exp | Unop::Log | Unop::Exp2 | Unop::Log2 | Unop::Sin | Unop::Cos | Unop::Tanh
+        ),
+        Scalar::Binop(Binop::Pow, _, exponent) => **exponent != Scalar::Const(2.0),
+        _ => false,
     }
 }
 
