@@ -285,6 +285,7 @@ impl Compiler {
             _library: Arc::clone(library),
             _products_library: products_library,
             native,
+            has_products: steps.iter().any(|step| matches!(step, Loaded::Gemm(_))),
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
@@ -464,6 +465,8 @@ pub struct CompiledRoutine {
     _products_library: Option<Arc<libloading::Library>>,
     native: gemm::Native,
     steps: Vec<Loaded>,
+    /// Whether some step is a matrix product (which reads static indices by name).
+    has_products: bool,
     routine: Routine,
     buffers: Vec<NodeId>,
     statics: Vec<Symbol>,
@@ -471,6 +474,18 @@ pub struct CompiledRoutine {
     pub source: String,
     /// Whether the library came from the cache (nothing was compiled).
     pub from_cache: bool,
+}
+
+/// Whether the buffers of `a` and `b` have the same dims (each axis widened by its margins),
+/// compared without building them: this runs for every buffer of every run.
+fn same_buffer_dims(a: &rcannl_ir::TensorNode, b: &rcannl_ir::TensorNode) -> bool {
+    fn widened(node: &rcannl_ir::TensorNode) -> impl Iterator<Item = usize> + '_ {
+        node.dims
+            .iter()
+            .zip(&node.padding)
+            .map(|(dim, (before, after))| dim + before + after)
+    }
+    a.dims.len() == b.dims.len() && widened(a).eq(widened(b))
 }
 
 /// Buffer pointers handed to kernels on several threads.
@@ -519,9 +534,7 @@ impl CompiledRoutine {
         for id in &self.buffers {
             let expected = &self.routine.nodes[id];
             let given = buffers.node(*id)?;
-            if given.precision != expected.precision
-                || given.buffer_dims() != expected.buffer_dims()
-            {
+            if given.precision != expected.precision || !same_buffer_dims(given, expected) {
                 return Err(RunError {
                     message: format!(
                         "routine {}: the buffer of {id} '{}' is {} {:?}, the routine was compiled \
@@ -539,6 +552,15 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let statics = &static_values;
+        let named: HashMap<Symbol, i64> = if self.has_products {
+            self.statics
+                .iter()
+                .copied()
+                .zip(static_values.iter().copied())
+                .collect()
+        } else {
+            HashMap::new()
+        };
         let run_steps = |threads: usize| {
             for step in &self.steps {
                 let (function, kernel) = match step {
@@ -547,12 +569,6 @@ impl CompiledRoutine {
                         let position = |id| self.buffers.iter().position(|b| *b == id);
                         let base =
                             |id| pointers.0[position(id).expect("a product's nodes have buffers")];
-                        let named: HashMap<Symbol, i64> = self
-                            .statics
-                            .iter()
-                            .copied()
-                            .zip(static_values.iter().copied())
-                            .collect();
                         // SAFETY: the buffers match the routine's nodes (checked above) and the
                         // product's accesses were checked against them when generating.
                         unsafe {
@@ -568,26 +584,28 @@ impl CompiledRoutine {
                             && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK =>
                     {
                         let chunks = threads.min(range);
-                        rayon::scope(|scope| {
-                            for chunk in 0..chunks {
-                                let (begin, end) =
-                                    (range * chunk / chunks, range * (chunk + 1) / chunks);
-                                let statics = &statics;
-                                scope.spawn(move |_| {
-                                    let pointers = pointers;
-                                    // SAFETY: the buffers match the routine's nodes (checked above),
-                                    // every index was checked against them when generating, and the
-                                    // chunks write disjoint cells.
-                                    unsafe {
-                                        function(
-                                            pointers.0.as_ptr(),
-                                            statics.as_ptr(),
-                                            begin as i64,
-                                            end as i64,
-                                        );
-                                    }
-                                });
+                        let run_chunk = move |chunk: usize| {
+                            let pointers = pointers;
+                            let (begin, end) =
+                                (range * chunk / chunks, range * (chunk + 1) / chunks);
+                            // SAFETY: the buffers match the routine's nodes (checked above),
+                            // every index was checked against them when generating, and the
+                            // chunks write disjoint cells.
+                            unsafe {
+                                function(
+                                    pointers.0.as_ptr(),
+                                    statics.as_ptr(),
+                                    begin as i64,
+                                    end as i64,
+                                );
                             }
+                        };
+                        // The first chunk runs here while the others are taken by the pool.
+                        rayon::scope(|scope| {
+                            for chunk in 1..chunks {
+                                scope.spawn(move |_| run_chunk(chunk));
+                            }
+                            run_chunk(0);
                         });
                     }
                     _ => {
