@@ -116,8 +116,8 @@ impl Sgd {
         }
     }
 
-    /// The optimizer's state (a velocity per parameter, made by [`Sgd::compile`]), to save with
-    /// the parameters.
+    /// The optimizer's state (a velocity per parameter, made by [`Sgd::compile`]; none without
+    /// momentum), to save with the parameters.
     pub fn state(&self) -> &[Tensor] {
         &self.velocities
     }
@@ -134,9 +134,17 @@ impl Sgd {
         self
     }
 
-    /// The updates of one step, with a velocity per parameter.
+    /// The updates of one step, with a velocity per parameter (none without momentum, where
+    /// the velocity would be the gradient itself).
     fn updates(&self, velocities: &[Tensor]) -> Vec<Update> {
         let mut updates = Vec::new();
+        if velocities.is_empty() {
+            for w in &self.params {
+                let g = Formula::grad(w) + self.weight_decay * Formula::value(w);
+                updates.push(Update::subtract(w, Formula::value(&self.lr) * g));
+            }
+            return updates;
+        }
         for (w, v) in self.params.iter().zip(velocities) {
             let g = Formula::grad(w) + self.weight_decay * Formula::value(w);
             updates.push(Update::set(
@@ -166,11 +174,14 @@ impl Sgd {
             Range::AtLeastZero,
         )?;
         check_learning_rate(ctx, "Sgd", &self.lr)?;
-        self.velocities = self
-            .params
-            .iter()
-            .map(|p| state_like(ctx, p, "velocity"))
-            .collect::<Result<Vec<_>, _>>()?;
+        self.velocities = if self.momentum == 0.0 {
+            Vec::new()
+        } else {
+            self.params
+                .iter()
+                .map(|p| state_like(ctx, p, "velocity"))
+                .collect::<Result<Vec<_>, _>>()?
+        };
         ctx.update(&self.updates(&self.velocities))
     }
 }

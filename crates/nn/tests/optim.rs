@@ -1,6 +1,7 @@
 //! Optimizer settings: a learning rate, momentum, decay, betas or epsilon that is not a number,
 //! infinite or out of its range is refused when the step is compiled, and a schedule's when it
-//! sets the learning rate, with an error naming the optimizer, the setting and its value.
+//! sets the learning rate, with an error naming the optimizer, the setting and its value. SGD
+//! without momentum keeps no velocity.
 
 use rcannl_backends::Interpreter;
 use rcannl_nn::optim::{Adam, Schedule, Sgd};
@@ -212,4 +213,30 @@ fn schedules_refuse_learning_rates_that_are_not_finite_or_negative() {
     .apply(&mut ctx, &sgd.lr, 50, 100)
     .expect("a valid schedule");
     assert_eq!(ctx.values(&sgd.lr).expect("the rate"), [0.25]);
+}
+
+#[test]
+fn sgd_without_momentum_keeps_no_velocity_and_steps_by_the_gradient() {
+    // loss = Σ w², so the gradient is 2w: one step of lr 0.1 with weight decay 0.5 moves w by
+    // 0.1·(2w + 0.5w) = 0.25w.
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(Init::Values(vec![1.0, -2.0]))
+        .build();
+    let loss = rcannl_nn::loss::sum(&w.pmul(&w));
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().expect("init");
+    let backprop = ctx.backprop(&loss).expect("backprop");
+    let mut sgd = Sgd::new(&graph, std::slice::from_ref(&w), 0.1, 0.0).weight_decay(0.5);
+    let step = sgd.compile(&mut ctx).expect("a valid optimizer");
+    assert!(sgd.state().is_empty(), "{:?}", sgd.state());
+    ctx.run(&backprop).expect("backprop runs");
+    ctx.run(&step).expect("the step runs");
+    assert_eq!(ctx.values(&w).unwrap(), vec![0.75, -1.5]);
+    // With momentum, a velocity per parameter.
+    let mut with_momentum = Sgd::new(&graph, &[w], 0.1, 0.9);
+    with_momentum.compile(&mut ctx).expect("a valid optimizer");
+    assert_eq!(with_momentum.state().len(), 1);
 }
