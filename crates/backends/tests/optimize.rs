@@ -6,10 +6,10 @@ mod common;
 use common::*;
 
 use rcannl_backends::interpreter::Buffers;
-use rcannl_ir::optimize::{accumulate, cse, memory, simplify, virtualize};
+use rcannl_ir::optimize::{accumulate, cse, fills, memory, simplify, virtualize};
 use rcannl_ir::{
-    Assignment, Binop, Index, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
-    Stmt, TensorNode, Ternop, Unop, Var, optimize,
+    Assignment, Binop, FetchOp, Index, LocalId, LoopVar, MemoryMode, NodeId, Precision,
+    Projections, Routine, Scalar, Stmt, TensorNode, Ternop, Unop, Var, optimize,
 };
 
 fn f32_node(id: u32, label: &str, dims: &[usize]) -> TensorNode {
@@ -1055,4 +1055,108 @@ fn exponentials_read_at_two_sites_are_stored_once_where_cheap_operations_are_inl
     // A negation is cheaper to compute twice than to store and load.
     let inlined = optimized_agrees(softmax(Unop::Neg), nodes(), &[(0, x)]);
     assert_eq!(mode(&inlined, 1), MemoryMode::Virtual);
+}
+
+#[test]
+fn a_zero_fill_is_dropped_where_the_first_contribution_writes_every_cell() {
+    // As a backward pass has it: t1 := 0; t1 += −t0; t2 = t0 + t0 (between, not touching t1);
+    // t1 += exp(t0).
+    let zero = |node: u32| Assignment::Fetch {
+        node: NodeId(node),
+        op: FetchOp::Constant(0.0),
+    };
+    let gradient = |between: (u32, u32)| {
+        vec![
+            zero(1),
+            unary(false, Binop::Add, 1, Unop::Neg, 0, pointwise(&[2, 3], 1)),
+            binary(
+                true,
+                Binop::Arg2,
+                2,
+                Binop::Add,
+                between,
+                pointwise(&[2, 3], 2),
+            ),
+            unary(false, Binop::Add, 1, Unop::Exp, 0, pointwise(&[2, 3], 1)),
+        ]
+    };
+    let nodes = || vec![node(0, &[2, 3]), node(1, &[2, 3]), node(2, &[2, 3])];
+    let fills = |r: &Routine| {
+        r.body
+            .iter()
+            .filter(|s| matches!(s, Stmt::Fill { .. }))
+            .count()
+    };
+    let before = lowered(gradient((0, 0)), nodes());
+    assert_eq!(fills(&before), 1, "{before}");
+    let absorbed = fills::absorb_fills(&before);
+    assert_eq!(fills(&absorbed), 0, "{absorbed}");
+    let text = absorbed.to_string();
+    assert!(text.contains(":= (0 + neg(n0["), "{text}");
+    assert!(
+        text.contains(":= (n1[l"),
+        "the second contribution still adds: {text}"
+    );
+    let inputs = [(0, small_values(6, 0.3))];
+    same_results(&before, &absorbed, &inputs);
+    optimized_agrees(gradient((0, 0)), nodes(), &inputs);
+
+    // Kept: a fill read before the first write, a node with margins (the fill writes them too),
+    // a reduction (left to local accumulators), and a value no constant reproduces.
+    let mut read_first = lowered(gradient((1, 1)), nodes());
+    read_first.body.swap(1, 2);
+    assert_eq!(fills::absorb_fills(&read_first), read_first);
+    let one_contribution = |nodes: Vec<TensorNode>, projections: Projections| {
+        lowered(
+            vec![
+                zero(1),
+                unary(false, Binop::Add, 1, Unop::Neg, 0, projections),
+            ],
+            nodes,
+        )
+    };
+    let with_margins = one_contribution(
+        vec![node(0, &[2, 3]), padded(node(1, &[2, 3]), (1, 0))],
+        pointwise(&[2, 3], 1),
+    );
+    assert_eq!(fills::absorb_fills(&with_margins), with_margins);
+    let reduction = one_contribution(
+        vec![node(0, &[2, 3]), node(1, &[2])],
+        projections(
+            &[2, 3],
+            (&[2], vec![it(0)]),
+            vec![(&[2, 3], vec![it(0), it(1)])],
+        ),
+    );
+    assert_eq!(fills(&reduction), 1, "{reduction}");
+    assert_eq!(fills::absorb_fills(&reduction), reduction);
+    let half = |n: TensorNode| TensorNode {
+        precision: Precision::F16,
+        ..n
+    };
+    let filled_with = |value: f64| {
+        let mut routine = one_contribution(
+            vec![half(node(0, &[2, 3])), half(node(1, &[2, 3]))],
+            pointwise(&[2, 3], 1),
+        );
+        routine.body[0] = Stmt::Fill {
+            node: NodeId(1),
+            value,
+        };
+        routine
+    };
+    let not_a_number = filled_with(f64::NAN);
+    // (NaN is not equal to itself: the routines are compared as printed.)
+    assert_eq!(
+        fills::absorb_fills(&not_a_number).to_string(),
+        not_a_number.to_string()
+    );
+    // 0.1 is stored as the f16 nearest it, which the constant then is.
+    let tenth = filled_with(0.1);
+    let absorbed = fills::absorb_fills(&tenth);
+    assert!(
+        absorbed.to_string().contains("(0.0999755859375 + neg("),
+        "{absorbed}"
+    );
+    same_results(&tenth, &absorbed, &[(0, small_values(6, 0.3))]);
 }

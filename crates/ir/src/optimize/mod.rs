@@ -1,5 +1,5 @@
-//! The loop-IR optimizer: `optimize` runs its passes in order (matrix products recognized, memory
-//! modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
+//! The loop-IR optimizer: `optimize` runs its passes in order (fills a first write makes useless
+//! dropped, matrix products recognized, memory modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
 //! simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
@@ -12,6 +12,7 @@
 pub mod accumulate;
 mod body;
 pub mod cse;
+pub mod fills;
 pub mod gemm;
 pub mod hoist;
 pub mod memory;
@@ -42,12 +43,14 @@ impl fmt::Display for OptimizeError {
 
 impl std::error::Error for OptimizeError {}
 
-/// `routine` with its matrix products recognized, a memory mode on every node, virtual nodes
+/// `routine` with the fills its first writes overwrite dropped, its matrix products recognized,
+/// a memory mode on every node, virtual nodes
 /// inlined where they are read, local accumulators for reductions, unit-stride stores innermost,
 /// constants folded, loop-invariant operations computed before inner loops and repeated
 /// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let extracted = gemm::extract_gemms(routine);
+    let absorbed = fills::absorb_fills(routine);
+    let extracted = gemm::extract_gemms(&absorbed);
     let decided = memory::decide_memory_modes(&extracted)?;
     let fused = virtualize::virtualize(&decided)?;
     let accumulated = accumulate::local_accumulators(&fused);
