@@ -13,7 +13,9 @@
 //!
 //! Not when the innermost reduction loop would read every operand with a stride while a kept loop
 //! stores consecutive cells (a sum over a middle axis): that loop then runs innermost instead,
-//! the nest accumulating in place, and vector units add neighbouring cells' terms at once.
+//! the nest accumulating in place, and vector units add neighbouring cells' terms at once; when
+//! the cells stored fit in 8 KiB, the reduction loops run outermost, so that consecutive stores
+//! go to different cells.
 //!
 //! When a fill of `n` directly precedes the nest, `n` has no margins, and the other loops store
 //! every cell exactly once, the local starts from the fill's value and the fill is dropped.
@@ -146,13 +148,23 @@ fn strided_reduction(
     if !worth {
         return None;
     }
-    let loops: Vec<Loop> = outer
-        .iter()
-        .filter(|(var, _)| *var != unit.0)
-        .chain(reductions)
-        .chain([&unit])
-        .copied()
-        .collect();
+    let others = outer.iter().filter(|(var, _)| *var != unit.0);
+    // Each iteration of a reduction loop reads and writes back the cells the loops inside it
+    // store: when those are few (they stay in the first-level cache), the reduction runs
+    // outermost, so that consecutive stores go to different cells instead of each waiting for
+    // the store before it to the same cell.
+    let cells: usize = outer.iter().map(|(_, range)| range).product();
+    let block_bytes = cells.saturating_mul(routine.nodes[&nest.node].precision.size_in_bytes());
+    let loops: Vec<Loop> = if block_bytes <= SMALL_BLOCK_BYTES {
+        reductions
+            .iter()
+            .chain(others)
+            .chain([&unit])
+            .copied()
+            .collect()
+    } else {
+        others.chain(reductions).chain([&unit]).copied().collect()
+    };
     let mut body = nest.pre.to_vec();
     body.push(Stmt::Set {
         node: nest.node,
@@ -161,6 +173,9 @@ fn strided_reduction(
     });
     Some(wrap(&loops, body))
 }
+
+/// The most bytes of stored cells a strided reduction keeps inside its reduction loops.
+const SMALL_BLOCK_BYTES: usize = 8192;
 
 /// A loop's variable and range.
 type Loop = (LoopVar, usize);
@@ -283,6 +298,55 @@ mod tests {
             "fill n1 with -inf\nfor l1 in 0..3 {\n  for l0 in 0..2 {\n    \
              n1[l0] := max(n1[l0], n0[l1, l0])\n  }\n}\n"
         );
+    }
+
+    /// `n1[l0, l2] := n1[l0, l2] + n0[l1, l0, l2]` inside `for l0 { for l1 { for l2 } }`: sums
+    /// of `k` planes of `rows × 4` cells.
+    fn plane_sums(rows: usize, k: usize) -> Routine {
+        let body = wrap(
+            &[(LoopVar(0), rows), (LoopVar(1), k), (LoopVar(2), 4)],
+            vec![Stmt::Set {
+                node: NodeId(1),
+                index: vec![at(0), at(2)],
+                value: Scalar::Binop(
+                    Binop::Add,
+                    Box::new(Scalar::Get(NodeId(1), vec![at(0), at(2)])),
+                    Box::new(Scalar::Get(NodeId(0), vec![at(1), at(0), at(2)])),
+                ),
+            }],
+        );
+        Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", Precision::F32, &[k, rows, 4]),
+                TensorNode::new(1, "s", Precision::F32, &[rows, 4]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body,
+        }
+    }
+
+    #[test]
+    fn a_strided_reduction_into_few_cells_runs_outermost() {
+        // 2 × 4 cells stay in the cache: each plane's pass over them stores different cells one
+        // after another, where a row's pass would store its 4 cells k times in a row.
+        let loops = |routine: &Routine| {
+            let mut order = Vec::new();
+            for stmt in &routine.body {
+                stmt.walk(&mut |s| {
+                    if let Stmt::For { var, .. } = s {
+                        order.push(var.0);
+                    }
+                });
+            }
+            order
+        };
+        assert_eq!(loops(&local_accumulators(&plane_sums(2, 8))), [1, 0, 2]);
+        // 4096 × 4 cells of f32 (64 KiB) do not: the rows stay outside, for threads to share.
+        assert_eq!(loops(&local_accumulators(&plane_sums(4096, 8))), [0, 1, 2]);
     }
 
     #[test]
