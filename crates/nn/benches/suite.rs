@@ -32,7 +32,7 @@ use workloads::Step;
 
 /// Rounds of every workload on each side; the best median counts, so that a noisy moment on a
 /// shared machine hurts neither side.
-pub const ROUNDS: usize = 3;
+const ROUNDS: usize = 3;
 /// The threads when `$RAYON_NUM_THREADS` does not say.
 const DEFAULT_THREADS: &str = "2";
 /// The argument that makes this program time the transformer's first step and print it.

@@ -14,7 +14,9 @@ others go on. A training step is what a training loop pays per step: gradients, 
 update, the loss read back as a Python float. `torch.compile` compiles the model and its loss
 (forward and, through AOTAutograd, backward); the optimizer's step runs eagerly, as is usual.
 The models, sizes, optimizers and losses are those of `suite/workloads.rs`; images are laid out
-as each library prefers (PyTorch NCHW, JAX NHWC), the values are random."""
+as each library prefers (PyTorch NCHW, JAX NHWC), the values are random. The convolution's
+training step weights its output by fixed random values before summing, so that the output's
+gradient is no constant a compiler could fold away."""
 import argparse
 import math
 import os
@@ -166,7 +168,9 @@ def torch_cases(compiled):
 
     def conv_step():
         x, k = (t.requires_grad_() for t in conv_operands())
-        loss = maybe_compile(lambda: F.conv2d(x, k).sum())
+        batch, _, size, out = CONV
+        weights = torch.from_numpy(normal(batch, out, size - 2, size - 2))
+        loss = maybe_compile(lambda: (F.conv2d(x, k) * weights).sum())
 
         def step():
             x.grad, k.grad = None, None
@@ -374,10 +378,13 @@ def jax_cases():
 
     def conv_step():
         x, k = conv_operands()
-        grads = jax.jit(jax.value_and_grad(lambda x, k: conv(x, k, "VALID").sum(), argnums=(0, 1)))
+        batch, _, size, out = CONV
+        weights = jnp.asarray(normal(batch, size - 2, size - 2, out))
+        loss = lambda x, k, weights: (conv(x, k, "VALID") * weights).sum()
+        grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
 
         def step():
-            value, (dx, dk) = grads(x, k)
+            value, (dx, dk) = grads(x, k, weights)
             dx.block_until_ready()
             dk.block_until_ready()
             float(value)

@@ -19,29 +19,29 @@ pub type Step = Box<dyn FnMut() -> Result<(), TensorError>>;
 /// The 3×3 valid convolution over images laid out `batch | -> height, width, channels`.
 const CONV_VALID: &str = "...|...->h<+kh, w<+kw, c; kh, kw, c -> d => ...|...->h, w, d";
 /// The convolution's sizes: (8, 64, 58, 58) in, 64 channels out.
-pub const CONV: (usize, usize, usize, usize) = (8, 64, 58, 64);
-/// The transformer of the `names` example: vocabulary, window, width, heads, blocks, batch, and
-/// Adam's learning rate.
-pub const VOCABULARY: usize = 27;
-pub const WINDOW: usize = 8;
-pub const MODEL: usize = 32;
-pub const HEADS: usize = 4;
-pub const BLOCKS: usize = 2;
-pub const TRANSFORMER_BATCH: usize = 64;
-pub const TRANSFORMER_LR: f64 = 0.005;
-/// The MLP 784 → 512 → 512 → 10: its layers after the inputs, training batch and Adam's rate.
-pub const MLP_WIDTHS: [usize; 3] = [512, 512, 10];
-pub const MLP_INPUTS: usize = 784;
-pub const MLP_BATCH: usize = 128;
-pub const MLP_LR: f64 = 0.001;
-/// The `digits` example's CNN: batch, classes, Adam's rate.
-pub const DIGITS_BATCH: usize = 32;
-pub const DIGITS_CLASSES: usize = 10;
-pub const DIGITS_LR: f64 = 0.002;
-/// The moons MLP: layers, learning rate and momentum.
-pub const MOONS_WIDTHS: [usize; 3] = [16, 16, 1];
-pub const MOONS_LR: f64 = 0.1;
-pub const MOONS_MOMENTUM: f64 = 0.9;
+const CONV: (usize, usize, usize, usize) = (8, 64, 58, 64);
+// The transformer of the `names` example: vocabulary, window, width, heads, blocks, batch, and
+// Adam's learning rate.
+const VOCABULARY: usize = 27;
+const WINDOW: usize = 8;
+const MODEL: usize = 32;
+const HEADS: usize = 4;
+const BLOCKS: usize = 2;
+const TRANSFORMER_BATCH: usize = 64;
+const TRANSFORMER_LR: f64 = 0.005;
+// The MLP 784 → 512 → 512 → 10: its layers after the inputs, training batch and Adam's rate.
+const MLP_WIDTHS: [usize; 3] = [512, 512, 10];
+const MLP_INPUTS: usize = 784;
+const MLP_BATCH: usize = 128;
+const MLP_LR: f64 = 0.001;
+// The `digits` example's CNN: batch, classes, Adam's rate.
+const DIGITS_BATCH: usize = 32;
+const DIGITS_CLASSES: usize = 10;
+const DIGITS_LR: f64 = 0.002;
+// The moons MLP: layers, learning rate and momentum.
+const MOONS_WIDTHS: [usize; 3] = [16, 16, 1];
+const MOONS_LR: f64 = 0.1;
+const MOONS_MOMENTUM: f64 = 0.9;
 
 /// A context on the C backend.
 fn context(graph: &Graph) -> Result<Context, TensorError> {
@@ -149,12 +149,22 @@ pub fn conv_forward() -> Result<Step, TensorError> {
     Ok(Box::new(move || ctx.run(&forward)))
 }
 
-/// The 3×3 valid convolution's training step: the sum of its output, the gradients of input and
-/// kernel (no update: the step of the layer, not of an optimizer).
+/// The 3×3 valid convolution's training step: the sum of its output weighted by fixed random
+/// values (with plain sum, the output's gradient would be a constant, which a compiler could fold
+/// away), the gradients of input and kernel (no update: the step of the layer, not of an
+/// optimizer).
 pub fn conv_step() -> Result<Step, TensorError> {
     let graph = Graph::new();
     let (x, kernel) = conv_operands(&graph, true);
-    let loss = sum(&x.einsum(CONV_VALID, &kernel));
+    let (batch, _, size, out) = CONV;
+    let valid = size - 2;
+    let weights = data(
+        &graph,
+        "output weights",
+        &format!("{batch}|->{valid},{valid},{out}"),
+        normal(batch * valid * valid * out, &mut Rng::new(7)),
+    );
+    let loss = sum(&x.einsum(CONV_VALID, &kernel).pmul(&weights));
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
     training_step(ctx, loss, |_| Ok(None))
