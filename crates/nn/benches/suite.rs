@@ -87,7 +87,7 @@ const WORKLOADS: &[Workload] = &[
         build: || workloads::moons_step(1024),
     },
     Workload {
-        label: "MLP 784-512-512-10 step b128",
+        label: "MLP 784-512-512-10 step b128, Adam",
         case: "mlp",
         repeats: 30,
         build: workloads::mlp_step,
@@ -204,6 +204,7 @@ fn row(label: &str, ours: Option<f64>, theirs: &Figures) {
     println!("{line}");
 }
 
+/// Prints the columns' names.
 fn header() {
     let mut line = format!("{:<34} {:>10}", "workload", "ours");
     for library in peers::LIBRARIES {
@@ -259,8 +260,9 @@ fn main() -> Result<(), TensorError> {
         }
     }
     println!(
-        "first step: from an empty graph to the transformer's first step; cold: empty kernel \
-         caches (ours, inductor's, JAX's persistent cache), warm: the caches the cold run filled"
+        "first step: from an empty graph to the transformer's first step (the peers' from after \
+         their imports); cold: empty kernel caches (ours, inductor's, JAX's persistent cache), \
+         warm: the caches the cold run filled"
     );
     header();
     for (label, ours, theirs) in &rows {
