@@ -133,7 +133,7 @@ def torch_cases(compiled):
 
     maybe_compile = torch.compile if compiled else (lambda f: f)
 
-    def training(params, loss, optimizer):
+    def training(loss, optimizer):
         loss = maybe_compile(loss)
 
         def step():
@@ -209,7 +209,7 @@ def torch_cases(compiled):
             logits = norm(h, "norm") @ p["head.w"] + p["head.b"]
             return F.cross_entropy(logits.reshape(-1, VOCABULARY), y.reshape(-1))
 
-        return training(p, loss, torch.optim.Adam(p.values(), lr=TRANSFORMER_LR))
+        return training(loss, torch.optim.Adam(p.values(), lr=TRANSFORMER_LR))
 
     def moons(batch):
         model = torch.nn.Sequential(
@@ -222,7 +222,7 @@ def torch_cases(compiled):
         x = torch.from_numpy(normal(batch, 2))
         y = torch.from_numpy(np.sign(normal(batch, 1)))
         optimizer = torch.optim.SGD(model.parameters(), lr=MOONS_LR, momentum=MOONS_MOMENTUM)
-        return training(model, lambda: torch.relu(1 - y * model(x)).mean(), optimizer)
+        return training(lambda: torch.relu(1 - y * model(x)).mean(), optimizer)
 
     def mlp_model():
         return torch.nn.Sequential(
@@ -238,7 +238,7 @@ def torch_cases(compiled):
         x = torch.from_numpy(normal(MLP_BATCH, 784))
         y = torch.from_numpy(RNG.integers(0, 10, MLP_BATCH))
         optimizer = torch.optim.Adam(model.parameters(), lr=MLP_LR)
-        return training(model, lambda: F.cross_entropy(model(x), y), optimizer)
+        return training(lambda: F.cross_entropy(model(x), y), optimizer)
 
     def digits():
         model = torch.nn.Sequential(
@@ -253,7 +253,7 @@ def torch_cases(compiled):
         x = torch.from_numpy(RNG.uniform(size=(DIGITS_BATCH, 1, 8, 8)).astype(np.float32))
         y = torch.from_numpy(RNG.integers(0, 10, DIGITS_BATCH))
         optimizer = torch.optim.Adam(model.parameters(), lr=DIGITS_LR)
-        return training(model, lambda: F.cross_entropy(model(x), y), optimizer)
+        return training(lambda: F.cross_entropy(model(x), y), optimizer)
 
     def latency():
         model = maybe_compile(mlp_model())
