@@ -1,0 +1,272 @@
+//! CPU benchmark suite: each workload timed on rcannl's C backend and, in the same run, in
+//! PyTorch (eager, and `torch.compile`), JAX (`jax.jit`) and, for the matrix product, numpy,
+//! through `suite_reference.py`; one table with the ratios peer time / ours (above 1: we are
+//! faster).
+//!
+//! Every side runs on the same number of threads: `$RAYON_NUM_THREADS` when set, else 2 (set
+//! here for ours; `torch.set_num_threads`, XLA's flags, the BLAS variables and the CPU affinity
+//! for the references). A figure is the best of [`ROUNDS`] medians, each over a workload's
+//! repeats after warm-up steps. A training step is everything a training loop pays per step:
+//! the backprop routine, the optimizer's update, the loss read back.
+//!
+//! The transformer's time to first step (from an empty graph to the first step's loss) is timed
+//! in fresh processes: with an empty kernel cache (`RCANNL_CACHE_DIR` a fresh folder), then again
+//! with the cache it filled; likewise `torch.compile` (a fresh `TORCHINDUCTOR_CACHE_DIR`) and
+//! `jax.jit` (a fresh persistent compilation cache), and PyTorch eager.
+//!
+//! Run with `cargo bench -p rcannl-nn --bench suite`. The references need python3 with numpy,
+//! torch and jax; whatever is missing is said in one line and its columns stay empty.
+
+#[path = "suite/peers.rs"]
+mod peers;
+#[path = "suite/workloads.rs"]
+mod workloads;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use peers::{Figures, Peers};
+use rcannl_tensor::TensorError;
+use workloads::Step;
+
+/// Rounds of every workload on each side; the best median counts, so that a noisy moment on a
+/// shared machine hurts neither side.
+const ROUNDS: usize = 3;
+/// The threads when `$RAYON_NUM_THREADS` does not say.
+const DEFAULT_THREADS: &str = "2";
+/// The argument that makes this program time the transformer's first step and print it.
+const FIRST_STEP: &str = "first-step";
+
+/// A row of the table: a workload timed step by step.
+struct Workload {
+    /// What the table calls it.
+    label: &'static str,
+    /// The reference script's name for it.
+    case: &'static str,
+    /// Timed steps per round (the reference script times as many).
+    repeats: usize,
+    build: fn() -> Result<Step, TensorError>,
+}
+
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        label: "matmul f32 1024^3",
+        case: "matmul",
+        repeats: 20,
+        build: || workloads::matmul(1024),
+    },
+    Workload {
+        label: "conv2d 3x3 (8,64,58,58)->64 fwd",
+        case: "conv_forward",
+        repeats: 10,
+        build: workloads::conv_forward,
+    },
+    Workload {
+        label: "conv2d 3x3 fwd + dx + dk",
+        case: "conv_step",
+        repeats: 5,
+        build: workloads::conv_step,
+    },
+    Workload {
+        label: "names transformer step, Adam",
+        case: "transformer",
+        repeats: 100,
+        build: workloads::transformer_step,
+    },
+    Workload {
+        label: "moons MLP step b32, SGD",
+        case: "moons32",
+        repeats: 1000,
+        build: || workloads::moons_step(32),
+    },
+    Workload {
+        label: "moons MLP step b1024, SGD",
+        case: "moons1024",
+        repeats: 300,
+        build: || workloads::moons_step(1024),
+    },
+    Workload {
+        label: "MLP 784-512-512-10 step b128, Adam",
+        case: "mlp",
+        repeats: 30,
+        build: workloads::mlp_step,
+    },
+    Workload {
+        label: "digits CNN step b32, Adam",
+        case: "digits",
+        repeats: 300,
+        build: workloads::digits_step,
+    },
+    Workload {
+        label: "MLP 784-512-512-10 fwd b1",
+        case: "latency",
+        repeats: 500,
+        build: workloads::mlp_latency,
+    },
+];
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The best of [`ROUNDS`] medians of `repeats` steps, each round after warm-up steps.
+fn best_median(step: &mut Step, repeats: usize) -> Result<f64, TensorError> {
+    let warmup = (repeats / 10).max(2);
+    let mut best = f64::INFINITY;
+    for _ in 0..ROUNDS {
+        for _ in 0..warmup {
+            step()?;
+        }
+        let mut times = Vec::with_capacity(repeats);
+        for _ in 0..repeats {
+            let start = Instant::now();
+            step()?;
+            times.push(start.elapsed());
+        }
+        best = best.min(median(times).as_secs_f64());
+    }
+    Ok(best)
+}
+
+/// A private scratch folder for the kernel caches of the first-step rows, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path =
+            std::env::temp_dir().join(format!("rcannl-suite-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Scratch(path))
+    }
+
+    fn folder(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Our time to the transformer's first step, in a fresh process whose kernel cache is `cache`.
+fn our_first_step(cache: &Path) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let output = Command::new(exe)
+        .arg(FIRST_STEP)
+        .env("RCANNL_CACHE_DIR", cache)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run this program again: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout.trim().parse().map_err(|_| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        format!(
+            "the first-step process failed ({}): {}",
+            output.status,
+            stderr.lines().last().unwrap_or("no message")
+        )
+    })
+}
+
+/// A duration for the table.
+fn shown(seconds: Option<f64>) -> String {
+    match seconds {
+        None => "-".to_owned(),
+        Some(s) if s < 1e-3 => format!("{:.1} us", s * 1e6),
+        Some(s) if s < 1.0 => format!("{:.2} ms", s * 1e3),
+        Some(s) => format!("{s:.2} s"),
+    }
+}
+
+/// A peer's time over ours.
+fn ratio(theirs: Option<f64>, ours: Option<f64>) -> String {
+    match (theirs, ours) {
+        (Some(t), Some(o)) => format!("{:.2}", t / o),
+        _ => "-".to_owned(),
+    }
+}
+
+/// Prints a row: our figure, then each peer's with its ratio.
+fn row(label: &str, ours: Option<f64>, theirs: &Figures) {
+    let mut line = format!("{label:<34} {:>10}", shown(ours));
+    for library in peers::LIBRARIES {
+        let t = theirs.get(*library).copied();
+        line.push_str(&format!(" {:>10} {:>6}", shown(t), ratio(t, ours)));
+    }
+    println!("{line}");
+}
+
+/// Prints the columns' names.
+fn header() {
+    let mut line = format!("{:<34} {:>10}", "workload", "ours");
+    for library in peers::LIBRARIES {
+        line.push_str(&format!(" {library:>10} {:>6}", "x"));
+    }
+    println!("{line}");
+}
+
+fn main() -> Result<(), TensorError> {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none_or(|v| v.is_empty()) {
+        // SAFETY: nothing else runs yet: no thread can be reading the environment.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", DEFAULT_THREADS) };
+    }
+    if std::env::args().any(|a| a == FIRST_STEP) {
+        println!("{}", workloads::transformer_first_step()?);
+        return Ok(());
+    }
+    let threads = rcannl_backends::cc::kernel_threads();
+    let peers = Peers::find(threads);
+
+    let mut rows = Vec::new();
+    for workload in WORKLOADS {
+        eprintln!("timing {} ...", workload.label);
+        let mut step = (workload.build)()?;
+        let ours = best_median(&mut step, workload.repeats)?;
+        drop(step);
+        let theirs = peers.time(workload.case, workload.repeats);
+        rows.push((workload.label, Some(ours), theirs));
+    }
+
+    eprintln!("timing the transformer's first step ...");
+    match Scratch::new() {
+        Ok(scratch) => {
+            // The first round finds the caches empty and fills them; the second finds them full.
+            for label in ["first step, cold cache", "first step, warm cache"] {
+                let ours = our_first_step(&scratch.folder("rcannl"))
+                    .inspect_err(|e| eprintln!("{e}"))
+                    .ok();
+                let theirs = peers.first_step(&scratch.0);
+                rows.push((label, ours, theirs));
+            }
+        }
+        Err(e) => eprintln!("no first-step rows: cannot make a scratch folder: {e}"),
+    }
+
+    println!(
+        "{threads} threads on every side; best of {ROUNDS} medians; x: peer time / ours (above 1: \
+         rcannl is faster)"
+    );
+    if let Ok(compiler) = rcannl_backends::cc::Compiler::from_environment() {
+        if let Ok(target) = compiler.target() {
+            println!("target: {target}");
+        }
+    }
+    println!(
+        "first step: from an empty graph to the transformer's first step (the peers' from after \
+         their imports); cold: empty kernel caches (ours, inductor's, JAX's persistent cache), \
+         warm: the caches the cold run filled"
+    );
+    header();
+    for (label, ours, theirs) in &rows {
+        row(label, *ours, theirs);
+    }
+    Ok(())
+}
