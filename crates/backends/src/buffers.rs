@@ -9,7 +9,9 @@
 //! device uploads only what the host wrote since.
 
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
 
 use half::{bf16, f16};
 use rcannl_ir::{MemoryMode, NodeId, Precision, Routine, TensorNode, Value};
@@ -178,8 +180,9 @@ pub trait DeviceCopies: std::fmt::Debug + Send + Sync {
 /// The buffers of a routine's nodes: each a row-major array over the node's buffer dims.
 #[derive(Debug, Default)]
 pub struct Buffers {
-    nodes: HashMap<NodeId, TensorNode>,
-    data: HashMap<NodeId, Storage>,
+    // Looked up for every buffer of every run: hashed as the small integers they are.
+    nodes: FxHashMap<NodeId, TensorNode>,
+    data: FxHashMap<NodeId, Storage>,
     device: Option<Box<dyn DeviceCopies>>,
     /// Nodes the device wrote last: their host cells are stale.
     newer_on_device: HashSet<NodeId>,
@@ -243,7 +246,7 @@ impl Buffers {
         )
     }
 
-    pub fn nodes(&self) -> &HashMap<NodeId, TensorNode> {
+    pub fn nodes(&self) -> &FxHashMap<NodeId, TensorNode> {
         &self.nodes
     }
 
@@ -456,6 +459,7 @@ fn interior_offsets(node: &TensorNode) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn every_precision_round_trips_through_its_bytes_and_is_aligned() {
