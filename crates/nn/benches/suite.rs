@@ -19,6 +19,10 @@
 
 #[path = "suite/peers.rs"]
 mod peers;
+// Shared with the benchmarks that install a missing reference module; this one only reports it.
+#[allow(dead_code)]
+#[path = "../../tensor/benches/support/python.rs"]
+mod python;
 #[path = "suite/workloads.rs"]
 mod workloads;
 

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use crate::python;
+
 /// The reference columns, in the table's order (the script's names for them).
 pub const LIBRARIES: &[&str] = &["torch", "torch.compile", "jax", "numpy"];
 
@@ -18,18 +20,6 @@ pub struct Peers {
     numpy: bool,
     torch: bool,
     jax: bool,
-}
-
-/// Whether python3 imports `module`.
-fn imports(module: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .env("JAX_PLATFORMS", "cpu")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 impl Peers {
@@ -51,12 +41,12 @@ impl Peers {
             };
         }
         // Every library is imported by a script that needs numpy.
-        let numpy = imports("numpy");
+        let numpy = python::imports("numpy");
         let peers = Peers {
             threads,
             numpy,
-            torch: numpy && imports("torch"),
-            jax: numpy && imports("jax"),
+            torch: numpy && python::imports("torch"),
+            jax: numpy && python::imports("jax"),
         };
         let missing: Vec<&str> = [("numpy", numpy), ("torch", peers.torch), ("jax", peers.jax)]
             .into_iter()
@@ -161,14 +151,7 @@ impl Peers {
 /// The figures the script printed (`LIBRARY SECONDS` lines); its other lines, such as a library
 /// that failed, are passed on, as is the last line of a failure's stderr.
 fn figures(output: Output) -> Figures {
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        eprintln!(
-            "the reference script failed ({}): {}",
-            output.status,
-            stderr.lines().last().unwrap_or("no message")
-        );
-    }
+    python::report_failure(&output);
     let mut figures = Figures::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let seconds = line

@@ -4,7 +4,7 @@
 use std::process::{Command, Output, Stdio};
 
 /// Whether python3 imports `module` (JAX kept on the CPU, as the references run it).
-fn imports(module: &str) -> bool {
+pub fn imports(module: &str) -> bool {
     Command::new("python3")
         .args(["-c", &format!("import {module}")])
         .env("JAX_PLATFORMS", "cpu")
