@@ -7,7 +7,8 @@
 //! here for ours; `torch.set_num_threads`, XLA's flags, the BLAS variables and the CPU affinity
 //! for the references). A figure is the best of [`ROUNDS`] medians, each over a workload's
 //! repeats after warm-up steps. A training step is everything a training loop pays per step:
-//! the backprop routine, the optimizer's update, the loss read back.
+//! backprop and the optimizer's update (one routine, the optimizer's `compile_step`), the loss
+//! read back.
 //!
 //! The transformer's time to first step (from an empty graph to the first step's loss) is timed
 //! in fresh processes: with an empty kernel cache (`RCANNL_CACHE_DIR` a fresh folder), then again

@@ -166,6 +166,24 @@ impl Sgd {
     /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
     /// at least 0, the momentum in `[0, 1)`.
     pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        let updates = self.prepare(ctx)?;
+        ctx.update(&updates)
+    }
+
+    /// The whole training step of `loss` as one routine of `ctx`: backprop, then this
+    /// optimizer's update ([`Context::train_step`]); the settings are checked as by
+    /// [`Sgd::compile`].
+    pub fn compile_step(
+        &mut self,
+        ctx: &mut Context,
+        loss: &Tensor,
+    ) -> Result<Routine, TensorError> {
+        let updates = self.prepare(ctx)?;
+        ctx.train_step(loss, &updates)
+    }
+
+    /// The settings checked, the state made, the updates of one step.
+    fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
         check("Sgd", "the momentum", self.momentum, Range::Fraction)?;
         check(
             "Sgd",
@@ -182,7 +200,7 @@ impl Sgd {
                 .map(|p| state_like(ctx, p, "velocity"))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        ctx.update(&self.updates(&self.velocities))
+        Ok(self.updates(&self.velocities))
     }
 }
 
@@ -266,6 +284,24 @@ impl Adam {
     /// at least 0, the betas in `[0, 1)`, epsilon above 0 (at 0, a moment of zero divides zero
     /// by zero).
     pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        let updates = self.prepare(ctx)?;
+        ctx.update(&updates)
+    }
+
+    /// The whole training step of `loss` as one routine of `ctx`: backprop, then this
+    /// optimizer's update ([`Context::train_step`]); the settings are checked as by
+    /// [`Adam::compile`].
+    pub fn compile_step(
+        &mut self,
+        ctx: &mut Context,
+        loss: &Tensor,
+    ) -> Result<Routine, TensorError> {
+        let updates = self.prepare(ctx)?;
+        ctx.train_step(loss, &updates)
+    }
+
+    /// The settings checked, the moments made, the updates of one step.
+    fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
         check("Adam", "beta1", self.beta1, Range::Fraction)?;
         check("Adam", "beta2", self.beta2, Range::Fraction)?;
         check("Adam", "epsilon", self.epsilon, Range::AboveZero)?;
@@ -286,7 +322,7 @@ impl Adam {
                 ))
             })
             .collect::<Result<Vec<_>, TensorError>>()?;
-        ctx.update(&self.updates(&self.moments))
+        Ok(self.updates(&self.moments))
     }
 }
 

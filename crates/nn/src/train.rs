@@ -39,6 +39,33 @@ pub fn fit(
     loss: &Tensor,
     batch: StaticIndex,
     plan: Plan,
+    before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
+) -> Result<History, TensorError> {
+    run(ctx, backprop, Some(step), loss, batch, plan, before_step)
+}
+
+/// [`fit`] with a training step compiled as one routine (`Sgd::compile_step`,
+/// `Adam::compile_step`): one run per batch, the loss it computed read after it has updated
+/// the parameters.
+pub fn fit_step(
+    ctx: &mut Context,
+    step: &Routine,
+    loss: &Tensor,
+    batch: StaticIndex,
+    plan: Plan,
+    before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
+) -> Result<History, TensorError> {
+    run(ctx, step, None, loss, batch, plan, before_step)
+}
+
+/// The loop of [`fit`] and [`fit_step`]: `first` on each batch, the loss read, then `then`.
+fn run(
+    ctx: &mut Context,
+    first: &Routine,
+    then: Option<&Routine>,
+    loss: &Tensor,
+    batch: StaticIndex,
+    plan: Plan,
     mut before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
 ) -> Result<History, TensorError> {
     let bar = if plan.progress {
@@ -68,7 +95,7 @@ pub fn fit(
         let mut total = 0.0;
         for b in 0..plan.batches {
             before_step(ctx, steps)?;
-            ctx.run_with(backprop, &[(batch, b as i64)])?;
+            ctx.run_with(first, &[(batch, b as i64)])?;
             let value = ctx.values(loss)?.iter().sum::<f64>();
             if !value.is_finite() {
                 bar.abandon();
@@ -81,7 +108,9 @@ pub fn fit(
                 });
             }
             total += value;
-            ctx.run(step)?;
+            if let Some(step) = then {
+                ctx.run(step)?;
+            }
             steps += 1;
             bar.inc(1);
         }

@@ -1,7 +1,7 @@
 //! The training loop: losses per epoch, and a clear stop when the loss is not a number.
 
 use rcannl_nn::optim::{Adam, Sgd};
-use rcannl_nn::train::{Plan, fit};
+use rcannl_nn::train::{Plan, fit, fit_step};
 use rcannl_tensor::{Context, Graph, Init, Tensor};
 
 #[test]
@@ -229,4 +229,72 @@ fn a_parameter_nothing_has_set_does_not_stop_training() {
     .unwrap();
     assert_eq!(history.losses.len(), 2);
     assert!(!ctx.holds_values(&later));
+}
+
+#[test]
+fn a_step_compiled_as_one_routine_trains_as_backprop_then_update() {
+    // A two-layer MLP on 8 points, 6 batches of 2 picked by the static index, each optimizer
+    // both ways; both ways run the same operations on the interpreter.
+    let run = |adam: bool, fused: bool| {
+        let graph = Graph::new();
+        let xs = graph
+            .data("xs")
+            .shape("4,2|->2")
+            .values((0..16).map(|i| f64::from(i % 5) * 0.3 - 0.6).collect())
+            .build();
+        let ys = graph
+            .data("ys")
+            .shape("4,2|->1")
+            .values((0..8).map(|i| f64::from(i % 2) * 2.0 - 1.0).collect())
+            .build();
+        let batch = graph.static_index();
+        let model = rcannl_nn::blocks::Mlp::new(&graph, "mlp", &[4, 1]);
+        let loss = rcannl_nn::loss::hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch), 2);
+        let mut ctx = Context::with_backend(&graph, Box::new(rcannl_backends::Interpreter));
+        ctx.set_seed(3);
+        ctx.init_params().unwrap();
+        let params = model.params();
+        let plan = Plan {
+            epochs: 3,
+            batches: 4,
+            batch_size: 2,
+            progress: false,
+        };
+        let history = if fused {
+            let step = if adam {
+                Adam::new(&graph, &params, 0.05).compile_step(&mut ctx, &loss)
+            } else {
+                Sgd::new(&graph, &params, 0.1, 0.9).compile_step(&mut ctx, &loss)
+            }
+            .unwrap();
+            fit_step(&mut ctx, &step, &loss, batch, plan, |_, _| Ok(())).unwrap()
+        } else {
+            let backprop = ctx.backprop(&loss).unwrap();
+            let step = if adam {
+                Adam::new(&graph, &params, 0.05).compile(&mut ctx)
+            } else {
+                Sgd::new(&graph, &params, 0.1, 0.9).compile(&mut ctx)
+            }
+            .unwrap();
+            fit(
+                &mut ctx,
+                &backprop,
+                &step,
+                &loss,
+                batch,
+                plan,
+                |_, _| Ok(()),
+            )
+            .unwrap()
+        };
+        let trained: Vec<Vec<f64>> = params.iter().map(|p| ctx.values(p).unwrap()).collect();
+        (history.losses, trained)
+    };
+    for adam in [false, true] {
+        let (losses, trained) = run(adam, false);
+        let (fused_losses, fused_trained) = run(adam, true);
+        assert_eq!(fused_losses, losses, "adam {adam}");
+        assert_eq!(fused_trained, trained, "adam {adam}");
+        assert!(losses[2] < losses[0], "adam {adam}: {losses:?}");
+    }
 }

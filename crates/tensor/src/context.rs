@@ -76,6 +76,10 @@ const SLICE_PLACEHOLDER: Symbol = Symbol(u32::MAX);
 /// tensors' own.
 const FIRST_SCRATCH: u32 = 1 << 31;
 
+/// What backprop compiles: its assignments, the nodes they leave in buffers, and the tensors
+/// whose gradients those keep.
+type BackpropParts = (Vec<Assignment>, BTreeSet<NodeId>, Vec<usize>);
+
 fn value_node(t: usize) -> NodeId {
     NodeId(2 * t as u32)
 }
@@ -427,6 +431,37 @@ impl Context {
         loss: &Tensor,
         keep: &[&Tensor],
     ) -> Result<Routine, TensorError> {
+        let (assignments, nodes, kept) = self.backprop_parts(loss, keep)?;
+        let routine = self.compile("backprop", assignments, &nodes)?;
+        self.grads_kept.extend(kept);
+        Ok(routine)
+    }
+
+    /// One routine for a whole training step: the loss and the gradients of every parameter
+    /// (as [`Context::backprop`] computes and keeps them), then `updates` (as
+    /// [`Context::update`] runs them), which read them. One run per step instead of two, and
+    /// the optimizer's arithmetic compiled with the gradients'.
+    pub fn train_step(
+        &mut self,
+        loss: &Tensor,
+        updates: &[Update],
+    ) -> Result<Routine, TensorError> {
+        let (mut assignments, mut nodes, kept) = self.backprop_parts(loss, &[])?;
+        let (update_assignments, updated) = self.update_parts(updates)?;
+        assignments.extend(update_assignments);
+        nodes.extend(updated);
+        let routine = self.compile("train_step", assignments, &nodes)?;
+        self.grads_kept.extend(kept);
+        Ok(routine)
+    }
+
+    /// The assignments of backprop from `loss` (keeping the gradients of `keep` too), the nodes
+    /// they leave in buffers, and the tensors whose gradients those are.
+    fn backprop_parts(
+        &mut self,
+        loss: &Tensor,
+        keep: &[&Tensor],
+    ) -> Result<BackpropParts, TensorError> {
         self.graph.check_owns("backprop", &[loss])?;
         self.graph.check_owns("backprop", keep)?;
         self.concretize()?;
@@ -483,14 +518,21 @@ impl Context {
         };
         let mut nodes: BTreeSet<NodeId> = [value_node(loss.index)].into();
         nodes.extend(kept.iter().map(|&t| grad_node(t)));
-        let routine = self.compile("backprop", assignments, &nodes)?;
-        self.grads_kept.extend(kept);
-        Ok(routine)
+        Ok((assignments, nodes, kept))
     }
 
     /// A routine running `updates` in order (an optimizer step): each pointwise over its target,
     /// reading tensors of the target's dims or of one cell.
     pub fn update(&mut self, updates: &[Update]) -> Result<Routine, TensorError> {
+        let (assignments, keep) = self.update_parts(updates)?;
+        self.compile("update", assignments, &keep)
+    }
+
+    /// The assignments of `updates`, and the nodes they update.
+    fn update_parts(
+        &mut self,
+        updates: &[Update],
+    ) -> Result<(Vec<Assignment>, BTreeSet<NodeId>), TensorError> {
         self.concretize()?;
         let mut assignments = Vec::new();
         let mut keep = BTreeSet::new();
@@ -548,7 +590,7 @@ impl Context {
             });
             keep.insert(target);
         }
-        self.compile("update", assignments, &keep)
+        Ok((assignments, keep))
     }
 
     /// A routine setting the gradients of `tensors` to zero (backprop starts from zero on its

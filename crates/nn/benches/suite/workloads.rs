@@ -79,19 +79,16 @@ fn data(graph: &Graph, label: &str, shape: &str, values: Vec<f64>) -> Tensor {
     graph.data(label).shape(shape).values(values).build()
 }
 
-/// A training step: `backprop`, then `update` (when there is one), then the loss read back.
+/// A training step: the routine `compile` makes of `loss` (the optimizer's whole step, or
+/// backprop alone), then the loss read back.
 fn training_step(
     mut ctx: Context,
     loss: Tensor,
-    update: impl FnOnce(&mut Context) -> Result<Option<rcannl_tensor::Routine>, TensorError>,
+    compile: impl FnOnce(&mut Context, &Tensor) -> Result<rcannl_tensor::Routine, TensorError>,
 ) -> Result<Step, TensorError> {
-    let backprop = ctx.backprop(&loss)?;
-    let update = update(&mut ctx)?;
+    let step = compile(&mut ctx, &loss)?;
     Ok(Box::new(move || {
-        ctx.run(&backprop)?;
-        if let Some(update) = &update {
-            ctx.run(update)?;
-        }
+        ctx.run(&step)?;
         let value = ctx.values(&loss)?[0];
         if value.is_finite() {
             Ok(())
@@ -167,7 +164,7 @@ pub fn conv_step() -> Result<Step, TensorError> {
     let loss = sum(&x.einsum(CONV_VALID, &kernel).pmul(&weights));
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
-    training_step(ctx, loss, |_| Ok(None))
+    training_step(ctx, loss, |ctx, loss| ctx.backprop(loss))
 }
 
 /// One-hot rows for ids `… | -> c` (one axis of positions): `… | -> c, VOCABULARY`, as the
@@ -217,10 +214,8 @@ pub fn transformer_step() -> Result<Step, TensorError> {
     let (loss, params) = transformer_loss(&graph);
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
-    training_step(ctx, loss, |ctx| {
-        Adam::new(&graph, &params, TRANSFORMER_LR)
-            .compile(ctx)
-            .map(Some)
+    training_step(ctx, loss, |ctx, loss| {
+        Adam::new(&graph, &params, TRANSFORMER_LR).compile_step(ctx, loss)
     })
 }
 
@@ -243,10 +238,8 @@ pub fn moons_step(batch: usize) -> Result<Step, TensorError> {
     let loss = hinge(&model.apply(&x), &y, batch);
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
-    training_step(ctx, loss, |ctx| {
-        Sgd::new(&graph, &model.params(), MOONS_LR, MOONS_MOMENTUM)
-            .compile(ctx)
-            .map(Some)
+    training_step(ctx, loss, |ctx, loss| {
+        Sgd::new(&graph, &model.params(), MOONS_LR, MOONS_MOMENTUM).compile_step(ctx, loss)
     })
 }
 
@@ -272,10 +265,8 @@ pub fn mlp_step() -> Result<Step, TensorError> {
     let loss = mean(&cross_entropy(&model.apply(&x), &y), MLP_BATCH);
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
-    training_step(ctx, loss, |ctx| {
-        Adam::new(&graph, &model.params(), MLP_LR)
-            .compile(ctx)
-            .map(Some)
+    training_step(ctx, loss, |ctx, loss| {
+        Adam::new(&graph, &model.params(), MLP_LR).compile_step(ctx, loss)
     })
 }
 
@@ -325,9 +316,7 @@ pub fn digits_step() -> Result<Step, TensorError> {
     let loss = mean(&cross_entropy(&logits, &y), DIGITS_BATCH);
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
-    training_step(ctx, loss, |ctx| {
-        Adam::new(&graph, &graph.params(), DIGITS_LR)
-            .compile(ctx)
-            .map(Some)
+    training_step(ctx, loss, |ctx, loss| {
+        Adam::new(&graph, &graph.params(), DIGITS_LR).compile_step(ctx, loss)
     })
 }
