@@ -9,7 +9,7 @@ use rcannl::nn::conv::{Conv2d, max_pool2d};
 use rcannl::nn::data::Rng;
 use rcannl::nn::loss::{cross_entropy, mean};
 use rcannl::nn::optim::Adam;
-use rcannl::nn::train::{Plan, fit};
+use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
 
 const BATCH: usize = 32;
@@ -87,13 +87,11 @@ fn train(
     let mut adam = Adam::new(&graph, &graph.params(), 0.002);
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
-    let backprop = ctx.backprop(&loss)?;
-    let step = adam.compile(&mut ctx)?;
+    let step = adam.compile_step(&mut ctx, &loss)?;
     let evaluate = ctx.forward(&[&test_logits])?;
     println!("{name}:");
-    let history = fit(
+    let history = fit_step(
         &mut ctx,
-        &backprop,
         &step,
         &loss,
         batch,

@@ -12,7 +12,7 @@ use rcannl::nn::data::moons;
 use rcannl::nn::loss::hinge;
 use rcannl::nn::optim::{Schedule, Sgd};
 use rcannl::nn::plot::{decision_boundary, loss_curve};
-use rcannl::nn::train::{Plan, fit};
+use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
 
 const BATCH: usize = 32;
@@ -84,8 +84,7 @@ fn main() -> Result<(), TensorError> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let backprop = ctx.backprop(&loss)?;
-    let step = sgd.compile(&mut ctx)?;
+    let step = sgd.compile_step(&mut ctx, &loss)?;
     let evaluate = ctx.forward(&[&train_scores, &test_scores])?;
     let schedule = Schedule::Cosine {
         peak: 0.1,
@@ -94,9 +93,8 @@ fn main() -> Result<(), TensorError> {
     };
     let total = EPOCHS * BATCHES;
     let lr = sgd.lr.clone();
-    let history = fit(
+    let history = fit_step(
         &mut ctx,
-        &backprop,
         &step,
         &loss,
         batch,

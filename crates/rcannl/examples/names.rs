@@ -14,7 +14,7 @@ use rcannl::nn::embedding::Embedding;
 use rcannl::nn::loss::{cross_entropy, mean, sum};
 use rcannl::nn::norm::LayerNorm;
 use rcannl::nn::optim::{Adam, Schedule};
-use rcannl::nn::train::{Plan, fit};
+use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
 
 /// `.` (the boundary before and after a name) and `a`–`z`.
@@ -164,8 +164,7 @@ fn train(
 ) -> Result<f64, TensorError> {
     let graph = loss.graph().clone();
     let mut adam = Adam::new(&graph, params, peak);
-    let backprop = ctx.backprop(loss)?;
-    let step = adam.compile(ctx)?;
+    let step = adam.compile_step(ctx, loss)?;
     let schedule = Schedule::Cosine {
         peak,
         floor: peak / 20.0,
@@ -173,7 +172,7 @@ fn train(
     };
     let total = plan.epochs * plan.batches;
     let lr = adam.lr.clone();
-    let history = fit(ctx, &backprop, &step, loss, batch, plan, |ctx, n| {
+    let history = fit_step(ctx, &step, loss, batch, plan, |ctx, n| {
         schedule.apply(ctx, &lr, n, total)
     })?;
     println!(
