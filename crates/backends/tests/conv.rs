@@ -164,10 +164,15 @@ fn compiler() -> Compiler {
         .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
 }
 
-/// The default f32 product and every other one this CPU runs, forced.
+/// The default f32 product, the one chosen for the baseline x86-64 (the AVX2 kernel where this
+/// CPU has it, else the `gemm` crate), and every other one this CPU runs, forced.
 fn compilers() -> Vec<(String, Compiler)> {
     let mut compilers = vec![
         ("chosen".to_owned(), compiler()),
+        (
+            "baseline".to_owned(),
+            compiler().with_flags(&["-O3", "-march=x86-64"]),
+        ),
         (
             "gemm crate".to_owned(),
             compiler().with_f32_product(F32Product::GemmCrate),
@@ -202,10 +207,13 @@ fn assert_matches_the_interpreter(compiler: &Compiler, routine: &Routine, label:
     run_routine(routine, &mut interpreted, &HashMap::new()).unwrap();
     compiled.run(&mut native, &HashMap::new()).unwrap();
     for node in routine.nodes.values() {
+        let (want, got) = (interpreted.values(node.id), native.values(node.id));
+        let differ = want.iter().zip(&got).position(|(w, g)| w != g);
+        assert_eq!(want.len(), got.len(), "{label}: node {}", node.id);
         assert_eq!(
-            interpreted.values(node.id),
-            native.values(node.id),
-            "{label}: node {}",
+            differ.map(|at| (at, want[at], got[at])),
+            None,
+            "{label}: node {} differs at (cell, interpreter, compiled)",
             node.id
         );
     }

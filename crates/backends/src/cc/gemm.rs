@@ -426,18 +426,19 @@ pub enum F32Product {
     /// `rc_sgemm` of `products.c` (14×32 tiles): where the flags enable AVX-512.
     Avx512,
     /// `rc_sgemm_avx2` of `products.c` (6×16 tiles, the same sums as [`F32Product::Avx512`]):
-    /// on x86-64 where the flags enable AVX2 and FMA but not AVX-512.
+    /// on x86-64 where the CPU has AVX2 and FMA and the flags do not enable AVX-512.
     Avx2,
     /// The `gemm` crate: everywhere else.
     GemmCrate,
 }
 
 impl F32Product {
-    /// The kernel for `target`: AVX-512 where `rc_sgemm` was built (`avx512_built`), else AVX2
-    /// where the flags enable AVX2 and FMA (code for a lower level, such as the baseline
-    /// x86-64, keeps to its instructions even on a CPU that has more), else the crate. A
-    /// `forced` kernel (tests and benchmarks comparing kernels on one machine) is taken
-    /// instead, if this CPU and build can run it; the error says why not.
+    /// The kernel for `target` on this `cpu`: AVX-512 where `rc_sgemm` was built
+    /// (`avx512_built`: the flags enable AVX-512), else AVX2 on x86-64 where this CPU has AVX2
+    /// and FMA, whatever level the flags choose (the kernel is compiled for AVX2 by a function
+    /// attribute, and called only on such a CPU), else the crate. A `forced` kernel (tests and
+    /// benchmarks comparing kernels on one machine) is taken instead, if this CPU and build can
+    /// run it; the error says why not.
     pub(crate) fn choose(
         target: &Target,
         cpu: &[&str],
@@ -449,7 +450,7 @@ impl F32Product {
         let Some(forced) = forced else {
             return Ok(if avx512_built {
                 F32Product::Avx512
-            } else if target.x86_64 && avx2(&target.extensions) {
+            } else if target.x86_64 && avx2(cpu) {
                 F32Product::Avx2
             } else {
                 F32Product::GemmCrate
@@ -1067,13 +1068,20 @@ mod tests {
         };
         assert_eq!(choose(&target(true, &v4), &v4, true, None), Ok(Avx512));
         assert_eq!(choose(&target(true, &v3), &v4, false, None), Ok(Avx2));
-        // The baseline keeps to its instructions on a CPU with more.
-        assert_eq!(choose(&target(true, &[]), &v4, false, None), Ok(GemmCrate));
+        // At any x86-64 level, the AVX2 kernel runs where the CPU has AVX2 and FMA, and only
+        // there.
+        assert_eq!(choose(&target(true, &[]), &v4, false, None), Ok(Avx2));
+        assert_eq!(choose(&target(true, &[]), &v3, false, None), Ok(Avx2));
         assert_eq!(
-            choose(&target(true, &["avx2"]), &v4, false, None),
+            choose(&target(true, &[]), &["avx", "avx2"], false, None),
             Ok(GemmCrate)
         );
-        assert_eq!(choose(&target(false, &[]), &[], false, None), Ok(GemmCrate));
+        assert_eq!(
+            choose(&target(true, &[]), &["avx", "fma"], false, None),
+            Ok(GemmCrate)
+        );
+        assert_eq!(choose(&target(true, &[]), &[], false, None), Ok(GemmCrate));
+        assert_eq!(choose(&target(false, &[]), &v4, false, None), Ok(GemmCrate));
         // Forced: AVX2 at any x86-64 level the CPU runs it on, never where it cannot.
         assert_eq!(choose(&target(true, &[]), &v3, false, Some(Avx2)), Ok(Avx2));
         assert_eq!(choose(&target(true, &v4), &v4, true, Some(Avx2)), Ok(Avx2));
