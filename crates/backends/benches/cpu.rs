@@ -154,7 +154,8 @@ impl ConvShape {
 }
 
 /// A 3×3 convolution over a zero-bordered input, `y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]`
-/// (symbols b o h w c i j; channels last when the shape says so); with `training`, followed
+/// (symbols b o h w c i j; channels last, in the image and the kernel, when the shape says so);
+/// with `training`, followed
 /// by both gradients as backpropagation computes them from `g`, the output's gradient:
 /// `dx[b,c,h+i,w+j] += g[b,o,h,w] * k[o,c,i,j]` and `dk[o,c,i,j] =:+ x[b,c,h+i,w+j] * g[b,o,h,w]`.
 fn conv2d(shape: ConvShape, training: bool) -> Routine {
@@ -163,7 +164,13 @@ fn conv2d(shape: ConvShape, training: bool) -> Routine {
     let ranges = [shape.batch, o, s, s, c, 3, 3];
     let (x_dims, x_index) = shape.image(c, s + 2, [window(2, 5), window(3, 6), it(4)]);
     let (y_dims, y_index) = shape.image(o, s, [it(2), it(3), it(1)]);
-    let (k_dims, k_index) = (vec![o, c, 3, 3], vec![it(1), it(4), it(5), it(6)]);
+    // The kernel's input channels lie as the image's do (`o,i,j,c` beside channels last, as
+    // `rcannl-nn` lays kernels out).
+    let (k_dims, k_index) = if shape.channels_last {
+        (vec![o, 3, 3, c], vec![it(1), it(5), it(6), it(4)])
+    } else {
+        (vec![o, c, 3, 3], vec![it(1), it(4), it(5), it(6)])
+    };
     let forward = accumulate(
         Binop::Add,
         &ranges,

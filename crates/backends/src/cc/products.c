@@ -125,12 +125,33 @@ static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t
       }
       continue;
     }
-    for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t p = 0; p < kc;) {
       int64_t at = col_offset(a, p0 + p);
       int64_t i = 0;
+      if (p + 4 <= kc && consecutive(a, 0, p0 + p, 4)) {
+        /* Four columns side by side in every row (a row-major A, a channels-last image's
+           windows): read four cells of four rows at once and transpose them in registers. */
+        for (; i + 4 <= rows; i += 4) {
+          __m128 r0 = _mm_loadu_ps(row[i] + at), r1 = _mm_loadu_ps(row[i + 1] + at),
+                 r2 = _mm_loadu_ps(row[i + 2] + at), r3 = _mm_loadu_ps(row[i + 3] + at);
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          _mm_storeu_ps(out + i, r0);
+          _mm_storeu_ps(out + mr + i, r1);
+          _mm_storeu_ps(out + 2 * mr + i, r2);
+          _mm_storeu_ps(out + 3 * mr + i, r3);
+        }
+        for (; i < rows; ++i)
+          for (int t = 0; t < 4; ++t) out[t * mr + i] = row[i][at + t];
+        for (; i < mr; ++i)
+          for (int t = 0; t < 4; ++t) out[t * mr + i] = 0;
+        out += 4 * mr;
+        p += 4;
+        continue;
+      }
       for (; i < rows; ++i) out[i] = row[i][at];
       for (; i < mr; ++i) out[i] = 0;
       out += mr;
+      ++p;
     }
   }
 }
