@@ -80,8 +80,19 @@ impl Conv {
             [window(2, 5), window(3, 6), it(4)],
         );
         let (y_dims, y_index) = self.image(self.out_channels, out, [it(2), it(3), it(1)]);
-        let k_dims = vec![self.out_channels, self.channels, kk, kk];
-        let k_index = vec![it(1), it(4), it(5), it(6)];
+        // Beside channels last, the kernel's input channels come last too, as `rcannl-nn` lays
+        // kernels out.
+        let (k_dims, k_index) = if self.channels_last {
+            (
+                vec![self.out_channels, kk, kk, self.channels],
+                vec![it(1), it(5), it(6), it(4)],
+            )
+        } else {
+            (
+                vec![self.out_channels, self.channels, kk, kk],
+                vec![it(1), it(4), it(5), it(6)],
+            )
+        };
         let (written, reads, initialize) = match pass {
             Pass::Forward => (
                 (&y_dims, y_index.clone()),
