@@ -5,10 +5,11 @@
 //! (each outer stride is the inner stride times the inner range); an operand whose groups do not
 //! merge (a transposed-and-reshaped view, a convolution's windows) is read where it lies through
 //! tables of its rows' and columns' offsets by `products.c`'s f32 kernels, and is otherwise first
-//! copied into a packed matrix for the `gemm` crate; a result that does not merge is computed packed and scattered back (unless moving
-//! its outermost row or column loops outside, among the batch loops, lets it merge). The batch
-//! loops run outside, in parallel when there are enough of them. f32 products run on one of
-//! `products.c`'s kernels where the target and CPU allow ([`F32Product`]), else on the crate.
+//! copied into a packed matrix for the `gemm` crate; a result that does not merge is computed
+//! packed and scattered back (unless moving its outermost row or column loops outside, among the
+//! batch loops, lets it merge). The batch loops run outside, in parallel when there are enough
+//! of them. f32 products run on one of `products.c`'s kernels where the target and CPU allow
+//! ([`F32Product`]), else on the crate.
 
 use std::any::TypeId;
 use std::collections::HashMap;

@@ -174,18 +174,29 @@ static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t
       out += kc * nr;
       continue;
     }
-    int64_t col[NR_MAX];
-    for (int64_t j = 0; j < cols; ++j) col[j] = col_offset(b, j0 + c0 + j);
-    int whole = cols == nr && consecutive(b, 0, j0 + c0, nr);
+    /* The panel's columns as runs of consecutive cells (one run for a row-major B; two where
+       a panel of a convolution's pixels wraps onto the next image row): each run is copied
+       whole, the columns past the end zeroed. Columns mostly apart are gathered one by one. */
+    int64_t col[NR_MAX], run_from[NR_MAX], run_length[NR_MAX], runs = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      col[j] = col_offset(b, j0 + c0 + j);
+      if (runs > 0 && col[j] == col[run_from[runs - 1]] + run_length[runs - 1]) {
+        ++run_length[runs - 1];
+      } else {
+        run_from[runs] = j;
+        run_length[runs++] = 1;
+      }
+    }
+    int by_runs = runs * 4 <= cols;
     for (int64_t p = 0; p < kc; ++p) {
       const float *row = b->base + row_offset(b, p0 + p);
-      if (whole) {
-        memcpy(out, row + col[0], nr * sizeof(float));
+      if (by_runs) {
+        for (int64_t r = 0; r < runs; ++r)
+          memcpy(out + run_from[r], row + col[run_from[r]], run_length[r] * sizeof(float));
       } else {
-        int64_t j = 0;
-        for (; j < cols; ++j) out[j] = row[col[j]];
-        for (; j < nr; ++j) out[j] = 0;
+        for (int64_t j = 0; j < cols; ++j) out[j] = row[col[j]];
       }
+      for (int64_t j = cols; j < nr; ++j) out[j] = 0;
       out += nr;
     }
   }
