@@ -2,7 +2,10 @@
 //! `numpy_reference.py`), with the ratio. Run with `cargo bench -p rcannl-backends --bench cpu`
 //! (`-- quick` for the small sizes only). The pointwise case is compared with a copy of the same
 //! bytes on as many threads. The middle matmul is timed again on the f32 product's other kernels,
-//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`). Without python3 or numpy (installed with
+//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`); the convolutions (forward, and a
+//! training step: the forward and both gradients) in both layouts on the chosen kernel and on the
+//! AVX2 kernel forced. Other arguments keep only the cases whose names contain one of them
+//! (`-- conv2d`). Without python3 or numpy (installed with
 //! `python3 -m pip install numpy` when missing), our figures are printed alone.
 
 use std::collections::HashMap;
@@ -110,32 +113,113 @@ fn relu_add(n: usize) -> Routine {
     Routine::lower("relu_add", &Assignment::Seq(vec![sum, relu]), nodes).unwrap()
 }
 
-/// `y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]`: a 3×3 convolution over a zero-bordered input.
-fn conv2d(batch: usize, channels: usize, size: usize, out_channels: usize) -> Routine {
+/// A convolution's shape: batch, input channels, output size (the input is two larger), output
+/// channels, and whether channels come last (`b,h,w,c`, as `rcannl-nn` lays images out) rather
+/// than first (`b,c,h,w`).
+#[derive(Clone, Copy)]
+struct ConvShape {
+    batch: usize,
+    channels: usize,
+    size: usize,
+    out_channels: usize,
+    channels_last: bool,
+}
+
+impl ConvShape {
+    /// Multiply-adds of one pass (the forward, or either gradient), times two.
+    fn flops(&self) -> f64 {
+        2.0 * (self.batch * self.out_channels * self.size * self.size * self.channels * 9) as f64
+    }
+
+    /// Dims and index of an image of `channels` channels and side `side`, whose pixel `(h, w)`
+    /// is `(h, w)`'s index (iterators or windows) and channel `channel`.
+    fn image(
+        &self,
+        channels: usize,
+        side: usize,
+        [h, w, channel]: [AxisIndex; 3],
+    ) -> (Vec<usize>, Vec<AxisIndex>) {
+        if self.channels_last {
+            (
+                vec![self.batch, side, side, channels],
+                vec![it(0), h, w, channel],
+            )
+        } else {
+            (
+                vec![self.batch, channels, side, side],
+                vec![it(0), channel, h, w],
+            )
+        }
+    }
+}
+
+/// A 3×3 convolution over a zero-bordered input, `y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]`
+/// (symbols b o h w c i j; channels last, in the image and the kernel, when the shape says so);
+/// with `training`, followed
+/// by both gradients as backpropagation computes them from `g`, the output's gradient:
+/// `dx[b,c,h+i,w+j] += g[b,o,h,w] * k[o,c,i,j]` and `dk[o,c,i,j] =:+ x[b,c,h+i,w+j] * g[b,o,h,w]`.
+fn conv2d(shape: ConvShape, training: bool) -> Routine {
     let window = |o: u32, k: u32| AxisIndex::affine([(1, Symbol(o)), (1, Symbol(k))], 0);
-    let x_dims = vec![batch, channels, size + 2, size + 2];
-    let k_dims = vec![out_channels, channels, 3, 3];
-    let y_dims = vec![batch, out_channels, size, size];
-    // Symbols: b o h w c i j.
-    let assignment = accumulate(
+    let (c, o, s) = (shape.channels, shape.out_channels, shape.size);
+    let ranges = [shape.batch, o, s, s, c, 3, 3];
+    let (x_dims, x_index) = shape.image(c, s + 2, [window(2, 5), window(3, 6), it(4)]);
+    let (y_dims, y_index) = shape.image(o, s, [it(2), it(3), it(1)]);
+    // The kernel's input channels lie as the image's do (`o,i,j,c` beside channels last, as
+    // `rcannl-nn` lays kernels out).
+    let (k_dims, k_index) = if shape.channels_last {
+        (vec![o, 3, 3, c], vec![it(1), it(5), it(6), it(4)])
+    } else {
+        (vec![o, c, 3, 3], vec![it(1), it(4), it(5), it(6)])
+    };
+    let forward = accumulate(
         Binop::Add,
-        &[batch, out_channels, size, size, channels, 3, 3],
-        (2, y_dims.clone(), vec![it(0), it(1), it(2), it(3)]),
+        &ranges,
+        (2, y_dims.clone(), y_index.clone()),
         Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
         vec![
-            (
-                x_dims.clone(),
-                vec![it(0), it(4), window(2, 5), window(3, 6)],
-            ),
-            (k_dims.clone(), vec![it(1), it(4), it(5), it(6)]),
+            (x_dims.clone(), x_index.clone()),
+            (k_dims.clone(), k_index.clone()),
         ],
     );
-    let nodes = vec![
+    let mut nodes = vec![
         f32_node(0, &x_dims),
         f32_node(1, &k_dims),
         f32_node(2, &y_dims),
     ];
-    Routine::lower("conv2d", &assignment, nodes).unwrap()
+    if !training {
+        return Routine::lower("conv2d", &forward, nodes).unwrap();
+    }
+    let mut input_gradient = accumulate(
+        Binop::Add,
+        &ranges,
+        (4, x_dims.clone(), x_index.clone()),
+        Rhs::Binop(Binop::Mul, NodeId(3), NodeId(1)),
+        vec![
+            (y_dims.clone(), y_index.clone()),
+            (k_dims.clone(), k_index.clone()),
+        ],
+    );
+    if let Assignment::Accum {
+        initialize_neutral, ..
+    } = &mut input_gradient
+    {
+        // The windows overlap: every term adds into the zeroed gradient.
+        *initialize_neutral = false;
+    }
+    let kernel_gradient = accumulate(
+        Binop::Add,
+        &ranges,
+        (5, k_dims.clone(), k_index),
+        Rhs::Binop(Binop::Mul, NodeId(0), NodeId(3)),
+        vec![(x_dims.clone(), x_index), (y_dims.clone(), y_index)],
+    );
+    nodes.extend([
+        f32_node(3, &y_dims),
+        f32_node(4, &x_dims),
+        f32_node(5, &k_dims),
+    ]);
+    let step = Assignment::Seq(vec![forward, input_gradient, kernel_gradient]);
+    Routine::lower("conv2d_step", &step, nodes).unwrap()
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {
@@ -335,14 +419,45 @@ fn main() {
             .as_secs_f64()
         }),
     });
-    let conv_compiler = compiler.clone();
-    cases.push(Case {
-        name: format!("conv2d:{b}:{c}:{s}:{o}"),
-        reference: format!("conv2d:{b}:{c}:{s}:{o}"),
-        unit: "GFLOP/s",
-        work: 2.0 * (b * o * s * s * c * 9) as f64,
-        ours: Box::new(move || time_routine(&conv_compiler, &conv2d(b, c, s, o), 3).as_secs_f64()),
-    });
+    // Convolutions: the forward and a training step (the forward and both gradients), in both
+    // layouts, on the chosen kernel and on the AVX2 kernel forced.
+    let mut conv_kernels = vec![("", compiler.clone())];
+    if cpu.contains(&"avx2") && cpu.contains(&"fma") {
+        conv_kernels.push((" avx2", compiler.clone().with_f32_product(F32Product::Avx2)));
+    }
+    for channels_last in [false, true] {
+        let shape = ConvShape {
+            batch: b,
+            channels: c,
+            size: s,
+            out_channels: o,
+            channels_last,
+        };
+        let layout = if channels_last { "bhwc" } else { "bchw" };
+        for (label, compiler) in &conv_kernels {
+            for training in [false, true] {
+                let compiler = compiler.clone();
+                let pass = if training { "conv2d_step" } else { "conv2d" };
+                cases.push(Case {
+                    name: format!("{pass}:{b}:{c}:{s}:{o} {layout}{label}"),
+                    reference: format!("{pass}:{b}:{c}:{s}:{o}"),
+                    unit: "GFLOP/s",
+                    work: shape.flops() * if training { 3.0 } else { 1.0 },
+                    ours: Box::new(move || {
+                        time_routine(&compiler, &conv2d(shape, training), 3).as_secs_f64()
+                    }),
+                });
+            }
+        }
+    }
+    // Arguments other than `quick` keep the cases whose names contain one of them.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "quick" && !a.starts_with('-'))
+        .collect();
+    if !filters.is_empty() {
+        cases.retain(|case| filters.iter().any(|f| case.name.contains(f.as_str())));
+    }
 
     let mut names: Vec<String> = Vec::new();
     for case in &cases {
@@ -376,6 +491,10 @@ fn main() {
             case.work,
         );
     }
+    if !filters.is_empty() {
+        // The comparisons below need the cases left out.
+        return;
+    }
     let bandwidth = |name: &str, work: f64| work / ours[name];
     let relu = format!("relu_add:{relu_cells}");
     let copy = format!("memcpy:{relu_cells}");
@@ -387,7 +506,14 @@ fn main() {
     // Compile latency: a fresh cache folder, then the same routine again.
     let dir = std::env::temp_dir().join(format!("rcannl-bench-cache-{}", std::process::id()));
     let cold_compiler = compiler.clone().with_cache_dir(&dir);
-    let routine = optimize(&conv2d(1, 4, 8, 4)).unwrap();
+    let small = ConvShape {
+        batch: 1,
+        channels: 4,
+        size: 8,
+        out_channels: 4,
+        channels_last: false,
+    };
+    let routine = optimize(&conv2d(small, false)).unwrap();
     let start = Instant::now();
     let cold = cold_compiler.compile(&routine).unwrap();
     let cold_time = start.elapsed();

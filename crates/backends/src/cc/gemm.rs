@@ -3,11 +3,13 @@
 //! Every operand's flat offset is linear in the plan's loops. Within each operand, the loops of a
 //! group (rows, columns, reduction) merge into one strided dimension when their strides nest
 //! (each outer stride is the inner stride times the inner range); an operand whose groups do not
-//! merge (a transposed-and-reshaped view, a convolution's windows) is first copied into a packed
-//! matrix, and a result that does not merge is computed packed and scattered back (unless moving
-//! its outermost row or column loops outside, among the batch loops, lets it merge). The batch
-//! loops run outside, in parallel when there are enough of them. f32 products run on one of
-//! `products.c`'s kernels where the target and CPU allow ([`F32Product`]), else on the crate.
+//! merge (a transposed-and-reshaped view, a convolution's windows) is read where it lies through
+//! tables of its rows' and columns' offsets by `products.c`'s f32 kernels, and is otherwise first
+//! copied into a packed matrix for the `gemm` crate; a result that does not merge is computed
+//! packed and scattered back (unless moving its outermost row or column loops outside, among the
+//! batch loops, lets it merge). The batch loops run outside, in parallel when there are enough
+//! of them. f32 products run on one of `products.c`'s kernels where the target and CPU allow
+//! ([`F32Product`]), else on the crate.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -300,6 +302,26 @@ unsafe fn run_typed<T: Element>(
         // SAFETY: `c` holds `len` cells of `T`.
         unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
     }
+    // Our f32 kernels read an operand whose loops do not merge where it lies, through tables of
+    // its rows' and columns' offsets, so that no packed copy of it is made.
+    let gathers = m > 1
+        && n > 1
+        && TypeId::of::<T>() == TypeId::of::<f32>()
+        && kernels.native.sgemm.is_some();
+    let sides = |x: &Operand, row_group: &[(LoopVar, usize)], column_group| {
+        let side = |group: &[(LoopVar, usize)]| match x.merged(group) {
+            Some((stride, _)) => Side {
+                stride,
+                table: None,
+            },
+            None => Side {
+                stride: 0,
+                table: Some(x.offsets(group)),
+            },
+        };
+        gathers.then(|| [side(row_group), side(column_group)])
+    };
+    let (a_sides, b_sides) = (sides(&a, &rows, &depth), sides(&b, &depth, &columns));
     let batches = c
         .offsets(&batch)
         .into_iter()
@@ -317,24 +339,18 @@ unsafe fn run_typed<T: Element>(
             let b_ptr = b_base.0.cast::<T>().offset((b.offset + b_at) as isize);
             let c_ptr = c_base.0.cast::<T>().offset((c.offset + c_at) as isize);
             let packed_a;
-            let lhs = match (a.merged(&rows), a.merged(&depth)) {
-                (Some((rs, _)), Some((cs, _))) => Matrix {
-                    start: a_ptr,
-                    rs,
-                    cs,
-                },
+            let lhs = match (a.merged(&rows), a.merged(&depth), &a_sides) {
+                (Some((rs, _)), Some((cs, _)), _) => Matrix::strided(a_ptr, rs, cs),
+                (_, _, Some(sides)) => Side::matrix(a_ptr, sides),
                 _ => {
                     packed_a = pack::<T>(a_ptr, &a.strides(&[&rows[..], &depth].concat()));
                     Matrix::row_major(packed_a.as_ptr().cast_mut(), k)
                 }
             };
             let packed_b;
-            let rhs = match (b.merged(&depth), b.merged(&columns)) {
-                (Some((rs, _)), Some((cs, _))) => Matrix {
-                    start: b_ptr,
-                    rs,
-                    cs,
-                },
+            let rhs = match (b.merged(&depth), b.merged(&columns), &b_sides) {
+                (Some((rs, _)), Some((cs, _)), _) => Matrix::strided(b_ptr, rs, cs),
+                (_, _, Some(sides)) => Side::matrix(b_ptr, sides),
                 _ => {
                     packed_b = pack::<T>(b_ptr, &b.strides(&[&depth[..], &columns].concat()));
                     Matrix::row_major(packed_b.as_ptr().cast_mut(), n)
@@ -342,11 +358,7 @@ unsafe fn run_typed<T: Element>(
             };
             match (c.merged(&rows), c.merged(&columns)) {
                 (Some((rs, _)), Some((cs, _))) => {
-                    let dst = Matrix {
-                        start: c_ptr,
-                        rs,
-                        cs,
-                    };
+                    let dst = Matrix::strided(c_ptr, rs, cs);
                     product(
                         m,
                         n,
@@ -385,9 +397,10 @@ unsafe fn run_typed<T: Element>(
     }
 }
 
-/// `rc_sgemm` (and `rc_sgemm_avx2`) of `products.c`: `c += a·b` in f32 (`c = a·b` when the last argument is nonzero), each
-/// matrix with row and column strides; nonzero when it could not allocate its packing buffers
-/// (nothing is then written).
+/// `rc_sgemm` (and `rc_sgemm_avx2`) of `products.c`: `c += a·b` in f32 (`c = a·b` when the
+/// last argument is nonzero), each matrix with row and column strides, `a` and `b` each also
+/// with a table of row and of column offsets that replaces the stride where it is not null;
+/// nonzero when it could not allocate its packing buffers (nothing is then written).
 pub(crate) type Sgemm = unsafe extern "C" fn(
     i64,
     i64,
@@ -395,9 +408,13 @@ pub(crate) type Sgemm = unsafe extern "C" fn(
     *const f32,
     i64,
     i64,
+    *const i64,
+    *const i64,
     *const f32,
     i64,
     i64,
+    *const i64,
+    *const i64,
     *mut f32,
     i64,
     i64,
@@ -410,18 +427,19 @@ pub enum F32Product {
     /// `rc_sgemm` of `products.c` (14×32 tiles): where the flags enable AVX-512.
     Avx512,
     /// `rc_sgemm_avx2` of `products.c` (6×16 tiles, the same sums as [`F32Product::Avx512`]):
-    /// on x86-64 where the flags enable AVX2 and FMA but not AVX-512.
+    /// on x86-64 where the CPU has AVX2 and FMA and the flags do not enable AVX-512.
     Avx2,
     /// The `gemm` crate: everywhere else.
     GemmCrate,
 }
 
 impl F32Product {
-    /// The kernel for `target`: AVX-512 where `rc_sgemm` was built (`avx512_built`), else AVX2
-    /// where the flags enable AVX2 and FMA (code for a lower level, such as the baseline
-    /// x86-64, keeps to its instructions even on a CPU that has more), else the crate. A
-    /// `forced` kernel (tests and benchmarks comparing kernels on one machine) is taken
-    /// instead, if this CPU and build can run it; the error says why not.
+    /// The kernel for `target` on this `cpu`: AVX-512 where `rc_sgemm` was built
+    /// (`avx512_built`: the flags enable AVX-512), else AVX2 on x86-64 where this CPU has AVX2
+    /// and FMA, whatever level the flags choose (the kernel is compiled for AVX2 by a function
+    /// attribute, and called only on such a CPU), else the crate. A `forced` kernel (tests and
+    /// benchmarks comparing kernels on one machine) is taken instead, if this CPU and build can
+    /// run it; the error says why not.
     pub(crate) fn choose(
         target: &Target,
         cpu: &[&str],
@@ -433,7 +451,7 @@ impl F32Product {
         let Some(forced) = forced else {
             return Ok(if avx512_built {
                 F32Product::Avx512
-            } else if target.x86_64 && avx2(&target.extensions) {
+            } else if target.x86_64 && avx2(cpu) {
                 F32Product::Avx2
             } else {
                 F32Product::GemmCrate
@@ -489,11 +507,15 @@ impl Kernels {
     }
 }
 
-/// A strided matrix: element `(i, j)` at `start + i·rs + j·cs`.
+/// A strided matrix: element `(i, j)` at `start + i·rs + j·cs`, or, where a table is given, at
+/// `start + rows[i] + cols[j]` with that table's entry in place of the stride's multiple (an
+/// operand whose loops do not merge, read where it lies by `products.c`'s kernels only).
 struct Matrix<T> {
     start: *mut T,
     rs: isize,
     cs: isize,
+    rows: *const i64,
+    cols: *const i64,
 }
 
 impl<T> Clone for Matrix<T> {
@@ -510,24 +532,72 @@ unsafe impl<T> Send for Matrix<T> {}
 unsafe impl<T> Sync for Matrix<T> {}
 
 impl<T> Matrix<T> {
-    fn row_major(start: *mut T, columns: usize) -> Matrix<T> {
+    fn strided(start: *mut T, rs: isize, cs: isize) -> Matrix<T> {
         Matrix {
             start,
-            rs: columns as isize,
-            cs: 1,
+            rs,
+            cs,
+            rows: std::ptr::null(),
+            cols: std::ptr::null(),
         }
+    }
+
+    fn row_major(start: *mut T, columns: usize) -> Matrix<T> {
+        Matrix::strided(start, columns as isize, 1)
     }
 
     /// The matrix from row `i` and column `j` on.
     fn at(self, i: usize, j: usize) -> Matrix<T> {
+        let (mut start, mut rows, mut cols) = (self.start, self.rows, self.cols);
+        // SAFETY: only used for positions inside the matrix (and its tables).
+        unsafe {
+            if rows.is_null() {
+                start = start.offset(i as isize * self.rs);
+            } else {
+                rows = rows.add(i);
+            }
+            if cols.is_null() {
+                start = start.offset(j as isize * self.cs);
+            } else {
+                cols = cols.add(j);
+            }
+        }
         Matrix {
-            // SAFETY: only used for positions inside the matrix.
-            start: unsafe {
-                self.start
-                    .offset(i as isize * self.rs + j as isize * self.cs)
-            },
+            start,
+            rows,
+            cols,
             ..self
         }
+    }
+
+    /// The same cells, rows and columns swapped.
+    fn transposed(self) -> Matrix<T> {
+        Matrix {
+            start: self.start,
+            rs: self.cs,
+            cs: self.rs,
+            rows: self.cols,
+            cols: self.rows,
+        }
+    }
+
+    fn gathered(&self) -> bool {
+        !self.rows.is_null() || !self.cols.is_null()
+    }
+}
+
+impl<T: Element> Matrix<T> {
+    /// The `rows × columns` cells copied row-major: a gathered matrix for the `gemm` crate.
+    ///
+    /// # Safety
+    /// Every cell must lie inside the buffer.
+    unsafe fn packed(self, rows: usize, columns: usize) -> Vec<T> {
+        (0..rows)
+            .flat_map(|i| {
+                // SAFETY: the caller's contract.
+                (0..columns).map(move |j| unsafe { *self.at(i, j).start })
+            })
+            .collect()
     }
 }
 
@@ -551,17 +621,13 @@ unsafe fn product<T: Element>(
     if dst.cs != 1 && dst.rs == 1 {
         // The result runs down its columns: its transpose, `rhsᵀ·lhsᵀ`, is stored row by row,
         // which is how the kernels write best.
-        let t = |x: Matrix<T>| Matrix {
-            rs: x.cs,
-            cs: x.rs,
-            ..x
-        };
+        let t = Matrix::transposed;
         // SAFETY: the same cells, addressed transposed.
         unsafe { product(n, m, k, t(dst), read_dst, t(rhs), t(lhs), kernels) };
         return;
     }
     let threads = kernels.threads;
-    if T::SKINNY && (m == 1 || n == 1) {
+    if T::SKINNY && (m == 1 || n == 1) && !lhs.gathered() && !rhs.gathered() {
         // SAFETY: the caller's contract.
         unsafe { skinny(m, n, k, dst, read_dst, lhs, rhs, kernels) };
         return;
@@ -581,9 +647,13 @@ unsafe fn product<T: Element>(
                     lhs.start.cast::<f32>(),
                     lhs.rs as i64,
                     lhs.cs as i64,
+                    lhs.rows,
+                    lhs.cols,
                     rhs.start.cast::<f32>(),
                     rhs.rs as i64,
                     rhs.cs as i64,
+                    rhs.rows,
+                    rhs.cols,
                     dst.start.cast::<f32>(),
                     dst.rs as i64,
                     dst.cs as i64,
@@ -594,6 +664,25 @@ unsafe fn product<T: Element>(
                 return;
             }
         }
+        // The crate reads strided matrices only: gathered operands (where our kernel could not
+        // allocate its panels) are copied first.
+        let (packed_lhs, packed_rhs);
+        let (lhs, rhs) = (
+            if lhs.gathered() {
+                // SAFETY: the caller's contract.
+                packed_lhs = unsafe { lhs.packed(m, k) };
+                Matrix::row_major(packed_lhs.as_ptr().cast_mut(), k)
+            } else {
+                lhs
+            },
+            if rhs.gathered() {
+                // SAFETY: the caller's contract.
+                packed_rhs = unsafe { rhs.packed(k, n) };
+                Matrix::row_major(packed_rhs.as_ptr().cast_mut(), n)
+            } else {
+                rhs
+            },
+        );
         // SAFETY: the caller's contract, for the stretch.
         unsafe {
             gemm::gemm(
@@ -665,23 +754,15 @@ unsafe fn skinny<T: Element>(
     let (rows, matrix, x, y) = if n == 1 {
         (m, lhs, (rhs.start, rhs.rs), (dst.start, dst.rs))
     } else {
-        let transposed = Matrix {
-            start: rhs.start,
-            rs: rhs.cs,
-            cs: rhs.rs,
-        };
-        (n, transposed, (lhs.start, lhs.cs), (dst.start, dst.cs))
+        (
+            n,
+            rhs.transposed(),
+            (lhs.start, lhs.cs),
+            (dst.start, dst.cs),
+        )
     };
-    let x = Matrix {
-        start: x.0,
-        rs: x.1,
-        cs: 0,
-    };
-    let y = Matrix {
-        start: y.0,
-        rs: y.1,
-        cs: 0,
-    };
+    let x = Matrix::strided(x.0, x.1, 0);
+    let y = Matrix::strided(y.0, y.1, 0);
     let store = |i: usize, value: T| {
         // SAFETY: `i < rows`, inside the result.
         unsafe {
@@ -856,6 +937,27 @@ fn contiguous_dot<T: Element>(a: &[T], b: &[T]) -> T {
     lanes[0]
 }
 
+/// One side (rows or columns) of an operand our f32 kernels read where it lies: a stride, or,
+/// where the side's loops do not merge, the offset of each of its positions.
+struct Side {
+    stride: isize,
+    table: Option<Vec<i64>>,
+}
+
+impl Side {
+    /// The operand from `start` with these rows and columns.
+    fn matrix<T>(start: *mut T, [rows, columns]: &[Side; 2]) -> Matrix<T> {
+        let table = |side: &Side| side.table.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        Matrix {
+            start,
+            rs: rows.stride,
+            cs: columns.stride,
+            rows: table(rows),
+            cols: table(columns),
+        }
+    }
+}
+
 /// The side of the square tiles [`pack`] copies in.
 const TILE: usize = 32;
 
@@ -967,13 +1069,20 @@ mod tests {
         };
         assert_eq!(choose(&target(true, &v4), &v4, true, None), Ok(Avx512));
         assert_eq!(choose(&target(true, &v3), &v4, false, None), Ok(Avx2));
-        // The baseline keeps to its instructions on a CPU with more.
-        assert_eq!(choose(&target(true, &[]), &v4, false, None), Ok(GemmCrate));
+        // At any x86-64 level, the AVX2 kernel runs where the CPU has AVX2 and FMA, and only
+        // there.
+        assert_eq!(choose(&target(true, &[]), &v4, false, None), Ok(Avx2));
+        assert_eq!(choose(&target(true, &[]), &v3, false, None), Ok(Avx2));
         assert_eq!(
-            choose(&target(true, &["avx2"]), &v4, false, None),
+            choose(&target(true, &[]), &["avx", "avx2"], false, None),
             Ok(GemmCrate)
         );
-        assert_eq!(choose(&target(false, &[]), &[], false, None), Ok(GemmCrate));
+        assert_eq!(
+            choose(&target(true, &[]), &["avx", "fma"], false, None),
+            Ok(GemmCrate)
+        );
+        assert_eq!(choose(&target(true, &[]), &[], false, None), Ok(GemmCrate));
+        assert_eq!(choose(&target(false, &[]), &v4, false, None), Ok(GemmCrate));
         // Forced: AVX2 at any x86-64 level the CPU runs it on, never where it cannot.
         assert_eq!(choose(&target(true, &[]), &v3, false, Some(Avx2)), Ok(Avx2));
         assert_eq!(choose(&target(true, &v4), &v4, true, Some(Avx2)), Ok(Avx2));
@@ -1064,9 +1173,13 @@ mod tests {
                             a.as_ptr(),
                             rsa,
                             csa,
+                            std::ptr::null(),
+                            std::ptr::null(),
                             b.as_ptr(),
                             rsb,
                             csb,
+                            std::ptr::null(),
+                            std::ptr::null(),
                             c.as_mut_ptr(),
                             rsc,
                             csc,

@@ -7,8 +7,10 @@
 
    Single-precision matrix products for x86-64, in the manner of BLIS: blocks of B packed into
    panels of NR columns, blocks of A into panels of MR rows, and a register-tiled MR x NR kernel.
-   C += A B (or C = A B), every matrix with its own row and column strides. Packing buffers are
-   per thread and kept between calls. Two kernels share the blocking and the packing: rc_sgemm
+   C += A B (or C = A B), every matrix with its own row and column strides, and A and B each
+   with optional tables of row and column offsets in place of strides: a convolution's windows
+   are packed straight from the image into the panels (an implicit im2col), never copied whole.
+   Packing buffers are per thread and kept between calls. Two kernels share the blocking and the packing: rc_sgemm
    (14 x 32, AVX-512) is built only when the flags enable AVX-512, and rc_sgemm_available says
    whether it was; rc_sgemm_avx2 (6 x 16, AVX2 and FMA) is built for every x86-64 target, its
    kernel compiled for AVX2 by a function attribute whatever the flags, and the caller calls it
@@ -78,29 +80,93 @@ ADD_SCALED(rc_dadd_scaled, double)
 /* The widest NR: packed B holds one partial panel past NC. */
 #define NR_MAX 32
 
-static void pack_a(int64_t mr, int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t csa,
-                   float *out) {
-  for (int64_t i0 = 0; i0 < mc; i0 += mr) {
-    int64_t rows = mc - i0 < mr ? mc - i0 : mr;
-    for (int64_t p = 0; p < kc; ++p) {
+/* The largest MR: the row starts a panel of A keeps. */
+#define MR_MAX 14
+
+/* An operand of a product: cell (i, p) lies at base + row(i) + col(p), each offset the table's
+   entry where a table is given (a convolution's windows, whose loops do not merge into one
+   stride), else the index times the stride. Tables make the packing read the operand where it
+   lies, so no copy of a gathered operand is ever made beyond the packed panels. */
+typedef struct {
+  const float *base;
+  int64_t rs, cs;
+  const int64_t *rows, *cols;
+} operand;
+
+static inline int64_t row_offset(const operand *x, int64_t i) {
+  return x->rows ? x->rows[i] : i * x->rs;
+}
+
+static inline int64_t col_offset(const operand *x, int64_t p) {
+  return x->cols ? x->cols[p] : p * x->cs;
+}
+
+/* Whether the `count` offsets from `from` on run consecutively (a run of `count` cells). */
+static int consecutive(const operand *x, int by_rows, int64_t from, int64_t count) {
+  const int64_t *table = by_rows ? x->rows : x->cols;
+  if (!table) return (by_rows ? x->rs : x->cs) == 1 || count <= 1;
+  for (int64_t t = 1; t < count; ++t)
+    if (table[from + t] != table[from] + t) return 0;
+  return 1;
+}
+
+/* Rows i0..i0+mc and columns p0..p0+kc of A, in panels of mr rows: out[p * mr + i]. */
+static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t i0,
+                   int64_t p0, float *out) {
+  for (int64_t r0 = 0; r0 < mc; r0 += mr) {
+    int64_t rows = mc - r0 < mr ? mc - r0 : mr;
+    const float *row[MR_MAX];
+    for (int64_t i = 0; i < rows; ++i) row[i] = a->base + row_offset(a, i0 + r0 + i);
+    if (rows == mr && consecutive(a, 1, i0 + r0, mr)) {
+      /* The panel's rows lie side by side (a kernel gradient's channels): one run per p. */
+      for (int64_t p = 0; p < kc; ++p) {
+        memcpy(out, row[0] + col_offset(a, p0 + p), mr * sizeof(float));
+        out += mr;
+      }
+      continue;
+    }
+    for (int64_t p = 0; p < kc;) {
+      int64_t at = col_offset(a, p0 + p);
       int64_t i = 0;
-      for (; i < rows; ++i) out[i] = a[(i0 + i) * rsa + p * csa];
+      if (p + 4 <= kc && consecutive(a, 0, p0 + p, 4)) {
+        /* Four columns side by side in every row (a row-major A, a channels-last image's
+           windows): read four cells of four rows at once and transpose them in registers. */
+        for (; i + 4 <= rows; i += 4) {
+          __m128 r0 = _mm_loadu_ps(row[i] + at), r1 = _mm_loadu_ps(row[i + 1] + at),
+                 r2 = _mm_loadu_ps(row[i + 2] + at), r3 = _mm_loadu_ps(row[i + 3] + at);
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          _mm_storeu_ps(out + i, r0);
+          _mm_storeu_ps(out + mr + i, r1);
+          _mm_storeu_ps(out + 2 * mr + i, r2);
+          _mm_storeu_ps(out + 3 * mr + i, r3);
+        }
+        for (; i < rows; ++i)
+          for (int t = 0; t < 4; ++t) out[t * mr + i] = row[i][at + t];
+        for (; i < mr; ++i)
+          for (int t = 0; t < 4; ++t) out[t * mr + i] = 0;
+        out += 4 * mr;
+        p += 4;
+        continue;
+      }
+      for (; i < rows; ++i) out[i] = row[i][at];
       for (; i < mr; ++i) out[i] = 0;
       out += mr;
+      ++p;
     }
   }
 }
 
-static void pack_b(int64_t nr, int64_t kc, int64_t nc, const float *b, int64_t rsb, int64_t csb,
-                   float *out) {
-  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
-    int64_t cols = nc - j0 < nr ? nc - j0 : nr;
-    if (rsb == 1 && csb != 1) {
+/* Rows p0..p0+kc and columns j0..j0+nc of B, in panels of nr columns: out[p * nr + j]. */
+static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t p0,
+                   int64_t j0, float *out) {
+  for (int64_t c0 = 0; c0 < nc; c0 += nr) {
+    int64_t cols = nc - c0 < nr ? nc - c0 : nr;
+    if (!b->rows && !b->cols && b->rs == 1 && b->cs != 1) {
       /* B's columns lie consecutively (a transposed operand): each is read along k and written
          down the panel, rather than gathering one cell of every column per k. */
       int64_t j = 0;
       for (; j < cols; ++j) {
-        const float *column = b + (j0 + j) * csb;
+        const float *column = b->base + p0 + (j0 + c0 + j) * b->cs;
         for (int64_t p = 0; p < kc; ++p) out[p * nr + j] = column[p];
       }
       for (; j < nr; ++j)
@@ -108,15 +174,29 @@ static void pack_b(int64_t nr, int64_t kc, int64_t nc, const float *b, int64_t r
       out += kc * nr;
       continue;
     }
-    for (int64_t p = 0; p < kc; ++p) {
-      const float *row = b + p * rsb + j0 * csb;
-      if (csb == 1 && cols == nr) {
-        memcpy(out, row, nr * sizeof(float));
+    /* The panel's columns as runs of consecutive cells (one run for a row-major B; two where
+       a panel of a convolution's pixels wraps onto the next image row): each run is copied
+       whole, the columns past the end zeroed. Columns mostly apart are gathered one by one. */
+    int64_t col[NR_MAX], run_from[NR_MAX], run_length[NR_MAX], runs = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      col[j] = col_offset(b, j0 + c0 + j);
+      if (runs > 0 && col[j] == col[run_from[runs - 1]] + run_length[runs - 1]) {
+        ++run_length[runs - 1];
       } else {
-        int64_t j = 0;
-        for (; j < cols; ++j) out[j] = row[j * csb];
-        for (; j < nr; ++j) out[j] = 0;
+        run_from[runs] = j;
+        run_length[runs++] = 1;
       }
+    }
+    int by_runs = runs * 4 <= cols;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float *row = b->base + row_offset(b, p0 + p);
+      if (by_runs) {
+        for (int64_t r = 0; r < runs; ++r)
+          memcpy(out + run_from[r], row + col[run_from[r]], run_length[r] * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < cols; ++j) out[j] = row[col[j]];
+      }
+      for (int64_t j = cols; j < nr; ++j) out[j] = 0;
       out += nr;
     }
   }
@@ -132,8 +212,8 @@ static _Thread_local float *packed_a, *packed_b;
 /* C += A B, or C = A B when `overwrite` (C is then never read), in mr x nr tiles. Returns 0, or
    -1 when the packing buffers cannot be allocated (C is then unchanged). */
 static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64_t n, int64_t k,
-                   const float *a, int64_t rsa, int64_t csa, const float *b, int64_t rsb,
-                   int64_t csb, float *c, int64_t rsc, int64_t csc, int overwrite) {
+                   const operand *a, const operand *b, float *c, int64_t rsc, int64_t csc,
+                   int overwrite) {
   if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
   if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
   if (!packed_a || !packed_b) return -1;
@@ -144,10 +224,10 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64
     int64_t nc = n - j0 < NC ? n - j0 : NC;
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
       int64_t kc = k - p0 < KC ? k - p0 : KC;
-      pack_b(nr, kc, nc, b + p0 * rsb + j0 * csb, rsb, csb, packed_b);
+      pack_b(nr, kc, nc, b, p0, j0, packed_b);
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
-        pack_a(mr, mc, kc, a + i0 * rsa + p0 * csa, rsa, csa, packed_a);
+        pack_a(mr, mc, kc, a, i0, p0, packed_a);
         for (int64_t jr = 0; jr < nc; jr += nr) {
           int64_t cols = nc - jr < nr ? nc - jr : nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
@@ -162,6 +242,17 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64
   }
   return 0;
 }
+
+/* The products' entry points: A's cell (i, p) at a + a_rows[i] + a_cols[p], or a + i rsa + p csa
+   where the table is null; B's alike. */
+#define SGEMM(name, mr, nr, kernel)                                                            \
+  int name(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,          \
+           const int64_t *a_rows, const int64_t *a_cols, const float *b, int64_t rsb,          \
+           int64_t csb, const int64_t *b_rows, const int64_t *b_cols, float *c, int64_t rsc,   \
+           int64_t csc, int overwrite) {                                                       \
+    operand a_operand = {a, rsa, csa, a_rows, a_cols}, b_operand = {b, rsb, csb, b_rows, b_cols}; \
+    return blocked(mr, nr, kernel, m, n, k, &a_operand, &b_operand, c, rsc, csc, overwrite);   \
+  }
 
 #ifdef __AVX512F__
 #define MR_512 14
@@ -210,12 +301,7 @@ static void kernel_512(int64_t kc, const float *restrict a, const float *restric
   }
 }
 
-int rc_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,
-             const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc,
-             int overwrite) {
-  return blocked(MR_512, NR_512, kernel_512, m, n, k, a, rsa, csa, b, rsb, csb, c, rsc, csc,
-                 overwrite);
-}
+SGEMM(rc_sgemm, MR_512, NR_512, kernel_512)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
@@ -277,12 +363,7 @@ __attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const flo
   }
 }
 
-int rc_sgemm_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,
-                  const float *b, int64_t rsb, int64_t csb, float *c, int64_t rsc, int64_t csc,
-                  int overwrite) {
-  return blocked(MR_256, NR_256, kernel_256, m, n, k, a, rsa, csa, b, rsb, csb, c, rsc, csc,
-                 overwrite);
-}
+SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
