@@ -227,7 +227,7 @@ impl State<'_> {
                 uniform1(word, precision)
             }
             Scalar::Unop(op, x) => match (kind, self.eval(x, precision)?) {
-                (Kind::Float, x) => Value::Float(op.apply(x.as_f64())),
+                (Kind::Float, x) => Value::Float(op.apply_in(precision, x.as_f64())),
                 (Kind::Int, x) => Value::Int(op.apply_int(x.as_i64())),
                 (Kind::Word, word) if *op == Unop::Identity => word,
                 (Kind::Word, _) => return Err(undefined_on_words(op.name())),
@@ -249,7 +249,7 @@ impl State<'_> {
             Scalar::Binop(op, a, b) => {
                 let (a, b) = (self.eval(a, precision)?, self.eval(b, precision)?);
                 match kind {
-                    Kind::Float => Value::Float(op.apply(a.as_f64(), b.as_f64())),
+                    Kind::Float => Value::Float(op.apply_in(precision, a.as_f64(), b.as_f64())),
                     Kind::Int => {
                         Value::Int(op.apply_int(a.as_i64(), b.as_i64()).ok_or_else(|| {
                             error(format!("{op}: integer division by zero ({precision})"))

@@ -13,6 +13,7 @@
 //! consume its loops.
 
 pub mod assignment;
+pub mod fmath;
 pub mod index;
 pub mod loops;
 pub mod lower;
