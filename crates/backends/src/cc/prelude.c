@@ -261,6 +261,13 @@ static inline double rc_from_bits(uint64_t u) {
   return x;
 }
 static inline double rc_fabs(double x) { return rc_from_bits(rc_bits(x) & 0x7FFFFFFFFFFFFFFFull); }
+static inline float rc_fabsf(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u &= 0x7FFFFFFFu;
+  memcpy(&x, &u, 4);
+  return x;
+}
 #define RC_ROUNDER 6755399441055744.0
 #define RC_ROUNDER4 18014398509481984.0
 #define RC_INV_LN2 1.4426950408889634
@@ -302,14 +309,20 @@ static inline double rc_exp2_f64(double y) {
   double r = (y - (shifted - RC_ROUNDER)) * RC_LN2;
   return rc_power_of_two(rc_bits(shifted)) * (1.0 + rc_expm1_poly(r));
 }
+/* Arguments are clamped as floats: gcc vectorizes a float's blend at every x86-64 level. */
+static inline float rc_clampf(float x, float low, float high) {
+  x = rc_selectf(x < low, low, x);
+  return rc_selectf(x > high, high, x);
+}
 static inline float rc_expf(float x) {
-  rc_exp_parts parts = rc_exp_split(rc_clamp((double)x, -110.0, 100.0));
+  rc_exp_parts parts = rc_exp_split((double)rc_clampf(x, -110.0f, 100.0f));
   return (float)(parts.scale * (1.0 + parts.expm1));
 }
-static inline float rc_exp2f(float x) { return (float)rc_exp2_f64(rc_clamp((double)x, -160.0, 140.0)); }
+static inline float rc_exp2f(float x) { return (float)rc_exp2_f64((double)rc_clampf(x, -160.0f, 140.0f)); }
 static inline float rc_tanhf(float x) {
   double d = (double)x;
-  double a = rc_select(rc_fabs(d) > 20.0, 20.0, rc_fabs(d));
+  float abs_x = rc_fabsf(x);
+  double a = (double)rc_selectf(abs_x > 20.0f, 20.0f, abs_x);
   rc_exp_parts parts = rc_exp_split(a + a);
   double em1 = parts.scale * parts.expm1 + (parts.scale - 1.0);
   double t = em1 / (em1 + 2.0);
@@ -404,30 +417,38 @@ static inline float rc_cosf(float x) {
   double a = rc_fabs(d);
   return (float)rc_select(a < HUGE_VAL, rc_sin_quadrant(a, 1), d * 0.0);
 }
+/* The choices are made on doubles with 64-bit masks (gcc vectorizes no mix of a double's
+   comparison with a float's blend); each chosen value is a float's, or rounded to one last, as
+   fmath::pow rounds before choosing. */
+static inline uint64_t rc_mask(int64_t c) { return (uint64_t)0 - (uint64_t)(c != 0); }
+static inline double rc_blend(uint64_t m, double a, double b) {
+  return rc_from_bits((rc_bits(a) & m) | (rc_bits(b) & ~m));
+}
 static inline float rc_powf(float x, float y) {
   double d = (double)x;
   double a = rc_fabs(d);
   double yd = (double)y;
   rc_log_parts parts = rc_log_split(a);
   double log2_a = parts.e + parts.ln_m * RC_INV_LN2;
-  log2_a = rc_select(a == 0.0, -HUGE_VAL, log2_a);
-  log2_a = rc_select(a == HUGE_VAL, a, log2_a);
-  log2_a = rc_select(a != a, a, log2_a);
+  log2_a = rc_blend(rc_mask(a == 0.0), -HUGE_VAL, log2_a);
+  log2_a = rc_blend(rc_mask(a == HUGE_VAL), a, log2_a);
+  log2_a = rc_blend(rc_mask(a != a), a, log2_a);
   double magnitude = rc_exp2_f64(rc_clamp(yd * log2_a, -230.0, 190.0));
   double y_abs = rc_fabs(yd);
-  double y_shifted = rc_select(y_abs < 16777216.0, yd, 0.0) + RC_ROUNDER;
-  double y_rounded = y_shifted - RC_ROUNDER;
-  int64_t integer = (y_rounded == yd) | (y_abs >= 16777216.0);
-  int64_t odd = (y_rounded == yd) & (int64_t)(rc_bits(y_shifted) & 1);
-  uint64_t negative = (rc_bits(d) >> 63) & (uint64_t)odd;
-  float result = (float)rc_from_bits(rc_bits(magnitude) | (negative << 63));
-  int64_t negative_base = (d < 0.0) & (d > -HUGE_VAL);
-  result = rc_selectf(negative_base & !integer, (float)rc_nan(), result);
-  result = rc_selectf((x == 1.0f) | (y == 0.0f) | ((x == -1.0f) & (y_abs == HUGE_VAL)), 1.0f, result);
-  result = rc_selectf(y == 3.0f, (x * x) * x, result);
-  result = rc_selectf(y == -1.0f, 1.0f / x, result);
-  result = rc_selectf(y == 1.0f, x, result);
-  return rc_selectf(y == 2.0f, x * x, result);
+  double y_shifted = rc_blend(rc_mask(y_abs < 16777216.0), yd, 0.0) + RC_ROUNDER;
+  uint64_t whole = rc_mask((y_shifted - RC_ROUNDER) == yd);
+  uint64_t integer = whole | rc_mask(y_abs >= 16777216.0);
+  uint64_t odd = whole & ((uint64_t)0 - (rc_bits(y_shifted) & 1));
+  double signed_power = rc_from_bits(rc_bits(magnitude) | (rc_bits(d) & odd & 0x8000000000000000ull));
+  double result = (double)(float)signed_power;
+  uint64_t negative_base = rc_mask(d < 0.0) & rc_mask(d > -HUGE_VAL);
+  result = rc_blend(negative_base & ~integer, (double)(float)rc_nan(), result);
+  uint64_t one = rc_mask(d == 1.0) | rc_mask(yd == 0.0) | (rc_mask(d == -1.0) & rc_mask(y_abs == HUGE_VAL));
+  result = rc_blend(one, 1.0, result);
+  result = rc_blend(rc_mask(yd == 3.0), (double)((x * x) * x), result);
+  result = rc_blend(rc_mask(yd == -1.0), (double)(1.0f / x), result);
+  result = rc_blend(rc_mask(yd == 1.0), d, result);
+  return (float)rc_blend(rc_mask(yd == 2.0), (double)(x * x), result);
 }
 /* The strength-reduced powers with a constant exponent, their argument computed once. */
 static inline float rc_squaref(float x) { return x * x; }
