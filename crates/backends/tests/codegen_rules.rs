@@ -463,3 +463,110 @@ fn double_powers_agree_with_the_interpreter_bit_for_bit_on_every_level() {
         },
     );
 }
+
+/// One kernel per transcendental function of f32 cells (and pow with a variable and a constant
+/// exponent), each a loop of its own.
+fn one_kernel_per_function(cells: usize) -> Routine {
+    let read = |node: u32| get(node, vec![at(0)]);
+    let mut values: Vec<Scalar> = [
+        Unop::Exp,
+        Unop::Exp2,
+        Unop::Log,
+        Unop::Log2,
+        Unop::Tanh,
+        Unop::Sin,
+        Unop::Cos,
+    ]
+    .into_iter()
+    .map(|op| Scalar::Unop(op, read(0)))
+    .collect();
+    values.push(Scalar::Binop(Binop::Pow, read(0), read(1)));
+    values.push(Scalar::Binop(
+        Binop::Pow,
+        read(0),
+        Box::new(Scalar::Const(2.0)),
+    ));
+    let mut nodes: Vec<TensorNode> = (0..2)
+        .map(|i| TensorNode::new(i, &format!("in{i}"), Precision::F32, &[cells]))
+        .collect();
+    let mut body = Vec::new();
+    for (k, value) in values.into_iter().enumerate() {
+        let id = 2 + k as u32;
+        nodes.push(TensorNode::new(
+            id,
+            &format!("out{k}"),
+            Precision::F32,
+            &[cells],
+        ));
+        body.extend(nest(
+            &[cells],
+            vec![Stmt::Set {
+                node: NodeId(id),
+                index: vec![at(0)],
+                value,
+            }],
+        ));
+    }
+    routine(nodes, body)
+}
+
+#[test]
+fn loops_calling_transcendental_functions_vectorize() {
+    let routine = one_kernel_per_function(1 << 16);
+    let source = rcannl_backends::cc::codegen::generate(&routine)
+        .unwrap()
+        .source;
+    // The line of each kernel's loop, as the compilers report it (counted from 1).
+    let loops: Vec<usize> = source
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim_start().starts_with("for (int64_t l0 = begin"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(loops.len(), 9, "{source}");
+    let dir = std::env::temp_dir().join(format!("rcannl-vectorize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("kernels.c");
+    std::fs::write(&file, &source).unwrap();
+    // Each compiler's report of a vectorized loop: gcc's optimization notes, clang's remarks.
+    let compilers = [
+        ("gcc", "-fopt-info-vec-optimized", "loop vectorized"),
+        ("clang", "-Rpass=loop-vectorize", "vectorized loop"),
+    ];
+    let mut checked = Vec::new();
+    for (compiler, report, vectorized) in compilers {
+        let output = std::process::Command::new(compiler)
+            .args([
+                "-O3",
+                "-march=x86-64-v3",
+                "-fno-math-errno",
+                "-ffp-contract=off",
+            ])
+            .args(["-fopenmp-simd", report, "-c", "-o"])
+            .arg(dir.join("kernels.o"))
+            .arg(&file)
+            .output();
+        let Ok(output) = output else {
+            println!("vectorization: {compiler} not checked: not installed");
+            continue;
+        };
+        let notes = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() && notes.contains("x86-64-v3") {
+            println!("vectorization: {compiler} not checked: it does not know x86-64-v3");
+            continue;
+        }
+        assert!(output.status.success(), "{compiler} fails:\n{notes}");
+        for line in &loops {
+            let at_line = format!("kernels.c:{line}:");
+            assert!(
+                notes
+                    .lines()
+                    .any(|note| note.contains(&at_line) && note.contains(vectorized)),
+                "{compiler}: the loop at line {line} is not vectorized:\n{notes}\n{source}"
+            );
+        }
+        checked.push(compiler);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    println!("vectorization checked with {checked:?}");
+}

@@ -249,19 +249,22 @@ static inline rc_word rc_uniform_uint4x32(rc_word w, int k) { (void)k; return w;
    (read its documentation): the same double operations in the same order, so that compiled code
    and the interpreter agree bit for bit on every target. Only IEEE additions, multiplications,
    divisions and integer operations on bits, no library call, no table, and every choice a blend
-   of computed values: a loop calling them vectorizes. */
-static inline uint64_t rc_bits(double x) {
+   of computed values: a loop calling them vectorizes. Each is inlined wherever it is called
+   (clang leaves a function called twice, as sin and cos call their reduction, out of line,
+   which keeps the calling loops from vectorizing). */
+#define RC_MATH static inline __attribute__((always_inline))
+RC_MATH uint64_t rc_bits(double x) {
   uint64_t u;
   memcpy(&u, &x, 8);
   return u;
 }
-static inline double rc_from_bits(uint64_t u) {
+RC_MATH double rc_from_bits(uint64_t u) {
   double x;
   memcpy(&x, &u, 8);
   return x;
 }
-static inline double rc_fabs(double x) { return rc_from_bits(rc_bits(x) & 0x7FFFFFFFFFFFFFFFull); }
-static inline float rc_fabsf(float x) {
+RC_MATH double rc_fabs(double x) { return rc_from_bits(rc_bits(x) & 0x7FFFFFFFFFFFFFFFull); }
+RC_MATH float rc_fabsf(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
   u &= 0x7FFFFFFFu;
@@ -278,11 +281,11 @@ static inline float rc_fabsf(float x) {
 #define RC_SQRT_HALF_BITS 0x3FE6A09E667F3BCDull
 #define RC_ONE_BITS 0x3FF0000000000000ull
 
-static inline double rc_clamp(double x, double low, double high) {
+RC_MATH double rc_clamp(double x, double low, double high) {
   x = rc_select(x < low, low, x);
   return rc_select(x > high, high, x);
 }
-static inline double rc_expm1_poly(double r) {
+RC_MATH double rc_expm1_poly(double r) {
   double p = 1.0 / 362880.0;
   p = 1.0 / 40320.0 + r * p;
   p = 1.0 / 5040.0 + r * p;
@@ -295,31 +298,31 @@ static inline double rc_expm1_poly(double r) {
   return r * p;
 }
 /* 2^k from the bits of k + 1.5*2^52. */
-static inline double rc_power_of_two(uint64_t k_bits) { return rc_from_bits((k_bits + 1023) << 52); }
+RC_MATH double rc_power_of_two(uint64_t k_bits) { return rc_from_bits((k_bits + 1023) << 52); }
 typedef struct { double scale, expm1; } rc_exp_parts;
-static inline rc_exp_parts rc_exp_split(double y) {
+RC_MATH rc_exp_parts rc_exp_split(double y) {
   double shifted = y * RC_INV_LN2 + RC_ROUNDER;
   double k = shifted - RC_ROUNDER;
   double r = (y - k * RC_LN2_HI) - k * RC_LN2_LO;
   rc_exp_parts parts = {rc_power_of_two(rc_bits(shifted)), rc_expm1_poly(r)};
   return parts;
 }
-static inline double rc_exp2_f64(double y) {
+RC_MATH double rc_exp2_f64(double y) {
   double shifted = y + RC_ROUNDER;
   double r = (y - (shifted - RC_ROUNDER)) * RC_LN2;
   return rc_power_of_two(rc_bits(shifted)) * (1.0 + rc_expm1_poly(r));
 }
 /* Arguments are clamped as floats: gcc vectorizes a float's blend at every x86-64 level. */
-static inline float rc_clampf(float x, float low, float high) {
+RC_MATH float rc_clampf(float x, float low, float high) {
   x = rc_selectf(x < low, low, x);
   return rc_selectf(x > high, high, x);
 }
-static inline float rc_expf(float x) {
+RC_MATH float rc_expf(float x) {
   rc_exp_parts parts = rc_exp_split((double)rc_clampf(x, -110.0f, 100.0f));
   return (float)(parts.scale * (1.0 + parts.expm1));
 }
-static inline float rc_exp2f(float x) { return (float)rc_exp2_f64((double)rc_clampf(x, -160.0f, 140.0f)); }
-static inline float rc_tanhf(float x) {
+RC_MATH float rc_exp2f(float x) { return (float)rc_exp2_f64((double)rc_clampf(x, -160.0f, 140.0f)); }
+RC_MATH float rc_tanhf(float x) {
   double d = (double)x;
   float abs_x = rc_fabsf(x);
   double a = (double)rc_selectf(abs_x > 20.0f, 20.0f, abs_x);
@@ -329,7 +332,7 @@ static inline float rc_tanhf(float x) {
   return (float)rc_from_bits(rc_bits(t) | (rc_bits(d) & 0x8000000000000000ull));
 }
 typedef struct { double ln_m, e; } rc_log_parts;
-static inline rc_log_parts rc_log_split(double d) {
+RC_MATH rc_log_parts rc_log_split(double d) {
   uint64_t u = rc_bits(d) + (RC_ONE_BITS - RC_SQRT_HALF_BITS);
   double e = rc_from_bits((u >> 52) | 0x4330000000000000ull) - 4503599627371519.0;
   double m = rc_from_bits((u & 0x000FFFFFFFFFFFFFull) + RC_SQRT_HALF_BITS);
@@ -346,17 +349,17 @@ static inline rc_log_parts rc_log_split(double d) {
   rc_log_parts parts = {(s + s) + s * (z * r), e};
   return parts;
 }
-static inline double rc_nan(void) { return rc_from_bits(0x7FF8000000000000ull); }
-static inline double rc_log_special(double x, double core) {
+RC_MATH double rc_nan(void) { return rc_from_bits(0x7FF8000000000000ull); }
+RC_MATH double rc_log_special(double x, double core) {
   double special = rc_select(x == 0.0, -HUGE_VAL, rc_select(x < 0.0, rc_nan(), x));
   return rc_select((x > 0.0) & (x < HUGE_VAL), core, special);
 }
-static inline float rc_logf(float x) {
+RC_MATH float rc_logf(float x) {
   double d = (double)x;
   rc_log_parts parts = rc_log_split(d);
   return (float)rc_log_special(d, parts.e * RC_LN2 + parts.ln_m);
 }
-static inline float rc_log2f(float x) {
+RC_MATH float rc_log2f(float x) {
   double d = (double)x;
   rc_log_parts parts = rc_log_split(d);
   return (float)rc_log_special(d, parts.e + parts.ln_m * RC_INV_LN2);
@@ -364,7 +367,7 @@ static inline float rc_log2f(float x) {
 /* One piece of 2/pi times a (exact), reduced by a multiple of 4 (a product of 2^54 or more is
    one), added to a sum whose rounding errors are kept apart (Knuth's two-sum). */
 typedef struct { double sum, error; } rc_reduction;
-static inline rc_reduction rc_reduce_piece(rc_reduction acc, double a, double piece) {
+RC_MATH rc_reduction rc_reduce_piece(rc_reduction acc, double a, double piece) {
   double p = a * piece;
   double reduced = rc_select(p < RC_ROUNDER4, p - ((p + RC_ROUNDER4) - RC_ROUNDER4), 0.0);
   double next = acc.sum + reduced;
@@ -374,7 +377,7 @@ static inline rc_reduction rc_reduce_piece(rc_reduction acc, double a, double pi
   return acc;
 }
 /* sin(a + quarter*pi/2) for a nonnegative finite a, a*(2/pi) reduced exactly for every float. */
-static inline double rc_sin_quadrant(double a, uint64_t quarter) {
+RC_MATH double rc_sin_quadrant(double a, uint64_t quarter) {
   rc_reduction acc = {0.0, 0.0};
   acc = rc_reduce_piece(acc, a, 0.6366197690367699);
   acc = rc_reduce_piece(acc, a, 3.3308114738561656e-09);
@@ -405,14 +408,14 @@ static inline double rc_sin_quadrant(double a, uint64_t quarter) {
   double value = rc_select((int64_t)(quadrant & 1), cosine, sine);
   return rc_from_bits(rc_bits(value) ^ ((quadrant & 2) << 62));
 }
-static inline float rc_sinf(float x) {
+RC_MATH float rc_sinf(float x) {
   double d = (double)x;
   double a = rc_fabs(d);
   double value = rc_sin_quadrant(a, 0);
   double sign = rc_from_bits(rc_bits(value) ^ (rc_bits(d) & 0x8000000000000000ull));
   return (float)rc_select(a < HUGE_VAL, sign, d * 0.0);
 }
-static inline float rc_cosf(float x) {
+RC_MATH float rc_cosf(float x) {
   double d = (double)x;
   double a = rc_fabs(d);
   return (float)rc_select(a < HUGE_VAL, rc_sin_quadrant(a, 1), d * 0.0);
@@ -420,11 +423,11 @@ static inline float rc_cosf(float x) {
 /* The choices are made on doubles with 64-bit masks (gcc vectorizes no mix of a double's
    comparison with a float's blend); each chosen value is a float's, or rounded to one last, as
    fmath::pow rounds before choosing. */
-static inline uint64_t rc_mask(int64_t c) { return (uint64_t)0 - (uint64_t)(c != 0); }
-static inline double rc_blend(uint64_t m, double a, double b) {
+RC_MATH uint64_t rc_mask(int64_t c) { return (uint64_t)0 - (uint64_t)(c != 0); }
+RC_MATH double rc_blend(uint64_t m, double a, double b) {
   return rc_from_bits((rc_bits(a) & m) | (rc_bits(b) & ~m));
 }
-static inline float rc_powf(float x, float y) {
+RC_MATH float rc_powf(float x, float y) {
   double d = (double)x;
   double a = rc_fabs(d);
   double yd = (double)y;
@@ -451,8 +454,8 @@ static inline float rc_powf(float x, float y) {
   return (float)rc_blend(rc_mask(yd == 2.0), (double)(x * x), result);
 }
 /* The strength-reduced powers with a constant exponent, their argument computed once. */
-static inline float rc_squaref(float x) { return x * x; }
-static inline float rc_cubef(float x) { return (x * x) * x; }
-static inline double rc_square(double x) { return x * x; }
+RC_MATH float rc_squaref(float x) { return x * x; }
+RC_MATH float rc_cubef(float x) { return (x * x) * x; }
+RC_MATH double rc_square(double x) { return x * x; }
 /* f64 pow: the square is the correctly rounded product, which the library's pow need not be. */
-static inline double rc_pow(double x, double y) { return rc_select(y == 2.0, x * x, pow(x, y)); }
+RC_MATH double rc_pow(double x, double y) { return rc_select(y == 2.0, x * x, pow(x, y)); }
