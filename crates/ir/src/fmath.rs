@@ -244,15 +244,15 @@ pub fn sin(x: f32) -> f32 {
     let d = f64::from(x);
     let a = d.abs();
     let value = sin_quadrant(a, 0);
-    let signed = f64::from_bits(value.to_bits() ^ (d.to_bits() & (1 << 63)));
-    select(a < f64::INFINITY, signed, d * 0.0) as f32
+    let signed = f64::from_bits(value.to_bits() ^ (d.to_bits() & (1 << 63))) as f32;
+    select_f32(x.abs() < f32::INFINITY, signed, x * 0.0)
 }
 
 /// The cosine, with the argument reduced exactly for every `f32`. NaN and ±∞ give NaN.
 pub fn cos(x: f32) -> f32 {
     let d = f64::from(x);
     let a = d.abs();
-    select(a < f64::INFINITY, sin_quadrant(a, 1), d * 0.0) as f32
+    select_f32(x.abs() < f32::INFINITY, sin_quadrant(a, 1) as f32, x * 0.0)
 }
 
 /// `x^y` with C99's special cases.
@@ -262,27 +262,28 @@ pub fn cos(x: f32) -> f32 {
 /// the sign is negative for a negative `x` (−0 and −∞ included) and an odd integer `y`. Small
 /// integer exponents (1, 2, 3, −1) are computed by multiplication and division.
 pub fn pow(x: f32, y: f32) -> f32 {
-    let d = f64::from(x);
-    let a = d.abs();
-    let yd = f64::from(y);
+    let a = f64::from(x).abs();
     let (ln_m, e) = log_parts(a);
     let log2_a = e + ln_m * INV_LN2;
-    // log2 of 0 is −∞ and of ∞ is ∞, so that their powers come out of exp2 as 0 or ∞.
+    // log2 of 0 is −∞, of ∞ is ∞ and of NaN is NaN, so that exp2 makes 0, ∞ or NaN of them.
     let log2_a = select(a == 0.0, f64::NEG_INFINITY, log2_a);
-    let log2_a = select(a == f64::INFINITY, a, log2_a);
-    let log2_a = select(a.is_nan(), a, log2_a);
-    let t = clamp(yd * log2_a, -230.0, 190.0);
-    let magnitude = exp2_f64(t);
-    // Whether y is an integer, and whether an odd one: every |y| ≥ 2^24 is an even integer.
-    let y_abs = yd.abs();
-    let (y_rounded, y_bits) = round_to_integer(select(y_abs < 16_777_216.0, yd, 0.0));
-    let integer = (y_rounded == yd) | (y_abs >= 16_777_216.0);
-    let odd = (y_rounded == yd) & (y_bits & 1 == 1);
-    let negative = (d.to_bits() >> 63 == 1) & odd;
-    let signed = f64::from_bits(magnitude.to_bits() | (u64::from(negative) << 63)) as f32;
-    let negative_base = (d < 0.0) & (d > f64::NEG_INFINITY);
-    let result = select_f32(negative_base & !integer, f32::NAN, signed);
-    let one = (x == 1.0) | (y == 0.0) | ((x == -1.0) & (y_abs == f64::INFINITY));
+    let log2_a = select(a.is_nan() || a > f64::MAX, a, log2_a);
+    let t = clamp(f64::from(y) * log2_a, -230.0, 190.0);
+    let magnitude = exp2_f64(t) as f32;
+    // Whether y is an integer and whether an odd one, in floats: from 2^23 on every float is an
+    // integer, odd if its last bit is set, and from 2^24 on an even one; below, adding and
+    // subtracting 2^23 rounds to an integer, whose parity is the sum's last bit.
+    let y_abs = y.abs();
+    let big = y_abs >= 8_388_608.0;
+    let y_shifted = select_f32(big, 0.0, y_abs) + 8_388_608.0;
+    let whole = y_shifted - 8_388_608.0 == y_abs;
+    let odd = (whole && y_shifted.to_bits() & 1 == 1)
+        || (big && y_abs < 16_777_216.0 && y.to_bits() & 1 == 1);
+    let sign = x.to_bits() & 0x8000_0000 & if odd { u32::MAX } else { 0 };
+    let result = f32::from_bits(magnitude.to_bits() | sign);
+    let negative_base = x < 0.0 && x > f32::NEG_INFINITY;
+    let result = select_f32(negative_base && !(big || whole), f32::NAN, result);
+    let one = x == 1.0 || y == 0.0 || (x == -1.0 && y_abs == f32::INFINITY);
     let result = select_f32(one, 1.0, result);
     let result = select_f32(y == 3.0, (x * x) * x, result);
     let result = select_f32(y == -1.0, 1.0 / x, result);

@@ -271,6 +271,11 @@ RC_MATH float rc_fabsf(float x) {
   memcpy(&x, &u, 4);
   return x;
 }
+/* Blends by a mask of all ones or all zeros. */
+RC_MATH uint64_t rc_mask(int64_t c) { return (uint64_t)0 - (uint64_t)(c != 0); }
+RC_MATH double rc_blend(uint64_t m, double a, double b) {
+  return rc_from_bits((rc_bits(a) & m) | (rc_bits(b) & ~m));
+}
 #define RC_ROUNDER 6755399441055744.0
 #define RC_ROUNDER4 18014398509481984.0
 #define RC_INV_LN2 1.4426950408889634
@@ -369,7 +374,9 @@ RC_MATH float rc_log2f(float x) {
 typedef struct { double sum, error; } rc_reduction;
 RC_MATH rc_reduction rc_reduce_piece(rc_reduction acc, double a, double piece) {
   double p = a * piece;
-  double reduced = rc_select(p < RC_ROUNDER4, p - ((p + RC_ROUNDER4) - RC_ROUNDER4), 0.0);
+  /* p < 2^54, told by its bits (p is not negative), as gcc vectorizes on every x86-64 level. */
+  uint64_t small = (uint64_t)0 - ((rc_bits(p) - 0x4350000000000000ull) >> 63);
+  double reduced = rc_from_bits(rc_bits(p - ((p + RC_ROUNDER4) - RC_ROUNDER4)) & small);
   double next = acc.sum + reduced;
   double back = next - acc.sum;
   acc.error += (acc.sum - (next - back)) + (reduced - back);
@@ -405,53 +412,61 @@ RC_MATH double rc_sin_quadrant(double a, uint64_t quarter) {
   cp = 1.0 / 24.0 + z * cp;
   cp = -0.5 + z * cp;
   double cosine = 1.0 + z * cp;
-  double value = rc_select((int64_t)(quadrant & 1), cosine, sine);
+  double value = rc_blend((uint64_t)0 - (quadrant & 1), cosine, sine);
   return rc_from_bits(rc_bits(value) ^ ((quadrant & 2) << 62));
 }
 RC_MATH float rc_sinf(float x) {
   double d = (double)x;
   double a = rc_fabs(d);
   double value = rc_sin_quadrant(a, 0);
-  double sign = rc_from_bits(rc_bits(value) ^ (rc_bits(d) & 0x8000000000000000ull));
-  return (float)rc_select(a < HUGE_VAL, sign, d * 0.0);
+  float signed_value = (float)rc_from_bits(rc_bits(value) ^ (rc_bits(d) & 0x8000000000000000ull));
+  return rc_selectf(rc_fabsf(x) < HUGE_VALF, signed_value, x * 0.0f);
 }
 RC_MATH float rc_cosf(float x) {
   double d = (double)x;
   double a = rc_fabs(d);
-  return (float)rc_select(a < HUGE_VAL, rc_sin_quadrant(a, 1), d * 0.0);
+  return rc_selectf(rc_fabsf(x) < HUGE_VALF, (float)rc_sin_quadrant(a, 1), x * 0.0f);
 }
-/* The choices are made on doubles with 64-bit masks (gcc vectorizes no mix of a double's
-   comparison with a float's blend); each chosen value is a float's, or rounded to one last, as
-   fmath::pow rounds before choosing. */
-RC_MATH uint64_t rc_mask(int64_t c) { return (uint64_t)0 - (uint64_t)(c != 0); }
-RC_MATH double rc_blend(uint64_t m, double a, double b) {
-  return rc_from_bits((rc_bits(a) & m) | (rc_bits(b) & ~m));
+/* Masks for doubles are made from their bits (gcc vectorizes a double's comparison only from
+   SSE4.1 on), masks for floats by comparing floats; no choice mixes the two. */
+RC_MATH uint64_t rc_below(uint64_t u, uint64_t limit) { return (uint64_t)0 - ((u - limit) >> 63); }
+RC_MATH uint32_t rc_fbits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+RC_MATH float rc_ffrom_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
 }
 RC_MATH float rc_powf(float x, float y) {
-  double d = (double)x;
-  double a = rc_fabs(d);
-  double yd = (double)y;
+  double a = rc_fabs((double)x);
+  uint64_t a_bits = rc_bits(a);
   rc_log_parts parts = rc_log_split(a);
   double log2_a = parts.e + parts.ln_m * RC_INV_LN2;
-  log2_a = rc_blend(rc_mask(a == 0.0), -HUGE_VAL, log2_a);
-  log2_a = rc_blend(rc_mask(a == HUGE_VAL), a, log2_a);
-  log2_a = rc_blend(rc_mask(a != a), a, log2_a);
-  double magnitude = rc_exp2_f64(rc_clamp(yd * log2_a, -230.0, 190.0));
-  double y_abs = rc_fabs(yd);
-  double y_shifted = rc_blend(rc_mask(y_abs < 16777216.0), yd, 0.0) + RC_ROUNDER;
-  uint64_t whole = rc_mask((y_shifted - RC_ROUNDER) == yd);
-  uint64_t integer = whole | rc_mask(y_abs >= 16777216.0);
-  uint64_t odd = whole & ((uint64_t)0 - (rc_bits(y_shifted) & 1));
-  double signed_power = rc_from_bits(rc_bits(magnitude) | (rc_bits(d) & odd & 0x8000000000000000ull));
-  double result = (double)(float)signed_power;
-  uint64_t negative_base = rc_mask(d < 0.0) & rc_mask(d > -HUGE_VAL);
-  result = rc_blend(negative_base & ~integer, (double)(float)rc_nan(), result);
-  uint64_t one = rc_mask(d == 1.0) | rc_mask(yd == 0.0) | (rc_mask(d == -1.0) & rc_mask(y_abs == HUGE_VAL));
-  result = rc_blend(one, 1.0, result);
-  result = rc_blend(rc_mask(yd == 3.0), (double)((x * x) * x), result);
-  result = rc_blend(rc_mask(yd == -1.0), (double)(1.0f / x), result);
-  result = rc_blend(rc_mask(yd == 1.0), d, result);
-  return (float)rc_blend(rc_mask(yd == 2.0), (double)(x * x), result);
+  log2_a = rc_blend(rc_below(a_bits, 1), -HUGE_VAL, log2_a);
+  log2_a = rc_blend(rc_below(0x7FEFFFFFFFFFFFFFull, a_bits), a, log2_a);
+  double t = (double)y * log2_a;
+  uint64_t t_bits = rc_bits(t), t_magnitude = t_bits & 0x7FFFFFFFFFFFFFFFull;
+  uint64_t not_nan = rc_below(t_magnitude, 0x7FF0000000000001ull);
+  uint64_t negative_t = (uint64_t)0 - (t_bits >> 63);
+  t = rc_blend(negative_t & not_nan & rc_below(0x406CC00000000000ull, t_magnitude), -230.0, t);
+  t = rc_blend(~negative_t & not_nan & rc_below(0x4067C00000000000ull, t_magnitude), 190.0, t);
+  float magnitude = (float)rc_exp2_f64(t);
+  float y_abs = rc_fabsf(y);
+  int32_t big = y_abs >= 8388608.0f;
+  float y_shifted = rc_selectf(big, 0.0f, y_abs) + 8388608.0f;
+  int32_t whole = (y_shifted - 8388608.0f) == y_abs;
+  uint32_t odd = ((uint32_t)0 - (uint32_t)whole) & ((uint32_t)0 - (rc_fbits(y_shifted) & 1));
+  odd |= ((uint32_t)0 - (uint32_t)(big & (y_abs < 16777216.0f))) & ((uint32_t)0 - (rc_fbits(y) & 1));
+  float result = rc_ffrom_bits(rc_fbits(magnitude) | (rc_fbits(x) & odd & 0x80000000u));
+  result = rc_selectf((x < 0.0f) & (x > -HUGE_VALF) & !(big | whole), (float)rc_nan(), result);
+  result = rc_selectf((x == 1.0f) | (y == 0.0f) | ((x == -1.0f) & (y_abs == HUGE_VALF)), 1.0f, result);
+  result = rc_selectf(y == 3.0f, (x * x) * x, result);
+  result = rc_selectf(y == -1.0f, 1.0f / x, result);
+  result = rc_selectf(y == 1.0f, x, result);
+  return rc_selectf(y == 2.0f, x * x, result);
 }
 /* The strength-reduced powers with a constant exponent, their argument computed once. */
 RC_MATH float rc_squaref(float x) { return x * x; }
