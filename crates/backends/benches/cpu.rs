@@ -2,7 +2,8 @@
 //! `numpy_reference.py`), with the ratio. Run with `cargo bench -p rcannl-backends --bench cpu`
 //! (`-- quick` for the small sizes only). The pointwise case is compared with a copy of the same
 //! bytes on as many threads. The middle matmul is timed again on the f32 product's other kernels,
-//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`). Without python3 or numpy (installed with
+//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`). `exp`, `tanh` and `pow` over 2^20 f32
+//! cells time the prelude's vectorized functions against numpy's. Without python3 or numpy (installed with
 //! `python3 -m pip install numpy` when missing), our figures are printed alone.
 
 use std::collections::HashMap;
@@ -108,6 +109,29 @@ fn relu_add(n: usize) -> Routine {
     );
     let nodes = (0..4).map(|i| f32_node(i, &[n]));
     Routine::lower("relu_add", &Assignment::Seq(vec![sum, relu]), nodes).unwrap()
+}
+
+/// `c = exp(a)`, `c = tanh(a)` or `c = a ** b` over `n` f32 cells: the prelude's vectorized
+/// functions.
+fn transcendental(name: &str, n: usize) -> Routine {
+    let rhs = match name {
+        "exp" => Rhs::Unop(Unop::Exp, NodeId(0)),
+        "tanh" => Rhs::Unop(Unop::Tanh, NodeId(0)),
+        _ => Rhs::Binop(Binop::Pow, NodeId(0), NodeId(1)),
+    };
+    let reads = match rhs {
+        Rhs::Binop(..) => 2,
+        _ => 1,
+    };
+    let assignment = accumulate(
+        Binop::Arg2,
+        &[n],
+        (2, vec![n], vec![it(0)]),
+        rhs,
+        vec![(vec![n], vec![it(0)]); reads],
+    );
+    let nodes = (0..3).map(|i| f32_node(i, &[n]));
+    Routine::lower(name, &assignment, nodes).unwrap()
 }
 
 /// `y[b,o,h,w] =:+ x[b,c,h+i,w+j] * k[o,c,i,j]`: a 3×3 convolution over a zero-bordered input.
@@ -335,6 +359,22 @@ fn main() {
             .as_secs_f64()
         }),
     });
+    // Transcendental functions: cells per second.
+    let transcendental_cells = 1 << 20;
+    for function in ["exp", "tanh", "pow"] {
+        let compiler = compiler.clone();
+        let name = format!("{function}:{transcendental_cells}");
+        cases.push(Case {
+            name: name.clone(),
+            reference: name,
+            unit: "Gcell/s",
+            work: transcendental_cells as f64,
+            ours: Box::new(move || {
+                let routine = transcendental(function, transcendental_cells);
+                time_routine(&compiler, &routine, 50).as_secs_f64()
+            }),
+        });
+    }
     let conv_compiler = compiler.clone();
     cases.push(Case {
         name: format!("conv2d:{b}:{c}:{s}:{o}"),
