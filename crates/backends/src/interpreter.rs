@@ -3,8 +3,9 @@
 //!
 //! What a store computes in follows the loop IR's rule: the written precision's kind. Floats are
 //! computed in the compute precision (f32 for f16, bf16 and f32; f64 for f64), every result
-//! rounded to it, and rounded to the node's precision on the store; integers in wrapping `i64`,
-//! wrapped to their width on the store; 128-bit words as words.
+//! rounded to it (f32's transcendental functions computed by [`rcannl_ir::fmath`], as compiled
+//! code computes them), and rounded to the node's precision on the store; integers in wrapping
+//! `i64`, wrapped to their width on the store; 128-bit words as words.
 
 use std::collections::HashMap;
 

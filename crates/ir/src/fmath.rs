@@ -1,7 +1,8 @@
 //! The transcendental functions of f32 compute precision (f16 and bf16 compute in f32): `exp`,
 //! `exp2`, `log`, `log2`, `tanh`, `sin`, `cos` and `pow`, as the interpreter computes them and as
 //! the C backend's prelude (`rc_expf` and kin in `crates/backends/src/cc/prelude.c`) computes them,
-//! operation for operation, so that both give the same bits on every CPU and compiler.
+//! operation for operation, so that both give the same bits on every CPU and compiler. (The GPU
+//! backend keeps WGSL's built-in functions, whose results its tests compare within tolerances.)
 //!
 //! Each function widens its argument to `f64`, computes there with plain IEEE additions,
 //! multiplications, divisions and integer operations on the bits (no fused multiply-add, no

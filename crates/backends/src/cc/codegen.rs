@@ -11,7 +11,10 @@
 //!
 //! Values are computed as the interpreter computes them, but in C's own types: f16, bf16 and f32
 //! in `float`, f64 in `double`, integers in wrapping `int64_t`, words as `rc_word`; f16 and bf16
-//! are stored as their bits and converted by the prelude's round-to-nearest-even helpers.
+//! are stored as their bits and converted by the prelude's round-to-nearest-even helpers. f32's
+//! transcendental functions are the prelude's (`rc_expf` …), which the interpreter mirrors bit
+//! for bit (`rcannl_ir::fmath`); a constant exponent of 1, 2, 3 or −1 becomes a product or a
+//! quotient, as `pow` defines it.
 
 use std::collections::HashMap;
 use std::fmt::Write;
