@@ -35,6 +35,7 @@ const INV_LN2: f64 = std::f64::consts::LOG2_E;
 /// ln 2 in two parts: the first has 32 significant bits, so that its product with an integer
 /// below 2^21 is exact.
 const LN2_HI: f64 = 0.693_147_180_369_123_8;
+/// The rest of ln 2.
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 /// ln 2, rounded.
 const LN2: f64 = std::f64::consts::LN_2;
@@ -95,7 +96,7 @@ fn power_of_two(k_bits: u64) -> f64 {
     f64::from_bits(k_bits.wrapping_add(1023) << 52)
 }
 
-/// `e^y` for a double in [-160, 130].
+/// `e^y` for a double in [-700, 700].
 fn exp_f64(y: f64) -> f64 {
     let (scale, p) = exp_parts(y);
     scale * (1.0 + p)

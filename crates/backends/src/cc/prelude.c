@@ -271,8 +271,7 @@ RC_MATH float rc_fabsf(float x) {
   memcpy(&x, &u, 4);
   return x;
 }
-/* Blends by a mask of all ones or all zeros. */
-RC_MATH uint64_t rc_mask(int64_t c) { return (uint64_t)0 - (uint64_t)(c != 0); }
+/* A blend by a mask of all ones or all zeros. */
 RC_MATH double rc_blend(uint64_t m, double a, double b) {
   return rc_from_bits((rc_bits(a) & m) | (rc_bits(b) & ~m));
 }
@@ -286,10 +285,6 @@ RC_MATH double rc_blend(uint64_t m, double a, double b) {
 #define RC_SQRT_HALF_BITS 0x3FE6A09E667F3BCDull
 #define RC_ONE_BITS 0x3FF0000000000000ull
 
-RC_MATH double rc_clamp(double x, double low, double high) {
-  x = rc_select(x < low, low, x);
-  return rc_select(x > high, high, x);
-}
 RC_MATH double rc_expm1_poly(double r) {
   double p = 1.0 / 362880.0;
   p = 1.0 / 40320.0 + r * p;
