@@ -144,7 +144,7 @@ impl Unop {
 
     /// The value computed in f32: the transcendental functions are [`crate::fmath`]'s, which
     /// compiled code reproduces bit for bit; every other operation is [`Unop::apply`]'s result
-    /// rounded to f32 (the correctly rounded one: f64 holds twice f32's precision and more).
+    /// rounded to f32, as compiled code computes it.
     pub fn apply_f32(self, x: f32) -> f32 {
         match self {
             Unop::Exp => fmath::exp(x),
@@ -556,6 +556,31 @@ mod tests {
         assert_eq!(Binop::Sat01Gate.apply(1.0, 7.0), 0.0);
         assert_eq!(Binop::Or.apply(0.0, -2.0), 1.0);
         assert_eq!(Binop::And.apply(0.0, -2.0), 0.0);
+    }
+
+    #[test]
+    fn f32_computations_use_fmath_and_f64_ones_the_library() {
+        let x = 0.7f32;
+        for precision in [Precision::F32, Precision::F16, Precision::Bf16] {
+            assert_eq!(
+                Unop::Tanh.apply_in(precision, f64::from(x)),
+                f64::from(fmath::tanh(x))
+            );
+            assert_eq!(
+                Binop::Pow.apply_in(precision, f64::from(x), 1.5),
+                f64::from(fmath::pow(x, 1.5))
+            );
+        }
+        assert_eq!(Unop::Tanh.apply_in(Precision::F64, 0.7), 0.7f64.tanh());
+        assert_eq!(Unop::Relu.apply_f32(-1.5), 0.0);
+        assert_eq!(Binop::Add.apply_f32(1.0, f32::EPSILON / 2.0), 1.0);
+        // The square is the product, in both precisions.
+        let y = 1.000_000_1f64;
+        assert_eq!(Binop::Pow.apply(y, 2.0).to_bits(), (y * y).to_bits());
+        assert_eq!(
+            Binop::Pow.apply_f32(3.1, 2.0).to_bits(),
+            (3.1f32 * 3.1).to_bits()
+        );
     }
 
     #[test]

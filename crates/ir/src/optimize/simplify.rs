@@ -292,6 +292,17 @@ mod tests {
     }
 
     #[test]
+    fn constants_fold_to_what_their_precision_computes() {
+        // f32 (and f16, computed in f32) folds with the functions compiled code runs.
+        let exp = fold(&Scalar::Unop(Unop::Exp, c(0.3)), Precision::F32);
+        assert_eq!(exp, Scalar::Const(f64::from(crate::fmath::exp(0.3))));
+        let pow = fold(&Scalar::Binop(Binop::Pow, c(1.7), c(0.3)), Precision::F16);
+        assert_eq!(pow, Scalar::Const(f64::from(crate::fmath::pow(1.7, 0.3))));
+        let exp = fold(&Scalar::Unop(Unop::Exp, c(0.3)), Precision::F64);
+        assert_eq!(exp, Scalar::Const(0.3f64.exp()));
+    }
+
+    #[test]
     fn folding_follows_the_kind() {
         let half_sum = Scalar::Binop(Binop::Add, c(1.5), c(2.5));
         assert_eq!(shown(&half_sum, Precision::F32), "4");
