@@ -2,8 +2,9 @@
 //! `numpy_reference.py`), with the ratio. Run with `cargo bench -p rcannl-backends --bench cpu`
 //! (`-- quick` for the small sizes only). The pointwise case is compared with a copy of the same
 //! bytes on as many threads. The middle matmul is timed again on the f32 product's other kernels,
-//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`); the convolutions (forward, and a
-//! training step: the forward and both gradients) in both layouts on the chosen kernel and on the
+//! forced (`matmul:1024 avx2`, `matmul:1024 gemm-crate`); `exp`, `tanh` and `pow` over 2^20 f32
+//! cells time the prelude's vectorized functions; the convolutions (forward, and a training
+//! step: the forward and both gradients) run in both layouts on the chosen kernel and on the
 //! AVX2 kernel forced. Other arguments keep only the cases whose names contain one of them
 //! (`-- conv2d`). Without python3 or numpy (installed with
 //! `python3 -m pip install numpy` when missing), our figures are printed alone.
@@ -111,6 +112,29 @@ fn relu_add(n: usize) -> Routine {
     );
     let nodes = (0..4).map(|i| f32_node(i, &[n]));
     Routine::lower("relu_add", &Assignment::Seq(vec![sum, relu]), nodes).unwrap()
+}
+
+/// `c = exp(a)`, `c = tanh(a)` or `c = a ** b` over `n` f32 cells: the prelude's vectorized
+/// functions.
+fn transcendental(name: &str, n: usize) -> Routine {
+    let rhs = match name {
+        "exp" => Rhs::Unop(Unop::Exp, NodeId(0)),
+        "tanh" => Rhs::Unop(Unop::Tanh, NodeId(0)),
+        _ => Rhs::Binop(Binop::Pow, NodeId(0), NodeId(1)),
+    };
+    let reads = match rhs {
+        Rhs::Binop(..) => 2,
+        _ => 1,
+    };
+    let assignment = accumulate(
+        Binop::Arg2,
+        &[n],
+        (2, vec![n], vec![it(0)]),
+        rhs,
+        vec![(vec![n], vec![it(0)]); reads],
+    );
+    let nodes = (0..3).map(|i| f32_node(i, &[n]));
+    Routine::lower(name, &assignment, nodes).unwrap()
 }
 
 /// A convolution's shape: batch, input channels, output size (the input is two larger), output
@@ -419,6 +443,22 @@ fn main() {
             .as_secs_f64()
         }),
     });
+    // Transcendental functions: cells per second.
+    let transcendental_cells = 1 << 20;
+    for function in ["exp", "tanh", "pow"] {
+        let compiler = compiler.clone();
+        let name = format!("{function}:{transcendental_cells}");
+        cases.push(Case {
+            name: name.clone(),
+            reference: name,
+            unit: "Gcell/s",
+            work: transcendental_cells as f64,
+            ours: Box::new(move || {
+                let routine = transcendental(function, transcendental_cells);
+                time_routine(&compiler, &routine, 50).as_secs_f64()
+            }),
+        });
+    }
     // Convolutions: the forward and a training step (the forward and both gradients), in both
     // layouts, on the chosen kernel and on the AVX2 kernel forced.
     let mut conv_kernels = vec![("", compiler.clone())];

@@ -49,6 +49,16 @@ def case(name):
         a = rng.standard_normal(n, dtype=np.float32)
         c = np.empty(n, dtype=np.float32)
         return lambda: np.copyto(c, a), 20
+    if kind in ("exp", "tanh", "pow"):
+        (n,) = sizes
+        a = rng.uniform(-1.0, 1.0, n).astype(np.float32)
+        b = rng.uniform(-2.0, 2.0, n).astype(np.float32)
+        c = np.empty(n, dtype=np.float32)
+        if kind == "pow":
+            base = np.abs(a)
+            return lambda: np.power(base, b, out=c), 50
+        function = getattr(np, kind)
+        return lambda: function(a, out=c), 50
     if kind == "conv2d":
         batch, channels, size, out_channels = sizes
         x = rng.standard_normal((batch, channels, size + 2, size + 2), dtype=np.float32)

@@ -3,8 +3,9 @@
 //!
 //! What a store computes in follows the loop IR's rule: the written precision's kind. Floats are
 //! computed in the compute precision (f32 for f16, bf16 and f32; f64 for f64), every result
-//! rounded to it, and rounded to the node's precision on the store; integers in wrapping `i64`,
-//! wrapped to their width on the store; 128-bit words as words.
+//! rounded to it (f32's transcendental functions computed by [`rcannl_ir::fmath`], as compiled
+//! code computes them), and rounded to the node's precision on the store; integers in wrapping
+//! `i64`, wrapped to their width on the store; 128-bit words as words.
 
 use std::collections::HashMap;
 
@@ -227,7 +228,7 @@ impl State<'_> {
                 uniform1(word, precision)
             }
             Scalar::Unop(op, x) => match (kind, self.eval(x, precision)?) {
-                (Kind::Float, x) => Value::Float(op.apply(x.as_f64())),
+                (Kind::Float, x) => Value::Float(op.apply_in(precision, x.as_f64())),
                 (Kind::Int, x) => Value::Int(op.apply_int(x.as_i64())),
                 (Kind::Word, word) if *op == Unop::Identity => word,
                 (Kind::Word, _) => return Err(undefined_on_words(op.name())),
@@ -249,7 +250,7 @@ impl State<'_> {
             Scalar::Binop(op, a, b) => {
                 let (a, b) = (self.eval(a, precision)?, self.eval(b, precision)?);
                 match kind {
-                    Kind::Float => Value::Float(op.apply(a.as_f64(), b.as_f64())),
+                    Kind::Float => Value::Float(op.apply_in(precision, a.as_f64(), b.as_f64())),
                     Kind::Int => {
                         Value::Int(op.apply_int(a.as_i64(), b.as_i64()).ok_or_else(|| {
                             error(format!("{op}: integer division by zero ({precision})"))

@@ -151,11 +151,17 @@ fn agree_on_every_level(
             compiled.run(&mut native, &HashMap::new()).unwrap();
             for id in routine.nodes.keys() {
                 let (want, got) = (interpreted.cells(*id), native.cells(*id));
-                assert!(
-                    want.iter().zip(&got).all(|(w, g)| same(*w, *g)),
-                    "{flags}, trial {trial}: {id} differs: interpreter {want:?}, C {got:?}\n{}",
-                    compiled.source
-                );
+                let inputs = interpreted.cells(NodeId(0));
+                if let Some(cell) = (0..want.len()).find(|&c| !same(want[c], got[c])) {
+                    panic!(
+                        "{flags}, trial {trial}: {id} differs first at cell {cell} (n0 there \
+                         {:?}): interpreter {:?}, C {:?}\n{}",
+                        inputs.get(cell),
+                        want[cell],
+                        got[cell],
+                        compiled.source
+                    );
+                }
             }
         }
     }
@@ -311,4 +317,257 @@ fn choices_treat_nan_zeros_and_infinities_as_the_interpreter_does() {
             }
         });
     }
+}
+
+/// Every transcendental function of `precision`'s values (node 0), and powers with a variable
+/// exponent (node 1) and with each constant exponent the generator treats apart, one output each.
+fn transcendentals(precision: Precision, cells: usize) -> Routine {
+    let read = |node: u32| get(node, vec![at(0)]);
+    let mut values: Vec<Scalar> = [
+        Unop::Exp,
+        Unop::Exp2,
+        Unop::Log,
+        Unop::Log2,
+        Unop::Tanh,
+        Unop::Sin,
+        Unop::Cos,
+    ]
+    .into_iter()
+    .map(|op| Scalar::Unop(op, read(0)))
+    .collect();
+    values.push(Scalar::Binop(Binop::Pow, read(0), read(1)));
+    for exponent in [2.0, 3.0, 1.0, -1.0, 0.5, -2.5, 0.0] {
+        values.push(Scalar::Binop(
+            Binop::Pow,
+            read(0),
+            Box::new(Scalar::Const(exponent)),
+        ));
+    }
+    let mut nodes: Vec<TensorNode> = (0..2)
+        .map(|i| TensorNode::new(i, &format!("in{i}"), precision, &[cells]))
+        .collect();
+    let mut body = Vec::new();
+    for (k, value) in values.into_iter().enumerate() {
+        let id = 2 + k as u32;
+        nodes.push(TensorNode::new(id, &format!("out{k}"), precision, &[cells]));
+        body.push(Stmt::Set {
+            node: NodeId(id),
+            index: vec![at(0)],
+            value,
+        });
+    }
+    routine(nodes, nest(&[cells], body))
+}
+
+/// Arguments for the transcendental functions: the special values, then `f32` bit patterns
+/// spread over the whole range (every exponent, both signs, subnormals, NaNs) that move with
+/// `trial`.
+fn spread_arguments(trial: usize, cells: usize) -> Vec<f64> {
+    let specials = [
+        f64::NAN,
+        -0.0,
+        0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.0,
+        -1.0,
+        0.5,
+        2.0,
+        88.72284,
+        -103.97208,
+        9.010913,
+        f64::from(f32::MAX),
+        f64::from(f32::MIN_POSITIVE),
+        1e-45,
+        16_367_173.0 * 2f64.powi(72),
+    ];
+    let patterns = (0..cells - specials.len()).map(|i| {
+        let bits = (i as u32)
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add((trial as u32).wrapping_mul(0x9E37_79B9));
+        f64::from(f32::from_bits(bits))
+    });
+    specials.into_iter().chain(patterns).collect()
+}
+
+/// Exponents for the variable powers: special values, small integers and halves, and spread bit
+/// patterns.
+fn spread_exponents(trial: usize, cells: usize) -> Vec<f64> {
+    (0..cells)
+        .map(|i| match (i + trial) % 4 {
+            0 => [
+                f64::NAN,
+                0.0,
+                -0.0,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                2.0,
+                3.0,
+                -1.0,
+                1.0,
+            ][i / 4 % 9],
+            1 => ((i * 7 + trial) % 41) as f64 / 2.0 - 10.0,
+            2 => ((i * 13 + trial) % 1001) as f64 / 37.0 - 13.5,
+            _ => f64::from(f32::from_bits(
+                (i as u32).wrapping_mul(0x85EB_CA6B) ^ trial as u32,
+            )),
+        })
+        .collect()
+}
+
+#[test]
+fn transcendental_functions_agree_with_the_interpreter_bit_for_bit_on_every_level() {
+    const CELLS: usize = 4096;
+    for precision in [Precision::F32, Precision::F16, Precision::Bf16] {
+        agree_on_every_level(&transcendentals(precision, CELLS), 4, |trial, buffers| {
+            buffers
+                .set_values(NodeId(0), &spread_arguments(trial, CELLS))
+                .unwrap();
+            buffers
+                .set_values(NodeId(1), &spread_exponents(trial, CELLS))
+                .unwrap();
+        });
+    }
+}
+
+#[test]
+fn double_powers_agree_with_the_interpreter_bit_for_bit_on_every_level() {
+    const CELLS: usize = 512;
+    let read = |node: u32| get(node, vec![at(0)]);
+    let nodes = (0..4)
+        .map(|i| TensorNode::new(i, &format!("t{i}"), Precision::F64, &[CELLS]))
+        .collect();
+    let set = |node: u32, value: Scalar| Stmt::Set {
+        node: NodeId(node),
+        index: vec![at(0)],
+        value,
+    };
+    let body = vec![
+        set(2, Scalar::Binop(Binop::Pow, read(0), read(1))),
+        set(
+            3,
+            Scalar::Binop(Binop::Pow, read(0), Box::new(Scalar::Const(2.0))),
+        ),
+    ];
+    agree_on_every_level(
+        &routine(nodes, nest(&[CELLS], body)),
+        2,
+        |trial, buffers| {
+            let bases: Vec<f64> = (0..CELLS)
+                .map(|i| ((i * 31 + trial) % 997) as f64 / 7.0 - 70.0)
+                .collect();
+            buffers.set_values(NodeId(0), &bases).unwrap();
+            buffers
+                .set_values(NodeId(1), &spread_exponents(trial, CELLS))
+                .unwrap();
+        },
+    );
+}
+
+/// One kernel per transcendental function of f32 cells (and pow with a variable and a constant
+/// exponent), each a loop of its own.
+fn one_kernel_per_function(cells: usize) -> Routine {
+    let read = |node: u32| get(node, vec![at(0)]);
+    let mut values: Vec<Scalar> = [
+        Unop::Exp,
+        Unop::Exp2,
+        Unop::Log,
+        Unop::Log2,
+        Unop::Tanh,
+        Unop::Sin,
+        Unop::Cos,
+    ]
+    .into_iter()
+    .map(|op| Scalar::Unop(op, read(0)))
+    .collect();
+    values.push(Scalar::Binop(Binop::Pow, read(0), read(1)));
+    values.push(Scalar::Binop(
+        Binop::Pow,
+        read(0),
+        Box::new(Scalar::Const(2.0)),
+    ));
+    let mut nodes: Vec<TensorNode> = (0..2)
+        .map(|i| TensorNode::new(i, &format!("in{i}"), Precision::F32, &[cells]))
+        .collect();
+    let mut body = Vec::new();
+    for (k, value) in values.into_iter().enumerate() {
+        let id = 2 + k as u32;
+        nodes.push(TensorNode::new(
+            id,
+            &format!("out{k}"),
+            Precision::F32,
+            &[cells],
+        ));
+        body.extend(nest(
+            &[cells],
+            vec![Stmt::Set {
+                node: NodeId(id),
+                index: vec![at(0)],
+                value,
+            }],
+        ));
+    }
+    routine(nodes, body)
+}
+
+/// Vectorization is speed, not correctness: the suites above hold the results. This checks that
+/// each compiler here vectorizes a loop calling each function, on the baseline and with AVX2.
+#[test]
+fn loops_calling_transcendental_functions_vectorize() {
+    let routine = one_kernel_per_function(1 << 16);
+    let source = rcannl_backends::cc::codegen::generate(&routine)
+        .unwrap()
+        .source;
+    // The line of each kernel's loop, as the compilers report it (counted from 1).
+    let loops: Vec<usize> = source
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim_start().starts_with("for (int64_t l0 = begin"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(loops.len(), 9, "{source}");
+    let dir = std::env::temp_dir().join(format!("rcannl-vectorize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("kernels.c");
+    std::fs::write(&file, &source).unwrap();
+    // Each compiler's report of a vectorized loop: gcc's optimization notes, clang's remarks.
+    let compilers = [
+        ("gcc", "-fopt-info-vec-optimized", "loop vectorized"),
+        ("clang", "-Rpass=loop-vectorize", "vectorized loop"),
+    ];
+    let mut checked = Vec::new();
+    for ((compiler, report, vectorized), level) in compilers
+        .into_iter()
+        .flat_map(|c| ["x86-64", "x86-64-v3"].map(|level| (c, level)))
+    {
+        let output = std::process::Command::new(compiler)
+            .args(["-O3", &format!("-march={level}"), "-fno-math-errno"])
+            .args(["-ffp-contract=off", "-fopenmp-simd", report, "-c", "-o"])
+            .arg(dir.join("kernels.o"))
+            .arg(&file)
+            .output();
+        let Ok(output) = output else {
+            println!("vectorization: {compiler} not checked: not installed");
+            continue;
+        };
+        let notes = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() && notes.contains(level) {
+            println!("vectorization: {compiler} not checked at {level}: it does not know it");
+            continue;
+        }
+        assert!(output.status.success(), "{compiler} fails:\n{notes}");
+        for line in &loops {
+            let at_line = format!("kernels.c:{line}:");
+            assert!(
+                notes
+                    .lines()
+                    .any(|note| note.contains(&at_line) && note.contains(vectorized)),
+                "{compiler} -march={level}: the loop at line {line} is not vectorized:\n{notes}\n\
+                 {source}"
+            );
+        }
+        checked.push(format!("{compiler} {level}"));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    println!("vectorization checked with {checked:?}");
 }

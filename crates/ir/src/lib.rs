@@ -4,7 +4,8 @@
 //! how one assignment iterates and indexes its tensors, with the predicates lowering reads off it
 //! and the slot views gradients use (`projections`), and the padding margins of a buffer
 //! (`padding`); precisions and the rounding to each (`precision`); the primitive operations,
-//! accumulators with their neutral elements and the Threefry random bits (`ops`); typed values
+//! accumulators with their neutral elements and the Threefry random bits (`ops`), with f32's
+//! transcendental functions as the interpreter and compiled C compute them (`fmath`); typed values
 //! and their conversions (`value`); tensor nodes (`node`), assignments (`assignment`), the loop
 //! IR (`loops`), lowering (`lower`) and routines (`routine`). The optimizer (`optimize`)
 //! recognizes matrix products, decides each node's memory mode and rewrites a routine's loops:
@@ -13,6 +14,7 @@
 //! consume its loops.
 
 pub mod assignment;
+pub mod fmath;
 pub mod index;
 pub mod loops;
 pub mod lower;

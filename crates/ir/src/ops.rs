@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+use crate::fmath;
+use crate::precision::Precision;
+
 /// One-argument operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unop {
@@ -129,6 +132,32 @@ impl Unop {
         }
     }
 
+    /// The value of a float computed in `precision`'s compute precision (see
+    /// [`Precision::compute`]): [`Unop::apply_f32`] for f16, bf16 and f32, [`Unop::apply`] for
+    /// f64.
+    pub fn apply_in(self, precision: Precision, x: f64) -> f64 {
+        match precision.compute() {
+            Precision::F32 => f64::from(self.apply_f32(x as f32)),
+            _ => self.apply(x),
+        }
+    }
+
+    /// The value computed in f32: the transcendental functions are [`crate::fmath`]'s, which
+    /// compiled code reproduces bit for bit; every other operation is [`Unop::apply`]'s result
+    /// rounded to f32, as compiled code computes it.
+    pub fn apply_f32(self, x: f32) -> f32 {
+        match self {
+            Unop::Exp => fmath::exp(x),
+            Unop::Log => fmath::log(x),
+            Unop::Exp2 => fmath::exp2(x),
+            Unop::Log2 => fmath::log2(x),
+            Unop::Sin => fmath::sin(x),
+            Unop::Cos => fmath::cos(x),
+            Unop::Tanh => fmath::tanh(x),
+            other => other.apply(f64::from(x)) as f32,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Unop::Identity => "id",
@@ -175,6 +204,7 @@ impl Binop {
         Binop::Threefry4x32Light,
     ];
 
+    /// The value on floats (in f64, the compute precision of f64).
     pub fn apply(self, a: f64, b: f64) -> f64 {
         let truth = |t: bool| f64::from(u8::from(t));
         match self {
@@ -184,6 +214,8 @@ impl Binop {
             Binop::Sub => a - b,
             Binop::Mul => a * b,
             Binop::Div => a / b,
+            // The square is the correctly rounded product, which libraries' pow need not return.
+            Binop::Pow if b == 2.0 => a * a,
             Binop::Pow => a.powf(b),
             // numpy's maximum and minimum: a NaN on either side is the result; ties keep `a`.
             Binop::Max => {
@@ -233,6 +265,25 @@ impl Binop {
                 }
             }
             Binop::Threefry4x32 | Binop::Threefry4x32Light => f64::NAN,
+        }
+    }
+
+    /// The value of floats computed in `precision`'s compute precision (see
+    /// [`Precision::compute`]): [`Binop::apply_f32`] for f16, bf16 and f32, [`Binop::apply`] for
+    /// f64.
+    pub fn apply_in(self, precision: Precision, a: f64, b: f64) -> f64 {
+        match precision.compute() {
+            Precision::F32 => f64::from(self.apply_f32(a as f32, b as f32)),
+            _ => self.apply(a, b),
+        }
+    }
+
+    /// The value computed in f32: `pow` is [`crate::fmath::pow`], which compiled code
+    /// reproduces bit for bit; every other operation is [`Binop::apply`]'s result rounded to f32.
+    pub fn apply_f32(self, a: f32, b: f32) -> f32 {
+        match self {
+            Binop::Pow => fmath::pow(a, b),
+            other => other.apply(f64::from(a), f64::from(b)) as f32,
         }
     }
 
@@ -505,6 +556,31 @@ mod tests {
         assert_eq!(Binop::Sat01Gate.apply(1.0, 7.0), 0.0);
         assert_eq!(Binop::Or.apply(0.0, -2.0), 1.0);
         assert_eq!(Binop::And.apply(0.0, -2.0), 0.0);
+    }
+
+    #[test]
+    fn f32_computations_use_fmath_and_f64_ones_the_library() {
+        let x = 0.7f32;
+        for precision in [Precision::F32, Precision::F16, Precision::Bf16] {
+            assert_eq!(
+                Unop::Tanh.apply_in(precision, f64::from(x)),
+                f64::from(fmath::tanh(x))
+            );
+            assert_eq!(
+                Binop::Pow.apply_in(precision, f64::from(x), 1.5),
+                f64::from(fmath::pow(x, 1.5))
+            );
+        }
+        assert_eq!(Unop::Tanh.apply_in(Precision::F64, 0.7), 0.7f64.tanh());
+        assert_eq!(Unop::Relu.apply_f32(-1.5), 0.0);
+        assert_eq!(Binop::Add.apply_f32(1.0, f32::EPSILON / 2.0), 1.0);
+        // The square is the product, in both precisions.
+        let y = 1.000_000_1f64;
+        assert_eq!(Binop::Pow.apply(y, 2.0).to_bits(), (y * y).to_bits());
+        assert_eq!(
+            Binop::Pow.apply_f32(3.1, 2.0).to_bits(),
+            (3.1f32 * 3.1).to_bits()
+        );
     }
 
     #[test]

@@ -9,6 +9,15 @@ use std::fmt;
 
 use half::{bf16, f16};
 
+/// `x` with its lower 32 bits of significand folded into one sticky bit just above them: `half`'s
+/// conversions from `f64` read only the upper 32 bits, which holds every bit that decides a
+/// correct rounding to f16 or bf16 once the bits below say whether anything is left.
+fn sticky_upper_half(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let sticky = u64::from(bits & 0xFFFF_FFFF != 0) << 32;
+    f64::from_bits((bits & !0xFFFF_FFFF) | sticky)
+}
+
 /// The element type of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Precision {
@@ -90,8 +99,8 @@ impl Precision {
         match self {
             Precision::F64 => x,
             Precision::F32 => f64::from(x as f32),
-            Precision::F16 => f16::from_f64(x).to_f64(),
-            Precision::Bf16 => bf16::from_f64(x).to_f64(),
+            Precision::F16 => f16::from_f64(sticky_upper_half(x)).to_f64(),
+            Precision::Bf16 => bf16::from_f64(sticky_upper_half(x)).to_f64(),
             // `as` from a float truncates toward zero and saturates, NaN to 0.
             Precision::U8 => f64::from(x as u8),
             Precision::I8 => f64::from(x as i8),
@@ -203,6 +212,28 @@ mod tests {
         assert_eq!(Precision::U8.round(-1.0), 0.0);
         assert_eq!(Precision::I8.round(f64::NAN), 0.0);
         assert_eq!(Precision::I64.round(1e300), i64::MAX as f64);
+    }
+
+    #[test]
+    fn halves_round_correctly_when_only_the_lowest_bits_break_a_tie() {
+        // Past the halfway bit, only bits below f64's upper 32 are set: above halfway, so up.
+        // (f32 values, as the C backend rounds them with rc_f32_to_f16 and rc_f32_to_bf16.)
+        let f16_case = 1.0 + 2f64.powi(-11) + 2f64.powi(-23);
+        assert_eq!(Precision::F16.round(f16_case), 1.0 + 2f64.powi(-10));
+        assert_eq!(Precision::F16.round(-f16_case), -1.0 - 2f64.powi(-10));
+        let bf16_case = 938.0 + 2f64.powi(-14);
+        assert_eq!(Precision::Bf16.round(bf16_case), 940.0);
+        // Subnormal f16: 2^-25 is halfway between 0 and 2^-24; a little more rounds up.
+        assert_eq!(
+            Precision::F16.round(2f64.powi(-25) + 2f64.powi(-60)),
+            2f64.powi(-24)
+        );
+        assert_eq!(Precision::F16.round(2f64.powi(-25)), 0.0);
+        assert!(
+            Precision::Bf16
+                .round(f64::from_bits(0x7FF0_0000_0000_0001))
+                .is_nan()
+        );
     }
 
     #[test]

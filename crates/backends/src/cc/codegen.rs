@@ -11,7 +11,10 @@
 //!
 //! Values are computed as the interpreter computes them, but in C's own types: f16, bf16 and f32
 //! in `float`, f64 in `double`, integers in wrapping `int64_t`, words as `rc_word`; f16 and bf16
-//! are stored as their bits and converted by the prelude's round-to-nearest-even helpers.
+//! are stored as their bits and converted by the prelude's round-to-nearest-even helpers. f32's
+//! transcendental functions are the prelude's (`rc_expf` …), which the interpreter mirrors bit
+//! for bit (`rcannl_ir::fmath`); a constant exponent of 1, 2, 3 or −1 becomes a product or a
+//! quotient, as `pow` defines it.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -346,6 +349,15 @@ impl Writer<'_> {
                         )));
                     }
                 }
+            }
+            Scalar::Binop(Binop::Pow, base, exponent) if kind == Kind::Float => {
+                if let Scalar::Const(c) = **exponent {
+                    if let Some(power) = constant_power(&self.expr(base, precision)?, c, double) {
+                        return Ok(power);
+                    }
+                }
+                let (a, b) = (self.expr(base, precision)?, self.expr(exponent, precision)?);
+                float_binop(Binop::Pow, &a, &b, ty, double)
             }
             Scalar::Binop(op, a, b) => {
                 let (a, b) = (self.expr(a, precision)?, self.expr(b, precision)?);
@@ -686,13 +698,14 @@ impl Writer<'_> {
 
 fn float_unop(op: Unop, x: &str, ty: &str, double: bool) -> String {
     let f = if double { "" } else { "f" };
-    // Transcendental functions are computed in double and rounded, as the interpreter computes
-    // them: the single-precision library functions may differ from that in the last bit.
+    // In double, the library's functions, as the interpreter computes them; in float, the
+    // prelude's, which the interpreter mirrors bit for bit (`rcannl_ir::fmath`) and which
+    // vectorize.
     let math = |name: &str| {
         if double {
             format!("{name}({x})")
         } else {
-            format!("(float){name}((double)({x}))")
+            format!("rc_{name}f({x})")
         }
     };
     match op {
@@ -750,8 +763,8 @@ fn float_binop(op: Binop, a: &str, b: &str, ty: &str, double: bool) -> String {
         Binop::Sub => format!("({a} - {b})"),
         Binop::Mul => format!("({a} * {b})"),
         Binop::Div => format!("({a} / {b})"),
-        Binop::Pow if double => format!("pow({a}, {b})"),
-        Binop::Pow => format!("(float)pow((double)({a}), (double)({b}))"),
+        Binop::Pow if double => format!("rc_pow({a}, {b})"),
+        Binop::Pow => format!("rc_powf({a}, {b})"),
         Binop::Max => format!("rc_max{f}({a}, {b})"),
         Binop::Min => format!("rc_min{f}({a}, {b})"),
         Binop::ReluGate => format!("rc_relu_gate{f}({a}, {b})"),
@@ -765,6 +778,22 @@ fn float_binop(op: Binop, a: &str, b: &str, ty: &str, double: bool) -> String {
         Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 | Binop::Threefry4x32Light => {
             unreachable!("handled before the kind's operations")
         }
+    }
+}
+
+/// `base` to a constant power that multiplication or division computes as `pow` defines it (see
+/// `rcannl_ir::fmath::pow`; in double, only the square), the base computed once.
+fn constant_power(base: &str, exponent: f64, double: bool) -> Option<String> {
+    if double {
+        return (exponent == 2.0).then(|| format!("rc_square({base})"));
+    }
+    // The exponent as the interpreter reads it: rounded to the compute precision.
+    match exponent as f32 {
+        1.0 => Some(base.to_owned()),
+        2.0 => Some(format!("rc_squaref({base})")),
+        3.0 => Some(format!("rc_cubef({base})")),
+        -1.0 => Some(format!("(1.0f / {base})")),
+        _ => None,
     }
 }
 

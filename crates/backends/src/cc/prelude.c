@@ -244,3 +244,228 @@ static inline int64_t rc_uniform_i32(rc_word w, int k) { return (int64_t)(int32_
 static inline int64_t rc_uniform_u32(rc_word w, int k) { return (int64_t)w.w[k]; }
 static inline int64_t rc_uniform_i64(rc_word w, int k) { return (int64_t)rc_double_word(w, k); }
 static inline rc_word rc_uniform_uint4x32(rc_word w, int k) { (void)k; return w; }
+
+/* The transcendental functions of f32 compute precision, as crates/ir/src/fmath.rs defines them
+   (read its documentation): the same double operations in the same order, so that compiled code
+   and the interpreter agree bit for bit on every target. Only IEEE additions, multiplications,
+   divisions and integer operations on bits, no library call, no table, and every choice a blend
+   of computed values: a loop calling them vectorizes. Each is inlined wherever it is called
+   (clang leaves a function called twice, as sin and cos call their reduction, out of line,
+   which keeps the calling loops from vectorizing). */
+#define RC_MATH static inline __attribute__((always_inline))
+RC_MATH uint64_t rc_bits(double x) {
+  uint64_t u;
+  memcpy(&u, &x, 8);
+  return u;
+}
+RC_MATH double rc_from_bits(uint64_t u) {
+  double x;
+  memcpy(&x, &u, 8);
+  return x;
+}
+RC_MATH double rc_fabs(double x) { return rc_from_bits(rc_bits(x) & 0x7FFFFFFFFFFFFFFFull); }
+RC_MATH float rc_fabsf(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u &= 0x7FFFFFFFu;
+  memcpy(&x, &u, 4);
+  return x;
+}
+/* A blend by a mask of all ones or all zeros. */
+RC_MATH double rc_blend(uint64_t m, double a, double b) {
+  return rc_from_bits((rc_bits(a) & m) | (rc_bits(b) & ~m));
+}
+#define RC_ROUNDER 6755399441055744.0
+#define RC_ROUNDER4 18014398509481984.0
+#define RC_INV_LN2 1.4426950408889634
+#define RC_LN2_HI 0.6931471803691238
+#define RC_LN2_LO 1.9082149292705877e-10
+#define RC_LN2 0.6931471805599453
+#define RC_HALF_PI 1.5707963267948966
+#define RC_SQRT_HALF_BITS 0x3FE6A09E667F3BCDull
+#define RC_ONE_BITS 0x3FF0000000000000ull
+
+RC_MATH double rc_expm1_poly(double r) {
+  double p = 1.0 / 362880.0;
+  p = 1.0 / 40320.0 + r * p;
+  p = 1.0 / 5040.0 + r * p;
+  p = 1.0 / 720.0 + r * p;
+  p = 1.0 / 120.0 + r * p;
+  p = 1.0 / 24.0 + r * p;
+  p = 1.0 / 6.0 + r * p;
+  p = 0.5 + r * p;
+  p = 1.0 + r * p;
+  return r * p;
+}
+/* 2^k from the bits of k + 1.5*2^52. */
+RC_MATH double rc_power_of_two(uint64_t k_bits) { return rc_from_bits((k_bits + 1023) << 52); }
+typedef struct { double scale, expm1; } rc_exp_parts;
+RC_MATH rc_exp_parts rc_exp_split(double y) {
+  double shifted = y * RC_INV_LN2 + RC_ROUNDER;
+  double k = shifted - RC_ROUNDER;
+  double r = (y - k * RC_LN2_HI) - k * RC_LN2_LO;
+  rc_exp_parts parts = {rc_power_of_two(rc_bits(shifted)), rc_expm1_poly(r)};
+  return parts;
+}
+RC_MATH double rc_exp2_f64(double y) {
+  double shifted = y + RC_ROUNDER;
+  double r = (y - (shifted - RC_ROUNDER)) * RC_LN2;
+  return rc_power_of_two(rc_bits(shifted)) * (1.0 + rc_expm1_poly(r));
+}
+/* Arguments are clamped as floats: gcc vectorizes a float's blend at every x86-64 level. */
+RC_MATH float rc_clampf(float x, float low, float high) {
+  x = rc_selectf(x < low, low, x);
+  return rc_selectf(x > high, high, x);
+}
+RC_MATH float rc_expf(float x) {
+  rc_exp_parts parts = rc_exp_split((double)rc_clampf(x, -110.0f, 100.0f));
+  return (float)(parts.scale * (1.0 + parts.expm1));
+}
+RC_MATH float rc_exp2f(float x) { return (float)rc_exp2_f64((double)rc_clampf(x, -160.0f, 140.0f)); }
+RC_MATH float rc_tanhf(float x) {
+  double d = (double)x;
+  float abs_x = rc_fabsf(x);
+  double a = (double)rc_selectf(abs_x > 20.0f, 20.0f, abs_x);
+  rc_exp_parts parts = rc_exp_split(a + a);
+  double em1 = parts.scale * parts.expm1 + (parts.scale - 1.0);
+  double t = em1 / (em1 + 2.0);
+  return (float)rc_from_bits(rc_bits(t) | (rc_bits(d) & 0x8000000000000000ull));
+}
+typedef struct { double ln_m, e; } rc_log_parts;
+RC_MATH rc_log_parts rc_log_split(double d) {
+  uint64_t u = rc_bits(d) + (RC_ONE_BITS - RC_SQRT_HALF_BITS);
+  double e = rc_from_bits((u >> 52) | 0x4330000000000000ull) - 4503599627371519.0;
+  double m = rc_from_bits((u & 0x000FFFFFFFFFFFFFull) + RC_SQRT_HALF_BITS);
+  double f = m - 1.0;
+  double s = f / (2.0 + f);
+  double z = s * s;
+  double r = 2.0 / 15.0;
+  r = 2.0 / 13.0 + z * r;
+  r = 2.0 / 11.0 + z * r;
+  r = 2.0 / 9.0 + z * r;
+  r = 2.0 / 7.0 + z * r;
+  r = 2.0 / 5.0 + z * r;
+  r = 2.0 / 3.0 + z * r;
+  rc_log_parts parts = {(s + s) + s * (z * r), e};
+  return parts;
+}
+RC_MATH double rc_nan(void) { return rc_from_bits(0x7FF8000000000000ull); }
+RC_MATH double rc_log_special(double x, double core) {
+  double special = rc_select(x == 0.0, -HUGE_VAL, rc_select(x < 0.0, rc_nan(), x));
+  return rc_select((x > 0.0) & (x < HUGE_VAL), core, special);
+}
+RC_MATH float rc_logf(float x) {
+  double d = (double)x;
+  rc_log_parts parts = rc_log_split(d);
+  return (float)rc_log_special(d, parts.e * RC_LN2 + parts.ln_m);
+}
+RC_MATH float rc_log2f(float x) {
+  double d = (double)x;
+  rc_log_parts parts = rc_log_split(d);
+  return (float)rc_log_special(d, parts.e + parts.ln_m * RC_INV_LN2);
+}
+/* One piece of 2/pi times a (exact), reduced by a multiple of 4 (a product of 2^54 or more is
+   one), added to a sum whose rounding errors are kept apart (Knuth's two-sum). */
+typedef struct { double sum, error; } rc_reduction;
+RC_MATH rc_reduction rc_reduce_piece(rc_reduction acc, double a, double piece) {
+  double p = a * piece;
+  /* p < 2^54, told by its bits (p is not negative), as gcc vectorizes on every x86-64 level. */
+  uint64_t small = (uint64_t)0 - ((rc_bits(p) - 0x4350000000000000ull) >> 63);
+  double reduced = rc_from_bits(rc_bits(p - ((p + RC_ROUNDER4) - RC_ROUNDER4)) & small);
+  double next = acc.sum + reduced;
+  double back = next - acc.sum;
+  acc.error += (acc.sum - (next - back)) + (reduced - back);
+  acc.sum = next;
+  return acc;
+}
+/* sin(a + quarter*pi/2) for a nonnegative finite a, a*(2/pi) reduced exactly for every float. */
+RC_MATH double rc_sin_quadrant(double a, uint64_t quarter) {
+  rc_reduction acc = {0.0, 0.0};
+  acc = rc_reduce_piece(acc, a, 0.6366197690367699);
+  acc = rc_reduce_piece(acc, a, 3.3308114738561656e-09);
+  acc = rc_reduce_piece(acc, a, 2.276010047810136e-18);
+  acc = rc_reduce_piece(acc, a, 2.5268260189002822e-26);
+  acc = rc_reduce_piece(acc, a, 1.6682867657019525e-34);
+  acc = rc_reduce_piece(acc, a, 1.158871328288855e-43);
+  acc = rc_reduce_piece(acc, a, 7.053959174404295e-52);
+  double sum = acc.sum, error = acc.error;
+  double shifted = sum + RC_ROUNDER;
+  double turns = (sum - (shifted - RC_ROUNDER)) + error;
+  double r = turns * RC_HALF_PI;
+  uint64_t quadrant = rc_bits(shifted) + quarter;
+  double z = r * r;
+  double sp = -1.0 / 39916800.0;
+  sp = 1.0 / 362880.0 + z * sp;
+  sp = -1.0 / 5040.0 + z * sp;
+  sp = 1.0 / 120.0 + z * sp;
+  sp = -1.0 / 6.0 + z * sp;
+  double sine = r + r * (z * sp);
+  double cp = 1.0 / 479001600.0;
+  cp = -1.0 / 3628800.0 + z * cp;
+  cp = 1.0 / 40320.0 + z * cp;
+  cp = -1.0 / 720.0 + z * cp;
+  cp = 1.0 / 24.0 + z * cp;
+  cp = -0.5 + z * cp;
+  double cosine = 1.0 + z * cp;
+  double value = rc_blend((uint64_t)0 - (quadrant & 1), cosine, sine);
+  return rc_from_bits(rc_bits(value) ^ ((quadrant & 2) << 62));
+}
+RC_MATH float rc_sinf(float x) {
+  double d = (double)x;
+  double a = rc_fabs(d);
+  double value = rc_sin_quadrant(a, 0);
+  float signed_value = (float)rc_from_bits(rc_bits(value) ^ (rc_bits(d) & 0x8000000000000000ull));
+  return rc_selectf(rc_fabsf(x) < HUGE_VALF, signed_value, x * 0.0f);
+}
+RC_MATH float rc_cosf(float x) {
+  double d = (double)x;
+  double a = rc_fabs(d);
+  return rc_selectf(rc_fabsf(x) < HUGE_VALF, (float)rc_sin_quadrant(a, 1), x * 0.0f);
+}
+/* Masks for doubles are made from their bits (gcc vectorizes a double's comparison only from
+   SSE4.1 on), masks for floats by comparing floats; no choice mixes the two. */
+RC_MATH uint64_t rc_below(uint64_t u, uint64_t limit) { return (uint64_t)0 - ((u - limit) >> 63); }
+RC_MATH uint32_t rc_fbits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+RC_MATH float rc_ffrom_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+RC_MATH float rc_powf(float x, float y) {
+  double a = rc_fabs((double)x);
+  uint64_t a_bits = rc_bits(a);
+  rc_log_parts parts = rc_log_split(a);
+  double log2_a = parts.e + parts.ln_m * RC_INV_LN2;
+  log2_a = rc_blend(rc_below(a_bits, 1), -HUGE_VAL, log2_a);
+  log2_a = rc_blend(rc_below(0x7FEFFFFFFFFFFFFFull, a_bits), a, log2_a);
+  double t = (double)y * log2_a;
+  uint64_t t_bits = rc_bits(t), t_magnitude = t_bits & 0x7FFFFFFFFFFFFFFFull;
+  uint64_t not_nan = rc_below(t_magnitude, 0x7FF0000000000001ull);
+  uint64_t negative_t = (uint64_t)0 - (t_bits >> 63);
+  t = rc_blend(negative_t & not_nan & rc_below(0x406CC00000000000ull, t_magnitude), -230.0, t);
+  t = rc_blend(~negative_t & not_nan & rc_below(0x4067C00000000000ull, t_magnitude), 190.0, t);
+  float magnitude = (float)rc_exp2_f64(t);
+  float y_abs = rc_fabsf(y);
+  int32_t big = y_abs >= 8388608.0f;
+  float y_shifted = rc_selectf(big, 0.0f, y_abs) + 8388608.0f;
+  int32_t whole = (y_shifted - 8388608.0f) == y_abs;
+  uint32_t odd = ((uint32_t)0 - (uint32_t)whole) & ((uint32_t)0 - (rc_fbits(y_shifted) & 1));
+  odd |= ((uint32_t)0 - (uint32_t)(big & (y_abs < 16777216.0f))) & ((uint32_t)0 - (rc_fbits(y) & 1));
+  float result = rc_ffrom_bits(rc_fbits(magnitude) | (rc_fbits(x) & odd & 0x80000000u));
+  result = rc_selectf((x < 0.0f) & (x > -HUGE_VALF) & !(big | whole), (float)rc_nan(), result);
+  result = rc_selectf((x == 1.0f) | (y == 0.0f) | ((x == -1.0f) & (y_abs == HUGE_VALF)), 1.0f, result);
+  result = rc_selectf(y == 3.0f, (x * x) * x, result);
+  result = rc_selectf(y == -1.0f, 1.0f / x, result);
+  result = rc_selectf(y == 1.0f, x, result);
+  return rc_selectf(y == 2.0f, x * x, result);
+}
+/* The strength-reduced powers with a constant exponent, their argument computed once. */
+RC_MATH float rc_squaref(float x) { return x * x; }
+RC_MATH float rc_cubef(float x) { return (x * x) * x; }
+RC_MATH double rc_square(double x) { return x * x; }
+/* f64 pow: the square is the correctly rounded product, which the library's pow need not be. */
+RC_MATH double rc_pow(double x, double y) { return rc_select(y == 2.0, x * x, pow(x, y)); }

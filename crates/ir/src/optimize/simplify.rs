@@ -191,7 +191,7 @@ pub fn fold(scalar: &Scalar, precision: Precision) -> Scalar {
                 (Unop::Neg, Scalar::Unop(Unop::Neg, y)) if numbers => *y,
                 (op, Scalar::Const(c)) if numbers && *op != Unop::Uint4x32ToPrecUniform1 => {
                     match kind {
-                        Kind::Float => Scalar::Const(op.apply(c)),
+                        Kind::Float => Scalar::Const(op.apply_in(precision, c)),
                         _ => integer(op.apply_int(c as i64))
                             .unwrap_or_else(|| Scalar::Unop(*op, Box::new(Scalar::Const(c)))),
                     }
@@ -199,7 +199,7 @@ pub fn fold(scalar: &Scalar, precision: Precision) -> Scalar {
                 (op, x) => Scalar::Unop(*op, Box::new(x)),
             }
         }
-        Scalar::Binop(op, a, b) => binop(*op, fold(a, precision), fold(b, precision), kind),
+        Scalar::Binop(op, a, b) => binop(*op, fold(a, precision), fold(b, precision), precision),
         Scalar::Ternop(Ternop::Where, condition, then, otherwise) => {
             match fold(condition, Precision::F64) {
                 // NaN is not 0: it selects `then`, as the interpreter's test does.
@@ -230,7 +230,8 @@ pub fn fold(scalar: &Scalar, precision: Precision) -> Scalar {
     }
 }
 
-fn binop(op: Binop, a: Scalar, b: Scalar, kind: Kind) -> Scalar {
+fn binop(op: Binop, a: Scalar, b: Scalar, precision: Precision) -> Scalar {
+    let kind = precision.kind();
     let is = |x: &Scalar, n: i64| match (x, kind) {
         (Scalar::Const(c), Kind::Float) => *c == n as f64,
         (Scalar::Const(c), Kind::Int) => *c as i64 == n,
@@ -250,7 +251,7 @@ fn binop(op: Binop, a: Scalar, b: Scalar, kind: Kind) -> Scalar {
         _ => {
             if let (Scalar::Const(x), Scalar::Const(y)) = (&a, &b) {
                 let folded = match kind {
-                    Kind::Float => Some(Scalar::Const(op.apply(*x, *y))),
+                    Kind::Float => Some(Scalar::Const(op.apply_in(precision, *x, *y))),
                     _ => op.apply_int(*x as i64, *y as i64).and_then(integer),
                 };
                 if let Some(folded) = folded {
@@ -288,6 +289,17 @@ mod tests {
 
     fn shown(scalar: &Scalar, precision: Precision) -> String {
         fold(scalar, precision).to_string()
+    }
+
+    #[test]
+    fn constants_fold_to_what_their_precision_computes() {
+        // f32 (and f16, computed in f32) folds with the functions compiled code runs.
+        let exp = fold(&Scalar::Unop(Unop::Exp, c(0.3)), Precision::F32);
+        assert_eq!(exp, Scalar::Const(f64::from(crate::fmath::exp(0.3))));
+        let pow = fold(&Scalar::Binop(Binop::Pow, c(1.7), c(0.3)), Precision::F16);
+        assert_eq!(pow, Scalar::Const(f64::from(crate::fmath::pow(1.7, 0.3))));
+        let exp = fold(&Scalar::Unop(Unop::Exp, c(0.3)), Precision::F64);
+        assert_eq!(exp, Scalar::Const(0.3f64.exp()));
     }
 
     #[test]
