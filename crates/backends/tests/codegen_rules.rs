@@ -319,10 +319,9 @@ fn choices_treat_nan_zeros_and_infinities_as_the_interpreter_does() {
     }
 }
 
-/// Every transcendental function of `precision`'s values (node 0), and powers with a variable
-/// exponent (node 1) and with each constant exponent the generator treats apart, one output each.
-fn transcendentals(precision: Precision, cells: usize) -> Routine {
-    let read = |node: u32| get(node, vec![at(0)]);
+/// Each unary transcendental function of node 0, then node 0 to the power of node 1, as `read`
+/// reads a node.
+fn transcendental_values(read: impl Fn(u32) -> Box<Scalar>) -> Vec<Scalar> {
     let mut values: Vec<Scalar> = [
         Unop::Exp,
         Unop::Exp2,
@@ -336,6 +335,14 @@ fn transcendentals(precision: Precision, cells: usize) -> Routine {
     .map(|op| Scalar::Unop(op, read(0)))
     .collect();
     values.push(Scalar::Binop(Binop::Pow, read(0), read(1)));
+    values
+}
+
+/// Every transcendental function of `precision`'s values (node 0), and powers with a variable
+/// exponent (node 1) and with each constant exponent the generator treats apart, one output each.
+fn transcendentals(precision: Precision, cells: usize) -> Routine {
+    let read = |node: u32| get(node, vec![at(0)]);
+    let mut values = transcendental_values(read);
     for exponent in [2.0, 3.0, 1.0, -1.0, 0.5, -2.5, 0.0] {
         values.push(Scalar::Binop(
             Binop::Pow,
@@ -468,19 +475,7 @@ fn double_powers_agree_with_the_interpreter_bit_for_bit_on_every_level() {
 /// exponent), each a loop of its own.
 fn one_kernel_per_function(cells: usize) -> Routine {
     let read = |node: u32| get(node, vec![at(0)]);
-    let mut values: Vec<Scalar> = [
-        Unop::Exp,
-        Unop::Exp2,
-        Unop::Log,
-        Unop::Log2,
-        Unop::Tanh,
-        Unop::Sin,
-        Unop::Cos,
-    ]
-    .into_iter()
-    .map(|op| Scalar::Unop(op, read(0)))
-    .collect();
-    values.push(Scalar::Binop(Binop::Pow, read(0), read(1)));
+    let mut values = transcendental_values(read);
     values.push(Scalar::Binop(
         Binop::Pow,
         read(0),
