@@ -8,20 +8,19 @@
 //! that a constant of the node's kind reproduces exactly (`fill_constant`), so results keep
 //! their bits. Reductions are left to `accumulate`, which starts a local from the fill's value.
 
-use super::{
-    PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads, stmt_writes,
-};
+use super::body::Body;
+use super::{PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
 use crate::loops::{Scalar, Stmt};
 use crate::node::NodeId;
 use crate::routine::Routine;
 
 /// `routine` with every fill that the next statement mentioning its node overwrites dropped,
-/// and that statement computing from the fill's value.
+/// and that statement computing from the fill's value (found through the body's index of who
+/// writes and reads each node).
 pub fn absorb_fills(routine: &Routine) -> Routine {
-    let mut body = routine.body.clone();
-    let mut dropped = vec![false; body.len()];
-    for at in 0..body.len() {
-        let Stmt::Fill { node, value } = body[at] else {
+    let mut body = Body::new(routine.body.clone());
+    for at in 0..body.end() {
+        let Stmt::Fill { node, value } = *body.stmt(at) else {
             continue;
         };
         let Some(info) = routine.nodes.get(&node) else {
@@ -37,23 +36,25 @@ pub fn absorb_fills(routine: &Routine) -> Routine {
         let Some(constant) = fill_constant(value, info.precision) else {
             continue;
         };
-        let mentions =
-            |stmt: &Stmt| stmt_reads(stmt).contains(&node) || stmt_writes(stmt).contains(&node);
-        let Some(next) = (at + 1..body.len()).find(|&i| mentions(&body[i])) else {
+        let after = at + 1..body.end();
+        let next = [
+            body.writers_in(node, after.clone()).next(),
+            body.readers_in(node, after).next(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(next) = next else {
             continue;
         };
-        if let Some(rewritten) = overwriting(&body[next], node, constant, &info.dims) {
-            body[next] = rewritten;
-            dropped[at] = true;
+        if let Some(rewritten) = overwriting(body.stmt(next), node, constant, &info.dims) {
+            body.take(at);
+            body.take(next);
+            body.put(next, rewritten);
         }
     }
-    let body = body
-        .into_iter()
-        .zip(dropped)
-        .filter_map(|(stmt, dropped)| (!dropped).then_some(stmt))
-        .collect();
     Routine {
-        body,
+        body: body.into_stmts(),
         ..routine.clone()
     }
 }
