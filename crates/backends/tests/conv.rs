@@ -268,12 +268,12 @@ fn cases() -> Vec<Conv> {
     cases
 }
 
-fn assert_pass_matches(pass: Pass, runs_as_a_product: bool) {
+fn assert_pass_matches(pass: Pass, runs_as_a_product: impl Fn(&Conv) -> bool) {
     let compilers = compilers();
     for conv in cases() {
         let routine = conv.routine(pass);
         let optimized = optimize(&routine).unwrap();
-        if runs_as_a_product {
+        if runs_as_a_product(&conv) {
             assert_eq!(products(&optimized), 1, "{conv:?} {pass:?}: {optimized}");
         }
         for (name, compiler) in &compilers {
@@ -288,15 +288,17 @@ fn assert_pass_matches(pass: Pass, runs_as_a_product: bool) {
 
 #[test]
 fn the_forward_gives_the_interpreters_result() {
-    assert_pass_matches(Pass::Forward, true);
+    assert_pass_matches(Pass::Forward, |_| true);
 }
 
 #[test]
 fn the_kernel_gradient_gives_the_interpreters_result() {
-    assert_pass_matches(Pass::KernelGradient, true);
+    assert_pass_matches(Pass::KernelGradient, |_| true);
 }
 
 #[test]
 fn the_input_gradient_gives_the_interpreters_result() {
-    assert_pass_matches(Pass::InputGradient, false);
+    // Unstrided, the overlapping windows are gathered over the zero-widened output gradient; a
+    // strided gradient stays loops.
+    assert_pass_matches(Pass::InputGradient, |conv| conv.stride == 1);
 }

@@ -262,6 +262,7 @@ fn gemm_statement(rows: usize, columns: usize, depth: usize, zero_first: bool) -
         c_index,
         a_index,
         b_index,
+        a_margins: Vec::new(),
     };
     let nodes: [TensorNode; 3] = [
         node(0, &[rows, depth]),

@@ -159,6 +159,11 @@ impl Scalar {
 /// nest's loops, each loop in one group: `batch` (in all three indices), `m` (in `c` and `a`),
 /// `n` (in `c` and `b`), `k` (in `a` and `b`: the reduction). Backends with a matrix-product
 /// routine run it through that; the others run the nest it was found in.
+///
+/// A plan whose `a_margins` are not empty reads `a` through a copy widened by zeros (a
+/// convolution's input gradient gathered over its zero-padded output gradient, see
+/// `optimize::gather`): its loops and indices are then its own, not the nest's, and the nest is
+/// what it means.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmPlan {
     pub c: NodeId,
@@ -172,8 +177,12 @@ pub struct GemmPlan {
     /// Outermost first, as the nest runs them: the order each cell receives its terms in.
     pub k: Vec<(LoopVar, usize)>,
     pub c_index: Vec<Index>,
+    /// Into `a`'s buffer widened by `a_margins`, when there are some.
     pub a_index: Vec<Index>,
     pub b_index: Vec<Index>,
+    /// `(before, after)` zero cells added around each axis of `a`'s buffer before the product
+    /// reads it; empty when it reads `a` where it lies.
+    pub a_margins: Vec<(usize, usize)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -351,13 +360,28 @@ impl Stmt {
                         shown.join(" ")
                     }
                 };
+                // A gathering plan's indices are its own: shown, with the margins.
+                let (c, a, b) = if plan.a_margins.is_empty() {
+                    (plan.c.to_string(), plan.a.to_string(), plan.b.to_string())
+                } else {
+                    let at = |node: NodeId, index: &[Index]| {
+                        let axes: Vec<String> = index.iter().map(Index::to_string).collect();
+                        format!("{node}[{}]", axes.join(", "))
+                    };
+                    (
+                        at(plan.c, &plan.c_index),
+                        format!(
+                            "{} (zero margins {:?})",
+                            at(plan.a, &plan.a_index),
+                            plan.a_margins
+                        ),
+                        at(plan.b, &plan.b_index),
+                    )
+                };
                 writeln!(
                     f,
-                    "{pad}gemm {} {}= {} * {} (batch {}; m {}; n {}; k {}) {{",
-                    plan.c,
+                    "{pad}gemm {c} {}= {a} * {b} (batch {}; m {}; n {}; k {}) {{",
                     if plan.zero_first { ":" } else { "+" },
-                    plan.a,
-                    plan.b,
                     group(&plan.batch),
                     group(&plan.m),
                     group(&plan.n),

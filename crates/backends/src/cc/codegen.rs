@@ -853,8 +853,15 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
         let mut body = String::new();
         match group {
             Group::Gemm { plan, nest } => {
-                // The bounds of every access are checked on the nest the plan stands for.
+                // The bounds of every access are checked on the nest the plan stands for, and on
+                // the plan itself where its indices are its own.
                 writer.body(nest, &mut String::new(), 0)?;
+                if !plan.a_margins.is_empty() && !super::gemm::in_bounds(plan, routine) {
+                    return Err(error(format!(
+                        "codegen: the matrix product into {} reads outside a buffer",
+                        plan.c
+                    )));
+                }
                 steps.push(Step::Gemm(plan.clone()));
                 continue;
             }

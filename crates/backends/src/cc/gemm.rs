@@ -260,8 +260,21 @@ unsafe fn run_typed<T: Element>(
         return;
     }
     let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
+    // A gathering plan reads `a` from a copy widened by zeros, owned here.
+    let widened: Vec<T>;
+    let (a_base, a_dims) = if plan.a_margins.is_empty() {
+        (a_base, dims(plan.a))
+    } else {
+        let a_dims = dims(plan.a);
+        // SAFETY: `a` holds the cells of its buffer dims (the caller's contract).
+        widened = unsafe { widen(a_base.0.cast::<T>(), &a_dims, &plan.a_margins) };
+        (
+            Base(widened.as_ptr().cast_mut().cast()),
+            widened_dims(&a_dims, &plan.a_margins),
+        )
+    };
     let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
-    let a = Operand::new(&plan.a_index, &dims(plan.a), statics);
+    let a = Operand::new(&plan.a_index, &a_dims, statics);
     let b = Operand::new(&plan.b_index, &dims(plan.b), statics);
     let size = |group: &[(LoopVar, usize)]| group.iter().map(|(_, r)| r).product::<usize>();
     let depth = group_order(&plan.k, [&a, &b]);
@@ -395,6 +408,98 @@ unsafe fn run_typed<T: Element>(
             one_product(offsets, threads);
         }
     }
+}
+
+/// A buffer's dims with `margins` added around its axes.
+fn widened_dims(dims: &[usize], margins: &[(usize, usize)]) -> Vec<usize> {
+    dims.iter()
+        .zip(margins)
+        .map(|(dim, (before, after))| dim + before + after)
+        .collect()
+}
+
+/// A copy of the buffer of `dims` at `start`, with `margins` of zeros around its axes.
+///
+/// # Safety
+/// `start` must hold the cells of `dims`.
+unsafe fn widen<T: Element>(start: *const T, dims: &[usize], margins: &[(usize, usize)]) -> Vec<T> {
+    let wide = widened_dims(dims, margins);
+    let mut copy = vec![T::ZERO; wide.iter().product()];
+    let Some((&run, outer)) = dims.split_last() else {
+        // SAFETY: a buffer without axes holds one cell.
+        copy[0] = unsafe { *start };
+        return copy;
+    };
+    if run == 0 || outer.contains(&0) {
+        return copy;
+    }
+    // Each run along the last axis is copied whole, to its place inside the margins.
+    let mut position = vec![0usize; outer.len()];
+    for source in (0..).step_by(run).take(outer.iter().product()) {
+        let target = position
+            .iter()
+            .zip(margins)
+            .zip(&wide)
+            .fold(0, |at, ((p, (before, _)), dim)| at * dim + p + before)
+            * wide[outer.len()]
+            + margins[outer.len()].0;
+        // SAFETY: `source` is a run of the buffer (the caller's contract); `target` a run inside
+        // the copy's margins.
+        unsafe {
+            std::ptr::copy_nonoverlapping(start.add(source), copy.as_mut_ptr().add(target), run)
+        };
+        for (p, dim) in position.iter_mut().zip(outer).rev() {
+            *p += 1;
+            if *p < *dim {
+                break;
+            }
+            *p = 0;
+        }
+    }
+    copy
+}
+
+/// Whether every access of `plan` stays inside its operand's buffer (its widened copy for `a`),
+/// axis by axis, over its loops' ranges; `false` for indices with static terms.
+pub(crate) fn in_bounds(plan: &GemmPlan, routine: &Routine) -> bool {
+    let ranges: HashMap<LoopVar, usize> = [&plan.batch, &plan.m, &plan.n, &plan.k]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    let within = |index: &[Index], dims: &[usize]| {
+        index.len() == dims.len()
+            && index.iter().zip(dims).all(|(axis, &dim)| {
+                let (mut low, mut high) = (axis.offset as i128, axis.offset as i128);
+                for (coefficient, var) in &axis.terms {
+                    let Var::Loop(var) = var else {
+                        return false;
+                    };
+                    let Some(&range) = ranges.get(var) else {
+                        return false;
+                    };
+                    let reach = *coefficient as i128 * (range as i128 - 1);
+                    if reach < 0 {
+                        low += reach;
+                    } else {
+                        high += reach;
+                    }
+                }
+                ranges.values().any(|&range| range == 0) || (low >= 0 && high < dim as i128)
+            })
+    };
+    let dims = |id: NodeId| routine.nodes.get(&id).map(|node| node.buffer_dims());
+    let (Some(c), Some(a), Some(b)) = (dims(plan.c), dims(plan.a), dims(plan.b)) else {
+        return false;
+    };
+    let a = if plan.a_margins.is_empty() {
+        a
+    } else if plan.a_margins.len() == a.len() {
+        widened_dims(&a, &plan.a_margins)
+    } else {
+        return false;
+    };
+    within(&plan.c_index, &c) && within(&plan.a_index, &a) && within(&plan.b_index, &b)
 }
 
 /// `rc_sgemm` (and `rc_sgemm_avx2`) of `products.c`: `c += a·b` in f32 (`c = a·b` when the

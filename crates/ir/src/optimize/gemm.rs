@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use super::PerfectNest;
+use super::{PerfectNest, gather};
 use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Binop;
@@ -119,14 +119,7 @@ fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
     if k.is_empty() || total(&m) * total(&n) * total(&k) < MIN_GEMM_WORK {
         return None;
     }
-    // Each cell of `c` must receive one sum: the written position determines every loop but the
-    // reduction's.
-    let dims = routine.nodes[c].buffer_dims();
-    let written: Vec<(LoopVar, usize)> = batch.iter().chain(&m).chain(&n).copied().collect();
-    if !injective(c_index, &dims, &written) {
-        return None;
-    }
-    Some(GemmPlan {
+    let plan = GemmPlan {
         c: *c,
         a: *a,
         b: *b,
@@ -138,7 +131,24 @@ fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
         c_index: c_index.clone(),
         a_index: a_index.clone(),
         b_index: b_index.clone(),
-    })
+        a_margins: Vec::new(),
+    };
+    // Each cell of `c` must receive one sum: the written position determines every loop but the
+    // reduction's. A convolution's input gradient, which adds each output position into a
+    // window of cells, is one once turned into a gather.
+    let dims = routine.nodes[c].buffer_dims();
+    let written: Vec<(LoopVar, usize)> = plan
+        .batch
+        .iter()
+        .chain(&plan.m)
+        .chain(&plan.n)
+        .copied()
+        .collect();
+    if injective(c_index, &dims, &written) {
+        Some(plan)
+    } else {
+        gather::as_gather(plan, routine)
+    }
 }
 
 /// The coefficient of each loop variable in the row-major flat offset of `index` into a buffer of
@@ -160,7 +170,7 @@ pub fn flat_coefficients(index: &[Index], dims: &[usize]) -> Vec<(Var, i64)> {
 
 /// Whether distinct values of the `loops` give distinct flat offsets of `index`: sorted by the size
 /// of their coefficients, each coefficient exceeds how far all smaller ones reach.
-fn injective(index: &[Index], dims: &[usize], loops: &[(LoopVar, usize)]) -> bool {
+pub(super) fn injective(index: &[Index], dims: &[usize], loops: &[(LoopVar, usize)]) -> bool {
     let coefficients = flat_coefficients(index, dims);
     let mut steps: Vec<(u64, u64)> = Vec::new();
     for &(var, range) in loops {

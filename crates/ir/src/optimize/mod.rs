@@ -13,6 +13,7 @@ pub mod accumulate;
 mod body;
 pub mod cse;
 pub mod fills;
+pub mod gather;
 pub mod gemm;
 pub mod hoist;
 pub mod memory;
