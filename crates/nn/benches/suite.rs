@@ -15,7 +15,9 @@
 //! with the cache it filled; likewise `torch.compile` (a fresh `TORCHINDUCTOR_CACHE_DIR`) and
 //! `jax.jit` (a fresh persistent compilation cache), and PyTorch eager.
 //!
-//! Run with `cargo bench -p rcannl-nn --bench suite`. The references need python3 with numpy,
+//! Run with `cargo bench -p rcannl-nn --bench suite`, or with words after `--` to time only the
+//! workloads whose case names contain one (`-- conv moons`; `first_step` for the first-step
+//! rows). The references need python3 with numpy,
 //! torch and jax; whatever is missing is said in one line and its columns stay empty.
 
 #[path = "suite/peers.rs"]
@@ -42,6 +44,8 @@ const ROUNDS: usize = 3;
 const DEFAULT_THREADS: &str = "2";
 /// The argument that makes this program time the transformer's first step and print it.
 const FIRST_STEP: &str = "first-step";
+/// The first-step rows' case, for choosing them.
+const FIRST_STEP_CASE: &str = "first_step";
 
 /// A row of the table: a workload timed step by step.
 struct Workload {
@@ -227,11 +231,17 @@ fn main() -> Result<(), TensorError> {
         println!("{}", workloads::transformer_first_step()?);
         return Ok(());
     }
+    // Words after the program's name (cargo's `--bench` aside) choose workloads by their case.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let chosen = |case: &str| filters.is_empty() || filters.iter().any(|f| case.contains(f));
     let threads = rcannl_backends::cc::kernel_threads();
     let peers = Peers::find(threads);
 
     let mut rows = Vec::new();
-    for workload in WORKLOADS {
+    for workload in WORKLOADS.iter().filter(|w| chosen(w.case)) {
         eprintln!("timing {} ...", workload.label);
         let mut step = (workload.build)()?;
         let ours = best_median(&mut step, workload.repeats)?;
@@ -240,19 +250,22 @@ fn main() -> Result<(), TensorError> {
         rows.push((workload.label, Some(ours), theirs));
     }
 
-    eprintln!("timing the transformer's first step ...");
-    match Scratch::new() {
-        Ok(scratch) => {
-            // The first round finds the caches empty and fills them; the second finds them full.
-            for label in ["first step, cold cache", "first step, warm cache"] {
-                let ours = our_first_step(&scratch.folder("rcannl"))
-                    .inspect_err(|e| eprintln!("{e}"))
-                    .ok();
-                let theirs = peers.first_step(&scratch.0);
-                rows.push((label, ours, theirs));
+    if chosen(FIRST_STEP_CASE) {
+        eprintln!("timing the transformer's first step ...");
+        match Scratch::new() {
+            Ok(scratch) => {
+                // The first round finds the caches empty and fills them; the second finds them
+                // full.
+                for label in ["first step, cold cache", "first step, warm cache"] {
+                    let ours = our_first_step(&scratch.folder("rcannl"))
+                        .inspect_err(|e| eprintln!("{e}"))
+                        .ok();
+                    let theirs = peers.first_step(&scratch.0);
+                    rows.push((label, ours, theirs));
+                }
             }
+            Err(e) => eprintln!("no first-step rows: cannot make a scratch folder: {e}"),
         }
-        Err(e) => eprintln!("no first-step rows: cannot make a scratch folder: {e}"),
     }
 
     println!(

@@ -80,6 +80,9 @@ ADD_SCALED(rc_dadd_scaled, double)
 /* The widest NR: packed B holds one partial panel past NC. */
 #define NR_MAX 32
 
+/* A tile kernel's A cell (i, p) where it lies, through its rows' starts. */
+#define IN_PLACE(i, p) a[i][p]
+
 /* The largest MR: the row starts a panel of A keeps. */
 #define MR_MAX 14
 
@@ -117,10 +120,12 @@ static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t
     int64_t rows = mc - r0 < mr ? mc - r0 : mr;
     const float *row[MR_MAX];
     for (int64_t i = 0; i < rows; ++i) row[i] = a->base + row_offset(a, i0 + r0 + i);
-    if (rows == mr && consecutive(a, 1, i0 + r0, mr)) {
-      /* The panel's rows lie side by side (a kernel gradient's channels): one run per p. */
+    if (consecutive(a, 1, i0 + r0, rows)) {
+      /* The panel's rows lie side by side (a kernel gradient's channels): one run per p, the
+         rows past the end zeroed. */
       for (int64_t p = 0; p < kc; ++p) {
-        memcpy(out, row[0] + col_offset(a, p0 + p), mr * sizeof(float));
+        memcpy(out, row[0] + col_offset(a, p0 + p), rows * sizeof(float));
+        for (int64_t i = rows; i < mr; ++i) out[i] = 0;
         out += mr;
       }
       continue;
@@ -207,13 +212,45 @@ static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t
 typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, float *, int64_t,
                          int64_t, int64_t, int64_t, int);
 
+/* The same, for A read where it lies: kernel(kc, rows, packed b, ...), row i's cell p at
+   rows[i][p]. */
+typedef void rows_kernel(int64_t, const float *const *, const float *restrict, float *, int64_t,
+                         int64_t, int64_t, int64_t, int);
+
 static _Thread_local float *packed_a, *packed_b;
+
+/* What the rows past the end of A read in place. */
+static const float zero_row[KC];
+
+/* The shortest run of consecutive columns of A read in place. */
+#define MIN_RUN 16
+
+/* Splits columns p0..p0+kc of A into runs of consecutive cells (starts and lengths) when A has
+   a table of column offsets (a convolution's windows: each run a pixel's channels) and no run
+   is shorter than MIN_RUN, and returns their count; else 0. Packing such an A would copy every
+   cell of every window, while a product with few columns (a convolution's output channels)
+   multiplies each by only a few columns: read in place, it is never copied. */
+static int64_t column_runs(const operand *a, int64_t p0, int64_t kc, int64_t *start,
+                           int64_t *length) {
+  if (!a->cols) return 0;
+  int64_t runs = 0;
+  for (int64_t p = 0; p < kc; ++p) {
+    if (runs > 0 && a->cols[p0 + p] == a->cols[start[runs - 1]] + length[runs - 1]) {
+      ++length[runs - 1];
+    } else {
+      if (runs > 0 && length[runs - 1] < MIN_RUN) return 0;
+      start[runs] = p0 + p;
+      length[runs++] = 1;
+    }
+  }
+  return runs > 0 && length[runs - 1] >= MIN_RUN ? runs : 0;
+}
 
 /* C += A B, or C = A B when `overwrite` (C is then never read), in mr x nr tiles. Returns 0, or
    -1 when the packing buffers cannot be allocated (C is then unchanged). */
-static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64_t n, int64_t k,
-                   const operand *a, const operand *b, float *c, int64_t rsc, int64_t csc,
-                   int overwrite) {
+static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_place,
+                   int64_t m, int64_t n, int64_t k, const operand *a, const operand *b, float *c,
+                   int64_t rsc, int64_t csc, int overwrite) {
   if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
   if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
   if (!packed_a || !packed_b) return -1;
@@ -225,6 +262,28 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
       int64_t kc = k - p0 < KC ? k - p0 : KC;
       pack_b(nr, kc, nc, b, p0, j0, packed_b);
+      int64_t run_start[KC], run_length[KC];
+      int64_t runs = column_runs(a, p0, kc, run_start, run_length);
+      if (runs > 0) {
+        /* Each panel of rows multiplies every panel of B, a run of columns at a time; each
+           run's sums are added to C. */
+        for (int64_t ir = 0; ir < m; ir += mr) {
+          int64_t rows = m - ir < mr ? m - ir : mr;
+          const float *at[MR_MAX];
+          for (int64_t jr = 0; jr < nc; jr += nr) {
+            int64_t cols = nc - jr < nr ? nc - jr : nr;
+            for (int64_t r = 0; r < runs; ++r) {
+              for (int64_t i = 0; i < mr; ++i)
+                at[i] = i < rows ? a->base + row_offset(a, ir + i) + a->cols[run_start[r]]
+                                 : zero_row;
+              in_place(run_length[r], at, packed_b + jr * kc + (run_start[r] - p0) * nr,
+                       c + ir * rsc + (j0 + jr) * csc, rsc, csc, rows, cols,
+                       overwrite && p0 == 0 && r == 0);
+            }
+          }
+        }
+        continue;
+      }
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
         pack_a(mr, mc, kc, a, i0, p0, packed_a);
@@ -245,13 +304,14 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64
 
 /* The products' entry points: A's cell (i, p) at a + a_rows[i] + a_cols[p], or a + i rsa + p csa
    where the table is null; B's alike. */
-#define SGEMM(name, mr, nr, kernel)                                                            \
+#define SGEMM(name, mr, nr, kernel, in_place)                                                  \
   int name(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,          \
            const int64_t *a_rows, const int64_t *a_cols, const float *b, int64_t rsb,          \
            int64_t csb, const int64_t *b_rows, const int64_t *b_cols, float *c, int64_t rsc,   \
            int64_t csc, int overwrite) {                                                       \
     operand a_operand = {a, rsa, csa, a_rows, a_cols}, b_operand = {b, rsb, csb, b_rows, b_cols}; \
-    return blocked(mr, nr, kernel, m, n, k, &a_operand, &b_operand, c, rsc, csc, overwrite);   \
+    return blocked(mr, nr, kernel, in_place, m, n, k, &a_operand, &b_operand, c, rsc, csc,     \
+                   overwrite);                                                                 \
   }
 
 #ifdef __AVX512F__
@@ -260,24 +320,9 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, int64_t m, int64
 
 int rc_sgemm_available(void) { return 1; }
 
-static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
-                       int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
-  __m512 acc[MR_512][2];
-  for (int i = 0; i < MR_512; ++i) {
-    acc[i][0] = _mm512_setzero_ps();
-    acc[i][1] = _mm512_setzero_ps();
-  }
-  for (int64_t p = 0; p < kc; ++p) {
-    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 14
-    for (int i = 0; i < MR_512; ++i) {
-      __m512 ai = _mm512_set1_ps(a[i]);
-      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
-    }
-    a += MR_512;
-    b += NR_512;
-  }
+/* The tile's sums added to C (stored when `store`). */
+static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int64_t csc,
+                              int64_t rows, int64_t cols, int store) {
   if (rows == MR_512 && cols == NR_512 && csc == 1) {
     for (int i = 0; i < MR_512; ++i) {
       float *ci = c + i * rsc;
@@ -301,7 +346,36 @@ static void kernel_512(int64_t kc, const float *restrict a, const float *restric
   }
 }
 
-SGEMM(rc_sgemm, MR_512, NR_512, kernel_512)
+/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), B a packed panel. */
+#define TILE_512(A_AT)                                                                          \
+  __m512 acc[MR_512][2];                                                                        \
+  for (int i = 0; i < MR_512; ++i) {                                                            \
+    acc[i][0] = _mm512_setzero_ps();                                                            \
+    acc[i][1] = _mm512_setzero_ps();                                                            \
+  }                                                                                             \
+  for (int64_t p = 0; p < kc; ++p) {                                                            \
+    __m512 b0 = _mm512_load_ps(b + p * NR_512), b1 = _mm512_load_ps(b + p * NR_512 + 16);       \
+    _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i) {                                 \
+      __m512 ai = _mm512_set1_ps(A_AT(i, p));                                                   \
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                                           \
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                                           \
+    }                                                                                           \
+  }                                                                                             \
+  finish_512(acc, c, rsc, csc, rows, cols, store)
+
+#define PACKED_512(i, p) a[(p) * MR_512 + (i)]
+
+static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                       int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
+  TILE_512(PACKED_512);
+}
+
+static void in_place_512(int64_t kc, const float *const *a, const float *restrict b, float *c,
+                         int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
+  TILE_512(IN_PLACE);
+}
+
+SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
@@ -312,34 +386,11 @@ int rc_sgemm_available(void) { return 0; }
 #define MR_256 6
 #define NR_256 16
 
-#define ROW_256(i)                                                                              \
-  do {                                                                                          \
-    __m256 ai = _mm256_broadcast_ss(a + i);                                                     \
-    acc##i##0 = _mm256_fmadd_ps(ai, b0, acc##i##0);                                             \
-    acc##i##1 = _mm256_fmadd_ps(ai, b1, acc##i##1);                                             \
-  } while (0)
-
-__attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const float *restrict a,
-                                                           const float *restrict b, float *c,
-                                                           int64_t rsc, int64_t csc,
-                                                           int64_t rows, int64_t cols,
-                                                           int store) {
-  __m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00,
-         acc20 = acc00, acc21 = acc00, acc30 = acc00, acc31 = acc00, acc40 = acc00,
-         acc41 = acc00, acc50 = acc00, acc51 = acc00;
-  for (int64_t p = 0; p < kc; ++p) {
-    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    ROW_256(0);
-    ROW_256(1);
-    ROW_256(2);
-    ROW_256(3);
-    ROW_256(4);
-    ROW_256(5);
-    a += MR_256;
-    b += NR_256;
-  }
-  __m256 acc[MR_256][2] = {{acc00, acc01}, {acc10, acc11}, {acc20, acc21},
-                           {acc30, acc31}, {acc40, acc41}, {acc50, acc51}};
+/* The tile's sums added to C (stored when `store`). */
+__attribute__((target("avx2,fma"))) static inline void finish_256(__m256 acc[MR_256][2],
+                                                                  float *c, int64_t rsc,
+                                                                  int64_t csc, int64_t rows,
+                                                                  int64_t cols, int store) {
   if (rows == MR_256 && cols == NR_256 && csc == 1) {
     for (int i = 0; i < MR_256; ++i) {
       float *ci = c + i * rsc;
@@ -363,7 +414,50 @@ __attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const flo
   }
 }
 
-SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256)
+#define ROW_256(A_AT, i)                                                                        \
+  do {                                                                                          \
+    __m256 ai = _mm256_broadcast_ss(&A_AT(i, p));                                               \
+    acc##i##0 = _mm256_fmadd_ps(ai, b0, acc##i##0);                                             \
+    acc##i##1 = _mm256_fmadd_ps(ai, b1, acc##i##1);                                             \
+  } while (0)
+
+/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), B a packed panel. */
+#define TILE_256(A_AT)                                                                          \
+  __m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00,              \
+         acc20 = acc00, acc21 = acc00, acc30 = acc00, acc31 = acc00, acc40 = acc00,             \
+         acc41 = acc00, acc50 = acc00, acc51 = acc00;                                           \
+  for (int64_t p = 0; p < kc; ++p) {                                                            \
+    __m256 b0 = _mm256_load_ps(b + p * NR_256), b1 = _mm256_load_ps(b + p * NR_256 + 8);        \
+    ROW_256(A_AT, 0);                                                                           \
+    ROW_256(A_AT, 1);                                                                           \
+    ROW_256(A_AT, 2);                                                                           \
+    ROW_256(A_AT, 3);                                                                           \
+    ROW_256(A_AT, 4);                                                                           \
+    ROW_256(A_AT, 5);                                                                           \
+  }                                                                                             \
+  __m256 acc[MR_256][2] = {{acc00, acc01}, {acc10, acc11}, {acc20, acc21},                      \
+                           {acc30, acc31}, {acc40, acc41}, {acc50, acc51}};                     \
+  finish_256(acc, c, rsc, csc, rows, cols, store)
+
+#define PACKED_256(i, p) a[(p) * MR_256 + (i)]
+
+__attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const float *restrict a,
+                                                           const float *restrict b, float *c,
+                                                           int64_t rsc, int64_t csc,
+                                                           int64_t rows, int64_t cols,
+                                                           int store) {
+  TILE_256(PACKED_256);
+}
+
+__attribute__((target("avx2,fma"))) static void in_place_256(int64_t kc, const float *const *a,
+                                                             const float *restrict b, float *c,
+                                                             int64_t rsc, int64_t csc,
+                                                             int64_t rows, int64_t cols,
+                                                             int store) {
+  TILE_256(IN_PLACE);
+}
+
+SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
