@@ -221,15 +221,16 @@ pub(crate) unsafe fn run(
     statics: &HashMap<Symbol, i64>,
     threads: usize,
     native: Native,
+    widened: &Widened,
 ) {
     let kernels = Kernels { native, threads };
     let bases = [base(plan.c), base(plan.a), base(plan.b)].map(Base);
     // SAFETY: passed on from the caller.
     unsafe {
         match routine.nodes[&plan.c].precision {
-            Precision::F32 => run_typed::<f32>(plan, routine, bases, statics, kernels),
-            Precision::F64 => run_typed::<f64>(plan, routine, bases, statics, kernels),
-            Precision::F16 => run_typed::<f16>(plan, routine, bases, statics, kernels),
+            Precision::F32 => run_typed::<f32>(plan, routine, bases, statics, kernels, widened),
+            Precision::F64 => run_typed::<f64>(plan, routine, bases, statics, kernels, widened),
+            Precision::F16 => run_typed::<f16>(plan, routine, bases, statics, kernels, widened),
             other => unreachable!("the plan's precision is a float the gemm crate runs: {other}"),
         }
     }
@@ -241,6 +242,7 @@ unsafe fn run_typed<T: Element>(
     [c_base, a_base, b_base]: [Base; 3],
     statics: &HashMap<Symbol, i64>,
     kernels: Kernels,
+    widened: &Widened,
 ) {
     let threads = kernels.threads;
     let len = routine.nodes[&plan.c].buffer_len();
@@ -260,18 +262,18 @@ unsafe fn run_typed<T: Element>(
         return;
     }
     let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
-    // A gathering plan reads `a` from a copy widened by zeros, owned here.
-    let widened: Vec<T>;
+    // A gathering plan reads `a` from a copy widened by zeros, kept from run to run.
+    let mut copy = widened
+        .0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let (a_base, a_dims) = if plan.a_margins.is_empty() {
         (a_base, dims(plan.a))
     } else {
         let a_dims = dims(plan.a);
         // SAFETY: `a` holds the cells of its buffer dims (the caller's contract).
-        widened = unsafe { widen(a_base.0.cast::<T>(), &a_dims, &plan.a_margins) };
-        (
-            Base(widened.as_ptr().cast_mut().cast()),
-            widened_dims(&a_dims, &plan.a_margins),
-        )
+        let start = unsafe { widen(a_base.0.cast::<T>(), &a_dims, &plan.a_margins, &mut copy) };
+        (Base(start.cast()), widened_dims(&a_dims, &plan.a_margins))
     };
     let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
     let a = Operand::new(&plan.a_index, &a_dims, statics);
@@ -418,20 +420,37 @@ fn widened_dims(dims: &[usize], margins: &[(usize, usize)]) -> Vec<usize> {
         .collect()
 }
 
-/// A copy of the buffer of `dims` at `start`, with `margins` of zeros around its axes.
+/// Where a product keeps the copy of its operand widened by zero margins, between runs: its
+/// margins are written once, when it is made.
+#[derive(Debug, Default)]
+pub(crate) struct Widened(std::sync::Mutex<Vec<u64>>);
+
+/// Copies the buffer of `dims` at `start` inside `margins` of zeros around its axes, into
+/// `copy` (made the size of the widened buffer, zeroed, if it is not yet): the copy's start.
 ///
 /// # Safety
-/// `start` must hold the cells of `dims`.
-unsafe fn widen<T: Element>(start: *const T, dims: &[usize], margins: &[(usize, usize)]) -> Vec<T> {
+/// `start` must hold the cells of `dims`; `copy` must have been made by this function for the
+/// same `dims`, `margins` and `T`, or be empty.
+unsafe fn widen<T: Element>(
+    start: *const T,
+    dims: &[usize],
+    margins: &[(usize, usize)],
+    copy: &mut Vec<u64>,
+) -> *mut T {
     let wide = widened_dims(dims, margins);
-    let mut copy = vec![T::ZERO; wide.iter().product()];
+    let words = (wide.iter().product::<usize>() * std::mem::size_of::<T>()).div_ceil(8);
+    if copy.len() != words {
+        // Zero bits are zero in every element type.
+        *copy = vec![0; words];
+    }
+    let target_start = copy.as_mut_ptr().cast::<T>();
     let Some((&run, outer)) = dims.split_last() else {
-        // SAFETY: a buffer without axes holds one cell.
-        copy[0] = unsafe { *start };
-        return copy;
+        // SAFETY: a buffer without axes holds one cell, and so does the copy.
+        unsafe { *target_start = *start };
+        return target_start;
     };
     if run == 0 || outer.contains(&0) {
-        return copy;
+        return target_start;
     }
     // Each run along the last axis is copied whole, to its place inside the margins.
     let mut position = vec![0usize; outer.len()];
@@ -445,9 +464,7 @@ unsafe fn widen<T: Element>(start: *const T, dims: &[usize], margins: &[(usize, 
             + margins[outer.len()].0;
         // SAFETY: `source` is a run of the buffer (the caller's contract); `target` a run inside
         // the copy's margins.
-        unsafe {
-            std::ptr::copy_nonoverlapping(start.add(source), copy.as_mut_ptr().add(target), run)
-        };
+        unsafe { std::ptr::copy_nonoverlapping(start.add(source), target_start.add(target), run) };
         for (p, dim) in position.iter_mut().zip(outer).rev() {
             *p += 1;
             if *p < *dim {
@@ -456,7 +473,7 @@ unsafe fn widen<T: Element>(start: *const T, dims: &[usize], margins: &[(usize, 
             *p = 0;
         }
     }
-    copy
+    target_start
 }
 
 /// Whether every access of `plan` stays inside its operand's buffer (its widened copy for `a`),

@@ -278,14 +278,14 @@ impl Compiler {
                     };
                     Loaded::Kernel(function, kernel)
                 }
-                Step::Gemm(plan) => Loaded::Gemm(plan),
+                Step::Gemm(plan) => Loaded::Gemm(plan, gemm::Widened::default()),
             });
         }
         Ok(CompiledRoutine {
             _library: Arc::clone(library),
             _products_library: products_library,
             native,
-            has_products: steps.iter().any(|step| matches!(step, Loaded::Gemm(_))),
+            has_products: steps.iter().any(|step| matches!(step, Loaded::Gemm(..))),
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
@@ -453,7 +453,8 @@ type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 #[derive(Debug)]
 enum Loaded {
     Kernel(KernelFn, Kernel),
-    Gemm(rcannl_ir::GemmPlan),
+    /// A product, with the copy of its widened operand kept between runs.
+    Gemm(rcannl_ir::GemmPlan, gemm::Widened),
 }
 
 /// A loaded routine.
@@ -565,14 +566,22 @@ impl CompiledRoutine {
             for step in &self.steps {
                 let (function, kernel) = match step {
                     Loaded::Kernel(function, kernel) => (function, kernel),
-                    Loaded::Gemm(plan) => {
+                    Loaded::Gemm(plan, widened) => {
                         let position = |id| self.buffers.iter().position(|b| *b == id);
                         let base =
                             |id| pointers.0[position(id).expect("a product's nodes have buffers")];
                         // SAFETY: the buffers match the routine's nodes (checked above) and the
                         // product's accesses were checked against them when generating.
                         unsafe {
-                            gemm::run(plan, &self.routine, base, &named, threads, self.native)
+                            gemm::run(
+                                plan,
+                                &self.routine,
+                                base,
+                                &named,
+                                threads,
+                                self.native,
+                                widened,
+                            )
                         };
                         continue;
                     }
@@ -640,7 +649,7 @@ impl CompiledRoutine {
             Loaded::Kernel(_, kernel) => kernel.parallel.is_some_and(|range| {
                 range > 1 && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK
             }),
-            Loaded::Gemm(plan) => {
+            Loaded::Gemm(plan, _) => {
                 let trips = |group: &[(rcannl_ir::LoopVar, usize)]| {
                     group.iter().map(|(_, r)| *r).product::<usize>()
                 };

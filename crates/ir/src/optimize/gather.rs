@@ -3,7 +3,8 @@
 //! whose written position does not determine its row loop, which no matrix-product routine runs.
 //! Over `i = h + j` the same sums are a gather, `dx[i] += dy[i − j] · w[j]` summed over `j`, where
 //! `dy` reads zero outside its range: a plan that reads `dy` through a copy widened by zero
-//! margins ([`GemmPlan::a_margins`]), with `j` a reduction loop.
+//! margins ([`GemmPlan::a_margins`]), with `j` a reduction loop (run backwards, `j' = J − 1 − j`,
+//! so that the copy is read at `i + j'`).
 //!
 //! The gather adds, to each cell, the nest's terms and products of a margin's zero with a filter
 //! value; those leave the sum as it is unless the filter holds an infinity or a NaN (or the sum is
@@ -112,11 +113,23 @@ fn gather_over_a(mut plan: GemmPlan, routine: &Routine) -> Option<GemmPlan> {
             .checked_mul(v_range.checked_sub(1)?)?;
         let i = LoopVar(next_var);
         next_var = next_var.checked_add(1)?;
+        // With `v` counting down (`v' = taps − 1 − v`), the widened operand reads `i + d·v'`:
+        // its addresses rise with both loops, and each cell takes its terms in the nest's order
+        // of `u`.
         plan.c_index[axis] = Index::var(i, plan.c_index[axis].offset);
         plan.a_index[a_axis] = Index {
-            terms: vec![(1, Var::Loop(i)), (-dilation, Var::Loop(v))],
-            offset: i64::try_from(margin).ok()?,
+            terms: vec![(1, Var::Loop(i)), (dilation, Var::Loop(v))],
+            offset: 0,
         };
+        let last = i64::try_from(v_range).ok()? - 1;
+        for b_axis in &mut plan.b_index {
+            for (coefficient, var) in &mut b_axis.terms {
+                if *var == Var::Loop(v) {
+                    b_axis.offset = b_axis.offset.checked_add(coefficient.checked_mul(last)?)?;
+                    *coefficient = -*coefficient;
+                }
+            }
+        }
         margins[a_axis] = (margin, margin);
         for entry in &mut plan.m {
             if entry.0 == u {
@@ -224,7 +237,8 @@ mod tests {
             let (plan, routine) = scatter(3, 2, swap);
             let gathered = as_gather(plan, &routine).expect("a gather");
             let (j, c, o, i) = (LoopVar(1), LoopVar(2), LoopVar(3), LoopVar(4));
-            // dx[i, c] += g'[i − 2j + 4, o] · w[j, o, c], g' being g with 4 zero rows either side.
+            // dx[i, c] += g'[i + 2j', o] · w[2 − j', o, c], g' being g with 4 zero rows either
+            // side and j' = 2 − j.
             assert_eq!(gathered.a, NodeId(1), "swap {swap}");
             assert_eq!(gathered.a_margins, vec![(4, 4), (0, 0)]);
             assert_eq!(gathered.c_index, vec![Index::var(i, 0), Index::var(c, 0)]);
@@ -232,10 +246,21 @@ mod tests {
                 gathered.a_index,
                 vec![
                     Index {
-                        terms: vec![(1, Var::Loop(i)), (-2, Var::Loop(j))],
-                        offset: 4,
+                        terms: vec![(1, Var::Loop(i)), (2, Var::Loop(j))],
+                        offset: 0,
                     },
                     Index::var(o, 0),
+                ]
+            );
+            assert_eq!(
+                gathered.b_index,
+                vec![
+                    Index {
+                        terms: vec![(-1, Var::Loop(j))],
+                        offset: 2,
+                    },
+                    Index::var(o, 0),
+                    Index::var(c, 0),
                 ]
             );
             assert_eq!(gathered.m, vec![(i, 44)]);

@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use super::{PerfectNest, gather};
+use super::{PerfectNest, gather, stmt_reads, stmt_writes};
 use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Binop;
@@ -31,10 +31,15 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
             continue;
         };
         let mut nest = vec![stmt.clone()];
-        if let Some(Stmt::Fill { node, value }) = body.last() {
-            if *node == plan.c && *value == 0.0 {
+        // A fill of zeros a few statements back, none between them mentioning `c`, moves into
+        // the product (which then writes its sums instead of adding them).
+        let last_mention = body
+            .iter()
+            .rposition(|s| stmt_writes(s).contains(&plan.c) || stmt_reads(s).contains(&plan.c));
+        if let Some(at) = last_mention {
+            if matches!(body[at], Stmt::Fill { node, value } if node == plan.c && value == 0.0) {
                 plan.zero_first = true;
-                nest.insert(0, body.pop().expect("just seen"));
+                nest.insert(0, body.remove(at));
             }
         }
         let written: HashSet<NodeId> = routine
