@@ -80,8 +80,10 @@ ADD_SCALED(rc_dadd_scaled, double)
 /* The widest NR: packed B holds one partial panel past NC. */
 #define NR_MAX 32
 
-/* A tile kernel's A cell (i, p) where it lies, through its rows' starts. */
+/* A tile kernel's A cell (i, p) where it lies, through its rows' starts; its B panel's row p
+   where it lies, through B's table of row offsets. */
 #define IN_PLACE(i, p) a[i][p]
+#define B_IN_PLACE(p) (b + b_rows[p])
 
 /* The largest MR: the row starts a panel of A keeps. */
 #define MR_MAX 14
@@ -217,6 +219,21 @@ typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, 
 typedef void rows_kernel(int64_t, const float *const *, const float *restrict, float *, int64_t,
                          int64_t, int64_t, int64_t, int);
 
+/* The same, for B read where it lies: kernel(kc, packed a, b, b_rows, ...), the panel's row p
+   at b + b_rows[p]. */
+typedef void b_rows_kernel(int64_t, const float *restrict, const float *, const int64_t *,
+                           float *, int64_t, int64_t, int64_t, int64_t, int);
+
+/* Whether every panel of columns j0..j0+nc of B is a run of consecutive cells and its rows come
+   from a table (a kernel gradient's windows): the kernel then reads each panel row where it
+   lies instead of a packed copy. */
+static int b_in_place(const operand *b, int64_t nr, int64_t j0, int64_t nc) {
+  if (!b->rows || nc % nr != 0) return 0;
+  for (int64_t jr = 0; jr < nc; jr += nr)
+    if (!consecutive(b, 0, j0 + jr, nr)) return 0;
+  return 1;
+}
+
 static _Thread_local float *packed_a, *packed_b;
 
 /* What the rows past the end of A read in place. */
@@ -249,8 +266,8 @@ static int64_t column_runs(const operand *a, int64_t p0, int64_t kc, int64_t *st
 /* C += A B, or C = A B when `overwrite` (C is then never read), in mr x nr tiles. Returns 0, or
    -1 when the packing buffers cannot be allocated (C is then unchanged). */
 static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_place,
-                   int64_t m, int64_t n, int64_t k, const operand *a, const operand *b, float *c,
-                   int64_t rsc, int64_t csc, int overwrite) {
+                   b_rows_kernel *b_kernel, int64_t m, int64_t n, int64_t k, const operand *a,
+                   const operand *b, float *c, int64_t rsc, int64_t csc, int overwrite) {
   if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
   if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
   if (!packed_a || !packed_b) return -1;
@@ -261,9 +278,10 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
     int64_t nc = n - j0 < NC ? n - j0 : NC;
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
       int64_t kc = k - p0 < KC ? k - p0 : KC;
-      pack_b(nr, kc, nc, b, p0, j0, packed_b);
       int64_t run_start[KC], run_length[KC];
       int64_t runs = column_runs(a, p0, kc, run_start, run_length);
+      int read_b = runs == 0 && b_in_place(b, nr, j0, nc);
+      if (!read_b) pack_b(nr, kc, nc, b, p0, j0, packed_b);
       if (runs > 0) {
         /* Each panel of rows multiplies every panel of B, a run of columns at a time; each
            run's sums are added to C. */
@@ -291,9 +309,14 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
           int64_t cols = nc - jr < nr ? nc - jr : nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             int64_t rows = mc - ir < mr ? mc - ir : mr;
-            kernel(kc, packed_a + ir * kc, packed_b + jr * kc,
-                   c + (i0 + ir) * rsc + (j0 + jr) * csc, rsc, csc, rows, cols,
-                   overwrite && p0 == 0);
+            float *tile = c + (i0 + ir) * rsc + (j0 + jr) * csc;
+            int store = overwrite && p0 == 0;
+            if (read_b)
+              b_kernel(kc, packed_a + ir * kc, b->base + col_offset(b, j0 + jr), b->rows + p0,
+                       tile, rsc, csc, rows, cols, store);
+            else
+              kernel(kc, packed_a + ir * kc, packed_b + jr * kc, tile, rsc, csc, rows, cols,
+                     store);
           }
         }
       }
@@ -304,14 +327,14 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
 
 /* The products' entry points: A's cell (i, p) at a + a_rows[i] + a_cols[p], or a + i rsa + p csa
    where the table is null; B's alike. */
-#define SGEMM(name, mr, nr, kernel, in_place)                                                  \
+#define SGEMM(name, mr, nr, kernel, in_place, b_kernel)                                        \
   int name(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,          \
            const int64_t *a_rows, const int64_t *a_cols, const float *b, int64_t rsb,          \
            int64_t csb, const int64_t *b_rows, const int64_t *b_cols, float *c, int64_t rsc,   \
            int64_t csc, int overwrite) {                                                       \
     operand a_operand = {a, rsa, csa, a_rows, a_cols}, b_operand = {b, rsb, csb, b_rows, b_cols}; \
-    return blocked(mr, nr, kernel, in_place, m, n, k, &a_operand, &b_operand, c, rsc, csc,     \
-                   overwrite);                                                                 \
+    return blocked(mr, nr, kernel, in_place, b_kernel, m, n, k, &a_operand, &b_operand, c, rsc,\
+                   csc, overwrite);                                                            \
   }
 
 #ifdef __AVX512F__
@@ -346,15 +369,16 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
   }
 }
 
-/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), B a packed panel. */
-#define TILE_512(A_AT)                                                                          \
+/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), the B panel's row p at
+   B_ROW(p). */
+#define TILE_512(A_AT, B_ROW)                                                                   \
   __m512 acc[MR_512][2];                                                                        \
   for (int i = 0; i < MR_512; ++i) {                                                            \
     acc[i][0] = _mm512_setzero_ps();                                                            \
     acc[i][1] = _mm512_setzero_ps();                                                            \
   }                                                                                             \
   for (int64_t p = 0; p < kc; ++p) {                                                            \
-    __m512 b0 = _mm512_load_ps(b + p * NR_512), b1 = _mm512_load_ps(b + p * NR_512 + 16);       \
+    __m512 b0 = _mm512_loadu_ps(B_ROW(p)), b1 = _mm512_loadu_ps(B_ROW(p) + 16);                 \
     _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i) {                                 \
       __m512 ai = _mm512_set1_ps(A_AT(i, p));                                                   \
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                                           \
@@ -364,18 +388,25 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
   finish_512(acc, c, rsc, csc, rows, cols, store)
 
 #define PACKED_512(i, p) a[(p) * MR_512 + (i)]
+#define PANEL_512(p) (b + (p) * NR_512)
 
 static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
                        int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
-  TILE_512(PACKED_512);
+  TILE_512(PACKED_512, PANEL_512);
 }
 
 static void in_place_512(int64_t kc, const float *const *a, const float *restrict b, float *c,
                          int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
-  TILE_512(IN_PLACE);
+  TILE_512(IN_PLACE, PANEL_512);
 }
 
-SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512)
+static void b_rows_512(int64_t kc, const float *restrict a, const float *b, const int64_t *b_rows,
+                       float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
+                       int store) {
+  TILE_512(PACKED_512, B_IN_PLACE);
+}
+
+SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512, b_rows_512)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
@@ -421,13 +452,14 @@ __attribute__((target("avx2,fma"))) static inline void finish_256(__m256 acc[MR_
     acc##i##1 = _mm256_fmadd_ps(ai, b1, acc##i##1);                                             \
   } while (0)
 
-/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), B a packed panel. */
-#define TILE_256(A_AT)                                                                          \
+/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), the B panel's row p at
+   B_ROW(p). */
+#define TILE_256(A_AT, B_ROW)                                                                   \
   __m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00,              \
          acc20 = acc00, acc21 = acc00, acc30 = acc00, acc31 = acc00, acc40 = acc00,             \
          acc41 = acc00, acc50 = acc00, acc51 = acc00;                                           \
   for (int64_t p = 0; p < kc; ++p) {                                                            \
-    __m256 b0 = _mm256_load_ps(b + p * NR_256), b1 = _mm256_load_ps(b + p * NR_256 + 8);        \
+    __m256 b0 = _mm256_loadu_ps(B_ROW(p)), b1 = _mm256_loadu_ps(B_ROW(p) + 8);                  \
     ROW_256(A_AT, 0);                                                                           \
     ROW_256(A_AT, 1);                                                                           \
     ROW_256(A_AT, 2);                                                                           \
@@ -440,13 +472,14 @@ __attribute__((target("avx2,fma"))) static inline void finish_256(__m256 acc[MR_
   finish_256(acc, c, rsc, csc, rows, cols, store)
 
 #define PACKED_256(i, p) a[(p) * MR_256 + (i)]
+#define PANEL_256(p) (b + (p) * NR_256)
 
 __attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const float *restrict a,
                                                            const float *restrict b, float *c,
                                                            int64_t rsc, int64_t csc,
                                                            int64_t rows, int64_t cols,
                                                            int store) {
-  TILE_256(PACKED_256);
+  TILE_256(PACKED_256, PANEL_256);
 }
 
 __attribute__((target("avx2,fma"))) static void in_place_256(int64_t kc, const float *const *a,
@@ -454,10 +487,19 @@ __attribute__((target("avx2,fma"))) static void in_place_256(int64_t kc, const f
                                                              int64_t rsc, int64_t csc,
                                                              int64_t rows, int64_t cols,
                                                              int store) {
-  TILE_256(IN_PLACE);
+  TILE_256(IN_PLACE, PANEL_256);
 }
 
-SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256)
+__attribute__((target("avx2,fma"))) static void b_rows_256(int64_t kc, const float *restrict a,
+                                                           const float *b,
+                                                           const int64_t *b_rows, float *c,
+                                                           int64_t rsc, int64_t csc,
+                                                           int64_t rows, int64_t cols,
+                                                           int store) {
+  TILE_256(PACKED_256, B_IN_PLACE);
+}
+
+SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256, b_rows_256)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
