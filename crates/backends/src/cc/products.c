@@ -85,8 +85,11 @@ ADD_SCALED(rc_dadd_scaled, double)
 #define IN_PLACE(i, p) a[i][p]
 #define B_IN_PLACE(p) (b + b_rows[p])
 
-/* The largest MR: the row starts a panel of A keeps. */
-#define MR_MAX 14
+/* The kernels' MRs (their panels' rows of A), and the largest: the row starts a panel of A
+   keeps. */
+#define MR_512_ROWS 14
+#define MR_256_ROWS 6
+#define MR_MAX MR_512_ROWS
 
 /* An operand of a product: cell (i, p) lies at base + row(i) + col(p), each offset the table's
    entry where a table is given (a convolution's windows, whose loops do not merge into one
@@ -126,7 +129,14 @@ static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t
       /* The panel's rows lie side by side (a kernel gradient's channels): one run per p, the
          rows past the end zeroed. */
       for (int64_t p = 0; p < kc; ++p) {
-        memcpy(out, row[0] + col_offset(a, p0 + p), rows * sizeof(float));
+        const float *from = row[0] + col_offset(a, p0 + p);
+        /* A copy of a known size is a few moves, not a call. */
+        if (rows == MR_512_ROWS)
+          memcpy(out, from, MR_512_ROWS * sizeof(float));
+        else if (rows == MR_256_ROWS)
+          memcpy(out, from, MR_256_ROWS * sizeof(float));
+        else
+          memcpy(out, from, rows * sizeof(float));
         for (int64_t i = rows; i < mr; ++i) out[i] = 0;
         out += mr;
       }
@@ -338,7 +348,7 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
   }
 
 #ifdef __AVX512F__
-#define MR_512 14
+#define MR_512 MR_512_ROWS
 #define NR_512 32
 
 int rc_sgemm_available(void) { return 1; }
@@ -414,7 +424,7 @@ int rc_sgemm_available(void) { return 0; }
 /* 6 x 16: twelve accumulators, two rows of B and a broadcast of A fill fifteen of the sixteen
    AVX registers. The accumulators are named variables, not an array: gcc keeps an array that is
    later stored whole in memory, storing it back on every step of k. */
-#define MR_256 6
+#define MR_256 MR_256_ROWS
 #define NR_256 16
 
 /* The tile's sums added to C (stored when `store`). */
