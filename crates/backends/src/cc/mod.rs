@@ -457,6 +457,23 @@ enum Loaded {
     Gemm(rcannl_ir::GemmPlan, gemm::Widened),
 }
 
+impl Loaded {
+    /// The step's work, as the splitting thresholds count it: a kernel's work per iteration of
+    /// its splittable loop times that loop's range, a product's multiply-adds.
+    fn work(&self) -> usize {
+        match self {
+            Loaded::Kernel(_, kernel) => kernel
+                .parallel
+                .unwrap_or(1)
+                .saturating_mul(kernel.work_per_iteration),
+            Loaded::Gemm(plan, _) => [&plan.batch, &plan.m, &plan.n, &plan.k]
+                .into_iter()
+                .flatten()
+                .fold(1usize, |total, (_, range)| total.saturating_mul(*range)),
+        }
+    }
+}
+
 /// A loaded routine.
 #[derive(Debug)]
 pub struct CompiledRoutine {
@@ -501,6 +518,9 @@ unsafe impl Sync for Pointers<'_> {}
 
 /// Below this much work a kernel runs on one thread: splitting costs more than it saves.
 const PARALLEL_WORK: usize = 1 << 15;
+
+/// Below this much work in all, a routine runs on one thread.
+const ROUTINE_PARALLEL_WORK: usize = 1 << 22;
 
 impl CompiledRoutine {
     /// The kernel the routine's f32 matrix products run on; `None` when it has no f32 or f64
@@ -642,21 +662,17 @@ impl CompiledRoutine {
         Ok(())
     }
 
-    /// Whether some step has enough work to be split across threads (a hop into the pool costs
-    /// more than a small routine's whole run).
+    /// Whether the routine splits its work across threads: some step has enough work to be
+    /// split (a hop into the pool costs more than a small routine's whole run), and all of them
+    /// together enough that the threads' wake-ups and hand-offs between the many short steps of
+    /// a small model's training step cost less than they save.
     fn splits(&self) -> bool {
-        self.steps.iter().any(|step| match step {
-            Loaded::Kernel(_, kernel) => kernel.parallel.is_some_and(|range| {
-                range > 1 && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK
-            }),
-            Loaded::Gemm(plan, _) => {
-                let trips = |group: &[(rcannl_ir::LoopVar, usize)]| {
-                    group.iter().map(|(_, r)| *r).product::<usize>()
-                };
-                trips(&plan.batch) * trips(&plan.m) * trips(&plan.n) * trips(&plan.k)
-                    >= PARALLEL_WORK
-            }
-        })
+        let work: Vec<usize> = self.steps.iter().map(Loaded::work).collect();
+        work.iter().any(|&w| w >= PARALLEL_WORK)
+            && work
+                .iter()
+                .fold(0usize, |total, &w| total.saturating_add(w))
+                >= ROUTINE_PARALLEL_WORK
     }
 
     fn static_values(&self, given: &HashMap<Symbol, i64>) -> Result<Vec<i64>, RunError> {

@@ -367,6 +367,20 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
         _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
       }
     }
+  } else if (csc == 1) {
+    /* A tile cut short by the edge of C: its rows, masked to its columns. */
+    __mmask16 low = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    __mmask16 high = cols >= 32 ? 0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      float *ci = c + i * rsc;
+      __m512 sum0 = acc[i][0], sum1 = acc[i][1];
+      if (!store) {
+        sum0 = _mm512_add_ps(_mm512_maskz_loadu_ps(low, ci), sum0);
+        sum1 = _mm512_add_ps(_mm512_maskz_loadu_ps(high, ci + 16), sum1);
+      }
+      _mm512_mask_storeu_ps(ci, low, sum0);
+      _mm512_mask_storeu_ps(ci + 16, high, sum1);
+    }
   } else {
     float tile[MR_512][NR_512] __attribute__((aligned(64)));
     for (int i = 0; i < MR_512; ++i) {
@@ -387,12 +401,21 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
     acc[i][0] = _mm512_setzero_ps();                                                            \
     acc[i][1] = _mm512_setzero_ps();                                                            \
   }                                                                                             \
-  for (int64_t p = 0; p < kc; ++p) {                                                            \
-    __m512 b0 = _mm512_loadu_ps(B_ROW(p)), b1 = _mm512_loadu_ps(B_ROW(p) + 16);                 \
-    _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i) {                                 \
-      __m512 ai = _mm512_set1_ps(A_AT(i, p));                                                   \
-      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                                           \
-      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                                           \
+  if (cols <= 16) {                                                                             \
+    /* The panel's second half lies past the edge of C: its sums are not needed. */             \
+    for (int64_t p = 0; p < kc; ++p) {                                                          \
+      __m512 b0 = _mm512_loadu_ps(B_ROW(p));                                                    \
+      _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i)                                 \
+          acc[i][0] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i, p)), b0, acc[i][0]);               \
+    }                                                                                           \
+  } else {                                                                                      \
+    for (int64_t p = 0; p < kc; ++p) {                                                          \
+      __m512 b0 = _mm512_loadu_ps(B_ROW(p)), b1 = _mm512_loadu_ps(B_ROW(p) + 16);               \
+      _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i) {                               \
+        __m512 ai = _mm512_set1_ps(A_AT(i, p));                                                 \
+        acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                                         \
+        acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                                         \
+      }                                                                                         \
     }                                                                                           \
   }                                                                                             \
   finish_512(acc, c, rsc, csc, rows, cols, store)
