@@ -109,6 +109,32 @@ static inline int64_t col_offset(const operand *x, int64_t p) {
   return x->cols ? x->cols[p] : p * x->cs;
 }
 
+/* Copies and clears of a panel's few cells, a vector of four at a time. Written as plain loops
+   or memcpy, compilers make them calls or `rep` string instructions, whose start-up costs more
+   than the copy of a panel's row: each vector passes through an empty asm statement, which
+   hides the pattern. */
+static inline void copy_floats(float *out, const float *from, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    __m128 v = _mm_loadu_ps(from + i);
+    __asm__("" : "+x"(v));
+    _mm_storeu_ps(out + i, v);
+  }
+  for (; i < n; ++i) {
+    __m128 v = _mm_load_ss(from + i);
+    __asm__("" : "+x"(v));
+    _mm_store_ss(out + i, v);
+  }
+}
+
+static inline void zero_floats(float *out, int64_t n) {
+  __m128 zero = _mm_setzero_ps();
+  __asm__("" : "+x"(zero));
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, zero);
+  for (; i < n; ++i) _mm_store_ss(out + i, zero);
+}
+
 /* Whether the `count` offsets from `from` on run consecutively (a run of `count` cells). */
 static int consecutive(const operand *x, int by_rows, int64_t from, int64_t count) {
   const int64_t *table = by_rows ? x->rows : x->cols;
@@ -129,15 +155,8 @@ static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t
       /* The panel's rows lie side by side (a kernel gradient's channels): one run per p, the
          rows past the end zeroed. */
       for (int64_t p = 0; p < kc; ++p) {
-        const float *from = row[0] + col_offset(a, p0 + p);
-        /* A copy of a known size is a few moves, not a call. */
-        if (rows == MR_512_ROWS)
-          memcpy(out, from, MR_512_ROWS * sizeof(float));
-        else if (rows == MR_256_ROWS)
-          memcpy(out, from, MR_256_ROWS * sizeof(float));
-        else
-          memcpy(out, from, rows * sizeof(float));
-        for (int64_t i = rows; i < mr; ++i) out[i] = 0;
+        copy_floats(out, row[0] + col_offset(a, p0 + p), rows);
+        zero_floats(out + rows, mr - rows);
         out += mr;
       }
       continue;
@@ -166,7 +185,7 @@ static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t
         continue;
       }
       for (; i < rows; ++i) out[i] = row[i][at];
-      for (; i < mr; ++i) out[i] = 0;
+      zero_floats(out + i, mr - i);
       out += mr;
       ++p;
     }
@@ -209,11 +228,11 @@ static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t
       const float *row = b->base + row_offset(b, p0 + p);
       if (by_runs) {
         for (int64_t r = 0; r < runs; ++r)
-          memcpy(out + run_from[r], row + col[run_from[r]], run_length[r] * sizeof(float));
+          copy_floats(out + run_from[r], row + col[run_from[r]], run_length[r]);
       } else {
         for (int64_t j = 0; j < cols; ++j) out[j] = row[col[j]];
       }
-      for (int64_t j = cols; j < nr; ++j) out[j] = 0;
+      zero_floats(out + cols, nr - cols);
       out += nr;
     }
   }
