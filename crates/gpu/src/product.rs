@@ -270,13 +270,7 @@ fn offsets(routine: &Routine, node: NodeId, index: &[Index]) -> Result<Offsets, 
 /// first needs no fill of its own.
 pub(crate) fn writes_every_cell(routine: &Routine, plan: &GemmPlan) -> bool {
     let c = &routine.nodes[&plan.c];
-    let loops: Vec<(LoopVar, usize)> = plan
-        .batch
-        .iter()
-        .chain(&plan.m)
-        .chain(&plan.n)
-        .copied()
-        .collect();
+    let loops = plan.written_loops();
     Offsets::new(&plan.c_index, &c.buffer_dims()).covers(&loops, c.buffer_len())
 }
 

@@ -185,6 +185,18 @@ pub struct GemmPlan {
     pub a_margins: Vec<(usize, usize)>,
 }
 
+impl GemmPlan {
+    /// The loops that choose the cell written: batch, rows, columns.
+    pub fn written_loops(&self) -> Vec<(LoopVar, usize)> {
+        self.batch
+            .iter()
+            .chain(&self.m)
+            .chain(&self.n)
+            .copied()
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     /// `for var in 0..range { body }`.

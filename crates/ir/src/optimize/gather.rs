@@ -145,13 +145,7 @@ fn gather_over_a(mut plan: GemmPlan, routine: &Routine) -> Option<GemmPlan> {
     }
     plan.a_margins = margins;
     let c_dims = routine.nodes.get(&plan.c)?.buffer_dims();
-    let written: Vec<(LoopVar, usize)> = plan
-        .batch
-        .iter()
-        .chain(&plan.m)
-        .chain(&plan.n)
-        .copied()
-        .collect();
+    let written = plan.written_loops();
     injective(&plan.c_index, &c_dims, &written).then_some(plan)
 }
 

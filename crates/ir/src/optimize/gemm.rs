@@ -142,13 +142,7 @@ fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
     // reduction's. A convolution's input gradient, which adds each output position into a
     // window of cells, is one once turned into a gather.
     let dims = routine.nodes[c].buffer_dims();
-    let written: Vec<(LoopVar, usize)> = plan
-        .batch
-        .iter()
-        .chain(&plan.m)
-        .chain(&plan.n)
-        .copied()
-        .collect();
+    let written = plan.written_loops();
     if injective(c_index, &dims, &written) {
         Some(plan)
     } else {
