@@ -80,9 +80,9 @@ ADD_SCALED(rc_dadd_scaled, double)
 /* The widest NR: packed B holds one partial panel past NC. */
 #define NR_MAX 32
 
-/* A tile kernel's A cell (i, p) where it lies, through its rows' starts; its B panel's row p
-   where it lies, through B's table of row offsets. */
-#define IN_PLACE(i, p) a[i][p]
+/* A tile kernel's A cell (i, p) of a run where it lies, through the rows' starts in the run;
+   its B panel's row p where it lies, through B's table of row offsets. */
+#define IN_PLACE(i, p) run[i][p]
 #define B_IN_PLACE(p) (b + b_rows[p])
 
 /* The kernels' MRs (their panels' rows of A), and the largest: the row starts a panel of A
@@ -243,10 +243,12 @@ static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t
 typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, float *, int64_t,
                          int64_t, int64_t, int64_t, int);
 
-/* The same, for A read where it lies: kernel(kc, rows, packed b, ...), row i's cell p at
-   rows[i][p]. */
-typedef void rows_kernel(int64_t, const float *const *, const float *restrict, float *, int64_t,
-                         int64_t, int64_t, int64_t, int);
+/* The same, for A read where it lies in runs of consecutive cells: kernel(rows, offsets,
+   lengths, runs, packed b, ...), row i's cells of run r from rows[i] + offsets[r] on, each
+   run's columns following the last's in packed b; every run's terms are summed in registers
+   before the tile is added to C. */
+typedef void rows_kernel(const float *const *, const int64_t *, const int64_t *, int64_t,
+                         const float *restrict, float *, int64_t, int64_t, int64_t, int64_t, int);
 
 /* The same, for B read where it lies: kernel(kc, packed a, b, b_rows, ...), the panel's row p
    at b + b_rows[p]. */
@@ -264,9 +266,6 @@ static int b_in_place(const operand *b, int64_t nr, int64_t j0, int64_t nc) {
 }
 
 static _Thread_local float *packed_a, *packed_b;
-
-/* What the rows past the end of A read in place. */
-static const float zero_row[KC];
 
 /* The shortest run of consecutive columns of A read in place. */
 #define MIN_RUN 16
@@ -307,26 +306,22 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
     int64_t nc = n - j0 < NC ? n - j0 : NC;
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
       int64_t kc = k - p0 < KC ? k - p0 : KC;
-      int64_t run_start[KC], run_length[KC];
+      int64_t run_start[KC], run_length[KC], run_offset[KC];
       int64_t runs = column_runs(a, p0, kc, run_start, run_length);
       int read_b = runs == 0 && b_in_place(b, nr, j0, nc);
       if (!read_b) pack_b(nr, kc, nc, b, p0, j0, packed_b);
       if (runs > 0) {
-        /* Each panel of rows multiplies every panel of B, a run of columns at a time; each
-           run's sums are added to C. */
+        /* Each panel of rows multiplies every panel of B, run after run. Rows past the end of A
+           read the first row again: their sums are never stored. */
+        for (int64_t r = 0; r < runs; ++r) run_offset[r] = a->cols[run_start[r]];
         for (int64_t ir = 0; ir < m; ir += mr) {
           int64_t rows = m - ir < mr ? m - ir : mr;
           const float *at[MR_MAX];
+          for (int64_t i = 0; i < mr; ++i) at[i] = a->base + row_offset(a, ir + (i < rows ? i : 0));
           for (int64_t jr = 0; jr < nc; jr += nr) {
             int64_t cols = nc - jr < nr ? nc - jr : nr;
-            for (int64_t r = 0; r < runs; ++r) {
-              for (int64_t i = 0; i < mr; ++i)
-                at[i] = i < rows ? a->base + row_offset(a, ir + i) + a->cols[run_start[r]]
-                                 : zero_row;
-              in_place(run_length[r], at, packed_b + jr * kc + (run_start[r] - p0) * nr,
-                       c + ir * rsc + (j0 + jr) * csc, rsc, csc, rows, cols,
-                       overwrite && p0 == 0 && r == 0);
-            }
+            in_place(at, run_offset, run_length, runs, packed_b + jr * kc,
+                     c + ir * rsc + (j0 + jr) * csc, rsc, csc, rows, cols, overwrite && p0 == 0);
           }
         }
         continue;
@@ -412,23 +407,26 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
   }
 }
 
-/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), the B panel's row p at
-   B_ROW(p). */
-#define TILE_512(A_AT, B_ROW)                                                                   \
+/* A tile's accumulators, zero. */
+#define ACC_512                                                                                 \
   __m512 acc[MR_512][2];                                                                        \
   for (int i = 0; i < MR_512; ++i) {                                                            \
     acc[i][0] = _mm512_setzero_ps();                                                            \
     acc[i][1] = _mm512_setzero_ps();                                                            \
-  }                                                                                             \
+  }
+
+/* A tile's terms for p = 0..count, row i's A cell p at A_AT(i, p), the B panel's row p at
+   B_ROW(p). */
+#define STEPS_512(A_AT, B_ROW, count)                                                           \
   if (cols <= 16) {                                                                             \
     /* The panel's second half lies past the edge of C: its sums are not needed. */             \
-    for (int64_t p = 0; p < kc; ++p) {                                                          \
+    for (int64_t p = 0; p < (count); ++p) {                                                     \
       __m512 b0 = _mm512_loadu_ps(B_ROW(p));                                                    \
       _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i)                                 \
           acc[i][0] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i, p)), b0, acc[i][0]);               \
     }                                                                                           \
   } else {                                                                                      \
-    for (int64_t p = 0; p < kc; ++p) {                                                          \
+    for (int64_t p = 0; p < (count); ++p) {                                                     \
       __m512 b0 = _mm512_loadu_ps(B_ROW(p)), b1 = _mm512_loadu_ps(B_ROW(p) + 16);               \
       _Pragma("GCC unroll 14") for (int i = 0; i < MR_512; ++i) {                               \
         __m512 ai = _mm512_set1_ps(A_AT(i, p));                                                 \
@@ -436,26 +434,37 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
         acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                                         \
       }                                                                                         \
     }                                                                                           \
-  }                                                                                             \
-  finish_512(acc, c, rsc, csc, rows, cols, store)
+  }
 
 #define PACKED_512(i, p) a[(p) * MR_512 + (i)]
 #define PANEL_512(p) (b + (p) * NR_512)
 
 static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
                        int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
-  TILE_512(PACKED_512, PANEL_512);
+  ACC_512
+  STEPS_512(PACKED_512, PANEL_512, kc)
+  finish_512(acc, c, rsc, csc, rows, cols, store);
 }
 
-static void in_place_512(int64_t kc, const float *const *a, const float *restrict b, float *c,
-                         int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
-  TILE_512(IN_PLACE, PANEL_512);
+static void in_place_512(const float *const *a, const int64_t *offsets, const int64_t *lengths,
+                         int64_t runs, const float *restrict b, float *c, int64_t rsc,
+                         int64_t csc, int64_t rows, int64_t cols, int store) {
+  ACC_512
+  for (int64_t r = 0; r < runs; ++r) {
+    const float *run[MR_512];
+    for (int i = 0; i < MR_512; ++i) run[i] = a[i] + offsets[r];
+    STEPS_512(IN_PLACE, PANEL_512, lengths[r])
+    b += lengths[r] * NR_512;
+  }
+  finish_512(acc, c, rsc, csc, rows, cols, store);
 }
 
 static void b_rows_512(int64_t kc, const float *restrict a, const float *b, const int64_t *b_rows,
                        float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
                        int store) {
-  TILE_512(PACKED_512, B_IN_PLACE);
+  ACC_512
+  STEPS_512(PACKED_512, B_IN_PLACE, kc)
+  finish_512(acc, c, rsc, csc, rows, cols, store);
 }
 
 SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512, b_rows_512)
@@ -504,13 +513,16 @@ __attribute__((target("avx2,fma"))) static inline void finish_256(__m256 acc[MR_
     acc##i##1 = _mm256_fmadd_ps(ai, b1, acc##i##1);                                             \
   } while (0)
 
-/* One tile's terms for p = 0..kc, row i's A cell p at A_AT(i, p), the B panel's row p at
-   B_ROW(p). */
-#define TILE_256(A_AT, B_ROW)                                                                   \
+/* A tile's accumulators, zero. */
+#define ACC_256                                                                                 \
   __m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00,              \
          acc20 = acc00, acc21 = acc00, acc30 = acc00, acc31 = acc00, acc40 = acc00,             \
-         acc41 = acc00, acc50 = acc00, acc51 = acc00;                                           \
-  for (int64_t p = 0; p < kc; ++p) {                                                            \
+         acc41 = acc00, acc50 = acc00, acc51 = acc00;
+
+/* A tile's terms for p = 0..count, row i's A cell p at A_AT(i, p), the B panel's row p at
+   B_ROW(p). */
+#define STEPS_256(A_AT, B_ROW, count)                                                           \
+  for (int64_t p = 0; p < (count); ++p) {                                                       \
     __m256 b0 = _mm256_loadu_ps(B_ROW(p)), b1 = _mm256_loadu_ps(B_ROW(p) + 8);                  \
     ROW_256(A_AT, 0);                                                                           \
     ROW_256(A_AT, 1);                                                                           \
@@ -518,10 +530,13 @@ __attribute__((target("avx2,fma"))) static inline void finish_256(__m256 acc[MR_
     ROW_256(A_AT, 3);                                                                           \
     ROW_256(A_AT, 4);                                                                           \
     ROW_256(A_AT, 5);                                                                           \
-  }                                                                                             \
+  }
+
+/* The tile's sums added to C. */
+#define FINISH_256                                                                              \
   __m256 acc[MR_256][2] = {{acc00, acc01}, {acc10, acc11}, {acc20, acc21},                      \
                            {acc30, acc31}, {acc40, acc41}, {acc50, acc51}};                     \
-  finish_256(acc, c, rsc, csc, rows, cols, store)
+  finish_256(acc, c, rsc, csc, rows, cols, store);
 
 #define PACKED_256(i, p) a[(p) * MR_256 + (i)]
 #define PANEL_256(p) (b + (p) * NR_256)
@@ -531,15 +546,23 @@ __attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const flo
                                                            int64_t rsc, int64_t csc,
                                                            int64_t rows, int64_t cols,
                                                            int store) {
-  TILE_256(PACKED_256, PANEL_256);
+  ACC_256
+  STEPS_256(PACKED_256, PANEL_256, kc)
+  FINISH_256
 }
 
-__attribute__((target("avx2,fma"))) static void in_place_256(int64_t kc, const float *const *a,
-                                                             const float *restrict b, float *c,
-                                                             int64_t rsc, int64_t csc,
-                                                             int64_t rows, int64_t cols,
-                                                             int store) {
-  TILE_256(IN_PLACE, PANEL_256);
+__attribute__((target("avx2,fma"))) static void in_place_256(
+    const float *const *a, const int64_t *offsets, const int64_t *lengths, int64_t runs,
+    const float *restrict b, float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
+    int store) {
+  ACC_256
+  for (int64_t r = 0; r < runs; ++r) {
+    const float *run[MR_256];
+    for (int i = 0; i < MR_256; ++i) run[i] = a[i] + offsets[r];
+    STEPS_256(IN_PLACE, PANEL_256, lengths[r])
+    b += lengths[r] * NR_256;
+  }
+  FINISH_256
 }
 
 __attribute__((target("avx2,fma"))) static void b_rows_256(int64_t kc, const float *restrict a,
@@ -548,7 +571,9 @@ __attribute__((target("avx2,fma"))) static void b_rows_256(int64_t kc, const flo
                                                            int64_t rsc, int64_t csc,
                                                            int64_t rows, int64_t cols,
                                                            int store) {
-  TILE_256(PACKED_256, B_IN_PLACE);
+  ACC_256
+  STEPS_256(PACKED_256, B_IN_PLACE, kc)
+  FINISH_256
 }
 
 SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256, b_rows_256)
