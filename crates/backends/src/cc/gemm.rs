@@ -262,14 +262,16 @@ unsafe fn run_typed<T: Element>(
         return;
     }
     let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
-    // A gathering plan reads `a` from a copy widened by zeros, kept from run to run.
-    let mut copy = widened
-        .0
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // A gathering plan reads `a` from a copy widened by zeros, kept from run to run (and locked
+    // while the product reads it).
+    let mut copy;
     let (a_base, a_dims) = if plan.a_margins.is_empty() {
         (a_base, dims(plan.a))
     } else {
+        copy = widened
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let a_dims = dims(plan.a);
         // SAFETY: `a` holds the cells of its buffer dims (the caller's contract).
         let start = unsafe { widen(a_base.0.cast::<T>(), &a_dims, &plan.a_margins, &mut copy) };

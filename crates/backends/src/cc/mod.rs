@@ -286,6 +286,7 @@ impl Compiler {
             _products_library: products_library,
             native,
             has_products: steps.iter().any(|step| matches!(step, Loaded::Gemm(..))),
+            splits: splits(&steps),
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
@@ -474,6 +475,24 @@ impl Loaded {
     }
 }
 
+/// Whether a routine of `steps` splits its work across threads: some step has enough work to be
+/// split (a hop into the pool costs more than a small routine's whole run), and all of them
+/// together enough that the threads' wake-ups and hand-offs between the many short steps of a
+/// small model's training step cost less than they save.
+fn splits(steps: &[Loaded]) -> bool {
+    let splittable = |step: &Loaded| match step {
+        Loaded::Kernel(_, kernel) => kernel.parallel.is_some_and(|range| range > 1),
+        Loaded::Gemm(..) => true,
+    };
+    let total = steps
+        .iter()
+        .fold(0usize, |total, step| total.saturating_add(step.work()));
+    total >= ROUTINE_PARALLEL_WORK
+        && steps
+            .iter()
+            .any(|step| splittable(step) && step.work() >= PARALLEL_WORK)
+}
+
 /// A loaded routine.
 #[derive(Debug)]
 pub struct CompiledRoutine {
@@ -485,6 +504,8 @@ pub struct CompiledRoutine {
     steps: Vec<Loaded>,
     /// Whether some step is a matrix product (which reads static indices by name).
     has_products: bool,
+    /// Whether runs split work across threads ([`splits`]).
+    splits: bool,
     routine: Routine,
     buffers: Vec<NodeId>,
     statics: Vec<Symbol>,
@@ -650,7 +671,7 @@ impl CompiledRoutine {
         // each being sent over from outside; and so that every split, ours and the matrix
         // products', lands on our pool, never on rayon's global one. Routines too small to split
         // run here, on one thread, and start no pool.
-        let pool = if threads > 1 && self.splits() {
+        let pool = if threads > 1 && self.splits {
             pool::kernel_pool()
         } else {
             None
@@ -660,19 +681,6 @@ impl CompiledRoutine {
             None => run_steps(1),
         }
         Ok(())
-    }
-
-    /// Whether the routine splits its work across threads: some step has enough work to be
-    /// split (a hop into the pool costs more than a small routine's whole run), and all of them
-    /// together enough that the threads' wake-ups and hand-offs between the many short steps of
-    /// a small model's training step cost less than they save.
-    fn splits(&self) -> bool {
-        let work: Vec<usize> = self.steps.iter().map(Loaded::work).collect();
-        work.iter().any(|&w| w >= PARALLEL_WORK)
-            && work
-                .iter()
-                .fold(0usize, |total, &w| total.saturating_add(w))
-                >= ROUTINE_PARALLEL_WORK
     }
 
     fn static_values(&self, given: &HashMap<Symbol, i64>) -> Result<Vec<i64>, RunError> {
