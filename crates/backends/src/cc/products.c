@@ -19,7 +19,6 @@
    same bits. Elsewhere the caller uses another product. */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define DOT_LANES 32
 
@@ -85,11 +84,8 @@ ADD_SCALED(rc_dadd_scaled, double)
 #define IN_PLACE(i, p) run[i][p]
 #define B_IN_PLACE(p) (b + b_rows[p])
 
-/* The kernels' MRs (their panels' rows of A), and the largest: the row starts a panel of A
-   keeps. */
-#define MR_512_ROWS 14
-#define MR_256_ROWS 6
-#define MR_MAX MR_512_ROWS
+/* The largest MR: the row starts a panel of A keeps. */
+#define MR_MAX 14
 
 /* An operand of a product: cell (i, p) lies at base + row(i) + col(p), each offset the table's
    entry where a table is given (a convolution's windows, whose loops do not merge into one
@@ -362,7 +358,7 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
   }
 
 #ifdef __AVX512F__
-#define MR_512 MR_512_ROWS
+#define MR_512 14
 #define NR_512 32
 
 int rc_sgemm_available(void) { return 1; }
@@ -475,7 +471,7 @@ int rc_sgemm_available(void) { return 0; }
 /* 6 x 16: twelve accumulators, two rows of B and a broadcast of A fill fifteen of the sixteen
    AVX registers. The accumulators are named variables, not an array: gcc keeps an array that is
    later stored whole in memory, storing it back on every step of k. */
-#define MR_256 MR_256_ROWS
+#define MR_256 6
 #define NR_256 16
 
 /* The tile's sums added to C (stored when `store`). */
