@@ -1,4 +1,8 @@
-//! Running a matrix-product plan on the `gemm` crate.
+//! Running a matrix-product plan on `products.c`'s kernels or the `gemm` crate.
+//!
+//! How a plan runs is worked out once, when its routine loads ([`Prepared`]): a run only moves
+//! the operands' starts by the static indices and calls the kernels, which matters for the many
+//! small products of a small model's training step.
 //!
 //! Every operand's flat offset is linear in the plan's loops. Within each operand, the loops of a
 //! group (rows, columns, reduction) merge into one strided dimension when their strides nest
@@ -20,15 +24,18 @@ use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Va
 
 use super::Target;
 
-/// One operand as the product sees it: the flat offset's coefficient per loop and its constant.
+/// One operand as the product sees it: the flat offset's coefficient per loop, its constant, and
+/// the coefficient of each static index it reads.
 struct Operand {
     coefficients: HashMap<LoopVar, i64>,
     offset: i64,
+    statics: Vec<(Symbol, i64)>,
 }
 
 impl Operand {
-    fn new(index: &[Index], dims: &[usize], statics: &HashMap<Symbol, i64>) -> Operand {
+    fn new(index: &[Index], dims: &[usize]) -> Operand {
         let mut coefficients = HashMap::new();
+        let mut statics = Vec::new();
         let mut offset = 0i64;
         let mut stride = 1i64;
         for (axis, dim) in index.iter().zip(dims).rev() {
@@ -40,12 +47,25 @@ impl Operand {
                 Var::Loop(l) => {
                     coefficients.insert(l, c);
                 }
-                Var::Static(s) => offset += c * statics.get(&s).copied().unwrap_or(0),
+                Var::Static(s) => statics.push((s, c)),
             }
         }
         Operand {
             coefficients,
             offset,
+            statics,
+        }
+    }
+
+    /// Where the operand starts, as the run's static index values (those of `order`) move it.
+    fn start(&self, order: &[Symbol]) -> Start {
+        Start {
+            offset: self.offset,
+            statics: self
+                .statics
+                .iter()
+                .filter_map(|(symbol, c)| Some((order.iter().position(|s| s == symbol)?, *c)))
+                .collect(),
         }
     }
 
@@ -86,7 +106,7 @@ impl Operand {
             }
             next *= range as i64;
         }
-        self.offset == 0 && next as usize == cells
+        self.offset == 0 && self.statics.is_empty() && next as usize == cells
     }
 
     /// Each loop's stride in this operand, with its range.
@@ -209,207 +229,345 @@ unsafe impl Send for Base {}
 // SAFETY: as above.
 unsafe impl Sync for Base {}
 
-/// Runs `plan` over the buffers at `base` (each node's first cell).
-///
-/// # Safety
-/// `base` must give, for the plan's three nodes, buffers of the dims and precision `routine`
-/// gives them, and the plan's indices must stay inside them (the code generator checks this).
-pub(crate) unsafe fn run(
-    plan: &GemmPlan,
-    routine: &Routine,
-    base: impl Fn(NodeId) -> *mut u8,
-    statics: &HashMap<Symbol, i64>,
-    threads: usize,
-    native: Native,
-    widened: &Widened,
-) {
-    let kernels = Kernels { native, threads };
-    let bases = [base(plan.c), base(plan.a), base(plan.b)].map(Base);
-    // SAFETY: passed on from the caller.
-    unsafe {
-        match routine.nodes[&plan.c].precision {
-            Precision::F32 => run_typed::<f32>(plan, routine, bases, statics, kernels, widened),
-            Precision::F64 => run_typed::<f64>(plan, routine, bases, statics, kernels, widened),
-            Precision::F16 => run_typed::<f16>(plan, routine, bases, statics, kernels, widened),
-            other => unreachable!("the plan's precision is a float the gemm crate runs: {other}"),
+/// Where an operand starts: a constant offset, plus each static index's value (by its position
+/// among the routine's static indices) times its coefficient.
+#[derive(Debug)]
+struct Start {
+    offset: i64,
+    statics: Vec<(usize, i64)>,
+}
+
+impl Start {
+    fn at(&self, statics: &[i64]) -> i64 {
+        self.statics
+            .iter()
+            .fold(self.offset, |at, &(position, c)| at + c * statics[position])
+    }
+}
+
+/// How the product reads an operand: with a stride along its rows and one along its columns, by
+/// our f32 kernels through a table of offsets for a side whose loops do not merge, or from a
+/// packed copy made of the cells at these (stride, range) loops.
+#[derive(Debug)]
+enum Layout {
+    Strided(isize, isize),
+    Sides([Side; 2]),
+    Packed(Vec<(i64, usize)>),
+}
+
+impl Layout {
+    fn of(
+        x: &Operand,
+        rows: &[(LoopVar, usize)],
+        columns: &[(LoopVar, usize)],
+        gathers: bool,
+    ) -> Layout {
+        if let (Some((rs, _)), Some((cs, _))) = (x.merged(rows), x.merged(columns)) {
+            return Layout::Strided(rs, cs);
+        }
+        if gathers {
+            let side = |group: &[(LoopVar, usize)]| match x.merged(group) {
+                Some((stride, _)) => Side {
+                    stride,
+                    table: None,
+                },
+                None => Side {
+                    stride: 0,
+                    table: Some(x.offsets(group)),
+                },
+            };
+            return Layout::Sides([side(rows), side(columns)]);
+        }
+        Layout::Packed(x.strides(&[rows, columns].concat()))
+    }
+
+    /// The operand from `start`, `columns` wide when it is packed (into `copy`).
+    ///
+    /// # Safety
+    /// Every cell the layout addresses from `start` must lie inside its buffer.
+    unsafe fn matrix<T: Element>(
+        &self,
+        start: *mut T,
+        columns: usize,
+        copy: &mut Vec<T>,
+    ) -> Matrix<T> {
+        match self {
+            Layout::Strided(rs, cs) => Matrix::strided(start, *rs, *cs),
+            Layout::Sides(sides) => Side::matrix(start, sides),
+            Layout::Packed(loops) => {
+                // SAFETY: the caller's contract.
+                *copy = unsafe { pack::<T>(start, loops) };
+                Matrix::row_major(copy.as_mut_ptr(), columns)
+            }
         }
     }
 }
 
-unsafe fn run_typed<T: Element>(
-    plan: &GemmPlan,
-    routine: &Routine,
-    [c_base, a_base, b_base]: [Base; 3],
-    statics: &HashMap<Symbol, i64>,
-    kernels: Kernels,
-    widened: &Widened,
-) {
-    let threads = kernels.threads;
-    let len = routine.nodes[&plan.c].buffer_len();
-    let loops = || {
-        plan.batch
-            .iter()
-            .chain(&plan.m)
-            .chain(&plan.n)
-            .chain(&plan.k)
-    };
-    if loops().any(|&(_, range)| range == 0) {
-        // A loop over an empty axis: no product term exists, so only the fill happens.
-        if plan.zero_first {
-            // SAFETY: `c` holds `len` cells of `T`.
-            unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
-        }
-        return;
-    }
-    let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
-    // A gathering plan reads `a` from a copy widened by zeros, kept from run to run (and locked
-    // while the product reads it).
-    let mut copy;
-    let (a_base, a_dims) = if plan.a_margins.is_empty() {
-        (a_base, dims(plan.a))
-    } else {
-        copy = widened
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let a_dims = dims(plan.a);
-        // SAFETY: `a` holds the cells of its buffer dims (the caller's contract).
-        let start = unsafe { widen(a_base.0.cast::<T>(), &a_dims, &plan.a_margins, &mut copy) };
-        (Base(start.cast()), widened_dims(&a_dims, &plan.a_margins))
-    };
-    let c = Operand::new(&plan.c_index, &dims(plan.c), statics);
-    let a = Operand::new(&plan.a_index, &a_dims, statics);
-    let b = Operand::new(&plan.b_index, &dims(plan.b), statics);
-    let size = |group: &[(LoopVar, usize)]| group.iter().map(|(_, r)| r).product::<usize>();
-    let depth = group_order(&plan.k, [&a, &b]);
-    let k = size(&depth);
-    // A result whose rows (or columns) do not nest — a convolution's batch axis sits outside its
-    // channels — is computed in place all the same when its outermost row (or column) loops run
-    // outside as batch loops, as long as each product stays large.
-    let (mut batch, mut row_loops, mut column_loops) =
-        (plan.batch.clone(), plan.m.clone(), plan.n.clone());
-    let (rows, columns) = loop {
-        let rows = group_order(&row_loops, [&c, &a]);
-        let columns = group_order(&column_loops, [&c, &b]);
-        let group = match (c.merged(&rows), c.merged(&columns)) {
-            (Some(_), Some(_)) => break (rows, columns),
-            (None, _) => (&mut row_loops, &rows),
-            (Some(_), None) => (&mut column_loops, &columns),
-        };
-        let outermost = group.1[0].0;
-        let smaller = size(&rows) * size(&columns) * k / group.1[0].1;
-        if group.1.len() < 2 || smaller < MIN_GEMM_WORK {
-            break (rows, columns);
-        }
-        group.0.retain(|(var, _)| *var != outermost);
-        batch.extend(
-            plan.m
+/// How the product writes its result: in place with a row and a column stride, or computed
+/// packed and added back at these offsets of its rows and of its columns.
+#[derive(Debug)]
+enum Destination {
+    Strided(isize, isize),
+    Scattered(Vec<i64>, Vec<i64>),
+}
+
+/// A plan ready to run: everything about it that does not change from run to run, worked out
+/// once when its routine loads, so that a run only adds the static indices to the operands'
+/// starts and calls the kernels.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    precision: Precision,
+    /// The multiply-adds it does.
+    work: usize,
+    /// The positions of `c`, `a` and `b` among the routine's buffers.
+    buffers: [usize; 3],
+    /// `c`'s cells.
+    len: usize,
+    /// Some loop runs over an empty axis: no product term exists, only the fill happens.
+    empty: bool,
+    /// Whether `c` is zeroed before the products add into it.
+    fill_first: bool,
+    /// Whether the products overwrite the cells they write rather than adding to them.
+    overwrite: bool,
+    /// `a`'s buffer dims.
+    a_dims: Vec<usize>,
+    /// The zero margins `a`'s widened copy adds around its axes: none but for a gathering plan.
+    a_margins: Vec<(usize, usize)>,
+    /// Where `c`, `a` and `b` start.
+    starts: [Start; 3],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Layout,
+    rhs: Layout,
+    dst: Destination,
+    /// The offsets in `c`, `a` and `b` of every product of the batch.
+    batches: Vec<[i64; 3]>,
+    widened: Widened,
+}
+
+impl Prepared {
+    /// `plan` of `routine`, whose buffers are `buffers` in this order and whose static indices
+    /// come in `statics`' order, run with the kernels of `native`.
+    ///
+    /// # Panics
+    /// If a node of the plan has no buffer among `buffers` (the code generator gives each one).
+    pub(crate) fn new(
+        plan: &GemmPlan,
+        routine: &Routine,
+        buffers: &[NodeId],
+        statics: &[Symbol],
+        native: &Native,
+    ) -> Prepared {
+        let position = |id: NodeId| {
+            buffers
                 .iter()
-                .chain(&plan.n)
-                .filter(|(var, _)| *var == outermost),
-        );
-    };
-    let (m, n) = (size(&rows), size(&columns));
-    // A result the products write in place, every cell once, is overwritten by them: a fill
-    // first would only cost a pass over memory.
-    let overwritten = c.merged(&rows).is_some()
-        && c.merged(&columns).is_some()
-        && c.covers(&[&plan.batch[..], &plan.m, &plan.n].concat(), len);
-    if plan.zero_first && !overwritten {
-        // SAFETY: `c` holds `len` cells of `T`.
-        unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), len).fill(T::ZERO) };
-    }
-    // Our f32 kernels read an operand whose loops do not merge where it lies, through tables of
-    // its rows' and columns' offsets, so that no packed copy of it is made.
-    let gathers = m > 1
-        && n > 1
-        && TypeId::of::<T>() == TypeId::of::<f32>()
-        && kernels.native.sgemm.is_some();
-    let sides = |x: &Operand, row_group: &[(LoopVar, usize)], column_group| {
-        let side = |group: &[(LoopVar, usize)]| match x.merged(group) {
-            Some((stride, _)) => Side {
-                stride,
-                table: None,
-            },
-            None => Side {
-                stride: 0,
-                table: Some(x.offsets(group)),
-            },
+                .position(|b| *b == id)
+                .expect("a product's nodes have buffers")
         };
-        gathers.then(|| [side(row_group), side(column_group)])
-    };
-    let (a_sides, b_sides) = (sides(&a, &rows, &depth), sides(&b, &depth, &columns));
-    let batches = c
-        .offsets(&batch)
-        .into_iter()
-        .zip(a.offsets(&batch))
-        .zip(b.offsets(&batch))
-        .map(|((c, a), b)| [c, a, b])
-        .collect::<Vec<_>>();
-    let one_product = |[c_at, a_at, b_at]: [i64; 3], threads: usize| {
-        // Whole `Base`s, not their raw-pointer fields, cross into other threads.
-        let (c_base, a_base, b_base) = (c_base, a_base, b_base);
-        // SAFETY: the offsets stay inside the buffers (the caller's contract); packed copies are
-        // owned here.
+        let loops = || {
+            plan.batch
+                .iter()
+                .chain(&plan.m)
+                .chain(&plan.n)
+                .chain(&plan.k)
+        };
+        let work = loops().fold(1usize, |total, (_, range)| total.saturating_mul(*range));
+        let precision = routine.nodes[&plan.c].precision;
+        let len = routine.nodes[&plan.c].buffer_len();
+        let dims = |id: NodeId| routine.nodes[&id].buffer_dims();
+        let a_dims = dims(plan.a);
+        let wide_dims = if plan.a_margins.is_empty() {
+            a_dims.clone()
+        } else {
+            widened_dims(&a_dims, &plan.a_margins)
+        };
+        let c = Operand::new(&plan.c_index, &dims(plan.c));
+        let a = Operand::new(&plan.a_index, &wide_dims);
+        let b = Operand::new(&plan.b_index, &dims(plan.b));
+        let size = |group: &[(LoopVar, usize)]| group.iter().map(|(_, r)| r).product::<usize>();
+        let depth = group_order(&plan.k, [&a, &b]);
+        let k = size(&depth);
+        // A result whose rows (or columns) do not nest — a convolution's batch axis sits outside
+        // its channels — is computed in place all the same when its outermost row (or column)
+        // loops run outside as batch loops, as long as each product stays large.
+        let (mut batch, mut row_loops, mut column_loops) =
+            (plan.batch.clone(), plan.m.clone(), plan.n.clone());
+        let (rows, columns) = loop {
+            let rows = group_order(&row_loops, [&c, &a]);
+            let columns = group_order(&column_loops, [&c, &b]);
+            let group = match (c.merged(&rows), c.merged(&columns)) {
+                (Some(_), Some(_)) => break (rows, columns),
+                (None, _) => (&mut row_loops, &rows),
+                (Some(_), None) => (&mut column_loops, &columns),
+            };
+            let outermost = group.1[0].0;
+            let smaller = size(&rows) * size(&columns) * k / group.1[0].1;
+            if group.1.len() < 2 || smaller < MIN_GEMM_WORK {
+                break (rows, columns);
+            }
+            group.0.retain(|(var, _)| *var != outermost);
+            batch.extend(
+                plan.m
+                    .iter()
+                    .chain(&plan.n)
+                    .filter(|(var, _)| *var == outermost),
+            );
+        };
+        let (m, n) = (size(&rows), size(&columns));
+        let dst = match (c.merged(&rows), c.merged(&columns)) {
+            (Some((rs, _)), Some((cs, _))) => Destination::Strided(rs, cs),
+            _ => Destination::Scattered(c.offsets(&rows), c.offsets(&columns)),
+        };
+        // A result the products write in place, every cell once, is overwritten by them: a fill
+        // first would only cost a pass over memory.
+        let overwritten = matches!(dst, Destination::Strided(..))
+            && c.covers(&[&plan.batch[..], &plan.m, &plan.n].concat(), len);
+        // Our f32 kernels read an operand whose loops do not merge where it lies, through
+        // tables of its rows' and columns' offsets, so that no packed copy of it is made.
+        let gathers = m > 1 && n > 1 && precision == Precision::F32 && native.sgemm.is_some();
+        let batches = c
+            .offsets(&batch)
+            .into_iter()
+            .zip(a.offsets(&batch))
+            .zip(b.offsets(&batch))
+            .map(|((c, a), b)| [c, a, b])
+            .collect();
+        Prepared {
+            precision,
+            work,
+            buffers: [position(plan.c), position(plan.a), position(plan.b)],
+            len,
+            empty: loops().any(|&(_, range)| range == 0),
+            fill_first: plan.zero_first && !overwritten,
+            overwrite: plan.zero_first,
+            a_dims,
+            a_margins: plan.a_margins.clone(),
+            starts: [c.start(statics), a.start(statics), b.start(statics)],
+            m,
+            n,
+            k,
+            lhs: Layout::of(&a, &rows, &depth, gathers),
+            rhs: Layout::of(&b, &depth, &columns, gathers),
+            dst,
+            batches,
+            widened: Widened::default(),
+        }
+    }
+
+    /// The multiply-adds one run does.
+    pub(crate) fn work(&self) -> usize {
+        self.work
+    }
+
+    /// Runs the product over the routine's buffers, given in `pointers` (each node's first cell,
+    /// in the order [`Prepared::new`] was given), with these values of the static indices.
+    ///
+    /// # Safety
+    /// The buffers must have the dims and precision the routine gives their nodes, and the
+    /// plan's indices must stay inside them (the code generator checks this).
+    pub(crate) unsafe fn run(
+        &self,
+        pointers: &[*mut u8],
+        statics: &[i64],
+        threads: usize,
+        native: Native,
+    ) {
+        let kernels = Kernels { native, threads };
+        let bases = self.buffers.map(|position| Base(pointers[position]));
+        // SAFETY: passed on from the caller.
         unsafe {
-            let a_ptr = a_base.0.cast::<T>().offset((a.offset + a_at) as isize);
-            let b_ptr = b_base.0.cast::<T>().offset((b.offset + b_at) as isize);
-            let c_ptr = c_base.0.cast::<T>().offset((c.offset + c_at) as isize);
-            let packed_a;
-            let lhs = match (a.merged(&rows), a.merged(&depth), &a_sides) {
-                (Some((rs, _)), Some((cs, _)), _) => Matrix::strided(a_ptr, rs, cs),
-                (_, _, Some(sides)) => Side::matrix(a_ptr, sides),
-                _ => {
-                    packed_a = pack::<T>(a_ptr, &a.strides(&[&rows[..], &depth].concat()));
-                    Matrix::row_major(packed_a.as_ptr().cast_mut(), k)
+            match self.precision {
+                Precision::F32 => self.run_typed::<f32>(bases, statics, kernels),
+                Precision::F64 => self.run_typed::<f64>(bases, statics, kernels),
+                Precision::F16 => self.run_typed::<f16>(bases, statics, kernels),
+                other => {
+                    unreachable!("the plan's precision is a float the gemm crate runs: {other}")
                 }
-            };
-            let packed_b;
-            let rhs = match (b.merged(&depth), b.merged(&columns), &b_sides) {
-                (Some((rs, _)), Some((cs, _)), _) => Matrix::strided(b_ptr, rs, cs),
-                (_, _, Some(sides)) => Side::matrix(b_ptr, sides),
-                _ => {
-                    packed_b = pack::<T>(b_ptr, &b.strides(&[&depth[..], &columns].concat()));
-                    Matrix::row_major(packed_b.as_ptr().cast_mut(), n)
-                }
-            };
-            match (c.merged(&rows), c.merged(&columns)) {
-                (Some((rs, _)), Some((cs, _))) => {
-                    let dst = Matrix::strided(c_ptr, rs, cs);
-                    product(
-                        m,
-                        n,
-                        k,
-                        dst,
-                        !plan.zero_first,
-                        lhs,
-                        rhs,
-                        kernels.split(threads),
-                    );
-                }
-                _ => {
-                    let mut packed = vec![T::ZERO; m * n];
-                    let dst = Matrix::row_major(packed.as_mut_ptr(), n);
-                    product(m, n, k, dst, false, lhs, rhs, kernels.split(threads));
-                    let (rows, columns) = (c.offsets(&rows), c.offsets(&columns));
-                    for (i, row) in rows.iter().enumerate() {
-                        for (j, column) in columns.iter().enumerate() {
-                            let cell = c_ptr.offset((row + column) as isize);
-                            *cell = (*cell).add(packed[i * n + j]);
+            }
+        }
+    }
+
+    unsafe fn run_typed<T: Element>(
+        &self,
+        [c_base, a_base, b_base]: [Base; 3],
+        statics: &[i64],
+        kernels: Kernels,
+    ) {
+        let threads = kernels.threads;
+        if self.fill_first || (self.empty && self.overwrite) {
+            // SAFETY: `c` holds `len` cells of `T`.
+            unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), self.len).fill(T::ZERO) };
+        }
+        if self.empty {
+            return;
+        }
+        // A gathering plan reads `a` from a copy widened by zeros, kept from run to run (and
+        // locked while the product reads it).
+        let mut copy;
+        let a_base = if self.a_margins.is_empty() {
+            a_base
+        } else {
+            copy = self
+                .widened
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let a = a_base.0.cast::<T>();
+            // SAFETY: `a` holds the cells of its buffer dims (the caller's contract).
+            Base(unsafe { widen(a, &self.a_dims, &self.a_margins, &mut copy) }.cast())
+        };
+        let [c_start, a_start, b_start] = self.starts.each_ref().map(|start| start.at(statics));
+        let (m, n, k) = (self.m, self.n, self.k);
+        let one_product = |[c_at, a_at, b_at]: [i64; 3], threads: usize| {
+            // Whole `Base`s, not their raw-pointer fields, cross into other threads.
+            let (c_base, a_base, b_base) = (c_base, a_base, b_base);
+            // SAFETY: the offsets stay inside the buffers (the caller's contract); packed copies
+            // are owned here.
+            unsafe {
+                let a_ptr = a_base.0.cast::<T>().offset((a_start + a_at) as isize);
+                let b_ptr = b_base.0.cast::<T>().offset((b_start + b_at) as isize);
+                let c_ptr = c_base.0.cast::<T>().offset((c_start + c_at) as isize);
+                let (mut packed_a, mut packed_b) = (Vec::new(), Vec::new());
+                let lhs = self.lhs.matrix(a_ptr, k, &mut packed_a);
+                let rhs = self.rhs.matrix(b_ptr, n, &mut packed_b);
+                match &self.dst {
+                    Destination::Strided(rs, cs) => {
+                        let dst = Matrix::strided(c_ptr, *rs, *cs);
+                        product(
+                            m,
+                            n,
+                            k,
+                            dst,
+                            !self.overwrite,
+                            lhs,
+                            rhs,
+                            kernels.split(threads),
+                        );
+                    }
+                    Destination::Scattered(rows, columns) => {
+                        let mut packed = vec![T::ZERO; m * n];
+                        let dst = Matrix::row_major(packed.as_mut_ptr(), n);
+                        product(m, n, k, dst, false, lhs, rhs, kernels.split(threads));
+                        for (i, row) in rows.iter().enumerate() {
+                            for (j, column) in columns.iter().enumerate() {
+                                let cell = c_ptr.offset((row + column) as isize);
+                                *cell = (*cell).add(packed[i * n + j]);
+                            }
                         }
                     }
                 }
             }
-        }
-    };
-    if batches.len() >= 2 * threads {
-        use rayon::prelude::*;
-        batches
-            .par_iter()
-            .for_each(|offsets| one_product(*offsets, 1));
-    } else {
-        for offsets in batches {
-            one_product(offsets, threads);
+        };
+        if self.batches.len() >= 2 * threads {
+            use rayon::prelude::*;
+            self.batches
+                .par_iter()
+                .for_each(|offsets| one_product(*offsets, 1));
+        } else {
+            for offsets in &self.batches {
+                one_product(*offsets, threads);
+            }
         }
     }
 }
@@ -1063,6 +1221,7 @@ fn contiguous_dot<T: Element>(a: &[T], b: &[T]) -> T {
 
 /// One side (rows or columns) of an operand our f32 kernels read where it lies: a stride, or,
 /// where the side's loops do not merge, the offset of each of its positions.
+#[derive(Debug)]
 struct Side {
     stride: isize,
     table: Option<Vec<i64>>,

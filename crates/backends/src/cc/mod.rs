@@ -278,14 +278,19 @@ impl Compiler {
                     };
                     Loaded::Kernel(function, kernel)
                 }
-                Step::Gemm(plan) => Loaded::Gemm(plan, gemm::Widened::default()),
+                Step::Gemm(plan) => Loaded::Gemm(Box::new(gemm::Prepared::new(
+                    &plan,
+                    routine,
+                    &generated.buffers,
+                    &generated.statics,
+                    &native,
+                ))),
             });
         }
         Ok(CompiledRoutine {
             _library: Arc::clone(library),
             _products_library: products_library,
             native,
-            has_products: steps.iter().any(|step| matches!(step, Loaded::Gemm(..))),
             splits: splits(&steps),
             steps,
             routine: routine.clone(),
@@ -454,8 +459,8 @@ type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 #[derive(Debug)]
 enum Loaded {
     Kernel(KernelFn, Kernel),
-    /// A product, with the copy of its widened operand kept between runs.
-    Gemm(rcannl_ir::GemmPlan, gemm::Widened),
+    /// A matrix product.
+    Gemm(Box<gemm::Prepared>),
 }
 
 impl Loaded {
@@ -467,10 +472,7 @@ impl Loaded {
                 .parallel
                 .unwrap_or(1)
                 .saturating_mul(kernel.work_per_iteration),
-            Loaded::Gemm(plan, _) => [&plan.batch, &plan.m, &plan.n, &plan.k]
-                .into_iter()
-                .flatten()
-                .fold(1usize, |total, (_, range)| total.saturating_mul(*range)),
+            Loaded::Gemm(product) => product.work(),
         }
     }
 }
@@ -502,8 +504,6 @@ pub struct CompiledRoutine {
     _products_library: Option<Arc<libloading::Library>>,
     native: gemm::Native,
     steps: Vec<Loaded>,
-    /// Whether some step is a matrix product (which reads static indices by name).
-    has_products: bool,
     /// Whether runs split work across threads ([`splits`]).
     splits: bool,
     routine: Routine,
@@ -594,36 +594,14 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let statics = &static_values;
-        let named: HashMap<Symbol, i64> = if self.has_products {
-            self.statics
-                .iter()
-                .copied()
-                .zip(static_values.iter().copied())
-                .collect()
-        } else {
-            HashMap::new()
-        };
         let run_steps = |threads: usize| {
             for step in &self.steps {
                 let (function, kernel) = match step {
                     Loaded::Kernel(function, kernel) => (function, kernel),
-                    Loaded::Gemm(plan, widened) => {
-                        let position = |id| self.buffers.iter().position(|b| *b == id);
-                        let base =
-                            |id| pointers.0[position(id).expect("a product's nodes have buffers")];
+                    Loaded::Gemm(product) => {
                         // SAFETY: the buffers match the routine's nodes (checked above) and the
                         // product's accesses were checked against them when generating.
-                        unsafe {
-                            gemm::run(
-                                plan,
-                                &self.routine,
-                                base,
-                                &named,
-                                threads,
-                                self.native,
-                                widened,
-                            )
-                        };
+                        unsafe { product.run(pointers.0, statics, threads, self.native) };
                         continue;
                     }
                 };
