@@ -179,7 +179,7 @@ fn shape(dims: &[usize]) -> (String, usize) {
 #[test]
 fn plain_products_of_odd_sizes() {
     let Some(gpu) = gpu() else { return };
-    // Products of fewer than 2^15 multiply-adds stay loops (1×1×1, 3×5×7); the others cover a
+    // Products of fewer than 2^12 multiply-adds stay loops (1×1×1, 3×5×7); the others cover a
     // single cell of C, one partial tile each way, tiles that fit exactly, and thin shapes.
     let sizes = [
         (1, 1, 1, false),

@@ -19,7 +19,7 @@ use std::any::TypeId;
 use std::collections::HashMap;
 
 use half::f16;
-use rcannl_ir::optimize::gemm::{MIN_GEMM_WORK, flat_coefficients};
+use rcannl_ir::optimize::gemm::flat_coefficients;
 use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
 
 use super::Target;
@@ -229,6 +229,10 @@ unsafe impl Send for Base {}
 // SAFETY: as above.
 unsafe impl Sync for Base {}
 
+/// The fewest multiply-adds each product keeps when a result's outer loops are moved among the
+/// batch loops to make it nest: fewer, larger products and one scatter beat many tiny ones.
+const MIN_BATCHED_WORK: usize = 1 << 15;
+
 /// Where an operand starts: a constant offset, plus each static index's value (by its position
 /// among the routine's static indices) times its coefficient.
 #[derive(Debug)]
@@ -403,7 +407,7 @@ impl Prepared {
             };
             let outermost = group.1[0].0;
             let smaller = size(&rows) * size(&columns) * k / group.1[0].1;
-            if group.1.len() < 2 || smaller < MIN_GEMM_WORK {
+            if group.1.len() < 2 || smaller < MIN_BATCHED_WORK {
                 break (rows, columns);
             }
             group.0.retain(|(var, _)| *var != outermost);

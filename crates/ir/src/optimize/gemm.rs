@@ -18,8 +18,10 @@ use crate::ops::Binop;
 use crate::precision::Precision;
 use crate::routine::Routine;
 
-/// Below this many multiply-adds per batch element a product stays loops.
-pub const MIN_GEMM_WORK: usize = 1 << 15;
+/// Below this many multiply-adds per batch element a product stays loops. Above it a blocked
+/// kernel wins even on small matrices (a 32×16 by 16×16 product, say): generated loops reduce a
+/// short sum by adding its vector's lanes one after another, once per result cell.
+pub const MIN_GEMM_WORK: usize = 1 << 12;
 
 /// `routine` with its matrix-product nests recognized.
 pub fn extract_gemms(routine: &Routine) -> Routine {
