@@ -17,12 +17,13 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use half::f16;
 use rcannl_ir::optimize::gemm::flat_coefficients;
 use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
 
-use super::Target;
+use super::{Target, pool};
 
 /// One operand as the product sees it: the flat offset's coefficient per loop, its constant, and
 /// the coefficient of each static index it reads.
@@ -564,10 +565,12 @@ impl Prepared {
             }
         };
         if self.batches.len() >= 2 * threads {
-            use rayon::prelude::*;
-            self.batches
-                .par_iter()
-                .for_each(|offsets| one_product(*offsets, 1));
+            let batches = self.batches.len();
+            pool::for_each_part(threads, &|part| {
+                for offsets in &self.batches[pool::stretch(batches, threads, part)] {
+                    one_product(*offsets, 1);
+                }
+            });
         } else {
             for offsets in &self.batches {
                 one_product(*offsets, threads);
@@ -587,7 +590,7 @@ fn widened_dims(dims: &[usize], margins: &[(usize, usize)]) -> Vec<usize> {
 /// Where a product keeps the copy of its operand widened by zero margins, between runs: its
 /// margins are written once, when it is made.
 #[derive(Debug, Default)]
-pub(crate) struct Widened(std::sync::Mutex<Vec<u64>>);
+pub(crate) struct Widened(Mutex<Vec<u64>>);
 
 /// Copies the buffer of `dims` at `start` inside `margins` of zeros around its axes, into
 /// `copy` (made the size of the widened buffer, zeroed, if it is not yet): the copy's start.
@@ -999,18 +1002,15 @@ unsafe fn product<T: Element>(
         run(m, n, dst, lhs, rhs);
         return;
     }
-    rayon::scope(|scope| {
-        for part in 0..split {
-            let run = &run;
-            if m >= n {
-                let (from, to) = (m * part / split, m * (part + 1) / split);
-                let (dst, lhs) = (dst.at(from, 0), lhs.at(from, 0));
-                scope.spawn(move |_| run(to - from, n, dst, lhs, rhs));
-            } else {
-                let (from, to) = (n * part / split, n * (part + 1) / split);
-                let (dst, rhs) = (dst.at(0, from), rhs.at(0, from));
-                scope.spawn(move |_| run(m, to - from, dst, lhs, rhs));
-            }
+    pool::for_each_part(split, &|part| {
+        if m >= n {
+            let rows = pool::stretch(m, split, part);
+            let (dst, lhs) = (dst.at(rows.start, 0), lhs.at(rows.start, 0));
+            run(rows.len(), n, dst, lhs, rhs);
+        } else {
+            let columns = pool::stretch(n, split, part);
+            let (dst, rhs) = (dst.at(0, columns.start), rhs.at(0, columns.start));
+            run(m, columns.len(), dst, lhs, rhs);
         }
     });
 }
@@ -1064,13 +1064,17 @@ unsafe fn skinny<T: Element>(
             // SAFETY: `from + len <= k`, inside both operands.
             unsafe { dot(len, matrix.at(0, from), x.at(from, 0), kernels.native) }
         };
-        let sums: Vec<T> = if blocks > 1 && threads > 1 {
-            use rayon::prelude::*;
-            (0..blocks).into_par_iter().map(partial).collect()
-        } else {
-            (0..blocks).map(partial).collect()
-        };
-        store(0, sums.into_iter().fold(T::ZERO, T::add));
+        let sums: Vec<Mutex<T>> = (0..blocks).map(|_| Mutex::new(T::ZERO)).collect();
+        let parts = threads.min(blocks);
+        pool::for_each_part(parts, &|part| {
+            for block in pool::stretch(blocks, parts, part) {
+                *sums[block].lock().unwrap_or_else(|e| e.into_inner()) = partial(block);
+            }
+        });
+        let sums = sums
+            .into_iter()
+            .map(|sum| sum.into_inner().unwrap_or_else(|e| e.into_inner()));
+        store(0, sums.fold(T::ZERO, T::add));
         return;
     }
     let columns_first = matrix.rs == 1 && matrix.cs != 1;
@@ -1110,11 +1114,9 @@ unsafe fn skinny<T: Element>(
         stretch(0, rows);
         return;
     }
-    rayon::scope(|scope| {
-        for part in 0..split {
-            let stretch = &stretch;
-            scope.spawn(move |_| stretch(rows * part / split, rows * (part + 1) / split));
-        }
+    pool::for_each_part(split, &|part| {
+        let rows = pool::stretch(rows, split, part);
+        stretch(rows.start, rows.end);
     });
 }
 

@@ -531,6 +531,14 @@ fn same_buffer_dims(a: &rcannl_ir::TensorNode, b: &rcannl_ir::TensorNode) -> boo
 #[derive(Clone, Copy)]
 struct Pointers<'a>(&'a [*mut u8]);
 
+impl Pointers<'_> {
+    /// The first pointer (a method, so that closures capture the whole `Pointers`, which
+    /// crosses into other threads, not its field, which does not).
+    fn start(self) -> *const *mut u8 {
+        self.0.as_ptr()
+    }
+}
+
 // SAFETY: the kernels running at once write disjoint cells (`codegen::splittable`) and only read
 // what no other iteration writes.
 unsafe impl Send for Pointers<'_> {}
@@ -612,52 +620,33 @@ impl CompiledRoutine {
                             && range.saturating_mul(kernel.work_per_iteration) >= PARALLEL_WORK =>
                     {
                         let chunks = threads.min(range);
-                        let run_chunk = move |chunk: usize| {
-                            let pointers = pointers;
-                            let (begin, end) =
-                                (range * chunk / chunks, range * (chunk + 1) / chunks);
+                        let run_chunk = |chunk: usize| {
+                            let part = pool::stretch(range, chunks, chunk);
                             // SAFETY: the buffers match the routine's nodes (checked above),
                             // every index was checked against them when generating, and the
                             // chunks write disjoint cells.
                             unsafe {
                                 function(
-                                    pointers.0.as_ptr(),
+                                    pointers.start(),
                                     statics.as_ptr(),
-                                    begin as i64,
-                                    end as i64,
+                                    part.start as i64,
+                                    part.end as i64,
                                 );
                             }
                         };
-                        // The first chunk runs here while the others are taken by the pool.
-                        rayon::scope(|scope| {
-                            for chunk in 1..chunks {
-                                scope.spawn(move |_| run_chunk(chunk));
-                            }
-                            run_chunk(0);
-                        });
+                        pool::for_each_part(chunks, &run_chunk);
                     }
                     _ => {
                         let end = kernel.parallel.unwrap_or(1);
                         // SAFETY: as above, on one thread.
-                        unsafe { function(pointers.0.as_ptr(), statics.as_ptr(), 0, end as i64) };
+                        unsafe { function(pointers.start(), statics.as_ptr(), 0, end as i64) };
                     }
                 }
             }
         };
-        // The steps run on a thread of the pool, so that a split kernel's parts are handed to
-        // the other threads from there (they stay awake between the steps of one run) instead of
-        // each being sent over from outside; and so that every split, ours and the matrix
-        // products', lands on our pool, never on rayon's global one. Routines too small to split
-        // run here, on one thread, and start no pool.
-        let pool = if threads > 1 && self.splits {
-            pool::kernel_pool()
-        } else {
-            None
-        };
-        match pool {
-            Some(pool) => pool.install(|| run_steps(threads)),
-            None => run_steps(1),
-        }
+        // Routines too small to split run on one thread and leave the team asleep.
+        let threads = if self.splits { threads } else { 1 };
+        pool::with_team(threads, run_steps);
         Ok(())
     }
 
