@@ -545,8 +545,10 @@ unsafe impl Send for Pointers<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Pointers<'_> {}
 
-/// Below this much work a kernel runs on one thread: splitting costs more than it saves.
-const PARALLEL_WORK: usize = 1 << 15;
+/// Below this much work a kernel runs on one thread: splitting costs more than it saves. A split
+/// costs well under a microsecond (the team's helpers spin while a routine runs), which a
+/// kernel of a few thousand cells already earns back.
+const PARALLEL_WORK: usize = 1 << 12;
 
 /// Below this much work in all, a routine runs on one thread.
 const ROUTINE_PARALLEL_WORK: usize = 1 << 22;

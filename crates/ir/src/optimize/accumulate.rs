@@ -135,16 +135,23 @@ fn strided_reduction(
     let (innermost, _) = *reductions.last()?;
     // Worth it when no operand reads the reduction contiguously, and the kept loop reads each
     // with a smaller stride (or none) than the reduction does.
+    // The operands are read by the stored value and by the locals computed before it.
     let mut worth = true;
-    nest.value.for_each_get(&mut |node, index| {
-        if node != nest.node {
-            let reduced = stride_of(index, node, innermost)
-                .unwrap_or(0)
-                .unsigned_abs();
-            let kept = stride_of(index, node, unit.0).unwrap_or(0).unsigned_abs();
-            worth &= reduced != 1 && kept < reduced;
-        }
-    });
+    let mut check = |scalar: &Scalar| {
+        scalar.for_each_get(&mut |node, index| {
+            if node != nest.node {
+                let reduced = stride_of(index, node, innermost)
+                    .unwrap_or(0)
+                    .unsigned_abs();
+                let kept = stride_of(index, node, unit.0).unwrap_or(0).unsigned_abs();
+                worth &= reduced != 1 && kept < reduced;
+            }
+        });
+    };
+    for stmt in nest.pre {
+        stmt.walk(&mut |s| s.values().into_iter().for_each(&mut check));
+    }
+    check(nest.value);
     if !worth {
         return None;
     }
@@ -190,7 +197,7 @@ fn wrap(loops: &[Loop], body: Vec<Stmt>) -> Vec<Stmt> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loops::Index;
+    use crate::loops::{Index, LocalId};
     use crate::node::{NodeId, TensorNode};
     use crate::ops::Binop;
     use crate::precision::Precision;
@@ -358,6 +365,53 @@ mod tests {
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
              v0 := max(v0, n0[l0, l1, l1])\n  }\n  n1[l0] := v0\n}\n"
+        );
+    }
+
+    #[test]
+    fn operands_read_by_locals_before_the_store_count_too() {
+        // Row sums of squares, the square computed in a local: the reduction reads its row
+        // consecutively, so it runs innermost into a local, whatever loop order the nest came in.
+        let square = Scalar::Binop(
+            Binop::Mul,
+            Box::new(Scalar::Local(LocalId(0))),
+            Box::new(Scalar::Local(LocalId(0))),
+        );
+        let body = wrap(
+            &[(LoopVar(1), 3), (LoopVar(0), 2)],
+            vec![
+                Stmt::Local {
+                    id: LocalId(0),
+                    precision: Precision::F32,
+                    value: Scalar::Get(NodeId(0), vec![at(0), at(1)]),
+                },
+                Stmt::Set {
+                    node: NodeId(1),
+                    index: vec![at(0)],
+                    value: Scalar::Binop(
+                        Binop::Add,
+                        Box::new(Scalar::Get(NodeId(1), vec![at(0)])),
+                        Box::new(square),
+                    ),
+                },
+            ],
+        );
+        let routine = Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", Precision::F32, &[2, 3]),
+                TensorNode::new(1, "s", Precision::F32, &[2]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body,
+        };
+        assert_eq!(
+            shown(&local_accumulators(&routine)),
+            "for l0 in 0..2 {\n  local v1: f32 := n1[l0]\n  for l1 in 0..3 {\n    \
+             local v0: f32 := n0[l0, l1]\n    v1 := (v1 + (v0 * v0))\n  }\n  n1[l0] := v1\n}\n"
         );
     }
 }
