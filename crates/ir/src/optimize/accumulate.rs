@@ -134,9 +134,10 @@ fn strided_reduction(
         .find(|(var, _)| stride_of(nest.index, nest.node, *var) == Some(1))?;
     let (innermost, _) = *reductions.last()?;
     // Worth it when no operand reads the reduction contiguously, and the kept loop reads each
-    // with a smaller stride (or none) than the reduction does.
-    // The operands are read by the stored value and by the locals computed before it.
-    let mut worth = true;
+    // with a smaller stride (or none) than the reduction does; an operand the reduction does not
+    // move (a bias) with stride 1 or none. Some operand must be strided along the reduction.
+    // The operands are those of the stored value and of the locals computed before it.
+    let (mut worth, mut strided) = (true, false);
     let mut check = |scalar: &Scalar| {
         scalar.for_each_get(&mut |node, index| {
             if node != nest.node {
@@ -144,7 +145,12 @@ fn strided_reduction(
                     .unwrap_or(0)
                     .unsigned_abs();
                 let kept = stride_of(index, node, unit.0).unwrap_or(0).unsigned_abs();
-                worth &= reduced != 1 && kept < reduced;
+                worth &= match reduced {
+                    0 => kept <= 1,
+                    1 => false,
+                    _ => kept < reduced,
+                };
+                strided |= reduced > 1;
             }
         });
     };
@@ -152,7 +158,7 @@ fn strided_reduction(
         stmt.walk(&mut |s| s.values().into_iter().for_each(&mut check));
     }
     check(nest.value);
-    if !worth {
+    if !(worth && strided) {
         return None;
     }
     let others = outer.iter().filter(|(var, _)| *var != unit.0);
@@ -412,6 +418,46 @@ mod tests {
             shown(&local_accumulators(&routine)),
             "for l0 in 0..2 {\n  local v1: f32 := n1[l0]\n  for l1 in 0..3 {\n    \
              local v0: f32 := n0[l0, l1]\n    v1 := (v1 + (v0 * v0))\n  }\n  n1[l0] := v1\n}\n"
+        );
+    }
+
+    #[test]
+    fn an_operand_the_reduction_does_not_move_leaves_a_strided_reduction_in_place() {
+        // Column sums of x + bias (a bias gradient's shape): the bias moves with the kept loop
+        // only, so the kept loop still goes innermost.
+        let body = wrap(
+            &[(LoopVar(0), 2), (LoopVar(1), 3)],
+            vec![Stmt::Set {
+                node: NodeId(1),
+                index: vec![at(0)],
+                value: Scalar::Binop(
+                    Binop::Add,
+                    Box::new(Scalar::Get(NodeId(1), vec![at(0)])),
+                    Box::new(Scalar::Binop(
+                        Binop::Add,
+                        Box::new(Scalar::Get(NodeId(0), vec![at(1), at(0)])),
+                        Box::new(Scalar::Get(NodeId(2), vec![at(0)])),
+                    )),
+                ),
+            }],
+        );
+        let routine = Routine {
+            name: "r".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", Precision::F32, &[3, 2]),
+                TensorNode::new(1, "s", Precision::F32, &[2]),
+                TensorNode::new(2, "bias", Precision::F32, &[2]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body,
+        };
+        assert_eq!(
+            shown(&local_accumulators(&routine)),
+            "for l1 in 0..3 {\n  for l0 in 0..2 {\n    \
+             n1[l0] := (n1[l0] + (n0[l1, l0] + n2[l0]))\n  }\n}\n"
         );
     }
 }
