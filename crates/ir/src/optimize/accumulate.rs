@@ -11,8 +11,9 @@
 //! may round differently. The local has the node's precision, so every step rounds as the store
 //! did.
 //!
-//! Not when the innermost reduction loop would read every operand with a stride while a kept loop
-//! stores consecutive cells (a sum over a middle axis): that loop then runs innermost instead,
+//! Not when the innermost reduction loop would read an operand with a stride while a kept loop
+//! stores consecutive cells and reads the operands it moves with smaller strides (a sum over a
+//! middle axis, a bias's gradient summed over the rows): that loop then runs innermost instead,
 //! the nest accumulating in place, and vector units add neighbouring cells' terms at once; when
 //! the cells stored fit in 8 KiB, the reduction loops run outermost, so that consecutive stores
 //! go to different cells.
@@ -133,9 +134,10 @@ fn strided_reduction(
         .iter()
         .find(|(var, _)| stride_of(nest.index, nest.node, *var) == Some(1))?;
     let (innermost, _) = *reductions.last()?;
-    // Worth it when no operand reads the reduction contiguously, and the kept loop reads each
-    // with a smaller stride (or none) than the reduction does; an operand the reduction does not
-    // move (a bias) with stride 1 or none. Some operand must be strided along the reduction.
+    // Worth it when every operand the kept loop moves reads the reduction with a stride larger
+    // than the kept loop's (it then reads it consecutively), or (a bias) not at all and the kept
+    // loop with stride 1; one the kept loop does not move is a scalar to its vectors. Some
+    // operand must be strided along the reduction.
     // The operands are those of the stored value and of the locals computed before it.
     let (mut worth, mut strided) = (true, false);
     let mut check = |scalar: &Scalar| {
@@ -145,9 +147,10 @@ fn strided_reduction(
                     .unwrap_or(0)
                     .unsigned_abs();
                 let kept = stride_of(index, node, unit.0).unwrap_or(0).unsigned_abs();
-                worth &= match reduced {
-                    0 => kept <= 1,
-                    1 => false,
+                worth &= match (kept, reduced) {
+                    (0, _) => true,
+                    (_, 0) => kept <= 1,
+                    (_, 1) => false,
                     _ => kept < reduced,
                 };
                 strided |= reduced > 1;
@@ -422,9 +425,10 @@ mod tests {
     }
 
     #[test]
-    fn an_operand_the_reduction_does_not_move_leaves_a_strided_reduction_in_place() {
-        // Column sums of x + bias (a bias gradient's shape): the bias moves with the kept loop
-        // only, so the kept loop still goes innermost.
+    fn operands_moved_by_one_loop_only_leave_a_strided_reduction_in_place() {
+        // Column sums of (x + bias)·scale (a bias gradient's shape, scaled per row like a
+        // normalization): the bias moves with the kept loop only, the scale with the reduction
+        // only, a scalar to the kept loop's vectors; so the kept loop still goes innermost.
         let body = wrap(
             &[(LoopVar(0), 2), (LoopVar(1), 3)],
             vec![Stmt::Set {
@@ -434,9 +438,13 @@ mod tests {
                     Binop::Add,
                     Box::new(Scalar::Get(NodeId(1), vec![at(0)])),
                     Box::new(Scalar::Binop(
-                        Binop::Add,
-                        Box::new(Scalar::Get(NodeId(0), vec![at(1), at(0)])),
-                        Box::new(Scalar::Get(NodeId(2), vec![at(0)])),
+                        Binop::Mul,
+                        Box::new(Scalar::Binop(
+                            Binop::Add,
+                            Box::new(Scalar::Get(NodeId(0), vec![at(1), at(0)])),
+                            Box::new(Scalar::Get(NodeId(2), vec![at(0)])),
+                        )),
+                        Box::new(Scalar::Get(NodeId(3), vec![at(1)])),
                     )),
                 ),
             }],
@@ -447,6 +455,7 @@ mod tests {
                 TensorNode::new(0, "x", Precision::F32, &[3, 2]),
                 TensorNode::new(1, "s", Precision::F32, &[2]),
                 TensorNode::new(2, "bias", Precision::F32, &[2]),
+                TensorNode::new(3, "scale", Precision::F32, &[3]),
             ]
             .into_iter()
             .map(|n| (n.id, n))
@@ -457,7 +466,7 @@ mod tests {
         assert_eq!(
             shown(&local_accumulators(&routine)),
             "for l1 in 0..3 {\n  for l0 in 0..2 {\n    \
-             n1[l0] := (n1[l0] + (n0[l1, l0] + n2[l0]))\n  }\n}\n"
+             n1[l0] := (n1[l0] + ((n0[l1, l0] + n2[l0]) * n3[l1]))\n  }\n}\n"
         );
     }
 }
