@@ -517,8 +517,10 @@ for l1 in 0..3 {
 }
 
 #[test]
-fn a_reduction_in_the_middle_moves_innermost() {
-    // c[i, j] =:+ a[i, k] * b[k, j] over the product space [i, k, j].
+fn a_small_product_accumulates_in_place_along_its_rows() {
+    // c[i, j] =:+ a[i, k] * b[k, j] over the product space [i, k, j]: summed over k innermost,
+    // b would be read down its columns; instead each row of c gains a[i, k] times a row of b,
+    // k outermost (c is small), every cell still summing its terms in order.
     let sizes = (2, 3, 4);
     let before = lowered(
         vec![matmul(2, sizes, [0, 1, 2])],
@@ -549,13 +551,12 @@ routine r():
   n0 't0': f64 [2, 3]
   n1 't1': f64 [3, 4]
   n2 't2': f64 [2, 4]
-for l0 in 0..2 {
-  for l2 in 0..4 {
-    local v0: f64 := 0
-    for l1 in 0..3 {
-      v0 := (v0 + (n0[l0, l1] * n1[l1, l2]))
+fill n2 with 0
+for l1 in 0..3 {
+  for l0 in 0..2 {
+    for l2 in 0..4 {
+      n2[l0, l2] := (n2[l0, l2] + (n0[l0, l1] * n1[l1, l2]))
     }
-    n2[l0, l2] := v0
   }
 }
 ",
