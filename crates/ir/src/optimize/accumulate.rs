@@ -377,6 +377,16 @@ mod tests {
         );
     }
 
+    /// A routine of `nodes` running `body`.
+    fn routine_of(nodes: Vec<TensorNode>, body: Vec<Stmt>) -> Routine {
+        Routine {
+            name: "r".to_owned(),
+            nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
+            statics: Default::default(),
+            body,
+        }
+    }
+
     #[test]
     fn operands_read_by_locals_before_the_store_count_too() {
         // Row sums of squares, the square computed in a local: the reduction reads its row
@@ -405,18 +415,13 @@ mod tests {
                 },
             ],
         );
-        let routine = Routine {
-            name: "r".to_owned(),
-            nodes: [
+        let routine = routine_of(
+            vec![
                 TensorNode::new(0, "x", Precision::F32, &[2, 3]),
                 TensorNode::new(1, "s", Precision::F32, &[2]),
-            ]
-            .into_iter()
-            .map(|n| (n.id, n))
-            .collect(),
-            statics: Default::default(),
+            ],
             body,
-        };
+        );
         assert_eq!(
             shown(&local_accumulators(&routine)),
             "for l0 in 0..2 {\n  local v1: f32 := n1[l0]\n  for l1 in 0..3 {\n    \
@@ -449,20 +454,15 @@ mod tests {
                 ),
             }],
         );
-        let routine = Routine {
-            name: "r".to_owned(),
-            nodes: [
+        let routine = routine_of(
+            vec![
                 TensorNode::new(0, "x", Precision::F32, &[3, 2]),
                 TensorNode::new(1, "s", Precision::F32, &[2]),
                 TensorNode::new(2, "bias", Precision::F32, &[2]),
                 TensorNode::new(3, "scale", Precision::F32, &[3]),
-            ]
-            .into_iter()
-            .map(|n| (n.id, n))
-            .collect(),
-            statics: Default::default(),
+            ],
             body,
-        };
+        );
         assert_eq!(
             shown(&local_accumulators(&routine)),
             "for l1 in 0..3 {\n  for l0 in 0..2 {\n    \
