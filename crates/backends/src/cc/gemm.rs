@@ -424,10 +424,9 @@ impl Prepared {
             (Some((rs, _)), Some((cs, _))) => Destination::Strided(rs, cs),
             _ => Destination::Scattered(c.offsets(&rows), c.offsets(&columns)),
         };
-        // A result the products write in place, every cell once, is overwritten by them: a fill
-        // first would only cost a pass over memory.
-        let overwritten = matches!(dst, Destination::Strided(..))
-            && c.covers(&[&plan.batch[..], &plan.m, &plan.n].concat(), len);
+        // A result the products write, in place or scattered, every cell once, is overwritten by
+        // them: a fill first would only cost a pass over memory.
+        let overwritten = c.covers(&[&plan.batch[..], &plan.m, &plan.n].concat(), len);
         // Our f32 kernels read an operand whose loops do not merge where it lies, through
         // tables of its rows' and columns' offsets, so that no packed copy of it is made.
         let gathers = m > 1 && n > 1 && precision == Precision::F32 && native.sgemm.is_some();
@@ -554,10 +553,14 @@ impl Prepared {
                         let mut packed = vec![T::ZERO; m * n];
                         let dst = Matrix::row_major(packed.as_mut_ptr(), n);
                         product(m, n, k, dst, false, lhs, rhs, kernels.split(threads));
+                        // Without a fill first (every cell is written once), the sums are
+                        // stored; otherwise added.
+                        let store = self.overwrite && !self.fill_first;
                         for (i, row) in rows.iter().enumerate() {
-                            for (j, column) in columns.iter().enumerate() {
+                            let sums = &packed[i * n..(i + 1) * n];
+                            for (column, sum) in columns.iter().zip(sums) {
                                 let cell = c_ptr.offset((row + column) as isize);
-                                *cell = (*cell).add(packed[i * n + j]);
+                                *cell = if store { *sum } else { (*cell).add(*sum) };
                             }
                         }
                     }
