@@ -349,6 +349,8 @@ pub(crate) struct Prepared {
     /// The offsets in `c`, `a` and `b` of every product of the batch.
     batches: Vec<[i64; 3]>,
     widened: Widened,
+    /// The kernels the layouts were chosen for.
+    native: Native,
 }
 
 impl Prepared {
@@ -456,6 +458,7 @@ impl Prepared {
             dst,
             batches,
             widened: Widened::default(),
+            native: *native,
         }
     }
 
@@ -470,14 +473,11 @@ impl Prepared {
     /// # Safety
     /// The buffers must have the dims and precision the routine gives their nodes, and the
     /// plan's indices must stay inside them (the code generator checks this).
-    pub(crate) unsafe fn run(
-        &self,
-        pointers: &[*mut u8],
-        statics: &[i64],
-        threads: usize,
-        native: Native,
-    ) {
-        let kernels = Kernels { native, threads };
+    pub(crate) unsafe fn run(&self, pointers: &[*mut u8], statics: &[i64], threads: usize) {
+        let kernels = Kernels {
+            native: self.native,
+            threads,
+        };
         let bases = self.buffers.map(|position| Base(pointers[position]));
         // SAFETY: passed on from the caller.
         unsafe {

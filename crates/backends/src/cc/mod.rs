@@ -478,7 +478,7 @@ impl Loaded {
 }
 
 /// Whether a routine of `steps` splits its work across threads: some step has enough work to be
-/// split (a hop into the pool costs more than a small routine's whole run), and all of them
+/// split (waking the team costs more than a small routine's whole run), and all of them
 /// together enough that the threads' wake-ups and hand-offs between the many short steps of a
 /// small model's training step cost less than they save.
 fn splits(steps: &[Loaded]) -> bool {
@@ -611,7 +611,7 @@ impl CompiledRoutine {
                     Loaded::Gemm(product) => {
                         // SAFETY: the buffers match the routine's nodes (checked above) and the
                         // product's accesses were checked against them when generating.
-                        unsafe { product.run(pointers.0, statics, threads, self.native) };
+                        unsafe { product.run(pointers.0, statics, threads) };
                         continue;
                     }
                 };

@@ -69,9 +69,10 @@ struct Team {
     /// Whether a part panicked (the leader panics in turn, once all parts are done).
     panicked: AtomicBool,
     /// Whether helpers should spin for work (a routine's run is under way) rather than sleep.
-    awake: Mutex<bool>,
-    /// `awake`, readable without the lock while spinning.
-    awake_flag: AtomicBool,
+    awake: AtomicBool,
+    /// Where sleeping helpers wait to be woken: `awake` is set under this lock, so that none
+    /// misses the wake-up between checking it and going to sleep.
+    sleeping: Mutex<()>,
     wake: Condvar,
     /// Held by the thread leading the team: one routine's run at a time.
     lead: Mutex<()>,
@@ -101,8 +102,8 @@ fn team() -> Option<&'static Team> {
             job: Mutex::new(None),
             finished: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
-            awake: Mutex::new(false),
-            awake_flag: AtomicBool::new(false),
+            awake: AtomicBool::new(false),
+            sleeping: Mutex::new(()),
             wake: Condvar::new(),
             lead: Mutex::new(()),
         }));
@@ -132,7 +133,7 @@ fn help(team: &'static Team, index: usize) {
             if split != seen {
                 break split;
             }
-            if team.awake_flag.load(Ordering::Relaxed) {
+            if team.awake.load(Ordering::Relaxed) {
                 idle_since = None;
             } else {
                 // Checking the clock costs more than a spin: only now and then.
@@ -140,11 +141,12 @@ fn help(team: &'static Team, index: usize) {
                 if spins % 64 == 0 {
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if since.elapsed() >= GRACE {
-                        let awake = team.awake.lock().unwrap_or_else(|e| e.into_inner());
-                        let _awake = team
+                        let sleeping = team.sleeping.lock().unwrap_or_else(|e| e.into_inner());
+                        let _sleeping = team
                             .wake
-                            .wait_while(awake, |awake| {
-                                !*awake && team.split.load(Ordering::Acquire) == seen
+                            .wait_while(sleeping, |_| {
+                                !team.awake.load(Ordering::Relaxed)
+                                    && team.split.load(Ordering::Acquire) == seen
                             })
                             .unwrap_or_else(|e| e.into_inner());
                         idle_since = None;
@@ -176,9 +178,12 @@ fn help(team: &'static Team, index: usize) {
 /// `threads` (counting the calling thread), or 1 where there is no team or another thread's run
 /// leads it now (that run keeps it; this one runs alone, to the same results).
 pub(crate) fn with_team<R>(threads: usize, body: impl FnOnce(usize) -> R) -> R {
-    let team = match team() {
-        Some(team) if threads > 1 && !IN_PART.get() => team,
-        _ => return body(1),
+    // A run that cannot split starts no helpers.
+    if threads <= 1 || IN_PART.get() {
+        return body(1);
+    }
+    let Some(team) = team() else {
+        return body(1);
     };
     let _lead = match team.lead.try_lock() {
         Ok(lead) => lead,
@@ -186,9 +191,8 @@ pub(crate) fn with_team<R>(threads: usize, body: impl FnOnce(usize) -> R) -> R {
         Err(TryLockError::WouldBlock) => return body(1),
     };
     {
-        let mut awake = team.awake.lock().unwrap_or_else(|e| e.into_inner());
-        *awake = true;
-        team.awake_flag.store(true, Ordering::Relaxed);
+        let _sleeping = team.sleeping.lock().unwrap_or_else(|e| e.into_inner());
+        team.awake.store(true, Ordering::Relaxed);
         team.wake.notify_all();
     }
     // The team goes back to sleep even if `body` panics.
@@ -196,9 +200,7 @@ pub(crate) fn with_team<R>(threads: usize, body: impl FnOnce(usize) -> R) -> R {
     impl Drop for Asleep<'_> {
         fn drop(&mut self) {
             LEADING.set(false);
-            let mut awake = self.0.awake.lock().unwrap_or_else(|e| e.into_inner());
-            *awake = false;
-            self.0.awake_flag.store(false, Ordering::Relaxed);
+            self.0.awake.store(false, Ordering::Relaxed);
         }
     }
     let _asleep = Asleep(team);
@@ -218,8 +220,8 @@ thread_local! {
 /// # Panics
 /// If a part panics (once every part has finished).
 pub(crate) fn for_each_part(parts: usize, part: &(dyn Fn(usize) + Sync)) {
-    let team = team().filter(|_| LEADING.get() && !IN_PART.get() && parts > 1);
-    let Some(team) = team else {
+    let leading = LEADING.get() && !IN_PART.get() && parts > 1;
+    let Some(team) = (if leading { team() } else { None }) else {
         (0..parts).for_each(part);
         return;
     };
