@@ -1435,6 +1435,7 @@ mod tests {
             (1, 20, 3),
             (20, 1, 3),
             (7, 17, 385),
+            (9, 45, 7),
         ] {
             for layout in 0..8 {
                 let [a_t, b_t, c_t] = [1, 2, 4].map(|bit| layout & bit != 0);

@@ -191,6 +191,22 @@ static void pack_a(int64_t mr, int64_t mc, int64_t kc, const operand *a, int64_t
 /* Rows p0..p0+kc and columns j0..j0+nc of B, in panels of nr columns: out[p * nr + j]. */
 static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t p0,
                    int64_t j0, float *out) {
+  if (!b->rows && !b->cols && b->cs == 1) {
+    /* A row-major B goes row by row, each row read once straight through and its cells copied
+       into row p of every panel. Panel by panel, the reads would step a whole row of B at a
+       time, each on another page, where no prefetcher follows them. */
+    int64_t full = nc - nc % nr;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float *row = b->base + (p0 + p) * b->rs + j0;
+      float *at = out + p * nr;
+      for (int64_t c0 = 0; c0 < full; c0 += nr) copy_floats(at + c0 * kc, row + c0, nr);
+      if (full < nc) {
+        copy_floats(at + full * kc, row + full, nc - full);
+        zero_floats(at + full * kc + nc - full, nr - (nc - full));
+      }
+    }
+    return;
+  }
   for (int64_t c0 = 0; c0 < nc; c0 += nr) {
     int64_t cols = nc - c0 < nr ? nc - c0 : nr;
     if (!b->rows && !b->cols && b->rs == 1 && b->cs != 1) {
@@ -357,6 +373,18 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
                    csc, overwrite);                                                            \
   }
 
+/* Asks for a tile of C ahead of the kernel's sums, which then find it in cache when they are
+   added: rows of C a power of two apart fall in one set of the cache, and read only at the
+   end, their misses would stall the next tile. */
+static inline void prefetch_tile(const float *c, int64_t rsc, int64_t csc, int64_t rows,
+                                 int64_t cols) {
+  if (csc != 1) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    _mm_prefetch((const char *)(c + i * rsc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + i * rsc + cols - 1), _MM_HINT_T0);
+  }
+}
+
 #ifdef __AVX512F__
 #define MR_512 14
 #define NR_512 32
@@ -437,6 +465,7 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
 
 static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
                        int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
+  prefetch_tile(c, rsc, csc, rows, cols);
   ACC_512
   STEPS_512(PACKED_512, PANEL_512, kc)
   finish_512(acc, c, rsc, csc, rows, cols, store);
