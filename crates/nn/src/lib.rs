@@ -6,14 +6,17 @@
 //! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
-//! written whole or not at all and read within their length, `data` generated
-//! data sets, and `plot` PNG plots (a loss curve, decision regions).
+//! written whole or not at all and read within their length, `data` generated data sets,
+//! `distributed` data-parallel training over MPI (with the `mpi` feature), and `plot` PNG plots
+//! (a loss curve, decision regions).
 
 pub mod attention;
 pub mod blocks;
 pub mod checkpoint;
 pub mod conv;
 pub mod data;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod dropout;
 pub mod embedding;
 pub mod files;

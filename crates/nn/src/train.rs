@@ -7,6 +7,8 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use rcannl_tensor::{Context, Routine, StaticIndex, Tensor, TensorError};
 
+use crate::data::Rng;
+
 /// How a run goes: epochs, and the batches of each (their count and size, for throughput).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
@@ -41,7 +43,16 @@ pub fn fit(
     plan: Plan,
     before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
 ) -> Result<History, TensorError> {
-    run(ctx, backprop, Some(step), loss, batch, plan, before_step)
+    run(
+        ctx,
+        backprop,
+        Some(step),
+        loss,
+        batch,
+        plan,
+        before_step,
+        &mut Alone,
+    )
 }
 
 /// [`fit`] with a training step compiled as one routine (`Sgd::compile_step`,
@@ -55,11 +66,49 @@ pub fn fit_step(
     plan: Plan,
     before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
 ) -> Result<History, TensorError> {
-    run(ctx, step, None, loss, batch, plan, before_step)
+    run(ctx, step, None, loss, batch, plan, before_step, &mut Alone)
 }
 
-/// The loop of [`fit`] and [`fit_step`]: `first` on each batch, the loss read, then `then`.
-fn run(
+/// How the loop of [`fit`] joins other processes training the same model: not at all
+/// ([`Alone`]), or by merging every step's gradients (data-parallel training).
+pub(crate) trait Peers {
+    /// After the backprop of a batch, given this process's loss: merges whatever the step
+    /// needs from the others, and returns the loss of the whole batch.
+    fn merge(&mut self, ctx: &mut Context, loss: f64) -> Result<f64, TensorError>;
+    /// The order of epoch `epoch`'s batches.
+    fn order(&self, epoch: usize, batches: usize) -> Vec<usize>;
+    /// Whether this process draws the progress bar.
+    fn shows_progress(&self) -> bool;
+    /// A failure of this process alone (not of the run as a whole, which every process sees
+    /// alike): what to return, where the others would otherwise wait for this one forever.
+    fn alone_failed(&self, error: TensorError) -> TensorError;
+}
+
+/// One process, training by itself.
+struct Alone;
+
+impl Peers for Alone {
+    fn merge(&mut self, _: &mut Context, loss: f64) -> Result<f64, TensorError> {
+        Ok(loss)
+    }
+
+    fn order(&self, _: usize, batches: usize) -> Vec<usize> {
+        (0..batches).collect()
+    }
+
+    fn shows_progress(&self) -> bool {
+        true
+    }
+
+    fn alone_failed(&self, error: TensorError) -> TensorError {
+        error
+    }
+}
+
+/// The loop of [`fit`] and [`fit_step`]: `first` on each batch, the loss read and merged with
+/// the peers', then `then`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
     ctx: &mut Context,
     first: &Routine,
     then: Option<&Routine>,
@@ -67,8 +116,9 @@ fn run(
     batch: StaticIndex,
     plan: Plan,
     mut before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
+    peers: &mut impl Peers,
 ) -> Result<History, TensorError> {
-    let bar = if plan.progress {
+    let bar = if plan.progress && peers.shows_progress() {
         ProgressBar::new((plan.epochs * plan.batches) as u64)
     } else {
         ProgressBar::hidden()
@@ -93,10 +143,12 @@ fn run(
     let mut steps = 0;
     for epoch in 0..plan.epochs {
         let mut total = 0.0;
-        for b in 0..plan.batches {
-            before_step(ctx, steps)?;
-            ctx.run_with(first, &[(batch, b as i64)])?;
-            let value = ctx.values(loss)?.iter().sum::<f64>();
+        for b in peers.order(epoch, plan.batches) {
+            let local = before_step(ctx, steps)
+                .and_then(|()| ctx.run_with(first, &[(batch, b as i64)]))
+                .and_then(|()| ctx.values(loss));
+            let local = local.map_err(|e| peers.alone_failed(e))?;
+            let value = peers.merge(ctx, local.iter().sum::<f64>())?;
             if !value.is_finite() {
                 bar.abandon();
                 return Err(TensorError {
@@ -109,12 +161,13 @@ fn run(
             }
             total += value;
             if let Some(step) = then {
-                ctx.run(step)?;
+                ctx.run(step).map_err(|e| peers.alone_failed(e))?;
             }
             steps += 1;
             bar.inc(1);
         }
-        if let Some((label, cell, value)) = first_non_finite(ctx, &params)? {
+        let diverged = first_non_finite(ctx, &params).map_err(|e| peers.alone_failed(e))?;
+        if let Some((label, cell, value)) = diverged {
             bar.abandon();
             return Err(TensorError {
                 message: format!(
@@ -142,6 +195,18 @@ fn run(
     })
 }
 
+/// The order of epoch `epoch`'s batches, drawn from `seed` (a Fisher–Yates shuffle): the same
+/// for every process given the same seed.
+pub fn epoch_order(seed: u64, epoch: usize, batches: usize) -> Vec<usize> {
+    let mut rng = Rng::new(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut order: Vec<usize> = (0..batches).collect();
+    for i in (1..batches).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 /// The first of `params` holding a value that is not a finite number: its label, the cell and
 /// the value.
 fn first_non_finite(
@@ -155,4 +220,21 @@ fn first_non_finite(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_orders_are_permutations_that_change_with_the_epoch_and_repeat_with_the_seed() {
+        let first = epoch_order(5, 0, 32);
+        let mut sorted = first.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..32).collect::<Vec<_>>());
+        assert_eq!(first, epoch_order(5, 0, 32));
+        assert_ne!(first, epoch_order(5, 1, 32));
+        assert_ne!(first, epoch_order(6, 0, 32));
+        assert_eq!(epoch_order(5, 3, 0), Vec::<usize>::new());
+    }
 }

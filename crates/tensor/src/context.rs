@@ -977,6 +977,17 @@ impl Context {
             .map_err(|e| error(e.message))
     }
 
+    /// Sets the gradient of the tensor (row-major in memory order), as a backprop routine keeps
+    /// it, for an update routine to read: gradients merged from elsewhere (other processes of a
+    /// data-parallel run, say).
+    pub fn set_grad(&mut self, t: &Tensor, values: &[f64]) -> Result<(), TensorError> {
+        self.check_tensor(t)?;
+        self.check_grad_kept(t)?;
+        self.buffers
+            .set_values(grad_node(t.index), values)
+            .map_err(|e| error(format!("set the gradient of '{}': {e}", t.label())))
+    }
+
     /// Refuses a tensor whose gradient no backprop routine keeps.
     fn check_grad_kept(&self, t: &Tensor) -> Result<(), TensorError> {
         if self.grads_kept.contains(&t.index) {

@@ -1,0 +1,327 @@
+//! Data-parallel training over MPI (the `mpi` feature): every process (rank) builds the same
+//! graph and runs it on its shard of every batch; after each backprop the gradients of all
+//! parameters, with the batch's loss, are summed across ranks in one all-reduce over a flat
+//! buffer and averaged, so that every rank's update sees the gradient of the whole batch and
+//! the parameters stay equal on every rank. Rank 0 starts everyone from its parameters, draws
+//! the progress bar and writes files; a failure on one rank alone stops every rank.
+//!
+//! Started as `mpirun -np 2 program`; run without `mpirun`, a program is one rank of one.
+
+use std::cell::Cell;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use mpi::Threading;
+use mpi::collective::SystemOperation;
+use mpi::environment::Universe;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use rcannl_tensor::{Context, Routine, StaticIndex, Tensor, TensorError};
+
+use crate::checkpoint;
+use crate::train::{History, Peers, Plan, epoch_order, run};
+
+fn error(message: String) -> TensorError {
+    TensorError { message }
+}
+
+/// The processes of a data-parallel run, and this one's place among them.
+pub struct Ranks {
+    // Dropped last: finalizes MPI.
+    _universe: Universe,
+    world: SimpleCommunicator,
+    /// Time spent merging gradients in [`fit_data_parallel`] (the all-reduce, with the copies
+    /// in and out of its buffer and the wait for the slowest rank).
+    merging: Cell<Duration>,
+}
+
+impl std::fmt::Debug for Ranks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Ranks {{ rank: {}, size: {} }}",
+            self.rank(),
+            self.size()
+        )
+    }
+}
+
+impl Ranks {
+    /// Starts MPI and joins every process `mpirun` started. An error where MPI was started
+    /// already (it starts once per process).
+    pub fn init() -> Result<Ranks, TensorError> {
+        // Only the thread that starts MPI calls it; the backends' own threads never do.
+        let (universe, _) = mpi::initialize_with_threading(Threading::Funneled)
+            .ok_or_else(|| error("MPI was started already in this process".to_owned()))?;
+        let world = universe.world();
+        Ok(Ranks {
+            _universe: universe,
+            world,
+            merging: Cell::new(Duration::ZERO),
+        })
+    }
+
+    /// This process's rank, from 0.
+    pub fn rank(&self) -> usize {
+        self.world.rank() as usize
+    }
+
+    /// How many processes take part.
+    pub fn size(&self) -> usize {
+        self.world.size() as usize
+    }
+
+    /// The time [`fit_data_parallel`] has spent merging gradients so far, on this rank: its
+    /// share of the training time is what scaling out costs.
+    pub fn merging_time(&self) -> Duration {
+        self.merging.get()
+    }
+
+    /// Whether this is rank 0, which prints, draws and writes files.
+    pub fn is_root(&self) -> bool {
+        self.rank() == 0
+    }
+
+    /// Prints the error as this rank's and stops every rank: where one rank fails alone, the
+    /// others would wait for it in their next all-reduce forever.
+    pub fn abort(&self, error: &TensorError) -> ! {
+        eprintln!(
+            "rank {} of {}: {}; stopping every rank",
+            self.rank(),
+            self.size(),
+            error.message
+        );
+        self.world.abort(1)
+    }
+
+    /// This rank's shard of a data set of `batches` batches of `batch_size` rows, each row
+    /// `row_len` values, row-major: the same slice of every batch (rows `rank·s .. (rank+1)·s`
+    /// with `s = batch_size / size`), laid out as `batches` batches of `s` rows. An error when
+    /// the batches do not divide evenly among the ranks (the averaged gradient would then
+    /// weigh some rows more) or `rows` is not that many values.
+    pub fn shard(
+        &self,
+        rows: &[f64],
+        batches: usize,
+        batch_size: usize,
+        row_len: usize,
+    ) -> Result<Vec<f64>, TensorError> {
+        let size = self.size();
+        if batch_size % size != 0 {
+            return Err(error(format!(
+                "shard: batches of {batch_size} rows do not split evenly among {size} ranks"
+            )));
+        }
+        if rows.len() != batches * batch_size * row_len {
+            return Err(error(format!(
+                "shard: {} values are not {batches} batches of {batch_size} rows of {row_len}",
+                rows.len()
+            )));
+        }
+        let share = batch_size / size;
+        let from = self.rank() * share * row_len;
+        Ok(rows
+            .chunks(batch_size * row_len)
+            .flat_map(|batch| &batch[from..from + share * row_len])
+            .copied()
+            .collect())
+    }
+
+    /// Sets the tensors on every rank to rank 0's values (parameters at the start, so that all
+    /// ranks begin alike), in one broadcast.
+    pub fn broadcast(&self, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
+        let mut flat = Vec::new();
+        let mut lens = Vec::with_capacity(tensors.len());
+        for t in tensors {
+            let values = ctx.values(t)?;
+            lens.push(values.len());
+            flat.extend(values);
+        }
+        self.broadcast_values(&mut flat);
+        let mut at = 0;
+        for (t, len) in tensors.iter().zip(lens) {
+            ctx.set_values(t, &flat[at..at + len])?;
+            at += len;
+        }
+        Ok(())
+    }
+
+    /// Rank 0's values, in place on every rank.
+    pub fn broadcast_values(&self, values: &mut [f64]) {
+        self.world.process_at_rank(0).broadcast_into(values);
+    }
+
+    /// The sum over ranks of each value, in place.
+    pub fn sum(&self, values: &mut [f64]) {
+        let local = values.to_vec();
+        self.world
+            .all_reduce_into(&local[..], values, SystemOperation::sum());
+    }
+
+    /// The mean over ranks of a figure (a loss, an accuracy over equal shards).
+    pub fn mean(&self, value: f64) -> f64 {
+        let mut values = [value];
+        self.sum(&mut values);
+        values[0] / self.size() as f64
+    }
+
+    /// Saves the tensors from rank 0 only (every rank holds the same parameters), all ranks
+    /// waiting until the file is written; see [`checkpoint::save`].
+    pub fn save(
+        &self,
+        path: &Path,
+        ctx: &mut Context,
+        tensors: &[&Tensor],
+    ) -> Result<(), TensorError> {
+        let saved = if self.is_root() {
+            checkpoint::save(path, ctx, tensors)
+        } else {
+            Ok(())
+        };
+        self.agree("save", saved)
+    }
+
+    /// Loads the tensors on rank 0 and sends them to every rank, so that a run saved with any
+    /// number of ranks resumes on any other, with the file only where rank 0 runs; see
+    /// [`checkpoint::load`].
+    pub fn load(
+        &self,
+        path: &Path,
+        ctx: &mut Context,
+        tensors: &[&Tensor],
+    ) -> Result<(), TensorError> {
+        let loaded = if self.is_root() {
+            checkpoint::load(path, ctx, tensors)
+        } else {
+            Ok(())
+        };
+        self.agree("load", loaded)?;
+        self.broadcast(ctx, tensors)
+    }
+
+    /// Rank 0's result of a step only it takes, made every rank's: its error, where it failed,
+    /// is returned on every rank.
+    fn agree(&self, what: &str, result: Result<(), TensorError>) -> Result<(), TensorError> {
+        let mut failed = [i32::from(result.is_err())];
+        self.world
+            .process_at_rank(0)
+            .broadcast_into(&mut failed[..]);
+        match result {
+            Err(e) => Err(e),
+            Ok(()) if failed[0] != 0 => Err(error(format!("{what}: failed on rank 0"))),
+            Ok(()) => Ok(()),
+        }
+    }
+}
+
+/// How a data-parallel run goes beyond a [`Plan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shuffle {
+    /// The seed of each epoch's order of batches (the same on every rank); `None`: in order.
+    pub seed: Option<u64>,
+}
+
+/// [`crate::train::fit`] on every rank at once: `backprop` on this rank's shard of each batch
+/// (the loss a mean over the shard), the gradients of `params` and the loss averaged across
+/// ranks in one all-reduce, then `update`; `plan.batch_size` is the whole batch's (for
+/// throughput), and only rank 0 draws the progress bar. Every rank returns the same history,
+/// or the same error where the run as a whole fails (a loss that is not a number); a failure
+/// on one rank alone ([`Ranks::abort`]) stops every rank. The parameters should start equal on
+/// every rank ([`Ranks::broadcast`]).
+#[allow(clippy::too_many_arguments)]
+pub fn fit_data_parallel(
+    ranks: &Ranks,
+    ctx: &mut Context,
+    backprop: &Routine,
+    update: &Routine,
+    loss: &Tensor,
+    params: &[Tensor],
+    batch: StaticIndex,
+    plan: Plan,
+    shuffle: Shuffle,
+    before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
+) -> Result<History, TensorError> {
+    let mut peers = Merging {
+        ranks,
+        params,
+        shuffle,
+        local: Vec::new(),
+        merged: Vec::new(),
+        lens: Vec::new(),
+    };
+    run(
+        ctx,
+        backprop,
+        Some(update),
+        loss,
+        batch,
+        plan,
+        before_step,
+        &mut peers,
+    )
+}
+
+/// The ranks of a data-parallel run, with the buffers of their all-reduce.
+struct Merging<'a> {
+    ranks: &'a Ranks,
+    params: &'a [Tensor],
+    shuffle: Shuffle,
+    local: Vec<f64>,
+    merged: Vec<f64>,
+    lens: Vec<usize>,
+}
+
+impl Peers for Merging<'_> {
+    fn merge(&mut self, ctx: &mut Context, loss: f64) -> Result<f64, TensorError> {
+        if self.ranks.size() == 1 {
+            // Alone, the gradients are the whole batch's already.
+            return Ok(loss);
+        }
+        let started = Instant::now();
+        let size = self.ranks.size() as f64;
+        self.local.clear();
+        self.lens.clear();
+        for param in self.params {
+            let grad = ctx.grad(param).map_err(|e| self.alone_failed(e))?;
+            self.lens.push(grad.len());
+            self.local.extend(grad);
+        }
+        self.local.push(loss);
+        self.merged.resize(self.local.len(), 0.0);
+        self.ranks.world.all_reduce_into(
+            &self.local[..],
+            &mut self.merged[..],
+            SystemOperation::sum(),
+        );
+        for g in &mut self.merged {
+            *g /= size;
+        }
+        let mut at = 0;
+        for (param, len) in self.params.iter().zip(&self.lens) {
+            ctx.set_grad(param, &self.merged[at..at + len])
+                .map_err(|e| self.alone_failed(e))?;
+            at += len;
+        }
+        let merging = &self.ranks.merging;
+        merging.set(merging.get() + started.elapsed());
+        Ok(self.merged[at])
+    }
+
+    fn order(&self, epoch: usize, batches: usize) -> Vec<usize> {
+        match self.shuffle.seed {
+            Some(seed) => epoch_order(seed, epoch, batches),
+            None => (0..batches).collect(),
+        }
+    }
+
+    fn shows_progress(&self) -> bool {
+        self.ranks.is_root()
+    }
+
+    fn alone_failed(&self, error: TensorError) -> TensorError {
+        if self.ranks.size() == 1 {
+            return error;
+        }
+        self.ranks.abort(&error)
+    }
+}
