@@ -133,6 +133,48 @@ impl Storage {
         }
     }
 
+    /// Every cell as a number, for a float buffer (f32 or f64) read whole: a copy, without a
+    /// [`Value`] per cell. `None` for other precisions.
+    fn floats(&self) -> Option<Vec<f64>> {
+        let bytes = self.bytes();
+        match self.precision {
+            Precision::F32 => Some(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f64::from(f32::from_ne_bytes(b.try_into().expect("4 bytes"))))
+                    .collect(),
+            ),
+            Precision::F64 => Some(
+                bytes
+                    .chunks_exact(8)
+                    .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Sets every cell of a float buffer (f32 or f64) from `values`, one per cell, rounded to
+    /// the precision as [`Value::stored_as`] rounds; false (nothing set) for other precisions.
+    fn set_floats(&mut self, values: &[f64]) -> bool {
+        let precision = self.precision;
+        let bytes = self.bytes_mut();
+        match precision {
+            Precision::F32 => {
+                for (b, x) in bytes.chunks_exact_mut(4).zip(values) {
+                    b.copy_from_slice(&(*x as f32).to_ne_bytes());
+                }
+            }
+            Precision::F64 => {
+                for (b, x) in bytes.chunks_exact_mut(8).zip(values) {
+                    b.copy_from_slice(&x.to_ne_bytes());
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Stores `value`, already converted by [`Value::stored_as`] to this buffer's precision.
     pub(crate) fn set(&mut self, i: usize, value: Value) {
         let size = self.precision.size_in_bytes();
@@ -381,6 +423,16 @@ impl Buffers {
 
     /// [`Buffers::set_cells`] from numbers.
     pub fn set_values(&mut self, node: NodeId, values: &[f64]) -> Result<(), RunError> {
+        let info = self.node(node)?;
+        if values.len() == info.len()
+            && unpadded(info)
+            && self.storage(node)?.len() == values.len()
+            && self.writable(node)?.set_floats(values)
+        {
+            // Whole float buffers, a training step's gradients say, are set without a `Value`
+            // per cell.
+            return Ok(());
+        }
         let cells: Vec<Value> = values.iter().map(|x| Value::Float(*x)).collect();
         self.set_cells(node, &cells)
     }
@@ -397,6 +449,14 @@ impl Buffers {
 
     /// [`Buffers::read_cells`] as numbers (a word as its first 32-bit word).
     pub fn read_values(&self, node: NodeId) -> Result<Vec<f64>, RunError> {
+        let info = self.node(node)?;
+        if unpadded(info)
+            && let Some(values) = self.current(node)?.floats()
+            && values.len() == info.len()
+        {
+            // Whole float buffers are read without a `Value` per cell.
+            return Ok(values);
+        }
         Ok(self
             .read_cells(node)?
             .into_iter()
@@ -434,9 +494,14 @@ fn physical_memory() -> Option<usize> {
     })
 }
 
+/// Whether the node has no margins: its buffer holds its cells and nothing else, in order.
+fn unpadded(node: &TensorNode) -> bool {
+    node.padding.iter().all(|(l, r)| l + r == 0)
+}
+
 /// The buffer position of every interior cell, in row-major order over the unpadded dims.
 fn interior_offsets(node: &TensorNode) -> Vec<usize> {
-    if node.padding.iter().all(|(l, r)| l + r == 0) {
+    if unpadded(node) {
         return (0..node.len()).collect();
     }
     let buffer_dims = node.buffer_dims();
