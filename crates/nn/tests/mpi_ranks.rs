@@ -5,9 +5,10 @@
 //! one line and passes, unless `RCANNL_REQUIRE_MPI` is set (as in CI).
 //!
 //! The ranks' cases, each named by the first argument:
-//! - `train DIR`: a moons MLP trained data-parallel for three epochs; every rank ends with the
-//!   same parameters, bit for bit, and they equal those of the same training in one process on
-//!   whole batches within f32 summation-order tolerance; rank 0 saves them to `DIR`.
+//! - `train DIR`: a moons MLP trained data-parallel for three epochs, in f64 and in f32; every
+//!   rank ends with the same parameters, bit for bit, and they equal those of the same training
+//!   in one process on whole batches within f32 summation-order tolerance; rank 0 saves the f32
+//!   model's to `DIR`.
 //! - `resume DIR`: the parameters saved by `train` (with another number of ranks) loaded on
 //!   every rank equal the file's, and training on from them stays equal to one process doing
 //!   the same.
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rcannl_nn::blocks::Mlp;
+use rcannl_ir::Precision;
 use rcannl_nn::checkpoint;
 use rcannl_nn::data::moons;
 use rcannl_nn::distributed::{Ranks, Shuffle, fit_data_parallel};
@@ -34,8 +35,8 @@ const SEED: u64 = 7;
 /// How long one `mpirun` may take before it counts as hung.
 const LIMIT: Duration = Duration::from_secs(180);
 
-/// A moons MLP on `batch` rows of every batch of `xs`/`ys`, its step as separate backprop and
-/// update routines.
+/// A moons MLP (2 → 16 → 1) in `precision` on `batch` rows of every batch of `xs`/`ys`, its
+/// step as separate backprop and update routines.
 struct Model {
     ctx: Context,
     params: Vec<Tensor>,
@@ -45,22 +46,43 @@ struct Model {
     update: Routine,
 }
 
-fn model(xs: Vec<f64>, ys: Vec<f64>, batch: usize) -> Result<Model, TensorError> {
+fn model(
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    batch: usize,
+    precision: Precision,
+) -> Result<Model, TensorError> {
     let graph = Graph::new();
     let x = graph
         .data("xs")
         .shape(&format!("{BATCHES},{batch}|->2"))
+        .precision(precision)
         .values(xs)
         .build();
     let y = graph
         .data("ys")
         .shape(&format!("{BATCHES},{batch}|->1"))
+        .precision(precision)
         .values(ys)
         .build();
     let index = graph.static_index();
-    let mlp = Mlp::new(&graph, "mlp", &[16, 16, 1]);
-    let loss = hinge(&mlp.apply(&x.slice(&index)), &y.slice(&index), batch);
-    let params = mlp.params();
+    let param = |label: &str, width: Option<usize>| {
+        let leaf = graph.param(label).precision(precision);
+        match width {
+            Some(width) => leaf.output([width]).build(),
+            None => leaf.build(),
+        }
+    };
+    let (w1, b1, w2, b2) = (
+        param("w1", Some(16)),
+        param("b1", None),
+        param("w2", Some(1)),
+        param("b2", None),
+    );
+    let hidden = (&(&w1 * &x.slice(&index)) + &b1).relu();
+    let scores = &(&w2 * &hidden) + &b2;
+    let loss = hinge(&scores, &y.slice(&index), batch);
+    let params = vec![w1, b1, w2, b2];
     let mut sgd = Sgd::new(&graph, &params, 0.1, 0.9);
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
@@ -129,16 +151,17 @@ fn params_of(m: &Model) -> Result<Vec<Vec<f64>>, TensorError> {
 
 /// The data-parallel model (this rank's shards) and the one-process reference (whole batches),
 /// both from rank 0's initial parameters.
-fn both(ranks: &Ranks) -> Result<(Model, Model), TensorError> {
+fn both(ranks: &Ranks, precision: Precision) -> Result<(Model, Model), TensorError> {
     let (xs, ys) = moons(BATCHES * BATCH, 0.1, 3);
     let mut shards = model(
         ranks.shard(&xs, BATCHES, BATCH, 2)?,
         ranks.shard(&ys, BATCHES, BATCH, 1)?,
         BATCH / ranks.size(),
+        precision,
     )?;
     let params: Vec<&Tensor> = shards.params.iter().collect();
     ranks.broadcast(&mut shards.ctx, &params)?;
-    let mut reference = model(xs, ys, BATCH)?;
+    let mut reference = model(xs, ys, BATCH, precision)?;
     for (mine, theirs) in reference.params.clone().iter().zip(params) {
         let values = shards.ctx.values(theirs)?;
         reference.ctx.set_values(mine, &values)?;
@@ -181,29 +204,39 @@ fn rank_case(case: &str, dir: Option<&Path>) -> Result<(), String> {
     let ranks = Ranks::init().map_err(|e| e.message)?;
     let checkpoint_path = dir.map(|d| d.join("moons.safetensors"));
     let outcome = (|| -> Result<String, String> {
-        let (mut shards, mut reference) = both(&ranks).map_err(|e| e.message)?;
+        let both = |precision| both(&ranks, precision).map_err(|e| e.message);
         match case {
             "train" => {
-                train(&ranks, &mut shards, EPOCHS, None).map_err(|e| e.message)?;
-                train_alone(&mut reference, EPOCHS).map_err(|e| e.message)?;
-                let got = params_of(&shards).map_err(|e| e.message)?;
-                same_on_every_rank(&ranks, &got)?;
-                let worst = close(
-                    "data-parallel vs one process",
-                    &got,
-                    &params_of(&reference).map_err(|e| e.message)?,
-                )?;
-                let path = checkpoint_path.ok_or("train: no directory")?;
-                let params: Vec<&Tensor> = shards.params.iter().collect();
-                ranks
-                    .save(&path, &mut shards.ctx, &params)
-                    .map_err(|e| e.message)?;
+                // f64 gradients are merged in f64, f32 ones in f32.
+                let mut within = Vec::new();
+                for precision in [Precision::F64, Precision::F32] {
+                    let (mut shards, mut reference) = both(precision)?;
+                    train(&ranks, &mut shards, EPOCHS, None).map_err(|e| e.message)?;
+                    train_alone(&mut reference, EPOCHS).map_err(|e| e.message)?;
+                    let got = params_of(&shards).map_err(|e| e.message)?;
+                    same_on_every_rank(&ranks, &got)?;
+                    let worst = close(
+                        &format!("{precision:?} data-parallel vs one process"),
+                        &got,
+                        &params_of(&reference).map_err(|e| e.message)?,
+                    )?;
+                    within.push(format!("{precision:?} within {worst:.1e}"));
+                    if precision == Precision::F32 {
+                        let path = checkpoint_path.as_ref().ok_or("train: no directory")?;
+                        let params: Vec<&Tensor> = shards.params.iter().collect();
+                        ranks
+                            .save(path, &mut shards.ctx, &params)
+                            .map_err(|e| e.message)?;
+                    }
+                }
                 Ok(format!(
-                    "parameters equal on all {} ranks; against one process within {worst:.1e}",
-                    ranks.size()
+                    "parameters equal on all {} ranks; against one process: {}",
+                    ranks.size(),
+                    within.join(", ")
                 ))
             }
             "resume" => {
+                let (mut shards, mut reference) = both(Precision::F32)?;
                 let path = checkpoint_path.ok_or("resume: no directory")?;
                 let params: Vec<&Tensor> = shards.params.iter().collect();
                 ranks
@@ -233,6 +266,7 @@ fn rank_case(case: &str, dir: Option<&Path>) -> Result<(), String> {
                 ))
             }
             "fail" => {
+                let (mut shards, _) = both(Precision::F32)?;
                 train(&ranks, &mut shards, EPOCHS, Some(3)).map_err(|e| e.message)?;
                 Err("training went on past the injected fault".to_owned())
             }
