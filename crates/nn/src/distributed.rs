@@ -174,12 +174,7 @@ impl Ranks {
         ctx: &mut Context,
         tensors: &[&Tensor],
     ) -> Result<(), TensorError> {
-        let saved = if self.is_root() {
-            checkpoint::save(path, ctx, tensors)
-        } else {
-            Ok(())
-        };
-        self.agree("save", saved)
+        self.on_root("save", || checkpoint::save(path, ctx, tensors))
     }
 
     /// Loads the tensors on rank 0 and sends them to every rank, so that a run saved with any
@@ -191,18 +186,18 @@ impl Ranks {
         ctx: &mut Context,
         tensors: &[&Tensor],
     ) -> Result<(), TensorError> {
-        let loaded = if self.is_root() {
-            checkpoint::load(path, ctx, tensors)
-        } else {
-            Ok(())
-        };
-        self.agree("load", loaded)?;
+        self.on_root("load", || checkpoint::load(path, ctx, tensors))?;
         self.broadcast(ctx, tensors)
     }
 
-    /// Rank 0's result of a step only it takes, made every rank's: its error, where it failed,
-    /// is returned on every rank.
-    fn agree(&self, what: &str, result: Result<(), TensorError>) -> Result<(), TensorError> {
+    /// Takes `step` on rank 0 only, and makes its result every rank's: its error, where it
+    /// failed, is returned on every rank.
+    fn on_root(
+        &self,
+        what: &str,
+        step: impl FnOnce() -> Result<(), TensorError>,
+    ) -> Result<(), TensorError> {
+        let result = if self.is_root() { step() } else { Ok(()) };
         let mut failed = [i32::from(result.is_err())];
         self.world
             .process_at_rank(0)
