@@ -178,7 +178,20 @@ impl Sgd {
         ctx: &mut Context,
         loss: &Tensor,
     ) -> Result<Routine, TensorError> {
-        let updates = self.prepare(ctx)?;
+        self.compile_step_with(ctx, loss, &[])
+    }
+
+    /// [`Sgd::compile_step`] with `extra` updates run after the optimizer's in the same
+    /// routine: the running statistics of batch normalization, say, which read values the
+    /// forward pass computes.
+    pub fn compile_step_with(
+        &mut self,
+        ctx: &mut Context,
+        loss: &Tensor,
+        extra: &[Update],
+    ) -> Result<Routine, TensorError> {
+        let mut updates = self.prepare(ctx)?;
+        updates.extend_from_slice(extra);
         ctx.train_step(loss, &updates)
     }
 
@@ -296,7 +309,20 @@ impl Adam {
         ctx: &mut Context,
         loss: &Tensor,
     ) -> Result<Routine, TensorError> {
-        let updates = self.prepare(ctx)?;
+        self.compile_step_with(ctx, loss, &[])
+    }
+
+    /// [`Adam::compile_step`] with `extra` updates run after the optimizer's in the same
+    /// routine: the running statistics of batch normalization, say, which read values the
+    /// forward pass computes.
+    pub fn compile_step_with(
+        &mut self,
+        ctx: &mut Context,
+        loss: &Tensor,
+        extra: &[Update],
+    ) -> Result<Routine, TensorError> {
+        let mut updates = self.prepare(ctx)?;
+        updates.extend_from_slice(extra);
         ctx.train_step(loss, &updates)
     }
 
