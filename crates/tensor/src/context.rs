@@ -22,7 +22,9 @@ use rcannl_shape::spec::Kind;
 
 use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
 use crate::define::Update;
-use crate::graph::{Asg, AsgRhs, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error};
+use crate::graph::{
+    Asg, AsgRhs, Draw, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error,
+};
 use crate::tensor::Tensor;
 
 /// A compiled routine of a context: it runs only in the context that compiled it.
@@ -491,7 +493,8 @@ impl Context {
         };
         if !differentiable.contains(&loss.index) {
             return Err(error(format!(
-                "backprop: '{}' does not depend on any parameter",
+                "backprop: '{}' does not depend on any parameter (or data tensor built with \
+                 `requires_grad`)",
                 loss.label()
             )));
         }
@@ -521,8 +524,8 @@ impl Context {
         Ok((assignments, nodes, kept))
     }
 
-    /// A routine running `updates` in order (an optimizer step): each pointwise over its target,
-    /// reading tensors of the target's dims or of one cell.
+    /// A routine running `updates` in order (an optimizer step): each over the dims its target
+    /// and the tensors it reads share (see [`Update`]), a one-cell target reducing over them.
     pub fn update(&mut self, updates: &[Update]) -> Result<Routine, TensorError> {
         let (assignments, keep) = self.update_parts(updates)?;
         self.compile("update", assignments, &keep)
@@ -543,46 +546,21 @@ impl Context {
             self.check_tensor(&update.target)?;
             let (expr, refs) = update.lowered()?;
             let target = value_node(update.target.index);
-            let dims = self.nodes[&target].dims.clone();
-            let every = |n: usize| {
-                (0..n as u32)
-                    .map(|s| AxisIndex::Iterator(Symbol(s)))
-                    .collect()
-            };
-            let mut rhs_dims = Vec::new();
-            let mut rhs_index = Vec::new();
-            for r in &refs {
-                let operand = &self.nodes[&node_of(*r)];
-                rhs_index.push(if operand.dims == dims {
-                    every(dims.len())
-                } else if operand.len() == 1 {
-                    vec![AxisIndex::Fixed(0); operand.dims.len()]
-                } else {
-                    return Err(error(format!(
-                        "update of '{}' (dims {dims:?}) reads '{}' of dims {:?}",
-                        update.target.label(),
-                        operand.label,
-                        operand.dims
-                    )));
-                });
-                rhs_dims.push(operand.dims.clone());
+            let (projections, reduces) = self.update_projections(update, target, &refs)?;
+            if reduces && (update.accum == Binop::Arg2 || update.accum.neutral().is_none()) {
+                return Err(error(format!(
+                    "{context}: its one cell takes every cell of {:?}, which needs a reducing \
+                     accumulator (add, multiply, max or min), not {:?}",
+                    projections
+                        .product_space
+                        .iter()
+                        .map(|f| f.components[0].1)
+                        .collect::<Vec<_>>(),
+                    update.accum
+                )));
             }
-            let projections = Projections {
-                product_space: dims
-                    .iter()
-                    .enumerate()
-                    .map(|(s, d)| rcannl_ir::Factor::single(Symbol(s as u32), *d))
-                    .collect(),
-                lhs_padding: vec![(0, 0); dims.len()],
-                rhs_padding: rhs_dims.iter().map(|d| vec![(0, 0); d.len()]).collect(),
-                lhs_dims: dims.clone(),
-                lhs_index: every(dims.len()),
-                rhs_dims,
-                rhs_index,
-                label: "update".to_owned(),
-            };
             assignments.push(Assignment::Accum {
-                initialize_neutral: update.accum == Binop::Arg2,
+                initialize_neutral: update.initialize_neutral,
                 accum: update.accum,
                 lhs: target,
                 rhs: Rhs::Expr(expr, refs.iter().map(|r| node_of(*r)).collect()),
@@ -591,6 +569,70 @@ impl Context {
             keep.insert(target);
         }
         Ok((assignments, keep))
+    }
+
+    /// The projections of an update over the dims its target and operands share, and whether
+    /// the target (of one cell) reduces over them.
+    fn update_projections(
+        &self,
+        update: &Update,
+        target: NodeId,
+        refs: &[Ref],
+    ) -> Result<(Projections, bool), TensorError> {
+        let target_dims = self.nodes[&target].dims.clone();
+        let operands: Vec<&TensorNode> = refs.iter().map(|r| &self.nodes[&node_of(*r)]).collect();
+        let one_cell = |dims: &[usize]| dims.iter().product::<usize>() == 1;
+        let mut space: Option<&[usize]> = (!one_cell(&target_dims)).then_some(&target_dims[..]);
+        for operand in &operands {
+            if one_cell(&operand.dims) {
+                continue;
+            }
+            match space {
+                None => space = Some(&operand.dims),
+                Some(dims) if dims == operand.dims.as_slice() => {}
+                Some(dims) => {
+                    return Err(error(format!(
+                        "update of '{}' runs over dims {dims:?} but reads '{}' of dims {:?}: \
+                         every tensor it reads has its dims or one cell",
+                        update.target.label(),
+                        operand.label,
+                        operand.dims
+                    )));
+                }
+            }
+        }
+        let dims = space.unwrap_or(&target_dims).to_vec();
+        let every = |n: usize| {
+            (0..n as u32)
+                .map(|s| AxisIndex::Iterator(Symbol(s)))
+                .collect()
+        };
+        let index_of = |of: &[usize]| {
+            if of == dims.as_slice() {
+                every(dims.len())
+            } else {
+                vec![AxisIndex::Fixed(0); of.len()]
+            }
+        };
+        let reduces = target_dims != dims;
+        let projections = Projections {
+            product_space: dims
+                .iter()
+                .enumerate()
+                .map(|(s, d)| rcannl_ir::Factor::single(Symbol(s as u32), *d))
+                .collect(),
+            lhs_padding: vec![(0, 0); target_dims.len()],
+            rhs_padding: operands
+                .iter()
+                .map(|o| vec![(0, 0); o.dims.len()])
+                .collect(),
+            lhs_index: index_of(&target_dims),
+            lhs_dims: target_dims.clone(),
+            rhs_index: operands.iter().map(|o| index_of(&o.dims)).collect(),
+            rhs_dims: operands.iter().map(|o| o.dims.clone()).collect(),
+            label: "update".to_owned(),
+        };
+        Ok((projections, reduces))
     }
 
     /// A routine setting the gradients of `tensors` to zero (backprop starts from zero on its
@@ -657,9 +699,9 @@ impl Context {
     /// that holds no values refuses to run.
     pub fn init_params(&mut self) -> Result<(), TensorError> {
         self.concretize()?;
-        let params: Vec<(usize, Init)> = {
+        let (params, default): (Vec<(usize, Init)>, Init) = {
             let state = self.graph.state.borrow();
-            state
+            let params = state
                 .tensors
                 .iter()
                 .enumerate()
@@ -668,47 +710,41 @@ impl Context {
                     Some(LeafKind::Param(init)) if data.failed.is_none() => Some((t, init.clone())),
                     _ => None,
                 })
-                .collect()
+                .collect();
+            (params, state.default_init.clone())
         };
         let mut body = Vec::new();
         let mut scratch = Vec::new();
         let mut vars = 0u32;
+        let mut expressions = Vec::new();
         for (t, init) in &params {
             let node = self.nodes[&value_node(*t)].clone();
-            let fan_in = self.fan_in(*t);
-            match init {
-                Init::Values(values) => {
+            let (fan_in, fan_out) = (self.fan(*t, Kind::Input), self.fan(*t, Kind::Output));
+            match init.draw(&default, fan_in, fan_out) {
+                Draw::Values(values) => {
                     self.buffers
-                        .set_values(node.id, values)
+                        .set_values(node.id, &values)
                         .map_err(|e| error(format!("parameter '{}': {e}", node.label)))?;
                 }
-                Init::Constant(c) => body.push(Stmt::Fill {
+                Draw::Fill(value) => body.push(Stmt::Fill {
                     node: node.id,
-                    value: *c,
+                    value,
                 }),
-                Init::Default if fan_in == 0 => body.push(Stmt::Fill {
-                    node: node.id,
-                    value: 0.0,
-                }),
-                Init::Default => {
-                    let bound = (3.0 / fan_in as f64).sqrt();
-                    let range = (-bound, bound);
+                Draw::Uniform(low, high) => {
+                    let range = (low, high);
                     body.extend(self.random_init(&node, *t, range, None, &mut scratch, &mut vars));
                 }
-                Init::Uniform(low, high) => {
-                    let range = (*low, *high);
-                    body.extend(self.random_init(&node, *t, range, None, &mut scratch, &mut vars));
-                }
-                Init::Normal(mean, std) => {
+                Draw::Normal(mean, std) => {
                     body.extend(self.random_init(
                         &node,
                         *t,
                         (0.0, 1.0),
-                        Some((*mean, *std)),
+                        Some((mean, std)),
                         &mut scratch,
                         &mut vars,
                     ));
                 }
+                Draw::Expr(e) => expressions.push((*t, e)),
             }
         }
         if !body.is_empty() {
@@ -728,15 +764,38 @@ impl Context {
             let routine = self.compile_routine(routine, Vec::new())?;
             self.run(&routine)?;
         }
-        self.initialized.extend(params.iter().map(|(t, _)| *t));
+        self.initialized.extend(
+            params
+                .iter()
+                .map(|(t, _)| *t)
+                .filter(|t| expressions.iter().all(|(e, _)| e != t)),
+        );
+        // In creation order, so that an expression may read a parameter an earlier one set.
+        for (t, e) in expressions {
+            let label = self.graph.state.borrow().tensors[t].label.clone();
+            let failed = |e: TensorError| {
+                error(format!(
+                    "parameter '{label}': its init expression: {}",
+                    e.message
+                ))
+            };
+            let routine = self.forward(&[&e]).map_err(failed)?;
+            self.run(&routine).map_err(failed)?;
+            let values = self.values(&e).map_err(failed)?;
+            self.buffers
+                .set_values(value_node(t), &values)
+                .map_err(|e| error(format!("parameter '{label}': {e}")))?;
+            self.initialized.insert(t);
+        }
         Ok(())
     }
 
-    /// The number of input cells of a tensor (its input axes' product; 0 without input axes).
-    fn fan_in(&self, t: usize) -> usize {
+    /// The number of input or output cells of a tensor (the product of that row's axes; 0
+    /// without such axes).
+    fn fan(&self, t: usize, kind: Kind) -> usize {
         let state = self.graph.state.borrow();
         let shape = state.inference.shape(state.tensors[t].shape);
-        let row = shape.row(Kind::Input);
+        let row = shape.row(kind);
         if row.n_explicit() == 0 {
             return 0;
         }

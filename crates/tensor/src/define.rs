@@ -287,31 +287,58 @@ pub(crate) fn accumulate_formula(
     Ok(())
 }
 
-/// One update a routine runs: `target ⟨accum⟩= formula`, pointwise over the target (every
-/// tensor the formula reads has the target's dims, or is one cell, broadcast).
+/// One update a routine runs: `target ⟨accum⟩= formula`, computed at every cell of the update's
+/// space. The space is the dims that the target and every tensor the formula reads share, each
+/// being of those dims or of one cell (broadcast). A target of one cell over a larger space is a
+/// reduction: every cell of the formula accumulates into it, which needs a reducing accumulator
+/// (`Binop::Add`, `Binop::Mul`, `Binop::Max`, `Binop::Min`). So a routine can compute a global
+/// gradient norm and then scale every gradient by it.
 #[derive(Debug, Clone)]
 pub struct Update {
     pub target: Tensor,
-    /// `Binop::Arg2` sets; `Binop::Add`/`Binop::Sub` add or subtract.
+    /// `Binop::Arg2` sets; `Binop::Add`/`Binop::Sub` add or subtract; `Binop::Max` keeps the
+    /// largest, and so on.
     pub accum: Binop,
+    /// Whether the target is reset to the accumulator's neutral element first (`=:+` in the
+    /// notation of assignments): a reduction from scratch rather than into what the target held.
+    pub initialize_neutral: bool,
     pub formula: Formula,
 }
 
 impl Update {
     /// `target := formula`.
     pub fn set(target: &Tensor, formula: Formula) -> Update {
-        Update {
-            target: target.clone(),
-            accum: Binop::Arg2,
-            formula,
-        }
+        Update::accumulate(target, Binop::Arg2, formula)
     }
 
     /// `target −= formula`.
     pub fn subtract(target: &Tensor, formula: Formula) -> Update {
+        Update::accumulate(target, Binop::Sub, formula)
+    }
+
+    /// `target += formula`.
+    pub fn add(target: &Tensor, formula: Formula) -> Update {
+        Update::accumulate(target, Binop::Add, formula)
+    }
+
+    /// `target ⟨accum⟩= formula`, into what the target holds.
+    pub fn accumulate(target: &Tensor, accum: Binop, formula: Formula) -> Update {
         Update {
             target: target.clone(),
-            accum: Binop::Sub,
+            accum,
+            initialize_neutral: accum == Binop::Arg2,
+            formula,
+        }
+    }
+
+    /// `target =:⟨accum⟩ formula`: the target reset to `accum`'s neutral element, then every
+    /// cell of the formula accumulated into it. With a target of one cell, `Update::reduce(&n,
+    /// Binop::Add, g * g)` is the sum of squares of `g`.
+    pub fn reduce(target: &Tensor, accum: Binop, formula: Formula) -> Update {
+        Update {
+            target: target.clone(),
+            accum,
+            initialize_neutral: true,
             formula,
         }
     }

@@ -71,12 +71,25 @@ pub(crate) fn foreign(context: &str, t: &Tensor) -> TensorError {
     ))
 }
 
-/// How a parameter starts.
-#[derive(Debug, Clone, PartialEq)]
+/// How a parameter starts. The fan-based schemes read the parameter's inferred shape: its
+/// fan-in is the number of its input cells (the product of its input axes), its fan-out the
+/// number of its output cells; a parameter without input axes (a bias) starts at 0 under them.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Init {
-    /// Uniform in `[-√(3/fan_in), √(3/fan_in))`, where `fan_in` is the number of input cells
-    /// (variance `1/fan_in`); a parameter without input axes starts at 0.
+    /// The graph's default ([`Graph::set_default_init`]), [`Init::LecunUniform`] unless changed.
+    #[default]
     Default,
+    /// Uniform in `[-√(3/fan_in), √(3/fan_in))`: variance `1/fan_in`.
+    LecunUniform,
+    /// Kaiming (He) uniform for layers followed by ReLU: `[-√(6/fan_in), √(6/fan_in))`,
+    /// variance `2/fan_in`.
+    KaimingUniform,
+    /// Kaiming (He) normal for layers followed by ReLU: deviation `√(2/fan_in)`.
+    KaimingNormal,
+    /// Xavier (Glorot) uniform: `[-√(6/(fan_in + fan_out)), √(6/(fan_in + fan_out)))`.
+    XavierUniform,
+    /// Xavier (Glorot) normal: deviation `√(2/(fan_in + fan_out))`.
+    XavierNormal,
     /// Uniform in `[low, high)`.
     Uniform(f64, f64),
     /// Normal with this mean and standard deviation (Box–Muller).
@@ -84,6 +97,21 @@ pub enum Init {
     Constant(f64),
     /// These values, row-major in memory order.
     Values(Vec<f64>),
+    /// The values of a tensor expression of the graph, computed when the parameter is
+    /// initialized (after every parameter initialized otherwise, so that it may read them); it
+    /// has the parameter's shape.
+    Expr(Tensor),
+}
+
+/// How a parameter's values are drawn, once the graph's default is resolved and its fan-in and
+/// fan-out are known.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Draw {
+    Fill(f64),
+    Uniform(f64, f64),
+    Normal(f64, f64),
+    Values(Vec<f64>),
+    Expr(Tensor),
 }
 
 impl Init {
@@ -100,6 +128,39 @@ impl Init {
             Init::Normal(_, std) if std < 0.0 => Some("needs a deviation of at least 0"),
             Init::Constant(c) if !c.is_finite() => Some("needs a finite value"),
             _ => None,
+        }
+    }
+
+    /// The draw of a parameter with this init (`Default` resolved to `default`), `fan_in` input
+    /// cells and `fan_out` output cells.
+    pub(crate) fn draw(&self, default: &Init, fan_in: usize, fan_out: usize) -> Draw {
+        let scheme = |scale: f64, fans: usize, normal: bool| {
+            if fan_in == 0 {
+                return Draw::Fill(0.0);
+            }
+            let variance = scale / fans as f64;
+            if normal {
+                Draw::Normal(0.0, variance.sqrt())
+            } else {
+                let bound = (3.0 * variance).sqrt();
+                Draw::Uniform(-bound, bound)
+            }
+        };
+        match self {
+            Init::Default if *default == Init::Default => {
+                Init::LecunUniform.draw(default, fan_in, fan_out)
+            }
+            Init::Default => default.draw(&Init::LecunUniform, fan_in, fan_out),
+            Init::LecunUniform => scheme(1.0, fan_in, false),
+            Init::KaimingUniform => scheme(2.0, fan_in, false),
+            Init::KaimingNormal => scheme(2.0, fan_in, true),
+            Init::XavierUniform => scheme(2.0, fan_in + fan_out, false),
+            Init::XavierNormal => scheme(2.0, fan_in + fan_out, true),
+            Init::Uniform(low, high) => Draw::Uniform(*low, *high),
+            Init::Normal(mean, std) => Draw::Normal(*mean, *std),
+            Init::Constant(c) => Draw::Fill(*c),
+            Init::Values(values) => Draw::Values(values.clone()),
+            Init::Expr(t) => Draw::Expr(t.clone()),
         }
     }
 }
@@ -208,6 +269,8 @@ pub(crate) struct State {
     /// For each tensor an einsum made along a contraction path (by tensor index), where its
     /// spec's names are captured besides the last step.
     pub path_steps: HashMap<usize, PathSteps>,
+    /// What [`Init::Default`] means in this graph.
+    pub default_init: Init,
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.
@@ -246,6 +309,7 @@ pub struct LeafBuilder {
     decl: LeafDecl,
     kind: LeafKind,
     precision: Precision,
+    requires_grad: bool,
 }
 
 impl LeafBuilder {
@@ -317,15 +381,32 @@ impl LeafBuilder {
         self
     }
 
+    /// A data tensor that takes a gradient: backprop computes the gradient of the loss with
+    /// respect to it (a saliency map, an adversarial direction), read with
+    /// [`Context::grad`](crate::Context::grad). Parameters always take one.
+    pub fn requires_grad(mut self) -> LeafBuilder {
+        self.requires_grad = true;
+        self
+    }
+
     pub fn build(self) -> Tensor {
-        let differentiable = matches!(self.kind, LeafKind::Param(_));
-        self.graph.leaf(
+        let differentiable = self.requires_grad || matches!(self.kind, LeafKind::Param(_));
+        let expr = match &self.kind {
+            LeafKind::Param(Init::Expr(e)) => Some(e.clone()),
+            _ => None,
+        };
+        let t = self.graph.leaf(
             &self.label,
             self.decl,
             self.kind,
             self.precision,
             differentiable,
-        )
+        );
+        if let Some(e) = expr {
+            // The expression's cells become the parameter's, in memory order.
+            self.graph.same_shape(&t, &e);
+        }
+        t
     }
 }
 
@@ -351,6 +432,7 @@ impl Graph {
             decl,
             kind,
             precision: Precision::F32,
+            requires_grad: false,
         }
     }
 
@@ -506,6 +588,23 @@ impl Graph {
     /// Records an error found outside any operation (a bad literal).
     pub(crate) fn record(&self, e: TensorError) {
         self.state.borrow_mut().errors.push(e);
+    }
+
+    /// Makes `init` what parameters built without an init of their own ([`Init::Default`]) start
+    /// from, in every context initializing them from now on: `Init::KaimingUniform` for a ReLU
+    /// network, say. Per-parameter inits (values, an expression) are no default: an error.
+    pub fn set_default_init(&self, init: Init) {
+        if matches!(init, Init::Values(_) | Init::Expr(_)) {
+            self.record(error(format!(
+                "set_default_init: {init:?} is one parameter's init, not a default for every one"
+            )));
+            return;
+        }
+        if let Some(problem) = init.problem() {
+            self.record(error(format!("set_default_init: {init:?} {problem}")));
+            return;
+        }
+        self.state.borrow_mut().default_init = init;
     }
 
     /// Every parameter of the graph, in creation order.

@@ -14,6 +14,13 @@ pub struct Tensor {
     pub(crate) index: usize,
 }
 
+impl PartialEq for Tensor {
+    /// The same tensor of the same graph.
+    fn eq(&self, other: &Tensor) -> bool {
+        self.index == other.index && self.graph.owns(other)
+    }
+}
+
 impl Tensor {
     /// The graph the tensor belongs to.
     pub fn graph(&self) -> &Graph {
