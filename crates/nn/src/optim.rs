@@ -1,6 +1,7 @@
-//! Optimizers as update routines: each step is a routine of pointwise updates over parameters,
-//! their gradients and the optimizer's state tensors. The learning rate is a tensor, so a
-//! schedule changes it between steps without recompiling.
+//! Optimizers as update routines: each step is a routine of updates over parameters, their
+//! gradients and the optimizer's state tensors: pointwise, and reductions into one cell where a
+//! step needs a norm (clipping by the global gradient norm, LAMB's trust ratios). The learning
+//! rate is a tensor, so a schedule changes it between steps without recompiling.
 //!
 //! Settings are checked where they take effect: an optimizer's when its step is compiled (the
 //! learning rate as the context holds it then), a schedule's when it sets the learning rate. A
@@ -86,6 +87,72 @@ fn scalar(graph: &Graph, label: &str, value: f64) -> Tensor {
     graph.data(label).shape("1").values(vec![value]).build()
 }
 
+/// Clipping by the global norm of every parameter's gradient: each gradient is scaled by
+/// `min(1, max_norm / (norm + 10⁻⁶))`, as PyTorch's `clip_grad_norm_` does.
+#[derive(Debug, Clone)]
+struct Clip {
+    max_norm: f64,
+    /// One cell: the global norm of the last step's gradients, before clipping.
+    norm: Tensor,
+}
+
+impl Clip {
+    fn new(graph: &Graph, max_norm: f64) -> Clip {
+        Clip {
+            max_norm,
+            norm: scalar(graph, "gradient norm", 0.0),
+        }
+    }
+
+    /// The updates computing the norm, to run before any update reading a clipped gradient.
+    fn updates(&self, params: &[Tensor]) -> Vec<Update> {
+        let square = |w: &Tensor| Formula::grad(w) * Formula::grad(w);
+        let mut updates: Vec<Update> = params
+            .iter()
+            .enumerate()
+            .map(|(i, w)| match i {
+                0 => Update::reduce(&self.norm, Binop::Add, square(w)),
+                _ => Update::add(&self.norm, square(w)),
+            })
+            .collect();
+        updates.push(Update::set(
+            &self.norm,
+            Formula::value(&self.norm).apply(Unop::Sqrt),
+        ));
+        updates
+    }
+
+    /// `w`'s gradient, clipped.
+    fn grad(&self, w: &Tensor) -> Formula {
+        let scale = (self.max_norm / (Formula::value(&self.norm) + 1e-6))
+            .binop(Binop::Min, Formula::Const(1.0));
+        Formula::grad(w) * scale
+    }
+}
+
+/// `w`'s gradient, clipped by `clip` if any; and the updates that must run first.
+fn gradient(clip: Option<&Clip>, w: &Tensor) -> Formula {
+    clip.map_or_else(|| Formula::grad(w), |clip| clip.grad(w))
+}
+
+/// The clipping updates of `clip` (none without clipping), its setting checked for `owner`.
+fn clip_updates(
+    owner: &str,
+    clip: Option<&Clip>,
+    params: &[Tensor],
+) -> Result<Vec<Update>, TensorError> {
+    let Some(clip) = clip else {
+        return Ok(Vec::new());
+    };
+    check(
+        owner,
+        "the gradient clipping norm",
+        clip.max_norm,
+        Range::AboveZero,
+    )?;
+    Ok(clip.updates(params))
+}
+
 /// Stochastic gradient descent with momentum, Nesterov momentum and weight decay:
 /// `v ← μ·v + g + λ·w`, then `w ← w − lr·v` (or `w − lr·(g + λ·w + μ·v)` with Nesterov).
 #[derive(Debug, Clone)]
@@ -100,6 +167,7 @@ pub struct Sgd {
     pub weight_decay: f64,
     params: Vec<Tensor>,
     velocities: Vec<Tensor>,
+    clip: Option<Clip>,
 }
 
 impl Sgd {
@@ -113,7 +181,19 @@ impl Sgd {
             weight_decay: 0.0,
             params: params.to_vec(),
             velocities: Vec::new(),
+            clip: None,
         }
+    }
+
+    /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Sgd {
+        self.clip = Some(Clip::new(self.lr.graph(), max_norm));
+        self
+    }
+
+    /// The global gradient norm of the last step, before clipping (one cell), when clipping.
+    pub fn grad_norm(&self) -> Option<&Tensor> {
+        self.clip.as_ref().map(|clip| &clip.norm)
     }
 
     /// The optimizer's state (a velocity per parameter, made by [`Sgd::compile`]; none without
@@ -138,15 +218,16 @@ impl Sgd {
     /// the velocity would be the gradient itself).
     fn updates(&self, velocities: &[Tensor]) -> Vec<Update> {
         let mut updates = Vec::new();
+        let clip = self.clip.as_ref();
         if velocities.is_empty() {
             for w in &self.params {
-                let g = Formula::grad(w) + self.weight_decay * Formula::value(w);
+                let g = gradient(clip, w) + self.weight_decay * Formula::value(w);
                 updates.push(Update::subtract(w, Formula::value(&self.lr) * g));
             }
             return updates;
         }
         for (w, v) in self.params.iter().zip(velocities) {
-            let g = Formula::grad(w) + self.weight_decay * Formula::value(w);
+            let g = gradient(clip, w) + self.weight_decay * Formula::value(w);
             updates.push(Update::set(
                 v,
                 self.momentum * Formula::value(v) + g.clone(),
@@ -205,6 +286,7 @@ impl Sgd {
             Range::AtLeastZero,
         )?;
         check_learning_rate(ctx, "Sgd", &self.lr)?;
+        let mut updates = clip_updates("Sgd", self.clip.as_ref(), &self.params)?;
         self.velocities = if self.momentum == 0.0 {
             Vec::new()
         } else {
@@ -213,7 +295,8 @@ impl Sgd {
                 .map(|p| state_like(ctx, p, "velocity"))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        Ok(self.updates(&self.velocities))
+        updates.extend(self.updates(&self.velocities));
+        Ok(updates)
     }
 }
 
@@ -234,6 +317,7 @@ pub struct Adam {
     steps: Tensor,
     params: Vec<Tensor>,
     moments: Vec<(Tensor, Tensor)>,
+    clip: Option<Clip>,
 }
 
 impl Adam {
@@ -249,7 +333,19 @@ impl Adam {
             steps: scalar(graph, "adam steps", 0.0),
             params: params.to_vec(),
             moments: Vec::new(),
+            clip: None,
         }
+    }
+
+    /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Adam {
+        self.clip = Some(Clip::new(self.lr.graph(), max_norm));
+        self
+    }
+
+    /// The global gradient norm of the last step, before clipping (one cell), when clipping.
+    pub fn grad_norm(&self) -> Option<&Tensor> {
+        self.clip.as_ref().map(|clip| &clip.norm)
     }
 
     /// The optimizer's state (the step count, then both moments of each parameter, made by
@@ -273,7 +369,7 @@ impl Adam {
         let mut updates = vec![Update::set(&self.steps, t() + 1.0)];
         let correction = |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, t());
         for (w, (m, v)) in self.params.iter().zip(moments) {
-            let g = || Formula::grad(w);
+            let g = || gradient(self.clip.as_ref(), w);
             updates.push(Update::set(
                 m,
                 self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g(),
@@ -338,6 +434,7 @@ impl Adam {
             Range::AtLeastZero,
         )?;
         check_learning_rate(ctx, "Adam", &self.lr)?;
+        let mut updates = clip_updates("Adam", self.clip.as_ref(), &self.params)?;
         self.moments = self
             .params
             .iter()
@@ -348,7 +445,175 @@ impl Adam {
                 ))
             })
             .collect::<Result<Vec<_>, TensorError>>()?;
-        Ok(self.updates(&self.moments))
+        updates.extend(self.updates(&self.moments));
+        Ok(updates)
+    }
+}
+
+/// LAMB (layer-wise adaptive moments): Adam's step `r = m̂/(√v̂ + ε) + λ·w` per parameter,
+/// scaled by the parameter's trust ratio `‖w‖ / ‖r‖` (1 when either norm is 0), then
+/// `w ← w − lr·ratio·r`. Each norm is a reduction over the parameter's cells inside the step.
+#[derive(Debug, Clone)]
+pub struct Lamb {
+    /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
+    pub lr: Tensor,
+    /// The first moment's decay `β₁`, in `[0, 1)` (default 0.9).
+    pub beta1: f64,
+    /// The second moment's decay `β₂`, in `[0, 1)` (default 0.999).
+    pub beta2: f64,
+    /// The `ε` added to the second moment's root, above 0 (default 1e-6).
+    pub epsilon: f64,
+    /// The weight decay `λ` added to the step, at least 0 (default 0).
+    pub weight_decay: f64,
+    steps: Tensor,
+    params: Vec<Tensor>,
+    /// Per parameter: both moments, and one cell each for `‖w‖²` and `‖r‖²`.
+    state: Vec<[Tensor; 4]>,
+    clip: Option<Clip>,
+}
+
+impl Lamb {
+    /// LAMB of `params` at learning rate `lr`, with the usual betas and epsilon; the settings are
+    /// checked by [`Lamb::compile`].
+    pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Lamb {
+        Lamb {
+            lr: scalar(graph, "lr", lr),
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-6,
+            weight_decay: 0.0,
+            steps: scalar(graph, "lamb steps", 0.0),
+            params: params.to_vec(),
+            state: Vec::new(),
+            clip: None,
+        }
+    }
+
+    /// With weight decay `decay` in the step (and so in its norm).
+    pub fn weight_decay(mut self, decay: f64) -> Lamb {
+        self.weight_decay = decay;
+        self
+    }
+
+    /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Lamb {
+        self.clip = Some(Clip::new(self.lr.graph(), max_norm));
+        self
+    }
+
+    /// The global gradient norm of the last step, before clipping (one cell), when clipping.
+    pub fn grad_norm(&self) -> Option<&Tensor> {
+        self.clip.as_ref().map(|clip| &clip.norm)
+    }
+
+    /// The optimizer's state (the step count, then per parameter both moments and the squared
+    /// norms of the parameter and of its last step), made by [`Lamb::compile`].
+    pub fn state(&self) -> Vec<Tensor> {
+        let mut state = vec![self.steps.clone()];
+        state.extend(self.state.iter().flatten().cloned());
+        state
+    }
+
+    fn updates(&self) -> Vec<Update> {
+        let t = || Formula::value(&self.steps);
+        let mut updates = vec![Update::set(&self.steps, t() + 1.0)];
+        let correction = |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, t());
+        for (w, [m, v, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
+            let g = || gradient(self.clip.as_ref(), w);
+            updates.push(Update::set(
+                m,
+                self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g(),
+            ));
+            updates.push(Update::set(
+                v,
+                self.beta2 * Formula::value(v) + (1.0 - self.beta2) * (g() * g()),
+            ));
+            let step = || {
+                let m_hat = Formula::value(m) / correction(self.beta1);
+                let v_hat = Formula::value(v) / correction(self.beta2);
+                m_hat / (v_hat.apply(Unop::Sqrt) + self.epsilon)
+                    + self.weight_decay * Formula::value(w)
+            };
+            updates.push(Update::reduce(
+                w_norm,
+                Binop::Add,
+                Formula::value(w) * Formula::value(w),
+            ));
+            updates.push(Update::reduce(r_norm, Binop::Add, step() * step()));
+            let both = Formula::value(w_norm) * Formula::value(r_norm);
+            let ratio = both.select(
+                (Formula::value(w_norm) / Formula::value(r_norm)).apply(Unop::Sqrt),
+                Formula::Const(1.0),
+            );
+            updates.push(Update::subtract(
+                w,
+                Formula::value(&self.lr) * ratio * step(),
+            ));
+        }
+        updates
+    }
+
+    /// The step as a routine of `ctx` (its state tensors are made here, once the parameters'
+    /// shapes are known). An error, before anything is made, when a setting is not a finite
+    /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
+    /// at least 0, the betas in `[0, 1)`, epsilon and a clipping norm above 0.
+    pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+        let updates = self.prepare(ctx)?;
+        ctx.update(&updates)
+    }
+
+    /// The whole training step of `loss` as one routine of `ctx`: backprop, then this
+    /// optimizer's update ([`Context::train_step`]); the settings are checked as by
+    /// [`Lamb::compile`].
+    pub fn compile_step(
+        &mut self,
+        ctx: &mut Context,
+        loss: &Tensor,
+    ) -> Result<Routine, TensorError> {
+        self.compile_step_with(ctx, loss, &[])
+    }
+
+    /// [`Lamb::compile_step`] with `extra` updates run after the optimizer's in the same
+    /// routine.
+    pub fn compile_step_with(
+        &mut self,
+        ctx: &mut Context,
+        loss: &Tensor,
+        extra: &[Update],
+    ) -> Result<Routine, TensorError> {
+        let mut updates = self.prepare(ctx)?;
+        updates.extend_from_slice(extra);
+        ctx.train_step(loss, &updates)
+    }
+
+    /// The settings checked, the state made, the updates of one step.
+    fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
+        check("Lamb", "beta1", self.beta1, Range::Fraction)?;
+        check("Lamb", "beta2", self.beta2, Range::Fraction)?;
+        check("Lamb", "epsilon", self.epsilon, Range::AboveZero)?;
+        check(
+            "Lamb",
+            "the weight decay",
+            self.weight_decay,
+            Range::AtLeastZero,
+        )?;
+        check_learning_rate(ctx, "Lamb", &self.lr)?;
+        let mut updates = clip_updates("Lamb", self.clip.as_ref(), &self.params)?;
+        self.state = self
+            .params
+            .iter()
+            .map(|p| {
+                let graph = p.graph();
+                Ok([
+                    state_like(ctx, p, "first moment")?,
+                    state_like(ctx, p, "second moment")?,
+                    scalar(graph, &format!("{} norm²", p.label()), 0.0),
+                    scalar(graph, &format!("{} step norm²", p.label()), 0.0),
+                ])
+            })
+            .collect::<Result<Vec<_>, TensorError>>()?;
+        updates.extend(self.updates());
+        Ok(updates)
     }
 }
 

@@ -1,10 +1,12 @@
 //! Optimizer settings: a learning rate, momentum, decay, betas or epsilon that is not a number,
 //! infinite or out of its range is refused when the step is compiled, and a schedule's when it
 //! sets the learning rate, with an error naming the optimizer, the setting and its value. SGD
-//! without momentum keeps no velocity.
+//! without momentum keeps no velocity. Clipping by the global gradient norm and LAMB's trust
+//! ratios (reductions inside the step) match a direct computation on both CPU backends.
 
-use rcannl_backends::Interpreter;
-use rcannl_nn::optim::{Adam, Schedule, Sgd};
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Interpreter};
+use rcannl_nn::optim::{Adam, Lamb, Schedule, Sgd};
 use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
 /// A graph with one parameter, and a context of it with the parameter initialized.
@@ -239,4 +241,141 @@ fn sgd_without_momentum_keeps_no_velocity_and_steps_by_the_gradient() {
     let mut with_momentum = Sgd::new(&graph, &[w], 0.1, 0.9);
     with_momentum.compile(&mut ctx).expect("a valid optimizer");
     assert_eq!(with_momentum.state().len(), 1);
+}
+
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![
+        Box::new(Interpreter),
+        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
+    ]
+}
+
+#[test]
+fn clipping_scales_every_gradient_by_the_global_norm() {
+    // loss = a·(3, 0) + b·4: the gradients are (3, 0) and 4, of global norm 5.
+    for (max_norm, scale) in [(1.0, 1.0 / (5.0 + 1e-6)), (10.0, 1.0)] {
+        for backend in backends() {
+            let name = backend.name();
+            let graph = Graph::new();
+            let a = graph
+                .param("a")
+                .shape("2")
+                .init(Init::Values(vec![1.0, 1.0]))
+                .build();
+            let b = graph
+                .param("b")
+                .shape("1")
+                .init(Init::Values(vec![1.0]))
+                .build();
+            let xa = graph.data("xa").shape("2").values(vec![3.0, 0.0]).build();
+            let xb = graph.data("xb").shape("1").values(vec![4.0]).build();
+            let loss = &rcannl_nn::loss::sum(&a.pmul(&xa)) + &rcannl_nn::loss::sum(&b.pmul(&xb));
+            let mut ctx = Context::with_backend(&graph, backend);
+            ctx.init_params().unwrap();
+            let mut sgd =
+                Sgd::new(&graph, &[a.clone(), b.clone()], 1.0, 0.0).clip_grad_norm(max_norm);
+            let step = sgd.compile_step(&mut ctx, &loss).unwrap();
+            ctx.run(&step).unwrap();
+            let norm = sgd.grad_norm().expect("clipping keeps the norm").clone();
+            assert!((ctx.values(&norm).unwrap()[0] - 5.0).abs() < 1e-5, "{name}");
+            let a_now = ctx.values(&a).unwrap();
+            let b_now = ctx.values(&b).unwrap();
+            let expected = [1.0 - 3.0 * scale, 1.0, 1.0 - 4.0 * scale];
+            for (got, want) in a_now.iter().chain(&b_now).zip(expected) {
+                assert!(
+                    (got - want).abs() < 1e-6,
+                    "{name} max {max_norm}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}
+
+/// LAMB computed directly in f64: `steps` steps on `loss = Σ c·w²` (gradient `2c·w`) per
+/// parameter.
+fn lamb_by_hand(params: &[(Vec<f64>, f64)], lr: f64, decay: f64, steps: usize) -> Vec<Vec<f64>> {
+    let (beta1, beta2, epsilon) = (0.9f64, 0.999f64, 1e-6);
+    let mut ws: Vec<Vec<f64>> = params.iter().map(|(w, _)| w.clone()).collect();
+    let mut ms: Vec<Vec<f64>> = ws.iter().map(|w| vec![0.0; w.len()]).collect();
+    let mut vs = ms.clone();
+    for t in 1..=steps {
+        let t = t as f64;
+        for (p, (_, c)) in params.iter().enumerate() {
+            let w = &mut ws[p];
+            let g: Vec<f64> = w.iter().map(|w| 2.0 * c * w).collect();
+            let mut r = Vec::new();
+            for i in 0..w.len() {
+                ms[p][i] = beta1 * ms[p][i] + (1.0 - beta1) * g[i];
+                vs[p][i] = beta2 * vs[p][i] + (1.0 - beta2) * g[i] * g[i];
+                let m_hat = ms[p][i] / (1.0 - beta1.powf(t));
+                let v_hat = vs[p][i] / (1.0 - beta2.powf(t));
+                r.push(m_hat / (v_hat.sqrt() + epsilon) + decay * w[i]);
+            }
+            let w_norm = w.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let r_norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let ratio = if w_norm > 0.0 && r_norm > 0.0 {
+                w_norm / r_norm
+            } else {
+                1.0
+            };
+            for i in 0..w.len() {
+                w[i] -= lr * ratio * r[i];
+            }
+        }
+    }
+    ws
+}
+
+#[test]
+fn lamb_scales_each_step_by_its_trust_ratio() {
+    let start = [(vec![1.0, -2.0, 0.5], 1.0), (vec![3.0, 0.25], 0.5)];
+    let expected = lamb_by_hand(&start, 0.05, 0.01, 3);
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let params: Vec<Tensor> = start
+            .iter()
+            .enumerate()
+            .map(|(i, (w, _))| {
+                graph
+                    .param(&format!("w{i}"))
+                    .shape(&w.len().to_string())
+                    .init(Init::Values(w.clone()))
+                    .build()
+            })
+            .collect();
+        let terms: Vec<Tensor> = params
+            .iter()
+            .zip(&start)
+            .map(|(w, (_, c))| rcannl_nn::loss::sum(&w.pmul(w)) * *c)
+            .collect();
+        let loss = &terms[0] + &terms[1];
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let mut lamb = Lamb::new(&graph, &params, 0.05).weight_decay(0.01);
+        let step = lamb.compile_step(&mut ctx, &loss).unwrap();
+        assert_eq!(lamb.state().len(), 1 + 4 * params.len());
+        for _ in 0..3 {
+            ctx.run(&step).unwrap();
+        }
+        for (w, want) in params.iter().zip(&expected) {
+            let got = ctx.values(w).unwrap();
+            for (g, e) in got.iter().zip(want) {
+                assert!((g - e).abs() < 2e-5, "{name}: {got:?} vs {want:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn lamb_and_clipping_refuse_bad_settings() {
+    let (graph, w, mut ctx) = setup();
+    let mut lamb = Lamb::new(&graph, std::slice::from_ref(&w), 0.1);
+    lamb.beta2 = 1.0;
+    refused(lamb.compile(&mut ctx), &["Lamb: beta2 is 1"]);
+    let mut clipped = Adam::new(&graph, &[w], 0.1).clip_grad_norm(0.0);
+    refused(
+        clipped.compile(&mut ctx),
+        &["Adam: the gradient clipping norm is 0", "above 0"],
+    );
 }
