@@ -17,6 +17,7 @@ use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::{Embedding, one_hot};
 use rcannl_nn::loss::cross_entropy;
 use rcannl_nn::norm::{LayerNorm, log_softmax, softmax};
+use rcannl_nn::optim::{Adam, Lamb};
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{BackendChoice, Context, Graph, Init, Tensor};
 
@@ -254,4 +255,56 @@ fn attention_and_transformer_blocks() {
             .apply(&p[0], 3, None)
             .pmul(&weights(g, "2|->3,4"))
     });
+}
+
+/// The parameters after three steps of `optimizer` (Adam or LAMB, clipping the global gradient
+/// norm at 0.5: the updates reduce norms into single cells) on an MLP, and the gradient of the
+/// loss with respect to its data input (built with `requires_grad`).
+fn optimizer_steps(backend: Box<dyn Backend>, lamb: bool) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let graph = Graph::new();
+    let mlp = Mlp::new(&graph, "mlp", &[8, 3]);
+    let x = graph
+        .data("x")
+        .shape("4|->5")
+        .values(test_values(20, 5))
+        .requires_grad()
+        .build();
+    let loss = rcannl_nn::loss::sum(&mlp.apply(&x).pmul(&weights(&graph, "4|->3")));
+    let mut ctx = Context::with_backend(&graph, backend);
+    ctx.set_seed(3);
+    ctx.init_params().unwrap();
+    let params = mlp.params();
+    let step = if lamb {
+        Lamb::new(&graph, &params, 0.01)
+            .clip_grad_norm(0.5)
+            .compile_step(&mut ctx, &loss)
+    } else {
+        Adam::new(&graph, &params, 0.01)
+            .clip_grad_norm(0.5)
+            .compile_step(&mut ctx, &loss)
+    }
+    .unwrap();
+    for _ in 0..3 {
+        ctx.run(&step).unwrap();
+    }
+    let values = params.iter().map(|p| ctx.values(p).unwrap()).collect();
+    (values, ctx.grad(&x).unwrap())
+}
+
+#[test]
+fn optimizer_steps_with_norms_and_data_gradients() {
+    let Some(_) = gpu() else { return };
+    for lamb in [false, true] {
+        let name = if lamb { "LAMB" } else { "Adam" };
+        let (gpu_params, gpu_input_grad) = optimizer_steps(gpu().unwrap(), lamb);
+        let (params, input_grad) = optimizer_steps(Box::new(Interpreter), lamb);
+        for (i, (g, o)) in gpu_params.iter().zip(&params).enumerate() {
+            assert_close(&format!("{name}: parameter {i}"), g, o);
+        }
+        assert_close(
+            &format!("{name}: gradient of the input"),
+            &gpu_input_grad,
+            &input_grad,
+        );
+    }
 }
