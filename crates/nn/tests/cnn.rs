@@ -1,0 +1,228 @@
+//! The normalization layers and CNN blocks: every block's gradients by finite differences on
+//! both CPU backends, batch normalization's values in both modes against a direct computation,
+//! and its running statistics after several training steps against a hand computation.
+
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Interpreter};
+use rcannl_ir::Precision;
+use rcannl_nn::loss::sum;
+use rcannl_nn::norm::{BatchNorm, GroupNorm, Mode, RmsNorm};
+use rcannl_nn::optim::Sgd;
+use rcannl_tensor::gradcheck::{Inputs, check_gradients, test_values};
+use rcannl_tensor::{Context, Graph, Tensor};
+
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![
+        Box::new(Interpreter),
+        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
+    ]
+}
+
+fn check(name: &str, shapes: &[&str], build: impl Fn(&Graph, &[Tensor]) -> Tensor) {
+    for backend in backends() {
+        let backend_name = backend.name();
+        let inputs = Inputs {
+            shapes,
+            positive: false,
+        };
+        if let Err(e) = check_gradients(backend, &inputs, 1e-5, &build) {
+            panic!("{name} on {backend_name}: {e}");
+        }
+    }
+}
+
+/// A fixed f64 data tensor of the given shape, to weight outputs (the plain sum of a
+/// normalized tensor does not depend on its input).
+fn weights(graph: &Graph, shape: &str, n: usize) -> Tensor {
+    graph
+        .data("weights")
+        .shape(shape)
+        .precision(Precision::F64)
+        .values(test_values(n, 99))
+        .build()
+}
+
+/// Batch normalization of `channels` f64 channels whose gain and bias are the check's inputs
+/// 1 and 2.
+fn batch_norm(graph: &Graph, inputs: &[Tensor], channels: usize) -> BatchNorm {
+    let mut norm = BatchNorm::with_precision(graph, "bn", channels, Precision::F64);
+    norm.gain = inputs[1].clone();
+    norm.bias = inputs[2].clone();
+    norm
+}
+
+#[test]
+fn batch_norm_gradients_in_both_modes() {
+    for mode in [Mode::Train, Mode::Eval] {
+        check(
+            &format!("batch norm 1-D {mode:?}"),
+            &["4|->3", "|->3", "|->3"],
+            |g, p| {
+                batch_norm(g, p, 3)
+                    .apply(&p[0], mode)
+                    .pmul(&weights(g, "4|->3", 12))
+            },
+        );
+        check(
+            &format!("batch norm 2-D {mode:?}"),
+            &["2|->3,2,2", "|->2", "|->2"],
+            |g, p| {
+                batch_norm(g, p, 2)
+                    .apply(&p[0], mode)
+                    .pmul(&weights(g, "2|->3,2,2", 24))
+            },
+        );
+    }
+}
+
+#[test]
+fn group_and_rms_norm_gradients() {
+    check("group norm", &["2|->2,2,4", "|->4", "|->4"], |g, p| {
+        let mut norm = GroupNorm::with_precision(g, "gn", 4, 2, Precision::F64).unwrap();
+        norm.gain = p[1].clone();
+        norm.bias = p[2].clone();
+        norm.apply(&p[0]).pmul(&weights(g, "2|->2,2,4", 32))
+    });
+    check("rms norm", &["3|->4", "|->4"], |g, p| {
+        let norm = RmsNorm {
+            gain: p[1].clone(),
+            epsilon: 1e-6,
+        };
+        norm.apply(&p[0]).pmul(&weights(g, "3|->4", 12))
+    });
+}
+
+/// Per-channel mean and biased variance of `x`, rows of `channels` cells (the channel is the
+/// fastest-moving axis, as in memory).
+fn channel_statistics(x: &[f64], channels: usize) -> (Vec<f64>, Vec<f64>) {
+    let n = (x.len() / channels) as f64;
+    let mean: Vec<f64> = (0..channels)
+        .map(|c| x.iter().skip(c).step_by(channels).sum::<f64>() / n)
+        .collect();
+    let variance = (0..channels)
+        .map(|c| {
+            x.iter()
+                .skip(c)
+                .step_by(channels)
+                .map(|v| (v - mean[c]).powi(2))
+                .sum::<f64>()
+                / n
+        })
+        .collect();
+    (mean, variance)
+}
+
+/// `(x − mean)/√(var + 1e-5)·gain + bias`, channel by channel.
+fn normalized(x: &[f64], mean: &[f64], variance: &[f64], gain: &[f64], bias: &[f64]) -> Vec<f64> {
+    let channels = mean.len();
+    x.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let c = i % channels;
+            (v - mean[c]) / (variance[c] + 1e-5).sqrt() * gain[c] + bias[c]
+        })
+        .collect()
+}
+
+fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-10 * w.abs().max(1.0),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn batch_norm_values_in_both_modes() {
+    for (shape, channels) in [("4|->3", 3), ("2|->3,1,2", 2), ("3|->1,1,4", 4)] {
+        let cells = 12;
+        let input = test_values(cells, 5);
+        let gain: Vec<f64> = test_values(channels, 6);
+        let bias: Vec<f64> = test_values(channels, 7);
+        let running_mean: Vec<f64> = test_values(channels, 8);
+        let running_var: Vec<f64> = test_values(channels, 9).iter().map(|v| v * v).collect();
+        let graph = Graph::new();
+        let x = graph
+            .data("x")
+            .shape(shape)
+            .precision(Precision::F64)
+            .values(input.clone())
+            .build();
+        let norm = BatchNorm::with_precision(&graph, "bn", channels, Precision::F64);
+        let train = norm.apply(&x, Mode::Train);
+        let eval = norm.apply(&x, Mode::Eval);
+        for backend in backends() {
+            let name = backend.name();
+            let mut ctx = Context::with_backend(&graph, backend);
+            ctx.init_params().unwrap();
+            ctx.set_values(&norm.gain, &gain).unwrap();
+            ctx.set_values(&norm.bias, &bias).unwrap();
+            ctx.set_values(&norm.running_mean, &running_mean).unwrap();
+            ctx.set_values(&norm.running_var, &running_var).unwrap();
+            let routine = ctx.forward(&[&train, &eval]).unwrap();
+            ctx.run(&routine).unwrap();
+            let (mean, variance) = channel_statistics(&input, channels);
+            assert_close(
+                &ctx.values(&train).unwrap(),
+                &normalized(&input, &mean, &variance, &gain, &bias),
+                &format!("{shape} train on {name}"),
+            );
+            assert_close(
+                &ctx.values(&eval).unwrap(),
+                &normalized(&input, &running_mean, &running_var, &gain, &bias),
+                &format!("{shape} eval on {name}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn running_statistics_follow_the_batches_of_each_step() {
+    for (shape, channels) in [("4|->3", 3), ("2|->3,1,2", 2)] {
+        let cells = 12;
+        let n = (cells / channels) as f64;
+        for backend in backends() {
+            let name = backend.name();
+            let graph = Graph::new();
+            let x = graph
+                .data("x")
+                .shape(shape)
+                .precision(Precision::F64)
+                .build();
+            let norm = BatchNorm::with_precision(&graph, "bn", channels, Precision::F64);
+            let out = norm.apply(&x, Mode::Train);
+            let loss = sum(&out.pmul(&weights(&graph, shape, cells)));
+            let mut sgd = Sgd::new(&graph, &norm.params(), 0.1, 0.0);
+            let mut ctx = Context::with_backend(&graph, backend);
+            ctx.init_params().unwrap();
+            let step = sgd
+                .compile_step_with(&mut ctx, &loss, &norm.updates().unwrap())
+                .unwrap();
+            let mut running_mean = vec![0.0; channels];
+            let mut running_var = vec![1.0; channels];
+            for i in 0..4 {
+                let input = test_values(cells, 30 + i);
+                ctx.set_values(&x, &input).unwrap();
+                ctx.run(&step).unwrap();
+                let (mean, variance) = channel_statistics(&input, channels);
+                for c in 0..channels {
+                    running_mean[c] = 0.9 * running_mean[c] + 0.1 * mean[c];
+                    running_var[c] = 0.9 * running_var[c] + 0.1 * variance[c] * n / (n - 1.0);
+                }
+                let what = format!("{shape} after step {} on {name}", i + 1);
+                assert_close(
+                    &ctx.values(&norm.running_mean).unwrap(),
+                    &running_mean,
+                    &format!("running mean, {what}"),
+                );
+                assert_close(
+                    &ctx.values(&norm.running_var).unwrap(),
+                    &running_var,
+                    &format!("running variance, {what}"),
+                );
+            }
+        }
+    }
+}
