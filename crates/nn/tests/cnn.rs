@@ -5,6 +5,8 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
+use rcannl_nn::cnn::{ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBlock};
+use rcannl_nn::conv::{DepthwiseConv2d, depthwise_conv2d};
 use rcannl_nn::loss::sum;
 use rcannl_nn::norm::{BatchNorm, GroupNorm, Mode, RmsNorm};
 use rcannl_nn::optim::Sgd;
@@ -224,5 +226,136 @@ fn running_statistics_follow_the_batches_of_each_step() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn conv_bn_relu_gradients_in_both_modes() {
+    for mode in [Mode::Train, Mode::Eval] {
+        check(
+            &format!("conv-bn-relu {mode:?}"),
+            &["2|->3,3,2", "|3,3,2->3", "|->3", "|->3"],
+            |g, p| {
+                let mut block = ConvBnRelu::new(g, "block", 2, 3, 3, 1);
+                block.conv_bn.kernel = p[1].clone();
+                block.conv_bn.norm.gain = p[2].clone();
+                block.conv_bn.norm.bias = p[3].clone();
+                block.apply(&p[0], mode).pmul(&weights(g, "2|->3,3,3", 54))
+            },
+        );
+    }
+}
+
+#[test]
+fn residual_block_gradients_with_and_without_projection() {
+    for mode in [Mode::Train, Mode::Eval] {
+        check(
+            &format!("residual identity {mode:?}"),
+            &["2|->3,3,2"],
+            |g, p| {
+                let block = ResidualBlock::new(g, "res", 2, 2, 1);
+                assert!(block.projection.is_none());
+                block.apply(&p[0], mode).pmul(&weights(g, "2|->3,3,2", 36))
+            },
+        );
+        check(
+            &format!("residual strided projection {mode:?}"),
+            &["2|->4,4,2", "|1,1,2->3"],
+            |g, p| {
+                let mut block = ResidualBlock::new(g, "res", 2, 3, 2);
+                let projection = block.projection.as_mut().expect("a projection");
+                projection.kernel = p[1].clone();
+                block.apply(&p[0], mode).pmul(&weights(g, "2|->2,2,3", 24))
+            },
+        );
+    }
+    check("residual widening projection", &["2|->2,2,2"], |g, p| {
+        let block = ResidualBlock::new(g, "res", 2, 3, 1);
+        assert!(block.projection.is_some());
+        block
+            .apply(&p[0], Mode::Train)
+            .pmul(&weights(g, "2|->2,2,3", 24))
+    });
+}
+
+#[test]
+fn vgg_block_and_lenet_gradients() {
+    check("vgg block", &["1|->4,4,2"], |g, p| {
+        VggBlock::new(g, "vgg", 2, 3)
+            .apply(&p[0])
+            .pmul(&weights(g, "1|->2,2,3", 12))
+    });
+    check("lenet", &["2|->4,4,1"], |g, p| {
+        LeNet::new(g, "lenet", 3)
+            .apply(&p[0])
+            .pmul(&weights(g, "2|->3", 6))
+    });
+}
+
+#[test]
+fn depthwise_separable_gradients_in_both_modes() {
+    for mode in [Mode::Train, Mode::Eval] {
+        check(
+            &format!("depthwise-separable {mode:?}"),
+            &["2|->3,3,2", "|3,3->2"],
+            |g, p| {
+                let mut block = DepthwiseSeparable::new(g, "sep", 2, 3, 3, 1);
+                block.depthwise_kernel = p[1].clone();
+                block.apply(&p[0], mode).pmul(&weights(g, "2|->3,3,3", 54))
+            },
+        );
+    }
+    check("depthwise-separable strided", &["2|->4,4,2"], |g, p| {
+        DepthwiseSeparable::new(g, "sep", 2, 3, 3, 2)
+            .apply(&p[0], Mode::Train)
+            .pmul(&weights(g, "2|->2,2,3", 24))
+    });
+    check("depthwise conv", &["1|->4,4,2", "|3,3->2"], |g, p| {
+        depthwise_conv2d(&p[0], &p[1], 3, 1, false).pmul(&weights(g, "1|->2,2,2", 8))
+    });
+}
+
+#[test]
+fn depthwise_convolution_convolves_each_channel_alone() {
+    // A 3×3 image of two channels, channel 1 the negated channel 0 plus 10.
+    let channel0: Vec<f64> = (0..9).map(f64::from).collect();
+    let image: Vec<f64> = channel0.iter().flat_map(|&v| [v, 10.0 - v]).collect();
+    // Filters in memory order (the output axis, the channel, first, then kh, kw): channel 0
+    // sums its window, channel 1 takes its centre twice.
+    let filters: Vec<f64> = [[1.0; 9], [0., 0., 0., 0., 2., 0., 0., 0., 0.]].concat();
+    let graph = Graph::new();
+    let x = graph
+        .data("x")
+        .shape("1|->3,3,2")
+        .precision(Precision::F64)
+        .values(image)
+        .build();
+    let kernel = graph
+        .data("kernel")
+        .shape("|3,3->2")
+        .precision(Precision::F64)
+        .values(filters.clone())
+        .build();
+    let valid = depthwise_conv2d(&x, &kernel, 3, 1, false);
+    let block = DepthwiseConv2d::new(&graph, "dw", 3, 1, true);
+    let padded = block.apply(&x);
+    for backend in backends() {
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        ctx.set_values(&block.kernel, &filters).unwrap();
+        ctx.set_values(&block.bias, &[0.5, -1.0]).unwrap();
+        let routine = ctx.forward(&[&valid, &padded]).unwrap();
+        ctx.run(&routine).unwrap();
+        assert_eq!(ctx.values(&valid).unwrap(), vec![36.0, 12.0]);
+        // Padded with zeros: channel 0's window sums, channel 1's doubled centres, plus the
+        // bias.
+        assert_eq!(
+            ctx.values(&padded).unwrap(),
+            vec![
+                8.5, 19.0, 15.5, 17.0, 12.5, 15.0, //
+                21.5, 13.0, 36.5, 11.0, 27.5, 9.0, //
+                20.5, 7.0, 33.5, 5.0, 24.5, 3.0,
+            ]
+        );
     }
 }
