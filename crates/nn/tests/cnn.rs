@@ -359,3 +359,45 @@ fn depthwise_convolution_convolves_each_channel_alone() {
         );
     }
 }
+
+#[test]
+fn normalization_settings_and_shapes_are_checked() {
+    let graph = Graph::new();
+    let e = GroupNorm::new(&graph, "gn", 6, 4).unwrap_err();
+    assert!(
+        e.message
+            .contains("GroupNorm 'gn': 4 groups do not divide 6 channels"),
+        "{}",
+        e.message
+    );
+    let mut norm = BatchNorm::new(&graph, "bn", 3);
+    let e = norm.updates().unwrap_err();
+    assert!(
+        e.message.contains("BatchNorm 'bn'") && e.message.contains("never applied in train mode"),
+        "{}",
+        e.message
+    );
+    let x = graph.data("x").shape("4|->2,2,3").build();
+    norm.apply(&x, Mode::Train);
+    norm.momentum = 1.5;
+    let e = norm.updates().unwrap_err();
+    assert!(
+        e.message.contains("BatchNorm 'bn': the momentum is 1.5"),
+        "{}",
+        e.message
+    );
+    norm.epsilon = 0.0;
+    let e = norm.apply(&x, Mode::Eval).error().expect("an error");
+    assert!(
+        e.message.contains("BatchNorm 'bn': epsilon is 0"),
+        "{}",
+        e.message
+    );
+
+    // Five channels where the block has three: the per-channel gain cannot fit.
+    let wrong = Graph::new();
+    let x = wrong.data("x").shape("4|->2,2,5").build();
+    BatchNorm::new(&wrong, "bn", 3).apply(&x, Mode::Train);
+    let e = wrong.check().unwrap_err();
+    assert!(e.message.contains("bn.gain"), "{}", e.message);
+}
