@@ -401,3 +401,81 @@ fn normalization_settings_and_shapes_are_checked() {
     let e = wrong.check().unwrap_err();
     assert!(e.message.contains("bn.gain"), "{}", e.message);
 }
+
+#[test]
+fn group_and_rms_norm_values() {
+    // Two examples of 2×1 positions and 4 channels, in 2 groups of 2 channels.
+    let input = test_values(16, 11);
+    let gain = test_values(4, 12);
+    let bias = test_values(4, 13);
+    let graph = Graph::new();
+    let x = graph
+        .data("x")
+        .shape("2|->2,1,4")
+        .precision(Precision::F64)
+        .values(input.clone())
+        .build();
+    let group_norm = GroupNorm::with_precision(&graph, "gn", 4, 2, Precision::F64).unwrap();
+    let grouped = group_norm.apply(&x);
+    let rms_norm = RmsNorm::with_precision(&graph, "rms", Precision::F64);
+    let rows = graph
+        .data("rows")
+        .shape("4|->4")
+        .precision(Precision::F64)
+        .values(input.clone())
+        .build();
+    let rms = rms_norm.apply(&rows);
+
+    let mut want_grouped = vec![0.0; 16];
+    for example in 0..2 {
+        for group in 0..2 {
+            // Cells of this example and group: 2 positions × 2 channels.
+            let cells: Vec<usize> = (0..2)
+                .flat_map(|position| {
+                    (0..2).map(move |k| example * 8 + position * 4 + group * 2 + k)
+                })
+                .collect();
+            let mean = cells.iter().map(|&i| input[i]).sum::<f64>() / 4.0;
+            let variance = cells
+                .iter()
+                .map(|&i| (input[i] - mean).powi(2))
+                .sum::<f64>()
+                / 4.0;
+            for &i in &cells {
+                let c = i % 4;
+                want_grouped[i] = (input[i] - mean) / (variance + 1e-5).sqrt() * gain[c] + bias[c];
+            }
+        }
+    }
+    let rms_gain = test_values(4, 14);
+    let want_rms: Vec<f64> = input
+        .chunks(4)
+        .flat_map(|row| {
+            let root = (row.iter().map(|v| v * v).sum::<f64>() / 4.0 + 1e-6).sqrt();
+            row.iter()
+                .zip(&rms_gain)
+                .map(move |(v, g)| v / root * g)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for backend in backends() {
+        let name = backend.name();
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        ctx.set_values(&group_norm.gain, &gain).unwrap();
+        ctx.set_values(&group_norm.bias, &bias).unwrap();
+        ctx.set_values(&rms_norm.gain, &rms_gain).unwrap();
+        let routine = ctx.forward(&[&grouped, &rms]).unwrap();
+        ctx.run(&routine).unwrap();
+        assert_close(
+            &ctx.values(&grouped).unwrap(),
+            &want_grouped,
+            &format!("group norm on {name}"),
+        );
+        assert_close(
+            &ctx.values(&rms).unwrap(),
+            &want_rms,
+            &format!("rms norm on {name}"),
+        );
+    }
+}
