@@ -182,8 +182,8 @@ struct BatchStatistics {
 /// the gradients flow through; each such application records its statistics, and
 /// [`BatchNorm::updates`] moves the running statistics towards them:
 /// `running = (1 − momentum)·running + momentum·batch_stat`, with the variance unbiased
-/// (`var·n/(n − 1)` over `n` values per channel; a batch of one value per channel makes it
-/// infinite, as there is no unbiased estimate). In [`Mode::Eval`], the running statistics take
+/// (`var·n/(n − 1)` over `n` values per channel; with one value per channel there is no
+/// unbiased estimate, and the running variance becomes NaN, where PyTorch refuses the batch). In [`Mode::Eval`], the running statistics take
 /// the batch's place and are constants. Either way the result is scaled by a learned gain
 /// (starting at 1) and shifted by a learned bias (at 0) per channel. PyTorch's conventions:
 /// momentum 0.1, ε = 1e-5, running mean 0 and running variance 1 at the start.
