@@ -1,5 +1,6 @@
-//! Convolutions and pooling over images laid out `batch | -> height, width, channels`, as einsum
-//! specs: the window axes are captured labels whose sizes are set from the block's arguments.
+//! Convolutions (full and depthwise) and pooling over images laid out
+//! `batch | -> height, width, channels`, as einsum specs: the window axes are captured labels
+//! whose sizes are set from the block's arguments.
 
 use rcannl_tensor::{Graph, Tensor};
 
@@ -61,10 +62,7 @@ impl Conv2d {
     }
 
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let h = window_axis("h", "kh", self.stride, self.padded);
-        let w = window_axis("w", "kw", self.stride, self.padded);
-        let spec = format!("...|...->{h}, {w}, c; kh, kw, c -> d => ...|...->h, w, d");
-        let convolved = set_window(&x.einsum(&spec, &self.kernel), self.size);
+        let convolved = conv2d(x, &self.kernel, self.size, self.stride, self.padded);
         convolved.outer_sum("...|...->h, w, d; d => ...|...->h, w, d", &self.bias)
     }
 
@@ -105,5 +103,70 @@ pub fn global_avg_pool(x: &Tensor) -> Tensor {
     match (summed.capture("h"), summed.capture("w")) {
         (Ok(h), Ok(w)) => &(&summed / &graph.dim(&h)) / &graph.dim(&w),
         (Err(e), _) | (_, Err(e)) => graph.failed_with(e),
+    }
+}
+
+/// The convolution of `x` with `kernel` (`kh, kw, c -> d`: `size × size` windows over every
+/// input channel `c`, one filter per output channel `d`), without a bias.
+pub fn conv2d(x: &Tensor, kernel: &Tensor, size: usize, stride: usize, padded: bool) -> Tensor {
+    let h = window_axis("h", "kh", stride, padded);
+    let w = window_axis("w", "kw", stride, padded);
+    let spec = format!("...|...->{h}, {w}, c; kh, kw, c -> d => ...|...->h, w, d");
+    set_window(&x.einsum(&spec, kernel), size)
+}
+
+/// The depthwise convolution of `x` with `kernel` (`kh, kw -> c`: one `size × size` filter per
+/// channel, each channel convolved with its own filter alone), without a bias. The window is
+/// the kernel's input, so that its default init is scaled by the window's size.
+pub fn depthwise_conv2d(
+    x: &Tensor,
+    kernel: &Tensor,
+    size: usize,
+    stride: usize,
+    padded: bool,
+) -> Tensor {
+    let h = window_axis("h", "kh", stride, padded);
+    let w = window_axis("w", "kw", stride, padded);
+    let spec = format!("...|...->{h}, {w}, c; kh, kw -> c => ...|...->h, w, c");
+    set_window(&x.einsum(&spec, kernel), size)
+}
+
+/// A depthwise 2-D convolution: one `size × size` filter per channel, plus a bias per channel;
+/// the channels come from use.
+#[derive(Debug, Clone)]
+pub struct DepthwiseConv2d {
+    /// The filters, `kh, kw -> c`.
+    pub kernel: Tensor,
+    /// The bias per channel.
+    pub bias: Tensor,
+    /// The window's side.
+    pub size: usize,
+    /// The distance between windows.
+    pub stride: usize,
+    /// Whether the input is padded to keep its size (over the stride).
+    pub padded: bool,
+}
+
+impl DepthwiseConv2d {
+    /// A depthwise convolution with `size × size` windows `stride` apart.
+    pub fn new(graph: &Graph, label: &str, size: usize, stride: usize, padded: bool) -> Self {
+        DepthwiseConv2d {
+            kernel: graph.param(&format!("{label}.kernel")).build(),
+            bias: graph.param(&format!("{label}.bias")).build(),
+            size,
+            stride,
+            padded,
+        }
+    }
+
+    /// The convolution of `x`, plus the bias.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let convolved = depthwise_conv2d(x, &self.kernel, self.size, self.stride, self.padded);
+        convolved.outer_sum("...|...->h, w, c; c => ...|...->h, w, c", &self.bias)
+    }
+
+    /// The learned parameters: kernel and bias.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.kernel.clone(), self.bias.clone()]
     }
 }

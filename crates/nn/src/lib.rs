@@ -2,7 +2,9 @@
 //!
 //! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons),
 //! `attention` multi-head attention, rotary embeddings and the transformer block, `norm`
-//! softmax and layer normalization, `conv` convolutions and pooling, `embedding` token
+//! softmax and layer, batch, group and RMS normalization, `conv` convolutions (full and
+//! depthwise) and pooling, `cnn` convolutional blocks (convolution with batch normalization,
+//! residual, VGG, LeNet, depthwise-separable), `embedding` token
 //! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
@@ -13,6 +15,7 @@
 pub mod attention;
 pub mod blocks;
 pub mod checkpoint;
+pub mod cnn;
 pub mod conv;
 pub mod data;
 #[cfg(feature = "mpi")]

@@ -1,8 +1,13 @@
 //! Reductions over the last output axis, softmax and layer normalization (by the true mean and
-//! variance: the axis size comes from inference, as a tensor).
+//! variance: the axis size comes from inference, as a tensor); batch normalization with its
+//! train and eval [`Mode`]s and its running statistics' updates, group normalization and RMS
+//! normalization.
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use rcannl_ir::Precision;
-use rcannl_tensor::{Graph, Init, Tensor};
+use rcannl_tensor::{Formula, Graph, Init, Tensor, TensorError, Update};
 
 /// Reduces the last output axis to one position, keeping every other axis.
 const LAST: &str = "...|... -> ..., c => ...|... -> ..., 0";
@@ -92,5 +97,406 @@ impl LayerNorm {
 
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.gain.clone(), self.bias.clone()]
+    }
+}
+
+/// Whether a block with batch normalization is built for training (normalizing by the batch's
+/// statistics and recording them for the running statistics' updates) or for evaluation
+/// (normalizing by the running statistics). Each mode builds its own graph over the same
+/// parameters, so the choice is made once per compiled routine, not read per cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Batch statistics; the running statistics' updates are recorded.
+    Train,
+    /// Running statistics; nothing is recorded.
+    Eval,
+}
+
+/// Every axis but the last output axis summed away: per-channel sums over the batch and, for
+/// images, the positions.
+const PER_CHANNEL_SUM: &str = "...|...->..., c => |->c";
+
+/// A per-channel tensor (`|->c`) combined with `x` at every position of its last output axis.
+const PER_CHANNEL: &str = "...|...->..., c; c => ...|...->..., c";
+
+/// An error naming `owner`, `setting` and `value` unless `value` is finite and `allowed`
+/// (which `describe`s).
+fn check_setting(
+    owner: &str,
+    setting: &str,
+    value: f64,
+    allowed: impl Fn(f64) -> bool,
+    describe: &str,
+) -> Result<(), TensorError> {
+    if value.is_finite() && allowed(value) {
+        return Ok(());
+    }
+    Err(TensorError {
+        message: format!("{owner}: {setting} is {value}: it must be {describe}"),
+    })
+}
+
+/// Checks a normalization's `epsilon`: a finite number above 0.
+fn check_epsilon(owner: &str, epsilon: f64) -> Result<(), TensorError> {
+    check_setting(
+        owner,
+        "epsilon",
+        epsilon,
+        |e| e > 0.0,
+        "a finite number above 0",
+    )
+}
+
+/// A learned per-channel parameter of `channels` cells starting at `value`.
+fn per_channel_param(
+    graph: &Graph,
+    label: &str,
+    channels: usize,
+    value: f64,
+    precision: Precision,
+) -> Tensor {
+    graph
+        .param(label)
+        .shape(&format!("|->{channels}"))
+        .precision(precision)
+        .init(Init::Constant(value))
+        .build()
+}
+
+/// What one application in train mode computed, for the running statistics' updates.
+#[derive(Debug, Clone)]
+struct BatchStatistics {
+    /// The per-channel mean over the batch (and positions).
+    mean: Tensor,
+    /// The per-channel biased variance (divided by the count).
+    variance: Tensor,
+    /// How many values each channel's statistics are over.
+    count: Tensor,
+}
+
+/// Batch normalization over the last output axis (the channels), PyTorch's `BatchNorm1d` for
+/// `batch | -> features` and `BatchNorm2d` for images `batch | -> h, w, c`: statistics per
+/// channel over every other axis.
+///
+/// In [`Mode::Train`], `(x − mean)/√(var + ε)` by the batch's mean and biased variance, which
+/// the gradients flow through; each such application records its statistics, and
+/// [`BatchNorm::updates`] moves the running statistics towards them:
+/// `running = (1 − momentum)·running + momentum·batch_stat`, with the variance unbiased
+/// (`var·n/(n − 1)` over `n` values per channel; with one value per channel there is no
+/// unbiased estimate, and the running variance becomes NaN, where PyTorch refuses the batch). In [`Mode::Eval`], the running statistics take
+/// the batch's place and are constants. Either way the result is scaled by a learned gain
+/// (starting at 1) and shifted by a learned bias (at 0) per channel. PyTorch's conventions:
+/// momentum 0.1, ε = 1e-5, running mean 0 and running variance 1 at the start.
+#[derive(Debug, Clone)]
+pub struct BatchNorm {
+    /// The per-channel gain (a parameter, `|->channels`).
+    pub gain: Tensor,
+    /// The per-channel bias (a parameter, `|->channels`).
+    pub bias: Tensor,
+    /// The running mean (data, not a parameter: updated by [`BatchNorm::updates`]).
+    pub running_mean: Tensor,
+    /// The running unbiased variance (data, updated by [`BatchNorm::updates`]).
+    pub running_var: Tensor,
+    /// How far one update moves the running statistics, in `[0, 1]` (default 0.1).
+    pub momentum: f64,
+    /// Added to the variance under the root, above 0 (default 1e-5).
+    pub epsilon: f64,
+    label: String,
+    /// The statistics of every application in train mode so far, shared by clones.
+    recorded: Rc<RefCell<Vec<BatchStatistics>>>,
+}
+
+impl BatchNorm {
+    /// Batch normalization of `channels` channels with f32 parameters and statistics.
+    pub fn new(graph: &Graph, label: &str, channels: usize) -> BatchNorm {
+        BatchNorm::with_precision(graph, label, channels, Precision::F32)
+    }
+
+    /// The same with parameters and running statistics of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        channels: usize,
+        precision: Precision,
+    ) -> BatchNorm {
+        let statistic = |name: &str, value: f64| {
+            graph
+                .data(&format!("{label}.{name}"))
+                .shape(&format!("|->{channels}"))
+                .precision(precision)
+                .values(vec![value; channels])
+                .build()
+        };
+        BatchNorm {
+            gain: per_channel_param(graph, &format!("{label}.gain"), channels, 1.0, precision),
+            bias: per_channel_param(graph, &format!("{label}.bias"), channels, 0.0, precision),
+            running_mean: statistic("running_mean", 0.0),
+            running_var: statistic("running_var", 1.0),
+            momentum: 0.1,
+            epsilon: 1e-5,
+            label: label.to_owned(),
+            recorded: Rc::default(),
+        }
+    }
+
+    /// `x` normalized per channel, by the batch's statistics in [`Mode::Train`] (recording them
+    /// for [`BatchNorm::updates`]) or by the running statistics in [`Mode::Eval`].
+    pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
+        let graph = x.graph();
+        let owner = format!("BatchNorm '{}'", self.label);
+        if let Err(e) = check_epsilon(&owner, self.epsilon) {
+            return graph.failed_with(e);
+        }
+        let (centered, variance) = match mode {
+            Mode::Train => {
+                let sum = x.einsum1(PER_CHANNEL_SUM);
+                let count = match count_of(&sum, &["batch", "input", "output"]) {
+                    Ok(count) => count,
+                    Err(e) => return graph.failed_with(e),
+                };
+                let mean = &sum / &count;
+                let centered = x.sub_spec(PER_CHANNEL, &mean);
+                let variance = &centered.pmul(&centered).einsum1(PER_CHANNEL_SUM) / &count;
+                self.recorded.borrow_mut().push(BatchStatistics {
+                    mean,
+                    variance: variance.clone(),
+                    count,
+                });
+                (centered, variance)
+            }
+            Mode::Eval => (
+                x.sub_spec(PER_CHANNEL, &self.running_mean),
+                self.running_var.clone(),
+            ),
+        };
+        let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
+        centered
+            .pmul_spec(PER_CHANNEL, &inverse_deviation)
+            .pmul_spec(PER_CHANNEL, &self.gain)
+            .outer_sum(PER_CHANNEL, &self.bias)
+    }
+
+    /// The running statistics' updates for every application in train mode so far, in order,
+    /// to run in the same routine as the forward pass (a training step's extra updates, as
+    /// `Adam::compile_step_with` takes them). An error when the momentum is not in `[0, 1]`, or
+    /// when the block was never applied in train mode.
+    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
+        let owner = format!("BatchNorm '{}'", self.label);
+        check_setting(
+            &owner,
+            "the momentum",
+            self.momentum,
+            |m| (0.0..=1.0).contains(&m),
+            "a finite number in [0, 1]",
+        )?;
+        let recorded = self.recorded.borrow();
+        if recorded.is_empty() {
+            return Err(TensorError {
+                message: format!(
+                    "{owner}: no running statistics to update: the block was never applied in \
+                     train mode"
+                ),
+            });
+        }
+        let keep = 1.0 - self.momentum;
+        let mut updates = Vec::new();
+        for statistics in recorded.iter() {
+            let n = || Formula::value(&statistics.count);
+            let unbiased = Formula::value(&statistics.variance) * n() / (n() - 1.0);
+            updates.push(Update::set(
+                &self.running_mean,
+                keep * Formula::value(&self.running_mean)
+                    + self.momentum * Formula::value(&statistics.mean),
+            ));
+            updates.push(Update::set(
+                &self.running_var,
+                keep * Formula::value(&self.running_var) + self.momentum * unbiased,
+            ));
+        }
+        Ok(updates)
+    }
+
+    /// The learned parameters: gain and bias.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.gain.clone(), self.bias.clone()]
+    }
+
+    /// The running statistics (mean, variance), to save with the parameters.
+    pub fn state(&self) -> Vec<Tensor> {
+        vec![self.running_mean.clone(), self.running_var.clone()]
+    }
+}
+
+/// The product of the sizes of the captured row variables `names` of the operation that
+/// computed `t`, as a one-cell tensor.
+fn count_of(t: &Tensor, names: &[&str]) -> Result<Tensor, TensorError> {
+    let graph = t.graph();
+    let mut count: Option<Tensor> = None;
+    for name in names {
+        let size = graph.dim(&t.capture(name)?);
+        count = Some(match count {
+            None => size,
+            Some(so_far) => so_far.pmul(&size),
+        });
+    }
+    Ok(count.unwrap_or_else(|| graph.number(1.0)))
+}
+
+/// Group normalization (Wu and He): the channels (the last output axis) split into `groups`
+/// groups of consecutive channels, each example normalized per group by the mean and biased
+/// variance over the group's channels and every other output axis (the positions of an image),
+/// then scaled and shifted by a learned gain (starting at 1) and bias (at 0) per channel. The
+/// same in training and evaluation; one group is layer normalization over the whole example,
+/// as many groups as channels instance normalization.
+#[derive(Debug, Clone)]
+pub struct GroupNorm {
+    /// The per-channel gain (a parameter, `|->channels`).
+    pub gain: Tensor,
+    /// The per-channel bias (a parameter, `|->channels`).
+    pub bias: Tensor,
+    /// Added to the variance under the root, above 0 (default 1e-5).
+    pub epsilon: f64,
+    /// `membership[c, g]` is 1 where channel `c` is in group `g` (data, `|->channels, groups`):
+    /// sums per group and their spreading back to the channels are einsums with it.
+    membership: Tensor,
+    channels_per_group: usize,
+    label: String,
+}
+
+/// Each example's sums per group, over its positions and the group's channels.
+const PER_GROUP_SUM: &str = "...|...->..s.., c; c, g => ...|...->g";
+/// Per-group values of each example spread back to its channels.
+const GROUP_TO_CHANNELS: &str = "...|...->g; c, g => ...|...->c";
+/// Per-channel values of each example combined with `x` at every position.
+const PER_EXAMPLE_CHANNEL: &str = "...|...->..s.., c; ...|...->c => ...|...->..s.., c";
+
+impl GroupNorm {
+    /// Group normalization of `channels` channels in `groups` groups, with f32 parameters; an
+    /// error unless `groups` is at least 1 and divides `channels`.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        channels: usize,
+        groups: usize,
+    ) -> Result<GroupNorm, TensorError> {
+        GroupNorm::with_precision(graph, label, channels, groups, Precision::F32)
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        channels: usize,
+        groups: usize,
+        precision: Precision,
+    ) -> Result<GroupNorm, TensorError> {
+        if groups == 0 || channels % groups != 0 {
+            return Err(TensorError {
+                message: format!(
+                    "GroupNorm '{label}': {groups} groups do not divide {channels} channels"
+                ),
+            });
+        }
+        let channels_per_group = channels / groups;
+        let membership = (0..channels)
+            .flat_map(|c| {
+                (0..groups).map(move |g| f64::from(u8::from(c / channels_per_group == g)))
+            })
+            .collect();
+        Ok(GroupNorm {
+            gain: per_channel_param(graph, &format!("{label}.gain"), channels, 1.0, precision),
+            bias: per_channel_param(graph, &format!("{label}.bias"), channels, 0.0, precision),
+            epsilon: 1e-5,
+            membership: graph
+                .data(&format!("{label}.membership"))
+                .shape(&format!("|->{channels},{groups}"))
+                .precision(precision)
+                .values(membership)
+                .build(),
+            channels_per_group,
+            label: label.to_owned(),
+        })
+    }
+
+    /// `x` (`batch | -> ..., channels`) normalized per example and group.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let graph = x.graph();
+        if let Err(e) = check_epsilon(&format!("GroupNorm '{}'", self.label), self.epsilon) {
+            return graph.failed_with(e);
+        }
+        let sum = x.einsum(PER_GROUP_SUM, &self.membership);
+        let positions = match count_of(&sum, &["input", "s"]) {
+            Ok(count) => count,
+            Err(e) => return graph.failed_with(e),
+        };
+        let count = positions * self.channels_per_group as f64;
+        let mean = &sum / &count;
+        let centered = x.sub_spec(
+            PER_EXAMPLE_CHANNEL,
+            &mean.einsum(GROUP_TO_CHANNELS, &self.membership),
+        );
+        let variance = &centered
+            .pmul(&centered)
+            .einsum(PER_GROUP_SUM, &self.membership)
+            / &count;
+        let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
+        centered
+            .pmul_spec(
+                PER_EXAMPLE_CHANNEL,
+                &inverse_deviation.einsum(GROUP_TO_CHANNELS, &self.membership),
+            )
+            .pmul_spec(PER_CHANNEL, &self.gain)
+            .outer_sum(PER_CHANNEL, &self.bias)
+    }
+
+    /// The learned parameters: gain and bias.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.gain.clone(), self.bias.clone()]
+    }
+}
+
+/// Root-mean-square normalization over the last output axis (Zhang and Sennrich):
+/// `x/√(mean(x²) + ε)`, scaled by a learned gain per position of that axis (starting at 1), with
+/// no centering and no bias; ε = 1e-6.
+#[derive(Debug, Clone)]
+pub struct RmsNorm {
+    /// The gain per position of the last output axis; its size comes from use.
+    pub gain: Tensor,
+    /// Added to the mean square under the root, above 0 (default 1e-6).
+    pub epsilon: f64,
+}
+
+impl RmsNorm {
+    /// RMS normalization with an f32 gain.
+    pub fn new(graph: &Graph, label: &str) -> RmsNorm {
+        RmsNorm::with_precision(graph, label, Precision::F32)
+    }
+
+    /// The same with a gain of `precision`.
+    pub fn with_precision(graph: &Graph, label: &str, precision: Precision) -> RmsNorm {
+        RmsNorm {
+            gain: graph
+                .param(&format!("{label}.gain"))
+                .precision(precision)
+                .init(Init::Constant(1.0))
+                .build(),
+            epsilon: 1e-6,
+        }
+    }
+
+    /// `x` normalized over its last output axis.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let owner = format!("RmsNorm of gain '{}'", self.gain.label());
+        if let Err(e) = check_epsilon(&owner, self.epsilon) {
+            return x.graph().failed_with(e);
+        }
+        let inverse_root = (&mean_last(&x.pmul(x)) + self.epsilon).recip_sqrt();
+        let per_position = "...|... -> ..., c; c => ...|... -> ..., c";
+        x.pmul(&inverse_root).pmul_spec(per_position, &self.gain)
+    }
+
+    /// The learned parameter: the gain.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.gain.clone()]
     }
 }

@@ -1,0 +1,383 @@
+//! Convolutional blocks over images laid out `batch | -> height, width, channels`: convolution
+//! with batch normalization (and ReLU), the residual block, the VGG block, LeNet and the
+//! depthwise-separable convolution.
+//!
+//! A block holding batch normalization is applied in a [`Mode`]: in [`Mode::Train`] it records
+//! its batches' statistics, and its `updates()` are the running statistics' updates, which a
+//! training step runs after the optimizer's (`Adam::compile_step_with`); its `state()` are the
+//! running statistics, to save with its `params()`.
+
+use rcannl_tensor::{Graph, Tensor, TensorError, Update};
+
+use crate::blocks::Mlp;
+use crate::conv::{Conv2d, conv2d, depthwise_conv2d, max_pool2d};
+use crate::norm::{BatchNorm, Mode};
+
+/// A kernel of `size × size` windows over `in_channels` (its inputs) for `out_channels` filters,
+/// declared whole, so that its default init knows its fan-in before any use.
+fn kernel(
+    graph: &Graph,
+    label: &str,
+    size: usize,
+    in_channels: usize,
+    out_channels: usize,
+) -> Tensor {
+    graph
+        .param(&format!("{label}.kernel"))
+        .shape(&format!("|{size},{size},{in_channels}->{out_channels}"))
+        .build()
+}
+
+/// Every update of `norms`, in order.
+fn updates_of(norms: &[&BatchNorm]) -> Result<Vec<Update>, TensorError> {
+    let mut updates = Vec::new();
+    for norm in norms {
+        updates.extend(norm.updates()?);
+    }
+    Ok(updates)
+}
+
+/// A padded `size × size` convolution without bias (the normalization's bias takes its place),
+/// then batch normalization.
+#[derive(Debug, Clone)]
+pub struct ConvBn {
+    /// The filters, `|size, size, in_channels -> out_channels`.
+    pub kernel: Tensor,
+    /// The normalization of the convolution's `out_channels` channels.
+    pub norm: BatchNorm,
+    /// The window's side.
+    pub size: usize,
+    /// The distance between windows: the output has `h/stride × w/stride` positions (the sides
+    /// must be multiples of the stride).
+    pub stride: usize,
+}
+
+impl ConvBn {
+    /// A convolution from `in_channels` to `out_channels` channels with `size × size` windows
+    /// `stride` apart, then batch normalization.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        in_channels: usize,
+        out_channels: usize,
+        size: usize,
+        stride: usize,
+    ) -> ConvBn {
+        ConvBn {
+            kernel: kernel(graph, label, size, in_channels, out_channels),
+            norm: BatchNorm::new(graph, &format!("{label}.norm"), out_channels),
+            size,
+            stride,
+        }
+    }
+
+    /// The normalized convolution of `x`.
+    pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
+        let convolved = conv2d(x, &self.kernel, self.size, self.stride, true);
+        self.norm.apply(&convolved, mode)
+    }
+
+    /// The learned parameters: the kernel, the normalization's gain and bias.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = vec![self.kernel.clone()];
+        params.extend(self.norm.params());
+        params
+    }
+
+    /// The running statistics' updates of every application in train mode.
+    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
+        self.norm.updates()
+    }
+
+    /// The running statistics.
+    pub fn state(&self) -> Vec<Tensor> {
+        self.norm.state()
+    }
+}
+
+/// [`ConvBn`] followed by ReLU: the usual unit of a convolutional network.
+#[derive(Debug, Clone)]
+pub struct ConvBnRelu {
+    /// The convolution and its normalization.
+    pub conv_bn: ConvBn,
+}
+
+impl ConvBnRelu {
+    /// A convolution from `in_channels` to `out_channels` channels with `size × size` windows
+    /// `stride` apart, batch normalization and ReLU.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        in_channels: usize,
+        out_channels: usize,
+        size: usize,
+        stride: usize,
+    ) -> ConvBnRelu {
+        ConvBnRelu {
+            conv_bn: ConvBn::new(graph, label, in_channels, out_channels, size, stride),
+        }
+    }
+
+    /// `relu(norm(conv(x)))`.
+    pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
+        self.conv_bn.apply(x, mode).relu()
+    }
+
+    /// The learned parameters: the kernel, the normalization's gain and bias.
+    pub fn params(&self) -> Vec<Tensor> {
+        self.conv_bn.params()
+    }
+
+    /// The running statistics' updates of every application in train mode.
+    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
+        self.conv_bn.updates()
+    }
+
+    /// The running statistics.
+    pub fn state(&self) -> Vec<Tensor> {
+        self.conv_bn.state()
+    }
+}
+
+/// The residual block of ResNet-18/34 (He et al.): two 3×3 convolutions with batch
+/// normalization, ReLU between them, the shortcut added, then ReLU. The shortcut is the input
+/// itself, or, where the channels or the stride change, a strided 1×1 convolution with batch
+/// normalization (a projection).
+#[derive(Debug, Clone)]
+pub struct ResidualBlock {
+    /// The first convolution (strided when the block is).
+    pub first: ConvBnRelu,
+    /// The second convolution, before the shortcut is added.
+    pub second: ConvBn,
+    /// The projection shortcut, where the identity would not fit.
+    pub projection: Option<ConvBn>,
+}
+
+impl ResidualBlock {
+    /// A block from `in_channels` to `out_channels` channels, its first convolution `stride`
+    /// apart; with a projection shortcut unless the channels are equal and the stride is 1.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        in_channels: usize,
+        out_channels: usize,
+        stride: usize,
+    ) -> ResidualBlock {
+        let projection = (in_channels != out_channels || stride != 1).then(|| {
+            ConvBn::new(
+                graph,
+                &format!("{label}.projection"),
+                in_channels,
+                out_channels,
+                1,
+                stride,
+            )
+        });
+        ResidualBlock {
+            first: ConvBnRelu::new(
+                graph,
+                &format!("{label}.first"),
+                in_channels,
+                out_channels,
+                3,
+                stride,
+            ),
+            second: ConvBn::new(
+                graph,
+                &format!("{label}.second"),
+                out_channels,
+                out_channels,
+                3,
+                1,
+            ),
+            projection,
+        }
+    }
+
+    /// `relu(second(first(x)) + shortcut(x))`.
+    pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
+        let residual = self.second.apply(&self.first.apply(x, mode), mode);
+        let shortcut = match &self.projection {
+            Some(projection) => projection.apply(x, mode),
+            None => x.clone(),
+        };
+        (&residual + &shortcut).relu()
+    }
+
+    fn convolutions(&self) -> Vec<&ConvBn> {
+        let mut convolutions = vec![&self.first.conv_bn, &self.second];
+        convolutions.extend(&self.projection);
+        convolutions
+    }
+
+    /// The learned parameters of both convolutions and the projection.
+    pub fn params(&self) -> Vec<Tensor> {
+        self.convolutions()
+            .into_iter()
+            .flat_map(ConvBn::params)
+            .collect()
+    }
+
+    /// The running statistics' updates of every application in train mode.
+    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
+        let norms: Vec<&BatchNorm> = self.convolutions().iter().map(|c| &c.norm).collect();
+        updates_of(&norms)
+    }
+
+    /// The running statistics.
+    pub fn state(&self) -> Vec<Tensor> {
+        self.convolutions()
+            .into_iter()
+            .flat_map(ConvBn::state)
+            .collect()
+    }
+}
+
+/// The VGG block (Simonyan and Zisserman): padded 3×3 convolutions of `channels` filters, each
+/// with a bias and followed by ReLU, then 2×2 max-pooling.
+#[derive(Debug, Clone)]
+pub struct VggBlock {
+    /// The convolutions, in order.
+    pub convs: Vec<Conv2d>,
+}
+
+impl VggBlock {
+    /// `convs` convolutions of `channels` filters; the input channels come from use.
+    pub fn new(graph: &Graph, label: &str, convs: usize, channels: usize) -> VggBlock {
+        VggBlock {
+            convs: (0..convs)
+                .map(|i| Conv2d::new(graph, &format!("{label}.{i}"), channels, 3, 1, true))
+                .collect(),
+        }
+    }
+
+    /// The convolutions of `x`, each followed by ReLU, then pooled.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let convolved = self
+            .convs
+            .iter()
+            .fold(x.clone(), |h, conv| conv.apply(&h).relu());
+        max_pool2d(&convolved, 2)
+    }
+
+    /// The learned parameters of every convolution.
+    pub fn params(&self) -> Vec<Tensor> {
+        self.convs.iter().flat_map(Conv2d::params).collect()
+    }
+}
+
+/// LeNet-5 (LeCun et al.) with today's choices: a padded 5×5 convolution of 6 filters, 2×2
+/// max-pooling, one of 16 filters, pooling again, then dense layers of 120 and 84 and the
+/// classes' logits, with ReLU throughout (where the original had sigmoids and averages). The
+/// padding keeps small images (8×8) usable; the image's side must be a multiple of 4.
+#[derive(Debug, Clone)]
+pub struct LeNet {
+    /// The first convolution (6 filters).
+    pub conv1: Conv2d,
+    /// The second convolution (16 filters).
+    pub conv2: Conv2d,
+    /// The dense layers (120, 84, the classes).
+    pub dense: Mlp,
+}
+
+impl LeNet {
+    /// LeNet for `classes` classes; the image's size and channels come from use.
+    pub fn new(graph: &Graph, label: &str, classes: usize) -> LeNet {
+        LeNet {
+            conv1: Conv2d::new(graph, &format!("{label}.conv1"), 6, 5, 1, true),
+            conv2: Conv2d::new(graph, &format!("{label}.conv2"), 16, 5, 1, true),
+            dense: Mlp::new(graph, &format!("{label}.dense"), &[120, 84, classes]),
+        }
+    }
+
+    /// The logits of the images `x`.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let first = max_pool2d(&self.conv1.apply(x).relu(), 2);
+        let second = max_pool2d(&self.conv2.apply(&first).relu(), 2);
+        self.dense.apply(&second)
+    }
+
+    /// The learned parameters of the convolutions and the dense layers.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = self.conv1.params();
+        params.extend(self.conv2.params());
+        params.extend(self.dense.params());
+        params
+    }
+}
+
+/// The depthwise-separable convolution of MobileNet (Howard et al.): a padded `size × size`
+/// depthwise convolution (one filter per channel, `stride` apart) with batch normalization and
+/// ReLU, then a 1×1 pointwise convolution mixing the channels, with batch normalization and
+/// ReLU.
+#[derive(Debug, Clone)]
+pub struct DepthwiseSeparable {
+    /// The depthwise filters, `|size, size -> in_channels`.
+    pub depthwise_kernel: Tensor,
+    /// The normalization of the depthwise convolution's channels.
+    pub depthwise_norm: BatchNorm,
+    /// The pointwise convolution, its normalization and ReLU.
+    pub pointwise: ConvBnRelu,
+    /// The depthwise window's side.
+    pub size: usize,
+    /// The distance between depthwise windows.
+    pub stride: usize,
+}
+
+impl DepthwiseSeparable {
+    /// From `in_channels` to `out_channels` channels, depthwise windows `size × size`,
+    /// `stride` apart.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        in_channels: usize,
+        out_channels: usize,
+        size: usize,
+        stride: usize,
+    ) -> DepthwiseSeparable {
+        DepthwiseSeparable {
+            depthwise_kernel: graph
+                .param(&format!("{label}.depthwise.kernel"))
+                .shape(&format!("|{size},{size}->{in_channels}"))
+                .build(),
+            depthwise_norm: BatchNorm::new(graph, &format!("{label}.depthwise.norm"), in_channels),
+            pointwise: ConvBnRelu::new(
+                graph,
+                &format!("{label}.pointwise"),
+                in_channels,
+                out_channels,
+                1,
+                1,
+            ),
+            size,
+            stride,
+        }
+    }
+
+    /// The depthwise then pointwise convolution of `x`.
+    pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
+        let depthwise = depthwise_conv2d(x, &self.depthwise_kernel, self.size, self.stride, true);
+        let normalized = self.depthwise_norm.apply(&depthwise, mode).relu();
+        self.pointwise.apply(&normalized, mode)
+    }
+
+    /// The learned parameters: the depthwise kernel and normalization, the pointwise block's.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = vec![self.depthwise_kernel.clone()];
+        params.extend(self.depthwise_norm.params());
+        params.extend(self.pointwise.params());
+        params
+    }
+
+    /// The running statistics' updates of every application in train mode.
+    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
+        updates_of(&[&self.depthwise_norm, &self.pointwise.conv_bn.norm])
+    }
+
+    /// The running statistics.
+    pub fn state(&self) -> Vec<Tensor> {
+        let mut state = self.depthwise_norm.state();
+        state.extend(self.pointwise.state());
+        state
+    }
+}
