@@ -12,11 +12,12 @@ use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_nn::attention::{Attention, Rotary, TransformerBlock, attend};
 use rcannl_nn::blocks::Mlp;
+use rcannl_nn::cnn::{ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBlock};
 use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::{Embedding, one_hot};
 use rcannl_nn::loss::cross_entropy;
-use rcannl_nn::norm::{LayerNorm, log_softmax, softmax};
+use rcannl_nn::norm::{BatchNorm, GroupNorm, LayerNorm, Mode, RmsNorm, log_softmax, softmax};
 use rcannl_nn::optim::{Adam, Lamb};
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{BackendChoice, Context, Graph, Init, Tensor};
@@ -307,4 +308,63 @@ fn optimizer_steps_with_norms_and_data_gradients() {
             &input_grad,
         );
     }
+}
+
+#[test]
+fn normalization_and_cnn_blocks_in_both_modes() {
+    for mode in [Mode::Train, Mode::Eval] {
+        check(
+            &format!("batch norm 2-D {mode:?}"),
+            &["2|->3,2,2"],
+            |g, p| {
+                BatchNorm::new(g, "bn", 2)
+                    .apply(&p[0], mode)
+                    .pmul(&weights(g, "2|->3,2,2"))
+            },
+        );
+        check(&format!("conv-bn-relu {mode:?}"), &["2|->3,3,2"], |g, p| {
+            ConvBnRelu::new(g, "block", 2, 3, 3, 1)
+                .apply(&p[0], mode)
+                .pmul(&weights(g, "2|->3,3,3"))
+        });
+        check(
+            &format!("residual projection {mode:?}"),
+            &["2|->4,4,2"],
+            |g, p| {
+                ResidualBlock::new(g, "res", 2, 3, 2)
+                    .apply(&p[0], mode)
+                    .pmul(&weights(g, "2|->2,2,3"))
+            },
+        );
+        check(
+            &format!("depthwise-separable {mode:?}"),
+            &["2|->3,3,2"],
+            |g, p| {
+                DepthwiseSeparable::new(g, "sep", 2, 3, 3, 1)
+                    .apply(&p[0], mode)
+                    .pmul(&weights(g, "2|->3,3,3"))
+            },
+        );
+    }
+    check("group norm", &["2|->2,2,4"], |g, p| {
+        GroupNorm::new(g, "gn", 4, 2)
+            .unwrap()
+            .apply(&p[0])
+            .pmul(&weights(g, "2|->2,2,4"))
+    });
+    check("rms norm", &["3|->4"], |g, p| {
+        RmsNorm::new(g, "rms")
+            .apply(&p[0])
+            .pmul(&weights(g, "3|->4"))
+    });
+    check("vgg block", &["1|->4,4,2"], |g, p| {
+        VggBlock::new(g, "vgg", 2, 3)
+            .apply(&p[0])
+            .pmul(&weights(g, "1|->2,2,3"))
+    });
+    check("lenet", &["2|->4,4,1"], |g, p| {
+        LeNet::new(g, "lenet", 3)
+            .apply(&p[0])
+            .pmul(&weights(g, "2|->3"))
+    });
 }
