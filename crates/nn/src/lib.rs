@@ -1,8 +1,10 @@
 //! Neural-network building blocks for rcannl, written against `rcannl-tensor`.
 //!
 //! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons),
-//! `attention` multi-head attention, rotary embeddings and the transformer block, `norm`
-//! softmax and layer normalization, `conv` convolutions and pooling, `embedding` token
+//! `attention` multi-head self- and cross-attention with masks, rotary embeddings and the
+//! pre-norm transformer block, `transformer` the encoder and decoder blocks and the
+//! encoder–decoder model with its loss, `position` positional encodings, `norm` softmax over any
+//! axis and layer normalization, `conv` convolutions and pooling, `embedding` token
 //! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
@@ -24,4 +26,6 @@ pub mod loss;
 pub mod norm;
 pub mod optim;
 pub mod plot;
+pub mod position;
 pub mod train;
+pub mod transformer;

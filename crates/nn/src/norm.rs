@@ -39,6 +39,54 @@ pub fn log_softmax(x: &Tensor) -> Tensor {
     &shifted - &sum_last(&shifted.exp()).log()
 }
 
+/// Softmax over the axes a reduction spec reduces: `spec` maps `x` to the positions its
+/// normalizing sums are kept at (as [`sum_last`]'s spec does for the last output axis, e.g.
+/// `"...|... -> c, t => ...|... -> 0, t"` for the first of two output axes), and the result is
+/// broadcast back over them. Shifted by the maximum over the same axes, which takes no gradient.
+pub fn softmax_with(x: &Tensor, spec: &str) -> Tensor {
+    let shifted = x - &x.einmax1(spec).stop_gradient();
+    let e = shifted.exp();
+    &e / &e.einsum1(spec)
+}
+
+/// `log(softmax_with(x, spec))`, computed without the softmax.
+pub fn log_softmax_with(x: &Tensor, spec: &str) -> Tensor {
+    let shifted = x - &x.einmax1(spec).stop_gradient();
+    &shifted - &shifted.exp().einsum1(spec).log()
+}
+
+/// The reduction spec of one output axis, counted as Python counts: `0` is the first, `-1` the
+/// last (the form [`softmax_with`] takes). The axes on the far side of it are named, so `x`
+/// needs at least that many output axes.
+pub fn output_axis_spec(axis: isize) -> String {
+    let names = |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{i}")).collect() };
+    let (before, after) = if axis >= 0 {
+        (names(axis.unsigned_abs()), vec!["...".to_string()])
+    } else {
+        (vec!["...".to_string()], names(axis.unsigned_abs() - 1))
+    };
+    let row = |reduced: &str| {
+        before
+            .iter()
+            .map(String::as_str)
+            .chain([reduced])
+            .chain(after.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("...|... -> {} => ...|... -> {}", row("c"), row("0"))
+}
+
+/// Softmax over one output axis, counted as Python counts (`-1` is the last).
+pub fn softmax_axis(x: &Tensor, axis: isize) -> Tensor {
+    softmax_with(x, &output_axis_spec(axis))
+}
+
+/// Log-softmax over one output axis, counted as Python counts (`-1` is the last).
+pub fn log_softmax_axis(x: &Tensor, axis: isize) -> Tensor {
+    log_softmax_with(x, &output_axis_spec(axis))
+}
+
 /// Layer normalization over the last output axis: `(x − mean)/√(var + ε)`, scaled and shifted
 /// by a learned gain (starting at 1) and bias (at 0) per position of that axis.
 #[derive(Debug, Clone)]
