@@ -303,7 +303,8 @@ impl EncoderDecoder {
 
     /// The encoder's output (`batch | -> s, model`) for `source` ids (`batch | -> s`) with their
     /// padding mask (`batch | -> s`); `options` give every attention its temperature and
-    /// dropout.
+    /// dropout (and rotary embeddings to the self-attentions, whose tables need the sequence's
+    /// length: cross-attention never takes them).
     pub fn encode(&self, source: &Tensor, source_mask: &Tensor, options: &AttendOptions) -> Tensor {
         let options = options.clone().mask(source_mask);
         let mut h = self

@@ -6,11 +6,12 @@ use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_nn::attention::{AttendOptions, attend, attend_with, attention_weights, causal_mask};
+use rcannl_nn::embedding::Embedding;
 use rcannl_nn::norm::{log_softmax_axis, log_softmax_with, softmax_axis, softmax_with};
 use rcannl_nn::position::{LearnedPositions, PositionKind, Sinusoidal};
 use rcannl_nn::transformer::{
     DecoderBlock, EncoderBlock, EncoderDecoder, EncoderDecoderConfig, Placement, SequencePairs,
-    sequence_cross_entropy,
+    embed_sequence, sequence_cross_entropy,
 };
 use rcannl_tensor::gradcheck::{Inputs, check_gradients, test_values};
 use rcannl_tensor::{Context, Graph, Tensor};
@@ -607,5 +608,70 @@ fn the_encoder_decoder_decodes_position_by_position() {
     assert_eq!(
         logits_for(vec![0., 3., 2., 0., 1., 4.], padded_source),
         base
+    );
+}
+
+#[test]
+fn attention_dropout_zeroes_weights_or_scales_them() {
+    let graph = Graph::new();
+    let x = data(&graph, "x", "2|->5,4", test_values(40, 91));
+    let w: Vec<Tensor> = PROJECTIONS
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| data(&graph, "w", shape, test_values(16, 92 + i as u64)))
+        .collect();
+    let step = graph
+        .data("step")
+        .shape("")
+        .precision(Precision::U32)
+        .values(vec![1.0])
+        .build();
+    let plain = attention_weights(&x, &x, [&w[0], &w[1]], 2, &AttendOptions::new());
+    let dropped = attention_weights(
+        &x,
+        &x,
+        [&w[0], &w[1]],
+        2,
+        &AttendOptions::new().dropout(0.5, &step),
+    );
+    let values = forward(&graph, &[&plain, &dropped]);
+    let mut zeroed = 0;
+    for (p, d) in values[0].iter().zip(&values[1]) {
+        if *d == 0.0 {
+            zeroed += 1;
+        } else {
+            assert!((d - 2.0 * p).abs() < 1e-12, "{d} vs 2 × {p}");
+        }
+    }
+    // 100 weights, each dropped with probability 1/2.
+    assert!((25..75).contains(&zeroed), "{zeroed} of 100 dropped");
+}
+
+#[test]
+fn softmax_over_an_axis_the_tensor_lacks_is_an_error() {
+    let graph = Graph::new();
+    let x = data(&graph, "x", "2|->3,4", test_values(24, 3));
+    let out = softmax_axis(&x, 2);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let error = ctx.forward(&[&out]).unwrap_err();
+    // The error names the operand and says it has too few axes.
+    assert!(
+        error.message.contains("operand 1 'x': 2|->3,4") && error.message.contains("has 2"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn sequences_are_embedded_position_by_position() {
+    let graph = Graph::new();
+    let mut embedding = Embedding::new(&graph, "embedding", 3, 2);
+    // `3 -> 2`, held output first: row `o` holds the `o`-th value of every token's vector.
+    embedding.table = data(&graph, "table", "3->2", vec![10., 20., 30., 11., 21., 31.]);
+    let ids = data(&graph, "ids", "2|->3", vec![2., 0., 1., 1., 1., 2.]);
+    let values = forward(&graph, &[&embed_sequence(&embedding, &ids)]);
+    assert_eq!(
+        values[0],
+        vec![30., 31., 10., 11., 20., 21., 20., 21., 20., 21., 30., 31.]
     );
 }
