@@ -2,7 +2,7 @@
 //! variance: the axis size comes from inference, as a tensor).
 
 use rcannl_ir::Precision;
-use rcannl_tensor::{Graph, Init, Tensor};
+use rcannl_tensor::{Graph, Init, Tensor, TensorError};
 
 /// Reduces the last output axis to one position, keeping every other axis.
 const LAST: &str = "...|... -> ..., c => ...|... -> ..., 0";
@@ -55,10 +55,27 @@ pub fn log_softmax_with(x: &Tensor, spec: &str) -> Tensor {
     &shifted - &shifted.exp().einsum1(spec).log()
 }
 
+/// How far from either end of the output axes [`output_axis_spec`] reaches: far beyond any
+/// model's rank, and it keeps the spec (which names every axis on the near side) small.
+pub const MAX_AXIS_REACH: usize = 64;
+
 /// The reduction spec of one output axis, counted as Python counts: `0` is the first, `-1` the
-/// last (the form [`softmax_with`] takes). The axes on the far side of it are named, so `x`
-/// needs at least that many output axes.
-pub fn output_axis_spec(axis: isize) -> String {
+/// last (the form [`softmax_with`] takes). The axes between it and the end it is counted from
+/// are named, so a tensor it applies to needs at least that many output axes more. An axis
+/// farther than [`MAX_AXIS_REACH`] from its end is an error.
+pub fn output_axis_spec(axis: isize) -> Result<String, TensorError> {
+    let reach = if axis >= 0 {
+        axis.unsigned_abs()
+    } else {
+        axis.unsigned_abs() - 1
+    };
+    if reach > MAX_AXIS_REACH {
+        return Err(TensorError {
+            message: format!(
+                "softmax over output axis {axis}: an axis at most {MAX_AXIS_REACH} axes from                  either end is supported"
+            ),
+        });
+    }
     let names = |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{i}")).collect() };
     let (before, after) = if axis >= 0 {
         (names(axis.unsigned_abs()), vec!["...".to_string()])
@@ -74,17 +91,27 @@ pub fn output_axis_spec(axis: isize) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    format!("...|... -> {} => ...|... -> {}", row("c"), row("0"))
+    Ok(format!(
+        "...|... -> {} => ...|... -> {}",
+        row("c"),
+        row("0")
+    ))
 }
 
 /// Softmax over one output axis, counted as Python counts (`-1` is the last).
 pub fn softmax_axis(x: &Tensor, axis: isize) -> Tensor {
-    softmax_with(x, &output_axis_spec(axis))
+    match output_axis_spec(axis) {
+        Ok(spec) => softmax_with(x, &spec),
+        Err(e) => x.graph().failed_with(e),
+    }
 }
 
 /// Log-softmax over one output axis, counted as Python counts (`-1` is the last).
 pub fn log_softmax_axis(x: &Tensor, axis: isize) -> Tensor {
-    log_softmax_with(x, &output_axis_spec(axis))
+    match output_axis_spec(axis) {
+        Ok(spec) => log_softmax_with(x, &spec),
+        Err(e) => x.graph().failed_with(e),
+    }
 }
 
 /// Layer normalization over the last output axis: `(x − mean)/√(var + ε)`, scaled and shifted

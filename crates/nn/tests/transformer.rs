@@ -7,7 +7,9 @@ use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_nn::attention::{AttendOptions, attend, attend_with, attention_weights, causal_mask};
 use rcannl_nn::embedding::Embedding;
-use rcannl_nn::norm::{log_softmax_axis, log_softmax_with, softmax_axis, softmax_with};
+use rcannl_nn::norm::{
+    log_softmax_axis, log_softmax_with, output_axis_spec, softmax_axis, softmax_with,
+};
 use rcannl_nn::position::{LearnedPositions, PositionKind, Sinusoidal};
 use rcannl_nn::transformer::{
     DecoderBlock, EncoderBlock, EncoderDecoder, EncoderDecoderConfig, Placement, SequencePairs,
@@ -660,6 +662,23 @@ fn softmax_over_an_axis_the_tensor_lacks_is_an_error() {
         "{}",
         error.message
     );
+}
+
+#[test]
+fn softmax_over_an_axis_beyond_reach_is_an_error() {
+    for axis in [isize::MIN, isize::MAX, 65, -66] {
+        let graph = Graph::new();
+        let x = data(&graph, "x", "2|->3,4", test_values(24, 3));
+        let out = log_softmax_axis(&x, axis);
+        let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+        let error = ctx.forward(&[&out]).unwrap_err();
+        assert!(
+            error.message.contains(&format!("output axis {axis}")),
+            "{}",
+            error.message
+        );
+    }
+    assert!(output_axis_spec(64).is_ok() && output_axis_spec(-65).is_ok());
 }
 
 #[test]
