@@ -1,22 +1,195 @@
-//! Attention and the transformer block over sequences laid out `batch | -> time, model`:
-//! multi-head attention (heads first inside, `heads, time, head`), an optional causal mask,
-//! rotary position embeddings, and the pre-norm transformer block.
+//! Attention over sequences laid out `batch | -> time, model`: multi-head attention (heads first
+//! inside, `heads, time, head`) of queries from one sequence over keys and values from the same
+//! sequence or another of a different length, masks as tensors (1 = attend, 0 = ignore,
+//! broadcast over heads), softmax temperature, dropout of the attention weights, rotary position
+//! embeddings, per-position dense layers, and the pre-norm transformer block.
 
-use rcannl_tensor::{Graph, Tensor};
+use rcannl_tensor::{Graph, Tensor, TensorError};
 
+use crate::dropout::dropout;
 use crate::norm::{LayerNorm, softmax};
+
+/// What a masked score has added to it: far enough below any score that its weight is exactly 0
+/// after the softmax's shift, yet finite, so that a query whose every key is masked gets
+/// uniform weights rather than NaN.
+const MASKED: f64 = -1e9;
+
+/// `x` times `factor`, held in `x`'s precision (a number alone is held in f32, which would
+/// round the factor of an f64 model).
+fn times(x: &Tensor, factor: f64) -> Tensor {
+    let factor = x
+        .graph()
+        .data(&format!("{factor}"))
+        .shape("")
+        .precision(x.precision())
+        .values(vec![factor])
+        .build();
+    x.pmul(&factor)
+}
 
 /// `x` (`… | -> t, d`) projected by `w` (`d -> h, t?, e`): per head, per position.
 fn project(x: &Tensor, w: &Tensor) -> Tensor {
     x.einsum("...|...->t, d; d -> h, e => ...|...->h, t, e", w)
 }
 
-/// `time × time` with −10⁹ where a position would look ahead (`s > t`), else 0.
-fn causal_mask(graph: &Graph, time: usize) -> Tensor {
+/// The causal mask as a tensor: `time × time` (`-> t, s`), 1 where the key is at or before the
+/// query (`s ≤ t`), 0 where it would look ahead.
+pub fn causal_mask(graph: &Graph, time: usize) -> Tensor {
     let positions = graph.range(time);
     let ahead = positions.outer_sum("t; s => t, s", &(-&positions));
     // t − s < 0: the key comes after the query.
-    ahead.lt(&graph.number(0.0)) * -1e9
+    ahead.lt(&graph.number(0.0)).not()
+}
+
+/// How attention weighs the keys, besides the scores: masks (1 = attend, 0 = ignore), each
+/// broadcast against the scores `batch | -> heads, t, s` from the right (so `batch | -> s` is a
+/// padding mask per key position, `t, s` or `batch | -> t, s` a mask per query and key, such as
+/// [`causal_mask`]); a softmax temperature (scores are divided by `√head · temperature`);
+/// dropout of the weights; and rotary embeddings of queries and keys (for self-attention, where
+/// both have the rotary tables' length).
+#[derive(Debug, Clone)]
+pub struct AttendOptions {
+    pub masks: Vec<Tensor>,
+    pub temperature: f64,
+    /// The probability of dropping a weight, and the step tensor that draws the masks afresh
+    /// (see [`dropout`]).
+    pub dropout: Option<(f64, Tensor)>,
+    pub rotary: Option<Rotary>,
+}
+
+impl Default for AttendOptions {
+    fn default() -> AttendOptions {
+        AttendOptions {
+            masks: Vec::new(),
+            temperature: 1.0,
+            dropout: None,
+            rotary: None,
+        }
+    }
+}
+
+impl AttendOptions {
+    /// No mask, temperature 1, no dropout, no rotary embeddings.
+    pub fn new() -> AttendOptions {
+        AttendOptions::default()
+    }
+
+    /// The same with one more mask.
+    pub fn mask(mut self, mask: &Tensor) -> AttendOptions {
+        self.masks.push(mask.clone());
+        self
+    }
+
+    /// The same with this softmax temperature.
+    pub fn temperature(mut self, temperature: f64) -> AttendOptions {
+        self.temperature = temperature;
+        self
+    }
+
+    /// The same with dropout of the weights: probability `p`, masks drawn afresh per `step`.
+    pub fn dropout(mut self, p: f64, step: &Tensor) -> AttendOptions {
+        self.dropout = Some((p, step.clone()));
+        self
+    }
+
+    /// The same with rotary embeddings of queries and keys.
+    pub fn rotary(mut self, rotary: &Rotary) -> AttendOptions {
+        self.rotary = Some(rotary.clone());
+        self
+    }
+
+    /// The same without rotary embeddings (what cross-attention between sequences of different
+    /// lengths takes from options shared with self-attention).
+    pub fn without_rotary(mut self) -> AttendOptions {
+        self.rotary = None;
+        self
+    }
+
+    /// What makes the settings meaningless, if anything.
+    fn problem(&self) -> Option<String> {
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Some(format!(
+                "attention: the softmax temperature must be finite and above 0, not {}",
+                self.temperature
+            ));
+        }
+        match self.dropout {
+            Some((p, _)) if !(0.0..1.0).contains(&p) => Some(format!(
+                "attention: the dropout probability must be in [0, 1), not {p}"
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The attention weights (`batch | -> heads, t, s`) of queries from `queries` (`batch | -> t,
+/// model`) over keys from `memory` (`batch | -> s, model`), with the projections `[query, key]`
+/// (`model -> heads, head`): the softmax over `s` of the scaled, masked scores, dropped out if
+/// the options say so.
+pub fn attention_weights(
+    queries: &Tensor,
+    memory: &Tensor,
+    [query, key]: [&Tensor; 2],
+    head: usize,
+    options: &AttendOptions,
+) -> Tensor {
+    let graph = queries.graph();
+    if let Some(message) = options.problem() {
+        return graph.failed_with(TensorError { message });
+    }
+    let (mut q, mut k) = (project(queries, query), project(memory, key));
+    if let Some(rotary) = &options.rotary {
+        q = rotary.apply(&q);
+        k = rotary.apply(&k);
+    }
+    let scores = q.einsum("...|...->h, t, e; ...|...->h, s, e => ...|...->h, t, s", &k);
+    let mut scores = times(&scores, 1.0 / ((head as f64).sqrt() * options.temperature));
+    for mask in &options.masks {
+        // 0 where attended, MASKED where ignored.
+        scores = &scores + &((mask - 1.0) * -MASKED);
+    }
+    let weights = softmax(&scores);
+    match &options.dropout {
+        Some((p, step)) => dropout(&weights, *p, step),
+        None => weights,
+    }
+}
+
+/// Attention of queries from `queries` (`batch | -> t, model`) over keys and values from
+/// `memory` (`batch | -> s, model`; the same tensor for self-attention), with the projections
+/// `[query, key, value, output]` (`model -> heads, head` three times, then `heads, head ->
+/// model`): `batch | -> t, model`.
+pub fn attend_with(
+    queries: &Tensor,
+    memory: &Tensor,
+    [query, key, value, output]: [&Tensor; 4],
+    head: usize,
+    options: &AttendOptions,
+) -> Tensor {
+    let weights = attention_weights(queries, memory, [query, key], head, options);
+    let v = project(memory, value);
+    let mixed = weights.einsum("...|...->h, t, s; ...|...->h, s, e => ...|...->h, t, e", &v);
+    mixed.einsum("...|...->h, t, e; h, e -> d => ...|...->t, d", output)
+}
+
+/// Self-attention of `x` (`batch | -> time, model`) with the projections `[query, key, value,
+/// output]` (`model -> heads, head` three times, then `heads, head -> model`), a causal mask over
+/// `time` positions when given, and rotary embeddings when given.
+pub fn attend(
+    x: &Tensor,
+    projections: [&Tensor; 4],
+    head: usize,
+    causal: Option<usize>,
+    rotary: Option<&Rotary>,
+) -> Tensor {
+    let mut options = AttendOptions::new();
+    if let Some(time) = causal {
+        options = options.mask(&causal_mask(x.graph(), time));
+    }
+    if let Some(rotary) = rotary {
+        options = options.rotary(rotary);
+    }
+    attend_with(x, x, projections, head, &options)
 }
 
 /// Rotary position embeddings for sequences of `time` positions and heads of `head` values
@@ -28,6 +201,7 @@ pub struct Rotary {
 }
 
 impl Rotary {
+    /// The cosine and sine tables (`time, head`) of `time` positions.
     pub fn new(graph: &Graph, time: usize, head: usize) -> Rotary {
         let angle = |t: usize, e: usize| {
             let pair = (e / 2) as f64;
@@ -62,45 +236,26 @@ impl Rotary {
     }
 }
 
-/// Self-attention of `x` (`batch | -> time, model`) with the projections `[query, key, value,
-/// output]` (`model -> heads, head` three times, then `heads, head -> model`), a causal mask over
-/// `time` positions when given, and rotary embeddings when given.
-pub fn attend(
-    x: &Tensor,
-    [query, key, value, output]: [&Tensor; 4],
-    head: usize,
-    causal: Option<usize>,
-    rotary: Option<&Rotary>,
-) -> Tensor {
-    let (mut q, mut k) = (project(x, query), project(x, key));
-    if let Some(rotary) = rotary {
-        q = rotary.apply(&q);
-        k = rotary.apply(&k);
-    }
-    let v = project(x, value);
-    let mut scores = q.einsum("...|...->h, t, e; ...|...->h, s, e => ...|...->h, t, s", &k)
-        * (1.0 / (head as f64).sqrt());
-    if let Some(time) = causal {
-        scores = &scores + &causal_mask(x.graph(), time);
-    }
-    let weights = softmax(&scores);
-    let mixed = weights.einsum("...|...->h, t, s; ...|...->h, s, e => ...|...->h, t, e", &v);
-    mixed.einsum("...|...->h, t, e; h, e -> d => ...|...->t, d", output)
-}
-
-/// Multi-head self-attention: `heads` heads of `head` values each, back to `model` values per
+/// Multi-head attention: `heads` heads of `head` values each, back to `model` values per
 /// position (the input width comes from use).
 #[derive(Debug, Clone)]
 pub struct Attention {
+    /// `model -> heads, head`.
     pub query: Tensor,
+    /// `model -> heads, head`.
     pub key: Tensor,
+    /// `model -> heads, head`.
     pub value: Tensor,
+    /// `heads, head -> model`.
     pub output: Tensor,
     pub head: usize,
+    /// Whether [`Attention::apply`] masks keys after the query ([`Attention::apply_with`] takes
+    /// its masks from its options only).
     pub causal: bool,
 }
 
 impl Attention {
+    /// The projections of `label`, initialized by their fan-in.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -141,6 +296,32 @@ impl Attention {
         )
     }
 
+    /// Attention of queries from `queries` (`batch | -> t, model`) over keys and values from
+    /// `memory` (`batch | -> s, model`: `queries` again for self-attention, another sequence for
+    /// cross-attention), masked, scaled and dropped out as `options` say.
+    pub fn apply_with(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
+        attend_with(
+            queries,
+            memory,
+            [&self.query, &self.key, &self.value, &self.output],
+            self.head,
+            options,
+        )
+    }
+
+    /// The weights of [`Attention::apply_with`]: `batch | -> heads, t, s`, summing to 1 over `s`
+    /// (before dropout).
+    pub fn weights(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
+        attention_weights(
+            queries,
+            memory,
+            [&self.query, &self.key],
+            self.head,
+            options,
+        )
+    }
+
+    /// The four projections.
     pub fn params(&self) -> Vec<Tensor> {
         vec![
             self.query.clone(),
@@ -154,11 +335,14 @@ impl Attention {
 /// A per-position dense layer over the last output axis: `… -> t, d` to `… -> t, width`.
 #[derive(Debug, Clone)]
 pub struct PositionDense {
+    /// `d -> width`.
     pub w: Tensor,
+    /// `width`, starting at 0.
     pub b: Tensor,
 }
 
 impl PositionDense {
+    /// The weights and bias of `label`; the input width comes from use.
     pub fn new(graph: &Graph, label: &str, width: usize) -> PositionDense {
         PositionDense {
             w: graph.param(&format!("{label}.w")).output([width]).build(),
@@ -166,11 +350,13 @@ impl PositionDense {
         }
     }
 
+    /// `x·w + b` at every position of `x` (`… | -> t, d`).
     pub fn apply(&self, x: &Tensor) -> Tensor {
         x.einsum("...|...->t, d; d -> f => ...|...->t, f", &self.w)
             .outer_sum("...|...->t, f; f => ...|...->t, f", &self.b)
     }
 
+    /// The weights and the bias.
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.w.clone(), self.b.clone()]
     }
@@ -188,6 +374,7 @@ pub struct TransformerBlock {
 }
 
 impl TransformerBlock {
+    /// The block of `label`: `heads` heads of `model / heads` values, causal if asked.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -212,12 +399,28 @@ impl TransformerBlock {
         }
     }
 
+    /// The block over `x` (`batch | -> time, model`), causal over `time` positions if the block
+    /// is, with rotary embeddings if given.
     pub fn apply(&self, x: &Tensor, time: usize, rotary: Option<&Rotary>) -> Tensor {
         let attended = x + &self.attention.apply(&self.norm1.apply(x), time, rotary);
-        let hidden = self.up.apply(&self.norm2.apply(&attended)).relu();
-        &attended + &self.down.apply(&hidden)
+        self.feed_forward(&attended)
     }
 
+    /// The block over `x` with its attention as `options` say (masks, temperature, dropout,
+    /// rotary embeddings; the block's own `causal` is not read: give [`causal_mask`] as a mask).
+    pub fn apply_with(&self, x: &Tensor, options: &AttendOptions) -> Tensor {
+        let normalized = self.norm1.apply(x);
+        let attended = x + &self.attention.apply_with(&normalized, &normalized, options);
+        self.feed_forward(&attended)
+    }
+
+    /// The second half: `x + mlp(norm(x))`.
+    fn feed_forward(&self, x: &Tensor) -> Tensor {
+        let hidden = self.up.apply(&self.norm2.apply(x)).relu();
+        x + &self.down.apply(&hidden)
+    }
+
+    /// Every parameter of the block.
     pub fn params(&self) -> Vec<Tensor> {
         let mut params = self.attention.params();
         params.extend(self.norm1.params());

@@ -1,10 +1,12 @@
 //! Neural-network building blocks for rcannl, written against `rcannl-tensor`.
 //!
 //! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons),
-//! `attention` multi-head attention, rotary embeddings and the transformer block, `norm`
-//! softmax and layer, batch, group and RMS normalization, `conv` convolutions (full and
-//! depthwise) and pooling, `cnn` convolutional blocks (convolution with batch normalization,
-//! residual, VGG, LeNet, depthwise-separable), `embedding` token
+//! `attention` multi-head self- and cross-attention with masks, rotary embeddings and the
+//! pre-norm transformer block, `transformer` the encoder and decoder blocks and the
+//! encoder–decoder model with its loss, `position` positional encodings, `norm` softmax over any
+//! axis and layer, batch, group and RMS normalization, `conv` convolutions (full and depthwise)
+//! and pooling, `cnn` convolutional blocks (convolution with batch normalization, residual, VGG,
+//! LeNet, depthwise-separable), `embedding` token
 //! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
@@ -27,4 +29,6 @@ pub mod loss;
 pub mod norm;
 pub mod optim;
 pub mod plot;
+pub mod position;
 pub mod train;
+pub mod transformer;

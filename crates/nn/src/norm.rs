@@ -1,7 +1,7 @@
-//! Reductions over the last output axis, softmax and layer normalization (by the true mean and
-//! variance: the axis size comes from inference, as a tensor); batch normalization with its
-//! train and eval [`Mode`]s and its running statistics' updates, group normalization and RMS
-//! normalization.
+//! Reductions over the last output axis, softmax over any axis, and layer normalization (by the
+//! true mean and variance: the axis size comes from inference, as a tensor); batch normalization
+//! with its train and eval [`Mode`]s and its running statistics' updates, group normalization and
+//! RMS normalization.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -42,6 +42,81 @@ pub fn softmax(x: &Tensor) -> Tensor {
 pub fn log_softmax(x: &Tensor) -> Tensor {
     let shifted = x - &max_last(x).stop_gradient();
     &shifted - &sum_last(&shifted.exp()).log()
+}
+
+/// Softmax over the axes a reduction spec reduces: `spec` maps `x` to the positions its
+/// normalizing sums are kept at (as [`sum_last`]'s spec does for the last output axis, e.g.
+/// `"...|... -> c, t => ...|... -> 0, t"` for the first of two output axes), and the result is
+/// broadcast back over them. Shifted by the maximum over the same axes, which takes no gradient.
+pub fn softmax_with(x: &Tensor, spec: &str) -> Tensor {
+    let shifted = x - &x.einmax1(spec).stop_gradient();
+    let e = shifted.exp();
+    &e / &e.einsum1(spec)
+}
+
+/// `log(softmax_with(x, spec))`, computed without the softmax.
+pub fn log_softmax_with(x: &Tensor, spec: &str) -> Tensor {
+    let shifted = x - &x.einmax1(spec).stop_gradient();
+    &shifted - &shifted.exp().einsum1(spec).log()
+}
+
+/// How far from either end of the output axes [`output_axis_spec`] reaches: far beyond any
+/// model's rank, and it keeps the spec (which names every axis on the near side) small.
+pub const MAX_AXIS_REACH: usize = 64;
+
+/// The reduction spec of one output axis, counted as Python counts: `0` is the first, `-1` the
+/// last (the form [`softmax_with`] takes). The axes between it and the end it is counted from
+/// are named, so a tensor it applies to needs at least that many output axes more. An axis
+/// farther than [`MAX_AXIS_REACH`] from its end is an error.
+pub fn output_axis_spec(axis: isize) -> Result<String, TensorError> {
+    let reach = if axis >= 0 {
+        axis.unsigned_abs()
+    } else {
+        axis.unsigned_abs() - 1
+    };
+    if reach > MAX_AXIS_REACH {
+        return Err(TensorError {
+            message: format!(
+                "softmax over output axis {axis}: an axis at most {MAX_AXIS_REACH} axes from                  either end is supported"
+            ),
+        });
+    }
+    let names = |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{i}")).collect() };
+    let (before, after) = if axis >= 0 {
+        (names(axis.unsigned_abs()), vec!["...".to_string()])
+    } else {
+        (vec!["...".to_string()], names(axis.unsigned_abs() - 1))
+    };
+    let row = |reduced: &str| {
+        before
+            .iter()
+            .map(String::as_str)
+            .chain([reduced])
+            .chain(after.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(format!(
+        "...|... -> {} => ...|... -> {}",
+        row("c"),
+        row("0")
+    ))
+}
+
+/// Softmax over one output axis, counted as Python counts (`-1` is the last).
+pub fn softmax_axis(x: &Tensor, axis: isize) -> Tensor {
+    match output_axis_spec(axis) {
+        Ok(spec) => softmax_with(x, &spec),
+        Err(e) => x.graph().failed_with(e),
+    }
+}
+
+/// Log-softmax over one output axis, counted as Python counts (`-1` is the last).
+pub fn log_softmax_axis(x: &Tensor, axis: isize) -> Tensor {
+    match output_axis_spec(axis) {
+        Ok(spec) => log_softmax_with(x, &spec),
+        Err(e) => x.graph().failed_with(e),
+    }
 }
 
 /// Layer normalization over the last output axis: `(x − mean)/√(var + ε)`, scaled and shifted

@@ -1,0 +1,121 @@
+//! Positional encodings added to sequences laid out `batch | -> time, model`: the fixed sinusoids
+//! of "Attention is all you need" and a learned vector per position.
+
+use rcannl_tensor::{Graph, Init, Tensor};
+
+/// The fixed encoding: at position `p`, value `2i` is `sin(p / 10000^(2i/model))` and value
+/// `2i + 1` is `cos(p / 10000^(2i/model))`.
+#[derive(Debug, Clone)]
+pub struct Sinusoidal {
+    /// `time, model`, data (it takes no gradient).
+    pub table: Tensor,
+}
+
+impl Sinusoidal {
+    /// The table of `time` positions of `model` values.
+    pub fn new(graph: &Graph, time: usize, model: usize) -> Sinusoidal {
+        let value = |p: usize, e: usize| {
+            let pair = (e / 2 * 2) as f64;
+            let angle = p as f64 / 10_000f64.powf(pair / model as f64);
+            if e % 2 == 0 { angle.sin() } else { angle.cos() }
+        };
+        Sinusoidal {
+            table: graph
+                .data("sinusoidal positions")
+                .shape(&format!("{time},{model}"))
+                .values(
+                    (0..time)
+                        .flat_map(|p| (0..model).map(move |e| value(p, e)))
+                        .collect(),
+                )
+                .build(),
+        }
+    }
+
+    /// `x` (`batch | -> time, model`) plus the table.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        x + &self.table
+    }
+}
+
+/// A learned vector per position, starting small and random (normal, deviation 0.02), so that
+/// positions differ from the first step.
+#[derive(Debug, Clone)]
+pub struct LearnedPositions {
+    /// `time, model`, a parameter.
+    pub table: Tensor,
+}
+
+impl LearnedPositions {
+    /// The table of `label`: `time` positions of `model` values.
+    pub fn new(graph: &Graph, label: &str, time: usize, model: usize) -> LearnedPositions {
+        LearnedPositions {
+            table: graph
+                .param(&format!("{label}.table"))
+                .output([time, model])
+                .init(Init::Normal(0.0, 0.02))
+                .build(),
+        }
+    }
+
+    /// `x` (`batch | -> time, model`) plus the table.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        x + &self.table
+    }
+
+    /// The table.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.table.clone()]
+    }
+}
+
+/// Which positional encoding a model adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionKind {
+    /// Fixed sinusoids ([`Sinusoidal`]).
+    Sinusoidal,
+    /// A learned table ([`LearnedPositions`]).
+    Learned,
+}
+
+/// A positional encoding of either kind.
+#[derive(Debug, Clone)]
+pub enum Positions {
+    Sinusoidal(Sinusoidal),
+    Learned(LearnedPositions),
+}
+
+impl Positions {
+    /// An encoding of `kind` for `time` positions of `model` values (`label` names a learned
+    /// table).
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        kind: PositionKind,
+        time: usize,
+        model: usize,
+    ) -> Positions {
+        match kind {
+            PositionKind::Sinusoidal => Positions::Sinusoidal(Sinusoidal::new(graph, time, model)),
+            PositionKind::Learned => {
+                Positions::Learned(LearnedPositions::new(graph, label, time, model))
+            }
+        }
+    }
+
+    /// `x` (`batch | -> time, model`) plus the encoding.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        match self {
+            Positions::Sinusoidal(s) => s.apply(x),
+            Positions::Learned(l) => l.apply(x),
+        }
+    }
+
+    /// The learned table, if any.
+    pub fn params(&self) -> Vec<Tensor> {
+        match self {
+            Positions::Sinusoidal(_) => Vec::new(),
+            Positions::Learned(l) => l.params(),
+        }
+    }
+}

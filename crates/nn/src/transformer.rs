@@ -1,0 +1,424 @@
+//! The encoder–decoder transformer over sequences laid out `batch | -> time, model`: the encoder
+//! block (self-attention, then a position-wise MLP), the decoder block (causal self-attention,
+//! cross-attention to the encoder's output, the MLP), each with its layer norms before or after
+//! the residual sums, the whole model from token ids to logits, and its loss: cross-entropy over
+//! target positions under teacher forcing, padded positions left out.
+
+use rcannl_tensor::{Graph, Tensor};
+
+use crate::attention::{AttendOptions, Attention, PositionDense, causal_mask};
+use crate::embedding::{Embedding, one_hot};
+use crate::norm::{LayerNorm, log_softmax};
+use crate::position::{PositionKind, Positions};
+
+/// Where a block's layer norms sit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// `x + f(norm(x))`: the residual path is never normalized, so deep stacks train without
+    /// warm-up; the model normalizes each stack's output once at its end.
+    Pre,
+    /// `norm(x + f(x))`, as in "Attention is all you need".
+    Post,
+}
+
+impl Placement {
+    /// The residual sublayer `f` around `x` with its norm placed.
+    fn around(self, x: &Tensor, norm: &LayerNorm, f: impl FnOnce(&Tensor) -> Tensor) -> Tensor {
+        match self {
+            Placement::Pre => x + &f(&norm.apply(x)),
+            Placement::Post => norm.apply(&(x + &f(x))),
+        }
+    }
+}
+
+/// The position-wise MLP: `model → hidden` (relu) `→ model`.
+#[derive(Debug, Clone)]
+pub struct FeedForward {
+    pub up: PositionDense,
+    pub down: PositionDense,
+}
+
+impl FeedForward {
+    /// The layers of `label`, `hidden` wide inside, back to `model`.
+    pub fn new(graph: &Graph, label: &str, model: usize, hidden: usize) -> FeedForward {
+        FeedForward {
+            up: PositionDense::new(graph, &format!("{label}.up"), hidden),
+            down: PositionDense::new(graph, &format!("{label}.down"), model),
+        }
+    }
+
+    /// The MLP at every position of `x` (`batch | -> time, model`).
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        self.down.apply(&self.up.apply(x).relu())
+    }
+
+    /// Both layers' parameters.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = self.up.params();
+        params.extend(self.down.params());
+        params
+    }
+}
+
+/// The encoder block: self-attention, then the MLP, each a residual sublayer with its norm
+/// placed as `placement` says (post-norm, as in "Attention is all you need", or pre-norm).
+#[derive(Debug, Clone)]
+pub struct EncoderBlock {
+    pub attention: Attention,
+    pub feed_forward: FeedForward,
+    pub norm1: LayerNorm,
+    pub norm2: LayerNorm,
+    pub placement: Placement,
+}
+
+impl EncoderBlock {
+    /// The block of `label`: `heads` heads of `model / heads` values, an MLP `hidden` wide.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        hidden: usize,
+        placement: Placement,
+    ) -> EncoderBlock {
+        EncoderBlock {
+            attention: Attention::new(
+                graph,
+                &format!("{label}.attention"),
+                model,
+                heads,
+                model / heads,
+                false,
+            ),
+            feed_forward: FeedForward::new(graph, &format!("{label}.mlp"), model, hidden),
+            norm1: LayerNorm::new(graph, &format!("{label}.norm1")),
+            norm2: LayerNorm::new(graph, &format!("{label}.norm2")),
+            placement,
+        }
+    }
+
+    /// The block over `x` (`batch | -> time, model`), its self-attention masked (a padding mask
+    /// `batch | -> time`, say), scaled and dropped out as `options` say.
+    pub fn apply(&self, x: &Tensor, options: &AttendOptions) -> Tensor {
+        let attended = self
+            .placement
+            .around(x, &self.norm1, |h| self.attention.apply_with(h, h, options));
+        self.placement
+            .around(&attended, &self.norm2, |h| self.feed_forward.apply(h))
+    }
+
+    /// Every parameter of the block.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = self.attention.params();
+        params.extend(self.feed_forward.params());
+        params.extend(self.norm1.params());
+        params.extend(self.norm2.params());
+        params
+    }
+}
+
+/// The decoder block: self-attention (causal through the masks it is given), cross-attention
+/// from its positions to the encoder's output, then the MLP, each a residual sublayer with its
+/// norm placed as `placement` says.
+#[derive(Debug, Clone)]
+pub struct DecoderBlock {
+    pub self_attention: Attention,
+    pub cross_attention: Attention,
+    pub feed_forward: FeedForward,
+    pub norm1: LayerNorm,
+    pub norm2: LayerNorm,
+    pub norm3: LayerNorm,
+    pub placement: Placement,
+}
+
+impl DecoderBlock {
+    /// The block of `label`: `heads` heads of `model / heads` values in both attentions, an MLP
+    /// `hidden` wide.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        hidden: usize,
+        placement: Placement,
+    ) -> DecoderBlock {
+        let attention = |name: &str| {
+            Attention::new(
+                graph,
+                &format!("{label}.{name}"),
+                model,
+                heads,
+                model / heads,
+                false,
+            )
+        };
+        DecoderBlock {
+            self_attention: attention("self_attention"),
+            cross_attention: attention("cross_attention"),
+            feed_forward: FeedForward::new(graph, &format!("{label}.mlp"), model, hidden),
+            norm1: LayerNorm::new(graph, &format!("{label}.norm1")),
+            norm2: LayerNorm::new(graph, &format!("{label}.norm2")),
+            norm3: LayerNorm::new(graph, &format!("{label}.norm3")),
+            placement,
+        }
+    }
+
+    /// The block over `x` (`batch | -> t, model`) attending to `memory` (`batch | -> s, model`,
+    /// the encoder's output): self-attention as `self_options` say (give it [`causal_mask`]),
+    /// cross-attention as `cross_options` say (give it the source's padding mask).
+    pub fn apply(
+        &self,
+        x: &Tensor,
+        memory: &Tensor,
+        self_options: &AttendOptions,
+        cross_options: &AttendOptions,
+    ) -> Tensor {
+        let attended = self.placement.around(x, &self.norm1, |h| {
+            self.self_attention.apply_with(h, h, self_options)
+        });
+        let informed = self.placement.around(&attended, &self.norm2, |h| {
+            self.cross_attention.apply_with(h, memory, cross_options)
+        });
+        self.placement
+            .around(&informed, &self.norm3, |h| self.feed_forward.apply(h))
+    }
+
+    /// Every parameter of the block.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = self.self_attention.params();
+        params.extend(self.cross_attention.params());
+        params.extend(self.feed_forward.params());
+        params.extend(self.norm1.params());
+        params.extend(self.norm2.params());
+        params.extend(self.norm3.params());
+        params
+    }
+}
+
+/// The sizes and choices of an [`EncoderDecoder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderDecoderConfig {
+    pub source_vocabulary: usize,
+    pub target_vocabulary: usize,
+    /// Positions of a source sequence (padded to it).
+    pub source_time: usize,
+    /// Positions of a target sequence (padded to it).
+    pub target_time: usize,
+    /// Values per position.
+    pub model: usize,
+    pub heads: usize,
+    /// The MLPs' inner width.
+    pub hidden: usize,
+    pub encoder_blocks: usize,
+    pub decoder_blocks: usize,
+    pub placement: Placement,
+    pub positions: PositionKind,
+}
+
+/// Sequence pairs as tensors of token ids, for the loss under teacher forcing.
+#[derive(Debug, Clone)]
+pub struct SequencePairs {
+    /// `batch | -> s`: source token ids.
+    pub source: Tensor,
+    /// `batch | -> s`: 1 at a source token, 0 at padding.
+    pub source_mask: Tensor,
+    /// `batch | -> t`: what the decoder reads: a start token, then the targets but the last.
+    pub target_inputs: Tensor,
+    /// `batch | -> t`: the tokens to predict at each position.
+    pub targets: Tensor,
+    /// `batch | -> t`: 1 at a position to score, 0 at padding.
+    pub target_mask: Tensor,
+}
+
+/// The encoder–decoder transformer: token embeddings plus positional encodings, a stack of
+/// encoder blocks over the source, a stack of decoder blocks over the target attending to the
+/// encoder's output, and a per-position dense layer to the target vocabulary's logits.
+#[derive(Debug, Clone)]
+pub struct EncoderDecoder {
+    pub config: EncoderDecoderConfig,
+    pub source_embedding: Embedding,
+    pub target_embedding: Embedding,
+    pub source_positions: Positions,
+    pub target_positions: Positions,
+    pub encoder: Vec<EncoderBlock>,
+    pub decoder: Vec<DecoderBlock>,
+    /// The norms at the end of each stack (pre-norm only: post-norm blocks end normalized).
+    pub final_norms: Option<(LayerNorm, LayerNorm)>,
+    pub head: PositionDense,
+}
+
+impl EncoderDecoder {
+    /// The model of `label` as `config` says.
+    pub fn new(graph: &Graph, label: &str, config: EncoderDecoderConfig) -> EncoderDecoder {
+        let c = config;
+        EncoderDecoder {
+            config,
+            source_embedding: Embedding::new(
+                graph,
+                &format!("{label}.source_embedding"),
+                c.source_vocabulary,
+                c.model,
+            ),
+            target_embedding: Embedding::new(
+                graph,
+                &format!("{label}.target_embedding"),
+                c.target_vocabulary,
+                c.model,
+            ),
+            source_positions: Positions::new(
+                graph,
+                &format!("{label}.source_positions"),
+                c.positions,
+                c.source_time,
+                c.model,
+            ),
+            target_positions: Positions::new(
+                graph,
+                &format!("{label}.target_positions"),
+                c.positions,
+                c.target_time,
+                c.model,
+            ),
+            encoder: (0..c.encoder_blocks)
+                .map(|i| {
+                    let label = format!("{label}.encoder{i}");
+                    EncoderBlock::new(graph, &label, c.model, c.heads, c.hidden, c.placement)
+                })
+                .collect(),
+            decoder: (0..c.decoder_blocks)
+                .map(|i| {
+                    let label = format!("{label}.decoder{i}");
+                    DecoderBlock::new(graph, &label, c.model, c.heads, c.hidden, c.placement)
+                })
+                .collect(),
+            final_norms: (c.placement == Placement::Pre).then(|| {
+                (
+                    LayerNorm::new(graph, &format!("{label}.encoder_norm")),
+                    LayerNorm::new(graph, &format!("{label}.decoder_norm")),
+                )
+            }),
+            head: PositionDense::new(graph, &format!("{label}.head"), c.target_vocabulary),
+        }
+    }
+
+    /// The encoder's output (`batch | -> s, model`) for `source` ids (`batch | -> s`) with their
+    /// padding mask (`batch | -> s`); `options` give every attention its temperature and
+    /// dropout (and rotary embeddings to the self-attentions, whose tables need the sequence's
+    /// length: cross-attention never takes them).
+    pub fn encode(&self, source: &Tensor, source_mask: &Tensor, options: &AttendOptions) -> Tensor {
+        let options = options.clone().mask(source_mask);
+        let mut h = self
+            .source_positions
+            .apply(&embed_sequence(&self.source_embedding, source));
+        for block in &self.encoder {
+            h = block.apply(&h, &options);
+        }
+        match &self.final_norms {
+            Some((encoder_norm, _)) => encoder_norm.apply(&h),
+            None => h,
+        }
+    }
+
+    /// The logits (`batch | -> t, target_vocabulary`) at each position of `target_inputs` ids
+    /// (`batch | -> t`), given the encoder's output `memory` and the source's padding mask.
+    /// Position `t` sees the inputs up to `t` only, so one run scores every position under
+    /// teacher forcing, and greedy decoding may fill the inputs one position per run.
+    pub fn decode(
+        &self,
+        memory: &Tensor,
+        source_mask: &Tensor,
+        target_inputs: &Tensor,
+        options: &AttendOptions,
+    ) -> Tensor {
+        let graph = memory.graph();
+        let self_options = options
+            .clone()
+            .mask(&causal_mask(graph, self.config.target_time));
+        let cross_options = options.clone().without_rotary().mask(source_mask);
+        let mut h = self
+            .target_positions
+            .apply(&embed_sequence(&self.target_embedding, target_inputs));
+        for block in &self.decoder {
+            h = block.apply(&h, memory, &self_options, &cross_options);
+        }
+        if let Some((_, decoder_norm)) = &self.final_norms {
+            h = decoder_norm.apply(&h);
+        }
+        self.head.apply(&h)
+    }
+
+    /// [`EncoderDecoder::encode`] then [`EncoderDecoder::decode`].
+    pub fn logits(
+        &self,
+        source: &Tensor,
+        source_mask: &Tensor,
+        target_inputs: &Tensor,
+        options: &AttendOptions,
+    ) -> Tensor {
+        let memory = self.encode(source, source_mask, options);
+        self.decode(&memory, source_mask, target_inputs, options)
+    }
+
+    /// The mean cross-entropy over the scored target positions of `pairs`, under teacher
+    /// forcing (see [`sequence_cross_entropy`]).
+    pub fn loss(&self, pairs: &SequencePairs, options: &AttendOptions) -> Tensor {
+        let logits = self.logits(
+            &pairs.source,
+            &pairs.source_mask,
+            &pairs.target_inputs,
+            options,
+        );
+        sequence_cross_entropy(
+            &logits,
+            &pairs.targets,
+            &pairs.target_mask,
+            self.config.target_vocabulary,
+        )
+    }
+
+    /// Every parameter of the model.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = vec![
+            self.source_embedding.table.clone(),
+            self.target_embedding.table.clone(),
+        ];
+        params.extend(self.source_positions.params());
+        params.extend(self.target_positions.params());
+        for block in &self.encoder {
+            params.extend(block.params());
+        }
+        for block in &self.decoder {
+            params.extend(block.params());
+        }
+        if let Some((encoder_norm, decoder_norm)) = &self.final_norms {
+            params.extend(encoder_norm.params());
+            params.extend(decoder_norm.params());
+        }
+        params.extend(self.head.params());
+        params
+    }
+}
+
+/// The embeddings (`batch | -> t, width`) of token ids laid out `batch | -> t`: the positions
+/// move into the batch row for the lookup, which takes ids without output axes.
+pub fn embed_sequence(embedding: &Embedding, ids: &Tensor) -> Tensor {
+    let per_position = ids.einsum1("...|...->t => ..., t|...->");
+    embedding
+        .apply(&per_position)
+        .einsum1("..., t|...->d => ...|...->t, d")
+}
+
+/// The mean cross-entropy of `logits` (`batch | -> t, vocabulary`) against `targets` ids
+/// (`batch | -> t`) over the positions where `mask` (`batch | -> t`) is 1: padded positions add
+/// nothing and do not count. One output axis of one cell.
+pub fn sequence_cross_entropy(
+    logits: &Tensor,
+    targets: &Tensor,
+    mask: &Tensor,
+    vocabulary: usize,
+) -> Tensor {
+    let picked = one_hot(targets, vocabulary).pmul(&log_softmax(logits));
+    let total = picked.einsum("...|...->t, v; ...|...->t => 0", mask);
+    let scored = mask.einsum1("...|...->t => 0");
+    -(&total / &scored)
+}
