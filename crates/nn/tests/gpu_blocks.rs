@@ -10,15 +10,21 @@ use std::sync::OnceLock;
 
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
-use rcannl_nn::attention::{Attention, Rotary, TransformerBlock, attend};
+use rcannl_nn::attention::{
+    AttendOptions, Attention, Rotary, TransformerBlock, attend, causal_mask,
+};
 use rcannl_nn::blocks::Mlp;
 use rcannl_nn::cnn::{ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBlock};
 use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::{Embedding, one_hot};
 use rcannl_nn::loss::cross_entropy;
-use rcannl_nn::norm::{BatchNorm, GroupNorm, LayerNorm, Mode, RmsNorm, log_softmax, softmax};
+use rcannl_nn::norm::{
+    BatchNorm, GroupNorm, LayerNorm, Mode, RmsNorm, log_softmax, softmax, softmax_axis,
+};
 use rcannl_nn::optim::{Adam, Lamb};
+use rcannl_nn::position::LearnedPositions;
+use rcannl_nn::transformer::{DecoderBlock, EncoderBlock, Placement};
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{BackendChoice, Context, Graph, Init, Tensor};
 
@@ -366,5 +372,54 @@ fn normalization_and_cnn_blocks_in_both_modes() {
         LeNet::new(g, "lenet", 3)
             .apply(&p[0])
             .pmul(&weights(g, "2|->3"))
+    });
+}
+
+#[test]
+fn masked_cross_attention_and_encoder_decoder_blocks() {
+    let padding = |g: &Graph| {
+        g.data("padding")
+            .shape("2|->5")
+            .values(vec![1., 1., 1., 0., 0., 1., 1., 1., 1., 1.])
+            .build()
+    };
+    check("softmax over an axis", &["2|->3,4"], |g, p| {
+        softmax_axis(&p[0], 0).pmul(&weights(g, "2|->3,4"))
+    });
+    check("masked cross-attention", &["2|->3,4", "2|->5,4"], |g, p| {
+        let attention = Attention::new(g, "cross", 4, 2, 2, false);
+        let options = AttendOptions::new().mask(&padding(g)).temperature(2.0);
+        attention
+            .apply_with(&p[0], &p[1], &options)
+            .pmul(&weights(g, "2|->3,4"))
+    });
+    for placement in [Placement::Post, Placement::Pre] {
+        check(
+            &format!("encoder block {placement:?}"),
+            &["2|->5,4"],
+            |g, p| {
+                let options = AttendOptions::new().mask(&padding(g));
+                EncoderBlock::new(g, "encoder", 4, 2, 6, placement)
+                    .apply(&p[0], &options)
+                    .pmul(&weights(g, "2|->5,4"))
+            },
+        );
+        check(
+            &format!("decoder block {placement:?}"),
+            &["2|->3,4", "2|->5,4"],
+            |g, p| {
+                let self_options = AttendOptions::new().mask(&causal_mask(g, 3));
+                let cross_options = AttendOptions::new().mask(&padding(g));
+                DecoderBlock::new(g, "decoder", 4, 2, 6, placement)
+                    .apply(&p[0], &p[1], &self_options, &cross_options)
+                    .pmul(&weights(g, "2|->3,4"))
+            },
+        );
+    }
+    check("learned positions", &["2|->3,4"], |g, p| {
+        LearnedPositions::new(g, "positions", 3, 4)
+            .apply(&p[0])
+            .tanh()
+            .pmul(&weights(g, "2|->3,4"))
     });
 }
