@@ -1,8 +1,6 @@
 //! Every block's gradients by finite differences on both backends, and its values against a
 //! direct computation.
 
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_nn::attention::{Attention, Rotary, TransformerBlock, attend};
 use rcannl_nn::blocks::Mlp;
@@ -11,39 +9,11 @@ use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::Embedding;
 use rcannl_nn::loss::cross_entropy;
 use rcannl_nn::norm::{LayerNorm, log_softmax, softmax};
-use rcannl_tensor::gradcheck::{Inputs, check_gradients, test_values};
+use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Init, Tensor};
 
-fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
-}
-
-fn check(name: &str, shapes: &[&str], build: impl Fn(&Graph, &[Tensor]) -> Tensor) {
-    for backend in backends() {
-        let backend_name = backend.name();
-        let inputs = Inputs {
-            shapes,
-            positive: false,
-        };
-        if let Err(e) = check_gradients(backend, &inputs, 1e-5, &build) {
-            panic!("{name} on {backend_name}: {e}");
-        }
-    }
-}
-
-/// A fixed f64 data tensor of the given shape, to weight outputs (so that gradients are not
-/// trivially zero, as they are for the plain sum of a softmax).
-fn weights(graph: &Graph, shape: &str, n: usize) -> Tensor {
-    graph
-        .data("weights")
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(test_values(n, 99))
-        .build()
-}
+mod support;
+use support::{backends, check, weights};
 
 #[test]
 fn softmax_and_its_losses() {

@@ -2,47 +2,17 @@
 //! both CPU backends, batch normalization's values in both modes against a direct computation,
 //! and its running statistics after several training steps against a hand computation.
 
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_nn::cnn::{ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBlock};
 use rcannl_nn::conv::{DepthwiseConv2d, depthwise_conv2d};
 use rcannl_nn::loss::sum;
 use rcannl_nn::norm::{BatchNorm, GroupNorm, Mode, RmsNorm};
 use rcannl_nn::optim::Sgd;
-use rcannl_tensor::gradcheck::{Inputs, check_gradients, test_values};
+use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Tensor};
 
-fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
-}
-
-fn check(name: &str, shapes: &[&str], build: impl Fn(&Graph, &[Tensor]) -> Tensor) {
-    for backend in backends() {
-        let backend_name = backend.name();
-        let inputs = Inputs {
-            shapes,
-            positive: false,
-        };
-        if let Err(e) = check_gradients(backend, &inputs, 1e-5, &build) {
-            panic!("{name} on {backend_name}: {e}");
-        }
-    }
-}
-
-/// A fixed f64 data tensor of the given shape, to weight outputs (the plain sum of a
-/// normalized tensor does not depend on its input).
-fn weights(graph: &Graph, shape: &str, n: usize) -> Tensor {
-    graph
-        .data("weights")
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(test_values(n, 99))
-        .build()
-}
+mod support;
+use support::{backends, check, weights};
 
 /// Batch normalization of `channels` f64 channels whose gain and bias are the check's inputs
 /// 1 and 2.

@@ -2,8 +2,7 @@
 //! any axis, masked and cross-attention, temperature, attention dropout, the encoder and decoder
 //! blocks, the encoder–decoder loss and learned positions; values against direct computations.
 
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter};
+use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
 use rcannl_nn::attention::{AttendOptions, attend, attend_with, attention_weights, causal_mask};
 use rcannl_nn::embedding::Embedding;
@@ -15,44 +14,11 @@ use rcannl_nn::transformer::{
     DecoderBlock, EncoderBlock, EncoderDecoder, EncoderDecoderConfig, Placement, SequencePairs,
     embed_sequence, sequence_cross_entropy,
 };
-use rcannl_tensor::gradcheck::{Inputs, check_gradients, test_values};
+use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Tensor};
 
-fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
-}
-
-fn check(name: &str, shapes: &[&str], build: impl Fn(&Graph, &[Tensor]) -> Tensor) {
-    for backend in backends() {
-        let backend_name = backend.name();
-        let inputs = Inputs {
-            shapes,
-            positive: false,
-        };
-        if let Err(e) = check_gradients(backend, &inputs, 1e-5, &build) {
-            panic!("{name} on {backend_name}: {e}");
-        }
-    }
-}
-
-/// An f64 data tensor of the given shape and values.
-fn data(graph: &Graph, label: &str, shape: &str, values: Vec<f64>) -> Tensor {
-    graph
-        .data(label)
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(values)
-        .build()
-}
-
-/// Fixed weights of the given shape, to weight outputs (so that gradients are not trivially
-/// zero, as they are for the plain sum of a softmax or a layer norm).
-fn weights(graph: &Graph, shape: &str, n: usize) -> Tensor {
-    data(graph, "weights", shape, test_values(n, 99))
-}
+mod support;
+use support::{backends, check, data, weights};
 
 /// A padding mask for 2 sequences of 5 keys: the first has 3 tokens, the second 5.
 fn padding(graph: &Graph) -> Tensor {
