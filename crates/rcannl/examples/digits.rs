@@ -6,52 +6,16 @@
 
 use rcannl::nn::blocks::Mlp;
 use rcannl::nn::conv::{Conv2d, max_pool2d};
-use rcannl::nn::data::Rng;
 use rcannl::nn::loss::{cross_entropy, mean};
 use rcannl::nn::optim::Adam;
 use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
 
+#[path = "support/digits.rs"]
+mod digits;
+use digits::{CLASSES, Split, split};
+
 const BATCH: usize = 32;
-const CLASSES: usize = 10;
-
-/// The images scaled to [0, 1] and their labels, shuffled, split into training batches and a
-/// test set.
-struct Split {
-    train_pixels: Vec<f64>,
-    train_one_hot: Vec<f64>,
-    batches: usize,
-    test_pixels: Vec<f64>,
-    test_labels: Vec<usize>,
-}
-
-fn split() -> Split {
-    let digits = smartcore::dataset::digits::load_dataset();
-    let mut order: Vec<usize> = (0..digits.num_samples).collect();
-    let mut rng = Rng::new(7);
-    for i in (1..order.len()).rev() {
-        order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-    }
-    let batches = (order.len() * 4 / 5) / BATCH;
-    let (train, test) = order.split_at(batches * BATCH);
-    let pixels = |i: usize| {
-        digits.data[i * 64..(i + 1) * 64]
-            .iter()
-            .map(|&v| f64::from(v) / 16.0)
-            .collect::<Vec<_>>()
-    };
-    let label = |i: usize| digits.target[i] as usize;
-    Split {
-        train_pixels: train.iter().flat_map(|&i| pixels(i)).collect(),
-        train_one_hot: train
-            .iter()
-            .flat_map(|&i| (0..CLASSES).map(move |c| f64::from(u8::from(c == label(i)))))
-            .collect(),
-        batches,
-        test_pixels: test.iter().flat_map(|&i| pixels(i)).collect(),
-        test_labels: test.iter().map(|&i| label(i)).collect(),
-    }
-}
 
 /// Trains the classifier `logits` builds (from `batch | -> 8, 8, 1` images) and returns its test
 /// accuracy.
@@ -124,7 +88,7 @@ fn train(
 }
 
 fn main() -> Result<(), TensorError> {
-    let data = split();
+    let data = split(BATCH);
     println!(
         "{} training images in {} batches of {BATCH}, {} test images",
         data.batches * BATCH,

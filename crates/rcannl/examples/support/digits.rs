@@ -1,0 +1,45 @@
+//! The handwritten digits (the 8×8 images of the UCI data set, 1797 of them, as the `smartcore`
+//! crate embeds them) split the same way for every example that trains on them.
+
+use rcannl::nn::data::Rng;
+
+/// The number of classes.
+pub const CLASSES: usize = 10;
+
+/// The images scaled to [0, 1] and their labels, shuffled (by a fixed seed), split into
+/// training batches of `batch` images and a test set of the rest (about a fifth).
+pub struct Split {
+    pub train_pixels: Vec<f64>,
+    pub train_one_hot: Vec<f64>,
+    pub batches: usize,
+    pub test_pixels: Vec<f64>,
+    pub test_labels: Vec<usize>,
+}
+
+pub fn split(batch: usize) -> Split {
+    let digits = smartcore::dataset::digits::load_dataset();
+    let mut order: Vec<usize> = (0..digits.num_samples).collect();
+    let mut rng = Rng::new(7);
+    for i in (1..order.len()).rev() {
+        order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    let batches = (order.len() * 4 / 5) / batch;
+    let (train, test) = order.split_at(batches * batch);
+    let pixels = |i: usize| {
+        digits.data[i * 64..(i + 1) * 64]
+            .iter()
+            .map(|&v| f64::from(v) / 16.0)
+            .collect::<Vec<_>>()
+    };
+    let label = |i: usize| digits.target[i] as usize;
+    Split {
+        train_pixels: train.iter().flat_map(|&i| pixels(i)).collect(),
+        train_one_hot: train
+            .iter()
+            .flat_map(|&i| (0..CLASSES).map(move |c| f64::from(u8::from(c == label(i)))))
+            .collect(),
+        batches,
+        test_pixels: test.iter().flat_map(|&i| pixels(i)).collect(),
+        test_labels: test.iter().map(|&i| label(i)).collect(),
+    }
+}
