@@ -153,6 +153,95 @@ fn clip_updates(
     Ok(clip.updates(params))
 }
 
+/// The routines an optimizer compiles from the updates its `prepare` gives (its settings
+/// checked, its state made): the step alone, or the whole training step.
+macro_rules! step_routines {
+    ($name:ident) => {
+        #[doc = concat!(
+            "The step as a routine of `ctx` (the state tensors are made here, once the ",
+            "parameters' shapes are known). An error, before anything is made, when a setting is ",
+            "not a finite number or out of its range (see [`", stringify!($name), "`]'s fields): ",
+            "the learning rate is checked as `ctx` holds it."
+        )]
+        pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+            let updates = self.prepare(ctx)?;
+            ctx.update(&updates)
+        }
+
+        #[doc = concat!(
+            "The whole training step of `loss` as one routine of `ctx`: backprop, then this ",
+            "optimizer's update ([`Context::train_step`]); the settings are checked as by [`",
+            stringify!($name), "::compile`]."
+        )]
+        pub fn compile_step(
+            &mut self,
+            ctx: &mut Context,
+            loss: &Tensor,
+        ) -> Result<Routine, TensorError> {
+            self.compile_step_with(ctx, loss, &[])
+        }
+
+        #[doc = concat!(
+            "[`", stringify!($name), "::compile_step`] with `extra` updates run after the ",
+            "optimizer's in the same routine: the running statistics of batch normalization, ",
+            "say, which read values the forward pass computes."
+        )]
+        pub fn compile_step_with(
+            &mut self,
+            ctx: &mut Context,
+            loss: &Tensor,
+            extra: &[Update],
+        ) -> Result<Routine, TensorError> {
+            let mut updates = self.prepare(ctx)?;
+            updates.extend_from_slice(extra);
+            ctx.train_step(loss, &updates)
+        }
+    };
+}
+
+/// The moments of Adam and LAMB: their decays, epsilon and weight decay checked for `owner`.
+fn check_moment_settings(
+    owner: &str,
+    beta1: f64,
+    beta2: f64,
+    epsilon: f64,
+    weight_decay: f64,
+) -> Result<(), TensorError> {
+    check(owner, "beta1", beta1, Range::Fraction)?;
+    check(owner, "beta2", beta2, Range::Fraction)?;
+    check(owner, "epsilon", epsilon, Range::AboveZero)?;
+    check(owner, "the weight decay", weight_decay, Range::AtLeastZero)
+}
+
+/// Adam's moment updates of `m` and `v` from the gradient `g`, and its bias-corrected direction
+/// `m̂/(√v̂ + ε)` at step `t` (a one-cell tensor counting steps from 1).
+struct Moments<'a> {
+    beta1: f64,
+    beta2: f64,
+    epsilon: f64,
+    steps: &'a Tensor,
+}
+
+impl Moments<'_> {
+    fn updates(&self, g: impl Fn() -> Formula, m: &Tensor, v: &Tensor) -> [Update; 2] {
+        [
+            Update::set(m, self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g()),
+            Update::set(
+                v,
+                self.beta2 * Formula::value(v) + (1.0 - self.beta2) * (g() * g()),
+            ),
+        ]
+    }
+
+    fn direction(&self, m: &Tensor, v: &Tensor) -> Formula {
+        let correction =
+            |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, Formula::value(self.steps));
+        let m_hat = Formula::value(m) / correction(self.beta1);
+        let v_hat = Formula::value(v) / correction(self.beta2);
+        m_hat / (v_hat.apply(Unop::Sqrt) + self.epsilon)
+    }
+}
+
 /// Stochastic gradient descent with momentum, Nesterov momentum and weight decay:
 /// `v ← μ·v + g + λ·w`, then `w ← w − lr·v` (or `w − lr·(g + λ·w + μ·v)` with Nesterov).
 #[derive(Debug, Clone)]
@@ -242,39 +331,7 @@ impl Sgd {
         updates
     }
 
-    /// The step as a routine of `ctx` (its state tensors are made here, once the parameters'
-    /// shapes are known). An error, before anything is made, when a setting is not a finite
-    /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
-    /// at least 0, the momentum in `[0, 1)`.
-    pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
-        let updates = self.prepare(ctx)?;
-        ctx.update(&updates)
-    }
-
-    /// The whole training step of `loss` as one routine of `ctx`: backprop, then this
-    /// optimizer's update ([`Context::train_step`]); the settings are checked as by
-    /// [`Sgd::compile`].
-    pub fn compile_step(
-        &mut self,
-        ctx: &mut Context,
-        loss: &Tensor,
-    ) -> Result<Routine, TensorError> {
-        self.compile_step_with(ctx, loss, &[])
-    }
-
-    /// [`Sgd::compile_step`] with `extra` updates run after the optimizer's in the same
-    /// routine: the running statistics of batch normalization, say, which read values the
-    /// forward pass computes.
-    pub fn compile_step_with(
-        &mut self,
-        ctx: &mut Context,
-        loss: &Tensor,
-        extra: &[Update],
-    ) -> Result<Routine, TensorError> {
-        let mut updates = self.prepare(ctx)?;
-        updates.extend_from_slice(extra);
-        ctx.train_step(loss, &updates)
-    }
+    step_routines!(Sgd);
 
     /// The settings checked, the state made, the updates of one step.
     fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
@@ -365,73 +422,31 @@ impl Adam {
     }
 
     fn updates(&self, moments: &[(Tensor, Tensor)]) -> Vec<Update> {
-        let t = || Formula::value(&self.steps);
-        let mut updates = vec![Update::set(&self.steps, t() + 1.0)];
-        let correction = |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, t());
+        let adam = Moments {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            steps: &self.steps,
+        };
+        let mut updates = vec![Update::set(&self.steps, Formula::value(&self.steps) + 1.0)];
         for (w, (m, v)) in self.params.iter().zip(moments) {
-            let g = || gradient(self.clip.as_ref(), w);
-            updates.push(Update::set(
-                m,
-                self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g(),
-            ));
-            updates.push(Update::set(
-                v,
-                self.beta2 * Formula::value(v) + (1.0 - self.beta2) * (g() * g()),
-            ));
-            let m_hat = Formula::value(m) / correction(self.beta1);
-            let v_hat = Formula::value(v) / correction(self.beta2);
-            let step = m_hat / (v_hat.apply(Unop::Sqrt) + self.epsilon)
-                + self.weight_decay * Formula::value(w);
+            updates.extend(adam.updates(|| gradient(self.clip.as_ref(), w), m, v));
+            let step = adam.direction(m, v) + self.weight_decay * Formula::value(w);
             updates.push(Update::subtract(w, Formula::value(&self.lr) * step));
         }
         updates
     }
 
-    /// The step as a routine of `ctx` (its moment tensors are made here, once the parameters'
-    /// shapes are known). An error, before anything is made, when a setting is not a finite
-    /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
-    /// at least 0, the betas in `[0, 1)`, epsilon above 0 (at 0, a moment of zero divides zero
-    /// by zero).
-    pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
-        let updates = self.prepare(ctx)?;
-        ctx.update(&updates)
-    }
-
-    /// The whole training step of `loss` as one routine of `ctx`: backprop, then this
-    /// optimizer's update ([`Context::train_step`]); the settings are checked as by
-    /// [`Adam::compile`].
-    pub fn compile_step(
-        &mut self,
-        ctx: &mut Context,
-        loss: &Tensor,
-    ) -> Result<Routine, TensorError> {
-        self.compile_step_with(ctx, loss, &[])
-    }
-
-    /// [`Adam::compile_step`] with `extra` updates run after the optimizer's in the same
-    /// routine: the running statistics of batch normalization, say, which read values the
-    /// forward pass computes.
-    pub fn compile_step_with(
-        &mut self,
-        ctx: &mut Context,
-        loss: &Tensor,
-        extra: &[Update],
-    ) -> Result<Routine, TensorError> {
-        let mut updates = self.prepare(ctx)?;
-        updates.extend_from_slice(extra);
-        ctx.train_step(loss, &updates)
-    }
+    step_routines!(Adam);
 
     /// The settings checked, the moments made, the updates of one step.
     fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
-        check("Adam", "beta1", self.beta1, Range::Fraction)?;
-        check("Adam", "beta2", self.beta2, Range::Fraction)?;
-        check("Adam", "epsilon", self.epsilon, Range::AboveZero)?;
-        check(
+        check_moment_settings(
             "Adam",
-            "the weight decay",
+            self.beta1,
+            self.beta2,
+            self.epsilon,
             self.weight_decay,
-            Range::AtLeastZero,
         )?;
         check_learning_rate(ctx, "Adam", &self.lr)?;
         let mut updates = clip_updates("Adam", self.clip.as_ref(), &self.params)?;
@@ -515,25 +530,16 @@ impl Lamb {
     }
 
     fn updates(&self) -> Vec<Update> {
-        let t = || Formula::value(&self.steps);
-        let mut updates = vec![Update::set(&self.steps, t() + 1.0)];
-        let correction = |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, t());
+        let adam = Moments {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            steps: &self.steps,
+        };
+        let mut updates = vec![Update::set(&self.steps, Formula::value(&self.steps) + 1.0)];
         for (w, [m, v, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
-            let g = || gradient(self.clip.as_ref(), w);
-            updates.push(Update::set(
-                m,
-                self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g(),
-            ));
-            updates.push(Update::set(
-                v,
-                self.beta2 * Formula::value(v) + (1.0 - self.beta2) * (g() * g()),
-            ));
-            let step = || {
-                let m_hat = Formula::value(m) / correction(self.beta1);
-                let v_hat = Formula::value(v) / correction(self.beta2);
-                m_hat / (v_hat.apply(Unop::Sqrt) + self.epsilon)
-                    + self.weight_decay * Formula::value(w)
-            };
+            updates.extend(adam.updates(|| gradient(self.clip.as_ref(), w), m, v));
+            let step = || adam.direction(m, v) + self.weight_decay * Formula::value(w);
             updates.push(Update::reduce(
                 w_norm,
                 Binop::Add,
@@ -553,49 +559,16 @@ impl Lamb {
         updates
     }
 
-    /// The step as a routine of `ctx` (its state tensors are made here, once the parameters'
-    /// shapes are known). An error, before anything is made, when a setting is not a finite
-    /// number or out of its range: the learning rate (as `ctx` holds it) and the weight decay
-    /// at least 0, the betas in `[0, 1)`, epsilon and a clipping norm above 0.
-    pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
-        let updates = self.prepare(ctx)?;
-        ctx.update(&updates)
-    }
-
-    /// The whole training step of `loss` as one routine of `ctx`: backprop, then this
-    /// optimizer's update ([`Context::train_step`]); the settings are checked as by
-    /// [`Lamb::compile`].
-    pub fn compile_step(
-        &mut self,
-        ctx: &mut Context,
-        loss: &Tensor,
-    ) -> Result<Routine, TensorError> {
-        self.compile_step_with(ctx, loss, &[])
-    }
-
-    /// [`Lamb::compile_step`] with `extra` updates run after the optimizer's in the same
-    /// routine.
-    pub fn compile_step_with(
-        &mut self,
-        ctx: &mut Context,
-        loss: &Tensor,
-        extra: &[Update],
-    ) -> Result<Routine, TensorError> {
-        let mut updates = self.prepare(ctx)?;
-        updates.extend_from_slice(extra);
-        ctx.train_step(loss, &updates)
-    }
+    step_routines!(Lamb);
 
     /// The settings checked, the state made, the updates of one step.
     fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
-        check("Lamb", "beta1", self.beta1, Range::Fraction)?;
-        check("Lamb", "beta2", self.beta2, Range::Fraction)?;
-        check("Lamb", "epsilon", self.epsilon, Range::AboveZero)?;
-        check(
+        check_moment_settings(
             "Lamb",
-            "the weight decay",
+            self.beta1,
+            self.beta2,
+            self.epsilon,
             self.weight_decay,
-            Range::AtLeastZero,
         )?;
         check_learning_rate(ctx, "Lamb", &self.lr)?;
         let mut updates = clip_updates("Lamb", self.clip.as_ref(), &self.params)?;
