@@ -153,10 +153,22 @@ fn clip_updates(
     Ok(clip.updates(params))
 }
 
-/// The routines an optimizer compiles from the updates its `prepare` gives (its settings
-/// checked, its state made): the step alone, or the whole training step.
+/// What every optimizer has: clipping by the global gradient norm, and the routines it compiles
+/// from the updates its `prepare` gives (its settings checked, its state made): the step alone,
+/// or the whole training step.
 macro_rules! step_routines {
     ($name:ident) => {
+        /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
+        pub fn clip_grad_norm(mut self, max_norm: f64) -> $name {
+            self.clip = Some(Clip::new(self.lr.graph(), max_norm));
+            self
+        }
+
+        /// The global gradient norm of the last step, before clipping (one cell), when clipping.
+        pub fn grad_norm(&self) -> Option<&Tensor> {
+            self.clip.as_ref().map(|clip| &clip.norm)
+        }
+
         #[doc = concat!(
             "The step as a routine of `ctx` (the state tensors are made here, once the ",
             "parameters' shapes are known). An error, before anything is made, when a setting is ",
@@ -274,17 +286,6 @@ impl Sgd {
         }
     }
 
-    /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
-    pub fn clip_grad_norm(mut self, max_norm: f64) -> Sgd {
-        self.clip = Some(Clip::new(self.lr.graph(), max_norm));
-        self
-    }
-
-    /// The global gradient norm of the last step, before clipping (one cell), when clipping.
-    pub fn grad_norm(&self) -> Option<&Tensor> {
-        self.clip.as_ref().map(|clip| &clip.norm)
-    }
-
     /// The optimizer's state (a velocity per parameter, made by [`Sgd::compile`]; none without
     /// momentum), to save with the parameters.
     pub fn state(&self) -> &[Tensor] {
@@ -394,17 +395,6 @@ impl Adam {
         }
     }
 
-    /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
-    pub fn clip_grad_norm(mut self, max_norm: f64) -> Adam {
-        self.clip = Some(Clip::new(self.lr.graph(), max_norm));
-        self
-    }
-
-    /// The global gradient norm of the last step, before clipping (one cell), when clipping.
-    pub fn grad_norm(&self) -> Option<&Tensor> {
-        self.clip.as_ref().map(|clip| &clip.norm)
-    }
-
     /// The optimizer's state (the step count, then both moments of each parameter, made by
     /// [`Adam::compile`]), to save with the parameters.
     pub fn state(&self) -> Vec<Tensor> {
@@ -508,17 +498,6 @@ impl Lamb {
     pub fn weight_decay(mut self, decay: f64) -> Lamb {
         self.weight_decay = decay;
         self
-    }
-
-    /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
-    pub fn clip_grad_norm(mut self, max_norm: f64) -> Lamb {
-        self.clip = Some(Clip::new(self.lr.graph(), max_norm));
-        self
-    }
-
-    /// The global gradient norm of the last step, before clipping (one cell), when clipping.
-    pub fn grad_norm(&self) -> Option<&Tensor> {
-        self.clip.as_ref().map(|clip| &clip.norm)
     }
 
     /// The optimizer's state (the step count, then per parameter both moments and the squared

@@ -27,26 +27,12 @@ fn train(
 ) -> Result<f64, TensorError> {
     let graph = Graph::new();
     let model = build(&graph);
-    let xs = graph
-        .data("images")
-        .shape(&format!("{},{BATCH}|->8,8,1", data.batches))
-        .values(data.train_pixels.clone())
-        .build();
-    let ys = graph
-        .data("labels")
-        .shape(&format!("{},{BATCH}|->{CLASSES}", data.batches))
-        .values(data.train_one_hot.clone())
-        .build();
+    let [xs, ys, test] = data.tensors(&graph, BATCH);
     let batch = graph.static_index();
     let loss = mean(
         &cross_entropy(&model(&xs.slice(&batch)), &ys.slice(&batch)),
         BATCH,
     );
-    let test = graph
-        .data("test images")
-        .shape(&format!("{}|->8,8,1", data.test_labels.len()))
-        .values(data.test_pixels.clone())
-        .build();
     let test_logits = model(&test);
     let mut adam = Adam::new(&graph, &graph.params(), 0.002);
     let mut ctx = Context::new(&graph);

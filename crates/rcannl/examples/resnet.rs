@@ -76,24 +76,10 @@ fn main() -> Result<(), TensorError> {
     );
     let graph = Graph::new();
     let model = ResNet::new(&graph);
-    let xs = graph
-        .data("images")
-        .shape(&format!("{},{BATCH}|->8,8,1", data.batches))
-        .values(data.train_pixels.clone())
-        .build();
-    let ys = graph
-        .data("labels")
-        .shape(&format!("{},{BATCH}|->{CLASSES}", data.batches))
-        .values(data.train_one_hot.clone())
-        .build();
+    let [xs, ys, test] = data.tensors(&graph, BATCH);
     let batch = graph.static_index();
     let logits = model.apply(&xs.slice(&batch), Mode::Train);
     let loss = mean(&cross_entropy(&logits, &ys.slice(&batch)), BATCH);
-    let test = graph
-        .data("test images")
-        .shape(&format!("{}|->8,8,1", data.test_labels.len()))
-        .values(data.test_pixels.clone())
-        .build();
     let test_logits = model.apply(&test, Mode::Eval);
 
     let mut adam = Adam::new(&graph, &graph.params(), 0.0);

@@ -2,6 +2,7 @@
 //! crate embeds them) split the same way for every example that trains on them.
 
 use rcannl::nn::data::Rng;
+use rcannl::prelude::*;
 
 /// The number of classes.
 pub const CLASSES: usize = 10;
@@ -41,5 +42,29 @@ pub fn split(batch: usize) -> Split {
         batches,
         test_pixels: test.iter().flat_map(|&i| pixels(i)).collect(),
         test_labels: test.iter().map(|&i| label(i)).collect(),
+    }
+}
+
+impl Split {
+    /// The split as data tensors of `graph`: the training images (`batches, batch | -> 8, 8, 1`),
+    /// their one-hot labels (`batches, batch | -> 10`) and the test images (`n | -> 8, 8, 1`).
+    pub fn tensors(&self, graph: &Graph, batch: usize) -> [Tensor; 3] {
+        [
+            graph
+                .data("images")
+                .shape(&format!("{},{batch}|->8,8,1", self.batches))
+                .values(self.train_pixels.clone())
+                .build(),
+            graph
+                .data("labels")
+                .shape(&format!("{},{batch}|->{CLASSES}", self.batches))
+                .values(self.train_one_hot.clone())
+                .build(),
+            graph
+                .data("test images")
+                .shape(&format!("{}|->8,8,1", self.test_labels.len()))
+                .values(self.test_pixels.clone())
+                .build(),
+        ]
     }
 }
