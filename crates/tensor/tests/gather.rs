@@ -285,3 +285,64 @@ fn finite_differences_of_the_table_through_a_gather() {
         }
     }
 }
+
+#[test]
+fn many_positions_on_few_rows_accumulate_when_split_across_threads() {
+    // 4096 positions into 3 rows, 64 wide: enough work for the C backend to split its loops
+    // across threads, which it may do only along the width.
+    let (vocabulary, width, positions) = (3, 64, 4096);
+    let ids: Vec<f64> = (0..positions).map(|p| ((p * 7) % 4) as f64 - 1.0).collect();
+    let graph = Graph::new();
+    let (table, _) = table(&graph, vocabulary, width, Precision::F64);
+    let ids_tensor = graph
+        .data("ids")
+        .shape(&format!("{positions}|->"))
+        .values(ids.clone())
+        .build();
+    let (w, g) = weights(&graph, &format!("{positions}|->{width}"), positions * width);
+    let loss = Tensor::gather(&table, &ids_tensor).pmul(&w);
+    let expected = naive_scatter(&g, vocabulary, width, &ids);
+    for backend in backends() {
+        let name = backend.name();
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let backprop = ctx.backprop(&loss).unwrap();
+        ctx.run(&backprop).unwrap();
+        let grad = ctx.grad(&table).unwrap();
+        assert_close(&format!("{name}: gradient"), &grad, &expected, 1e-12);
+    }
+}
+
+#[test]
+fn ids_of_any_numeric_precision_select_the_same_rows() {
+    let ids = vec![3.0, -1.0, 0.0, 3.0, 5.0, 1.0];
+    let expected = {
+        let graph = Graph::new();
+        let (_, memory) = table(&graph, 4, 2, Precision::F32);
+        naive_gather(&rows_of(&memory, 4, 2), 4, 2, &ids)
+    };
+    for precision in [
+        Precision::I32,
+        Precision::I64,
+        Precision::F16,
+        Precision::F64,
+    ] {
+        for backend in backends() {
+            let name = format!("{precision} ids on {}", backend.name());
+            let graph = Graph::new();
+            let (table, _) = table(&graph, 4, 2, Precision::F32);
+            let ids = graph
+                .data("ids")
+                .shape("6|->")
+                .precision(precision)
+                .values(ids.clone())
+                .build();
+            let gathered = Tensor::gather(&table, &ids);
+            let mut ctx = Context::with_backend(&graph, backend);
+            ctx.init_params().unwrap();
+            let forward = ctx.forward(&[&gathered]).unwrap();
+            ctx.run(&forward).unwrap();
+            assert_eq!(ctx.values(&gathered).unwrap(), expected, "{name}");
+        }
+    }
+}
