@@ -48,7 +48,11 @@ impl Tensor {
     /// The result remembers its ids: composing a table with it (`&table * &one_hot`, or
     /// [`Tensor::compose`]) is computed as [`Tensor::gather`] of the table by those ids, with
     /// the vocabulary as the table's input size and the composition's precision, so the one-hot
-    /// rows themselves are never computed there.
+    /// rows themselves are never computed there. This holds where the table is known, when
+    /// composed, to have no batch axes, one input axis and one output axis (as
+    /// `param(…).input([v]).output([w])` declares it); ids with positions (`batch | -> t`) then
+    /// give `batch | -> t, width`, where the plain composition would refuse the one-hot rows'
+    /// extra output axes. Any other table is composed as usual.
     pub fn one_hot(ids: &Tensor, vocabulary: usize) -> Tensor {
         let graph = ids.graph();
         // id − v for every v: zero exactly at the id.
@@ -70,20 +74,34 @@ impl Tensor {
     }
 }
 
-/// `table * rows` as a gather, when `rows` are one-hot rows [`Tensor::one_hot`] made; `None`
-/// otherwise.
+/// `table * rows` as a gather, when `rows` are one-hot rows [`Tensor::one_hot`] made and the
+/// table is known to have no batch axes, one input axis and one output axis; `None` otherwise
+/// (the composition is then computed as such).
 pub(crate) fn composed_with_one_hot(table: &Tensor, rows: &Tensor) -> Option<Tensor> {
     let graph = table.graph();
     if !graph.owns(rows) || !graph.owns(table) {
         return None;
     }
     let one_hot = graph.state.borrow().one_hots.get(&rows.index).copied()?;
+    if !is_closed_table(table) {
+        return None;
+    }
     let ids = Tensor {
         graph: graph.clone(),
         index: one_hot.ids,
     };
     let precision = table.precision().promote(rows.precision());
     Some(gather_op(table, &ids, precision, Some(one_hot.vocabulary)))
+}
+
+/// Whether inference already knows `table`'s rows as `| v -> w`: closed, of 0, 1 and 1 axes.
+fn is_closed_table(table: &Tensor) -> bool {
+    let state = table.graph.state.borrow();
+    let shape = state.inference.shape(state.tensors[table.index].shape);
+    let closed = |row: &rcannl_shape::term::Row, axes: usize| {
+        row.var.is_none() && row.dims().count() == axes
+    };
+    closed(&shape.batch, 0) && closed(&shape.input, 1) && closed(&shape.output, 1)
 }
 
 fn gather_op(

@@ -346,3 +346,56 @@ fn ids_of_any_numeric_precision_select_the_same_rows() {
         }
     }
 }
+
+#[test]
+fn one_hot_rows_compose_as_before_with_a_table_of_other_rows() {
+    // Two output axes: not a table a gather reads, so the one-hot product is computed.
+    let graph = Graph::new();
+    // Each cell holds its own memory position.
+    let table = graph
+        .data("table")
+        .shape("|3->2,2")
+        .values((0..12).map(f64::from).collect())
+        .build();
+    let ids = graph
+        .data("ids")
+        .shape("2|->")
+        .values(vec![1.0, 2.0])
+        .build();
+    let product = &table * &Tensor::one_hot(&ids, 3);
+    // table[a, b, v] at memory position (a·2 + b)·3 + v.
+    let direct: Vec<f64> = [1usize, 2]
+        .iter()
+        .flat_map(|&id| (0..4).map(move |ab| (ab * 3 + id) as f64))
+        .collect();
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&product]).unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(ctx.values(&product).unwrap(), direct);
+    assert!(!forward.describe().contains("@("), "{}", forward.describe());
+}
+
+#[test]
+fn one_hot_rows_of_ids_with_positions_become_a_gather() {
+    let graph = Graph::new();
+    let table = graph
+        .data("table")
+        .shape("|3->2")
+        .values(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+        .build();
+    let ids = graph
+        .data("ids")
+        .shape("2|->2")
+        .values(vec![2.0, 0.0, -1.0, 1.0])
+        .build();
+    let product = &table * &Tensor::one_hot(&ids, 3);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&product]).unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(product.shape(), "2|->2,2");
+    // table[w, v] at w·3 + v.
+    assert_eq!(
+        ctx.values(&product).unwrap(),
+        vec![3.0, 6.0, 1.0, 4.0, 0.0, 0.0, 2.0, 5.0]
+    );
+}
