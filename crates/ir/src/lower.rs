@@ -13,6 +13,11 @@
 //! position of that label. A nest with a loop over an empty axis is not emitted at all: it
 //! would write nothing.
 //!
+//! A gather lowers as the one-hot product its record describes, without the loop over the
+//! vocabulary: the table is read at the id (a `Lookup`); its gradient adds each point's value
+//! into the cell the id selects (`Stmt::ScatterAdd`), the loops choosing the written cell
+//! outermost (see `gather`).
+//!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
 //! symbol that no factor of the product space has is a static index: a routine parameter. Loop
