@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use rcannl_ir::value::{uniform, uniform1};
 use rcannl_ir::{
-    Binop, Index, Kind, LocalId, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, Symbol, Ternop,
-    Unop, Value, Var, threefry4x32, threefry4x32_light,
+    Binop, Index, Kind, LocalId, Lookup, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, Symbol,
+    Ternop, Unop, Value, Var, threefry4x32, threefry4x32_light,
 };
 
 pub use crate::buffers::Buffers;
@@ -171,6 +171,21 @@ impl State<'_> {
                 self.locals.insert(*id, (*precision, value));
             }
             Stmt::Gemm { nest, .. } => self.block(nest)?,
+            Stmt::ScatterAdd { target, value } => {
+                let Some(index) = self.selected(target)? else {
+                    return Ok(());
+                };
+                // The store an accumulation makes, at the selected cell.
+                let sum = Scalar::Binop(
+                    Binop::Add,
+                    Box::new(Scalar::Get(target.node, index.clone())),
+                    Box::new(value.clone()),
+                );
+                let precision = self.buffers.node(target.node)?.precision;
+                let sum = self.eval(&sum, precision)?.stored_as(precision);
+                let position = self.position(target.node, &index)?;
+                self.data(target.node).set(position, sum);
+            }
             Stmt::SetLocal { id, value } => {
                 let (precision, _) = *self.local(*id)?;
                 let value = self.eval(value, precision)?.stored_as(precision);
@@ -213,6 +228,19 @@ impl State<'_> {
                     .storage(*node)?
                     .get(position)
                     .to_kind(kind, from)
+            }
+            Scalar::Lookup(lookup) => {
+                let from = self.buffers.node(lookup.node)?.precision;
+                match self.selected(lookup)? {
+                    Some(index) => {
+                        let position = self.position(lookup.node, &index)?;
+                        self.buffers
+                            .storage(lookup.node)?
+                            .get(position)
+                            .to_kind(kind, from)
+                    }
+                    None => Value::Float(0.0).to_kind(kind, Precision::I64),
+                }
             }
             Scalar::Embed(index) => {
                 Value::Int(self.index_value(index)?).to_kind(kind, Precision::U32)
@@ -285,6 +313,17 @@ impl State<'_> {
                 }
             }
         })
+    }
+
+    /// The cell `lookup`'s id selects, as a buffer index, if it selects one: the id computed as
+    /// a number in f64.
+    fn selected(&self, lookup: &Lookup) -> Result<Option<Vec<Index>>, RunError> {
+        let id = self.eval(&lookup.id, Precision::F64)?.as_f64();
+        Ok(lookup.selected(id).map(|row| {
+            let mut index = lookup.index.clone();
+            index[lookup.axis].offset += row;
+            index
+        }))
     }
 
     fn index_value(&self, index: &Index) -> Result<i64, RunError> {

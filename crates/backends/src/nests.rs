@@ -156,6 +156,23 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
             safe &= stride.unsigned_abs() >= span + length;
             writes.entry(*node).or_default();
         }
+        Stmt::ScatterAdd { target, .. } => {
+            let dims = routine.nodes[&target.node].buffer_dims();
+            let (stride, span) = flat_extent(&target.index, &dims, *var, ranges);
+            // The id may select any cell along its axis, in whichever iteration.
+            let axis_stride: usize = dims[target.axis + 1..].iter().product();
+            let span = span + (axis_stride * target.size.saturating_sub(1)) as u64;
+            let other_axis_moves = target
+                .index
+                .iter()
+                .enumerate()
+                .any(|(axis, index)| axis != target.axis && moves_alone(index, *var));
+            safe &= stride.unsigned_abs() > span || other_axis_moves;
+            writes
+                .entry(target.node)
+                .or_default()
+                .push(target.index.clone());
+        }
         Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => safe = false,
         Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => {}
     });
@@ -165,6 +182,8 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
     let mut reads_ok = true;
     let mut check = |stmt: &Stmt| {
         for value in stmt.values() {
+            // A cell read at a position held in data may be any cell another iteration writes.
+            reads_ok &= !writes.keys().any(|node| value.looks_up(*node));
             value.for_each_get(&mut |node, index| {
                 if let Some(written) = writes.get(&node) {
                     reads_ok &= written.iter().any(|w| w.as_slice() == index);

@@ -42,6 +42,17 @@ fn rc_f2i(x: f32) -> i32 {
   return bitcast<i32>(select(low, 0u - low, negative));
 }
 
+// A gather's id: whether it selects a cell along an axis of `size` (an integer in 0..size; NaN,
+// -1 and anything past the axis select none), and the position it selects, 0 where none, so
+// that the access stays inside the axis whatever the data.
+fn rc_row_ok(id: f32, size: i32) -> bool {
+  return !rc_isnan(id) && id >= 0.0 && id < f32(size) && floor(id) == id;
+}
+fn rc_row(id: f32, size: i32) -> i32 {
+  let ok = rc_row_ok(id, size);
+  return select(0, min(i32(select(0.0, id, ok)), size - 1), ok);
+}
+
 // An integer division or remainder by zero gives 0, as on the C backend.
 fn rc_idiv(a: i32, b: i32) -> i32 {
   let special = b == 0 || b == -1;

@@ -35,9 +35,11 @@ pub fn iterations(routine: &Routine, stmts: &[Stmt]) -> u64 {
                 routine.nodes[node].buffer_len() as u64
             }
             Stmt::Gemm { nest, .. } => iterations(routine, nest),
-            Stmt::Set { .. } | Stmt::SetVec { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => {
-                0
-            }
+            Stmt::Set { .. }
+            | Stmt::SetVec { .. }
+            | Stmt::ScatterAdd { .. }
+            | Stmt::Local { .. }
+            | Stmt::SetLocal { .. } => 0,
         })
         .fold(0, u64::saturating_add)
 }

@@ -20,8 +20,8 @@ use std::fmt::Write;
 
 use rcannl_backends::nests::{Group, index_bounds, kernel_groups, splittable};
 use rcannl_ir::{
-    Binop, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar, Stmt,
-    Symbol, Ternop, Unop, Value, Var,
+    Binop, Index, Kind, LocalId, Lookup, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
+    Stmt, Symbol, Ternop, Unop, Value, Var,
 };
 
 use crate::product;
@@ -330,6 +330,36 @@ impl Writer<'_> {
         })
     }
 
+    /// The flat offset of the cell `lookup`'s id selects (the axis's first cell where it selects
+    /// none), and the WGSL condition that it selects one; every cell of the axis is checked.
+    /// The id is computed in f32.
+    fn lookup_offset(&self, lookup: &Lookup) -> Result<(String, String), CodegenError> {
+        let node = lookup.node;
+        let info = self
+            .routine
+            .nodes
+            .get(&node)
+            .ok_or_else(|| error(format!("wgsl: unknown node {node}")))?;
+        let dims = info.buffer_dims();
+        let mut last = lookup.index.clone();
+        let Some(axis) = last.get_mut(lookup.axis) else {
+            return Err(error(format!(
+                "wgsl: a lookup into {node} '{}' selects along axis {}, which it lacks",
+                info.label, lookup.axis
+            )));
+        };
+        axis.offset += lookup.size.saturating_sub(1) as i64;
+        let base = self.offset(node, &lookup.index)?;
+        self.offset(node, &last)?;
+        let stride: usize = dims[lookup.axis + 1..].iter().product();
+        let id = self.expr(&lookup.id, Precision::F32)?;
+        let size = lookup.size;
+        Ok((
+            format!("({base} + rc_row({id}, {size}i)*{stride}i)"),
+            format!("rc_row_ok({id}, {size}i)"),
+        ))
+    }
+
     /// `scalar` computed in the kind of `precision`, as WGSL of `compute_type(precision)`.
     fn expr(&self, scalar: &Scalar, precision: Precision) -> Result<String, CodegenError> {
         let kind = precision.kind();
@@ -339,6 +369,16 @@ impl Writer<'_> {
                 let from = self.precision(*node)?;
                 let cell = format!("{node}[{}]", self.offset(*node, index)?);
                 convert(&from_storage(&cell, from), from, precision)
+            }
+            Scalar::Lookup(lookup) => {
+                let from = self.precision(lookup.node)?;
+                let (offset, ok) = self.lookup_offset(lookup)?;
+                let cell = format!("{}[{offset}]", lookup.node);
+                format!(
+                    "select({}, {}, {ok})",
+                    literal(0.0, precision),
+                    convert(&from_storage(&cell, from), from, precision)
+                )
             }
             Scalar::Embed(index) => convert(&index_expr(index), Precision::U32, precision),
             Scalar::Local(id) => {
@@ -526,6 +566,33 @@ impl Writer<'_> {
                 let value = self.expr(value, precision)?;
                 writeln!(out, "{pad}{id} = {};", round_to(&value, precision))
                     .expect("writing to a string");
+            }
+            Stmt::ScatterAdd { target, value } => {
+                let node = target.node;
+                let precision = self.precision(node)?;
+                let (offset, ok) = self.lookup_offset(target)?;
+                let value = self.expr(value, precision)?;
+                let old = convert(
+                    &from_storage(&format!("{node}[o]"), precision),
+                    precision,
+                    precision,
+                );
+                let sum = match precision.kind() {
+                    Kind::Float => float_binop(Binop::Add, &old, &value),
+                    Kind::Int => int_binop(Binop::Add, &old, &value),
+                    Kind::Word => {
+                        return Err(error(format!(
+                            "wgsl: a scatter into {node} adds, which 128-bit words do not"
+                        )));
+                    }
+                };
+                // Where the id selects no cell, the axis's first cell gets its own value back.
+                writeln!(
+                    out,
+                    "{pad}{{\n{pad}  let o = {offset};\n{pad}  {node}[o] = {};\n{pad}}}",
+                    to_storage(&format!("select({old}, {sum}, {ok})"), precision)
+                )
+                .expect("writing to a string");
             }
             Stmt::Gemm { nest, .. } => {
                 // Inside a serial kernel a product runs as the nest it stands for.

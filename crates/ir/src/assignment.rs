@@ -128,6 +128,26 @@ pub enum Assignment {
         lhs: NodeId,
         rhs: NodeId,
     },
+    /// A gather: `lhs` is the one-hot product `Σ_v table[…, v, …]·[ids[…] = v]` of the
+    /// projections (read maps: `table`, then `ids`), computed without its loop over `v`: each
+    /// point reads the table's cell at the id (0 where the id selects none). `v` is the one
+    /// symbol of the table's map that neither `lhs`'s map nor the ids' map has.
+    Gather {
+        initialize_neutral: bool,
+        lhs: NodeId,
+        table: NodeId,
+        ids: NodeId,
+        projections: Projections,
+    },
+    /// A gather's gradient, over the gather's own projections: at each point `source` (read
+    /// through the written map) is added into the cell of `target` (read map 0) the id (read
+    /// map 1) selects, nowhere where it selects none.
+    ScatterAdd {
+        target: NodeId,
+        source: NodeId,
+        ids: NodeId,
+        projections: Projections,
+    },
     /// `node`'s values from a constant, its positions, its identity, or another node.
     Fetch {
         node: NodeId,
@@ -222,6 +242,28 @@ impl fmt::Display for Assignment {
                     projections.label
                 )
             }
+            Assignment::Gather {
+                initialize_neutral,
+                lhs,
+                table,
+                ids,
+                projections,
+            } => write!(
+                f,
+                "{lhs} {} gather({table}, {ids}) ~logic:\"{}\"",
+                assign(*initialize_neutral, Binop::Add),
+                projections.label
+            ),
+            Assignment::ScatterAdd {
+                target,
+                source,
+                ids,
+                projections,
+            } => write!(
+                f,
+                "scatter({target}, {ids}) =+ {source} ~logic:\"{}\"",
+                projections.label
+            ),
             Assignment::SetVecUnop { op, lhs, rhs } => write!(f, "{lhs} =: {}({rhs})", op.name()),
             Assignment::Fetch { node, op } => match op {
                 FetchOp::Constant(c) => write!(f, "{node} =: {c}"),

@@ -104,11 +104,38 @@ impl VecUnop {
     }
 }
 
+/// A cell of `node` chosen along one axis by a value held in data: a table's row picked by an
+/// id (a gather). The id is computed as a number in f64 (in f32 where a backend has no f64); it
+/// selects a cell when it is an integer in `0..size`, and none otherwise (−1 for padding, NaN,
+/// anything past the axis), which reads as 0 and is written nowhere. Nothing outside the axis is
+/// ever addressed, whatever the data holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lookup {
+    pub node: NodeId,
+    /// Buffer positions of every axis; along `axis`, the position of its first interior cell
+    /// (the left margin), to which the id is added.
+    pub index: Vec<Index>,
+    pub axis: usize,
+    /// The number of interior positions along `axis`.
+    pub size: usize,
+    pub id: Scalar,
+}
+
+impl Lookup {
+    /// The position along `axis` that `id` selects, if it selects one.
+    pub fn selected(&self, id: f64) -> Option<i64> {
+        let valid = id >= 0.0 && id < self.size as f64 && id.trunc() == id;
+        valid.then_some(id as i64)
+    }
+}
+
 /// A scalar computation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar {
     Const(f64),
     Get(NodeId, Vec<Index>),
+    /// `lookup.node` at the cell the id selects, or 0 where it selects none.
+    Lookup(Box<Lookup>),
     /// The value of an index as a number (a cell's own offset, a static index).
     Embed(Index),
     Local(LocalId),
@@ -122,6 +149,7 @@ impl Scalar {
     pub fn for_each_local(&self, visit: &mut impl FnMut(LocalId)) {
         match self {
             Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
+            Scalar::Lookup(lookup) => lookup.id.for_each_local(visit),
             Scalar::Local(id) => visit(*id),
             Scalar::Unop(_, a) => a.for_each_local(visit),
             Scalar::Binop(_, a, b) => {
@@ -136,11 +164,27 @@ impl Scalar {
         }
     }
 
+    /// Whether the expression reads `node` through a lookup, at a position held in data.
+    pub fn looks_up(&self, node: NodeId) -> bool {
+        match self {
+            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => false,
+            Scalar::Lookup(lookup) => lookup.node == node || lookup.id.looks_up(node),
+            Scalar::Unop(_, a) => a.looks_up(node),
+            Scalar::Binop(_, a, b) => a.looks_up(node) || b.looks_up(node),
+            Scalar::Ternop(_, a, b, c) => a.looks_up(node) || b.looks_up(node) || c.looks_up(node),
+        }
+    }
+
     /// Calls `visit` on every node this expression reads, with the index read.
     pub fn for_each_get(&self, visit: &mut impl FnMut(NodeId, &[Index])) {
         match self {
             Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
             Scalar::Get(node, index) => visit(*node, index),
+            // The index along the looked-up axis stands for every position of it.
+            Scalar::Lookup(lookup) => {
+                visit(lookup.node, &lookup.index);
+                lookup.id.for_each_get(visit);
+            }
             Scalar::Unop(_, a) => a.for_each_get(visit),
             Scalar::Binop(_, a, b) => {
                 a.for_each_get(visit);
@@ -233,6 +277,9 @@ pub enum Stmt {
     },
     /// Stores `value` into the local `id`.
     SetLocal { id: LocalId, value: Scalar },
+    /// Adds `value` into the cell of `target.node` that `target.id` selects, if it selects one
+    /// (a gather's gradient: repeated ids accumulate). `target.id` is read before `value`.
+    ScatterAdd { target: Box<Lookup>, value: Scalar },
     /// A matrix product, with the statements it was recognized in (its meaning).
     Gemm {
         plan: Box<GemmPlan>,
@@ -258,10 +305,22 @@ impl Stmt {
             | Stmt::SetVec { node, .. }
             | Stmt::Fill { node, .. }
             | Stmt::FillMargins { node, .. } => Some(*node),
+            Stmt::ScatterAdd { target, .. } => Some(target.node),
             Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } | Stmt::Gemm { .. } => {
                 None
             }
         }
+    }
+
+    /// Whether the statement or one nested in it addresses `node` at a position held in data:
+    /// reads it through a lookup or scatters into it.
+    pub fn addresses_by_data(&self, node: NodeId) -> bool {
+        let mut found = false;
+        self.walk(&mut |s| {
+            found |= matches!(s, Stmt::ScatterAdd { target, .. } if target.node == node)
+                || s.values().iter().any(|v| v.looks_up(node));
+        });
+        found
     }
 
     /// The expressions the statement evaluates itself (not those of nested statements).
@@ -271,6 +330,7 @@ impl Stmt {
                 vec![value]
             }
             Stmt::SetVec { arg, .. } => vec![arg],
+            Stmt::ScatterAdd { target, value } => vec![&target.id, value],
             Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
                 Vec::new()
             }
@@ -298,6 +358,25 @@ impl fmt::Display for Index {
     }
 }
 
+impl fmt::Display for Lookup {
+    /// `n1[l0, @(n2[l1]) + 0 <5]`: the looked-up axis shows its id, its start and its size.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let axes: Vec<String> = self
+            .index
+            .iter()
+            .enumerate()
+            .map(|(axis, index)| {
+                if axis == self.axis {
+                    format!("@({}) + {index} <{}", self.id, self.size)
+                } else {
+                    index.to_string()
+                }
+            })
+            .collect();
+        write!(f, "{}[{}]", self.node, axes.join(", "))
+    }
+}
+
 fn indices(index: &[Index]) -> String {
     index
         .iter()
@@ -311,6 +390,7 @@ impl fmt::Display for Scalar {
         match self {
             Scalar::Const(x) => write!(f, "{x}"),
             Scalar::Get(node, index) => write!(f, "{node}[{}]", indices(index)),
+            Scalar::Lookup(lookup) => write!(f, "{}", lookup),
             Scalar::Embed(index) => write!(f, "#({index})"),
             Scalar::Local(id) => write!(f, "{id}"),
             Scalar::Unop(op, x) => write!(f, "{op}({x})"),
@@ -362,6 +442,7 @@ impl Stmt {
                 value,
             } => writeln!(f, "{pad}local {id}: {precision} := {value}"),
             Stmt::SetLocal { id, value } => writeln!(f, "{pad}{id} := {value}"),
+            Stmt::ScatterAdd { target, value } => writeln!(f, "{pad}{target} += {value}"),
             Stmt::Gemm { plan, nest } => {
                 let group = |loops: &[(LoopVar, usize)]| {
                     let shown: Vec<String> =

@@ -13,17 +13,24 @@
 //! position of that label. A nest with a loop over an empty axis is not emitted at all: it
 //! would write nothing.
 //!
+//! A gather lowers as the one-hot product its record describes, without the loop over the
+//! vocabulary: the table is read at the id (a `Lookup`); its gradient adds each point's value
+//! into the cell the id selects (`Stmt::ScatterAdd`), the loops choosing the written cell
+//! outermost (see `gather`).
+//!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
 //! symbol that no factor of the product space has is a static index: a routine parameter. Loop
 //! variables are numbered afresh across one lowering, so that no two nests share one.
+
+mod gather;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::assignment::{Assignment, FetchOp, Rhs};
 use crate::index::{AxisIndex, Symbol};
-use crate::loops::{Index, LoopVar, Scalar, Stmt, Var, VecUnop};
+use crate::loops::{Index, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
 use crate::node::{NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
@@ -127,6 +134,7 @@ impl Context<'_> {
                     accum: *accum,
                     lhs: *lhs,
                     skip_idle_loops: false,
+                    scatter: None,
                 };
                 let mut stmts = self.margin_resets(*accum, &operands)?;
                 stmts.extend(lowering.run(|point| {
@@ -191,6 +199,7 @@ impl Context<'_> {
                     accum: *accum,
                     lhs: *lhs,
                     skip_idle_loops: true,
+                    scatter: None,
                 };
                 let mut stmts = self.margin_resets(*accum, sources)?;
                 stmts.extend(lowering.run(|point| block_value(point, projections, *op, sources))?);
@@ -216,6 +225,7 @@ impl Context<'_> {
                         accum: *accum,
                         lhs: *target,
                         skip_idle_loops: true,
+                        scatter: None,
                     };
                     stmts.extend(lowering.run(|point| {
                         let read = point.read(Slot::Rhs(0), *source)?;
@@ -224,6 +234,19 @@ impl Context<'_> {
                 }
                 Ok(stmts)
             }
+            Assignment::Gather {
+                initialize_neutral,
+                lhs,
+                table,
+                ids,
+                projections,
+            } => self.gather(*initialize_neutral, *lhs, *table, *ids, projections),
+            Assignment::ScatterAdd {
+                target,
+                source,
+                ids,
+                projections,
+            } => self.scatter_add(*target, *source, *ids, projections),
             Assignment::SetVecUnop { op, lhs, rhs } => self.set_vec(*op, *lhs, *rhs),
             Assignment::Fetch { node, op } => self.fetch(*node, op),
         }
@@ -553,6 +576,9 @@ struct Lowering<'a> {
     /// Whether a loop of one component whose variable no access of the nest uses is left out
     /// (block assignments and scatters, whose nests read one source of several).
     skip_idle_loops: bool,
+    /// For a gather's gradient: the ids (read map 1), the written axis they select along and
+    /// its size; each point adds its value into the selected cell.
+    scatter: Option<(NodeId, usize, usize)>,
 }
 
 /// One nest's view: the symbols active in it, with their loop variables, and the ranges of all
@@ -612,6 +638,22 @@ impl Lowering<'_> {
             let Some(value) = value(&point)? else {
                 return Ok(Vec::new());
             };
+            if let Some((ids, axis, size)) = self.scatter {
+                let Some(id) = point.read(Slot::Rhs(1), ids)? else {
+                    return Ok(Vec::new());
+                };
+                let target = Lookup {
+                    node: self.lhs,
+                    index: target,
+                    axis,
+                    size,
+                    id,
+                };
+                return Ok(vec![Stmt::ScatterAdd {
+                    target: Box::new(target),
+                    value,
+                }]);
+            }
             let value = if plain_store {
                 value
             } else {

@@ -1,18 +1,14 @@
-//! Embeddings: a learned vector per token, looked up by one-hot comparison against the vocabulary.
+//! Embeddings: a learned vector per token, looked up by gathering the table's rows at the ids
+//! (a cost that does not grow with the vocabulary).
 
 use rcannl_tensor::{Graph, Tensor};
 
 /// One-hot rows: for token ids of any shape (`batch | -> positions…`), the result has one more
 /// output axis of `vocabulary` positions, 1 at each id (and all 0 for an id outside it, such as
-/// −1 for a position to ignore).
+/// −1 for a position to ignore). A table composed with them (`&table * &one_hot(…)`) is computed
+/// as a gather of the table's rows (see [`Tensor::one_hot`]).
 pub fn one_hot(ids: &Tensor, vocabulary: usize) -> Tensor {
-    let graph = ids.graph();
-    // id − v for every v: zero exactly at the id.
-    let difference = ids.outer_sum(
-        "...|...->...; v => ...|...->..., v",
-        &(-&graph.range(vocabulary)),
-    );
-    difference.eq(&graph.number(0.0))
+    Tensor::one_hot(ids, vocabulary)
 }
 
 /// `vocabulary` learned vectors of `width` values.
@@ -23,6 +19,7 @@ pub struct Embedding {
 }
 
 impl Embedding {
+    /// The table `| vocabulary -> width`, a parameter labelled `<label>.table`.
     pub fn new(graph: &Graph, label: &str, vocabulary: usize, width: usize) -> Embedding {
         Embedding {
             table: graph
@@ -34,8 +31,9 @@ impl Embedding {
         }
     }
 
-    /// The vectors of `ids` (`batch | -> `): `batch | -> width`.
+    /// The vectors of `ids` (`batch | -> positions…`): `batch | -> positions…, width`, in the
+    /// table's precision; a row of zeros for an id outside the vocabulary (−1 for padding).
     pub fn apply(&self, ids: &Tensor) -> Tensor {
-        &self.table * &one_hot(ids, self.vocabulary)
+        Tensor::gather(&self.table, ids)
     }
 }

@@ -281,6 +281,19 @@ impl Context {
                 sources: sources.iter().map(|s| node_of(*s)).collect(),
                 projections: p,
             },
+            AsgRhs::Gather(table, ids) => Assignment::Gather {
+                initialize_neutral: asg.initialize_neutral,
+                lhs,
+                table: node_of(*table),
+                ids: node_of(*ids),
+                projections: p,
+            },
+            AsgRhs::ScatterAdd(source, ids) => Assignment::ScatterAdd {
+                target: lhs,
+                source: node_of(*source),
+                ids: node_of(*ids),
+                projections: p,
+            },
             AsgRhs::RevSides(op, source, targets) => Assignment::RevSides {
                 initialize_neutral: asg.initialize_neutral,
                 accum: asg.accum,
@@ -1109,7 +1122,9 @@ impl Context {
             match self.assignment(asg)? {
                 Assignment::Accum { projections, .. }
                 | Assignment::Block { projections, .. }
-                | Assignment::RevSides { projections, .. } => records.push(projections),
+                | Assignment::RevSides { projections, .. }
+                | Assignment::Gather { projections, .. }
+                | Assignment::ScatterAdd { projections, .. } => records.push(projections),
                 _ => {}
             }
         }
@@ -1176,6 +1191,15 @@ fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
             nodes.insert(*lhs);
             nodes.insert(*rhs);
         }
+        Assignment::Gather {
+            lhs, table, ids, ..
+        } => nodes.extend([*lhs, *table, *ids]),
+        Assignment::ScatterAdd {
+            target,
+            source,
+            ids,
+            ..
+        } => nodes.extend([*target, *source, *ids]),
         Assignment::Fetch { node, op } => {
             nodes.insert(*node);
             if let FetchOp::Slice { source, .. } = op {

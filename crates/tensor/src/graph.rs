@@ -205,6 +205,11 @@ pub(crate) enum AsgRhs {
     Expr(Expr, Vec<Ref>),
     /// One 128-bit word fanned out into consecutive cells.
     SetVec(VecUnop, Ref),
+    /// A gather: the table's rows (read map 0) the ids (read map 1) select.
+    Gather(Ref, Ref),
+    /// A gather's gradient over the gather's own record: the source (read through the written
+    /// map) added into the rows of the lhs (read map 0) the ids (read map 1) select.
+    ScatterAdd(Ref, Ref),
 }
 
 /// Where an assignment's projections come from: an operation of the inference session, read as
@@ -271,6 +276,9 @@ pub(crate) struct State {
     pub path_steps: HashMap<usize, PathSteps>,
     /// What [`Init::Default`] means in this graph.
     pub default_init: Init,
+    /// For each tensor `Tensor::one_hot` made (by tensor index), its ids and vocabulary, so
+    /// that a composition with it becomes a gather.
+    pub one_hots: HashMap<usize, crate::gather::OneHot>,
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.
@@ -874,6 +882,8 @@ pub(crate) enum Forward {
     Expr(Expr, Vec<Slot>),
     /// One word of the operand fanned out into consecutive cells of the result.
     SetVec(VecUnop),
+    /// The rows of operand 0 that the ids of operand 1 select.
+    Gather,
 }
 
 impl Forward {
@@ -889,6 +899,7 @@ impl Forward {
                 AsgRhs::Block(*op, operands.iter().map(|&t| Ref::Value(t)).collect())
             }
             Forward::SetVec(op) => AsgRhs::SetVec(*op, v(0)),
+            Forward::Gather => AsgRhs::Gather(v(0), v(1)),
             Forward::Expr(expr, slots) => {
                 let refs = slots
                     .iter()
@@ -1015,6 +1026,21 @@ impl GradBuilder<'_> {
             initialize_neutral: false,
             accum: Binop::Add,
             rhs: AsgRhs::RevSides(Unop::Identity, Ref::Grad(self.result), targets),
+            projections: self.source.clone(),
+        });
+    }
+
+    /// A gather's gradient: the result's gradient rows added into the rows of operand 0's
+    /// gradient that the ids (operand 1, which takes none) select.
+    pub fn scatter_rows(&mut self) {
+        if !self.wants(0) {
+            return;
+        }
+        self.backward.push(Asg {
+            lhs: Ref::Grad(self.operands[0]),
+            initialize_neutral: false,
+            accum: Binop::Add,
+            rhs: AsgRhs::ScatterAdd(Ref::Grad(self.result), Ref::Value(self.operands[1])),
             projections: self.source.clone(),
         });
     }

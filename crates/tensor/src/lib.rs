@@ -13,6 +13,7 @@ pub mod capture;
 pub mod context;
 pub mod define;
 pub mod elementwise;
+pub mod gather;
 pub mod gradcheck;
 pub mod graph;
 pub mod nary;

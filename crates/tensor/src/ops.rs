@@ -42,7 +42,13 @@ impl Tensor {
 
     /// `self(other(x))`: `self`'s input axes contract with `other`'s output axes (a matrix
     /// product for matrices, a matrix-vector product for a vector on the right).
+    ///
+    /// A table composed with one-hot rows [`Tensor::one_hot`] made is computed as a
+    /// [`Tensor::gather`] of its rows by their ids.
     pub fn compose(&self, other: &Tensor) -> Tensor {
+        if let Some(gathered) = crate::gather::composed_with_one_hot(self, other) {
+            return gathered;
+        }
         self.graph.apply(
             "*",
             Logic::Compose,

@@ -23,8 +23,8 @@ use crate::nests::{Group, index_bounds, kernel_groups};
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
 use rcannl_ir::{
-    Binop, GemmPlan, Index, Kind, LocalId, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
-    Stmt, Symbol, Ternop, Unop, Value, Var,
+    Binop, GemmPlan, Index, Kind, LocalId, Lookup, LoopVar, MemoryMode, NodeId, Precision, Routine,
+    Scalar, Stmt, Symbol, Ternop, Unop, Value, Var,
 };
 
 /// The definitions every generated routine starts with.
@@ -303,6 +303,36 @@ impl Writer<'_> {
         })
     }
 
+    /// The flat offset of the cell `lookup`'s id selects (the axis's first cell where it selects
+    /// none), and the C condition that it selects one. Every cell of the axis is checked here,
+    /// so that whatever the data holds, the access stays inside the buffer.
+    fn lookup_offset(&self, lookup: &Lookup) -> Result<(String, String), CodegenError> {
+        let node = lookup.node;
+        let info = self.routine.nodes.get(&node).ok_or_else(|| {
+            error(format!(
+                "codegen: the routine reads {node}, which it does not declare"
+            ))
+        })?;
+        let dims = info.buffer_dims();
+        let mut last = lookup.index.clone();
+        let Some(axis) = last.get_mut(lookup.axis) else {
+            return Err(error(format!(
+                "codegen: a lookup into {node} '{}' selects along axis {}, which it lacks",
+                info.label, lookup.axis
+            )));
+        };
+        axis.offset += lookup.size.saturating_sub(1) as i64;
+        let base = self.offset(node, &lookup.index)?;
+        self.offset(node, &last)?;
+        let stride: usize = dims[lookup.axis + 1..].iter().product();
+        let id = self.expr(&lookup.id, Precision::F64)?;
+        let size = lookup.size;
+        Ok((
+            format!("({base} + rc_row({id}, {size})*{stride})"),
+            format!("rc_row_ok({id}, {size})"),
+        ))
+    }
+
     /// [`index_bounds`] under the loops around the statement being written.
     fn bounds(&self, index: &Index) -> Result<Option<(i128, i128)>, CodegenError> {
         index_bounds(index, &self.loops, &self.routine.statics)
@@ -320,6 +350,17 @@ impl Writer<'_> {
                 let from = self.precision(*node)?;
                 let cell = format!("{node}[{}]", self.offset(*node, index)?);
                 convert(&from_storage(&cell, from), from, precision)
+            }
+            Scalar::Lookup(lookup) => {
+                let from = self.precision(lookup.node)?;
+                let (offset, ok) = self.lookup_offset(lookup)?;
+                let cell = format!("{}[{offset}]", lookup.node);
+                format!(
+                    "{}({ok}, {}, {})",
+                    select(precision),
+                    convert(&from_storage(&cell, from), from, precision),
+                    literal(0.0, precision)
+                )
             }
             Scalar::Embed(index) => convert(
                 &format!("(int64_t){}", index_expr(index)),
@@ -546,6 +587,43 @@ impl Writer<'_> {
                 writeln!(out, "{pad}{id} = {};", round_to(&value, precision))
                     .expect("writing to a string");
             }
+            Stmt::ScatterAdd { target, value } => {
+                let node = target.node;
+                let precision = self.precision(node)?;
+                let (offset, ok) = self.lookup_offset(target)?;
+                let value = self.expr(value, precision)?;
+                let old = convert(
+                    &from_storage(&format!("{node}[o]"), precision),
+                    precision,
+                    precision,
+                );
+                let sum = match precision.kind() {
+                    Kind::Float => float_binop(
+                        Binop::Add,
+                        &old,
+                        &value,
+                        compute_type(precision),
+                        precision == Precision::F64,
+                    ),
+                    Kind::Int => int_binop(Binop::Add, &old, &value),
+                    Kind::Word => {
+                        return Err(error(format!(
+                            "codegen: a scatter into {node} adds, which 128-bit words do not"
+                        )));
+                    }
+                };
+                // Where the id selects no cell, the axis's first cell gets its own value back:
+                // the store happens whatever the data, and changes nothing there.
+                writeln!(
+                    out,
+                    "{pad}{{ int64_t o = {offset}; {node}[o] = {}; }}",
+                    to_storage(
+                        &format!("{}({ok}, {sum}, {old})", select(precision)),
+                        precision
+                    )
+                )
+                .expect("writing to a string");
+            }
             Stmt::Gemm { plan, .. } => {
                 return Err(error(format!(
                     "codegen: the matrix product into {} must be a statement of its own",
@@ -625,6 +703,9 @@ impl Writer<'_> {
         };
         match stmt {
             Stmt::Set { node, index, .. } => strides.push(flat(index, &dims(node))),
+            Stmt::ScatterAdd { target, .. } => {
+                strides.push(flat(&target.index, &dims(&target.node)));
+            }
             Stmt::SetVec { offset, .. } => strides.push(flat(std::slice::from_ref(offset), &[1])),
             _ => {}
         }
@@ -959,6 +1040,10 @@ fn scalar_strides(scalar: &Scalar, visit: &mut impl FnMut(Option<NodeId>, &[Inde
     match scalar {
         Scalar::Const(_) | Scalar::Local(_) => {}
         Scalar::Get(node, index) => visit(Some(*node), index),
+        Scalar::Lookup(lookup) => {
+            visit(Some(lookup.node), &lookup.index);
+            scalar_strides(&lookup.id, visit);
+        }
         Scalar::Embed(index) => visit(None, std::slice::from_ref(index)),
         Scalar::Unop(_, a) => scalar_strides(a, visit),
         Scalar::Binop(_, a, b) => {

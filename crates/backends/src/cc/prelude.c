@@ -44,6 +44,17 @@ static inline rc_word rc_wselect(int64_t c, rc_word a, rc_word b) {
   return r;
 }
 
+/* A gather's id: whether it selects a cell along an axis of `size` (an integer in 0..size; NaN,
+   −1 and anything past the axis select none), and the position it selects, 0 where none, so
+   that the read or store stays inside the axis whatever the data; comparisons as values. */
+static inline int64_t rc_row_ok(double id, int64_t size) {
+  return (int64_t)((id >= 0.0) & (id < (double)size) & (floor(id) == id));
+}
+static inline int64_t rc_row(double id, int64_t size) {
+  /* The conversion sees only a value inside the axis, where C defines it. */
+  return (int64_t)rc_select(rc_row_ok(id, size), id, 0.0);
+}
+
 /* The operations whose meaning is a choice, each argument computed once by the caller. */
 /* NaN propagates through every choice as the interpreter (and numpy) has it: relu(NaN) is NaN,
    a gate at NaN passes the NaN on, max and min with a NaN operand are that NaN (ties keep the

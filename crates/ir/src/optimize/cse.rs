@@ -96,7 +96,11 @@ pub(super) fn operands(
     conditional: bool,
 ) -> Vec<Operand<'_>> {
     match scalar {
-        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => Vec::new(),
+        Scalar::Const(_)
+        | Scalar::Get(..)
+        | Scalar::Lookup(_)
+        | Scalar::Embed(_)
+        | Scalar::Local(_) => Vec::new(),
         Scalar::Unop(Unop::Uint4x32ToPrecUniform1, a) => {
             vec![(a, Precision::Uint4x32, conditional)]
         }
@@ -203,7 +207,11 @@ fn replace(
         .map(|(s, p, _)| Box::new(replace(s, p, target, context, local)));
     let mut next = || replaced.next().expect("one replacement per operand");
     match scalar {
-        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => scalar.clone(),
+        Scalar::Const(_)
+        | Scalar::Get(..)
+        | Scalar::Lookup(_)
+        | Scalar::Embed(_)
+        | Scalar::Local(_) => scalar.clone(),
         Scalar::Unop(op, _) => Scalar::Unop(*op, next()),
         Scalar::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
         Scalar::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),

@@ -129,6 +129,11 @@ impl Variant {
             Scalar::Get(node, index) => {
                 !self.nodes.contains(node) && index.iter().all(|i| self.index_is_invariant(i))
             }
+            Scalar::Lookup(lookup) => {
+                !self.nodes.contains(&lookup.node)
+                    && lookup.index.iter().all(|i| self.index_is_invariant(i))
+                    && self.is_invariant(&lookup.id)
+            }
             Scalar::Embed(index) => self.index_is_invariant(index),
             Scalar::Local(id) => !self.locals.contains(id),
             Scalar::Unop(_, a) => self.is_invariant(a),
@@ -266,9 +271,11 @@ impl Hoisting<'_> {
             .into_iter();
         let mut next = || rewritten.next().expect("one rewrite per operand");
         match scalar {
-            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {
-                scalar.clone()
-            }
+            Scalar::Const(_)
+            | Scalar::Get(..)
+            | Scalar::Lookup(_)
+            | Scalar::Embed(_)
+            | Scalar::Local(_) => scalar.clone(),
             Scalar::Unop(op, _) => Scalar::Unop(*op, next()),
             Scalar::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
             Scalar::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
@@ -289,7 +296,7 @@ fn worth_hoisting(scalar: &Scalar, precision: Precision) -> bool {
 fn reads_something(scalar: &Scalar) -> bool {
     match scalar {
         Scalar::Const(_) => false,
-        Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => true,
+        Scalar::Get(..) | Scalar::Lookup(_) | Scalar::Embed(_) | Scalar::Local(_) => true,
         _ => operands(scalar, Precision::F64, false)
             .into_iter()
             .any(|(s, _, _)| reads_something(s)),

@@ -185,6 +185,18 @@ fn inlinable(
     node: &TensorNode,
     inlined: &HashMap<NodeId, Inlined>,
 ) -> Result<Producer, String> {
+    // A cell chosen by data has no index to inline the producer at.
+    let by_data = body
+        .readers(node.id)
+        .chain(body.writers(node.id))
+        .any(|at| body.stmt(at).addresses_by_data(node.id));
+    if by_data {
+        return Err(
+            "it is read or written at positions held in data (a gather or its \
+                    gradient)"
+                .to_owned(),
+        );
+    }
     let producer = Producer::find(body, node)?;
     let reads = inlined_reads(&producer, inlined);
     match hazard(body, &producer, &reads) {

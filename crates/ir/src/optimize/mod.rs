@@ -24,7 +24,7 @@ pub mod virtualize;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
-use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
+use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
 use crate::node::{NodeId, TensorNode};
 use crate::precision::Precision;
 use crate::routine::Routine;
@@ -166,6 +166,16 @@ fn map_values(stmt: &Stmt, mut rewrite: impl FnMut(&Scalar) -> Scalar) -> Stmt {
             id: *id,
             value: rewrite(value),
         },
+        Stmt::ScatterAdd { target, value } => {
+            let id = rewrite(&target.id);
+            Stmt::ScatterAdd {
+                target: Box::new(Lookup {
+                    id,
+                    ..(**target).clone()
+                }),
+                value: rewrite(value),
+            }
+        }
         Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
             stmt.clone()
         }
@@ -177,6 +187,7 @@ fn for_each_index(stmt: &Stmt, visit: &mut impl FnMut(&Index)) {
     match stmt {
         Stmt::Set { index, .. } => index.iter().for_each(&mut *visit),
         Stmt::SetVec { offset, .. } => visit(offset),
+        Stmt::ScatterAdd { target, .. } => target.index.iter().for_each(&mut *visit),
         _ => {}
     }
     for value in stmt.values() {
@@ -188,6 +199,10 @@ fn scalar_indices(scalar: &Scalar, visit: &mut impl FnMut(&Index)) {
     match scalar {
         Scalar::Const(_) | Scalar::Local(_) => {}
         Scalar::Get(_, index) => index.iter().for_each(&mut *visit),
+        Scalar::Lookup(lookup) => {
+            lookup.index.iter().for_each(&mut *visit);
+            scalar_indices(&lookup.id, visit);
+        }
         Scalar::Embed(index) => visit(index),
         Scalar::Unop(_, a) => scalar_indices(a, visit),
         Scalar::Binop(_, a, b) => {
@@ -257,6 +272,8 @@ fn stmt_precision(
 ) -> Option<Precision> {
     match stmt {
         Stmt::Set { node, .. } => routine.nodes.get(node).map(|n| n.precision),
+        // The id's kind is its own (f64); the value is computed in the target's.
+        Stmt::ScatterAdd { target, .. } => routine.nodes.get(&target.node).map(|n| n.precision),
         Stmt::SetVec { .. } => Some(Precision::Uint4x32),
         Stmt::Local { precision, .. } => Some(*precision),
         Stmt::SetLocal { id, .. } => locals.get(id).copied(),
@@ -341,6 +358,7 @@ impl Renaming {
             Scalar::Get(node, index) => {
                 Scalar::Get(*node, index.iter().map(|i| self.index(i)).collect())
             }
+            Scalar::Lookup(lookup) => Scalar::Lookup(Box::new(self.lookup(lookup))),
             Scalar::Embed(index) => Scalar::Embed(self.index(index)),
             Scalar::Local(id) => Scalar::Local(self.local(*id)),
             Scalar::Unop(op, a) => Scalar::Unop(*op, boxed(a)),
@@ -349,8 +367,22 @@ impl Renaming {
         }
     }
 
+    fn lookup(&self, lookup: &Lookup) -> Lookup {
+        Lookup {
+            node: lookup.node,
+            index: lookup.index.iter().map(|i| self.index(i)).collect(),
+            axis: lookup.axis,
+            size: lookup.size,
+            id: self.scalar(&lookup.id),
+        }
+    }
+
     fn stmt(&self, stmt: &Stmt) -> Stmt {
         match stmt {
+            Stmt::ScatterAdd { target, value } => Stmt::ScatterAdd {
+                target: Box::new(self.lookup(target)),
+                value: self.scalar(value),
+            },
             Stmt::For { var, range, body } => Stmt::For {
                 var: self.loops.get(var).copied().unwrap_or(*var),
                 range: *range,

@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{Renaming, local_precisions, normalize, stmt_precision};
-use crate::loops::{Index, LocalId, Scalar, Stmt};
+use crate::loops::{Index, LocalId, Lookup, Scalar, Stmt};
 use crate::ops::{Binop, Ternop, Unop};
 use crate::precision::Precision;
 use crate::routine::Routine;
@@ -133,6 +133,10 @@ impl Simplifier<'_> {
                 id: *id,
                 value: value(v),
             }),
+            Stmt::ScatterAdd { target, value: v } => out.push(Stmt::ScatterAdd {
+                target: Box::new(fold_lookup(target)),
+                value: value(v),
+            }),
             // A matrix product is left as recognized: its plan names its nest's loops.
             Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
                 out.push(stmt.clone());
@@ -166,6 +170,17 @@ fn prune(stmts: Vec<Stmt>, read: &HashSet<LocalId>) -> (Vec<Stmt>, bool) {
     (out, changed)
 }
 
+/// `lookup` with its indices normalized and its id (a number in f64) simplified.
+fn fold_lookup(lookup: &Lookup) -> Lookup {
+    Lookup {
+        node: lookup.node,
+        index: lookup.index.iter().map(normalize).collect(),
+        axis: lookup.axis,
+        size: lookup.size,
+        id: fold(&lookup.id, Precision::F64),
+    }
+}
+
 /// `scalar`, evaluated in `precision`, simplified.
 pub fn fold(scalar: &Scalar, precision: Precision) -> Scalar {
     let kind = precision.kind();
@@ -173,6 +188,7 @@ pub fn fold(scalar: &Scalar, precision: Precision) -> Scalar {
     match scalar {
         Scalar::Const(_) | Scalar::Local(_) => scalar.clone(),
         Scalar::Get(node, index) => Scalar::Get(*node, index.iter().map(normalize).collect()),
+        Scalar::Lookup(lookup) => Scalar::Lookup(Box::new(fold_lookup(lookup))),
         Scalar::Embed(index) => {
             let index = normalize(index);
             match index.terms.is_empty() {

@@ -28,7 +28,7 @@ use super::{
     Fresh, OptimizeError, PerfectNest, Renaming, covers_each_cell_once, describe, fill_constant,
     map_values, names, reads_node, stmt_reads,
 };
-use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt};
+use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::precision::Precision;
@@ -259,6 +259,11 @@ impl Producer {
                 match scalar {
                     Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
                     Scalar::Get(node, _) if *node == self.node => {}
+                    // A looked-up node is stored (the memory pass never makes it virtual).
+                    Scalar::Lookup(lookup) => {
+                        total += read_weight;
+                        stack.push(&lookup.id);
+                    }
                     Scalar::Get(node, index) => match inlined(*node) {
                         Some(weight) if seen.insert((*node, index.clone())) => total += weight,
                         Some(_) => {}
@@ -581,6 +586,10 @@ fn replace_reads(scalar: &Scalar, node: NodeId, locals: &[(Vec<Index>, LocalId)]
             .iter()
             .find(|(i, _)| i == index)
             .map_or_else(|| scalar.clone(), |(_, id)| Scalar::Local(*id)),
+        Scalar::Lookup(lookup) => Scalar::Lookup(Box::new(Lookup {
+            id: *go(&lookup.id),
+            ..(**lookup).clone()
+        })),
         Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => scalar.clone(),
         Scalar::Unop(op, a) => Scalar::Unop(*op, go(a)),
         Scalar::Binop(op, a, b) => Scalar::Binop(*op, go(a), go(b)),
