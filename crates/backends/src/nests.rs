@@ -160,7 +160,7 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
             let dims = routine.nodes[&target.node].buffer_dims();
             let (stride, span) = flat_extent(&target.index, &dims, *var, ranges);
             // The id may select any cell along its axis, in whichever iteration.
-            let axis_stride: usize = dims[target.axis + 1..].iter().product();
+            let axis_stride = target.stride(&dims);
             let span = span + (axis_stride * target.size.saturating_sub(1)) as u64;
             let other_axis_moves = target
                 .index

@@ -340,18 +340,15 @@ impl Writer<'_> {
             .nodes
             .get(&node)
             .ok_or_else(|| error(format!("wgsl: unknown node {node}")))?;
-        let dims = info.buffer_dims();
-        let mut last = lookup.index.clone();
-        let Some(axis) = last.get_mut(lookup.axis) else {
+        let Some(last) = lookup.last_cell() else {
             return Err(error(format!(
                 "wgsl: a lookup into {node} '{}' selects along axis {}, which it lacks",
                 info.label, lookup.axis
             )));
         };
-        axis.offset += lookup.size.saturating_sub(1) as i64;
+        let stride = lookup.stride(&info.buffer_dims());
         let base = self.offset(node, &lookup.index)?;
         self.offset(node, &last)?;
-        let stride: usize = dims[lookup.axis + 1..].iter().product();
         let id = self.expr(&lookup.id, Precision::F32)?;
         let size = lookup.size;
         Ok((

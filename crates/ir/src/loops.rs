@@ -122,6 +122,20 @@ pub struct Lookup {
 }
 
 impl Lookup {
+    /// The index of the last cell the id can select (the axis's last interior position), for a
+    /// code generator's bounds check; `None` when the node's index lacks `axis`.
+    pub fn last_cell(&self) -> Option<Vec<Index>> {
+        let mut last = self.index.clone();
+        last.get_mut(self.axis)?.offset += self.size.saturating_sub(1) as i64;
+        Some(last)
+    }
+
+    /// How far apart consecutive positions along `axis` lie in a buffer of `buffer_dims`
+    /// (row-major).
+    pub fn stride(&self, buffer_dims: &[usize]) -> usize {
+        buffer_dims.iter().skip(self.axis + 1).product()
+    }
+
     /// The position along `axis` that `id` selects, if it selects one.
     pub fn selected(&self, id: f64) -> Option<i64> {
         let valid = id >= 0.0 && id < self.size as f64 && id.trunc() == id;

@@ -55,13 +55,7 @@ fn train(
     )?;
     ctx.run(&evaluate)?;
     let logits = ctx.values(&test_logits)?;
-    let right = logits
-        .chunks(CLASSES)
-        .zip(&data.test_labels)
-        .filter(|(row, label)| {
-            (0..CLASSES).max_by(|a, b| row[*a].total_cmp(&row[*b])) == Some(**label)
-        })
-        .count();
+    let right = data.test_right(&logits);
     let accuracy = right as f64 / data.test_labels.len() as f64;
     println!(
         "  final loss {:.4}; test accuracy {:.1}% ({right} of {}); {:.0} examples/s",

@@ -115,13 +115,7 @@ fn main() -> Result<(), TensorError> {
 
     ctx.run(&evaluate)?;
     let logits = ctx.values(&test_logits)?;
-    let right = logits
-        .chunks(CLASSES)
-        .zip(&data.test_labels)
-        .filter(|(row, label)| {
-            (0..CLASSES).max_by(|a, b| row[*a].total_cmp(&row[*b])) == Some(**label)
-        })
-        .count();
+    let right = data.test_right(&logits);
     println!(
         "test accuracy {:.1}% ({right} of {}), batch norm in eval mode; {:.0} examples/s; {:.1} s in all",
         100.0 * right as f64 / data.test_labels.len() as f64,

@@ -559,19 +559,7 @@ impl Context {
             self.check_tensor(&update.target)?;
             let (expr, refs) = update.lowered()?;
             let target = value_node(update.target.index);
-            let (projections, reduces) = self.update_projections(update, target, &refs)?;
-            if reduces && (update.accum == Binop::Arg2 || update.accum.neutral().is_none()) {
-                return Err(error(format!(
-                    "{context}: its one cell takes every cell of {:?}, which needs a reducing \
-                     accumulator (add, multiply, max or min), not {:?}",
-                    projections
-                        .product_space
-                        .iter()
-                        .map(|f| f.components[0].1)
-                        .collect::<Vec<_>>(),
-                    update.accum
-                )));
-            }
+            let projections = self.update_projections(update, target, &refs)?;
             assignments.push(Assignment::Accum {
                 initialize_neutral: update.initialize_neutral,
                 accum: update.accum,
@@ -584,14 +572,14 @@ impl Context {
         Ok((assignments, keep))
     }
 
-    /// The projections of an update over the dims its target and operands share, and whether
-    /// the target (of one cell) reduces over them.
+    /// The projections of an update over the dims its target and operands share; a target of
+    /// one cell reducing over more needs a reducing accumulator.
     fn update_projections(
         &self,
         update: &Update,
         target: NodeId,
         refs: &[Ref],
-    ) -> Result<(Projections, bool), TensorError> {
+    ) -> Result<Projections, TensorError> {
         let target_dims = self.nodes[&target].dims.clone();
         let operands: Vec<&TensorNode> = refs.iter().map(|r| &self.nodes[&node_of(*r)]).collect();
         let one_cell = |dims: &[usize]| dims.iter().product::<usize>() == 1;
@@ -628,7 +616,15 @@ impl Context {
             }
         };
         let reduces = target_dims != dims;
-        let projections = Projections {
+        if reduces && (update.accum == Binop::Arg2 || update.accum.neutral().is_none()) {
+            return Err(error(format!(
+                "update of '{}': its one cell takes every cell of {dims:?}, which needs a \
+                 reducing accumulator (add, multiply, max or min), not {:?}",
+                update.target.label(),
+                update.accum
+            )));
+        }
+        Ok(Projections {
             product_space: dims
                 .iter()
                 .enumerate()
@@ -644,8 +640,7 @@ impl Context {
             rhs_index: operands.iter().map(|o| index_of(&o.dims)).collect(),
             rhs_dims: operands.iter().map(|o| o.dims.clone()).collect(),
             label: "update".to_owned(),
-        };
-        Ok((projections, reduces))
+        })
     }
 
     /// A routine setting the gradients of `tensors` to zero (backprop starts from zero on its

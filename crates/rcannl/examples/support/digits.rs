@@ -67,4 +67,16 @@ impl Split {
                 .build(),
         ]
     }
+
+    /// How many test images `logits` (the test set's, `CLASSES` per image) classify right, by
+    /// their largest logit.
+    pub fn test_right(&self, logits: &[f64]) -> usize {
+        logits
+            .chunks(CLASSES)
+            .zip(&self.test_labels)
+            .filter(|(row, label)| {
+                (0..CLASSES).max_by(|a, b| row[*a].total_cmp(&row[*b])) == Some(**label)
+            })
+            .count()
+    }
 }
