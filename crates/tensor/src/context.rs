@@ -153,7 +153,10 @@ impl Context {
         if size == self.concrete {
             return Ok(());
         }
-        state.inference.finish()?;
+        state
+            .inference
+            .finish()
+            .map_err(|e| state.locate_later(e))?;
         for op in state.inference.ops() {
             // A fan-out of random words writes by offsets and has no projections.
             if matches!(state.inference.op(op).logic, Logic::Uint4x32ToPrec { .. }) {

@@ -279,6 +279,53 @@ pub(crate) struct State {
     /// For each tensor `Tensor::one_hot` made (by tensor index), its ids and vocabulary, so
     /// that a composition with it becomes a gather.
     pub one_hots: HashMap<usize, crate::gather::OneHot>,
+    /// The source position (`file:line:column`) of the `op!`/`cd!` expression building tensors
+    /// now, if any: errors found meanwhile point back at it.
+    pub site: Option<&'static str>,
+    /// For each tensor built under a site (by tensor index), that site, so that an error found
+    /// when a context closes the shapes points back at it too.
+    pub sites: HashMap<usize, &'static str>,
+    /// The parameters of each function `op!` defined without configuration arguments (by the
+    /// definition's key), as tensor indices: created at its first application on the graph.
+    pub shared_params: HashMap<&'static str, Vec<usize>>,
+}
+
+impl State {
+    /// `e`, pointing back at the source position of the expression being built, if any.
+    pub(crate) fn locate(&self, e: TensorError) -> TensorError {
+        match self.site {
+            Some(site) if !e.message.contains(site) => TensorError {
+                message: format!("{}\n  (in the expression written at {site})", e.message),
+            },
+            _ => e,
+        }
+    }
+
+    /// Remembers that tensor `index` was built under the current site.
+    fn note_site(&mut self, index: usize) {
+        if let Some(site) = self.site {
+            self.sites.insert(index, site);
+        }
+    }
+
+    /// `e`, found after building (when a context closes the shapes), pointing back at the
+    /// source position of the first tensor it names that a macro built.
+    pub(crate) fn locate_later(&self, e: ShapeError) -> TensorError {
+        let site = e.tensors.iter().find_map(|named| {
+            self.tensors
+                .iter()
+                .enumerate()
+                .filter(|(_, data)| data.label == named.label)
+                .find_map(|(index, _)| self.sites.get(&index))
+        });
+        let e = TensorError::from(e);
+        match site {
+            Some(site) => TensorError {
+                message: format!("{}\n  (in the expression written at {site})", e.message),
+            },
+            None => e,
+        }
+    }
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.
@@ -567,7 +614,7 @@ impl Graph {
         let (shape, failed) = match state.inference.leaf(label, decl.clone()) {
             Ok(shape) => (shape, None),
             Err(e) => {
-                let e = TensorError::from(e);
+                let e = state.locate(TensorError::from(e));
                 state.errors.push(e.clone());
                 // A stand-in so that the tensor has a shape to point at.
                 let shape = state
@@ -586,6 +633,7 @@ impl Graph {
             failed,
             op: None,
         });
+        state.note_site(index);
         drop(state);
         Tensor {
             graph: self.clone(),
@@ -593,9 +641,21 @@ impl Graph {
         }
     }
 
+    /// Runs `build` with `site` (a `file:line:column` of the source) as the position that
+    /// errors found meanwhile, and later about the tensors built meanwhile, point back at. The
+    /// `op!` and `cd!` macros build every operation under the position of its operator.
+    pub fn at_site<R>(&self, site: &'static str, build: impl FnOnce() -> R) -> R {
+        let outer = self.state.borrow_mut().site.replace(site);
+        let result = build();
+        self.state.borrow_mut().site = outer;
+        result
+    }
+
     /// Records an error found outside any operation (a bad literal).
     pub(crate) fn record(&self, e: TensorError) {
-        self.state.borrow_mut().errors.push(e);
+        let mut state = self.state.borrow_mut();
+        let e = state.locate(e);
+        state.errors.push(e);
     }
 
     /// Makes `init` what parameters built without an init of their own ([`Init::Default`]) start
@@ -689,10 +749,10 @@ impl Graph {
         let shapes: Vec<TensorId> = indices.iter().map(|&i| state.tensors[i].shape).collect();
         let related = match &inherited {
             Some(e) => Err(e.clone()),
-            None => state
-                .inference
-                .apply(label, logic.clone(), &shapes)
-                .map_err(TensorError::from),
+            None => match state.inference.apply(label, logic.clone(), &shapes) {
+                Ok(pair) => Ok(pair),
+                Err(e) => Err(state.locate(TensorError::from(e))),
+            },
         };
         let index = state.tensors.len();
         let (shape, shape_op) = match related {
@@ -714,6 +774,7 @@ impl Graph {
                     failed: Some(e),
                     op: None,
                 });
+                state.note_site(index);
                 drop(state);
                 return Err(Tensor {
                     graph: self.clone(),
@@ -733,6 +794,7 @@ impl Graph {
             failed: None,
             op: Some(op_index),
         });
+        state.note_site(index);
         let source = ProjSource {
             op: shape_op,
             view: None,
@@ -815,7 +877,7 @@ impl Graph {
         let shape_op = match state.inference.relate(logic, result_shape, &shapes) {
             Ok(op) => op,
             Err(e) => {
-                let e = TensorError::from(e);
+                let e = state.locate(TensorError::from(e));
                 state.errors.push(e.clone());
                 state.tensors[result.index].failed = Some(e);
                 return;

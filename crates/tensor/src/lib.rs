@@ -18,6 +18,7 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nary;
 pub mod ops;
+pub mod syntax;
 pub mod tensor;
 
 pub use backend_choice::{BackendChoice, chosen_backend};
@@ -28,3 +29,118 @@ pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use ops::StackAxis;
 pub use tensor::Tensor;
+
+#[doc(hidden)]
+pub use rcannl_macros::{cd as cd_impl, op as op_impl};
+
+/// Tensor expressions in OCANNL's `%op` notation: operators, primitive operations by name,
+/// parameters declared where they are used, array literals, and layers as functions.
+///
+/// **Expressions.** `+ - /` are pointwise with broadcasting, `*` composes two tensors (the
+/// first's input axes contract with the second's output axes) and scales where one side is a
+/// number, `**` is a power, `< > == !=` compare (1 or 0), unary `-` negates. Primitives are
+/// called by name: `relu`, `exp`, `log`, `tanh`, `sqrt`, … (every [`UnaryOp`]), `pmul`, `pow`,
+/// `max`, `min`, `lt`, `eq`, `ne`, `where_(c, a, b)`, `fma(a, b, c)`; a string first is a spec
+/// (`relu("ij=>ji", x)`, `max("i;j=>ij", a, b)`), and `einsum("ij;jk=>ik", a, b)` /
+/// `einmax(spec, a[, b])` take any number of operands. Other calls and method calls are plain
+/// Rust (a method called on an op! expression is called on the tensor it builds). Numbers stay
+/// numbers until they meet a tensor.
+///
+/// **Inline parameters.** `{ w }` declares a parameter labelled `w` (the graph's default init),
+/// `{ b = 0.0 }` one with every cell 0, `{ w = [[1.0, 2.0]] }` one with these cells and exactly
+/// these axes, `{ w = Init::KaimingNormal; i = [3]; o = [4] }` with an [`Init`] and given
+/// input/output axes (`b = [..]` batch, `precision = Precision::F64`). Unset sizes come from
+/// use.
+///
+/// **Array literals.** `[..]` is an output axis, `(.., ..)` an input axis, `vec![..]` a batch
+/// axis, nested outer to inner: `[(1.0, 2.0), (3.0, 4.0)]` is a 2×2 matrix mapping 2-vectors to
+/// 2-vectors. Brackets of tensors stack them along a new axis of that kind.
+///
+/// **Forms.** An expression gives a [`Tensor`] (the graph is the first tensor's the expression
+/// names, or `op!(in graph; …)`); `op! { let a = …; let b = …; }` binds `a`, `b` and every
+/// inline parameter in the enclosing scope; `op! { fn name(args) { … } }` defines a function.
+/// Its untyped arguments are tensors. Without typed arguments it is `fn name(x: &Tensor, …) ->
+/// Tensor`, whose parameters are made at its first application on a graph and shared by later
+/// ones, as OCANNL lifts a function's parameters; with typed (configuration) arguments it is
+/// `fn name(config…) -> impl Fn(&Tensor, …) -> Tensor`, each call making a new layer, as
+/// OCANNL's `()` does. A configuration argument named `label` prefixes the parameters' labels.
+///
+/// Every operation is built under its operator's source position: a shape error names the file,
+/// line and column.
+///
+/// ```
+/// use rcannl_tensor::{Context, Graph, TensorError, op};
+///
+/// op! {
+///     /// A hidden layer of `width` units.
+///     fn layer(width: usize, x) { relu({ w } * x + { b = 0.0; o = [width] }) }
+/// }
+///
+/// let graph = Graph::new();
+/// let x = graph.data("x").shape("4|->2").build();
+/// let (hidden, out) = (layer(8), layer(1));
+/// let y = op!(2.0 * out(&hidden(&x)) - 1.0);
+/// let mut ctx = Context::new(&graph);
+/// ctx.init_params()?;
+/// assert_eq!(y.shape(), "4|->1");
+/// assert_eq!(graph.params().len(), 4);
+/// # Ok::<(), TensorError>(())
+/// ```
+#[macro_export]
+macro_rules! op {
+    ($($body:tt)*) => {
+        $crate::op_impl! { ($crate) $($body)* }
+    };
+}
+
+/// Assignments in OCANNL's `%cd` notation: updates a routine runs, and new differentiable
+/// operations defined by their forward and gradient assignments.
+///
+/// An assignment is `target =<accumulator> formula`, with an optional `~logic: "…"`. The
+/// accumulator: `=:` sets; `=+`, `=-`, `=*`, `=/`, `=**`, `=max` (or `=@^`), `=min` (or `=@-`),
+/// `=?/`, `=?^`, `=||`, `=&&` accumulate into what the target holds; a `:` after `=` (`=:+`,
+/// `=:max`) starts from the accumulator's neutral element. A formula is computed in place at
+/// every point of the assignment's space: numbers, tensors (their values), `p.grad`, `+ - * /
+/// % **`, comparisons, `&& ||`, and primitives by name (`relu`, `exp`, …, `max(a, b)`,
+/// `relu_gate(a, b)`, `where_(c, a, b)`, `fma(a, b, c)`, `id(a)`). The logic gives the
+/// projections: `"."` pointwise, `"@"` composition (`a`'s input axes with `b`'s output axes),
+/// `"T"` transposition, or an einsum spec; `/` and `**` under `"@"` are refused, as OCANNL
+/// refuses them (they read as matrix inverse and power).
+///
+/// **Updates.** `cd!(p =- lr * p.grad)` or `cd! { a =: …; b =+ …; }` gives a `Vec<`[`Update`]`>`
+/// for [`Context::update`] or [`Context::train_step`]. `{ name } =: formula` declares an
+/// intermediate tensor shaped by its assignment, which later assignments read by name.
+///
+/// **Operations.** `cd! { fn name(x, y, config: T) { v =: …; g1 =+ …; g2 =+ …; } }` defines
+/// `fn name(x: &Tensor, y: &Tensor, config: T) -> Tensor`. The forward assignment writes the
+/// result `v` from the operands `v1`, `v2`, `v3` (or the arguments' names); gradient
+/// assignments `g1 =+ …` accumulate into the operands' gradients, reading `g` (the result's
+/// gradient), `v` and the operands through the forward assignment's projections.
+///
+/// ```
+/// use rcannl_tensor::{Context, Graph, TensorError, cd};
+///
+/// cd! {
+///     /// `log(1 + eˣ)`.
+///     fn softplus(x) {
+///         v =: log(1.0 + exp(v1));
+///         g1 =+ g / (1.0 + exp(-v1));
+///     }
+/// }
+///
+/// let graph = Graph::new();
+/// let p = graph.param("p").shape("3").build();
+/// let loss = softplus(&p);
+/// let step = cd!(p =- 0.1 * p.grad);
+/// let mut ctx = Context::new(&graph);
+/// ctx.init_params()?;
+/// let train = ctx.train_step(&loss, &step)?;
+/// ctx.run(&train)?;
+/// # Ok::<(), TensorError>(())
+/// ```
+#[macro_export]
+macro_rules! cd {
+    ($($body:tt)*) => {
+        $crate::cd_impl! { ($crate) $($body)* }
+    };
+}

@@ -504,7 +504,8 @@ impl Graph {
         let (sa, sb) = (state.tensors[a.index].shape, state.tensors[b.index].shape);
         for (x, y) in [(sa, sb), (sb, sa)] {
             if let Err(e) = state.inference.relate(Logic::PointwiseUnary, x, &[y]) {
-                state.errors.push(e.into());
+                let e = state.locate(e.into());
+                state.errors.push(e);
                 return;
             }
         }
@@ -538,6 +539,7 @@ impl Graph {
 
     /// A tensor standing for an error found before any operation could be built.
     pub(crate) fn failed(&self, e: TensorError) -> Tensor {
+        let e = self.state.borrow().locate(e);
         self.record(e.clone());
         let t = self.leaf(
             "failed",

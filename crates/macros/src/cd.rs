@@ -1,0 +1,735 @@
+//! `cd!`: assignments `target =<accumulator> formula [~logic: "…"]`, either as updates a routine
+//! runs (a `Vec<Update>`) or, inside `fn name(x, …) { v =: …; g1 =+ …; }`, as the forward and
+//! gradient assignments of a new differentiable operation.
+//!
+//! Accumulators are `=` then `:` to start from the accumulator's neutral element, then the
+//! operator: `=:` sets, `=+`, `=-`, `=*`, `=/`, `=**`, `=max` (or `=@^`), `=min` (or `=@-`),
+//! `=?/` (relu gate), `=?^` (sat01 gate), `=||`, `=&&`.
+
+use std::collections::HashSet;
+
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use quote::quote;
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr, Ident, UnOp};
+
+use crate::common::{FnDef, ident_of, site, slot, split_crate, unary};
+
+pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
+    let (krate, rest) = split_crate(input)?;
+    let is_fn = matches!(rest.clone().into_iter().next(),
+        Some(TokenTree::Ident(i)) if i == "fn" || i == "pub" || i == "crate")
+        || matches!(rest.clone().into_iter().next(), Some(TokenTree::Punct(p)) if p.as_char() == '#');
+    if is_fn {
+        let fns = syn::parse::Parser::parse2(
+            |input: syn::parse::ParseStream| {
+                let mut fns = Vec::new();
+                while !input.is_empty() {
+                    fns.push(input.parse::<FnDef>()?);
+                }
+                Ok(fns)
+            },
+            rest,
+        )?;
+        let defs = fns
+            .iter()
+            .map(|f| define(&krate, f))
+            .collect::<syn::Result<Vec<_>>>()?;
+        return Ok(quote!(#(#defs)*));
+    }
+    updates(&krate, rest)
+}
+
+/// What an assignment writes.
+enum Target {
+    /// A tensor (an expression).
+    Tensor(Expr),
+    /// `{ name }`: an intermediate declared here.
+    Inline(Ident),
+    /// A slot of an operation definition: `v`, `g`, `v1`…, `g1`….
+    Slot {
+        name: Ident,
+        gradient: bool,
+        operand: usize,
+    },
+}
+
+/// `=`, `:` or not, the operator (a `Binop` variant's name; none for `=:` alone).
+struct Accumulator {
+    initialize: bool,
+    op: Option<&'static str>,
+    span: Span,
+}
+
+struct Assignment {
+    target: Target,
+    accum: Accumulator,
+    rhs: Expr,
+    logic: Option<Expr>,
+    span: Span,
+}
+
+/// Splits tokens at top-level `;`.
+fn statements(tokens: TokenStream) -> Vec<Vec<TokenTree>> {
+    let mut out = vec![Vec::new()];
+    for t in tokens {
+        match &t {
+            TokenTree::Punct(p) if p.as_char() == ';' => out.push(Vec::new()),
+            _ => out.last_mut().expect("one at least").push(t),
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+fn punct(t: Option<&TokenTree>) -> Option<char> {
+    match t {
+        Some(TokenTree::Punct(p)) => Some(p.as_char()),
+        _ => None,
+    }
+}
+
+fn parse_assignment(tokens: Vec<TokenTree>) -> syn::Result<Assignment> {
+    let span = tokens[0].span();
+    let Some(eq) = tokens.iter().position(|t| punct(Some(t)) == Some('=')) else {
+        return Err(syn::Error::new(
+            span,
+            "expected an assignment `target =<accumulator> formula` (`=:` sets, `=+` adds, …)",
+        ));
+    };
+    let lhs: Vec<TokenTree> = tokens[..eq].to_vec();
+    if let Some(c @ ('+' | '-' | '*' | '/')) = punct(lhs.last()) {
+        return Err(syn::Error::new(
+            lhs.last().expect("a token").span(),
+            format!("the accumulator follows `=`: write `={c}`, not `{c}=`"),
+        ));
+    }
+    if lhs.is_empty() {
+        return Err(syn::Error::new(
+            tokens[eq].span(),
+            "an assignment needs a target",
+        ));
+    }
+    let mut i = eq + 1;
+    let initialize = punct(tokens.get(i)) == Some(':');
+    if initialize {
+        i += 1;
+    }
+    let at = |i: usize| tokens.get(i);
+    let accum_span = at(i).map_or(tokens[eq].span(), TokenTree::span);
+    let (op, width) = match (at(i), punct(at(i + 1))) {
+        (Some(TokenTree::Punct(p)), next) => match (p.as_char(), next) {
+            ('+', _) => (Some("Add"), 1),
+            ('-', _) => (Some("Sub"), 1),
+            ('/', _) => (Some("Div"), 1),
+            ('*', Some('*')) => (Some("Pow"), 2),
+            ('*', _) => (Some("Mul"), 1),
+            ('@', Some('^')) => (Some("Max"), 2),
+            ('@', Some('-')) => (Some("Min"), 2),
+            ('?', Some('/')) => (Some("ReluGate"), 2),
+            ('?', Some('^')) => (Some("Sat01Gate"), 2),
+            ('|', Some('|')) => (Some("Or"), 2),
+            ('&', Some('&')) => (Some("And"), 2),
+            (c, _) => {
+                return Err(syn::Error::new(
+                    p.span(),
+                    format!(
+                        "unknown accumulator `={}{c}`: `=:` sets; `=+ =- =* =/ =** =max =min \
+                         =?/ =?^ =|| =&&` accumulate, with `:` after `=` starting from the \
+                         neutral element (`=:+`)",
+                        if initialize { ":" } else { "" }
+                    ),
+                ));
+            }
+        },
+        (Some(TokenTree::Ident(word)), _) if !matches!(at(i + 1), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis) => {
+            match word.to_string().as_str() {
+                "max" => (Some("Max"), 1),
+                "min" => (Some("Min"), 1),
+                _ => (None, 0),
+            }
+        }
+        _ => (None, 0),
+    };
+    if op.is_none() && !initialize {
+        return Err(syn::Error::new(
+            tokens[eq].span(),
+            "unknown accumulator `=`: `=:` sets; `=+ =- =* =/ =** =max =min =?/ =?^ =|| =&&` \
+             accumulate, with `:` after `=` starting from the neutral element (`=:+`)",
+        ));
+    }
+    i += width;
+    let rest = &tokens[i..];
+    let tilde = rest.iter().position(|t| punct(Some(t)) == Some('~'));
+    let (rhs, logic) = match tilde {
+        Some(t) => {
+            let after = &rest[t + 1..];
+            match (after.first(), punct(after.get(1))) {
+                (Some(TokenTree::Ident(word)), Some(':')) if word == "logic" => {
+                    let logic: TokenStream = after[2..].iter().cloned().collect();
+                    (&rest[..t], Some(syn::parse2::<Expr>(logic)?))
+                }
+                _ => {
+                    return Err(syn::Error::new(
+                        rest[t].span(),
+                        "after `~`, `logic: \".\"` (pointwise), `\"@\"` (composition), `\"T\"` \
+                         (transposition) or an einsum spec",
+                    ));
+                }
+            }
+        }
+        None => (rest, None),
+    };
+    if rhs.is_empty() {
+        return Err(syn::Error::new(accum_span, "an assignment needs a formula"));
+    }
+    let rhs = syn::parse2::<Expr>(rhs.iter().cloned().collect())?;
+    let target = match lhs.as_slice() {
+        [TokenTree::Group(g)] if g.delimiter() == Delimiter::Brace => {
+            let name = syn::parse2::<Ident>(g.stream()).map_err(|_| {
+                syn::Error::new(g.span(), "`{ name }` declares an intermediate tensor")
+            })?;
+            Target::Inline(name)
+        }
+        _ => {
+            let e = syn::parse2::<Expr>(lhs.iter().cloned().collect())?;
+            match ident_of(&e).and_then(|n| Some((n.clone(), slot(&n.to_string())?))) {
+                Some((name, (gradient, operand))) => Target::Slot {
+                    name,
+                    gradient,
+                    operand,
+                },
+                None => Target::Tensor(e),
+            }
+        }
+    };
+    Ok(Assignment {
+        target,
+        accum: Accumulator {
+            initialize,
+            op,
+            span: accum_span,
+        },
+        rhs,
+        logic,
+        span,
+    })
+}
+
+/// The logic given as a string literal, checked: `Some(text)`.
+fn literal_logic(logic: &Option<Expr>) -> Option<String> {
+    match logic {
+        Some(Expr::Lit(l)) => match &l.lit {
+            syn::Lit::Str(s) => Some(s.value()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// OCANNL rejects `/` and `**` under `~logic:"@"`: they read as a matrix inverse or power but
+/// would compute a contraction of quotients or powers.
+fn check_composition(a: &Assignment) -> syn::Result<()> {
+    if literal_logic(&a.logic).as_deref() != Some("@") {
+        return Ok(());
+    }
+    let mut root = &a.rhs;
+    while let Expr::Paren(p) = root {
+        root = &p.expr;
+    }
+    let offending = match root {
+        Expr::Binary(b) => match (&b.op, &*b.right) {
+            (BinOp::Div(_), _) => Some(("/", b.op.span())),
+            (BinOp::Mul(_), Expr::Unary(u)) if matches!(u.op, UnOp::Deref(_)) => {
+                Some(("**", b.op.span()))
+            }
+            _ => None,
+        },
+        Expr::Call(c) => match ident_of(&c.func).map(|n| n.to_string()).as_deref() {
+            Some("div") => Some(("div", c.func.span())),
+            Some("pow") => Some(("pow", c.func.span())),
+            _ => None,
+        },
+        _ => None,
+    };
+    match offending {
+        Some((op, span)) => Err(syn::Error::new(
+            span,
+            format!(
+                "`{op}` under `~logic:\"@\"` reads as a matrix inverse or power but would sum \
+                 {} over the contracted axes; use `~logic:\".\"` for the pointwise operation or \
+                 an einsum spec for a custom contraction",
+                if op == "/" || op == "div" {
+                    "quotients"
+                } else {
+                    "powers"
+                }
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn logic_tokens(k: &TokenStream, logic: &Expr) -> TokenStream {
+    match literal_logic(&Some(logic.clone())).as_deref() {
+        Some(".") => quote!(#k::OpLogic::Pointwise),
+        Some("@") => quote!(#k::OpLogic::Compose),
+        Some("T") => quote!(#k::OpLogic::Transpose),
+        Some(spec) => quote!(#k::OpLogic::Spec(::std::string::String::from(#spec))),
+        None => quote!(#k::syntax::logic(&#logic)),
+    }
+}
+
+/// Where a formula is: in updates (intermediates declared so far), or in an operation's
+/// forward or gradient assignment (its tensor arguments).
+enum Scope<'a> {
+    Updates,
+    Definition {
+        tensors: &'a [&'a Ident],
+        forward: bool,
+    },
+}
+
+fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream> {
+    let rec = |e: &Expr| formula(k, e, scope);
+    Ok(match e {
+        Expr::Lit(lit) => match &lit.lit {
+            syn::Lit::Float(_) | syn::Lit::Int(_) => quote!(#k::Formula::Const((#lit) as f64)),
+            _ => return Err(syn::Error::new(e.span(), "not a number or a tensor")),
+        },
+        Expr::Path(path) => match ident_of(e) {
+            Some(name) => identifier(k, name, scope)?,
+            None => quote!(#k::syntax::term(&#path)),
+        },
+        Expr::Field(f) => match &f.member {
+            syn::Member::Named(m) if m == "grad" => {
+                if let Scope::Definition { .. } = scope {
+                    return Err(syn::Error::new(
+                        m.span(),
+                        "inside an operation definition, gradients are the slots g, g1, g2, g3",
+                    ));
+                }
+                let base = &f.base;
+                quote!(#k::syntax::grad(&#base))
+            }
+            syn::Member::Named(m) if m == "value" => {
+                let base = &f.base;
+                quote!(#k::syntax::term(&#base))
+            }
+            _ => quote!(#k::syntax::term(&(#f))),
+        },
+        Expr::Paren(p) => rec(&p.expr)?,
+        Expr::Group(p) => rec(&p.expr)?,
+        Expr::Unary(u) => {
+            let a = rec(&u.expr)?;
+            match u.op {
+                UnOp::Neg(_) => quote!(-(#a)),
+                UnOp::Not(_) => quote!((#a).apply(#k::syntax::Unop::Not)),
+                _ => {
+                    return Err(syn::Error::new(
+                        u.op.span(),
+                        "a `*` before an operand: `a ** b` is a power",
+                    ));
+                }
+            }
+        }
+        Expr::Binary(b) => {
+            if let (BinOp::Mul(_), Expr::Unary(u)) = (&b.op, &*b.right) {
+                if let UnOp::Deref(_) = u.op {
+                    return power(k, &b.left, &u.expr, scope);
+                }
+            }
+            let (x, y) = (rec(&b.left)?, rec(&b.right)?);
+            let binop = |op: &str, x: &TokenStream, y: &TokenStream| {
+                let op = Ident::new(op, Span::call_site());
+                quote!((#x).binop(#k::syntax::Binop::#op, #y))
+            };
+            match b.op {
+                BinOp::Add(_) => quote!((#x) + (#y)),
+                BinOp::Sub(_) => quote!((#x) - (#y)),
+                BinOp::Mul(_) => quote!((#x) * (#y)),
+                BinOp::Div(_) => quote!((#x) / (#y)),
+                BinOp::Rem(_) => binop("Mod", &x, &y),
+                BinOp::Lt(_) => binop("Lt", &x, &y),
+                BinOp::Gt(_) => binop("Lt", &y, &x),
+                BinOp::Eq(_) => binop("Eq", &x, &y),
+                BinOp::Ne(_) => binop("Ne", &x, &y),
+                BinOp::And(_) => binop("And", &x, &y),
+                BinOp::Or(_) => binop("Or", &x, &y),
+                _ => {
+                    return Err(syn::Error::new(
+                        b.op.span(),
+                        "not an operator of cd! (`+ - * / % **`, `< > == !=`, `&& ||`; \
+                         functions for the rest)",
+                    ));
+                }
+            }
+        }
+        Expr::Call(call) => match ident_of(&call.func) {
+            Some(name) if primitive(&name.to_string()).is_some() => {
+                let (arity, op) = primitive(&name.to_string()).expect("a primitive");
+                if call.args.len() != arity {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!(
+                            "{name} takes {arity} operand{} (its projections are the \
+                             assignment's)",
+                            if arity == 1 { "" } else { "s" }
+                        ),
+                    ));
+                }
+                let args = call.args.iter().map(rec).collect::<syn::Result<Vec<_>>>()?;
+                let op = Ident::new(op, name.span());
+                match (arity, &args[..]) {
+                    (1, [a]) if op == "Identity" => a.clone(),
+                    (1, [a]) => quote!((#a).apply(#k::syntax::Unop::#op)),
+                    (2, [a, b]) => quote!((#a).binop(#k::syntax::Binop::#op, #b)),
+                    (3, [a, b, c]) if op == "Where" => quote!((#a).select(#b, #c)),
+                    (3, [a, b, c]) => quote!(#k::Formula::Ternop(
+                        #k::syntax::Ternop::#op,
+                        ::std::boxed::Box::new(#a),
+                        ::std::boxed::Box::new(#b),
+                        ::std::boxed::Box::new(#c),
+                    )),
+                    _ => unreachable!("arity checked"),
+                }
+            }
+            _ => quote!(#k::syntax::term(&(#call))),
+        },
+        other => quote!(#k::syntax::term(&(#other))),
+    })
+}
+
+/// `base ** exponent`, binding tighter than a product, quotient or negation on its left.
+fn power(k: &TokenStream, base: &Expr, exponent: &Expr, scope: &Scope) -> syn::Result<TokenStream> {
+    match base {
+        Expr::Binary(inner)
+            if matches!(inner.op, BinOp::Mul(_) | BinOp::Div(_))
+                && !matches!(&*inner.right, Expr::Unary(u) if matches!(u.op, UnOp::Deref(_))) =>
+        {
+            let left = formula(k, &inner.left, scope)?;
+            let right = power(k, &inner.right, exponent, scope)?;
+            Ok(if matches!(inner.op, BinOp::Mul(_)) {
+                quote!((#left) * (#right))
+            } else {
+                quote!((#left) / (#right))
+            })
+        }
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
+            let inner = power(k, &u.expr, exponent, scope)?;
+            Ok(quote!(-(#inner)))
+        }
+        _ => {
+            let (a, b) = (formula(k, base, scope)?, formula(k, exponent, scope)?);
+            Ok(quote!((#a).binop(#k::syntax::Binop::Pow, #b)))
+        }
+    }
+}
+
+fn identifier(k: &TokenStream, name: &Ident, scope: &Scope) -> syn::Result<TokenStream> {
+    let text = name.to_string();
+    match scope {
+        Scope::Updates => {
+            if slot(&text).is_some() {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "slot name `{text}` outside an operation definition: slots (v, v1..v3, \
+                         g, g1..g3) name an operation's tensors inside `cd!(fn name(x) {{ v =: \
+                         …; g1 =+ … }})`"
+                    ),
+                ));
+            }
+            Ok(quote!(#k::syntax::term(&#name)))
+        }
+        Scope::Definition { tensors, forward } => {
+            if let Some(i) = tensors.iter().position(|t| *t == name) {
+                return Ok(quote!(#k::Formula::input(#i)));
+            }
+            match slot(&text) {
+                Some((false, 0)) if *forward => Err(syn::Error::new(
+                    name.span(),
+                    "the forward formula computes `v`: it reads the operands v1, v2, v3",
+                )),
+                Some((true, _)) if *forward => Err(syn::Error::new(
+                    name.span(),
+                    "the forward formula reads the operands v1, v2, v3, not gradients",
+                )),
+                Some((true, n)) if n > 0 => Err(syn::Error::new(
+                    name.span(),
+                    format!("`{text}` is written by a gradient assignment, not read"),
+                )),
+                Some((false, 0)) => Ok(quote!(#k::Formula::result())),
+                Some((true, _)) => Ok(quote!(#k::Formula::result_grad())),
+                Some((false, n)) if n <= tensors.len() => {
+                    let i = n - 1;
+                    Ok(quote!(#k::Formula::input(#i)))
+                }
+                Some((false, _)) => Err(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "`{text}`: the operation has {} operand{}",
+                        tensors.len(),
+                        if tensors.len() == 1 { "" } else { "s" }
+                    ),
+                )),
+                None => Ok(quote!(#k::syntax::term(&#name))),
+            }
+        }
+    }
+}
+
+/// A primitive by name: its arity and its `Unop`/`Binop`/`Ternop` variant.
+fn primitive(name: &str) -> Option<(usize, &'static str)> {
+    if let Some(op) = unary(name) {
+        return Some((1, op));
+    }
+    Some(match name {
+        "id" => (1, "Identity"),
+        "fst" => (2, "Arg1"),
+        "snd" => (2, "Arg2"),
+        "add" => (2, "Add"),
+        "sub" => (2, "Sub"),
+        "mul" => (2, "Mul"),
+        "div" => (2, "Div"),
+        "pow" => (2, "Pow"),
+        "max" => (2, "Max"),
+        "min" => (2, "Min"),
+        "relu_gate" => (2, "ReluGate"),
+        "sat01_gate" => (2, "Sat01Gate"),
+        "lt" => (2, "Lt"),
+        "eq" => (2, "Eq"),
+        "ne" => (2, "Ne"),
+        "or_" => (2, "Or"),
+        "and_" => (2, "And"),
+        "mod_" => (2, "Mod"),
+        "where_" => (3, "Where"),
+        "fma" => (3, "Fma"),
+        _ => return None,
+    })
+}
+
+/// Updates: `[in graph;] a =… f; b =… f; …` as a `Vec<Update>`.
+fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
+    let mut tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut graph = None;
+    if matches!(tokens.first(), Some(TokenTree::Ident(i)) if i == "in") {
+        let end = tokens
+            .iter()
+            .position(|t| punct(Some(t)) == Some(';'))
+            .ok_or_else(|| syn::Error::new(tokens[0].span(), "`in graph;` ends with `;`"))?;
+        let named: TokenStream = tokens[1..end].iter().cloned().collect();
+        graph = Some(syn::parse2::<Expr>(named)?);
+        tokens.drain(..=end);
+    }
+    let updates = Ident::new("updates", Span::mixed_site());
+    let mut declared = HashSet::new();
+    let mut body = TokenStream::new();
+    for statement in statements(tokens.into_iter().collect()) {
+        let a = parse_assignment(statement)?;
+        check_composition(&a)?;
+        let f = formula(k, &a.rhs, &Scope::Updates)?;
+        let at = site(a.accum.span);
+        let value = Ident::new("formula", Span::mixed_site());
+        let (target_binding, target) = match &a.target {
+            Target::Tensor(Expr::Field(field)) if matches!(&field.member, syn::Member::Named(m) if m == "grad") =>
+            {
+                return Err(syn::Error::new(
+                    field.member.span(),
+                    "updates write tensors' values; gradients are written by operation \
+                     definitions (`g1 =+ …`)",
+                ));
+            }
+            Target::Tensor(e) => (quote!(), quote!(&#e)),
+            Target::Slot { name, .. } => {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "slot name `{name}` outside an operation definition: slots (v, v1..v3, \
+                         g, g1..g3) name an operation's tensors inside `cd!(fn name(x) {{ v =: \
+                         …; g1 =+ … }})`"
+                    ),
+                ));
+            }
+            Target::Inline(name) => {
+                let text = name.to_string();
+                if !declared.insert(text.clone()) {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!("'{name}' is declared twice"),
+                    ));
+                }
+                let find = match &graph {
+                    Some(g) => quote!(#k::syntax::graph(&#g)),
+                    None => quote!(#k::syntax::graph_of_terms(&[&#value], #text, #at)),
+                };
+                (
+                    quote!(let #name: #k::Tensor = #k::syntax::intermediate(&#find, #text);),
+                    quote!(&#name),
+                )
+            }
+        };
+        let constructor = match (a.accum.initialize, a.accum.op) {
+            (true, None) => quote!(#k::Update::set(#target, #value)),
+            (true, Some(op)) => {
+                let op = Ident::new(op, a.accum.span);
+                quote!(#k::Update::reduce(#target, #k::syntax::Binop::#op, #value))
+            }
+            (false, Some(op)) => {
+                let op = Ident::new(op, a.accum.span);
+                quote!(#k::Update::accumulate(#target, #k::syntax::Binop::#op, #value))
+            }
+            (false, None) => unreachable!("rejected when parsed"),
+        };
+        let logic = match (&a.logic, &a.target) {
+            (Some(logic), _) => Some(logic_tokens(k, logic)),
+            (None, Target::Inline(_)) => Some(quote!(#k::OpLogic::Pointwise)),
+            (None, _) => None,
+        };
+        let update = match logic {
+            Some(logic) => quote!(
+                #k::Tensor::graph(#target).at_site(#at, || #constructor.with_logic(#logic))
+            ),
+            None => constructor,
+        };
+        body.extend(quote!(
+            let #value: #k::Formula = #f;
+            #target_binding
+            #updates.push(#update);
+        ));
+    }
+    Ok(quote!({
+        let mut #updates: ::std::vec::Vec<#k::Update> = ::std::vec::Vec::new();
+        #body
+        #updates
+    }))
+}
+
+/// An operation defined by its forward assignment (`v =:… formula [~logic: …]`) and gradient
+/// assignments (`gN =+ formula`).
+fn define(k: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
+    let tensors = f.tensors();
+    let mut forward = None;
+    let mut gradients = Vec::new();
+    for statement in statements(f.body.clone()) {
+        let a = parse_assignment(statement)?;
+        check_composition(&a)?;
+        match &a.target {
+            Target::Slot {
+                name,
+                gradient: false,
+                operand: 0,
+            } => {
+                if forward.is_some() {
+                    return Err(syn::Error::new(name.span(), "a second forward assignment"));
+                }
+                if !a.accum.initialize {
+                    return Err(syn::Error::new(
+                        a.accum.span,
+                        "the result starts from the accumulator's neutral element: write `=:` \
+                         (set) or `=:+`, `=:max`, …",
+                    ));
+                }
+                let value = formula(
+                    k,
+                    &a.rhs,
+                    &Scope::Definition {
+                        tensors: &tensors,
+                        forward: true,
+                    },
+                )?;
+                let op = Ident::new(a.accum.op.unwrap_or("Arg2"), a.accum.span);
+                let logic = match &a.logic {
+                    Some(logic) => logic_tokens(k, logic),
+                    None => quote!(#k::OpLogic::Pointwise),
+                };
+                forward = Some((quote!(#k::syntax::Binop::#op), value, logic));
+            }
+            Target::Slot {
+                name,
+                gradient: true,
+                operand,
+            } if *operand > 0 => {
+                if *operand > tensors.len() {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!("`{name}`: the operation has {} operands", tensors.len()),
+                    ));
+                }
+                if let Some(logic) = &a.logic {
+                    return Err(syn::Error::new(
+                        logic.span(),
+                        "gradient assignments use the forward assignment's projections: give \
+                         `~logic` there",
+                    ));
+                }
+                let value = formula(
+                    k,
+                    &a.rhs,
+                    &Scope::Definition {
+                        tensors: &tensors,
+                        forward: false,
+                    },
+                )?;
+                let value = match (a.accum.initialize, a.accum.op) {
+                    (false, Some("Add")) => value,
+                    (false, Some("Sub")) => quote!(-(#value)),
+                    _ => {
+                        return Err(syn::Error::new(
+                            a.accum.span,
+                            "a gradient accumulates: write `=+` (or `=-`)",
+                        ));
+                    }
+                };
+                let i = operand - 1;
+                gradients.push(quote!((#i, #value)));
+            }
+            Target::Inline(name) => {
+                return Err(syn::Error::new(
+                    name.span(),
+                    "an operation's formulas are computed in place: nest the formula instead \
+                     of declaring an intermediate",
+                ));
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    a.span,
+                    "an operation definition assigns `v` (its result) and `g1`, `g2`, `g3` \
+                     (its operands' gradients)",
+                ));
+            }
+        }
+    }
+    let Some((accum, forward, logic)) = forward else {
+        return Err(syn::Error::new(
+            f.name.span(),
+            "an operation definition needs a forward assignment `v =: …`",
+        ));
+    };
+    let (attrs, vis, name) = (&f.attrs, &f.vis, &f.name);
+    let text = name.to_string();
+    let args = f.args.iter().map(|a| {
+        let n = &a.name;
+        match &a.ty {
+            Some(ty) => quote!(#n: #ty),
+            None => quote!(#n: &#k::Tensor),
+        }
+    });
+    let first = tensors[0];
+    let g = Ident::new("graph", Span::mixed_site());
+    let at = site(f.name.span());
+    Ok(quote!(
+        #(#attrs)*
+        #vis fn #name(#(#args),*) -> #k::Tensor {
+            let #g: #k::Graph = #k::Tensor::graph(#first).clone();
+            #g.at_site(#at, || {
+                #g.define(#text, &[#(#tensors),*], #k::Definition {
+                    logic: #logic,
+                    accum: #accum,
+                    forward: #forward,
+                    gradients: ::std::vec![#(#gradients),*],
+                })
+            })
+        }
+    ))
+}

@@ -1,0 +1,304 @@
+//! What both macros share: the tensor crate's path they are handed, source positions, the
+//! primitive operations by name, array literals, and function signatures.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Attribute, Expr, Ident, Token, Type, Visibility};
+
+/// Splits the input the tensor crate's `macro_rules!` wrapper passes, `($crate) tokens…`, into
+/// the crate's path and the user's tokens.
+pub fn split_crate(input: TokenStream) -> syn::Result<(TokenStream, TokenStream)> {
+    let mut tokens = input.into_iter();
+    match tokens.next() {
+        Some(TokenTree::Group(group)) => Ok((group.stream(), tokens.collect())),
+        _ => Err(syn::Error::new(
+            Span::call_site(),
+            "expand op! and cd! through rcannl (or rcannl-tensor), not rcannl-macros",
+        )),
+    }
+}
+
+/// An expression giving the `file:line:column` of `span` as a `&'static str`.
+pub fn site(span: Span) -> TokenStream {
+    quote_spanned!(span=> ::core::concat!(::core::file!(), ":", ::core::line!(), ":", ::core::column!()))
+}
+
+/// A pointwise operation of one operand, by name.
+pub fn unary(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "neg" => "Neg",
+        "relu" => "Relu",
+        "sat01" => "Sat01",
+        "exp" => "Exp",
+        "log" => "Log",
+        "exp2" => "Exp2",
+        "log2" => "Log2",
+        "sin" => "Sin",
+        "cos" => "Cos",
+        "sqrt" => "Sqrt",
+        "recip" => "Recip",
+        "recip_sqrt" => "RecipSqrt",
+        "tanh" => "Tanh",
+        "not" => "Not",
+        "trunc" => "Trunc",
+        _ => return None,
+    })
+}
+
+/// A slot name of an operation definition: `v` (the result), `g` (its gradient), `v1`..`v3`
+/// (the operands), `g1`..`g3` (their gradients). `Some((is_gradient, operand))`, the operand
+/// counted from 1 and 0 for the result.
+pub fn slot(name: &str) -> Option<(bool, usize)> {
+    let (gradient, rest) = match name.as_bytes().first() {
+        Some(b'v') => (false, &name[1..]),
+        Some(b'g') => (true, &name[1..]),
+        _ => return None,
+    };
+    match rest {
+        "" => Some((gradient, 0)),
+        "1" | "2" | "3" => Some((gradient, rest.parse().ok()?)),
+        _ => None,
+    }
+}
+
+/// An identifier expression's name, if the expression is one.
+pub fn ident_of(e: &Expr) -> Option<&Ident> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() && p.attrs.is_empty() => p.path.get_ident(),
+        _ => None,
+    }
+}
+
+/// The kinds of axes an array literal nests, outermost first: `vec![…]` batch, `[…]` output,
+/// `(…)` input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AxisKind {
+    Batch,
+    Output,
+    Input,
+}
+
+impl AxisKind {
+    pub fn stack_axis(self, krate: &TokenStream) -> TokenStream {
+        match self {
+            AxisKind::Batch => quote!(#krate::StackAxis::Batch),
+            AxisKind::Output => quote!(#krate::StackAxis::Output),
+            AxisKind::Input => quote!(#krate::StackAxis::Input),
+        }
+    }
+}
+
+/// The elements of `e` if it is a bracket of a kind: `[a, b]`, `(a, b)` (a tuple), `vec![a, b]`.
+pub fn bracket(e: &Expr) -> syn::Result<Option<(AxisKind, Vec<Expr>)>> {
+    Ok(match e {
+        Expr::Array(a) => Some((AxisKind::Output, a.elems.iter().cloned().collect())),
+        Expr::Tuple(t) if !t.elems.is_empty() => {
+            Some((AxisKind::Input, t.elems.iter().cloned().collect()))
+        }
+        Expr::Macro(m) if m.mac.path.is_ident("vec") => {
+            let elems = m.mac.parse_body_with(
+                syn::punctuated::Punctuated::<Expr, Token![,]>::parse_terminated,
+            )?;
+            Some((AxisKind::Batch, elems.into_iter().collect()))
+        }
+        _ => None,
+    })
+}
+
+/// Whether `e` is a number written as one (possibly negated): what makes a bracket an array of
+/// numbers rather than a block of tensors.
+pub fn is_number(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Float(_) | syn::Lit::Int(_)),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => is_number(&u.expr),
+        Expr::Paren(p) => is_number(&p.expr),
+        _ => false,
+    }
+}
+
+/// Whether the first leaf of nested brackets is a number written as one.
+pub fn first_leaf_is_number(e: &Expr) -> syn::Result<bool> {
+    match bracket(e)? {
+        Some((_, elems)) => match elems.first() {
+            Some(first) => first_leaf_is_number(first),
+            None => Ok(false),
+        },
+        None => Ok(is_number(e)),
+    }
+}
+
+/// An array literal of numbers: its axes by kind and its cells, row-major.
+pub struct ArrayLiteral {
+    pub dims: Vec<(AxisKind, usize)>,
+    pub cells: Vec<Expr>,
+}
+
+impl ArrayLiteral {
+    /// `e` as an array of numbers, if its first leaf is a number written as one; an error if
+    /// it is ragged or nests its kinds out of order.
+    pub fn parse(e: &Expr) -> syn::Result<Option<ArrayLiteral>> {
+        let Some((kind, elems)) = bracket(e)? else {
+            return Ok(None);
+        };
+        let Some(first) = elems.first() else {
+            return Err(syn::Error::new(
+                e.span(),
+                "an empty array literal has no cells",
+            ));
+        };
+        if !first_leaf_is_number(first)? {
+            return Ok(None);
+        }
+        let mut literal = ArrayLiteral {
+            dims: vec![(kind, elems.len())],
+            cells: Vec::new(),
+        };
+        let mut inner: Option<Vec<(AxisKind, usize)>> = None;
+        for elem in &elems {
+            let (dims, cells) = match ArrayLiteral::parse(elem)? {
+                Some(sub) => (sub.dims, sub.cells),
+                None if bracket(elem)?.is_some() => {
+                    return Err(syn::Error::new(
+                        elem.span(),
+                        "an array literal holds numbers, or arrays of numbers, throughout",
+                    ));
+                }
+                None => (Vec::new(), vec![elem.clone()]),
+            };
+            if let Some(&(outer, _)) = dims.first() {
+                if outer < kind {
+                    return Err(syn::Error::new(
+                        elem.span(),
+                        "array literals nest batch axes (`vec![…]`) outside output axes (`[…]`) \
+                         outside input axes (`(…)`)",
+                    ));
+                }
+            }
+            match &inner {
+                None => inner = Some(dims),
+                Some(expected) if *expected != dims => {
+                    return Err(syn::Error::new(
+                        elem.span(),
+                        "a ragged array literal: every element has the same axes",
+                    ));
+                }
+                Some(_) => {}
+            }
+            literal.cells.extend(cells);
+        }
+        literal.dims.extend(inner.unwrap_or_default());
+        Ok(Some(literal))
+    }
+
+    /// The expansion's `LiteralDims` and `Vec<f64>` of cells.
+    pub fn tokens(&self, krate: &TokenStream) -> (TokenStream, TokenStream) {
+        let of = |kind: AxisKind| {
+            let sizes = self
+                .dims
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, n)| *n);
+            quote!(::std::vec![#(#sizes),*])
+        };
+        let (batch, output, input) = (
+            of(AxisKind::Batch),
+            of(AxisKind::Output),
+            of(AxisKind::Input),
+        );
+        let cells = &self.cells;
+        (
+            quote!(#krate::syntax::LiteralDims { batch: #batch, output: #output, input: #input }),
+            quote!(::std::vec![#((#cells) as f64),*]),
+        )
+    }
+}
+
+/// An argument of a defined function: a tensor (`x`) or a configuration value (`hid: usize`).
+pub struct Arg {
+    pub name: Ident,
+    pub ty: Option<Type>,
+}
+
+impl Parse for Arg {
+    fn parse(input: ParseStream) -> syn::Result<Arg> {
+        let name = input.parse()?;
+        let ty = if input.peek(Token![:]) {
+            input.parse::<Token![:]>()?;
+            Some(input.parse()?)
+        } else {
+            None
+        };
+        Ok(Arg { name, ty })
+    }
+}
+
+/// `#[attrs] vis fn name(args) { body }`, the body left as tokens for each macro to read.
+pub struct FnDef {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub name: Ident,
+    pub args: Vec<Arg>,
+    pub body: TokenStream,
+    pub body_span: Span,
+}
+
+impl FnDef {
+    /// The tensor arguments.
+    pub fn tensors(&self) -> Vec<&Ident> {
+        self.args
+            .iter()
+            .filter(|a| a.ty.is_none())
+            .map(|a| &a.name)
+            .collect()
+    }
+
+    /// The configuration arguments, as Rust parameters.
+    pub fn config(&self) -> Vec<TokenStream> {
+        self.args
+            .iter()
+            .filter_map(|a| {
+                let (name, ty) = (&a.name, a.ty.as_ref()?);
+                Some(quote!(#name: #ty))
+            })
+            .collect()
+    }
+}
+
+impl Parse for FnDef {
+    fn parse(input: ParseStream) -> syn::Result<FnDef> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        input.parse::<Token![fn]>()?;
+        let name: Ident = input.parse()?;
+        let content;
+        syn::parenthesized!(content in input);
+        let args = content.parse_terminated(Arg::parse, Token![,])?;
+        let body;
+        let braces = syn::braced!(body in input);
+        let def = FnDef {
+            attrs,
+            vis,
+            name,
+            args: args.into_iter().collect(),
+            body: body.parse()?,
+            body_span: braces.span.join(),
+        };
+        if def.tensors().is_empty() {
+            return Err(syn::Error::new(
+                def.name.span(),
+                "a defined function takes at least one tensor (an argument without a type)",
+            ));
+        }
+        Ok(def)
+    }
+}
+
+/// Whether the input starts a function definition (`fn`, `pub fn`, `#[…]`, `///`).
+pub fn starts_fn(input: ParseStream) -> bool {
+    input.peek(Token![fn])
+        || input.peek(Token![pub])
+        || input.peek(Token![#])
+        || (input.peek(Token![crate]) && input.peek2(Token![fn]))
+}

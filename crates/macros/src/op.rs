@@ -1,0 +1,623 @@
+//! `op!`: tensor expressions with inline parameter declarations, array literals, the primitive
+//! operations by name, and functions defining layers.
+//!
+//! Every value of an expression is an `Operand` (a tensor or a number) until the end, where it
+//! becomes a tensor; every operation is built under the source position of its operator, which
+//! shape errors then name.
+
+use std::collections::HashSet;
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr, ExprBlock, Ident, Stmt, Token, UnOp};
+
+use crate::common::{ArrayLiteral, FnDef, bracket, ident_of, site, split_crate, starts_fn, unary};
+
+/// The three forms of input.
+enum Input {
+    /// `fn name(args) { … }`, one or more.
+    Fns(Vec<FnDef>),
+    /// `[in graph;] let a = …; let b = …;`: bindings in the caller's scope.
+    Lets {
+        graph: Option<Expr>,
+        lets: Vec<(Ident, Expr)>,
+    },
+    /// `[in graph;] expression`: a tensor.
+    Expr { graph: Option<Expr>, expr: Expr },
+}
+
+impl Parse for Input {
+    fn parse(input: ParseStream) -> syn::Result<Input> {
+        if starts_fn(input) {
+            let mut fns = Vec::new();
+            while !input.is_empty() {
+                fns.push(input.parse()?);
+            }
+            return Ok(Input::Fns(fns));
+        }
+        let graph = if input.peek(Token![in]) {
+            input.parse::<Token![in]>()?;
+            let graph = input.parse()?;
+            input.parse::<Token![;]>()?;
+            Some(graph)
+        } else {
+            None
+        };
+        if input.peek(Token![let]) {
+            let mut lets = Vec::new();
+            while !input.is_empty() {
+                input.parse::<Token![let]>()?;
+                let name = input.parse()?;
+                input.parse::<Token![=]>()?;
+                let expr = input.parse()?;
+                input.parse::<Token![;]>()?;
+                lets.push((name, expr));
+            }
+            return Ok(Input::Lets { graph, lets });
+        }
+        let expr = input.parse()?;
+        if input.peek(Token![;]) {
+            input.parse::<Token![;]>()?;
+        }
+        if !input.is_empty() {
+            return Err(
+                input.error("op! takes one expression, `let` bindings, or function definitions")
+            );
+        }
+        Ok(Input::Expr { graph, expr })
+    }
+}
+
+pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
+    let (krate, rest) = split_crate(input)?;
+    match syn::parse2::<Input>(rest)? {
+        Input::Fns(fns) => {
+            let defs = fns
+                .iter()
+                .map(|f| define(&krate, f))
+                .collect::<syn::Result<Vec<_>>>()?;
+            Ok(quote!(#(#defs)*))
+        }
+        Input::Expr { graph, expr } => {
+            let mut expander = Expander::new(&krate, None);
+            let value = expander.expr(&expr)?;
+            let find = expander.find_graph(graph.as_ref(), expr.span());
+            let g = &expander.graph;
+            let params = expander.hoisted();
+            Ok(quote!({
+                let #g: #krate::Graph = #find;
+                #params
+                #krate::syntax::tensor(&#g, #value)
+            }))
+        }
+        Input::Lets { graph, lets } => {
+            let mut declared = HashSet::new();
+            let mut out = TokenStream::new();
+            for (name, expr) in &lets {
+                let mut expander = Expander::new(&krate, None);
+                expander.bound.extend(declared.iter().cloned());
+                let value = expander.expr(expr)?;
+                let find = expander.find_graph(graph.as_ref(), expr.span());
+                let g = &expander.graph;
+                let params = expander.hoisted();
+                declared.extend(expander.params.iter().map(|p| p.name.to_string()));
+                out.extend(quote!(
+                    let #g: #krate::Graph = #find;
+                    #params
+                    let #name: #krate::Tensor = #krate::syntax::tensor(&#g, #value);
+                ));
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// A parameter declared inline: its name (the binding) and its `ParamDecl`.
+struct Param {
+    name: Ident,
+    decl: TokenStream,
+    site: TokenStream,
+}
+
+/// The expansion of one expression: the parameters it declares, the identifiers it reads that
+/// may give the graph.
+struct Expander<'a> {
+    krate: &'a TokenStream,
+    graph: Ident,
+    params: Vec<Param>,
+    candidates: Vec<Ident>,
+    bound: HashSet<String>,
+    /// The `label` argument of a defined function: its parameters' labels start with it.
+    label: Option<Ident>,
+}
+
+impl<'a> Expander<'a> {
+    fn new(krate: &'a TokenStream, label: Option<Ident>) -> Expander<'a> {
+        Expander {
+            krate,
+            graph: Ident::new("graph", Span::mixed_site()),
+            params: Vec::new(),
+            candidates: Vec::new(),
+            bound: HashSet::new(),
+            label,
+        }
+    }
+
+    /// The graph: the one named, else the first tensor among the identifiers read.
+    fn find_graph(&self, named: Option<&Expr>, span: Span) -> TokenStream {
+        let k = self.krate;
+        match named {
+            Some(graph) => quote!(#k::syntax::graph(&#graph)),
+            None => {
+                let candidates = self
+                    .candidates
+                    .iter()
+                    .filter(|c| !self.bound.contains(&c.to_string()));
+                let at = site(span);
+                quote!(#k::syntax::graph_of(&[#(#k::syntax::operand(&#candidates)),*], #at))
+            }
+        }
+    }
+
+    /// `let name = decl.build(&graph, site);` for every parameter declared.
+    fn hoisted(&self) -> TokenStream {
+        let g = &self.graph;
+        let lets = self.params.iter().map(|p| {
+            let (name, decl, at) = (&p.name, &p.decl, &p.site);
+            quote!(let #name: _ = #decl.build(&#g, #at);)
+        });
+        quote!(#(#lets)*)
+    }
+
+    fn expr(&mut self, e: &Expr) -> syn::Result<TokenStream> {
+        let k = self.krate;
+        let g = self.graph.clone();
+        Ok(match e {
+            Expr::Lit(lit) => match &lit.lit {
+                syn::Lit::Float(_) | syn::Lit::Int(_) => {
+                    quote!(#k::syntax::Operand::Number((#lit) as f64))
+                }
+                syn::Lit::Str(_) => {
+                    return Err(syn::Error::new(
+                        e.span(),
+                        "a string is a spec: it goes first, as in `einsum(\"ij;jk=>ik\", a, b)`",
+                    ));
+                }
+                _ => return Err(syn::Error::new(e.span(), "not a number or a tensor")),
+            },
+            Expr::Path(path) => {
+                if let Some(name) = ident_of(e) {
+                    if !self.bound.contains(&name.to_string()) {
+                        self.candidates.push(name.clone());
+                    }
+                }
+                quote!(#k::syntax::operand(&#path))
+            }
+            Expr::Block(block) => {
+                let name = self.declare(block)?;
+                quote!(#k::syntax::operand(&#name))
+            }
+            Expr::Paren(p) => self.expr(&p.expr)?,
+            Expr::Group(p) => self.expr(&p.expr)?,
+            Expr::Unary(u) => {
+                let at = site(u.op.span());
+                match u.op {
+                    UnOp::Neg(_) => {
+                        let a = self.expr(&u.expr)?;
+                        quote!(#k::syntax::negate(&#g, #a, #at))
+                    }
+                    UnOp::Not(_) => {
+                        let a = self.expr(&u.expr)?;
+                        quote!(#k::syntax::unary(&#g, #k::UnaryOp::Not, None, #a, #at))
+                    }
+                    _ => {
+                        return Err(syn::Error::new(
+                            u.op.span(),
+                            "a `*` before an operand: `a ** b` is a power; dereference outside \
+                             op!",
+                        ));
+                    }
+                }
+            }
+            Expr::Binary(b) => self.binary(b)?,
+            Expr::Call(call) => match ident_of(&call.func) {
+                Some(name) if is_primitive(&name.to_string()) => {
+                    let args: Vec<&Expr> = call.args.iter().collect();
+                    self.primitive(name, &args)?
+                }
+                _ => quote!(#k::syntax::operand(&(#call))),
+            },
+            Expr::MethodCall(m) if transforms(&m.receiver) => {
+                let receiver = self.expr(&m.receiver)?;
+                let (method, turbofish, args) = (&m.method, &m.turbofish, &m.args);
+                quote!(#k::syntax::operand(
+                    &#k::syntax::tensor(&#g, #receiver).#method #turbofish(#args)
+                ))
+            }
+            Expr::Array(_) | Expr::Tuple(_) | Expr::Macro(_) if bracket(e)?.is_some() => {
+                self.bracket(e)?
+            }
+            other => quote!(#k::syntax::operand(&(#other))),
+        })
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary) -> syn::Result<TokenStream> {
+        let k = self.krate;
+        let g = self.graph.clone();
+        let at = site(b.op.span());
+        // `a ** c` reads as `a * (*c)`: a power, binding tighter than the product or quotient
+        // or negation on its left.
+        if let (BinOp::Mul(_), Expr::Unary(exponent)) = (&b.op, &*b.right) {
+            if let UnOp::Deref(_) = exponent.op {
+                return self.power(&b.left, &exponent.expr, at);
+            }
+        }
+        let arith = |op: &str| -> TokenStream {
+            let op = Ident::new(op, Span::call_site());
+            quote!(#k::syntax::Arith::#op)
+        };
+        let (left, right) = (self.expr(&b.left)?, self.expr(&b.right)?);
+        let compare = |op: &str, a: &TokenStream, c: &TokenStream| {
+            let op = Ident::new(op, Span::call_site());
+            quote!(#k::syntax::binary(&#g, #k::BinaryOp::#op, None, #a, #c, #at))
+        };
+        Ok(match b.op {
+            BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) => {
+                let op = match b.op {
+                    BinOp::Add(_) => arith("Add"),
+                    BinOp::Sub(_) => arith("Sub"),
+                    BinOp::Mul(_) => arith("Mul"),
+                    _ => arith("Div"),
+                };
+                quote!(#k::syntax::arith(&#g, #op, #left, #right, #at))
+            }
+            BinOp::Lt(_) => compare("Lt", &left, &right),
+            BinOp::Gt(_) => compare("Lt", &right, &left),
+            BinOp::Eq(_) => compare("Eq", &left, &right),
+            BinOp::Ne(_) => compare("Ne", &left, &right),
+            _ => {
+                return Err(syn::Error::new(
+                    b.op.span(),
+                    "not an operator of op! (`+ - * /`, `**` for powers, `< > == !=`; \
+                     functions for the rest)",
+                ));
+            }
+        })
+    }
+
+    /// `base ** exponent`, where `base` may be the end of a product or quotient (`a * b ** c`
+    /// is `a * (b ** c)`) or a negation (`-b ** c` is `-(b ** c)`).
+    fn power(&mut self, base: &Expr, exponent: &Expr, at: TokenStream) -> syn::Result<TokenStream> {
+        let k = self.krate;
+        let g = self.graph.clone();
+        match base {
+            Expr::Binary(inner) if matches!(inner.op, BinOp::Mul(_) | BinOp::Div(_)) => {
+                let is_power =
+                    matches!(&*inner.right, Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)));
+                if !is_power {
+                    let left = self.expr(&inner.left)?;
+                    let right = self.power(&inner.right, exponent, at)?;
+                    let op = if matches!(inner.op, BinOp::Mul(_)) {
+                        quote!(#k::syntax::Arith::Mul)
+                    } else {
+                        quote!(#k::syntax::Arith::Div)
+                    };
+                    let at_inner = site(inner.op.span());
+                    return Ok(quote!(#k::syntax::arith(&#g, #op, #left, #right, #at_inner)));
+                }
+            }
+            Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
+                let inner = self.power(&u.expr, exponent, at)?;
+                let at_neg = site(u.op.span());
+                return Ok(quote!(#k::syntax::negate(&#g, #inner, #at_neg)));
+            }
+            _ => {}
+        }
+        let (a, b) = (self.expr(base)?, self.expr(exponent)?);
+        Ok(quote!(#k::syntax::binary(&#g, #k::BinaryOp::Pow, None, #a, #b, #at)))
+    }
+
+    /// A primitive applied: `relu(x)`, `relu("spec", x)`, `max(a, b)`, `einsum("spec", a, …)`.
+    fn primitive(&mut self, name: &Ident, args: &[&Expr]) -> syn::Result<TokenStream> {
+        let k = self.krate;
+        let g = self.graph.clone();
+        let at = site(name.span());
+        let text = name.to_string();
+        if text == "einsum" || text == "einmax" {
+            let Some((spec, operands)) = args.split_first().filter(|(_, rest)| !rest.is_empty())
+            else {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!("{text} takes a spec and one or more tensors"),
+                ));
+            };
+            let operands = operands
+                .iter()
+                .map(|a| self.expr(a))
+                .collect::<syn::Result<Vec<_>>>()?;
+            let max = text == "einmax";
+            return Ok(quote!(
+                #k::syntax::einsum(&#g, #spec, ::std::vec![#(#operands),*], #max, #at)
+            ));
+        }
+        let (arity, kind) = arity(&text);
+        let (spec, operands) = if args.len() == arity + 1 {
+            (Some(args[0]), &args[1..])
+        } else if args.len() == arity {
+            (None, args)
+        } else {
+            return Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "{text} takes {arity} tensor{}, or a spec and {arity}",
+                    if arity == 1 { "" } else { "s" }
+                ),
+            ));
+        };
+        let spec = match spec {
+            Some(spec) => quote!(::core::option::Option::Some(#spec)),
+            None => quote!(::core::option::Option::None),
+        };
+        let mut values = operands
+            .iter()
+            .map(|a| self.expr(a))
+            .collect::<syn::Result<Vec<_>>>()?
+            .into_iter();
+        let mut next = || values.next().expect("the arity was checked");
+        Ok(match kind {
+            Kind::Unary(op) => {
+                let op = Ident::new(op, name.span());
+                let a = next();
+                quote!(#k::syntax::unary(&#g, #k::UnaryOp::#op, #spec, #a, #at))
+            }
+            Kind::Binary(op) => {
+                let op = Ident::new(op, name.span());
+                let (a, b) = (next(), next());
+                quote!(#k::syntax::binary(&#g, #k::BinaryOp::#op, #spec, #a, #b, #at))
+            }
+            Kind::Ternary(op) => {
+                let op = Ident::new(op, name.span());
+                let (a, b, c) = (next(), next(), next());
+                quote!(#k::syntax::ternary(&#g, #k::syntax::Ternary::#op, #spec, [#a, #b, #c], #at))
+            }
+        })
+    }
+
+    /// An array literal (numbers) or a block of tensors stacked along a new axis.
+    fn bracket(&mut self, e: &Expr) -> syn::Result<TokenStream> {
+        let k = self.krate;
+        let g = self.graph.clone();
+        let at = site(e.span());
+        if let Some(literal) = ArrayLiteral::parse(e)? {
+            let (dims, cells) = literal.tokens(k);
+            let label = e.to_token_stream().to_string();
+            return Ok(quote!(#k::syntax::literal(&#g, #label, #dims, #cells, #at)));
+        }
+        let (kind, elems) = bracket(e)?.expect("a bracket");
+        let operands = elems
+            .iter()
+            .map(|a| self.expr(a))
+            .collect::<syn::Result<Vec<_>>>()?;
+        let axis = kind.stack_axis(k);
+        Ok(quote!(#k::syntax::stack(&#g, #axis, ::std::vec![#(#operands),*], #at)))
+    }
+
+    /// An inline declaration `{ name }`, `{ name = init; o = [..]; i = [..]; b = [..] }`: the
+    /// parameter is hoisted, its name bound; the declaration reads as the parameter.
+    fn declare(&mut self, block: &ExprBlock) -> syn::Result<Ident> {
+        let k = self.krate;
+        let shape_error = || {
+            syn::Error::new(
+                block.span(),
+                "an inline parameter is `{ name }` or `{ name = init; o = [..]; i = [..] }`",
+            )
+        };
+        let mut stmts = block.block.stmts.iter().map(|s| match s {
+            Stmt::Expr(e, _) => Ok(e),
+            _ => Err(shape_error()),
+        });
+        let first = stmts.next().ok_or_else(shape_error)??;
+        let (name, init) = match first {
+            Expr::Assign(a) => (ident_of(&a.left).ok_or_else(shape_error)?, Some(&*a.right)),
+            other => (ident_of(other).ok_or_else(shape_error)?, None),
+        };
+        if !self.bound.insert(name.to_string()) {
+            return Err(syn::Error::new(
+                name.span(),
+                format!("'{name}' is declared twice"),
+            ));
+        }
+        let text = name.to_string();
+        let label = match &self.label {
+            Some(prefix) => quote!(::std::format!("{}.{}", #prefix, #text)),
+            None => quote!(#text),
+        };
+        let mut decl = quote!(#k::syntax::ParamDecl::new(#label));
+        if let Some(init) = init {
+            decl.extend(match ArrayLiteral::parse(init)? {
+                Some(literal) => {
+                    let (dims, cells) = literal.tokens(k);
+                    quote!(.values(#dims, #cells))
+                }
+                None => quote!(.init(#init)),
+            });
+        }
+        for stmt in stmts {
+            let Expr::Assign(field) = stmt? else {
+                return Err(shape_error());
+            };
+            let key = ident_of(&field.left).ok_or_else(shape_error)?;
+            let value = &field.right;
+            decl.extend(match key.to_string().as_str() {
+                "o" | "output_dims" => quote!(.output(#value)),
+                "i" | "input_dims" => quote!(.input(#value)),
+                "b" | "batch_dims" => quote!(.batch(#value)),
+                "precision" => quote!(.precision(#value)),
+                _ => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!(
+                            "unknown field '{key}' of an inline parameter (o or output_dims, i \
+                             or input_dims, b or batch_dims, precision)"
+                        ),
+                    ));
+                }
+            });
+        }
+        self.params.push(Param {
+            name: name.clone(),
+            decl,
+            site: site(block.span()),
+        });
+        Ok(name.clone())
+    }
+}
+
+/// Whether an expression holds syntax of op! (so a method called on it is called on the tensor
+/// it builds); plain Rust receivers are left alone.
+fn transforms(e: &Expr) -> bool {
+    match e {
+        Expr::Block(_) | Expr::Binary(_) | Expr::Unary(_) | Expr::Array(_) | Expr::Tuple(_) => true,
+        Expr::Paren(p) => transforms(&p.expr),
+        Expr::Call(c) => ident_of(&c.func).is_some_and(|n| is_primitive(&n.to_string())),
+        Expr::MethodCall(m) => transforms(&m.receiver),
+        _ => false,
+    }
+}
+
+enum Kind {
+    Unary(&'static str),
+    Binary(&'static str),
+    Ternary(&'static str),
+}
+
+fn is_primitive(name: &str) -> bool {
+    name == "einsum" || name == "einmax" || arity_of(name).is_some()
+}
+
+fn arity(name: &str) -> (usize, Kind) {
+    arity_of(name).expect("a primitive")
+}
+
+fn arity_of(name: &str) -> Option<(usize, Kind)> {
+    if let Some(op) = unary(name) {
+        return Some((1, Kind::Unary(op)));
+    }
+    Some(match name {
+        "stop_gradient" => (1, Kind::Unary("StopGradient")),
+        "add" => (2, Kind::Binary("Add")),
+        "sub" => (2, Kind::Binary("Sub")),
+        "pmul" => (2, Kind::Binary("Mul")),
+        "div" => (2, Kind::Binary("Div")),
+        "pow" => (2, Kind::Binary("Pow")),
+        "max" => (2, Kind::Binary("Max")),
+        "min" => (2, Kind::Binary("Min")),
+        "lt" => (2, Kind::Binary("Lt")),
+        "eq" => (2, Kind::Binary("Eq")),
+        "ne" => (2, Kind::Binary("Ne")),
+        "where_" => (3, Kind::Ternary("Where")),
+        "fma" => (3, Kind::Ternary("Fma")),
+        _ => return None,
+    })
+}
+
+/// A function defined with `op!`: without configuration arguments, `fn name(x: &Tensor, …) ->
+/// Tensor` whose parameters are made at its first application on a graph and shared by every
+/// later one there; with them, `fn name(config…) -> impl Fn(&Tensor, …) -> Tensor`, each call a
+/// new layer whose parameters are made at its first application.
+fn define(krate: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
+    let k = krate;
+    let label = f
+        .args
+        .iter()
+        .find(|a| a.ty.is_some() && a.name == "label")
+        .map(|a| a.name.clone());
+    let mut expander = Expander::new(k, label);
+    let tensors = f.tensors();
+    expander
+        .bound
+        .extend(f.args.iter().map(|a| a.name.to_string()));
+    let stmts = syn::parse::Parser::parse2(syn::Block::parse_within, f.body.clone())?;
+    let mut body = TokenStream::new();
+    let mut result = None;
+    let count = stmts.len();
+    for (i, stmt) in stmts.iter().enumerate() {
+        match stmt {
+            Stmt::Local(local) if i + 1 < count => {
+                let syn::Pat::Ident(binding) = &local.pat else {
+                    return Err(syn::Error::new(local.pat.span(), "bind one name"));
+                };
+                let Some(init) = &local.init else {
+                    return Err(syn::Error::new(local.span(), "a binding needs a value"));
+                };
+                let value = expander.expr(&init.expr)?;
+                expander.bound.insert(binding.ident.to_string());
+                let name = &binding.ident;
+                body.extend(quote!(let #name: #k::syntax::Operand = #value;));
+            }
+            Stmt::Expr(e, None) if i + 1 == count => result = Some(expander.expr(e)?),
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "the body of an op! function is `let name = …;` bindings and a final \
+                     expression",
+                ));
+            }
+        }
+    }
+    let Some(result) = result else {
+        return Err(syn::Error::new(
+            f.body_span,
+            "the body of an op! function ends with the expression it computes",
+        ));
+    };
+    let g = &expander.graph;
+    let first = tensors[0];
+    let names: Vec<&Ident> = expander.params.iter().map(|p| &p.name).collect();
+    let indices = 0..names.len();
+    let builds = expander.params.iter().map(|p| {
+        let (decl, at) = (&p.decl, &p.site);
+        quote!(#decl.build(&#g, #at))
+    });
+    let params = quote!(::std::vec![#(#builds),*]);
+    let (attrs, vis, name) = (&f.attrs, &f.vis, &f.name);
+    let config = f.config();
+    let params_ident = Ident::new("params", Span::mixed_site());
+    let unpack = quote!(#(let #names: #k::Tensor = #params_ident[#indices].clone();)*);
+    if config.is_empty() {
+        let key = format!("{name}");
+        let key_site = site(f.name.span());
+        Ok(quote!(
+            #(#attrs)*
+            #vis fn #name(#(#tensors: &#k::Tensor),*) -> #k::Tensor {
+                let #g: #k::Graph = #k::Tensor::graph(#first).clone();
+                let #params_ident = #k::syntax::shared_params(
+                    &#g,
+                    ::core::concat!(::core::module_path!(), "::", #key, "@", #key_site),
+                    || #params,
+                );
+                #unpack
+                #body
+                #k::syntax::tensor(&#g, #result)
+            }
+        ))
+    } else {
+        let cell = Ident::new("layer", Span::mixed_site());
+        let refs = tensors.iter().map(|_| quote!(&#k::Tensor));
+        Ok(quote!(
+            #(#attrs)*
+            #vis fn #name(#(#config),*) -> impl Fn(#(#refs),*) -> #k::Tensor {
+                let #cell = ::std::cell::OnceCell::<::std::vec::Vec<#k::Tensor>>::new();
+                move |#(#tensors: &#k::Tensor),*| -> #k::Tensor {
+                    let #g: #k::Graph = #k::Tensor::graph(#first).clone();
+                    let #params_ident = #cell.get_or_init(|| #params);
+                    #unpack
+                    #body
+                    #k::syntax::tensor(&#g, #result)
+                }
+            }
+        ))
+    }
+}
