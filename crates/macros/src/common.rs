@@ -241,7 +241,6 @@ pub struct FnDef {
     pub name: Ident,
     pub args: Vec<Arg>,
     pub body: TokenStream,
-    pub body_span: Span,
 }
 
 impl FnDef {
@@ -276,14 +275,13 @@ impl Parse for FnDef {
         syn::parenthesized!(content in input);
         let args = content.parse_terminated(Arg::parse, Token![,])?;
         let body;
-        let braces = syn::braced!(body in input);
+        syn::braced!(body in input);
         let def = FnDef {
             attrs,
             vis,
             name,
             args: args.into_iter().collect(),
             body: body.parse()?,
-            body_span: braces.span.join(),
         };
         if def.tensors().is_empty() {
             return Err(syn::Error::new(

@@ -227,7 +227,24 @@ impl<'a> Expander<'a> {
                     let args: Vec<&Expr> = call.args.iter().collect();
                     self.primitive(name, &args)?
                 }
-                _ => quote!(#k::syntax::operand(&(#call))),
+                _ => {
+                    // Arguments holding op! syntax are built as tensors and passed by
+                    // reference; the others are plain Rust (configuration values, references).
+                    let func = &call.func;
+                    let args = call
+                        .args
+                        .iter()
+                        .map(|a| {
+                            if needs_op(a) {
+                                let t = self.expr(a)?;
+                                Ok(quote!(&#k::syntax::tensor(&#g, #t)))
+                            } else {
+                                Ok(quote!(#a))
+                            }
+                        })
+                        .collect::<syn::Result<Vec<_>>>()?;
+                    quote!(#k::syntax::operand(&#func(#(#args),*)))
+                }
             },
             Expr::MethodCall(m) if transforms(&m.receiver) => {
                 let receiver = self.expr(&m.receiver)?;
@@ -487,6 +504,29 @@ fn transforms(e: &Expr) -> bool {
     }
 }
 
+/// Whether an expression holds syntax only op! reads (an inline parameter, a primitive called
+/// by name, a power), so that as an argument of another function it is built as a tensor.
+fn needs_op(e: &Expr) -> bool {
+    match e {
+        Expr::Block(_) => true,
+        Expr::Binary(b) => {
+            matches!((&b.op, &*b.right), (BinOp::Mul(_), Expr::Unary(u)) if matches!(u.op, UnOp::Deref(_)))
+                || needs_op(&b.left)
+                || needs_op(&b.right)
+        }
+        Expr::Unary(u) => needs_op(&u.expr),
+        Expr::Paren(p) => needs_op(&p.expr),
+        Expr::Call(c) => {
+            ident_of(&c.func).is_some_and(|n| is_primitive(&n.to_string()))
+                || c.args.iter().any(needs_op)
+        }
+        Expr::MethodCall(m) => needs_op(&m.receiver),
+        Expr::Array(a) => a.elems.iter().any(needs_op),
+        Expr::Tuple(t) => t.elems.iter().any(needs_op),
+        _ => false,
+    }
+}
+
 enum Kind {
     Unary(&'static str),
     Binary(&'static str),
@@ -523,6 +563,29 @@ fn arity_of(name: &str) -> Option<(usize, Kind)> {
     })
 }
 
+/// A function body: `let name = …;` bindings, then the expression it computes.
+fn parse_body(input: ParseStream) -> syn::Result<(Vec<(Ident, Expr)>, Expr)> {
+    let mut lets = Vec::new();
+    while input.peek(Token![let]) {
+        input.parse::<Token![let]>()?;
+        let name = input.parse()?;
+        input.parse::<Token![=]>()?;
+        let init = input.parse()?;
+        input.parse::<Token![;]>()?;
+        lets.push((name, init));
+    }
+    if input.is_empty() {
+        return Err(input.error("the body of an op! function ends with the expression it computes"));
+    }
+    let last = input.parse()?;
+    if !input.is_empty() {
+        return Err(input.error(
+            "the body of an op! function is `let name = …;` bindings and a final expression",
+        ));
+    }
+    Ok((lets, last))
+}
+
 /// A function defined with `op!`: without configuration arguments, `fn name(x: &Tensor, …) ->
 /// Tensor` whose parameters are made at its first application on a graph and shared by every
 /// later one there; with them, `fn name(config…) -> impl Fn(&Tensor, …) -> Tensor`, each call a
@@ -539,40 +602,14 @@ fn define(krate: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
     expander
         .bound
         .extend(f.args.iter().map(|a| a.name.to_string()));
-    let stmts = syn::parse::Parser::parse2(syn::Block::parse_within, f.body.clone())?;
+    let (lets, last) = syn::parse::Parser::parse2(parse_body, f.body.clone())?;
     let mut body = TokenStream::new();
-    let mut result = None;
-    let count = stmts.len();
-    for (i, stmt) in stmts.iter().enumerate() {
-        match stmt {
-            Stmt::Local(local) if i + 1 < count => {
-                let syn::Pat::Ident(binding) = &local.pat else {
-                    return Err(syn::Error::new(local.pat.span(), "bind one name"));
-                };
-                let Some(init) = &local.init else {
-                    return Err(syn::Error::new(local.span(), "a binding needs a value"));
-                };
-                let value = expander.expr(&init.expr)?;
-                expander.bound.insert(binding.ident.to_string());
-                let name = &binding.ident;
-                body.extend(quote!(let #name: #k::syntax::Operand = #value;));
-            }
-            Stmt::Expr(e, None) if i + 1 == count => result = Some(expander.expr(e)?),
-            other => {
-                return Err(syn::Error::new(
-                    other.span(),
-                    "the body of an op! function is `let name = …;` bindings and a final \
-                     expression",
-                ));
-            }
-        }
+    for (name, init) in &lets {
+        let value = expander.expr(init)?;
+        expander.bound.insert(name.to_string());
+        body.extend(quote!(let #name: #k::syntax::Operand = #value;));
     }
-    let Some(result) = result else {
-        return Err(syn::Error::new(
-            f.body_span,
-            "the body of an op! function ends with the expression it computes",
-        ));
-    };
+    let result = expander.expr(&last)?;
     let g = &expander.graph;
     let first = tensors[0];
     let names: Vec<&Ident> = expander.params.iter().map(|p| &p.name).collect();

@@ -156,6 +156,12 @@ pub fn unary(
     a: Operand,
     site: &'static str,
 ) -> Operand {
+    if let (Operand::Number(x), None) = (&a, spec) {
+        return Operand::Number(match op {
+            UnaryOp::StopGradient => *x,
+            other => other.unop().apply(*x),
+        });
+    }
     graph.at_site(site, || {
         let graph = graph_for(graph, &[&a]);
         let a = tensor(&graph, a);
@@ -175,6 +181,9 @@ pub fn binary(
     b: Operand,
     site: &'static str,
 ) -> Operand {
+    if let (Operand::Number(x), Operand::Number(y), None) = (&a, &b, spec) {
+        return Operand::Number(op.binop().apply(*x, *y));
+    }
     graph.at_site(site, || {
         let graph = graph_for(graph, &[&a, &b]);
         let (a, b) = (tensor(&graph, a), tensor(&graph, b));
