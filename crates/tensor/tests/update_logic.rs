@@ -1,8 +1,8 @@
 //! Updates related to the tensors they read by a logic (`Update::with_logic`, OCANNL's
 //! `c =:+ a * b ~logic:"@"`): composition, transposition, specs (reducing too), pointwise over
 //! any number of tensors, and an intermediate shaped by its relation, each against hand
-//! computation on both CPU backends; relations that cannot hold, and a reduction that would only
-//! overwrite, are refused with errors naming the update.
+//! computation on both CPU backends; relations that cannot hold, a reduction that would only
+//! overwrite, and a formula changed after its relation are refused with errors naming the update.
 
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
@@ -308,4 +308,17 @@ fn relations_that_cannot_hold_are_refused() {
     assert!(message.contains("update of 'm'"), "{message}");
     assert!(message.contains("reducing accumulator"), "{message}");
     assert!(message.contains("[3, 4]"), "{message}");
+
+    // A formula changed after the relation was made no longer matches its projections.
+    let graph = Graph::new();
+    let a = data(&graph, "a", "|3->2", &A);
+    let b = data(&graph, "b", "|4->3", &B);
+    let c = unshaped(&graph, "c");
+    let mut changed = Update::reduce(&c, Binop::Add, Formula::value(&a) * Formula::value(&b))
+        .with_logic(OpLogic::Compose);
+    changed.formula = Formula::value(&b) * Formula::value(&a);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let message = ctx.update(&[changed]).unwrap_err().message;
+    assert!(message.contains("update of 'c'"), "{message}");
+    assert!(message.contains("with_logic"), "{message}");
 }
