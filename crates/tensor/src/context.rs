@@ -23,7 +23,7 @@ use rcannl_shape::spec::Kind;
 use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
 use crate::define::Update;
 use crate::graph::{
-    Asg, AsgRhs, Draw, Graph, Init, LeafKind, Ref, StaticIndex, TensorError, error,
+    Asg, AsgRhs, Draw, Graph, Init, LeafKind, ProjSource, Ref, StaticIndex, TensorError, error,
 };
 use crate::tensor::Tensor;
 
@@ -541,7 +541,8 @@ impl Context {
     }
 
     /// A routine running `updates` in order (an optimizer step): each over the dims its target
-    /// and the tensors it reads share (see [`Update`]), a one-cell target reducing over them.
+    /// and the tensors it reads share (see [`Update`]), a one-cell target reducing over them, or
+    /// over the projections of the logic it was given ([`Update::with_logic`]).
     pub fn update(&mut self, updates: &[Update]) -> Result<Routine, TensorError> {
         let (assignments, keep) = self.update_parts(updates)?;
         self.compile("update", assignments, &keep)
@@ -552,6 +553,11 @@ impl Context {
         &mut self,
         updates: &[Update],
     ) -> Result<(Vec<Assignment>, BTreeSet<NodeId>), TensorError> {
+        // An update's own failed relation comes before the graph's first error, which may be
+        // another's.
+        if let Some(e) = updates.iter().find_map(Update::failed_relation) {
+            return Err(e);
+        }
         self.concretize()?;
         let mut assignments = Vec::new();
         let mut keep = BTreeSet::new();
@@ -562,17 +568,62 @@ impl Context {
             self.check_tensor(&update.target)?;
             let (expr, refs) = update.lowered()?;
             let target = value_node(update.target.index);
-            let projections = self.update_projections(update, target, &refs)?;
-            assignments.push(Assignment::Accum {
-                initialize_neutral: update.initialize_neutral,
-                accum: update.accum,
-                lhs: target,
-                rhs: Rhs::Expr(expr, refs.iter().map(|r| node_of(*r)).collect()),
-                projections,
-            });
+            let assignment = match update.relation(&refs)? {
+                None => {
+                    let projections = self.update_projections(update, target, &refs)?;
+                    Assignment::Accum {
+                        initialize_neutral: update.initialize_neutral,
+                        accum: update.accum,
+                        lhs: target,
+                        rhs: Rhs::Expr(expr, refs.iter().map(|r| node_of(*r)).collect()),
+                        projections,
+                    }
+                }
+                Some(op) => {
+                    self.check_related_reduction(update, op)?;
+                    self.assignment(&Asg {
+                        lhs: Ref::Value(update.target.index),
+                        initialize_neutral: update.initialize_neutral,
+                        accum: update.accum,
+                        rhs: AsgRhs::Expr(expr, refs),
+                        projections: ProjSource {
+                            op,
+                            view: None,
+                            slice: None,
+                        },
+                    })?
+                }
+            };
+            assignments.push(assignment);
             keep.insert(target);
         }
         Ok((assignments, keep))
+    }
+
+    /// Refuses an update related by a logic whose projections reduce (its target lacks axes of
+    /// the product space) under an accumulator that cannot reduce.
+    fn check_related_reduction(&self, update: &Update, op: OpId) -> Result<(), TensorError> {
+        let p = &self.projections[&op];
+        if p.reduction_symbols().is_empty()
+            || (update.accum != Binop::Arg2 && update.accum.neutral().is_some())
+        {
+            return Ok(());
+        }
+        // Concatenated components run one after another: a factor spans their sum.
+        let space: Vec<usize> = p
+            .product_space
+            .iter()
+            .map(|f| f.components.iter().map(|(_, range)| range).sum())
+            .collect();
+        Err(error(format!(
+            "update of '{}': each of its cells (dims {:?}) takes several cells of its space \
+             (dims {space:?}, {}), which needs a reducing accumulator (add, multiply, max or \
+             min), not {:?}",
+            update.target.label(),
+            p.lhs_dims,
+            p.label,
+            update.accum
+        )))
     }
 
     /// The projections of an update over the dims its target and operands share; a target of

@@ -6,13 +6,16 @@
 //! logic (pointwise, composition, transposition or an einsum spec) and projection inference
 //! give: the forward formula accumulates into the result, each gradient formula into its
 //! operand's gradient, through the same record with the slots exchanged. Nested formulas need no
-//! intermediate tensors: they are computed in place.
+//! intermediate tensors: they are computed in place. An update may be given such a logic too
+//! ([`Update::with_logic`]), relating its target to the tensors it reads as an operation's
+//! result is to its operands.
 
 use std::ops;
 
 use rcannl_ir::{Binop, Expr, Slot, Ternop, Unop};
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::parse_einsum;
+use rcannl_shape::{OpId, TensorId};
 
 use crate::graph::{
     Forward, GradBuilder, GradRhs, Graph, OpSpec, Ref, Slotted, TensorError, error,
@@ -288,11 +291,19 @@ pub(crate) fn accumulate_formula(
 }
 
 /// One update a routine runs: `target ⟨accum⟩= formula`, computed at every cell of the update's
-/// space. The space is the dims that the target and every tensor the formula reads share, each
-/// being of those dims or of one cell (broadcast). A target of one cell over a larger space is a
-/// reduction: every cell of the formula accumulates into it, which needs a reducing accumulator
-/// (`Binop::Add`, `Binop::Mul`, `Binop::Max`, `Binop::Min`). So a routine can compute a global
-/// gradient norm and then scale every gradient by it.
+/// space.
+///
+/// Without a logic, the space is the dims that the target and every tensor the formula reads
+/// share, each being of those dims or of one cell (broadcast), and the update adds nothing to
+/// shape inference. A target of one cell over a larger space is a reduction: every cell of the
+/// formula accumulates into it, which needs a reducing accumulator (`Binop::Add`, `Binop::Mul`,
+/// `Binop::Max`, `Binop::Min`). So a routine can compute a global gradient norm and then scale
+/// every gradient by it.
+///
+/// With a logic ([`Update::with_logic`], OCANNL's `c =:+ a * b ~logic:"@"`), the update is
+/// related to the tensors it reads as an operation is to its operands: shape inference relates
+/// their shapes, and the update's space is the product space of that relation, which may
+/// broadcast, contract and reduce as the operation would.
 #[derive(Debug, Clone)]
 pub struct Update {
     pub target: Tensor,
@@ -303,6 +314,22 @@ pub struct Update {
     /// notation of assignments): a reduction from scratch rather than into what the target held.
     pub initialize_neutral: bool,
     pub formula: Formula,
+    /// The shape relation [`Update::with_logic`] made, if any.
+    relation: Option<Relation>,
+}
+
+/// An update's shape relation.
+#[derive(Debug, Clone)]
+enum Relation {
+    /// An operation of the inference session relating the target (its result) to `refs` (its
+    /// operands, in the order the formula reads them), whose projections the update runs over.
+    Related {
+        op: OpId,
+        target: usize,
+        refs: Vec<Ref>,
+    },
+    /// The relation could not be made; the graph records the error too.
+    Failed(TensorError),
 }
 
 impl Update {
@@ -328,6 +355,7 @@ impl Update {
             accum,
             initialize_neutral: accum == Binop::Arg2,
             formula,
+            relation: None,
         }
     }
 
@@ -340,6 +368,178 @@ impl Update {
             accum,
             initialize_neutral: true,
             formula,
+            relation: None,
+        }
+    }
+
+    /// This update related to the tensors its formula reads by `logic`, as an operation is to
+    /// its operands: the target is the result, and the operands are the distinct tensors the
+    /// formula reads, in the order it first reads them (a tensor's value and its gradient are
+    /// two operands, each of the tensor's shape). The update then runs over the relation's
+    /// product space, as that operation would:
+    ///
+    /// - [`OpLogic::Pointwise`]: every operand broadcasts to the target (OCANNL's `"."`). Over
+    ///   more than three operands, every operand has the target's shape (a spec of one
+    ///   `...|...->...` slot per operand). A formula reading no tensor stays a plain update.
+    /// - [`OpLogic::Compose`]: two operands `a`, `b` (`"@"`): `a`'s input axes contract with
+    ///   `b`'s output axes; the target has `a`'s output axes and `b`'s input axes. Under
+    ///   `Binop::Add` the update is a matrix product.
+    /// - [`OpLogic::Transpose`]: one operand (`"T"`), its input and output axes exchanged.
+    /// - [`OpLogic::Spec`]: an einsum spec of one slot per operand (`"ij;jk=>ik"`); the
+    ///   labels the target lacks are reduced over.
+    ///
+    /// The relation is made now, while the graph is built, not when a routine is compiled: a
+    /// target declared with no shape (an intermediate, `graph.data("delta").build()`) takes its
+    /// shape from it, and the shapes of the tensors read may be inferred from the target's. An
+    /// update reducing over axes its target lacks needs a reducing accumulator (add, multiply,
+    /// max or min): [`Update::set`] under a reducing logic is refused. A relation that cannot be
+    /// made (the wrong number of operands for the logic, shapes that clash) is an error, named
+    /// after the update's target, that the graph records as it records a failed operation's:
+    /// the routine compiling the update returns it.
+    ///
+    /// `c =:+ a * b ~logic:"@"`, with `c`'s shape inferred:
+    ///
+    /// ```
+    /// use rcannl_backends::Interpreter;
+    /// use rcannl_ir::Binop;
+    /// use rcannl_tensor::{Context, Formula, Graph, OpLogic, Update};
+    ///
+    /// let graph = Graph::new();
+    /// let a = graph.data("a").shape("|3->2").values(vec![1., 2., 3., 4., 5., 6.]).build();
+    /// let b = graph.data("b").shape("3").values(vec![1., 0., -1.]).build();
+    /// let c = graph.data("c").build();
+    /// let product = Update::reduce(&c, Binop::Add, Formula::value(&a) * Formula::value(&b))
+    ///     .with_logic(OpLogic::Compose);
+    /// let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    /// let routine = ctx.update(&[product])?;
+    /// ctx.run(&routine)?;
+    /// assert_eq!(ctx.dims(&c)?, vec![2]);
+    /// assert_eq!(ctx.values(&c)?, vec![-2., -2.]);
+    /// # Ok::<(), rcannl_tensor::TensorError>(())
+    /// ```
+    pub fn with_logic(mut self, logic: OpLogic) -> Update {
+        self.relation = self.relate(&logic);
+        self
+    }
+
+    /// The relation of [`Update::with_logic`]: `None` for a pointwise formula reading no tensor.
+    fn relate(&self, logic: &OpLogic) -> Option<Relation> {
+        let graph = &self.target.graph;
+        let name = self.target.label();
+        let context = format!("update of '{name}'");
+        let failed = |e: TensorError| {
+            graph.record(e.clone());
+            Some(Relation::Failed(e))
+        };
+        let mut tensors = vec![&self.target];
+        tensors.extend(self.formula.tensors());
+        if let Err(e) = graph.check_owns(&context, &tensors) {
+            return failed(e);
+        }
+        let refs = match self.lowered() {
+            Ok((_, refs)) => refs,
+            Err(e) => return failed(e),
+        };
+        let n = refs.len();
+        let state = graph.state.borrow();
+        let read: Vec<String> = refs
+            .iter()
+            .map(|r| match r {
+                Ref::Value(t) => format!("'{}'", state.tensors[*t].label),
+                Ref::Grad(t) => format!("the gradient of '{}'", state.tensors[*t].label),
+            })
+            .collect();
+        drop(state);
+        let arity = |logic: &str, wanted: usize| {
+            error(format!(
+                "{context}: {logic} relates the target to {wanted} tensor{}, but the formula \
+                 reads {n}{}{}",
+                if wanted == 1 { "" } else { "s" },
+                if n == 0 { "" } else { ": " },
+                read.join(", ")
+            ))
+        };
+        let logic = match logic {
+            OpLogic::Pointwise => match n {
+                0 => return None,
+                1 => Logic::PointwiseUnary,
+                2 => Logic::PointwiseBinary,
+                3 => Logic::PointwiseTernary,
+                n => {
+                    let slots = vec!["...|...->..."; n].join("; ");
+                    match parse_einsum(&format!("{slots} => ...|...->...")) {
+                        Ok(spec) => Logic::Spec(spec),
+                        Err(e) => return failed(error(format!("{context}: {e}"))),
+                    }
+                }
+            },
+            OpLogic::Compose if n != 2 => return failed(arity("composition", 2)),
+            OpLogic::Compose => Logic::Compose,
+            OpLogic::Transpose if n != 1 => return failed(arity("transposition", 1)),
+            OpLogic::Transpose => Logic::Transpose,
+            OpLogic::Spec(spec) => match parse_einsum(spec) {
+                Ok(parsed) if parsed.arity() != n => {
+                    return failed(arity(&format!("the spec \"{spec}\""), parsed.arity()));
+                }
+                Ok(parsed) => Logic::Spec(parsed),
+                Err(e) => return failed(error(format!("{context}: spec \"{spec}\": {e}"))),
+            },
+        };
+        let mut state = graph.state.borrow_mut();
+        let target = self.target.index;
+        let inherited = std::iter::once(target)
+            .chain(refs.iter().map(|r| match r {
+                Ref::Value(t) | Ref::Grad(t) => *t,
+            }))
+            .find_map(|t| state.tensors[t].failed.clone());
+        if let Some(e) = inherited {
+            // Already recorded, where it happened.
+            return Some(Relation::Failed(e));
+        }
+        let shapes: Vec<TensorId> = refs
+            .iter()
+            .map(|r| match r {
+                Ref::Value(t) | Ref::Grad(t) => state.tensors[*t].shape,
+            })
+            .collect();
+        let target_shape = state.tensors[target].shape;
+        match state.inference.relate(logic, target_shape, &shapes) {
+            Ok(op) => Some(Relation::Related { op, target, refs }),
+            Err(e) => {
+                let e = error(format!("{context}: {e}"));
+                state.errors.push(e.clone());
+                state.tensors[target].failed = Some(e.clone());
+                Some(Relation::Failed(e))
+            }
+        }
+    }
+
+    /// The error of a relation that could not be made, if any.
+    pub(crate) fn failed_relation(&self) -> Option<TensorError> {
+        match &self.relation {
+            Some(Relation::Failed(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// The inference operation whose projections the update runs over (`None` for an update
+    /// without a logic), given the references its formula reads now.
+    pub(crate) fn relation(&self, refs: &[Ref]) -> Result<Option<OpId>, TensorError> {
+        match &self.relation {
+            None => Ok(None),
+            Some(Relation::Failed(e)) => Err(e.clone()),
+            // The fields are public: a target or formula changed since the relation was made
+            // would not match its projections.
+            Some(Relation::Related {
+                op,
+                target,
+                refs: related,
+            }) if *target == self.target.index && related == refs => Ok(Some(*op)),
+            Some(Relation::Related { .. }) => Err(error(format!(
+                "update of '{}': its target or formula changed after `with_logic` related \
+                 them; call `with_logic` again",
+                self.target.label()
+            ))),
         }
     }
 
