@@ -30,6 +30,13 @@ fn forward(graph: &Graph, t: &Tensor) -> Vec<f64> {
     ctx.values(t).unwrap()
 }
 
+/// Closes the graph's shapes (as any context does), so that `Tensor::shape` shows them whole.
+fn settle(graph: &Graph) {
+    Context::with_backend(graph, Box::new(Interpreter))
+        .init_params()
+        .unwrap();
+}
+
 fn data(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
     graph
         .data(label)
@@ -44,6 +51,7 @@ fn op_declares_parameters_inline_sized_by_use() {
     let graph = Graph::new();
     let x = data(&graph, "x", "2|->3", &[1.0, -2.0, 0.5, 3.0, 0.0, -1.0]);
     let y = op!(relu({ w; o = [4] } * x + { b = 0.25 }));
+    settle(&graph);
     let params = graph.params();
     let labels: Vec<String> = params.iter().map(Tensor::label).collect();
     assert_eq!(labels, ["w", "b"]);
@@ -77,6 +85,7 @@ fn inline_parameters_take_values_inits_and_axes() {
     let x = data(&graph, "x", "|->2", &[1.0, 2.0]);
     let y = op!({ m = [(1.0, 2.0), (3.0, 4.0)] } * x + { k = Init::Constant(0.5); o = [2] });
     let z = op!({ n = 2; i = [2]; o = [3]; precision = Precision::F64 } * x);
+    settle(&graph);
     let [m, k, n] = [0, 1, 2].map(|i| graph.params()[i].clone());
     assert_eq!(m.shape(), "|2->2");
     assert_eq!(k.shape(), "|->2");
@@ -110,12 +119,17 @@ fn brackets_of_tensors_stack_them() {
     let a = data(&graph, "a", "|->2", &[1.0, 2.0]);
     let b = data(&graph, "b", "|->2", &[3.0, 4.0]);
     let rows = op!([a, b]);
-    assert_eq!(rows.shape(), "|->2,2");
-    close(&forward(&graph, &rows), &[1.0, 2.0, 3.0, 4.0], "stacked rows");
     let columns = op!((a, b + 1.0));
-    assert_eq!(columns.shape(), "|2->2");
     let batch = op!(vec![a, b]);
-    assert_eq!(batch.shape(), "2|->2");
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let f = ctx.forward(&[&rows, &columns]).unwrap();
+    ctx.run(&f).unwrap();
+    assert_eq!(ctx.rows(&rows).unwrap(), [vec![], vec![], vec![2, 2]]);
+    assert_eq!(ctx.rows(&columns).unwrap(), [vec![], vec![2], vec![2]]);
+    assert_eq!(ctx.rows(&batch).unwrap(), [vec![2], vec![], vec![2]]);
+    close(&ctx.values(&rows).unwrap(), &[1.0, 2.0, 3.0, 4.0], "stacked rows");
+    // Memory order is output, then input: column j of output row o.
+    close(&ctx.values(&columns).unwrap(), &[1.0, 4.0, 2.0, 5.0], "stacked columns");
 }
 
 #[test]
@@ -153,8 +167,10 @@ fn primitives_are_called_by_name_with_optional_specs() {
     );
     let three = op!(einsum("i;i;i=>", x, x, x));
     close(&forward(&graph, &three), &[1.0 - 8.0 + 0.125], "three operands");
-    let fused = op!(fma(x, x, 1.0) + pmul(x, x) != 2.0);
-    close(&forward(&graph, &fused), &[0.0, 1.0, 1.0], "fma, pmul, !=");
+    let fused = op!(fma(x, x, 1.0) + pmul(x, x) == 3.0);
+    close(&forward(&graph, &fused), &[1.0, 0.0, 0.0], "fma, pmul, ==");
+    let differs = op!(x != 1);
+    close(&forward(&graph, &differs), &[0.0, 1.0, 1.0], "!=");
     let method = op!((x * 2.0).relu());
     close(&forward(&graph, &method), &[2.0, 0.0, 1.0], "a method");
 }
@@ -167,6 +183,7 @@ fn let_bindings_and_their_parameters_land_in_the_enclosing_scope() {
         let hidden = tanh({ w1; o = [5] } * x + { b1 });
         let out = { w2; o = [1] } * hidden;
     }
+    settle(&graph);
     assert_eq!(w1.shape(), "|2->5");
     assert_eq!(b1.shape(), "|->5");
     assert_eq!(w2.shape(), "|5->1");
@@ -196,7 +213,6 @@ fn functions_share_or_make_parameters_as_ocannl_does() {
     let y = shared(&x);
     let z = shared(&op!(2 * x));
     assert_eq!(graph.params().len(), 1, "one w for both applications");
-    assert_eq!(y.shape(), z.shape());
 
     let other = Graph::new();
     let u = data(&other, "u", "|->4", &[0.0; 4]);
@@ -206,6 +222,9 @@ fn functions_share_or_make_parameters_as_ocannl_does() {
     let (first, second) = (dense("first", 3), dense("second", 1));
     let h = second(&first(&x));
     let again = second(&first(&x));
+    settle(&graph);
+    assert_eq!(y.shape(), "3|->2");
+    assert_eq!(z.shape(), "3|->2");
     let labels: Vec<String> = graph.params().iter().map(Tensor::label).collect();
     assert_eq!(labels, ["w", "first.w", "first.b", "second.w", "second.b"]);
     assert_eq!(h.shape(), "3|->1");
@@ -363,10 +382,49 @@ fn a_defined_contraction_equals_the_builder_composition() {
     let b = data(&graph, "b", "|2->3", &[1.0, -1.0, 0.5, 2.0, 0.0, 1.0]);
     let defined = product(&a, &b);
     let composed = &a * &b;
+    settle(&graph);
     assert_eq!(defined.shape(), composed.shape());
     close(
         &forward(&graph, &defined),
         &forward(&graph, &composed),
         "a·b",
     );
+}
+
+#[test]
+fn cd_logic_gives_the_projections_and_shapes_intermediates() {
+    for backend in backends() {
+        let on = backend.name();
+        let graph = Graph::new();
+        let a = data(&graph, "a", "|3->2", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b = data(&graph, "b", "|2->3", &[1.0, -1.0, 0.5, 2.0, 0.0, 1.0]);
+        let c = graph.data("c").precision(Precision::F64).build();
+        let t = graph.data("t").precision(Precision::F64).build();
+        let r = graph.data("r").precision(Precision::F64).build();
+        let spec = "j->i=>i";
+        let updates = cd! {
+            c =:+ a * b ~logic: "@";
+            t =: a ~logic: "T";
+            r =:max a ~logic: spec;
+            { twice } =: 2 * c;
+            c =+ twice;
+        };
+        let composed = &a * &b;
+        let mut ctx = Context::with_backend(&graph, backend);
+        let run = ctx.update(&updates).unwrap();
+        let f = ctx.forward(&[&composed]).unwrap();
+        ctx.run(&run).unwrap();
+        ctx.run(&f).unwrap();
+        let product = ctx.values(&composed).unwrap();
+        let tripled: Vec<f64> = product.iter().map(|x| 3.0 * x).collect();
+        close(&ctx.values(&c).unwrap(), &tripled, &format!("{on}: c"));
+        close(
+            &ctx.values(&t).unwrap(),
+            &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0],
+            &format!("{on}: transposed"),
+        );
+        close(&ctx.values(&r).unwrap(), &[3.0, 6.0], &format!("{on}: row maxima"));
+        assert_eq!(c.shape(), "|2->2");
+        assert_eq!(t.shape(), "|2->3");
+    }
 }
