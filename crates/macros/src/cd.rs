@@ -158,6 +158,11 @@ fn parse_assignment(tokens: Vec<TokenTree>) -> syn::Result<Assignment> {
              accumulate, with `:` after `=` starting from the neutral element (`=:+`)",
         ));
     }
+    let accum_span = if op.is_some() {
+        accum_span
+    } else {
+        tokens[eq].span()
+    };
     i += width;
     let rest = &tokens[i..];
     let tilde = rest.iter().position(|t| punct(Some(t)) == Some('~'));
@@ -256,9 +261,10 @@ fn check_composition(a: &Assignment) -> syn::Result<()> {
         Some((op, span)) => Err(syn::Error::new(
             span,
             format!(
-                "`{op}` under `~logic:\"@\"` reads as a matrix inverse or power but would sum \
+                "`{op}` under `~logic:\"@\"` reads as a matrix {} but would sum \
                  {} over the contracted axes; use `~logic:\".\"` for the pointwise operation or \
                  an einsum spec for a custom contraction",
+                if op == "/" || op == "div" { "inverse" } else { "power" },
                 if op == "/" || op == "div" {
                     "quotients"
                 } else {
