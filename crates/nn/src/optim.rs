@@ -9,7 +9,7 @@
 //! schedule, the setting and the value.
 
 use rcannl_ir::{Binop, Unop};
-use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update};
+use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update, cd};
 
 /// A state tensor of `param`'s shape (known once `ctx` has run inference), starting at zero.
 /// It is declared with that shape rather than related to the parameter, so that it can never
@@ -106,19 +106,15 @@ impl Clip {
 
     /// The updates computing the norm, to run before any update reading a clipped gradient.
     fn updates(&self, params: &[Tensor]) -> Vec<Update> {
-        let square = |w: &Tensor| Formula::grad(w) * Formula::grad(w);
-        let mut updates: Vec<Update> = params
-            .iter()
-            .enumerate()
-            .map(|(i, w)| match i {
-                0 => Update::reduce(&self.norm, Binop::Add, square(w)),
-                _ => Update::add(&self.norm, square(w)),
-            })
-            .collect();
-        updates.push(Update::set(
-            &self.norm,
-            Formula::value(&self.norm).apply(Unop::Sqrt),
-        ));
+        let norm = &self.norm;
+        let mut updates = Vec::new();
+        for (i, w) in params.iter().enumerate() {
+            updates.extend(match i {
+                0 => cd!(norm =:+ w.grad * w.grad),
+                _ => cd!(norm =+ w.grad * w.grad),
+            });
+        }
+        updates.extend(cd!(norm =: sqrt(norm)));
         updates
     }
 
@@ -235,14 +231,13 @@ struct Moments<'a> {
 }
 
 impl Moments<'_> {
-    fn updates(&self, g: impl Fn() -> Formula, m: &Tensor, v: &Tensor) -> [Update; 2] {
-        [
-            Update::set(m, self.beta1 * Formula::value(m) + (1.0 - self.beta1) * g()),
-            Update::set(
-                v,
-                self.beta2 * Formula::value(v) + (1.0 - self.beta2) * (g() * g()),
-            ),
-        ]
+    fn updates(&self, grad: Formula, m: &Tensor, second: &Tensor) -> Vec<Update> {
+        let (beta1, beta2) = (self.beta1, self.beta2);
+        let (rest1, rest2) = (1.0 - beta1, 1.0 - beta2);
+        cd! {
+            m =: beta1 * m + rest1 * grad;
+            second =: beta2 * second + rest2 * (grad * grad);
+        }
     }
 
     fn direction(&self, m: &Tensor, v: &Tensor) -> Formula {
@@ -307,27 +302,29 @@ impl Sgd {
     /// The updates of one step, with a velocity per parameter (none without momentum, where
     /// the velocity would be the gradient itself).
     fn updates(&self, velocities: &[Tensor]) -> Vec<Update> {
-        let mut updates = Vec::new();
+        let (lr, momentum, decay) = (&self.lr, self.momentum, self.weight_decay);
         let clip = self.clip.as_ref();
+        let mut updates = Vec::new();
         if velocities.is_empty() {
             for w in &self.params {
-                let g = gradient(clip, w) + self.weight_decay * Formula::value(w);
-                updates.push(Update::subtract(w, Formula::value(&self.lr) * g));
+                let grad = gradient(clip, w);
+                updates.extend(cd!(w =- lr * (grad + decay * w)));
             }
             return updates;
         }
-        for (w, v) in self.params.iter().zip(velocities) {
-            let g = gradient(clip, w) + self.weight_decay * Formula::value(w);
-            updates.push(Update::set(
-                v,
-                self.momentum * Formula::value(v) + g.clone(),
-            ));
-            let step = if self.nesterov {
-                g + self.momentum * Formula::value(v)
+        for (w, velocity) in self.params.iter().zip(velocities) {
+            let grad = gradient(clip, w);
+            updates.extend(if self.nesterov {
+                cd! {
+                    velocity =: momentum * velocity + (grad + decay * w);
+                    w =- lr * ((grad + decay * w) + momentum * velocity);
+                }
             } else {
-                Formula::value(v)
-            };
-            updates.push(Update::subtract(w, Formula::value(&self.lr) * step));
+                cd! {
+                    velocity =: momentum * velocity + (grad + decay * w);
+                    w =- lr * velocity;
+                }
+            });
         }
         updates
     }
@@ -418,11 +415,12 @@ impl Adam {
             epsilon: self.epsilon,
             steps: &self.steps,
         };
-        let mut updates = vec![Update::set(&self.steps, Formula::value(&self.steps) + 1.0)];
-        for (w, (m, v)) in self.params.iter().zip(moments) {
-            updates.extend(adam.updates(|| gradient(self.clip.as_ref(), w), m, v));
-            let step = adam.direction(m, v) + self.weight_decay * Formula::value(w);
-            updates.push(Update::subtract(w, Formula::value(&self.lr) * step));
+        let (steps, lr, decay) = (&self.steps, &self.lr, self.weight_decay);
+        let mut updates = cd!(steps =: steps + 1);
+        for (w, (m, second)) in self.params.iter().zip(moments) {
+            updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
+            let direction = adam.direction(m, second);
+            updates.extend(cd!(w =- lr * (direction + decay * w)));
         }
         updates
     }
@@ -515,25 +513,17 @@ impl Lamb {
             epsilon: self.epsilon,
             steps: &self.steps,
         };
-        let mut updates = vec![Update::set(&self.steps, Formula::value(&self.steps) + 1.0)];
-        for (w, [m, v, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
-            updates.extend(adam.updates(|| gradient(self.clip.as_ref(), w), m, v));
-            let step = || adam.direction(m, v) + self.weight_decay * Formula::value(w);
-            updates.push(Update::reduce(
-                w_norm,
-                Binop::Add,
-                Formula::value(w) * Formula::value(w),
-            ));
-            updates.push(Update::reduce(r_norm, Binop::Add, step() * step()));
-            let both = Formula::value(w_norm) * Formula::value(r_norm);
-            let ratio = both.select(
-                (Formula::value(w_norm) / Formula::value(r_norm)).apply(Unop::Sqrt),
-                Formula::Const(1.0),
-            );
-            updates.push(Update::subtract(
-                w,
-                Formula::value(&self.lr) * ratio * step(),
-            ));
+        let (steps, lr, decay) = (&self.steps, &self.lr, self.weight_decay);
+        let mut updates = cd!(steps =: steps + 1);
+        for (w, [m, second, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
+            updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
+            let step = adam.direction(m, second) + decay * Formula::value(w);
+            // The trust ratio ‖w‖/‖r‖, 1 where either norm is 0.
+            updates.extend(cd! {
+                w_norm =:+ w * w;
+                r_norm =:+ step * step;
+                w =- lr * where_(w_norm * r_norm, sqrt(w_norm / r_norm), 1) * step;
+            });
         }
         updates
     }

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::Instant;
 
-use rcannl::nn::blocks::Mlp;
 use rcannl::nn::data::moons;
 use rcannl::nn::loss::hinge;
 use rcannl::nn::optim::{Schedule, Sgd};
@@ -31,6 +30,16 @@ fn accuracy(scores: &[f64], labels: &[f64]) -> f64 {
     right as f64 / labels.len() as f64
 }
 
+op! {
+    /// The network: 2 → 16 → 16 → 1, ReLU between layers, sizes inferred from the data and the
+    /// widths given; every application on the graph shares its parameters.
+    fn mlp(x) {
+        let h = relu({ w1; o = [16] } * x + { b1 });
+        let h = relu({ w2; o = [16] } * h + { b2 });
+        { w3; o = [1] } * h + { b3 }
+    }
+}
+
 fn main() -> Result<(), TensorError> {
     let started = Instant::now();
     let (train_x, train_y) = moons(BATCH * BATCHES, 0.1, 1);
@@ -49,8 +58,7 @@ fn main() -> Result<(), TensorError> {
         .values(train_y.clone())
         .build();
     let batch = graph.static_index();
-    let model = Mlp::new(&graph, "mlp", &[16, 16, 1]);
-    let scores = model.apply(&xs.slice(&batch));
+    let scores = mlp(&xs.slice(&batch));
     let loss = hinge(&scores, &ys.slice(&batch), BATCH);
 
     // The same network on every training point, the test set and a grid over the plane.
@@ -69,16 +77,16 @@ fn main() -> Result<(), TensorError> {
         .shape(&format!("{}|->2", GRID * GRID))
         .build();
     let (train_scores, test_scores, grid_scores) =
-        (model.apply(&all_x), model.apply(&test), model.apply(&grid));
+        (mlp(&all_x), mlp(&test), mlp(&grid));
 
-    let mut sgd = Sgd::new(&graph, &model.params(), 0.1, 0.9);
+    let params = graph.params();
+    let mut sgd = Sgd::new(&graph, &params, 0.1, 0.9);
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     println!(
         "backend: {}; parameters: {}",
         ctx.backend_name(),
-        model
-            .params()
+        params
             .iter()
             .map(|p| format!("{} {}", p.label(), p.shape()))
             .collect::<Vec<_>>()

@@ -40,13 +40,14 @@ pub use rcannl_nn as nn;
 pub use rcannl_shape as shape;
 pub use rcannl_shape::spec;
 pub use rcannl_tensor as tensor;
+pub use rcannl_tensor::{cd, op};
 
 /// What a model needs: graphs and tensors, contexts, parameter inits, formulas for new operations
-/// and updates, precisions.
+/// and updates, the `op!` and `cd!` macros, precisions.
 pub mod prelude {
     pub use rcannl_ir::Precision;
     pub use rcannl_tensor::{
         Capture, Context, Definition, Formula, Graph, Init, OpLogic, Routine, StaticIndex, Tensor,
-        TensorError, Term, Update,
+        TensorError, Term, Update, cd, op,
     };
 }
