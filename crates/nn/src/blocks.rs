@@ -1,6 +1,6 @@
 //! Blocks whose sizes come from use: a dense layer and a multi-layer perceptron.
 
-use rcannl_tensor::{Graph, Tensor};
+use rcannl_tensor::{Graph, Tensor, op};
 
 /// `w * x + b`: a layer of `width` outputs; its input size comes from `x`.
 #[derive(Debug, Clone)]
@@ -18,7 +18,8 @@ impl Dense {
     }
 
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        &(&self.w * x) + &self.b
+        let (w, b) = (&self.w, &self.b);
+        op!(w * x + b)
     }
 
     pub fn params(&self) -> Vec<Tensor> {

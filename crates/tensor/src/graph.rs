@@ -311,11 +311,18 @@ impl State {
     /// `e`, found after building (when a context closes the shapes), pointing back at the
     /// source position of the first tensor it names that a macro built.
     pub(crate) fn locate_later(&self, e: ShapeError) -> TensorError {
-        let site = e.tensors.iter().find_map(|named| {
+        // The tensors the error lists, then those its notes quote (`parameter 'w'`).
+        let quoted = e
+            .notes
+            .iter()
+            .flat_map(|note| note.split('\'').skip(1).step_by(2))
+            .map(str::to_owned);
+        let labels: Vec<String> = e.tensors.iter().map(|t| t.label.clone()).chain(quoted).collect();
+        let site = labels.iter().find_map(|label| {
             self.tensors
                 .iter()
                 .enumerate()
-                .filter(|(_, data)| data.label == named.label)
+                .filter(|(_, data)| data.label == *label)
                 .find_map(|(index, _)| self.sites.get(&index))
         });
         let e = TensorError::from(e);

@@ -428,3 +428,17 @@ fn cd_logic_gives_the_projections_and_shapes_intermediates() {
         assert_eq!(t.shape(), "|2->3");
     }
 }
+
+#[test]
+fn errors_found_when_shapes_close_point_at_the_expression_too() {
+    let graph = Graph::new();
+    let x = data(&graph, "x", "|->3", &[0.0; 3]);
+    let line = line!() + 1;
+    let y = op!({ w } * x);
+    assert!(y.error().is_none());
+    let e = Context::with_backend(&graph, Box::new(Interpreter))
+        .init_params()
+        .expect_err("w's output size is given by nothing");
+    let at = format!("crates/tensor/tests/macros.rs:{line}:");
+    assert!(e.message.contains(&at), "{e}");
+}
