@@ -264,7 +264,11 @@ fn check_composition(a: &Assignment) -> syn::Result<()> {
                 "`{op}` under `~logic:\"@\"` reads as a matrix {} but would sum \
                  {} over the contracted axes; use `~logic:\".\"` for the pointwise operation or \
                  an einsum spec for a custom contraction",
-                if op == "/" || op == "div" { "inverse" } else { "power" },
+                if op == "/" || op == "div" {
+                    "inverse"
+                } else {
+                    "power"
+                },
                 if op == "/" || op == "div" {
                     "quotients"
                 } else {
@@ -441,8 +445,8 @@ fn identifier(k: &TokenStream, name: &Ident, scope: &Scope) -> syn::Result<Token
                     name.span(),
                     format!(
                         "slot name `{text}` outside an operation definition: slots (v, v1..v3, \
-                         g, g1..g3) name an operation's tensors inside `cd!(fn name(x) {{ v =: \
-                         …; g1 =+ … }})`"
+                         g, g1..g3) name an operation's tensors inside `cd! {{ fn name(x) {{ v \
+                         =: …; g1 =+ … }} }}`"
                     ),
                 ));
             }
@@ -552,8 +556,8 @@ fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
                     name.span(),
                     format!(
                         "slot name `{name}` outside an operation definition: slots (v, v1..v3, \
-                         g, g1..g3) name an operation's tensors inside `cd!(fn name(x) {{ v =: \
-                         …; g1 =+ … }})`"
+                         g, g1..g3) name an operation's tensors inside `cd! {{ fn name(x) {{ v \
+                         =: …; g1 =+ … }} }}`"
                     ),
                 ));
             }

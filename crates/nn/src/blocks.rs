@@ -19,7 +19,7 @@ impl Dense {
 
     pub fn apply(&self, x: &Tensor) -> Tensor {
         let (w, b) = (&self.w, &self.b);
-        op!(w * x + b)
+        op! { w * x + b }
     }
 
     pub fn params(&self) -> Vec<Tensor> {

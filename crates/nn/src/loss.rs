@@ -11,12 +11,12 @@ pub fn sum(t: &Tensor) -> Tensor {
 /// graph once inference has run: `count` is given here to keep the graph free of host reads).
 pub fn mean(t: &Tensor, count: usize) -> Tensor {
     let scale = 1.0 / count as f64;
-    op!(sum(t) * scale)
+    op! { sum(t) * scale }
 }
 
 /// The mean hinge loss `max(0, 1 − y·f)` of scores `f` against labels `y` in {−1, 1}.
 pub fn hinge(scores: &Tensor, labels: &Tensor, count: usize) -> Tensor {
-    mean(&op!(relu(1 - pmul(labels, scores))), count)
+    mean(&op! { relu(1 - pmul(labels, scores)) }, count)
 }
 
 /// The cross-entropy of logits against target probabilities (one-hot labels, say) over the last

@@ -110,11 +110,11 @@ impl Clip {
         let mut updates = Vec::new();
         for (i, w) in params.iter().enumerate() {
             updates.extend(match i {
-                0 => cd!(norm =:+ w.grad * w.grad),
-                _ => cd!(norm =+ w.grad * w.grad),
+                0 => cd! { norm =:+ w.grad * w.grad },
+                _ => cd! { norm =+ w.grad * w.grad },
             });
         }
-        updates.extend(cd!(norm =: sqrt(norm)));
+        updates.extend(cd! { norm =: sqrt(norm) });
         updates
     }
 
@@ -308,7 +308,7 @@ impl Sgd {
         if velocities.is_empty() {
             for w in &self.params {
                 let grad = gradient(clip, w);
-                updates.extend(cd!(w =- lr * (grad + decay * w)));
+                updates.extend(cd! { w =- lr * (grad + decay * w) });
             }
             return updates;
         }
@@ -416,11 +416,11 @@ impl Adam {
             steps: &self.steps,
         };
         let (steps, lr, decay) = (&self.steps, &self.lr, self.weight_decay);
-        let mut updates = cd!(steps =: steps + 1);
+        let mut updates = cd! { steps =: steps + 1 };
         for (w, (m, second)) in self.params.iter().zip(moments) {
             updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
             let direction = adam.direction(m, second);
-            updates.extend(cd!(w =- lr * (direction + decay * w)));
+            updates.extend(cd! { w =- lr * (direction + decay * w) });
         }
         updates
     }
@@ -514,7 +514,7 @@ impl Lamb {
             steps: &self.steps,
         };
         let (steps, lr, decay) = (&self.steps, &self.lr, self.weight_decay);
-        let mut updates = cd!(steps =: steps + 1);
+        let mut updates = cd! { steps =: steps + 1 };
         for (w, [m, second, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
             updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
             let step = adam.direction(m, second) + decay * Formula::value(w);

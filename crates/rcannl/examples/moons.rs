@@ -76,8 +76,7 @@ fn main() -> Result<(), TensorError> {
         .data("grid")
         .shape(&format!("{}|->2", GRID * GRID))
         .build();
-    let (train_scores, test_scores, grid_scores) =
-        (mlp(&all_x), mlp(&test), mlp(&grid));
+    let (train_scores, test_scores, grid_scores) = (mlp(&all_x), mlp(&test), mlp(&grid));
 
     let params = graph.params();
     let mut sgd = Sgd::new(&graph, &params, 0.1, 0.9);

@@ -317,7 +317,12 @@ impl State {
             .iter()
             .flat_map(|note| note.split('\'').skip(1).step_by(2))
             .map(str::to_owned);
-        let labels: Vec<String> = e.tensors.iter().map(|t| t.label.clone()).chain(quoted).collect();
+        let labels: Vec<String> = e
+            .tensors
+            .iter()
+            .map(|t| t.label.clone())
+            .chain(quoted)
+            .collect();
         let site = labels.iter().find_map(|label| {
             self.tensors
                 .iter()

@@ -57,7 +57,7 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// 2-vectors. Brackets of tensors stack them along a new axis of that kind.
 ///
 /// **Forms.** An expression gives a [`Tensor`] (the graph is the first tensor's the expression
-/// names, or `op!(in graph; …)`); `op! { let a = …; let b = …; }` binds `a`, `b` and every
+/// names, or `op! { in graph; … }`); `op! { let a = …; let b = …; }` binds `a`, `b` and every
 /// inline parameter in the enclosing scope; `op! { fn name(args) { … } }` defines a function.
 /// Its untyped arguments are tensors. Without typed arguments it is `fn name(x: &Tensor, …) ->
 /// Tensor`, whose parameters are made at its first application on a graph and shared by later
@@ -67,6 +67,10 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 ///
 /// Every operation is built under its operator's source position: a shape error names the file,
 /// line and column.
+///
+/// Invoke it with braces, `op! { … }`: rustfmt leaves a braced macro as written, while it would
+/// reformat `op!(…)` as Rust, spreading inline declarations over lines and writing `a ** b` as
+/// `a * *b` (which still reads as a power).
 ///
 /// ```
 /// use rcannl_tensor::{Context, Graph, TensorError, op};
@@ -79,7 +83,7 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// let graph = Graph::new();
 /// let x = graph.data("x").shape("4|->2").build();
 /// let (hidden, out) = (layer(8), layer(1));
-/// let y = op!(2.0 * out(&hidden(&x)) - 1.0);
+/// let y = op! { 2.0 * out(&hidden(&x)) - 1.0 };
 /// let mut ctx = Context::new(&graph);
 /// ctx.init_params()?;
 /// assert_eq!(y.shape(), "4|->1");
@@ -107,7 +111,10 @@ macro_rules! op {
 /// `"T"` transposition, or an einsum spec; `/` and `**` under `"@"` are refused, as OCANNL
 /// refuses them (they read as matrix inverse and power).
 ///
-/// **Updates.** `cd!(p =- lr * p.grad)` or `cd! { a =: …; b =+ …; }` gives a `Vec<`[`Update`]`>`
+/// Invoke it with braces, `cd! { … }`: rustfmt reads `cd!(p =- x)` as the Rust assignment
+/// `p = -x` and would space it so (which reads the same to `cd!`, but hides the accumulator).
+///
+/// **Updates.** `cd! { p =- lr * p.grad }` or `cd! { a =: …; b =+ …; }` gives a `Vec<`[`Update`]`>`
 /// for [`Context::update`] or [`Context::train_step`]. `{ name } =: formula` declares an
 /// intermediate tensor shaped by its assignment, which later assignments read by name.
 ///
@@ -131,7 +138,7 @@ macro_rules! op {
 /// let graph = Graph::new();
 /// let p = graph.param("p").shape("3").build();
 /// let loss = softplus(&p);
-/// let step = cd!(p =- 0.1 * p.grad);
+/// let step = cd! { p =- 0.1 * p.grad };
 /// let mut ctx = Context::new(&graph);
 /// ctx.init_params()?;
 /// let train = ctx.train_step(&loss, &step)?;

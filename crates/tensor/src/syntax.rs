@@ -81,7 +81,7 @@ pub fn graph_of(candidates: &[Operand], site: &'static str) -> Graph {
             graph.at_site(site, || {
                 graph.record(error(
                     "op!: the expression reads no tensor to take the graph from; name the graph \
-                     first: `op!(in graph; …)`",
+                     first: `op! { in graph; … }`",
                 ))
             });
             graph
@@ -505,7 +505,7 @@ pub fn graph_of_terms(formulas: &[&Formula], what: &str, site: &'static str) -> 
         })
 }
 
-/// The graph `op!(in graph; …)` names.
+/// The graph `op! { in graph; … }` names.
 pub fn graph(graph: &Graph) -> Graph {
     graph.clone()
 }

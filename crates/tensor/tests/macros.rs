@@ -18,7 +18,10 @@ fn backends() -> Vec<Box<dyn Backend>> {
 fn close(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
-        assert!((g - w).abs() < 1e-9 * w.abs().max(1.0), "{what}: {got:?} vs {want:?}");
+        assert!(
+            (g - w).abs() < 1e-9 * w.abs().max(1.0),
+            "{what}: {got:?} vs {want:?}"
+        );
     }
 }
 
@@ -50,7 +53,7 @@ fn data(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
 fn op_declares_parameters_inline_sized_by_use() {
     let graph = Graph::new();
     let x = data(&graph, "x", "2|->3", &[1.0, -2.0, 0.5, 3.0, 0.0, -1.0]);
-    let y = op!(relu({ w; o = [4] } * x + { b = 0.25 }));
+    let y = op! { relu({ w; o = [4] } * x + { b = 0.25 }) };
     settle(&graph);
     let params = graph.params();
     let labels: Vec<String> = params.iter().map(Tensor::label).collect();
@@ -83,8 +86,8 @@ fn op_declares_parameters_inline_sized_by_use() {
 fn inline_parameters_take_values_inits_and_axes() {
     let graph = Graph::new();
     let x = data(&graph, "x", "|->2", &[1.0, 2.0]);
-    let y = op!({ m = [(1.0, 2.0), (3.0, 4.0)] } * x + { k = Init::Constant(0.5); o = [2] });
-    let z = op!({ n = 2; i = [2]; o = [3]; precision = Precision::F64 } * x);
+    let y = op! { { m = [(1.0, 2.0), (3.0, 4.0)] } * x + { k = Init::Constant(0.5); o = [2] } };
+    let z = op! { { n = 2; i = [2]; o = [3]; precision = Precision::F64 } * x };
     settle(&graph);
     let [m, k, n] = [0, 1, 2].map(|i| graph.params()[i].clone());
     assert_eq!(m.shape(), "|2->2");
@@ -98,14 +101,18 @@ fn inline_parameters_take_values_inits_and_axes() {
 #[test]
 fn array_literals_give_axes_by_bracket_kind() {
     let graph = Graph::new();
-    let matrix = op!(in graph; [(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)]);
+    let matrix = op! { in graph; [(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)] };
     assert_eq!(matrix.shape(), "|3->2");
-    let batch = op!(in graph; vec![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]);
+    let batch = op! { in graph; vec![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]] };
     assert_eq!(batch.shape(), "3|->2");
-    let column = op!(in graph; [[1.5], [-2.5]]);
+    let column = op! { in graph; [[1.5], [-2.5]] };
     assert_eq!(column.shape(), "|->2,1");
-    let applied = op!(matrix * [1.0, 0.0, -1.0]);
-    close(&forward(&graph, &applied), &[-2.0, -2.0], "matrix times vector");
+    let applied = op! { matrix * [1.0, 0.0, -1.0] };
+    close(
+        &forward(&graph, &applied),
+        &[-2.0, -2.0],
+        "matrix times vector",
+    );
     close(
         &forward(&graph, &batch),
         &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
@@ -118,18 +125,26 @@ fn brackets_of_tensors_stack_them() {
     let graph = Graph::new();
     let a = data(&graph, "a", "|->2", &[1.0, 2.0]);
     let b = data(&graph, "b", "|->2", &[3.0, 4.0]);
-    let rows = op!([a, b]);
-    let columns = op!((a, b + 1.0));
-    let batch = op!(vec![a, b]);
+    let rows = op! { [a, b] };
+    let columns = op! { (a, b + 1.0) };
+    let batch = op! { vec![a, b] };
     let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
     let f = ctx.forward(&[&rows, &columns]).unwrap();
     ctx.run(&f).unwrap();
     assert_eq!(ctx.rows(&rows).unwrap(), [vec![], vec![], vec![2, 2]]);
     assert_eq!(ctx.rows(&columns).unwrap(), [vec![], vec![2], vec![2]]);
     assert_eq!(ctx.rows(&batch).unwrap(), [vec![2], vec![], vec![2]]);
-    close(&ctx.values(&rows).unwrap(), &[1.0, 2.0, 3.0, 4.0], "stacked rows");
+    close(
+        &ctx.values(&rows).unwrap(),
+        &[1.0, 2.0, 3.0, 4.0],
+        "stacked rows",
+    );
     // Memory order is output, then input: column j of output row o.
-    close(&ctx.values(&columns).unwrap(), &[1.0, 4.0, 2.0, 5.0], "stacked columns");
+    close(
+        &ctx.values(&columns).unwrap(),
+        &[1.0, 4.0, 2.0, 5.0],
+        "stacked columns",
+    );
 }
 
 #[test]
@@ -137,7 +152,7 @@ fn numbers_fold_and_powers_bind_tighter_than_products() {
     let graph = Graph::new();
     let x = data(&graph, "x", "|->3", &[1.0, -2.0, 0.5]);
     let scale = 2.0;
-    let y = op!(scale ** 2 * x ** 2 - -x ** 2 / 2 + 1);
+    let y = op! { scale ** 2 * x ** 2 - -x ** 2 / 2 + 1 };
     let want: Vec<f64> = [1.0f64, -2.0, 0.5]
         .iter()
         .map(|x| 4.0 * x * x + x * x / 2.0 + 1.0)
@@ -151,27 +166,35 @@ fn primitives_are_called_by_name_with_optional_specs() {
     let x = data(&graph, "x", "|->3", &[1.0, -2.0, 0.5]);
     let m = data(&graph, "m", "|->2,3", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let n = data(&graph, "n", "|->3,2", &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
-    let gated = op!(where_(x > 0.0, exp(x), max(x, -1.0)));
+    let gated = op! { where_(x > 0.0, exp(x), max(x, -1.0)) };
     close(
         &forward(&graph, &gated),
         &[1f64.exp(), -1.0, 0.5f64.exp()],
         "where_, exp, max",
     );
-    let product = op!(einsum("ij;jk=>ik", m, n));
-    close(&forward(&graph, &product), &[4.0, 5.0, 10.0, 11.0], "einsum");
-    let transposed = op!(neg("ij=>ji", m));
+    let product = op! { einsum("ij;jk=>ik", m, n) };
+    close(
+        &forward(&graph, &product),
+        &[4.0, 5.0, 10.0, 11.0],
+        "einsum",
+    );
+    let transposed = op! { neg("ij=>ji", m) };
     close(
         &forward(&graph, &transposed),
         &[-1.0, -4.0, -2.0, -5.0, -3.0, -6.0],
         "a unary spec",
     );
-    let three = op!(einsum("i;i;i=>", x, x, x));
-    close(&forward(&graph, &three), &[1.0 - 8.0 + 0.125], "three operands");
-    let fused = op!(fma(x, x, 1.0) + pmul(x, x) == 3.0);
+    let three = op! { einsum("i;i;i=>", x, x, x) };
+    close(
+        &forward(&graph, &three),
+        &[1.0 - 8.0 + 0.125],
+        "three operands",
+    );
+    let fused = op! { fma(x, x, 1.0) + pmul(x, x) == 3.0 };
     close(&forward(&graph, &fused), &[1.0, 0.0, 0.0], "fma, pmul, ==");
-    let differs = op!(x != 1);
+    let differs = op! { x != 1 };
     close(&forward(&graph, &differs), &[0.0, 1.0, 1.0], "!=");
-    let method = op!((x * 2.0).relu());
+    let method = op! { (x * 2.0).relu() };
     close(&forward(&graph, &method), &[2.0, 0.0, 1.0], "a method");
 }
 
@@ -203,7 +226,7 @@ op! {
 
 /// A plain Rust function called inside op!.
 fn sigmoid_like(t: &Tensor) -> Tensor {
-    op!(0.5 + 0.5 * tanh(t / 2))
+    op! { 0.5 + 0.5 * tanh(t / 2) }
 }
 
 #[test]
@@ -211,7 +234,7 @@ fn functions_share_or_make_parameters_as_ocannl_does() {
     let graph = Graph::new();
     let x = data(&graph, "x", "3|->4", &[0.0; 12]);
     let y = shared(&x);
-    let z = shared(&op!(2 * x));
+    let z = shared(&op! { 2 * x });
     assert_eq!(graph.params().len(), 1, "one w for both applications");
 
     let other = Graph::new();
@@ -237,7 +260,7 @@ fn shape_errors_point_at_the_operator() {
     let a = data(&graph, "a", "|->3", &[0.0; 3]);
     let b = data(&graph, "b", "|->4", &[0.0; 4]);
     let line = line!() + 1;
-    let sum = op!(relu(a) + b);
+    let sum = op! { relu(a) + b };
     let e = sum.error().expect("3 and 4 do not broadcast");
     let at = format!("crates/tensor/tests/macros.rs:{line}:");
     assert!(e.message.contains(&at), "{e}");
@@ -246,11 +269,11 @@ fn shape_errors_point_at_the_operator() {
 
 #[test]
 fn an_expression_without_tensors_needs_its_graph_named() {
-    let y = op!(1.0 + 2.0);
+    let y = op! { 1.0 + 2.0 };
     let e = y.error().or_else(|| y.graph().check().err()).unwrap();
-    assert!(e.message.contains("op!(in graph;"), "{e}");
+    assert!(e.message.contains("op! { in graph;"), "{e}");
     let graph = Graph::new();
-    let z = op!(in graph; 1.0 + 2.0);
+    let z = op! { in graph; 1.0 + 2.0 };
     assert!(graph.check().is_ok());
     close(&forward(&graph, &z), &[3.0], "a constant");
 }
@@ -263,22 +286,30 @@ fn cd_updates_accumulate_as_their_operators_say() {
     let n = data(&graph, "n", "|->1", &[0.0]);
     let step = 0.5;
     let cases: Vec<(Vec<rcannl_tensor::Update>, &Tensor, Vec<f64>)> = vec![
-        (cd!(p =: q * 2), &p, vec![4.0, 1.0, -2.0]),
-        (cd!(p =+ q), &p, vec![3.0, -1.5, 3.0]),
-        (cd!(p =- step * q), &p, vec![0.0, -2.25, 4.5]),
-        (cd!(p =* q), &p, vec![2.0, -1.0, -4.0]),
-        (cd!(p =/ q), &p, vec![0.5, -4.0, -4.0]),
-        (cd!(p =** 2), &p, vec![1.0, 4.0, 16.0]),
-        (cd!(p =max q), &p, vec![2.0, 0.5, 4.0]),
-        (cd!(p =@^ q), &p, vec![2.0, 0.5, 4.0]),
-        (cd!(p =min q), &p, vec![1.0, -2.0, -1.0]),
-        (cd!(p =@- q), &p, vec![1.0, -2.0, -1.0]),
-        (cd!(n =:+ q * q), &n, vec![5.25]),
-        (cd!(n =:max q), &n, vec![2.0]),
-        (cd!(n =:min p), &n, vec![-2.0]),
-        (cd!(p =: relu_gate(p, q) + where_(q < 0, 10, 0)), &p, vec![2.0, 0.0, 9.0]),
-        (cd!(p =: fma(p, q, 1) % 3), &p, vec![0.0, 0.0, 0.0]),
-        (cd!(p =: max(p, 0) ** 2 - -q ** 2), &p, vec![5.0, 0.25, 17.0]),
+        (cd! { p =: q * 2 }, &p, vec![4.0, 1.0, -2.0]),
+        (cd! { p =+ q }, &p, vec![3.0, -1.5, 3.0]),
+        (cd! { p =- step * q }, &p, vec![0.0, -2.25, 4.5]),
+        (cd! { p =* q }, &p, vec![2.0, -1.0, -4.0]),
+        (cd! { p =/ q }, &p, vec![0.5, -4.0, -4.0]),
+        (cd! { p =** 2 }, &p, vec![1.0, 4.0, 16.0]),
+        (cd! { p =max q }, &p, vec![2.0, 0.5, 4.0]),
+        (cd! { p =@^ q }, &p, vec![2.0, 0.5, 4.0]),
+        (cd! { p =min q }, &p, vec![1.0, -2.0, -1.0]),
+        (cd! { p =@- q }, &p, vec![1.0, -2.0, -1.0]),
+        (cd! { n =:+ q * q }, &n, vec![5.25]),
+        (cd! { n =:max q }, &n, vec![2.0]),
+        (cd! { n =:min p }, &n, vec![-2.0]),
+        (
+            cd! { p =: relu_gate(p, q) + where_(q < 0, 10, 0) },
+            &p,
+            vec![2.0, 0.0, 9.0],
+        ),
+        (cd! { p =: fma(p, q, 1) % 3 }, &p, vec![0.0, 0.0, 0.0]),
+        (
+            cd! { p =: max(p, 0) ** 2 - -q ** 2 },
+            &p,
+            vec![5.0, 0.25, 17.0],
+        ),
     ];
     for (i, (updates, target, want)) in cases.into_iter().enumerate() {
         let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
@@ -304,7 +335,7 @@ fn cd_updates_read_gradients_and_run_in_sequence() {
             .precision(Precision::F64)
             .values(vec![0.5, 0.5])
             .build();
-        let loss = op!(p ** 2);
+        let loss = op! { p ** 2 };
         let updates = cd! {
             m =: 0.9 * m + p.grad;
             p =- 0.1 * m;
@@ -423,7 +454,11 @@ fn cd_logic_gives_the_projections_and_shapes_intermediates() {
             &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0],
             &format!("{on}: transposed"),
         );
-        close(&ctx.values(&r).unwrap(), &[3.0, 6.0], &format!("{on}: row maxima"));
+        close(
+            &ctx.values(&r).unwrap(),
+            &[3.0, 6.0],
+            &format!("{on}: row maxima"),
+        );
         assert_eq!(c.shape(), "|2->2");
         assert_eq!(t.shape(), "|2->3");
     }
@@ -434,7 +469,7 @@ fn errors_found_when_shapes_close_point_at_the_expression_too() {
     let graph = Graph::new();
     let x = data(&graph, "x", "|->3", &[0.0; 3]);
     let line = line!() + 1;
-    let y = op!({ w } * x);
+    let y = op! { { w } * x };
     assert!(y.error().is_none());
     let e = Context::with_backend(&graph, Box::new(Interpreter))
         .init_params()
