@@ -299,6 +299,11 @@ fn cd_updates_accumulate_as_their_operators_say() {
         (cd! { n =:+ q * q }, &n, vec![5.25]),
         (cd! { n =:max q }, &n, vec![2.0]),
         (cd! { n =:min p }, &n, vec![-2.0]),
+        (cd! { n =:* q }, &n, vec![-1.0]),
+        (cd! { p =: 2 * q ~logic: "." }, &p, vec![4.0, 1.0, -2.0]),
+        (cd! { p =?/ q }, &p, vec![2.0, 0.0, -1.0]),
+        (cd! { p =&& q - 0.5 }, &p, vec![1.0, 0.0, 1.0]),
+        (cd! { p =|| q - 0.5 }, &p, vec![1.0, 1.0, 1.0]),
         (
             cd! { p =: relu_gate(p, q) + where_(q < 0, 10, 0) },
             &p,
