@@ -19,7 +19,9 @@ use crate::tensor::Tensor;
 /// combine among themselves as numbers; with a tensor they become a constant of its graph).
 #[derive(Debug, Clone)]
 pub enum Operand {
+    /// A tensor of a graph.
     Tensor(Tensor),
+    /// A number, not yet a tensor.
     Number(f64),
 }
 
@@ -99,10 +101,13 @@ pub fn tensor(graph: &Graph, x: Operand) -> Tensor {
 /// The arithmetic operators of `op!`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arith {
+    /// `+`, pointwise.
     Add,
+    /// `-`, pointwise.
     Sub,
     /// Composition of two tensors; scaling where one side is a number.
     Mul,
+    /// `/`, pointwise.
     Div,
 }
 
@@ -272,8 +277,11 @@ pub fn stack(
 /// first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LiteralDims {
+    /// The batch axes' sizes, outermost first.
     pub batch: Vec<usize>,
+    /// The output axes' sizes.
     pub output: Vec<usize>,
+    /// The input axes' sizes.
     pub input: Vec<usize>,
 }
 
