@@ -21,6 +21,24 @@
 //! # Ok::<(), TensorError>(())
 //! ```
 //!
+//! The same layer in OCANNL's notation, with [`op!`] (parameters declared where they are used)
+//! and [`cd!`] (assignments, here a plain gradient step):
+//!
+//! ```
+//! use rcannl::prelude::*;
+//!
+//! let graph = Graph::new();
+//! let x = graph.data("x").shape("4|->2").values(vec![0.5; 8]).build();
+//! op! { let y = relu({ w; o = [3] } * x + { b }); }
+//! let step = cd! { w =- 0.1 * w.grad; b =- 0.1 * b.grad };
+//! let mut ctx = Context::new(&graph);
+//! ctx.init_params()?;
+//! let train = ctx.train_step(&y, &step)?;
+//! ctx.run(&train)?;
+//! assert_eq!(w.shape(), "|2->3");
+//! # Ok::<(), TensorError>(())
+//! ```
+//!
 //! `Context::new` runs on the backend `RCANNL_BACKEND` names (`gpu`, `cc` or `interp`), else on
 //! the C backend when a C compiler runs, else on the interpreter
 //! ([`tensor::backend_choice`]); `Context::with_backend` takes one explicitly, such as the
