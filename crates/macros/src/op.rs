@@ -83,7 +83,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         Input::Expr { graph, expr } => {
             let mut expander = Expander::new(&krate, None);
             let value = expander.expr(&expr)?;
-            let find = expander.find_graph(graph.as_ref(), expr.span());
+            let find = expander.find_graph(graph.as_ref(), expr.span())?;
             let g = &expander.graph;
             let params = expander.hoisted();
             Ok(quote!({
@@ -99,7 +99,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 let mut expander = Expander::new(&krate, None);
                 expander.bound.extend(declared.iter().cloned());
                 let value = expander.expr(expr)?;
-                let find = expander.find_graph(graph.as_ref(), expr.span());
+                let find = expander.find_graph(graph.as_ref(), expr.span())?;
                 let g = &expander.graph;
                 let params = expander.hoisted();
                 declared.extend(expander.params.iter().map(|p| p.name.to_string()));
@@ -145,18 +145,28 @@ impl<'a> Expander<'a> {
         }
     }
 
-    /// The graph: the one named, else the first tensor among the identifiers read.
-    fn find_graph(&self, named: Option<&Expr>, span: Span) -> TokenStream {
+    /// The graph: the one named, else the first tensor among the identifiers read. Inline
+    /// parameters need one before the expression runs, so with them and no identifier to read
+    /// the graph must be named.
+    fn find_graph(&self, named: Option<&Expr>, span: Span) -> syn::Result<TokenStream> {
         let k = self.krate;
         match named {
-            Some(graph) => quote!(#k::syntax::graph(&#graph)),
+            Some(graph) => Ok(quote!(#k::syntax::graph(&#graph))),
             None => {
-                let candidates = self
+                let candidates: Vec<&Ident> = self
                     .candidates
                     .iter()
-                    .filter(|c| !self.bound.contains(&c.to_string()));
+                    .filter(|c| !self.bound.contains(&c.to_string()))
+                    .collect();
+                if let (Some(param), true) = (self.params.first(), candidates.is_empty()) {
+                    return Err(syn::Error::new(
+                        param.name.span(),
+                        "the expression names no tensor to take the graph of its inline \
+                         parameters from: write `op! { in graph; … }`",
+                    ));
+                }
                 let at = site(span);
-                quote!(#k::syntax::graph_of(&[#(#k::syntax::operand(&#candidates)),*], #at))
+                Ok(quote!(#k::syntax::graph_of(&[#(#k::syntax::operand(&#candidates)),*], #at)))
             }
         }
     }
