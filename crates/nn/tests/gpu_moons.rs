@@ -5,6 +5,8 @@
 //! Without a GPU adapter one line says the GPU suite did not run, and the test passes, unless
 //! `RCANNL_REQUIRE_GPU` is set.
 
+mod support;
+
 use std::io::Write;
 
 use rcannl_nn::blocks::Mlp;
@@ -43,20 +45,10 @@ fn an_mlp_trained_on_the_gpu_separates_the_moons() {
             return;
         }
     };
-    let (train_x, train_y) = moons(BATCH * BATCHES, 0.1, 1);
     let (test_x, test_y) = moons(TEST, 0.1, 2);
 
     let graph = Graph::new();
-    let xs = graph
-        .data("xs")
-        .shape(&format!("{BATCHES},{BATCH}|->2"))
-        .values(train_x)
-        .build();
-    let ys = graph
-        .data("ys")
-        .shape(&format!("{BATCHES},{BATCH}|->1"))
-        .values(train_y)
-        .build();
+    let (xs, ys) = support::moons_batches(&graph, BATCHES, BATCH);
     let batch = graph.static_index();
     let model = Mlp::new(&graph, "mlp", &[16, 16, 1]);
     let loss = hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch), BATCH);

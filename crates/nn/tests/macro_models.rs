@@ -49,19 +49,9 @@ struct Run {
 }
 
 fn train(backend: Box<dyn rcannl_backends::Backend>, make: fn(&Graph) -> Model) -> Run {
-    let (train_x, train_y) = moons(BATCH * BATCHES, 0.1, 1);
     let (test_x, test_y) = moons(256, 0.1, 2);
     let graph = Graph::new();
-    let xs = graph
-        .data("xs")
-        .shape(&format!("{BATCHES},{BATCH}|->2"))
-        .values(train_x)
-        .build();
-    let ys = graph
-        .data("ys")
-        .shape(&format!("{BATCHES},{BATCH}|->1"))
-        .values(train_y)
-        .build();
+    let (xs, ys) = support::moons_batches(&graph, BATCHES, BATCH);
     let batch = graph.static_index();
     // The input first, then the parameters: op! makes them at the first application.
     let input = xs.slice(&batch);

@@ -47,3 +47,20 @@ pub fn data(graph: &Graph, label: &str, shape: &str, values: Vec<f64>) -> Tensor
 pub fn weights(graph: &Graph, shape: &str, n: usize) -> Tensor {
     data(graph, "weights", shape, test_values(n, 99))
 }
+
+/// The moons training set (noise 0.1, seed 1) as `batches` batches of `batch` points: the data
+/// tensors `xs` (`batches,batch|->2`) and `ys` (`batches,batch|->1`, labels ±1).
+pub fn moons_batches(graph: &Graph, batches: usize, batch: usize) -> (Tensor, Tensor) {
+    let (x, y) = rcannl_nn::data::moons(batches * batch, 0.1, 1);
+    let xs = graph
+        .data("xs")
+        .shape(&format!("{batches},{batch}|->2"))
+        .values(x)
+        .build();
+    let ys = graph
+        .data("ys")
+        .shape(&format!("{batches},{batch}|->1"))
+        .values(y)
+        .build();
+    (xs, ys)
+}
