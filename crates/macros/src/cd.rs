@@ -13,24 +13,21 @@ use quote::quote;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Ident, UnOp};
 
-use crate::common::{FnDef, ident_of, site, slot, split_crate, unary};
+use crate::common::{FnDef, as_power, ident_of, power, site, slot, split_crate, starts_fn, unary};
 
 pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let (krate, rest) = split_crate(input)?;
-    let is_fn = matches!(rest.clone().into_iter().next(),
-        Some(TokenTree::Ident(i)) if i == "fn" || i == "pub" || i == "crate")
-        || matches!(rest.clone().into_iter().next(), Some(TokenTree::Punct(p)) if p.as_char() == '#');
-    if is_fn {
-        let fns = syn::parse::Parser::parse2(
-            |input: syn::parse::ParseStream| {
-                let mut fns = Vec::new();
-                while !input.is_empty() {
-                    fns.push(input.parse::<FnDef>()?);
-                }
-                Ok(fns)
-            },
-            rest,
-        )?;
+    let fns = syn::parse::Parser::parse2(
+        |input: syn::parse::ParseStream| {
+            if starts_fn(input) {
+                FnDef::parse_all(input).map(Some)
+            } else {
+                input.parse::<TokenStream>().map(|_| None)
+            }
+        },
+        rest.clone(),
+    )?;
+    if let Some(fns) = fns {
         let defs = fns
             .iter()
             .map(|f| define(&krate, f))
@@ -243,13 +240,8 @@ fn check_composition(a: &Assignment) -> syn::Result<()> {
         root = &p.expr;
     }
     let offending = match root {
-        Expr::Binary(b) => match (&b.op, &*b.right) {
-            (BinOp::Div(_), _) => Some(("/", b.op.span())),
-            (BinOp::Mul(_), Expr::Unary(u)) if matches!(u.op, UnOp::Deref(_)) => {
-                Some(("**", b.op.span()))
-            }
-            _ => None,
-        },
+        Expr::Binary(b) if matches!(b.op, BinOp::Div(_)) => Some(("/", b.op.span())),
+        Expr::Binary(b) if as_power(b).is_some() => Some(("**", b.op.span())),
         Expr::Call(c) => match ident_of(&c.func).map(|n| n.to_string()).as_deref() {
             Some("div") => Some(("div", c.func.span())),
             Some("pow") => Some(("pow", c.func.span())),
@@ -344,10 +336,8 @@ fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream>
             }
         }
         Expr::Binary(b) => {
-            if let (BinOp::Mul(_), Expr::Unary(u)) = (&b.op, &*b.right) {
-                if let UnOp::Deref(_) = u.op {
-                    return power(k, &b.left, &u.expr, scope);
-                }
+            if let Some((base, exponent)) = as_power(b) {
+                return formula(k, &power(base, exponent, b.op.span()), scope);
             }
             let (x, y) = (rec(&b.left)?, rec(&b.right)?);
             let binop = |op: &str, x: &TokenStream, y: &TokenStream| {
@@ -410,30 +400,15 @@ fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream>
     })
 }
 
-/// `base ** exponent`, binding tighter than a product, quotient or negation on its left.
-fn power(k: &TokenStream, base: &Expr, exponent: &Expr, scope: &Scope) -> syn::Result<TokenStream> {
-    match base {
-        Expr::Binary(inner)
-            if matches!(inner.op, BinOp::Mul(_) | BinOp::Div(_))
-                && !matches!(&*inner.right, Expr::Unary(u) if matches!(u.op, UnOp::Deref(_))) =>
-        {
-            let left = formula(k, &inner.left, scope)?;
-            let right = power(k, &inner.right, exponent, scope)?;
-            Ok(if matches!(inner.op, BinOp::Mul(_)) {
-                quote!((#left) * (#right))
-            } else {
-                quote!((#left) / (#right))
-            })
-        }
-        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
-            let inner = power(k, &u.expr, exponent, scope)?;
-            Ok(quote!(-(#inner)))
-        }
-        _ => {
-            let (a, b) = (formula(k, base, scope)?, formula(k, exponent, scope)?);
-            Ok(quote!((#a).binop(#k::syntax::Binop::Pow, #b)))
-        }
-    }
+/// A slot name (`v1`, `g`, …) read or written outside an operation definition.
+fn slot_outside_definition(name: &Ident) -> syn::Error {
+    syn::Error::new(
+        name.span(),
+        format!(
+            "slot name `{name}` outside an operation definition: slots (v, v1..v3, g, g1..g3) \
+             name an operation's tensors inside `cd! {{ fn name(x) {{ v =: …; g1 =+ … }} }}`"
+        ),
+    )
 }
 
 fn identifier(k: &TokenStream, name: &Ident, scope: &Scope) -> syn::Result<TokenStream> {
@@ -441,14 +416,7 @@ fn identifier(k: &TokenStream, name: &Ident, scope: &Scope) -> syn::Result<Token
     match scope {
         Scope::Updates => {
             if slot(&text).is_some() {
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!(
-                        "slot name `{text}` outside an operation definition: slots (v, v1..v3, \
-                         g, g1..g3) name an operation's tensors inside `cd! {{ fn name(x) {{ v \
-                         =: …; g1 =+ … }} }}`"
-                    ),
-                ));
+                return Err(slot_outside_definition(name));
             }
             Ok(quote!(#k::syntax::term(&#name)))
         }
@@ -551,16 +519,7 @@ fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
                 ));
             }
             Target::Tensor(e) => (quote!(), quote!(&#e)),
-            Target::Slot { name, .. } => {
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!(
-                        "slot name `{name}` outside an operation definition: slots (v, v1..v3, \
-                         g, g1..g3) name an operation's tensors inside `cd! {{ fn name(x) {{ v \
-                         =: …; g1 =+ … }} }}`"
-                    ),
-                ));
-            }
+            Target::Slot { name, .. } => return Err(slot_outside_definition(name)),
             Target::Inline(name) => {
                 let text = name.to_string();
                 if !declared.insert(text.clone()) {

@@ -5,7 +5,7 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, Ident, Token, Type, Visibility};
+use syn::{Attribute, BinOp, Expr, ExprBinary, Ident, Token, Type, UnOp, Visibility};
 
 /// Splits the input the tensor crate's `macro_rules!` wrapper passes, `($crate) tokens…`, into
 /// the crate's path and the user's tokens.
@@ -60,6 +60,40 @@ pub fn slot(name: &str) -> Option<(bool, usize)> {
         "" => Some((gradient, 0)),
         "1" | "2" | "3" => Some((gradient, rest.parse().ok()?)),
         _ => None,
+    }
+}
+
+/// `(base, exponent)` if `b` is `base ** exponent`, which Rust reads as `base * (*exponent)`.
+pub fn as_power(b: &ExprBinary) -> Option<(&Expr, &Expr)> {
+    match (&b.op, &*b.right) {
+        (BinOp::Mul(_), Expr::Unary(u)) if matches!(u.op, UnOp::Deref(_)) => {
+            Some((&b.left, &u.expr))
+        }
+        _ => None,
+    }
+}
+
+/// `base ** exponent` as a call of the primitive `pow` (spanned at the operator `star`), binding
+/// tighter than a product, quotient or negation on its left, as it reads in mathematics: Rust's
+/// `(a * b) * (*c)` becomes `a * pow(b, c)`, and `(-b) * (*c)` becomes `-pow(b, c)`.
+pub fn power(base: &Expr, exponent: &Expr, star: Span) -> Expr {
+    match base {
+        Expr::Binary(inner)
+            if matches!(inner.op, BinOp::Mul(_) | BinOp::Div(_)) && as_power(inner).is_none() =>
+        {
+            let mut outer = inner.clone();
+            outer.right = Box::new(power(&inner.right, exponent, star));
+            Expr::Binary(outer)
+        }
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
+            let mut outer = u.clone();
+            outer.expr = Box::new(power(&u.expr, exponent, star));
+            Expr::Unary(outer)
+        }
+        _ => {
+            let pow = Ident::new("pow", star);
+            syn::parse_quote_spanned!(star=> #pow(#base, #exponent))
+        }
     }
 }
 
@@ -290,6 +324,17 @@ impl Parse for FnDef {
             ));
         }
         Ok(def)
+    }
+}
+
+impl FnDef {
+    /// The function definitions filling `input`.
+    pub fn parse_all(input: ParseStream) -> syn::Result<Vec<FnDef>> {
+        let mut fns = Vec::new();
+        while !input.is_empty() {
+            fns.push(input.parse()?);
+        }
+        Ok(fns)
     }
 }
 

@@ -13,7 +13,9 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, ExprBlock, Ident, Stmt, Token, UnOp};
 
-use crate::common::{ArrayLiteral, FnDef, bracket, ident_of, site, split_crate, starts_fn, unary};
+use crate::common::{
+    ArrayLiteral, FnDef, as_power, bracket, ident_of, power, site, split_crate, starts_fn, unary,
+};
 
 /// The three forms of input.
 enum Input {
@@ -31,11 +33,7 @@ enum Input {
 impl Parse for Input {
     fn parse(input: ParseStream) -> syn::Result<Input> {
         if starts_fn(input) {
-            let mut fns = Vec::new();
-            while !input.is_empty() {
-                fns.push(input.parse()?);
-            }
-            return Ok(Input::Fns(fns));
+            return FnDef::parse_all(input).map(Input::Fns);
         }
         let graph = if input.peek(Token![in]) {
             input.parse::<Token![in]>()?;
@@ -274,12 +272,8 @@ impl<'a> Expander<'a> {
         let k = self.krate;
         let g = self.graph.clone();
         let at = site(b.op.span());
-        // `a ** c` reads as `a * (*c)`: a power, binding tighter than the product or quotient
-        // or negation on its left.
-        if let (BinOp::Mul(_), Expr::Unary(exponent)) = (&b.op, &*b.right) {
-            if let UnOp::Deref(_) = exponent.op {
-                return self.power(&b.left, &exponent.expr, at);
-            }
+        if let Some((base, exponent)) = as_power(b) {
+            return self.expr(&power(base, exponent, b.op.span()));
         }
         let arith = |op: &str| -> TokenStream {
             let op = Ident::new(op, Span::call_site());
@@ -312,38 +306,6 @@ impl<'a> Expander<'a> {
                 ));
             }
         })
-    }
-
-    /// `base ** exponent`, where `base` may be the end of a product or quotient (`a * b ** c`
-    /// is `a * (b ** c)`) or a negation (`-b ** c` is `-(b ** c)`).
-    fn power(&mut self, base: &Expr, exponent: &Expr, at: TokenStream) -> syn::Result<TokenStream> {
-        let k = self.krate;
-        let g = self.graph.clone();
-        match base {
-            Expr::Binary(inner) if matches!(inner.op, BinOp::Mul(_) | BinOp::Div(_)) => {
-                let is_power =
-                    matches!(&*inner.right, Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)));
-                if !is_power {
-                    let left = self.expr(&inner.left)?;
-                    let right = self.power(&inner.right, exponent, at)?;
-                    let op = if matches!(inner.op, BinOp::Mul(_)) {
-                        quote!(#k::syntax::Arith::Mul)
-                    } else {
-                        quote!(#k::syntax::Arith::Div)
-                    };
-                    let at_inner = site(inner.op.span());
-                    return Ok(quote!(#k::syntax::arith(&#g, #op, #left, #right, #at_inner)));
-                }
-            }
-            Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
-                let inner = self.power(&u.expr, exponent, at)?;
-                let at_neg = site(u.op.span());
-                return Ok(quote!(#k::syntax::negate(&#g, #inner, #at_neg)));
-            }
-            _ => {}
-        }
-        let (a, b) = (self.expr(base)?, self.expr(exponent)?);
-        Ok(quote!(#k::syntax::binary(&#g, #k::BinaryOp::Pow, None, #a, #b, #at)))
     }
 
     /// A primitive applied: `relu(x)`, `relu("spec", x)`, `max(a, b)`, `einsum("spec", a, …)`.
@@ -519,11 +481,7 @@ fn transforms(e: &Expr) -> bool {
 fn needs_op(e: &Expr) -> bool {
     match e {
         Expr::Block(_) => true,
-        Expr::Binary(b) => {
-            matches!((&b.op, &*b.right), (BinOp::Mul(_), Expr::Unary(u)) if matches!(u.op, UnOp::Deref(_)))
-                || needs_op(&b.left)
-                || needs_op(&b.right)
-        }
+        Expr::Binary(b) => as_power(b).is_some() || needs_op(&b.left) || needs_op(&b.right),
         Expr::Unary(u) => needs_op(&u.expr),
         Expr::Paren(p) => needs_op(&p.expr),
         Expr::Call(c) => {

@@ -428,6 +428,7 @@ impl Update {
         let name = self.target.label();
         let context = format!("update of '{name}'");
         let failed = |e: TensorError| {
+            let e = graph.state.borrow().locate(e);
             graph.record(e.clone());
             Some(Relation::Failed(e))
         };
@@ -506,7 +507,7 @@ impl Update {
         match state.inference.relate(logic, target_shape, &shapes) {
             Ok(op) => Some(Relation::Related { op, target, refs }),
             Err(e) => {
-                let e = error(format!("{context}: {e}"));
+                let e = state.locate(error(format!("{context}: {e}")));
                 state.errors.push(e.clone());
                 state.tensors[target].failed = Some(e.clone());
                 Some(Relation::Failed(e))

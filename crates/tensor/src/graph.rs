@@ -294,10 +294,8 @@ impl State {
     /// `e`, pointing back at the source position of the expression being built, if any.
     pub(crate) fn locate(&self, e: TensorError) -> TensorError {
         match self.site {
-            Some(site) if !e.message.contains(site) => TensorError {
-                message: format!("{}\n  (in the expression written at {site})", e.message),
-            },
-            _ => e,
+            Some(site) => written_at(e, site),
+            None => e,
         }
     }
 
@@ -332,11 +330,19 @@ impl State {
         });
         let e = TensorError::from(e);
         match site {
-            Some(site) => TensorError {
-                message: format!("{}\n  (in the expression written at {site})", e.message),
-            },
+            Some(site) => written_at(e, site),
             None => e,
         }
+    }
+}
+
+/// `e`, naming the source position of the expression it was found in (once).
+fn written_at(e: TensorError, site: &str) -> TensorError {
+    if e.message.contains(site) {
+        return e;
+    }
+    TensorError {
+        message: format!("{}\n  (in the expression written at {site})", e.message),
     }
 }
 

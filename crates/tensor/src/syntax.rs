@@ -72,22 +72,16 @@ pub fn operand<T: AsOperand + ?Sized>(x: &T) -> Operand {
 /// The graph of the first tensor among `candidates` (the identifiers an expression reads); with
 /// none, a new graph holding an error that says so, written at `site`.
 pub fn graph_of(candidates: &[Operand], site: &'static str) -> Graph {
-    candidates
-        .iter()
-        .find_map(|c| match c {
-            Operand::Tensor(t) => Some(t.graph.clone()),
-            Operand::Number(_) => None,
-        })
-        .unwrap_or_else(|| {
-            let graph = Graph::new();
-            graph.at_site(site, || {
-                graph.record(error(
-                    "op!: the expression reads no tensor to take the graph from; name the graph \
-                     first: `op! { in graph; … }`",
-                ))
-            });
-            graph
-        })
+    first_graph(candidates.iter()).unwrap_or_else(|| {
+        let graph = Graph::new();
+        graph.at_site(site, || {
+            graph.record(error(
+                "op!: the expression reads no tensor to take the graph from; name the graph \
+                 first: `op! { in graph; … }`",
+            ))
+        });
+        graph
+    })
 }
 
 /// `x` as a tensor of `graph` (a number becomes a constant).
@@ -144,13 +138,15 @@ pub fn negate(graph: &Graph, a: Operand, site: &'static str) -> Operand {
 /// The graph the operands' tensors live on (the expression's graph when they have none): a
 /// constant joins the graph of the tensor it meets.
 fn graph_for(graph: &Graph, operands: &[&Operand]) -> Graph {
-    operands
-        .iter()
-        .find_map(|o| match o {
-            Operand::Tensor(t) => Some(t.graph.clone()),
-            Operand::Number(_) => None,
-        })
-        .unwrap_or_else(|| graph.clone())
+    first_graph(operands.iter().copied()).unwrap_or_else(|| graph.clone())
+}
+
+/// The graph of the first tensor among `operands`.
+fn first_graph<'a>(mut operands: impl Iterator<Item = &'a Operand>) -> Option<Graph> {
+    operands.find_map(|o| match o {
+        Operand::Tensor(t) => Some(t.graph.clone()),
+        Operand::Number(_) => None,
+    })
 }
 
 /// A unary operation, pointwise or following `spec`, built at `site`.
