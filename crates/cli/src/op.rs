@@ -316,21 +316,21 @@ impl Op {
         path: &PathOptions,
     ) -> Result<Tensor, CliError> {
         let pointwise = self.is_pointwise(spec);
+        if let ([a], Some(unary)) = (operands, self.unary()) {
+            return Ok(if pointwise {
+                a.unary(unary)
+            } else {
+                a.unary_spec(unary, spec)
+            });
+        }
+        if let ([a, b], Some(binary)) = (operands, self.binary()) {
+            return Ok(if pointwise {
+                a.binary(binary, b)
+            } else {
+                a.binary_spec(binary, spec, b)
+            });
+        }
         Ok(match (self, operands) {
-            (op, [a]) if let Some(unary) = op.unary() => {
-                if pointwise {
-                    a.unary(unary)
-                } else {
-                    a.unary_spec(unary, spec)
-                }
-            }
-            (op, [a, b]) if let Some(binary) = op.binary() => {
-                if pointwise {
-                    a.binary(binary, b)
-                } else {
-                    a.binary_spec(binary, spec, b)
-                }
-            }
             (Op::Einsum, [a]) => a.einsum1(spec),
             // Slots of labels and row variables take the contraction path (with its
             // single-operand sums); fixed indices, strides and concatenations need the binary

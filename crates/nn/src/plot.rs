@@ -57,7 +57,7 @@ pub fn loss_curve(path: &Path, losses: &[f64]) -> Result<(), TensorError> {
 }
 
 /// The regions where `score(x, y)` is positive (light red) or not (light blue) over the bounding
-/// box of `points`, with the points coloured by their labels (±1).
+/// box of `points`, with the points coloured by their labels (±1), the axes named and a legend.
 pub fn decision_boundary(
     path: &Path,
     points: &[[f64; 2]],
@@ -87,29 +87,63 @@ pub fn decision_boundary(
         .y_label_area_size(40)
         .build_cartesian_2d(min_x..max_x, min_y..max_y)
         .map_err(plot_error)?;
-    chart.configure_mesh().draw().map_err(plot_error)?;
-    let (dx, dy) = ((max_x - min_x) / grid as f64, (max_y - min_y) / grid as f64);
     chart
-        .draw_series(cells.iter().zip(&scores).map(|(c, s)| {
-            let colour = if *s > 0.0 {
-                RGBColor(255, 205, 205)
-            } else {
-                RGBColor(205, 220, 255)
-            };
-            Rectangle::new(
-                [
-                    (c[0] - dx / 2.0, c[1] - dy / 2.0),
-                    (c[0] + dx / 2.0, c[1] + dy / 2.0),
-                ],
-                colour.filled(),
-            )
-        }))
+        .configure_mesh()
+        .x_desc("first feature")
+        .y_desc("second feature")
+        .draw()
         .map_err(plot_error)?;
+    let (dx, dy) = ((max_x - min_x) / grid as f64, (max_y - min_y) / grid as f64);
+    let region_colour = |positive: bool| {
+        if positive {
+            RGBColor(255, 205, 205)
+        } else {
+            RGBColor(205, 220, 255)
+        }
+    };
+    let classes = [(true, "+1", RED), (false, "−1", BLUE)];
+    for (positive, name, _) in classes {
+        let colour = region_colour(positive);
+        chart
+            .draw_series(
+                cells
+                    .iter()
+                    .zip(&scores)
+                    .filter(|(_, s)| (**s > 0.0) == positive)
+                    .map(|(c, _)| {
+                        Rectangle::new(
+                            [
+                                (c[0] - dx / 2.0, c[1] - dy / 2.0),
+                                (c[0] + dx / 2.0, c[1] + dy / 2.0),
+                            ],
+                            colour.filled(),
+                        )
+                    }),
+            )
+            .map_err(plot_error)?
+            .label(format!("predicted {name}"))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+    }
+    for (positive, name, colour) in classes {
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .zip(labels)
+                    .filter(|(_, l)| (**l > 0.0) == positive)
+                    .map(|(p, _)| Circle::new((p[0], p[1]), 2, colour.filled())),
+            )
+            .map_err(plot_error)?
+            .label(format!("label {name}"))
+            .legend(move |(x, y)| Circle::new((x + 5, y), 3, colour.filled()));
+    }
     chart
-        .draw_series(points.iter().zip(labels).map(|(p, l)| {
-            let colour = if *l > 0.0 { RED } else { BLUE };
-            Circle::new((p[0], p[1]), 2, colour.filled())
-        }))
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
         .map_err(plot_error)?;
     root.present().map_err(plot_error)
 }

@@ -1,7 +1,8 @@
 //! The training loop: epochs over batches picked by a static index, a progress bar with the loss
-//! and throughput, a stop with a clear message when the loss or a parameter stops being a
-//! number.
+//! and throughput (one line per epoch when standard error is not a terminal), a stop with a
+//! clear message when the loss or a parameter stops being a number.
 
+use std::io::IsTerminal;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -15,7 +16,7 @@ pub struct Plan {
     pub epochs: usize,
     pub batches: usize,
     pub batch_size: usize,
-    /// Draw a progress bar on standard error.
+    /// Show progress on standard error: a bar on a terminal, else one line per epoch.
     pub progress: bool,
 }
 
@@ -118,18 +119,11 @@ pub(crate) fn run(
     mut before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
     peers: &mut impl Peers,
 ) -> Result<History, TensorError> {
-    let bar = if plan.progress && peers.shows_progress() {
-        ProgressBar::new((plan.epochs * plan.batches) as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} epoch {msg}  [{elapsed_precise}]").map_err(|e| {
-            TensorError {
-                message: format!("progress bar: {e}"),
-            }
-        })?,
-    );
+    let progress = Progress::new(
+        plan,
+        plan.progress && peers.shows_progress(),
+        std::io::stderr().is_terminal(),
+    )?;
     // A parameter nothing has set yet is read by no routine that runs (one that did would refuse
     // to): training cannot have made it diverge.
     let params: Vec<Tensor> = loss
@@ -150,7 +144,7 @@ pub(crate) fn run(
             let local = local.map_err(|e| peers.alone_failed(e))?;
             let value = peers.merge(ctx, local.iter().sum::<f64>())?;
             if !value.is_finite() {
-                bar.abandon();
+                progress.abandon();
                 return Err(TensorError {
                     message: format!(
                         "training stopped: the loss is {value} at epoch {}, batch {b} (a \
@@ -164,11 +158,11 @@ pub(crate) fn run(
                 ctx.run(step).map_err(|e| peers.alone_failed(e))?;
             }
             steps += 1;
-            bar.inc(1);
+            progress.step();
         }
         let diverged = first_non_finite(ctx, &params).map_err(|e| peers.alone_failed(e))?;
         if let Some((label, cell, value)) = diverged {
-            bar.abandon();
+            progress.abandon();
             return Err(TensorError {
                 message: format!(
                     "training stopped: parameter '{label}' holds {value} (cell {cell}) after \
@@ -182,17 +176,75 @@ pub(crate) fn run(
         let mean = total / plan.batches as f64;
         losses.push(mean);
         let rate = (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64();
-        bar.set_message(format!(
-            "{}/{}  loss {mean:.4}  {rate:.0} examples/s",
-            epoch + 1,
-            plan.epochs
-        ));
+        progress.epoch(&epoch_summary(epoch, plan.epochs, mean, rate));
     }
-    bar.finish();
+    progress.finish();
     Ok(History {
         losses,
         examples_per_second: (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64(),
     })
+}
+
+/// How progress shows: a bar redrawn on a terminal, one line per epoch elsewhere (a pipe or a
+/// log file, where a bar would show nothing), or nothing.
+enum Progress {
+    Bar(ProgressBar),
+    Lines,
+    Hidden,
+}
+
+impl Progress {
+    fn new(plan: Plan, shown: bool, terminal: bool) -> Result<Progress, TensorError> {
+        Ok(match (shown, terminal) {
+            (false, _) => Progress::Hidden,
+            (true, false) => Progress::Lines,
+            (true, true) => {
+                let bar = ProgressBar::new((plan.epochs * plan.batches) as u64);
+                let style =
+                    ProgressStyle::with_template("{bar:30} epoch {msg}  [{elapsed_precise}]")
+                        .map_err(|e| TensorError {
+                            message: format!("progress bar: {e}"),
+                        })?;
+                bar.set_style(style);
+                Progress::Bar(bar)
+            }
+        })
+    }
+
+    fn step(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.inc(1);
+        }
+    }
+
+    fn epoch(&self, summary: &str) {
+        match self {
+            Progress::Bar(bar) => bar.set_message(summary.to_owned()),
+            Progress::Lines => eprintln!("epoch {summary}"),
+            Progress::Hidden => {}
+        }
+    }
+
+    fn abandon(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.abandon();
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish();
+        }
+    }
+}
+
+/// `3/50  loss 0.1234  51200 examples/s`: an epoch's number, its mean loss and the throughput so
+/// far.
+fn epoch_summary(epoch: usize, epochs: usize, mean: f64, rate: f64) -> String {
+    format!(
+        "{}/{epochs}  loss {mean:.4}  {rate:.0} examples/s",
+        epoch + 1
+    )
 }
 
 /// The order of epoch `epoch`'s batches, drawn from `seed` (a Fisher–Yates shuffle): the same
@@ -236,5 +288,28 @@ mod tests {
         assert_ne!(first, epoch_order(5, 1, 32));
         assert_ne!(first, epoch_order(6, 0, 32));
         assert_eq!(epoch_order(5, 3, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn progress_is_a_bar_on_a_terminal_and_lines_elsewhere() {
+        let plan = Plan {
+            epochs: 2,
+            batches: 3,
+            batch_size: 4,
+            progress: true,
+        };
+        let kind = |shown, terminal| match Progress::new(plan, shown, terminal).unwrap() {
+            Progress::Bar(_) => "bar",
+            Progress::Lines => "lines",
+            Progress::Hidden => "hidden",
+        };
+        assert_eq!(kind(true, true), "bar");
+        assert_eq!(kind(true, false), "lines");
+        assert_eq!(kind(false, true), "hidden");
+        assert_eq!(kind(false, false), "hidden");
+        assert_eq!(
+            epoch_summary(2, 50, 0.123456, 51234.4),
+            "3/50  loss 0.1235  51234 examples/s"
+        );
     }
 }

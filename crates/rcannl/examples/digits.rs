@@ -68,7 +68,7 @@ fn train(
 }
 
 fn main() -> Result<(), TensorError> {
-    let data = split(BATCH);
+    let data = split(BATCH)?;
     println!(
         "{} training images in {} batches of {BATCH}, {} test images",
         data.batches * BATCH,

@@ -67,7 +67,7 @@ impl ResNet {
 
 fn main() -> Result<(), TensorError> {
     let started = Instant::now();
-    let data = split(BATCH);
+    let data = split(BATCH)?;
     println!(
         "{} training images in {} batches of {BATCH}, {} test images",
         data.batches * BATCH,

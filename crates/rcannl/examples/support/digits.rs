@@ -1,5 +1,6 @@
-//! The handwritten digits (the 8×8 images of the UCI data set, 1797 of them, as the `smartcore`
-//! crate embeds them) split the same way for every example that trains on them.
+//! The handwritten digits (the 8×8 images of the UCI data set, 1797 of them, in `data/digits.csv`:
+//! 64 pixels from 0 to 16 and the label per line) split the same way for every example that
+//! trains on them.
 
 use rcannl::nn::data::Rng;
 use rcannl::prelude::*;
@@ -17,9 +18,46 @@ pub struct Split {
     pub test_labels: Vec<usize>,
 }
 
-pub fn split(batch: usize) -> Split {
-    let digits = smartcore::dataset::digits::load_dataset();
-    let mut order: Vec<usize> = (0..digits.num_samples).collect();
+/// The images (64 pixels each) and labels in `data/digits.csv`.
+struct Digits {
+    data: Vec<u8>,
+    target: Vec<u8>,
+}
+
+fn load() -> Result<Digits, TensorError> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/digits.csv");
+    let error = |message: String| TensorError {
+        message: format!("reading {path}: {message}"),
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+    let mut digits = Digits {
+        data: Vec::new(),
+        target: Vec::new(),
+    };
+    for (line, row) in text.lines().enumerate() {
+        let cells = row
+            .split(',')
+            .map(str::parse::<u8>)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| error(format!("line {}: {e}", line + 1)))?;
+        let shape_ok = |(label, pixels): &(&u8, &[u8])| {
+            pixels.len() == 64 && **label <= 9 && pixels.iter().all(|&p| p <= 16)
+        };
+        let Some((label, pixels)) = cells.split_last().filter(shape_ok) else {
+            return Err(error(format!(
+                "line {}: expected 64 pixels from 0 to 16 and a label from 0 to 9",
+                line + 1
+            )));
+        };
+        digits.data.extend_from_slice(pixels);
+        digits.target.push(*label);
+    }
+    Ok(digits)
+}
+
+pub fn split(batch: usize) -> Result<Split, TensorError> {
+    let digits = load()?;
+    let mut order: Vec<usize> = (0..digits.target.len()).collect();
     let mut rng = Rng::new(7);
     for i in (1..order.len()).rev() {
         order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
@@ -33,7 +71,7 @@ pub fn split(batch: usize) -> Split {
             .collect::<Vec<_>>()
     };
     let label = |i: usize| digits.target[i] as usize;
-    Split {
+    Ok(Split {
         train_pixels: train.iter().flat_map(|&i| pixels(i)).collect(),
         train_one_hot: train
             .iter()
@@ -42,7 +80,7 @@ pub fn split(batch: usize) -> Split {
         batches,
         test_pixels: test.iter().flat_map(|&i| pixels(i)).collect(),
         test_labels: test.iter().map(|&i| label(i)).collect(),
-    }
+    })
 }
 
 impl Split {

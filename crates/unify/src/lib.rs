@@ -1,0 +1,2 @@
+//! Nothing to use: this crate's dependencies give every build of the rcannl workspace the same
+//! dependency features (see its `Cargo.toml`).
