@@ -8,6 +8,7 @@
 //! default), and compiles and runs routines: forward, backprop,
 //! parameter init.
 
+pub mod activations;
 pub mod backend_choice;
 pub mod capture;
 pub mod context;
@@ -21,6 +22,7 @@ pub mod ops;
 pub mod syntax;
 pub mod tensor;
 
+pub use activations::Activation;
 pub use backend_choice::{BackendChoice, chosen_backend};
 pub use capture::Capture;
 pub use context::{Context, Routine};
