@@ -41,7 +41,8 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// **Expressions.** `+ - /` are pointwise with broadcasting, `*` composes two tensors (the
 /// first's input axes contract with the second's output axes) and scales where one side is a
 /// number, `**` is a power, `< > == !=` compare (1 or 0), unary `-` negates. Primitives are
-/// called by name: `relu`, `exp`, `log`, `tanh`, `sqrt`, … (every [`UnaryOp`]), `pmul`, `pow`,
+/// called by name: `relu`, `exp`, `log`, `tanh`, `sqrt`, … (every [`UnaryOp`]), `sigmoid`,
+/// `abs`, `gelu`, `gelu_tanh`, `silu`, `softplus` (every [`Activation`]), `pmul`, `pow`,
 /// `max`, `min`, `lt`, `eq`, `ne`, `where_(c, a, b)`, `fma(a, b, c)`; a string first is a spec
 /// (`relu("ij=>ji", x)`, `max("i;j=>ij", a, b)`), and `einsum("ij;jk=>ik", a, b)` /
 /// `einmax(spec, a[, b])` take any number of operands. Other calls and method calls are plain

@@ -6,7 +6,7 @@ use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_tensor::gradcheck::{Inputs, check_gradients};
-use rcannl_tensor::{Activation, Context, Graph, Tensor};
+use rcannl_tensor::{Activation, Context, Graph, Tensor, op};
 
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
@@ -244,4 +244,35 @@ fn the_spec_form_has_gradients_too() {
             panic!("gelu \"ij=>j\" on {backend_name}: {e}");
         }
     }
+}
+
+/// `op!` calls the activations by name, with a spec first or not, and folds them on numbers.
+#[test]
+fn op_calls_activations_by_name() {
+    let graph = Graph::new();
+    let x = graph
+        .data("x")
+        .shape("2,2")
+        .precision(Precision::F64)
+        .values(vec![-1.5, 0.3, 2.5, -6.0])
+        .build();
+    let rows = op! { softplus("ij=>i", x) };
+    let scaled = op! { sigmoid(0.0) * gelu(x) + abs(silu(x)) - gelu_tanh(x) };
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&rows, &scaled]).unwrap();
+    ctx.run(&forward).unwrap();
+    let x_values = [-1.5, 0.3, 2.5, -6.0];
+    let expected: Vec<f64> = x_values
+        .iter()
+        .map(|&x| {
+            0.5 * Activation::Gelu.apply(x) + Activation::Silu.apply(x).abs()
+                - Activation::GeluTanh.apply(x)
+        })
+        .collect();
+    assert_eq!(ctx.values(&scaled).unwrap(), expected);
+    let row_sums = [
+        Activation::Softplus.apply(-1.5) + Activation::Softplus.apply(0.3),
+        Activation::Softplus.apply(2.5) + Activation::Softplus.apply(-6.0),
+    ];
+    assert_eq!(ctx.values(&rows).unwrap(), row_sums);
 }
