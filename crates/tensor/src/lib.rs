@@ -19,6 +19,7 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nary;
 pub mod ops;
+pub mod reshape;
 pub mod syntax;
 pub mod tensor;
 
@@ -30,6 +31,7 @@ pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use ops::StackAxis;
+pub use reshape::{Axis, AxisKind};
 pub use tensor::Tensor;
 
 #[doc(hidden)]
