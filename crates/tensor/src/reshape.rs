@@ -80,6 +80,9 @@ impl Tensor {
     /// `Axis::output(0)` a new first output axis, `Axis::output(-1)` a new last one). The
     /// gradient is the result's, without the axis.
     pub fn unsqueeze(&self, axis: Axis) -> Tensor {
+        if let Err(why) = self.check_position(axis, 1) {
+            return self.fail(format!("unsqueeze of '{}' at {axis}: {why}", self.label()));
+        }
         let place = around(axis.position, 1);
         let (operand, result) = (row_spec(&place, &[]), row_spec(&place, &["n"]));
         let t = self.copy("unsqueeze", &slot_pair(axis.kind, &operand, &result));
@@ -89,6 +92,9 @@ impl Tensor {
     /// The tensor without the axis `axis`, which must have size 1.
     pub fn squeeze(&self, axis: Axis) -> Tensor {
         let context = format!("squeeze of '{}' at {axis}", self.label());
+        if let Err(why) = self.check_position(axis, 0) {
+            return self.fail(format!("{context}: {why}"));
+        }
         if let Some(size) = self.known_size(axis) {
             if size != 1 {
                 return self.fail(format!(
@@ -169,6 +175,9 @@ impl Tensor {
     /// sizes must multiply to the axis's.
     pub fn unflatten(&self, axis: Axis, dims: &[isize]) -> Tensor {
         let context = format!("unflatten of '{}' at {axis} into {dims:?}", self.label());
+        if let Err(why) = self.check_position(axis, 0) {
+            return self.fail(format!("{context}: {why}"));
+        }
         let known = self.known_size(axis).map(|size| vec![size]);
         let sizes = match resolve_sizes(dims, known.as_deref()) {
             Ok(sizes) => sizes,
@@ -293,6 +302,22 @@ impl Tensor {
             }
         };
         dim.and_then(Dim::ground_size)
+    }
+
+    /// An error unless `axis` is a position of its row, where the row has `added` more axes
+    /// (when inference knows its number of axes).
+    fn check_position(&self, axis: Axis, added: usize) -> Result<(), String> {
+        match self.row_now(axis.kind) {
+            Some(dims) if python_index(axis.position, dims.len() + added).is_none() => {
+                Err(format!(
+                    "the {} row has {} axes (shape {})",
+                    axis.kind,
+                    dims.len(),
+                    self.shape()
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The two ends of `positions`, both counted from the same end: from the first when both

@@ -215,6 +215,15 @@ fn impossible_reshapes_are_errors_naming_the_tensor_and_shapes() {
         e.contains("squeeze of 'x' at output axis 0") && e.contains("size 2, not 1"),
         "{e}"
     );
+    let e = error_of("2,3", |x| x.squeeze(Axis::output(-3)));
+    assert!(e.contains("squeeze of 'x'") && e.contains("2 axes"), "{e}");
+    let e = error_of("2,3", |x| x.unsqueeze(Axis::output(3)));
+    assert!(
+        e.contains("unsqueeze of 'x'") && e.contains("2 axes"),
+        "{e}"
+    );
+    let e = error_of("2,3", |x| x.unflatten(Axis::input(0), &[1]));
+    assert!(e.contains("the input row has 0 axes"), "{e}");
     let e = error_of("2,3", |x| x.flatten_axes(AxisKind::Output, 0..=2));
     assert!(e.contains("flatten of 'x'") && e.contains("2 axes"), "{e}");
 }
