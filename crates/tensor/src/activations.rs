@@ -283,7 +283,10 @@ mod tests {
     /// `x/(1+exp(-2*sqrt(2/pi)*(x+0.044715*x**3)))` (GELU's tanh approximation without the
     /// cancellation of `1+tanh`), `x*sigmoid(x)` and
     /// `max(x,0)+log1p(exp(-abs(x)))`.
-    const REFERENCES: [(Activation, &[(f64, f64)], f64); 5] = [
+    /// An activation, its `(x, f(x))` references, and the relative tolerance.
+    type References = (Activation, &'static [(f64, f64)], f64);
+
+    const REFERENCES: [References; 5] = [
         (
             Activation::Sigmoid,
             &[
@@ -347,7 +350,7 @@ mod tests {
                 (-30.0, 9.357622968839737e-14),
                 (-6.0, 0.0024756851377304495),
                 (-0.5, 0.4740769841801067),
-                (0.0, 0.6931471805599453),
+                (0.0, std::f64::consts::LN_2),
                 (1.0, 1.3132616875182228),
                 (8.0, 8.000335406372896),
                 (1000.0, 1000.0),

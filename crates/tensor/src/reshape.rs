@@ -20,8 +20,6 @@
 //! `unflatten`'s inferred size (−1) must be the first, unless the split axis's size is known
 //! then too. Otherwise the operation fails with an error saying which size it lacks.
 
-use std::ops::RangeInclusive;
-
 use rcannl_ir::{Binop, Unop};
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::parse_einsum;
@@ -114,7 +112,7 @@ impl Tensor {
     pub fn flatten(&self, kind: AxisKind) -> Tensor {
         match self.row_now(kind) {
             Some(dims) if dims.is_empty() => self.unsqueeze(Axis { kind, position: 0 }),
-            Some(dims) => self.flatten_axes(kind, 0..=dims.len() as isize - 1),
+            Some(dims) => self.flatten_axes(kind, 0, dims.len() as isize - 1),
             None => self.fail(format!(
                 "flatten of '{}': the number of its {kind} axes is not known yet (shape {})",
                 self.label(),
@@ -123,18 +121,17 @@ impl Tensor {
         }
     }
 
-    /// The adjacent axes of kind `kind` at `positions` (Python positions, both ends included:
-    /// `1..=2`, `-2..=-1`) merged into one, in row-major order: cell `(…, i, j, …)` goes to
-    /// `(…, i·n + j, …)`, `n` the size of the second axis. The sizes of all but the first merged
-    /// axis must be known when it is built.
-    pub fn flatten_axes(&self, kind: AxisKind, positions: RangeInclusive<isize>) -> Tensor {
+    /// The adjacent axes of kind `kind` from position `first` to position `last`, both
+    /// included (Python positions: `1, 2`, `-2, -1`, or `1, -1` for all from the second),
+    /// merged into one, in row-major order: cell `(…, i, j, …)` goes to `(…, i·n + j, …)`, `n`
+    /// the size of the second axis. The sizes of all but the first merged axis must be known
+    /// when it is built.
+    pub fn flatten_axes(&self, kind: AxisKind, first: isize, last: isize) -> Tensor {
         let context = format!(
-            "flatten of '{}' ({kind} axes {}..={})",
-            self.label(),
-            positions.start(),
-            positions.end()
+            "flatten of '{}' ({kind} axes {first} to {last})",
+            self.label()
         );
-        let (first, last) = match self.resolve_range(kind, &positions) {
+        let (first, last) = match self.resolve_range(kind, first, last) {
             Ok(range) => range,
             Err(why) => return self.fail(format!("{context}: {why} (shape {})", self.shape())),
         };
@@ -320,14 +317,14 @@ impl Tensor {
         }
     }
 
-    /// The two ends of `positions`, both counted from the same end: from the first when both
-    /// are nonnegative, or when the row's number of axes is known; else from the last.
+    /// The positions `start` and `end`, both counted from the same end: from the first when
+    /// both are nonnegative, or when the row's number of axes is known; else from the last.
     fn resolve_range(
         &self,
         kind: AxisKind,
-        positions: &RangeInclusive<isize>,
+        start: isize,
+        end: isize,
     ) -> Result<(isize, isize), String> {
-        let (start, end) = (*positions.start(), *positions.end());
         let rank = self.row_now(kind).map(|dims| dims.len());
         let (start, end) = match (start >= 0, end >= 0, rank) {
             (true, true, _) | (false, false, _) => (start, end),
