@@ -252,3 +252,47 @@ fn squeeze_checks_sizes_inference_finds_later() {
     let e = ctx.forward(&[&squeezed]).map(|_| ()).unwrap_err();
     assert!(e.to_string().contains("mismatch (1 vs 2)"), "{e}");
 }
+
+/// An axis whose size inference finds later is split with the first size inferred; a size the
+/// other sizes do not divide is then an error.
+#[test]
+fn unflatten_infers_the_first_size_from_a_size_found_later() {
+    for backend in backends() {
+        let backend_name = backend.name();
+        let graph = Graph::new();
+        let x = graph.data("x").precision(Precision::F64).build();
+        let split = x.unflatten(Axis::output(0), &[-1, 4]);
+        let offsets = counting(&graph, "3,4", 12);
+        let y = &split + &offsets;
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&y]).unwrap();
+        assert_eq!(
+            ctx.rows(&x).unwrap(),
+            rows(&[], &[], &[12]),
+            "{backend_name}"
+        );
+        ctx.set_values(&x, &iota(12)).unwrap();
+        ctx.run(&forward).unwrap();
+        let doubled: Vec<f64> = (0..12).map(|i| 2.0 * i as f64).collect();
+        assert_eq!(ctx.values(&y).unwrap(), doubled, "{backend_name}");
+    }
+    let graph = Graph::new();
+    let x = graph.data("x").build();
+    let split = x.unflatten(Axis::output(0), &[-1, 4]);
+    let ten = graph.data("ten").shape("10").build();
+    let y = &x + &ten;
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    // The solver's message, which names neither the tensor nor the operation.
+    let e = ctx.forward(&[&y, &split]).map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("mismatch (10 vs 4)"), "{e}");
+}
+
+#[test]
+fn flatten_of_three_axes_counted_from_the_last() {
+    let (shape, cells) = run("2,3,4", 24, |x| x.flatten_axes(AxisKind::Output, -3, -1));
+    assert_eq!((shape, cells), (rows(&[], &[], &[24]), iota(24)));
+    let (shape, cells) = run("2|3,4,5->6", 720, |x| {
+        x.flatten_axes(AxisKind::Input, -3, -2)
+    });
+    assert_eq!((shape, cells), (rows(&[2], &[12, 5], &[6]), iota(720)));
+}
