@@ -361,6 +361,11 @@ impl<'a> Expander<'a> {
                 let a = next();
                 quote!(#k::syntax::unary(&#g, #k::UnaryOp::#op, #spec, #a, #at))
             }
+            Kind::Activation(op) => {
+                let op = Ident::new(op, name.span());
+                let a = next();
+                quote!(#k::syntax::activation(&#g, #k::Activation::#op, #spec, #a, #at))
+            }
             Kind::Binary(op) => {
                 let op = Ident::new(op, name.span());
                 let (a, b) = (next(), next());
@@ -497,6 +502,8 @@ fn needs_op(e: &Expr) -> bool {
 
 enum Kind {
     Unary(&'static str),
+    /// A function of one operand the IR composes from primitives (`Activation`).
+    Activation(&'static str),
     Binary(&'static str),
     Ternary(&'static str),
 }
@@ -515,6 +522,12 @@ fn arity_of(name: &str) -> Option<(usize, Kind)> {
     }
     Some(match name {
         "stop_gradient" => (1, Kind::Unary("StopGradient")),
+        "sigmoid" => (1, Kind::Activation("Sigmoid")),
+        "abs" => (1, Kind::Activation("Abs")),
+        "gelu" => (1, Kind::Activation("Gelu")),
+        "gelu_tanh" => (1, Kind::Activation("GeluTanh")),
+        "silu" => (1, Kind::Activation("Silu")),
+        "softplus" => (1, Kind::Activation("Softplus")),
         "add" => (2, Kind::Binary("Add")),
         "sub" => (2, Kind::Binary("Sub")),
         "pmul" => (2, Kind::Binary("Mul")),

@@ -7,7 +7,7 @@
 //! axis and layer, batch, group and RMS normalization, `conv` convolutions (full and depthwise)
 //! and pooling, `cnn` convolutional blocks (convolution with batch normalization, residual, VGG,
 //! LeNet, depthwise-separable), `embedding` token
-//! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `optim` optimizers
+//! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `metrics` argmax and accuracies, `optim` optimizers
 //! as update routines with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
 //! written whole or not at all and read within their length, `data` generated data sets,
@@ -26,6 +26,7 @@ pub mod dropout;
 pub mod embedding;
 pub mod files;
 pub mod loss;
+pub mod metrics;
 pub mod norm;
 pub mod optim;
 pub mod plot;

@@ -1,6 +1,6 @@
-//! Losses and reductions: means over every cell, the hinge loss.
+//! Losses and reductions: means over every cell, the hinge loss, the mean squared error.
 
-use rcannl_tensor::{Tensor, op};
+use rcannl_tensor::{Tensor, TensorError, op};
 
 /// The sum of every cell: one output axis of one cell.
 pub fn sum(t: &Tensor) -> Tensor {
@@ -23,4 +23,33 @@ pub fn hinge(scores: &Tensor, labels: &Tensor, count: usize) -> Tensor {
 /// output axis, per example (the last axis reduced to one position).
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
     -crate::norm::sum_last(&targets.pmul(&crate::norm::log_softmax(logits)))
+}
+
+/// The mean squared error `Σ (prediction − target)² / n` over every cell of the difference (the
+/// two broadcast to each other), `n` its number of cells, found by inference: one output axis
+/// of one cell.
+pub fn mse(prediction: &Tensor, target: &Tensor) -> Tensor {
+    let difference = prediction - target;
+    mean_of_cells(&difference.pmul(&difference))
+}
+
+/// The mean of every cell, their number found by inference (a tensor of the graph, filled when
+/// a routine runs).
+pub(crate) fn mean_of_cells(t: &Tensor) -> Tensor {
+    let total = sum(t);
+    match cells_summed(&total) {
+        Ok(count) => &total / &count,
+        Err(e) => t.graph().failed_with(e),
+    }
+}
+
+/// The number of cells [`sum`] added up into `total`: the product of its operand's rows, the
+/// row variables `batch`, `input` and `output` of its spec.
+fn cells_summed(total: &Tensor) -> Result<Tensor, TensorError> {
+    let graph = total.graph();
+    let mut count = graph.dim(&total.capture("batch")?);
+    for row in ["input", "output"] {
+        count = count.pmul(&graph.dim(&total.capture(row)?));
+    }
+    Ok(count)
 }

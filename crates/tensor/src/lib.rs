@@ -8,6 +8,7 @@
 //! default), and compiles and runs routines: forward, backprop,
 //! parameter init.
 
+pub mod activations;
 pub mod backend_choice;
 pub mod capture;
 pub mod context;
@@ -18,9 +19,11 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nary;
 pub mod ops;
+pub mod reshape;
 pub mod syntax;
 pub mod tensor;
 
+pub use activations::Activation;
 pub use backend_choice::{BackendChoice, chosen_backend};
 pub use capture::Capture;
 pub use context::{Context, Routine};
@@ -28,6 +31,7 @@ pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use ops::StackAxis;
+pub use reshape::{Axis, AxisKind};
 pub use tensor::Tensor;
 
 #[doc(hidden)]
@@ -39,7 +43,8 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// **Expressions.** `+ - /` are pointwise with broadcasting, `*` composes two tensors (the
 /// first's input axes contract with the second's output axes) and scales where one side is a
 /// number, `**` is a power, `< > == !=` compare (1 or 0), unary `-` negates. Primitives are
-/// called by name: `relu`, `exp`, `log`, `tanh`, `sqrt`, … (every [`UnaryOp`]), `pmul`, `pow`,
+/// called by name: `relu`, `exp`, `log`, `tanh`, `sqrt`, … (every [`UnaryOp`]), `sigmoid`,
+/// `abs`, `gelu`, `gelu_tanh`, `silu`, `softplus` (every [`Activation`]), `pmul`, `pow`,
 /// `max`, `min`, `lt`, `eq`, `ne`, `where_(c, a, b)`, `fma(a, b, c)`; a string first is a spec
 /// (`relu("ij=>ji", x)`, `max("i;j=>ij", a, b)`), and `einsum("ij;jk=>ik", a, b)` /
 /// `einmax(spec, a[, b])` take any number of operands. Other calls and method calls are plain

@@ -9,6 +9,7 @@
 use rcannl_ir::Precision;
 pub use rcannl_ir::{Binop, Ternop, Unop};
 
+use crate::activations::Activation;
 use crate::define::Formula;
 use crate::elementwise::{BinaryOp, UnaryOp};
 use crate::graph::{Graph, Init, error};
@@ -169,6 +170,27 @@ pub fn unary(
         Operand::Tensor(match spec {
             Some(spec) => a.unary_spec(op, spec),
             None => a.unary(op),
+        })
+    })
+}
+
+/// An activation, pointwise or following `spec`, built at `site`.
+pub fn activation(
+    graph: &Graph,
+    op: Activation,
+    spec: Option<&str>,
+    a: Operand,
+    site: &'static str,
+) -> Operand {
+    if let (Operand::Number(x), None) = (&a, spec) {
+        return Operand::Number(op.apply(*x));
+    }
+    graph.at_site(site, || {
+        let graph = graph_for(graph, &[&a]);
+        let a = tensor(&graph, a);
+        Operand::Tensor(match spec {
+            Some(spec) => a.activation_spec(op, spec),
+            None => a.activation(op),
         })
     })
 }
