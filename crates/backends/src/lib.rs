@@ -6,6 +6,8 @@
 //! `backend` is the trait both implement and the default choice (C when a compiler runs, else
 //! the interpreter). This crate reads only the loop IR.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod buffers;
 pub mod cc;

@@ -7,6 +7,8 @@
 //! attached to [`rcannl_backends::Buffers`], so that values stay on the device across routines;
 //! `backend` is the [`rcannl_backends::Backend`] that compiles and runs routines.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 mod cache;
 pub mod device;

@@ -13,6 +13,8 @@
 //! depends on no other rcannl crate: shape inference produces its projection records, backends
 //! consume its loops.
 
+#![warn(missing_docs)]
+
 pub mod assignment;
 pub mod fmath;
 pub mod index;

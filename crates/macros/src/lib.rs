@@ -3,6 +3,8 @@
 //! Use them through `rcannl` (or `rcannl-tensor`), whose `op!` and `cd!` hand these the path of
 //! the tensor crate; the syntax is documented there.
 
+#![warn(missing_docs)]
+
 mod cd;
 mod common;
 mod op;

@@ -14,6 +14,8 @@
 //! `distributed` data-parallel training over MPI (with the `mpi` feature), and `plot` PNG plots
 //! (a loss curve, decision regions).
 
+#![warn(missing_docs)]
+
 pub mod attention;
 pub mod blocks;
 pub mod checkpoint;

@@ -51,6 +51,8 @@
 //! assert_eq!(spec.to_string(), "i, j; j, k => i, k");
 //! ```
 
+#![warn(missing_docs)]
+
 pub use rcannl_backends as backends;
 pub use rcannl_gpu as gpu;
 pub use rcannl_ir as ir;

@@ -11,6 +11,8 @@
 //! and operations applied; [`projection`] reads one operation's constraints again, as an
 //! equivalence over its axes, to find its loops.
 
+#![warn(missing_docs)]
+
 pub mod constraint;
 pub mod error;
 pub mod logic;

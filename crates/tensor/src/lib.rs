@@ -8,6 +8,8 @@
 //! default), and compiles and runs routines: forward, backprop,
 //! parameter init.
 
+#![warn(missing_docs)]
+
 pub mod activations;
 pub mod backend_choice;
 pub mod capture;
