@@ -1,28 +1,55 @@
 //! rcannl: write tensor arithmetic; the compiler infers shapes, loop nests, reductions, padding and
-//! gradients.
+//! gradients, then runs them on the interpreter, generated C or the GPU.
 //!
-//! This facade re-exports the workspace crates so that users depend on one package; the
-//! [`prelude`] has what a model needs. Sizes come from use:
+//! This facade re-exports the workspace's crates as modules, so that a project depends on one
+//! package (`rcannl = "0.1"`); the [`prelude`] has what a model needs.
+//!
+//! # A tour
+//!
+//! **Tensors have three rows of axes**, written `batch | input -> output`: a data tensor of 4
+//! examples of 2 features is `4|->2`, a weight taking 2 inputs to 3 outputs is `|2->3`. Sizes
+//! left out are inferred from use, and `*` composes (a weight applied to its input):
 //!
 //! ```
 //! use rcannl::prelude::*;
 //!
 //! let graph = Graph::new();
 //! let x = graph.data("x").shape("4|->2").values(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]).build();
-//! let w = graph.param("w").output([3]).build();
-//! let b = graph.param("b").build();
+//! let w = graph.param("w").output([3]).build();     // input size inferred: 2
+//! let b = graph.param("b").build();                 // size inferred: 3
 //! let y = (&w * &x + &b).relu();
-//! let mut ctx = Context::new(&graph);
+//! let mut ctx = Context::new(&graph);               // compiles and runs routines
 //! ctx.init_params()?;
 //! let forward = ctx.forward(&[&y])?;
 //! ctx.run(&forward)?;
 //! assert_eq!(w.shape(), "|2->3");
-//! assert_eq!(ctx.values(&y)?.len(), 12);
+//! let out = ctx.array(&y)?;                         // shaped: dims in memory order
+//! assert_eq!(out.shape(), &[4, 3]);
+//! assert_eq!(out.values().len(), 12);
 //! # Ok::<(), TensorError>(())
 //! ```
 //!
-//! The same layer in OCANNL's notation, with [`op!`] (parameters declared where they are used)
-//! and [`cd!`] (assignments, here a plain gradient step):
+//! **Memory order** is batch, then output, then input axes, row-major: a `2|3->4` tensor is
+//! laid out as a `(2, 4, 3)` array. [`Context::values`](tensor::Context::values) and
+//! [`Context::set_values`](tensor::Context::set_values) read and write cells in that order,
+//! [`Context::array`](tensor::Context::array) returns them with their dims, and
+//! [`Context::save_npy`](tensor::Context::save_npy) writes them as a numpy array of that shape.
+//!
+//! **Operations** ([`tensor::Tensor`]): pointwise arithmetic and functions (`relu`, `exp`,
+//! [`sigmoid`](tensor::Tensor::sigmoid), [`gelu`](tensor::Tensor::gelu), …), einsums in
+//! OCANNL's notation ([`spec`]) or numpy's, of any number of operands, reductions over chosen
+//! axes ([`sum_over`](tensor::Tensor::sum_over), [`mean_over`](tensor::Tensor::mean_over),
+//! [`max_over`](tensor::Tensor::max_over) with [`tensor::Axes`]), reshapes, convolutions and
+//! pooling, concatenation, gathers, random draws. Every differentiable one has its gradient;
+//! [`Context::backprop`](tensor::Context::backprop) compiles them.
+//!
+//! **Training** ([`nn`]): layers ([`nn::blocks`], [`nn::conv`], [`nn::norm`],
+//! [`nn::attention`], [`nn::transformer`]), losses ([`nn::loss`]), metrics ([`nn::metrics`]),
+//! optimizers ([`nn::optim`]: SGD, Adam, LAMB, schedules, clipping), the training loop
+//! ([`nn::train`]), checkpoints ([`nn::checkpoint`]) and plots ([`nn::plot`]).
+//!
+//! **The same layer in OCANNL's notation**, with [`op!`] (parameters declared where they are
+//! used) and [`cd!`] (assignments, here a plain gradient step):
 //!
 //! ```
 //! use rcannl::prelude::*;
@@ -39,10 +66,26 @@
 //! # Ok::<(), TensorError>(())
 //! ```
 //!
-//! `Context::new` runs on the backend `RCANNL_BACKEND` names (`gpu`, `cc` or `interp`), else on
-//! the C backend when a C compiler runs, else on the interpreter
+//! **Backends**: `Context::new` runs on the backend `RCANNL_BACKEND` names (`gpu`, `cc` or
+//! `interp`), else on the C backend when a C compiler runs, else on the interpreter
 //! ([`tensor::backend_choice`]); `Context::with_backend` takes one explicitly, such as the
-//! GPU's ([`gpu::Gpu`]).
+//! GPU's ([`gpu::Gpu`]). The C backend caches compiled routines on disk, under a size cap
+//! ([`backends::cc`]).
+//!
+//! **Errors** are values ([`tensor::TensorError`]), never panics: a shape that cannot be
+//! inferred names the operation, the label, the tensors and their shapes.
+//!
+//! # The modules
+//!
+//! | module | crate | what it holds |
+//! |---|---|---|
+//! | [`prelude`] | | graphs, tensors, contexts, inits, formulas, the macros |
+//! | [`tensor`] | `rcannl-tensor` | the op library with gradients, contexts and routines, `.npy` files |
+//! | [`nn`] | `rcannl-nn` | layers, losses, metrics, optimizers, training, checkpoints, plots |
+//! | [`spec`], [`shape`] | `rcannl-shape` | the einsum notation; shape and projection inference |
+//! | [`ir`] | `rcannl-ir` | precisions, assignments, loops and their optimization |
+//! | [`backends`] | `rcannl-backends` | the interpreter and the C backend |
+//! | [`gpu`] | `rcannl-gpu` | the GPU backend (WGSL on wgpu) |
 //!
 //! The einsum notation is [`spec`]:
 //!
@@ -53,12 +96,19 @@
 
 #![warn(missing_docs)]
 
+#[doc(inline)]
 pub use rcannl_backends as backends;
+#[doc(inline)]
 pub use rcannl_gpu as gpu;
+#[doc(inline)]
 pub use rcannl_ir as ir;
+#[doc(inline)]
 pub use rcannl_nn as nn;
+#[doc(inline)]
 pub use rcannl_shape as shape;
+#[doc(inline)]
 pub use rcannl_shape::spec;
+#[doc(inline)]
 pub use rcannl_tensor as tensor;
 pub use rcannl_tensor::{cd, op};
 
