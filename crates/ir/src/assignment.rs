@@ -195,7 +195,7 @@ pub enum Assignment {
     /// through the written map) is added into the cell of `target` (read map 0) the id (read
     /// map 1) selects, nowhere where it selects none.
     ScatterAdd {
-        /// The node added into, through read map 0 (the gather's table, for its gradient).
+        /// The node added into, through read map 0: the gradient of the gather's table.
         target: NodeId,
         /// The node whose values are added, through the written map (the gradient of the gather's
         /// result).

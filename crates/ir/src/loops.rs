@@ -333,8 +333,8 @@ pub enum Stmt {
     Local {
         /// The local declared.
         id: LocalId,
-        /// The precision of the local's values: what the values stored into it are computed in and
-        /// rounded to.
+        /// The local's precision: what stores into it compute in (floats in its compute precision)
+        /// and round to.
         precision: Precision,
         /// Its initial value.
         value: Scalar,
