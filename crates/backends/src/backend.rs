@@ -15,6 +15,7 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
     /// Runs the routine over `buffers`, with a value for each of its static indices.
     fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError>;
 
+    /// The routine this was prepared from.
     fn routine(&self) -> &Routine;
 
     /// The code the backend generated for the routine, if it generates any.
@@ -25,6 +26,7 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
 
 /// Something that prepares routines to run.
 pub trait Backend: std::fmt::Debug + Send + Sync {
+    /// The backend's short name, for reports and test messages (`interpreter`, `cc`, …).
     fn name(&self) -> &'static str;
 
     /// What the backend's generated code runs on, for reports (the compiler, its flags and the
@@ -33,6 +35,7 @@ pub trait Backend: std::fmt::Debug + Send + Sync {
         None
     }
 
+    /// Prepares `routine` (optimized or not) to run; an error says why this backend cannot run it.
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError>;
 }
 

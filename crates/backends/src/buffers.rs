@@ -288,6 +288,7 @@ impl Buffers {
         )
     }
 
+    /// The nodes that have a buffer here, by id: dims, margins and precision of each.
     pub fn nodes(&self) -> &FxHashMap<NodeId, TensorNode> {
         &self.nodes
     }

@@ -21,6 +21,8 @@ use crate::buffers::Storage;
 /// Why a routine cannot run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunError {
+    /// What failed, in words (what `Display` prints): a missing buffer or static index, a
+    /// position outside a buffer, an integer division by zero, …
     pub message: String,
 }
 

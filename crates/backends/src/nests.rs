@@ -13,14 +13,21 @@ pub enum Group<'a> {
     /// declarations of the locals only it reads (values invariant in it, computed once per
     /// thread or invocation before its iterations).
     Parallel {
+        /// The declarations of the locals only the loop reads, run before its iterations.
         preamble: &'a [Stmt],
+        /// The loop (a `Stmt::For`).
         stmt: &'a Stmt,
     },
     /// Statements that run one after another.
-    Serial { stmts: &'a [Stmt] },
+    Serial {
+        /// The statements, in order.
+        stmts: &'a [Stmt],
+    },
     /// A matrix product, with the nest it was recognized in.
     Gemm {
+        /// The recognized product.
         plan: &'a GemmPlan,
+        /// The statements it was recognized in: what it means.
         nest: &'a [Stmt],
     },
 }

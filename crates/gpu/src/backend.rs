@@ -46,6 +46,7 @@ impl Gpu {
         self
     }
 
+    /// The device the backend runs on: the process's one device, shared by every GPU backend.
     pub fn device(&self) -> &Arc<Device> {
         &self.device
     }

@@ -17,6 +17,8 @@ use crate::wgsl::DeviceFeatures;
 /// Why the GPU backend cannot be used, or a routine cannot run on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuError {
+    /// What failed, in words (what `Display` prints): no adapter found (and what was looked for),
+    /// a device that would not open, or an error the device reported.
     pub message: String,
 }
 

@@ -36,6 +36,8 @@ pub const WORKGROUP: u32 = 64;
 /// Why a routine cannot be turned into WGSL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodegenError {
+    /// What cannot be generated, in words (what `Display` prints), naming the tensor (a precision
+    /// WGSL or the device lacks, say).
     pub message: String,
 }
 
@@ -70,6 +72,8 @@ pub struct Kernel {
     /// The invocations it runs, in workgroups of `workgroup` along x (and y past the device's
     /// limit of workgroups per dimension).
     pub invocations: u64,
+    /// Invocations per workgroup: [`WORKGROUP`] for a parallel kernel, 1 for a kernel of one
+    /// invocation, the tiled product kernel's own size for a matrix product.
     pub workgroup: u32,
     /// The top-level locals of a serial run cut into several kernels, kept in one-cell buffers
     /// of their own (bound after the static indices) instead of registers.
@@ -82,6 +86,7 @@ pub struct Kernel {
 /// A routine as kernels run one after another.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
+    /// The kernels, run in order.
     pub kernels: Vec<Kernel>,
     /// The static indices, in the order kernels read them.
     pub statics: Vec<Symbol>,

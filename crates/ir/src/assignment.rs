@@ -15,9 +15,13 @@ use crate::projections::Projections;
 pub enum Expr {
     /// The `i`-th operand, read through the `i`-th read map.
     Operand(usize),
+    /// A constant.
     Const(f64),
+    /// A one-argument operation of a subexpression.
     Unop(Unop, Box<Expr>),
+    /// A two-argument operation of two subexpressions.
     Binop(Binop, Box<Expr>, Box<Expr>),
+    /// A three-argument operation (`where`, `fma`, …) of three subexpressions.
     Ternop(Ternop, Box<Expr>, Box<Expr>, Box<Expr>),
 }
 
@@ -45,8 +49,11 @@ impl Expr {
 /// What an accumulating assignment computes at each point of its product space.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rhs {
+    /// `op(a)`, `a` read through read map 0.
     Unop(Unop, NodeId),
+    /// `a op b`, `a` read through read map 0 and `b` through read map 1.
     Binop(Binop, NodeId, NodeId),
+    /// `op(a, b, c)`, each operand read through the read map of its position.
     Ternop(Ternop, NodeId, NodeId, NodeId),
     /// An expression over these operands (each read through its own map).
     Expr(Expr, Vec<NodeId>),
@@ -81,51 +88,91 @@ pub enum FetchOp {
     /// Every cell holds the value of a static index when the routine runs.
     EmbedStatic(Symbol),
     /// The node is `source[s, …]` for the static index `s` of `source`'s leading axis.
-    Slice { source: NodeId, batch: Symbol },
+    Slice {
+        /// The node sliced: the fetched node's dims with one more axis in front.
+        source: NodeId,
+        /// The static index choosing the position along `source`'s leading axis when the
+        /// routine runs; its range is that axis's size.
+        batch: Symbol,
+    },
     /// The values are copied in from the host before the routine runs: no code.
     FromHost,
 }
 
+/// The high-level IR of one computation step: what a tensor operation or its gradient produces. The
+/// accumulating forms carry the projections that say how their loops run; [`crate::lower::lower`]
+/// turns an assignment into loop IR.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Assignment {
+    /// Does nothing.
     Noop,
+    /// The parts, one after another.
     Seq(Vec<Assignment>),
     /// `lhs =:accum rhs` (`initialize_neutral`: the cells start from the accumulator's neutral
     /// element) or `lhs =accum rhs` (accumulating into what is there).
     Accum {
+        /// Whether the written cells start from `accum`'s neutral element (`=:`) rather than from
+        /// what they hold (`=`).
         initialize_neutral: bool,
+        /// How each point's value is combined into its cell: `Add` sums (`=+`), `Max` keeps the
+        /// largest, `Arg2` overwrites.
         accum: Binop,
+        /// The node written, through the projections' written map.
         lhs: NodeId,
+        /// What is computed at each point of the product space.
         rhs: Rhs,
+        /// The product space the loops run over and the index maps of `lhs` and the operands.
         projections: Projections,
     },
     /// One result assembled from several sources (concatenation, block matrices): at each point
     /// the one source whose stretch is active is read through `op`. The projections' read maps
     /// are the sources', in order.
     Block {
+        /// Whether the written cells start from `accum`'s neutral element rather than from what
+        /// they hold.
         initialize_neutral: bool,
+        /// How each point's value is combined into its cell.
         accum: Binop,
+        /// The node assembled, through the projections' written map.
         lhs: NodeId,
+        /// Applied to the source's value before it is accumulated (`Identity` for a copy).
         op: Unop,
+        /// The nodes assembled from, in the order of the projections' read maps.
         sources: Vec<NodeId>,
+        /// The product space the loops run over (a concatenated axis's parts as a coupled factor)
+        /// and the index maps of `lhs` and the sources.
         projections: Projections,
     },
     /// A block assignment run backwards (the gradient of a concatenation): one `source`, read
     /// through the projections' written map, scattered into `targets` through their read maps,
     /// each through `op`. At each point exactly one target may be addressed.
     RevSides {
+        /// Whether each target's cells start from `accum`'s neutral element rather than from what
+        /// they hold.
         initialize_neutral: bool,
+        /// How each point's value is combined into its target's cell (`Add` for a gradient).
         accum: Binop,
+        /// The node read, through the projections' written map: the gradient of the block's
+        /// result.
         source: NodeId,
+        /// Applied to the source's value before it is accumulated.
         op: Unop,
+        /// The nodes written, each through the read map of its position: the gradients of the
+        /// block's sources.
         targets: Vec<NodeId>,
+        /// The record of the block assignment this one reverses, unchanged.
         projections: Projections,
     },
     /// `lhs := op(rhs)` where one cell of `rhs` makes `op.length(precision)` consecutive cells
     /// of `lhs` (row-major over both): the one operation that changes element counts.
     SetVecUnop {
+        /// The operation; one application writes `op.length(precision)` cells, for `lhs`'s
+        /// precision.
         op: VecUnop,
+        /// The node written, which has no margins: the `i`-th cell of `rhs` (row-major) makes its
+        /// cells from `i · op.length(precision)` on, the values past its last cell dropped.
         lhs: NodeId,
+        /// The node read, one application per cell.
         rhs: NodeId,
     },
     /// A gather: `lhs` is the one-hot product `Σ_v table[…, v, …]·[ids[…] = v]` of the
@@ -133,24 +180,36 @@ pub enum Assignment {
     /// point reads the table's cell at the id (0 where the id selects none). `v` is the one
     /// symbol of the table's map that neither `lhs`'s map nor the ids' map has.
     Gather {
+        /// Whether `lhs` starts from 0 (`=:+`) rather than adding to what it holds (`=+`).
         initialize_neutral: bool,
+        /// The node written, through the projections' written map.
         lhs: NodeId,
+        /// The node looked up (read map 0): along the axis indexed by `v`, the id selects the cell.
         table: NodeId,
+        /// The ids (read map 1): positions along the table's selected axis, held as numbers.
         ids: NodeId,
+        /// The one-hot product's record, its product space including `v`.
         projections: Projections,
     },
     /// A gather's gradient, over the gather's own projections: at each point `source` (read
     /// through the written map) is added into the cell of `target` (read map 0) the id (read
     /// map 1) selects, nowhere where it selects none.
     ScatterAdd {
+        /// The node added into, through read map 0: the gradient of the gather's table.
         target: NodeId,
+        /// The node whose values are added, through the written map (the gradient of the gather's
+        /// result).
         source: NodeId,
+        /// The ids (read map 1) choosing the cell of `target` along the gathered axis.
         ids: NodeId,
+        /// The gather's own record, unchanged.
         projections: Projections,
     },
     /// `node`'s values from a constant, its positions, its identity, or another node.
     Fetch {
+        /// The node whose cells (inside its margins) are set.
         node: NodeId,
+        /// Where the values come from.
         op: FetchOp,
     },
 }

@@ -29,6 +29,7 @@ impl Affine {
         &self.terms
     }
 
+    /// The constant term.
     pub fn offset(&self) -> i64 {
         self.offset
     }

@@ -28,7 +28,9 @@ impl fmt::Display for LoopVar {
 /// when the routine runs, the same for the whole run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Var {
+    /// The variable of an enclosing `for` loop.
     Loop(LoopVar),
+    /// A static index: a routine parameter, given a value each time the routine runs.
     Static(Symbol),
 }
 
@@ -44,11 +46,14 @@ impl fmt::Display for Var {
 /// A position along one axis (or a flat offset): `Σ cᵢ·vᵢ + offset`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Index {
+    /// The `(cᵢ, vᵢ)` terms: each variable with the coefficient it is multiplied by.
     pub terms: Vec<(i64, Var)>,
+    /// The constant term; in a buffer position, it includes the axis's left margin.
     pub offset: i64,
 }
 
 impl Index {
+    /// The index that is `offset` wherever it is evaluated.
     pub fn constant(offset: i64) -> Index {
         Index {
             terms: Vec::new(),
@@ -97,6 +102,7 @@ impl VecUnop {
         }
     }
 
+    /// The operation's name in printed IR and error messages (`uint4x32_to_prec_uniform`).
     pub fn name(self) -> &'static str {
         match self {
             VecUnop::Uint4x32ToPrecUniform => "uint4x32_to_prec_uniform",
@@ -111,13 +117,16 @@ impl VecUnop {
 /// ever addressed, whatever the data holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lookup {
+    /// The node read (or, in a `ScatterAdd`, added into).
     pub node: NodeId,
     /// Buffer positions of every axis; along `axis`, the position of its first interior cell
     /// (the left margin), to which the id is added.
     pub index: Vec<Index>,
+    /// The axis the id selects along, counted from the outermost (0).
     pub axis: usize,
     /// The number of interior positions along `axis`.
     pub size: usize,
+    /// The expression computing the id.
     pub id: Scalar,
 }
 
@@ -146,15 +155,21 @@ impl Lookup {
 /// A scalar computation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar {
+    /// A constant, converted to the kind the enclosing store computes in.
     Const(f64),
+    /// The cell of a node at these buffer positions, one per axis.
     Get(NodeId, Vec<Index>),
     /// `lookup.node` at the cell the id selects, or 0 where it selects none.
     Lookup(Box<Lookup>),
     /// The value of an index as a number (a cell's own offset, a static index).
     Embed(Index),
+    /// The current value of a local.
     Local(LocalId),
+    /// A one-argument operation.
     Unop(Unop, Box<Scalar>),
+    /// A two-argument operation.
     Binop(Binop, Box<Scalar>, Box<Scalar>),
+    /// A three-argument operation.
     Ternop(Ternop, Box<Scalar>, Box<Scalar>, Box<Scalar>),
 }
 
@@ -224,19 +239,27 @@ impl Scalar {
 /// what it means.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmPlan {
+    /// The result, into whose cells the terms `a[ia] · b[ib]` are added.
     pub c: NodeId,
+    /// The left operand, indexed by the `batch`, `m` and `k` loops.
     pub a: NodeId,
+    /// The right operand, indexed by the `batch`, `k` and `n` loops.
     pub b: NodeId,
     /// Whether the nest starts by filling `c` with zeros.
     pub zero_first: bool,
+    /// The loops with their ranges that choose one product of the batch.
     pub batch: Vec<(LoopVar, usize)>,
+    /// The loops with their ranges that choose a row of `c` and of `a`.
     pub m: Vec<(LoopVar, usize)>,
+    /// The loops with their ranges that choose a column of `c` and of `b`.
     pub n: Vec<(LoopVar, usize)>,
     /// Outermost first, as the nest runs them: the order each cell receives its terms in.
     pub k: Vec<(LoopVar, usize)>,
+    /// The buffer position of `c`'s cell along each of its axes, over the plan's loops.
     pub c_index: Vec<Index>,
     /// Into `a`'s buffer widened by `a_margins`, when there are some.
     pub a_index: Vec<Index>,
+    /// The buffer position of `b`'s cell along each of its axes, over the plan's loops.
     pub b_index: Vec<Index>,
     /// `(before, after)` zero cells added around each axis of `a`'s buffer before the product
     /// reads it; empty when it reads `a` where it lies.
@@ -255,48 +278,88 @@ impl GemmPlan {
     }
 }
 
+/// A statement of the loop IR: a loop, a store into a node or a local, a fill, a scatter, or a
+/// recognized matrix product.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     /// `for var in 0..range { body }`.
     For {
+        /// The loop variable, counting up from 0.
         var: LoopVar,
+        /// The number of iterations.
         range: usize,
+        /// The statements run at each iteration, in order.
         body: Vec<Stmt>,
     },
     /// Stores `value` at `index` of `node`.
     Set {
+        /// The node written.
         node: NodeId,
+        /// The buffer position along each axis of `node`.
         index: Vec<Index>,
+        /// The value stored, computed in `node`'s precision and rounded to it.
         value: Scalar,
     },
     /// Stores the `op.length(precision)` values of `op(arg)` at consecutive cells of `node`
     /// (which has no margins) from the flat row-major cell `offset` on; cells past the end are
     /// not written.
     SetVec {
+        /// The node written.
         node: NodeId,
+        /// The flat row-major offset of the first cell written.
         offset: Index,
+        /// The operation; it writes `op.length(precision)` cells, for `node`'s precision.
         op: VecUnop,
+        /// The value the operation reads: a 128-bit word.
         arg: Scalar,
     },
     /// Sets every cell of `node`'s buffer, margins included.
-    Fill { node: NodeId, value: f64 },
+    Fill {
+        /// The node filled.
+        node: NodeId,
+        /// The value of every cell, rounded to the node's precision.
+        value: f64,
+    },
     /// Sets the cells of `node`'s margins, leaving its interior alone.
-    FillMargins { node: NodeId, value: f64 },
+    FillMargins {
+        /// The node whose margins are set.
+        node: NodeId,
+        /// The value of every margin cell: the neutral element of the accumulator that reads
+        /// there, so that reads of the margins change nothing.
+        value: f64,
+    },
     /// Declares the local `id` of `precision`, starting at `value`; it lives until the end of
     /// the enclosing body.
     Local {
+        /// The local declared.
         id: LocalId,
+        /// The local's precision: what stores into it compute in (floats in its compute precision)
+        /// and round to.
         precision: Precision,
+        /// Its initial value.
         value: Scalar,
     },
     /// Stores `value` into the local `id`.
-    SetLocal { id: LocalId, value: Scalar },
+    SetLocal {
+        /// The local written, declared by an enclosing or earlier `Local`.
+        id: LocalId,
+        /// The value stored, computed in the local's precision.
+        value: Scalar,
+    },
     /// Adds `value` into the cell of `target.node` that `target.id` selects, if it selects one
     /// (a gather's gradient: repeated ids accumulate). `target.id` is read before `value`.
-    ScatterAdd { target: Box<Lookup>, value: Scalar },
+    ScatterAdd {
+        /// The cell added into: the node, the positions of its other axes and the id.
+        target: Box<Lookup>,
+        /// The value added.
+        value: Scalar,
+    },
     /// A matrix product, with the statements it was recognized in (its meaning).
     Gemm {
+        /// The product, for backends with a matrix-product routine.
         plan: Box<GemmPlan>,
+        /// The statements the product was recognized in: what it means, and what the other backends
+        /// run.
         nest: Vec<Stmt>,
     },
 }

@@ -38,6 +38,7 @@ use crate::projections::{Projections, Slot};
 /// Why an assignment cannot be lowered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LowerError {
+    /// What cannot be lowered, naming the assignment (what `Display` prints).
     pub message: String,
 }
 

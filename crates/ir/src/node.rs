@@ -40,12 +40,18 @@ impl fmt::Display for MemoryMode {
 /// routine's rule decides, see `memory`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorNode {
+    /// The node's identity: what statements, assignments and buffers refer to it by.
     pub id: NodeId,
+    /// A name for printing and error messages (the tensor's label).
     pub label: String,
+    /// The element type of the buffer.
     pub precision: Precision,
+    /// The size of each axis, outermost first (row-major), margins excluded.
     pub dims: Vec<usize>,
     /// `(before, after)` per axis.
     pub padding: Vec<(usize, usize)>,
+    /// Where the values live; `None` until the optimizer decides (unless set in advance with
+    /// [`TensorNode::with_mode`]).
     pub memory_mode: Option<MemoryMode>,
 }
 
@@ -91,6 +97,7 @@ impl TensorNode {
         self.dims.iter().product()
     }
 
+    /// Whether the node has no cells (an axis of size 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -10,21 +10,33 @@ use crate::precision::Precision;
 /// One-argument operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unop {
+    /// `x`.
     Identity,
+    /// `-x`.
     Neg,
     /// `max(0, x)`.
     Relu,
     /// `x` clamped to `[0, 1]`.
     Sat01,
+    /// `e^x`.
     Exp,
+    /// The natural logarithm, `ln x`.
     Log,
+    /// `2^x`.
     Exp2,
+    /// `log₂ x`.
     Log2,
+    /// `sin x`, `x` in radians.
     Sin,
+    /// `cos x`, `x` in radians.
     Cos,
+    /// `√x`.
     Sqrt,
+    /// `1/x`.
     Recip,
+    /// `1/√x`.
     RecipSqrt,
+    /// `tanh x`.
     Tanh,
     /// 1 where `x` is 0, else 0.
     Not,
@@ -42,23 +54,35 @@ pub enum Binop {
     Arg1,
     /// The second argument (`b`): plain `=:` assignment is accumulation with `Arg2`.
     Arg2,
+    /// `a + b`; as an accumulator, a sum.
     Add,
+    /// `a - b`; as an accumulator, each value is subtracted from the cell.
     Sub,
+    /// `a · b`; as an accumulator, a product.
     Mul,
+    /// `a / b`; as an accumulator, the cell is divided by each value.
     Div,
+    /// `a` to the power `b`.
     Pow,
+    /// The larger of `a` and `b`, a NaN on either side winning and a tie keeping `a` (numpy's
+    /// `maximum`); as an accumulator, a maximum.
     Max,
+    /// The smaller of `a` and `b`, a NaN on either side winning and a tie keeping `a`; as an
+    /// accumulator, a minimum.
     Min,
     /// `b` where `a > 0`, else 0: relu's gradient gate.
     ReluGate,
     /// `b` where `0 < a < 1`, else 0: sat01's gradient gate.
     Sat01Gate,
-    /// Logical or and and of nonzero tests, giving 1 or 0.
+    /// 1 where `a` or `b` is nonzero, else 0.
     Or,
+    /// 1 where both `a` and `b` are nonzero, else 0.
     And,
-    /// Comparisons give 1 or 0.
+    /// 1 where `a < b`, else 0.
     Lt,
+    /// 1 where `a == b`, else 0.
     Eq,
+    /// 1 where `a != b`, else 0.
     Ne,
     /// The remainder with the sign of the divisor (so that `x mod n` lies in `[0, n)` for n > 0).
     Mod,
@@ -81,6 +105,7 @@ pub enum Ternop {
 }
 
 impl Unop {
+    /// Every one-argument operation, in declaration order.
     pub const ALL: [Unop; 17] = [
         Unop::Identity,
         Unop::Neg,
@@ -158,6 +183,7 @@ impl Unop {
         }
     }
 
+    /// The operation's name in printed IR and error messages (`exp`, `recip_sqrt`, …).
     pub fn name(self) -> &'static str {
         match self {
             Unop::Identity => "id",
@@ -182,6 +208,7 @@ impl Unop {
 }
 
 impl Binop {
+    /// Every two-argument operation, in declaration order.
     pub const ALL: [Binop; 19] = [
         Binop::Arg1,
         Binop::Arg2,
@@ -378,6 +405,7 @@ impl Binop {
 }
 
 impl Ternop {
+    /// The value on floats (in f64, the compute precision of f64): `Fma` rounds once.
     pub fn apply(self, a: f64, b: f64, c: f64) -> f64 {
         match self {
             Ternop::Where => {
@@ -407,6 +435,7 @@ impl Ternop {
         }
     }
 
+    /// The operation's name in printed IR (`where`, `fma`, `mul3`).
     pub fn name(self) -> &'static str {
         match self {
             Ternop::Where => "where",

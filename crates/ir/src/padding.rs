@@ -18,6 +18,7 @@ pub struct Margins {
 /// An access that needs more padding than a frozen buffer has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarginError {
+    /// The access, the margins it needs and those the buffer has (what `Display` prints).
     pub message: String,
 }
 
@@ -38,10 +39,12 @@ impl Margins {
         }
     }
 
+    /// The margins `(before, after)` of each axis, in cells.
     pub fn per_axis(&self) -> &[(usize, usize)] {
         &self.per_axis
     }
 
+    /// Whether the buffer exists, so that the margins can no longer grow.
     pub fn is_frozen(&self) -> bool {
         self.frozen
     }

@@ -21,20 +21,30 @@ fn sticky_upper_half(x: f64) -> f64 {
 /// The element type of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Precision {
+    /// Unsigned 8-bit integer.
     U8,
+    /// Signed 8-bit integer.
     I8,
+    /// Signed 32-bit integer.
     I32,
+    /// Unsigned 32-bit integer.
     U32,
+    /// Signed 64-bit integer.
     I64,
+    /// IEEE half precision: 5 exponent bits, 10 significand bits.
     F16,
+    /// bfloat16: f32's 8 exponent bits, 7 significand bits.
     Bf16,
+    /// IEEE single precision.
     F32,
+    /// IEEE double precision.
     F64,
     /// Four 32-bit words: random bits and their generator's state.
     Uint4x32,
 }
 
 impl Precision {
+    /// Every precision: integers, floats, then the 128-bit word.
     pub const ALL: [Precision; 10] = [
         Precision::U8,
         Precision::I8,
@@ -48,6 +58,7 @@ impl Precision {
         Precision::Uint4x32,
     ];
 
+    /// The size of one cell, in bytes.
     pub fn size_in_bytes(self) -> usize {
         match self {
             Precision::U8 | Precision::I8 => 1,
@@ -58,6 +69,7 @@ impl Precision {
         }
     }
 
+    /// Whether values are floating point (f16, bf16, f32, f64).
     pub fn is_float(self) -> bool {
         matches!(
             self,

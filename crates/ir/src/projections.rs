@@ -17,12 +17,15 @@ pub struct Factor {
 }
 
 impl Factor {
+    /// A factor of one range: a loop of `symbol` over `0..range`.
     pub fn single(symbol: Symbol, range: usize) -> Factor {
         Factor {
             components: vec![(symbol, range)],
         }
     }
 
+    /// A factor of components traversed one after another, in the order given: the symbols of a
+    /// concatenation's parts.
     pub fn coupled(components: impl IntoIterator<Item = (Symbol, usize)>) -> Factor {
         Factor {
             components: components.into_iter().collect(),
@@ -33,14 +36,19 @@ impl Factor {
 /// Which tensor of an assignment an index map belongs to: the written one or the `i`-th read one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slot {
+    /// The written tensor.
     Lhs,
+    /// The `i`-th read tensor, in operand order.
     Rhs(usize),
 }
 
 /// How one assignment iterates and indexes its tensors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Projections {
+    /// The factors of the product space, in the order lowering nests their loops (outermost
+    /// first): each point is one iteration of the assignment's loops.
     pub product_space: Vec<Factor>,
+    /// The dims of the written tensor, without padding.
     pub lhs_dims: Vec<usize>,
     /// Per read tensor, in operand order.
     pub rhs_dims: Vec<Vec<usize>>,

@@ -10,13 +10,18 @@ use crate::loops::Stmt;
 use crate::lower::{LowerError, lower_with_statics};
 use crate::node::{NodeId, TensorNode};
 
+/// A body of loop IR with the nodes it touches and the static indices it takes: the unit that is
+/// optimized, compiled and run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Routine {
+    /// A name for printing and reports.
     pub name: String,
+    /// Every node the body reads or writes, by id.
     pub nodes: BTreeMap<NodeId, TensorNode>,
     /// The static indices the routine takes when it runs, with the number of positions each
     /// selects among.
     pub statics: BTreeMap<Symbol, usize>,
+    /// The statements, run in order.
     pub body: Vec<Stmt>,
 }
 

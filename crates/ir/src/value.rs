@@ -19,6 +19,7 @@ pub enum Kind {
 }
 
 impl Precision {
+    /// How values of this precision are computed: as floats, integers or 128-bit words.
     pub fn kind(self) -> Kind {
         match self {
             Precision::F16 | Precision::Bf16 | Precision::F32 | Precision::F64 => Kind::Float,
@@ -44,8 +45,11 @@ impl Precision {
 /// A value of some kind.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
+    /// A float, held as `f64` whatever its precision.
     Float(f64),
+    /// An integer, in wrapping `i64`.
     Int(i64),
+    /// A 128-bit word, as four 32-bit words.
     Word([u32; 4]),
 }
 

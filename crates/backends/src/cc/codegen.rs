@@ -37,6 +37,7 @@ pub const KERNEL_PARAMETERS: &str =
 /// Why a routine cannot be turned into C.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodegenError {
+    /// What cannot be generated, in words (what `Display` prints).
     pub message: String,
 }
 
@@ -55,6 +56,7 @@ fn error(message: String) -> CodegenError {
 /// One generated C function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kernel {
+    /// The C function's name, the symbol it is loaded by (`rc_k0`, …).
     pub name: String,
     /// The range of the outer loop the caller may split across threads; `None` for a serial
     /// kernel.
@@ -67,6 +69,7 @@ pub struct Kernel {
 /// One step of a compiled routine, run in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
+    /// A call of a generated kernel function.
     Kernel(Kernel),
     /// A matrix product, run by the `gemm` crate instead of C.
     Gemm(GemmPlan),
@@ -75,7 +78,9 @@ pub enum Step {
 /// The C source of a routine and how to call it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generated {
+    /// The C source: [`PRELUDE`], then the kernel functions.
     pub source: String,
+    /// What running the routine does, in order.
     pub steps: Vec<Step>,
     /// The nodes whose buffers are passed, in the order of the `buffers` argument.
     pub buffers: Vec<NodeId>,

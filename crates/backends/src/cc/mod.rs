@@ -33,6 +33,8 @@ use process::{CommandLine, TIMEOUT_VARIABLE};
 /// Why a routine cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileError {
+    /// What failed, in words (what `Display` prints): no C compiler found, flags that target
+    /// another CPU, the compiler's output when it fails, or C that cannot be generated.
     pub message: String,
 }
 

@@ -33,6 +33,7 @@ use crate::value::Value;
 /// Why a routine cannot be optimized: a node forced to be virtual that cannot be inlined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptimizeError {
+    /// Which node cannot be inlined and why (what `Display` prints).
     pub message: String,
 }
 
