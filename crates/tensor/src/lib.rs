@@ -18,6 +18,7 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nary;
 pub mod ops;
+mod shared;
 pub mod syntax;
 pub mod tensor;
 
