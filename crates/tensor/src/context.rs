@@ -53,6 +53,9 @@ impl Routine {
 }
 
 /// A graph's tensors on a backend.
+///
+/// `Send` and `Sync` (every backend is): a context built on one thread can be moved to another
+/// to train there; running routines takes `&mut self`, so one thread runs them at a time.
 #[derive(Debug)]
 pub struct Context {
     id: u64,

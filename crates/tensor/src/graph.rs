@@ -2,7 +2,9 @@
 //! and the assignments (forward and gradient) each operation contributes.
 //!
 //! A [`Graph`] is a cheap handle to shared state, so that tensors can carry it and operator sugar
-//! (`&a + &b`) can record operations. Nothing is global: two graphs share nothing.
+//! (`&a + &b`) can record operations. Nothing is global: two graphs share nothing. The state sits
+//! behind a lock (`shared`), so graphs and tensors are `Send` and `Sync`: a model built on one
+//! thread can be trained on another, and threads can build on one graph at once.
 //!
 //! Errors never panic: an operation whose shapes cannot agree records the error and returns a
 //! tensor marked as failed; everything built on a failed tensor fails too, and the first error is
