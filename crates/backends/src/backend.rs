@@ -25,6 +25,11 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
 }
 
 /// Something that prepares routines to run.
+///
+/// `Send + Sync`, as its routines are, so that a context holding one can move to another thread
+/// or be shared: every backend satisfies it (the interpreter holds nothing, the C backend its
+/// settings, its routines their loaded libraries behind `Arc`s, the GPU backend the process's
+/// device, whose `wgpu` handles are thread-safe).
 pub trait Backend: std::fmt::Debug + Send + Sync {
     /// The backend's short name, for reports and test messages (`interpreter`, `cc`, …).
     fn name(&self) -> &'static str;

@@ -6,8 +6,10 @@
 //! common arguments and the graph they build), `captures` (the labels `--capture` and `--set`
 //! name), `op` (the operations), `input` (the INPUT forms), `dtype` and `cells` (numpy's dtypes
 //! and values of one), `npy` (`.npy` files), `labels` (naming iterators after the spec's labels),
-//! `result_size` (refusing a result too large to make) and `report` (output and errors).
+//! `result_size` (refusing a result too large to make) and `report` (output and errors). `cache`
+//! shows and empties the folder compiled kernels are kept in.
 
+mod cache;
 mod captures;
 mod cells;
 mod dtype;
@@ -45,6 +47,9 @@ enum Command {
     /// Show how one operation on concrete inputs compiles: shapes, projections, padding, the loop
     /// nest and the generated C or WGSL.
     Explain(explain::Args),
+    /// Show or empty the folder compiled kernels are kept in ($RCANNL_CACHE_DIR, …), kept under
+    /// $RCANNL_CACHE_MAX_BYTES (512 MiB unless set).
+    Cache(cache::Args),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
         Command::Parse(args) => parse::run(&args),
         Command::Einsum(args) => einsum::run(&args),
         Command::Explain(args) => explain::run(&args),
+        Command::Cache(args) => cache::run(&args),
     }
 }
 

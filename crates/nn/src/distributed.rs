@@ -8,6 +8,7 @@
 //! Started as `mpirun -np 2 program`; run without `mpirun`, a program is one rank of one.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,10 @@ fn error(message: String) -> TensorError {
 }
 
 /// The processes of a data-parallel run, and this one's place among them.
+///
+/// Neither `Send` nor `Sync`, unlike graphs and contexts: MPI starts in funneled mode, where only
+/// the thread that started it may call it, so the ranks stay on that thread. A context trained
+/// with them may still be built elsewhere and moved there.
 pub struct Ranks {
     // Dropped last: finalizes MPI.
     _universe: Universe,
@@ -34,6 +39,8 @@ pub struct Ranks {
     /// Time spent merging gradients in [`fit_data_parallel`] (the all-reduce, with the copies
     /// in and out of its buffer and the wait for the slowest rank).
     merging: Cell<Duration>,
+    /// Keeps the ranks on the thread that started MPI, whatever the MPI library's handles are.
+    _funneled: PhantomData<*const ()>,
 }
 
 impl std::fmt::Debug for Ranks {
@@ -59,6 +66,7 @@ impl Ranks {
             _universe: universe,
             world,
             merging: Cell::new(Duration::ZERO),
+            _funneled: PhantomData,
         })
     }
 

@@ -3,8 +3,7 @@
 //! with its train and eval [`Mode`]s and its running statistics' updates, group normalization and
 //! RMS normalization.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rcannl_ir::Precision;
 use rcannl_tensor::{Formula, Graph, Init, Tensor, TensorError, Update};
@@ -277,8 +276,9 @@ pub struct BatchNorm {
     /// Added to the variance under the root, above 0 (default 1e-5).
     pub epsilon: f64,
     label: String,
-    /// The statistics of every application in train mode so far, shared by clones.
-    recorded: Rc<RefCell<Vec<BatchStatistics>>>,
+    /// The statistics of every application in train mode so far, shared by clones (which may
+    /// sit on other threads).
+    recorded: Arc<Mutex<Vec<BatchStatistics>>>,
 }
 
 impl BatchNorm {
@@ -310,7 +310,7 @@ impl BatchNorm {
             momentum: 0.1,
             epsilon: 1e-5,
             label: label.to_owned(),
-            recorded: Rc::default(),
+            recorded: Arc::default(),
         }
     }
 
@@ -332,7 +332,7 @@ impl BatchNorm {
                 let mean = &sum / &count;
                 let centered = x.sub_spec(PER_CHANNEL, &mean);
                 let variance = &centered.pmul(&centered).einsum1(PER_CHANNEL_SUM) / &count;
-                self.recorded.borrow_mut().push(BatchStatistics {
+                self.recorded().push(BatchStatistics {
                     mean,
                     variance: variance.clone(),
                     count,
@@ -364,7 +364,7 @@ impl BatchNorm {
             |m| (0.0..=1.0).contains(&m),
             "a finite number in [0, 1]",
         )?;
-        let recorded = self.recorded.borrow();
+        let recorded = self.recorded();
         if recorded.is_empty() {
             return Err(TensorError {
                 message: format!(
@@ -399,6 +399,12 @@ impl BatchNorm {
     /// The running statistics (mean, variance), to save with the parameters.
     pub fn state(&self) -> Vec<Tensor> {
         vec![self.running_mean.clone(), self.running_var.clone()]
+    }
+
+    /// The statistics recorded so far. A panic elsewhere while they were locked leaves a whole
+    /// list (each push is one step), so a poisoned lock is still read.
+    fn recorded(&self) -> MutexGuard<'_, Vec<BatchStatistics>> {
+        self.recorded.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

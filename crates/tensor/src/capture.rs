@@ -27,9 +27,11 @@ impl Tensor {
     /// Captures `name`, a label or row variable of the spec of the operation that computed this
     /// tensor (for an einsum along a contraction path, of the whole einsum's spec).
     pub fn capture(&self, name: &str) -> Result<Capture, TensorError> {
-        let state = self.graph.state.borrow();
-        let shape_op = shape_op(&state, self.index)
-            .ok_or_else(|| error(format!("capture '{name}': '{}' is a leaf", self.label())))?;
+        let state = self.graph.state.lock();
+        let shape_op = shape_op(&state, self.index).ok_or_else(|| {
+            let label = &state.tensors[self.index].label;
+            error(format!("capture '{name}': '{label}' is a leaf"))
+        })?;
         let capture = match (
             state.inference.capture(shape_op, name),
             state.path_steps.get(&self.index),
@@ -56,6 +58,16 @@ impl Tensor {
     }
 }
 
+impl State {
+    /// [`Graph::capture_value`], for callers already holding the state.
+    pub(crate) fn capture_value(&self, capture: &Capture) -> Option<usize> {
+        if capture.graph != self.id {
+            return None;
+        }
+        self.inference.capture_value(&capture.capture)
+    }
+}
+
 /// The shape operation of the operation that computed tensor `index` (`None` for a leaf).
 fn shape_op(state: &State, index: usize) -> Option<OpId> {
     let op = state.tensors[index].op?;
@@ -75,7 +87,7 @@ pub(crate) struct PathSteps {
 /// made `steps`, so that [`Tensor::capture`] finds the names those steps summed away. Nothing is
 /// recorded for a failed result, which has no operation to capture on.
 pub(crate) fn record_path_steps(result: &Tensor, spec: &EinsumSpec, steps: &[Tensor]) {
-    let mut state = result.graph.state.borrow_mut();
+    let mut state = result.graph.state.lock();
     if shape_op(&state, result.index).is_none() {
         return;
     }
@@ -108,7 +120,7 @@ impl Graph {
     /// Constrains a captured dimension to `size` (a row variable: the product of its axes).
     pub fn set_dim(&self, capture: &Capture, size: usize) -> Result<(), TensorError> {
         self.check_captures("set_dim", &[capture])?;
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         state.captured_constraints += 1;
         Ok(state.inference.set_dim(&capture.capture, size)?)
     }
@@ -116,7 +128,7 @@ impl Graph {
     /// Constrains two captures to be equal.
     pub fn set_equal(&self, a: &Capture, b: &Capture) -> Result<(), TensorError> {
         self.check_captures("set_equal", &[a, b])?;
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         state.captured_constraints += 1;
         Ok(state.inference.set_equal(&a.capture, &b.capture)?)
     }
@@ -129,7 +141,7 @@ impl Graph {
         small: &Capture,
     ) -> Result<(), TensorError> {
         self.check_captures("set_scale", &[large, small])?;
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         state.captured_constraints += 1;
         Ok(state
             .inference
@@ -138,11 +150,7 @@ impl Graph {
 
     /// The captured size, once inference knows it (`None` also for a capture of another graph).
     pub fn capture_value(&self, capture: &Capture) -> Option<usize> {
-        let state = self.state.borrow();
-        if capture.graph != state.id {
-            return None;
-        }
-        state.inference.capture_value(&capture.capture)
+        self.state.lock().capture_value(capture)
     }
 
     /// The captured size as a tensor (one cell), filled when a routine runs.

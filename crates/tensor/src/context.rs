@@ -53,6 +53,9 @@ impl Routine {
 }
 
 /// A graph's tensors on a backend.
+///
+/// `Send` and `Sync` (every backend is): a context built on one thread can be moved to another
+/// to train there; running routines takes `&mut self`, so one thread runs them at a time.
 #[derive(Debug)]
 pub struct Context {
     id: u64,
@@ -144,7 +147,7 @@ impl Context {
     /// Finishes shape inference and makes a buffer for every tensor not yet concrete.
     fn concretize(&mut self) -> Result<(), TensorError> {
         self.graph.check()?;
-        let state = &mut *self.graph.state.borrow_mut();
+        let state = &mut *self.graph.state.lock();
         let size = (
             state.tensors.len(),
             state.inference.ops().count(),
@@ -311,7 +314,7 @@ impl Context {
     /// The ops computing `outputs`, in creation order (which is an order of dependencies), and
     /// the leaves they read.
     fn ancestry(&self, outputs: &[usize]) -> (Vec<usize>, BTreeSet<usize>) {
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         let mut needed: BTreeSet<usize> = BTreeSet::new();
         let mut stack: Vec<usize> = outputs.to_vec();
         let mut ops = BTreeSet::new();
@@ -331,7 +334,7 @@ impl Context {
 
     /// The fetches that fill constant leaves among `tensors`.
     fn leaf_fetches(&self, tensors: &BTreeSet<usize>) -> Vec<Assignment> {
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         tensors
             .iter()
             .filter_map(|&t| {
@@ -341,7 +344,7 @@ impl Context {
                     LeafKind::SelfId => FetchOp::EmbedSelfId,
                     LeafKind::Seed => FetchOp::Constant(self.seed as f64),
                     LeafKind::Dim(capture) => {
-                        FetchOp::EmbedDim(self.graph.capture_value(capture).unwrap_or(0))
+                        FetchOp::EmbedDim(state.capture_value(capture).unwrap_or(0))
                     }
                     LeafKind::Data(_) | LeafKind::Param(_) => return None,
                 };
@@ -366,7 +369,7 @@ impl Context {
             nodes_of(a, &mut used);
         }
         let params: BTreeSet<usize> = {
-            let state = self.graph.state.borrow();
+            let state = self.graph.state.lock();
             (0..state.tensors.len())
                 .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
                 .collect()
@@ -423,7 +426,7 @@ impl Context {
         let (ops, tensors) = self.ancestry(&indices);
         let mut assignments = self.leaf_fetches(&tensors);
         let forward: Vec<Asg> = {
-            let state = self.graph.state.borrow();
+            let state = self.graph.state.lock();
             ops.iter()
                 .flat_map(|&op| state.ops[op].forward.clone())
                 .collect()
@@ -489,7 +492,7 @@ impl Context {
         let (ops, tensors) = self.ancestry(&[loss.index]);
         let mut assignments = self.leaf_fetches(&tensors);
         let (forward, backward, differentiable): (Vec<Asg>, Vec<Asg>, Vec<usize>) = {
-            let state = self.graph.state.borrow();
+            let state = self.graph.state.lock();
             let forward = ops
                 .iter()
                 .flat_map(|&op| state.ops[op].forward.clone())
@@ -528,7 +531,7 @@ impl Context {
             assignments.push(self.assignment(asg)?);
         }
         let kept: Vec<usize> = {
-            let state = self.graph.state.borrow();
+            let state = self.graph.state.lock();
             differentiable
                 .iter()
                 .copied()
@@ -740,7 +743,7 @@ impl Context {
                 "run: routine {} reads parameter '{}', which holds no values yet: call \
                  init_params (again, for parameters added since) or set its values first",
                 routine.executable.routine().name,
-                self.graph.state.borrow().tensors[t].label
+                self.graph.state.lock().tensors[t].label
             )));
         }
         let graph = self.graph.id();
@@ -762,7 +765,7 @@ impl Context {
     pub fn init_params(&mut self) -> Result<(), TensorError> {
         self.concretize()?;
         let (params, default): (Vec<(usize, Init)>, Init) = {
-            let state = self.graph.state.borrow();
+            let state = self.graph.state.lock();
             let params = state
                 .tensors
                 .iter()
@@ -834,7 +837,7 @@ impl Context {
         );
         // In creation order, so that an expression may read a parameter an earlier one set.
         for (t, e) in expressions {
-            let label = self.graph.state.borrow().tensors[t].label.clone();
+            let label = self.graph.state.lock().tensors[t].label.clone();
             let failed = |e: TensorError| {
                 error(format!(
                     "parameter '{label}': its init expression: {}",
@@ -855,7 +858,7 @@ impl Context {
     /// The number of input or output cells of a tensor (the product of that row's axes; 0
     /// without such axes).
     fn fan(&self, t: usize, kind: Kind) -> usize {
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         let shape = state.inference.shape(state.tensors[t].shape);
         let row = shape.row(kind);
         if row.n_explicit() == 0 {
@@ -1030,7 +1033,7 @@ impl Context {
     pub fn holds_values(&self, t: &Tensor) -> bool {
         let is_param = self.graph.owns(t)
             && matches!(
-                self.graph.state.borrow().tensors[t.index].leaf,
+                self.graph.state.lock().tensors[t.index].leaf,
                 Some(LeafKind::Param(_))
             );
         !is_param || self.initialized.contains(&t.index)
@@ -1143,7 +1146,7 @@ impl Context {
     pub fn rows(&mut self, t: &Tensor) -> Result<[Vec<usize>; 3], TensorError> {
         self.concretize()?;
         self.check_tensor(t)?;
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         let shape = state.inference.closed_shape(state.tensors[t.index].shape)?;
         Ok([Kind::Batch, Kind::Input, Kind::Output].map(|kind| {
             shape
@@ -1160,7 +1163,7 @@ impl Context {
         self.concretize()?;
         self.check_tensor(t)?;
         let forward: Vec<Asg> = {
-            let state = self.graph.state.borrow();
+            let state = self.graph.state.lock();
             match state.tensors[t.index].op {
                 Some(op) if state.ops[op].result == t.index => state.ops[op].forward.clone(),
                 _ => Vec::new(),

@@ -428,7 +428,7 @@ impl Update {
         let name = self.target.label();
         let context = format!("update of '{name}'");
         let failed = |e: TensorError| {
-            let e = graph.state.borrow().locate(e);
+            let e = graph.state.lock().locate(e);
             graph.record(e.clone());
             Some(Relation::Failed(e))
         };
@@ -442,7 +442,7 @@ impl Update {
             Err(e) => return failed(e),
         };
         let n = refs.len();
-        let state = graph.state.borrow();
+        let state = graph.state.lock();
         let read: Vec<String> = refs
             .iter()
             .map(|r| match r {
@@ -486,7 +486,7 @@ impl Update {
                 Err(e) => return failed(error(format!("{context}: spec \"{spec}\": {e}"))),
             },
         };
-        let mut state = graph.state.borrow_mut();
+        let mut state = graph.state.lock();
         let target = self.target.index;
         let inherited = std::iter::once(target)
             .chain(refs.iter().map(|r| match r {

@@ -62,7 +62,7 @@ impl Tensor {
         );
         let rows = difference.eq(&graph.number(0.0));
         if rows.error().is_none() {
-            graph.state.borrow_mut().one_hots.insert(
+            graph.state.lock().one_hots.insert(
                 rows.index,
                 OneHot {
                     ids: ids.index,
@@ -82,7 +82,7 @@ pub(crate) fn composed_with_one_hot(table: &Tensor, rows: &Tensor) -> Option<Ten
     if !graph.owns(rows) || !graph.owns(table) {
         return None;
     }
-    let one_hot = graph.state.borrow().one_hots.get(&rows.index).copied()?;
+    let one_hot = graph.state.lock().one_hots.get(&rows.index).copied()?;
     if !is_closed_table(table) {
         return None;
     }
@@ -96,7 +96,7 @@ pub(crate) fn composed_with_one_hot(table: &Tensor, rows: &Tensor) -> Option<Ten
 
 /// Whether inference already knows `table`'s rows as `| v -> w`: closed, of 0, 1 and 1 axes.
 fn is_closed_table(table: &Tensor) -> bool {
-    let state = table.graph.state.borrow();
+    let state = table.graph.state.lock();
     let shape = state.inference.shape(state.tensors[table.index].shape);
     let closed = |row: &rcannl_shape::term::Row, axes: usize| {
         row.var.is_none() && row.dims().count() == axes

@@ -2,16 +2,16 @@
 //! and the assignments (forward and gradient) each operation contributes.
 //!
 //! A [`Graph`] is a cheap handle to shared state, so that tensors can carry it and operator sugar
-//! (`&a + &b`) can record operations. Nothing is global: two graphs share nothing.
+//! (`&a + &b`) can record operations. Nothing is global: two graphs share nothing. The state sits
+//! behind a lock (`shared`), so graphs and tensors are `Send` and `Sync`: a model built on one
+//! thread can be trained on another, and threads can build on one graph at once.
 //!
 //! Errors never panic: an operation whose shapes cannot agree records the error and returns a
 //! tensor marked as failed; everything built on a failed tensor fails too, and the first error is
 //! returned when the graph is compiled ([`Graph::check`]). Every method that builds an operation
 //! also has a form returning `Result` (`try_…`) for callers who want the error at once.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_ir::{Binop, Expr, Precision, Slot, Symbol, Ternop, Unop, VecUnop};
@@ -20,6 +20,7 @@ use rcannl_shape::term::Dim;
 use rcannl_shape::{Inference, LeafDecl, OpId, ShapeError, TensorId};
 
 use crate::capture::PathSteps;
+use crate::shared::SharedState;
 use crate::tensor::Tensor;
 
 /// An error of the tensor library: a shape problem (with the operation, its tensors and their
@@ -58,9 +59,10 @@ pub(crate) fn foreign(context: &str, t: &Tensor) -> TensorError {
     let carried = t
         .graph
         .state
-        .try_borrow()
-        .ok()
-        .and_then(|state| state.tensors.get(t.index).and_then(|d| d.failed.clone()));
+        .lock()
+        .tensors
+        .get(t.index)
+        .and_then(|d| d.failed.clone());
     if let Some(e) = carried {
         return e;
     }
@@ -356,7 +358,7 @@ const FIRST_STATIC: u32 = 1 << 30;
 /// the other graph's tensor of the same number.
 #[derive(Debug, Clone)]
 pub struct Graph {
-    pub(crate) state: Rc<RefCell<State>>,
+    pub(crate) state: SharedState,
 }
 
 /// Identities of graphs, unique in the process.
@@ -369,7 +371,7 @@ impl Default for Graph {
             ..State::default()
         };
         Graph {
-            state: Rc::new(RefCell::new(state)),
+            state: SharedState::new(state),
         }
     }
 }
@@ -590,7 +592,7 @@ impl Graph {
     }
 
     fn new_static_index(&self, range: Option<usize>) -> StaticIndex {
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         let symbol = Symbol(FIRST_STATIC + state.next_static);
         state.next_static += 1;
         StaticIndex {
@@ -602,12 +604,12 @@ impl Graph {
 
     /// The graph's identity (see [`State::id`]).
     pub(crate) fn id(&self) -> u64 {
-        self.state.borrow().id
+        self.state.lock().id
     }
 
     /// Whether `t` is a tensor of this graph.
     pub(crate) fn owns(&self, t: &Tensor) -> bool {
-        Rc::ptr_eq(&self.state, &t.graph.state)
+        self.state.same(&t.graph.state)
     }
 
     /// An error unless every tensor of `tensors` belongs to this graph; `context` names what
@@ -627,7 +629,7 @@ impl Graph {
         precision: Precision,
         differentiable: bool,
     ) -> Tensor {
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         let index = state.tensors.len();
         let (shape, failed) = match state.inference.leaf(label, decl.clone()) {
             Ok(shape) => (shape, None),
@@ -663,15 +665,15 @@ impl Graph {
     /// errors found meanwhile, and later about the tensors built meanwhile, point back at. The
     /// `op!` and `cd!` macros build every operation under the position of its operator.
     pub fn at_site<R>(&self, site: &'static str, build: impl FnOnce() -> R) -> R {
-        let outer = self.state.borrow_mut().site.replace(site);
+        let outer = self.state.lock().site.replace(site);
         let result = build();
-        self.state.borrow_mut().site = outer;
+        self.state.lock().site = outer;
         result
     }
 
     /// Records an error found outside any operation (a bad literal).
     pub(crate) fn record(&self, e: TensorError) {
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         let e = state.locate(e);
         state.errors.push(e);
     }
@@ -690,12 +692,12 @@ impl Graph {
             self.record(error(format!("set_default_init: {init:?} {problem}")));
             return;
         }
-        self.state.borrow_mut().default_init = init;
+        self.state.lock().default_init = init;
     }
 
     /// Every parameter of the graph, in creation order.
     pub fn params(&self) -> Vec<Tensor> {
-        let state = self.state.borrow();
+        let state = self.state.lock();
         state
             .tensors
             .iter()
@@ -711,14 +713,14 @@ impl Graph {
     /// Whether `t` is a constant number (which `*` scales by instead of composing with).
     pub(crate) fn is_scalar_constant(&self, t: &Tensor) -> bool {
         matches!(
-            self.state.borrow().tensors[t.index].leaf,
+            self.state.lock().tensors[t.index].leaf,
             Some(LeafKind::Constant(_))
         )
     }
 
     /// The first error recorded while building the graph, if any.
     pub fn check(&self) -> Result<(), TensorError> {
-        match self.state.borrow().errors.first() {
+        match self.state.lock().errors.first() {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
@@ -734,7 +736,7 @@ impl Graph {
         operands: &[&Tensor],
         op: OpSpec,
     ) -> Tensor {
-        let label = format!("{name}#{}", self.state.borrow().tensors.len());
+        let label = format!("{name}#{}", self.state.lock().tensors.len());
         match self.try_apply(&label, logic, operands, op) {
             Ok(t) => t,
             Err(failed) => failed,
@@ -752,7 +754,7 @@ impl Graph {
         if let Err(e) = self.check_owns(&format!("operation '{label}'"), operands) {
             return Err(self.failed(e));
         }
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         let indices: Vec<usize> = operands.iter().map(|t| t.index).collect();
         let precision = op.precision.unwrap_or_else(|| {
             indices
@@ -849,7 +851,7 @@ impl Graph {
                     self.record(e);
                 }
                 let backward = builder.backward;
-                self.state.borrow_mut().ops[op_index].backward = backward;
+                self.state.lock().ops[op_index].backward = backward;
             }
         }
         Ok(Tensor {
@@ -870,7 +872,7 @@ impl Graph {
             self.record(e);
             return;
         }
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         if state.tensors[result.index].failed.is_some() {
             return;
         }
@@ -934,9 +936,7 @@ impl Graph {
                 self.record(e);
             }
             let backward = builder.backward;
-            self.state.borrow_mut().ops[op_index]
-                .backward
-                .extend(backward);
+            self.state.lock().ops[op_index].backward.extend(backward);
         }
     }
 }
@@ -1094,7 +1094,7 @@ impl GradBuilder<'_> {
 
     /// Whether operand `i` takes a gradient.
     pub fn wants(&self, i: usize) -> bool {
-        self.graph.state.borrow().tensors[self.operands[i]].differentiable
+        self.graph.state.lock().tensors[self.operands[i]].differentiable
     }
 
     /// Scatters the result's gradient back into every operand's gradient through the forward

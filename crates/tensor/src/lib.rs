@@ -22,6 +22,7 @@ pub mod graph;
 pub mod nary;
 pub mod ops;
 pub mod reshape;
+mod shared;
 pub mod syntax;
 pub mod tensor;
 

@@ -219,7 +219,7 @@ impl Tensor {
     /// The sizes of this tensor's axes when all are known and all are output axes, as numpy
     /// sees an array.
     fn numpy_axes(&self) -> Option<Vec<usize>> {
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         let shape = state.inference.shape(state.tensors[self.index].shape);
         let mut axes = Vec::new();
         for kind in Kind::ALL {
@@ -332,7 +332,7 @@ fn item_sizes(parsed: &EinsumSpec, operands: &[&Tensor]) -> HashMap<String, f64>
         }
     };
     for (t, slot) in operands.iter().zip(&parsed.rhs) {
-        let state = t.graph.state.borrow();
+        let state = t.graph.state.lock();
         let shape = state.inference.shape(state.tensors[t.index].shape);
         for kind in Kind::ALL {
             let (spec_row, row) = (slot.row(kind), shape.row(kind));

@@ -500,7 +500,7 @@ impl Graph {
             self.record(e);
             return;
         }
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state.lock();
         let (sa, sb) = (state.tensors[a.index].shape, state.tensors[b.index].shape);
         for (x, y) in [(sa, sb), (sb, sa)] {
             if let Err(e) = state.inference.relate(Logic::PointwiseUnary, x, &[y]) {
@@ -539,7 +539,7 @@ impl Graph {
 
     /// A tensor standing for an error found before any operation could be built.
     pub(crate) fn failed(&self, e: TensorError) -> Tensor {
-        let e = self.state.borrow().locate(e);
+        let e = self.state.lock().locate(e);
         self.record(e.clone());
         let t = self.leaf(
             "failed",
@@ -548,7 +548,7 @@ impl Graph {
             rcannl_ir::Precision::F32,
             false,
         );
-        self.state.borrow_mut().tensors[t.index].failed = Some(e);
+        self.state.lock().tensors[t.index].failed = Some(e);
         t
     }
 }

@@ -448,7 +448,7 @@ pub fn shared_params(
     key: &'static str,
     make: impl FnOnce() -> Vec<Tensor>,
 ) -> Vec<Tensor> {
-    let known = graph.state.borrow().shared_params.get(key).cloned();
+    let known = graph.state.lock().shared_params.get(key).cloned();
     match known {
         Some(indices) => indices
             .into_iter()
@@ -460,7 +460,7 @@ pub fn shared_params(
         None => {
             let made = make();
             let indices = made.iter().map(|t| t.index).collect();
-            graph.state.borrow_mut().shared_params.insert(key, indices);
+            graph.state.lock().shared_params.insert(key, indices);
             made
         }
     }

@@ -29,22 +29,22 @@ impl Tensor {
 
     /// The tensor's label (a leaf's name, or the expression that computed it).
     pub fn label(&self) -> String {
-        self.graph.state.borrow().tensors[self.index].label.clone()
+        self.graph.state.lock().tensors[self.index].label.clone()
     }
 
     /// The precision of the tensor's cells.
     pub fn precision(&self) -> rcannl_ir::Precision {
-        self.graph.state.borrow().tensors[self.index].precision
+        self.graph.state.lock().tensors[self.index].precision
     }
 
     /// Whether gradients flow into the tensor (it is a parameter or computed from one).
     pub fn is_differentiable(&self) -> bool {
-        self.graph.state.borrow().tensors[self.index].differentiable
+        self.graph.state.lock().tensors[self.index].differentiable
     }
 
     /// The shape as known now: `batch|input->output`, with `$n` for sizes not known yet.
     pub fn shape(&self) -> String {
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         state
             .inference
             .shape(state.tensors[self.index].shape)
@@ -53,7 +53,7 @@ impl Tensor {
 
     /// The error that made this tensor fail, if one did.
     pub fn error(&self) -> Option<crate::graph::TensorError> {
-        self.graph.state.borrow().tensors[self.index].failed.clone()
+        self.graph.state.lock().tensors[self.index].failed.clone()
     }
 
     fn constant(&self, value: f64) -> Tensor {

@@ -11,6 +11,9 @@
 //! out of. Where it is not, or where it cannot be written, a library is built in a fresh private
 //! folder of its own, loaded and deleted (after one warning per process): nothing is loaded from
 //! a folder others can write.
+//!
+//! The folder is kept under a size cap (`bound`: `$RCANNL_CACHE_MAX_BYTES`, else 512 MiB), the
+//! least recently used entries evicted after each store.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -23,6 +26,13 @@ use libloading::Library;
 use sha2::{Digest, Sha256};
 
 use super::CompileError;
+
+mod bound;
+
+pub use bound::{
+    CacheInfo, DEFAULT_MAX_BYTES, MAX_BYTES_VARIABLE, Removed, clean, evict, info, max_bytes,
+    parse_size,
+};
 
 /// The cache folder the environment chooses: `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`,
 /// else `$HOME/.cache/rcannl`, else `rcannl-<uid>` in the temporary folder. Empty variables, a
@@ -67,9 +77,11 @@ pub(crate) type Build<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), CompileError>
 
 /// The library built from `source` under `key`, loaded: from the cache in `folder` when it holds
 /// one that passes its check, else built (and kept there when the folder is private and
-/// writable); and whether it came from the cache.
+/// writable, evicting the least recently used entries beyond `cap` bytes); and whether it came
+/// from the cache.
 pub(crate) fn load(
     folder: &Path,
+    cap: u64,
     key: &str,
     source: &str,
     build: Build,
@@ -83,7 +95,11 @@ pub(crate) fn load(
         return Ok((library, true));
     }
     match entry.build(source, build) {
-        Ok(library) => Ok((library, false)),
+        Ok(library) => {
+            // A cache that cannot be listed is only over its cap until a later store.
+            let _ = bound::evict_except(&private, cap, Some(&entry.name()));
+            Ok((library, false))
+        }
         Err(Failure::Unwritable(e)) => load_unkept(
             format!("cannot write in the cache folder {}: {e}", folder.display()),
             key,
@@ -128,14 +144,20 @@ fn kept_record(name: &str, bytes: &[u8]) -> String {
 /// and they match the record kept beside them; `None` otherwise.
 pub fn read_kept(folder: &Path, name: &str) -> Option<Vec<u8>> {
     let private = private_folder(folder).ok()?;
-    let bytes = read_own_file(&private.join(name))?;
+    let path = private.join(name);
+    let bytes = read_own_file(&path)?;
     let record = read_own_file(&private.join(format!("{name}.sha256")))?;
-    (record == kept_record(name, &bytes).as_bytes()).then_some(bytes)
+    if record != kept_record(name, &bytes).as_bytes() {
+        return None;
+    }
+    bound::touch(&path);
+    Some(bytes)
 }
 
 /// Keeps `bytes` as `name` in the cache folder `folder` (private, as for libraries), with a
 /// record of their SHA-256 beside them, both written under names of their own and renamed into
-/// place; an error says why they were not kept.
+/// place, then evicts the least recently used entries beyond [`max_bytes`]; an error says why
+/// they were not kept.
 pub fn keep(folder: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     static KEPT: AtomicUsize = AtomicUsize::new(0);
     let private = private_folder(folder)?;
@@ -156,6 +178,7 @@ pub fn keep(folder: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     write_new(record, kept_record(name, bytes).as_bytes()).map_err(failed)?;
     std::fs::rename(partial, private.join(name)).map_err(failed)?;
     std::fs::rename(record, private.join(format!("{name}.sha256"))).map_err(failed)?;
+    let _ = bound::evict_except(&private, max_bytes(), Some(name));
     Ok(())
 }
 
@@ -312,6 +335,11 @@ impl Entry {
         }
     }
 
+    /// The entry's name in the folder's listing (see `bound`).
+    fn name(&self) -> String {
+        format!("rc_{}", self.key)
+    }
+
     /// The line of the record of a library with `digest`.
     fn record_line(&self, digest: &str) -> String {
         format!("{digest}  rc_{}.so\n", self.key)
@@ -329,8 +357,15 @@ impl Entry {
             return Ok(None);
         }
         // Only this user can write the folder, so the file is still the one whose bytes were
-        // just checked.
-        open(&self.library).map(Some)
+        // just checked, unless another process evicted it meanwhile: then it is built again.
+        match open(&self.library) {
+            Ok(library) => {
+                bound::touch(&self.library);
+                Ok(Some(library))
+            }
+            Err(_) if !self.library.exists() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Builds the library beside its place (under a name no other build uses), loads it, then
@@ -368,6 +403,8 @@ impl Entry {
         // Kept only once loaded: a library that does not load is not cached.
         std::fs::rename(partial, &self.library).map_err(Failure::Unwritable)?;
         std::fs::rename(record, &self.record).map_err(Failure::Unwritable)?;
+        // Stored is used: the compiler's clock may be coarser than the order of uses.
+        bound::touch(&self.library);
         // The source stays beside its library, for reading.
         let _ = std::fs::rename(c_path, self.folder.join(format!("rc_{}.c", self.key)));
         Ok(library)

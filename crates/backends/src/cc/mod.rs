@@ -94,6 +94,8 @@ pub struct Compiler {
     command: CommandLine,
     flags: Vec<String>,
     cache_dir: PathBuf,
+    /// The cap on the cache folder's size, kept after each store.
+    cache_max_bytes: u64,
     timeout: Duration,
     /// The f32 product asked for in place of [`F32Product::choose`]'s pick.
     f32_product: Option<F32Product>,
@@ -113,7 +115,9 @@ impl Compiler {
     /// variable is no number of seconds above 0); compiled routines are cached in
     /// `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`, else `$HOME/.cache/rcannl`, else
     /// `rcannl-<uid>` in the temporary folder (empty variables, and relative `$XDG_CACHE_HOME`
-    /// or `$HOME`, count as unset). The error says what was tried and why it failed.
+    /// or `$HOME`, count as unset), kept under `$RCANNL_CACHE_MAX_BYTES` bytes, else
+    /// [`cache::DEFAULT_MAX_BYTES`] (see [`cache::max_bytes`]). The error says what was tried and
+    /// why it failed.
     pub fn from_environment() -> Result<Compiler, CompileError> {
         let timeout = timeout_from_environment();
         let cc = std::env::var("CC").ok();
@@ -149,6 +153,7 @@ impl Compiler {
             command,
             flags,
             cache_dir: cache::default_folder(),
+            cache_max_bytes: cache::max_bytes(),
             timeout,
             f32_product: None,
         })
@@ -159,6 +164,18 @@ impl Compiler {
     pub fn with_cache_dir(mut self, dir: &Path) -> Compiler {
         self.cache_dir = dir.to_owned();
         self
+    }
+
+    /// The same compiler, keeping its cache folder under `bytes` (the least recently used
+    /// entries are evicted after each store) instead of [`cache::max_bytes`].
+    pub fn with_cache_max_bytes(mut self, bytes: u64) -> Compiler {
+        self.cache_max_bytes = bytes;
+        self
+    }
+
+    /// The folder compiled routines are cached in.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
     }
 
     /// The same compiler with other optimization and target flags in place of
@@ -244,10 +261,13 @@ impl Compiler {
         parts.extend(REQUIRED_FLAGS.map(str::as_bytes));
         parts.push(source.as_bytes());
         let key = cache::key(&parts);
-        let (library, from_cache) =
-            cache::load(&self.cache_dir, &key, source, &|c_file, library| {
-                self.build(c_file, library)
-            })?;
+        let (library, from_cache) = cache::load(
+            &self.cache_dir,
+            self.cache_max_bytes,
+            &key,
+            source,
+            &|c_file, library| self.build(c_file, library),
+        )?;
         Ok((Arc::new(library), from_cache))
     }
 

@@ -1,0 +1,309 @@
+//! The cache's bound: the folder's entries are kept under a size cap by evicting the least
+//! recently used ones after each store, and can be listed and cleaned.
+//!
+//! An entry is the files of one kept thing: a library `rc_<key>.so` with its record
+//! `rc_<key>.sha256` and source `rc_<key>.c`, or a kept file `gpu_<…>` with its record
+//! `gpu_<…>.sha256`. Its size is theirs together, and it was last used at the latest of their
+//! modification times: loading a library or reading a kept file sets its time to now. Files of
+//! other names are not the cache's and are never counted or removed. The temporary files of a
+//! store in progress (`….partial`, a build's `rc_<key>.<unique>.c`) are left alone until they
+//! are an hour old, when only a process that died mid-build can have left them.
+//!
+//! Removing a library another process has loaded is safe on Linux: its mapping keeps the file's
+//! contents alive until it is unloaded, and the cache never writes into a kept file (a store
+//! writes a new file and renames it into place). A process that finds an entry gone between
+//! checking and loading it builds it again. So eviction needs no lock shared between processes:
+//! each removes, oldest first, what its own listing says is over the cap, and a file that another
+//! process removed first (or that disappears mid-listing) is simply skipped.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+use std::time::{Duration, SystemTime};
+
+/// The cap on the cache folder's size when `$RCANNL_CACHE_MAX_BYTES` does not set one: 512 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
+
+/// The variable that sets the cap on the cache folder's size.
+pub const MAX_BYTES_VARIABLE: &str = "RCANNL_CACHE_MAX_BYTES";
+
+/// How old a temporary file must be before it counts as a dead process's leftover.
+const STALE: Duration = Duration::from_secs(60 * 60);
+
+/// What a cache folder holds, as [`info`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheInfo {
+    /// The folder, as given.
+    pub folder: PathBuf,
+    /// The number of entries (a library with its record and source counts once).
+    pub entries: usize,
+    /// The bytes of every entry's files together.
+    pub bytes: u64,
+    /// The cap stores keep the folder under ([`max_bytes`]).
+    pub cap: u64,
+}
+
+/// What [`clean`] or [`evict`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Removed {
+    /// The number of entries removed.
+    pub entries: usize,
+    /// Their bytes, with those of stale temporary files.
+    pub bytes: u64,
+}
+
+/// The cap on the cache folder's size: `$RCANNL_CACHE_MAX_BYTES` (a number of bytes, or of
+/// KiB, MiB or GiB with a suffix `K`, `M` or `G`: `200M`), else [`DEFAULT_MAX_BYTES`] (after
+/// one warning per process when the variable is set to anything else).
+pub fn max_bytes() -> u64 {
+    static WARNED: Once = Once::new();
+    let Some(value) = std::env::var_os(MAX_BYTES_VARIABLE).filter(|v| !v.is_empty()) else {
+        return DEFAULT_MAX_BYTES;
+    };
+    match value.to_str().map(parse_size) {
+        Some(Ok(bytes)) => bytes,
+        Some(Err(why)) => {
+            WARNED.call_once(|| {
+                eprintln!(
+                    "rcannl: ${MAX_BYTES_VARIABLE} is {value:?}, {why}; the cache keeps under \
+                     the default of {} MiB",
+                    DEFAULT_MAX_BYTES >> 20
+                );
+            });
+            DEFAULT_MAX_BYTES
+        }
+        None => {
+            WARNED.call_once(|| {
+                eprintln!(
+                    "rcannl: ${MAX_BYTES_VARIABLE} is not text; the cache keeps under the \
+                     default of {} MiB",
+                    DEFAULT_MAX_BYTES >> 20
+                );
+            });
+            DEFAULT_MAX_BYTES
+        }
+    }
+}
+
+/// A size such as `1048576`, `512K`, `200M`, `2G` or `2GiB` (binary multiples, any case), in
+/// bytes; an error says what is wrong with it.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(digits);
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => {
+            return Err(
+                "not a size (a number of bytes, or of KiB, MiB or GiB as in 512K, 200M, 2G)"
+                    .to_owned(),
+            );
+        }
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| "not a size: it does not start with a number".to_owned())?;
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| "too large a size".to_owned())
+}
+
+/// What `folder` holds: its entries and their bytes, with the cap stores keep it under. A
+/// missing folder holds nothing.
+pub fn info(folder: &Path) -> Result<CacheInfo, String> {
+    let listing = Listing::of(folder)?;
+    Ok(CacheInfo {
+        folder: folder.to_owned(),
+        entries: listing.entries.len(),
+        bytes: listing.entries.values().map(|e| e.bytes).sum(),
+        cap: max_bytes(),
+    })
+}
+
+/// Removes every entry of `folder`, and the temporary files dead processes left.
+pub fn clean(folder: &Path) -> Result<Removed, String> {
+    evict_except(folder, 0, None)
+}
+
+/// Removes the least recently used entries of `folder` until the rest take at most `cap` bytes,
+/// and the temporary files dead processes left.
+pub fn evict(folder: &Path, cap: u64) -> Result<Removed, String> {
+    evict_except(folder, cap, None)
+}
+
+/// [`evict`], never removing the entry named `kept` (the one just stored or loaded).
+pub(crate) fn evict_except(folder: &Path, cap: u64, kept: Option<&str>) -> Result<Removed, String> {
+    let listing = Listing::of(folder)?;
+    let mut removed = Removed::default();
+    for path in &listing.stale {
+        if let Some(bytes) = remove(path) {
+            removed.bytes += bytes;
+        }
+    }
+    let mut total: u64 = listing.entries.values().map(|e| e.bytes).sum();
+    let mut oldest_first: Vec<(&String, &Entry)> = listing.entries.iter().collect();
+    oldest_first.sort_by_key(|(name, entry)| (entry.last_used, *name));
+    for (name, entry) in oldest_first {
+        if total <= cap {
+            break;
+        }
+        if Some(name.as_str()) == kept {
+            continue;
+        }
+        for path in &entry.files {
+            if let Some(bytes) = remove(path) {
+                removed.bytes += bytes;
+            }
+        }
+        removed.entries += 1;
+        total = total.saturating_sub(entry.bytes);
+    }
+    Ok(removed)
+}
+
+/// Removes the file at `path`; its size if this call removed it.
+fn remove(path: &Path) -> Option<u64> {
+    let bytes = std::fs::symlink_metadata(path).ok()?.len();
+    std::fs::remove_file(path).ok()?;
+    Some(bytes)
+}
+
+/// Marks the entry whose file is at `path` as used now. A file that cannot be marked (gone,
+/// another user's) only loses its place in the order of eviction.
+pub(crate) fn touch(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(file) = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+/// The entry a file of the cache belongs to, by its name: `Some(Ok(entry))`, `Some(Err(()))`
+/// for a temporary file of a store, `None` for a file that is not the cache's.
+fn entry_of(name: &str) -> Option<Result<&str, ()>> {
+    if name.ends_with(".partial") {
+        return Some(Err(()));
+    }
+    if name.starts_with("rc_") {
+        let (stem, extension) = name.split_once('.')?;
+        return Some(match extension {
+            "so" | "sha256" | "c" => Ok(stem),
+            _ => Err(()),
+        });
+    }
+    if name.starts_with("gpu_") {
+        return Some(Ok(name.strip_suffix(".sha256").unwrap_or(name)));
+    }
+    None
+}
+
+/// One entry's files.
+#[derive(Debug, Default)]
+struct Entry {
+    files: Vec<PathBuf>,
+    bytes: u64,
+    last_used: Option<SystemTime>,
+}
+
+/// A cache folder's entries, by name, and its stale temporary files.
+#[derive(Debug, Default)]
+struct Listing {
+    entries: BTreeMap<String, Entry>,
+    stale: Vec<PathBuf>,
+}
+
+impl Listing {
+    /// The listing of `folder` (empty when it does not exist). Only regular files of this user
+    /// count; a file that vanishes while the folder is read is left out.
+    fn of(folder: &Path) -> Result<Listing, String> {
+        let mut listing = Listing::default();
+        let files = match std::fs::read_dir(folder) {
+            Ok(files) => files,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(listing),
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the cache folder {}: {e}",
+                    folder.display()
+                ));
+            }
+        };
+        let now = SystemTime::now();
+        // SAFETY: `geteuid` has no preconditions and cannot fail.
+        let user = unsafe { libc::geteuid() };
+        for file in files.flatten() {
+            let Ok(metadata) = std::fs::symlink_metadata(file.path()) else {
+                continue;
+            };
+            if !metadata.is_file() || metadata.uid() != user {
+                continue;
+            }
+            let name = file.file_name();
+            let Some(kind) = name.to_str().and_then(entry_of) else {
+                continue;
+            };
+            let modified = metadata.modified().ok();
+            match kind {
+                Ok(stem) => {
+                    let entry = listing.entries.entry(stem.to_owned()).or_default();
+                    entry.files.push(file.path());
+                    entry.bytes += metadata.len();
+                    entry.last_used = entry.last_used.max(modified);
+                }
+                Err(()) => {
+                    let age = modified.and_then(|m| now.duration_since(m).ok());
+                    if age.is_some_and(|age| age > STALE) {
+                        listing.stale.push(file.path());
+                    }
+                }
+            }
+        }
+        Ok(listing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("200m"), Ok(200 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12T").unwrap_err().contains("not a size"));
+        assert!(parse_size("-1").unwrap_err().contains("not a size"));
+        assert!(
+            parse_size("99999999999G")
+                .unwrap_err()
+                .contains("too large")
+        );
+    }
+
+    #[test]
+    fn files_belong_to_entries_by_name() {
+        let key = "ab12";
+        assert_eq!(entry_of(&format!("rc_{key}.so")), Some(Ok("rc_ab12")));
+        assert_eq!(entry_of(&format!("rc_{key}.sha256")), Some(Ok("rc_ab12")));
+        assert_eq!(entry_of(&format!("rc_{key}.c")), Some(Ok("rc_ab12")));
+        assert_eq!(entry_of(&format!("rc_{key}.77-3.c")), Some(Err(())));
+        assert_eq!(
+            entry_of(&format!("rc_{key}.77-3.so.partial")),
+            Some(Err(()))
+        );
+        assert_eq!(entry_of("gpu_cd.wgsl"), Some(Ok("gpu_cd.wgsl")));
+        assert_eq!(entry_of("gpu_cd.wgsl.sha256"), Some(Ok("gpu_cd.wgsl")));
+        assert_eq!(entry_of("gpu_cd.wgsl.77-0.partial"), Some(Err(())));
+        assert_eq!(entry_of("notes.txt"), None);
+    }
+}
