@@ -52,8 +52,8 @@ pub struct AttendOptions {
     /// Masks of the scores (1 = attend, 0 = ignore), each broadcast from the right against
     /// `batch | -> heads, t, s`; empty by default.
     pub masks: Vec<Tensor>,
-    /// The softmax temperature: scores are divided by `√head · temperature` (1 by default; finite and
-    /// above 0).
+    /// The softmax temperature: scores are divided by `√head · temperature` (1 by default; finite
+    /// and above 0).
     pub temperature: f64,
     /// The probability of dropping a weight, and the step tensor that draws the masks afresh
     /// (see [`dropout`]).

@@ -14,8 +14,8 @@ pub struct Dense {
 impl Dense {
     /// A layer of `width` outputs: the parameters `<label>.w` (output axis `width`, input axes from
     /// use, no batch axes) and `<label>.b` (rows from use), both starting from the graph's default
-    /// [`Init`](rcannl_tensor::Init) (LeCun uniform unless changed), under which the bias, which has
-    /// no input axes, starts at 0.
+    /// [`Init`](rcannl_tensor::Init) (LeCun uniform unless changed), under which the bias, which
+    /// has no input axes, starts at 0.
     pub fn new(graph: &Graph, label: &str, width: usize) -> Dense {
         Dense {
             w: graph.param(&format!("{label}.w")).output([width]).build(),

@@ -33,8 +33,8 @@ fn set_window(t: &Tensor, size: usize) -> Tensor {
 /// plus a bias per output channel; the input channels come from use.
 #[derive(Debug, Clone)]
 pub struct Conv2d {
-    /// The filters, labelled `<label>.kernel`: `kh, kw, c -> out_channels`, with `kh = kw = size` and
-    /// the input channels `c` from use.
+    /// The filters, labelled `<label>.kernel`: `kh, kw, c -> out_channels`, with `kh = kw = size`
+    /// and the input channels `c` from use.
     pub kernel: Tensor,
     /// The bias, labelled `<label>.bias`: one value per output channel (its rows from use).
     pub bias: Tensor,
@@ -42,8 +42,8 @@ pub struct Conv2d {
     pub size: usize,
     /// The step between windows, in positions.
     pub stride: usize,
-    /// Whether the input is padded (`=+`: `input = stride·output`) or only windows inside it are taken
-    /// (`<+`: `input = stride·(output−1) + size`).
+    /// Whether the input is padded (`=+`: `input = stride·output`) or only windows inside it are
+    /// taken (`<+`: `input = stride·(output−1) + size`).
     pub padded: bool,
 }
 

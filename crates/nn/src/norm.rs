@@ -133,8 +133,8 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// A layer norm of `label`: the f32 parameters `<label>.gain` (starting at 1) and `<label>.bias`
-    /// (at 0), sized by use, and `epsilon` 1e-5.
+    /// A layer norm of `label`: the f32 parameters `<label>.gain` (starting at 1) and
+    /// `<label>.bias` (at 0), sized by use, and `epsilon` 1e-5.
     pub fn new(graph: &Graph, label: &str) -> LayerNorm {
         LayerNorm {
             gain: graph
@@ -166,8 +166,8 @@ impl LayerNorm {
         }
     }
 
-    /// `x` (`… | … -> …, c`) normalized over its last output axis, then scaled by the gain and shifted
-    /// by the bias per position of that axis.
+    /// `x` (`… | … -> …, c`) normalized over its last output axis, then scaled by the gain and
+    /// shifted by the bias per position of that axis.
     pub fn apply(&self, x: &Tensor) -> Tensor {
         let centered = x - &mean_last(x);
         let variance = mean_last(&centered.pmul(&centered));

@@ -58,8 +58,8 @@ impl VarSupply {
 pub enum Basis {
     /// The unit of axes that declare none (`@default`).
     Default,
-    /// A unit named by the user (`@rgb`); atoms of different bases are different dimensions, even of
-    /// equal size.
+    /// A unit named by the user (`@rgb`); atoms of different bases are different dimensions, even
+    /// of equal size.
     Named(Arc<str>),
 }
 

@@ -211,14 +211,14 @@ pub enum OpLogic {
 /// operand a formula accumulated (added) into its gradient.
 #[derive(Debug, Clone)]
 pub struct Definition {
-    /// How the result's shape relates to the operands' shapes, and so the product space the formulas
-    /// are computed over.
+    /// How the result's shape relates to the operands' shapes, and so the product space the
+    /// formulas are computed over.
     pub logic: OpLogic,
     /// The accumulator of the forward assignment (`Binop::Arg2` sets; `Binop::Add` sums over
     /// what the result leaves out; `Binop::Max` takes the largest).
     pub accum: Binop,
-    /// The formula computed at every point of the product space and accumulated into the result with
-    /// `accum`; it reads only the operands ([`Formula::input`]).
+    /// The formula computed at every point of the product space and accumulated into the result
+    /// with `accum`; it reads only the operands ([`Formula::input`]).
     pub forward: Formula,
     /// `(operand, formula)`: the gradient of the result with respect to the operand, times `g`.
     pub gradients: Vec<(usize, Formula)>,

@@ -470,8 +470,8 @@ impl LeafBuilder {
         self
     }
 
-    /// Declares the leaf and returns its tensor. A problem found on the way (a bad shape literal, an
-    /// invalid init, a number of values the given rows cannot hold) is recorded in the graph and
+    /// Declares the leaf and returns its tensor. A problem found on the way (a bad shape literal,
+    /// an invalid init, a number of values the given rows cannot hold) is recorded in the graph and
     /// reported by [`Graph::check`].
     pub fn build(self) -> Tensor {
         let differentiable = self.requires_grad || matches!(self.kind, LeafKind::Param(_));

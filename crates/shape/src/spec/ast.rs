@@ -17,8 +17,8 @@ use serde::Serialize;
 pub enum Kind {
     /// Batch axes: the row before `|`.
     Batch,
-    /// Input axes: the row between `|` and `->`, which `compose` contracts against the output axes of
-    /// its right operand.
+    /// Input axes: the row between `|` and `->`; in a composition `a * b`, `a`'s input axes are
+    /// contracted with `b`'s output axes.
     Input,
     /// Output axes: the row after `->` (the whole slot when neither `|` nor `->` is written).
     Output,
@@ -138,8 +138,8 @@ impl SlotSpec {
 pub struct RowSpec {
     /// The axes written before the row variable; always empty in a closed row.
     pub leading: Vec<AxisSpec>,
-    /// The row variable that stands for any number of further axes, or `None` for a closed row (exactly
-    /// the written axes).
+    /// The row variable that stands for any number of further axes, or `None` for a closed row
+    /// (exactly the written axes).
     pub row_var: Option<RowVar>,
     /// The axes written after the row variable, or all the axes of a closed row.
     pub trailing: Vec<AxisSpec>,
@@ -273,8 +273,8 @@ pub struct AffineSpec {
     pub stride: Coefficient,
     /// The label of the output position the axis is addressed through.
     pub over: String,
-    /// A constant added to the index (`over+offset`, or `offset+` before the kernel part); 0 when not
-    /// written.
+    /// A constant added to the index (`over+offset`, or `offset+` before the kernel part); 0 when
+    /// not written.
     pub offset: usize,
     /// The kernel part of a convolution, or `None` for a purely strided axis.
     pub conv: Option<ConvSpec>,
