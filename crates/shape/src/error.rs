@@ -11,7 +11,7 @@ use crate::spec::SpecError;
 /// shapes as far as they were known when the error struck, printed `batch|input->output`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapeError {
-    /// What failed, as one sentence.
+    /// What failed, in words.
     pub message: String,
     /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`.
     pub constraint: Option<String>,
@@ -30,12 +30,12 @@ pub struct TensorContext {
     pub label: String,
     /// `result`, `operand 1`, …
     pub role: String,
-    /// The tensor's shape, `batch|input->output`, as far as it was known.
+    /// The tensor's shape as far as it was known, printed `batch|input->output`.
     pub shape: String,
 }
 
 impl ShapeError {
-    /// An error with only its message; the solver and the session add the context.
+    /// An error saying `message`, with no context yet.
     pub fn new(message: impl Into<String>) -> Self {
         ShapeError {
             message: message.into(),
