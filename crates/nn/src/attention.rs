@@ -49,11 +49,16 @@ pub fn causal_mask(graph: &Graph, time: usize) -> Tensor {
 /// both have the rotary tables' length).
 #[derive(Debug, Clone)]
 pub struct AttendOptions {
+    /// Masks of the scores (1 = attend, 0 = ignore), each broadcast from the right against
+    /// `batch | -> heads, t, s`; empty by default.
     pub masks: Vec<Tensor>,
+    /// The softmax temperature: scores are divided by `√head · temperature` (1 by default; finite
+    /// and above 0).
     pub temperature: f64,
     /// The probability of dropping a weight, and the step tensor that draws the masks afresh
     /// (see [`dropout`]).
     pub dropout: Option<(f64, Tensor)>,
+    /// Rotary embeddings of queries and keys, or `None` (the default) for none.
     pub rotary: Option<Rotary>,
 }
 
@@ -248,6 +253,7 @@ pub struct Attention {
     pub value: Tensor,
     /// `heads, head -> model`.
     pub output: Tensor,
+    /// The number of values per head (the `head` axis's size); scores are scaled by `1/√head`.
     pub head: usize,
     /// Whether [`Attention::apply`] masks keys after the query ([`Attention::apply_with`] takes
     /// its masks from its options only).
@@ -366,10 +372,16 @@ impl PositionDense {
 /// hidden width of `hidden`.
 #[derive(Debug, Clone)]
 pub struct TransformerBlock {
+    /// The self-attention, labelled `<label>.attention`.
     pub attention: Attention,
+    /// The norm before the attention, labelled `<label>.norm1`.
     pub norm1: LayerNorm,
+    /// The norm before the MLP, labelled `<label>.norm2`.
     pub norm2: LayerNorm,
+    /// The MLP's first layer, labelled `<label>.up`: `model -> hidden` per position, followed by
+    /// `relu`.
     pub up: PositionDense,
+    /// The MLP's second layer, labelled `<label>.down`: `hidden -> model` per position.
     pub down: PositionDense,
 }
 

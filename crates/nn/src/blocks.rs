@@ -5,11 +5,17 @@ use rcannl_tensor::{Graph, Tensor, op};
 /// `w * x + b`: a layer of `width` outputs; its input size comes from `x`.
 #[derive(Debug, Clone)]
 pub struct Dense {
+    /// The weights, labelled `<label>.w`: `input -> width`, the input axes from use.
     pub w: Tensor,
+    /// The bias, labelled `<label>.b`: its rows from use (`-> width` when added to `w * x`).
     pub b: Tensor,
 }
 
 impl Dense {
+    /// A layer of `width` outputs: the parameters `<label>.w` (output axis `width`, input axes from
+    /// use, no batch axes) and `<label>.b` (rows from use), both starting from the graph's default
+    /// [`Init`](rcannl_tensor::Init) (LeCun uniform unless changed), under which the bias, which
+    /// has no input axes, starts at 0.
     pub fn new(graph: &Graph, label: &str, width: usize) -> Dense {
         Dense {
             w: graph.param(&format!("{label}.w")).output([width]).build(),
@@ -17,11 +23,13 @@ impl Dense {
         }
     }
 
+    /// `w * x + b`: `x`'s output axes contracted with `w`'s input axes, `x`'s batch axes kept.
     pub fn apply(&self, x: &Tensor) -> Tensor {
         let (w, b) = (&self.w, &self.b);
         op! { w * x + b }
     }
 
+    /// The weights and the bias.
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.w.clone(), self.b.clone()]
     }
@@ -30,10 +38,13 @@ impl Dense {
 /// Dense layers of the given widths with `relu` between them (none after the last).
 #[derive(Debug, Clone)]
 pub struct Mlp {
+    /// The layers, first applied first; layer `i` is labelled `<label>.<i>`.
     pub layers: Vec<Dense>,
 }
 
 impl Mlp {
+    /// One [`Dense`] layer per entry of `widths`, in order, labelled `<label>.0`, `<label>.1`, …;
+    /// each layer's input width comes from the one before it (the first's from use).
     pub fn new(graph: &Graph, label: &str, widths: &[usize]) -> Mlp {
         Mlp {
             layers: widths
@@ -56,6 +67,7 @@ impl Mlp {
         h
     }
 
+    /// Every layer's weights and bias, first layer first.
     pub fn params(&self) -> Vec<Tensor> {
         self.layers.iter().flat_map(Dense::params).collect()
     }

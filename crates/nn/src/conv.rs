@@ -33,14 +33,24 @@ fn set_window(t: &Tensor, size: usize) -> Tensor {
 /// plus a bias per output channel; the input channels come from use.
 #[derive(Debug, Clone)]
 pub struct Conv2d {
+    /// The filters, labelled `<label>.kernel`: `kh, kw, c -> out_channels`, with `kh = kw = size`
+    /// and the input channels `c` from use.
     pub kernel: Tensor,
+    /// The bias, labelled `<label>.bias`: one value per output channel (its rows from use).
     pub bias: Tensor,
+    /// The window's height and width, in positions.
     pub size: usize,
+    /// The step between windows, in positions.
     pub stride: usize,
+    /// Whether the input is padded (`=+`: `input = stride·output`) or only windows inside it are
+    /// taken (`<+`: `input = stride·(output−1) + size`).
     pub padded: bool,
 }
 
 impl Conv2d {
+    /// The kernel `<label>.kernel` (output axis `out_channels`, input axes from use) and the bias
+    /// `<label>.bias` (rows from use), both starting from the graph's default
+    /// [`Init`](rcannl_tensor::Init), under which the bias, which has no input axes, starts at 0.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -61,11 +71,14 @@ impl Conv2d {
         }
     }
 
+    /// The convolution of `x` (`batch | -> height, width, channels`) plus the bias:
+    /// `batch | -> h, w, out_channels`.
     pub fn apply(&self, x: &Tensor) -> Tensor {
         let convolved = conv2d(x, &self.kernel, self.size, self.stride, self.padded);
         convolved.outer_sum("...|...->h, w, d; d => ...|...->h, w, d", &self.bias)
     }
 
+    /// The kernel and the bias.
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.kernel.clone(), self.bias.clone()]
     }

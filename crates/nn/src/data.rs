@@ -5,10 +5,12 @@
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed`: the same seed gives the same sequence.
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
+    /// The next 64 pseudo-random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -14,7 +14,10 @@ pub fn one_hot(ids: &Tensor, vocabulary: usize) -> Tensor {
 /// `vocabulary` learned vectors of `width` values.
 #[derive(Debug, Clone)]
 pub struct Embedding {
+    /// The table, labelled `<label>.table`: `| vocabulary -> width`, token `i`'s vector at input
+    /// position `i`.
     pub table: Tensor,
+    /// The number of tokens: ids are `0..vocabulary`.
     pub vocabulary: usize,
 }
 

@@ -122,12 +122,18 @@ pub fn log_softmax_axis(x: &Tensor, axis: isize) -> Tensor {
 /// by a learned gain (starting at 1) and bias (at 0) per position of that axis.
 #[derive(Debug, Clone)]
 pub struct LayerNorm {
+    /// The scale per position of the normalized axis (`-> c`, size from use), starting at 1.
     pub gain: Tensor,
+    /// The shift per position of the normalized axis (`-> c`, size from use), starting at 0.
     pub bias: Tensor,
+    /// Added to the variance before the square root, so that a constant input does not divide by 0
+    /// (1e-5 by default).
     pub epsilon: f64,
 }
 
 impl LayerNorm {
+    /// A layer norm of `label`: the f32 parameters `<label>.gain` (starting at 1) and
+    /// `<label>.bias` (at 0), sized by use, and `epsilon` 1e-5.
     pub fn new(graph: &Graph, label: &str) -> LayerNorm {
         LayerNorm {
             gain: graph
@@ -159,6 +165,8 @@ impl LayerNorm {
         }
     }
 
+    /// `x` (`… | … -> …, c`) normalized over its last output axis, then scaled by the gain and
+    /// shifted by the bias per position of that axis.
     pub fn apply(&self, x: &Tensor) -> Tensor {
         let centered = x - &mean_last(x);
         let variance = mean_last(&centered.pmul(&centered));
@@ -169,6 +177,7 @@ impl LayerNorm {
             .outer_sum(per_position, &self.bias)
     }
 
+    /// The gain and the bias.
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.gain.clone(), self.bias.clone()]
     }

@@ -565,11 +565,19 @@ pub enum Schedule {
     /// The same rate at every step.
     Constant(f64),
     /// Linear warm-up from 0 over `warmup` steps, then constant.
-    Warmup { peak: f64, warmup: usize },
+    Warmup {
+        /// The rate after the warm-up.
+        peak: f64,
+        /// The number of warm-up steps; the rate reaches `peak` at the last of them.
+        warmup: usize,
+    },
     /// Cosine decay from `peak` to `floor` over the run, after a linear warm-up.
     Cosine {
+        /// The rate at the end of the warm-up, where the decay starts.
         peak: f64,
+        /// The rate the decay reaches at the end of the run.
         floor: f64,
+        /// The number of warm-up steps (0 for none).
         warmup: usize,
     },
 }

@@ -81,7 +81,9 @@ pub enum PositionKind {
 /// A positional encoding of either kind.
 #[derive(Debug, Clone)]
 pub enum Positions {
+    /// Fixed sinusoids.
     Sinusoidal(Sinusoidal),
+    /// A learned table.
     Learned(LearnedPositions),
 }
 

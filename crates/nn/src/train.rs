@@ -13,8 +13,11 @@ use crate::data::Rng;
 /// How a run goes: epochs, and the batches of each (their count and size, for throughput).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
+    /// The number of passes over the batches.
     pub epochs: usize,
+    /// The number of batches per epoch: the batch index takes the values `0..batches`.
     pub batches: usize,
+    /// The number of examples per batch (for the throughput only).
     pub batch_size: usize,
     /// Show progress on standard error: a bar on a terminal, else one line per epoch.
     pub progress: bool,

@@ -34,7 +34,9 @@ impl Placement {
 /// The position-wise MLP: `model → hidden` (relu) `→ model`.
 #[derive(Debug, Clone)]
 pub struct FeedForward {
+    /// `model -> hidden` per position, followed by `relu`; labelled `<label>.up`.
     pub up: PositionDense,
+    /// `hidden -> model` per position; labelled `<label>.down`.
     pub down: PositionDense,
 }
 
@@ -64,10 +66,15 @@ impl FeedForward {
 /// placed as `placement` says (post-norm, as in "Attention is all you need", or pre-norm).
 #[derive(Debug, Clone)]
 pub struct EncoderBlock {
+    /// The self-attention, labelled `<label>.attention`.
     pub attention: Attention,
+    /// The position-wise MLP, labelled `<label>.mlp`.
     pub feed_forward: FeedForward,
+    /// The norm of the attention sublayer, labelled `<label>.norm1`.
     pub norm1: LayerNorm,
+    /// The norm of the MLP sublayer, labelled `<label>.norm2`.
     pub norm2: LayerNorm,
+    /// Where the norms sit.
     pub placement: Placement,
 }
 
@@ -122,12 +129,20 @@ impl EncoderBlock {
 /// norm placed as `placement` says.
 #[derive(Debug, Clone)]
 pub struct DecoderBlock {
+    /// The decoder's attention over its own positions, labelled `<label>.self_attention`.
     pub self_attention: Attention,
+    /// The attention from the decoder's positions to the encoder's output, labelled
+    /// `<label>.cross_attention`.
     pub cross_attention: Attention,
+    /// The position-wise MLP, labelled `<label>.mlp`.
     pub feed_forward: FeedForward,
+    /// The norm of the self-attention sublayer, labelled `<label>.norm1`.
     pub norm1: LayerNorm,
+    /// The norm of the cross-attention sublayer, labelled `<label>.norm2`.
     pub norm2: LayerNorm,
+    /// The norm of the MLP sublayer, labelled `<label>.norm3`.
     pub norm3: LayerNorm,
+    /// Where the norms sit.
     pub placement: Placement,
 }
 
@@ -198,7 +213,10 @@ impl DecoderBlock {
 /// The sizes and choices of an [`EncoderDecoder`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderDecoderConfig {
+    /// The number of source tokens: source ids are `0..source_vocabulary`.
     pub source_vocabulary: usize,
+    /// The number of target tokens: target ids are `0..target_vocabulary`, and the logits have one
+    /// value per token.
     pub target_vocabulary: usize,
     /// Positions of a source sequence (padded to it).
     pub source_time: usize,
@@ -206,12 +224,17 @@ pub struct EncoderDecoderConfig {
     pub target_time: usize,
     /// Values per position.
     pub model: usize,
+    /// The number of attention heads; each has `model / heads` values.
     pub heads: usize,
     /// The MLPs' inner width.
     pub hidden: usize,
+    /// The number of encoder blocks stacked.
     pub encoder_blocks: usize,
+    /// The number of decoder blocks stacked.
     pub decoder_blocks: usize,
+    /// Where every block's layer norms sit.
     pub placement: Placement,
+    /// The positional encoding of both sequences.
     pub positions: PositionKind,
 }
 
@@ -235,15 +258,26 @@ pub struct SequencePairs {
 /// encoder's output, and a per-position dense layer to the target vocabulary's logits.
 #[derive(Debug, Clone)]
 pub struct EncoderDecoder {
+    /// The sizes and choices the model was built with.
     pub config: EncoderDecoderConfig,
+    /// The source tokens' vectors, `| source_vocabulary -> model`, labelled
+    /// `<label>.source_embedding`.
     pub source_embedding: Embedding,
+    /// The target tokens' vectors, `| target_vocabulary -> model`, labelled
+    /// `<label>.target_embedding`.
     pub target_embedding: Embedding,
+    /// The positional encoding added to the embedded source (`source_time` positions).
     pub source_positions: Positions,
+    /// The positional encoding added to the embedded target inputs (`target_time` positions).
     pub target_positions: Positions,
+    /// The encoder blocks, applied in order; block `i` is labelled `<label>.encoder<i>`.
     pub encoder: Vec<EncoderBlock>,
+    /// The decoder blocks, applied in order; block `i` is labelled `<label>.decoder<i>`.
     pub decoder: Vec<DecoderBlock>,
     /// The norms at the end of each stack (pre-norm only: post-norm blocks end normalized).
     pub final_norms: Option<(LayerNorm, LayerNorm)>,
+    /// The per-position dense layer from `model` values to the target vocabulary's logits, labelled
+    /// `<label>.head`.
     pub head: PositionDense,
 }
 

@@ -12,33 +12,45 @@ use crate::term::{Dim, Row};
 /// One constraint.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Constraint {
+    /// The two dimensions are equal.
     DimEq(Dim, Dim),
     /// `res ⊑ opnd`: equal, or `opnd` is the claim-free unit `1*`.
     DimLe {
+        /// The result's dimension.
         res: Dim,
+        /// The operand's dimension, which may be the unit `1*` broadcast to `res`.
         opnd: Dim,
     },
     /// The dimension's size is at least `size` (a fixed index `n` needs `n+1`).
     AtLeast {
+        /// The constrained dimension.
         dim: Dim,
+        /// The smallest size it may take.
         size: usize,
     },
     /// Flat equality: the same axes, wherever the markers sit.
     RowEq(Row, Row),
     /// Broadcast order on rows, aligned at both outer edges (broadcasting in the middle).
     RowLe {
+        /// The result's row.
         res: Row,
+        /// The operand's row, which may lack axes or have units `1*` where `res` has axes.
         opnd: Row,
     },
     /// The product of all axes of the rows is `coefficient · size(total)`.
     TotalElems {
+        /// The rows whose axes are multiplied together.
         rows: Vec<Row>,
+        /// The dimension whose size, times `coefficient`, is the product.
         total: Dim,
+        /// How many elements of the rows one unit of `total` stands for.
         coefficient: usize,
     },
     /// The rows, flattened in order, are exactly these dimensions.
     Exact {
+        /// The rows, in order.
         rows: Vec<Row>,
+        /// The dimensions the rows' axes must be, in order.
         dims: Vec<Dim>,
     },
 }

@@ -11,6 +11,7 @@ use crate::spec::SpecError;
 /// shapes as far as they were known when the error struck, printed `batch|input->output`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapeError {
+    /// What failed, in words.
     pub message: String,
     /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`.
     pub constraint: Option<String>,
@@ -25,13 +26,16 @@ pub struct ShapeError {
 /// A tensor named in an error: its label, its role in the operation and its shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorContext {
+    /// The tensor's label.
     pub label: String,
     /// `result`, `operand 1`, …
     pub role: String,
+    /// The tensor's shape as far as it was known, printed `batch|input->output`.
     pub shape: String,
 }
 
 impl ShapeError {
+    /// An error saying `message`, with no context yet.
     pub fn new(message: impl Into<String>) -> Self {
         ShapeError {
             message: message.into(),

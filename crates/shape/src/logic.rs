@@ -50,9 +50,15 @@ pub enum Logic {
     Block(EinsumSpec),
     /// `a @| i`: the result is the operand without its first batch axis, which is indexed by the
     /// slice. The axis has size `static_range` when that is known.
-    BatchSlice { static_range: Option<usize> },
+    BatchSlice {
+        /// The size of the sliced axis, or `None` when the slice does not know it.
+        static_range: Option<usize>,
+    },
     /// All of the operand's axes are one axis `v`; the result has `coefficient·v` elements.
-    Uint4x32ToPrec { coefficient: usize },
+    Uint4x32ToPrec {
+        /// How many values of the target precision one 128-bit word holds.
+        coefficient: usize,
+    },
 }
 
 impl Logic {
@@ -104,6 +110,7 @@ impl std::fmt::Display for Logic {
 /// What one operation asserts, and the names and variables that later stages need to see.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Generated {
+    /// The equalities and inequalities between the terms of the result's and the operands' shapes.
     pub constraints: Vec<Constraint>,
     /// For a spec: every dimension label with its variable (one per label, shared by all slots).
     pub labels: BTreeMap<String, DimVar>,

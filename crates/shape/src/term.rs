@@ -25,24 +25,29 @@ pub struct VarSupply {
 }
 
 impl VarSupply {
+    /// A fresh dimension variable.
     pub fn dim(&mut self) -> DimVar {
         self.n_dims += 1;
         DimVar(self.n_dims - 1)
     }
 
+    /// A fresh row variable.
     pub fn row(&mut self) -> RowVarId {
         self.n_rows += 1;
         RowVarId(self.n_rows - 1)
     }
 
+    /// A fresh dimension variable as a term.
     pub fn dim_term(&mut self) -> Dim {
         Dim::Var(self.dim())
     }
 
+    /// The number of dimension variables handed out so far (they are numbered `0..n_dims`).
     pub fn n_dims(&self) -> usize {
         self.n_dims as usize
     }
 
+    /// The number of row variables handed out so far (they are numbered `0..n_rows`).
     pub fn n_rows(&self) -> usize {
         self.n_rows as usize
     }
@@ -51,7 +56,10 @@ impl VarSupply {
 /// The unit of an axis. Unannotated user axes carry `Default`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Basis {
+    /// The unit of axes that declare none (`@default`).
     Default,
+    /// A unit named by the user (`@rgb`); atoms of different bases are different dimensions, even
+    /// of equal size.
     Named(Arc<str>),
 }
 
@@ -68,12 +76,15 @@ impl Basis {
 /// A dimension term.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Dim {
+    /// An unknown dimension.
     Var(DimVar),
     /// The claim-free unit `1*`.
     Unit,
     /// A known size with its basis.
     Atom {
+        /// The number of positions along the axis.
         size: usize,
+        /// The unit of the axis; atoms of equal size but different bases are different dimensions.
         basis: Basis,
     },
     /// An input-side axis addressed through an output position (and a kernel position).
@@ -85,15 +96,22 @@ pub enum Dim {
 /// `stride·over [+ dilation·kernel] + offset`, as a size relation (the offset never affects sizes).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AffineDim {
+    /// The step of the input index per output position.
     pub stride: usize,
+    /// The dimension of the output positions the axis is addressed through.
     pub over: Dim,
+    /// The kernel part of a convolution axis, or `None` for a purely strided one.
     pub conv: Option<ConvDim>,
+    /// A constant added to the index; it shifts positions but never enters a size.
     pub offset: usize,
 }
 
+/// The kernel part of an affine (convolution) dimension: `dilation·kernel`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConvDim {
+    /// The step of the input index per kernel position.
     pub dilation: usize,
+    /// The dimension of the kernel positions.
     pub kernel: Dim,
     /// Padded (`=+`): `input = stride·output`. Valid (`<+`): `input = stride·(output−1) + span`.
     pub padded: bool,
@@ -108,6 +126,7 @@ impl Dim {
         }
     }
 
+    /// True for a dimension of known size: the unit `1*` or an atom.
     pub fn is_ground(&self) -> bool {
         matches!(self, Dim::Unit | Dim::Atom { .. })
     }
@@ -147,8 +166,12 @@ impl From<usize> for Dim {
 /// A row term.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Row {
+    /// The axes before the row variable (or before the broadcast marker of a closed row).
     pub leading: Vec<Dim>,
+    /// The row variable standing for the axes not yet known, or `None` for a closed row, where the
+    /// broadcast marker takes its place.
     pub var: Option<RowVarId>,
+    /// The axes after the row variable (or after the broadcast marker of a closed row).
     pub trailing: Vec<Dim>,
 }
 
@@ -198,8 +221,11 @@ pub use crate::spec::Kind;
 /// A shape term: the three rows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Shape {
+    /// The batch row.
     pub batch: Row,
+    /// The input row: the axes a composition contracts.
     pub input: Row,
+    /// The output row.
     pub output: Row,
 }
 
@@ -213,6 +239,7 @@ impl Shape {
         }
     }
 
+    /// The row of `kind`.
     pub fn row(&self, kind: Kind) -> &Row {
         match kind {
             Kind::Batch => &self.batch,
@@ -221,6 +248,7 @@ impl Shape {
         }
     }
 
+    /// The row of `kind`, for changing it in place.
     pub fn row_mut(&mut self, kind: Kind) -> &mut Row {
         match kind {
             Kind::Batch => &mut self.batch,

@@ -113,6 +113,7 @@ impl Context {
         Context::with_backend(graph, backend_or_refusal(setting.as_deref()))
     }
 
+    /// A context on `backend` for `graph`: no buffers or compiled routines yet, seed 42.
     pub fn with_backend(graph: &Graph, backend: Box<dyn Backend>) -> Context {
         Context {
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -135,6 +136,7 @@ impl Context {
         self.seed = seed;
     }
 
+    /// The backend's name: `interpreter`, `cc` or `gpu`.
     pub fn backend_name(&self) -> &'static str {
         self.backend.name()
     }

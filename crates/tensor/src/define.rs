@@ -40,38 +40,50 @@ pub enum Term {
 /// An expression over terms.
 #[derive(Debug, Clone)]
 pub enum Formula {
+    /// A value or gradient the formula reads (see [`Term`]).
     Term(Term),
+    /// A constant, the same at every point.
     Const(f64),
+    /// A unary operation of a formula.
     Unop(Unop, Box<Formula>),
+    /// A binary operation of two formulas, the first as its left operand.
     Binop(Binop, Box<Formula>, Box<Formula>),
+    /// A ternary operation of three formulas (e.g. `Ternop::Where`: condition, then, otherwise).
     Ternop(Ternop, Box<Formula>, Box<Formula>, Box<Formula>),
 }
 
 impl Formula {
+    /// The operation's result `v` (only in gradient formulas).
     pub fn result() -> Formula {
         Formula::Term(Term::Result)
     }
 
+    /// The gradient `g` of the operation's result (only in gradient formulas).
     pub fn result_grad() -> Formula {
         Formula::Term(Term::ResultGrad)
     }
 
+    /// The operation's `i`-th operand (0-based), at the point's cell.
     pub fn input(i: usize) -> Formula {
         Formula::Term(Term::Input(i))
     }
 
+    /// The value of `t`, in an update.
     pub fn value(t: &Tensor) -> Formula {
         Formula::Term(Term::Value(t.clone()))
     }
 
+    /// The gradient of `t`, in an update.
     pub fn grad(t: &Tensor) -> Formula {
         Formula::Term(Term::Grad(t.clone()))
     }
 
+    /// `op` applied to this formula.
     pub fn apply(self, op: Unop) -> Formula {
         Formula::Unop(op, Box::new(self))
     }
 
+    /// `op` of this formula (left) and `other` (right).
     pub fn binop(self, op: Binop, other: Formula) -> Formula {
         Formula::Binop(op, Box::new(self), Box::new(other))
     }
@@ -199,10 +211,14 @@ pub enum OpLogic {
 /// operand a formula accumulated (added) into its gradient.
 #[derive(Debug, Clone)]
 pub struct Definition {
+    /// How the result's shape relates to the operands' shapes, and so the product space the
+    /// formulas are computed over.
     pub logic: OpLogic,
     /// The accumulator of the forward assignment (`Binop::Arg2` sets; `Binop::Add` sums over
     /// what the result leaves out; `Binop::Max` takes the largest).
     pub accum: Binop,
+    /// The formula computed at every point of the product space and accumulated into the result
+    /// with `accum`; it reads only the operands ([`Formula::input`]).
     pub forward: Formula,
     /// `(operand, formula)`: the gradient of the result with respect to the operand, times `g`.
     pub gradients: Vec<(usize, Formula)>,
@@ -306,6 +322,7 @@ pub(crate) fn accumulate_formula(
 /// broadcast, contract and reduce as the operation would.
 #[derive(Debug, Clone)]
 pub struct Update {
+    /// The tensor the update writes (its value).
     pub target: Tensor,
     /// `Binop::Arg2` sets; `Binop::Add`/`Binop::Sub` add or subtract; `Binop::Max` keeps the
     /// largest, and so on.
@@ -313,6 +330,8 @@ pub struct Update {
     /// Whether the target is reset to the accumulator's neutral element first (`=:+` in the
     /// notation of assignments): a reduction from scratch rather than into what the target held.
     pub initialize_neutral: bool,
+    /// What is computed at every cell of the update's space and accumulated into the target with
+    /// `accum`.
     pub formula: Formula,
     /// The shape relation [`Update::with_logic`] made, if any.
     relation: Option<Relation>,

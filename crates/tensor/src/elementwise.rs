@@ -31,19 +31,25 @@ pub enum UnaryOp {
     Relu,
     /// `x` clamped to `[0, 1]`; the gradient passes where `0 < x < 1`.
     Sat01,
+    /// `e^x`.
     Exp,
     /// The natural logarithm.
     Log,
     /// `2^x`.
     Exp2,
+    /// The base-2 logarithm.
     Log2,
+    /// The sine, in radians.
     Sin,
+    /// The cosine, in radians.
     Cos,
+    /// `√x`.
     Sqrt,
     /// `1/x`.
     Recip,
     /// `1/√x`.
     RecipSqrt,
+    /// The hyperbolic tangent.
     Tanh,
     /// 1 where `x` is 0, else 0 (no gradient).
     Not,
@@ -56,10 +62,13 @@ pub enum UnaryOp {
 /// A pointwise operation of two operands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
+    /// `x + y`.
     Add,
+    /// `x − y`.
     Sub,
     /// The product (`pmul`; `*` of two tensors is composition).
     Mul,
+    /// `x / y`.
     Div,
     /// `x^y`.
     Pow,

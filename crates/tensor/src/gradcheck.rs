@@ -17,7 +17,10 @@ use crate::tensor::Tensor;
 /// whether the values must be positive (for logarithms, roots, divisions).
 #[derive(Debug, Clone)]
 pub struct Inputs<'a> {
+    /// One shape literal per input (`"2,3"`, `"2|3->4"`); the input's cell count is read off it.
     pub shapes: &'a [&'a str],
+    /// Whether the inputs' values are made positive (absolute values), for operations defined only
+    /// there.
     pub positive: bool,
 }
 

@@ -27,6 +27,7 @@ use crate::tensor::Tensor;
 /// shapes), a use of a failed tensor, a compilation or run failure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorError {
+    /// What went wrong, with the operation, tensors and shapes concerned.
     pub message: String,
 }
 
@@ -96,6 +97,7 @@ pub enum Init {
     Uniform(f64, f64),
     /// Normal with this mean and standard deviation (Box–Muller).
     Normal(f64, f64),
+    /// Every cell holds this value.
     Constant(f64),
     /// These values, row-major in memory order.
     Values(Vec<f64>),
@@ -189,7 +191,9 @@ pub(crate) enum LeafKind {
 /// A tensor's value or its gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ref {
+    /// The value of the graph's tensor with this index (tensors are numbered in order of creation).
     Value(usize),
+    /// The gradient of the graph's tensor with this index.
     Grad(usize),
 }
 
@@ -388,16 +392,19 @@ pub struct LeafBuilder {
 }
 
 impl LeafBuilder {
+    /// Gives the batch row exactly these axes, by size.
     pub fn batch(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
         self.decl = self.decl.batch(dims);
         self
     }
 
+    /// Gives the input row exactly these axes, by size.
     pub fn input(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
         self.decl = self.decl.input(dims);
         self
     }
 
+    /// Gives the output row exactly these axes, by size.
     pub fn output(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
         self.decl = self.decl.output(dims);
         self
@@ -422,6 +429,7 @@ impl LeafBuilder {
         self
     }
 
+    /// The precision of the tensor's cells (default `Precision::F32`).
     pub fn precision(mut self, precision: Precision) -> LeafBuilder {
         self.precision = precision;
         self
@@ -464,6 +472,9 @@ impl LeafBuilder {
         self
     }
 
+    /// Declares the leaf and returns its tensor. A problem found on the way (a bad shape literal,
+    /// an invalid init, a number of values the given rows cannot hold) is recorded in the graph and
+    /// reported by [`Graph::check`].
     pub fn build(self) -> Tensor {
         let differentiable = self.requires_grad || matches!(self.kind, LeafKind::Param(_));
         let expr = match &self.kind {
@@ -486,6 +497,8 @@ impl LeafBuilder {
 }
 
 impl Graph {
+    /// An empty graph, sharing nothing with any other, whose parameters start from
+    /// [`Init::LecunUniform`] unless [`Graph::set_default_init`] changes it.
     pub fn new() -> Graph {
         Graph::default()
     }

@@ -155,8 +155,11 @@ impl Tensor {
 /// The kind of axis [`Tensor::stack_along`] stacks along.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StackAxis {
+    /// Output axes.
     Output,
+    /// Input axes.
     Input,
+    /// Batch axes.
     Batch,
 }
 

@@ -26,6 +26,7 @@ pub struct ProjId(pub u32);
 /// A side of a projection equation: an axis, or an index supplied from outside the operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProjTerm {
+    /// An axis of one of the operation's tensors.
     Proj(ProjId),
     /// A fixed position or an outside symbol; never an index this operation iterates.
     Sol(AxisIndex),
@@ -48,7 +49,9 @@ pub enum ProjEq {
 /// order of creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Labeling {
+    /// The index of every axis: a loop iterator, a pinned symbol, or a fixed position.
     pub index: HashMap<ProjId, AxisIndex>,
+    /// The fresh loop iterators with the sizes of their ranges.
     pub iterators: Vec<(Symbol, usize)>,
 }
 

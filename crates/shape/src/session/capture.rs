@@ -21,7 +21,9 @@ use crate::term::{AffineDim, Dim, DimVar, Row, RowVarId};
 /// A captured name of one operation's spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capture {
+    /// The captured dimension label or row variable (`...` under its kind's name).
     pub name: String,
+    /// The operation whose spec names it.
     pub op: OpId,
     target: Target,
 }
@@ -33,6 +35,7 @@ enum Target {
 }
 
 impl Capture {
+    /// Whether the capture is a dimension or a row variable.
     pub fn kind(&self) -> CaptureKind {
         match self.target {
             Target::Dim(_) => CaptureKind::Dim,

@@ -52,12 +52,14 @@ pub struct TensorId(u32);
 pub struct OpId(u32);
 
 impl TensorId {
+    /// The tensor's 0-based position in its session, in order of creation.
     pub fn index(self) -> usize {
         self.0 as usize
     }
 }
 
 impl OpId {
+    /// The operation's 0-based position in its session, in order of creation.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -120,14 +122,17 @@ impl LeafDecl {
         }
     }
 
+    /// Gives the batch row exactly these axes.
     pub fn batch<D: Into<Dim>>(self, dims: impl IntoIterator<Item = D>) -> Self {
         self.row(Kind::Batch, dims)
     }
 
+    /// Gives the input row exactly these axes.
     pub fn input<D: Into<Dim>>(self, dims: impl IntoIterator<Item = D>) -> Self {
         self.row(Kind::Input, dims)
     }
 
+    /// Gives the output row exactly these axes.
     pub fn output<D: Into<Dim>>(self, dims: impl IntoIterator<Item = D>) -> Self {
         self.row(Kind::Output, dims)
     }
@@ -162,7 +167,10 @@ impl LeafDecl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// Created by a declaration; closes downward to what its uses demand.
-    Leaf { is_param: bool },
+    Leaf {
+        /// Whether the leaf is a parameter, whose sizes closing never guesses.
+        is_param: bool,
+    },
     /// The result of this operation.
     Computed(OpId),
 }
@@ -171,8 +179,12 @@ pub enum Origin {
 /// is known now) and its origin.
 #[derive(Debug, Clone)]
 pub struct TensorInfo {
+    /// The tensor's label, used in error messages.
     pub label: String,
+    /// The shape as created, with variables: a leaf's given rows closed and the others open, a
+    /// result's rows all open.
     pub shape: Shape,
+    /// Whether the tensor was declared or computed.
     pub origin: Origin,
 }
 
@@ -181,9 +193,13 @@ pub struct TensorInfo {
 /// reads again.
 #[derive(Debug, Clone)]
 pub struct OpInfo {
+    /// The shape logic relating the result to the operands.
     pub logic: Logic,
+    /// The tensor the operation computes.
     pub result: TensorId,
+    /// The tensors the operation reads, in operand order.
     pub operands: Vec<TensorId>,
+    /// The constraints, spec variables and other names the generator produced for the operation.
     pub generated: Generated,
 }
 
@@ -218,6 +234,7 @@ pub struct Inference {
 }
 
 impl Inference {
+    /// An empty session: no tensors, no operations.
     pub fn new() -> Self {
         Inference::default()
     }
@@ -358,18 +375,23 @@ impl Inference {
         )))
     }
 
+    /// The tensor's label, shape as created and origin. `tensor` must come from this session.
     pub fn tensor(&self, tensor: TensorId) -> &TensorInfo {
         &self.tensors[tensor.index()]
     }
 
+    /// The operation's logic, result, operands and generated constraints. `op` must come from this
+    /// session.
     pub fn op(&self, op: OpId) -> &OpInfo {
         &self.ops[op.index()]
     }
 
+    /// Every tensor of the session, in order of creation.
     pub fn tensors(&self) -> impl Iterator<Item = TensorId> + use<> {
         (0..self.tensors.len() as u32).map(TensorId)
     }
 
+    /// Every operation of the session, in order of creation.
     pub fn ops(&self) -> impl Iterator<Item = OpId> + use<> {
         (0..self.ops.len() as u32).map(OpId)
     }

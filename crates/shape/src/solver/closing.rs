@@ -40,7 +40,9 @@ use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape};
 /// The shape of a tensor that no operation computes: data, constants, parameters.
 #[derive(Debug, Clone)]
 pub struct Leaf {
+    /// The tensor's label, used in error messages.
     pub label: String,
+    /// The leaf's shape term as declared.
     pub shape: Shape,
     /// Parameters never get a guessed dimension or row.
     pub is_param: bool,

@@ -117,6 +117,7 @@ pub struct Solver {
 const STEPS_PER_VAR: usize = 10_000;
 
 impl Solver {
+    /// A solver with no constraints and no variables.
     pub fn new() -> Self {
         Solver::default()
     }
@@ -375,6 +376,7 @@ impl Solver {
         constraint.map_terms(|d| self.resolve_dim(d), |r| self.resolve_row(r))
     }
 
+    /// The shape with [`Solver::resolve_row`] applied to each row.
     pub fn resolve_shape(&self, shape: &Shape) -> Shape {
         Shape {
             batch: self.resolve_row(&shape.batch),

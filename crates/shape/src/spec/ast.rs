@@ -15,12 +15,17 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
+    /// Batch axes: the row before `|`.
     Batch,
+    /// Input axes: the row between `|` and `->`; in a composition `a * b`, `a`'s input axes are
+    /// contracted with `b`'s output axes.
     Input,
+    /// Output axes: the row after `->` (the whole slot when neither `|` nor `->` is written).
     Output,
 }
 
 impl Kind {
+    /// The three kinds in the order the notation writes them: batch, input, output.
     pub const ALL: [Kind; 3] = [Kind::Batch, Kind::Input, Kind::Output];
 
     /// The name that `...` stands for in a row of this kind.
@@ -43,7 +48,9 @@ impl fmt::Display for Kind {
 /// (`=> a` has one empty right-hand side).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct EinsumSpec {
+    /// The operands' slots, in operand order (the parts before `=>`, separated by `;`).
     pub rhs: Vec<SlotSpec>,
+    /// The result's slot (the part after `=>`).
     pub lhs: SlotSpec,
 }
 
@@ -88,12 +95,16 @@ impl fmt::Display for SlotRole {
 /// written is the closed empty row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct SlotSpec {
+    /// The row before `|`; closed and empty when the slot has no `|`.
     pub batch: RowSpec,
+    /// The row between `|` and `->`; closed and empty when the slot has no `->`.
     pub input: RowSpec,
+    /// The row after `->`, or the whole slot when it has neither `|` nor `->`.
     pub output: RowSpec,
 }
 
 impl SlotSpec {
+    /// The row of `kind`.
     pub fn row(&self, kind: Kind) -> &RowSpec {
         match kind {
             Kind::Batch => &self.batch,
@@ -102,6 +113,7 @@ impl SlotSpec {
         }
     }
 
+    /// The row of `kind`, for changing it in place.
     pub fn row_mut(&mut self, kind: Kind) -> &mut RowSpec {
         match kind {
             Kind::Batch => &mut self.batch,
@@ -124,8 +136,12 @@ impl SlotSpec {
 /// empty leading flank, because without a row variable there is nothing for a leading flank to lead.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct RowSpec {
+    /// The axes written before the row variable; always empty in a closed row.
     pub leading: Vec<AxisSpec>,
+    /// The row variable that stands for any number of further axes, or `None` for a closed row
+    /// (exactly the written axes).
     pub row_var: Option<RowVar>,
+    /// The axes written after the row variable, or all the axes of a closed row.
     pub trailing: Vec<AxisSpec>,
 }
 
@@ -163,7 +179,9 @@ impl RowSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "form", content = "name", rename_all = "lowercase")]
 pub enum RowVar {
+    /// `...`: the row variable of the row's kind (see [`RowVar::name_in`]).
     Ellipsis,
+    /// `..name..`: a row variable shared by every row that names it, whatever their kinds.
     Named(String),
 }
 
@@ -183,18 +201,28 @@ impl RowVar {
 #[serde(tag = "axis", rename_all = "lowercase")]
 pub enum AxisSpec {
     /// A dimension variable shared by every occurrence of the name in the spec.
-    Label { name: String },
+    Label {
+        /// The label, as written.
+        name: String,
+    },
     /// `_`: a fresh dimension variable for this occurrence only.
     Anonymous,
     /// A fixed index: read (operand) or write (result) only position `index`.
-    Fixed { index: usize },
+    Fixed {
+        /// The 0-based position along the axis.
+        index: usize,
+    },
     /// A strided or convolution axis: `stride*over [pad]+ [offset+] dilation*kernel`.
     Affine(AffineSpec),
     /// `a^b^…`: the components laid end to end.
-    Concat { components: Vec<ConcatComponent> },
+    Concat {
+        /// The components, first to last along the axis.
+        components: Vec<ConcatComponent>,
+    },
 }
 
 impl AxisSpec {
+    /// A label axis named `name`.
     pub fn label(name: impl Into<String>) -> Self {
         AxisSpec::Label { name: name.into() }
     }
@@ -224,27 +252,43 @@ impl AxisSpec {
 #[serde(tag = "component", rename_all = "lowercase")]
 pub enum ConcatComponent {
     /// A dimension variable.
-    Label { name: String },
+    Label {
+        /// The label, as written.
+        name: String,
+    },
     /// A component of known size whose positions the other side of the spec does not name
     /// (`3^a => a` skips three positions at the front).
-    Size { size: usize },
+    Size {
+        /// The number of positions skipped.
+        size: usize,
+    },
 }
 
 /// An input-side axis addressed through an output-position label and, for a convolution, a kernel
 /// label: `index = stride·over + dilation·kernel + offset − left_padding`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct AffineSpec {
+    /// The step of the input index per output position (`stride*` before the label; 1 when not
+    /// written).
     pub stride: Coefficient,
+    /// The label of the output position the axis is addressed through.
     pub over: String,
+    /// A constant added to the index (`over+offset`, or `offset+` before the kernel part); 0 when
+    /// not written.
     pub offset: usize,
+    /// The kernel part of a convolution, or `None` for a purely strided axis.
     pub conv: Option<ConvSpec>,
 }
 
 /// The kernel part of a convolution axis.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ConvSpec {
+    /// The step of the input index per kernel position (`dilation*` before the kernel label; 1 when
+    /// not written).
     pub dilation: Coefficient,
+    /// The label of the kernel position.
     pub kernel: String,
+    /// How the input's borders are treated (`=+`, `<+` or a bare `+`).
     pub padding: Padding,
 }
 
@@ -264,7 +308,9 @@ pub enum Padding {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum Coefficient {
+    /// A literal integer.
     Int(usize),
+    /// An identifier, replaced by its value with [`EinsumSpec::bind`].
     Ident(String),
 }
 

@@ -26,10 +26,17 @@ pub enum SpecErrorKind {
 /// found on the parsed tree, such as unbound coefficients, have none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecError {
+    /// The whole text of the spec or literal.
     pub text: String,
+    /// The 1-based character column of the offending text, or `None` when the error concerns the
+    /// spec as a whole.
     pub column: Option<usize>,
+    /// The number of characters the caret line underlines (at least 1 when there is a column, 0
+    /// otherwise).
     pub width: usize,
+    /// What went wrong, coarsely.
     pub kind: SpecErrorKind,
+    /// What went wrong, exactly.
     pub message: String,
 }
 

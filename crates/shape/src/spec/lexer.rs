@@ -42,6 +42,7 @@ impl Mode {
         Mode::SingleChar
     }
 
+    /// The mode's name as messages print it: `single-char` or `multi-char`.
     pub fn describe(self) -> &'static str {
         match self {
             Mode::SingleChar => "single-char",

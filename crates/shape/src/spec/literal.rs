@@ -30,7 +30,9 @@ pub enum LiteralBasis {
 /// One axis of a concrete shape.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct DimLiteral {
+    /// The number of positions along the axis (1 for the claim-free unit).
     pub size: usize,
+    /// The axis's unit.
     pub basis: LiteralBasis,
 }
 
@@ -64,12 +66,16 @@ impl DimLiteral {
 /// A concrete shape: sizes (and bases) for the batch, input and output axes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct ShapeLiteral {
+    /// The batch axes, in the order written.
     pub batch: Vec<DimLiteral>,
+    /// The input axes, in the order written.
     pub input: Vec<DimLiteral>,
+    /// The output axes, in the order written.
     pub output: Vec<DimLiteral>,
 }
 
 impl ShapeLiteral {
+    /// The axes of the row of `kind`.
     pub fn row(&self, kind: Kind) -> &[DimLiteral] {
         match kind {
             Kind::Batch => &self.batch,

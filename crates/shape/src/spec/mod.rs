@@ -34,11 +34,14 @@ pub struct Bindings {
 }
 
 impl Bindings {
+    /// Binds the identifier stride or dilation `name` to `value` (see [`EinsumSpec::bind`]).
     pub fn coefficient(mut self, name: impl Into<String>, value: usize) -> Self {
         self.coefficients.insert(name.into(), value);
         self
     }
 
+    /// Resolves every convolution axis written without `=` or `<` to padded (`true`, like `=+`) or
+    /// valid (`false`, like `<+`).
     pub fn use_padding(mut self, padded: bool) -> Self {
         self.use_padding = Some(padded);
         self
