@@ -18,6 +18,7 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nary;
 pub mod ops;
+pub mod reduce;
 pub mod syntax;
 pub mod tensor;
 
@@ -28,6 +29,7 @@ pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use ops::StackAxis;
+pub use reduce::Axes;
 pub use tensor::Tensor;
 
 #[doc(hidden)]
