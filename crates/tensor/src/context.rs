@@ -20,6 +20,7 @@ use rcannl_shape::OpId;
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
+use crate::array::Array;
 use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
 use crate::define::Update;
 use crate::graph::{
@@ -1178,6 +1179,15 @@ impl Context {
             }
         }
         Ok(records)
+    }
+
+    /// The tensor's values with its dims ([`Array`]), row-major in memory order: batch, output,
+    /// then input axes.
+    pub fn array(&mut self, t: &Tensor) -> Result<Array, TensorError> {
+        let [batch, input, output] = self.rows(t)?;
+        let values = self.values(t)?;
+        Array::new(batch, output, input, values)
+            .map_err(|e| error(format!("array of '{}': {e}", t.label())))
     }
 
     /// The tensor printed: its label, closed shape `batch|input->output` and values.

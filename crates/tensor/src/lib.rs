@@ -8,6 +8,7 @@
 //! default), and compiles and runs routines: forward, backprop,
 //! parameter init.
 
+pub mod array;
 pub mod backend_choice;
 pub mod capture;
 pub mod context;
@@ -22,6 +23,7 @@ pub mod reduce;
 pub mod syntax;
 pub mod tensor;
 
+pub use array::Array;
 pub use backend_choice::{BackendChoice, chosen_backend};
 pub use capture::Capture;
 pub use context::{Context, Routine};
