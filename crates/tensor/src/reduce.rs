@@ -407,7 +407,7 @@ mod tests {
             spec_of(Axes::spec("b|i,j->o => b|->o")).1,
             vec!["i".to_owned(), "j".to_owned()]
         );
-        assert_eq!(spec_of(Axes::spec("...|... => 0")).1, ["batch", "input"]);
+        assert_eq!(spec_of(Axes::spec("...|... => 0")).1, ["batch", "output"]);
         assert_eq!(spec_of(Axes::spec("o<+k => o")).1, ["k"]);
     }
 
