@@ -53,6 +53,8 @@ pub fn write(path: &Path, dims: &[usize], cells: &Cells) -> Result<(), CliError>
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
     use npyz::WriterBuilder;
 
     use super::*;

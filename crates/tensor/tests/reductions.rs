@@ -182,6 +182,32 @@ fn the_mean_of_eight_cells_divides_by_eight() {
 }
 
 #[test]
+fn kept_axes_broadcast_back_against_the_tensor() {
+    for backend in backends() {
+        let graph = Graph::new();
+        let x = graph.data("x").shape(SHAPE).values(values()).build();
+        let centered = &x - &x.mean_over(Axes::output_axis(-1).keep_dims());
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&centered]).unwrap();
+        ctx.run(&forward).unwrap();
+        assert_eq!(centered.shape(), "2|2->3,2");
+        // Along the last output axis (stride 2 in memory: the input axis is inside it), each
+        // pair of cells minus their mean.
+        let x = values();
+        let mut expected = x.clone();
+        for base in (0..24).filter(|i| i % 4 < 2) {
+            let mean = (x[base] + x[base + 2]) / 2.0;
+            expected[base] = x[base] - mean;
+            expected[base + 2] = x[base + 2] - mean;
+        }
+        let got = ctx.values(&centered).unwrap();
+        for (g, e) in got.iter().zip(&expected) {
+            assert!((g - e).abs() < 1e-5, "{got:?} vs {expected:?}");
+        }
+    }
+}
+
+#[test]
 fn a_mean_over_every_axis_is_a_loss_with_gradient_one_over_the_count() {
     for backend in backends() {
         let graph = Graph::new();
