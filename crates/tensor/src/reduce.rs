@@ -284,7 +284,7 @@ impl Tensor {
     /// The sum over `axes` (see [`Axes`]); the gradient flows back to every cell summed.
     pub fn sum_over(&self, axes: Axes) -> Tensor {
         match axes.resolve() {
-            Ok((spec, _)) => self.einsum1(&spec),
+            Ok((spec, _)) => self.einsum1_named("sum_over", &spec),
             Err(why) => self
                 .graph
                 .failed(error(format!("sum_over of '{}': {why}", self.label()))),
@@ -295,7 +295,7 @@ impl Tensor {
     /// attain it (every one of them, when several tie).
     pub fn max_over(&self, axes: Axes) -> Tensor {
         match axes.resolve() {
-            Ok((spec, _)) => self.einmax1(&spec),
+            Ok((spec, _)) => self.einmax1_named("max_over", &spec),
             Err(why) => self
                 .graph
                 .failed(error(format!("max_over of '{}': {why}", self.label()))),
@@ -315,7 +315,7 @@ impl Tensor {
                     .failed(error(format!("mean_over of '{}': {why}", self.label())));
             }
         };
-        let sum = self.einsum1(&spec);
+        let sum = self.einsum1_named("mean_over", &spec);
         match count_of(&sum, &counted) {
             Ok(Some(count)) => &sum / &count,
             Ok(None) => sum,
