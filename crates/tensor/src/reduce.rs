@@ -18,15 +18,22 @@ use crate::tensor::Tensor;
 /// (`0` the first, `-1` the last), everything, or an einsum spec of one operand.
 ///
 /// ```
-/// use rcannl_tensor::{Axes, Graph};
+/// use rcannl_tensor::{Axes, Context, Graph, Tensor, TensorError};
 ///
 /// let graph = Graph::new();
 /// let x = graph.data("x").shape("4|->2,3").build();
-/// assert_eq!(x.sum_over(Axes::batch()).shape(), "->2,3");
-/// assert_eq!(x.mean_over(Axes::output_axis(-1)).shape(), "4|->2");
-/// assert_eq!(x.max_over(Axes::output_axis(0).keep_dims()).shape(), "4|->1,3");
-/// assert_eq!(x.sum_over(Axes::batch().and(Axes::output_axis(-1))).shape(), "->2");
-/// assert_eq!(x.sum_over(Axes::spec("b|->i,j => b|->j")).shape(), "4|->3");
+/// let reduced: Vec<Tensor> = vec![
+///     x.sum_over(Axes::batch()),
+///     x.mean_over(Axes::output_axis(-1)),
+///     x.max_over(Axes::output_axis(0).keep_dims()),
+///     x.sum_over(Axes::batch().and(Axes::output_axis(-1))),
+///     x.sum_over(Axes::spec("b|->i,j => b|->j")),
+/// ];
+/// // Shapes are closed once a context has made the graph concrete.
+/// Context::new(&graph).forward(&reduced.iter().collect::<Vec<_>>())?;
+/// let shapes: Vec<String> = reduced.iter().map(Tensor::shape).collect();
+/// assert_eq!(shapes, ["|->2,3", "4|->2", "4|->1,3", "|->2", "4|->3"]);
+/// # Ok::<(), TensorError>(())
 /// ```
 ///
 /// Reduced axes are dropped, as numpy drops them; [`Axes::keep_dims`] keeps single axes as axes
