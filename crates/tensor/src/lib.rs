@@ -6,7 +6,9 @@
 //! operation's projection record with the slots exchanged. A [`Context`] finishes inference,
 //! gives tensors buffers on a backend (`backend_choice`: the one `RCANNL_BACKEND` names, else the
 //! default), and compiles and runs routines: forward, backprop,
-//! parameter init.
+//! parameter init. Reductions over chosen axes are in `reduce` ([`Axes`]); a context reads a
+//! tensor as an [`Array`] (values with their dims) and saves and loads `.npy` files (`npy`,
+//! written through `files`).
 
 pub mod array;
 pub mod backend_choice;
