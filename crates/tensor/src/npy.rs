@@ -616,7 +616,7 @@ pub fn encode_header(dims: &[usize], dtype: Dtype) -> Vec<u8> {
     bytes
 }
 
-/// Writes `cells` as little-endian data of `dtype` (see [`write`] for the conversions).
+/// Writes `cells` as little-endian data of `dtype` (see [`write()`] for the conversions).
 pub fn encode_cells(sink: &mut dyn Write, dtype: Dtype, cells: &[Value]) -> io::Result<()> {
     cells.iter().try_for_each(|&cell| dtype.encode(cell, sink))
 }
