@@ -1,6 +1,6 @@
 //! Values of one dtype, held exactly: how inputs are cast to the dtype an operation computes in
 //! (numpy's `astype`), loaded into buffers of its precision and read back, and how they print
-//! (JSON, text) and are written (`.npy` data).
+//! (JSON, text).
 
 use half::f16;
 use rcannl_ir::Value;
@@ -123,29 +123,6 @@ impl Cells {
             _ => Data::Ints(values.iter().map(|v| wrap(v.as_i64(), dtype)).collect()),
         };
         Cells { dtype, data }
-    }
-
-    /// The cells as little-endian `.npy` data of their dtype.
-    pub fn encode(&self, sink: &mut dyn std::io::Write) -> std::io::Result<()> {
-        let size = self.dtype.size();
-        match &self.data {
-            Data::Floats(values) => {
-                for &x in values {
-                    match self.dtype {
-                        Dtype::Float16 => sink.write_all(&f16::from_f64(x).to_le_bytes())?,
-                        Dtype::Float32 => sink.write_all(&(x as f32).to_le_bytes())?,
-                        _ => sink.write_all(&x.to_le_bytes())?,
-                    }
-                }
-            }
-            // The low bytes of a value in the dtype's range are its two's complement.
-            Data::Ints(values) => {
-                for &i in values {
-                    sink.write_all(&i.to_le_bytes()[..size])?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The cells as text: `[1.5, -2, …]`, integers without a fraction, bools `true`/`false`.
@@ -320,18 +297,11 @@ mod tests {
     }
 
     #[test]
-    fn json_and_npy_data_per_dtype() {
+    fn json_per_dtype() {
         let json = |cells: &Cells| serde_json::to_string(cells).unwrap();
         assert_eq!(json(&ints(Dtype::Bool, &[1, 0])), "[true,false]");
         assert_eq!(json(&ints(Dtype::Uint64, &[-1])), "[18446744073709551615]");
         assert_eq!(json(&ints(Dtype::Int8, &[-3])), "[-3]");
         assert_eq!(json(&Cells::float64(vec![3.0, f64::NAN])), "[3.0,null]");
-        let mut bytes = Vec::new();
-        ints(Dtype::Int16, &[-2]).encode(&mut bytes).unwrap();
-        Cells::float64(vec![1.5])
-            .cast(Dtype::Float16)
-            .encode(&mut bytes)
-            .unwrap();
-        assert_eq!(bytes, [0xfe, 0xff, 0x00, 0x3e]);
     }
 }

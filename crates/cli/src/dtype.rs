@@ -82,20 +82,27 @@ impl Dtype {
         }
     }
 
-    /// The `.npy` header's type string for little-endian data: `<f4`, `|u1`, `|b1`.
-    pub fn descr(self) -> String {
+    /// The `.npy` dtype of the same numbers (its type string for little-endian data: `<f4`,
+    /// `|u1`, `|b1`).
+    pub fn npy(self) -> rcannl_tensor::npy::Dtype {
+        use rcannl_tensor::npy::NumberKind;
         let kind = match self.family() {
-            Family::Bool => 'b',
-            Family::Signed => 'i',
-            Family::Unsigned => 'u',
-            Family::Float => 'f',
+            Family::Bool => NumberKind::Bool,
+            Family::Signed => NumberKind::Int,
+            Family::Unsigned => NumberKind::Uint,
+            Family::Float => NumberKind::Float,
         };
-        let order = if self.size() == 1 { '|' } else { '<' };
-        format!("{order}{kind}{}", self.size())
+        rcannl_tensor::npy::Dtype::new(kind, self.size()).expect("every dtype is a .npy dtype")
+    }
+
+    /// The dtype of a `.npy` dtype (every one the library reads is one of the command's).
+    pub fn from_npy(dtype: rcannl_tensor::npy::Dtype) -> Dtype {
+        Dtype::from_kind_and_size(dtype.kind.code(), dtype.size)
+            .expect("the .npy reader reads only the dtypes the command has")
     }
 
     /// The dtype of a `.npy` type string's kind (`f`, `i`, `u`, `b`) and size in bytes.
-    pub fn from_kind_and_size(kind: char, size: usize) -> Option<Dtype> {
+    fn from_kind_and_size(kind: char, size: usize) -> Option<Dtype> {
         Some(match (kind, size) {
             ('b', 1) => Dtype::Bool,
             ('i', 1) => Dtype::Int8,
@@ -289,15 +296,10 @@ mod tests {
                 .to_possible_value()
                 .expect("every dtype is a --dtype value");
             assert_eq!(flag.get_name(), dtype.name());
-            let descr = dtype.descr();
-            let kind = descr.chars().nth(1).unwrap();
-            assert_eq!(
-                Dtype::from_kind_and_size(kind, descr[2..].parse().unwrap()),
-                Some(dtype)
-            );
+            assert_eq!(Dtype::from_npy(dtype.npy()), dtype);
         }
-        assert_eq!(Dtype::Float32.descr(), "<f4");
-        assert_eq!(Dtype::Bool.descr(), "|b1");
+        assert_eq!(Dtype::Float32.npy().descr(), "<f4");
+        assert_eq!(Dtype::Bool.npy().descr(), "|b1");
         assert_eq!(Dtype::from_kind_and_size('f', 1), None);
     }
 

@@ -91,7 +91,7 @@ fn step_seconds(engine: Engine, batch: usize, repeats: usize) -> Result<f64, Ten
         .values(ys)
         .build();
     let model = Mlp::new(&graph, "mlp", &WIDTHS);
-    let loss = hinge(&model.apply(&x), &y, batch);
+    let loss = hinge(&model.apply(&x), &y);
     let mut sgd = Sgd::new(&graph, &model.params(), LR, 0.0);
     let mut ctx = Context::with_backend(&graph, engine.backend());
     ctx.set_seed(PARAM_SEED);
@@ -130,7 +130,7 @@ fn examples_per_second(engine: Engine, batch: usize, epochs: usize) -> Result<f6
         .build();
     let index = graph.static_index();
     let model = Mlp::new(&graph, "mlp", &WIDTHS);
-    let loss = hinge(&model.apply(&xs.slice(&index)), &ys.slice(&index), batch);
+    let loss = hinge(&model.apply(&xs.slice(&index)), &ys.slice(&index));
     let mut sgd = Sgd::new(&graph, &model.params(), LR, MOMENTUM);
     let mut ctx = Context::with_backend(&graph, engine.backend());
     ctx.set_seed(PARAM_SEED);

@@ -1,22 +1,26 @@
-//! Losses and reductions: means over every cell, the hinge loss, the mean squared error.
+//! Losses and reductions: sums and means over every cell, the hinge loss, cross-entropy, the
+//! mean squared error.
 
-use rcannl_tensor::{Tensor, TensorError, op};
+use rcannl_tensor::{Axes, Tensor, op};
+
+/// Every cell of every kind reduced to one output axis of one cell.
+const EVERY_CELL: &str = "...|...->... => 0";
 
 /// The sum of every cell: one output axis of one cell.
 pub fn sum(t: &Tensor) -> Tensor {
-    t.einsum1("...|...->... => 0")
+    t.einsum1(EVERY_CELL)
 }
 
-/// The mean of every cell (the count comes from the closed shape, so it is a constant of the
-/// graph once inference has run: `count` is given here to keep the graph free of host reads).
-pub fn mean(t: &Tensor, count: usize) -> Tensor {
-    let scale = 1.0 / count as f64;
-    op! { sum(t) * scale }
+/// The mean of every cell: one output axis of one cell. The count is the tensor's number of
+/// cells, which shape inference gives ([`Tensor::mean_over`]).
+pub fn mean(t: &Tensor) -> Tensor {
+    t.mean_over(Axes::spec(EVERY_CELL))
 }
 
-/// The mean hinge loss `max(0, 1 − y·f)` of scores `f` against labels `y` in {−1, 1}.
-pub fn hinge(scores: &Tensor, labels: &Tensor, count: usize) -> Tensor {
-    mean(&op! { relu(1 - pmul(labels, scores)) }, count)
+/// The mean hinge loss `max(0, 1 − y·f)` of scores `f` against labels `y` in {−1, 1}, over
+/// every cell of their pointwise product.
+pub fn hinge(scores: &Tensor, labels: &Tensor) -> Tensor {
+    mean(&op! { relu(1 - pmul(labels, scores)) })
 }
 
 /// The cross-entropy of logits against target probabilities (one-hot labels, say) over the last
@@ -30,26 +34,5 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
 /// of one cell.
 pub fn mse(prediction: &Tensor, target: &Tensor) -> Tensor {
     let difference = prediction - target;
-    mean_of_cells(&difference.pmul(&difference))
-}
-
-/// The mean of every cell, their number found by inference (a tensor of the graph, filled when
-/// a routine runs).
-pub(crate) fn mean_of_cells(t: &Tensor) -> Tensor {
-    let total = sum(t);
-    match cells_summed(&total) {
-        Ok(count) => &total / &count,
-        Err(e) => t.graph().failed_with(e),
-    }
-}
-
-/// The number of cells [`sum`] added up into `total`: the product of its operand's rows, the
-/// row variables `batch`, `input` and `output` of its spec.
-fn cells_summed(total: &Tensor) -> Result<Tensor, TensorError> {
-    let graph = total.graph();
-    let mut count = graph.dim(&total.capture("batch")?);
-    for row in ["input", "output"] {
-        count = count.pmul(&graph.dim(&total.capture(row)?));
-    }
-    Ok(count)
+    mean(&difference.pmul(&difference))
 }

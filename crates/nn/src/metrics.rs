@@ -5,7 +5,7 @@
 
 use rcannl_tensor::Tensor;
 
-use crate::loss::mean_of_cells;
+use crate::loss::mean;
 
 /// Reduces the last output axis to one position, keeping every other axis.
 const LAST: &str = "...|... -> ..., c => ...|... -> ..., 0";
@@ -33,7 +33,7 @@ pub fn argmax(scores: &Tensor) -> Tensor {
 /// and `labels` have the classes on their last output axis (`b|->k`; more output axes, `b|->t,
 /// k`, count every position as an example). Ties go to the first class, as in [`argmax`].
 pub fn accuracy(scores: &Tensor, labels: &Tensor) -> Tensor {
-    mean_of_cells(&argmax(scores).eq(&argmax(labels)))
+    mean(&argmax(scores).eq(&argmax(labels)))
 }
 
 /// The fraction of examples classified right by the sign of their one score, for labels −1 and
@@ -41,5 +41,5 @@ pub fn accuracy(scores: &Tensor, labels: &Tensor) -> Tensor {
 /// exactly 0 is wrong either way.
 pub fn binary_accuracy(scores: &Tensor, labels: &Tensor) -> Tensor {
     let zero = scores.graph().number(0.0);
-    mean_of_cells(&zero.lt(&scores.pmul(labels)))
+    mean(&zero.lt(&scores.pmul(labels)))
 }

@@ -58,7 +58,7 @@ fn model(widths: &[usize]) -> Model {
         .build();
     let mlp = Mlp::new(&graph, "mlp", widths);
     let error = &mlp.apply(&x) - &target;
-    let loss = mean(&error.pmul(&error), 4 * outputs);
+    let loss = mean(&error.pmul(&error));
     Model {
         params: mlp.params(),
         graph,

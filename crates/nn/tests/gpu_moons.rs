@@ -51,7 +51,7 @@ fn an_mlp_trained_on_the_gpu_separates_the_moons() {
     let (xs, ys) = support::moons_batches(&graph, BATCHES, BATCH);
     let batch = graph.static_index();
     let model = Mlp::new(&graph, "mlp", &[16, 16, 1]);
-    let loss = hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch), BATCH);
+    let loss = hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch));
     let test = graph
         .data("test x")
         .shape(&format!("{TEST}|->2"))

@@ -57,7 +57,7 @@ fn train(backend: Box<dyn rcannl_backends::Backend>, make: fn(&Graph) -> Model) 
     let input = xs.slice(&batch);
     let model = make(&graph);
     let scores = model(&input);
-    let loss = hinge(&scores, &ys.slice(&batch), BATCH);
+    let loss = hinge(&scores, &ys.slice(&batch));
     let test = graph.data("test").shape("256|->2").values(test_x).build();
     let test_scores = model(&test);
     let mut sgd = Sgd::new(&graph, &graph.params(), 0.1, 0.9);

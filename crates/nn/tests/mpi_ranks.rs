@@ -81,7 +81,7 @@ fn model(
     );
     let hidden = (&(&w1 * &x.slice(&index)) + &b1).relu();
     let scores = &(&w2 * &hidden) + &b2;
-    let loss = hinge(&scores, &y.slice(&index), batch);
+    let loss = hinge(&scores, &y.slice(&index));
     let params = vec![w1, b1, w2, b2];
     let mut sgd = Sgd::new(&graph, &params, 0.1, 0.9);
     let mut ctx = Context::new(&graph);

@@ -249,7 +249,7 @@ fn a_step_compiled_as_one_routine_trains_as_backprop_then_update() {
             .build();
         let batch = graph.static_index();
         let model = rcannl_nn::blocks::Mlp::new(&graph, "mlp", &[4, 1]);
-        let loss = rcannl_nn::loss::hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch), 2);
+        let loss = rcannl_nn::loss::hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch));
         let mut ctx = Context::with_backend(&graph, Box::new(rcannl_backends::Interpreter));
         ctx.set_seed(3);
         ctx.init_params().unwrap();

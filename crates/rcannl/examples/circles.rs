@@ -96,7 +96,7 @@ fn main() -> Result<(), TensorError> {
     let batch = graph.static_index();
     let net = Net::new(&graph);
     let per_example = cross_entropy(&net.logits(&xs.slice(&batch)), &ys.slice(&batch));
-    let loss = mean(&per_example, BATCH);
+    let loss = mean(&per_example);
 
     let test_x = graph
         .data("test images")

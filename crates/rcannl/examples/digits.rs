@@ -29,10 +29,7 @@ fn train(
     let model = build(&graph);
     let [xs, ys, test] = data.tensors(&graph, BATCH);
     let batch = graph.static_index();
-    let loss = mean(
-        &cross_entropy(&model(&xs.slice(&batch)), &ys.slice(&batch)),
-        BATCH,
-    );
+    let loss = mean(&cross_entropy(&model(&xs.slice(&batch)), &ys.slice(&batch)));
     let test_logits = model(&test);
     let mut adam = Adam::new(&graph, &graph.params(), 0.002);
     let mut ctx = Context::new(&graph);

@@ -59,7 +59,7 @@ fn main() -> Result<(), TensorError> {
         .build();
     let batch = graph.static_index();
     let scores = mlp(&xs.slice(&batch));
-    let loss = hinge(&scores, &ys.slice(&batch), BATCH);
+    let loss = hinge(&scores, &ys.slice(&batch));
 
     // The same network on every training point, the test set and a grid over the plane.
     let all_x = graph

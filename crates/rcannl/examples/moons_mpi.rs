@@ -59,7 +59,7 @@ fn train(ranks: &Ranks, width: usize) -> Result<(), TensorError> {
     let batch = graph.static_index();
     let model = Mlp::new(&graph, "mlp", &[width, width, 1]);
     // The mean over this rank's rows: averaged across ranks, the mean over the whole batch.
-    let loss = hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch), share);
+    let loss = hinge(&model.apply(&xs.slice(&batch)), &ys.slice(&batch));
     let test = graph
         .data("test x")
         .shape(&format!("{TEST}|->2"))

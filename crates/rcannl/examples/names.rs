@@ -292,7 +292,7 @@ fn context_model(
         &net.logits(&xs.slice(&batch)),
         &one_hot_each(&ys.slice(&batch)),
     );
-    let loss = mean(&per_example, batch_size);
+    let loss = mean(&per_example);
     let validation_loss = cross_entropy(&net.logits(&validation_x), &one_hot_each(&validation_y));
     let sample_logits = net.logits(&sample_x);
 

@@ -79,7 +79,7 @@ fn main() -> Result<(), TensorError> {
     let [xs, ys, test] = data.tensors(&graph, BATCH);
     let batch = graph.static_index();
     let logits = model.apply(&xs.slice(&batch), Mode::Train);
-    let loss = mean(&cross_entropy(&logits, &ys.slice(&batch)), BATCH);
+    let loss = mean(&cross_entropy(&logits, &ys.slice(&batch)));
     let test_logits = model.apply(&test, Mode::Eval);
 
     let mut adam = Adam::new(&graph, &graph.params(), 0.0);

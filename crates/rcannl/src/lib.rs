@@ -112,12 +112,13 @@ pub use rcannl_shape::spec;
 pub use rcannl_tensor as tensor;
 pub use rcannl_tensor::{cd, op};
 
-/// What a model needs: graphs and tensors, contexts, parameter inits, formulas for new operations
-/// and updates, the `op!` and `cd!` macros, precisions.
+/// What a model needs: graphs and tensors, the axes reductions reduce and reshapes name,
+/// activations, contexts and the shaped results they read, parameter inits, formulas for new
+/// operations and updates, the `op!` and `cd!` macros, precisions.
 pub mod prelude {
     pub use rcannl_ir::Precision;
     pub use rcannl_tensor::{
-        Capture, Context, Definition, Formula, Graph, Init, OpLogic, Routine, StaticIndex, Tensor,
-        TensorError, Term, Update, cd, op,
+        Activation, Array, Axes, Axis, AxisKind, Capture, Context, Definition, Formula, Graph,
+        Init, OpLogic, Routine, StaticIndex, Tensor, TensorError, Term, Update, cd, op,
     };
 }

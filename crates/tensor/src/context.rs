@@ -7,6 +7,7 @@
 //! outputs, parameters and their gradients) and is free to fuse everything else away.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_backends::{Backend, Buffers, Executable};
@@ -20,11 +21,13 @@ use rcannl_shape::OpId;
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
+use crate::array::Array;
 use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
 use crate::define::Update;
 use crate::graph::{
     Asg, AsgRhs, Draw, Graph, Init, LeafKind, ProjSource, Ref, StaticIndex, TensorError, error,
 };
+use crate::npy;
 use crate::tensor::Tensor;
 
 /// A compiled routine of a context: it runs only in the context that compiled it.
@@ -1183,6 +1186,73 @@ impl Context {
             }
         }
         Ok(records)
+    }
+
+    /// The tensor's values with its dims ([`Array`]), row-major in memory order: batch, output,
+    /// then input axes.
+    pub fn array(&mut self, t: &Tensor) -> Result<Array, TensorError> {
+        let [batch, input, output] = self.rows(t)?;
+        let values = self.values(t)?;
+        Array::new(batch, output, input, values)
+            .map_err(|e| error(format!("array of '{}': {e}", t.label())))
+    }
+
+    /// Writes the tensor's values to `path` as a `.npy` array, replacing the file whole or not
+    /// at all: its dims in memory order (batch, output, input), the dtype of its precision
+    /// ([`npy::Dtype::of_precision`]: bf16, which numpy lacks, widens exactly to float32; the
+    /// 128-bit word, not a number, is refused).
+    pub fn save_npy(&mut self, t: &Tensor, path: impl AsRef<Path>) -> Result<(), TensorError> {
+        let path = path.as_ref();
+        let fail = |why: String| {
+            error(format!(
+                "save_npy of '{}' to {}: {why}",
+                t.label(),
+                path.display()
+            ))
+        };
+        let precision = t.precision();
+        let dtype = npy::Dtype::of_precision(precision).ok_or_else(|| {
+            fail(format!(
+                "its precision {precision} is not a number numpy reads"
+            ))
+        })?;
+        let dims = self.dims(t)?;
+        let cells = self.cells(t)?;
+        npy::write(path, &dims, dtype, &cells).map_err(|e| fail(e.message))
+    }
+
+    /// Sets the tensor's values from the `.npy` file at `path`, whose dims must be the tensor's
+    /// in memory order (batch, output, input), in C or Fortran order, of any dtype of numbers
+    /// (each cell stored as the tensor's precision holds it, as [`Context::set_cells`] stores
+    /// it). A file that is not such an array, or of other dims, is an error naming the file, the
+    /// tensor and both shapes; nothing is allocated for a file's claims beyond the tensor's size.
+    pub fn load_npy(&mut self, t: &Tensor, path: impl AsRef<Path>) -> Result<(), TensorError> {
+        let path = path.as_ref();
+        let fail = |why: String| {
+            error(format!(
+                "load_npy of {} into '{}': {why}",
+                path.display(),
+                t.label()
+            ))
+        };
+        let dims = self.dims(t)?;
+        let reader = npy::open(path).map_err(|e| fail(e.message))?;
+        let header = reader.header();
+        let same = header.dims.len() == dims.len()
+            && header.dims.iter().zip(&dims).all(|(&f, &d)| f == d as u64);
+        if !same {
+            let shown: Vec<String> = dims.iter().map(usize::to_string).collect();
+            return Err(fail(format!(
+                "the file holds an array of dims ({}), the tensor has dims ({}) (shape {})",
+                header.dims_text(),
+                shown.join(", "),
+                t.shape()
+            )));
+        }
+        let (_, cells) = reader
+            .read_cells(dims.iter().product())
+            .map_err(|e| fail(e.message))?;
+        self.set_cells(t, &cells).map_err(|e| fail(e.message))
     }
 
     /// The tensor printed: its label, closed shape `batch|input->output` and values.

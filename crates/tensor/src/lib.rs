@@ -6,27 +6,34 @@
 //! operation's projection record with the slots exchanged. A [`Context`] finishes inference,
 //! gives tensors buffers on a backend (`backend_choice`: the one `RCANNL_BACKEND` names, else the
 //! default), and compiles and runs routines: forward, backprop,
-//! parameter init.
+//! parameter init. Reductions over chosen axes are in `reduce` ([`Axes`]); a context reads a
+//! tensor as an [`Array`] (values with their dims) and saves and loads `.npy` files (`npy`,
+//! written through `files`).
 
 #![warn(missing_docs)]
 
 pub mod activations;
+pub mod array;
 pub mod backend_choice;
 pub mod capture;
 pub mod context;
 pub mod define;
 pub mod elementwise;
+pub mod files;
 pub mod gather;
 pub mod gradcheck;
 pub mod graph;
 pub mod nary;
+pub mod npy;
 pub mod ops;
+pub mod reduce;
 pub mod reshape;
 mod shared;
 pub mod syntax;
 pub mod tensor;
 
 pub use activations::Activation;
+pub use array::Array;
 pub use backend_choice::{BackendChoice, chosen_backend};
 pub use capture::Capture;
 pub use context::{Context, Routine};
@@ -34,6 +41,7 @@ pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
 pub use ops::StackAxis;
+pub use reduce::Axes;
 pub use reshape::{Axis, AxisKind};
 pub use tensor::Tensor;
 

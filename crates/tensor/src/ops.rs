@@ -93,7 +93,13 @@ impl Tensor {
     /// A unary einsum (`++`): the spec's result, summing over labels it leaves out
     /// (`"ij=>ji"` transposes, `"ij=>i"` sums rows, `"ii=>i"` takes the diagonal).
     pub fn einsum1(&self, spec: &str) -> Tensor {
+        self.einsum1_named("einsum", spec)
+    }
+
+    /// [`Tensor::einsum1`] as the operation `name` (what its result's label and its errors say).
+    pub(crate) fn einsum1_named(&self, name: &str, spec: &str) -> Tensor {
         spec_op(
+            name,
             spec,
             &[self],
             Binop::Add,
@@ -109,6 +115,7 @@ impl Tensor {
     /// A binary einsum (`+*`): products summed over the labels the result leaves out.
     pub fn einsum(&self, spec: &str, other: &Tensor) -> Tensor {
         spec_op(
+            "einsum",
             spec,
             &[self, other],
             Binop::Add,
@@ -120,6 +127,7 @@ impl Tensor {
     /// A ternary einsum: products of three, summed over the labels the result leaves out.
     pub fn einsum3(&self, spec: &str, b: &Tensor, c: &Tensor) -> Tensor {
         spec_op(
+            "einsum",
             spec,
             &[self, b, c],
             Binop::Add,
@@ -138,6 +146,7 @@ impl Tensor {
     /// labels the result leaves out (`"ab;bc=>ac"` is `Σ_b a[a,b] + b[b,c]`).
     pub fn outer_sum(&self, spec: &str, other: &Tensor) -> Tensor {
         spec_op(
+            "einsum",
             spec,
             &[self, other],
             Binop::Add,
@@ -286,6 +295,7 @@ impl Tensor {
     /// out (`"ij;jk=>ik"`). The gradient flows to the pairs that attain the maximum.
     pub fn tropical(&self, spec: &str, other: &Tensor) -> Tensor {
         spec_op(
+            "einsum",
             spec,
             &[self, other],
             Binop::Max,
@@ -309,7 +319,13 @@ impl Tensor {
     /// window axis, `"o<+k=>o"` or `"2*o<+k=>o"`, max-pooling). The gradient flows to the
     /// positions that attain the maximum.
     pub fn einmax1(&self, spec: &str) -> Tensor {
+        self.einmax1_named("einsum", spec)
+    }
+
+    /// [`Tensor::einmax1`] as the operation `name` (what its result's label and its errors say).
+    pub(crate) fn einmax1_named(&self, name: &str, spec: &str) -> Tensor {
         spec_op(
+            name,
             spec,
             &[self],
             Binop::Max,
@@ -430,6 +446,7 @@ fn product_gradient(grad: &mut GradBuilder<'_>) -> Result<(), TensorError> {
 
 /// An operation whose shapes follow an einsum spec.
 fn spec_op(
+    name: &str,
     spec: &str,
     operands: &[&Tensor],
     accum: Binop,
@@ -437,9 +454,9 @@ fn spec_op(
     gradient: impl FnOnce(&mut GradBuilder<'_>) -> Result<(), TensorError> + 'static,
 ) -> Tensor {
     let graph = &operands[0].graph;
-    match spec_logic("einsum", spec) {
+    match spec_logic(name, spec) {
         Ok(logic) => graph.apply(
-            "einsum",
+            name,
             logic,
             operands,
             OpSpec::new(accum, rhs).gradient(gradient),

@@ -204,7 +204,7 @@ fn transformer_loss(graph: &Graph) -> (Tensor, Vec<Tensor>) {
         h = block.apply(&h, WINDOW, Some(&rotary));
     }
     let logits = head.apply(&norm.apply(&h));
-    let loss = mean(&cross_entropy(&logits, &one_hot_each(&y)), n);
+    let loss = mean(&cross_entropy(&logits, &one_hot_each(&y)));
     (loss, params)
 }
 
@@ -235,7 +235,7 @@ pub fn moons_step(batch: usize) -> Result<Step, TensorError> {
     let x = data(&graph, "x", &format!("{batch}|->2"), xs);
     let y = data(&graph, "y", &format!("{batch}|->1"), ys);
     let model = Mlp::new(&graph, "mlp", &MOONS_WIDTHS);
-    let loss = hinge(&model.apply(&x), &y, batch);
+    let loss = hinge(&model.apply(&x), &y);
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
@@ -262,7 +262,7 @@ pub fn mlp_step() -> Result<Step, TensorError> {
         one_hot_rows(MLP_BATCH, classes, &mut rng),
     );
     let model = Mlp::new(&graph, "mlp", &MLP_WIDTHS);
-    let loss = mean(&cross_entropy(&model.apply(&x), &y), MLP_BATCH);
+    let loss = mean(&cross_entropy(&model.apply(&x), &y));
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
@@ -313,7 +313,7 @@ pub fn digits_step() -> Result<Step, TensorError> {
     let conv = Conv2d::new(&graph, "conv", 16, 3, 1, true);
     let dense = Mlp::new(&graph, "dense", &[64, DIGITS_CLASSES]);
     let logits = dense.apply(&max_pool2d(&conv.apply(&x).relu(), 2));
-    let loss = mean(&cross_entropy(&logits, &y), DIGITS_BATCH);
+    let loss = mean(&cross_entropy(&logits, &y));
     let mut ctx = context(&graph)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
