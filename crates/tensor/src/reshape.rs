@@ -273,7 +273,7 @@ impl Tensor {
     }
 
     fn row_term(&self, kind: AxisKind) -> Row {
-        let state = self.graph.state.borrow();
+        let state = self.graph.state.lock();
         state
             .inference
             .shape(state.tensors[self.index].shape)
