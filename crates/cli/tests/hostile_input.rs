@@ -91,7 +91,7 @@ fn arguments_that_are_not_utf8_are_usage_errors() {
 /// Writes `header` (a Python dict literal) as a version 1.0 `.npy` header, then `data`.
 fn npy_v1(header: &str, data: &[u8]) -> Vec<u8> {
     let mut text = header.as_bytes().to_vec();
-    while (10 + text.len() + 1) % 64 != 0 {
+    while !(10 + text.len() + 1).is_multiple_of(64) {
         text.push(b' ');
     }
     text.push(b'\n');

@@ -201,14 +201,14 @@ impl ArrayLiteral {
                 }
                 None => (Vec::new(), vec![elem.clone()]),
             };
-            if let Some(&(outer, _)) = dims.first() {
-                if outer < kind {
-                    return Err(syn::Error::new(
-                        elem.span(),
-                        "array literals nest batch axes (`vec![…]`) outside output axes (`[…]`) \
+            if let Some(&(outer, _)) = dims.first()
+                && outer < kind
+            {
+                return Err(syn::Error::new(
+                    elem.span(),
+                    "array literals nest batch axes (`vec![…]`) outside output axes (`[…]`) \
                          outside input axes (`(…)`)",
-                    ));
-                }
+                ));
             }
             match &inner {
                 None => inner = Some(dims),

@@ -196,10 +196,10 @@ impl<'a> Expander<'a> {
                 _ => return Err(syn::Error::new(e.span(), "not a number or a tensor")),
             },
             Expr::Path(path) => {
-                if let Some(name) = ident_of(e) {
-                    if !self.bound.contains(&name.to_string()) {
-                        self.candidates.push(name.clone());
-                    }
+                if let Some(name) = ident_of(e)
+                    && !self.bound.contains(&name.to_string())
+                {
+                    self.candidates.push(name.clone());
                 }
                 quote!(#k::syntax::operand(&#path))
             }

@@ -272,10 +272,10 @@ fn main() -> Result<(), TensorError> {
         "{threads} threads on every side; best of {ROUNDS} medians; x: peer time / ours (above 1: \
          rcannl is faster)"
     );
-    if let Ok(compiler) = rcannl_backends::cc::Compiler::from_environment() {
-        if let Ok(target) = compiler.target() {
-            println!("target: {target}");
-        }
+    if let Ok(compiler) = rcannl_backends::cc::Compiler::from_environment()
+        && let Ok(target) = compiler.target()
+    {
+        println!("target: {target}");
     }
     println!(
         "first step: from an empty graph to the transformer's first step (the peers' from after \

@@ -480,7 +480,7 @@ impl GroupNorm {
         groups: usize,
         precision: Precision,
     ) -> Result<GroupNorm, TensorError> {
-        if groups == 0 || channels % groups != 0 {
+        if groups == 0 || !channels.is_multiple_of(groups) {
             return Err(TensorError {
                 message: format!(
                     "GroupNorm '{label}': {groups} groups do not divide {channels} channels"

@@ -17,7 +17,11 @@ impl Sinusoidal {
         let value = |p: usize, e: usize| {
             let pair = (e / 2 * 2) as f64;
             let angle = p as f64 / 10_000f64.powf(pair / model as f64);
-            if e % 2 == 0 { angle.sin() } else { angle.cos() }
+            if e.is_multiple_of(2) {
+                angle.sin()
+            } else {
+                angle.cos()
+            }
         };
         Sinusoidal {
             table: graph

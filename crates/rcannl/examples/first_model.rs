@@ -109,6 +109,9 @@ fn main() -> Result<(), TensorError> {
     for param in mlp.params() {
         ctx.save_npy(&param, folder.join(format!("{}.npy", param.label())))?;
     }
-    println!("saved the test logits and the parameters in {}", folder.display());
+    println!(
+        "saved the test logits and the parameters in {}",
+        folder.display()
+    );
     Ok(())
 }

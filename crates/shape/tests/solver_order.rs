@@ -499,7 +499,7 @@ impl Graph {
 
     /// A data leaf whose rows come from an initializer: an element count or exact axes.
     fn terminal_leaf(&mut self, variant: u32, choices: &mut Choices) -> usize {
-        if variant % 2 == 0 {
+        if variant.is_multiple_of(2) {
             let [batch, input, _] = choices.truth();
             let n = pool_dim(choices.pick(3)).ground_size().expect("an atom");
             let count: usize = batch

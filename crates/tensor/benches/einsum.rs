@@ -370,10 +370,9 @@ fn main() {
             for fields in reference(&lines, &["--time"]) {
                 if let (Some("view"), Some(name)) =
                     (fields.first().map(String::as_str), fields.get(1))
+                    && !views.contains(name)
                 {
-                    if !views.contains(name) {
-                        views.push(name.clone());
-                    }
+                    views.push(name.clone());
                 }
                 if let (Some("time"), Some(name), Some(Ok(seconds))) = (
                     fields.first().map(String::as_str),
@@ -554,7 +553,7 @@ fn main() {
         let mut sorted = ratios.clone();
         sorted.sort_by(f64::total_cmp);
         let mid = sorted.len() / 2;
-        let median = if sorted.len() % 2 == 0 {
+        let median = if sorted.len().is_multiple_of(2) {
             (sorted[mid - 1] + sorted[mid]) / 2.0
         } else {
             sorted[mid]

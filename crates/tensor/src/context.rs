@@ -327,11 +327,11 @@ impl Context {
             if !needed.insert(t) {
                 continue;
             }
-            if let Some(op) = state.tensors[t].op {
-                if state.ops[op].result == t {
-                    ops.insert(op);
-                    stack.extend(state.ops[op].operands.iter().copied());
-                }
+            if let Some(op) = state.tensors[t].op
+                && state.ops[op].result == t
+            {
+                ops.insert(op);
+                stack.extend(state.ops[op].operands.iter().copied());
             }
         }
         (ops.into_iter().collect(), needed)

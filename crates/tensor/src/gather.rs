@@ -122,15 +122,15 @@ fn gather_op(
             Ok(())
         });
     let result = graph.apply("gather", logic, &[table, ids], spec);
-    if let (Some(size), None) = (vocabulary, result.error()) {
-        if let Err(e) = set_vocabulary(graph, &result, size) {
-            graph.record(error(format!(
-                "gather of '{}' by '{}': the vocabulary of {size}: {}",
-                table.label(),
-                ids.label(),
-                e.message
-            )));
-        }
+    if let (Some(size), None) = (vocabulary, result.error())
+        && let Err(e) = set_vocabulary(graph, &result, size)
+    {
+        graph.record(error(format!(
+            "gather of '{}' by '{}': the vocabulary of {size}: {}",
+            table.label(),
+            ids.label(),
+            e.message
+        )));
     }
     result
 }

@@ -851,21 +851,19 @@ impl Graph {
             backward: Vec::new(),
         });
         drop(state);
-        if differentiable {
-            if let Some(gradient) = op.gradient {
-                let mut builder = GradBuilder {
-                    graph: self,
-                    source,
-                    result: index,
-                    operands: indices,
-                    backward: Vec::new(),
-                };
-                if let Err(e) = gradient(&mut builder) {
-                    self.record(e);
-                }
-                let backward = builder.backward;
-                self.state.lock().ops[op_index].backward = backward;
+        if differentiable && let Some(gradient) = op.gradient {
+            let mut builder = GradBuilder {
+                graph: self,
+                source,
+                result: index,
+                operands: indices,
+                backward: Vec::new(),
+            };
+            if let Err(e) = gradient(&mut builder) {
+                self.record(e);
             }
+            let backward = builder.backward;
+            self.state.lock().ops[op_index].backward = backward;
         }
         Ok(Tensor {
             graph: self.clone(),

@@ -98,10 +98,10 @@ fn intermediate_slot(items: &[String], homes: &HashMap<String, Kind>) -> Option<
     let vars: Vec<&String> = items.iter().filter(|i| is_row_key(i)).collect();
     let mut rows: Vec<(Kind, &String)> = Vec::new();
     for var in &vars {
-        if let Some(&home) = homes.get(*var) {
-            if rows.iter().all(|(k, _)| *k != home) {
-                rows.push((home, var));
-            }
+        if let Some(&home) = homes.get(*var)
+            && rows.iter().all(|(k, _)| *k != home)
+        {
+            rows.push((home, var));
         }
     }
     for var in &vars {

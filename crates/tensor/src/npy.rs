@@ -600,7 +600,7 @@ pub fn encode_header(dims: &[usize], dtype: Dtype) -> Vec<u8> {
     .expect("writing to a string");
     let long = text.len() + 1 > usize::from(u16::MAX) - 64;
     let preamble = if long { 12 } else { 10 };
-    while (preamble + text.len() + 1) % 64 != 0 {
+    while !(preamble + text.len() + 1).is_multiple_of(64) {
         text.push(' ');
     }
     text.push('\n');

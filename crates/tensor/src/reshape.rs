@@ -93,13 +93,13 @@ impl Tensor {
         if let Err(why) = self.check_position(axis, 0) {
             return self.fail(format!("{context}: {why}"));
         }
-        if let Some(size) = self.known_size(axis) {
-            if size != 1 {
-                return self.fail(format!(
-                    "{context}: the axis has size {size}, not 1 (shape {})",
-                    self.shape()
-                ));
-            }
+        if let Some(size) = self.known_size(axis)
+            && size != 1
+        {
+            return self.fail(format!(
+                "{context}: the axis has size {size}, not 1 (shape {})",
+                self.shape()
+            ));
         }
         let place = around(axis.position, 1);
         let (operand, result) = (row_spec(&place, &["n"]), row_spec(&place, &[]));
@@ -464,7 +464,7 @@ fn resolve_sizes(dims: &[isize], held: Option<&[usize]>) -> Result<Vec<Option<us
         Some(held) => {
             let cells: usize = held.iter().product();
             if inferred == 1 {
-                if given == 0 || cells % given != 0 {
+                if given == 0 || !cells.is_multiple_of(given) {
                     return Err(format!(
                         "{cells} cells (axes {held:?}) do not split into {dims:?}"
                     ));

@@ -494,7 +494,7 @@ fn a_star_of_hundreds_of_operands_sums_each_then_multiplies() {
     // "i, bk" for every k => "i": each operand's rows summed, the sums multiplied per row.
     let n = 300;
     let matrix = |k: usize| {
-        if k % 7 == 0 {
+        if k.is_multiple_of(7) {
             [1.0, 1.0, 0.0, -1.0]
         } else {
             [0.5, 0.5, 2.0, -1.0]

@@ -43,15 +43,15 @@ pub fn default_folder() -> PathBuf {
     if let Some(dir) = set("RCANNL_CACHE_DIR") {
         return PathBuf::from(dir);
     }
-    if let Some(dir) = set("XDG_CACHE_HOME").map(PathBuf::from) {
-        if dir.is_absolute() {
-            return dir.join("rcannl");
-        }
+    if let Some(dir) = set("XDG_CACHE_HOME").map(PathBuf::from)
+        && dir.is_absolute()
+    {
+        return dir.join("rcannl");
     }
-    if let Some(home) = set("HOME").map(PathBuf::from) {
-        if home.is_absolute() {
-            return home.join(".cache").join("rcannl");
-        }
+    if let Some(home) = set("HOME").map(PathBuf::from)
+        && home.is_absolute()
+    {
+        return home.join(".cache").join("rcannl");
     }
     std::env::temp_dir().join(format!("rcannl-{}", this_user()))
 }

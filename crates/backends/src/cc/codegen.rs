@@ -394,10 +394,10 @@ impl Writer<'_> {
                 }
             }
             Scalar::Binop(Binop::Pow, base, exponent) if kind == Kind::Float => {
-                if let Scalar::Const(c) = **exponent {
-                    if let Some(power) = constant_power(&self.expr(base, precision)?, c, double) {
-                        return Ok(power);
-                    }
+                if let Scalar::Const(c) = **exponent
+                    && let Some(power) = constant_power(&self.expr(base, precision)?, c, double)
+                {
+                    return Ok(power);
                 }
                 let (a, b) = (self.expr(base, precision)?, self.expr(exponent, precision)?);
                 float_binop(Binop::Pow, &a, &b, ty, double)

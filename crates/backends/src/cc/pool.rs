@@ -138,7 +138,7 @@ fn help(team: &'static Team, index: usize) {
             } else {
                 // Checking the clock costs more than a spin: only now and then.
                 spins = spins.wrapping_add(1);
-                if spins % 64 == 0 {
+                if spins.is_multiple_of(64) {
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if since.elapsed() >= GRACE {
                         let sleeping = team.sleeping.lock().unwrap_or_else(|e| e.into_inner());
@@ -244,7 +244,7 @@ pub(crate) fn for_each_part(parts: usize, part: &(dyn Fn(usize) + Sync)) {
     let mut spins = 0u32;
     while team.finished.load(Ordering::Acquire) < shared - 1 {
         spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 {
+        if spins.is_multiple_of(1024) {
             // A helper descheduled by the system: let it have the core.
             std::thread::yield_now();
         }

@@ -58,7 +58,7 @@ fn tuple_inside(dims: &[String]) -> String {
 /// The magic string, version 1.0 and `dict` padded to a multiple of 64 bytes.
 fn preamble(dict: &str) -> Vec<u8> {
     let mut text = dict.as_bytes().to_vec();
-    while (10 + text.len() + 1) % 64 != 0 {
+    while !(10 + text.len() + 1).is_multiple_of(64) {
         text.push(b' ');
     }
     text.push(b'\n');

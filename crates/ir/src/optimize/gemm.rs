@@ -38,11 +38,11 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
         let last_mention = body
             .iter()
             .rposition(|s| stmt_writes(s).contains(&plan.c) || stmt_reads(s).contains(&plan.c));
-        if let Some(at) = last_mention {
-            if matches!(body[at], Stmt::Fill { node, value } if node == plan.c && value == 0.0) {
-                plan.zero_first = true;
-                nest.insert(0, body.remove(at));
-            }
+        if let Some(at) = last_mention
+            && matches!(body[at], Stmt::Fill { node, value } if node == plan.c && value == 0.0)
+        {
+            plan.zero_first = true;
+            nest.insert(0, body.remove(at));
         }
         let written: HashSet<NodeId> = routine
             .body

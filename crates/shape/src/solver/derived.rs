@@ -191,7 +191,7 @@ fn solve_affine(
     let stride = affine.stride;
     let valid = affine.conv.as_ref().filter(|conv| !conv.padded);
     let Some(conv) = valid else {
-        if total % stride != 0 {
+        if !total.is_multiple_of(stride) {
             return Err(ShapeError::new(format!(
                 "solved dimensions for axis: incompatible stride ({total} is not divisible by \
                  stride {stride} in {})",
@@ -209,7 +209,7 @@ fn solve_affine(
             let Some(span) = kernel_span(kernel, conv.dilation) else {
                 return Err(empty_kernel(&shown));
             };
-            if total < span || (total - span) % stride != 0 {
+            if total < span || !(total - span).is_multiple_of(stride) {
                 return Err(ShapeError::new(format!(
                     "solved dimensions for axis: incompatible stride (input {total} does not fit \
                      kernel span {span} with stride {stride} in {shown})"
@@ -224,7 +224,7 @@ fn solve_affine(
             let covered = stride
                 .saturating_mul(over.saturating_sub(1))
                 .saturating_add(1);
-            if total < covered || (total - covered) % conv.dilation != 0 {
+            if total < covered || !(total - covered).is_multiple_of(conv.dilation) {
                 return Err(ShapeError::new(format!(
                     "solved dimensions for axis: cannot infer kernel dimension (input {total}, \
                      output {over}, stride {stride}, dilation {} in {shown})",

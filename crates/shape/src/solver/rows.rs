@@ -408,7 +408,7 @@ impl Solver {
                 });
                 Ok(())
             }
-            (None, [], false) if coefficient > 0 && known % coefficient == 0 => {
+            (None, [], false) if coefficient > 0 && known.is_multiple_of(coefficient) => {
                 self.defer(Constraint::TotalElems {
                     rows,
                     total,

@@ -177,11 +177,11 @@ fn cheapest_found(labels: &Interned, limit: f64) -> Result<Path, PathError> {
     }
     let bound = best.as_ref().map_or(f64::INFINITY, |(_, flops)| *flops);
     let dynamic = connected(labels, limit, bound).0;
-    if keep_cheaper(&mut best, dynamic, labels, limit) {
-        if let Some((merges, _)) = &best {
-            let improved = reconfigure(labels, merges, limit).0;
-            keep_cheaper(&mut best, Some(improved), labels, limit);
-        }
+    if keep_cheaper(&mut best, dynamic, labels, limit)
+        && let Some((merges, _)) = &best
+    {
+        let improved = reconfigure(labels, merges, limit).0;
+        keep_cheaper(&mut best, Some(improved), labels, limit);
     }
     let (merges, flops) = best.ok_or(PathError::SearchesOverMemoryLimit { limit })?;
     Ok(positions(labels.operands.len(), &merges, flops))
