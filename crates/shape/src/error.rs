@@ -3,16 +3,21 @@
 use std::fmt;
 
 use crate::spec::SpecError;
+use crate::term::DimVar;
 
 /// An error of shape inference.
 ///
-/// `message` says what failed. The solver adds the constraint it was processing; the inference
-/// session adds the operation (its kind and spec) and the tensors it relates, by label, with their
-/// shapes as far as they were known when the error struck, printed `batch|input->output`.
+/// `message` says what failed, in words. The solver adds the constraint it was processing (kept
+/// for debugging, in the solver's notation, and not printed); the inference session adds the
+/// operation (its kind and spec) and the tensors it relates, by label, with their shapes as far as
+/// they were known when the error struck, printed `batch|input->output` with `?` for a size and
+/// `...` for axes not known yet (see [`crate::words`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapeError {
+    /// What failed, in words.
     pub message: String,
-    /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`.
+    /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`: the
+    /// solver's notation, for debugging; [`fmt::Display`] leaves it out.
     pub constraint: Option<String>,
     /// The operation whose constraints failed, e.g. `einsum "i,j;j,k=>i,k"`.
     pub operation: Option<String>,
@@ -20,18 +25,24 @@ pub struct ShapeError {
     pub tensors: Vec<TensorContext>,
     /// Further explanation: the spec position, the parameter concerned, a hint.
     pub notes: Vec<String>,
+    /// Variables that closing would have had to guess (a convolution's output and window sizes
+    /// that nothing determines): the session names them by their labels.
+    pub(crate) undetermined: Vec<DimVar>,
 }
 
 /// A tensor named in an error: its label, its role in the operation and its shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorContext {
+    /// The tensor's label.
     pub label: String,
     /// `result`, `operand 1`, …
     pub role: String,
+    /// Its shape as far as known, in words (see [`crate::words::shape`]).
     pub shape: String,
 }
 
 impl ShapeError {
+    /// An error saying `message`, with no context yet.
     pub fn new(message: impl Into<String>) -> Self {
         ShapeError {
             message: message.into(),
@@ -39,6 +50,7 @@ impl ShapeError {
             operation: None,
             tensors: Vec::new(),
             notes: Vec::new(),
+            undetermined: Vec::new(),
         }
     }
 
@@ -82,9 +94,6 @@ impl fmt::Display for ShapeError {
                 "\n  {} '{}': {}",
                 tensor.role, tensor.label, tensor.shape
             )?;
-        }
-        if let Some(constraint) = &self.constraint {
-            write!(f, "\n  failing constraint: {constraint}")?;
         }
         for line in &self.notes {
             write!(f, "\n  {line}")?;

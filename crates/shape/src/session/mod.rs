@@ -33,6 +33,7 @@
 //! ```
 
 mod capture;
+mod diagnose;
 
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, TensorContext};
@@ -40,6 +41,7 @@ use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraint
 use crate::solver::{Leaf, Solver};
 use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
 use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
+use crate::words;
 
 pub use capture::Capture;
 
@@ -253,7 +255,7 @@ impl Inference {
                 [TensorContext {
                     label,
                     role: role.to_owned(),
-                    shape: shape.to_string(),
+                    shape: words::shape(&shape),
                 }],
             ));
         }
@@ -309,7 +311,7 @@ impl Inference {
         let generated = generate(&logic, &result_shape, &shapes, self.solver.vars())
             .map_err(|error| with_context(self, error))?;
         self.commit(generated.constraints.clone(), generated.discardable.clone())
-            .map_err(|error| with_context(self, error))?;
+            .map_err(|error| with_context(self, self.in_words(&logic, result, operands, error)))?;
         let op = OpId(self.ops.len() as u32);
         self.ops.push(OpInfo {
             logic,
@@ -327,6 +329,7 @@ impl Inference {
         let vars = self.solver.vars().clone();
         if let Err(error) = self.solver.close(&self.leaves(n_tensors)) {
             self.rebuild();
+            let error = self.name_undetermined(error);
             return Err(self.undecided_set_equal().unwrap_or(error));
         }
         self.log.push(Entry {
@@ -352,9 +355,10 @@ impl Inference {
             return Ok(shape.without_markers());
         }
         Err(ShapeError::new(format!(
-            "Not enough shape information: tensor '{}' still has unresolved axes {shape}; finish \
+            "Not enough shape information: tensor '{}' still has unresolved axes {}; finish \
              inference before asking for its dimensions",
-            self.tensor(tensor).label
+            self.tensor(tensor).label,
+            words::shape(&shape)
         )))
     }
 
@@ -531,6 +535,59 @@ impl Inference {
             .collect()
     }
 
+    /// `error` naming the spec labels of the sizes closing would have had to guess, with the
+    /// operation they belong to and how to give them.
+    fn name_undetermined(&self, error: ShapeError) -> ShapeError {
+        let [window, output] = error.undetermined.as_slice() else {
+            return error;
+        };
+        let same = |a: DimVar, b: DimVar| {
+            self.solver.resolve_dim(&Dim::Var(a)) == self.solver.resolve_dim(&Dim::Var(b))
+        };
+        let found = self.ops.iter().find_map(|info| {
+            let name = |var: DimVar| {
+                info.generated
+                    .labels
+                    .iter()
+                    .find(|(_, v)| same(**v, var))
+                    .map(|(name, _)| name.clone())
+            };
+            Some((info, name(*window)?, name(*output)?))
+        });
+        let Some((info, window, output)) = found else {
+            return error;
+        };
+        let message = format!(
+            "Not enough shape information: nothing determines the window `{window}` (nor the \
+             output `{output}`) of {}; give the window its size: capture `{window}` and set it \
+             (set_dim), and sizes are not guessed",
+            info.logic
+        );
+        ShapeError::new(message).in_operation(
+            self.describe_op(&info.logic, info.result, &info.operands),
+            self.op_tensors(info.result, &info.operands),
+        )
+    }
+
+    /// `error` saying which labels, slots and tensors clash, where [`diagnose`] can tell.
+    fn in_words(
+        &self,
+        logic: &Logic,
+        result: TensorId,
+        operands: &[TensorId],
+        mut error: ShapeError,
+    ) -> ShapeError {
+        let placed = |tensor: TensorId| diagnose::Placed {
+            label: &self.tensor(tensor).label,
+            shape: self.shape(tensor),
+        };
+        let operands: Vec<diagnose::Placed<'_>> = operands.iter().map(|&t| placed(t)).collect();
+        if let Some(message) = diagnose::diagnose(logic, &placed(result), &operands) {
+            error.message = message;
+        }
+        error
+    }
+
     /// `c = einsum "i,j;j,k=>i,k" (a, b)`.
     fn describe_op(&self, logic: &Logic, result: TensorId, operands: &[TensorId]) -> String {
         let operands: Vec<&str> = operands
@@ -548,7 +605,7 @@ impl Inference {
         let context = |tensor: TensorId, role: String| TensorContext {
             label: self.tensor(tensor).label.clone(),
             role,
-            shape: self.shape(tensor).to_string(),
+            shape: words::shape(&self.shape(tensor)),
         };
         let mut tensors = vec![context(result, "result".to_owned())];
         tensors.extend(

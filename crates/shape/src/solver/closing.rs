@@ -141,10 +141,11 @@ impl Solver {
             .collect::<Vec<_>>();
         if let Some(constraint) = pending.first() {
             return Err(ShapeError::new(format!(
-                "Not enough shape information: {} constraint(s) could not be decided, e.g. {}",
-                pending.len(),
-                constraint
-            )));
+                "Not enough shape information: {} relation(s) between shapes could not be \
+                 decided",
+                pending.len()
+            ))
+            .in_constraint(constraint));
         }
         Ok(())
     }
@@ -537,6 +538,9 @@ impl Solver {
     }
 
     fn close_dim_to_default(&mut self, var: DimVar) -> Result<(), ShapeError> {
+        if let Some(window) = self.undetermined_window(var) {
+            return Err(window);
+        }
         let discardable = self.discardable.contains(&var);
         let Some(bounds) = self.dim_bounds(var) else {
             return Ok(());
@@ -549,6 +553,38 @@ impl Solver {
             (n, _) => Dim::size(n),
         };
         self.bind_dim(var, value)
+    }
+}
+
+impl Solver {
+    /// The error for closing `var` when it is the output or the window of a valid convolution
+    /// (`2*o<+k`) whose input size is known and whose other part is unknown too: any pair that
+    /// fits the input would do, and guessing one (the unit output, the whole input as the
+    /// window) is not ours to do.
+    fn undetermined_window(&self, var: DimVar) -> Option<ShapeError> {
+        let unknown = |dim: &Dim| match self.resolve_dim(dim) {
+            Dim::Var(v) => Some(v),
+            _ => None,
+        };
+        self.derived_eqs.iter().find_map(|(a, b)| {
+            let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
+            let ((Dim::Affine(affine), input) | (input, Dim::Affine(affine))) = (&a, &b) else {
+                return None;
+            };
+            let conv = affine.conv.as_ref().filter(|conv| !conv.padded)?;
+            input.ground_size()?;
+            let (over, kernel) = (unknown(&affine.over)?, unknown(&conv.kernel)?);
+            (var == over || var == kernel).then(|| {
+                let mut error = ShapeError::new(format!(
+                    "Not enough shape information: nothing determines the window of a \
+                     convolution or pooling over an axis of size {}, nor its output size ({})",
+                    crate::words::dim(input),
+                    crate::words::dim(&Dim::Affine(affine.clone()))
+                ));
+                error.undetermined = vec![kernel, over];
+                error
+            })
+        })
     }
 }
 
@@ -567,8 +603,9 @@ fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
          shape; give its sizes explicitly or use it where they can be inferred",
     )
     .note(format!(
-        "parameter '{}' ({kind} axes), shape {shape}",
-        leaf.label
+        "parameter '{}' ({kind} axes), shape {}",
+        leaf.label,
+        crate::words::shape(shape)
     ))
 }
 
