@@ -50,9 +50,21 @@ pub fn row_alone(row: &Row) -> String {
     }
 }
 
-/// Rows quoted together (the rows of one element count), each as [`row_alone`].
+/// Rows quoted together (the rows of one element count): a whole shape's three rows as
+/// [`shape`] writes them, else the rows that have axes, each as [`row`].
 pub fn rows(rows: &[Row]) -> String {
-    rows.iter().map(row_alone).collect::<Vec<_>>().join(" and ")
+    if let [batch, input, output] = rows {
+        return shape(&Shape {
+            batch: batch.clone(),
+            input: input.clone(),
+            output: output.clone(),
+        });
+    }
+    let written: Vec<String> = rows.iter().map(row).filter(|r| !r.is_empty()).collect();
+    match written.as_slice() {
+        [] => "(no axes)".to_owned(),
+        _ => written.join(" and "),
+    }
 }
 
 /// `batch|input->output`, as the shape notation writes it.
