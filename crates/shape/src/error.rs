@@ -3,7 +3,6 @@
 use std::fmt;
 
 use crate::spec::SpecError;
-use crate::term::DimVar;
 
 /// An error of shape inference.
 ///
@@ -25,9 +24,6 @@ pub struct ShapeError {
     pub tensors: Vec<TensorContext>,
     /// Further explanation: the spec position, the parameter concerned, a hint.
     pub notes: Vec<String>,
-    /// Variables that closing would have had to guess (a convolution's output and window sizes
-    /// that nothing determines): the session names them by their labels.
-    pub(crate) undetermined: Vec<DimVar>,
 }
 
 /// A tensor named in an error: its label, its role in the operation and its shape.
@@ -50,7 +46,6 @@ impl ShapeError {
             operation: None,
             tensors: Vec::new(),
             notes: Vec::new(),
-            undetermined: Vec::new(),
         }
     }
 

@@ -105,8 +105,10 @@ fn count_clash(tensor: &str, kind: Kind, spec: &RowSpec, row: &Row) -> Option<St
 
 /// The row of a slot as the spec writes it.
 fn row_spec_text(spec: &RowSpec) -> String {
-    let mut slot = crate::spec::SlotSpec::default();
-    slot.output = spec.clone();
+    let slot = crate::spec::SlotSpec {
+        output: spec.clone(),
+        ..Default::default()
+    };
     match slot.to_string() {
         text if text.is_empty() => "no axes".to_owned(),
         text => format!("`{}`", text.trim_end_matches(',')),

@@ -328,8 +328,12 @@ impl Inference {
         let n_tensors = self.tensors.len();
         let vars = self.solver.vars().clone();
         if let Err(error) = self.solver.close(&self.leaves(n_tensors)) {
+            let window = self.solver.refused_window();
             self.rebuild();
-            let error = self.name_undetermined(error);
+            let error = match window {
+                Some(window) => self.name_window(window, error),
+                None => error,
+            };
             return Err(self.undecided_set_equal().unwrap_or(error));
         }
         self.log.push(Entry {
@@ -535,12 +539,9 @@ impl Inference {
             .collect()
     }
 
-    /// `error` naming the spec labels of the sizes closing would have had to guess, with the
-    /// operation they belong to and how to give them.
-    fn name_undetermined(&self, error: ShapeError) -> ShapeError {
-        let [window, output] = error.undetermined.as_slice() else {
-            return error;
-        };
+    /// `error`, for a convolution whose window and output closing would have had to guess,
+    /// naming them by their labels in the spec, with the operation and how to give them.
+    fn name_window(&self, (window, output): (DimVar, DimVar), error: ShapeError) -> ShapeError {
         let same = |a: DimVar, b: DimVar| {
             self.solver.resolve_dim(&Dim::Var(a)) == self.solver.resolve_dim(&Dim::Var(b))
         };
@@ -552,16 +553,20 @@ impl Inference {
                     .find(|(_, v)| same(**v, var))
                     .map(|(name, _)| name.clone())
             };
-            Some((info, name(*window)?, name(*output)?))
+            Some((info, name(window)?, name(output)?))
         });
         let Some((info, window, output)) = found else {
             return error;
         };
+        // The spec alone: the logic's kind (`permute`) is not what the user called.
+        let spec = match &info.logic {
+            Logic::Spec(spec) | Logic::Block(spec) => format!("\"{spec}\""),
+            other => other.to_string(),
+        };
         let message = format!(
             "Not enough shape information: nothing determines the window `{window}` (nor the \
-             output `{output}`) of {}; give the window its size: capture `{window}` and set it \
-             (set_dim), and sizes are not guessed",
-            info.logic
+             output `{output}`) of {spec}: any window that fits would do, and none is guessed; \
+             give the window its size (capture `{window}` and set_dim it)"
         );
         ShapeError::new(message).in_operation(
             self.describe_op(&info.logic, info.result, &info.operands),

@@ -49,6 +49,7 @@ pub struct Leaf {
 impl Solver {
     /// Solves, then closes every variable following the policy above.
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
+        self.undetermined_window = None;
         self.solve()?;
         // From here on, a derived part of size 1 takes the explicit `1`: what could have said
         // `1*` has been said.
@@ -538,8 +539,9 @@ impl Solver {
     }
 
     fn close_dim_to_default(&mut self, var: DimVar) -> Result<(), ShapeError> {
-        if let Some(window) = self.undetermined_window(var) {
-            return Err(window);
+        if let Some((window, error)) = self.undetermined_window(var) {
+            self.undetermined_window = Some(window);
+            return Err(error);
         }
         let discardable = self.discardable.contains(&var);
         let Some(bounds) = self.dim_bounds(var) else {
@@ -561,7 +563,7 @@ impl Solver {
     /// (`2*o<+k`) whose input size is known and whose other part is unknown too: any pair that
     /// fits the input would do, and guessing one (the unit output, the whole input as the
     /// window) is not ours to do.
-    fn undetermined_window(&self, var: DimVar) -> Option<ShapeError> {
+    fn undetermined_window(&self, var: DimVar) -> Option<((DimVar, DimVar), ShapeError)> {
         let unknown = |dim: &Dim| match self.resolve_dim(dim) {
             Dim::Var(v) => Some(v),
             _ => None,
@@ -575,16 +577,21 @@ impl Solver {
             input.ground_size()?;
             let (over, kernel) = (unknown(&affine.over)?, unknown(&conv.kernel)?);
             (var == over || var == kernel).then(|| {
-                let mut error = ShapeError::new(format!(
+                let error = ShapeError::new(format!(
                     "Not enough shape information: nothing determines the window of a \
                      convolution or pooling over an axis of size {}, nor its output size ({})",
                     crate::words::dim(input),
                     crate::words::dim(&Dim::Affine(affine.clone()))
                 ));
-                error.undetermined = vec![kernel, over];
-                error
+                ((kernel, over), error)
             })
         })
+    }
+
+    /// The window and the output of the convolution whose sizes the last closing failed to
+    /// determine, if it failed on one.
+    pub fn refused_window(&self) -> Option<(DimVar, DimVar)> {
+        self.undetermined_window
     }
 }
 

@@ -256,10 +256,7 @@ fn self_referential_rows() {
     let mut s = Solver::new();
     let r = s.vars().row();
     let msg = error_of(s.add([Constraint::RowEq(Row::var(r), open(&[n(3)], r, &[]))]));
-    assert!(
-        msg.starts_with("no number of axes fits"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("no number of axes fits"), "{msg}");
 
     // Same totals, shifted: waits, then closing tries no-axes, which needs 3 = 3.
     let mut s = Solver::new();
@@ -359,30 +356,21 @@ fn affine_sizes() {
     let mut s = Solver::new();
     let o = s.vars().dim();
     let msg = error_of(s.add([Constraint::DimEq(affine(2, Dim::Var(o), None), n(9))]));
-    assert!(
-        msg.starts_with("incompatible stride"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("incompatible stride"), "{msg}");
     let mut s = Solver::new();
     let k = s.vars().dim();
     let msg = error_of(s.add([Constraint::DimEq(
         affine(1, n(4), Some((2, Dim::Var(k), false))),
         n(7),
     )]));
-    assert!(
-        msg.starts_with("cannot infer kernel dimension"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("cannot infer kernel dimension"), "{msg}");
     let mut s = Solver::new();
     let [a, b] = fresh_dims::<2>(&mut s);
     let msg = error_of(s.add([Constraint::DimEq(
         affine(2, Dim::Var(a), None),
         affine(3, Dim::Var(b), None),
     )]));
-    assert!(
-        msg.starts_with("strides that cannot meet"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("strides that cannot meet"), "{msg}");
     // 2·a = 4·b → a = 2·b
     let mut s = Solver::new();
     let [a, b] = fresh_dims::<2>(&mut s);
@@ -395,7 +383,10 @@ fn affine_sizes() {
     let mut s = Solver::new();
     let a = s.vars().dim();
     let msg = error_of(s.add([Constraint::DimEq(Dim::Var(a), affine(2, Dim::Var(a), None))]));
-    assert!(msg.starts_with("an axis size would be defined through itself"), "{msg}");
+    assert!(
+        msg.starts_with("an axis size would be defined through itself"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -724,10 +715,7 @@ fn errors_show_the_failing_constraint_as_solved_so_far() {
         ])
         .unwrap_err();
     assert_eq!(error.constraint.as_deref(), Some("3 = 4"));
-    assert!(
-        !error.to_string().contains("3 = 4"),
-        "{error}"
-    );
+    assert!(!error.to_string().contains("3 = 4"), "{error}");
 }
 
 #[test]
@@ -751,7 +739,10 @@ fn a_self_referential_deficit_waits_instead_of_growing_forever() {
         open(&[Dim::Unit], r, &[Dim::Var(d)]),
         open(&[n(1), Dim::Var(d)], r, &[]),
     )]));
-    assert!(msg.starts_with("an axis of size 1 does not broadcast to size 1*"), "{msg}");
+    assert!(
+        msg.starts_with("an axis of size 1 does not broadcast to size 1*"),
+        "{msg}"
+    );
 }
 
 #[test]
