@@ -191,7 +191,8 @@ fn broadcast_clash(operands: &[Placed<'_>]) -> Option<String> {
         let rows: Vec<Vec<Dim>> = operands
             .iter()
             .map(|t| t.shape.row(kind))
-            .filter(|row| row.var.is_none())
+            // Known to their ends and without a broadcast point inside, rows align at their ends.
+            .filter(|row| row.var.is_none() && row.leading.is_empty())
             .map(|row| row.dims().cloned().collect())
             .collect();
         if rows.len() != operands.len() {
