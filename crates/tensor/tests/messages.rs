@@ -173,3 +173,33 @@ fn backends() -> Vec<Box<dyn Backend>> {
         Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
     ]
 }
+
+#[test]
+fn a_row_variable_clash_names_the_row_variable_and_the_operands() {
+    let graph = Graph::new();
+    let a = leaf(&graph, "a", "2,3");
+    let b = leaf(&graph, "b", "4,3");
+    let _ = a.einsum("...,i;...,i=>...,i", &b);
+    assert_eq!(
+        build_error(&graph),
+        "einsum \"..., i; ..., i => ..., i\": `...` has an axis of size 2 in the first operand \
+         'a' (output axis 0) but 4 in the second operand 'b' (output axis 0)
+  in operation: einsum#2 = einsum \"..., i; ..., i => ..., i\" (a, b)
+  result 'einsum#2': ...|...->...
+  operand 1 'a': |->2,3
+  operand 2 'b': |->4,3"
+    );
+
+    let graph = Graph::new();
+    let a = leaf(&graph, "a", "2,3");
+    let b = leaf(&graph, "b", "4,2,3");
+    let _ = a.einsum("...,i;...,i=>...,i", &b);
+    let message = build_error(&graph);
+    assert!(
+        message.starts_with(
+            "einsum \"..., i; ..., i => ..., i\": `...` stands for 1 axis in the first operand 'a' \
+             (output row) but 2 axes in the second operand 'b' (output row)\n"
+        ),
+        "{message}"
+    );
+}

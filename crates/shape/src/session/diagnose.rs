@@ -56,6 +56,7 @@ pub(super) fn diagnose(
                 )));
             let slots = spec.rhs.iter().chain(std::iter::once(&spec.lhs));
             let mut labelled: Vec<(&str, Site)> = Vec::new();
+            let mut spans: Vec<Span> = Vec::new();
             for ((tensor, shape), slot) in tensors.zip(slots) {
                 for (kind, row_spec) in slot.rows() {
                     let row = shape.row(kind);
@@ -63,9 +64,12 @@ pub(super) fn diagnose(
                         return Some(format!("{logic}: {problem}"));
                     }
                     labelled.extend(place(&tensor, kind, row_spec, row));
+                    spans.extend(span(&tensor, kind, row_spec, row));
                 }
             }
-            label_clash(&labelled).map(|clash| format!("{logic}: {clash}"))
+            label_clash(&labelled)
+                .or_else(|| span_clash(&spans))
+                .map(|clash| format!("{logic}: {clash}"))
         }
         Logic::PointwiseUnary | Logic::PointwiseBinary | Logic::PointwiseTernary => {
             broadcast_clash(operands).map(|clash| format!("{logic}: {clash}"))
@@ -155,6 +159,89 @@ fn place<'s>(tensor: &str, kind: Kind, spec: &'s RowSpec, row: &Row) -> Vec<(&'s
         add(axis, position, dim);
     }
     placed
+}
+
+/// The axes a row variable of the spec stands for in one tensor row known to its end.
+struct Span {
+    /// `...` or `..name..`, as the spec writes it, and the name it has in this row.
+    written: String,
+    name: String,
+    tensor: String,
+    kind: Kind,
+    /// The position of its first axis in the row.
+    start: usize,
+    dims: Vec<Dim>,
+}
+
+/// The row variable's axes in `row`, when the row is known to its end.
+fn span(tensor: &str, kind: Kind, spec: &RowSpec, row: &Row) -> Option<Span> {
+    let var = spec.row_var.as_ref()?;
+    if row.var.is_some() {
+        return None;
+    }
+    let flat: Vec<Dim> = row.dims().cloned().collect();
+    let end = flat.len().checked_sub(spec.trailing.len())?;
+    let start = spec.leading.len();
+    let written = match var {
+        crate::spec::RowVar::Ellipsis => "...".to_owned(),
+        crate::spec::RowVar::Named(name) => format!("..{name}.."),
+    };
+    Some(Span {
+        written,
+        name: var.name_in(kind).to_owned(),
+        tensor: tensor.to_owned(),
+        kind,
+        start,
+        dims: flat.get(start..end)?.to_vec(),
+    })
+}
+
+/// The first row variable standing for different axes in two tensors: a different number of
+/// them, or two of different known sizes at one position.
+fn span_clash(spans: &[Span]) -> Option<String> {
+    for (i, first) in spans.iter().enumerate() {
+        for second in spans[i + 1..].iter().filter(|s| s.name == first.name) {
+            let written = &first.written;
+            if first.dims.len() != second.dims.len() {
+                let axes = |n: usize| {
+                    if n == 1 {
+                        "1 axis".to_owned()
+                    } else {
+                        format!("{n} axes")
+                    }
+                };
+                return Some(format!(
+                    "`{written}` stands for {} in {} ({} row) but {} in {} ({} row)",
+                    axes(first.dims.len()),
+                    first.tensor,
+                    first.kind,
+                    axes(second.dims.len()),
+                    second.tensor,
+                    second.kind
+                ));
+            }
+            let clash = first
+                .dims
+                .iter()
+                .zip(&second.dims)
+                .position(|(a, b)| a.is_ground() && b.is_ground() && a != b);
+            if let Some(at) = clash {
+                return Some(format!(
+                    "`{written}` has an axis of size {} in {} ({} axis {}) but {} in {} ({} axis \
+                     {})",
+                    words::dim(&first.dims[at]),
+                    first.tensor,
+                    first.kind,
+                    first.start + at,
+                    words::dim(&second.dims[at]),
+                    second.tensor,
+                    second.kind,
+                    second.start + at
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// The first label placed on two axes of different known sizes.

@@ -11,6 +11,9 @@
 //! solver has no undo, so a failure rebuilds it by replaying the log of everything that succeeded
 //! — deterministic, and paid only on the error path.
 //!
+//! A failed operation is put in the user's terms by `diagnose`: the label of the spec, the slots
+//! and the tensors that clash.
+//!
 //! Captured dimensions (`capture`) and the constraints users put on them (`set_dim`, `set_equal`,
 //! `set_scale`) live in `capture`.
 //!

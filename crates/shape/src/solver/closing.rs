@@ -16,7 +16,10 @@
 //! 5. Every other dimension with a cap closes to it.
 //! 6. What remains closes to its default: a discardable concat component to 0; a dimension
 //!    carrying a fixed index `n` to `n+1` (an index-0 axis with a cap to the claim-free `1*`, so
-//!    that a kept reduction axis broadcasts); anything else to `1*`.
+//!    that a kept reduction axis broadcasts); anything else to `1*`. Except the output and the
+//!    window of a valid convolution (`2*o<+k`) over an input of known size when both are still
+//!    unknown: any pair that fits would do (the unit output makes the window the whole input), so
+//!    closing either is an error naming them (`Solver::refused_window`), never a guess.
 //!
 //! Before all of these, stage 0 settles the sizes that solving leaves waiting because they come
 //! without a unit: a dimension that only an element count determines, a concat component whose
