@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use rcannl_backends::cc::codegen::PRELUDE;
 use rcannl_ir::Projections;
-use rcannl_shape::spec::EinsumSpec;
+use rcannl_shape::spec::{EinsumSpec, Kind, SlotSpec, parse_einsum};
 use rcannl_tensor::{Context, Tensor};
 
 use crate::labels::{Names, Placed};
@@ -150,17 +150,51 @@ fn shapes(rows: &[Row]) -> String {
     out
 }
 
-/// The record's symbols named after the spec's labels (`rows`: the inputs, then the result).
+/// The record's symbols named after the labels of the spec the record is of (`rows`: the
+/// inputs, then the result).
+///
+/// A step of a contraction path has a spec of its own, over other tensors than the command's
+/// (the user's labels, fewer of them): its slots are placed over its own index maps, with rows
+/// as long as the step's spec writes them. The command's spec placed over a step's tensors would
+/// give its labels to other axes.
 fn names(spec: Option<&EinsumSpec>, record: &Projections, rows: &[Row]) -> Names {
     let (Some(spec), Some((result, inputs))) = (spec, rows.split_last()) else {
         return Names::default();
     };
+    let own = record_spec(record);
+    if let Some(own) = own.as_ref().filter(|own| *own != spec) {
+        let lengths = |slot: &SlotSpec| {
+            let length = |kind| {
+                let row = slot.row(kind);
+                row.row_var.is_none().then(|| row.axes().count())
+            };
+            Some([
+                length(Kind::Batch)?,
+                length(Kind::Input)?,
+                length(Kind::Output)?,
+            ])
+        };
+        let slots = std::iter::once((&own.lhs, &record.lhs_index))
+            .chain(own.rhs.iter().zip(&record.rhs_index));
+        let placed: Vec<Placed<'_>> = slots
+            .filter_map(|(slot, index)| Some((slot, index.as_slice(), lengths(slot)?)))
+            .collect();
+        return Names::from_slots(&placed);
+    }
     let lengths = |row: &Row| row.rows.clone().map(|dims| dims.len());
     let mut placed: Vec<Placed<'_>> = vec![(&spec.lhs, &record.lhs_index, lengths(result))];
     for ((slot, index), row) in spec.rhs.iter().zip(&record.rhs_index).zip(inputs) {
         placed.push((slot, index, lengths(row)));
     }
     Names::from_slots(&placed)
+}
+
+/// The spec a record is of, read from its label (`einsum "a, c; c, k => a, k"`).
+fn record_spec(record: &Projections) -> Option<EinsumSpec> {
+    let start = record.label.find('"')?;
+    let end = record.label.rfind('"')?;
+    let text = record.label.get(start + 1..end)?;
+    parse_einsum(text).ok()
 }
 
 /// The tensor an index map of the record belongs to: `result`, or input `i + 1`.

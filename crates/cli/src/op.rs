@@ -14,7 +14,7 @@ use crate::report::{CliError, ErrorKind};
 /// out), or `-` for their pointwise form, with broadcasting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Op {
-    /// Products summed over the labels the result leaves out (1, 2 or 3 operands).
+    /// Products summed over the labels the result leaves out (any number of operands).
     Einsum,
     /// Sums of pairs at every combination of the spec's labels, summed over the labels the
     /// result leaves out (2 operands; the spec form of add).

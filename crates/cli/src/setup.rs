@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use rcannl_backends::Backend;
-use rcannl_shape::spec::{DimLiteral, EinsumSpec, ShapeLiteral};
+use rcannl_shape::spec::{AxisSpec, DimLiteral, EinsumSpec, RowSpec, ShapeLiteral, SlotSpec};
 use rcannl_tensor::nary::{PathOptions, Search};
 use rcannl_tensor::{Context, Graph, Tensor, TensorError, chosen_backend};
 
@@ -222,6 +222,9 @@ impl Setup {
         for (name, size) in sets {
             finder.set(&graph, &name, size)?;
         }
+        if let Some(spec) = &spec {
+            check_windows(spec, &graph, &finder)?;
+        }
         let captures = captures
             .iter()
             .map(|name| Ok((name.clone(), finder.find(name)?)))
@@ -286,6 +289,51 @@ fn check_distinct(captures: &[String]) -> Result<(), CliError> {
         )),
         None => Ok(()),
     }
+}
+
+/// Refuses a convolution or pooling axis (`2*o<+k`) of which neither the window `k` nor the
+/// output `o` is known once the inputs and `--set` are in: any window that fits the input would
+/// do, and the command does not pick one.
+fn check_windows(spec: &EinsumSpec, graph: &Graph, finder: &Finder<'_>) -> Result<(), CliError> {
+    let axes = spec.slots().flat_map(|(_, slot)| {
+        slot.rows()
+            .flat_map(|(_, row)| row.axes().cloned().collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    });
+    for axis in axes {
+        let AxisSpec::Affine(affine) = &axis else {
+            continue;
+        };
+        let Some(conv) = &affine.conv else {
+            continue;
+        };
+        let known = |name: &str| {
+            finder
+                .find(name)
+                .is_ok_and(|captured| captured.size(graph).is_some())
+        };
+        if !known(&conv.kernel) && !known(&affine.over) {
+            return Err(CliError::new(
+                ErrorKind::Shape,
+                format!(
+                    "nothing determines the window `{kernel}` of `{axis}`: the input fits many \
+                     windows, and none is guessed; give its size with --set {kernel}=SIZE",
+                    kernel = conv.kernel,
+                    axis = axis_text(&axis),
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One axis as the spec writes it.
+fn axis_text(axis: &AxisSpec) -> String {
+    let slot = SlotSpec {
+        output: RowSpec::closed(vec![axis.clone()]),
+        ..SlotSpec::default()
+    };
+    slot.to_string().trim_end_matches(',').to_owned()
 }
 
 /// `LABEL=SIZE`.

@@ -89,7 +89,10 @@ fn an_explicit_one_claims_its_size_and_does_not_broadcast() {
     assert_eq!(error["kind"], "shape", "{error}");
     let message = error["message"].as_str().expect("a message");
     assert!(
-        message.contains("mismatch") && message.contains("|->1,3"),
+        message.starts_with(
+            "pointwise binary: output axis 0 of the first operand 'x1' has size 1 and output \
+             axis 0 of the second operand 'x2' has size 4: they do not broadcast to one size"
+        ) && message.contains("|->1,3"),
         "{message}"
     );
 }

@@ -143,7 +143,24 @@ fn errors_go_to_stderr() {
     assert!(output.stdout.is_empty());
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
-        err.starts_with("error: solved dimensions for axis: mismatch (4 vs 5)\n"),
+        err.starts_with(
+            "error: einsum \"i, j; j, k => i, k\": label `j` is 4 in the first operand 'x1' \
+             (output axis 1) but 5 in the second operand 'x2' (output axis 0)\n"
+        ),
         "{err}"
+    );
+}
+
+#[test]
+fn a_path_step_keeps_the_labels_of_its_own_spec() {
+    // The last step contracts `c`, of size 3; the user's `k` (size 4) stays `k`.
+    let text = explain(&["ab;bc;ck=>ak", "range:2,3", "range:3,3", "range:3,4"]);
+    assert_contains(
+        &text,
+        &[
+            "== projections (einsum \"a, c; c, k => a, k\"; dims and index maps in memory order) ==\n\
+             product space: a<2> × k<4> × c<3>\n",
+            "reductions:    c\n",
+        ],
     );
 }

@@ -6,14 +6,17 @@ use crate::spec::SpecError;
 
 /// An error of shape inference.
 ///
-/// `message` says what failed. The solver adds the constraint it was processing; the inference
-/// session adds the operation (its kind and spec) and the tensors it relates, by label, with their
-/// shapes as far as they were known when the error struck, printed `batch|input->output`.
+/// `message` says what failed, in words. The solver adds the constraint it was processing (kept
+/// for debugging, in the solver's notation, and not printed); the inference session adds the
+/// operation (its kind and spec) and the tensors it relates, by label, with their shapes as far as
+/// they were known when the error struck, printed `batch|input->output` with `?` for a size and
+/// `...` for axes not known yet (see [`crate::words`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapeError {
     /// What failed, in words.
     pub message: String,
-    /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`.
+    /// The failing constraint with what was known substituted in, e.g. `[$3,4] = [$5,5]`: the
+    /// solver's notation, for debugging; [`fmt::Display`] leaves it out.
     pub constraint: Option<String>,
     /// The operation whose constraints failed, e.g. `einsum "i,j;j,k=>i,k"`.
     pub operation: Option<String>,
@@ -30,7 +33,8 @@ pub struct TensorContext {
     pub label: String,
     /// `result`, `operand 1`, …
     pub role: String,
-    /// The tensor's shape as far as it was known, printed `batch|input->output`.
+    /// The tensor's shape as far as it was known, printed `batch|input->output` in words (see
+    /// [`crate::words::shape`]).
     pub shape: String,
 }
 
@@ -86,9 +90,6 @@ impl fmt::Display for ShapeError {
                 "\n  {} '{}': {}",
                 tensor.role, tensor.label, tensor.shape
             )?;
-        }
-        if let Some(constraint) = &self.constraint {
-            write!(f, "\n  failing constraint: {constraint}")?;
         }
         for line in &self.notes {
             write!(f, "\n  {line}")?;

@@ -9,7 +9,8 @@
 //! about them; [`logic`] generates those constraints for every kind of operation; [`solver`]
 //! solves and closes them; [`session`] is the environment of one graph, where tensors are declared
 //! and operations applied; [`projection`] reads one operation's constraints again, as an
-//! equivalence over its axes, to find its loops.
+//! equivalence over its axes, to find its loops. [`words`] writes shapes for users, without the
+//! solver's variables.
 
 #![warn(missing_docs)]
 
@@ -21,6 +22,7 @@ pub mod session;
 pub mod solver;
 pub mod spec;
 pub mod term;
+pub mod words;
 
 pub use error::{ShapeError, TensorContext};
 pub use session::{Capture, Inference, LeafDecl, OpId, TensorId};

@@ -190,9 +190,13 @@ impl BinaryOp {
         BinaryOp::Ne,
     ];
 
-    /// The operation's name, as results are labelled and errors name it (`+`, `max`, `<`).
+    /// The operation's name, as results are labelled and errors name it (`+`, `max`, `<`). The
+    /// pointwise product is `pmul`, as its method is called: `*` on tensors composes.
     pub fn name(self) -> &'static str {
-        self.binop().name()
+        match self {
+            BinaryOp::Mul => "pmul",
+            other => other.binop().name(),
+        }
     }
 
     /// The scalar operation.

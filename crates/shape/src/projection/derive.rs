@@ -62,13 +62,16 @@ pub fn derive_projections_with_labels(
         let mut fresh_row = |row: &Row| -> Result<Row, ShapeError> {
             if row.var.is_some() {
                 return Err(ShapeError::new(format!(
-                    "projection inference needs closed shapes; [{row}] is still open"
+                    "projection inference needs closed shapes; the axes {} are still open",
+                    crate::words::row(row)
                 )));
             }
             let mut fresh = |dim: &Dim| -> Result<Dim, ShapeError> {
                 let size = dim.ground_size().ok_or_else(|| {
                     ShapeError::new(format!(
-                        "projection inference needs closed shapes; axis {dim} is unknown"
+                        "projection inference needs closed shapes; an axis of size {} is still \
+                         unknown",
+                        crate::words::dim(dim)
                     ))
                 })?;
                 let var = vars.dim();
@@ -435,10 +438,10 @@ impl Elaboration {
                 }
             }
             if waiting.len() == before {
-                return Err(ShapeError::new(format!(
-                    "projection inference: the rows of {} cannot be aligned",
-                    waiting[0]
-                )));
+                return Err(ShapeError::new(
+                    "projection inference: the rows of the operation's tensors cannot be aligned",
+                )
+                .in_constraint(waiting[0]));
             }
             pending = waiting;
         }
@@ -640,8 +643,9 @@ fn flat(row: &Row) -> Vec<Dim> {
 }
 
 fn misaligned(constraint: &Constraint) -> ShapeError {
-    ShapeError::new(format!(
-        "projection inference: the rows of {constraint} do not align (were the shapes solved \
-         with this operation?)"
-    ))
+    ShapeError::new(
+        "projection inference: the rows of the operation's tensors do not align (were the shapes \
+         solved with this operation?)",
+    )
+    .in_constraint(constraint)
 }

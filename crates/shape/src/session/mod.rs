@@ -11,6 +11,9 @@
 //! solver has no undo, so a failure rebuilds it by replaying the log of everything that succeeded
 //! — deterministic, and paid only on the error path.
 //!
+//! A failed operation is put in the user's terms by `diagnose`: the label of the spec, the slots
+//! and the tensors that clash.
+//!
 //! Captured dimensions (`capture`) and the constraints users put on them (`set_dim`, `set_equal`,
 //! `set_scale`) live in `capture`.
 //!
@@ -33,6 +36,7 @@
 //! ```
 
 mod capture;
+mod diagnose;
 
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, TensorContext};
@@ -40,6 +44,7 @@ use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraint
 use crate::solver::{Leaf, Solver};
 use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
 use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
+use crate::words;
 
 pub use capture::Capture;
 
@@ -270,7 +275,7 @@ impl Inference {
                 [TensorContext {
                     label,
                     role: role.to_owned(),
-                    shape: shape.to_string(),
+                    shape: words::shape(&shape),
                 }],
             ));
         }
@@ -326,7 +331,7 @@ impl Inference {
         let generated = generate(&logic, &result_shape, &shapes, self.solver.vars())
             .map_err(|error| with_context(self, error))?;
         self.commit(generated.constraints.clone(), generated.discardable.clone())
-            .map_err(|error| with_context(self, error))?;
+            .map_err(|error| with_context(self, self.in_words(&logic, result, operands, error)))?;
         let op = OpId(self.ops.len() as u32);
         self.ops.push(OpInfo {
             logic,
@@ -343,7 +348,12 @@ impl Inference {
         let n_tensors = self.tensors.len();
         let vars = self.solver.vars().clone();
         if let Err(error) = self.solver.close(&self.leaves(n_tensors)) {
+            let window = self.solver.refused_window();
             self.rebuild();
+            let error = match window {
+                Some(window) => self.name_window(window, error),
+                None => error,
+            };
             return Err(self.undecided_set_equal().unwrap_or(error));
         }
         self.log.push(Entry {
@@ -369,9 +379,10 @@ impl Inference {
             return Ok(shape.without_markers());
         }
         Err(ShapeError::new(format!(
-            "Not enough shape information: tensor '{}' still has unresolved axes {shape}; finish \
+            "Not enough shape information: tensor '{}' still has unresolved axes {}; finish \
              inference before asking for its dimensions",
-            self.tensor(tensor).label
+            self.tensor(tensor).label,
+            words::shape(&shape)
         )))
     }
 
@@ -553,6 +564,60 @@ impl Inference {
             .collect()
     }
 
+    /// `error`, for a convolution whose window and output closing would have had to guess,
+    /// naming them by their labels in the spec, with the operation and how to give them.
+    fn name_window(&self, (window, output): (DimVar, DimVar), error: ShapeError) -> ShapeError {
+        let same = |a: DimVar, b: DimVar| {
+            self.solver.resolve_dim(&Dim::Var(a)) == self.solver.resolve_dim(&Dim::Var(b))
+        };
+        let found = self.ops.iter().find_map(|info| {
+            let name = |var: DimVar| {
+                info.generated
+                    .labels
+                    .iter()
+                    .find(|(_, v)| same(**v, var))
+                    .map(|(name, _)| name.clone())
+            };
+            Some((info, name(window)?, name(output)?))
+        });
+        let Some((info, window, output)) = found else {
+            return error;
+        };
+        // The spec alone: the logic's kind (`permute`) is not what the user called.
+        let spec = match &info.logic {
+            Logic::Spec(spec) | Logic::Block(spec) => format!("\"{spec}\""),
+            other => other.to_string(),
+        };
+        let message = format!(
+            "Not enough shape information: nothing determines the window `{window}` (nor the \
+             output `{output}`) of {spec}: any window that fits would do, and none is guessed; \
+             give the window its size (capture `{window}` and set_dim it)"
+        );
+        ShapeError::new(message).in_operation(
+            self.describe_op(&info.logic, info.result, &info.operands),
+            self.op_tensors(info.result, &info.operands),
+        )
+    }
+
+    /// `error` saying which labels, slots and tensors clash, where [`diagnose`] can tell.
+    fn in_words(
+        &self,
+        logic: &Logic,
+        result: TensorId,
+        operands: &[TensorId],
+        mut error: ShapeError,
+    ) -> ShapeError {
+        let placed = |tensor: TensorId| diagnose::Placed {
+            label: &self.tensor(tensor).label,
+            shape: self.shape(tensor),
+        };
+        let operands: Vec<diagnose::Placed<'_>> = operands.iter().map(|&t| placed(t)).collect();
+        if let Some(message) = diagnose::diagnose(logic, &placed(result), &operands) {
+            error.message = message;
+        }
+        error
+    }
+
     /// `c = einsum "i,j;j,k=>i,k" (a, b)`.
     fn describe_op(&self, logic: &Logic, result: TensorId, operands: &[TensorId]) -> String {
         let operands: Vec<&str> = operands
@@ -570,7 +635,7 @@ impl Inference {
         let context = |tensor: TensorId, role: String| TensorContext {
             label: self.tensor(tensor).label.clone(),
             role,
-            shape: self.shape(tensor).to_string(),
+            shape: words::shape(&self.shape(tensor)),
         };
         let mut tensors = vec![context(result, "result".to_owned())];
         tensors.extend(

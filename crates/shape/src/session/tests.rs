@@ -78,12 +78,12 @@ fn einsum_errors_name_the_operation_the_tensors_and_their_shapes() {
     // Operand shapes are shown as they were before the operation, which is left undone.
     assert_eq!(
         error.to_string(),
-        "solved dimensions for axis: mismatch (4 vs 5)
+        "einsum \"i, j; j, k => i, k\": label `j` is 4 in the first operand 'a' (output axis 1) \
+         but 5 in the second operand 'b' (output axis 0)
   in operation: c = einsum \"i, j; j, k => i, k\" (a, b)
-  result 'c': ..$4..|..$5..->..$6..
-  operand 1 'a': ..$0..|..$1..->3,4
-  operand 2 'b': ..$2..|..$3..->5,6@rgb
-  failing constraint: 4 = 5"
+  result 'c': ...|...->...
+  operand 1 'a': ...|...->3,4
+  operand 2 'b': ...|...->5,6@rgb"
     );
     assert_eq!(
         error.operation.as_deref(),
@@ -108,7 +108,11 @@ fn a_failed_operation_leaves_the_session_as_it_was() {
     let p = inf.leaf("p", LeafDecl::param()).unwrap();
     // `p` would be pinned to 3 by the first half of this operation before its second half fails.
     let error = inf.apply("bad", spec("i;i;i=>i"), &[p, a, b]).unwrap_err();
-    assert!(error.message.contains("mismatch"), "{error}");
+    assert_eq!(
+        error.message,
+        "einsum3 \"i; i; i => i\": label `i` is 3 in the second operand 'a' (output axis 0) but \
+         4 in the third operand 'b' (output axis 0)"
+    );
     assert_eq!(inf.tensors().count(), 3, "the failed result is not kept");
     assert_eq!(inf.ops().count(), 0);
     // Still open: the next operation decides it.
@@ -342,9 +346,9 @@ fn a_leaf_whose_initializer_contradicts_its_rows_is_an_error() {
                 .init(TerminalInit::NElements(5)),
         )
         .unwrap_err();
-    assert!(
-        error.message.contains("Total_elems constraint failed"),
-        "{error}"
+    assert_eq!(
+        error.message,
+        "wrong number of elements: the axes |->2,3 have 6 elements but 5 are needed"
     );
     assert!(error.to_string().contains("leaf 'd': |->2,3"), "{error}");
     assert_eq!(inf.tensors().count(), 0);

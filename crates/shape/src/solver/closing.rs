@@ -16,7 +16,10 @@
 //! 5. Every other dimension with a cap closes to it.
 //! 6. What remains closes to its default: a discardable concat component to 0; a dimension
 //!    carrying a fixed index `n` to `n+1` (an index-0 axis with a cap to the claim-free `1*`, so
-//!    that a kept reduction axis broadcasts); anything else to `1*`.
+//!    that a kept reduction axis broadcasts); anything else to `1*`. Except the output and the
+//!    window of a valid convolution (`2*o<+k`) over an input of known size when both are still
+//!    unknown: any pair that fits would do (the unit output makes the window the whole input), so
+//!    closing either is an error naming them (`Solver::refused_window`), never a guess.
 //!
 //! Before all of these, stage 0 settles the sizes that solving leaves waiting because they come
 //! without a unit: a dimension that only an element count determines, a concat component whose
@@ -51,6 +54,7 @@ pub struct Leaf {
 impl Solver {
     /// Solves, then closes every variable following the policy above.
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
+        self.undetermined_window = None;
         self.solve()?;
         // From here on, a derived part of size 1 takes the explicit `1`: what could have said
         // `1*` has been said.
@@ -143,10 +147,11 @@ impl Solver {
             .collect::<Vec<_>>();
         if let Some(constraint) = pending.first() {
             return Err(ShapeError::new(format!(
-                "Not enough shape information: {} constraint(s) could not be decided, e.g. {}",
-                pending.len(),
-                constraint
-            )));
+                "Not enough shape information: {} relation(s) between shapes could not be \
+                 decided",
+                pending.len()
+            ))
+            .in_constraint(constraint));
         }
         Ok(())
     }
@@ -539,6 +544,10 @@ impl Solver {
     }
 
     fn close_dim_to_default(&mut self, var: DimVar) -> Result<(), ShapeError> {
+        if let Some((window, error)) = self.undetermined_window(var) {
+            self.undetermined_window = Some(window);
+            return Err(error);
+        }
         let discardable = self.discardable.contains(&var);
         let Some(bounds) = self.dim_bounds(var) else {
             return Ok(());
@@ -551,6 +560,43 @@ impl Solver {
             (n, _) => Dim::size(n),
         };
         self.bind_dim(var, value)
+    }
+}
+
+impl Solver {
+    /// The error for closing `var` when it is the output or the window of a valid convolution
+    /// (`2*o<+k`) whose input size is known and whose other part is unknown too: any pair that
+    /// fits the input would do, and guessing one (the unit output, the whole input as the
+    /// window) is not ours to do.
+    fn undetermined_window(&self, var: DimVar) -> Option<((DimVar, DimVar), ShapeError)> {
+        let unknown = |dim: &Dim| match self.resolve_dim(dim) {
+            Dim::Var(v) => Some(v),
+            _ => None,
+        };
+        self.derived_eqs.iter().find_map(|(a, b)| {
+            let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
+            let ((Dim::Affine(affine), input) | (input, Dim::Affine(affine))) = (&a, &b) else {
+                return None;
+            };
+            let conv = affine.conv.as_ref().filter(|conv| !conv.padded)?;
+            input.ground_size()?;
+            let (over, kernel) = (unknown(&affine.over)?, unknown(&conv.kernel)?);
+            (var == over || var == kernel).then(|| {
+                let error = ShapeError::new(format!(
+                    "Not enough shape information: nothing determines the window of a \
+                     convolution or pooling over an axis of size {}, nor its output size ({})",
+                    crate::words::dim(input),
+                    crate::words::dim(&Dim::Affine(affine.clone()))
+                ));
+                ((kernel, over), error)
+            })
+        })
+    }
+
+    /// The window and the output of the convolution whose sizes the last closing failed to
+    /// determine, if it failed on one.
+    pub fn refused_window(&self) -> Option<(DimVar, DimVar)> {
+        self.undetermined_window
     }
 }
 
@@ -569,8 +615,9 @@ fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
          shape; give its sizes explicitly or use it where they can be inferred",
     )
     .note(format!(
-        "parameter '{}' ({kind} axes), shape {shape}",
-        leaf.label
+        "parameter '{}' ({kind} axes), shape {}",
+        leaf.label,
+        crate::words::shape(shape)
     ))
 }
 

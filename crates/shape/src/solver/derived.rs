@@ -12,6 +12,7 @@
 
 use crate::error::ShapeError;
 use crate::term::{AffineDim, Basis, Dim};
+use crate::words;
 
 /// The size of an affine axis whose parts are known, with the named basis of either part
 /// (`None` also when the parts' bases conflict: [`check_bases`] reports that). A convolution's
@@ -81,7 +82,8 @@ pub(super) fn check_bases(dim: &Dim, equated: Option<&Dim>) -> Result<(), ShapeE
         Dim::Affine(affine) => check_kernel_basis(affine, equated),
         Dim::Concat(components) => match named_basis(components.iter()) {
             Err([a, b]) => Err(ShapeError::new(format!(
-                "concat: conflicting dimension bases ({a} vs {b} in {dim})"
+                "concat: conflicting dimension bases ({a} vs {b} in {})",
+                words::dim(dim)
             ))),
             Ok(_) => Ok(()),
         },
@@ -125,7 +127,8 @@ fn check_kernel_basis(affine: &AffineDim, input: Option<&Dim>) -> Result<(), Sha
         return Ok(());
     };
     let term = Dim::Affine(Box::new(affine.clone()));
-    let equated = input.map_or(String::new(), |input| format!(" = {input}"));
+    let equated = input.map_or(String::new(), |input| format!(" = {}", words::dim(input)));
+    let term = words::dim(&term);
     Err(ShapeError::new(format!(
         "convolution: conflicting dimension bases between stride and kernel: the kernel {kernel} \
          against the {role} {other} (in {term}{equated})"
@@ -162,7 +165,10 @@ pub(super) fn solve_eq(
             let (small, large) = if x.stride <= y.stride { (x, y) } else { (y, x) };
             if large.stride % small.stride != 0 {
                 return Err(ShapeError::new(format!(
-                    "solved dimensions for axis: unresolvable strides ({a} vs {b})"
+                    "strides that cannot meet: {} and {} (the larger stride is not a multiple of the \
+                     smaller)",
+                    words::dim(a),
+                    words::dim(b)
                 )));
             }
             let ratio = large.stride / small.stride;
@@ -193,9 +199,9 @@ fn solve_affine(
     let Some(conv) = valid else {
         if !total.is_multiple_of(stride) {
             return Err(ShapeError::new(format!(
-                "solved dimensions for axis: incompatible stride ({total} is not divisible by \
+                "incompatible stride ({total} is not divisible by \
                  stride {stride} in {})",
-                Dim::Affine(Box::new(affine.clone()))
+                words::dim(&Dim::Affine(Box::new(affine.clone())))
             )));
         }
         return Ok(Some(vec![(
@@ -203,7 +209,7 @@ fn solve_affine(
             like(like_this, total / stride),
         )]));
     };
-    let shown = Dim::Affine(Box::new(affine.clone()));
+    let shown = words::dim(&Dim::Affine(Box::new(affine.clone())));
     match (affine.over.ground_size(), conv.kernel.ground_size()) {
         (None, Some(kernel)) => {
             let Some(span) = kernel_span(kernel, conv.dilation) else {
@@ -211,7 +217,7 @@ fn solve_affine(
             };
             if total < span || !(total - span).is_multiple_of(stride) {
                 return Err(ShapeError::new(format!(
-                    "solved dimensions for axis: incompatible stride (input {total} does not fit \
+                    "incompatible stride (input {total} does not fit \
                      kernel span {span} with stride {stride} in {shown})"
                 )));
             }
@@ -226,7 +232,7 @@ fn solve_affine(
                 .saturating_add(1);
             if total < covered || !(total - covered).is_multiple_of(conv.dilation) {
                 return Err(ShapeError::new(format!(
-                    "solved dimensions for axis: cannot infer kernel dimension (input {total}, \
+                    "cannot infer kernel dimension (input {total}, \
                      output {over}, stride {stride}, dilation {} in {shown})",
                     conv.dilation
                 )));
@@ -238,16 +244,16 @@ fn solve_affine(
         }
         (Some(_), Some(0)) => Err(empty_kernel(&shown)),
         (Some(0), Some(_)) => Err(ShapeError::new(format!(
-            "solved dimensions for axis: a valid convolution needs at least one output position \
+            "a valid convolution needs at least one output position \
              ({shown})"
         ))),
         _ => Ok(None),
     }
 }
 
-fn empty_kernel(shown: &Dim) -> ShapeError {
+fn empty_kernel(shown: &str) -> ShapeError {
     ShapeError::new(format!(
-        "solved dimensions for axis: a convolution kernel needs at least one position ({shown})"
+        "a convolution kernel needs at least one position ({shown})"
     ))
 }
 
@@ -269,13 +275,14 @@ fn solve_concat(
     if known > total {
         return Err(ShapeError::new(format!(
             "concat: components exceed the concatenated size ({} > {total})",
-            Dim::Concat(components.to_vec())
+            words::dim(&Dim::Concat(components.to_vec()))
         )));
     }
     if let Err([a, b]) = named_basis(components.iter().chain([like_this])) {
         return Err(ShapeError::new(format!(
-            "concat: conflicting dimension bases ({a} vs {b} in {} = {like_this})",
-            Dim::Concat(components.to_vec())
+            "concat: conflicting dimension bases ({a} vs {b} in {} = {})",
+            words::dim(&Dim::Concat(components.to_vec())),
+            words::dim(like_this)
         )));
     }
     match unknown.as_slice() {

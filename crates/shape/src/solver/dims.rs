@@ -7,6 +7,7 @@ use super::{DimState, Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, DimVar};
+use crate::words;
 
 impl Solver {
     pub(super) fn dim_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
@@ -24,7 +25,7 @@ impl Solver {
             (Dim::Affine(_) | Dim::Concat(_), _) | (_, Dim::Affine(_) | Dim::Concat(_)) => {
                 self.derived_eq(a, b)
             }
-            _ => Err(clash("solved dimensions for axis", &a, &b)),
+            _ => Err(clash(&a, &b)),
         }
     }
 
@@ -68,7 +69,12 @@ impl Solver {
                 }
                 Ok(())
             }
-            _ => Err(clash("dimension comparison for axis", &res, &opnd)),
+            _ => Err(ShapeError::new(format!(
+                "an axis of size {} does not broadcast to size {} (only an equal size or the \
+                 unit 1* broadcasts to a size)",
+                words::dim(&opnd),
+                words::dim(&res)
+            ))),
         }
     }
 
@@ -87,8 +93,9 @@ impl Solver {
             ground @ (Dim::Unit | Dim::Atom { .. }) => match ground.ground_size() {
                 Some(actual) if actual >= size => Ok(()),
                 _ => Err(ShapeError::new(format!(
-                    "At_least_dim constraint failed, expected {size}: a fixed index {} \
-                         is used on an axis of size {ground}",
+                    "a fixed index {} is used on an axis of size {}, which has no position {}",
+                    size - 1,
+                    words::dim(&ground),
                     size - 1
                 ))),
             },
@@ -129,8 +136,8 @@ impl Solver {
         value.for_each_var(&mut |v| occurs |= v == var);
         if occurs {
             return Err(ShapeError::new(format!(
-                "occurs check failed: dimension variable occurs in its own definition ({} = {value})",
-                Dim::Var(var)
+                "an axis size would be defined through itself (as {})",
+                words::dim(&value)
             )));
         }
         let old = std::mem::replace(self.dim_state(var), DimState::Solved(value.clone()));
@@ -204,20 +211,25 @@ impl Solver {
 fn check_index_below_cap(at_least: usize, cap: &Dim) -> Result<(), ShapeError> {
     match cap.ground_size() {
         Some(size) if at_least > 1 && size < at_least => Err(ShapeError::new(format!(
-            "Fixed index {} dereferenced at dimension {size}, higher than use site ({cap})",
+            "a fixed index {} is used on an axis that a use gives size {}, which has no position {}",
+            at_least - 1,
+            words::dim(cap),
             at_least - 1
         ))),
         _ => Ok(()),
     }
 }
 
-/// The error for two ground dimensions that should agree but do not.
-pub(super) fn clash(what: &str, a: &Dim, b: &Dim) -> ShapeError {
+/// The error for two ground dimensions that should agree but do not. The session replaces it
+/// with one naming the label and the operands where it can tell them (`session::diagnose`).
+pub(super) fn clash(a: &Dim, b: &Dim) -> ShapeError {
     let same_size = a.ground_size().is_some() && a.ground_size() == b.ground_size();
-    let detail = if same_size {
-        "different bases"
+    let (a, b) = (words::dim(a), words::dim(b));
+    if same_size {
+        ShapeError::new(format!(
+            "an axis must be both {a} and {b}: the same size with different bases"
+        ))
     } else {
-        "mismatch"
-    };
-    ShapeError::new(format!("{what}: {detail} ({a} vs {b})"))
+        ShapeError::new(format!("an axis must be both of size {a} and of size {b}"))
+    }
 }

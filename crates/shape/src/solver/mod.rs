@@ -109,6 +109,9 @@ pub struct Solver {
     /// The variables the solver made itself (see `visit`).
     own_rows: HashSet<RowVarId>,
     own_dims: HashSet<DimVar>,
+    /// The window and output of a convolution that the last closing refused to guess, if it
+    /// failed on one: the session names them by their labels.
+    undetermined_window: Option<(DimVar, DimVar)>,
 }
 
 /// Constraint processing steps allowed per variable before the solver gives up. The rank-cycle

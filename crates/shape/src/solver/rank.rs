@@ -38,11 +38,9 @@ impl RankGraph {
         let needed = self.potential_of(to) + weight;
         if needed > self.potential_of(from) {
             let raised = self.raise(from, needed, to).ok_or_else(|| {
-                ShapeError::new(format!(
-                    "Infinite number of axes by rank cycle among row variables (..${}.. and \
-                     ..${}.. would each need more axes than the other)",
-                    from.0, to.0
-                ))
+                ShapeError::new(
+                    "no number of axes fits: two rows would each need more axes than the other",
+                )
             })?;
             for (var, value) in raised {
                 let index = var.0 as usize;

@@ -15,6 +15,7 @@ use super::{Edge, RowState, Solver};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, Row, RowVarId};
+use crate::words;
 
 impl Solver {
     pub(super) fn row_eq(&mut self, a: Row, b: Row) -> Result<(), ShapeError> {
@@ -25,9 +26,11 @@ impl Solver {
                 let (fa, fb) = (flat(&a), flat(&b));
                 if fa.len() != fb.len() {
                     return Err(ShapeError::new(format!(
-                        "Mismatching number of axes: [{a}] has {} and [{b}] has {}",
-                        fa.len(),
-                        fb.len()
+                        "the numbers of axes differ: {} has {} and {} has {}",
+                        words::row_alone(&a),
+                        axes(fa.len()),
+                        words::row_alone(&b),
+                        axes(fb.len())
                     )));
                 }
                 self.equate_all(fa.into_iter().zip(fb));
@@ -87,8 +90,10 @@ impl Solver {
         let (n_lead, n_trail) = (open.leading.len(), open.trailing.len());
         if n_lead + n_trail > all.len() {
             return Err(ShapeError::new(format!(
-                "Number of axes mismatch: [{open}] needs at least {} axes but [{closed}] has {}",
-                n_lead + n_trail,
+                "too few axes: {} needs at least {} but {} has {}",
+                words::row_alone(open),
+                axes(n_lead + n_trail),
+                words::row_alone(closed),
                 all.len()
             )));
         }
@@ -123,7 +128,10 @@ impl Solver {
         }
         if a.n_explicit() != b.n_explicit() {
             return Err(ShapeError::new(format!(
-                "Infinite number of axes by self-reference: [{a}] = [{b}]"
+                "no number of axes fits: a row would have to equal itself with a different \
+                 number of axes around it ({} and {})",
+                words::row_alone(&a),
+                words::row_alone(&b)
             )));
         }
         // Same total, shifted split: satisfiable only by periodic rows; closing tries no-axes.
@@ -142,11 +150,17 @@ impl Solver {
             let all = flat(&res);
             if n_lead + n_trail > all.len() {
                 return Err(ShapeError::new(format!(
-                    "Too many axes in an operand; maybe using * instead of *.? \
-                     (result [{res}] has {} axes, operand [{opnd}] needs {})",
-                    all.len(),
+                    "an operand has more axes than the result it broadcasts to: the result's \
+                     {} has {}, the operand's {} needs {}",
+                    words::row_alone(&res),
+                    axes(all.len()),
+                    words::row_alone(&opnd),
                     n_lead + n_trail
-                )));
+                ))
+                .note(
+                    "for a pointwise product use `pmul` (`*` on tensors is composition, the \
+                     matrix product)",
+                ));
             }
             let end = all.len() - n_trail;
             self.refine_all(
@@ -207,8 +221,10 @@ impl Solver {
                 self.grown.get(res_var.0 as usize).copied().unwrap_or(0) + n_leading + n_trailing;
             if grown > 2 * self.n_given_axes + 8 {
                 return Err(ShapeError::new(format!(
-                    "Infinite number of axes: [{res}] ⊑ [{opnd}] keeps growing its result \
-                     ({grown} axes added, more than the constraints ever give)"
+                    "no number of axes fits: for {} to broadcast to {}, the result would keep \
+                     growing ({grown} axes added, more than the shapes ever give)",
+                    words::row_alone(&opnd),
+                    words::row_alone(&res)
                 )));
             }
             let fresh = self.fresh_row();
@@ -298,8 +314,9 @@ impl Solver {
                 return Ok(());
             }
             return Err(ShapeError::new(format!(
-                "Infinite number of axes by self-reference: a row variable would contain itself \
-                 ([{value}])"
+                "no number of axes fits: the axes of a row would have to include themselves and \
+                 {} more",
+                value.n_explicit()
             )));
         }
         if let Some(inner) = value.var {
@@ -357,12 +374,7 @@ impl Solver {
             }
         }
         let open = rows.iter().any(|r| r.var.is_some());
-        let shown = || {
-            rows.iter()
-                .map(|r| format!("[{r}]"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let shown = || words::rows(&rows);
         // An axis of size 0 makes the count 0 whatever the other axes are: it holds or fails now,
         // and says nothing of the sizes still unknown.
         if known == 0
@@ -371,8 +383,8 @@ impl Solver {
             let expected = total.saturating_mul(coefficient);
             if expected != 0 {
                 return Err(ShapeError::new(format!(
-                    "Total_elems constraint failed, shape is too small: {} has 0 elements, \
-                     expected {expected}",
+                    "wrong number of elements: the axes {} have 0 elements but {expected} are \
+                     needed",
                     shown()
                 )));
             }
@@ -382,10 +394,9 @@ impl Solver {
             (Some(total), [], false) => {
                 let expected = total.saturating_mul(coefficient);
                 if known != expected {
-                    let size = if known > expected { "big" } else { "small" };
                     return Err(ShapeError::new(format!(
-                        "Total_elems constraint failed, shape is too {size}: {} has {known} \
-                         elements, expected {expected}",
+                        "wrong number of elements: the axes {} have {known} elements but \
+                         {expected} are needed",
                         shown()
                     )));
                 }
@@ -395,7 +406,9 @@ impl Solver {
                 let expected = total_size.saturating_mul(coefficient);
                 if known == 0 || expected % known != 0 {
                     return Err(ShapeError::new(format!(
-                        "Total_elems constraint: {expected} not divisible by {known} in {}",
+                        "wrong number of elements: {expected} are needed, which the axes {} \
+                         cannot hold: their known sizes multiply to {known}, which does not \
+                         divide {expected}",
                         shown()
                     )));
                 }
@@ -417,7 +430,8 @@ impl Solver {
                 Ok(())
             }
             (None, [], false) => Err(ShapeError::new(format!(
-                "Total_elems constraint: {known} not divisible by {coefficient} in {}",
+                "wrong number of elements: the axes {} have {known} elements but the operation \
+                 needs a multiple of {coefficient}",
                 shown()
             ))),
             _ => {
@@ -438,17 +452,10 @@ impl Solver {
         let n_explicit: usize = rows.iter().map(Row::n_explicit).sum();
         if n_explicit > dims.len() || (open.is_empty() && n_explicit != dims.len()) {
             return Err(ShapeError::new(format!(
-                "Exact constraint failed, shape is too {}: {} axes where exactly [{}] are required",
-                if n_explicit > dims.len() {
-                    "long"
-                } else {
-                    "short"
-                },
-                n_explicit,
-                dims.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
+                "wrong number of axes: the shape has {} where exactly the {} {} are required",
+                axes(n_explicit),
+                axes(dims.len()),
+                words::row_alone(&Row::closed(dims.clone()))
             )));
         }
         match open.as_slice() {
@@ -511,6 +518,15 @@ impl Solver {
                 .into_iter()
                 .map(|(res, opnd)| Constraint::DimLe { res, opnd }),
         );
+    }
+}
+
+/// `1 axis`, `3 axes`.
+fn axes(n: usize) -> String {
+    if n == 1 {
+        "1 axis".to_owned()
+    } else {
+        format!("{n} axes")
     }
 }
 

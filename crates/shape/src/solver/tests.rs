@@ -90,23 +90,23 @@ fn dimension_errors() {
     let mut s = Solver::new();
     let msg = error_of(s.add([Constraint::DimEq(n(3), n(5))]));
     assert!(
-        msg.starts_with("solved dimensions for axis: mismatch"),
+        msg == "an axis must be both of size 3 and of size 5",
         "{msg}"
     );
     let msg = error_of(Solver::new().add([Constraint::DimEq(n(4), named(4, "rgb"))]));
     assert!(
-        msg.starts_with("solved dimensions for axis: different bases"),
+        msg == "an axis must be both 4 and 4@rgb: the same size with different bases",
         "{msg}"
     );
     // An explicit 1 is a claim: it does not broadcast.
     let msg = error_of(Solver::new().add([le(n(5), n(1))]));
     assert!(
-        msg.starts_with("dimension comparison for axis: mismatch"),
+        msg == "an axis of size 1 does not broadcast to size 5 (only an equal size or the unit 1* broadcasts to a size)",
         "{msg}"
     );
     let msg = error_of(Solver::new().add([le(named(3, "rgb"), n(3))]));
     assert!(
-        msg.starts_with("dimension comparison for axis: different bases"),
+        msg == "an axis of size 3 does not broadcast to size 3@rgb (only an equal size or the unit 1* broadcasts to a size)",
         "{msg}"
     );
     Solver::new().add([le(n(5), Dim::Unit)]).unwrap();
@@ -172,9 +172,19 @@ fn broadcasting_in_the_middle() {
         trailing: vec![],
     };
     let msg = error_of(Solver::new().add([row_le(result, closed(&[n(5)]))]));
-    assert!(msg.contains("mismatch"), "{msg}");
-    let msg = error_of(Solver::new().add([row_le(closed(&[n(5)]), closed(&[n(4), n(5)]))]));
-    assert!(msg.starts_with("Too many axes in an operand"), "{msg}");
+    assert!(msg.contains("does not broadcast"), "{msg}");
+    let error = Solver::new()
+        .add([row_le(closed(&[n(5)]), closed(&[n(4), n(5)]))])
+        .unwrap_err();
+    assert_eq!(
+        error.message,
+        "an operand has more axes than the result it broadcasts to: the result's 5 has 1 axis, \
+         the operand's 4,5 needs 2"
+    );
+    assert_eq!(
+        error.notes,
+        ["for a pointwise product use `pmul` (`*` on tensors is composition, the matrix product)"]
+    );
 }
 
 #[test]
@@ -224,14 +234,14 @@ fn row_equality() {
 
     let msg =
         error_of(Solver::new().add([Constraint::RowEq(closed(&[n(1)]), closed(&[n(1), n(2)]))]));
-    assert!(msg.starts_with("Mismatching number of axes"), "{msg}");
+    assert!(msg.starts_with("the numbers of axes differ"), "{msg}");
     let mut s = Solver::new();
     let r = s.vars().row();
     let msg = error_of(s.add([Constraint::RowEq(
         open(&[n(1)], r, &[n(2)]),
         closed(&[n(1)]),
     )]));
-    assert!(msg.starts_with("Number of axes mismatch"), "{msg}");
+    assert!(msg.starts_with("too few axes"), "{msg}");
 
     // Two open rows, surplus on one side: that side's variable absorbs it.
     let mut s = Solver::new();
@@ -246,10 +256,7 @@ fn self_referential_rows() {
     let mut s = Solver::new();
     let r = s.vars().row();
     let msg = error_of(s.add([Constraint::RowEq(Row::var(r), open(&[n(3)], r, &[]))]));
-    assert!(
-        msg.starts_with("Infinite number of axes by self-reference"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("no number of axes fits"), "{msg}");
 
     // Same totals, shifted: waits, then closing tries no-axes, which needs 3 = 3.
     let mut s = Solver::new();
@@ -270,7 +277,7 @@ fn self_referential_rows() {
     )])
     .unwrap();
     let msg = error_of(s.close(&[]));
-    assert!(msg.contains("mismatch"), "{msg}");
+    assert!(msg.contains("an axis must be both"), "{msg}");
 }
 
 #[test]
@@ -283,7 +290,7 @@ fn rank_cycles_are_rejected() {
         row_le(Row::var(r2), open(&[n(3)], r1, &[])),
     ]));
     assert!(
-        msg.starts_with("Infinite number of axes by rank cycle"),
+        msg == "no number of axes fits: two rows would each need more axes than the other",
         "{msg}"
     );
 
@@ -295,7 +302,7 @@ fn rank_cycles_are_rejected() {
         row_le(Row::var(r2), open(&[], r3, &[n(3)])),
         row_le(Row::var(r3), open(&[], r1, &[n(4)])),
     ]));
-    assert!(msg.starts_with("Infinite number of axes by"), "{msg}");
+    assert!(msg.starts_with("no number of axes fits"), "{msg}");
 
     // Zero-weight cycles are legal: ρ1 ⊑ ρ2 ⊑ ρ1.
     let mut s = Solver::new();
@@ -349,30 +356,21 @@ fn affine_sizes() {
     let mut s = Solver::new();
     let o = s.vars().dim();
     let msg = error_of(s.add([Constraint::DimEq(affine(2, Dim::Var(o), None), n(9))]));
-    assert!(
-        msg.starts_with("solved dimensions for axis: incompatible stride"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("incompatible stride"), "{msg}");
     let mut s = Solver::new();
     let k = s.vars().dim();
     let msg = error_of(s.add([Constraint::DimEq(
         affine(1, n(4), Some((2, Dim::Var(k), false))),
         n(7),
     )]));
-    assert!(
-        msg.starts_with("solved dimensions for axis: cannot infer kernel dimension"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("cannot infer kernel dimension"), "{msg}");
     let mut s = Solver::new();
     let [a, b] = fresh_dims::<2>(&mut s);
     let msg = error_of(s.add([Constraint::DimEq(
         affine(2, Dim::Var(a), None),
         affine(3, Dim::Var(b), None),
     )]));
-    assert!(
-        msg.starts_with("solved dimensions for axis: unresolvable strides"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("strides that cannot meet"), "{msg}");
     // 2·a = 4·b → a = 2·b
     let mut s = Solver::new();
     let [a, b] = fresh_dims::<2>(&mut s);
@@ -385,7 +383,10 @@ fn affine_sizes() {
     let mut s = Solver::new();
     let a = s.vars().dim();
     let msg = error_of(s.add([Constraint::DimEq(Dim::Var(a), affine(2, Dim::Var(a), None))]));
-    assert!(msg.starts_with("occurs check failed"), "{msg}");
+    assert!(
+        msg.starts_with("an axis size would be defined through itself"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -460,7 +461,7 @@ fn fixed_indices() {
     assert_eq!(s.resolve_dim(&Dim::Var(d)), n(4), "index 1 with a cap 4");
     let msg = error_of(Solver::new().add([Constraint::AtLeast { dim: n(2), size: 3 }]));
     assert!(
-        msg.starts_with("At_least_dim constraint failed, expected 3"),
+        msg == "a fixed index 2 is used on an axis of size 2, which has no position 2",
         "{msg}"
     );
 }
@@ -565,7 +566,7 @@ fn total_elements() {
         coefficient: 1,
     }]));
     assert!(
-        msg.starts_with("Total_elems constraint: 12 not divisible by 5"),
+        msg == "wrong number of elements: 12 are needed, which the axes 5,? cannot hold: their known sizes multiply to 5, which does not divide 12",
         "{msg}"
     );
 }
@@ -590,7 +591,7 @@ fn exact_rows() {
         dims: vec![n(2)],
     }]));
     assert!(
-        msg.starts_with("Exact constraint failed, shape is too long"),
+        msg == "wrong number of axes: the shape has 2 axes where exactly the 1 axis 2 are required",
         "{msg}"
     );
 }
@@ -679,7 +680,7 @@ fn a_fixed_index_beyond_its_use_site() {
         }
         let msg = error_of(s.add(constraints));
         assert!(
-            msg.starts_with("Fixed index 3 dereferenced at dimension 2, higher than use site"),
+            msg == "a fixed index 3 is used on an axis that a use gives size 2, which has no position 3",
             "{msg}"
         );
     }
@@ -687,17 +688,16 @@ fn a_fixed_index_beyond_its_use_site() {
 
 #[test]
 fn element_counts_too_big_or_too_small() {
-    for (total, what) in [(5, "big"), (7, "small")] {
+    for total in [5, 7] {
         let msg = error_of(Solver::new().add([Constraint::TotalElems {
             rows: vec![closed(&[n(2), n(3)])],
             total: n(total),
             coefficient: 1,
         }]));
         assert!(
-            msg.starts_with(&format!(
-                "Total_elems constraint failed, shape is too {what}: [2,3] has 6 elements, \
-                 expected {total}"
-            )),
+            msg == format!(
+                "wrong number of elements: the axes 2,3 have 6 elements but {total} are needed"
+            ),
             "{msg}"
         );
     }
@@ -715,10 +715,7 @@ fn errors_show_the_failing_constraint_as_solved_so_far() {
         ])
         .unwrap_err();
     assert_eq!(error.constraint.as_deref(), Some("3 = 4"));
-    assert!(
-        error.to_string().ends_with("failing constraint: 3 = 4"),
-        "{error}"
-    );
+    assert!(!error.to_string().contains("3 = 4"), "{error}");
 }
 
 #[test]
@@ -742,7 +739,10 @@ fn a_self_referential_deficit_waits_instead_of_growing_forever() {
         open(&[Dim::Unit], r, &[Dim::Var(d)]),
         open(&[n(1), Dim::Var(d)], r, &[]),
     )]));
-    assert!(msg.starts_with("dimension comparison for axis"), "{msg}");
+    assert!(
+        msg.starts_with("an axis of size 1 does not broadcast to size 1*"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -782,7 +782,7 @@ fn a_clash_that_growth_recreates_is_an_infinite_row() {
             open(&[], r0, &[n(1), n(1)]),
         ),
     ]));
-    assert!(msg.starts_with("Infinite number of axes"), "{msg}");
+    assert!(msg.starts_with("no number of axes fits"), "{msg}");
 }
 
 /// Solves `constraints` (over dimension variables 0–3 and row variables below `n_rows`) in the
@@ -1173,7 +1173,8 @@ fn a_waiting_derived_equation_gives_its_size_to_every_use() {
 #[test]
 fn a_leaf_axis_brings_the_variables_of_equal_derived_terms() {
     // A parameter's output row holds either [2*a] or [o<+k] (they are equated, with a's cap 1
-    // settling both); the parameter row ρ26 ⊑ ρ0 gets the size in both orders.
+    // settling the first); the parameter row ρ26 ⊑ ρ0 then meets the same undetermined window in
+    // both orders.
     let v = |i: u32| Row::var(RowVarId(i));
     let constraints = [
         Constraint::RowEq(v(6), open(&[], RowVarId(9), &[var_dim(0)])),
@@ -1198,10 +1199,13 @@ fn a_leaf_axis_brings_the_variables_of_equal_derived_terms() {
         leaves: &leaves,
         discardable: &[],
     };
-    let rows = run
-        .same_in(&[&[0, 1, 2, 3, 4, 5]], &[&[0, 2, 3, 4, 5, 1]], &[26])
-        .unwrap();
-    assert_eq!(rows, vec![closed(&[n(2)])]);
+    // Nothing determines `o` or `k` of `o<+k`: closing refuses to guess them, in both orders.
+    let outcome = run.same_in(&[&[0, 1, 2, 3, 4, 5]], &[&[0, 2, 3, 4, 5, 1]], &[26]);
+    assert_eq!(
+        outcome.unwrap_err(),
+        "Not enough shape information: nothing determines the window of a convolution or \
+         pooling over an axis of size 2, nor its output size (1*?<+1*?)"
+    );
 }
 
 #[test]
