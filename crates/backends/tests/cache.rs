@@ -19,29 +19,6 @@ use sha2::{Digest, Sha256};
 /// Set in a child process to the name of the test it runs.
 const CHILD: &str = "RCANNL_CACHE_TEST_CHILD";
 
-/// A fresh folder under the temporary folder, with mode `0700`, removed when dropped.
-struct Folder(PathBuf);
-
-impl Folder {
-    fn new(name: &str) -> Folder {
-        let path = std::env::temp_dir().join(format!("rcannl-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir(&path).unwrap();
-        set_mode(&path, 0o700);
-        Folder(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Folder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }

@@ -180,3 +180,28 @@ pub fn run_routine_on(routine: &Routine, inputs: &[(u32, Vec<f64>)]) -> Buffers 
     run_routine(routine, &mut buffers, &HashMap::new()).unwrap();
     buffers
 }
+
+/// A fresh folder under the temporary folder, with mode `0700` (private, as a cache folder must
+/// be), removed when dropped.
+pub struct Folder(std::path::PathBuf);
+
+impl Folder {
+    pub fn new(name: &str) -> Folder {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("rcannl-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Folder(path)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
