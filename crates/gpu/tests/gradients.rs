@@ -1,7 +1,8 @@
 //! Every gradient check of the project, on the GPU in f32.
 //!
 //! The finite-difference checks (`rcannl-tensor`'s `gradients.rs`, `spec_ops.rs`,
-//! `einsum_n.rs` and `numpy_einsum.rs`, `rcannl-nn`'s `blocks.rs`) run in f64, which the GPU
+//! `einsum_n.rs`, `numpy_einsum.rs`, `activations.rs`, `reductions.rs` and `reshape.rs`,
+//! `rcannl-nn`'s `blocks.rs` and `metrics.rs`) run in f64, which the GPU
 //! lacks, and f32 is too coarse for finite differences. Here the same graphs, over f32
 //! parameters holding the same values, are backpropagated on the interpreter and on the GPU
 //! (`gradcheck::compare_gradients`): the result's cells and every gradient cell must agree within
@@ -18,10 +19,12 @@ use rcannl_nn::attention::{Rotary, TransformerBlock, attend};
 use rcannl_nn::conv::{avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::one_hot;
-use rcannl_nn::loss::cross_entropy;
+use rcannl_nn::loss::{cross_entropy, mse};
 use rcannl_nn::norm::{LayerNorm, log_softmax, softmax};
 use rcannl_tensor::gradcheck::{Inputs, compare_gradients, test_values};
-use rcannl_tensor::{BinaryOp, Context, Graph, Init, StackAxis, Tensor, UnaryOp};
+use rcannl_tensor::{
+    Activation, Axes, Axis, AxisKind, BinaryOp, Context, Graph, Init, StackAxis, Tensor, UnaryOp,
+};
 
 /// How far the GPU's f32 results and gradients may be from the interpreter's f32 ones: relative,
 /// absolute below a magnitude of 1.
@@ -502,4 +505,41 @@ fn attention_and_transformer_blocks() {
         let block = TransformerBlock::new(g, "block", 4, 2, 8, true);
         block.apply(&p[0], 3, None).pmul(&weights(g, "2|->3,4", 24))
     });
+}
+
+#[test]
+fn activations_reductions_and_reshapes() {
+    let Some(checks) = Checks::new() else { return };
+    for activation in Activation::ALL {
+        checks.check_squared(activation.name(), &["2,3"], false, |_, p| {
+            p[0].activation(activation)
+        });
+    }
+    let reductions: [(&str, fn() -> Axes); 4] = [
+        ("batch", Axes::batch),
+        ("last output", || Axes::output_axis(-1)),
+        ("first input, kept", || Axes::input_axis(0).keep_dims()),
+        ("all", Axes::all),
+    ];
+    for (name, axes) in reductions {
+        checks.check_squared(&format!("sum_over {name}"), &["2|3->4"], false, |_, p| {
+            p[0].sum_over(axes())
+        });
+        checks.check_squared(&format!("mean_over {name}"), &["2|3->4"], false, |_, p| {
+            p[0].mean_over(axes())
+        });
+        checks.check_squared(&format!("max_over {name}"), &["2|3->4"], false, |_, p| {
+            p[0].max_over(axes())
+        });
+    }
+    checks.check("reshape", &["2,3,4"], false, |g, p| {
+        p[0].reshape(AxisKind::Output, &[4, -1])
+            .pmul(&weights(g, "4,6", 24))
+    });
+    checks.check("squeeze and unsqueeze", &["2,1,3"], false, |g, p| {
+        p[0].squeeze(Axis::output(1))
+            .unsqueeze(Axis::output(0))
+            .pmul(&weights(g, "1,2,3", 6))
+    });
+    checks.check("mse", &["3|->2", "3|->2"], false, |_, p| mse(&p[0], &p[1]));
 }
