@@ -116,7 +116,7 @@ impl Ranks {
         row_len: usize,
     ) -> Result<Vec<f64>, TensorError> {
         let size = self.size();
-        if batch_size % size != 0 {
+        if !batch_size.is_multiple_of(size) {
             return Err(error(format!(
                 "shard: batches of {batch_size} rows do not split evenly among {size} ranks"
             )));
