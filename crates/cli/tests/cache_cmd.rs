@@ -42,6 +42,21 @@ fn library_bytes(folder: &Path) -> u64 {
         .sum()
 }
 
+/// Runs a matrix product on the C backend with `folder` as the cache, which keeps its library
+/// there.
+fn compile_a_product(folder: &Path) {
+    let args = [
+        "einsum",
+        "ij;jk=>ik",
+        "range:2,3",
+        "range:3,2",
+        "--backend",
+        "cc",
+    ];
+    let run = rcannl_with(folder, &[], &args);
+    assert!(run.status.success(), "{}", stderr(&run));
+}
+
 #[test]
 fn info_lists_what_a_run_kept_and_clean_removes_it() {
     let folder = fresh_dir("cache-info").join("cache");
@@ -50,19 +65,7 @@ fn info_lists_what_a_run_kept_and_clean_removes_it() {
         empty,
         json!({"folder": folder.to_str().unwrap(), "entries": 0, "bytes": 0, "cap": 512 << 20})
     );
-    let run = rcannl_with(
-        &folder,
-        &[],
-        &[
-            "einsum",
-            "ij;jk=>ik",
-            "range:2,3",
-            "range:3,2",
-            "--backend",
-            "cc",
-        ],
-    );
-    assert!(run.status.success(), "{}", stderr(&run));
+    compile_a_product(&folder);
     let filled = json_of(&rcannl_with(&folder, &[], &["cache", "info", "--json"]));
     let entries = filled["entries"].as_u64().unwrap();
     assert!(entries >= 1, "{filled}");
@@ -88,19 +91,7 @@ fn info_lists_what_a_run_kept_and_clean_removes_it() {
     assert_eq!(all["removed_bytes"], filled["bytes"]);
     assert_eq!(library_bytes(&folder), 0);
 
-    let run = rcannl_with(
-        &folder,
-        &[],
-        &[
-            "einsum",
-            "ij;jk=>ik",
-            "range:2,3",
-            "range:3,2",
-            "--backend",
-            "cc",
-        ],
-    );
-    assert!(run.status.success(), "{}", stderr(&run));
+    compile_a_product(&folder);
     let cleaned = rcannl_with(&folder, &[], &["cache", "clean"]);
     let line = stdout(&cleaned);
     assert!(
