@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rcannl_backends::{Backend, Buffers, Executable};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision,
+    Assignment, AxisIndex, Binop, Expr, FetchOp, Index, LoopVar, MemoryMode, NodeId, Precision,
     Projections, Rhs, Routine as IrRoutine, Scalar, Stmt, Symbol, TensorNode, Unop, Value, Var,
     VecUnop,
 };
@@ -23,7 +23,7 @@ use rcannl_shape::spec::Kind;
 
 use crate::array::Array;
 use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
-use crate::define::Update;
+use crate::define::{LoweredUpdate, Update};
 use crate::graph::{
     Asg, AsgRhs, Draw, Graph, Init, LeafKind, ProjSource, Ref, StaticIndex, TensorError, error,
 };
@@ -36,8 +36,10 @@ pub struct Routine {
     executable: Box<dyn Executable>,
     /// The identity of the context that compiled it.
     context: u64,
-    /// The parameters it reads, which must hold values before it runs.
-    params: Vec<usize>,
+    /// The tensors' buffers it reads before writing them, which must hold values before it runs.
+    needs: Vec<NodeId>,
+    /// The buffers it leaves holding values: those it writes and keeps.
+    writes: Vec<NodeId>,
 }
 
 /// Identities of contexts, unique in the process.
@@ -67,9 +69,14 @@ pub struct Context {
     buffers: Buffers,
     nodes: BTreeMap<NodeId, TensorNode>,
     projections: HashMap<OpId, Projections>,
-    initialized: HashSet<usize>,
+    /// The buffers holding values: set from the host, initialized, or written and kept by a
+    /// routine that ran. Reading any other buffer is an error, never a stand-in value.
+    holds: HashSet<NodeId>,
     /// The tensors whose gradients some backprop routine keeps.
     grads_kept: HashSet<usize>,
+    /// For each loss a training step computes (by tensor index), the one-cell node telling
+    /// whether its cells are finite.
+    finite_checks: HashMap<usize, NodeId>,
     seed: u64,
     next_scratch: u32,
     /// The numbers of tensors, inference operations and constraints on captures when the context
@@ -84,9 +91,22 @@ const SLICE_PLACEHOLDER: Symbol = Symbol(u32::MAX);
 /// tensors' own.
 const FIRST_SCRATCH: u32 = 1 << 31;
 
-/// What backprop compiles: its assignments, the nodes they leave in buffers, and the tensors
-/// whose gradients those keep.
-type BackpropParts = (Vec<Assignment>, BTreeSet<NodeId>, Vec<usize>);
+/// What backprop compiles, and what it computes for updates compiled with it.
+struct StepParts {
+    /// The loss (a tensor index).
+    loss: usize,
+    assignments: Vec<Assignment>,
+    /// The nodes the assignments leave in buffers.
+    nodes: BTreeSet<NodeId>,
+    /// The tensors whose gradients those nodes keep.
+    kept: Vec<usize>,
+    /// The operations whose forward the assignments compute.
+    ops: BTreeSet<usize>,
+    /// The tensors the loss depends on, itself included.
+    tensors: BTreeSet<usize>,
+    /// Those of them whose gradients the assignments compute.
+    differentiable: BTreeSet<usize>,
+}
 
 fn value_node(t: usize) -> NodeId {
     NodeId(2 * t as u32)
@@ -125,8 +145,9 @@ impl Context {
             buffers: Buffers::default(),
             nodes: BTreeMap::new(),
             projections: HashMap::new(),
-            initialized: HashSet::new(),
+            holds: HashSet::new(),
             grads_kept: HashSet::new(),
+            finite_checks: HashMap::new(),
             seed: 42,
             next_scratch: FIRST_SCRATCH,
             concrete: (0, 0, 0),
@@ -236,6 +257,7 @@ impl Context {
                             self.buffers
                                 .set_values(id, values)
                                 .map_err(|e| error(e.message))?;
+                            self.holds.insert(id);
                         }
                     }
                 }
@@ -369,6 +391,18 @@ impl Context {
         assignments: Vec<Assignment>,
         keep: &BTreeSet<NodeId>,
     ) -> Result<Routine, TensorError> {
+        self.compile_reading(name, assignments, keep, None)
+    }
+
+    /// [`Context::compile`], the buffers the routine reads before writing them being
+    /// `read_first` where given (else found from the assignments).
+    fn compile_reading(
+        &mut self,
+        name: &str,
+        assignments: Vec<Assignment>,
+        keep: &BTreeSet<NodeId>,
+        read_first: Option<BTreeSet<NodeId>>,
+    ) -> Result<Routine, TensorError> {
         let mut used = BTreeSet::new();
         for a in &assignments {
             nodes_of(a, &mut used);
@@ -379,29 +413,40 @@ impl Context {
                 .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
                 .collect()
         };
-        let params_used: Vec<usize> = params
-            .iter()
-            .copied()
-            .filter(|&t| used.contains(&value_node(t)) || keep.contains(&value_node(t)))
+        let kept = |id: &NodeId| keep.contains(id) || params.contains(&((id.0 / 2) as usize));
+        let (found, written) = reads_before_writes(&assignments);
+        let read_first = read_first.unwrap_or(found);
+        // What it keeps without writing (a forward of a leaf) it hands back as it was.
+        let needs = read_first
+            .into_iter()
+            .chain(keep.difference(&written).copied())
+            .filter(|id| self.nodes.contains_key(id))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let writes = written
+            .into_iter()
+            .filter(|id| self.nodes.contains_key(id) && kept(id))
             .collect();
         let nodes = used.iter().map(|id| {
             let mut node = self.nodes[id].clone();
-            let t = (id.0 / 2) as usize;
-            if keep.contains(id) || params.contains(&t) {
+            if kept(id) {
                 node.memory_mode = Some(MemoryMode::Materialized);
             }
             node
         });
         let routine = IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
             .map_err(|e| error(format!("routine {name}: {e}")))?;
-        self.compile_routine(routine, params_used)
+        self.compile_routine(routine, needs, writes)
     }
 
-    /// Optimizes and compiles `routine`, which reads the parameters `params`.
+    /// Optimizes and compiles `routine`, which reads the buffers `needs` before writing them and
+    /// leaves `writes` holding values.
     fn compile_routine(
         &mut self,
         routine: IrRoutine,
-        params: Vec<usize>,
+        needs: Vec<NodeId>,
+        writes: Vec<NodeId>,
     ) -> Result<Routine, TensorError> {
         let optimized =
             optimize(&routine).map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
@@ -419,7 +464,8 @@ impl Context {
         Ok(Routine {
             executable,
             context: self.id,
-            params,
+            needs,
+            writes,
         })
     }
 
@@ -447,6 +493,10 @@ impl Context {
     /// every parameter it depends on (gradients start from zero on every run). The gradients of
     /// leaves (parameters, data) are kept for [`Context::grad`]; those of computed tensors are
     /// free to be fused away ([`Context::backprop_keeping`] keeps some).
+    ///
+    /// The routine also runs the state updates of the blocks the loss depends on
+    /// ([`Graph::update_in_steps`]: batch normalization's running statistics), unless a cell of
+    /// the loss is not a finite number: then every tensor they update keeps what it held.
     pub fn backprop(&mut self, loss: &Tensor) -> Result<Routine, TensorError> {
         self.backprop_keeping(loss, &[])
     }
@@ -457,28 +507,129 @@ impl Context {
         loss: &Tensor,
         keep: &[&Tensor],
     ) -> Result<Routine, TensorError> {
-        let (assignments, nodes, kept) = self.backprop_parts(loss, keep)?;
-        let routine = self.compile("backprop", assignments, &nodes)?;
-        self.grads_kept.extend(kept);
-        Ok(routine)
+        let step = self.backprop_parts(loss, keep)?;
+        self.compile_step("backprop", step, &[])
     }
 
     /// One routine for a whole training step: the loss and the gradients of every parameter
-    /// (as [`Context::backprop`] computes and keeps them), then `updates` (as
-    /// [`Context::update`] runs them), which read them. One run per step instead of two, and
-    /// the optimizer's arithmetic compiled with the gradients'.
+    /// (as [`Context::backprop`] computes and keeps them), then the state updates of the blocks
+    /// the loss depends on ([`Graph::update_in_steps`]) and `updates` (as [`Context::update`]
+    /// runs them), which read them. One run per step instead of two, and the optimizer's
+    /// arithmetic compiled with the gradients'.
+    ///
+    /// A step whose loss has a cell that is not a finite number (NaN, ±∞) updates nothing:
+    /// every tensor the updates write keeps what it held before the step (updates resetting
+    /// their target first, `Update::reduce`, are scratch and not kept back), so training
+    /// stopped on such a loss leaves the model as the last good step left it.
     pub fn train_step(
         &mut self,
         loss: &Tensor,
         updates: &[Update],
     ) -> Result<Routine, TensorError> {
-        let (mut assignments, mut nodes, kept) = self.backprop_parts(loss, &[])?;
-        let (update_assignments, updated) = self.update_parts(updates)?;
-        assignments.extend(update_assignments);
-        nodes.extend(updated);
-        let routine = self.compile("train_step", assignments, &nodes)?;
-        self.grads_kept.extend(kept);
+        let step = self.backprop_parts(loss, &[])?;
+        self.compile_step("train_step", step, updates)
+    }
+
+    /// Compiles `step`, then the state updates of the blocks its loss depends on, then
+    /// `updates`, each guarded by the loss being finite.
+    fn compile_step(
+        &mut self,
+        name: &str,
+        step: StepParts,
+        updates: &[Update],
+    ) -> Result<Routine, TensorError> {
+        let mut lowered: Vec<LoweredUpdate> = {
+            let state = self.graph.state.lock();
+            state
+                .step_updates
+                .iter()
+                .filter(|(anchor, _)| step.tensors.contains(anchor))
+                .flat_map(|(_, updates)| updates.iter().cloned())
+                .collect()
+        };
+        lowered.extend(self.lower_updates(updates)?);
+        let mut assignments = step.assignments;
+        let mut nodes = step.nodes;
+        if !lowered.is_empty() {
+            let (mut update_assignments, updated) =
+                self.lowered_update_parts(&lowered, &step.ops, &step.differentiable)?;
+            // What the step reads is what it reads unguarded: a fallback to what a target held
+            // is no read of a value the step needs.
+            let mut unguarded = assignments.clone();
+            unguarded.extend(update_assignments.iter().cloned());
+            let (needs, _) = reads_before_writes(&unguarded);
+            let (finite, ok) = self.finite_check(step.loss)?;
+            for assignment in &mut update_assignments {
+                guard_by(assignment, ok);
+            }
+            assignments.push(finite);
+            assignments.extend(update_assignments);
+            nodes.extend(updated);
+            let routine = self.compile_reading(name, assignments, &nodes, Some(needs))?;
+            self.grads_kept.extend(step.kept);
+            return Ok(routine);
+        }
+        let routine = self.compile(name, assignments, &nodes)?;
+        self.grads_kept.extend(step.kept);
         Ok(routine)
+    }
+
+    /// An assignment summing `loss`'s cells times zero into a one-cell node of this context:
+    /// 0 when every cell is a finite number, NaN otherwise (no overflow either way), and that
+    /// node.
+    fn finite_check(&mut self, loss: usize) -> Result<(Assignment, NodeId), TensorError> {
+        let loss_node = self.nodes[&value_node(loss)].clone();
+        let id = match self.finite_checks.get(&loss) {
+            Some(id) => *id,
+            None => {
+                let node = TensorNode::new(
+                    self.scratch(),
+                    &format!("{} is finite", loss_node.label),
+                    loss_node.precision,
+                    &[1],
+                );
+                self.buffers
+                    .insert(node.clone())
+                    .map_err(|e| error(format!("'{}': {e}", loss_node.label)))?;
+                self.nodes.insert(node.id, node.clone());
+                self.finite_checks.insert(loss, node.id);
+                node.id
+            }
+        };
+        let dims = loss_node.dims.clone();
+        let projections = Projections {
+            product_space: dims
+                .iter()
+                .enumerate()
+                .map(|(s, d)| rcannl_ir::Factor::single(Symbol(s as u32), *d))
+                .collect(),
+            lhs_padding: vec![(0, 0)],
+            rhs_padding: vec![vec![(0, 0); dims.len()]],
+            lhs_index: vec![AxisIndex::Fixed(0)],
+            lhs_dims: vec![1],
+            rhs_index: vec![
+                (0..dims.len() as u32)
+                    .map(|s| AxisIndex::Iterator(Symbol(s)))
+                    .collect(),
+            ],
+            rhs_dims: vec![dims],
+            label: "finite check".to_owned(),
+        };
+        let times_zero = Expr::Binop(
+            Binop::Mul,
+            Box::new(Expr::Operand(0)),
+            Box::new(Expr::Const(0.0)),
+        );
+        Ok((
+            Assignment::Accum {
+                initialize_neutral: true,
+                accum: Binop::Add,
+                lhs: id,
+                rhs: Rhs::Expr(times_zero, vec![loss_node.id]),
+                projections,
+            },
+            id,
+        ))
     }
 
     /// The assignments of backprop from `loss` (keeping the gradients of `keep` too), the nodes
@@ -487,7 +638,7 @@ impl Context {
         &mut self,
         loss: &Tensor,
         keep: &[&Tensor],
-    ) -> Result<BackpropParts, TensorError> {
+    ) -> Result<StepParts, TensorError> {
         self.graph.check_owns("backprop", &[loss])?;
         self.graph.check_owns("backprop", keep)?;
         self.concretize()?;
@@ -545,55 +696,131 @@ impl Context {
         };
         let mut nodes: BTreeSet<NodeId> = [value_node(loss.index)].into();
         nodes.extend(kept.iter().map(|&t| grad_node(t)));
-        Ok((assignments, nodes, kept))
+        Ok(StepParts {
+            loss: loss.index,
+            assignments,
+            nodes,
+            kept,
+            ops: ops.into_iter().collect(),
+            tensors,
+            differentiable: differentiable.into_iter().collect(),
+        })
     }
 
     /// A routine running `updates` in order (an optimizer step): each over the dims its target
     /// and the tensors it reads share (see [`Update`]), a one-cell target reducing over them, or
     /// over the projections of the logic it was given ([`Update::with_logic`]).
+    ///
+    /// A computed tensor an update reads is computed in the routine, before the updates, from
+    /// the values the data and parameters hold then (as OCANNL's `%cd` embeds the forward code
+    /// of the tensors an assignment reads); a gradient it reads must be one a backprop keeps.
     pub fn update(&mut self, updates: &[Update]) -> Result<Routine, TensorError> {
-        let (assignments, keep) = self.update_parts(updates)?;
+        let lowered = self.lower_updates(updates)?;
+        let (assignments, keep) =
+            self.lowered_update_parts(&lowered, &BTreeSet::new(), &BTreeSet::new())?;
         self.compile("update", assignments, &keep)
     }
 
-    /// The assignments of `updates`, and the nodes they update.
-    fn update_parts(
-        &mut self,
-        updates: &[Update],
-    ) -> Result<(Vec<Assignment>, BTreeSet<NodeId>), TensorError> {
+    /// `updates` over tensor references, after checking that they belong to this context's
+    /// graph, related by logics that could be made.
+    fn lower_updates(&mut self, updates: &[Update]) -> Result<Vec<LoweredUpdate>, TensorError> {
         // An update's own failed relation comes before the graph's first error, which may be
         // another's.
         if let Some(e) = updates.iter().find_map(Update::failed_relation) {
             return Err(e);
         }
         self.concretize()?;
-        let mut assignments = Vec::new();
-        let mut keep = BTreeSet::new();
+        let mut lowered = Vec::new();
         for update in updates {
             let context = format!("update of '{}'", update.target.label());
             self.graph.check_owns(&context, &[&update.target])?;
             self.graph.check_owns(&context, &update.formula.tensors())?;
             self.check_tensor(&update.target)?;
-            let (expr, refs) = update.lowered()?;
-            let target = value_node(update.target.index);
-            let assignment = match update.relation(&refs)? {
+            lowered.push(update.lower_update()?);
+        }
+        Ok(lowered)
+    }
+
+    /// The assignments of `updates` in a routine that already computes the operations
+    /// `computed_ops` and the gradients of `computed_grads`: first the forward of every other
+    /// computed tensor they read, then the updates; and the nodes they update.
+    fn lowered_update_parts(
+        &mut self,
+        updates: &[LoweredUpdate],
+        computed_ops: &BTreeSet<usize>,
+        computed_grads: &BTreeSet<usize>,
+    ) -> Result<(Vec<Assignment>, BTreeSet<NodeId>), TensorError> {
+        let mut read_values = Vec::new();
+        {
+            let state = self.graph.state.lock();
+            for update in updates {
+                for r in &update.refs {
+                    match *r {
+                        Ref::Value(t) => {
+                            let computed_here = state.tensors[t]
+                                .op
+                                .is_none_or(|op| computed_ops.contains(&op));
+                            if !computed_here {
+                                read_values.push(t);
+                            }
+                        }
+                        Ref::Grad(t) => {
+                            let available = state.tensors[t].leaf.is_some()
+                                || computed_grads.contains(&t)
+                                || self.grads_kept.contains(&t);
+                            if !available {
+                                return Err(error(format!(
+                                    "update of '{}' reads the gradient of '{}', which no \
+                                     backprop computes and keeps: compute the update in the \
+                                     training step (train_step) or keep the gradient \
+                                     (backprop_keeping)",
+                                    state.tensors[update.target].label, state.tensors[t].label
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut assignments = Vec::new();
+        if !read_values.is_empty() {
+            let (ops, tensors) = self.ancestry(&read_values);
+            assignments.extend(self.leaf_fetches(&tensors));
+            let forward: Vec<Asg> = {
+                let state = self.graph.state.lock();
+                ops.iter()
+                    .filter(|op| !computed_ops.contains(op))
+                    .flat_map(|&op| state.ops[op].forward.clone())
+                    .collect()
+            };
+            for asg in &forward {
+                assignments.push(self.assignment(asg)?);
+            }
+        }
+        let mut keep = BTreeSet::new();
+        for update in updates {
+            let target = value_node(update.target);
+            let assignment = match update.relation {
                 None => {
-                    let projections = self.update_projections(update, target, &refs)?;
+                    let projections = self.update_projections(update, target)?;
                     Assignment::Accum {
                         initialize_neutral: update.initialize_neutral,
                         accum: update.accum,
                         lhs: target,
-                        rhs: Rhs::Expr(expr, refs.iter().map(|r| node_of(*r)).collect()),
+                        rhs: Rhs::Expr(
+                            update.expr.clone(),
+                            update.refs.iter().map(|r| node_of(*r)).collect(),
+                        ),
                         projections,
                     }
                 }
                 Some(op) => {
                     self.check_related_reduction(update, op)?;
                     self.assignment(&Asg {
-                        lhs: Ref::Value(update.target.index),
+                        lhs: Ref::Value(update.target),
                         initialize_neutral: update.initialize_neutral,
                         accum: update.accum,
-                        rhs: AsgRhs::Expr(expr, refs),
+                        rhs: AsgRhs::Expr(update.expr.clone(), update.refs.clone()),
                         projections: ProjSource {
                             op,
                             view: None,
@@ -608,9 +835,14 @@ impl Context {
         Ok((assignments, keep))
     }
 
+    /// The label of the graph's tensor `t`.
+    fn label_of(&self, t: usize) -> String {
+        self.graph.state.lock().tensors[t].label.clone()
+    }
+
     /// Refuses an update related by a logic whose projections reduce (its target lacks axes of
     /// the product space) under an accumulator that cannot reduce.
-    fn check_related_reduction(&self, update: &Update, op: OpId) -> Result<(), TensorError> {
+    fn check_related_reduction(&self, update: &LoweredUpdate, op: OpId) -> Result<(), TensorError> {
         let p = &self.projections[&op];
         if p.reduction_symbols().is_empty()
             || (update.accum != Binop::Arg2 && update.accum.neutral().is_some())
@@ -627,7 +859,7 @@ impl Context {
             "update of '{}': each of its cells (dims {:?}) takes several cells of its space \
              (dims {space:?}, {}), which needs a reducing accumulator (add, multiply, max or \
              min), not {:?}",
-            update.target.label(),
+            self.label_of(update.target),
             p.lhs_dims,
             p.label,
             update.accum
@@ -638,10 +870,10 @@ impl Context {
     /// one cell reducing over more needs a reducing accumulator.
     fn update_projections(
         &self,
-        update: &Update,
+        update: &LoweredUpdate,
         target: NodeId,
-        refs: &[Ref],
     ) -> Result<Projections, TensorError> {
+        let refs = &update.refs;
         let target_dims = self.nodes[&target].dims.clone();
         let operands: Vec<&TensorNode> = refs.iter().map(|r| &self.nodes[&node_of(*r)]).collect();
         let one_cell = |dims: &[usize]| dims.iter().product::<usize>() == 1;
@@ -657,7 +889,7 @@ impl Context {
                     return Err(error(format!(
                         "update of '{}' runs over dims {dims:?} but reads '{}' of dims {:?}: \
                          every tensor it reads has its dims or one cell",
-                        update.target.label(),
+                        self.label_of(update.target),
                         operand.label,
                         operand.dims
                     )));
@@ -682,7 +914,7 @@ impl Context {
             return Err(error(format!(
                 "update of '{}': its one cell takes every cell of {dims:?}, which needs a \
                  reducing accumulator (add, multiply, max or min), not {:?}",
-                update.target.label(),
+                self.label_of(update.target),
                 update.accum
             )));
         }
@@ -739,16 +971,11 @@ impl Context {
                 routine.executable.routine().name
             )));
         }
-        if let Some(&t) = routine
-            .params
-            .iter()
-            .find(|t| !self.initialized.contains(t))
-        {
+        if let Some(&node) = routine.needs.iter().find(|n| !self.holds.contains(n)) {
+            let (what, remedy) = self.holds_nothing(node);
             return Err(error(format!(
-                "run: routine {} reads parameter '{}', which holds no values yet: call \
-                 init_params (again, for parameters added since) or set its values first",
+                "run: routine {} reads {what}, which holds no values yet: {remedy}",
                 routine.executable.routine().name,
-                self.graph.state.lock().tensors[t].label
             )));
         }
         let graph = self.graph.id();
@@ -761,7 +988,52 @@ impl Context {
         routine
             .executable
             .run(&mut self.buffers, &statics)
-            .map_err(|e| error(e.message))
+            .map_err(|e| error(e.message))?;
+        self.holds.extend(routine.writes.iter().copied());
+        Ok(())
+    }
+
+    /// What reading `node`, which holds no values, reads: the tensor it belongs to (`parameter
+    /// 'w'`, `the gradient of 'w'`), and how it gets values.
+    fn holds_nothing(&self, node: NodeId) -> (String, String) {
+        let t = (node.0 / 2) as usize;
+        let state = self.graph.state.lock();
+        let label = &state.tensors[t].label;
+        if node == grad_node(t) {
+            return (
+                format!("the gradient of '{label}'"),
+                "no routine that computes and keeps it (a backprop, a training step) has run, \
+                 nor was it set"
+                    .to_owned(),
+            );
+        }
+        match state.tensors[t].leaf {
+            Some(LeafKind::Param(_)) => (
+                format!("parameter '{label}'"),
+                "call init_params (again, for parameters added since) or set its values first"
+                    .to_owned(),
+            ),
+            Some(LeafKind::Data(_)) => (
+                format!("data tensor '{label}'"),
+                "give them when building it (`.values(..)`) or set them (set_values, set_cells, \
+                 load_npy) first"
+                    .to_owned(),
+            ),
+            _ => (
+                format!("'{label}'"),
+                format!(
+                    "no routine that computes and keeps it has run (compile one with \
+                     forward(&[&{}]) and run it)",
+                    variable_name(label)
+                ),
+            ),
+        }
+    }
+
+    /// An error for reading `node` from the host while it holds no values.
+    fn unheld(&self, node: NodeId) -> TensorError {
+        let (what, remedy) = self.holds_nothing(node);
+        error(format!("{what} holds no values yet: {remedy}"))
     }
 
     /// Initializes every parameter not initialized yet in this context (each exactly once; a
@@ -775,7 +1047,7 @@ impl Context {
                 .tensors
                 .iter()
                 .enumerate()
-                .filter(|(t, _)| !self.initialized.contains(t))
+                .filter(|(t, _)| !self.holds.contains(&value_node(*t)))
                 .filter_map(|(t, data)| match &data.leaf {
                     Some(LeafKind::Param(init)) if data.failed.is_none() => Some((t, init.clone())),
                     _ => None,
@@ -831,14 +1103,15 @@ impl Context {
                 body,
             };
             // It writes the parameters: none has to hold values before.
-            let routine = self.compile_routine(routine, Vec::new())?;
+            let routine = self.compile_routine(routine, Vec::new(), Vec::new())?;
             self.run(&routine)?;
         }
-        self.initialized.extend(
+        self.holds.extend(
             params
                 .iter()
                 .map(|(t, _)| *t)
-                .filter(|t| expressions.iter().all(|(e, _)| e != t)),
+                .filter(|t| expressions.iter().all(|(e, _)| e != t))
+                .map(value_node),
         );
         // In creation order, so that an expression may read a parameter an earlier one set.
         for (t, e) in expressions {
@@ -855,7 +1128,7 @@ impl Context {
             self.buffers
                 .set_values(value_node(t), &values)
                 .map_err(|e| error(format!("parameter '{label}': {e}")))?;
-            self.initialized.insert(t);
+            self.holds.insert(value_node(t));
         }
         Ok(())
     }
@@ -1033,24 +1306,16 @@ impl Context {
         Ok(())
     }
 
-    /// Whether the tensor holds values to read: false only for a parameter of this context's
-    /// graph that neither `init_params` nor the host has set yet.
+    /// Whether the tensor of this context's graph holds values to read: given when it was built,
+    /// set from the host, initialized (a parameter), or computed and kept by a routine that ran.
     pub fn holds_values(&self, t: &Tensor) -> bool {
-        let is_param = self.graph.owns(t)
-            && matches!(
-                self.graph.state.lock().tensors[t.index].leaf,
-                Some(LeafKind::Param(_))
-            );
-        !is_param || self.initialized.contains(&t.index)
+        self.graph.owns(t) && self.holds.contains(&value_node(t.index))
     }
 
-    /// An error for a parameter that holds no values yet.
+    /// An error for a tensor that holds no values yet, naming it and how it gets values.
     fn check_holds_values(&self, t: &Tensor) -> Result<(), TensorError> {
         if !self.holds_values(t) {
-            return Err(error(format!(
-                "parameter '{}' holds no values yet: call init_params or set its values first",
-                t.label()
-            )));
+            return Err(self.unheld(value_node(t.index)));
         }
         Ok(())
     }
@@ -1082,7 +1347,7 @@ impl Context {
         self.buffers
             .set_cells(value_node(t.index), cells)
             .map_err(|e| error(format!("set cells of '{}': {e}", t.label())))?;
-        self.initialized.insert(t.index);
+        self.holds.insert(value_node(t.index));
         Ok(())
     }
 
@@ -1091,6 +1356,7 @@ impl Context {
     pub fn grad(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {
         self.check_tensor(t)?;
         self.check_grad_kept(t)?;
+        self.check_grad_holds(t)?;
         self.buffers
             .read_values(grad_node(t.index))
             .map_err(|e| error(e.message))
@@ -1101,6 +1367,7 @@ impl Context {
     pub fn grad_cells(&self, t: &Tensor) -> Result<Vec<Value>, TensorError> {
         self.check_tensor(t)?;
         self.check_grad_kept(t)?;
+        self.check_grad_holds(t)?;
         self.buffers
             .read_cells(grad_node(t.index))
             .map_err(|e| error(e.message))
@@ -1114,7 +1381,17 @@ impl Context {
         self.check_grad_kept(t)?;
         self.buffers
             .set_values(grad_node(t.index), values)
-            .map_err(|e| error(format!("set the gradient of '{}': {e}", t.label())))
+            .map_err(|e| error(format!("set the gradient of '{}': {e}", t.label())))?;
+        self.holds.insert(grad_node(t.index));
+        Ok(())
+    }
+
+    /// Refuses a gradient no routine that ran has computed (nor the host set).
+    fn check_grad_holds(&self, t: &Tensor) -> Result<(), TensorError> {
+        if self.holds.contains(&grad_node(t.index)) {
+            return Ok(());
+        }
+        Err(self.unheld(grad_node(t.index)))
     }
 
     /// Refuses a tensor whose gradient no backprop routine keeps.
@@ -1136,7 +1413,7 @@ impl Context {
         self.buffers
             .set_values(value_node(t.index), values)
             .map_err(|e| error(format!("set values of '{}': {e}", t.label())))?;
-        self.initialized.insert(t.index);
+        self.holds.insert(value_node(t.index));
         Ok(())
     }
 
@@ -1217,7 +1494,7 @@ impl Context {
             ))
         })?;
         let dims = self.dims(t)?;
-        let cells = self.cells(t)?;
+        let cells = self.cells(t).map_err(|e| fail(e.message))?;
         npy::write(path, &dims, dtype, &cells).map_err(|e| fail(e.message))
     }
 
@@ -1331,4 +1608,160 @@ fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
             }
         }
     }
+}
+
+/// The buffers `assignments` read before any of them writes them (in order), and every buffer
+/// they write.
+fn reads_before_writes(assignments: &[Assignment]) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+    fn walk(a: &Assignment, first: &mut BTreeSet<NodeId>, written: &mut BTreeSet<NodeId>) {
+        let mut read = |n: NodeId, written: &BTreeSet<NodeId>| {
+            if !written.contains(&n) {
+                first.insert(n);
+            }
+        };
+        // An accumulation into what the target held reads it.
+        let accumulates =
+            |initialize_neutral: bool, accum: Binop| !initialize_neutral && accum != Binop::Arg2;
+        match a {
+            Assignment::Noop => {}
+            Assignment::Seq(parts) => {
+                for part in parts {
+                    walk(part, first, written);
+                }
+            }
+            Assignment::Accum {
+                initialize_neutral,
+                accum,
+                lhs,
+                rhs,
+                ..
+            } => {
+                rhs.operands().into_iter().for_each(|n| read(n, written));
+                if accumulates(*initialize_neutral, *accum) {
+                    read(*lhs, written);
+                }
+                written.insert(*lhs);
+            }
+            Assignment::Block {
+                initialize_neutral,
+                accum,
+                lhs,
+                sources,
+                ..
+            } => {
+                sources.iter().for_each(|n| read(*n, written));
+                if accumulates(*initialize_neutral, *accum) {
+                    read(*lhs, written);
+                }
+                written.insert(*lhs);
+            }
+            Assignment::RevSides {
+                initialize_neutral,
+                accum,
+                source,
+                targets,
+                ..
+            } => {
+                read(*source, written);
+                for target in targets {
+                    if accumulates(*initialize_neutral, *accum) {
+                        read(*target, written);
+                    }
+                }
+                written.extend(targets.iter().copied());
+            }
+            Assignment::SetVecUnop { lhs, rhs, .. } => {
+                read(*rhs, written);
+                written.insert(*lhs);
+            }
+            Assignment::Gather {
+                lhs, table, ids, ..
+            } => {
+                read(*table, written);
+                read(*ids, written);
+                written.insert(*lhs);
+            }
+            Assignment::ScatterAdd {
+                target,
+                source,
+                ids,
+                ..
+            } => {
+                read(*source, written);
+                read(*ids, written);
+                read(*target, written);
+                written.insert(*target);
+            }
+            Assignment::Fetch { node, op } => {
+                if let FetchOp::Slice { source, .. } = op {
+                    read(*source, written);
+                }
+                written.insert(*node);
+            }
+        }
+    }
+    let (mut first, mut written) = (BTreeSet::new(), BTreeSet::new());
+    for a in assignments {
+        walk(a, &mut first, &mut written);
+    }
+    (first, written)
+}
+
+/// A name to write in code for the tensor labelled `label`: the label itself when it is one
+/// identifier, else a placeholder.
+fn variable_name(label: &str) -> &str {
+    let identifier = label
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && label.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if identifier { label } else { "t" }
+}
+
+/// `assignment`, an update, made to keep its target as it was unless the one-cell node `ok` (a
+/// finite check) is 0: a set falls back to the target's cell, an accumulation to its
+/// accumulator's neutral element. An update resetting its target first has no such fallback
+/// and is left as it is.
+fn guard_by(assignment: &mut Assignment, ok: NodeId) {
+    let Assignment::Accum {
+        initialize_neutral,
+        accum,
+        lhs,
+        rhs: Rhs::Expr(expr, operands),
+        projections,
+    } = assignment
+    else {
+        return;
+    };
+    let fallback = if *accum == Binop::Arg2 {
+        operands.push(*lhs);
+        projections.rhs_index.push(projections.lhs_index.clone());
+        projections.rhs_dims.push(projections.lhs_dims.clone());
+        projections
+            .rhs_padding
+            .push(projections.lhs_padding.clone());
+        Expr::Operand(operands.len() - 1)
+    } else if *initialize_neutral {
+        return;
+    } else {
+        match accum.neutral() {
+            Some(neutral) => Expr::Const(neutral),
+            None => return,
+        }
+    };
+    operands.push(ok);
+    projections.rhs_index.push(vec![AxisIndex::Fixed(0)]);
+    projections.rhs_dims.push(vec![1]);
+    projections.rhs_padding.push(vec![(0, 0)]);
+    let finite = Expr::Binop(
+        Binop::Eq,
+        Box::new(Expr::Operand(operands.len() - 1)),
+        Box::new(Expr::Const(0.0)),
+    );
+    *expr = Expr::Ternop(
+        rcannl_ir::Ternop::Where,
+        Box::new(finite),
+        Box::new(std::mem::replace(expr, Expr::Const(0.0))),
+        Box::new(fallback),
+    );
 }

@@ -337,6 +337,19 @@ pub struct Update {
     relation: Option<Relation>,
 }
 
+/// An update over tensor references (by index), holding no tensor handle: what the graph keeps
+/// of the updates it runs in every training step ([`Graph::update_in_steps`]).
+#[derive(Debug, Clone)]
+pub(crate) struct LoweredUpdate {
+    pub target: usize,
+    pub accum: Binop,
+    pub initialize_neutral: bool,
+    pub expr: Expr,
+    pub refs: Vec<Ref>,
+    /// The inference operation whose projections it runs over, if it was given a logic.
+    pub relation: Option<OpId>,
+}
+
 /// An update's shape relation.
 #[derive(Debug, Clone)]
 enum Relation {
@@ -561,6 +574,20 @@ impl Update {
                 self.target.label()
             ))),
         }
+    }
+
+    /// The update over tensor references, as a routine runs it.
+    pub(crate) fn lower_update(&self) -> Result<LoweredUpdate, TensorError> {
+        let (expr, refs) = self.lowered()?;
+        let relation = self.relation(&refs)?;
+        Ok(LoweredUpdate {
+            target: self.target.index,
+            accum: self.accum,
+            initialize_neutral: self.initialize_neutral,
+            expr,
+            refs,
+            relation,
+        })
     }
 
     /// The formula's expression and the references it reads.

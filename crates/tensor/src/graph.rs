@@ -294,6 +294,9 @@ pub(crate) struct State {
     /// The parameters of each function `op!` defined without configuration arguments (by the
     /// definition's key), as tensor indices: created at its first application on the graph.
     pub shared_params: HashMap<&'static str, Vec<usize>>,
+    /// The updates every training step runs whose loss depends on a tensor (by index): a
+    /// model's state following the data the step computed.
+    pub step_updates: Vec<(usize, Vec<crate::define::LoweredUpdate>)>,
 }
 
 impl State {
@@ -717,6 +720,57 @@ impl Graph {
             .enumerate()
             .filter(|(_, data)| matches!(data.leaf, Some(LeafKind::Param(_))))
             .map(|(index, _)| Tensor {
+                graph: self.clone(),
+                index,
+            })
+            .collect()
+    }
+
+    /// Runs `updates` in every training step whose loss depends on `anchor` — in the routine of
+    /// [`Context::backprop`](crate::Context::backprop) or
+    /// [`Context::train_step`](crate::Context::train_step) that computes it, after the
+    /// gradients — and in no other routine. This is how a block keeps state that follows the
+    /// data (batch normalization's running statistics): it is updated exactly by the batches a
+    /// step normalized, with nothing for the user to hand to the optimizer, and never from an
+    /// application a step does not compute. The targets become the model's state
+    /// ([`Graph::state_tensors`]), which checkpoints save with the parameters.
+    ///
+    /// A problem with an update (a tensor of another graph, a formula reading no tensor) is
+    /// recorded in the graph, as a failed operation's is, and reported by [`Graph::check`].
+    pub fn update_in_steps(&self, anchor: &Tensor, updates: &[crate::Update]) {
+        let mut tensors = vec![anchor];
+        for update in updates {
+            tensors.push(&update.target);
+            tensors.extend(update.formula.tensors());
+        }
+        if let Err(e) = self.check_owns("update_in_steps", &tensors) {
+            self.record(e);
+            return;
+        }
+        let lowered: Result<Vec<_>, TensorError> =
+            updates.iter().map(crate::Update::lower_update).collect();
+        match lowered {
+            Ok(lowered) => self.state.lock().step_updates.push((anchor.index, lowered)),
+            Err(e) => self.record(e),
+        }
+    }
+
+    /// The tensors the updates of [`Graph::update_in_steps`] write (a model's state besides its
+    /// parameters), in the order they were first given, each once.
+    pub fn state_tensors(&self) -> Vec<Tensor> {
+        let targets: Vec<usize> = {
+            let state = self.state.lock();
+            let mut targets = Vec::new();
+            for update in state.step_updates.iter().flat_map(|(_, updates)| updates) {
+                if !targets.contains(&update.target) {
+                    targets.push(update.target);
+                }
+            }
+            targets
+        };
+        targets
+            .into_iter()
+            .map(|index| Tensor {
                 graph: self.clone(),
                 index,
             })

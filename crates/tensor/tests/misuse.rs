@@ -266,3 +266,90 @@ fn an_einsum_of_no_operands_reports_its_own_error() {
     let also = rcannl_tensor::Tensor::einsum_n("=>", &[]);
     contains(ctx.forward(&[&also]), "einsum");
 }
+
+#[test]
+fn a_computed_tensor_no_routine_computed_has_no_values_to_read() {
+    let graph = Graph::new();
+    let x = graph
+        .data("x")
+        .shape("4")
+        .values(vec![0.0, 1.0, 2.0, 3.0])
+        .build();
+    let y = x.exp();
+    let other = &x + 1.0;
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&other]).unwrap();
+    ctx.run(&forward).unwrap();
+    contains(ctx.values(&y), "holds no values yet");
+    contains(ctx.values(&y), &format!("'{}'", y.label()));
+    contains(ctx.cells(&y), "forward(&[&");
+    contains(ctx.array(&y), "holds no values yet");
+    // Once a routine computing it has run, it reads.
+    let exp = ctx.forward(&[&y]).unwrap();
+    ctx.run(&exp).unwrap();
+    let expected: Vec<f64> = (0..4).map(|i| (i as f32).exp() as f64).collect();
+    assert_eq!(ctx.values(&y).unwrap(), expected);
+}
+
+#[test]
+fn an_update_reading_a_computed_tensor_computes_it() {
+    let graph = Graph::new();
+    let x = graph
+        .data("x")
+        .shape("3")
+        .values(vec![0.0, 1.0, 2.0])
+        .build();
+    let p = graph.data("p").shape("3").values(vec![9.0; 3]).build();
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let update = ctx
+        .update(&[Update::set(&p, Formula::value(&x.exp()) + 1.0)])
+        .unwrap();
+    ctx.run(&update).unwrap();
+    let expected: Vec<f64> = (0..3).map(|i| ((i as f32).exp() + 1.0) as f64).collect();
+    assert_eq!(ctx.values(&p).unwrap(), expected);
+}
+
+#[test]
+fn a_data_tensor_never_given_values_is_an_error_not_zeros() {
+    let graph = Graph::new();
+    let x = graph.data("inputs").shape("3").build();
+    let y = &x + 1.0;
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&y]).unwrap();
+    contains(
+        ctx.run(&forward),
+        "reads data tensor 'inputs', which holds no values yet",
+    );
+    contains(ctx.values(&x), "data tensor 'inputs' holds no values yet");
+    // An update accumulating into it reads it too.
+    let update = ctx.update(&[Update::add(&x, Formula::Const(1.0))]).unwrap();
+    contains(ctx.run(&update), "data tensor 'inputs'");
+    // Once set, everything runs.
+    ctx.set_values(&x, &[1.0, 2.0, 3.0]).unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(ctx.values(&y).unwrap(), vec![2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn a_gradient_no_backprop_has_computed_is_an_error_not_zeros() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(rcannl_tensor::Init::Constant(3.0))
+        .build();
+    let loss = rcannl_tensor::Tensor::einsum1(&w.pmul(&w), "i => ");
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&loss).unwrap();
+    contains(ctx.grad(&w), "the gradient of 'w' holds no values yet");
+    // An update reading it in a routine of its own refuses to run before a backprop has.
+    let step = ctx
+        .update(&[Update::subtract(&w, 0.1 * Formula::grad(&w))])
+        .unwrap();
+    contains(ctx.run(&step), "reads the gradient of 'w'");
+    ctx.run(&backprop).unwrap();
+    assert_eq!(ctx.grad(&w).unwrap(), vec![6.0, 6.0]);
+    ctx.run(&step).unwrap();
+    assert_eq!(ctx.values(&w).unwrap(), vec![f64::from(2.4f32); 2]);
+}

@@ -82,7 +82,11 @@ fn parameters_are_initialized_once() {
 fn uniform_and_normal_tensors_take_their_shape_from_use_and_agree_across_backends() {
     let draw = |backend: Box<dyn Backend>, seed: u64| {
         let graph = Graph::new();
-        let x = graph.data("x").shape("16|->32").build();
+        let x = graph
+            .data("x")
+            .shape("16|->32")
+            .values(vec![0.0; 16 * 32])
+            .build();
         let u = x.uniform_like();
         let n = x.normal_like();
         let noisy = &x + &n;
@@ -116,7 +120,11 @@ fn random_words_fan_out_into_four_floats_each() {
         .build();
     let words = graph.seed().threefry(&counters);
     let floats = words.to_uniform(rcannl_ir::Precision::F32);
-    let target = graph.data("target").shape("32").build();
+    let target = graph
+        .data("target")
+        .shape("32")
+        .values(vec![0.0; 32])
+        .build();
     let sum = &floats + &target;
     let mut ctx = Context::with_backend(&graph, Box::new(Compiler::find().expect("a C compiler")));
     ctx.set_seed(5);
