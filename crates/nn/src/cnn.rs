@@ -2,12 +2,11 @@
 //! with batch normalization (and ReLU), the residual block, the VGG block, LeNet and the
 //! depthwise-separable convolution.
 //!
-//! A block holding batch normalization is applied in a [`Mode`]: in [`Mode::Train`] it records
-//! its batches' statistics, and its `updates()` are the running statistics' updates, which a
-//! training step runs after the optimizer's (`Adam::compile_step_with`); its `state()` are the
-//! running statistics, to save with its `params()`.
+//! A block holding batch normalization is applied in a [`Mode`]: in [`Mode::Train`] the
+//! training steps computing it update its running statistics (see [`BatchNorm`]); its `state()`
+//! are those statistics, which checkpoints save with its `params()`.
 
-use rcannl_tensor::{Graph, Tensor, TensorError, Update};
+use rcannl_tensor::{Graph, Tensor};
 
 use crate::blocks::Mlp;
 use crate::conv::{Conv2d, conv2d, depthwise_conv2d, max_pool2d};
@@ -26,15 +25,6 @@ fn kernel(
         .param(&format!("{label}.kernel"))
         .shape(&format!("|{size},{size},{in_channels}->{out_channels}"))
         .build()
-}
-
-/// Every update of `norms`, in order.
-fn updates_of(norms: &[&BatchNorm]) -> Result<Vec<Update>, TensorError> {
-    let mut updates = Vec::new();
-    for norm in norms {
-        updates.extend(norm.updates()?);
-    }
-    Ok(updates)
 }
 
 /// A padded `size × size` convolution without bias (the normalization's bias takes its place),
@@ -84,11 +74,6 @@ impl ConvBn {
         params
     }
 
-    /// The running statistics' updates of every application in train mode.
-    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
-        self.norm.updates()
-    }
-
     /// The running statistics.
     pub fn state(&self) -> Vec<Tensor> {
         self.norm.state()
@@ -126,11 +111,6 @@ impl ConvBnRelu {
     /// The learned parameters: the kernel, the normalization's gain and bias.
     pub fn params(&self) -> Vec<Tensor> {
         self.conv_bn.params()
-    }
-
-    /// The running statistics' updates of every application in train mode.
-    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
-        self.conv_bn.updates()
     }
 
     /// The running statistics.
@@ -216,12 +196,6 @@ impl ResidualBlock {
             .into_iter()
             .flat_map(ConvBn::params)
             .collect()
-    }
-
-    /// The running statistics' updates of every application in train mode.
-    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
-        let norms: Vec<&BatchNorm> = self.convolutions().iter().map(|c| &c.norm).collect();
-        updates_of(&norms)
     }
 
     /// The running statistics.
@@ -367,11 +341,6 @@ impl DepthwiseSeparable {
         params.extend(self.depthwise_norm.params());
         params.extend(self.pointwise.params());
         params
-    }
-
-    /// The running statistics' updates of every application in train mode.
-    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
-        updates_of(&[&self.depthwise_norm, &self.pointwise.conv_bn.norm])
     }
 
     /// The running statistics.

@@ -3,8 +3,6 @@
 //! with its train and eval [`Mode`]s and its running statistics' updates, group normalization and
 //! RMS normalization.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
 use rcannl_ir::Precision;
 use rcannl_tensor::{Formula, Graph, Init, Tensor, TensorError, Update};
 
@@ -184,14 +182,14 @@ impl LayerNorm {
 }
 
 /// Whether a block with batch normalization is built for training (normalizing by the batch's
-/// statistics and recording them for the running statistics' updates) or for evaluation
+/// statistics, the steps computing it updating the running statistics) or for evaluation
 /// (normalizing by the running statistics). Each mode builds its own graph over the same
 /// parameters, so the choice is made once per compiled routine, not read per cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Batch statistics; the running statistics' updates are recorded.
+    /// Batch statistics; the training steps computing it update the running statistics.
     Train,
-    /// Running statistics; nothing is recorded.
+    /// Running statistics, as constants.
     Eval,
 }
 
@@ -246,48 +244,40 @@ fn per_channel_param(
         .build()
 }
 
-/// What one application in train mode computed, for the running statistics' updates.
-#[derive(Debug, Clone)]
-struct BatchStatistics {
-    /// The per-channel mean over the batch (and positions).
-    mean: Tensor,
-    /// The per-channel biased variance (divided by the count).
-    variance: Tensor,
-    /// How many values each channel's statistics are over.
-    count: Tensor,
-}
-
 /// Batch normalization over the last output axis (the channels), PyTorch's `BatchNorm1d` for
 /// `batch | -> features` and `BatchNorm2d` for images `batch | -> h, w, c`: statistics per
 /// channel over every other axis.
 ///
 /// In [`Mode::Train`], `(x − mean)/√(var + ε)` by the batch's mean and biased variance, which
-/// the gradients flow through; each such application records its statistics, and
-/// [`BatchNorm::updates`] moves the running statistics towards them:
+/// the gradients flow through; every training step whose loss depends on such an application
+/// (a routine of `Context::backprop` or `Context::train_step`, which the optimizers' steps are)
+/// also moves the running statistics towards the batch's, as PyTorch's train-mode forward does:
 /// `running = (1 − momentum)·running + momentum·batch_stat`, with the variance unbiased
 /// (`var·n/(n − 1)` over `n` values per channel; with one value per channel there is no
-/// unbiased estimate, and the running variance becomes NaN, where PyTorch refuses the batch). In [`Mode::Eval`], the running statistics take
+/// unbiased estimate, and the running variance becomes NaN, where PyTorch refuses the batch).
+/// Nothing is handed to the optimizer, and an application no step computes (a diagnostic pass
+/// built in train mode, say) never moves them. In [`Mode::Eval`], the running statistics take
 /// the batch's place and are constants. Either way the result is scaled by a learned gain
 /// (starting at 1) and shifted by a learned bias (at 0) per channel. PyTorch's conventions:
-/// momentum 0.1, ε = 1e-5, running mean 0 and running variance 1 at the start.
+/// momentum 0.1, ε = 1e-5, running mean 0 and running variance 1 at the start. The running
+/// statistics are the model's state (`Graph::state_tensors`), which checkpoints save with its
+/// parameters.
 #[derive(Debug, Clone)]
 pub struct BatchNorm {
     /// The per-channel gain (a parameter, `|->channels`).
     pub gain: Tensor,
     /// The per-channel bias (a parameter, `|->channels`).
     pub bias: Tensor,
-    /// The running mean (data, not a parameter: updated by [`BatchNorm::updates`]).
+    /// The running mean (data, not a parameter: updated by the training steps).
     pub running_mean: Tensor,
-    /// The running unbiased variance (data, updated by [`BatchNorm::updates`]).
+    /// The running unbiased variance (data, updated by the training steps).
     pub running_var: Tensor,
-    /// How far one update moves the running statistics, in `[0, 1]` (default 0.1).
+    /// How far one step moves the running statistics, in `[0, 1]` (default 0.1), as it is when
+    /// the block is applied in train mode.
     pub momentum: f64,
     /// Added to the variance under the root, above 0 (default 1e-5).
     pub epsilon: f64,
     label: String,
-    /// The statistics of every application in train mode so far, shared by clones (which may
-    /// sit on other threads).
-    recorded: Arc<Mutex<Vec<BatchStatistics>>>,
 }
 
 impl BatchNorm {
@@ -319,20 +309,30 @@ impl BatchNorm {
             momentum: 0.1,
             epsilon: 1e-5,
             label: label.to_owned(),
-            recorded: Arc::default(),
         }
     }
 
-    /// `x` normalized per channel, by the batch's statistics in [`Mode::Train`] (recording them
-    /// for [`BatchNorm::updates`]) or by the running statistics in [`Mode::Eval`].
+    /// `x` normalized per channel, by the batch's statistics in [`Mode::Train`] (the training
+    /// steps computing the result moving the running statistics towards them) or by the running
+    /// statistics in [`Mode::Eval`]. A momentum outside `[0, 1]` or an ε not above 0 makes the
+    /// result an error naming the block.
     pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
         let graph = x.graph();
         let owner = format!("BatchNorm '{}'", self.label);
         if let Err(e) = check_epsilon(&owner, self.epsilon) {
             return graph.failed_with(e);
         }
-        let (centered, variance) = match mode {
+        let (centered, variance, statistics) = match mode {
             Mode::Train => {
+                if let Err(e) = check_setting(
+                    &owner,
+                    "the momentum",
+                    self.momentum,
+                    |m| (0.0..=1.0).contains(&m),
+                    "a finite number in [0, 1]",
+                ) {
+                    return graph.failed_with(e);
+                }
                 let sum = x.einsum1(PER_CHANNEL_SUM);
                 let count = match count_of(&sum, &["batch", "input", "output"]) {
                     Ok(count) => count,
@@ -341,63 +341,40 @@ impl BatchNorm {
                 let mean = &sum / &count;
                 let centered = x.sub_spec(PER_CHANNEL, &mean);
                 let variance = &centered.pmul(&centered).einsum1(PER_CHANNEL_SUM) / &count;
-                self.recorded().push(BatchStatistics {
-                    mean,
-                    variance: variance.clone(),
-                    count,
-                });
-                (centered, variance)
+                let statistics = (mean, variance.clone(), count);
+                (centered, variance, Some(statistics))
             }
             Mode::Eval => (
                 x.sub_spec(PER_CHANNEL, &self.running_mean),
                 self.running_var.clone(),
+                None,
             ),
         };
         let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
-        centered
+        let normalized = centered
             .pmul_spec(PER_CHANNEL, &inverse_deviation)
             .pmul_spec(PER_CHANNEL, &self.gain)
-            .outer_sum(PER_CHANNEL, &self.bias)
-    }
-
-    /// The running statistics' updates for every application in train mode so far, in order,
-    /// to run in the same routine as the forward pass (a training step's extra updates, as
-    /// `Adam::compile_step_with` takes them). An error when the momentum is not in `[0, 1]`, or
-    /// when the block was never applied in train mode.
-    pub fn updates(&self) -> Result<Vec<Update>, TensorError> {
-        let owner = format!("BatchNorm '{}'", self.label);
-        check_setting(
-            &owner,
-            "the momentum",
-            self.momentum,
-            |m| (0.0..=1.0).contains(&m),
-            "a finite number in [0, 1]",
-        )?;
-        let recorded = self.recorded();
-        if recorded.is_empty() {
-            return Err(TensorError {
-                message: format!(
-                    "{owner}: no running statistics to update: the block was never applied in \
-                     train mode"
-                ),
-            });
+            .outer_sum(PER_CHANNEL, &self.bias);
+        if let Some((mean, variance, count)) = statistics {
+            let keep = 1.0 - self.momentum;
+            let n = || Formula::value(&count);
+            let unbiased = Formula::value(&variance) * n() / (n() - 1.0);
+            graph.update_in_steps(
+                &normalized,
+                &[
+                    Update::set(
+                        &self.running_mean,
+                        keep * Formula::value(&self.running_mean)
+                            + self.momentum * Formula::value(&mean),
+                    ),
+                    Update::set(
+                        &self.running_var,
+                        keep * Formula::value(&self.running_var) + self.momentum * unbiased,
+                    ),
+                ],
+            );
         }
-        let keep = 1.0 - self.momentum;
-        let mut updates = Vec::new();
-        for statistics in recorded.iter() {
-            let n = || Formula::value(&statistics.count);
-            let unbiased = Formula::value(&statistics.variance) * n() / (n() - 1.0);
-            updates.push(Update::set(
-                &self.running_mean,
-                keep * Formula::value(&self.running_mean)
-                    + self.momentum * Formula::value(&statistics.mean),
-            ));
-            updates.push(Update::set(
-                &self.running_var,
-                keep * Formula::value(&self.running_var) + self.momentum * unbiased,
-            ));
-        }
-        Ok(updates)
+        normalized
     }
 
     /// The learned parameters: gain and bias.
@@ -408,12 +385,6 @@ impl BatchNorm {
     /// The running statistics (mean, variance), to save with the parameters.
     pub fn state(&self) -> Vec<Tensor> {
         vec![self.running_mean.clone(), self.running_var.clone()]
-    }
-
-    /// The statistics recorded so far. A panic elsewhere while they were locked leaves a whole
-    /// list (each push is one step), so a poisoned lock is still read.
-    fn recorded(&self) -> MutexGuard<'_, Vec<BatchStatistics>> {
-        self.recorded.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -169,9 +169,7 @@ fn running_statistics_follow_the_batches_of_each_step() {
             let mut sgd = Sgd::new(&graph, &norm.params(), 0.1, 0.0);
             let mut ctx = Context::with_backend(&graph, backend);
             ctx.init_params().unwrap();
-            let step = sgd
-                .compile_step_with(&mut ctx, &loss, &norm.updates().unwrap())
-                .unwrap();
+            let step = sgd.compile_step(&mut ctx, &loss).unwrap();
             let mut running_mean = vec![0.0; channels];
             let mut running_var = vec![1.0; channels];
             for i in 0..4 {
@@ -196,6 +194,62 @@ fn running_statistics_follow_the_batches_of_each_step() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn an_application_no_step_computes_never_moves_the_running_statistics() {
+    let (shape, channels, cells) = ("4|->3", 3, 12);
+    let n = (cells / channels) as f64;
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let x = graph
+            .data("x")
+            .shape(shape)
+            .precision(Precision::F64)
+            .build();
+        let probe_values = test_values(6, 99).iter().map(|v| 10.0 * v + 5.0).collect();
+        let probe = graph
+            .data("probe")
+            .shape("2|->3")
+            .precision(Precision::F64)
+            .values(probe_values)
+            .build();
+        let norm = BatchNorm::with_precision(&graph, "bn", channels, Precision::F64);
+        let out = norm.apply(&x, Mode::Train);
+        // A diagnostic pass in train mode over other data, not part of the loss.
+        let diagnostic = norm.apply(&probe, Mode::Train);
+        let loss = sum(&out.pmul(&weights(&graph, shape, cells)));
+        let mut sgd = Sgd::new(&graph, &norm.params(), 0.1, 0.0);
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let step = sgd.compile_step(&mut ctx, &loss).unwrap();
+        let look = ctx.forward(&[&diagnostic]).unwrap();
+        let mut running_mean = vec![0.0; channels];
+        let mut running_var = vec![1.0; channels];
+        for i in 0..3 {
+            let input = test_values(cells, 40 + i);
+            ctx.set_values(&x, &input).unwrap();
+            ctx.run(&step).unwrap();
+            ctx.run(&look).unwrap();
+            let (mean, variance) = channel_statistics(&input, channels);
+            for c in 0..channels {
+                running_mean[c] = 0.9 * running_mean[c] + 0.1 * mean[c];
+                running_var[c] = 0.9 * running_var[c] + 0.1 * variance[c] * n / (n - 1.0);
+            }
+        }
+        assert_close(
+            &ctx.values(&norm.running_mean).unwrap(),
+            &running_mean,
+            &format!("running mean on {name}"),
+        );
+        assert_close(
+            &ctx.values(&norm.running_var).unwrap(),
+            &running_var,
+            &format!("running variance on {name}"),
+        );
+        assert_eq!(graph.state_tensors(), norm.state());
     }
 }
 
@@ -341,21 +395,15 @@ fn normalization_settings_and_shapes_are_checked() {
         e.message
     );
     let mut norm = BatchNorm::new(&graph, "bn", 3);
-    let e = norm.updates().unwrap_err();
-    assert!(
-        e.message.contains("BatchNorm 'bn'") && e.message.contains("never applied in train mode"),
-        "{}",
-        e.message
-    );
     let x = graph.data("x").shape("4|->2,2,3").build();
-    norm.apply(&x, Mode::Train);
     norm.momentum = 1.5;
-    let e = norm.updates().unwrap_err();
+    let e = norm.apply(&x, Mode::Train).error().expect("an error");
     assert!(
         e.message.contains("BatchNorm 'bn': the momentum is 1.5"),
         "{}",
         e.message
     );
+    norm.momentum = 0.1;
     norm.epsilon = 0.0;
     let e = norm.apply(&x, Mode::Eval).error().expect("an error");
     assert!(

@@ -74,7 +74,8 @@ fn batch_statistics_recorded_on_one_thread_update_on_another() {
         let graph = Graph::new();
         let x = data(&graph, "x", "4|->1", vec![1.0, 2.0, 3.0, 6.0]);
         let norm = BatchNorm::with_precision(&graph, "bn", 1, Precision::F64);
-        // A clone applied on another thread records into the statistics `norm` shares.
+        // A clone applied on another thread: the step its graph's loss depends on updates the
+        // running statistics `norm` shares.
         let (clone, input) = (norm.clone(), x.clone());
         let out = std::thread::spawn(move || clone.apply(&input, Mode::Train))
             .join()
@@ -83,9 +84,7 @@ fn batch_statistics_recorded_on_one_thread_update_on_another() {
         let mut sgd = Sgd::new(&graph, &norm.params(), 0.1, 0.0);
         let mut ctx = Context::with_backend(&graph, backend);
         ctx.init_params().unwrap();
-        let step = sgd
-            .compile_step_with(&mut ctx, &loss, &norm.updates().unwrap())
-            .unwrap();
+        let step = sgd.compile_step(&mut ctx, &loss).unwrap();
         let (mean, var) = std::thread::spawn(move || {
             ctx.run(&step).unwrap();
             (

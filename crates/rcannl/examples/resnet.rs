@@ -18,7 +18,6 @@ use rcannl::nn::norm::Mode;
 use rcannl::nn::optim::{Adam, Schedule};
 use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
-use rcannl::tensor::Update;
 
 #[path = "support/digits.rs"]
 mod digits;
@@ -54,15 +53,6 @@ impl ResNet {
             .fold(self.stem.apply(x, mode), |h, stage| stage.apply(&h, mode));
         self.head.apply(&global_avg_pool(&features))
     }
-
-    /// The running statistics' updates of every batch normalization applied in train mode.
-    fn updates(&self) -> Result<Vec<Update>, TensorError> {
-        let mut updates = self.stem.updates()?;
-        for stage in &self.stages {
-            updates.extend(stage.updates()?);
-        }
-        Ok(updates)
-    }
 }
 
 fn main() -> Result<(), TensorError> {
@@ -85,7 +75,7 @@ fn main() -> Result<(), TensorError> {
     let mut adam = Adam::new(&graph, &graph.params(), 0.0);
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
-    let step = adam.compile_step_with(&mut ctx, &loss, &model.updates()?)?;
+    let step = adam.compile_step(&mut ctx, &loss)?;
     let evaluate = ctx.forward(&[&test_logits])?;
     println!("compiled in {:.1} s", started.elapsed().as_secs_f64());
 
