@@ -23,10 +23,13 @@ fn state_like(ctx: &mut Context, param: &Tensor, name: &str) -> Result<Tensor, T
             .join(",")
     };
     let literal = format!("{}|{}->{}", row(&batch), row(&input), row(&output));
+    let cells = batch.iter().chain(&input).chain(&output).product();
+    // Moments start at zero, given as values: a tensor never given any is an error to read.
     Ok(param
         .graph()
         .data(&format!("{} {name}", param.label()))
         .shape(&literal)
+        .values(vec![0.0; cells])
         .build())
 }
 

@@ -92,6 +92,7 @@ fn momentum(
                 row(&input),
                 row(&output)
             ))
+            .values(vec![0.0; ctx.dims(w)?.iter().product()])
             .build();
         updates.push(Update::set(&v, 0.9 * Formula::value(&v) + Formula::grad(w)));
         updates.push(Update::subtract(w, 0.05 * Formula::value(&v)));
@@ -466,7 +467,8 @@ fn every_precision_round_trips_bit_for_bit() {
         };
         a.set_values(t, &values).expect("values");
     }
-    save(&path, &mut a, &tensors).expect("save");
+    // The awkward values include infinities and NaN, which take asking for.
+    rcannl_nn::checkpoint::save_allowing_non_finite(&path, &mut a, &tensors).expect("save");
 
     let mut b = Context::new(&graph);
     for t in &tensors {
@@ -534,6 +536,9 @@ fn the_file_is_safetensors_with_rows_and_checksums() {
     let tensors = every_precision(&graph);
     let tensors: Vec<&Tensor> = tensors.iter().collect();
     let mut ctx = Context::new(&graph);
+    for t in &tensors {
+        ctx.set_values(t, &[0.0; 24]).expect("values");
+    }
     save(&path, &mut ctx, &tensors).expect("save");
     let text = header(&path);
     // Dims in memory order: batch, output, input.
@@ -561,7 +566,7 @@ fn the_file_is_safetensors_with_rows_and_checksums() {
     }
     // Twelve zero bytes of f32 hash to FNV-1a's value for them.
     let one = Graph::new();
-    let z = one.data("z").shape("3").build();
+    let z = one.data("z").shape("3").values(vec![0.0; 3]).build();
     let mut ctx = Context::new(&one);
     save(&path, &mut ctx, &[&z]).expect("save");
     let zeros = (0..12).fold(0xcbf2_9ce4_8422_2325_u64, |h, _| {
@@ -1065,4 +1070,89 @@ fn the_same_values_save_to_the_same_bytes() {
         fs::read(&first).expect("read"),
         fs::read(&second).expect("read")
     );
+}
+
+/// A batch-normalized model on images `n|->2,2,3`, and its logits for `train` (in train mode)
+/// and for `test` (in eval mode).
+fn normalized_model(graph: &Graph, train: &Tensor, test: &Tensor) -> (Tensor, Tensor) {
+    use rcannl_nn::norm::{BatchNorm, Mode};
+    let norm = BatchNorm::new(graph, "bn", 3);
+    let head = graph.param("head").shape("|2,2,3->2").build();
+    (
+        &head * &norm.apply(train, Mode::Train),
+        &head * &norm.apply(test, Mode::Eval),
+    )
+}
+
+#[test]
+fn a_reloaded_batch_normalized_model_evaluates_as_the_saved_one() {
+    let _turn = one_at_a_time();
+    let dir = folder("running-statistics");
+    let path = dir.join("model.safetensors");
+    let values = |seed| rcannl_tensor::gradcheck::test_values(8 * 12, seed);
+    let shape = "8|->2,2,3";
+    let test_values = values(9);
+
+    let graph = Graph::new();
+    let x = graph.data("x").shape(shape).build();
+    let test = graph
+        .data("test")
+        .shape(shape)
+        .values(test_values.clone())
+        .build();
+    let (logits, test_logits) = normalized_model(&graph, &x, &test);
+    let loss = mean(&logits.pmul(&logits));
+    let mut sgd = rcannl_nn::optim::Sgd::new(&graph, &graph.params(), 0.1, 0.0);
+    let mut ctx = Context::new(&graph);
+    ctx.init_params().expect("init");
+    let step = sgd.compile_step(&mut ctx, &loss).expect("step");
+    for seed in 0..3 {
+        let shifted: Vec<f64> = values(seed).iter().map(|v| 3.0 * v + 2.0).collect();
+        ctx.set_values(&x, &shifted).expect("data");
+        ctx.run(&step).expect("step");
+    }
+    let evaluate = ctx.forward(&[&test_logits]).expect("evaluation");
+    ctx.run(&evaluate).expect("evaluation");
+    let trained = ctx.values(&test_logits).expect("logits");
+    save_params(&path, &mut ctx, &graph).expect("save");
+
+    let fresh = Graph::new();
+    let x = fresh.data("x").shape(shape).build();
+    let test = fresh.data("test").shape(shape).values(test_values).build();
+    let (_, test_logits) = normalized_model(&fresh, &x, &test);
+    let mut reloaded = Context::new(&fresh);
+    load_params(&path, &mut reloaded, &fresh).expect("load");
+    let evaluate = reloaded.forward(&[&test_logits]).expect("evaluation");
+    reloaded.run(&evaluate).expect("evaluation");
+    assert_eq!(reloaded.values(&test_logits).expect("logits"), trained);
+}
+
+#[test]
+fn a_checkpoint_of_values_that_are_not_finite_needs_asking_for() {
+    let _turn = one_at_a_time();
+    let dir = folder("non-finite");
+    let path = dir.join("model.safetensors");
+    let graph = Graph::new();
+    let w = graph.param("w").shape("3").build();
+    let mut ctx = Context::new(&graph);
+    ctx.set_values(&w, &[1.0, 2.0, 3.0]).expect("values");
+    save_params(&path, &mut ctx, &graph).expect("a finite save");
+    let good = fs::read(&path).expect("the file");
+    ctx.set_values(&w, &[1.0, f64::NAN, 3.0]).expect("values");
+    let e = save_params(&path, &mut ctx, &graph).expect_err("refused");
+    assert!(
+        e.message.contains("tensor 'w' holds NaN at cell 1")
+            && e.message.contains("save_allowing_non_finite"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        fs::read(&path).expect("the file"),
+        good,
+        "the good file is kept"
+    );
+    rcannl_nn::checkpoint::save_allowing_non_finite(&path, &mut ctx, &[&w]).expect("asked for");
+    ctx.set_values(&w, &[0.0; 3]).expect("values");
+    load(&path, &mut ctx, &[&w]).expect("load");
+    assert!(ctx.values(&w).expect("values")[1].is_nan());
 }

@@ -104,7 +104,30 @@ fn rows_literal(rows: &[Vec<usize>; 3]) -> String {
 /// flushed to disk and renamed into place, so a failed save leaves whatever was at `path`
 /// before. Only a regular file is replaced: through a symbolic link, the file it points to (the
 /// link stays); any other destination (a folder, a device, a FIFO) is refused.
+///
+/// A tensor holding a value that is not a finite number (NaN, ±∞: a diverged model) is refused,
+/// naming it and the cell, and nothing is written, so that a good checkpoint is never replaced
+/// by a broken one; [`save_allowing_non_finite`] writes such values when that is meant.
 pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
+    save_checked(path, ctx, tensors, true)
+}
+
+/// [`save`], writing values that are not finite numbers as they are.
+pub fn save_allowing_non_finite(
+    path: &Path,
+    ctx: &mut Context,
+    tensors: &[&Tensor],
+) -> Result<(), TensorError> {
+    save_checked(path, ctx, tensors, false)
+}
+
+/// [`save`], refusing values that are not finite numbers if `finite_only`.
+fn save_checked(
+    path: &Path,
+    ctx: &mut Context,
+    tensors: &[&Tensor],
+    finite_only: bool,
+) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("save checkpoint {}: {what}", path.display()));
     let labels = labels(tensors).map_err(fail)?;
     let mut entries = Vec::with_capacity(tensors.len());
@@ -115,6 +138,18 @@ pub fn save(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
         let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
         let rows = ctx.rows(t).map_err(in_tensor)?;
         let cells = ctx.cells(t).map_err(in_tensor)?;
+        let non_finite = cells
+            .iter()
+            .enumerate()
+            .find(|(_, cell)| matches!(cell, Value::Float(x) if !x.is_finite()));
+        if let (true, Some((at, cell))) = (finite_only, non_finite) {
+            return Err(fail(format!(
+                "tensor '{label}' holds {} at cell {at}: a checkpoint of values that are not \
+                 finite numbers is refused (nothing was written); save_allowing_non_finite \
+                 writes them",
+                cell.as_f64()
+            )));
+        }
         let mut bytes = Vec::with_capacity(cells.len() * t.precision().size_in_bytes());
         for cell in cells {
             (format.encode)(cell, &mut bytes);
@@ -235,14 +270,26 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
     Ok(())
 }
 
-/// [`save`] of every parameter of `graph`.
-pub fn save_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
-    let params = graph.params();
-    save(path, ctx, &params.iter().collect::<Vec<_>>())
+/// What a model's evaluation reads besides its data: every parameter of `graph`, then its state
+/// (`Graph::state_tensors`: batch normalization's running statistics), as PyTorch's
+/// `state_dict` holds parameters and buffers.
+fn model(graph: &Graph) -> Vec<Tensor> {
+    let mut tensors = graph.params();
+    tensors.extend(graph.state_tensors());
+    tensors
 }
 
-/// [`load`] of every parameter of `graph`.
+/// [`save`] of the model `graph` holds: every parameter and the model's state (batch
+/// normalization's running statistics), so that a model loaded from it evaluates as the saved
+/// one did.
+pub fn save_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
+    let tensors = model(graph);
+    save(path, ctx, &tensors.iter().collect::<Vec<_>>())
+}
+
+/// [`load`] of the model `graph` holds: every parameter and the model's state, as
+/// [`save_params`] saves them (a file lacking any of them is refused, naming it).
 pub fn load_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
-    let params = graph.params();
-    load(path, ctx, &params.iter().collect::<Vec<_>>())
+    let tensors = model(graph);
+    load(path, ctx, &tensors.iter().collect::<Vec<_>>())
 }
