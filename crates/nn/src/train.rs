@@ -34,7 +34,8 @@ pub struct History {
 
 /// Runs `backprop` then `step` on every batch of every epoch (batch `b` chosen by `batch`), after
 /// `before_step(ctx, step_number)` (a learning-rate schedule, say). Stops with an error naming the
-/// epoch and batch as soon as the loss is not a finite number, and at the end of an epoch when a
+/// epoch and batch as soon as the loss is not a finite number (before `step`, so that the
+/// parameters are those the last good step left; a plan of no batches is an error too), and at the end of an epoch when a
 /// parameter of the loss's graph holds a value that is not (the loss can stay finite through
 /// choices and comparisons that drop what diverged); the parameters are read once per epoch
 /// since reading them costs about as much as a step.
@@ -61,7 +62,9 @@ pub fn fit(
 
 /// [`fit`] with a training step compiled as one routine (`Sgd::compile_step`,
 /// `Adam::compile_step`): one run per batch, the loss it computed read after it has updated
-/// the parameters.
+/// the parameters. A step whose loss is not finite updates nothing
+/// ([`Context::train_step`](rcannl_tensor::Context::train_step)), so training stopped on it
+/// leaves the parameters and the optimizer's state as the last good step left them.
 pub fn fit_step(
     ctx: &mut Context,
     step: &Routine,
@@ -122,6 +125,13 @@ pub(crate) fn run(
     mut before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
     peers: &mut impl Peers,
 ) -> Result<History, TensorError> {
+    if plan.batches == 0 {
+        return Err(TensorError {
+            message: "training: the plan has no batches (batches is 0): there is nothing to \
+                      train on"
+                .to_owned(),
+        });
+    }
     let progress = Progress::new(
         plan,
         plan.progress && peers.shows_progress(),
@@ -151,7 +161,8 @@ pub(crate) fn run(
                 return Err(TensorError {
                     message: format!(
                         "training stopped: the loss is {value} at epoch {}, batch {b} (a \
-                         learning rate too large, or an input out of range?)",
+                         learning rate too large, or an input out of range?); that step updated \
+                         nothing: the model is as the last good step left it",
                         epoch + 1
                     ),
                 });

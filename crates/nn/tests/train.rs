@@ -298,3 +298,64 @@ fn a_step_compiled_as_one_routine_trains_as_backprop_then_update() {
         assert!(losses[2] < losses[0], "adam {adam}: {losses:?}");
     }
 }
+
+/// An MLP trained by one fused Adam step per batch over `batches` batches of 2 points, the third
+/// batch holding a point whose loss is NaN: the parameters (and Adam's moments, which the next
+/// steps read) where training stopped, or after the last batch.
+fn trained_until(batches: usize) -> (Result<Vec<f64>, String>, Vec<Vec<f64>>) {
+    let graph = Graph::new();
+    let mut xs: Vec<f64> = (0..16).map(|i| f64::from(i % 5) * 0.3 - 0.6).collect();
+    xs[9] = f64::NAN;
+    let xs = graph.data("xs").shape("4,2|->2").values(xs).build();
+    let ys = graph
+        .data("ys")
+        .shape("4,2|->1")
+        .values((0..8).map(|i| f64::from(i % 2) * 2.0 - 1.0).collect())
+        .build();
+    let batch = graph.static_index();
+    let model = rcannl_nn::blocks::Mlp::new(&graph, "mlp", &[4, 1]);
+    let loss = rcannl_nn::loss::mse(&model.apply(&xs.slice(&batch)), &ys.slice(&batch));
+    let mut ctx = Context::new(&graph);
+    ctx.set_seed(3);
+    ctx.init_params().unwrap();
+    let params = model.params();
+    let step = Adam::new(&graph, &params, 0.05)
+        .compile_step(&mut ctx, &loss)
+        .unwrap();
+    let plan = Plan {
+        epochs: 1,
+        batches,
+        batch_size: 2,
+        progress: false,
+    };
+    let history = fit_step(&mut ctx, &step, &loss, batch, plan, |_, _| Ok(()))
+        .map(|h| h.losses)
+        .map_err(|e| e.message);
+    let mut state: Vec<Vec<f64>> = params.iter().map(|p| ctx.values(p).unwrap()).collect();
+    // One more step on the first batch shows Adam's moments were kept too.
+    ctx.run_with(&step, &[(batch, 0)]).unwrap();
+    state.extend(params.iter().map(|p| ctx.values(p).unwrap()));
+    (history, state)
+}
+
+#[test]
+fn training_stopped_on_a_non_finite_loss_keeps_the_last_good_step() {
+    let (stopped, state) = trained_until(3);
+    let message = stopped.unwrap_err();
+    assert!(
+        message.contains("the loss is NaN at epoch 1, batch 2")
+            && message.contains("the model is as the last good step left it"),
+        "{message}"
+    );
+    let (finished, good) = trained_until(2);
+    assert_eq!(finished.unwrap().len(), 1);
+    assert_eq!(state, good, "parameters and moments after the refused step");
+    assert!(state.iter().flatten().all(|v| v.is_finite()));
+}
+
+#[test]
+fn a_plan_without_batches_is_an_error() {
+    let (result, _) = trained_until(0);
+    let message = result.unwrap_err();
+    assert!(message.contains("no batches"), "{message}");
+}
