@@ -514,21 +514,26 @@ impl Graph {
         z
     }
 
-    /// Constrains `a` and `b` to have the same shape (each broadcasts into the other).
+    /// Constrains `a` and `b` to have the same shape (each broadcasts into the other); a
+    /// clash is recorded in the graph, reported by [`Graph::check`].
     pub fn same_shape(&self, a: &Tensor, b: &Tensor) {
-        if let Err(e) = self.check_owns("same_shape", &[a, b]) {
+        if let Err(e) = self.require_same_shape(a, b) {
             self.record(e);
-            return;
         }
+    }
+
+    /// [`Graph::same_shape`], returning the clash (found with the shapes known so far) instead
+    /// of recording it, for the caller to word in its own terms.
+    pub fn require_same_shape(&self, a: &Tensor, b: &Tensor) -> Result<(), TensorError> {
+        self.check_owns("same_shape", &[a, b])?;
         let mut state = self.state.lock();
         let (sa, sb) = (state.tensors[a.index].shape, state.tensors[b.index].shape);
         for (x, y) in [(sa, sb), (sb, sa)] {
             if let Err(e) = state.inference.relate(Logic::PointwiseUnary, x, &[y]) {
-                let e = state.locate(e.into());
-                state.errors.push(e);
-                return;
+                return Err(state.locate(e.into()));
             }
         }
+        Ok(())
     }
 }
 
