@@ -1,0 +1,5 @@
+//! Programs written the way a practitioner writes them from the docs, each run on the
+//! interpreter and the C backend with fixed parameters and inputs, their forward values and
+//! gradients checked against PyTorch's (the arrays each program's `reference.py` wrote).
+
+mod support;
