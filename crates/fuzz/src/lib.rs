@@ -22,6 +22,7 @@ pub mod graphs;
 pub mod programs;
 pub mod rng;
 pub mod routines;
+mod state;
 
 use rcannl_ir::{Kind, Precision, Unop};
 

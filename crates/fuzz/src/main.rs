@@ -11,7 +11,9 @@
 //!
 //! `rcannl-fuzz programs [--count N] [--seed S]` runs `N` random API programs, misuse included,
 //! on the interpreter (one in eight on the C backend too) and prints how many ran and agreed
-//! with a direct evaluation and how many were refused as their misuse required; the first panic,
+//! with a direct evaluation (and how many of those then misused state: reads of what no routine
+//! computed, unset data, updates, train-mode batch norm outside the loss, gathers) and how many
+//! were refused as their misuse required; the first panic,
 //! accepted misuse or wrong value gives status 1 and its seed.
 
 use std::process::ExitCode;
@@ -177,6 +179,7 @@ fn programs() -> ExitCode {
             Ok(tally) => {
                 total.agreed += tally.agreed;
                 total.refused += tally.refused;
+                total.state_misuses += tally.state_misuses;
             }
             Err(mismatch) => {
                 eprintln!("rcannl-fuzz: programs: {mismatch}");
@@ -185,9 +188,11 @@ fn programs() -> ExitCode {
         }
         from = to;
         println!(
-            "programs: {} of {count}: {} agreed, {} refused as their misuse required ({:.0} s)",
+            "programs: {} of {count}: {} agreed ({} then misusing state), {} refused as their \
+             misuse required ({:.0} s)",
             from - seed,
             total.agreed,
+            total.state_misuses,
             total.refused,
             start.elapsed().as_secs_f64()
         );

@@ -4,6 +4,10 @@
 //! parameters hold values or in another context, and values with NaN, infinities and signed
 //! zeros.
 //!
+//! Programs run on the interpreter then also misuse state ([`crate::state`]): reads of tensors
+//! no routine computed, data never given values, updates reading computed tensors, gradients
+//! and parameters, batch normalization applied in train mode outside the loss, and gathers.
+//!
 //! Every program runs its forward routine on the interpreter (and one in eight on the C backend
 //! too). It must never panic; every misuse must be an error; and a program that succeeds must
 //! give, for every output, the values a direct evaluation in plain Rust gives (numpy's meaning:
@@ -27,6 +31,18 @@ pub struct Tally {
     pub agreed: u64,
     /// Programs refused with an error, as their misuse required.
     pub refused: u64,
+    /// Programs that then misused state ([`crate::state`]) and were refused or gave the right
+    /// values.
+    pub state_misuses: u64,
+}
+
+/// How a program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// It ran and agreed with a direct evaluation; whether it then misused state.
+    Agreed { misused_state: bool },
+    /// It was refused, as its misuse required.
+    Refused,
 }
 
 /// A tensor of the program's graph, with its values as a direct evaluation gives them (`None`
@@ -81,7 +97,7 @@ fn sat01(x: f64) -> f64 {
 
 /// The program `seed` makes, run: `Ok(true)` when it ran and agreed, `Ok(false)` when it was
 /// refused as its misuse required, `Err` with what went wrong otherwise.
-fn program(seed: u64, compiler: Option<&Compiler>) -> Result<bool, String> {
+fn program(seed: u64, compiler: Option<&Compiler>) -> Result<Outcome, String> {
     let mut rng = Rng::new(seed);
     let graph = Graph::new();
     let other = Graph::new();
@@ -282,6 +298,12 @@ fn program(seed: u64, compiler: Option<&Compiler>) -> Result<bool, String> {
     }
     let describe = |what: String| format!("{what}\n{}", recipe.join("\n"));
     let outputs: Vec<&Tensor> = made.iter().map(|m| &m.tensor).collect();
+    // Computed but not an output: no routine computes them.
+    let hidden: Vec<Tensor> = made
+        .iter()
+        .filter(|m| m.values.is_some() && rng.one_in(2))
+        .map(|m| m.tensor.exp())
+        .collect();
     let backend: Box<dyn Backend> = match compiler {
         Some(compiler) => Box::new(compiler.clone()),
         None => Box::new(Interpreter),
@@ -295,7 +317,7 @@ fn program(seed: u64, compiler: Option<&Compiler>) -> Result<bool, String> {
     }
     let forward = match ctx.forward(&outputs) {
         Ok(forward) => forward,
-        Err(_) if misuse.is_some() => return Ok(false),
+        Err(_) if misuse.is_some() => return Ok(Outcome::Refused),
         Err(e) => return Err(describe(format!("forward failed: {e}"))),
     };
     if let Some(misuse) = &misuse {
@@ -315,8 +337,9 @@ fn program(seed: u64, compiler: Option<&Compiler>) -> Result<bool, String> {
                 "a routine reading parameters that hold no values ran".into(),
             ));
         }
-        (Err(_), false) => return Ok(false),
+        (Err(_), false) => return Ok(Outcome::Refused),
     }
+    crate::state::uncomputed_read(&ctx, &hidden).map_err(describe)?;
     for (i, m) in made.iter().enumerate() {
         let Some(expected) = &m.values else { continue };
         let got = ctx
@@ -351,7 +374,22 @@ fn program(seed: u64, compiler: Option<&Compiler>) -> Result<bool, String> {
             return Err(describe("a refused set_values changed the values".into()));
         }
     }
-    Ok(true)
+    // State misuses on the interpreter: what they check is the context's, not the backend's.
+    let known = made.iter().find_map(|m| {
+        let values = m.values.as_deref()?;
+        Some(crate::state::Known {
+            tensor: &m.tensor,
+            values,
+        })
+    });
+    let misused_state = match known {
+        Some(known) if compiler.is_none() => {
+            crate::state::misuses(&mut rng, &graph, &mut ctx, &known).map_err(describe)?;
+            true
+        }
+        _ => false,
+    };
+    Ok(Outcome::Agreed { misused_state })
 }
 
 /// Runs the program of each seed in `seeds` (on the C backend too, for one in eight, when
@@ -363,8 +401,11 @@ pub fn check(compiler: Option<&Compiler>, seeds: std::ops::Range<u64>) -> Result
         let compiler = compiler.filter(|_| seed % 8 == 7);
         let outcome = catch_unwind(AssertUnwindSafe(|| program(seed, compiler)));
         match outcome {
-            Ok(Ok(true)) => tally.agreed += 1,
-            Ok(Ok(false)) => tally.refused += 1,
+            Ok(Ok(Outcome::Agreed { misused_state })) => {
+                tally.agreed += 1;
+                tally.state_misuses += u64::from(misused_state);
+            }
+            Ok(Ok(Outcome::Refused)) => tally.refused += 1,
             Ok(Err(message)) => return Err(Mismatch { seed, message }),
             Err(panic) => {
                 let message = panic

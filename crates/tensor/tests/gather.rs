@@ -156,6 +156,21 @@ fn cases() -> Vec<Case> {
             width: 4,
             precision: Precision::F64,
         },
+        // A table of one row (whose axis inference fixes at 0), and of one row of one cell.
+        Case {
+            ids_literal: "4|->",
+            ids: vec![0.0, 1.0, 0.0, -1.0],
+            vocabulary: 1,
+            width: 3,
+            precision: Precision::F64,
+        },
+        Case {
+            ids_literal: "3|->",
+            ids: vec![0.0, 0.5, 0.0],
+            vocabulary: 1,
+            width: 1,
+            precision: Precision::F32,
+        },
     ]
 }
 

@@ -41,6 +41,15 @@ fn without_vocabulary(projections: &Projections) -> Result<(usize, usize, Projec
             _ => None,
         })
         .collect();
+    let table_dims = &projections.rhs_dims[0];
+    if candidates.is_empty()
+        && table_map.last() == Some(&AxisIndex::Fixed(0))
+        && table_dims.last() == Some(&1)
+    {
+        // A vocabulary of one row: inference fixes its axis (the table's input axis, last in
+        // memory order) at 0, and there is no loop over it to drop.
+        return Ok((table_map.len() - 1, 1, projections.clone()));
+    }
     let [(axis, vocabulary)] = candidates[..] else {
         return Err(format!(
             "gather ({label}): the table has {} axes that neither the result nor the ids index; \
