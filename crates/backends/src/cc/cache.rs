@@ -141,8 +141,12 @@ fn kept_record(name: &str, bytes: &[u8]) -> String {
 }
 
 /// The bytes kept as `name` in the cache folder `folder` by [`keep`], if the folder is private
-/// and they match the record kept beside them; `None` otherwise.
+/// and they match the record kept beside them; `None` otherwise (and for a name [`keep`]
+/// refuses).
 pub fn read_kept(folder: &Path, name: &str) -> Option<Vec<u8>> {
+    if !bound::kept_name(name) {
+        return None;
+    }
     let private = private_folder(folder).ok()?;
     let path = private.join(name);
     let bytes = read_own_file(&path)?;
@@ -157,15 +161,18 @@ pub fn read_kept(folder: &Path, name: &str) -> Option<Vec<u8>> {
 /// Keeps `bytes` as `name` in the cache folder `folder` (private, as for libraries), with a
 /// record of their SHA-256 beside them, both written under names of their own and renamed into
 /// place, then evicts the least recently used entries beyond [`max_bytes`]; an error says why
-/// they were not kept.
+/// they were not kept. Only the names of the GPU backend's files are kept (`gpu_<key>.wgsl`,
+/// `gpu_wgpu_pipeline_cache_<backend>_<vendor>_<device>.bin`): the cache tells its files from
+/// the user's by their exact names, and would never find another again.
 pub fn keep(folder: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
-    static KEPT: AtomicUsize = AtomicUsize::new(0);
+    if !bound::kept_name(name) {
+        return Err(format!(
+            "cannot keep {name:?} in {}: not a name the cache keeps files under",
+            folder.display()
+        ));
+    }
     let private = private_folder(folder)?;
-    let unique = format!(
-        "{}-{}",
-        std::process::id(),
-        KEPT.fetch_add(1, Ordering::Relaxed)
-    );
+    let unique = unique();
     let leftovers = Leftovers(vec![
         private.join(format!("{name}.{unique}.partial")),
         private.join(format!("{name}.{unique}.sha256.partial")),
@@ -188,6 +195,17 @@ fn this_user() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// What makes the names of a store's temporary files its own: `<pid>-<counter>`, this process's
+/// id and a count of the stores it began. `bound` recognizes a dead store's leftovers by it.
+fn unique() -> String {
+    static STORES: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        STORES.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// `folder`, created with mode `0700` if missing, with every symbolic link resolved, once it is
 /// found private: an error saying why not.
 fn private_folder(folder: &Path) -> Result<PathBuf, String> {
@@ -198,6 +216,21 @@ fn private_folder(folder: &Path) -> Result<PathBuf, String> {
             .create(folder)
             .map_err(|e| format!("cannot create the cache folder {}: {e}", folder.display()))?;
     }
+    checked_private_folder(folder)
+}
+
+/// `folder` resolved if it exists and is private, as [`private_folder`] requires (which would
+/// create it); `None` if it does not exist; an error saying why the cache would not use it.
+fn existing_private_folder(folder: &Path) -> Result<Option<PathBuf>, String> {
+    match std::fs::symlink_metadata(folder) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => checked_private_folder(folder).map(Some),
+    }
+}
+
+/// `folder`, which exists, with every symbolic link resolved, once it is found private: an
+/// error saying why not.
+fn checked_private_folder(folder: &Path) -> Result<PathBuf, String> {
     // Resolved once, then used for every file: a link swapped later cannot redirect us.
     let resolved = folder
         .canonicalize()
@@ -206,7 +239,7 @@ fn private_folder(folder: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("cannot read the cache folder {}: {e}", folder.display()))?;
     if !metadata.is_dir() {
         return Err(format!(
-            "the cache folder {} is not a folder",
+            "cannot read the cache folder {}: it is not a folder",
             folder.display()
         ));
     }
@@ -373,12 +406,7 @@ impl Entry {
     /// another process or thread, never sees half a library. Whatever the outcome, no file but
     /// the entry's is left behind.
     fn build(&self, source: &str, build: Build) -> Result<Library, Failure> {
-        static BUILDS: AtomicUsize = AtomicUsize::new(0);
-        let unique = format!(
-            "{}-{}",
-            std::process::id(),
-            BUILDS.fetch_add(1, Ordering::Relaxed)
-        );
+        let unique = unique();
         let at = |suffix: &str| {
             self.folder
                 .join(format!("rc_{}.{unique}.{suffix}", self.key))
@@ -536,17 +564,39 @@ mod tests {
     fn kept_bytes_come_back_only_while_they_match_their_record() {
         let scratch = Scratch::new().unwrap();
         let folder = scratch.0.join("kept");
-        assert_eq!(read_kept(&folder, "a.txt"), None);
-        keep(&folder, "a.txt", b"first").unwrap();
-        assert_eq!(read_kept(&folder, "a.txt").as_deref(), Some(&b"first"[..]));
-        keep(&folder, "a.txt", b"second").unwrap();
-        assert_eq!(read_kept(&folder, "a.txt").as_deref(), Some(&b"second"[..]));
-        std::fs::write(folder.join("a.txt"), b"planted").unwrap();
-        assert_eq!(read_kept(&folder, "a.txt"), None);
+        let name = &format!("gpu_{}.wgsl", key(&[b"a program"]));
+        assert_eq!(read_kept(&folder, name), None);
+        keep(&folder, name, b"first").unwrap();
+        assert_eq!(read_kept(&folder, name).as_deref(), Some(&b"first"[..]));
+        keep(&folder, name, b"second").unwrap();
+        assert_eq!(read_kept(&folder, name).as_deref(), Some(&b"second"[..]));
+        std::fs::write(folder.join(name), b"planted").unwrap();
+        assert_eq!(read_kept(&folder, name), None);
         let names: Vec<_> = std::fs::read_dir(&folder)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "no partial files are left: {names:?}");
+    }
+
+    #[test]
+    fn only_the_names_of_the_caches_files_are_kept() {
+        let scratch = Scratch::new().unwrap();
+        for name in [
+            "a.txt",
+            "gpu_train.py",
+            "gpu_x.wgsl",
+            "../gpu_x.wgsl",
+            "rc_x.so",
+        ] {
+            let error = keep(&scratch.0, name, b"bytes").unwrap_err();
+            assert!(error.contains("not a name the cache keeps"), "{error}");
+            // Even with a record that matches, such a file is not read as a kept one.
+            let at = scratch.0.join(name.trim_start_matches("../"));
+            std::fs::write(&at, b"bytes").unwrap();
+            let record = kept_record(name, b"bytes");
+            std::fs::write(at.with_file_name(format!("{name}.sha256")), record).unwrap();
+            assert_eq!(read_kept(&scratch.0, name), None, "{name}");
+        }
     }
 }
