@@ -727,3 +727,80 @@ fn a_long_source_is_compiled_in_parts_at_once_and_leaves_only_its_entry() {
         );
     }
 }
+
+/// Makes a FIFO at `path`.
+fn fifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let made = unsafe { libc::mkfifo(path.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "{}", std::io::Error::last_os_error());
+}
+
+/// What `work` returns, run on a thread of its own; a panic if it has not finished within
+/// `seconds` seconds, so that a test of something that would block fails instead of hanging.
+fn within<T: Send + 'static>(seconds: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(work());
+    });
+    match finished.recv_timeout(std::time::Duration::from_secs(seconds)) {
+        Ok(result) => result,
+        Err(RecvTimeoutError::Timeout) => panic!("still blocked after {seconds} s"),
+        Err(RecvTimeoutError::Disconnected) => panic!("the work panicked"),
+    }
+}
+
+#[test]
+fn a_fifo_at_an_entrys_name_is_replaced_not_waited_on() {
+    let [library] = &copying_library_names()[..] else {
+        panic!("one library")
+    };
+    let stem = library.strip_suffix(".so").unwrap();
+    for suffixes in [&[".so"][..], &[".sha256"], &[".c"], &[".so", ".sha256"]] {
+        let folder = Folder::new(&format!("fifo{}", suffixes.concat()));
+        for suffix in suffixes {
+            fifo(&folder.path().join(format!("{stem}{suffix}")));
+        }
+        let compiler = compiler_in(folder.path());
+        let first = within(120, {
+            let compiler = compiler.clone();
+            move || compile_and_run(&compiler, &copying())
+        });
+        assert_eq!(first, (range(5), false), "{suffixes:?}");
+        assert_eq!(
+            compile_and_run(&compiler, &copying()),
+            (range(5), true),
+            "{suffixes:?}: the entry is kept in the FIFO's place"
+        );
+    }
+}
+
+#[test]
+fn a_fifo_at_a_kept_files_name_is_replaced_not_waited_on() {
+    use rcannl_backends::cc::cache;
+    let name = format!("gpu_{}.wgsl", cache::key(&[b"a program"]));
+    for suffix in ["", ".sha256"] {
+        let folder = Folder::new(&format!("fifo-kept{suffix}"));
+        let path = folder.path().to_owned();
+        if suffix.is_empty() {
+            fifo(&path.join(&name));
+        } else {
+            // A record is read only after the bytes it records.
+            std::fs::write(path.join(&name), b"bytes").unwrap();
+            fifo(&path.join(format!("{name}{suffix}")));
+        }
+        let read = within(60, {
+            let (path, name) = (path.clone(), name.clone());
+            move || cache::read_kept(&path, &name)
+        });
+        assert_eq!(read, None, "{suffix:?}");
+        cache::keep(&path, &name, b"kept").unwrap();
+        assert_eq!(
+            cache::read_kept(&path, &name).as_deref(),
+            Some(&b"kept"[..]),
+            "{suffix:?}"
+        );
+    }
+}

@@ -461,13 +461,9 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// The bytes of the regular file at `path` if it belongs to this user; `None` otherwise (no such
-/// file, a symbolic link, unreadable).
+/// file, a symbolic link, a FIFO or device, unreadable).
 fn read_own_file(path: &Path) -> Option<Vec<u8>> {
-    let mut file = File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
+    let mut file = open_own(path).ok()?;
     let metadata = file.metadata().ok()?;
     if !metadata.is_file() || metadata.uid() != this_user() {
         return None;
@@ -475,6 +471,17 @@ fn read_own_file(path: &Path) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+/// The file at `path` opened to read, without following a symbolic link and without blocking:
+/// opening a FIFO waits for a writer otherwise, for ever. Whoever reads it checks what it is on
+/// the handle (for a regular file, which the cache reads, the flag changes nothing), so that no
+/// other file can take its place between a check and the open.
+fn open_own(path: &Path) -> std::io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
 }
 
 /// Loads the library at `path`, which the caller has checked.

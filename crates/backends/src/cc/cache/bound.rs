@@ -193,13 +193,10 @@ fn remove(path: &Path) -> Option<u64> {
 }
 
 /// Marks the entry whose file is at `path` as used now. A file that cannot be marked (gone,
-/// another user's) only loses its place in the order of eviction.
+/// another user's, no regular file) only loses its place in the order of eviction.
 pub(crate) fn touch(path: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(file) = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    if let Ok(file) = super::open_own(path)
+        && file.metadata().is_ok_and(|m| m.is_file())
     {
         let _ = file.set_modified(SystemTime::now());
     }
