@@ -804,3 +804,36 @@ fn a_fifo_at_a_kept_files_name_is_replaced_not_waited_on() {
         );
     }
 }
+
+#[test]
+fn a_cached_library_that_matches_its_record_but_does_not_load_is_rebuilt() {
+    let folder = Folder::new("unloadable");
+    let compiler = compiler_in(folder.path());
+    let expected = compile_and_run(&compiler, &copying()).0;
+    let [name] = &libraries_in(folder.path())[..] else {
+        panic!("one library")
+    };
+    let library = std::fs::read(folder.path().join(name)).unwrap();
+    let mut garbled = library.clone();
+    for byte in &mut garbled[..16] {
+        *byte ^= 0x5a;
+    }
+    let damages = [
+        ("not a library", b"not a library".to_vec()),
+        ("garbled header", garbled),
+    ];
+    for (what, bytes) in damages {
+        // Damaged with its record to match, as a disk that garbles both, or a faulty copy, may.
+        plant_with_record(folder.path(), name, &bytes);
+        assert_eq!(
+            compile_and_run(&compiler, &copying()),
+            (expected.clone(), false),
+            "{what}"
+        );
+        assert_eq!(
+            compile_and_run(&compiler, &copying()),
+            (expected.clone(), true),
+            "{what}: the rebuilt library is kept"
+        );
+    }
+}

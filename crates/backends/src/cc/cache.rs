@@ -6,7 +6,8 @@
 //! and the source, beside `rc_<key>.sha256`: the SHA-256 of the library's bytes and its name, in
 //! `sha256sum`'s format. A cached library is loaded only after its bytes are read and match its
 //! record; one that does not (damaged, truncated, another routine's, planted) is rebuilt, written
-//! beside and renamed into place. The cache folder must be private: created with mode `0700`,
+//! beside and renamed into place, and so is one that matches its record but does not load (its
+//! entry removed first; an error then names `rcannl cache clean`). The cache folder must be private: created with mode `0700`,
 //! owned by this user and writable by no one else, under folders that others cannot rename it
 //! out of. Where it is not, or where it cannot be written, a library is built in a fresh private
 //! folder of its own, loaded and deleted (after one warning per process): nothing is loaded from
@@ -91,9 +92,17 @@ pub(crate) fn load(
         Err(why) => return load_unkept(why, key, source, build),
     };
     let entry = Entry::new(&private, key);
-    if let Some(library) = entry.load_verified()? {
-        return Ok((library, true));
-    }
+    let unloadable = match entry.load_verified() {
+        Cached::Loaded(library) => return Ok((library, true)),
+        Cached::Missing => None,
+        // The bytes are the ones recorded, yet the loader refuses them: damaged together with
+        // the record (a faulty disk or copy), or written by a loader-incompatible toolchain.
+        // Rebuilt once rather than failing on every run.
+        Cached::Unloadable(error) => {
+            entry.remove();
+            Some(error)
+        }
+    };
     match entry.build(source, build) {
         Ok(library) => {
             // A cache that cannot be listed is only over its cap until a later store.
@@ -106,7 +115,15 @@ pub(crate) fn load(
             source,
             build,
         ),
-        Err(Failure::Build(error)) => Err(error),
+        Err(Failure::Build(error)) => Err(match unloadable {
+            None => error,
+            Some(first) => CompileError {
+                message: format!(
+                    "{first}; building it again failed: {error} (`rcannl cache clean` empties \
+                     the cache)"
+                ),
+            },
+        }),
     }
 }
 
@@ -350,12 +367,24 @@ enum Failure {
     Build(CompileError),
 }
 
+/// What the cache holds for an entry.
+enum Cached {
+    /// Its library, which matched its record, loaded.
+    Loaded(Library),
+    /// No library, or one that does not match its record.
+    Missing,
+    /// A library that matches its record but does not load: why.
+    Unloadable(CompileError),
+}
+
 /// One library's files in a private folder.
 struct Entry {
     folder: PathBuf,
     key: String,
     library: PathBuf,
     record: PathBuf,
+    /// The C the library was built from, kept beside it for reading.
+    source: PathBuf,
 }
 
 impl Entry {
@@ -365,6 +394,7 @@ impl Entry {
             key: key.to_owned(),
             library: folder.join(format!("rc_{key}.so")),
             record: folder.join(format!("rc_{key}.sha256")),
+            source: folder.join(format!("rc_{key}.c")),
         }
     }
 
@@ -378,26 +408,32 @@ impl Entry {
         format!("{digest}  rc_{}.so\n", self.key)
     }
 
-    /// The cached library, loaded, if its bytes match its record; `None` when either is missing
-    /// or they do not match.
-    fn load_verified(&self) -> Result<Option<Library>, CompileError> {
+    /// The cached library, loaded if its bytes match its record.
+    fn load_verified(&self) -> Cached {
         let (Some(bytes), Some(record)) =
             (read_own_file(&self.library), read_own_file(&self.record))
         else {
-            return Ok(None);
+            return Cached::Missing;
         };
         if record != self.record_line(&hex(&Sha256::digest(&bytes))).as_bytes() {
-            return Ok(None);
+            return Cached::Missing;
         }
         // Only this user can write the folder, so the file is still the one whose bytes were
         // just checked, unless another process evicted it meanwhile: then it is built again.
         match open(&self.library) {
             Ok(library) => {
                 bound::touch(&self.library);
-                Ok(Some(library))
+                Cached::Loaded(library)
             }
-            Err(_) if !self.library.exists() => Ok(None),
-            Err(e) => Err(e),
+            Err(_) if !self.library.exists() => Cached::Missing,
+            Err(e) => Cached::Unloadable(e),
+        }
+    }
+
+    /// Removes the entry's files, those that exist: a build puts them back.
+    fn remove(&self) {
+        for path in [&self.library, &self.record, &self.source] {
+            let _ = std::fs::remove_file(path);
         }
     }
 
@@ -434,7 +470,7 @@ impl Entry {
         // Stored is used: the compiler's clock may be coarser than the order of uses.
         bound::touch(&self.library);
         // The source stays beside its library, for reading.
-        let _ = std::fs::rename(c_path, self.folder.join(format!("rc_{}.c", self.key)));
+        let _ = std::fs::rename(c_path, &self.source);
         Ok(library)
     }
 }
@@ -584,6 +620,27 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "no partial files are left: {names:?}");
+    }
+
+    #[test]
+    fn a_cached_library_that_does_not_load_and_cannot_be_rebuilt_names_cache_clean() {
+        let scratch = Scratch::new().unwrap();
+        let key = key(&[b"a library"]);
+        let entry = Entry::new(&scratch.0, &key);
+        let garbage = b"not a library";
+        std::fs::write(&entry.library, garbage).unwrap();
+        let digest = hex(&Sha256::digest(garbage));
+        std::fs::write(&entry.record, entry.record_line(&digest)).unwrap();
+        // A compiler that writes the same bytes again.
+        let build = |_: &Path, library: &Path| {
+            std::fs::write(library, garbage).map_err(|e| CompileError {
+                message: e.to_string(),
+            })
+        };
+        let error = load(&scratch.0, u64::MAX, &key, "source", &build).unwrap_err();
+        assert!(error.message.contains("rcannl cache clean"), "{error}");
+        assert!(error.message.contains("building it again"), "{error}");
+        assert!(!entry.library.exists() && !entry.record.exists());
     }
 
     #[test]
