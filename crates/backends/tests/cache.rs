@@ -837,3 +837,112 @@ fn a_cached_library_that_matches_its_record_but_does_not_load_is_rebuilt() {
         );
     }
 }
+
+/// A tmpfs mounted `noexec` at a fresh folder (mode 0700), unmounted when dropped.
+struct NoexecMount(Folder);
+
+impl NoexecMount {
+    /// The mount, or `None` after saying on standard error (past the test harness's capture)
+    /// why it could not be made: mounting needs privileges a test may not have.
+    fn new(name: &str) -> Option<NoexecMount> {
+        use std::io::Write;
+        let folder = Folder::new(name);
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "noexec,mode=0700,size=64m", "tmpfs"])
+            .arg(folder.path())
+            .output();
+        let why = match mounted {
+            Ok(output) if output.status.success() => return Some(NoexecMount(folder)),
+            Ok(output) => String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: a noexec tmpfs cannot be mounted here ({why})"
+        );
+        None
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for NoexecMount {
+    fn drop(&mut self) {
+        // Lazily, in case a process still holds it: it goes when they end.
+        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+    }
+}
+
+#[test]
+fn a_cache_folder_on_a_noexec_mount_falls_back_after_one_warning() {
+    const NAME: &str = "a_cache_folder_on_a_noexec_mount_falls_back_after_one_warning";
+    if in_child(NAME) {
+        let compiler = Compiler::find().expect("a C compiler");
+        assert_eq!(compile_and_run(&compiler, &copying()), (range(5), false));
+        let negated = compile_and_run(&compiler, &negating());
+        assert_eq!(negated.0, range(5).iter().map(|x| -x).collect::<Vec<_>>());
+        return;
+    }
+    let Some(mount) = NoexecMount::new("noexec-cache") else {
+        return;
+    };
+    let cache = mount.path().join("cache");
+    let output = run_child(NAME, &[("RCANNL_CACHE_DIR", Some(cache.as_os_str()))], None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("rcannl: ").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("noexec") && stderr.contains(&cache.display().to_string()),
+        "{stderr}"
+    );
+    assert_eq!(
+        files_in(&cache),
+        Vec::<String>::new(),
+        "nothing is kept where it cannot load"
+    );
+}
+
+#[test]
+fn without_a_folder_that_may_run_libraries_the_default_is_the_interpreter() {
+    const NAME: &str = "without_a_folder_that_may_run_libraries_the_default_is_the_interpreter";
+    if in_child(NAME) {
+        let error = Compiler::find()
+            .expect("a C compiler")
+            .compile(&copying())
+            .unwrap_err();
+        let temp = std::env::temp_dir();
+        assert!(
+            error.message.contains("noexec") && error.message.contains(&temp.display().to_string()),
+            "{error}"
+        );
+        assert_eq!(default_backend().name(), "interpreter");
+        return;
+    }
+    let Some(mount) = NoexecMount::new("noexec-everywhere") else {
+        return;
+    };
+    let (cache, temp) = (mount.path().join("cache"), mount.path().join("tmp"));
+    std::fs::create_dir(&temp).unwrap();
+    let output = run_child(
+        NAME,
+        &[
+            ("RCANNL_CACHE_DIR", Some(cache.as_os_str())),
+            ("TMPDIR", Some(temp.as_os_str())),
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("rcannl: "))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("noexec") && w.contains("interpreter")),
+        "{stderr}"
+    );
+}

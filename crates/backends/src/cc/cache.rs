@@ -7,11 +7,16 @@
 //! `sha256sum`'s format. A cached library is loaded only after its bytes are read and match its
 //! record; one that does not (damaged, truncated, another routine's, planted) is rebuilt, written
 //! beside and renamed into place, and so is one that matches its record but does not load (its
-//! entry removed first; an error then names `rcannl cache clean`). The cache folder must be private: created with mode `0700`,
-//! owned by this user and writable by no one else, under folders that others cannot rename it
-//! out of. Where it is not, or where it cannot be written, a library is built in a fresh private
-//! folder of its own, loaded and deleted (after one warning per process): nothing is loaded from
-//! a folder others can write.
+//! entry removed first; an error then names `rcannl cache clean`). Files are opened without
+//! blocking and read only if regular, so that a FIFO at an entry's name is replaced, not waited
+//! on. The cache folder must be private: created with mode `0700`, owned by this user and
+//! writable by no one else, under folders that others cannot rename it out of. Where it is not,
+//! where it cannot be written, or where its mount forbids running programs (`noexec`: flagged
+//! so, or the loader cannot map a library built there), a library is built in a fresh private
+//! folder of its own in the temporary folder, loaded and deleted (after one warning per
+//! process): nothing is loaded from a folder others can write. Where the temporary folder is on
+//! a `noexec` mount too, compiling is an error that says so ([`libraries_load`] tells in
+//! advance, and the default backend is then the interpreter).
 //!
 //! The folder is kept under a size cap (`bound`: `$RCANNL_CACHE_MAX_BYTES`, else 512 MiB), the
 //! least recently used entries evicted after each store.
@@ -20,8 +25,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
 
 use libloading::Library;
 use sha2::{Digest, Sha256};
@@ -77,9 +82,9 @@ fn hex(bytes: &[u8]) -> String {
 pub(crate) type Build<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), CompileError>;
 
 /// The library built from `source` under `key`, loaded: from the cache in `folder` when it holds
-/// one that passes its check, else built (and kept there when the folder is private and
-/// writable, evicting the least recently used entries beyond `cap` bytes); and whether it came
-/// from the cache.
+/// one that passes its check, else built (and kept there when the folder is private, writable
+/// and on a mount that allows running libraries, evicting the least recently used entries
+/// beyond `cap` bytes); and whether it came from the cache.
 pub(crate) fn load(
     folder: &Path,
     cap: u64,
@@ -87,14 +92,34 @@ pub(crate) fn load(
     source: &str,
     build: Build,
 ) -> Result<(Library, bool), CompileError> {
-    let private = match private_folder(folder) {
+    load_in(folder, cap, key, source, build, &noexec_mount)
+}
+
+/// [`load`], with `noexec` saying whether a folder is on a mount that forbids running what is in
+/// it (a parameter so that tests can say so of any folder).
+fn load_in(
+    folder: &Path,
+    cap: u64,
+    key: &str,
+    source: &str,
+    build: Build,
+    noexec: Noexec,
+) -> Result<(Library, bool), CompileError> {
+    let unkept = |why: String| load_unkept(why, key, source, build, noexec);
+    let private = match usable_folder(folder, noexec) {
         Ok(private) => private,
-        Err(why) => return load_unkept(why, key, source, build),
+        Err(why) => return unkept(why),
     };
     let entry = Entry::new(&private, key);
     let unloadable = match entry.load_verified() {
         Cached::Loaded(library) => return Ok((library, true)),
         Cached::Missing => None,
+        // The mount forbids running libraries though its flags did not say so: nothing kept
+        // there can load.
+        Cached::Unloadable(error) if refused_to_map(&error) => {
+            refused_in(&private);
+            return unkept(noexec_reason(folder, true));
+        }
         // The bytes are the ones recorded, yet the loader refuses them: damaged together with
         // the record (a faulty disk or copy), or written by a loader-incompatible toolchain.
         // Rebuilt once rather than failing on every run.
@@ -109,13 +134,15 @@ pub(crate) fn load(
             let _ = bound::evict_except(&private, cap, Some(&entry.name()));
             Ok((library, false))
         }
-        Err(Failure::Unwritable(e)) => load_unkept(
-            format!("cannot write in the cache folder {}: {e}", folder.display()),
-            key,
-            source,
-            build,
-        ),
-        Err(Failure::Build(error)) => Err(match unloadable {
+        Err(Failure::Unwritable(e)) => unkept(format!(
+            "cannot write in the cache folder {}: {e}",
+            folder.display()
+        )),
+        Err(Failure::Load(error)) if refused_to_map(&error) => {
+            refused_in(&private);
+            unkept(noexec_reason(folder, true))
+        }
+        Err(Failure::Build(error) | Failure::Load(error)) => Err(match unloadable {
             None => error,
             Some(first) => CompileError {
                 message: format!(
@@ -127,14 +154,143 @@ pub(crate) fn load(
     }
 }
 
+/// Says whether a folder is on a mount that forbids running what is in it.
+type Noexec<'a> = &'a dyn Fn(&Path) -> bool;
+
+/// The cache folder `folder`, resolved, if libraries can be kept and loaded there: it is
+/// private ([`private_folder`]) and its mount allows running them; else why not.
+fn usable_folder(folder: &Path, noexec: Noexec) -> Result<PathBuf, String> {
+    let private = private_folder(folder)?;
+    if noexec(&private) {
+        return Err(noexec_reason(folder, false));
+    }
+    Ok(private)
+}
+
+/// Whether the libraries the C backend compiles with the cache folder `folder` can be loaded
+/// here: where the cache folder cannot serve (not private, or on a `noexec` mount)
+/// they are built in the temporary folder, and where that is on a `noexec` mount too, nowhere;
+/// the error then says so. The default backend runs on the interpreter instead.
+pub fn libraries_load(folder: &Path) -> Result<(), String> {
+    let Err(why) = usable_folder(folder, &noexec_mount) else {
+        return Ok(());
+    };
+    let temp = std::env::temp_dir();
+    if noexec_mount(&temp) {
+        return Err(nowhere_to_load(&why, &temp, false));
+    }
+    Ok(())
+}
+
+/// Why libraries are not kept in the cache folder `folder`: its mount is flagged `noexec`, or
+/// (`refused`) the loader could not map one there to run it, as on such a mount.
+fn noexec_reason(folder: &Path, refused: bool) -> String {
+    if refused {
+        format!(
+            "the loader cannot map libraries in the cache folder {} to run them, as on a noexec \
+             mount",
+            folder.display()
+        )
+    } else {
+        format!(
+            "the cache folder {} is on a noexec mount, where libraries cannot be loaded",
+            folder.display()
+        )
+    }
+}
+
+/// The error when the cache folder cannot serve (`why`) and libraries do not load from the
+/// temporary folder `temp` either: its mount is flagged `noexec`, or (`refused`) the loader
+/// could not map one there: nowhere is left to load them from.
+fn nowhere_to_load(why: &str, temp: &Path, refused: bool) -> String {
+    let temp_too = if refused {
+        "the loader cannot map them in the temporary folder either, as on a noexec mount"
+    } else {
+        "the temporary folder is on a noexec mount too"
+    };
+    format!(
+        "compiled routines cannot be loaded: {why}, and {temp_too} ({}); set RCANNL_CACHE_DIR \
+         or TMPDIR to a folder on a mount that allows running programs",
+        temp.display()
+    )
+}
+
+/// Folders where the loader could not map a library this process built there, as on a mount
+/// that forbids running programs though its flags do not say so: passed over from then on, as
+/// flagged ones are, rather than building there in vain again (glibc also keeps a mapping of
+/// every library it fails so to load).
+static REFUSED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Notes that the loader could not map a library built in `folder` ([`REFUSED`]).
+fn refused_in(folder: &Path) {
+    let mut refused = REFUSED.lock().unwrap_or_else(|p| p.into_inner());
+    if !refused.iter().any(|f| f == folder) {
+        refused.push(folder.to_owned());
+    }
+}
+
+/// Whether `folder` is on a mount that forbids running programs: flagged `noexec`, or one where
+/// the loader already could not map a library ([`REFUSED`]).
+fn noexec_mount(folder: &Path) -> bool {
+    let refused = REFUSED.lock().unwrap_or_else(|p| p.into_inner());
+    refused.iter().any(|f| f == folder) || flagged_noexec(folder)
+}
+
+/// Whether `folder` is on a mount with the `noexec` flag (`statvfs`'s `ST_NOEXEC`). A folder
+/// whose mount cannot be asked counts as not: loading a library there tells ([`refused_to_map`]).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn flagged_noexec(folder: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(folder.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `stats` room for one `statvfs`, both alive
+    // for the call.
+    if unsafe { libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: `statvfs` succeeded, so it filled `stats`.
+    let stats = unsafe { stats.assume_init() };
+    stats.f_flag & libc::ST_NOEXEC != 0
+}
+
+/// Whether `folder` is on a mount with the `noexec` flag: not asked where `statvfs` has no such
+/// flag; loading a library there tells ([`refused_to_map`]).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn flagged_noexec(_folder: &Path) -> bool {
+    false
+}
+
+/// Whether a loader's error says it could not map the library to run it: what a mount that
+/// forbids running programs (`noexec`) makes `mmap` answer (glibc's "failed to map segment from
+/// shared object", musl's "Operation not permitted").
+fn refused_to_map(error: &CompileError) -> bool {
+    ["failed to map segment", "Operation not permitted"]
+        .iter()
+        .any(|words| error.message.contains(words))
+}
+
 /// Builds the library in a fresh private folder, loads it and deletes the folder, after one
-/// warning per process saying why the cache was not used.
+/// warning per process saying why the cache was not used; an error where the temporary folder's
+/// mount does not let libraries load either.
 fn load_unkept(
     why: String,
     key: &str,
     source: &str,
     build: Build,
+    noexec: Noexec,
 ) -> Result<(Library, bool), CompileError> {
+    let scratch = Scratch::new()?;
+    let nowhere = |refused| CompileError {
+        message: format!(
+            "{}, or RCANNL_BACKEND=interp to run on the interpreter",
+            nowhere_to_load(&why, scratch.0.parent().unwrap_or(&scratch.0), refused)
+        ),
+    };
+    if noexec(&scratch.0) {
+        return Err(nowhere(false));
+    }
     static WARNED: Once = Once::new();
     WARNED.call_once(|| {
         eprintln!(
@@ -142,13 +298,13 @@ fn load_unkept(
              the result"
         );
     });
-    let scratch = Scratch::new()?;
     match Entry::new(&scratch.0, key).build(source, build) {
         Ok(library) => Ok((library, false)),
         Err(Failure::Unwritable(e)) => Err(CompileError {
             message: format!("cannot write in {}: {e}", scratch.0.display()),
         }),
-        Err(Failure::Build(error)) => Err(error),
+        Err(Failure::Load(error)) if refused_to_map(&error) => Err(nowhere(true)),
+        Err(Failure::Build(error) | Failure::Load(error)) => Err(error),
     }
 }
 
@@ -365,6 +521,8 @@ enum Failure {
     Unwritable(std::io::Error),
     /// The compiler failed: nowhere else would it do better.
     Build(CompileError),
+    /// The library built does not load: elsewhere it may, where the folder's mount is to blame.
+    Load(CompileError),
 }
 
 /// What the cache holds for an entry.
@@ -463,7 +621,7 @@ impl Entry {
             self.record_line(&hex(&Sha256::digest(&bytes))).as_bytes(),
         )
         .map_err(Failure::Unwritable)?;
-        let library = open(partial).map_err(Failure::Build)?;
+        let library = open(partial).map_err(Failure::Load)?;
         // Kept only once loaded: a library that does not load is not cached.
         std::fs::rename(partial, &self.library).map_err(Failure::Unwritable)?;
         std::fs::rename(record, &self.record).map_err(Failure::Unwritable)?;
@@ -641,6 +799,123 @@ mod tests {
         assert!(error.message.contains("rcannl cache clean"), "{error}");
         assert!(error.message.contains("building it again"), "{error}");
         assert!(!entry.library.exists() && !entry.record.exists());
+    }
+
+    /// Builds the C file at `c_file` into a shared library at `library` with `cc`.
+    fn cc(c_file: &Path, library: &Path) -> Result<(), CompileError> {
+        let status = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(library)
+            .arg(c_file)
+            .status()
+            .map_err(|e| CompileError {
+                message: format!("cc does not run: {e}"),
+            })?;
+        if !status.success() {
+            return Err(CompileError {
+                message: format!("cc failed: {status}"),
+            });
+        }
+        Ok(())
+    }
+
+    const SOURCE: &str = "int rc_answer(void) { return 42; }\n";
+
+    #[test]
+    fn a_cache_folder_on_a_noexec_mount_is_passed_over_for_a_private_one() {
+        let scratch = Scratch::new().unwrap();
+        let folder = scratch.0.join("cache");
+        let key = key(&[SOURCE.as_bytes()]);
+        assert!(usable_folder(&folder, &|_| false).is_ok());
+        let why = usable_folder(&folder, &|_| true).unwrap_err();
+        assert!(
+            why.contains("noexec") && why.contains(&folder.display().to_string()),
+            "{why}"
+        );
+        // Only the cache folder's mount forbids running libraries: built elsewhere, not kept.
+        let on_cache_mount = |path: &Path| path.starts_with(&scratch.0);
+        let (library, from_cache) =
+            load_in(&folder, u64::MAX, &key, SOURCE, &cc, &on_cache_mount).unwrap();
+        assert!(!from_cache);
+        // SAFETY: `SOURCE` defines `rc_answer` with this signature.
+        let answer = unsafe { *library.get::<extern "C" fn() -> i32>(b"rc_answer").unwrap() };
+        assert_eq!(answer(), 42);
+        assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+        // Every mount forbids it: an error naming the cause and the ways out, with nothing built.
+        let built = std::cell::Cell::new(false);
+        let build = |c: &Path, library: &Path| {
+            built.set(true);
+            cc(c, library)
+        };
+        let error = load_in(&folder, u64::MAX, &key, SOURCE, &build, &|_| true).unwrap_err();
+        for words in [
+            "noexec",
+            "temporary folder",
+            "RCANNL_CACHE_DIR",
+            "RCANNL_BACKEND",
+        ] {
+            assert!(error.message.contains(words), "{words}: {error}");
+        }
+        assert!(!built.get());
+    }
+
+    #[test]
+    fn a_library_the_loader_cannot_map_counts_as_on_a_noexec_mount() {
+        let refusal = |message: &str| CompileError {
+            message: message.to_owned(),
+        };
+        let glibc = "/c/rc_1.so: failed to map segment from shared object";
+        let musl = "Error loading shared library /c/rc_1.so: Operation not permitted";
+        assert!(refused_to_map(&refusal(glibc)) && refused_to_map(&refusal(musl)));
+        assert!(!refused_to_map(&refusal("/c/rc_1.so: invalid ELF header")));
+        assert!(!refused_to_map(&refusal("/c/rc_1.so: file too short")));
+    }
+
+    #[test]
+    fn where_a_mounts_flags_do_not_say_noexec_the_failed_load_does() {
+        use std::io::Write;
+        let scratch = Scratch::new().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "noexec,mode=0700,size=16m", "tmpfs"])
+            .arg(&scratch.0)
+            .output();
+        match mounted {
+            Ok(output) if output.status.success() => {}
+            outcome => {
+                let why = outcome.map_or_else(
+                    |e| e.to_string(),
+                    |o| String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+                );
+                // Past the test harness's capture: a test that did not run must not pass unseen.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "skipped: a noexec tmpfs cannot be mounted here ({why})"
+                );
+                return;
+            }
+        }
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                // Lazily: the loader keeps a mapping of the library it failed to load (glibc),
+                // which holds the mount until this process ends.
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(self.0)
+                    .status();
+            }
+        }
+        let _unmount = Unmount(&scratch.0);
+        assert!(noexec_mount(&scratch.0));
+        let folder = scratch.0.join("cache");
+        let key = key(&[SOURCE.as_bytes()]);
+        // As where `statvfs` has no flag to say so: the library built there does not load.
+        let (_, from_cache) = load_in(&folder, u64::MAX, &key, SOURCE, &cc, &|_| false).unwrap();
+        assert!(!from_cache);
+        assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+        // Remembered, so that the next build goes elsewhere at once.
+        let resolved = folder.canonicalize().unwrap();
+        assert!(REFUSED.lock().unwrap().contains(&resolved));
     }
 
     #[test]
