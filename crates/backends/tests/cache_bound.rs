@@ -299,4 +299,10 @@ fn a_missing_folder_holds_nothing() {
     assert_eq!((info.entries, info.bytes), (0, 0));
     assert_eq!(cache::clean(&folder).unwrap(), cache::Removed::default());
     assert!(!folder.exists(), "nothing is created to be listed");
+    // Nor through a symbolic link to nothing.
+    let base = Folder::new("cache-dangling");
+    let link = base.path().join("cache");
+    std::os::unix::fs::symlink(base.path().join("gone"), &link).unwrap();
+    assert_eq!(cache::clean(&link).unwrap(), cache::Removed::default());
+    assert!(!base.path().join("gone").exists());
 }

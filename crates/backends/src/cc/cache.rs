@@ -393,9 +393,10 @@ fn private_folder(folder: &Path) -> Result<PathBuf, String> {
 }
 
 /// `folder` resolved if it exists and is private, as [`private_folder`] requires (which would
-/// create it); `None` if it does not exist; an error saying why the cache would not use it.
+/// create it); `None` if it does not exist (a symbolic link to nothing included, as
+/// [`private_folder`] sees it); an error saying why the cache would not use it.
 fn existing_private_folder(folder: &Path) -> Result<Option<PathBuf>, String> {
-    match std::fs::symlink_metadata(folder) {
+    match std::fs::metadata(folder) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         _ => checked_private_folder(folder).map(Some),
     }
