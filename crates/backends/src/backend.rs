@@ -7,7 +7,7 @@ use std::sync::Once;
 use rcannl_ir::{Routine, Symbol};
 
 use crate::Buffers;
-use crate::cc::{CompileError, Compiler};
+use crate::cc::{CompileError, Compiler, cache};
 use crate::interpreter::{RunError, run_routine};
 
 /// A routine ready to run.
@@ -90,11 +90,21 @@ impl Backend for Compiler {
 
 static NO_COMPILER: Once = Once::new();
 
-/// The C backend when a C compiler runs here, else the interpreter, after one warning on
-/// standard error (once per process).
+/// The C backend when a C compiler runs here and what it compiles can be loaded (the cache
+/// folder, or else the temporary folder, is not on a `noexec` mount: see
+/// [`cache::libraries_load`]), else the interpreter, after one warning on standard error (once
+/// per process).
 pub fn default_backend() -> Box<dyn Backend> {
     match Compiler::from_environment() {
-        Ok(compiler) => Box::new(compiler),
+        Ok(compiler) => match cache::libraries_load(compiler.cache_dir()) {
+            Ok(()) => Box::new(compiler),
+            Err(why) => {
+                NO_COMPILER.call_once(|| {
+                    eprintln!("rcannl: {why}; running on the interpreter, which is much slower.");
+                });
+                Box::new(Interpreter)
+            }
+        },
         Err(why) => {
             NO_COMPILER.call_once(|| {
                 eprintln!(

@@ -727,3 +727,222 @@ fn a_long_source_is_compiled_in_parts_at_once_and_leaves_only_its_entry() {
         );
     }
 }
+
+/// Makes a FIFO at `path`.
+fn fifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let made = unsafe { libc::mkfifo(path.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "{}", std::io::Error::last_os_error());
+}
+
+/// What `work` returns, run on a thread of its own; a panic if it has not finished within
+/// `seconds` seconds, so that a test of something that would block fails instead of hanging.
+fn within<T: Send + 'static>(seconds: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(work());
+    });
+    match finished.recv_timeout(std::time::Duration::from_secs(seconds)) {
+        Ok(result) => result,
+        Err(RecvTimeoutError::Timeout) => panic!("still blocked after {seconds} s"),
+        Err(RecvTimeoutError::Disconnected) => panic!("the work panicked"),
+    }
+}
+
+#[test]
+fn a_fifo_at_an_entrys_name_is_replaced_not_waited_on() {
+    let [library] = &copying_library_names()[..] else {
+        panic!("one library")
+    };
+    let stem = library.strip_suffix(".so").unwrap();
+    for suffixes in [&[".so"][..], &[".sha256"], &[".c"], &[".so", ".sha256"]] {
+        let folder = Folder::new(&format!("fifo{}", suffixes.concat()));
+        for suffix in suffixes {
+            fifo(&folder.path().join(format!("{stem}{suffix}")));
+        }
+        let compiler = compiler_in(folder.path());
+        let first = within(120, {
+            let compiler = compiler.clone();
+            move || compile_and_run(&compiler, &copying())
+        });
+        assert_eq!(first, (range(5), false), "{suffixes:?}");
+        assert_eq!(
+            compile_and_run(&compiler, &copying()),
+            (range(5), true),
+            "{suffixes:?}: the entry is kept in the FIFO's place"
+        );
+    }
+}
+
+#[test]
+fn a_fifo_at_a_kept_files_name_is_replaced_not_waited_on() {
+    use rcannl_backends::cc::cache;
+    let name = format!("gpu_{}.wgsl", cache::key(&[b"a program"]));
+    for suffix in ["", ".sha256"] {
+        let folder = Folder::new(&format!("fifo-kept{suffix}"));
+        let path = folder.path().to_owned();
+        if suffix.is_empty() {
+            fifo(&path.join(&name));
+        } else {
+            // A record is read only after the bytes it records.
+            std::fs::write(path.join(&name), b"bytes").unwrap();
+            fifo(&path.join(format!("{name}{suffix}")));
+        }
+        let read = within(60, {
+            let (path, name) = (path.clone(), name.clone());
+            move || cache::read_kept(&path, &name)
+        });
+        assert_eq!(read, None, "{suffix:?}");
+        cache::keep(&path, &name, b"kept").unwrap();
+        assert_eq!(
+            cache::read_kept(&path, &name).as_deref(),
+            Some(&b"kept"[..]),
+            "{suffix:?}"
+        );
+    }
+}
+
+#[test]
+fn a_cached_library_that_matches_its_record_but_does_not_load_is_rebuilt() {
+    let folder = Folder::new("unloadable");
+    let compiler = compiler_in(folder.path());
+    let expected = compile_and_run(&compiler, &copying()).0;
+    let [name] = &libraries_in(folder.path())[..] else {
+        panic!("one library")
+    };
+    let library = std::fs::read(folder.path().join(name)).unwrap();
+    let mut garbled = library.clone();
+    for byte in &mut garbled[..16] {
+        *byte ^= 0x5a;
+    }
+    let damages = [
+        ("not a library", b"not a library".to_vec()),
+        ("garbled header", garbled),
+    ];
+    for (what, bytes) in damages {
+        // Damaged with its record to match, as a disk that garbles both, or a faulty copy, may.
+        plant_with_record(folder.path(), name, &bytes);
+        assert_eq!(
+            compile_and_run(&compiler, &copying()),
+            (expected.clone(), false),
+            "{what}"
+        );
+        assert_eq!(
+            compile_and_run(&compiler, &copying()),
+            (expected.clone(), true),
+            "{what}: the rebuilt library is kept"
+        );
+    }
+}
+
+/// A tmpfs mounted `noexec` at a fresh folder (mode 0700), unmounted when dropped.
+struct NoexecMount(Folder);
+
+impl NoexecMount {
+    /// The mount, or `None` after saying on standard error (past the test harness's capture)
+    /// why it could not be made: mounting needs privileges a test may not have.
+    fn new(name: &str) -> Option<NoexecMount> {
+        use std::io::Write;
+        let folder = Folder::new(name);
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "noexec,mode=0700,size=64m", "tmpfs"])
+            .arg(folder.path())
+            .output();
+        let why = match mounted {
+            Ok(output) if output.status.success() => return Some(NoexecMount(folder)),
+            Ok(output) => String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: a noexec tmpfs cannot be mounted here ({why})"
+        );
+        None
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for NoexecMount {
+    fn drop(&mut self) {
+        // Lazily, in case a process still holds it: it goes when they end.
+        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+    }
+}
+
+#[test]
+fn a_cache_folder_on_a_noexec_mount_falls_back_after_one_warning() {
+    const NAME: &str = "a_cache_folder_on_a_noexec_mount_falls_back_after_one_warning";
+    if in_child(NAME) {
+        let compiler = Compiler::find().expect("a C compiler");
+        assert_eq!(compile_and_run(&compiler, &copying()), (range(5), false));
+        let negated = compile_and_run(&compiler, &negating());
+        assert_eq!(negated.0, range(5).iter().map(|x| -x).collect::<Vec<_>>());
+        return;
+    }
+    let Some(mount) = NoexecMount::new("noexec-cache") else {
+        return;
+    };
+    let cache = mount.path().join("cache");
+    let output = run_child(NAME, &[("RCANNL_CACHE_DIR", Some(cache.as_os_str()))], None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("rcannl: ").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("noexec") && stderr.contains(&cache.display().to_string()),
+        "{stderr}"
+    );
+    assert_eq!(
+        files_in(&cache),
+        Vec::<String>::new(),
+        "nothing is kept where it cannot load"
+    );
+}
+
+#[test]
+fn without_a_folder_that_may_run_libraries_the_default_is_the_interpreter() {
+    const NAME: &str = "without_a_folder_that_may_run_libraries_the_default_is_the_interpreter";
+    if in_child(NAME) {
+        let error = Compiler::find()
+            .expect("a C compiler")
+            .compile(&copying())
+            .unwrap_err();
+        let temp = std::env::temp_dir();
+        assert!(
+            error.message.contains("noexec") && error.message.contains(&temp.display().to_string()),
+            "{error}"
+        );
+        assert_eq!(default_backend().name(), "interpreter");
+        return;
+    }
+    let Some(mount) = NoexecMount::new("noexec-everywhere") else {
+        return;
+    };
+    let (cache, temp) = (mount.path().join("cache"), mount.path().join("tmp"));
+    std::fs::create_dir(&temp).unwrap();
+    let output = run_child(
+        NAME,
+        &[
+            ("RCANNL_CACHE_DIR", Some(cache.as_os_str())),
+            ("TMPDIR", Some(temp.as_os_str())),
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("rcannl: "))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("noexec") && w.contains("interpreter")),
+        "{stderr}"
+    );
+}

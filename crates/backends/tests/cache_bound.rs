@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -111,6 +112,134 @@ fn stores_keep_the_folder_under_its_cap_evicting_the_least_recently_used() {
     assert!(!cached(&compiler, &routines[2]), "r2 was kept");
 }
 
+/// A key of the cache's form: 64 hexadecimal digits.
+const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Writes `bytes` at `path` and dates the file `hours` hours back.
+fn write_aged(path: &Path, bytes: &[u8], hours: u64) {
+    std::fs::write(path, bytes).unwrap();
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - Duration::from_secs(hours * 3600))
+        .unwrap();
+}
+
+/// Names a user may give files in a folder that also holds the cache: some seen deleted by
+/// it, the others one step from the names it writes (another extension, a shorter or
+/// upper-case key, a suffix that is not a build's).
+fn users_names() -> Vec<String> {
+    let mut names: Vec<String> = [
+        "ubuntu.iso.partial",
+        "rc_results.csv.bak",
+        "gpu_benchmarks.md",
+        "gpu_train.py",
+        "rc_local.c",
+        "rc_local.so",
+        "rc_local.sha256",
+        "gpu_notes.sha256",
+        "gpu_notes.1-2.partial",
+        "gpu_wgpu_pipeline_cache_vulkan_x_1.bin",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    names.extend([
+        format!("rc_{KEY}.so.bak"),
+        format!("rc_{KEY}.txt"),
+        format!("rc_{}.so", &KEY[1..]),
+        format!("rc_{KEY}0.so"),
+        format!("rc_{}.so", KEY.to_uppercase()),
+        format!("rc_{KEY}.12-3.so.partial.bak"),
+        format!("rc_{KEY}.x-3.so.partial"),
+        format!("rc_{KEY}.12-3.txt"),
+        format!("rc_{KEY}.12-3.so.x.o"),
+        format!("gpu_{KEY}.wgsl.orig"),
+        format!("gpu_{KEY}.txt"),
+        format!("gpu_{KEY}.wgsl.12-3.tmp"),
+        format!("gpu_{KEY}.wgsl.12.partial"),
+    ]);
+    names
+}
+
+#[test]
+fn files_that_are_not_the_caches_survive_stores_eviction_and_clean() {
+    let folder = Folder::new("cache-shared-with-files");
+    let at = |name: &str| folder.path().join(name);
+    let names = users_names();
+    for name in &names {
+        write_aged(&at(name), name.as_bytes(), 2);
+    }
+    // What dead builds of the cache itself leave, as old: these go.
+    let leftovers = [
+        format!("rc_{KEY}.12-3.c"),
+        format!("rc_{KEY}.12-3.so.partial"),
+        format!("rc_{KEY}.12-3.sha256.partial"),
+        format!("rc_{KEY}.12-3.so.0.c"),
+        format!("rc_{KEY}.12-3.so.11.o"),
+        format!("gpu_{KEY}.wgsl.12-3.partial"),
+        format!("gpu_{KEY}.wgsl.12-3.sha256.partial"),
+    ];
+    for name in &leftovers {
+        write_aged(&at(name), b"left over", 2);
+    }
+    // Stores under a cap of nothing: each evicts every other entry and every leftover.
+    let compiler = Compiler::find()
+        .expect("a C compiler")
+        .with_cache_dir(folder.path())
+        .with_cache_max_bytes(0);
+    for routine in &routines()[..2] {
+        assert!(!cached(&compiler, routine));
+    }
+    let kept = format!("gpu_{KEY}.wgsl");
+    cache::keep(folder.path(), &kept, b"kept bytes").unwrap();
+    for name in &leftovers {
+        assert!(!at(name).exists(), "a dead build's {name} stays");
+    }
+    // The last library and the kept file.
+    assert_eq!(cache::info(folder.path()).unwrap().entries, 2);
+    assert_eq!(cache::evict(folder.path(), 0).unwrap().entries, 2);
+    compiler.compile(&routines()[0]).unwrap();
+    assert_eq!(cache::clean(folder.path()).unwrap().entries, 1);
+    assert_eq!(cache::info(folder.path()).unwrap().entries, 0);
+    for name in &names {
+        assert_eq!(
+            std::fs::read(at(name)).ok().as_deref(),
+            Some(name.as_bytes()),
+            "{name} was not the cache's"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(folder.path()).unwrap().count(),
+        names.len(),
+        "only the user's files remain"
+    );
+}
+
+#[test]
+fn clean_refuses_a_folder_the_cache_would_not_use() {
+    for mode in [0o1777, 0o777, 0o775] {
+        let folder = Folder::new(&format!("cache-clean-shared-{mode:o}"));
+        let entry = [format!("rc_{KEY}.so"), format!("rc_{KEY}.sha256")];
+        for name in &entry {
+            std::fs::write(folder.path().join(name), b"someone's").unwrap();
+        }
+        std::fs::set_permissions(folder.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        for (what, result) in [
+            ("clean", cache::clean(folder.path())),
+            ("evict", cache::evict(folder.path(), 0)),
+        ] {
+            let error = result.unwrap_err();
+            assert!(
+                error.contains(&folder.path().display().to_string())
+                    && error.contains("can be written by other users")
+                    && error.contains("not cleaned"),
+                "{what}, mode {mode:o}: {error}"
+            );
+        }
+        for name in &entry {
+            assert!(folder.path().join(name).exists(), "mode {mode:o}: {name}");
+        }
+    }
+}
+
 #[test]
 fn clean_and_evict_remove_entries_and_dead_builds_leftovers_only() {
     let folder = Folder::new("cache-clean");
@@ -122,44 +251,37 @@ fn clean_and_evict_remove_entries_and_dead_builds_leftovers_only() {
         assert!(!cached(&compiler, routine));
         tick();
     }
-    cache::keep(folder.path(), "gpu_program.wgsl", b"kept bytes").unwrap();
+    let program = format!("gpu_{KEY}.wgsl");
+    cache::keep(folder.path(), &program, b"kept bytes").unwrap();
     let at = |name: &str| folder.path().join(name);
-    let hours_ago = |name: &str, hours: u64| {
-        std::fs::write(at(name), b"partial").unwrap();
-        let file = std::fs::File::options().write(true).open(at(name)).unwrap();
-        let then = SystemTime::now() - Duration::from_secs(hours * 3600);
-        file.set_modified(then).unwrap();
-    };
-    hours_ago("rc_dead.123-0.so.partial", 2);
-    hours_ago("rc_live.456-0.c", 0);
+    let (dead, live) = (
+        format!("rc_{KEY}.123-0.so.partial"),
+        format!("rc_{KEY}.456-0.c"),
+    );
+    write_aged(&at(&dead), b"partial", 2);
+    write_aged(&at(&live), b"partial", 0);
     std::fs::write(at("notes.txt"), b"not the cache's").unwrap();
 
     let info = cache::info(folder.path()).unwrap();
     assert_eq!(info.entries, 3, "two libraries and a kept file");
-    let others = ["rc_dead.123-0.so.partial", "rc_live.456-0.c", "notes.txt"]
+    let others = [dead.as_str(), &live, "notes.txt"]
         .map(|name| std::fs::metadata(at(name)).unwrap().len())
         .iter()
         .sum::<u64>();
     assert_eq!(info.bytes, bytes_in(folder.path()) - others);
 
     // Down to one entry's size: the newest, the kept file, stays.
-    let kept = std::fs::metadata(at("gpu_program.wgsl")).unwrap().len()
-        + std::fs::metadata(at("gpu_program.wgsl.sha256"))
+    let kept = std::fs::metadata(at(&program)).unwrap().len()
+        + std::fs::metadata(at(&format!("{program}.sha256")))
             .unwrap()
             .len();
     let evicted = cache::evict(folder.path(), kept).unwrap();
     assert_eq!(evicted.entries, 2);
-    assert!(
-        !at("rc_dead.123-0.so.partial").exists(),
-        "a dead build's file stays"
-    );
-    assert!(
-        at("rc_live.456-0.c").exists(),
-        "a live build's file is removed"
-    );
+    assert!(!at(&dead).exists(), "a dead build's file stays");
+    assert!(at(&live).exists(), "a live build's file is removed");
     assert_eq!(cache::info(folder.path()).unwrap().bytes, kept);
     assert_eq!(
-        cache::read_kept(folder.path(), "gpu_program.wgsl").as_deref(),
+        cache::read_kept(folder.path(), &program).as_deref(),
         Some(&b"kept bytes"[..])
     );
 
@@ -167,7 +289,7 @@ fn clean_and_evict_remove_entries_and_dead_builds_leftovers_only() {
     assert_eq!((cleaned.entries, cleaned.bytes), (1, kept));
     let info = cache::info(folder.path()).unwrap();
     assert_eq!((info.entries, info.bytes), (0, 0));
-    assert!(at("notes.txt").exists() && at("rc_live.456-0.c").exists());
+    assert!(at("notes.txt").exists() && at(&live).exists());
 }
 
 #[test]
@@ -177,4 +299,10 @@ fn a_missing_folder_holds_nothing() {
     assert_eq!((info.entries, info.bytes), (0, 0));
     assert_eq!(cache::clean(&folder).unwrap(), cache::Removed::default());
     assert!(!folder.exists(), "nothing is created to be listed");
+    // Nor through a symbolic link to nothing.
+    let base = Folder::new("cache-dangling");
+    let link = base.path().join("cache");
+    std::os::unix::fs::symlink(base.path().join("gone"), &link).unwrap();
+    assert_eq!(cache::clean(&link).unwrap(), cache::Removed::default());
+    assert!(!base.path().join("gone").exists());
 }

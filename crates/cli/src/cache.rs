@@ -1,6 +1,7 @@
 //! `rcannl cache info` and `rcannl cache clean [--to-cap]`: the folder compiled kernels are kept
 //! in (`$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`, else `~/.cache/rcannl`), its size
-//! and cap (`$RCANNL_CACHE_MAX_BYTES`, else 512 MiB), and emptying it.
+//! and cap (`$RCANNL_CACHE_MAX_BYTES`, else 512 MiB), and emptying it of the cache's own files
+//! (a folder the cache would not use is refused).
 
 use std::process::ExitCode;
 
@@ -26,7 +27,9 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Remove every entry of the cache folder (compiled again when next needed).
+    /// Remove every entry of the cache folder (compiled again when next needed); files the
+    /// cache did not write stay, and a folder it would not use (one others can write) is
+    /// refused.
     Clean {
         /// Remove only the least recently used entries beyond the cap.
         #[arg(long)]
@@ -54,7 +57,8 @@ struct CleanView {
     removed_bytes: u64,
 }
 
-/// Runs the command: exit status 0, or 1 when the folder cannot be read.
+/// Runs the command: exit status 0, or 1 when the folder cannot be read (or, to clean, is one
+/// the cache would not use).
 pub fn run(args: &Args) -> ExitCode {
     let folder = cache::default_folder();
     match args.action {

@@ -146,3 +146,63 @@ fn a_cache_folder_that_cannot_be_read_is_an_io_error() {
     let error: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(error["error"]["kind"], "io");
 }
+
+/// Writes `path` with its own name as its bytes, dated two hours back: past the age at which
+/// the cache takes a file of its own for a dead build's leftover.
+fn write_old(path: &Path) {
+    std::fs::write(path, path.file_name().unwrap().as_encoded_bytes()).unwrap();
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 3600);
+    file.set_modified(then).unwrap();
+}
+
+#[test]
+fn clean_leaves_the_files_of_a_folder_it_shares_alone() {
+    let folder = fresh_dir("cache-shared");
+    let theirs = [
+        "gpu_benchmarks.md",
+        "gpu_train.py",
+        "rc_local.c",
+        "rc_results.csv.bak",
+        "ubuntu.iso.partial",
+    ];
+    for name in theirs {
+        write_old(&folder.join(name));
+    }
+    compile_a_product(&folder);
+    for args in [&["cache", "clean", "--to-cap"][..], &["cache", "clean"]] {
+        let output = rcannl_with(&folder, &[("RCANNL_CACHE_MAX_BYTES", "0")], args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    }
+    for name in theirs {
+        assert_eq!(
+            std::fs::read(folder.join(name)).ok().as_deref(),
+            Some(name.as_bytes()),
+            "{name} was removed"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), theirs.len());
+}
+
+#[test]
+fn clean_refuses_a_folder_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = fresh_dir("cache-open");
+    compile_a_product(&folder);
+    let before = std::fs::read_dir(&folder).unwrap().count();
+    assert!(before >= 2, "an entry is kept");
+    // As `/tmp` is: anyone may write, only owners rename.
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    for args in [&["cache", "clean"][..], &["cache", "clean", "--to-cap"]] {
+        let output = rcannl_with(&folder, &[("RCANNL_CACHE_MAX_BYTES", "0")], args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let message = stderr(&output);
+        assert!(
+            message.contains(&folder.display().to_string())
+                && message.contains("can be written by other users")
+                && message.contains("not cleaned"),
+            "{args:?}: {message}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), before);
+}

@@ -389,6 +389,8 @@ impl Compiler {
         let Some(units) = parts::split(&source, kernel_threads()) else {
             return self.run_compiler(&[c_file.as_os_str()], library, true);
         };
+        // Named after the library being built, `.partial` giving way to `<part>.c` and
+        // `<part>.o`: the cache's listing knows these names as a build's temporaries.
         let paths = Leftovers(
             (0..units.len())
                 .flat_map(|i| ["c", "o"].map(|ext| library.with_extension(format!("{i}.{ext}"))))

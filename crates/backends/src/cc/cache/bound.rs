@@ -2,12 +2,21 @@
 //! recently used ones after each store, and can be listed and cleaned.
 //!
 //! An entry is the files of one kept thing: a library `rc_<key>.so` with its record
-//! `rc_<key>.sha256` and source `rc_<key>.c`, or a kept file `gpu_<…>` with its record
-//! `gpu_<…>.sha256`. Its size is theirs together, and it was last used at the latest of their
-//! modification times: loading a library or reading a kept file sets its time to now. Files of
-//! other names are not the cache's and are never counted or removed. The temporary files of a
-//! store in progress (`….partial`, a build's `rc_<key>.<unique>.c`) are left alone until they
-//! are an hour old, when only a process that died mid-build can have left them.
+//! `rc_<key>.sha256` and source `rc_<key>.c`, or a kept file (a GPU program `gpu_<key>.wgsl`, a
+//! driver's pipeline cache `gpu_wgpu_pipeline_cache_<backend>_<vendor>_<device>.bin`) with its
+//! record `<name>.sha256`; `<key>` is 64 lower-case hexadecimal digits. Its size is theirs
+//! together, and it was last used at the latest of their modification times: loading a library
+//! or reading a kept file sets its time to now. The temporary files of a store in progress
+//! (the entry's name, then `.<pid>-<counter>`, then the kind of file: see [`entry_of`]) are left
+//! alone until they are an hour old, when only a process that died mid-build can have left
+//! them.
+//!
+//! The folder may be shared with files that are not the cache's (`$RCANNL_CACHE_DIR` can name
+//! any folder of the user's), so a file is the cache's only when its whole name is one the cache
+//! writes, matched exactly: anything else, however close (`rc_local.c`, `gpu_train.py`,
+//! `download.partial`), is never counted or removed. For the same reason [`clean`] and [`evict`]
+//! refuse a folder the cache itself would not use (`/tmp`, say): what is in it is not the
+//! cache's.
 //!
 //! Removing a library another process has loaded is safe on Linux: its mapping keeps the file's
 //! contents alive until it is unloaded, and the cache never writes into a kept file (a store
@@ -126,15 +135,24 @@ pub fn info(folder: &Path) -> Result<CacheInfo, String> {
     })
 }
 
-/// Removes every entry of `folder`, and the temporary files dead processes left.
+/// Removes every entry of `folder`, and the temporary files dead processes left. A folder the
+/// cache would not use (see [`evict`]) is an error.
 pub fn clean(folder: &Path) -> Result<Removed, String> {
-    evict_except(folder, 0, None)
+    evict(folder, 0)
 }
 
 /// Removes the least recently used entries of `folder` until the rest take at most `cap` bytes,
-/// and the temporary files dead processes left.
+/// and the temporary files dead processes left. A missing folder holds nothing; one the cache
+/// would not use (not private to this user, as `/tmp` is not) is an error, and nothing in it is
+/// removed: the files there are not the cache's.
 pub fn evict(folder: &Path, cap: u64) -> Result<Removed, String> {
-    evict_except(folder, cap, None)
+    match super::existing_private_folder(folder) {
+        Ok(Some(private)) => evict_except(&private, cap, None),
+        Ok(None) => Ok(Removed::default()),
+        Err(why) => Err(format!(
+            "{why}; the cache does not use such a folder, so it is not cleaned"
+        )),
+    }
 }
 
 /// [`evict`], never removing the entry named `kept` (the one just stored or loaded).
@@ -175,35 +193,103 @@ fn remove(path: &Path) -> Option<u64> {
 }
 
 /// Marks the entry whose file is at `path` as used now. A file that cannot be marked (gone,
-/// another user's) only loses its place in the order of eviction.
+/// another user's, no regular file) only loses its place in the order of eviction.
 pub(crate) fn touch(path: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(file) = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    if let Ok(file) = super::open_own(path)
+        && file.metadata().is_ok_and(|m| m.is_file())
     {
         let _ = file.set_modified(SystemTime::now());
     }
 }
 
-/// The entry a file of the cache belongs to, by its name: `Some(Ok(entry))`, `Some(Err(()))`
-/// for a temporary file of a store, `None` for a file that is not the cache's.
+/// The length of a key: a SHA-256 in hexadecimal.
+const KEY_LENGTH: usize = 64;
+
+/// `text` after a key (exactly [`KEY_LENGTH`] lower-case hexadecimal digits) it starts with.
+fn after_key(text: &str) -> Option<&str> {
+    let key = text.get(..KEY_LENGTH)?;
+    key.bytes()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        .then(|| &text[KEY_LENGTH..])
+}
+
+/// Whether `text` is a decimal number (digits only, at least one).
+fn number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `text` after the unique part of a temporary file's name it starts with: `.<pid>-<counter>`,
+/// as [`super::unique`] makes it.
+fn after_unique(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix('.')?;
+    let end = rest.find(|c: char| c != '-' && !c.is_ascii_digit())?;
+    let (pid, counter) = rest[..end].split_once('-')?;
+    (number(pid) && number(counter)).then(|| &rest[end..])
+}
+
+/// Whether `name` is one that files other backends keep in the cache folder ([`super::keep`])
+/// may have: a GPU program `gpu_<key>.wgsl`, or a driver's pipeline cache
+/// `gpu_wgpu_pipeline_cache_<backend>_<vendor>_<device>.bin` (the name `wgpu` gives it, the
+/// numbers decimal). No other name is kept, so that no file of the user's is ever taken for one.
+pub(crate) fn kept_name(name: &str) -> bool {
+    if let Some(rest) = name.strip_prefix("gpu_").and_then(after_key) {
+        return rest == ".wgsl";
+    }
+    let Some(rest) = name
+        .strip_prefix("gpu_wgpu_pipeline_cache_")
+        .and_then(|rest| rest.strip_suffix(".bin"))
+    else {
+        return false;
+    };
+    match rest.split('_').collect::<Vec<_>>()[..] {
+        [backend, vendor, device] => {
+            !backend.is_empty()
+                && backend
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && number(vendor)
+                && number(device)
+        }
+        _ => false,
+    }
+}
+
+/// The entry a file of the cache belongs to, by its whole name: `Some(Ok(entry))`,
+/// `Some(Err(()))` for a temporary file of a store, `None` for a file that is not the cache's.
+///
+/// A library's entry `rc_<key>` holds `rc_<key>.so`, `.sha256` and `.c`; its build writes
+/// `rc_<key>.<pid>-<counter>.c`, `.so.partial` and `.sha256.partial` (`Entry::build` in the
+/// parent module), and a build in parts `rc_<key>.<pid>-<counter>.so.<part>.c` and `.o` (the
+/// C backend's `build`). A kept file's entry `<name>` ([`kept_name`]) holds `<name>` and
+/// `<name>.sha256`; its store writes `<name>.<pid>-<counter>.partial` and `.sha256.partial`.
 fn entry_of(name: &str) -> Option<Result<&str, ()>> {
-    if name.ends_with(".partial") {
-        return Some(Err(()));
+    if let Some(rest) = name.strip_prefix("rc_").and_then(after_key) {
+        let entry = &name[..name.len() - rest.len()];
+        if matches!(rest, ".so" | ".sha256" | ".c") {
+            return Some(Ok(entry));
+        }
+        let temporary = match after_unique(rest)? {
+            ".c" | ".so.partial" | ".sha256.partial" => true,
+            rest => rest
+                .strip_prefix(".so.")
+                .and_then(|part| part.split_once('.'))
+                .is_some_and(|(part, kind)| number(part) && matches!(kind, "c" | "o")),
+        };
+        return temporary.then_some(Err(()));
     }
-    if name.starts_with("rc_") {
-        let (stem, extension) = name.split_once('.')?;
-        return Some(match extension {
-            "so" | "sha256" | "c" => Ok(stem),
-            _ => Err(()),
-        });
+    // A kept name has one dot, before its extension: what follows the second is the rest.
+    let first_dot = name.find('.')?;
+    let end = name[first_dot + 1..]
+        .find('.')
+        .map_or(name.len(), |at| first_dot + 1 + at);
+    let (entry, rest) = name.split_at(end);
+    if !kept_name(entry) {
+        return None;
     }
-    if name.starts_with("gpu_") {
-        return Some(Ok(name.strip_suffix(".sha256").unwrap_or(name)));
+    match rest {
+        "" | ".sha256" => Some(Ok(entry)),
+        rest => matches!(after_unique(rest)?, ".partial" | ".sha256.partial").then_some(Err(())),
     }
-    None
 }
 
 /// One entry's files.
@@ -291,19 +377,64 @@ mod tests {
     }
 
     #[test]
-    fn files_belong_to_entries_by_name() {
-        let key = "ab12";
-        assert_eq!(entry_of(&format!("rc_{key}.so")), Some(Ok("rc_ab12")));
-        assert_eq!(entry_of(&format!("rc_{key}.sha256")), Some(Ok("rc_ab12")));
-        assert_eq!(entry_of(&format!("rc_{key}.c")), Some(Ok("rc_ab12")));
-        assert_eq!(entry_of(&format!("rc_{key}.77-3.c")), Some(Err(())));
-        assert_eq!(
-            entry_of(&format!("rc_{key}.77-3.so.partial")),
-            Some(Err(()))
-        );
-        assert_eq!(entry_of("gpu_cd.wgsl"), Some(Ok("gpu_cd.wgsl")));
-        assert_eq!(entry_of("gpu_cd.wgsl.sha256"), Some(Ok("gpu_cd.wgsl")));
-        assert_eq!(entry_of("gpu_cd.wgsl.77-0.partial"), Some(Err(())));
-        assert_eq!(entry_of("notes.txt"), None);
+    fn files_belong_to_entries_by_their_whole_names() {
+        let key = "0123456789abcdef".repeat(4);
+        let library = format!("rc_{key}");
+        for suffix in [".so", ".sha256", ".c"] {
+            assert_eq!(
+                entry_of(&format!("{library}{suffix}")),
+                Some(Ok(library.as_str()))
+            );
+        }
+        for suffix in [
+            ".77-3.c",
+            ".77-3.so.partial",
+            ".77-3.sha256.partial",
+            ".77-3.so.0.c",
+            ".77-3.so.12.o",
+        ] {
+            assert_eq!(entry_of(&format!("{library}{suffix}")), Some(Err(())));
+        }
+        let program = format!("gpu_{key}.wgsl");
+        let pipelines = "gpu_wgpu_pipeline_cache_vulkan_4098_29695.bin";
+        for kept in [program.as_str(), pipelines] {
+            assert!(kept_name(kept), "{kept}");
+            assert_eq!(entry_of(kept), Some(Ok(kept)));
+            assert_eq!(entry_of(&format!("{kept}.sha256")), Some(Ok(kept)));
+            for suffix in [".77-0.partial", ".77-0.sha256.partial"] {
+                assert_eq!(entry_of(&format!("{kept}{suffix}")), Some(Err(())));
+            }
+        }
+        let upper = key.to_uppercase();
+        for name in [
+            "notes.txt",
+            "notes.partial",
+            "ubuntu.iso.partial",
+            "rc_results.csv.bak",
+            "rc_local.c",
+            "gpu_benchmarks.md",
+            "gpu_train.py",
+            "gpu_wgpu_pipeline_cache_vulkan_1.bin",
+            "gpu_wgpu_pipeline_cache_Vulkan_1_2.bin",
+            "gpu_wgpu_pipeline_cache_vulkan_1_2.bin.bak",
+            &format!("rc_{}.so", &key[1..]),
+            &format!("rc_{key}0.so"),
+            &format!("rc_{upper}.so"),
+            &format!("{library}.so.bak"),
+            &format!("{library}.txt"),
+            &format!("{library}.77-3.txt"),
+            &format!("{library}.77-.c"),
+            &format!("{library}.-3.c"),
+            &format!("{library}.7a-3.so.partial"),
+            &format!("{library}.77-3.so.partial.bak"),
+            &format!("{library}.77-3.so.x.o"),
+            &format!("{library}.77-3.so.1.s"),
+            &format!("{program}.orig"),
+            &format!("{program}.77.partial"),
+            &format!("{program}.77-0.tmp"),
+            &format!("gpu_{key}.txt"),
+        ] {
+            assert_eq!(entry_of(name), None, "{name}");
+        }
     }
 }
