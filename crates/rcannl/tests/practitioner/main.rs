@@ -2,4 +2,6 @@
 //! interpreter and the C backend with fixed parameters and inputs, their forward values and
 //! gradients checked against PyTorch's (the arrays each program's `reference.py` wrote).
 
+mod encoder_decoder;
+mod gpt;
 mod support;
