@@ -2,4 +2,5 @@
 //! interpreter and the C backend with fixed parameters and inputs, their forward values and
 //! gradients checked against PyTorch's (the arrays each program's `reference.py` wrote).
 
+mod cnn_batch_norm;
 mod support;
