@@ -3,4 +3,5 @@
 //! gradients checked against PyTorch's (the arrays each program's `reference.py` wrote).
 
 mod cnn_batch_norm;
+mod custom_op;
 mod support;
