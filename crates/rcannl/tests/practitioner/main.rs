@@ -2,6 +2,8 @@
 //! interpreter and the C backend with fixed parameters and inputs, their forward values and
 //! gradients checked against PyTorch's (the arrays each program's `reference.py` wrote).
 
+mod cnn_batch_norm;
+mod custom_op;
 mod encoder_decoder;
 mod gpt;
 mod support;
