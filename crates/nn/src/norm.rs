@@ -301,11 +301,19 @@ impl BatchNorm {
                 .values(vec![value; channels])
                 .build()
         };
+        let (running_mean, running_var) = (
+            statistic("running_mean", 0.0),
+            statistic("running_var", 1.0),
+        );
+        // State from the start, whatever mode the block is applied in: a graph that only
+        // evaluates still loads it from a checkpoint.
+        graph.register_state(&running_mean);
+        graph.register_state(&running_var);
         BatchNorm {
             gain: per_channel_param(graph, &format!("{label}.gain"), channels, 1.0, precision),
             bias: per_channel_param(graph, &format!("{label}.bias"), channels, 0.0, precision),
-            running_mean: statistic("running_mean", 0.0),
-            running_var: statistic("running_var", 1.0),
+            running_mean,
+            running_var,
             momentum: 0.1,
             epsilon: 1e-5,
             label: label.to_owned(),

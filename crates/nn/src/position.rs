@@ -1,6 +1,7 @@
 //! Positional encodings added to sequences laid out `batch | -> time, model`: the fixed sinusoids
 //! of "Attention is all you need" and a learned vector per position.
 
+use rcannl_ir::Precision;
 use rcannl_tensor::{Graph, Init, Tensor};
 
 /// The fixed encoding: at position `p`, value `2i` is `sin(p / 10000^(2i/model))` and value
@@ -12,8 +13,19 @@ pub struct Sinusoidal {
 }
 
 impl Sinusoidal {
-    /// The table of `time` positions of `model` values.
+    /// The table of `time` positions of `model` values, in f32.
     pub fn new(graph: &Graph, time: usize, model: usize) -> Sinusoidal {
+        Sinusoidal::with_precision(graph, time, model, Precision::F32)
+    }
+
+    /// The table of `time` positions of `model` values in `precision` (that of the model it is
+    /// added to: an f64 model's positions keep every digit).
+    pub fn with_precision(
+        graph: &Graph,
+        time: usize,
+        model: usize,
+        precision: Precision,
+    ) -> Sinusoidal {
         let value = |p: usize, e: usize| {
             let pair = (e / 2 * 2) as f64;
             let angle = p as f64 / 10_000f64.powf(pair / model as f64);
@@ -27,6 +39,7 @@ impl Sinusoidal {
             table: graph
                 .data("sinusoidal positions")
                 .shape(&format!("{time},{model}"))
+                .precision(precision)
                 .values(
                     (0..time)
                         .flat_map(|p| (0..model).map(move |e| value(p, e)))
@@ -106,6 +119,30 @@ impl Positions {
             PositionKind::Learned => {
                 Positions::Learned(LearnedPositions::new(graph, label, time, model))
             }
+        }
+    }
+
+    /// [`Positions::new`] with a table (fixed or learned) of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        kind: PositionKind,
+        time: usize,
+        model: usize,
+        precision: Precision,
+    ) -> Positions {
+        match kind {
+            PositionKind::Sinusoidal => {
+                Positions::Sinusoidal(Sinusoidal::with_precision(graph, time, model, precision))
+            }
+            PositionKind::Learned => Positions::Learned(LearnedPositions {
+                table: graph
+                    .param(&format!("{label}.table"))
+                    .output([time, model])
+                    .precision(precision)
+                    .init(Init::Normal(0.0, 0.02))
+                    .build(),
+            }),
         }
     }
 

@@ -1116,10 +1116,13 @@ fn a_reloaded_batch_normalized_model_evaluates_as_the_saved_one() {
     let trained = ctx.values(&test_logits).expect("logits");
     save_params(&path, &mut ctx, &graph).expect("save");
 
+    // A program that only evaluates: the block is never applied in train mode there.
     let fresh = Graph::new();
-    let x = fresh.data("x").shape(shape).build();
     let test = fresh.data("test").shape(shape).values(test_values).build();
-    let (_, test_logits) = normalized_model(&fresh, &x, &test);
+    let norm = rcannl_nn::norm::BatchNorm::new(&fresh, "bn", 3);
+    let head = fresh.param("head").shape("|2,2,3->2").build();
+    let test_logits = &head * &norm.apply(&test, rcannl_nn::norm::Mode::Eval);
+    assert_eq!(fresh.state_tensors(), norm.state());
     let mut reloaded = Context::new(&fresh);
     load_params(&path, &mut reloaded, &fresh).expect("load");
     let evaluate = reloaded.forward(&[&test_logits]).expect("evaluation");

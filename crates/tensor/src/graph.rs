@@ -297,6 +297,8 @@ pub(crate) struct State {
     /// The updates every training step runs whose loss depends on a tensor (by index): a
     /// model's state following the data the step computed.
     pub step_updates: Vec<(usize, Vec<crate::define::LoweredUpdate>)>,
+    /// The tensors registered as the model's state besides its parameters (by index, in order).
+    pub state_tensors: Vec<usize>,
 }
 
 impl State {
@@ -527,8 +529,13 @@ impl Graph {
         }
     }
 
-    /// A constant, broadcast wherever it is used.
+    /// A constant, broadcast wherever it is used, held in f32 (see [`Graph::number_in`]).
     pub fn number(&self, value: f64) -> Tensor {
+        self.number_in(value, Precision::F32)
+    }
+
+    /// A constant held in `precision`, broadcast wherever it is used.
+    pub fn number_in(&self, value: f64, precision: Precision) -> Tensor {
         self.leaf(
             &format!("{value}"),
             LeafDecl::data()
@@ -536,7 +543,7 @@ impl Graph {
                 .input([0usize; 0])
                 .output([Dim::Unit]),
             LeafKind::Constant(value),
-            Precision::F32,
+            precision,
             false,
         )
     }
@@ -750,25 +757,41 @@ impl Graph {
         let lowered: Result<Vec<_>, TensorError> =
             updates.iter().map(crate::Update::lower_update).collect();
         match lowered {
-            Ok(lowered) => self.state.lock().step_updates.push((anchor.index, lowered)),
+            Ok(lowered) => {
+                for update in &lowered {
+                    self.register_state_index(update.target);
+                }
+                self.state.lock().step_updates.push((anchor.index, lowered));
+            }
             Err(e) => self.record(e),
         }
     }
 
-    /// The tensors the updates of [`Graph::update_in_steps`] write (a model's state besides its
-    /// parameters), in the order they were first given, each once.
+    /// Registers `t` as part of the model's state besides its parameters (PyTorch's
+    /// `register_buffer`): [`Graph::state_tensors`] lists it, so checkpoints save and load it
+    /// with the parameters. Blocks register their state when they are made (batch
+    /// normalization its running statistics), so that a graph applying them only for
+    /// evaluation loads it too.
+    pub fn register_state(&self, t: &Tensor) {
+        match self.check_owns("register_state", &[t]) {
+            Ok(()) => self.register_state_index(t.index),
+            Err(e) => self.record(e),
+        }
+    }
+
+    fn register_state_index(&self, index: usize) {
+        let mut state = self.state.lock();
+        if !state.state_tensors.contains(&index) {
+            state.state_tensors.push(index);
+        }
+    }
+
+    /// The model's state besides its parameters: the tensors registered with
+    /// [`Graph::register_state`] and those the updates of [`Graph::update_in_steps`] write, in
+    /// the order they came, each once.
     pub fn state_tensors(&self) -> Vec<Tensor> {
-        let targets: Vec<usize> = {
-            let state = self.state.lock();
-            let mut targets = Vec::new();
-            for update in state.step_updates.iter().flat_map(|(_, updates)| updates) {
-                if !targets.contains(&update.target) {
-                    targets.push(update.target);
-                }
-            }
-            targets
-        };
-        targets
+        let indices = self.state.lock().state_tensors.clone();
+        indices
             .into_iter()
             .map(|index| Tensor {
                 graph: self.clone(),

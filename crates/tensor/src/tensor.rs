@@ -56,8 +56,14 @@ impl Tensor {
         self.graph.state.lock().tensors[self.index].failed.clone()
     }
 
+    /// A number combined with this tensor: held in f64 beside an f64 tensor (an ε, a scale, a
+    /// mask's offset keeps every digit the tensor can use), in f32 otherwise.
     fn constant(&self, value: f64) -> Tensor {
-        self.graph.number(value)
+        let precision = match self.precision() {
+            rcannl_ir::Precision::F64 => rcannl_ir::Precision::F64,
+            _ => rcannl_ir::Precision::F32,
+        };
+        self.graph.number_in(value, precision)
     }
 }
 

@@ -12,7 +12,7 @@ use rcannl::backends::Backend;
 use rcannl::nn::attention::{AttendOptions, Attention, PositionDense};
 use rcannl::nn::embedding::Embedding;
 use rcannl::nn::norm::LayerNorm;
-use rcannl::nn::position::{LearnedPositions, PositionKind, Positions};
+use rcannl::nn::position::{PositionKind, Positions};
 use rcannl::nn::transformer::{
     DecoderBlock, EncoderBlock, EncoderDecoder, EncoderDecoderConfig, FeedForward, Placement,
     SequencePairs,
@@ -94,14 +94,8 @@ fn model(graph: &Graph, config: EncoderDecoderConfig, precision: Precision) -> E
             .build(),
         vocabulary,
     };
-    let positions = |label: &str, time: usize| match c.positions {
-        PositionKind::Learned => Positions::Learned(LearnedPositions {
-            table: param(&format!("{label}.table"))
-                .output([time, c.model])
-                .build(),
-        }),
-        // No parameters: the library's.
-        PositionKind::Sinusoidal => Positions::new(graph, label, c.positions, time, c.model),
+    let positions = |label: &str, time: usize| {
+        Positions::with_precision(graph, label, c.positions, time, c.model, precision)
     };
     EncoderDecoder {
         config,
