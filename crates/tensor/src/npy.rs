@@ -130,8 +130,9 @@ impl Dtype {
         Some((Dtype::new(kind, size.parse().ok()?)?, big_endian))
     }
 
-    /// The value of one cell's bytes (exactly `size` of them): floats as floats, integers as
-    /// integers (a u8 as its 64 bits), a bool as 1 when its byte is nonzero.
+    /// The value of one cell's bytes (exactly `size` of them) as stored: floats as floats,
+    /// integers as integers (a u8 as its 64 bits, so that one from 2^63 on reads negative), a
+    /// bool as 1 when its byte is nonzero.
     fn decode(self, bytes: &[u8], big_endian: bool) -> Value {
         let mut word = [0u8; 8];
         if big_endian {
@@ -153,6 +154,18 @@ impl Dtype {
             (NumberKind::Int, _) => Value::Int(signed()),
             (NumberKind::Uint, _) => Value::Int(bits as i64),
             (NumberKind::Bool, _) => Value::Int(i64::from(bits != 0)),
+        }
+    }
+
+    /// The number a cell holds, from its value as stored ([`Dtype::decode`]): the same, but a
+    /// u8 from 2^63 on, which no `i64` holds, is the nearest float (as numpy's
+    /// `astype(float64)` gives it) rather than its bits read as negative.
+    fn number(self, stored: Value) -> Value {
+        match stored {
+            Value::Int(bits) if self.kind == NumberKind::Uint && bits < 0 => {
+                Value::Float(bits as u64 as f64)
+            }
+            other => other,
         }
     }
 
@@ -442,11 +455,27 @@ impl NpyReader {
         }
     }
 
-    /// The dims and the cells of the array, in C order whatever the file's order (floats as
-    /// floats, integers as integers, a u8 as its 64 bits, bools as 0 or 1). An array of more
+    /// The dims and the cells of the array, in C order whatever the file's order, as numbers:
+    /// floats as floats, integers as integers, bools as 0 or 1, and a u8 from 2^63 on (beyond
+    /// `i64`) as the nearest float, as numpy's `astype(float64)` gives it. An array of more
     /// than `max_cells` cells is refused before anything is allocated, and so is data that is
     /// not exactly as long as the header says.
     pub fn read_cells(self, max_cells: usize) -> Result<(Vec<usize>, Vec<Value>), NpyError> {
+        let dtype = self.header.dtype;
+        let (dims, mut values) = self.read_cells_as_stored(max_cells)?;
+        for value in &mut values {
+            *value = dtype.number(*value);
+        }
+        Ok((dims, values))
+    }
+
+    /// [`NpyReader::read_cells`], but every integer as its 64 bits: a u8 from 2^63 on reads
+    /// negative, for a caller that keeps the dtype beside the cells (and so reads every u8
+    /// exactly).
+    pub fn read_cells_as_stored(
+        self,
+        max_cells: usize,
+    ) -> Result<(Vec<usize>, Vec<Value>), NpyError> {
         let shown = format!("({})", self.header.dims_text());
         let dims: Vec<usize> = (self.header.dims.iter())
             .map(|&dim| usize::try_from(dim).unwrap_or(usize::MAX))
@@ -729,6 +758,14 @@ mod tests {
             Value::Int(4_000_000_000)
         );
         assert_eq!(decode("<u8", &u64::MAX.to_le_bytes()), Value::Int(-1));
+        let (uint64, _) = dtype("<u8");
+        assert_eq!(
+            uint64.number(Value::Int(-1)),
+            Value::Float(1.8446744073709552e19)
+        );
+        assert_eq!(uint64.number(Value::Int(i64::MAX)), Value::Int(i64::MAX));
+        let (int64, _) = dtype("<i8");
+        assert_eq!(int64.number(Value::Int(-1)), Value::Int(-1));
         assert_eq!(decode("|i1", &[0x80]), Value::Int(-128));
         assert_eq!(decode("|b1", &[2]), Value::Int(1));
         assert_eq!(Dtype::parse("<f1"), None);
