@@ -5,10 +5,10 @@
 //! [`Context::load_npy`](crate::Context::load_npy) go through here.
 //!
 //! The reader trusts nothing the file says. The header is at most [`MAX_HEADER`] bytes and must
-//! be the dict numpy writes ([`Header::parse`]); the dims' product is computed without overflow
-//! and bounded by the caller's limit before anything is allocated ([`NpyReader::read_cells`]);
-//! and the data must be exactly as long as the header says, read without reserving more than the
-//! file holds. Every error names the file ([`NpyError`]).
+//! be the dict numpy writes ([`Header::parse`]), of at most [`MAX_DIMS`] dims; the dims' product
+//! is computed without overflow and bounded by the caller's limit before anything is allocated
+//! ([`NpyReader::read_cells`]); and the data must be exactly as long as the header says, read
+//! without reserving more than the file holds. Every error names the file ([`NpyError`]).
 
 use std::fmt::{self, Write as _};
 use std::fs::File;
@@ -19,6 +19,11 @@ use rcannl_ir::{Precision, Value};
 
 /// The magic string every `.npy` file starts with.
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// The most dims an array may have: numpy's own limit (`NPY_MAXDIMS`). A header giving more is
+/// refused as soon as the 65th is read, so that no caller makes a tensor of thousands of unit
+/// axes (whose loop nests no compiler accepts).
+pub const MAX_DIMS: usize = 64;
 
 /// The longest header read. numpy writes a few hundred bytes at most (and itself refuses to read
 /// more than 10,000 unless told to); a longer claim is refused before anything is read.
@@ -370,7 +375,7 @@ impl<'a> Literal<'a> {
         Err(self.unexpected("True or False"))
     }
 
-    /// A tuple (or list) of nonnegative integers, each at most `u64::MAX`.
+    /// A tuple (or list) of at most [`MAX_DIMS`] nonnegative integers, each at most `u64::MAX`.
     fn dims(&mut self) -> Result<Vec<u64>, String> {
         let close = if self.eat('(') {
             ')'
@@ -390,6 +395,11 @@ impl<'a> Literal<'a> {
             let dim = rest[..digits]
                 .parse()
                 .map_err(|_| format!("the dim {} is too large", &rest[..digits]))?;
+            if dims.len() == MAX_DIMS {
+                return Err(format!(
+                    "the shape has more than {MAX_DIMS} dims, numpy's limit (and this reader's)"
+                ));
+            }
             dims.push(dim);
             self.at += digits;
             // Python 2 wrote long integers with an `L`.
@@ -654,12 +664,18 @@ pub fn encode_cells(sink: &mut dyn Write, dtype: Dtype, cells: &[Value]) -> io::
 /// file whole or not at all (only a regular file, or a link to one). Each cell is converted as
 /// numpy's `astype` converts it: to floats rounded to nearest even, to integers truncated
 /// toward 0 (saturating) and wrapped to the width, to bools true where not 0. An error when the
-/// dims do not hold the cells.
+/// dims do not hold the cells, or are more than [`MAX_DIMS`] (which numpy would not read).
 pub fn write(path: &Path, dims: &[usize], dtype: Dtype, cells: &[Value]) -> Result<(), NpyError> {
     let error = |message: String| NpyError {
         path: path.to_path_buf(),
         message,
     };
+    if dims.len() > MAX_DIMS {
+        return Err(error(format!(
+            "{} dims are more than the {MAX_DIMS} numpy reads",
+            dims.len()
+        )));
+    }
     let held = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if held != Some(cells.len()) {
         return Err(error(format!(

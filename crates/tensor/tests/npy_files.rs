@@ -250,3 +250,44 @@ fn unsigned_64_bit_values_load_as_the_numbers_they_are() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[test]
+fn more_than_64_dims_are_refused_quickly() {
+    let dir = folder("many-dims");
+    let path = dir.join("unit-dims.npy");
+    let header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+        "1, ".repeat(50_000)
+    );
+    std::fs::write(&path, npy_v2(&header, &1.5f64.to_le_bytes())).unwrap();
+    let started = std::time::Instant::now();
+    let e = rcannl_tensor::npy::open(&path).unwrap_err();
+    assert!(
+        e.message.contains("more than 64 dims"),
+        "{}",
+        &e.message[..e.message.len().min(300)]
+    );
+    // The message does not repeat the shape's 50,000 dims.
+    assert!(e.message.len() < 300, "{} bytes", e.message.len());
+
+    let graph = Graph::new();
+    let x = graph.data("x").shape("1").build();
+    let mut ctx = context(&graph, Box::new(Interpreter), &[&x]);
+    let e = ctx.load_npy(&x, &path).unwrap_err().message;
+    assert!(
+        e.contains("more than 64 dims") && e.len() < 400,
+        "{}",
+        &e[..e.len().min(300)]
+    );
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+
+    // 64 dims are read.
+    let header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+        "1, ".repeat(64)
+    );
+    std::fs::write(&path, npy_v2(&header, &1.5f64.to_le_bytes())).unwrap();
+    let reader = rcannl_tensor::npy::open(&path).unwrap();
+    assert_eq!(reader.header().dims.len(), 64);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
