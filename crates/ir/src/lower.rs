@@ -20,6 +20,7 @@
 //!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
+//! node of more than [`MAX_AXES`] axes is an error: its nests and indices would be as deep. A
 //! symbol that no factor of the product space has is a static index: a routine parameter. Loop
 //! variables are numbered afresh across one lowering, so that no two nests share one.
 
@@ -31,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::assignment::{Assignment, FetchOp, Rhs};
 use crate::index::{AxisIndex, Symbol};
 use crate::loops::{Index, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
-use crate::node::{NodeId, TensorNode};
+use crate::node::{MAX_AXES, NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
 
@@ -91,10 +92,20 @@ impl Context<'_> {
         var
     }
 
+    /// The node `id`; an error where it is unknown or has more than [`MAX_AXES`] axes (every
+    /// node an assignment reads or writes is looked up here, so none of them reaches a
+    /// backend).
     fn node(&self, id: NodeId) -> Result<&TensorNode, LowerError> {
-        self.nodes
-            .get(&id)
-            .ok_or_else(|| error(format!("lowering: unknown node {id}")))
+        let node =
+            (self.nodes.get(&id)).ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
+        if node.dims.len() > MAX_AXES {
+            return Err(error(format!(
+                "lowering: {id} '{}' has {} axes, more than the {MAX_AXES} supported",
+                node.label,
+                node.dims.len()
+            )));
+        }
+        Ok(node)
     }
 
     /// Records the static index `symbol`, selecting along an axis of `range` positions.

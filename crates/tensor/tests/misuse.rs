@@ -266,3 +266,32 @@ fn an_einsum_of_no_operands_reports_its_own_error() {
     let also = rcannl_tensor::Tensor::einsum_n("=>", &[]);
     contains(ctx.forward(&[&also]), "einsum");
 }
+
+#[test]
+fn tensors_of_more_than_64_axes_are_refused_before_code_generation() {
+    for (axes, accepted) in [(64, true), (65, false), (1000, false)] {
+        let graph = Graph::new();
+        let x = graph.data("x").shape(&vec!["1"; axes].join(",")).build();
+        let y = &x + 1.0;
+        // The C compiler is where thousands of nested indices would fail.
+        let compiler = rcannl_backends::cc::Compiler::find().expect("a C compiler (cc or $CC)");
+        let mut ctx = Context::with_backend(&graph, Box::new(compiler));
+        let started = std::time::Instant::now();
+        match ctx.forward(&[&y]) {
+            Ok(_) => assert!(accepted, "{axes} axes compiled"),
+            Err(e) => {
+                let expected = format!("'x' has {axes} axes, more than the 64 supported");
+                assert!(
+                    !accepted && e.message.contains(&expected),
+                    "{axes}: {}",
+                    &e.message[..e.message.len().min(300)]
+                );
+            }
+        }
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "{axes}: {:?}",
+            started.elapsed()
+        );
+    }
+}
