@@ -295,3 +295,29 @@ fn tensors_of_more_than_64_axes_are_refused_before_code_generation() {
         );
     }
 }
+
+#[test]
+fn a_static_index_is_named_by_what_it_slices_not_by_its_symbol() {
+    let compiler = || rcannl_backends::cc::Compiler::find().expect("a C compiler (cc or $CC)");
+    let backends: [Box<dyn rcannl_backends::Backend>; 2] =
+        [Box::new(Interpreter), Box::new(compiler())];
+    for backend in backends {
+        let graph = Graph::new();
+        let batches = graph
+            .data("batches")
+            .shape("4|->3")
+            .values((0..12).map(f64::from).collect())
+            .build();
+        let at = graph.static_index();
+        let doubled = 2.0 * &batches.slice(&at);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&doubled]).unwrap();
+        for (given, part) in [(None, "no value given"), (Some(4), "is 4, outside 0..4")] {
+            let statics: Vec<_> = given.map(|value| (at, value)).into_iter().collect();
+            let e = ctx.run_with(&forward, &statics).unwrap_err().message;
+            assert!(e.contains(part), "{e}");
+            assert!(e.contains("the static index slicing 'batches'"), "{e}");
+            assert!(!e.contains("s1073741824"), "{e}");
+        }
+    }
+}
