@@ -61,14 +61,16 @@ pub fn run_routine(
             Some(value) if (0..*range as i64).contains(value) => {}
             Some(value) => {
                 return Err(error(format!(
-                    "routine {}: the static index s{} is {value}, outside 0..{range}",
-                    routine.name, symbol.0
+                    "routine {}: {} is {value}, outside 0..{range}",
+                    routine.name,
+                    routine.static_name(*symbol)
                 )));
             }
             None => {
                 return Err(error(format!(
-                    "routine {}: no value given for the static index s{}",
-                    routine.name, symbol.0
+                    "routine {}: no value given for {}",
+                    routine.name,
+                    routine.static_name(*symbol)
                 )));
             }
         }

@@ -11,10 +11,12 @@
 //! cells keep its dtype.
 //!
 //! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`,
-//! or `1*` (a unit that broadcasts); kinds not written are empty (`2|3->4`, `3,4`, `|5->`).
+//! or `1*` (a unit that broadcasts); kinds not written are empty (`2|3->4`, `3,4`, `|5->`). An
+//! input has at most 64 axes (numpy's limit) and [`MAX_CELLS`] cells.
 
 use std::path::Path;
 
+use rcannl_ir::MAX_AXES;
 use rcannl_shape::spec::{ShapeLiteral, parse_shape_literal};
 
 use crate::cells::Cells;
@@ -105,8 +107,19 @@ fn literal(text: &str, position: usize) -> Result<ShapeLiteral, CliError> {
         .map_err(|err| CliError::new(ErrorKind::Parse, format!("input {position} shape: {err}")))
 }
 
-/// The number of cells of `shape`, if it is not too large.
+/// The number of cells of `shape`, if it is not too large: at most [`MAX_AXES`] axes (a `.npy`
+/// file has no more either) and [`MAX_CELLS`] cells.
 fn cells(shape: &ShapeLiteral, position: usize) -> Result<usize, CliError> {
+    let axes = shape.batch.len() + shape.input.len() + shape.output.len();
+    if axes > MAX_AXES {
+        // The shape itself is left out: it may be thousands of axes long.
+        return Err(CliError::new(
+            ErrorKind::Input,
+            format!(
+                "input {position}: its shape has {axes} axes, more than the {MAX_AXES} supported"
+            ),
+        ));
+    }
     let dims = [&shape.batch, &shape.input, &shape.output]
         .into_iter()
         .flatten()

@@ -29,7 +29,8 @@ pub fn read(path: &Path) -> Result<(Vec<usize>, Cells), CliError> {
         }));
     }
     let dtype = Dtype::from_npy(header.dtype);
-    let (dims, values) = reader.read_cells(MAX_CELLS).map_err(io_error)?;
+    // The cells keep the file's dtype: a uint64 is its 64 bits (see `Cells`).
+    let (dims, values) = reader.read_cells_as_stored(MAX_CELLS).map_err(io_error)?;
     let cells = values.into_iter().map(|value| match value {
         Value::Float(x) => Cell::Float(x),
         other => Cell::Int(other.as_i64()),

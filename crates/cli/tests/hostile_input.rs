@@ -574,3 +574,52 @@ fn maxima_over_nan_are_nan_on_both_backends() {
         assert_eq!(result["values"], json!([null]), "{backend}: {result}");
     }
 }
+
+#[test]
+fn inputs_of_more_than_64_axes_are_refused_quickly() {
+    let dir = fresh_dir("many-axes");
+    let started = std::time::Instant::now();
+    // 50,000 unit dims: a header too long for version 1.0's 16-bit length.
+    let mut text = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+        "1, ".repeat(50_000)
+    )
+    .into_bytes();
+    while !(12 + text.len() + 1).is_multiple_of(64) {
+        text.push(b' ');
+    }
+    text.push(b'\n');
+    let mut file = b"\x93NUMPY\x02\x00".to_vec();
+    file.extend(u32::try_from(text.len()).unwrap().to_le_bytes());
+    file.extend(text);
+    file.extend(1.5f64.to_le_bytes());
+    let refused = npy_error(&dir, "unit-dims.npy", &file);
+    assert!(
+        refused.contains("more than 64 dims") && refused.len() < 200,
+        "{}",
+        &refused[..refused.len().min(200)]
+    );
+    // The same axes written as a shape, and 65 of them.
+    for count in [50_000, 65] {
+        let units = vec!["1"; count].join(",");
+        for input in [
+            format!("range:{units}"),
+            format!("fill:2:{units}"),
+            format!("values:1:{units}"),
+        ] {
+            let error = json_error(&["einsum", "...=>", &input, "--json"]);
+            assert_eq!(error["error"]["kind"], "input", "{count}: {error}");
+            let message = message(&error);
+            assert_eq!(
+                message,
+                format!("input 1: its shape has {count} axes, more than the 64 supported"),
+            );
+        }
+    }
+    // 64 are accepted.
+    let units = vec!["1"; 64].join(",");
+    let output = rcannl(&["einsum", "...=>", &format!("fill:2:{units}"), "--json"]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

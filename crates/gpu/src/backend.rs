@@ -254,14 +254,16 @@ impl Kernels {
                 Some(&v) if (0..range as i64).contains(&v) => values.push(v as i32),
                 Some(v) => {
                     return Err(run_error(format!(
-                        "routine {}: the static index s{} is {v}, outside 0..{range}",
-                        routine.name, symbol.0
+                        "routine {}: {} is {v}, outside 0..{range}",
+                        routine.name,
+                        routine.static_name(*symbol)
                     )));
                 }
                 None => {
                     return Err(run_error(format!(
-                        "routine {}: no value given for the static index s{}",
-                        routine.name, symbol.0
+                        "routine {}: no value given for {}",
+                        routine.name,
+                        routine.static_name(*symbol)
                     )));
                 }
             }

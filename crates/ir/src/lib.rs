@@ -33,7 +33,7 @@ pub use assignment::{Assignment, Expr, FetchOp, Rhs};
 pub use index::{Affine, AxisIndex, Symbol};
 pub use loops::{GemmPlan, Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
 pub use lower::{LowerError, lower, lower_with_statics};
-pub use node::{MemoryMode, NodeId, TensorNode};
+pub use node::{MAX_AXES, MemoryMode, NodeId, TensorNode};
 pub use ops::{Binop, Ternop, Unop, threefry4x32, threefry4x32_light};
 pub use optimize::{OptimizeError, optimize};
 pub use padding::{MarginError, Margins};

@@ -20,6 +20,7 @@
 //!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
+//! node of more than [`MAX_AXES`] axes is an error: its nests and indices would be as deep. A
 //! symbol that no factor of the product space has is a static index: a routine parameter. Loop
 //! variables are numbered afresh across one lowering, so that no two nests share one.
 
@@ -31,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::assignment::{Assignment, FetchOp, Rhs};
 use crate::index::{AxisIndex, Symbol};
 use crate::loops::{Index, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
-use crate::node::{NodeId, TensorNode};
+use crate::node::{MAX_AXES, NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
 
@@ -72,6 +73,7 @@ pub fn lower_with_statics(
         nodes,
         next_var: Cell::new(0),
         statics: RefCell::new(BTreeMap::new()),
+        static_nodes: RefCell::new(HashMap::new()),
     };
     let stmts = context.lower(assignment)?;
     Ok((stmts, context.statics.into_inner()))
@@ -82,6 +84,8 @@ struct Context<'a> {
     nodes: &'a HashMap<NodeId, TensorNode>,
     next_var: Cell<u32>,
     statics: RefCell<BTreeMap<Symbol, usize>>,
+    /// The label of the first node each static index selects along, for messages.
+    static_nodes: RefCell<HashMap<Symbol, String>>,
 }
 
 impl Context<'_> {
@@ -91,20 +95,39 @@ impl Context<'_> {
         var
     }
 
+    /// The node `id`; an error where it is unknown or has more than [`MAX_AXES`] axes (every
+    /// node an assignment reads or writes is looked up here, so none of them reaches a
+    /// backend).
     fn node(&self, id: NodeId) -> Result<&TensorNode, LowerError> {
-        self.nodes
-            .get(&id)
-            .ok_or_else(|| error(format!("lowering: unknown node {id}")))
+        let node =
+            (self.nodes.get(&id)).ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
+        if node.dims.len() > MAX_AXES {
+            return Err(error(format!(
+                "lowering: {id} '{}' has {} axes, more than the {MAX_AXES} supported",
+                node.label,
+                node.dims.len()
+            )));
+        }
+        Ok(node)
     }
 
-    /// Records the static index `symbol`, selecting along an axis of `range` positions.
-    fn static_index(&self, symbol: Symbol, range: usize) -> Result<(), LowerError> {
+    /// Records the static index `symbol`, selecting along an axis of `range` positions of
+    /// `node`; an error, naming the nodes (its symbol means nothing to whoever made it), where
+    /// it selected along an axis of another size before.
+    fn static_index(
+        &self,
+        symbol: Symbol,
+        range: usize,
+        node: &TensorNode,
+    ) -> Result<(), LowerError> {
         let mut statics = self.statics.borrow_mut();
+        let mut first = self.static_nodes.borrow_mut();
+        let before = first.entry(symbol).or_insert_with(|| node.label.clone());
         match statics.insert(symbol, range) {
             Some(other) if other != range => Err(error(format!(
-                "lowering: the static index s{} selects along axes of {other} and {range} \
-                 positions",
-                symbol.0
+                "lowering: a static index selects along an axis of {other} positions of '{before}' \
+                 and along one of {range} of '{}'",
+                node.label
             ))),
             _ => Ok(()),
         }
@@ -409,9 +432,9 @@ impl Context<'_> {
             FetchOp::EmbedStatic(symbol) => {
                 if !self.statics.borrow().contains_key(symbol) {
                     return Err(error(format!(
-                        "lowering: {id} '{}' embeds the static index s{}, which no slice of \
-                         this routine selects with",
-                        node.label, symbol.0
+                        "lowering: {id} '{}' embeds a static index with which no slice of this \
+                         routine selects",
+                        node.label
                     )));
                 }
                 each_cell(&|_| {
@@ -430,7 +453,7 @@ impl Context<'_> {
                         node.label, node.dims, sliced.label, sliced.dims
                     )));
                 }
-                self.static_index(*batch, sliced.dims[0])?;
+                self.static_index(*batch, sliced.dims[0], sliced)?;
                 let source_margins = left_margins(sliced);
                 each_cell(&|positions| {
                     let mut index = vec![Index {
@@ -729,7 +752,7 @@ impl Point<'_> {
                     None if self.ranges.contains_key(symbol) => Ok(None),
                     None => {
                         if let Some(range) = range {
-                            context.static_index(*symbol, range)?;
+                            context.static_index(*symbol, range, node)?;
                         }
                         Ok(Some(Var::Static(*symbol)))
                     }

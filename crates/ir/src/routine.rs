@@ -1,12 +1,12 @@
 //! Routines: a body of loop IR with the nodes it touches and the static indices it takes, the
 //! unit that is optimized, compiled and run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use crate::assignment::Assignment;
 use crate::index::Symbol;
-use crate::loops::Stmt;
+use crate::loops::{Index, Stmt, Var};
 use crate::lower::{LowerError, lower_with_statics};
 use crate::node::{NodeId, TensorNode};
 
@@ -42,6 +42,50 @@ impl Routine {
             statics,
             body,
         })
+    }
+
+    /// The static index `symbol` as a message names it: by the tensors the routine reads or
+    /// writes at it (`the static index slicing 'xs' and 'ys'`), which whoever made it knows,
+    /// rather than by its symbol, which they never see; by the symbol only where no access
+    /// uses it.
+    pub fn static_name(&self, symbol: Symbol) -> String {
+        let at_it = |index: &[Index]| {
+            (index.iter()).any(|i| i.vars().any(|var| var == Var::Static(symbol)))
+        };
+        let mut sliced = BTreeSet::new();
+        for stmt in &self.body {
+            stmt.walk(&mut |s| {
+                match s {
+                    Stmt::Set { node, index, .. } if at_it(index) => {
+                        sliced.insert(*node);
+                    }
+                    Stmt::ScatterAdd { target, .. } if at_it(&target.index) => {
+                        sliced.insert(target.node);
+                    }
+                    _ => {}
+                }
+                for value in s.values() {
+                    value.for_each_get(&mut |node, index| {
+                        if at_it(index) {
+                            sliced.insert(node);
+                        }
+                    });
+                }
+            });
+        }
+        let labels: Vec<String> = (sliced.iter())
+            .map(|id| match self.nodes.get(id) {
+                Some(node) => format!("'{}'", node.label),
+                None => id.to_string(),
+            })
+            .collect();
+        match labels.split_last() {
+            None => format!("the static index s{}", symbol.0),
+            Some((last, [])) => format!("the static index slicing {last}"),
+            Some((last, rest)) => {
+                format!("the static index slicing {} and {last}", rest.join(", "))
+            }
+        }
     }
 }
 

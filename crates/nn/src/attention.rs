@@ -4,27 +4,43 @@
 //! broadcast over heads), softmax temperature, dropout of the attention weights, rotary position
 //! embeddings, per-position dense layers, and the pre-norm transformer block.
 
+use half::{bf16, f16};
+use rcannl_ir::Precision;
 use rcannl_tensor::{Graph, Tensor, TensorError};
 
 use crate::dropout::dropout;
 use crate::norm::{LayerNorm, softmax};
 
-/// What a masked score has added to it: far enough below any score that its weight is exactly 0
-/// after the softmax's shift, yet finite, so that a query whose every key is masked gets
-/// uniform weights rather than NaN.
-const MASKED: f64 = -1e9;
+/// `value` as a scalar held in `precision` (a number alone is held in f32, which would round a
+/// factor of an f64 model).
+fn scalar(x: &Tensor, label: &str, precision: Precision, value: f64) -> Tensor {
+    (x.graph().data(label).shape("").precision(precision))
+        .values(vec![value])
+        .build()
+}
 
-/// `x` times `factor`, held in `x`'s precision (a number alone is held in f32, which would
-/// round the factor of an f64 model).
+/// `x` times `factor`, held in `x`'s precision.
 fn times(x: &Tensor, factor: f64) -> Tensor {
-    let factor = x
-        .graph()
-        .data(&format!("{factor}"))
-        .shape("")
-        .precision(x.precision())
-        .values(vec![factor])
-        .build();
-    x.pmul(&factor)
+    x.pmul(&scalar(x, &format!("{factor}"), x.precision(), factor))
+}
+
+/// What a masked score becomes: the lowest finite value of the scores' precision (f32's for
+/// precisions other than the float ones, which no attention computes scores in). It replaces
+/// the score rather than being added to it, so that whatever the scores and the precision:
+/// - a masked key's weight is exactly 0 beside any unmasked one, since `exp` of the lowest value
+///   minus a finite maximum (−∞ where the difference overflows) is 0;
+/// - a query whose every key is masked has every score equal, their difference 0, and uniform
+///   weights; being finite, the lowest value never makes the softmax's shift `−∞ − (−∞)`, NaN.
+///
+/// A finite amount subtracted instead (−10⁹, say) only drowns the scores where the precision
+/// rounds them away: f64 keeps them, and a fully masked query got the unmasked softmax.
+fn masked_score(precision: Precision) -> f64 {
+    match precision {
+        Precision::F64 => f64::MIN,
+        Precision::F16 => f16::MIN.to_f64(),
+        Precision::Bf16 => bf16::MIN.to_f64(),
+        _ => f64::from(f32::MIN),
+    }
 }
 
 /// `x` (`… | -> t, d`) projected by `w` (`d -> h, t?, e`): per head, per position.
@@ -41,7 +57,8 @@ pub fn causal_mask(graph: &Graph, time: usize) -> Tensor {
     ahead.lt(&graph.number(0.0)).not()
 }
 
-/// How attention weighs the keys, besides the scores: masks (1 = attend, 0 = ignore), each
+/// How attention weighs the keys, besides the scores: masks (1 = attend, 0 = ignore: an ignored
+/// key's weight is exactly 0, and a query that ignores every key weighs them all alike), each
 /// broadcast against the scores `batch | -> heads, t, s` from the right (so `batch | -> s` is a
 /// padding mask per key position, `t, s` or `batch | -> t, s` a mask per query and key, such as
 /// [`causal_mask`]); a softmax temperature (scores are divided by `√head · temperature`);
@@ -150,8 +167,10 @@ pub fn attention_weights(
     let scores = q.einsum("...|...->h, t, e; ...|...->h, s, e => ...|...->h, t, s", &k);
     let mut scores = times(&scores, 1.0 / ((head as f64).sqrt() * options.temperature));
     for mask in &options.masks {
-        // 0 where attended, MASKED where ignored.
-        scores = &scores + &((mask - 1.0) * -MASKED);
+        // The scores' precision, as the result's promotes with the mask's.
+        let precision = scores.precision().promote(mask.precision());
+        let masked = scalar(&scores, "masked score", precision, masked_score(precision));
+        scores = Tensor::where_(mask, &scores, &masked);
     }
     let weights = softmax(&scores);
     match &options.dropout {

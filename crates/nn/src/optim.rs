@@ -7,13 +7,39 @@
 //! learning rate as the context holds it then), a schedule's when it sets the learning rate. A
 //! value that is not a finite number, or out of its range, is an error naming the optimizer or
 //! schedule, the setting and the value.
+//!
+//! Precisions follow the parameters: each parameter's state (velocity, moments, squared norms)
+//! is held in f64 for an f64 parameter and in f32 otherwise; what an optimizer shares among its
+//! parameters (the learning rate, the step count, the global gradient norm, Adam's and LAMB's
+//! bias corrections) in f64 when any parameter is f64, and in f32 otherwise (which every
+//! backend holds, the GPU's included). The bias corrections are computed from the step count
+//! without cancellation, to within a few units of their precision's last place.
 
-use rcannl_ir::{Binop, Unop};
+use rcannl_ir::{Binop, Precision, Unop};
 use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update, cd};
 
-/// A state tensor of `param`'s shape (known once `ctx` has run inference), starting at zero.
-/// It is declared with that shape rather than related to the parameter, so that it can never
-/// influence what the parameter's shape is inferred to be.
+/// The precision of `param`'s state: f64 for an f64 parameter, so that its gradient is never
+/// rounded to f32 on its way into the update; f32 for the others (an f16 or bf16 parameter's
+/// squared gradients would underflow in its own precision).
+fn state_precision(param: &Tensor) -> Precision {
+    match param.precision() {
+        Precision::F64 => Precision::F64,
+        _ => Precision::F32,
+    }
+}
+
+/// The precision of what an optimizer shares among its parameters (the learning rate, the step
+/// count, the global gradient norm, the bias corrections): f64 when any parameter is f64, else
+/// f32, which every backend holds (the GPU has no f64).
+fn shared_precision(params: &[Tensor]) -> Precision {
+    (params.iter().map(state_precision))
+        .find(|&p| p == Precision::F64)
+        .unwrap_or(Precision::F32)
+}
+
+/// A state tensor of `param`'s shape (known once `ctx` has run inference) and of its state
+/// precision, starting at zero. It is declared with that shape rather than related to the
+/// parameter, so that it can never influence what the parameter's shape is inferred to be.
 fn state_like(ctx: &mut Context, param: &Tensor, name: &str) -> Result<Tensor, TensorError> {
     let [batch, input, output] = ctx.rows(param)?;
     let row = |dims: &[usize]| {
@@ -29,6 +55,7 @@ fn state_like(ctx: &mut Context, param: &Tensor, name: &str) -> Result<Tensor, T
         .graph()
         .data(&format!("{} {name}", param.label()))
         .shape(&literal)
+        .precision(state_precision(param))
         .values(vec![0.0; cells])
         .build())
 }
@@ -62,6 +89,17 @@ impl Range {
     }
 }
 
+/// `value` as a message shows it: as Rust prints it, but in scientific notation where that
+/// would take more than a few digits (`1e200`, not 201 of them).
+fn shown(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(1e-5..1e16).contains(&magnitude) && value.is_finite() {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
+}
+
 /// An error naming `owner`, `setting` and `value` unless `value` is finite and in `range`.
 fn check(owner: &str, setting: &str, value: f64, range: Range) -> Result<(), TensorError> {
     if value.is_finite() && range.contains(value) {
@@ -69,25 +107,61 @@ fn check(owner: &str, setting: &str, value: f64, range: Range) -> Result<(), Ten
     }
     Err(TensorError {
         message: format!(
-            "{owner}: {setting} is {value}: it must be {}",
+            "{owner}: {setting} is {}: it must be {}",
+            shown(value),
             range.describe()
         ),
     })
 }
 
-/// Checks the learning rate `lr` holds in `ctx`, for `owner`.
-fn check_learning_rate(ctx: &mut Context, owner: &str, lr: &Tensor) -> Result<(), TensorError> {
+/// Checks the learning rate `lr` holds in `ctx`, for `owner` of `params`: a finite number, at
+/// least 0, that stays finite in the precision each parameter is updated in. A value that is
+/// the rate `given` to the optimizer's `new`, as `lr`'s precision holds it, is checked as given:
+/// an f32 tensor holds 1e200 as infinity, and the error must say 1e200.
+fn check_learning_rate(
+    ctx: &mut Context,
+    owner: &str,
+    (lr, given): (&Tensor, f64),
+    params: &[Tensor],
+) -> Result<(), TensorError> {
     // The rate's buffer exists, with its initial value, once the context has made it.
     ctx.dims(lr)?;
-    for value in ctx.values(lr)? {
+    let held_as_given = lr.precision().round(given);
+    for held in ctx.values(lr)? {
+        let value = if held.to_bits() == held_as_given.to_bits() {
+            given
+        } else {
+            held
+        };
         check(owner, "the learning rate", value, Range::AtLeastZero)?;
+        for param in params {
+            let compute = param.precision().compute();
+            if compute.round(value).is_infinite() {
+                return Err(TensorError {
+                    message: format!(
+                        "{owner}: the learning rate is {}: it is beyond the range of {compute}, \
+                         the precision parameter '{}' is updated in",
+                        shown(value),
+                        param.label()
+                    ),
+                });
+            }
+        }
     }
     Ok(())
 }
 
-/// One scalar tensor holding `value`.
-fn scalar(graph: &Graph, label: &str, value: f64) -> Tensor {
-    graph.data(label).shape("1").values(vec![value]).build()
+/// One scalar tensor of `precision` holding `value`.
+fn scalar(graph: &Graph, label: &str, precision: Precision, value: f64) -> Tensor {
+    (graph.data(label).shape("1").precision(precision))
+        .values(vec![value])
+        .build()
+}
+
+/// The learning-rate tensor of `params` holding `lr`, in their shared precision; each update
+/// reads it in its parameter's precision.
+fn learning_rate(graph: &Graph, lr: f64, params: &[Tensor]) -> Tensor {
+    scalar(graph, "lr", shared_precision(params), lr)
 }
 
 /// Clipping by the global norm of every parameter's gradient: each gradient is scaled by
@@ -100,10 +174,12 @@ struct Clip {
 }
 
 impl Clip {
-    fn new(graph: &Graph, max_norm: f64) -> Clip {
+    /// Clipping of `params`' gradients to `max_norm`, their norm summed in their shared
+    /// precision.
+    fn new(graph: &Graph, max_norm: f64, params: &[Tensor]) -> Clip {
         Clip {
             max_norm,
-            norm: scalar(graph, "gradient norm", 0.0),
+            norm: scalar(graph, "gradient norm", shared_precision(params), 0.0),
         }
     }
 
@@ -159,7 +235,7 @@ macro_rules! step_routines {
     ($name:ident) => {
         /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
         pub fn clip_grad_norm(mut self, max_norm: f64) -> $name {
-            self.clip = Some(Clip::new(self.lr.graph(), max_norm));
+            self.clip = Some(Clip::new(self.lr.graph(), max_norm, &self.params));
             self
         }
 
@@ -224,13 +300,65 @@ fn check_moment_settings(
     check(owner, "the weight decay", weight_decay, Range::AtLeastZero)
 }
 
+/// The step count and the bias corrections of Adam and LAMB: the count (one cell, from 0) and
+/// `1 − β₁ᵗ`, `1 − β₂ᵗ` of the last step (one cell each), in the parameters' shared precision.
+#[derive(Debug, Clone)]
+struct Steps {
+    count: Tensor,
+    corrections: [Tensor; 2],
+}
+
+impl Steps {
+    /// The step count and bias corrections of `owner` (`adam`, `lamb`) over `params`.
+    fn new(graph: &Graph, owner: &str, params: &[Tensor]) -> Steps {
+        let precision = shared_precision(params);
+        let correction = |i: usize| {
+            scalar(
+                graph,
+                &format!("{owner} bias correction {i}"),
+                precision,
+                0.0,
+            )
+        };
+        Steps {
+            count: scalar(graph, &format!("{owner} steps"), precision, 0.0),
+            corrections: [correction(1), correction(2)],
+        }
+    }
+
+    /// The updates starting a step: the count goes up by one, and each bias correction becomes
+    /// `1 − βᵗ` of the new count `t`.
+    ///
+    /// The correction is computed as `−expm1(t·ln β)`, written `2u/(u − 1)` with
+    /// `u = tanh(t·ln β / 2)` (no `expm1` among the operations): `1 − βᵗ` directly cancels most
+    /// of its digits where `βᵗ` is near 1 (at β = 0.999, t = 10: a relative error of 3·10⁻¹⁵
+    /// in f64, 10⁻⁵ in f32), this loses none (a few units in the last place of either).
+    /// `ln β` comes from `1 − β`, exact in f64 for every β in [0.5, 1), through `ln_1p` (and
+    /// β = 0 gives `ln β = −∞`, `u = −1`, a correction of 1, as it should).
+    fn updates(&self, [beta1, beta2]: [f64; 2]) -> Vec<Update> {
+        let count = &self.count;
+        let mut updates = cd! { count =: count + 1 };
+        for (beta, correction) in [beta1, beta2].into_iter().zip(&self.corrections) {
+            let half_log = (-(1.0 - beta)).ln_1p() / 2.0;
+            let u = (Formula::value(count) * half_log).apply(Unop::Tanh);
+            updates.extend(cd! { correction =: 2.0 * u / (u - 1.0) });
+        }
+        updates
+    }
+
+    /// The tensor to save with the parameters: the count (the corrections follow from it).
+    fn state(&self) -> Tensor {
+        self.count.clone()
+    }
+}
+
 /// Adam's moment updates of `m` and `v` from the gradient `g`, and its bias-corrected direction
-/// `m̂/(√v̂ + ε)` at step `t` (a one-cell tensor counting steps from 1).
+/// `m̂/(√v̂ + ε)`, with the bias corrections of the step.
 struct Moments<'a> {
     beta1: f64,
     beta2: f64,
     epsilon: f64,
-    steps: &'a Tensor,
+    corrections: &'a [Tensor; 2],
 }
 
 impl Moments<'_> {
@@ -244,10 +372,9 @@ impl Moments<'_> {
     }
 
     fn direction(&self, m: &Tensor, v: &Tensor) -> Formula {
-        let correction =
-            |beta: f64| 1.0 - Formula::Const(beta).binop(Binop::Pow, Formula::value(self.steps));
-        let m_hat = Formula::value(m) / correction(self.beta1);
-        let v_hat = Formula::value(v) / correction(self.beta2);
+        let [first, second] = self.corrections.each_ref().map(Formula::value);
+        let m_hat = Formula::value(m) / first;
+        let v_hat = Formula::value(v) / second;
         m_hat / (v_hat.apply(Unop::Sqrt) + self.epsilon)
     }
 }
@@ -258,6 +385,8 @@ impl Moments<'_> {
 pub struct Sgd {
     /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
     pub lr: Tensor,
+    /// The rate given to `new`, which `lr` holds as its precision rounds it: checked as given.
+    given_lr: f64,
     /// The momentum `μ`, in `[0, 1)`.
     pub momentum: f64,
     /// Nesterov momentum: the step looks ahead along the velocity.
@@ -274,7 +403,8 @@ impl Sgd {
     /// are checked by [`Sgd::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64, momentum: f64) -> Sgd {
         Sgd {
-            lr: scalar(graph, "lr", lr),
+            lr: learning_rate(graph, lr, params),
+            given_lr: lr,
             momentum,
             nesterov: false,
             weight_decay: 0.0,
@@ -343,7 +473,7 @@ impl Sgd {
             self.weight_decay,
             Range::AtLeastZero,
         )?;
-        check_learning_rate(ctx, "Sgd", &self.lr)?;
+        check_learning_rate(ctx, "Sgd", (&self.lr, self.given_lr), &self.params)?;
         let mut updates = clip_updates("Sgd", self.clip.as_ref(), &self.params)?;
         self.velocities = if self.momentum == 0.0 {
             Vec::new()
@@ -364,6 +494,8 @@ impl Sgd {
 pub struct Adam {
     /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
     pub lr: Tensor,
+    /// The rate given to `new`, which `lr` holds as its precision rounds it: checked as given.
+    given_lr: f64,
     /// The first moment's decay `β₁`, in `[0, 1)` (default 0.9).
     pub beta1: f64,
     /// The second moment's decay `β₂`, in `[0, 1)` (default 0.999).
@@ -372,7 +504,7 @@ pub struct Adam {
     pub epsilon: f64,
     /// The decoupled weight decay `λ`, at least 0 (default 0).
     pub weight_decay: f64,
-    steps: Tensor,
+    steps: Steps,
     params: Vec<Tensor>,
     moments: Vec<(Tensor, Tensor)>,
     clip: Option<Clip>,
@@ -383,12 +515,13 @@ impl Adam {
     /// checked by [`Adam::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Adam {
         Adam {
-            lr: scalar(graph, "lr", lr),
+            lr: learning_rate(graph, lr, params),
+            given_lr: lr,
             beta1: 0.9,
             beta2: 0.999,
             epsilon: 1e-8,
             weight_decay: 0.0,
-            steps: scalar(graph, "adam steps", 0.0),
+            steps: Steps::new(graph, "adam", params),
             params: params.to_vec(),
             moments: Vec::new(),
             clip: None,
@@ -398,7 +531,7 @@ impl Adam {
     /// The optimizer's state (the step count, then both moments of each parameter, made by
     /// [`Adam::compile`]), to save with the parameters.
     pub fn state(&self) -> Vec<Tensor> {
-        let mut state = vec![self.steps.clone()];
+        let mut state = vec![self.steps.state()];
         for (m, v) in &self.moments {
             state.extend([m.clone(), v.clone()]);
         }
@@ -411,15 +544,21 @@ impl Adam {
         self
     }
 
+    /// The bias corrections `1 − β₁ᵗ` and `1 − β₂ᵗ` of the last step (one cell each, f64 when
+    /// a parameter is, 0 before the first step), which each step computes from the step count.
+    pub fn bias_corrections(&self) -> &[Tensor; 2] {
+        &self.steps.corrections
+    }
+
     fn updates(&self, moments: &[(Tensor, Tensor)]) -> Vec<Update> {
         let adam = Moments {
             beta1: self.beta1,
             beta2: self.beta2,
             epsilon: self.epsilon,
-            steps: &self.steps,
+            corrections: &self.steps.corrections,
         };
-        let (steps, lr, decay) = (&self.steps, &self.lr, self.weight_decay);
-        let mut updates = cd! { steps =: steps + 1 };
+        let (lr, decay) = (&self.lr, self.weight_decay);
+        let mut updates = self.steps.updates([self.beta1, self.beta2]);
         for (w, (m, second)) in self.params.iter().zip(moments) {
             updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
             let direction = adam.direction(m, second);
@@ -439,7 +578,7 @@ impl Adam {
             self.epsilon,
             self.weight_decay,
         )?;
-        check_learning_rate(ctx, "Adam", &self.lr)?;
+        check_learning_rate(ctx, "Adam", (&self.lr, self.given_lr), &self.params)?;
         let mut updates = clip_updates("Adam", self.clip.as_ref(), &self.params)?;
         self.moments = self
             .params
@@ -463,6 +602,8 @@ impl Adam {
 pub struct Lamb {
     /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
     pub lr: Tensor,
+    /// The rate given to `new`, which `lr` holds as its precision rounds it: checked as given.
+    given_lr: f64,
     /// The first moment's decay `β₁`, in `[0, 1)` (default 0.9).
     pub beta1: f64,
     /// The second moment's decay `β₂`, in `[0, 1)` (default 0.999).
@@ -471,7 +612,7 @@ pub struct Lamb {
     pub epsilon: f64,
     /// The weight decay `λ` added to the step, at least 0 (default 0).
     pub weight_decay: f64,
-    steps: Tensor,
+    steps: Steps,
     params: Vec<Tensor>,
     /// Per parameter: both moments, and one cell each for `‖w‖²` and `‖r‖²`.
     state: Vec<[Tensor; 4]>,
@@ -483,12 +624,13 @@ impl Lamb {
     /// checked by [`Lamb::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Lamb {
         Lamb {
-            lr: scalar(graph, "lr", lr),
+            lr: learning_rate(graph, lr, params),
+            given_lr: lr,
             beta1: 0.9,
             beta2: 0.999,
             epsilon: 1e-6,
             weight_decay: 0.0,
-            steps: scalar(graph, "lamb steps", 0.0),
+            steps: Steps::new(graph, "lamb", params),
             params: params.to_vec(),
             state: Vec::new(),
             clip: None,
@@ -504,9 +646,15 @@ impl Lamb {
     /// The optimizer's state (the step count, then per parameter both moments and the squared
     /// norms of the parameter and of its last step), made by [`Lamb::compile`].
     pub fn state(&self) -> Vec<Tensor> {
-        let mut state = vec![self.steps.clone()];
+        let mut state = vec![self.steps.state()];
         state.extend(self.state.iter().flatten().cloned());
         state
+    }
+
+    /// The bias corrections `1 − β₁ᵗ` and `1 − β₂ᵗ` of the last step (one cell each, f64 when
+    /// a parameter is, 0 before the first step), which each step computes from the step count.
+    pub fn bias_corrections(&self) -> &[Tensor; 2] {
+        &self.steps.corrections
     }
 
     fn updates(&self) -> Vec<Update> {
@@ -514,10 +662,10 @@ impl Lamb {
             beta1: self.beta1,
             beta2: self.beta2,
             epsilon: self.epsilon,
-            steps: &self.steps,
+            corrections: &self.steps.corrections,
         };
-        let (steps, lr, decay) = (&self.steps, &self.lr, self.weight_decay);
-        let mut updates = cd! { steps =: steps + 1 };
+        let (lr, decay) = (&self.lr, self.weight_decay);
+        let mut updates = self.steps.updates([self.beta1, self.beta2]);
         for (w, [m, second, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
             updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
             let step = adam.direction(m, second) + decay * Formula::value(w);
@@ -542,18 +690,21 @@ impl Lamb {
             self.epsilon,
             self.weight_decay,
         )?;
-        check_learning_rate(ctx, "Lamb", &self.lr)?;
+        check_learning_rate(ctx, "Lamb", (&self.lr, self.given_lr), &self.params)?;
         let mut updates = clip_updates("Lamb", self.clip.as_ref(), &self.params)?;
         self.state = self
             .params
             .iter()
             .map(|p| {
-                let graph = p.graph();
+                let norm = |name: &str| {
+                    let label = format!("{} {name}", p.label());
+                    scalar(p.graph(), &label, state_precision(p), 0.0)
+                };
                 Ok([
                     state_like(ctx, p, "first moment")?,
                     state_like(ctx, p, "second moment")?,
-                    scalar(graph, &format!("{} norm²", p.label()), 0.0),
-                    scalar(graph, &format!("{} step norm²", p.label()), 0.0),
+                    norm("norm²"),
+                    norm("step norm²"),
                 ])
             })
             .collect::<Result<Vec<_>, TensorError>>()?;

@@ -6,6 +6,7 @@
 
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
+use rcannl_ir::Precision;
 use rcannl_nn::optim::{Adam, Lamb, Schedule, Sgd};
 use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
@@ -378,4 +379,173 @@ fn lamb_and_clipping_refuse_bad_settings() {
         clipped.compile(&mut ctx),
         &["Adam: the gradient clipping norm is 0", "above 0"],
     );
+}
+
+/// Adam computed directly in f64: `steps` steps from `w` on `loss = Σ c·w² + Σ x·w` (gradient
+/// `2c·w + x`), with the usual betas and epsilon and decoupled weight decay `decay`.
+fn adam_by_hand(w: &[f64], (c, x): (&[f64], &[f64]), lr: f64, decay: f64, steps: i32) -> Vec<f64> {
+    let (beta1, beta2, epsilon) = (0.9f64, 0.999f64, 1e-8);
+    let mut w = w.to_vec();
+    let (mut m, mut v) = (vec![0.0; w.len()], vec![0.0; w.len()]);
+    for t in 1..=steps {
+        for i in 0..w.len() {
+            let g = 2.0 * c[i] * w[i] + x[i];
+            m[i] = beta1 * m[i] + (1.0 - beta1) * g;
+            v[i] = beta2 * v[i] + (1.0 - beta2) * (g * g);
+            let m_hat = m[i] / (1.0 - beta1.powi(t));
+            let v_hat = v[i] / (1.0 - beta2.powi(t));
+            w[i] -= lr * (m_hat / (v_hat.sqrt() + epsilon) + decay * w[i]);
+        }
+    }
+    w
+}
+
+/// A graph with the f64 parameter `w` (3 cells) and the loss `Σ c·w² + Σ x·w`, in f64.
+fn f64_model(w: &[f64], (c, x): (&[f64], &[f64])) -> (Graph, Tensor, Tensor) {
+    let graph = Graph::new();
+    let data = |label: &str, values: &[f64]| {
+        (graph.data(label).shape("3").precision(Precision::F64))
+            .values(values.to_vec())
+            .build()
+    };
+    let param = (graph.param("w").shape("3").precision(Precision::F64))
+        .init(Init::Values(w.to_vec()))
+        .build();
+    let (c, x) = (data("c", c), data("x", x));
+    let loss = &rcannl_nn::loss::sum(&c.pmul(&param.pmul(&param)))
+        + &rcannl_nn::loss::sum(&x.pmul(&param));
+    (graph, param, loss)
+}
+
+#[test]
+fn adam_on_f64_parameters_matches_adam_in_f64() {
+    let start = [0.3, -1.7, 2.9];
+    let (c, x) = ([1.0, 0.5, 2.0], [0.25, -3.0, 0.125]);
+    let expected = adam_by_hand(&start, (&c, &x), 0.01, 0.001, 10);
+    for backend in backends() {
+        let name = backend.name();
+        let (graph, w, loss) = f64_model(&start, (&c, &x));
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let mut adam = Adam::new(&graph, std::slice::from_ref(&w), 0.01).weight_decay(0.001);
+        let step = adam.compile_step(&mut ctx, &loss).unwrap();
+        for _ in 0..10 {
+            ctx.run(&step).unwrap();
+        }
+        let got = ctx.values(&w).unwrap();
+        for (g, e) in got.iter().zip(&expected) {
+            assert!(
+                (g - e).abs() <= 1e-12 * e.abs(),
+                "{name}: {got:?} vs {expected:?}"
+            );
+        }
+        for state in adam.state().iter().chain([&adam.lr]) {
+            assert_eq!(
+                state.precision(),
+                Precision::F64,
+                "{name}: '{}'",
+                state.label()
+            );
+        }
+        // 1 − βᵗ at t = 10 for the f64 nearest 0.9 and 0.999, computed exactly (in rationals)
+        // and rounded once. `1.0 - 0.999f64.powi(10)` is 3.4e-15 off: the subtraction cancels
+        // two of its digits.
+        let exact = [0.6513215599, 0.009955119790251798];
+        for (correction, exact) in adam.bias_corrections().iter().zip(exact) {
+            assert_eq!(correction.precision(), Precision::F64);
+            let used = ctx.values(correction).unwrap()[0];
+            assert!(
+                (used - exact).abs() <= 1e-15 * exact,
+                "{name}: {used} vs {exact}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_learning_rate_is_refused_only_beyond_the_parameters_precision() {
+    // f32 parameters: 1e200 is beyond f32, which the message says, naming the rate as given.
+    let (graph, w, mut ctx) = setup();
+    let mut adam = Adam::new(&graph, &[w], 1e200);
+    refused(
+        adam.compile(&mut ctx),
+        &[
+            "Adam: the learning rate is 1e200",
+            "beyond the range of f32",
+            "'w'",
+        ],
+    );
+    // f64 parameters take it.
+    let (c, x) = ([1.0, 0.5, 2.0], [0.25, -3.0, 0.125]);
+    let (graph, w, _) = f64_model(&[0.3, -1.7, 2.9], (&c, &x));
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().unwrap();
+    Adam::new(&graph, &[w], 1e200)
+        .compile(&mut ctx)
+        .expect("1e200 is an f64");
+}
+
+#[test]
+fn optimizer_state_follows_each_parameters_precision() {
+    let (c, x) = ([1.0, 0.5, 2.0], [0.25, -3.0, 0.125]);
+    let (graph, wide, loss) = f64_model(&[0.3, -1.7, 2.9], (&c, &x));
+    let narrow = graph.param("narrow").shape("2").build();
+    let loss = &loss + &rcannl_nn::loss::sum(&narrow.pmul(&narrow));
+    let params = [wide, narrow];
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().unwrap();
+    let mut sgd = Sgd::new(&graph, &params, 0.1, 0.9).clip_grad_norm(1.0);
+    sgd.compile_step(&mut ctx, &loss).unwrap();
+    let mut lamb = Lamb::new(&graph, &params, 0.1);
+    lamb.compile_step(&mut ctx, &loss).unwrap();
+    let precisions =
+        |state: &[Tensor]| -> Vec<Precision> { state.iter().map(Tensor::precision).collect() };
+    use Precision::{F32, F64};
+    assert_eq!(precisions(sgd.state()), [F64, F32]);
+    assert_eq!(sgd.grad_norm().unwrap().precision(), F64);
+    // The step count, then per parameter both moments and two squared norms.
+    assert_eq!(
+        precisions(&lamb.state()),
+        [F64, F64, F64, F64, F64, F32, F32, F32, F32]
+    );
+    // A model of f32 parameters keeps its f32 state.
+    let (graph, w, mut ctx) = setup();
+    let mut adam = Adam::new(&graph, &[w], 0.1);
+    adam.compile(&mut ctx).unwrap();
+    assert!(adam.state().iter().all(|t| t.precision() == F32));
+}
+
+#[test]
+fn bias_corrections_of_an_f32_model_are_exact_to_f32() {
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let w = graph
+            .param("w")
+            .shape("2")
+            .init(Init::Values(vec![1.0, -1.0]))
+            .build();
+        let loss = rcannl_nn::loss::sum(&w.pmul(&w));
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let mut adam = Adam::new(&graph, &[w], 0.01);
+        let step = adam.compile_step(&mut ctx, &loss).unwrap();
+        for _ in 0..10 {
+            ctx.run(&step).unwrap();
+        }
+        // As in f64 (see above); `1 − βᵗ` computed in f32 was 1.3e-5 off at β = 0.999.
+        for (correction, exact) in adam
+            .bias_corrections()
+            .iter()
+            .zip([0.6513215599, 0.009955119790251798])
+        {
+            assert_eq!(correction.precision(), Precision::F32);
+            let used = ctx.values(correction).unwrap()[0];
+            // A few units in f32's last place (2⁻²⁴ relative each).
+            assert!(
+                (used - exact).abs() <= 4.0 * exact * 2f64.powi(-24),
+                "{name}: {used} vs {exact}"
+            );
+        }
+    }
 }

@@ -678,3 +678,91 @@ fn sequences_are_embedded_position_by_position() {
         vec![30., 31., 10., 11., 20., 21., 20., 21., 20., 21., 30., 31.]
     );
 }
+
+#[test]
+fn a_fully_masked_query_gets_uniform_weights_in_every_precision() {
+    // 3 queries over 5 keys, 2 heads of 2: query 0 has every key masked, query 1 keys 1 and 3,
+    // query 2 none.
+    let (t, s, d, h, e) = (3, 5, 4, 2, 2);
+    let x_values = test_values(t * d, 41);
+    let memory_values = test_values(s * d, 42);
+    let w_values: Vec<Vec<f64>> = (0..4).map(|i| test_values(16, 50 + i)).collect();
+    let keep = |tt: usize, ss: usize| tt == 2 || (tt == 1 && ss != 1 && ss != 3);
+    let w_slices: Vec<&[f64]> = w_values.iter().map(Vec::as_slice).collect();
+    let (expected, _) = direct_attention(
+        &x_values,
+        &memory_values,
+        [w_slices[0], w_slices[1], w_slices[2], w_slices[3]],
+        (t, s, d, h, e),
+        keep,
+        1.0,
+    );
+    for (precision, tolerance) in [(Precision::F64, 1e-14), (Precision::F32, 1e-6)] {
+        let graph = Graph::new();
+        let tensor = |label: &str, shape: &str, values: &[f64]| {
+            (graph.data(label).shape(shape).precision(precision))
+                .values(values.to_vec())
+                .build()
+        };
+        let x = tensor("x", "1|->3,4", &x_values);
+        let memory = tensor("memory", "1|->5,4", &memory_values);
+        let w: Vec<Tensor> = (PROJECTIONS.iter().zip(&w_values))
+            .map(|(shape, values)| tensor("w", shape, values))
+            .collect();
+        let mask: Vec<f64> = (0..t * s).map(|i| f64::from(keep(i / s, i % s))).collect();
+        let options = AttendOptions::new().mask(&tensor("mask", "3,5", &mask));
+        let weights = attention_weights(&x, &memory, [&w[0], &w[1]], e, &options);
+        // Each backend on its own: in f32 they may differ in the last bit.
+        for backend in backends() {
+            let name = backend.name();
+            let mut ctx = Context::with_backend(&graph, backend);
+            let routine = ctx.forward(&[&weights]).unwrap();
+            ctx.run(&routine).unwrap();
+            let got = ctx.values(&weights).unwrap();
+            check_uniform_or_masked(
+                &got,
+                &expected,
+                (t, s, h),
+                keep,
+                tolerance,
+                &format!("{name} {precision}"),
+            );
+        }
+    }
+}
+
+/// Checks attention weights `got` (`[h][t][s]`) against `expected` (a direct softmax over the
+/// keys `keep` keeps), within `tolerance`: query 0, whose every key is masked, weighs each
+/// key 1/s; a masked key weighs exactly 0.
+fn check_uniform_or_masked(
+    got: &[f64],
+    expected: &[f64],
+    (t, s, h): (usize, usize, usize),
+    keep: impl Fn(usize, usize) -> bool,
+    tolerance: f64,
+    run: &str,
+) {
+    for hh in 0..h {
+        for tt in 0..t {
+            for ss in 0..s {
+                let cell = (hh * t + tt) * s + ss;
+                let (value, what) = (got[cell], format!("{run} h{hh} t{tt} s{ss}"));
+                if tt == 0 {
+                    let uniform = 1.0 / s as f64;
+                    assert!(
+                        (value - uniform).abs() <= tolerance,
+                        "{what}: {value}, not 1/{s}"
+                    );
+                } else if keep(tt, ss) {
+                    let want = expected[cell];
+                    assert!(
+                        (value - want).abs() <= tolerance,
+                        "{what}: {value} vs {want}"
+                    );
+                } else {
+                    assert_eq!(value, 0.0, "{what}: a masked key");
+                }
+            }
+        }
+    }
+}

@@ -13,7 +13,11 @@
 //! `WIDTH` (16 unless given) is that of the two hidden layers: wider, a step computes more per
 //! gradient merged, which shows what scaling out costs for larger models.
 
+#[path = "support/report.rs"]
+mod report;
+
 use std::path::Path;
+use std::time::Instant;
 
 use rcannl::nn::blocks::Mlp;
 use rcannl::nn::data::moons;
@@ -23,6 +27,7 @@ use rcannl::nn::optim::{Schedule, Sgd};
 use rcannl::nn::plot::loss_curve;
 use rcannl::nn::train::Plan;
 use rcannl::prelude::*;
+use report::{counted, merging_percent};
 
 const BATCH: usize = 32;
 const BATCHES: usize = 32;
@@ -78,8 +83,8 @@ fn train(ranks: &Ranks, width: usize) -> Result<(), TensorError> {
     let evaluate = ctx.forward(&[&test_scores])?;
     if ranks.is_root() {
         println!(
-            "{} ranks, {share} rows of each batch of {BATCH} on each; backend: {}",
-            ranks.size(),
+            "{}, {share} rows of each batch of {BATCH} on each; backend: {}",
+            counted(ranks.size(), "rank"),
             ctx.backend_name()
         );
     }
@@ -90,6 +95,7 @@ fn train(ranks: &Ranks, width: usize) -> Result<(), TensorError> {
     };
     let total = EPOCHS * BATCHES;
     let lr = sgd.lr.clone();
+    let started = Instant::now();
     let history = fit_data_parallel(
         ranks,
         &mut ctx,
@@ -107,7 +113,9 @@ fn train(ranks: &Ranks, width: usize) -> Result<(), TensorError> {
         Shuffle { seed: Some(5) },
         |ctx, n| schedule.apply(ctx, &lr, n, total),
     )?;
-    let training = BATCHES as f64 * EPOCHS as f64 * BATCH as f64 / history.examples_per_second;
+    // Each rank's training loop, timed on the clock its merges are timed on: they happen inside
+    // it. (Every rank takes part in both means.)
+    let training = ranks.mean(started.elapsed().as_secs_f64());
     let merging = ranks.mean(ranks.merging_time().as_secs_f64());
 
     ctx.run(&evaluate)?;
@@ -121,7 +129,7 @@ fn train(ranks: &Ranks, width: usize) -> Result<(), TensorError> {
             history.losses.last().copied().unwrap_or(f64::NAN),
             100.0 * test_accuracy,
             history.examples_per_second,
-            100.0 * merging / training
+            merging_percent(merging, training)
         );
         loss_curve(Path::new("moons_mpi_loss.png"), &history.losses)?;
         println!("wrote moons_mpi_loss.png and {}", saved.display());

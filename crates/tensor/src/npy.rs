@@ -5,10 +5,10 @@
 //! [`Context::load_npy`](crate::Context::load_npy) go through here.
 //!
 //! The reader trusts nothing the file says. The header is at most [`MAX_HEADER`] bytes and must
-//! be the dict numpy writes ([`Header::parse`]); the dims' product is computed without overflow
-//! and bounded by the caller's limit before anything is allocated ([`NpyReader::read_cells`]);
-//! and the data must be exactly as long as the header says, read without reserving more than the
-//! file holds. Every error names the file ([`NpyError`]).
+//! be the dict numpy writes ([`Header::parse`]), of at most [`MAX_DIMS`] dims; the dims' product
+//! is computed without overflow and bounded by the caller's limit before anything is allocated
+//! ([`NpyReader::read_cells`]); and the data must be exactly as long as the header says, read
+//! without reserving more than the file holds. Every error names the file ([`NpyError`]).
 
 use std::fmt::{self, Write as _};
 use std::fs::File;
@@ -19,6 +19,11 @@ use rcannl_ir::{Precision, Value};
 
 /// The magic string every `.npy` file starts with.
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// The most dims an array may have: numpy's own limit (`NPY_MAXDIMS`). A header giving more is
+/// refused as soon as the 65th is read, so that no caller makes a tensor of thousands of unit
+/// axes (whose loop nests no compiler accepts).
+pub const MAX_DIMS: usize = 64;
 
 /// The longest header read. numpy writes a few hundred bytes at most (and itself refuses to read
 /// more than 10,000 unless told to); a longer claim is refused before anything is read.
@@ -130,8 +135,9 @@ impl Dtype {
         Some((Dtype::new(kind, size.parse().ok()?)?, big_endian))
     }
 
-    /// The value of one cell's bytes (exactly `size` of them): floats as floats, integers as
-    /// integers (a u8 as its 64 bits), a bool as 1 when its byte is nonzero.
+    /// The value of one cell's bytes (exactly `size` of them) as stored: floats as floats,
+    /// integers as integers (a u8 as its 64 bits, so that one from 2^63 on reads negative), a
+    /// bool as 1 when its byte is nonzero.
     fn decode(self, bytes: &[u8], big_endian: bool) -> Value {
         let mut word = [0u8; 8];
         if big_endian {
@@ -153,6 +159,18 @@ impl Dtype {
             (NumberKind::Int, _) => Value::Int(signed()),
             (NumberKind::Uint, _) => Value::Int(bits as i64),
             (NumberKind::Bool, _) => Value::Int(i64::from(bits != 0)),
+        }
+    }
+
+    /// The number a cell holds, from its value as stored ([`Dtype::decode`]): the same, but a
+    /// u8 from 2^63 on, which no `i64` holds, is the nearest float (as numpy's
+    /// `astype(float64)` gives it) rather than its bits read as negative.
+    fn number(self, stored: Value) -> Value {
+        match stored {
+            Value::Int(bits) if self.kind == NumberKind::Uint && bits < 0 => {
+                Value::Float(bits as u64 as f64)
+            }
+            other => other,
         }
     }
 
@@ -357,7 +375,7 @@ impl<'a> Literal<'a> {
         Err(self.unexpected("True or False"))
     }
 
-    /// A tuple (or list) of nonnegative integers, each at most `u64::MAX`.
+    /// A tuple (or list) of at most [`MAX_DIMS`] nonnegative integers, each at most `u64::MAX`.
     fn dims(&mut self) -> Result<Vec<u64>, String> {
         let close = if self.eat('(') {
             ')'
@@ -377,6 +395,11 @@ impl<'a> Literal<'a> {
             let dim = rest[..digits]
                 .parse()
                 .map_err(|_| format!("the dim {} is too large", &rest[..digits]))?;
+            if dims.len() == MAX_DIMS {
+                return Err(format!(
+                    "the shape has more than {MAX_DIMS} dims, numpy's limit (and this reader's)"
+                ));
+            }
             dims.push(dim);
             self.at += digits;
             // Python 2 wrote long integers with an `L`.
@@ -442,11 +465,27 @@ impl NpyReader {
         }
     }
 
-    /// The dims and the cells of the array, in C order whatever the file's order (floats as
-    /// floats, integers as integers, a u8 as its 64 bits, bools as 0 or 1). An array of more
+    /// The dims and the cells of the array, in C order whatever the file's order, as numbers:
+    /// floats as floats, integers as integers, bools as 0 or 1, and a u8 from 2^63 on (beyond
+    /// `i64`) as the nearest float, as numpy's `astype(float64)` gives it. An array of more
     /// than `max_cells` cells is refused before anything is allocated, and so is data that is
     /// not exactly as long as the header says.
     pub fn read_cells(self, max_cells: usize) -> Result<(Vec<usize>, Vec<Value>), NpyError> {
+        let dtype = self.header.dtype;
+        let (dims, mut values) = self.read_cells_as_stored(max_cells)?;
+        for value in &mut values {
+            *value = dtype.number(*value);
+        }
+        Ok((dims, values))
+    }
+
+    /// [`NpyReader::read_cells`], but every integer as its 64 bits: a u8 from 2^63 on reads
+    /// negative, for a caller that keeps the dtype beside the cells (and so reads every u8
+    /// exactly).
+    pub fn read_cells_as_stored(
+        self,
+        max_cells: usize,
+    ) -> Result<(Vec<usize>, Vec<Value>), NpyError> {
         let shown = format!("({})", self.header.dims_text());
         let dims: Vec<usize> = (self.header.dims.iter())
             .map(|&dim| usize::try_from(dim).unwrap_or(usize::MAX))
@@ -625,12 +664,18 @@ pub fn encode_cells(sink: &mut dyn Write, dtype: Dtype, cells: &[Value]) -> io::
 /// file whole or not at all (only a regular file, or a link to one). Each cell is converted as
 /// numpy's `astype` converts it: to floats rounded to nearest even, to integers truncated
 /// toward 0 (saturating) and wrapped to the width, to bools true where not 0. An error when the
-/// dims do not hold the cells.
+/// dims do not hold the cells, or are more than [`MAX_DIMS`] (which numpy would not read).
 pub fn write(path: &Path, dims: &[usize], dtype: Dtype, cells: &[Value]) -> Result<(), NpyError> {
     let error = |message: String| NpyError {
         path: path.to_path_buf(),
         message,
     };
+    if dims.len() > MAX_DIMS {
+        return Err(error(format!(
+            "{} dims are more than the {MAX_DIMS} numpy reads",
+            dims.len()
+        )));
+    }
     let held = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if held != Some(cells.len()) {
         return Err(error(format!(
@@ -729,6 +774,14 @@ mod tests {
             Value::Int(4_000_000_000)
         );
         assert_eq!(decode("<u8", &u64::MAX.to_le_bytes()), Value::Int(-1));
+        let (uint64, _) = dtype("<u8");
+        assert_eq!(
+            uint64.number(Value::Int(-1)),
+            Value::Float(1.8446744073709552e19)
+        );
+        assert_eq!(uint64.number(Value::Int(i64::MAX)), Value::Int(i64::MAX));
+        let (int64, _) = dtype("<i8");
+        assert_eq!(int64.number(Value::Int(-1)), Value::Int(-1));
         assert_eq!(decode("|i1", &[0x80]), Value::Int(-128));
         assert_eq!(decode("|b1", &[2]), Value::Int(1));
         assert_eq!(Dtype::parse("<f1"), None);

@@ -352,4 +352,57 @@ fn a_gradient_no_backprop_has_computed_is_an_error_not_zeros() {
     assert_eq!(ctx.grad(&w).unwrap(), vec![6.0, 6.0]);
     ctx.run(&step).unwrap();
     assert_eq!(ctx.values(&w).unwrap(), vec![f64::from(2.4f32); 2]);
+
+fn tensors_of_more_than_64_axes_are_refused_before_code_generation() {
+    for (axes, accepted) in [(64, true), (65, false), (1000, false)] {
+        let graph = Graph::new();
+        let x = graph.data("x").shape(&vec!["1"; axes].join(",")).build();
+        let y = &x + 1.0;
+        // The C compiler is where thousands of nested indices would fail.
+        let compiler = rcannl_backends::cc::Compiler::find().expect("a C compiler (cc or $CC)");
+        let mut ctx = Context::with_backend(&graph, Box::new(compiler));
+        let started = std::time::Instant::now();
+        match ctx.forward(&[&y]) {
+            Ok(_) => assert!(accepted, "{axes} axes compiled"),
+            Err(e) => {
+                let expected = format!("'x' has {axes} axes, more than the 64 supported");
+                assert!(
+                    !accepted && e.message.contains(&expected),
+                    "{axes}: {}",
+                    &e.message[..e.message.len().min(300)]
+                );
+            }
+        }
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "{axes}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn a_static_index_is_named_by_what_it_slices_not_by_its_symbol() {
+    let compiler = || rcannl_backends::cc::Compiler::find().expect("a C compiler (cc or $CC)");
+    let backends: [Box<dyn rcannl_backends::Backend>; 2] =
+        [Box::new(Interpreter), Box::new(compiler())];
+    for backend in backends {
+        let graph = Graph::new();
+        let batches = graph
+            .data("batches")
+            .shape("4|->3")
+            .values((0..12).map(f64::from).collect())
+            .build();
+        let at = graph.static_index();
+        let doubled = 2.0 * &batches.slice(&at);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&doubled]).unwrap();
+        for (given, part) in [(None, "no value given"), (Some(4), "is 4, outside 0..4")] {
+            let statics: Vec<_> = given.map(|value| (at, value)).into_iter().collect();
+            let e = ctx.run_with(&forward, &statics).unwrap_err().message;
+            assert!(e.contains(part), "{e}");
+            assert!(e.contains("the static index slicing 'batches'"), "{e}");
+            assert!(!e.contains("s1073741824"), "{e}");
+        }
+    }
 }

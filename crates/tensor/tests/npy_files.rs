@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use npyz::WriterBuilder;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
-use rcannl_ir::Precision;
+use rcannl_ir::{Precision, Value};
 use rcannl_tensor::{Context, Graph, Tensor};
 
 fn backends() -> Vec<Box<dyn Backend>> {
@@ -186,5 +186,108 @@ fn files_of_other_dims_or_not_npy_arrays_are_errors() {
     // A folder cannot be replaced by a saved file.
     let e = ctx.save_npy(&x, &dir).unwrap_err().message;
     assert!(e.contains("save_npy of 'x'"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The bytes of a version 2.0 `.npy` file (a 32-bit header length, for headers of any size):
+/// the header dict `header`, padded, then `data`.
+fn npy_v2(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut text = header.as_bytes().to_vec();
+    while !(12 + text.len() + 1).is_multiple_of(64) {
+        text.push(b' ');
+    }
+    text.push(b'\n');
+    let mut file = b"\x93NUMPY\x02\x00".to_vec();
+    file.extend(u32::try_from(text.len()).unwrap().to_le_bytes());
+    file.extend(text);
+    file.extend(data);
+    file
+}
+
+#[test]
+fn unsigned_64_bit_values_load_as_the_numbers_they_are() {
+    // numpy: np.array([0, 2**63 - 1, 2**63, 2**64 - 1], np.uint64).astype(np.float64).
+    let cells = [0, (1u64 << 63) - 1, 1 << 63, u64::MAX];
+    let bytes: Vec<u8> = cells.iter().flat_map(|c| c.to_le_bytes()).collect();
+    let header = "{'descr': '<u8', 'fortran_order': False, 'shape': (4,), }";
+    for backend in backends() {
+        let name = backend.name();
+        let dir = folder(&format!("uint64-{name}"));
+        let path = dir.join("uint64.npy");
+        std::fs::write(&path, npy_v2(header, &bytes)).unwrap();
+        let graph = Graph::new();
+        let wide = graph
+            .data("wide")
+            .shape("4")
+            .precision(Precision::F64)
+            .build();
+        let ids = graph
+            .data("ids")
+            .shape("2")
+            .precision(Precision::I64)
+            .build();
+        let mut ctx = context(&graph, backend, &[&wide, &ids]);
+        ctx.load_npy(&wide, &path).unwrap();
+        assert_eq!(
+            ctx.values(&wide).unwrap(),
+            [
+                0.0,
+                9.223372036854776e18,
+                9.223372036854776e18,
+                1.8446744073709552e19
+            ],
+            "{name}"
+        );
+        // Values an i64 holds load into one exactly (2^63 − 1 is not an f64).
+        let header = "{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }";
+        std::fs::write(&path, npy_v2(header, &bytes[..16])).unwrap();
+        ctx.load_npy(&ids, &path).unwrap();
+        assert_eq!(
+            ctx.cells(&ids).unwrap(),
+            [Value::Int(0), Value::Int(i64::MAX)],
+            "{name}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn more_than_64_dims_are_refused_quickly() {
+    let dir = folder("many-dims");
+    let path = dir.join("unit-dims.npy");
+    let header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+        "1, ".repeat(50_000)
+    );
+    std::fs::write(&path, npy_v2(&header, &1.5f64.to_le_bytes())).unwrap();
+    let started = std::time::Instant::now();
+    let e = rcannl_tensor::npy::open(&path).unwrap_err();
+    assert!(
+        e.message.contains("more than 64 dims"),
+        "{}",
+        &e.message[..e.message.len().min(300)]
+    );
+    // The message does not repeat the shape's 50,000 dims.
+    assert!(e.message.len() < 300, "{} bytes", e.message.len());
+
+    let graph = Graph::new();
+    let x = graph.data("x").shape("1").build();
+    let mut ctx = context(&graph, Box::new(Interpreter), &[&x]);
+    let e = ctx.load_npy(&x, &path).unwrap_err().message;
+    assert!(
+        e.contains("more than 64 dims") && e.len() < 400,
+        "{}",
+        &e[..e.len().min(300)]
+    );
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+
+    // 64 dims are read.
+    let header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}), }}",
+        "1, ".repeat(64)
+    );
+    std::fs::write(&path, npy_v2(&header, &1.5f64.to_le_bytes())).unwrap();
+    let reader = rcannl_tensor::npy::open(&path).unwrap();
+    assert_eq!(reader.header().dims.len(), 64);
     std::fs::remove_dir_all(&dir).unwrap();
 }

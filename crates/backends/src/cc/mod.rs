@@ -685,14 +685,16 @@ impl CompiledRoutine {
                     Some(value) if (0..range as i64).contains(value) => Ok(*value),
                     Some(value) => Err(RunError {
                         message: format!(
-                            "routine {}: the static index s{} is {value}, outside 0..{range}",
-                            self.routine.name, symbol.0
+                            "routine {}: {} is {value}, outside 0..{range}",
+                            self.routine.name,
+                            self.routine.static_name(*symbol)
                         ),
                     }),
                     None => Err(RunError {
                         message: format!(
-                            "routine {}: no value given for the static index s{}",
-                            self.routine.name, symbol.0
+                            "routine {}: no value given for {}",
+                            self.routine.name,
+                            self.routine.static_name(*symbol)
                         ),
                     }),
                 }

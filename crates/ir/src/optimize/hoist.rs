@@ -1,6 +1,6 @@
 //! Loop-invariant hoisting: an operation inside a loop whose value cannot change from one
-//! iteration to the next (a bias correction `pow(beta, t)` in a per-element update) is computed
-//! once, into a local declared just before the loop, and read from it.
+//! iteration to the next (the clipping scale `min(1, max / (norm + 1e-6))` in a per-element
+//! update) is computed once, into a local declared just before the loop, and read from it.
 //!
 //! An expression is invariant in a loop when it reads no variable of that loop or of the loops
 //! inside it, no local declared or set inside it, and no node written anywhere inside it. The
@@ -25,7 +25,7 @@
 //! the GPU backend flattens such a chain into invocations, and a local between two of its loops
 //! would leave the inner ones serial in each invocation. [`hoist_invariants_into_nests`] hoists
 //! out of those too, for a backend that splits only the top-level loop across threads (C): an
-//! update of a `rows × cols` parameter then computes its bias corrections once per row.
+//! update of a `rows × cols` parameter then computes its clipping scale once per row.
 
 use std::collections::{HashMap, HashSet};
 
