@@ -642,6 +642,20 @@ impl Lowering<'_> {
         Ok(stmts)
     }
 
+    /// What a cell written once holds: the accumulator applied to its neutral element and
+    /// `value`. That is `value` itself for a sum, product, maximum, minimum or plain set, but
+    /// `−value` under subtraction, `1/value` under division and a truth value under `||`/`&&`.
+    fn first_accumulation(&self, value: Scalar) -> Scalar {
+        match (self.accum, self.accum.neutral()) {
+            (Binop::Sub | Binop::Div | Binop::Or | Binop::And, Some(neutral)) => Scalar::Binop(
+                self.accum,
+                Box::new(Scalar::Const(neutral)),
+                Box::new(value),
+            ),
+            _ => value,
+        }
+    }
+
     fn nest(
         &self,
         factor: usize,
@@ -679,7 +693,7 @@ impl Lowering<'_> {
                 }]);
             }
             let value = if plain_store {
-                value
+                self.first_accumulation(value)
             } else {
                 Scalar::Binop(
                     self.accum,

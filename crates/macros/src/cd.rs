@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Spacing, Span, TokenStream, TokenTree};
 use quote::quote;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Ident, UnOp};
@@ -114,7 +114,11 @@ fn parse_assignment(tokens: Vec<TokenTree>) -> syn::Result<Assignment> {
     }
     let at = |i: usize| tokens.get(i);
     let accum_span = at(i).map_or(tokens[eq].span(), TokenTree::span);
+    // An accumulator is written against `=` or `=:` (`=:-`); after a space, a sign belongs to
+    // the formula (`=: -x` sets `-x`).
+    let against = matches!(at(i - 1), Some(TokenTree::Punct(p)) if p.spacing() == Spacing::Joint);
     let (op, width) = match (at(i), punct(at(i + 1))) {
+        (Some(TokenTree::Punct(_)), _) if !against => (None, 0),
         (Some(TokenTree::Punct(p)), next) => match (p.as_char(), next) {
             ('+', _) => (Some("Add"), 1),
             ('-', _) => (Some("Sub"), 1),

@@ -482,3 +482,25 @@ fn errors_found_when_shapes_close_point_at_the_expression_too() {
     let at = format!("crates/tensor/tests/macros.rs:{line}:");
     assert!(e.message.contains(&at), "{e}");
 }
+
+#[test]
+fn a_sign_after_a_spaced_set_belongs_to_the_formula() {
+    let graph = Graph::new();
+    let x = graph.data("x").shape("2").values(vec![3.0, 4.0]).build();
+    let y = graph.data("y").shape("2").values(vec![1.0, 1.0]).build();
+    let set = graph.data("set").shape("2").values(vec![9.0; 2]).build();
+    let subtracted = graph
+        .data("subtracted")
+        .shape("2")
+        .values(vec![9.0; 2])
+        .build();
+    let updates = cd! { set =: -x + y; subtracted =:- x + y };
+    for backend in backends() {
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx.update(&updates).unwrap();
+        ctx.run(&routine).unwrap();
+        // `=: -x + y` sets (−x) + y; `=:- x + y` starts from 0 and subtracts x + y.
+        assert_eq!(ctx.values(&set).unwrap(), vec![-2.0, -3.0]);
+        assert_eq!(ctx.values(&subtracted).unwrap(), vec![-4.0, -5.0]);
+    }
+}

@@ -150,3 +150,49 @@ fn updates_over_unequal_dims_or_overwriting_reductions_are_refused() {
         "{overwriting}"
     );
 }
+
+#[test]
+fn a_cell_written_once_from_scratch_holds_its_accumulators_first_step() {
+    // Reset to the neutral element, then one accumulation per cell: −x under subtraction, 1/x
+    // under division, a truth value under `||` and `&&` (a plain store of x would be wrong).
+    let x_values = vec![3.0, -4.0, 0.5, 0.0];
+    let cases: [(Binop, fn(f64) -> f64); 4] = [
+        (Binop::Sub, |x| -x),
+        (Binop::Div, |x| 1.0 / x),
+        (Binop::Or, |x| f64::from(u8::from(x != 0.0))),
+        (Binop::And, |x| f64::from(u8::from(x != 0.0))),
+    ];
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let x = graph
+            .data("x")
+            .shape("4")
+            .precision(Precision::F64)
+            .values(x_values.clone())
+            .build();
+        let targets: Vec<_> = cases
+            .iter()
+            .map(|(op, _)| {
+                graph
+                    .data(&format!("{op:?}"))
+                    .shape("4")
+                    .precision(Precision::F64)
+                    .values(vec![7.0; 4])
+                    .build()
+            })
+            .collect();
+        let updates: Vec<Update> = cases
+            .iter()
+            .zip(&targets)
+            .map(|((op, _), t)| Update::reduce(t, *op, Formula::value(&x)))
+            .collect();
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx.update(&updates).unwrap();
+        ctx.run(&routine).unwrap();
+        for ((op, expected), t) in cases.iter().zip(&targets) {
+            let want: Vec<f64> = x_values.iter().map(|&v| expected(v)).collect();
+            assert_eq!(ctx.values(t).unwrap(), want, "{op:?} on {name}");
+        }
+    }
+}
