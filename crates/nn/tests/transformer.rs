@@ -40,9 +40,11 @@ fn tolerance(precision: Precision) -> f64 {
     }
 }
 
-/// Runs `outs` forward on every backend, returning their values (within the tolerance of each
-/// output's precision on both).
+/// Runs `outs` forward on every backend, returning their values (within the tolerance of the
+/// least precise of each output and the graph's parameters, which it may be computed through,
+/// on both).
 fn forward(graph: &Graph, outs: &[&Tensor]) -> Vec<Vec<f64>> {
+    let params = graph.params();
     let mut results = Vec::new();
     for backend in backends() {
         let mut ctx = Context::with_backend(graph, backend);
@@ -53,7 +55,10 @@ fn forward(graph: &Graph, outs: &[&Tensor]) -> Vec<Vec<f64>> {
         results.push(values);
     }
     for ((first, second), out) in results[0].iter().zip(&results[1]).zip(outs) {
-        let tolerance = tolerance(out.precision());
+        let tolerance = params
+            .iter()
+            .map(|p| tolerance(p.precision()))
+            .fold(tolerance(out.precision()), f64::max);
         for (a, b) in first.iter().zip(second) {
             assert!(
                 (a - b).abs() <= tolerance * a.abs().max(1.0),
