@@ -352,7 +352,9 @@ fn a_gradient_no_backprop_has_computed_is_an_error_not_zeros() {
     assert_eq!(ctx.grad(&w).unwrap(), vec![6.0, 6.0]);
     ctx.run(&step).unwrap();
     assert_eq!(ctx.values(&w).unwrap(), vec![f64::from(2.4f32); 2]);
+}
 
+#[test]
 fn tensors_of_more_than_64_axes_are_refused_before_code_generation() {
     for (axes, accepted) in [(64, true), (65, false), (1000, false)] {
         let graph = Graph::new();

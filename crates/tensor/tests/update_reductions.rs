@@ -156,7 +156,8 @@ fn a_cell_written_once_from_scratch_holds_its_accumulators_first_step() {
     // Reset to the neutral element, then one accumulation per cell: −x under subtraction, 1/x
     // under division, a truth value under `||` and `&&` (a plain store of x would be wrong).
     let x_values = vec![3.0, -4.0, 0.5, 0.0];
-    let cases: [(Binop, fn(f64) -> f64); 4] = [
+    type Expected = fn(f64) -> f64;
+    let cases: [(Binop, Expected); 4] = [
         (Binop::Sub, |x| -x),
         (Binop::Div, |x| 1.0 / x),
         (Binop::Or, |x| f64::from(u8::from(x != 0.0))),
