@@ -4,7 +4,7 @@
 //! parameters hold values or in another context, and values with NaN, infinities and signed
 //! zeros.
 //!
-//! Programs run on the interpreter then also misuse state ([`crate::state`]): reads of tensors
+//! Programs run on the interpreter then also misuse state (the `state` module): reads of tensors
 //! no routine computed, data never given values, updates reading computed tensors, gradients
 //! and parameters, batch normalization applied in train mode outside the loss, and gathers.
 //!
@@ -31,7 +31,7 @@ pub struct Tally {
     pub agreed: u64,
     /// Programs refused with an error, as their misuse required.
     pub refused: u64,
-    /// Programs that then misused state ([`crate::state`]) and were refused or gave the right
+    /// Programs that then misused state (the `state` module) and were refused or gave the right
     /// values.
     pub state_misuses: u64,
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::precision::Precision;
 
 /// The most axes a node may have, numpy's own limit: lowering refuses a node with more (see
-/// [`crate::lower`]). Thousands of unit axes cost nothing to shape inference but make loop nests
+/// [`mod@crate::lower`]). Thousands of unit axes cost nothing to shape inference but make loop nests
 /// and indices thousands deep, which no C compiler accepts.
 pub const MAX_AXES: usize = 64;
 
