@@ -1571,140 +1571,97 @@ fn with_slice(p: &Projections, slice: Symbol) -> Projections {
 
 /// Every node `assignment` reads or writes.
 fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
-    match assignment {
-        Assignment::Noop => {}
-        Assignment::Seq(parts) => parts.iter().for_each(|a| nodes_of(a, nodes)),
-        Assignment::Accum { lhs, rhs, .. } => {
-            nodes.insert(*lhs);
-            nodes.extend(rhs.operands());
-        }
-        Assignment::Block { lhs, sources, .. } => {
-            nodes.insert(*lhs);
-            nodes.extend(sources.iter().copied());
-        }
-        Assignment::RevSides {
-            source, targets, ..
-        } => {
-            nodes.insert(*source);
-            nodes.extend(targets.iter().copied());
-        }
-        Assignment::SetVecUnop { lhs, rhs, .. } => {
-            nodes.insert(*lhs);
-            nodes.insert(*rhs);
-        }
-        Assignment::Gather {
-            lhs, table, ids, ..
-        } => nodes.extend([*lhs, *table, *ids]),
-        Assignment::ScatterAdd {
-            target,
-            source,
-            ids,
-            ..
-        } => nodes.extend([*target, *source, *ids]),
-        Assignment::Fetch { node, op } => {
-            nodes.insert(*node);
-            if let FetchOp::Slice { source, .. } = op {
-                nodes.insert(*source);
-            }
-        }
+    if let Assignment::Seq(parts) = assignment {
+        parts.iter().for_each(|a| nodes_of(a, nodes));
+        return;
     }
+    let (reads, writes) = accesses(assignment);
+    nodes.extend(reads);
+    nodes.extend(writes);
 }
 
 /// The buffers `assignments` read before any of them writes them (in order), and every buffer
 /// they write.
 fn reads_before_writes(assignments: &[Assignment]) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
     fn walk(a: &Assignment, first: &mut BTreeSet<NodeId>, written: &mut BTreeSet<NodeId>) {
-        let mut read = |n: NodeId, written: &BTreeSet<NodeId>| {
-            if !written.contains(&n) {
-                first.insert(n);
-            }
-        };
-        // An accumulation into what the target held reads it.
-        let accumulates =
-            |initialize_neutral: bool, accum: Binop| !initialize_neutral && accum != Binop::Arg2;
-        match a {
-            Assignment::Noop => {}
-            Assignment::Seq(parts) => {
-                for part in parts {
-                    walk(part, first, written);
-                }
-            }
-            Assignment::Accum {
-                initialize_neutral,
-                accum,
-                lhs,
-                rhs,
-                ..
-            } => {
-                rhs.operands().into_iter().for_each(|n| read(n, written));
-                if accumulates(*initialize_neutral, *accum) {
-                    read(*lhs, written);
-                }
-                written.insert(*lhs);
-            }
-            Assignment::Block {
-                initialize_neutral,
-                accum,
-                lhs,
-                sources,
-                ..
-            } => {
-                sources.iter().for_each(|n| read(*n, written));
-                if accumulates(*initialize_neutral, *accum) {
-                    read(*lhs, written);
-                }
-                written.insert(*lhs);
-            }
-            Assignment::RevSides {
-                initialize_neutral,
-                accum,
-                source,
-                targets,
-                ..
-            } => {
-                read(*source, written);
-                for target in targets {
-                    if accumulates(*initialize_neutral, *accum) {
-                        read(*target, written);
-                    }
-                }
-                written.extend(targets.iter().copied());
-            }
-            Assignment::SetVecUnop { lhs, rhs, .. } => {
-                read(*rhs, written);
-                written.insert(*lhs);
-            }
-            Assignment::Gather {
-                lhs, table, ids, ..
-            } => {
-                read(*table, written);
-                read(*ids, written);
-                written.insert(*lhs);
-            }
-            Assignment::ScatterAdd {
-                target,
-                source,
-                ids,
-                ..
-            } => {
-                read(*source, written);
-                read(*ids, written);
-                read(*target, written);
-                written.insert(*target);
-            }
-            Assignment::Fetch { node, op } => {
-                if let FetchOp::Slice { source, .. } = op {
-                    read(*source, written);
-                }
-                written.insert(*node);
-            }
+        if let Assignment::Seq(parts) = a {
+            parts.iter().for_each(|part| walk(part, first, written));
+            return;
         }
+        let (reads, writes) = accesses(a);
+        first.extend(reads.into_iter().filter(|n| !written.contains(n)));
+        written.extend(writes);
     }
     let (mut first, mut written) = (BTreeSet::new(), BTreeSet::new());
     for a in assignments {
         walk(a, &mut first, &mut written);
     }
     (first, written)
+}
+
+/// What one assignment (not a sequence) reads and what it writes. An accumulation into what its
+/// targets held reads them too.
+fn accesses(a: &Assignment) -> (Vec<NodeId>, Vec<NodeId>) {
+    let accumulating = |initialize_neutral: bool, accum: Binop, targets: &[NodeId]| {
+        if !initialize_neutral && accum != Binop::Arg2 {
+            targets.to_vec()
+        } else {
+            Vec::new()
+        }
+    };
+    match a {
+        Assignment::Noop | Assignment::Seq(_) => (Vec::new(), Vec::new()),
+        Assignment::Accum {
+            initialize_neutral,
+            accum,
+            lhs,
+            rhs,
+            ..
+        } => {
+            let mut reads: Vec<NodeId> = rhs.operands().into_iter().collect();
+            reads.extend(accumulating(*initialize_neutral, *accum, &[*lhs]));
+            (reads, vec![*lhs])
+        }
+        Assignment::Block {
+            initialize_neutral,
+            accum,
+            lhs,
+            sources,
+            ..
+        } => {
+            let mut reads = sources.clone();
+            reads.extend(accumulating(*initialize_neutral, *accum, &[*lhs]));
+            (reads, vec![*lhs])
+        }
+        Assignment::RevSides {
+            initialize_neutral,
+            accum,
+            source,
+            targets,
+            ..
+        } => {
+            let mut reads = vec![*source];
+            reads.extend(accumulating(*initialize_neutral, *accum, targets));
+            (reads, targets.clone())
+        }
+        Assignment::SetVecUnop { lhs, rhs, .. } => (vec![*rhs], vec![*lhs]),
+        Assignment::Gather {
+            lhs, table, ids, ..
+        } => (vec![*table, *ids], vec![*lhs]),
+        Assignment::ScatterAdd {
+            target,
+            source,
+            ids,
+            ..
+        } => (vec![*source, *ids, *target], vec![*target]),
+        Assignment::Fetch { node, op } => {
+            let reads = match op {
+                FetchOp::Slice { source, .. } => vec![*source],
+                _ => Vec::new(),
+            };
+            (reads, vec![*node])
+        }
+    }
 }
 
 /// A name to write in code for the tensor labelled `label`: the label itself when it is one
