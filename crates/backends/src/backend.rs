@@ -7,8 +7,9 @@ use std::sync::Once;
 use rcannl_ir::{Routine, Symbol};
 
 use crate::Buffers;
-use crate::cc::{CompileError, Compiler, cache};
-use crate::interpreter::{RunError, run_routine};
+use crate::cc::{Compiler, libraries_load};
+use crate::error::{CompileError, RunError};
+use crate::interpreter::run_routine;
 
 /// A routine ready to run.
 pub trait Executable: std::fmt::Debug + Send + Sync {
@@ -92,11 +93,11 @@ static NO_COMPILER: Once = Once::new();
 
 /// The C backend when a C compiler runs here and what it compiles can be loaded (the cache
 /// folder, or else the temporary folder, is not on a `noexec` mount: see
-/// [`cache::libraries_load`]), else the interpreter, after one warning on standard error (once
+/// [`libraries_load`]), else the interpreter, after one warning on standard error (once
 /// per process).
 pub fn default_backend() -> Box<dyn Backend> {
     match Compiler::from_environment() {
-        Ok(compiler) => match cache::libraries_load(compiler.cache_dir()) {
+        Ok(compiler) => match libraries_load(compiler.cache_dir()) {
             Ok(()) => Box::new(compiler),
             Err(why) => {
                 NO_COMPILER.call_once(|| {

@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use half::{bf16, f16};
 use rcannl_ir::{MemoryMode, NodeId, Precision, Routine, TensorNode, Value};
 
-use crate::interpreter::RunError;
+use crate::error::{RunError, RunErrorKind};
 
 /// 64 bytes, 64-aligned: the unit buffers are allocated in.
 #[derive(Clone, Copy)]
@@ -253,8 +253,9 @@ impl Clone for Buffers {
     }
 }
 
+/// Every problem with the buffers themselves: missing, too large, given the wrong values.
 fn error(message: String) -> RunError {
-    RunError { message }
+    RunError::new(RunErrorKind::Buffers, message)
 }
 
 impl Buffers {

@@ -17,25 +17,11 @@ use rcannl_ir::{
 
 pub use crate::buffers::Buffers;
 use crate::buffers::Storage;
+pub use crate::error::RunError;
+use crate::error::{RunErrorKind, static_values};
 
-/// Why a routine cannot run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunError {
-    /// What failed, in words (what `Display` prints): a missing buffer or static index, a
-    /// position outside a buffer, an integer division by zero, …
-    pub message: String,
-}
-
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for RunError {}
-
-fn error(message: String) -> RunError {
-    RunError { message }
+fn error(kind: RunErrorKind, message: String) -> RunError {
+    RunError::new(kind, message)
 }
 
 /// Runs `stmts`, which use no static index, over `buffers`.
@@ -56,25 +42,7 @@ pub fn run_routine(
     buffers: &mut Buffers,
     statics: &HashMap<Symbol, i64>,
 ) -> Result<(), RunError> {
-    for (symbol, range) in &routine.statics {
-        match statics.get(symbol) {
-            Some(value) if (0..*range as i64).contains(value) => {}
-            Some(value) => {
-                return Err(error(format!(
-                    "routine {}: {} is {value}, outside 0..{range}",
-                    routine.name,
-                    routine.static_name(*symbol)
-                )));
-            }
-            None => {
-                return Err(error(format!(
-                    "routine {}: no value given for {}",
-                    routine.name,
-                    routine.static_name(*symbol)
-                )));
-            }
-        }
-    }
+    static_values(routine, statics)?;
     buffers.hand_to_host()?;
     let mut state = State {
         buffers,
@@ -128,7 +96,10 @@ impl State<'_> {
                     .as_word(Precision::Uint4x32);
                 let start = self.index_value(offset)?;
                 if start < 0 {
-                    return Err(error(format!("{node}: vector store at offset {start}")));
+                    return Err(error(
+                        RunErrorKind::OutOfBounds,
+                        format!("{node}: vector store at offset {start}"),
+                    ));
                 }
                 let data = self.data(*node);
                 for (k, value) in uniform(word, precision).into_iter().enumerate() {
@@ -206,9 +177,12 @@ impl State<'_> {
     }
 
     fn local(&self, id: LocalId) -> Result<&(Precision, Value), RunError> {
-        self.locals
-            .get(&id)
-            .ok_or_else(|| error(format!("the local {id} is read before it is declared")))
+        self.locals.get(&id).ok_or_else(|| {
+            error(
+                RunErrorKind::Malformed,
+                format!("the local {id} is read before it is declared"),
+            )
+        })
     }
 
     /// `scalar` computed in the kind of `precision`: floats in its compute precision (f32 for
@@ -267,9 +241,12 @@ impl State<'_> {
             },
             Scalar::Binop(op @ (Binop::Threefry4x32 | Binop::Threefry4x32Light), a, b) => {
                 if kind != Kind::Word {
-                    return Err(error(format!(
-                        "threefry4x32 yields 128-bit words; a {precision} value cannot hold one"
-                    )));
+                    return Err(error(
+                        RunErrorKind::Malformed,
+                        format!(
+                            "threefry4x32 yields 128-bit words; a {precision} value cannot hold one"
+                        ),
+                    ));
                 }
                 let key = self.eval(a, precision)?.as_word(precision);
                 let counter = self.eval(b, precision)?.as_word(precision);
@@ -285,7 +262,10 @@ impl State<'_> {
                     Kind::Float => Value::Float(op.apply_in(precision, a.as_f64(), b.as_f64())),
                     Kind::Int => {
                         Value::Int(op.apply_int(a.as_i64(), b.as_i64()).ok_or_else(|| {
-                            error(format!("{op}: integer division by zero ({precision})"))
+                            error(
+                                RunErrorKind::Arithmetic,
+                                format!("{op}: integer division by zero ({precision})"),
+                            )
                         })?)
                     }
                     Kind::Word => match op {
@@ -337,7 +317,7 @@ impl State<'_> {
                 Var::Loop(var) => self.loops.get(var).copied(),
                 Var::Static(symbol) => self.statics.get(symbol).copied(),
             }
-            .ok_or_else(|| error(format!("{var} has no value here")))?;
+            .ok_or_else(|| error(RunErrorKind::Malformed, format!("{var} has no value here")))?;
             value += c * v;
         }
         Ok(value)
@@ -348,21 +328,27 @@ impl State<'_> {
         let info = self.buffers.node(node)?;
         let dims = info.buffer_dims();
         if index.len() != dims.len() {
-            return Err(error(format!(
-                "{node} '{}' has {} axes, indexed with {}",
-                info.label,
-                dims.len(),
-                index.len()
-            )));
+            return Err(error(
+                RunErrorKind::Malformed,
+                format!(
+                    "{node} '{}' has {} axes, indexed with {}",
+                    info.label,
+                    dims.len(),
+                    index.len()
+                ),
+            ));
         }
         let mut position = 0usize;
         for (axis, (index, dim)) in index.iter().zip(&dims).enumerate() {
             let value = self.index_value(index)?;
             if value < 0 || value >= *dim as i64 {
-                return Err(error(format!(
-                    "{node} '{}': position {value} on axis {axis} is outside its buffer of {dim}",
-                    info.label
-                )));
+                return Err(error(
+                    RunErrorKind::OutOfBounds,
+                    format!(
+                        "{node} '{}': position {value} on axis {axis} is outside its buffer of {dim}",
+                        info.label
+                    ),
+                ));
             }
             position = position * dim + value as usize;
         }
@@ -371,5 +357,8 @@ impl State<'_> {
 }
 
 fn undefined_on_words(op: &str) -> RunError {
-    error(format!("{op} is not defined on 128-bit words"))
+    error(
+        RunErrorKind::Malformed,
+        format!("{op} is not defined on 128-bit words"),
+    )
 }

@@ -10,9 +10,13 @@
 
 pub mod backend;
 pub mod buffers;
+pub mod cache;
 pub mod cc;
+pub mod emit;
+pub mod error;
 pub mod interpreter;
 pub mod nests;
 
 pub use backend::{Backend, Executable, Interpreter, default_backend};
 pub use buffers::{Buffers, DeviceCopies};
+pub use error::{CompileError, CompileErrorKind, RunError, RunErrorKind};

@@ -779,7 +779,7 @@ fn a_fifo_at_an_entrys_name_is_replaced_not_waited_on() {
 
 #[test]
 fn a_fifo_at_a_kept_files_name_is_replaced_not_waited_on() {
-    use rcannl_backends::cc::cache;
+    use rcannl_backends::cache;
     let name = format!("gpu_{}.wgsl", cache::key(&[b"a program"]));
     for suffix in ["", ".sha256"] {
         let folder = Folder::new(&format!("fifo-kept{suffix}"));

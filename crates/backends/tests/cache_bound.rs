@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use common::*;
-use rcannl_backends::cc::{Compiler, cache};
+use rcannl_backends::cache;
+use rcannl_backends::cc::Compiler;
 use rcannl_ir::{Binop, Routine, Unop};
 
 /// Five routines of one shape and five different kernels, so five entries of about one size.

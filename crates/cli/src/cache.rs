@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use rcannl_backends::cc::cache;
+use rcannl_backends::cache;
 use serde::Serialize;
 
 use crate::report::{CliError, ErrorKind, aligned, print_json, write_out};

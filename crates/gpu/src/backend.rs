@@ -12,9 +12,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rcannl_backends::cc::CompileError;
-use rcannl_backends::interpreter::RunError;
-use rcannl_backends::{Backend, Buffers, Executable, default_backend};
+use rcannl_backends::error::{check_buffer, static_values};
+use rcannl_backends::{
+    Backend, Buffers, CompileError, CompileErrorKind, Executable, RunError, RunErrorKind,
+    default_backend,
+};
 use rcannl_ir::{LocalId, MemoryMode, NodeId, Routine, Stmt, Symbol};
 
 use crate::cache;
@@ -36,7 +38,7 @@ impl Gpu {
     pub fn new() -> Result<Gpu, GpuError> {
         Ok(Gpu {
             device: Device::shared()?,
-            cache_dir: rcannl_backends::cc::cache::default_folder(),
+            cache_dir: rcannl_backends::cache::default_folder(),
         })
     }
 
@@ -52,12 +54,9 @@ impl Gpu {
     }
 }
 
-fn compile_error(message: String) -> CompileError {
-    CompileError { message }
-}
-
-fn run_error(message: String) -> RunError {
-    RunError { message }
+/// An error the device reported while compiling.
+fn device_error(error: GpuError) -> CompileError {
+    CompileError::new(CompileErrorKind::Device, error.message)
 }
 
 impl Backend for Gpu {
@@ -82,7 +81,7 @@ impl Backend for Gpu {
                     Err(crate::wgsl::lacks(n.id, &n.label, n.precision))
                 }
             });
-        kept_held.map_err(|e| compile_error(e.message))?;
+        kept_held?;
         if check_precisions(routine, features).is_err() {
             let host = default_backend().compile(routine)?;
             return Ok(Box::new(GpuRoutine {
@@ -94,7 +93,7 @@ impl Backend for Gpu {
         let program = match cache::read(&self.cache_dir, &name) {
             Some(program) => program,
             None => {
-                let program = generate(routine, features).map_err(|e| compile_error(e.message))?;
+                let program = generate(routine, features)?;
                 cache::write(&self.cache_dir, &name, &program);
                 program
             }
@@ -104,7 +103,7 @@ impl Backend for Gpu {
             .iter()
             .map(|k| self.device.pipeline(&k.source))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| compile_error(format!("routine {}: {e}", routine.name)))?;
+            .map_err(|e| device_error(e).context(format_args!("routine {}", routine.name)))?;
         self.device.keep_pipelines();
         let source = program.source();
         let used: BTreeSet<NodeId> = program
@@ -247,47 +246,15 @@ impl Kernels {
         buffers: &mut Buffers,
         statics: &HashMap<Symbol, i64>,
     ) -> Result<(), RunError> {
-        let mut values = Vec::with_capacity(self.program.statics.len());
-        for symbol in &self.program.statics {
-            let range = routine.statics[symbol];
-            match statics.get(symbol) {
-                Some(&v) if (0..range as i64).contains(&v) => values.push(v as i32),
-                Some(v) => {
-                    return Err(run_error(format!(
-                        "routine {}: {} is {v}, outside 0..{range}",
-                        routine.name,
-                        routine.static_name(*symbol)
-                    )));
-                }
-                None => {
-                    return Err(run_error(format!(
-                        "routine {}: no value given for {}",
-                        routine.name,
-                        routine.static_name(*symbol)
-                    )));
-                }
-            }
-        }
+        let values: Vec<i32> = static_values(routine, statics)?
+            .into_iter()
+            .map(|v| v as i32)
+            .collect();
         for id in &self.used {
-            let given = buffers
-                .nodes()
-                .get(id)
-                .ok_or_else(|| run_error(format!("no buffer for {id}")))?;
-            let expected = &routine.nodes[id];
-            if given.precision != expected.precision
-                || given.buffer_dims() != expected.buffer_dims()
-            {
-                return Err(run_error(format!(
-                    "routine {}: the buffer of {id} '{}' is {} {:?}, the routine was compiled \
-                     for {} {:?}",
-                    routine.name,
-                    expected.label,
-                    given.precision,
-                    given.buffer_dims(),
-                    expected.precision,
-                    expected.buffer_dims()
-                )));
-            }
+            let given = buffers.nodes().get(id).ok_or_else(|| {
+                RunError::new(RunErrorKind::Buffers, format!("no buffer for {id}"))
+            })?;
+            check_buffer(routine, *id, given)?;
         }
         if buffers.device_copies().is_none() {
             buffers.attach_device(Box::new(DeviceMemory::new(Arc::clone(&self.device))))?;
@@ -300,10 +267,13 @@ impl Kernels {
             .and_then(|d| d.as_any_mut().downcast_mut::<DeviceMemory>())
             .filter(|m| m.is_on(&self.device))
             .ok_or_else(|| {
-                run_error(format!(
-                    "routine {}: these buffers have copies on another device",
-                    routine.name
-                ))
+                RunError::new(
+                    RunErrorKind::Buffers,
+                    format!(
+                        "routine {}: these buffers have copies on another device",
+                        routine.name
+                    ),
+                )
             })?;
         let device = &self.device;
         if !values.is_empty() {
@@ -386,6 +356,6 @@ impl Kernels {
         }
         device
             .take_errors(&format!("running routine {}", routine.name))
-            .map_err(|e| run_error(e.message))
+            .map_err(|e| RunError::new(RunErrorKind::Device, e.message))
     }
 }

@@ -1,5 +1,5 @@
 //! Generated programs kept on disk: a routine's kernels (WGSL source and how to dispatch each)
-//! are kept in the private cache folder the C backend uses (see `rcannl_backends::cc::cache`:
+//! are kept in the private cache folder the C backend uses (see `rcannl_backends::cache`:
 //! checked against a SHA-256 record before use) as `gpu_<key>.wgsl`, `<key>` the SHA-256 of the
 //! generator's own source, the device's features and the routine. A routine seen before is not
 //! generated again, and its shaders can be read there.
@@ -7,7 +7,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use rcannl_backends::cc::cache;
+use rcannl_backends::cache;
 use rcannl_ir::{LocalId, NodeId, Routine, Symbol};
 
 use crate::wgsl::{DeviceFeatures, Kernel, Program};

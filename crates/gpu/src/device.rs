@@ -10,13 +10,27 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rcannl_backends::cc::cache;
+use rcannl_backends::cache;
 
 use crate::wgsl::DeviceFeatures;
+
+/// What kind of problem the GPU reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GpuErrorKind {
+    /// No adapter was found, or the one found would not open a device.
+    NoDevice,
+    /// The device refused a kernel (its shader compiler failed).
+    Kernel,
+    /// The device reported an error while working: out of memory, validation, lost.
+    Device,
+}
 
 /// Why the GPU backend cannot be used, or a routine cannot run on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuError {
+    /// What kind of problem it is.
+    pub kind: GpuErrorKind,
     /// What failed, in words (what `Display` prints): no adapter found (and what was looked for),
     /// a device that would not open, or an error the device reported.
     pub message: String,
@@ -30,8 +44,8 @@ impl std::fmt::Display for GpuError {
 
 impl std::error::Error for GpuError {}
 
-pub(crate) fn gpu_error(message: String) -> GpuError {
-    GpuError { message }
+pub(crate) fn gpu_error(kind: GpuErrorKind, message: String) -> GpuError {
+    GpuError { kind, message }
 }
 
 /// A compiled kernel: its pipeline and the layout of what it binds.
@@ -91,6 +105,7 @@ impl Device {
         adapters.sort_by_key(|a| rank(a.get_info().device_type));
         let Some(adapter) = adapters.into_iter().next() else {
             return Err(gpu_error(
+                GpuErrorKind::NoDevice,
                 "no GPU adapter found: looked for Vulkan, Metal and DX12 adapters through wgpu. \
                  On Linux, install a Vulkan driver (Debian and Ubuntu: the package \
                  mesa-vulkan-drivers, which also runs on the CPU) and the Vulkan loader \
@@ -112,10 +127,13 @@ impl Device {
             ..Default::default()
         }))
         .map_err(|e| {
-            gpu_error(format!(
-                "the GPU adapter {} ({:?}) would not open a device: {e}",
-                info.name, info.backend
-            ))
+            gpu_error(
+                GpuErrorKind::NoDevice,
+                format!(
+                    "the GPU adapter {} ({:?}) would not open a device: {e}",
+                    info.name, info.backend
+                ),
+            )
         })?;
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = Arc::clone(&errors);
@@ -189,10 +207,10 @@ impl Device {
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(gpu_error(format!(
-                "the GPU failed {doing}: {}",
-                errors.join("; ")
-            )))
+            Err(gpu_error(
+                GpuErrorKind::Device,
+                format!("the GPU failed {doing}: {}", errors.join("; ")),
+            ))
         }
     }
 
@@ -224,9 +242,10 @@ impl Device {
                 cache: self.pipeline_cache.as_ref().map(|(cache, _)| cache),
             });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(gpu_error(format!(
-                "the GPU would not compile a kernel: {e}\n{source}"
-            )));
+            return Err(gpu_error(
+                GpuErrorKind::Kernel,
+                format!("the GPU would not compile a kernel: {e}\n{source}"),
+            ));
         }
         self.unsaved.store(true, Ordering::Relaxed);
         let layout = pipeline.get_bind_group_layout(0);

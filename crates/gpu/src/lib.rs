@@ -18,4 +18,4 @@ mod schedule;
 pub mod wgsl;
 
 pub use backend::Gpu;
-pub use device::{Device, GpuError};
+pub use device::{Device, GpuError, GpuErrorKind};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_backends::DeviceCopies;
-use rcannl_backends::interpreter::RunError;
+use rcannl_backends::{RunError, RunErrorKind};
 use rcannl_ir::NodeId;
 
 use crate::device::Device;
@@ -16,8 +16,9 @@ use crate::device::Device;
 /// Buffer sizes are multiples of this (wgpu copies and maps whole 4-byte words).
 const ALIGNMENT: u64 = 4;
 
+/// A failure of the device's copies.
 fn run_error(message: String) -> RunError {
-    RunError { message }
+    RunError::new(RunErrorKind::Device, message)
 }
 
 /// The size of the device buffer holding `bytes` host bytes: whole words, at least one (a

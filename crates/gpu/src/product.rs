@@ -13,12 +13,11 @@
 //! sum rounded once on store (the interpreter rounds after every term). Only cells inside C and
 //! steps inside the reduction are computed, so any sizes work.
 
-use std::collections::HashMap;
+use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, PlanOperand, Precision, Routine, Symbol, Var};
 
-use rcannl_ir::optimize::gemm::flat_coefficients;
-use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
+use rcannl_backends::emit::{CodegenErrorKind, var_name};
 
-use crate::wgsl::{CodegenError, Kernel, error, header, static_lets, var_name};
+use crate::wgsl::{CodegenError, Kernel, error, header, static_lets};
 
 /// Rows (and columns) of C one workgroup computes.
 const TILE: usize = 64;
@@ -136,113 +135,42 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
 }
 ";
 
-/// One operand's flat offset as the product sees it: a coefficient per loop, a constant, and a
-/// coefficient per static index.
-struct Offsets {
-    coefficients: HashMap<LoopVar, i64>,
-    constant: i64,
-    statics: Vec<(Symbol, i64)>,
+/// One operand's flat offset as the product sees it.
+type Offsets = PlanOperand;
+
+/// The offset of `operand`'s constant and static indices, as WGSL.
+fn start(operand: &Offsets) -> String {
+    let mut parts = vec![format!("{}i", operand.constant)];
+    for (symbol, c) in &operand.statics {
+        parts.push(format!("{c}i * {}", var_name(Var::Static(*symbol))));
+    }
+    parts.join(" + ")
 }
 
-impl Offsets {
-    fn new(index: &[Index], dims: &[usize]) -> Offsets {
-        let mut constant = 0i64;
-        let mut stride = 1i64;
-        for (axis, dim) in index.iter().zip(dims).rev() {
-            constant += axis.offset * stride;
-            stride *= *dim as i64;
+/// The offset in `operand` of position `t` of `group` (its loops flattened, outermost first),
+/// as WGSL.
+fn group_offset(operand: &Offsets, group: &[(LoopVar, usize)]) -> String {
+    let total: usize = group.iter().map(|(_, range)| range).product();
+    let mut terms = Vec::new();
+    let mut stride = 1usize;
+    for &(var, range) in group.iter().rev() {
+        let c = operand.coefficient(var);
+        if c != 0 && range > 1 {
+            let outermost = stride * range == total;
+            let position = match (stride, outermost) {
+                (1, true) => "t".to_owned(),
+                (1, false) => format!("(t % {range}i)"),
+                (_, true) => format!("(t / {stride}i)"),
+                (_, false) => format!("(t / {stride}i % {range}i)"),
+            };
+            terms.push(format!("{c}i * {position}"));
         }
-        let mut coefficients = HashMap::new();
-        let mut statics = Vec::new();
-        for (var, c) in flat_coefficients(index, dims) {
-            match var {
-                Var::Loop(l) => {
-                    coefficients.insert(l, c);
-                }
-                Var::Static(s) if c != 0 => statics.push((s, c)),
-                Var::Static(_) => {}
-            }
-        }
-        Offsets {
-            coefficients,
-            constant,
-            statics,
-        }
+        stride *= range;
     }
-
-    fn coefficient(&self, var: LoopVar) -> i64 {
-        self.coefficients.get(&var).copied().unwrap_or(0)
-    }
-
-    /// The offset of the constant and the static indices, as WGSL.
-    fn start(&self) -> String {
-        let mut parts = vec![format!("{}i", self.constant)];
-        for (symbol, c) in &self.statics {
-            parts.push(format!("{c}i * {}", var_name(Var::Static(*symbol))));
-        }
-        parts.join(" + ")
-    }
-
-    /// The offset of position `t` of `group` (its loops flattened, outermost first), as WGSL.
-    fn of_group(&self, group: &[(LoopVar, usize)]) -> String {
-        let total: usize = group.iter().map(|(_, range)| range).product();
-        let mut terms = Vec::new();
-        let mut stride = 1usize;
-        for &(var, range) in group.iter().rev() {
-            let c = self.coefficient(var);
-            if c != 0 && range > 1 {
-                let outermost = stride * range == total;
-                let position = match (stride, outermost) {
-                    (1, true) => "t".to_owned(),
-                    (1, false) => format!("(t % {range}i)"),
-                    (_, true) => format!("(t / {stride}i)"),
-                    (_, false) => format!("(t / {stride}i % {range}i)"),
-                };
-                terms.push(format!("{c}i * {position}"));
-            }
-            stride *= range;
-        }
-        if terms.is_empty() {
-            "0i".to_owned()
-        } else {
-            terms.join(" + ")
-        }
-    }
-
-    /// How far the operand moves per step of `group`'s innermost loop that moves at all (no
-    /// loop moving it is the farthest).
-    fn unit(&self, group: &[(LoopVar, usize)]) -> u64 {
-        group
-            .iter()
-            .rev()
-            .find(|(_, range)| *range > 1)
-            .map_or(u64::MAX, |(var, _)| self.coefficient(*var).unsigned_abs())
-    }
-
-    /// Whether the loops address each of the first `cells` cells exactly once.
-    fn covers(&self, loops: &[(LoopVar, usize)], cells: usize) -> bool {
-        let mut strides: Vec<(i64, usize)> = loops
-            .iter()
-            .filter(|(_, range)| *range > 1)
-            .map(|&(var, range)| (self.coefficient(var), range))
-            .collect();
-        strides.sort_by_key(|(stride, _)| stride.unsigned_abs());
-        let mut next = 1i64;
-        for (stride, range) in strides {
-            if stride != next {
-                return false;
-            }
-            next *= range as i64;
-        }
-        self.constant == 0 && self.statics.is_empty() && next as usize == cells
-    }
-
-    /// Whether every number the kernel computes with fits WGSL's 32-bit integers.
-    fn fits(&self) -> bool {
-        let fits = |x: i64| i32::try_from(x).is_ok();
-        fits(self.constant)
-            && self.coefficients.values().all(|&c| fits(c))
-            && self.statics.iter().all(|&(_, c)| fits(c))
+    if terms.is_empty() {
+        "0i".to_owned()
+    } else {
+        terms.join(" + ")
     }
 }
 
@@ -251,17 +179,22 @@ fn size(group: &[(LoopVar, usize)]) -> usize {
 }
 
 fn offsets(routine: &Routine, node: NodeId, index: &[Index]) -> Result<Offsets, CodegenError> {
-    let info = routine
-        .nodes
-        .get(&node)
-        .ok_or_else(|| error(format!("wgsl: a matrix product names unknown node {node}")))?;
+    let info = routine.nodes.get(&node).ok_or_else(|| {
+        error(
+            CodegenErrorKind::Malformed,
+            format!("wgsl: a matrix product names unknown node {node}"),
+        )
+    })?;
     let offsets = Offsets::new(index, &info.buffer_dims());
-    if !offsets.fits() {
-        return Err(error(format!(
-            "wgsl: a matrix product addresses tensor '{}' ({node}) with strides beyond 32-bit \
-             integers",
-            info.label
-        )));
+    if !offsets.fits_i32() {
+        return Err(error(
+            CodegenErrorKind::TooLarge,
+            format!(
+                "wgsl: a matrix product addresses tensor '{}' ({node}) with strides beyond \
+                 32-bit integers",
+                info.label
+            ),
+        ));
     }
     Ok(offsets)
 }
@@ -299,16 +232,20 @@ pub(crate) fn kernel(
     let (tiles_m, tiles_n) = (m.div_ceil(TILE), n.div_ceil(TILE));
     let tiles = size(&plan.batch) * tiles_m * tiles_n;
     if tiles > i32::MAX as usize || k > i32::MAX as usize {
-        return Err(error(format!(
-            "wgsl: a matrix product into {} of {tiles} tiles and {k} steps exceeds 32-bit indices",
-            plan.c
-        )));
+        return Err(error(
+            CodegenErrorKind::TooLarge,
+            format!(
+                "wgsl: a matrix product into {} of {tiles} tiles and {k} steps exceeds 32-bit \
+                 indices",
+                plan.c
+            ),
+        ));
     }
     let bases = format!(
         "  let a_start = {};\n  let b_start = {};\n  let c_start = {};\n",
-        a.start(),
-        b.start(),
-        c.start()
+        start(&a),
+        start(&b),
+        start(&c)
     );
     // Consecutive invocations load consecutive cells where the operand allows: along the
     // reduction when it moves less per step there than per row (or column).
@@ -334,15 +271,15 @@ pub(crate) fn kernel(
         ("{TILES_M}", tiles_m.to_string()),
         ("{TILES_N}", tiles_n.to_string()),
         ("{TILES}", tiles.to_string()),
-        ("{A_BATCH}", a.of_group(&plan.batch)),
-        ("{A_ROWS}", a.of_group(&plan.m)),
-        ("{A_STEPS}", a.of_group(&plan.k)),
-        ("{B_BATCH}", b.of_group(&plan.batch)),
-        ("{B_STEPS}", b.of_group(&plan.k)),
-        ("{B_COLUMNS}", b.of_group(&plan.n)),
-        ("{C_BATCH}", c.of_group(&plan.batch)),
-        ("{C_ROWS}", c.of_group(&plan.m)),
-        ("{C_COLUMNS}", c.of_group(&plan.n)),
+        ("{A_BATCH}", group_offset(&a, &plan.batch)),
+        ("{A_ROWS}", group_offset(&a, &plan.m)),
+        ("{A_STEPS}", group_offset(&a, &plan.k)),
+        ("{B_BATCH}", group_offset(&b, &plan.batch)),
+        ("{B_STEPS}", group_offset(&b, &plan.k)),
+        ("{B_COLUMNS}", group_offset(&b, &plan.n)),
+        ("{C_BATCH}", group_offset(&c, &plan.batch)),
+        ("{C_ROWS}", group_offset(&c, &plan.m)),
+        ("{C_COLUMNS}", group_offset(&c, &plan.n)),
         ("{BASES}", static_lets(statics, &bases) + &bases),
         ("{START}", start),
         ("{A_ROW_OF_E}", a_row),

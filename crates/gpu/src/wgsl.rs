@@ -15,14 +15,16 @@
 //! 32 bits), 128-bit words in `vec4<u32>`. A precision WGSL lacks (f64, bf16, i64, 8-bit
 //! integers), and f16 on a device without `shader-f16`, is an error naming the tensor.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 
-use rcannl_backends::nests::{Group, index_bounds, kernel_groups, splittable};
+use rcannl_backends::emit::{CodegenErrorKind, Dialect, Writer, var_name};
+use rcannl_backends::nests::{Group, kernel_groups, splittable};
 use rcannl_ir::{
-    Binop, Index, Kind, LocalId, Lookup, LoopVar, MemoryMode, NodeId, Precision, Routine, Scalar,
-    Stmt, Symbol, Ternop, Unop, Value, Var,
+    Kind, LocalId, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop, Value,
+    Var,
 };
+
+pub use rcannl_backends::emit::CodegenError;
 
 use crate::product;
 use crate::schedule::{self, ITERATION_BUDGET};
@@ -33,24 +35,9 @@ pub const PRELUDE: &str = include_str!("prelude.wgsl");
 /// Invocations per workgroup of a parallel kernel.
 pub const WORKGROUP: u32 = 64;
 
-/// Why a routine cannot be turned into WGSL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CodegenError {
-    /// What cannot be generated, in words (what `Display` prints), naming the tensor (a precision
-    /// WGSL or the device lacks, say).
-    pub message: String,
-}
-
-impl std::fmt::Display for CodegenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CodegenError {}
-
-pub(crate) fn error(message: String) -> CodegenError {
-    CodegenError { message }
+/// An error of `kind` saying `message`.
+pub(crate) fn error(kind: CodegenErrorKind, message: String) -> CodegenError {
+    CodegenError::new(kind, message)
 }
 
 /// What the device offers that code generation depends on.
@@ -116,14 +103,9 @@ impl Program {
     }
 }
 
-/// The WGSL type values of a precision are computed in.
-pub(crate) fn compute_type(precision: Precision) -> &'static str {
-    match precision.kind() {
-        Kind::Float => "f32",
-        Kind::Int => "i32",
-        Kind::Word => "vec4<u32>",
-    }
-}
+/// WGSL as the prelude extends it: the dialect of the GPU backend.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wgsl;
 
 /// The WGSL type cells of a precision are stored as (for the precisions a device holds).
 pub(crate) fn storage_type(precision: Precision) -> &'static str {
@@ -152,15 +134,18 @@ pub(crate) fn lacks(node: NodeId, label: &str, precision: Precision) -> CodegenE
     } else {
         format!("WGSL has no {precision}")
     };
-    error(format!(
-        "the GPU cannot hold tensor '{label}' ({node}) in {precision}: {why}; compute it in f32 \
-         (f32, i32, u32{} are held)",
-        if precision == Precision::F16 {
-            ""
-        } else {
-            " and f16 where the device offers it"
-        }
-    ))
+    error(
+        CodegenErrorKind::Unsupported,
+        format!(
+            "the GPU cannot hold tensor '{label}' ({node}) in {precision}: {why}; compute it in \
+             f32 (f32, i32, u32{} are held)",
+            if precision == Precision::F16 {
+                ""
+            } else {
+                " and f16 where the device offers it"
+            }
+        ),
+    )
 }
 
 fn float_literal(x: f64) -> String {
@@ -174,451 +159,9 @@ fn float_literal(x: f64) -> String {
     }
 }
 
-fn int_literal(i: i64) -> String {
-    let i = i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
-    if i == i32::MIN {
-        "(-2147483647i - 1i)".to_owned()
-    } else {
-        format!("{i}i")
-    }
-}
-
-fn word_literal(w: [u32; 4]) -> String {
-    format!("vec4<u32>({}u, {}u, {}u, {}u)", w[0], w[1], w[2], w[3])
-}
-
-/// A literal of `compute_type(precision)` for the constant `c`, as the interpreter reads a
-/// constant in that kind.
-fn literal(c: f64, precision: Precision) -> String {
-    match Value::Float(c).to_kind(precision.kind(), Precision::I64) {
-        Value::Float(x) => float_literal(x),
-        Value::Int(i) => int_literal(i),
-        Value::Word(w) => word_literal(w),
-    }
-}
-
-/// A stored cell's literal: the constant as the node's precision holds it, in its storage type.
-fn storage_literal(c: f64, precision: Precision) -> String {
-    match Value::Float(c).stored_as(precision) {
-        Value::Float(x) if precision == Precision::F16 => format!("f16({})", float_literal(x)),
-        Value::Float(x) => float_literal(x),
-        Value::Int(i) if precision == Precision::U32 => format!("{}u", i.clamp(0, 0xFFFF_FFFF)),
-        Value::Int(i) => int_literal(i),
-        Value::Word(w) => word_literal(w),
-    }
-}
-
-/// `value`, of `compute_type(precision)`, as a cell of `precision` stores it.
-fn to_storage(value: &str, precision: Precision) -> String {
-    match precision {
-        Precision::F16 => format!("f16({value})"),
-        Precision::U32 => format!("bitcast<u32>({value})"),
-        _ => value.to_owned(),
-    }
-}
-
-/// A stored cell, in `compute_type(precision)`.
-fn from_storage(cell: &str, precision: Precision) -> String {
-    match precision {
-        Precision::F16 => format!("f32({cell})"),
-        Precision::U32 => format!("bitcast<i32>({cell})"),
-        _ => cell.to_owned(),
-    }
-}
-
-/// `value` rounded to what a cell of `precision` holds, kept in the compute type.
-fn round_to(value: &str, precision: Precision) -> String {
-    match precision {
-        Precision::F16 => format!("f32(f16({value}))"),
-        _ => value.to_owned(),
-    }
-}
-
-/// `value`, held as a value of precision `from` in `compute_type(from)`, converted to the kind
-/// of `to`, as `Value::to_kind` converts.
-fn convert(value: &str, from: Precision, to: Precision) -> String {
-    match (from.kind(), to.kind()) {
-        (a, b) if a == b => value.to_owned(),
-        (Kind::Int, Kind::Float) => format!("f32({value})"),
-        (Kind::Float, Kind::Int) => format!("rc_f2i({value})"),
-        (Kind::Word, Kind::Float) => format!("f32(({value}).x)"),
-        (Kind::Word, Kind::Int) => format!("bitcast<i32>(({value}).x)"),
-        (_, Kind::Word) => match from {
-            Precision::F16 => format!("rc_word_f16({value})"),
-            Precision::I32 | Precision::U32 => format!("rc_word_u32(bitcast<u32>({value}))"),
-            Precision::F32 => format!("rc_word_f32({value})"),
-            _ => format!("vec4<u32>(bitcast<u32>({value}), 0u, 0u, 0u)"),
-        },
-        _ => unreachable!("every pair of kinds is covered"),
-    }
-}
-
-pub(crate) fn var_name(var: Var) -> String {
-    match var {
-        Var::Loop(LoopVar(v)) => format!("l{v}"),
-        Var::Static(Symbol(s)) => format!("s{s}"),
-    }
-}
-
-pub(crate) fn index_expr(index: &Index) -> String {
-    let mut parts: Vec<String> = index
-        .terms
-        .iter()
-        .map(|(c, var)| match c {
-            1 => var_name(*var),
-            c => format!("{}*{}", int_literal(*c), var_name(*var)),
-        })
-        .collect();
-    if index.offset != 0 || parts.is_empty() {
-        parts.push(int_literal(index.offset));
-    }
-    format!("({})", parts.join(" + "))
-}
-
-/// What the generator knows of the routine while it writes statements.
-struct Writer<'a> {
-    routine: &'a Routine,
-    locals: HashMap<LocalId, Precision>,
-    /// Locals kept in one-cell buffers (`rc_v3`) rather than registers.
-    spilled: HashMap<LocalId, Precision>,
-    loops: HashMap<LoopVar, usize>,
-}
-
-impl Writer<'_> {
-    fn precision(&self, node: NodeId) -> Result<Precision, CodegenError> {
-        self.routine
-            .nodes
-            .get(&node)
-            .map(|n| n.precision)
-            .ok_or_else(|| error(format!("wgsl: unknown node {node}")))
-    }
-
-    fn bounds(&self, index: &Index) -> Result<Option<(i128, i128)>, CodegenError> {
-        index_bounds(index, &self.loops, &self.routine.statics)
-            .map_err(|e| error(format!("wgsl: {e}")))
-    }
-
-    /// The row-major flat offset of `index` in `node`'s buffer, every position checked against
-    /// its axis.
-    fn offset(&self, node: NodeId, index: &[Index]) -> Result<String, CodegenError> {
-        let info = &self.routine.nodes[&node];
-        let dims = info.buffer_dims();
-        if dims.len() != index.len() {
-            return Err(error(format!(
-                "wgsl: {node} '{}' has {} axes, indexed with {}",
-                info.label,
-                dims.len(),
-                index.len()
-            )));
-        }
-        let mut offset = String::new();
-        for (axis, (position, dim)) in index.iter().zip(&dims).enumerate() {
-            if let Some((low, high)) = self.bounds(position)?
-                && (low < 0 || high >= *dim as i128)
-            {
-                return Err(error(format!(
-                    "wgsl: {node} '{}' is addressed at {low}..={high} on axis {axis}, outside \
-                     its buffer of {dim}",
-                    info.label
-                )));
-            }
-            offset = if axis == 0 {
-                index_expr(position)
-            } else {
-                format!("({offset}*{dim}i + {})", index_expr(position))
-            };
-        }
-        Ok(if offset.is_empty() {
-            "0i".to_owned()
-        } else {
-            offset
-        })
-    }
-
-    /// The flat offset of the cell `lookup`'s id selects (the axis's first cell where it selects
-    /// none), and the WGSL condition that it selects one; every cell of the axis is checked.
-    /// The id is computed in f32.
-    fn lookup_offset(&self, lookup: &Lookup) -> Result<(String, String), CodegenError> {
-        let node = lookup.node;
-        let info = self
-            .routine
-            .nodes
-            .get(&node)
-            .ok_or_else(|| error(format!("wgsl: unknown node {node}")))?;
-        let Some(last) = lookup.last_cell() else {
-            return Err(error(format!(
-                "wgsl: a lookup into {node} '{}' selects along axis {}, which it lacks",
-                info.label, lookup.axis
-            )));
-        };
-        let stride = lookup.stride(&info.buffer_dims());
-        let base = self.offset(node, &lookup.index)?;
-        self.offset(node, &last)?;
-        let id = self.expr(&lookup.id, Precision::F32)?;
-        let size = lookup.size;
-        Ok((
-            format!("({base} + rc_row({id}, {size}i)*{stride}i)"),
-            format!("rc_row_ok({id}, {size}i)"),
-        ))
-    }
-
-    /// `scalar` computed in the kind of `precision`, as WGSL of `compute_type(precision)`.
-    fn expr(&self, scalar: &Scalar, precision: Precision) -> Result<String, CodegenError> {
-        let kind = precision.kind();
-        Ok(match scalar {
-            Scalar::Const(c) => literal(*c, precision),
-            Scalar::Get(node, index) => {
-                let from = self.precision(*node)?;
-                let cell = format!("{node}[{}]", self.offset(*node, index)?);
-                convert(&from_storage(&cell, from), from, precision)
-            }
-            Scalar::Lookup(lookup) => {
-                let from = self.precision(lookup.node)?;
-                let (offset, ok) = self.lookup_offset(lookup)?;
-                let cell = format!("{}[{offset}]", lookup.node);
-                format!(
-                    "select({}, {}, {ok})",
-                    literal(0.0, precision),
-                    convert(&from_storage(&cell, from), from, precision)
-                )
-            }
-            Scalar::Embed(index) => convert(&index_expr(index), Precision::U32, precision),
-            Scalar::Local(id) => {
-                if let Some(from) = self.spilled.get(id) {
-                    return Ok(convert(&format!("rc_{id}[0]"), *from, precision));
-                }
-                let from = *self
-                    .locals
-                    .get(id)
-                    .ok_or_else(|| error(format!("wgsl: {id} is read before it is declared")))?;
-                convert(&id.to_string(), from, precision)
-            }
-            Scalar::Unop(Unop::Uint4x32ToPrecUniform1, x) => {
-                let word = self.expr(x, Precision::Uint4x32)?;
-                format!("rc_uniform_{precision}({word}, 0u)")
-            }
-            Scalar::Unop(op, x) => {
-                let x = self.expr(x, precision)?;
-                match kind {
-                    Kind::Float => float_unop(*op, &x),
-                    Kind::Int => int_unop(*op, &x),
-                    Kind::Word if *op == Unop::Identity => x,
-                    Kind::Word => {
-                        return Err(error(format!("wgsl: {op} is not defined on 128-bit words")));
-                    }
-                }
-            }
-            Scalar::Binop(op, a, b) => {
-                let (a, b) = (self.expr(a, precision)?, self.expr(b, precision)?);
-                match (kind, op) {
-                    (_, Binop::Arg1) => a,
-                    (_, Binop::Arg2) => b,
-                    (Kind::Word, Binop::Threefry4x32) => format!("rc_threefry({a}, {b}, 20u)"),
-                    (Kind::Word, Binop::Threefry4x32Light) => {
-                        format!("rc_threefry({a}, {b}, 2u)")
-                    }
-                    (_, Binop::Threefry4x32 | Binop::Threefry4x32Light) => {
-                        return Err(error(format!(
-                            "wgsl: threefry4x32 yields 128-bit words; a {precision} value cannot \
-                             hold one"
-                        )));
-                    }
-                    (Kind::Float, op) => float_binop(*op, &a, &b),
-                    (Kind::Int, op) => int_binop(*op, &a, &b),
-                    (Kind::Word, op) => {
-                        return Err(error(format!("wgsl: {op} is not defined on 128-bit words")));
-                    }
-                }
-            }
-            Scalar::Ternop(Ternop::Where, condition, then, otherwise) => {
-                let condition = self.expr(condition, Precision::F32)?;
-                format!(
-                    "select({}, {}, rc_holds({condition}))",
-                    self.expr(otherwise, precision)?,
-                    self.expr(then, precision)?,
-                )
-            }
-            Scalar::Ternop(op, a, b, c) => {
-                let (a, b, c) = (
-                    self.expr(a, precision)?,
-                    self.expr(b, precision)?,
-                    self.expr(c, precision)?,
-                );
-                match (kind, op) {
-                    (Kind::Float, Ternop::Fma) => format!("fma({a}, {b}, {c})"),
-                    (Kind::Int, Ternop::Fma) => format!("({a} * {b} + {c})"),
-                    (Kind::Float | Kind::Int, _) => format!("({a} * {b} * {c})"),
-                    (Kind::Word, op) => {
-                        return Err(error(format!("wgsl: {op} is not defined on 128-bit words")));
-                    }
-                }
-            }
-        })
-    }
-
-    fn stmt(&mut self, stmt: &Stmt, out: &mut String, depth: usize) -> Result<(), CodegenError> {
-        let pad = "  ".repeat(depth);
-        match stmt {
-            Stmt::For { var, range, body } => {
-                writeln!(
-                    out,
-                    "{pad}for (var {var}: i32 = 0i; {var} < {range}i; {var}++) {{"
-                )
-                .expect("writing to a string");
-                self.loops.insert(*var, *range);
-                self.body(body, out, depth + 1)?;
-                self.loops.remove(var);
-                writeln!(out, "{pad}}}").expect("writing to a string");
-            }
-            Stmt::Set { node, index, value } => {
-                let precision = self.precision(*node)?;
-                let value = self.expr(value, precision)?;
-                writeln!(
-                    out,
-                    "{pad}{node}[{}] = {};",
-                    self.offset(*node, index)?,
-                    to_storage(&value, precision)
-                )
-                .expect("writing to a string");
-            }
-            Stmt::SetVec {
-                node,
-                offset,
-                op,
-                arg,
-            } => {
-                let info = &self.routine.nodes[node];
-                let precision = info.precision;
-                let word = self.expr(arg, Precision::Uint4x32)?;
-                if self.bounds(offset)?.is_some_and(|(low, _)| low < 0) {
-                    return Err(error(format!(
-                        "wgsl: a vector store into {node} '{}' starts before its buffer",
-                        info.label
-                    )));
-                }
-                writeln!(
-                    out,
-                    "{pad}{{\n{pad}  let w = {word};\n{pad}  let o = {};",
-                    index_expr(offset)
-                )
-                .expect("writing to a string");
-                for k in 0..op.length(precision) {
-                    let value = format!("rc_uniform_{precision}(w, {k}u)");
-                    writeln!(
-                        out,
-                        "{pad}  if (o + {k}i < {}i) {{ {node}[o + {k}i] = {}; }}",
-                        info.buffer_len(),
-                        to_storage(&value, precision)
-                    )
-                    .expect("writing to a string");
-                }
-                writeln!(out, "{pad}}}").expect("writing to a string");
-            }
-            Stmt::Fill { node, value } => {
-                let info = &self.routine.nodes[node];
-                writeln!(
-                    out,
-                    "{pad}for (var i: i32 = 0i; i < {}i; i++) {{ {node}[i] = {}; }}",
-                    info.buffer_len(),
-                    storage_literal(*value, info.precision)
-                )
-                .expect("writing to a string");
-            }
-            Stmt::FillMargins { node, value } => {
-                writeln!(
-                    out,
-                    "{pad}for (var i: i32 = 0i; i < {}i; i++) {{",
-                    self.routine.nodes[node].buffer_len()
-                )
-                .expect("writing to a string");
-                out.push_str(&margin_store(self.routine, *node, *value, "i", depth + 1));
-                writeln!(out, "{pad}}}").expect("writing to a string");
-            }
-            Stmt::Local {
-                id,
-                precision,
-                value,
-            } => {
-                let value = self.expr(value, *precision)?;
-                if self.spilled.contains_key(id) {
-                    writeln!(out, "{pad}rc_{id}[0] = {};", round_to(&value, *precision))
-                        .expect("writing to a string");
-                } else {
-                    writeln!(
-                        out,
-                        "{pad}var {id}: {} = {};",
-                        compute_type(*precision),
-                        round_to(&value, *precision)
-                    )
-                    .expect("writing to a string");
-                    self.locals.insert(*id, *precision);
-                }
-            }
-            Stmt::SetLocal { id, value } => {
-                if let Some(&precision) = self.spilled.get(id) {
-                    let value = self.expr(value, precision)?;
-                    writeln!(out, "{pad}rc_{id}[0] = {};", round_to(&value, precision))
-                        .expect("writing to a string");
-                    return Ok(());
-                }
-                let precision = *self
-                    .locals
-                    .get(id)
-                    .ok_or_else(|| error(format!("wgsl: {id} is set before it is declared")))?;
-                let value = self.expr(value, precision)?;
-                writeln!(out, "{pad}{id} = {};", round_to(&value, precision))
-                    .expect("writing to a string");
-            }
-            Stmt::ScatterAdd { target, value } => {
-                let node = target.node;
-                let precision = self.precision(node)?;
-                let (offset, ok) = self.lookup_offset(target)?;
-                let value = self.expr(value, precision)?;
-                let old = convert(
-                    &from_storage(&format!("{node}[o]"), precision),
-                    precision,
-                    precision,
-                );
-                let sum = match precision.kind() {
-                    Kind::Float => float_binop(Binop::Add, &old, &value),
-                    Kind::Int => int_binop(Binop::Add, &old, &value),
-                    Kind::Word => {
-                        return Err(error(format!(
-                            "wgsl: a scatter into {node} adds, which 128-bit words do not"
-                        )));
-                    }
-                };
-                // Where the id selects no cell, the axis's first cell gets its own value back.
-                writeln!(
-                    out,
-                    "{pad}{{\n{pad}  let o = {offset};\n{pad}  {node}[o] = {};\n{pad}}}",
-                    to_storage(&format!("select({old}, {sum}, {ok})"), precision)
-                )
-                .expect("writing to a string");
-            }
-            Stmt::Gemm { nest, .. } => {
-                // Inside a serial kernel a product runs as the nest it stands for.
-                self.body(nest, out, depth)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn body(&mut self, body: &[Stmt], out: &mut String, depth: usize) -> Result<(), CodegenError> {
-        let outer = self.locals.clone();
-        for stmt in body {
-            self.stmt(stmt, out, depth)?;
-        }
-        self.locals = outer;
-        Ok(())
-    }
-}
-
-/// The store of `value` into the cell of `node` at flat buffer position `flat`, if the cell
+/// The store of `literal` into the cell of `info` at flat buffer position `flat`, if the cell
 /// lies in a margin.
-fn margin_store(routine: &Routine, node: NodeId, value: f64, flat: &str, depth: usize) -> String {
-    let pad = "  ".repeat(depth);
-    let info = &routine.nodes[&node];
+fn margin_store(info: &TensorNode, literal: &str, flat: &str, pad: &str) -> String {
     let dims = info.buffer_dims();
     let mut outside = Vec::new();
     let mut stride = 1usize;
@@ -635,90 +178,231 @@ fn margin_store(routine: &Routine, node: NodeId, value: f64, flat: &str, depth: 
         return String::new();
     }
     format!(
-        "{pad}if ({}) {{ {node}[{flat}] = {}; }}\n",
+        "{pad}if ({}) {{ {}[{flat}] = {literal}; }}\n",
         outside.join(" || "),
-        storage_literal(value, info.precision)
+        info.id
     )
 }
 
-fn float_unop(op: Unop, x: &str) -> String {
-    match op {
-        Unop::Identity => x.to_owned(),
-        Unop::Neg => format!("(-{x})"),
-        Unop::Relu => format!("rc_relu({x})"),
-        Unop::Sat01 => format!("rc_sat01({x})"),
-        Unop::Exp => format!("exp({x})"),
-        Unop::Log => format!("log({x})"),
-        Unop::Exp2 => format!("exp2({x})"),
-        Unop::Log2 => format!("log2({x})"),
-        Unop::Sin => format!("sin({x})"),
-        Unop::Cos => format!("cos({x})"),
-        Unop::Sqrt => format!("sqrt({x})"),
-        Unop::Recip => format!("(1.0 / {x})"),
-        Unop::RecipSqrt => format!("inverseSqrt({x})"),
-        Unop::Tanh => format!("rc_tanh({x})"),
-        Unop::Not => format!("rc_truth({x} == 0.0)"),
-        Unop::Trunc => format!("trunc({x})"),
-        Unop::Uint4x32ToPrecUniform1 => unreachable!("handled with its word argument"),
+impl Dialect for Wgsl {
+    fn name(&self) -> &'static str {
+        "wgsl"
     }
-}
 
-fn int_unop(op: Unop, x: &str) -> String {
-    match op {
-        Unop::Identity | Unop::Trunc => x.to_owned(),
-        Unop::Neg => format!("(0i - {x})"),
-        Unop::Relu => format!("rc_irelu({x})"),
-        Unop::Sat01 => format!("rc_isat01({x})"),
-        Unop::Not => format!("rc_itruth({x} == 0i)"),
-        // No integer meaning: computed on floats and truncated.
-        other => format!("rc_f2i({})", float_unop(other, &format!("f32({x})"))),
-    }
-}
-
-fn float_binop(op: Binop, a: &str, b: &str) -> String {
-    match op {
-        Binop::Add => format!("({a} + {b})"),
-        Binop::Sub => format!("({a} - {b})"),
-        Binop::Mul => format!("({a} * {b})"),
-        Binop::Div => format!("({a} / {b})"),
-        Binop::Pow => format!("rc_pow({a}, {b})"),
-        Binop::Max => format!("rc_max({a}, {b})"),
-        Binop::Min => format!("rc_min({a}, {b})"),
-        Binop::ReluGate => format!("rc_relu_gate({a}, {b})"),
-        Binop::Sat01Gate => format!("rc_sat01_gate({a}, {b})"),
-        Binop::Or => format!("rc_truth(({a} != 0.0) || ({b} != 0.0))"),
-        Binop::And => format!("rc_truth(({a} != 0.0) && ({b} != 0.0))"),
-        Binop::Lt => format!("rc_truth({a} < {b})"),
-        Binop::Eq => format!("rc_truth({a} == {b})"),
-        Binop::Ne => format!("rc_truth({a} != {b})"),
-        Binop::Mod => format!("rc_fmod({a}, {b})"),
-        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 | Binop::Threefry4x32Light => {
-            unreachable!("handled before the kind's operations")
+    /// Floats compute in `f32`, integers in `i32`, words in `vec4<u32>`.
+    fn compute_type(&self, precision: Precision) -> &'static str {
+        match precision.kind() {
+            Kind::Float => "f32",
+            Kind::Int => "i32",
+            Kind::Word => "vec4<u32>",
         }
     }
-}
 
-fn int_binop(op: Binop, a: &str, b: &str) -> String {
-    match op {
-        Binop::Add => format!("({a} + {b})"),
-        Binop::Sub => format!("({a} - {b})"),
-        Binop::Mul => format!("({a} * {b})"),
-        Binop::Div => format!("rc_idiv({a}, {b})"),
-        Binop::Pow => format!("rc_ipow({a}, {b})"),
-        Binop::Max => format!("max({a}, {b})"),
-        Binop::Min => format!("min({a}, {b})"),
-        Binop::ReluGate => format!("rc_irelu_gate({a}, {b})"),
-        // No integer lies strictly between 0 and 1.
-        Binop::Sat01Gate => "0i".to_owned(),
-        Binop::Or => format!("rc_itruth(({a} != 0i) || ({b} != 0i))"),
-        Binop::And => format!("rc_itruth(({a} != 0i) && ({b} != 0i))"),
-        Binop::Lt => format!("rc_itruth({a} < {b})"),
-        Binop::Eq => format!("rc_itruth({a} == {b})"),
-        Binop::Ne => format!("rc_itruth({a} != {b})"),
-        Binop::Mod => format!("rc_imod({a}, {b})"),
-        Binop::Arg1 | Binop::Arg2 | Binop::Threefry4x32 | Binop::Threefry4x32Light => {
-            unreachable!("handled before the kind's operations")
+    fn condition_precision(&self) -> Precision {
+        Precision::F32
+    }
+
+    fn float_literal(&self, x: f64, _: Precision) -> String {
+        float_literal(x)
+    }
+
+    fn int_literal(&self, i: i64) -> String {
+        let i = i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+        if i == i32::MIN {
+            "(-2147483647i - 1i)".to_owned()
+        } else {
+            format!("{i}i")
         }
+    }
+
+    fn word_literal(&self, w: [u32; 4]) -> String {
+        format!("vec4<u32>({}u, {}u, {}u, {}u)", w[0], w[1], w[2], w[3])
+    }
+
+    fn storage_literal(&self, c: f64, precision: Precision) -> String {
+        match Value::Float(c).stored_as(precision) {
+            Value::Float(x) if precision == Precision::F16 => format!("f16({})", float_literal(x)),
+            Value::Float(x) => float_literal(x),
+            Value::Int(i) if precision == Precision::U32 => format!("{}u", i.clamp(0, 0xFFFF_FFFF)),
+            Value::Int(i) => self.int_literal(i),
+            Value::Word(w) => self.word_literal(w),
+        }
+    }
+
+    fn index_constant(&self, c: i64) -> String {
+        self.int_literal(c)
+    }
+
+    fn size(&self, n: usize) -> String {
+        format!("{n}i")
+    }
+
+    /// f16 cells converted on store; u32 cells hold the i32's bits.
+    fn stored(&self, value: &str, precision: Precision) -> String {
+        match precision {
+            Precision::F16 => format!("f16({value})"),
+            Precision::U32 => format!("bitcast<u32>({value})"),
+            _ => value.to_owned(),
+        }
+    }
+
+    fn loaded(&self, cell: &str, precision: Precision) -> String {
+        match precision {
+            Precision::F16 => format!("f32({cell})"),
+            Precision::U32 => format!("bitcast<i32>({cell})"),
+            _ => cell.to_owned(),
+        }
+    }
+
+    fn round_to(&self, value: &str, precision: Precision) -> String {
+        match precision {
+            Precision::F16 => format!("f32(f16({value}))"),
+            _ => value.to_owned(),
+        }
+    }
+
+    fn convert(&self, value: &str, from: Precision, to: Precision) -> String {
+        match (from.kind(), to.kind()) {
+            (a, b) if a == b => value.to_owned(),
+            (Kind::Int, Kind::Float) => format!("f32({value})"),
+            (Kind::Float, Kind::Int) => format!("rc_f2i({value})"),
+            (Kind::Word, Kind::Float) => format!("f32(({value}).x)"),
+            (Kind::Word, Kind::Int) => format!("bitcast<i32>(({value}).x)"),
+            (_, Kind::Word) => match from {
+                Precision::F16 => format!("rc_word_f16({value})"),
+                Precision::I32 | Precision::U32 => format!("rc_word_u32(bitcast<u32>({value}))"),
+                Precision::F32 => format!("rc_word_f32({value})"),
+                _ => format!("vec4<u32>(bitcast<u32>({value}), 0u, 0u, 0u)"),
+            },
+            _ => unreachable!("every pair of kinds is covered"),
+        }
+    }
+
+    fn position_value(&self, index: &str) -> String {
+        index.to_owned()
+    }
+
+    /// Integer helpers start with `i` (`rc_imod`), but for WGSL's own `max` and `min`.
+    fn helper(&self, kind: Kind, name: &str, _: Precision, args: &[&str]) -> String {
+        let args = args.join(", ");
+        match (kind, name) {
+            (Kind::Int, "max" | "min") => format!("{name}({args})"),
+            (Kind::Int, _) => format!("rc_i{name}({args})"),
+            _ => format!("rc_{name}({args})"),
+        }
+    }
+
+    fn library(&self, name: &str, _: Precision, args: &[&str]) -> String {
+        format!("{name}({})", args.join(", "))
+    }
+
+    /// `tanh` through the prelude, which keeps its argument where drivers do not overflow.
+    fn prelude_math(&self, name: &str, _: Precision) -> bool {
+        name == "tanh"
+    }
+
+    fn truth_value(&self, precision: Precision, condition: &str) -> String {
+        match precision.kind() {
+            Kind::Int => format!("rc_itruth({condition})"),
+            _ => format!("rc_truth({condition})"),
+        }
+    }
+
+    fn zero(&self, kind: Kind) -> &'static str {
+        match kind {
+            Kind::Int => "0i",
+            _ => "0.0",
+        }
+    }
+
+    fn logical(&self, and: bool) -> &'static str {
+        if and { "&&" } else { "||" }
+    }
+
+    /// `i32` arithmetic wraps in WGSL.
+    fn wrapping(&self, _: &str, symbol: &str, a: &str, b: &str) -> String {
+        format!("({a} {symbol} {b})")
+    }
+
+    fn int_zero(&self) -> &'static str {
+        "0i"
+    }
+
+    fn one(&self, _: Precision) -> String {
+        "1.0".to_owned()
+    }
+
+    fn recip_sqrt(&self, x: &str, _: Precision) -> String {
+        format!("inverseSqrt({x})")
+    }
+
+    fn int_ternop(&self, op: Ternop, a: &str, b: &str, c: &str) -> String {
+        match op {
+            Ternop::Fma => format!("({a} * {b} + {c})"),
+            _ => format!("({a} * {b} * {c})"),
+        }
+    }
+
+    fn blend(&self, _: Precision, condition: &str, then: &str, otherwise: &str) -> String {
+        format!("select({otherwise}, {then}, {condition})")
+    }
+
+    fn truth(&self, value: &str) -> String {
+        format!("rc_holds({value})")
+    }
+
+    fn uniform(&self, precision: Precision, word: &str, k: usize) -> String {
+        format!("rc_uniform_{precision}({word}, {k}u)")
+    }
+
+    fn threefry(&self, key: &str, counter: &str, rounds: u32) -> String {
+        format!("rc_threefry({key}, {counter}, {rounds}u)")
+    }
+
+    fn loop_header(&self, var: &str, start: &str, end: &str) -> String {
+        format!("for (var {var}: i32 = {start}; {var} < {end}; {var}++) {{")
+    }
+
+    fn index_let(&self, name: &str, value: &str) -> String {
+        format!("let {name}: i32 = {value};")
+    }
+
+    fn local_decl(&self, id: LocalId, precision: Precision, value: &str) -> String {
+        format!("var {id}: {} = {value};\n", self.compute_type(precision))
+    }
+
+    fn fill(&self, pad: &str, node: NodeId, len: usize, literal: &str) -> String {
+        format!("{pad}for (var i: i32 = 0i; i < {len}i; i++) {{ {node}[i] = {literal}; }}\n")
+    }
+
+    /// One loop over the buffer's cells, decoding each cell's coordinates.
+    fn fill_margins(&self, pad: &str, info: &TensorNode, literal: &str) -> String {
+        format!(
+            "{pad}for (var i: i32 = 0i; i < {}i; i++) {{\n{}{pad}}}\n",
+            info.buffer_len(),
+            margin_store(info, literal, "i", &format!("{pad}  "))
+        )
+    }
+
+    /// A constant a line, its type inferred.
+    fn open_block(&self, pad: &str, constants: &[(&str, &str, String)]) -> String {
+        let mut out = format!("{pad}{{\n");
+        for (name, _, value) in constants {
+            writeln!(out, "{pad}  let {name} = {value};").expect("writing to a string");
+        }
+        out
+    }
+
+    fn guarded(&self, condition: &str, statement: &str) -> String {
+        format!("if ({condition}) {{ {statement} }}")
+    }
+
+    fn index_type(&self) -> &'static str {
+        "i32"
+    }
+
+    fn scatter_store(&self, pad: &str, node: NodeId, offset: &str, value: &str) -> String {
+        format!("{pad}{{\n{pad}  let o = {offset};\n{pad}  {node}[o] = {value};\n{pad}}}\n")
     }
 }
 
@@ -741,10 +425,13 @@ pub fn check_precisions(routine: &Routine, features: DeviceFeatures) -> Result<(
         });
     }
     match lacking {
-        Some((id, precision)) => Err(error(format!(
-            "routine {}: the GPU cannot compute the value {id} in {precision}",
-            routine.name
-        ))),
+        Some((id, precision)) => Err(error(
+            CodegenErrorKind::Unsupported,
+            format!(
+                "routine {}: the GPU cannot compute the value {id} in {precision}",
+                routine.name
+            ),
+        )),
         None => Ok(()),
     }
 }
@@ -763,11 +450,14 @@ pub fn generate(routine: &Routine, features: DeviceFeatures) -> Result<Program, 
                     .is_none_or(|n| n > MAX_CELLS)
             })
         {
-            return Err(error(format!(
-                "the GPU addresses at most {MAX_CELLS} cells of a buffer: tensor '{}' ({}) of dims \
-                 {:?} has more",
-                node.label, node.id, node.dims
-            )));
+            return Err(error(
+                CodegenErrorKind::TooLarge,
+                format!(
+                    "the GPU addresses at most {MAX_CELLS} cells of a buffer: tensor '{}' ({}) of \
+                     dims {:?} has more",
+                    node.label, node.id, node.dims
+                ),
+            ));
         }
     }
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
@@ -782,19 +472,14 @@ fn generate_body(
     statics: &[Symbol],
     kernels: &mut Vec<Kernel>,
 ) -> Result<(), CodegenError> {
-    let mut writer = Writer {
-        routine,
-        locals: HashMap::new(),
-        spilled: HashMap::new(),
-        loops: HashMap::new(),
-    };
+    let mut writer = Writer::new(routine, &Wgsl);
     let body = schedule::hoist_parallel_loops(routine, body);
     for group in kernel_groups(routine, &body) {
         match group {
             Group::Gemm { plan, nest } => {
                 // The product kernel makes the nest's accesses unchecked: check them as the
                 // nest's own kernels would.
-                writer.body(nest, &mut String::new(), 0)?;
+                writer.check(nest)?;
                 let Some(product) = product::kernel(routine, plan, statics)? else {
                     generate_body(routine, nest, statics, kernels)?;
                     continue;
@@ -822,37 +507,45 @@ fn generate_body(
                     .try_fold(1usize, |n, (_, r)| n.checked_mul(*r))
                     .filter(|&n| n <= MAX_CELLS);
                 let Some(invocations) = invocations else {
-                    return Err(error(format!(
-                        "wgsl: a kernel of routine {} would run more than {MAX_CELLS} invocations",
-                        routine.name
-                    )));
+                    return Err(error(
+                        CodegenErrorKind::TooLarge,
+                        format!(
+                            "wgsl: a kernel of routine {} would run more than {MAX_CELLS} \
+                             invocations",
+                            routine.name
+                        ),
+                    ));
                 };
                 let per_invocation = schedule::iterations(routine, inner);
                 if per_invocation > ITERATION_BUDGET {
-                    return Err(error(format!(
-                        "wgsl: a kernel of routine {} runs {per_invocation} loop iterations in \
-                         each invocation, more than the {ITERATION_BUDGET} one GPU invocation may \
-                         run (lavapipe ends a shader after 65535)",
-                        routine.name
-                    )));
+                    return Err(error(
+                        CodegenErrorKind::TooLarge,
+                        format!(
+                            "wgsl: a kernel of routine {} runs {per_invocation} loop iterations \
+                             in each invocation, more than the {ITERATION_BUDGET} one GPU \
+                             invocation may run (lavapipe ends a shader after 65535)",
+                            routine.name
+                        ),
+                    ));
                 }
                 let mut code = String::new();
                 let mut stride = invocations;
                 for (var, range) in &chain {
                     stride /= range.max(&1);
-                    writeln!(code, "  let {var}: i32 = (rc_id / {stride}i) % {range}i;")
-                        .expect("writing to a string");
-                    writer.loops.insert(*var, *range);
+                    let position = format!("(rc_id / {stride}i) % {range}i");
+                    let line = Wgsl.index_let(&var.to_string(), &position);
+                    writeln!(code, "  {line}").expect("writing to a string");
+                    writer.enter_loop(*var, *range);
                 }
                 // The preamble's locals live through the loop.
-                let outer = writer.locals.clone();
-                for stmt in preamble {
-                    writer.stmt(stmt, &mut code, 1)?;
-                }
-                writer.body(inner, &mut code, 1)?;
-                writer.locals = outer;
+                writer.scoped(|writer| {
+                    for stmt in preamble {
+                        writer.stmt(stmt, &mut code, 1)?;
+                    }
+                    writer.body(inner, &mut code, 1)
+                })?;
                 for (var, _) in &chain {
-                    writer.loops.remove(var);
+                    writer.leave_loop(*var);
                 }
                 kernels.push(assemble(
                     &writer,
@@ -883,22 +576,18 @@ fn generate_body(
 
 /// The kernel of a fill or a margin fill, with an invocation per cell of its buffer; `None` for
 /// an empty buffer or another statement.
-fn fill_kernel(writer: &Writer, fill: &Stmt, statics: &[Symbol]) -> Option<Kernel> {
+fn fill_kernel(writer: &Writer<Wgsl>, fill: &Stmt, statics: &[Symbol]) -> Option<Kernel> {
     let routine = writer.routine;
     let mut code = String::new();
     let (Stmt::Fill { node, value } | Stmt::FillMargins { node, value }) = fill else {
         return None;
     };
     let info = &routine.nodes[node];
+    let literal = Wgsl.storage_literal(*value, info.precision);
     if matches!(fill, Stmt::Fill { .. }) {
-        writeln!(
-            code,
-            "  {node}[rc_id] = {};",
-            storage_literal(*value, info.precision)
-        )
-        .expect("writing to a string");
+        writeln!(code, "  {node}[rc_id] = {literal};").expect("writing to a string");
     } else {
-        code.push_str(&margin_store(routine, *node, *value, "rc_id", 1));
+        code.push_str(&margin_store(info, &literal, "rc_id", "  "));
     }
     let cells = info.buffer_len() as u64;
     (cells > 0).then(|| assemble(writer, statics, &code, cells, WORKGROUP, 1))
@@ -908,7 +597,7 @@ fn fill_kernel(writer: &Writer, fill: &Stmt, statics: &[Symbol]) -> Option<Kerne
 /// top-level locals kept in one-cell buffers, consecutive statements within the budget together,
 /// and a statement beyond it dispatched in chunks ([`schedule::chunked`]).
 fn serial_in_chunks(
-    writer: &mut Writer,
+    writer: &mut Writer<Wgsl>,
     run: &[Stmt],
     statics: &[Symbol],
     kernels: &mut Vec<Kernel>,
@@ -916,7 +605,7 @@ fn serial_in_chunks(
     let routine = writer.routine;
     for stmt in run {
         if let Stmt::Local { id, precision, .. } = stmt {
-            writer.spilled.insert(*id, *precision);
+            writer.spill(*id, *precision);
         }
     }
     let mut start = 0;
@@ -944,52 +633,56 @@ fn serial_in_chunks(
             continue;
         }
         let Some(plan) = schedule::chunked(routine, stmt) else {
-            return Err(error(format!(
-                "wgsl: routine {} has a serial statement of {} loop iterations that cannot be cut \
-                 into dispatches of at most {ITERATION_BUDGET}",
-                routine.name,
-                schedule::iterations(routine, std::slice::from_ref(stmt))
-            )));
+            return Err(error(
+                CodegenErrorKind::TooLarge,
+                format!(
+                    "wgsl: routine {} has a serial statement of {} loop iterations that cannot \
+                     be cut into dispatches of at most {ITERATION_BUDGET}",
+                    routine.name,
+                    schedule::iterations(routine, std::slice::from_ref(stmt))
+                ),
+            ));
         };
         if plan.dispatches > schedule::MAX_DISPATCHES {
-            return Err(error(format!(
-                "wgsl: routine {} has a serial statement needing {} dispatches, more than {}",
-                routine.name,
-                plan.dispatches,
-                schedule::MAX_DISPATCHES
-            )));
+            return Err(error(
+                CodegenErrorKind::TooLarge,
+                format!(
+                    "wgsl: routine {} has a serial statement needing {} dispatches, more than {}",
+                    routine.name,
+                    plan.dispatches,
+                    schedule::MAX_DISPATCHES
+                ),
+            ));
         }
         let mut code = String::from("  let rc_k = rc_chunk[0];\n");
         let mut stride = plan.dispatches / plan.chunks as u64;
         for (var, range) in &plan.outer {
             stride /= (*range).max(1) as u64;
-            writeln!(
-                code,
-                "  let {var}: i32 = (rc_k / {}i) % {range}i;",
-                stride * plan.chunks as u64
-            )
-            .expect("writing to a string");
-            writer.loops.insert(*var, *range);
+            let position = format!("(rc_k / {}i) % {range}i", stride * plan.chunks as u64);
+            let line = Wgsl.index_let(&var.to_string(), &position);
+            writeln!(code, "  {line}").expect("writing to a string");
+            writer.enter_loop(*var, *range);
         }
         let (var, per_chunk) = (plan.var, plan.per_chunk);
+        let end = format!("min(rc_first + {per_chunk}i, {}i)", plan.range);
         writeln!(
             code,
-            "  let rc_first = (rc_k % {}i) * {per_chunk}i;\n  for (var {var}: i32 = rc_first; {var} \
-             < min(rc_first + {per_chunk}i, {}i); {var}++) {{",
-            plan.chunks, plan.range
+            "  let rc_first = (rc_k % {}i) * {per_chunk}i;\n  {}",
+            plan.chunks,
+            Wgsl.loop_header(&var.to_string(), "rc_first", &end)
         )
         .expect("writing to a string");
-        writer.loops.insert(var, plan.range);
+        writer.enter_loop(var, plan.range);
         writer.body(plan.body, &mut code, 2)?;
         code.push_str("  }\n");
-        writer.loops.remove(&var);
+        writer.leave_loop(var);
         for (var, _) in &plan.outer {
-            writer.loops.remove(var);
+            writer.leave_loop(*var);
         }
         kernels.push(assemble(writer, statics, &code, 1, 1, plan.dispatches));
         start += 1;
     }
-    writer.spilled.clear();
+    writer.clear_spills();
     Ok(())
 }
 
@@ -1084,7 +777,7 @@ pub(crate) fn static_lets(statics: &[Symbol], code: &str) -> String {
 /// The kernel running `code` (which reads `rc_id`, its invocation's number) in `invocations`
 /// invocations, dispatched `dispatches` times in order (reading `rc_chunk`).
 fn assemble(
-    writer: &Writer,
+    writer: &Writer<Wgsl>,
     statics: &[Symbol],
     code: &str,
     invocations: u64,
@@ -1096,7 +789,7 @@ fn assemble(
     let (mut source, reads_statics) = header(routine, statics, code, &bindings);
     let mut next = bindings.len() + usize::from(reads_statics);
     let mut spills: Vec<LocalId> = writer
-        .spilled
+        .spilled()
         .keys()
         .copied()
         .filter(|id| code.contains(&format!("rc_{id}[")))
@@ -1106,7 +799,7 @@ fn assemble(
         writeln!(
             source,
             "@group(0) @binding({next}) var<storage, read_write> rc_{id}: array<{}>;",
-            compute_type(writer.spilled[id])
+            Wgsl.compute_type(writer.spilled()[id])
         )
         .expect("writing to a string");
         next += 1;

@@ -10,8 +10,10 @@
 
 use std::ffi::OsStr;
 
-use rcannl_backends::cc::{CompileError, Compiler};
-use rcannl_backends::{Backend, Executable, Interpreter, default_backend};
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{
+    Backend, CompileError, CompileErrorKind, Executable, Interpreter, default_backend,
+};
 use rcannl_ir::Routine;
 
 use crate::graph::{TensorError, error};
@@ -141,9 +143,10 @@ impl Backend for Refusal {
     }
 
     fn compile(&self, _: &Routine) -> Result<Box<dyn Executable>, CompileError> {
-        Err(CompileError {
-            message: self.why.clone(),
-        })
+        Err(CompileError::new(
+            CompileErrorKind::Unavailable,
+            self.why.clone(),
+        ))
     }
 }
 

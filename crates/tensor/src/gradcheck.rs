@@ -226,7 +226,7 @@ pub fn compare_gradients(
 mod tests {
     use std::collections::HashMap;
 
-    use rcannl_backends::cc::CompileError;
+    use rcannl_backends::CompileError;
     use rcannl_backends::interpreter::{RunError, run_routine};
     use rcannl_backends::{Buffers, Executable, Interpreter};
     use rcannl_ir::{Routine, Symbol};

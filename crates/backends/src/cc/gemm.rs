@@ -20,115 +20,22 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use half::f16;
-use rcannl_ir::optimize::gemm::flat_coefficients;
-use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, Precision, Routine, Symbol, Var};
+use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, PlanOperand, Precision, Routine, Symbol, Var};
 
 use super::{Target, pool};
 
-/// One operand as the product sees it: the flat offset's coefficient per loop, its constant, and
-/// the coefficient of each static index it reads.
-struct Operand {
-    coefficients: HashMap<LoopVar, i64>,
-    offset: i64,
-    statics: Vec<(Symbol, i64)>,
-}
+/// One operand as the product sees it.
+type Operand = PlanOperand;
 
-impl Operand {
-    fn new(index: &[Index], dims: &[usize]) -> Operand {
-        let mut coefficients = HashMap::new();
-        let mut statics = Vec::new();
-        let mut offset = 0i64;
-        let mut stride = 1i64;
-        for (axis, dim) in index.iter().zip(dims).rev() {
-            offset += axis.offset * stride;
-            stride *= *dim as i64;
-        }
-        for (var, c) in flat_coefficients(index, dims) {
-            match var {
-                Var::Loop(l) => {
-                    coefficients.insert(l, c);
-                }
-                Var::Static(s) => statics.push((s, c)),
-            }
-        }
-        Operand {
-            coefficients,
-            offset,
-            statics,
-        }
-    }
-
-    /// Where the operand starts, as the run's static index values (those of `order`) move it.
-    fn start(&self, order: &[Symbol]) -> Start {
-        Start {
-            offset: self.offset,
-            statics: self
-                .statics
-                .iter()
-                .filter_map(|(symbol, c)| Some((order.iter().position(|s| s == symbol)?, *c)))
-                .collect(),
-        }
-    }
-
-    fn coefficient(&self, var: LoopVar) -> i64 {
-        self.coefficients.get(&var).copied().unwrap_or(0)
-    }
-
-    /// The group's loops, taken in the given order (outermost first), as one dimension
-    /// `(stride, size)`, if their strides nest in that order.
-    fn merged(&self, group: &[(LoopVar, usize)]) -> Option<(isize, usize)> {
-        let Some(&(innermost, _)) = group.last() else {
-            return Some((0, 1));
-        };
-        for pair in group.windows(2) {
-            let ((outer, _), (inner, inner_range)) = (pair[0], pair[1]);
-            if self.coefficient(outer) != self.coefficient(inner) * inner_range as i64 {
-                return None;
-            }
-        }
-        Some((
-            self.coefficient(innermost) as isize,
-            group.iter().map(|(_, r)| r).product(),
-        ))
-    }
-
-    /// Whether the loops address each of the first `cells` cells exactly once.
-    fn covers(&self, loops: &[(LoopVar, usize)], cells: usize) -> bool {
-        let mut strides: Vec<(i64, usize)> = loops
+/// Where the operand starts, as the run's static index values (those of `order`) move it.
+fn start(operand: &Operand, order: &[Symbol]) -> Start {
+    Start {
+        offset: operand.constant,
+        statics: operand
+            .statics
             .iter()
-            .filter(|(_, range)| *range > 1)
-            .map(|&(var, range)| (self.coefficient(var), range))
-            .collect();
-        strides.sort_by_key(|(stride, _)| stride.unsigned_abs());
-        let mut next = 1i64;
-        for (stride, range) in strides {
-            if stride != next {
-                return false;
-            }
-            next *= range as i64;
-        }
-        self.offset == 0 && self.statics.is_empty() && next as usize == cells
-    }
-
-    /// Each loop's stride in this operand, with its range.
-    fn strides(&self, loops: &[(LoopVar, usize)]) -> Vec<(i64, usize)> {
-        loops
-            .iter()
-            .map(|&(var, range)| (self.coefficient(var), range))
-            .collect()
-    }
-
-    /// The flat offsets of every combination of the group's loops, row-major in the group's order.
-    fn offsets(&self, group: &[(LoopVar, usize)]) -> Vec<i64> {
-        let mut offsets = vec![0i64];
-        for &(var, range) in group {
-            let c = self.coefficient(var);
-            offsets = offsets
-                .iter()
-                .flat_map(|o| (0..range as i64).map(move |i| o + c * i))
-                .collect();
-        }
-        offsets
+            .filter_map(|(symbol, c)| Some((order.iter().position(|s| s == symbol)?, *c)))
+            .collect(),
     }
 }
 
@@ -449,7 +356,7 @@ impl Prepared {
             overwrite: plan.zero_first,
             a_dims,
             a_margins: plan.a_margins.clone(),
-            starts: [c.start(statics), a.start(statics), b.start(statics)],
+            starts: [start(&c, statics), start(&a, statics), start(&b, statics)],
             m,
             n,
             k,

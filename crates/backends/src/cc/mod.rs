@@ -4,15 +4,16 @@
 //! runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across the
 //! threads of a pool of our own (`pool`).
 
-pub mod cache;
 pub mod codegen;
 mod gemm;
+mod library;
 mod parts;
 mod pool;
 mod process;
 mod target;
 
 pub use gemm::F32Product;
+pub use library::libraries_load;
 pub use pool::kernel_threads;
 pub use process::DEFAULT_TIMEOUT;
 pub use target::{Target, cpu_extensions, cpu_levels};
@@ -26,34 +27,19 @@ use std::time::Duration;
 use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 
 use crate::Buffers;
-use crate::interpreter::RunError;
-use codegen::{CodegenError, Kernel, PRELUDE, Step, generate, generate_named};
+use crate::cache;
+use crate::error::{CompileError, CompileErrorKind, RunError, check_buffer, static_values};
+use codegen::{Kernel, PRELUDE, Step, generate, generate_named};
 use process::{CommandLine, TIMEOUT_VARIABLE};
 
-/// Why a routine cannot be compiled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompileError {
-    /// What failed, in words (what `Display` prints): no C compiler found, flags that target
-    /// another CPU, the compiler's output when it fails, or C that cannot be generated.
-    pub message: String,
+/// A failure of the toolchain: no compiler, flags for another CPU, the compiler's errors.
+fn toolchain(message: String) -> CompileError {
+    CompileError::new(CompileErrorKind::Toolchain, message)
 }
 
-impl std::fmt::Display for CompileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CompileError {}
-
-impl From<CodegenError> for CompileError {
-    fn from(e: CodegenError) -> CompileError {
-        CompileError { message: e.message }
-    }
-}
-
-fn compile_error(message: String) -> CompileError {
-    CompileError { message }
+/// A failure to load what was compiled.
+fn unloadable(message: String) -> CompileError {
+    CompileError::new(CompileErrorKind::Load, message)
 }
 
 impl crate::backend::Executable for CompiledRoutine {
@@ -132,11 +118,10 @@ impl Compiler {
             ),
             Some(Ok(Some(command))) => (command, format!("$CC is {:?}", cc.unwrap_or_default())),
             Some(Err(e)) => {
-                return Err(compile_error(format!("no C compiler found: $CC {e}")));
+                return Err(toolchain(format!("no C compiler found: $CC {e}")));
             }
         };
-        let not_found =
-            |why: String| compile_error(format!("no C compiler found ({tried}): {why}"));
+        let not_found = |why: String| toolchain(format!("no C compiler found ({tried}): {why}"));
         let version = command.run(&["--version"], timeout).map_err(not_found)?;
         if !version.status.success() {
             return Err(not_found(
@@ -198,8 +183,7 @@ impl Compiler {
     /// What code this compiler makes with these flags (asked of the compiler once per process).
     /// An error if the compiler rejects the flags.
     pub fn target(&self) -> Result<Target, CompileError> {
-        target::query(&self.command, &self.flags, &REQUIRED_FLAGS, self.timeout)
-            .map_err(compile_error)
+        target::query(&self.command, &self.flags, &REQUIRED_FLAGS, self.timeout).map_err(toolchain)
     }
 
     /// The target, checked against this CPU: an error naming the extensions the flags enable
@@ -208,7 +192,7 @@ impl Compiler {
         let target = self.target()?;
         let missing = target.missing_on_this_cpu();
         if !missing.is_empty() {
-            return Err(compile_error(format!(
+            return Err(toolchain(format!(
                 "{} with {} generates instructions this CPU lacks ({}): the code would stop \
                  on an illegal instruction; choose other flags (RCANNL_CFLAGS), such as \
                  -march={}",
@@ -261,7 +245,7 @@ impl Compiler {
         parts.extend(REQUIRED_FLAGS.map(str::as_bytes));
         parts.push(source.as_bytes());
         let key = cache::key(&parts);
-        let (library, from_cache) = cache::load(
+        let (library, from_cache) = library::load(
             &self.cache_dir,
             self.cache_max_bytes,
             &key,
@@ -296,7 +280,7 @@ impl Compiler {
                     let function: KernelFn = unsafe {
                         *library
                             .get::<KernelFn>(kernel.name.as_bytes())
-                            .map_err(|e| compile_error(format!("no kernel {}: {e}", kernel.name)))?
+                            .map_err(|e| unloadable(format!("no kernel {}: {e}", kernel.name)))?
                     };
                     Loaded::Kernel(function, kernel)
                 }
@@ -317,7 +301,6 @@ impl Compiler {
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
-            statics: generated.statics,
             source: generated.source,
             from_cache,
         })
@@ -327,7 +310,7 @@ impl Compiler {
     /// matrix product [`F32Product::choose`] picks for the target, this CPU and the override.
     fn products(&self) -> Result<(Option<Arc<libloading::Library>>, gemm::Native), CompileError> {
         let (library, _) = self.load(include_str!("products.c"))?;
-        let missing = |name: &str, e: libloading::Error| compile_error(format!("no {name}: {e}"));
+        let missing = |name: &str, e: libloading::Error| unloadable(format!("no {name}: {e}"));
         // SAFETY: `products.c` defines these functions with exactly these signatures.
         let native = unsafe {
             let available = *library
@@ -339,7 +322,7 @@ impl Compiler {
                 available() != 0,
                 self.f32_product,
             )
-            .map_err(compile_error)?;
+            .map_err(toolchain)?;
             let sgemm = match f32_product {
                 F32Product::Avx512 => Some(b"rc_sgemm".as_slice()),
                 F32Product::Avx2 => Some(b"rc_sgemm_avx2".as_slice()),
@@ -385,13 +368,13 @@ impl Compiler {
     /// is cut into one translation unit per kernel thread (`parts`), compiled at once and linked.
     fn build(&self, c_file: &Path, library: &Path) -> Result<(), CompileError> {
         let source = std::fs::read_to_string(c_file)
-            .map_err(|e| compile_error(format!("cannot read back {}: {e}", c_file.display())))?;
+            .map_err(|e| toolchain(format!("cannot read back {}: {e}", c_file.display())))?;
         let Some(units) = parts::split(&source, kernel_threads()) else {
             return self.run_compiler(&[c_file.as_os_str()], library, true);
         };
         // Named after the library being built, `.partial` giving way to `<part>.c` and
         // `<part>.o`: the cache's listing knows these names as a build's temporaries.
-        let paths = Leftovers(
+        let paths = cache::Leftovers(
             (0..units.len())
                 .flat_map(|i| ["c", "o"].map(|ext| library.with_extension(format!("{i}.{ext}"))))
                 .collect(),
@@ -400,7 +383,7 @@ impl Compiler {
             paths.0.chunks(2).map(|pair| (&pair[0], &pair[1])).collect();
         for ((c_path, _), unit) in pairs.iter().zip(&units) {
             std::fs::write(c_path, unit)
-                .map_err(|e| compile_error(format!("cannot write {}: {e}", c_path.display())))?;
+                .map_err(|e| toolchain(format!("cannot write {}: {e}", c_path.display())))?;
         }
         std::thread::scope(|scope| {
             let runs: Vec<_> = pairs
@@ -439,27 +422,13 @@ impl Compiler {
         if linking {
             args.push(OsStr::new("-lm"));
         }
-        let finished = self
-            .command
-            .run(&args, self.timeout)
-            .map_err(compile_error)?;
+        let finished = self.command.run(&args, self.timeout).map_err(toolchain)?;
         if !finished.status.success() {
-            return Err(compile_error(
+            return Err(toolchain(
                 finished.failure(&format!("{} on the generated C", self.command)),
             ));
         }
         Ok(())
-    }
-}
-
-/// Files removed, if they exist, when this is dropped: one build's translation units.
-struct Leftovers(Vec<PathBuf>);
-
-impl Drop for Leftovers {
-    fn drop(&mut self) {
-        for path in &self.0 {
-            let _ = std::fs::remove_file(path);
-        }
     }
 }
 
@@ -532,23 +501,10 @@ pub struct CompiledRoutine {
     splits: bool,
     routine: Routine,
     buffers: Vec<NodeId>,
-    statics: Vec<Symbol>,
     /// The generated C.
     pub source: String,
     /// Whether the library came from the cache (nothing was compiled).
     pub from_cache: bool,
-}
-
-/// Whether the buffers of `a` and `b` have the same dims (each axis widened by its margins),
-/// compared without building them: this runs for every buffer of every run.
-fn same_buffer_dims(a: &rcannl_ir::TensorNode, b: &rcannl_ir::TensorNode) -> bool {
-    fn widened(node: &rcannl_ir::TensorNode) -> impl Iterator<Item = usize> + '_ {
-        node.dims
-            .iter()
-            .zip(&node.padding)
-            .map(|(dim, (before, after))| dim + before + after)
-    }
-    a.dims.len() == b.dims.len() && widened(a).eq(widened(b))
 }
 
 /// Buffer pointers handed to kernels on several threads.
@@ -604,26 +560,11 @@ impl CompiledRoutine {
         threads: usize,
     ) -> Result<(), RunError> {
         let threads = threads.max(1);
-        let static_values = self.static_values(statics)?;
+        let static_values = static_values(&self.routine, statics)?;
         buffers.hand_to_host()?;
         let mut pointers = Vec::with_capacity(self.buffers.len());
         for id in &self.buffers {
-            let expected = &self.routine.nodes[id];
-            let given = buffers.node(*id)?;
-            if given.precision != expected.precision || !same_buffer_dims(given, expected) {
-                return Err(RunError {
-                    message: format!(
-                        "routine {}: the buffer of {id} '{}' is {} {:?}, the routine was compiled \
-                         for {} {:?}",
-                        self.routine.name,
-                        expected.label,
-                        given.precision,
-                        given.buffer_dims(),
-                        expected.precision,
-                        expected.buffer_dims()
-                    ),
-                });
-            }
+            check_buffer(&self.routine, *id, buffers.node(*id)?)?;
             pointers.push(buffers.storage_mut(*id)?.as_mut_ptr());
         }
         let pointers = Pointers(&pointers);
@@ -674,31 +615,5 @@ impl CompiledRoutine {
         let threads = if self.splits { threads } else { 1 };
         pool::with_team(threads, run_steps);
         Ok(())
-    }
-
-    fn static_values(&self, given: &HashMap<Symbol, i64>) -> Result<Vec<i64>, RunError> {
-        self.statics
-            .iter()
-            .map(|symbol| {
-                let range = self.routine.statics[symbol];
-                match given.get(symbol) {
-                    Some(value) if (0..range as i64).contains(value) => Ok(*value),
-                    Some(value) => Err(RunError {
-                        message: format!(
-                            "routine {}: {} is {value}, outside 0..{range}",
-                            self.routine.name,
-                            self.routine.static_name(*symbol)
-                        ),
-                    }),
-                    None => Err(RunError {
-                        message: format!(
-                            "routine {}: no value given for {}",
-                            self.routine.name,
-                            self.routine.static_name(*symbol)
-                        ),
-                    }),
-                }
-            })
-            .collect()
     }
 }

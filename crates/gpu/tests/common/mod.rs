@@ -2,7 +2,7 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
-use rcannl_backends::cc::CompileError;
+use rcannl_backends::CompileError;
 use rcannl_backends::{Backend, Executable};
 use rcannl_gpu::Gpu;
 use rcannl_gpu::wgsl::{DeviceFeatures, check_precisions};
@@ -46,12 +46,10 @@ impl Backend for OnDevice {
         if routine.name != "init"
             && let Err(e) = check_precisions(routine, features)
         {
-            return Err(CompileError {
-                message: format!(
-                    "routine {} would run on the host, not on the GPU: {e}",
-                    routine.name
-                ),
-            });
+            return Err(CompileError::from(e).context(format_args!(
+                "routine {} would run on the host, not on the GPU",
+                routine.name
+            )));
         }
         self.0.compile(routine)
     }

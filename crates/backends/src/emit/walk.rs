@@ -1,0 +1,534 @@
+//! The walk over statements and expressions every target shares: offsets and their bounds
+//! proofs, reads and conversions, stores, lookups and scatters, loops and locals.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use rcannl_ir::{
+    Binop, Index, Kind, LocalId, Lookup, LoopVar, NodeId, Precision, Routine, Scalar, Stmt, Ternop,
+    Unop, Value,
+};
+
+use super::coalesce::{Loop, coalescible, summed_local};
+use super::{CodegenError, CodegenErrorKind, Dialect, ops, var_name};
+use crate::nests::index_bounds;
+
+/// What the generator knows of the routine while it writes statements in dialect `D`.
+#[derive(Debug)]
+pub struct Writer<'a, D> {
+    /// The routine being written.
+    pub routine: &'a Routine,
+    /// How the target spells what is written.
+    pub dialect: &'a D,
+    /// The locals declared around the statement being written.
+    locals: HashMap<LocalId, Precision>,
+    /// Locals kept in one-cell buffers (`rc_v3[0]`) rather than registers.
+    spilled: HashMap<LocalId, Precision>,
+    /// The ranges of the loops around the statement being written.
+    loops: HashMap<LoopVar, usize>,
+    /// Whether accesses are checked against their axes; off while writing a coalesced chain,
+    /// whose accesses were checked on the nest as written.
+    checking: bool,
+}
+
+impl<'a, D: Dialect> Writer<'a, D> {
+    /// A writer of `routine`'s statements in `dialect`, outside every loop.
+    pub fn new(routine: &'a Routine, dialect: &'a D) -> Writer<'a, D> {
+        Writer {
+            routine,
+            dialect,
+            locals: HashMap::new(),
+            spilled: HashMap::new(),
+            loops: HashMap::new(),
+            checking: true,
+        }
+    }
+
+    fn error(&self, kind: CodegenErrorKind, message: impl std::fmt::Display) -> CodegenError {
+        CodegenError::new(kind, format!("{}: {message}", self.dialect.name()))
+    }
+
+    /// Statements written from here on lie inside the loop of `var` over `range`.
+    pub fn enter_loop(&mut self, var: LoopVar, range: usize) {
+        self.loops.insert(var, range);
+    }
+
+    /// Statements written from here on lie outside the loop of `var`.
+    pub fn leave_loop(&mut self, var: LoopVar) {
+        self.loops.remove(&var);
+    }
+
+    /// Runs `write`, then forgets the locals it declared: they live until the end of the code
+    /// `write` writes.
+    pub fn scoped<R>(&mut self, write: impl FnOnce(&mut Self) -> R) -> R {
+        let outer = self.locals.clone();
+        let result = write(self);
+        self.locals = outer;
+        result
+    }
+
+    /// Keeps local `id` of `precision` in a one-cell buffer `rc_{id}` from now on, so that
+    /// statements written into different kernels share it.
+    pub fn spill(&mut self, id: LocalId, precision: Precision) {
+        self.spilled.insert(id, precision);
+    }
+
+    /// The locals kept in one-cell buffers, with their precisions.
+    pub fn spilled(&self) -> &HashMap<LocalId, Precision> {
+        &self.spilled
+    }
+
+    /// Keeps every local in registers again.
+    pub fn clear_spills(&mut self) {
+        self.spilled.clear();
+    }
+
+    /// Checks the bounds of every access of `stmts` as if writing them, writing nothing.
+    pub fn check(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+        self.body(stmts, &mut String::new(), 0)
+    }
+
+    fn precision(&self, node: NodeId) -> Result<Precision, CodegenError> {
+        self.routine
+            .nodes
+            .get(&node)
+            .map(|n| n.precision)
+            .ok_or_else(|| self.error(CodegenErrorKind::Malformed, format!("unknown node {node}")))
+    }
+
+    /// A position, in the dialect's arithmetic.
+    pub fn index_expr(&self, index: &Index) -> String {
+        let mut parts: Vec<String> = index
+            .terms
+            .iter()
+            .map(|(c, var)| match c {
+                1 => var_name(*var),
+                c => format!("{}*{}", self.dialect.index_constant(*c), var_name(*var)),
+            })
+            .collect();
+        if index.offset != 0 || parts.is_empty() {
+            parts.push(self.dialect.index_constant(index.offset));
+        }
+        format!("({})", parts.join(" + "))
+    }
+
+    /// A literal of the compute type of `precision` for the constant `c`, as the interpreter
+    /// reads a constant in that kind.
+    pub fn literal(&self, c: f64, precision: Precision) -> String {
+        match Value::Float(c).to_kind(precision.kind(), Precision::I64) {
+            Value::Float(x) => self.dialect.float_literal(x, precision),
+            Value::Int(i) => self.dialect.int_literal(i),
+            Value::Word(w) => self.dialect.word_literal(w),
+        }
+    }
+
+    /// The row-major flat offset of `index` in `node`'s buffer, every position checked against
+    /// its axis.
+    fn offset(&self, node: NodeId, index: &[Index]) -> Result<String, CodegenError> {
+        let info = &self.routine.nodes[&node];
+        let dims = info.buffer_dims();
+        if dims.len() != index.len() {
+            return Err(self.error(
+                CodegenErrorKind::Malformed,
+                format!(
+                    "{node} '{}' has {} axes, indexed with {}",
+                    info.label,
+                    dims.len(),
+                    index.len()
+                ),
+            ));
+        }
+        let mut offset = String::new();
+        for (axis, (position, dim)) in index.iter().zip(&dims).enumerate() {
+            if let Some((low, high)) = self.bounds(position)?
+                && (low < 0 || (self.checking && high >= *dim as i128))
+            {
+                return Err(self.error(
+                    CodegenErrorKind::OutOfBounds,
+                    format!(
+                        "{node} '{}' is addressed at {low}..={high} on axis {axis}, outside its \
+                         buffer of {dim}",
+                        info.label
+                    ),
+                ));
+            }
+            offset = if axis == 0 {
+                self.index_expr(position)
+            } else {
+                format!(
+                    "({offset}*{} + {})",
+                    self.dialect.size(*dim),
+                    self.index_expr(position)
+                )
+            };
+        }
+        Ok(if offset.is_empty() {
+            self.dialect.size(0)
+        } else {
+            offset
+        })
+    }
+
+    /// The flat offset of the cell `lookup`'s id selects (the axis's first cell where it selects
+    /// none), and the condition that it selects one. Every cell of the axis is checked here, so
+    /// that whatever the data holds, the access stays inside the buffer.
+    fn lookup_offset(&self, lookup: &Lookup) -> Result<(String, String), CodegenError> {
+        let node = lookup.node;
+        let info = self.routine.nodes.get(&node).ok_or_else(|| {
+            self.error(
+                CodegenErrorKind::Malformed,
+                format!("the routine reads {node}, which it does not declare"),
+            )
+        })?;
+        let Some(last) = lookup.last_cell() else {
+            return Err(self.error(
+                CodegenErrorKind::Malformed,
+                format!(
+                    "a lookup into {node} '{}' selects along axis {}, which it lacks",
+                    info.label, lookup.axis
+                ),
+            ));
+        };
+        let stride = lookup.stride(&info.buffer_dims());
+        let base = self.offset(node, &lookup.index)?;
+        self.offset(node, &last)?;
+        let id = self.expr(&lookup.id, self.dialect.condition_precision())?;
+        let size = self.dialect.size(lookup.size);
+        Ok((
+            format!(
+                "({base} + rc_row({id}, {size})*{})",
+                self.dialect.size(stride)
+            ),
+            format!("rc_row_ok({id}, {size})"),
+        ))
+    }
+
+    /// [`index_bounds`] under the loops around the statement being written.
+    fn bounds(&self, index: &Index) -> Result<Option<(i128, i128)>, CodegenError> {
+        index_bounds(index, &self.loops, &self.routine.statics)
+            .map_err(|e| self.error(CodegenErrorKind::TooLarge, e))
+    }
+
+    fn on_words(&self, op: impl std::fmt::Display) -> CodegenError {
+        self.error(
+            CodegenErrorKind::Unsupported,
+            format!("{op} is not defined on 128-bit words"),
+        )
+    }
+
+    /// `scalar` computed in the kind of `precision`, in the compute type of `precision`.
+    pub fn expr(&self, scalar: &Scalar, precision: Precision) -> Result<String, CodegenError> {
+        let d = self.dialect;
+        let kind = precision.kind();
+        Ok(match scalar {
+            Scalar::Const(c) => self.literal(*c, precision),
+            Scalar::Get(node, index) => {
+                let from = self.precision(*node)?;
+                let cell = format!("{node}[{}]", self.offset(*node, index)?);
+                d.convert(&d.loaded(&cell, from), from, precision)
+            }
+            Scalar::Lookup(lookup) => {
+                let from = self.precision(lookup.node)?;
+                let (offset, ok) = self.lookup_offset(lookup)?;
+                let cell = format!("{}[{offset}]", lookup.node);
+                d.blend(
+                    precision,
+                    &ok,
+                    &d.convert(&d.loaded(&cell, from), from, precision),
+                    &self.literal(0.0, precision),
+                )
+            }
+            Scalar::Embed(index) => d.convert(
+                &d.position_value(&self.index_expr(index)),
+                Precision::U32,
+                precision,
+            ),
+            Scalar::Local(id) => {
+                if let Some(from) = self.spilled.get(id) {
+                    return Ok(d.convert(&format!("rc_{id}[0]"), *from, precision));
+                }
+                let from = *self.locals.get(id).ok_or_else(|| {
+                    self.error(
+                        CodegenErrorKind::Malformed,
+                        format!("{id} is read before it is declared"),
+                    )
+                })?;
+                d.convert(&id.to_string(), from, precision)
+            }
+            Scalar::Unop(Unop::Uint4x32ToPrecUniform1, x) => {
+                let word = self.expr(x, Precision::Uint4x32)?;
+                d.uniform(precision, &word, 0)
+            }
+            Scalar::Unop(op, x) => {
+                let x = self.expr(x, precision)?;
+                match kind {
+                    Kind::Float => ops::float_unop(d, *op, &x, precision),
+                    Kind::Int => ops::int_unop(d, *op, &x, precision),
+                    Kind::Word if *op == Unop::Identity => x,
+                    Kind::Word => return Err(self.on_words(op)),
+                }
+            }
+            Scalar::Binop(Binop::Pow, base, exponent) if kind == Kind::Float => {
+                if let Scalar::Const(c) = **exponent
+                    && let Some(power) =
+                        d.constant_power(&self.expr(base, precision)?, c, precision)
+                {
+                    return Ok(power);
+                }
+                let (a, b) = (self.expr(base, precision)?, self.expr(exponent, precision)?);
+                ops::float_binop(d, Binop::Pow, &a, &b, precision)
+            }
+            Scalar::Binop(op, a, b) => {
+                let (a, b) = (self.expr(a, precision)?, self.expr(b, precision)?);
+                match (kind, op) {
+                    (_, Binop::Arg1) => a,
+                    (_, Binop::Arg2) => b,
+                    (Kind::Word, Binop::Threefry4x32) => d.threefry(&a, &b, 20),
+                    (Kind::Word, Binop::Threefry4x32Light) => d.threefry(&a, &b, 2),
+                    (_, Binop::Threefry4x32 | Binop::Threefry4x32Light) => {
+                        return Err(self.error(
+                            CodegenErrorKind::Unsupported,
+                            format!(
+                                "threefry4x32 yields 128-bit words; a {precision} value cannot \
+                                 hold one"
+                            ),
+                        ));
+                    }
+                    (Kind::Float, op) => ops::float_binop(d, *op, &a, &b, precision),
+                    (Kind::Int, op) => ops::int_binop(d, *op, &a, &b),
+                    (Kind::Word, op) => return Err(self.on_words(op)),
+                }
+            }
+            Scalar::Ternop(Ternop::Where, condition, then, otherwise) => {
+                let condition = self.expr(condition, d.condition_precision())?;
+                d.blend(
+                    precision,
+                    &d.truth(&condition),
+                    &self.expr(then, precision)?,
+                    &self.expr(otherwise, precision)?,
+                )
+            }
+            Scalar::Ternop(op, a, b, c) => {
+                let (a, b, c) = (
+                    self.expr(a, precision)?,
+                    self.expr(b, precision)?,
+                    self.expr(c, precision)?,
+                );
+                match kind {
+                    Kind::Float | Kind::Int => ops::ternop(d, *op, &a, &b, &c, precision),
+                    Kind::Word => return Err(self.on_words(op)),
+                }
+            }
+        })
+    }
+
+    /// Writes `stmt` into `out`, indented `depth` levels.
+    pub fn stmt(
+        &mut self,
+        stmt: &Stmt,
+        out: &mut String,
+        depth: usize,
+    ) -> Result<(), CodegenError> {
+        let d = self.dialect;
+        let pad = "  ".repeat(depth);
+        match stmt {
+            Stmt::For { var, range, body } => {
+                if d.coalesces_loops()
+                    && let Some((chain, inner)) = coalescible(self.routine, *var, *range, body)
+                {
+                    return self.coalesced(&chain, inner, out, depth);
+                }
+                if let Some(hint) = summed_local(body, &self.locals).and_then(|id| d.sum_hint(id)) {
+                    writeln!(out, "{pad}{hint}").expect("writing to a string");
+                }
+                let header = d.loop_header(&var.to_string(), &d.size(0), &d.size(*range));
+                writeln!(out, "{pad}{header}").expect("writing to a string");
+                self.enter_loop(*var, *range);
+                self.body(body, out, depth + 1)?;
+                self.leave_loop(*var);
+                writeln!(out, "{pad}}}").expect("writing to a string");
+            }
+            Stmt::Set { node, index, value } => {
+                let precision = self.precision(*node)?;
+                let value = self.expr(value, precision)?;
+                writeln!(
+                    out,
+                    "{pad}{node}[{}] = {};",
+                    self.offset(*node, index)?,
+                    d.stored(&value, precision)
+                )
+                .expect("writing to a string");
+            }
+            Stmt::SetVec {
+                node,
+                offset,
+                op,
+                arg,
+            } => {
+                let info = &self.routine.nodes[node];
+                let precision = info.precision;
+                let word = self.expr(arg, Precision::Uint4x32)?;
+                // Cells past the end are skipped at run time; none may lie before the start.
+                if self.bounds(offset)?.is_some_and(|(low, _)| low < 0) {
+                    return Err(self.error(
+                        CodegenErrorKind::OutOfBounds,
+                        format!(
+                            "a vector store into {node} '{}' starts before its buffer",
+                            info.label
+                        ),
+                    ));
+                }
+                // Cells past the end are skipped, each store guarded.
+                let constants = [
+                    ("w", d.compute_type(Precision::Uint4x32), word),
+                    ("o", d.index_type(), self.index_expr(offset)),
+                ];
+                out.push_str(&d.open_block(&pad, &constants));
+                let len = d.size(info.buffer_len());
+                for k in 0..op.length(precision) {
+                    let value = d.stored(&d.uniform(precision, "w", k), precision);
+                    let k = d.size(k);
+                    let store = format!("{node}[o + {k}] = {value};");
+                    let guarded = d.guarded(&format!("o + {k} < {len}"), &store);
+                    writeln!(out, "{pad}  {guarded}").expect("writing to a string");
+                }
+                writeln!(out, "{pad}}}").expect("writing to a string");
+            }
+            Stmt::Fill { node, value } => {
+                let info = &self.routine.nodes[node];
+                let literal = d.storage_literal(*value, info.precision);
+                out.push_str(&d.fill(&pad, *node, info.buffer_len(), &literal));
+            }
+            Stmt::FillMargins { node, value } => {
+                let info = &self.routine.nodes[node];
+                let literal = d.storage_literal(*value, info.precision);
+                out.push_str(&d.fill_margins(&pad, info, &literal));
+            }
+            Stmt::Local {
+                id,
+                precision,
+                value,
+            } => {
+                let value = d.round_to(&self.expr(value, *precision)?, *precision);
+                if self.spilled.contains_key(id) {
+                    writeln!(out, "{pad}rc_{id}[0] = {value};").expect("writing to a string");
+                } else {
+                    out.push_str(&pad);
+                    out.push_str(&d.local_decl(*id, *precision, &value));
+                    self.locals.insert(*id, *precision);
+                }
+            }
+            Stmt::SetLocal { id, value } => {
+                let (name, precision) = match self.spilled.get(id) {
+                    Some(&precision) => (format!("rc_{id}[0]"), precision),
+                    None => {
+                        let precision = *self.locals.get(id).ok_or_else(|| {
+                            self.error(
+                                CodegenErrorKind::Malformed,
+                                format!("{id} is set before it is declared"),
+                            )
+                        })?;
+                        (id.to_string(), precision)
+                    }
+                };
+                let value = self.expr(value, precision)?;
+                writeln!(out, "{pad}{name} = {};", d.round_to(&value, precision))
+                    .expect("writing to a string");
+            }
+            Stmt::ScatterAdd { target, value } => {
+                let node = target.node;
+                let precision = self.precision(node)?;
+                let (offset, ok) = self.lookup_offset(target)?;
+                let value = self.expr(value, precision)?;
+                let old = d.convert(
+                    &d.loaded(&format!("{node}[o]"), precision),
+                    precision,
+                    precision,
+                );
+                let sum = match precision.kind() {
+                    Kind::Float => ops::float_binop(d, Binop::Add, &old, &value, precision),
+                    Kind::Int => ops::int_binop(d, Binop::Add, &old, &value),
+                    Kind::Word => {
+                        return Err(self.error(
+                            CodegenErrorKind::Unsupported,
+                            format!("a scatter into {node} adds, which 128-bit words do not"),
+                        ));
+                    }
+                };
+                // Where the id selects no cell, the axis's first cell gets its own value back:
+                // the store happens whatever the data, and changes nothing there.
+                let stored = d.stored(&d.blend(precision, &ok, &sum, &old), precision);
+                out.push_str(&d.scatter_store(&pad, node, &offset, &stored));
+            }
+            Stmt::Gemm { nest, .. } => {
+                // A product inside other statements runs as the nest it stands for.
+                self.body(nest, out, depth)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `body`; the locals it declares live until its end.
+    pub fn body(
+        &mut self,
+        body: &[Stmt],
+        out: &mut String,
+        depth: usize,
+    ) -> Result<(), CodegenError> {
+        self.scoped(|writer| {
+            for stmt in body {
+                writer.stmt(stmt, out, depth)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes `chain` (loops from outermost, each holding only the next) as one loop over the
+    /// innermost variable, running over every cell of the chain, the outer variables 0: every
+    /// index then addresses what it did (see [`coalescible`]). Accesses are checked on the nest
+    /// as written first.
+    fn coalesced(
+        &mut self,
+        chain: &[Loop],
+        inner: &[Stmt],
+        out: &mut String,
+        depth: usize,
+    ) -> Result<(), CodegenError> {
+        let d = self.dialect;
+        for &(var, range) in chain {
+            self.enter_loop(var, range);
+        }
+        let checked = self.body(inner, &mut String::new(), depth + 1);
+        let (last, _) = *chain.last().expect("a chain of two or more");
+        let total = chain
+            .iter()
+            .map(|(_, range)| *range)
+            .fold(1usize, usize::saturating_mul);
+        let pad = "  ".repeat(depth);
+        if let Some(hint) = checked
+            .as_ref()
+            .ok()
+            .and_then(|()| summed_local(inner, &self.locals))
+            .and_then(|id| d.sum_hint(id))
+        {
+            writeln!(out, "{pad}{hint}").expect("writing to a string");
+        }
+        let header = d.loop_header(&last.to_string(), &d.size(0), &d.size(total));
+        writeln!(out, "{pad}{header}").expect("writing to a string");
+        for &(var, _) in &chain[..chain.len() - 1] {
+            let fixed = d.index_let(&var.to_string(), &d.size(0));
+            writeln!(out, "{pad}  {fixed}").expect("writing to a string");
+            self.enter_loop(var, 1);
+        }
+        self.enter_loop(last, total);
+        let checking = std::mem::replace(&mut self.checking, false);
+        let written = checked.and_then(|()| self.body(inner, out, depth + 1));
+        self.checking = checking;
+        for &(var, _) in chain {
+            self.leave_loop(var);
+        }
+        written?;
+        writeln!(out, "{pad}}}").expect("writing to a string");
+        Ok(())
+    }
+}
