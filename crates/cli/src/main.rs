@@ -8,6 +8,10 @@
 //! and values of one), `npy` (`.npy` files), `labels` (naming iterators after the spec's labels),
 //! `result_size` (refusing a result too large to make) and `report` (output and errors). `cache`
 //! shows and empties the folder compiled kernels are kept in.
+//!
+//! Features (both default): `gpu` gives `--backend gpu` (without it, choosing the GPU is an
+//! error saying so), `plot` builds rcannl-nn's plots; `--no-default-features` builds the tool
+//! without wgpu and plotters.
 
 mod cache;
 mod captures;

@@ -63,8 +63,8 @@ pub struct OpArgs {
     /// Where the routine runs: cc (generated C; the default when a C compiler runs), interp
     /// (the reference interpreter) or gpu (WGSL compute shaders on Vulkan, Metal or DX12; it
     /// computes in float32, float16 where the device offers it, int32 and uint32: pass --dtype
-    /// float32 for float64 inputs). Without the flag, RCANNL_BACKEND chooses, as for every
-    /// context.
+    /// float32 for float64 inputs; an error in a build without the `gpu` feature). Without the
+    /// flag, RCANNL_BACKEND chooses, as for every context.
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
 

@@ -3,7 +3,8 @@
 //! absent, and a backend that names nothing or cannot be had is an error (status 1) saying why.
 //!
 //! The tests that run on the GPU print one line and return when there is no GPU adapter, unless
-//! `RCANNL_REQUIRE_GPU` is set.
+//! `RCANNL_REQUIRE_GPU` is set. Built without the `gpu` feature (`.ci/run` does so), the GPU is
+//! never present, and choosing it must be an error naming the feature.
 
 mod common;
 
@@ -286,7 +287,7 @@ fn an_unknown_backend_variable_is_a_usage_error_listing_the_accepted_ones() {
 
 /// Without a Vulkan driver (the loader pointed at none), asking for the GPU is an error saying
 /// what was looked for, by flag and by variable alike, never a quiet run elsewhere.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "gpu"))]
 #[test]
 fn the_gpu_without_an_adapter_is_an_error_saying_what_was_looked_for() {
     let without_driver = |variable: Option<&str>, args: &[&str]| {
@@ -322,4 +323,58 @@ fn the_gpu_without_an_adapter_is_an_error_saying_what_was_looked_for() {
             "{message}"
         );
     }
+}
+
+/// In a build without the `gpu` feature, asking for the GPU by flag, by variable or through the
+/// library is an error saying that the build lacks the feature and how to get it, never a run
+/// on another backend.
+#[cfg(not(feature = "gpu"))]
+#[test]
+fn the_gpu_in_a_build_without_the_gpu_feature_is_an_error_naming_the_feature() {
+    let names_the_feature = |message: &str| {
+        message.contains("made without the `gpu` cargo feature")
+            && message.contains("--features gpu")
+    };
+    let problem = ["i=>", "range:3", "--dtype", "float32"];
+    let flagged = rcannl(&[&["einsum"][..], &problem, &["--json", "--backend", "gpu"]].concat());
+    let chosen =
+        rcannl_with_backend_variable("gpu", &[&["einsum"][..], &problem, &["--json"]].concat());
+    for (output, prefix) in [
+        (flagged, "--backend gpu: "),
+        (chosen, "RCANNL_BACKEND=gpu: "),
+    ] {
+        assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+        let error: Value = serde_json::from_str(&stdout(&output)).expect("one JSON error");
+        assert_eq!(error["error"]["kind"], "run");
+        let message = error["error"]["message"].as_str().expect("a message");
+        assert!(
+            message.starts_with(prefix) && names_the_feature(message),
+            "{message}"
+        );
+    }
+    let explained = rcannl(&[&["explain"][..], &problem, &["--backend", "gpu"]].concat());
+    assert_eq!(explained.status.code(), Some(1), "{}", stdout(&explained));
+    assert!(stdout(&explained).is_empty(), "{}", stdout(&explained));
+    let err = stderr(&explained);
+    assert!(
+        err.starts_with("error: --backend gpu: ") && names_the_feature(&err),
+        "{err}"
+    );
+    let library = rcannl_tensor::BackendChoice::Gpu
+        .backend()
+        .map(|b| b.name());
+    assert!(
+        library
+            .as_ref()
+            .is_err_and(|e| names_the_feature(&e.message)),
+        "{library:?}"
+    );
+    let chosen =
+        rcannl_tensor::backend_choice::backend_for_setting(Some("gpu".as_ref())).map(|b| b.name());
+    assert!(
+        chosen.as_ref().is_err_and(
+            |e| e.message.starts_with("RCANNL_BACKEND=gpu: ") && names_the_feature(&e.message)
+        ),
+        "{chosen:?}"
+    );
 }

@@ -13,6 +13,14 @@
 //! written whole or not at all and read within their length, `data` generated data sets,
 //! `distributed` data-parallel training over MPI (with the `mpi` feature), and `plot` PNG plots
 //! (a loss curve, decision regions).
+//!
+//! # Features
+//!
+//! - `plot` (default): the `plot` module, drawn with plotters. Without it the module is absent,
+//!   and no plotting library is built.
+//! - `gpu` (default): the GPU backend of `rcannl-tensor` (`RCANNL_BACKEND=gpu`); without it,
+//!   choosing the GPU is an error saying that this build has none.
+//! - `mpi`: the `distributed` module (needs an MPI library and libclang).
 
 #![warn(missing_docs)]
 
@@ -31,6 +39,7 @@ pub mod loss;
 pub mod metrics;
 pub mod norm;
 pub mod optim;
+#[cfg(feature = "plot")]
 pub mod plot;
 pub mod position;
 pub mod train;

@@ -85,7 +85,17 @@
 //! | [`spec`], [`shape`] | `rcannl-shape` | the einsum notation; shape and projection inference |
 //! | [`ir`] | `rcannl-ir` | precisions, assignments, loops and their optimization |
 //! | [`backends`] | `rcannl-backends` | the interpreter and the C backend |
-//! | [`gpu`] | `rcannl-gpu` | the GPU backend (WGSL on wgpu) |
+//! | [`gpu`] | `rcannl-gpu` | the GPU backend (WGSL on wgpu; feature `gpu`) |
+//!
+//! # Features
+//!
+//! Both on by default; `default-features = false` leaves out their dependencies:
+//!
+//! - `gpu`: the GPU backend, through wgpu, and this crate's `gpu` module. Without it the module
+//!   is absent, and choosing the GPU (`RCANNL_BACKEND=gpu`, `BackendChoice::Gpu`) is an error
+//!   saying that this build was made without the feature, never another backend in its place.
+//! - `plot`: PNG plots (`nn::plot`), drawn with plotters. Without it that module is absent.
+//! - `mpi` (off by default): data-parallel training over MPI (`nn::distributed`).
 //!
 //! The einsum notation is [`spec`]:
 //!
@@ -98,6 +108,7 @@
 
 #[doc(inline)]
 pub use rcannl_backends as backends;
+#[cfg(feature = "gpu")]
 #[doc(inline)]
 pub use rcannl_gpu as gpu;
 #[doc(inline)]

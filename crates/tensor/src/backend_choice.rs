@@ -7,6 +7,9 @@
 //! what was asked for and what was looked for. [`Context::new`](crate::Context::new), which
 //! cannot fail, gives such a context a backend that refuses every routine with that error, so
 //! the program stops at its first compilation, as it would on any backend's compile error.
+//!
+//! In a build without the `gpu` feature the name `gpu` is still known, and choosing it is an
+//! error saying that this build has no GPU backend and how to get one.
 
 use std::ffi::OsStr;
 
@@ -24,7 +27,8 @@ pub const BACKEND_VARIABLE: &str = "RCANNL_BACKEND";
 /// A backend by name, as `RCANNL_BACKEND` and the command line's `--backend` give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// WGSL compute shaders on wgpu (Vulkan, Metal or DX12).
+    /// WGSL compute shaders on wgpu (Vulkan, Metal or DX12); an error to choose in a build
+    /// without the `gpu` feature.
     Gpu,
     /// Generated C, compiled by the system's C compiler.
     Cc,
@@ -59,10 +63,7 @@ impl BackendChoice {
     /// The backend itself; the error says why it cannot be used here (what was looked for).
     pub fn backend(self) -> Result<Box<dyn Backend>, TensorError> {
         match self {
-            BackendChoice::Gpu => match rcannl_gpu::Gpu::new() {
-                Ok(gpu) => Ok(Box::new(gpu)),
-                Err(e) => Err(error(e.message)),
-            },
+            BackendChoice::Gpu => gpu_backend(),
             BackendChoice::Cc => match Compiler::from_environment() {
                 Ok(compiler) => Ok(Box::new(compiler)),
                 Err(e) => Err(error(e.to_string())),
@@ -92,6 +93,24 @@ impl BackendChoice {
             ))),
         }
     }
+}
+
+/// The GPU backend, when a GPU adapter opens.
+#[cfg(feature = "gpu")]
+fn gpu_backend() -> Result<Box<dyn Backend>, TensorError> {
+    match rcannl_gpu::Gpu::new() {
+        Ok(gpu) => Ok(Box::new(gpu)),
+        Err(e) => Err(error(e.message)),
+    }
+}
+
+/// No GPU backend in this build: the error says which feature brings it.
+#[cfg(not(feature = "gpu"))]
+fn gpu_backend() -> Result<Box<dyn Backend>, TensorError> {
+    Err(error(
+        "this build of rcannl was made without the `gpu` cargo feature, so it has no GPU \
+         backend; rebuild with the default features, or with `--features gpu`",
+    ))
 }
 
 /// The backend a value of `RCANNL_BACKEND` chooses (`None`: unset, the default backend); the

@@ -9,6 +9,12 @@
 //! parameter init. Reductions over chosen axes are in `reduce` ([`Axes`]); a context reads a
 //! tensor as an [`Array`] (values with their dims) and saves and loads `.npy` files (`npy`,
 //! written through `files`).
+//!
+//! # Features
+//!
+//! - `gpu` (default): the GPU backend, through `rcannl-gpu` and wgpu. Without it,
+//!   [`BackendChoice::Gpu`] (`RCANNL_BACKEND=gpu`) is an error saying that this build was made
+//!   without the feature, never another backend in its place.
 
 #![warn(missing_docs)]
 

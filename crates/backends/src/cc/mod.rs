@@ -519,8 +519,9 @@ impl Pointers<'_> {
     }
 }
 
-// SAFETY: the kernels running at once write disjoint cells (`codegen::splittable`) and only read
-// what no other iteration writes.
+// SAFETY: only the chunks of one kernel run at once, and a kernel is split only over a loop that
+// `nests::splittable` accepts: its iterations write disjoint cells and read no cell another
+// iteration writes.
 unsafe impl Send for Pointers<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Pointers<'_> {}
