@@ -25,6 +25,7 @@ use einsum_np_check::{Mismatch, compare, run_einsum};
 use naive_einsum::Plan;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
+use rcannl_ir::Precision;
 
 /// One case of a suite: a line of its data file.
 #[derive(Debug, Clone)]
@@ -252,7 +253,15 @@ fn check_case(
     expectation: &Expectation,
     backend: Box<dyn Backend>,
 ) -> Result<(), (Failure, String)> {
-    let run = || run_einsum(backend, &case.equation, &case.shapes, &expectation.values);
+    let run = || {
+        run_einsum(
+            backend,
+            Precision::F64,
+            &case.equation,
+            &case.shapes,
+            &expectation.values,
+        )
+    };
     if !case.valid {
         return match catching(run) {
             Err(panic) => Err((Failure::Panicked, panic)),

@@ -1,4 +1,4 @@
-//! Runs `Tensor::einsum_np` over f64 operands of numpy shapes on a backend, and compares what it
+//! Runs `Tensor::einsum_np` over operands of numpy shapes on a backend, and compares what it
 //! gives with a naive evaluation (`naive_einsum.rs`, which the including test declares as the
 //! module `naive_einsum`): numpy's shape as the result's output axes (no batch or input axes),
 //! and every cell within rounding relative to the magnitude of the terms summed into it.
@@ -12,10 +12,11 @@ use super::naive_einsum::{Evaluation, Plan};
 /// A result: its rows (batch, input, output) and its values in row-major order.
 pub type Outcome = ([Vec<usize>; 3], Vec<f64>);
 
-/// The einsum `equation` (numpy's notation) of operands of `shapes` holding `values`, run on
-/// `backend`, or the error building, compiling or running it gave.
+/// The einsum `equation` (numpy's notation) of operands of `shapes` in `precision` holding
+/// `values`, run on `backend`, or the error building, compiling or running it gave.
 pub fn run_einsum(
     backend: Box<dyn Backend>,
+    precision: Precision,
     equation: &str,
     shapes: &[Vec<usize>],
     values: &[Vec<f64>],
@@ -31,7 +32,7 @@ pub fn run_einsum(
                 .batch([])
                 .input([])
                 .output(shape.iter().copied())
-                .precision(Precision::F64)
+                .precision(precision)
                 .values(values.clone())
                 .build()
         })

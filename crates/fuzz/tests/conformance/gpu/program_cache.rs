@@ -7,8 +7,9 @@ use rcannl_gpu::Gpu;
 use rcannl_tensor::{BinaryOp, Context, Graph};
 use sha2::{Digest, Sha256};
 
-mod common;
-use common::gpu;
+use super::device;
+
+use crate::target::Target;
 
 /// `x * x` for x = 0..4, compiled by a backend keeping programs in `dir`.
 fn squares(gpu: &Gpu, dir: &Path) -> Vec<f64> {
@@ -32,9 +33,8 @@ fn kept_program(dir: &Path) -> std::path::PathBuf {
     programs[0].clone()
 }
 
-#[test]
-fn programs_are_kept_and_read_back_only_while_they_match_their_record() {
-    let Some(gpu) = gpu() else { return };
+fn programs_are_kept_and_read_back_only_while_they_match_their_record(target: &Target) {
+    let gpu = device(target);
     let dir = std::env::temp_dir().join(format!("rcannl-gpu-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(squares(&gpu, &dir), [0.0, 1.0, 4.0, 9.0]);
@@ -56,3 +56,4 @@ fn programs_are_kept_and_read_back_only_while_they_match_their_record() {
     assert_eq!(squares(&gpu, &dir), [0.0, 2.0, 4.0, 6.0]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+conformance!(programs_are_kept_and_read_back_only_while_they_match_their_record: gpu);

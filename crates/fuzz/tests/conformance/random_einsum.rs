@@ -2,8 +2,6 @@
 //! repeated labels, labels summed within one operand and labels only the result keeps; and
 //! operands of numpy-notation expressions whose `...` broadcast.
 
-#![allow(dead_code)] // each test file uses its own subset
-
 use std::collections::HashMap;
 
 /// A small deterministic generator.

@@ -1,24 +1,27 @@
-//! The differential suites on the GPU: the random routines and random graphs of `rcannl-fuzz`
-//! (the budget `rcannl-fuzz`'s own tests give the C backend) must give the interpreter's results
-//! on the GPU. Cases are drawn in the precisions the device holds: a seed that draws f64, bf16 or
-//! i64 (or f16 on a device without it) makes the same case in f32 or i32.
+//! The differential suites: the random routines and random graphs of `rcannl-fuzz` must give
+//! the interpreter's results on every compiled backend, at a budget sized for CI (the
+//! `rcannl-fuzz` binary runs the same checks at any budget). On the C backend, for the compiler
+//! and flags `$CC` and `$RCANNL_CFLAGS` choose (`.ci/matrix` runs this for every target and
+//! compiler), in every precision; on a GPU, in the precisions the device holds: a seed that
+//! draws f64, bf16 or i64 (or f16 on a device without it) makes the same case in f32 or i32.
 //!
 //! Cases the fuzzers found, reduced to one operation each over a handful of cells, pin what
-//! failed: NaN through choices and conversions, and floats beyond 32 bits into integers.
-
-mod common;
+//! failed, on every backend: NaN through choices and conversions, and floats beyond 32 bits into
+//! integers.
 
 use std::collections::HashMap;
 
-use common::OnDevice;
-use rcannl_backends::{Backend, Buffers, Interpreter};
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Buffers};
 use rcannl_fuzz::{Comparison, Precisions, Tolerance, graphs, routines};
 use rcannl_ir::{
     Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Routine, Symbol,
     TensorNode, Ternop, Unop, Value,
 };
 
-/// How far the GPU's float results may be from the interpreter's: relative, absolute below a
+use crate::target::{OnDevice, Target};
+
+/// How far a GPU's float results may be from the interpreter's: relative, absolute below a
 /// magnitude of 1. Integers and random bits must be equal.
 ///
 /// f32: the interpreter computes each expression in f64 and rounds it once, on the store; the
@@ -33,7 +36,7 @@ use rcannl_ir::{
 /// f16: cells are computed in f32 and rounded on the store, where the interpreter rounds its f64
 /// value: one rounding of f16 (4.9e-4) may differ per store, and a chain of stores compounds it,
 /// as on the C backend.
-fn comparison(gpu: &OnDevice) -> Comparison {
+fn gpu_comparison(gpu: &OnDevice) -> Comparison {
     Comparison {
         precisions: Precisions::Gpu {
             f16: gpu.0.device().has_f16(),
@@ -46,29 +49,45 @@ fn comparison(gpu: &OnDevice) -> Comparison {
     }
 }
 
-#[test]
-fn random_routines_agree() {
-    let Some(gpu) = common::gpu().map(OnDevice) else {
-        return;
-    };
+/// The C compiler of a C case, caching in a folder of its own for the tests.
+fn cached(target: &Target) -> Compiler {
+    target
+        .compiler()
+        .expect("a C or GPU case: the interpreter is the oracle")
+        .clone()
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+}
+
+fn random_routines_agree(target: &Target) {
     let seeds: Vec<u64> = (0..300).collect();
-    if let Err(mismatch) = routines::check_on(&gpu, &seeds, &comparison(&gpu)) {
+    let outcome = match target.gpu() {
+        Some(gpu) => routines::check_on(gpu, &seeds, &gpu_comparison(gpu)),
+        // The C backend compiles a hundred routines into one library at a time.
+        None => {
+            let compiler = cached(target);
+            seeds
+                .chunks(100)
+                .try_for_each(|batch| routines::check(&compiler, batch))
+        }
+    };
+    if let Err(mismatch) = outcome {
         panic!("{mismatch}");
     }
 }
+conformance!(random_routines_agree: cc, gpu);
 
-#[test]
-fn random_graphs_agree() {
-    let Some(gpu) = common::gpu().map(OnDevice) else {
-        return;
+fn random_graphs_agree(target: &Target) {
+    let check = |seed| match target.gpu() {
+        Some(gpu) => graphs::check_on(Box::new(gpu.clone()), seed, &gpu_comparison(gpu)),
+        None => graphs::check(&cached(target), seed),
     };
-    let comparison = comparison(&gpu);
     for seed in 0..40 {
-        if let Err(mismatch) = graphs::check_on(Box::new(gpu.clone()), seed, &comparison) {
+        if let Err(mismatch) = check(seed) {
             panic!("{mismatch}");
         }
     }
 }
+conformance!(random_graphs_agree: cc, gpu);
 
 /// One assignment over a loop of `n` positions: `accum` of `rhs` over `inputs` operands (the
 /// nodes `n0`, `n1`, … of `n` cells, read at the loop's position) into the next node, a cell per
@@ -125,8 +144,8 @@ fn run_case(backend: &dyn Backend, routine: &Routine, inputs: &[&[f64]]) -> (Vec
     (cells, executable.source().unwrap_or("").to_owned())
 }
 
-/// Runs `routine` on the interpreter and on the GPU: both must give `expected` (NaN for NaN).
-fn assert_both_give(gpu: &OnDevice, routine: &Routine, inputs: &[&[f64]], expected: &[Value]) {
+/// Runs `routine` on `target`: it must give `expected` (NaN for NaN).
+fn assert_gives(target: &Target, routine: &Routine, inputs: &[&[f64]], expected: &[Value]) {
     let same = |got: &[Value]| {
         got.len() == expected.len()
             && got.iter().zip(expected).all(|(g, e)| match (g, e) {
@@ -134,21 +153,15 @@ fn assert_both_give(gpu: &OnDevice, routine: &Routine, inputs: &[&[f64]], expect
                 (g, e) => g == e,
             })
     };
-    for backend in [&Interpreter as &dyn Backend, gpu] {
-        let (got, source) = run_case(backend, routine, inputs);
-        assert!(
-            same(&got),
-            "{} gives {got:?}, not {expected:?}\n{routine}\n{source}",
-            backend.name()
-        );
-    }
+    let (got, source) = run_case(target.backend().as_ref(), routine, inputs);
+    assert!(
+        same(&got),
+        "{} gives {got:?}, not {expected:?}\n{routine}\n{source}",
+        target.name()
+    );
 }
 
-#[test]
-fn a_nan_wins_a_maximum_or_minimum_reduction_wherever_it_comes() {
-    let Some(gpu) = common::gpu().map(OnDevice) else {
-        return;
-    };
+fn a_nan_wins_a_maximum_or_minimum_reduction_wherever_it_comes(target: &Target) {
     let x = [1.0, f64::NAN, 2.0];
     for accum in [Binop::Max, Binop::Min] {
         let routine = one_operation(
@@ -159,15 +172,12 @@ fn a_nan_wins_a_maximum_or_minimum_reduction_wherever_it_comes() {
             3,
             true,
         );
-        assert_both_give(&gpu, &routine, &[&x], &[Value::Float(f64::NAN)]);
+        assert_gives(target, &routine, &[&x], &[Value::Float(f64::NAN)]);
     }
 }
+conformance!(a_nan_wins_a_maximum_or_minimum_reduction_wherever_it_comes);
 
-#[test]
-fn nan_passes_through_relu_sat01_and_their_gates() {
-    let Some(gpu) = common::gpu().map(OnDevice) else {
-        return;
-    };
+fn nan_passes_through_relu_sat01_and_their_gates(target: &Target) {
     let x = [f64::NAN, -1.0, 0.5, 2.0];
     let g = [3.0, 3.0, 3.0, 3.0];
     let nan = Value::Float(f64::NAN);
@@ -192,29 +202,28 @@ fn nan_passes_through_relu_sat01_and_their_gates() {
     for (rhs, expected) in cases {
         let inputs = rhs.operands().len();
         let routine = one_operation(Precision::F32, Binop::Arg2, rhs, inputs, 4, false);
-        assert_both_give(&gpu, &routine, &[&x[..], &g[..]][..inputs], &expected);
+        assert_gives(target, &routine, &[&x[..], &g[..]][..inputs], &expected);
     }
 }
+conformance!(nan_passes_through_relu_sat01_and_their_gates);
 
-#[test]
-fn where_takes_its_first_branch_where_the_condition_is_nan() {
-    let Some(gpu) = common::gpu().map(OnDevice) else {
-        return;
-    };
+fn where_takes_its_first_branch_where_the_condition_is_nan(target: &Target) {
     // NaN is not 0, so it is true, as in C and numpy.
     let condition = [f64::NAN, 0.0, 1.0];
     let (then, otherwise) = ([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]);
     let rhs = Rhs::Ternop(Ternop::Where, NodeId(0), NodeId(1), NodeId(2));
     let routine = one_operation(Precision::F32, Binop::Arg2, rhs, 3, 3, false);
     let expected = [1.0, 2.0, 1.0].map(Value::Float);
-    assert_both_give(&gpu, &routine, &[&condition, &then, &otherwise], &expected);
+    assert_gives(
+        target,
+        &routine,
+        &[&condition, &then, &otherwise],
+        &expected,
+    );
 }
+conformance!(where_takes_its_first_branch_where_the_condition_is_nan);
 
-#[test]
-fn floats_become_integers_as_the_interpreter_converts_them() {
-    let Some(gpu) = common::gpu().map(OnDevice) else {
-        return;
-    };
+fn floats_become_integers_through_a_saturating_64_bit_conversion(target: &Target) {
     // An i32 computation converts a float result into 64 bits, saturating (NaN is 0), and the
     // store keeps the low 32 bits: log(−1) is NaN, 0; log(0) is −∞, i64::MIN, whose low bits are
     // 0; 1/0 is +∞, i64::MAX, whose low bits are all ones, −1.
@@ -227,7 +236,7 @@ fn floats_become_integers_as_the_interpreter_converts_them() {
         3,
         false,
     );
-    assert_both_give(&gpu, &log, &[&x], &[0, 0, 0].map(Value::Int));
+    assert_gives(target, &log, &[&x], &[0, 0, 0].map(Value::Int));
     let recip = one_operation(
         Precision::I32,
         Binop::Arg2,
@@ -236,5 +245,6 @@ fn floats_become_integers_as_the_interpreter_converts_them() {
         3,
         false,
     );
-    assert_both_give(&gpu, &recip, &[&x], &[-1, -1, 0].map(Value::Int));
+    assert_gives(target, &recip, &[&x], &[-1, -1, 0].map(Value::Int));
 }
+conformance!(floats_become_integers_through_a_saturating_64_bit_conversion);

@@ -3,8 +3,6 @@
 //! axes, axes of size 1 facing longer ones, now and then a zero-size axis, implicit and explicit
 //! results, spaces. Every expression drawn is one numpy accepts.
 
-#![allow(dead_code)] // each test file uses its own subset
-
 use proptest::prelude::*;
 
 /// The labels expressions draw from: capitals sort before lower case in an implicit result.

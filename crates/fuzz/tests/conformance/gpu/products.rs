@@ -16,8 +16,9 @@ use rcannl_ir::{
 };
 use rcannl_tensor::{Context, Graph, Tensor};
 
-mod common;
-use common::gpu;
+use super::device;
+
+use crate::target::Target;
 
 /// `cells` values in [-1, 1) from `seed`, multiples of 2^-23 (exact in f32).
 fn values(cells: usize, seed: u64) -> Vec<f64> {
@@ -176,9 +177,8 @@ fn shape(dims: &[usize]) -> (String, usize) {
     (literal.join(","), dims.iter().product())
 }
 
-#[test]
-fn plain_products_of_odd_sizes() {
-    let Some(gpu) = gpu() else { return };
+fn plain_products_of_odd_sizes(target: &Target) {
+    let gpu = device(target);
     // Products of fewer than 2^12 multiply-adds stay loops (1×1×1, 3×5×7); the others cover a
     // single cell of C, one partial tile each way, tiles that fit exactly, and thin shapes.
     let sizes = [
@@ -197,10 +197,10 @@ fn plain_products_of_odd_sizes() {
         });
     }
 }
+conformance!(plain_products_of_odd_sizes: gpu);
 
-#[test]
-fn a_product_starts_from_zero_whatever_its_result_held() {
-    let Some(gpu) = gpu() else { return };
+fn a_product_starts_from_zero_whatever_its_result_held(target: &Target) {
+    let gpu = device(target);
     // Running the routine twice: the second run must not add to the first's result.
     let twice = |backend: Box<dyn Backend>| {
         let graph = Graph::new();
@@ -218,10 +218,10 @@ fn a_product_starts_from_zero_whatever_its_result_held() {
     let (ours, _) = compare("a product run twice", 1, &gpu, twice);
     assert!(ours.loops.contains(":= "), "{}", ours.loops);
 }
+conformance!(a_product_starts_from_zero_whatever_its_result_held: gpu);
 
-#[test]
-fn batched_products() {
-    let Some(gpu) = gpu() else { return };
+fn batched_products(target: &Target) {
+    let gpu = device(target);
     for (batch, m, n, k) in [(3, 40, 50, 60), (5, 33, 17, 70), (2, 100, 130, 3)] {
         let build = product("bij;bjk=>bik", shape(&[batch, m, k]), shape(&[batch, k, n]));
         compare(&format!("{batch} × {m}×{n}×{k}"), 1, &gpu, |b| {
@@ -229,10 +229,10 @@ fn batched_products() {
         });
     }
 }
+conformance!(batched_products: gpu);
 
-#[test]
-fn transposed_operands() {
-    let Some(gpu) = gpu() else { return };
+fn transposed_operands(target: &Target) {
+    let gpu = device(target);
     let (m, n, k) = (70, 45, 90);
     let cases = [
         ("ij;kj=>ik", shape(&[m, k]), shape(&[n, k])),
@@ -245,10 +245,10 @@ fn transposed_operands() {
         compare(spec, 1, &gpu, |b| forward_on(b, &build));
     }
 }
+conformance!(transposed_operands: gpu);
 
-#[test]
-fn groups_of_several_loops() {
-    let Some(gpu) = gpu() else { return };
+fn groups_of_several_loops(target: &Target) {
+    let gpu = device(target);
     let cases = [
         // Rows a, b; reduction c, d; columns e.
         ("abcd;cde=>abe", shape(&[5, 7, 6, 5]), shape(&[6, 5, 40])),
@@ -262,10 +262,10 @@ fn groups_of_several_loops() {
         compare(spec, 1, &gpu, |b| forward_on(b, &build));
     }
 }
+conformance!(groups_of_several_loops: gpu);
 
-#[test]
-fn an_n_ary_einsum_path() {
-    let Some(gpu) = gpu() else { return };
+fn an_n_ary_einsum_path(target: &Target) {
+    let gpu = device(target);
     // A path of two products: x·y, whose columns are c and d, then with z over d.
     let build = |graph: &Graph| {
         let x = data(graph, "x", "40,30", 1200, 3);
@@ -277,6 +277,7 @@ fn an_n_ary_einsum_path() {
         forward_on(b, &build)
     });
 }
+conformance!(an_n_ary_einsum_path: gpu);
 
 /// A 3×3 convolution of `x` (batch 2, 12×12 images of 8 channels) with 16 filters, valid or
 /// padded, times a weight per output cell (so that its gradient is not uniform).
@@ -301,9 +302,8 @@ fn convolution(graph: &Graph, padded: bool) -> (Tensor, Vec<Tensor>) {
     (convolved.pmul(&weights), vec![x, kernel])
 }
 
-#[test]
-fn convolutions_and_their_gradients() {
-    let Some(gpu) = gpu() else { return };
+fn convolutions_and_their_gradients(target: &Target) {
+    let gpu = device(target);
     for padded in [false, true] {
         let what = if padded { "padded" } else { "valid" };
         let forward = |graph: &Graph| convolution(graph, padded).0;
@@ -321,10 +321,10 @@ fn convolutions_and_their_gradients() {
         assert_eq!(gathered, 1, "{}", ours.loops);
     }
 }
+conformance!(convolutions_and_their_gradients: gpu);
 
-#[test]
-fn a_gradient_accumulates_into_its_buffer() {
-    let Some(gpu) = gpu() else { return };
+fn a_gradient_accumulates_into_its_buffer(target: &Target) {
+    let gpu = device(target);
     // w is used twice: the second product of its gradient adds to what the first left there.
     let build = |graph: &Graph| {
         let w = param(graph, "w", "60,50", 3000, 9);
@@ -348,10 +348,10 @@ fn a_gradient_accumulates_into_its_buffer() {
         ours.loops
     );
 }
+conformance!(a_gradient_accumulates_into_its_buffer: gpu);
 
-#[test]
-fn f16_products_are_exact_where_f16_holds_every_sum() {
-    let Some(gpu) = gpu() else { return };
+fn f16_products_are_exact_where_f16_holds_every_sum(target: &Target) {
+    let gpu = device(target);
     if !gpu.device().has_f16() {
         eprintln!(
             "the f16 products did not run: {} offers no shader-f16",
@@ -387,6 +387,7 @@ fn f16_products_are_exact_where_f16_holds_every_sum() {
     assert_eq!(ours.values, reference.values);
     assert!(ours.code.contains("enable f16;"), "{}", ours.code);
 }
+conformance!(f16_products_are_exact_where_f16_holds_every_sum: gpu);
 
 fn node(id: u32, dims: &[usize]) -> TensorNode {
     TensorNode::new(id, &format!("t{id}"), Precision::F32, dims)
@@ -424,9 +425,8 @@ fn strided_product() -> Routine {
     Routine::lower("strided", &assignment, nodes).expect("the product lowers")
 }
 
-#[test]
-fn static_indices_and_results_written_in_part() {
-    let Some(gpu) = gpu() else { return };
+fn static_indices_and_results_written_in_part(target: &Target) {
+    let gpu = device(target);
     let routine = optimize(&strided_product()).expect("the product optimizes");
     assert_eq!(products(&routine.to_string()), 1, "{routine}");
     let statics: HashMap<Symbol, i64> = [(Symbol(9), 2)].into();
@@ -461,3 +461,4 @@ fn static_indices_and_results_written_in_part() {
         "a fill, then the product:\n{code}"
     );
 }
+conformance!(static_indices_and_results_written_in_part: gpu);

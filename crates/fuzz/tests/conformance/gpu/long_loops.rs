@@ -5,8 +5,9 @@
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_tensor::{Context, Graph, Tensor};
 
-mod common;
-use common::gpu;
+use super::device;
+
+use crate::target::Target;
 
 /// The sum of all cells of a tensor of `dims` holding `1 + (cell mod 3)`: exact in f32.
 fn total(backend: Box<dyn Backend>, dims: &[usize]) -> (f64, String) {
@@ -29,9 +30,8 @@ fn total(backend: Box<dyn Backend>, dims: &[usize]) -> (f64, String) {
     )
 }
 
-#[test]
-fn long_serial_sums_run_in_ordered_dispatches() {
-    let Some(gpu) = gpu() else { return };
+fn long_serial_sums_run_in_ordered_dispatches(target: &Target) {
+    let gpu = device(target);
     for dims in [vec![70_000], vec![300, 300], vec![3, 100_000]] {
         let cells: usize = dims.iter().product();
         let want = (0..cells).map(|i| 1.0 + (i % 3) as f64).sum::<f64>();
@@ -41,6 +41,7 @@ fn long_serial_sums_run_in_ordered_dispatches() {
         assert_eq!(total(Box::new(Interpreter), &dims).0, want);
     }
 }
+conformance!(long_serial_sums_run_in_ordered_dispatches: gpu);
 
 /// Cells in [-1, 1), multiples of 2^-10.
 fn values(cells: usize, seed: usize) -> Vec<f64> {
@@ -88,9 +89,8 @@ fn convolution(backend: Box<dyn Backend>) -> Vec<Vec<f64>> {
     ]
 }
 
-#[test]
-fn a_convolution_over_a_large_batch_has_the_interpreters_gradients() {
-    let Some(gpu) = gpu() else { return };
+fn a_convolution_over_a_large_batch_has_the_oracles_gradients(target: &Target) {
+    let gpu = device(target);
     let reference = convolution(Box::new(Interpreter));
     let ours = convolution(Box::new(gpu));
     for (what, (a, b)) in ["loss", "input gradient", "kernel gradient"]
@@ -106,3 +106,4 @@ fn a_convolution_over_a_large_batch_has_the_interpreters_gradients() {
         }
     }
 }
+conformance!(a_convolution_over_a_large_batch_has_the_oracles_gradients: gpu);

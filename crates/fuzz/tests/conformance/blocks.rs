@@ -1,12 +1,6 @@
-//! Every block the block tests build, run forward and backpropagated on the GPU and on the
-//! interpreter (the oracle) in f32: the outputs and every parameter's gradient agree within
+//! Every block the block tests build, run forward and backpropagated on a compiled backend and
+//! on the interpreter (the oracle) in f32: the outputs and every parameter's gradient agree within
 //! [`TOLERANCE`].
-//!
-//! Without a GPU adapter one line says the GPU suite did not run, and the tests pass, unless
-//! `RCANNL_REQUIRE_GPU` is set.
-
-use std::io::Write;
-use std::sync::OnceLock;
 
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
@@ -18,7 +12,7 @@ use rcannl_nn::cnn::{ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBl
 use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::{Embedding, one_hot};
-use rcannl_nn::loss::cross_entropy;
+use rcannl_nn::loss::{cross_entropy, mse};
 use rcannl_nn::norm::{
     BatchNorm, GroupNorm, LayerNorm, Mode, RmsNorm, log_softmax, softmax, softmax_axis,
 };
@@ -26,33 +20,18 @@ use rcannl_nn::optim::{Adam, Lamb};
 use rcannl_nn::position::LearnedPositions;
 use rcannl_nn::transformer::{DecoderBlock, EncoderBlock, Placement};
 use rcannl_tensor::gradcheck::test_values;
-use rcannl_tensor::{BackendChoice, Context, Graph, Init, Tensor};
+use rcannl_tensor::{Context, Graph, Init, Tensor};
 
-/// The largest difference allowed between a GPU cell and the interpreter's, relative to the
+use crate::target::Target;
+
+/// The largest difference allowed between a backend's cell and the interpreter's, relative to the
 /// largest magnitude in the tensor (at least 1). The interpreter computes each stored cell in
-/// f64 and rounds it to f32 once; the GPU computes in f32 throughout, sums in other orders, and
-/// its exp, log and tanh are WGSL's, accurate to a few units in the last place: through the
-/// dozen operations of a transformer block. On lavapipe the largest difference is 7e-7 (tanh
-/// of composed layers); the bound leaves room for GPUs with less exact transcendentals.
+/// f64 and rounds it to f32 once; a compiled backend computes in f32 throughout and sums in other
+/// orders, and a GPU's exp, log and tanh are WGSL's, accurate to a few units in the last place:
+/// through the dozen operations of a transformer block. On lavapipe the largest difference is
+/// 7e-7 (tanh of composed layers); the bound leaves room for GPUs with less exact
+/// transcendentals.
 const TOLERANCE: f64 = 2e-5;
-
-/// The GPU backend, or `None` after one line (once per run, past the test harness's capture)
-/// saying the GPU suite did not run; with `RCANNL_REQUIRE_GPU` set, no GPU is a failure.
-fn gpu() -> Option<Box<dyn Backend>> {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    let present = *PRESENT.get_or_init(|| match BackendChoice::Gpu.backend() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
-                "RCANNL_REQUIRE_GPU is set: {e}"
-            );
-            let _ = writeln!(std::io::stderr(), "the GPU suite did not run: {e}");
-            false
-        }
-    });
-    present.then(|| BackendChoice::Gpu.backend().expect("the GPU opened before"))
-}
 
 /// The cells of a shape literal such as `"2|->3,4"`: the product of its sizes.
 fn cells(literal: &str) -> usize {
@@ -97,27 +76,37 @@ fn run(
     (ctx.values(&out).unwrap(), grads)
 }
 
-/// Asserts that `gpu` equals `oracle` within [`TOLERANCE`].
-fn assert_close(what: &str, gpu: &[f64], oracle: &[f64]) {
-    assert_eq!(gpu.len(), oracle.len(), "{what}: cell counts");
+/// Asserts that what `target` gives equals the interpreter's `oracle` within [`TOLERANCE`].
+fn assert_close(target: &Target, what: &str, got: &[f64], oracle: &[f64]) {
+    assert_eq!(got.len(), oracle.len(), "{what}: cell counts");
     let scale = oracle.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-    for (cell, (g, o)) in gpu.iter().zip(oracle).enumerate() {
+    for (cell, (g, o)) in got.iter().zip(oracle).enumerate() {
         assert!(
             (g - o).abs() <= TOLERANCE * scale,
-            "{what}[{cell}]: GPU {g}, interpreter {o}"
+            "{what}[{cell}]: {} {g}, interpreter {o}",
+            target.name()
         );
     }
 }
 
-/// Runs the block on the GPU and on the interpreter and compares the output and the gradients.
-fn check(name: &str, shapes: &[&str], build: impl Fn(&Graph, &[Tensor]) -> Tensor) {
-    let Some(gpu) = gpu() else { return };
-    let (gpu_out, gpu_grads) = run(gpu, shapes, &build);
+/// Runs the block on `target` and on the interpreter and compares the output and the gradients.
+fn check(
+    target: &Target,
+    name: &str,
+    shapes: &[&str],
+    build: impl Fn(&Graph, &[Tensor]) -> Tensor,
+) {
+    let (got_out, got_grads) = run(target.backend(), shapes, &build);
     let (out, grads) = run(Box::new(Interpreter), shapes, &build);
-    assert_close(&format!("{name}: output"), &gpu_out, &out);
-    assert_eq!(gpu_grads.len(), grads.len(), "{name}: parameters");
-    for ((label, gpu_grad), (_, grad)) in gpu_grads.iter().zip(&grads) {
-        assert_close(&format!("{name}: gradient of {label}"), gpu_grad, grad);
+    assert_close(target, &format!("{name}: output"), &got_out, &out);
+    assert_eq!(got_grads.len(), grads.len(), "{name}: parameters");
+    for ((label, got_grad), (_, grad)) in got_grads.iter().zip(&grads) {
+        assert_close(
+            target,
+            &format!("{name}: gradient of {label}"),
+            got_grad,
+            grad,
+        );
     }
 }
 
@@ -131,15 +120,14 @@ fn weights(graph: &Graph, shape: &str) -> Tensor {
         .build()
 }
 
-#[test]
-fn softmax_and_its_losses() {
-    check("softmax", &["3|->4"], |g, p| {
+fn softmax_and_its_losses(target: &Target) {
+    check(target, "softmax", &["3|->4"], |g, p| {
         softmax(&p[0]).pmul(&weights(g, "3|->4"))
     });
-    check("log_softmax", &["3|->4"], |g, p| {
+    check(target, "log_softmax", &["3|->4"], |g, p| {
         log_softmax(&p[0]).pmul(&weights(g, "3|->4"))
     });
-    check("cross_entropy", &["3|->4"], |g, p| {
+    check(target, "cross_entropy", &["3|->4"], |g, p| {
         let targets = g
             .data("targets")
             .shape("3|->4")
@@ -147,32 +135,42 @@ fn softmax_and_its_losses() {
             .build();
         cross_entropy(&p[0], &targets)
     });
+    check(target, "mse", &["3|->2", "3|->2"], |_, p| mse(&p[0], &p[1]));
 }
+conformance!(softmax_and_its_losses: cc, gpu);
 
-#[test]
-fn layer_norm_and_dense_layers() {
-    check("layer_norm", &["3|->5"], |g, p| {
+fn layer_norm_and_dense_layers(target: &Target) {
+    check(target, "layer_norm", &["3|->5"], |g, p| {
         LayerNorm::new(g, "norm")
             .apply(&p[0])
             .pmul(&weights(g, "3|->5"))
     });
-    check("composed layers", &["2|->3", "3->4", "4->2"], |_, p| {
-        (&p[2] * &(&p[1] * &p[0]).relu()).tanh()
-    });
-    check("mlp", &["2|->4"], |g, p| {
+    check(
+        target,
+        "composed layers",
+        &["2|->3", "3->4", "4->2"],
+        |_, p| (&p[2] * &(&p[1] * &p[0]).relu()).tanh(),
+    );
+    check(target, "mlp", &["2|->4"], |g, p| {
         Mlp::new(g, "mlp", &[3, 2])
             .apply(&p[0])
             .pmul(&weights(g, "2|->2"))
     });
 }
+conformance!(layer_norm_and_dense_layers: cc, gpu);
 
-#[test]
-fn convolutions_and_pooling() {
-    check("conv2d valid", &["1|->5,5,2", "3,3,2->2"], |g, p| {
-        let spec = "...|...->h<+kh, w<+kw, c; kh, kw, c -> d => ...|...->h, w, d";
-        p[0].einsum(spec, &p[1]).pmul(&weights(g, "1|->3,3,2"))
-    });
+fn convolutions_and_pooling(target: &Target) {
     check(
+        target,
+        "conv2d valid",
+        &["1|->5,5,2", "3,3,2->2"],
+        |g, p| {
+            let spec = "...|...->h<+kh, w<+kw, c; kh, kw, c -> d => ...|...->h, w, d";
+            p[0].einsum(spec, &p[1]).pmul(&weights(g, "1|->3,3,2"))
+        },
+    );
+    check(
+        target,
         "conv2d padded strided",
         &["1|->4,4,1", "3,3,1->2"],
         |g, p| {
@@ -180,39 +178,39 @@ fn convolutions_and_pooling() {
             p[0].einsum(spec, &p[1]).pmul(&weights(g, "1|->2,2,2"))
         },
     );
-    check("Conv2d", &["1|->4,4,1"], |g, p| {
+    check(target, "Conv2d", &["1|->4,4,1"], |g, p| {
         Conv2d::new(g, "conv", 1, 3, 1, false)
             .apply(&p[0])
             .pmul(&weights(g, "1|->2,2,1"))
     });
-    check("max_pool2d", &["1|->4,4,2"], |g, p| {
+    check(target, "max_pool2d", &["1|->4,4,2"], |g, p| {
         max_pool2d(&p[0], 2).pmul(&weights(g, "1|->2,2,2"))
     });
-    check("avg_pool2d", &["1|->4,4,2"], |g, p| {
+    check(target, "avg_pool2d", &["1|->4,4,2"], |g, p| {
         avg_pool2d(&p[0], 2).pmul(&weights(g, "1|->2,2,2"))
     });
-    check("global_avg_pool", &["2|->3,3,2"], |g, p| {
+    check(target, "global_avg_pool", &["2|->3,3,2"], |g, p| {
         global_avg_pool(&p[0]).pmul(&weights(g, "2|->2"))
     });
 }
+conformance!(convolutions_and_pooling: cc, gpu);
 
-#[test]
-fn embeddings_one_hot_rows_and_dropout() {
+fn embeddings_one_hot_rows_and_dropout(target: &Target) {
     let ids = |g: &Graph| {
         g.data("ids")
             .shape("5|->")
             .values(vec![0.0, 3.0, 1.0, 3.0, 2.0])
             .build()
     };
-    check("one-hot lookup", &["4->3"], |g, p| {
+    check(target, "one-hot lookup", &["4->3"], |g, p| {
         (&p[0] * &one_hot(&ids(g), 4)).pmul(&weights(g, "5|->3"))
     });
-    check("Embedding", &[], |g, _| {
+    check(target, "Embedding", &[], |g, _| {
         Embedding::new(g, "embedding", 4, 3)
             .apply(&ids(g))
             .pmul(&weights(g, "5|->3"))
     });
-    check("one_hot of ids of any shape", &["2|->3"], |g, p| {
+    check(target, "one_hot of ids of any shape", &["2|->3"], |g, p| {
         let ids = g
             .data("ids")
             .shape("2|->3")
@@ -220,7 +218,7 @@ fn embeddings_one_hot_rows_and_dropout() {
             .build();
         one_hot(&ids, 3).pmul(&p[0])
     });
-    check("dropout", &["4|->8"], |g, p| {
+    check(target, "dropout", &["4|->8"], |g, p| {
         let step = g
             .data("step")
             .shape("")
@@ -230,18 +228,18 @@ fn embeddings_one_hot_rows_and_dropout() {
         dropout(&p[0], 0.5, &step)
     });
 }
+conformance!(embeddings_one_hot_rows_and_dropout: cc, gpu);
 
-#[test]
-fn attention_and_transformer_blocks() {
+fn attention_and_transformer_blocks(target: &Target) {
     // x: 2 sequences of 3 positions, width 4; 2 heads of 2.
     let shapes = ["2|->3,4", "4->2,2", "4->2,2", "4->2,2", "2,2->4"];
     for causal in [None, Some(3)] {
-        check("attention", &shapes, |g, p| {
+        check(target, "attention", &shapes, |g, p| {
             attend(&p[0], [&p[1], &p[2], &p[3], &p[4]], 2, causal, None)
                 .pmul(&weights(g, "2|->3,4"))
         });
     }
-    check("rotary attention", &shapes, |g, p| {
+    check(target, "rotary attention", &shapes, |g, p| {
         let rotary = Rotary::new(g, 3, 2);
         attend(
             &p[0],
@@ -252,17 +250,18 @@ fn attention_and_transformer_blocks() {
         )
         .pmul(&weights(g, "2|->3,4"))
     });
-    check("Attention", &["1|->3,4"], |g, p| {
+    check(target, "Attention", &["1|->3,4"], |g, p| {
         Attention::new(g, "attention", 4, 2, 2, true)
             .apply(&p[0], 3, Some(&Rotary::new(g, 3, 2)))
             .pmul(&weights(g, "1|->3,4"))
     });
-    check("transformer block", &["2|->3,4"], |g, p| {
+    check(target, "transformer block", &["2|->3,4"], |g, p| {
         TransformerBlock::new(g, "block", 4, 2, 8, true)
             .apply(&p[0], 3, None)
             .pmul(&weights(g, "2|->3,4"))
     });
 }
+conformance!(attention_and_transformer_blocks: cc, gpu);
 
 /// The parameters after three steps of `optimizer` (Adam or LAMB, clipping the global gradient
 /// norm at 0.5: the updates reduce norms into single cells) on an MLP, and the gradient of the
@@ -298,28 +297,28 @@ fn optimizer_steps(backend: Box<dyn Backend>, lamb: bool) -> (Vec<Vec<f64>>, Vec
     (values, ctx.grad(&x).unwrap())
 }
 
-#[test]
-fn optimizer_steps_with_norms_and_data_gradients() {
-    let Some(_) = gpu() else { return };
+fn optimizer_steps_with_norms_and_data_gradients(target: &Target) {
     for lamb in [false, true] {
         let name = if lamb { "LAMB" } else { "Adam" };
-        let (gpu_params, gpu_input_grad) = optimizer_steps(gpu().unwrap(), lamb);
+        let (got_params, got_input_grad) = optimizer_steps(target.backend(), lamb);
         let (params, input_grad) = optimizer_steps(Box::new(Interpreter), lamb);
-        for (i, (g, o)) in gpu_params.iter().zip(&params).enumerate() {
-            assert_close(&format!("{name}: parameter {i}"), g, o);
+        for (i, (g, o)) in got_params.iter().zip(&params).enumerate() {
+            assert_close(target, &format!("{name}: parameter {i}"), g, o);
         }
         assert_close(
+            target,
             &format!("{name}: gradient of the input"),
-            &gpu_input_grad,
+            &got_input_grad,
             &input_grad,
         );
     }
 }
+conformance!(optimizer_steps_with_norms_and_data_gradients: cc, gpu);
 
-#[test]
-fn normalization_and_cnn_blocks_in_both_modes() {
+fn normalization_and_cnn_blocks_in_both_modes(target: &Target) {
     for mode in [Mode::Train, Mode::Eval] {
         check(
+            target,
             &format!("batch norm 2-D {mode:?}"),
             &["2|->3,2,2"],
             |g, p| {
@@ -328,12 +327,18 @@ fn normalization_and_cnn_blocks_in_both_modes() {
                     .pmul(&weights(g, "2|->3,2,2"))
             },
         );
-        check(&format!("conv-bn-relu {mode:?}"), &["2|->3,3,2"], |g, p| {
-            ConvBnRelu::new(g, "block", 2, 3, 3, 1)
-                .apply(&p[0], mode)
-                .pmul(&weights(g, "2|->3,3,3"))
-        });
         check(
+            target,
+            &format!("conv-bn-relu {mode:?}"),
+            &["2|->3,3,2"],
+            |g, p| {
+                ConvBnRelu::new(g, "block", 2, 3, 3, 1)
+                    .apply(&p[0], mode)
+                    .pmul(&weights(g, "2|->3,3,3"))
+            },
+        );
+        check(
+            target,
             &format!("residual projection {mode:?}"),
             &["2|->4,4,2"],
             |g, p| {
@@ -343,6 +348,7 @@ fn normalization_and_cnn_blocks_in_both_modes() {
             },
         );
         check(
+            target,
             &format!("depthwise-separable {mode:?}"),
             &["2|->3,3,2"],
             |g, p| {
@@ -352,49 +358,55 @@ fn normalization_and_cnn_blocks_in_both_modes() {
             },
         );
     }
-    check("group norm", &["2|->2,2,4"], |g, p| {
+    check(target, "group norm", &["2|->2,2,4"], |g, p| {
         GroupNorm::new(g, "gn", 4, 2)
             .unwrap()
             .apply(&p[0])
             .pmul(&weights(g, "2|->2,2,4"))
     });
-    check("rms norm", &["3|->4"], |g, p| {
+    check(target, "rms norm", &["3|->4"], |g, p| {
         RmsNorm::new(g, "rms")
             .apply(&p[0])
             .pmul(&weights(g, "3|->4"))
     });
-    check("vgg block", &["1|->4,4,2"], |g, p| {
+    check(target, "vgg block", &["1|->4,4,2"], |g, p| {
         VggBlock::new(g, "vgg", 2, 3)
             .apply(&p[0])
             .pmul(&weights(g, "1|->2,2,3"))
     });
-    check("lenet", &["2|->4,4,1"], |g, p| {
+    check(target, "lenet", &["2|->4,4,1"], |g, p| {
         LeNet::new(g, "lenet", 3)
             .apply(&p[0])
             .pmul(&weights(g, "2|->3"))
     });
 }
+conformance!(normalization_and_cnn_blocks_in_both_modes: cc, gpu);
 
-#[test]
-fn masked_cross_attention_and_encoder_decoder_blocks() {
+fn masked_cross_attention_and_encoder_decoder_blocks(target: &Target) {
     let padding = |g: &Graph| {
         g.data("padding")
             .shape("2|->5")
             .values(vec![1., 1., 1., 0., 0., 1., 1., 1., 1., 1.])
             .build()
     };
-    check("softmax over an axis", &["2|->3,4"], |g, p| {
+    check(target, "softmax over an axis", &["2|->3,4"], |g, p| {
         softmax_axis(&p[0], 0).pmul(&weights(g, "2|->3,4"))
     });
-    check("masked cross-attention", &["2|->3,4", "2|->5,4"], |g, p| {
-        let attention = Attention::new(g, "cross", 4, 2, 2, false);
-        let options = AttendOptions::new().mask(&padding(g)).temperature(2.0);
-        attention
-            .apply_with(&p[0], &p[1], &options)
-            .pmul(&weights(g, "2|->3,4"))
-    });
+    check(
+        target,
+        "masked cross-attention",
+        &["2|->3,4", "2|->5,4"],
+        |g, p| {
+            let attention = Attention::new(g, "cross", 4, 2, 2, false);
+            let options = AttendOptions::new().mask(&padding(g)).temperature(2.0);
+            attention
+                .apply_with(&p[0], &p[1], &options)
+                .pmul(&weights(g, "2|->3,4"))
+        },
+    );
     for placement in [Placement::Post, Placement::Pre] {
         check(
+            target,
             &format!("encoder block {placement:?}"),
             &["2|->5,4"],
             |g, p| {
@@ -405,6 +417,7 @@ fn masked_cross_attention_and_encoder_decoder_blocks() {
             },
         );
         check(
+            target,
             &format!("decoder block {placement:?}"),
             &["2|->3,4", "2|->5,4"],
             |g, p| {
@@ -416,10 +429,11 @@ fn masked_cross_attention_and_encoder_decoder_blocks() {
             },
         );
     }
-    check("learned positions", &["2|->3,4"], |g, p| {
+    check(target, "learned positions", &["2|->3,4"], |g, p| {
         LearnedPositions::new(g, "positions", 3, 4)
             .apply(&p[0])
             .tanh()
             .pmul(&weights(g, "2|->3,4"))
     });
 }
+conformance!(masked_cross_attention_and_encoder_decoder_blocks: cc, gpu);

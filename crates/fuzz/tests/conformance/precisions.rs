@@ -1,13 +1,12 @@
-//! What the GPU holds and computes in: integers exactly as the interpreter, f16 cells rounded
-//! as f16, a precision it lacks refused naming the tensor; host writes between runs reach the
-//! device and device results reach the host.
+//! What compiled backends hold and compute in: integers exactly as the interpreter, f16 cells
+//! rounded as f16, and, on a GPU, a precision it lacks refused naming the tensor; host writes
+//! between runs reach the backend's buffers and its results reach the host, on every backend.
 
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_tensor::{BinaryOp, Context, Graph};
 
-mod common;
-use common::gpu;
+use crate::target::Target;
 
 /// `a op b` for every binary op of `ops`, with operands of `precision`.
 fn binary_results(
@@ -30,9 +29,7 @@ fn binary_results(
     outs.iter().map(|t| ctx.values(t).unwrap()).collect()
 }
 
-#[test]
-fn integers_compute_exactly_as_on_the_interpreter() {
-    let Some(gpu) = gpu() else { return };
+fn integers_compute_exactly(target: &Target) {
     let ops = [
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -60,24 +57,26 @@ fn integers_compute_exactly_as_on_the_interpreter() {
             .filter(|op| precision == Precision::I32 || *op != BinaryOp::Sub)
             .collect();
         assert_eq!(
-            binary_results(Box::new(gpu.clone()), precision, &ops, &a, &b),
+            binary_results(target.backend(), precision, &ops, &a, &b),
             binary_results(Box::new(Interpreter), precision, &ops, &a, &b),
-            "{precision}"
+            "{precision} on {}",
+            target.name()
         );
     }
 }
+conformance!(integers_compute_exactly: cc, gpu);
 
-#[test]
-fn f16_cells_round_as_f16() {
-    let Some(gpu) = gpu() else { return };
-    if !gpu.device().has_f16() {
+fn f16_cells_round_as_f16(target: &Target) {
+    if let Some(gpu) = target.gpu()
+        && !gpu.0.device().has_f16()
+    {
         eprintln!("this GPU has no shader-f16: the f16 check did not run");
         return;
     }
     let ops = [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Div];
     let a: Vec<f64> = (0..50).map(|i| 0.37 * i as f64 - 4.1).collect();
     let b: Vec<f64> = (0..50).map(|i| 1.3 + 0.011 * i as f64).collect();
-    let got = binary_results(Box::new(gpu), Precision::F16, &ops, &a, &b);
+    let got = binary_results(target.backend(), Precision::F16, &ops, &a, &b);
     let want = binary_results(Box::new(Interpreter), Precision::F16, &ops, &a, &b);
     for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
         // Within one f16 step of the interpreter's correctly rounded result: WGSL lets a
@@ -87,10 +86,12 @@ fn f16_cells_round_as_f16() {
         assert_eq!(half::f16::from_f64(*g).to_f64(), *g, "{g} is an f16 value");
     }
 }
+conformance!(f16_cells_round_as_f16: cc, gpu);
 
-#[test]
-fn a_precision_the_device_lacks_is_an_error_naming_the_tensor() {
-    let Some(gpu) = gpu() else { return };
+/// Asked of the GPU itself, not of [`crate::target::OnDevice`], which refuses such a routine
+/// before the backend sees it.
+fn a_precision_the_device_lacks_is_an_error_naming_the_tensor(target: &Target) {
+    let gpu = target.gpu().expect("a GPU case").0.clone();
     let graph = Graph::new();
     let x = graph
         .data("wide input")
@@ -103,16 +104,15 @@ fn a_precision_the_device_lacks_is_an_error_naming_the_tensor() {
     assert!(e.message.contains("'wide input'"), "{}", e.message);
     assert!(e.message.contains("f64"), "{}", e.message);
 }
+conformance!(a_precision_the_device_lacks_is_an_error_naming_the_tensor: gpu);
 
-#[test]
-fn host_writes_between_runs_reach_the_device_and_results_reach_the_host() {
-    let Some(gpu) = gpu() else { return };
+fn host_writes_between_runs_reach_the_backend_and_results_reach_the_host(target: &Target) {
     let graph = Graph::new();
     let x = graph.data("x").shape("5").build();
     let two = graph.data("two").shape("5").build();
     let y = x.binary(BinaryOp::Mul, &two);
     let z = y.binary(BinaryOp::Add, &x);
-    let mut ctx = Context::with_backend(&graph, Box::new(gpu));
+    let mut ctx = Context::with_backend(&graph, target.backend());
     let first = ctx.forward(&[&y]).unwrap();
     let second = ctx.forward(&[&z]).unwrap();
     ctx.set_values(&two, &[2.0; 5]).unwrap();
@@ -127,3 +127,4 @@ fn host_writes_between_runs_reach_the_device_and_results_reach_the_host() {
         assert_eq!(ctx.values(&z).unwrap(), tripled);
     }
 }
+conformance!(host_writes_between_runs_reach_the_backend_and_results_reach_the_host);
