@@ -319,3 +319,47 @@ fn noun(n: usize) -> &'static str {
 fn were(n: usize) -> &'static str {
     if n == 1 { "was" } else { "were" }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn every_operation_has_a_name_of_its_own_that_parses_back() {
+        let names: Vec<String> = Op::value_variants().iter().map(|op| op.name()).collect();
+        let distinct: HashSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        for &op in Op::value_variants() {
+            assert_eq!(Op::from_str(&op.name(), false), Ok(op));
+        }
+        let pointwise = UnaryOp::ALL.len() + BinaryOp::ALL.len();
+        assert_eq!(
+            Op::value_variants().len(),
+            Special::value_variants().len() + pointwise
+        );
+    }
+
+    #[test]
+    fn pointwise_names_and_help_come_from_the_library() {
+        let help = |op: Op| {
+            op.to_possible_value()
+                .and_then(|v| v.get_help().map(|h| h.to_string()))
+        };
+        assert_eq!(Op::Unary(UnaryOp::RecipSqrt).name(), "recip-sqrt");
+        assert_eq!(Op::Binary(BinaryOp::Add).name(), "add");
+        assert_eq!(
+            help(Op::Unary(UnaryOp::Relu)).as_deref(),
+            Some("max(0, x) (1 operand; SPEC or -)")
+        );
+        assert_eq!(
+            help(Op::Binary(BinaryOp::Lt)).as_deref(),
+            Some("1 where a < b, else 0; no gradient (2 operands; SPEC or -)")
+        );
+        assert_eq!(
+            Op::Unary(UnaryOp::Relu).computes(1),
+            "max(0, x), for x the operand, accumulated with +"
+        );
+    }
+}

@@ -15,9 +15,9 @@
 //! for a transcendental function of f32), its spelling in each code generator and, for an offered
 //! one, its gradient in the tensor library.
 
-/// Calls `$callback!` with the one-argument primitives, grouped as the module says:
-/// `offered: { $(#[doc = $meaning] $(#[doc = $more])* $variant $name,)* } internal: { … }`,
-/// where `$name` is the name printed IR, error messages and the tensor library use (`relu`,
+/// Calls `$callback!` with the one-argument primitives, grouped as the module says
+/// (`offered: { … } internal: { … }`), each entry `#[doc = $meaning] $(#[doc = $more])* $variant
+/// $name,`, where `$name` is the name printed IR, error messages and the tensor library use (`relu`,
 /// `recip_sqrt`).
 #[macro_export]
 macro_rules! unop_table {
@@ -67,9 +67,8 @@ macro_rules! unop_table {
     };
 }
 
-/// Calls `$callback!` with the two-argument primitives, grouped as the module says:
-/// `offered: { $(#[doc = $meaning] $(#[doc = $more])* $variant $symbol $word,)* } internal: { … }`,
-/// where `$symbol` is the operator's symbol in printed IR (`+`, `**`, `max`; an accumulator
+/// Calls `$callback!` with the two-argument primitives, grouped as the module says, each entry
+/// `#[doc = $meaning] $(#[doc = $more])* $variant $symbol $word,`, where `$symbol` is the operator's symbol in printed IR (`+`, `**`, `max`; an accumulator
 /// prints as `=` followed by it) and `$word` its name as a word (`add`, `pow`, `max`).
 #[macro_export]
 macro_rules! binop_table {
@@ -90,11 +89,13 @@ macro_rules! binop_table {
             Div "/" "div",
             /// `a` to the power `b`.
             Pow "**" "pow",
-            /// The larger of `a` and `b`, a NaN on either side winning.
-            /// A tie keeps `a`, as numpy's `maximum` does; as an accumulator, a maximum.
+            /// The larger of `a` and `b`, NaN winning.
+            /// A NaN on either side is the result and a tie keeps `a`, as in numpy's `maximum`;
+            /// as an accumulator, a maximum.
             Max "max" "max",
-            /// The smaller of `a` and `b`, a NaN on either side winning.
-            /// A tie keeps `a`, as numpy's `minimum` does; as an accumulator, a minimum.
+            /// The smaller of `a` and `b`, NaN winning.
+            /// A NaN on either side is the result and a tie keeps `a`, as in numpy's `minimum`;
+            /// as an accumulator, a minimum.
             Min "min" "min",
             /// 1 where `a < b`, else 0.
             Lt "<" "lt",

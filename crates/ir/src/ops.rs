@@ -494,7 +494,10 @@ mod tests {
         let meanings = Unop::ALL.map(Unop::meaning).into_iter();
         for meaning in meanings.chain(Binop::ALL.map(Binop::meaning)) {
             assert!(meaning.ends_with('.'), "{meaning:?}");
-            assert!(!meaning.starts_with(' ') && !meaning.contains('\n'), "{meaning:?}");
+            assert!(
+                !meaning.starts_with(' ') && !meaning.contains('\n'),
+                "{meaning:?}"
+            );
         }
         assert_eq!(Unop::Relu.meaning(), "`max(0, x)`.");
         assert_eq!(Binop::Add.meaning(), "`a + b`.");
