@@ -17,8 +17,9 @@
 //!   `and`s, which counting gives without wrapping.
 
 use rcannl_ir::Precision;
+use rcannl_tensor::{BinaryOp, UnaryOp};
 
-use crate::op::Op;
+use crate::op::{Op, Special};
 
 /// A dtype of numpy's that the command reads, computes and writes (`--dtype` takes its name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -214,40 +215,21 @@ impl Dtype {
     pub fn refused_by(self, op: Op) -> Option<String> {
         let logical = matches!(
             op,
-            Op::Einsum
-                | Op::Compose
-                | Op::PointwiseMul
-                | Op::Mul
-                | Op::PointwiseAdd
-                | Op::Add
-                | Op::OuterSum
-                | Op::Concat
-                | Op::Where
-                | Op::Fma
-                | Op::Einmax
-                | Op::Tropical
-                | Op::Max
-                | Op::Min
-                | Op::StopGradient
+            Op::Special(_)
+                | Op::Unary(UnaryOp::StopGradient)
+                | Op::Binary(BinaryOp::Mul | BinaryOp::Add | BinaryOp::Max | BinaryOp::Min)
         );
-        let float_only = matches!(
-            op,
-            Op::Exp
-                | Op::Log
-                | Op::Exp2
-                | Op::Log2
-                | Op::Sin
-                | Op::Cos
-                | Op::Sqrt
-                | Op::Recip
-                | Op::RecipSqrt
-                | Op::Tanh
-                | Op::Div
-                | Op::Pow
-        );
+        let float_only = match op {
+            Op::Special(_) => false,
+            Op::Unary(op) => !op.unop().has_integer_meaning(),
+            // numpy's true division, and powers that may be fractional.
+            Op::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
+        };
         let compares = matches!(
             op,
-            Op::Tropical | Op::Einmax | Op::Max | Op::Min | Op::Lt | Op::Relu | Op::Sat01
+            Op::Special(Special::Tropical | Special::Einmax)
+                | Op::Unary(UnaryOp::Relu | UnaryOp::Sat01)
+                | Op::Binary(BinaryOp::Max | BinaryOp::Min | BinaryOp::Lt)
         );
         let why = if self == Dtype::Bool && !logical {
             "bools are computed as counts, which it would not keep true or false"

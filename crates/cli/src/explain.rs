@@ -18,7 +18,7 @@ use rcannl_shape::spec::{EinsumSpec, Kind, SlotSpec, parse_einsum};
 use rcannl_tensor::{Context, Tensor};
 
 use crate::labels::{Names, Placed};
-use crate::op::Op;
+use crate::op::{Op, Special};
 use crate::report::{self, CliError};
 use crate::setup::{OpArgs, Setup, literal, run_error};
 
@@ -97,7 +97,7 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
     if let Some(target) = ctx.backend_target() {
         out += &format!("target:    {target}\n");
     }
-    if args.op == Op::Einsum && Op::along_path(&text, &inputs) {
+    if args.op == Op::Special(Special::Einsum) && Op::along_path(&text, &inputs) {
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let path =
             Tensor::einsum_path_with(&text, &refs, &args.path_options()).map_err(run_error)?;

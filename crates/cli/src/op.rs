@@ -1,7 +1,13 @@
-//! The operations `einsum` and `explain` run (`--op`): which take a spec (some must, some may,
-//! taking `-` for their pointwise form, and some take none), how many operands each takes, and
-//! the tensor-library call that builds each.
+//! The operations `einsum` and `explain` run (`--op`): the tensor library's pointwise operations
+//! of one and two operands, every one of them, each taking a spec or `-` for its pointwise form,
+//! with its name and help made from the library's (and so the IR's) own; and the operations with
+//! a call of their own, of which some must take a spec, some may and some take none. How many
+//! operands each takes, and the tensor-library call that builds each.
 
+use std::sync::LazyLock;
+
+use clap::ValueEnum;
+use clap::builder::PossibleValue;
 use rcannl_ir::Binop;
 use rcannl_shape::spec::{EinsumSpec, parse_einsum};
 use rcannl_tensor::nary::PathOptions;
@@ -12,8 +18,19 @@ use crate::report::{CliError, ErrorKind};
 /// An operation over the inputs. Those computing cell by cell take a spec, at whose every point
 /// they compute and add up into the result's cell (summing over the labels the result leaves
 /// out), or `-` for their pointwise form, with broadcasting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// One with a call of its own.
+    Special(Special),
+    /// A pointwise operation of one operand.
+    Unary(UnaryOp),
+    /// A pointwise operation of two operands.
+    Binary(BinaryOp),
+}
+
+/// The operations with a call of their own (the help shows these docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Special {
     /// Products summed over the labels the result leaves out (any number of operands).
     Einsum,
     /// Sums of pairs at every combination of the spec's labels, summed over the labels the
@@ -38,58 +55,6 @@ pub enum Op {
     PointwiseMul,
     /// The first input's input axes contracted with the second's output axes (SPEC `-`).
     Compose,
-    /// −x (1 operand; SPEC or -).
-    Neg,
-    /// max(0, x) (1 operand; SPEC or -).
-    Relu,
-    /// x clamped to [0, 1] (1 operand; SPEC or -).
-    Sat01,
-    /// e^x (1 operand; SPEC or -).
-    Exp,
-    /// The natural logarithm (1 operand; SPEC or -).
-    Log,
-    /// 2^x (1 operand; SPEC or -).
-    Exp2,
-    /// The base-2 logarithm (1 operand; SPEC or -).
-    Log2,
-    /// sin x (1 operand; SPEC or -).
-    Sin,
-    /// cos x (1 operand; SPEC or -).
-    Cos,
-    /// √x (1 operand; SPEC or -).
-    Sqrt,
-    /// 1/x (1 operand; SPEC or -).
-    Recip,
-    /// 1/√x (1 operand; SPEC or -).
-    RecipSqrt,
-    /// tanh x (1 operand; SPEC or -).
-    Tanh,
-    /// 1 where x is 0, else 0; no gradient (1 operand; SPEC or -).
-    Not,
-    /// x rounded toward zero; no gradient (1 operand; SPEC or -).
-    Trunc,
-    /// x, through which no gradient flows (1 operand; SPEC or -).
-    StopGradient,
-    /// x + y (2 operands; SPEC or -).
-    Add,
-    /// x − y (2 operands; SPEC or -).
-    Sub,
-    /// x·y (2 operands; SPEC or -).
-    Mul,
-    /// x / y (2 operands; SPEC or -).
-    Div,
-    /// x^y (2 operands; SPEC or -).
-    Pow,
-    /// The larger, NaN winning (2 operands; SPEC or -).
-    Max,
-    /// The smaller, NaN winning (2 operands; SPEC or -).
-    Min,
-    /// 1 where x < y, else 0; no gradient (2 operands; SPEC or -).
-    Lt,
-    /// 1 where x = y, else 0; no gradient (2 operands; SPEC or -).
-    Eq,
-    /// 1 where x ≠ y, else 0; no gradient (2 operands; SPEC or -).
-    Ne,
 }
 
 /// Whether an operation takes a spec.
@@ -103,94 +68,78 @@ enum SpecUse {
     None,
 }
 
+/// `--op`'s values: the special operations, then every unary and every binary operation of the
+/// tensor library, in its order.
+impl ValueEnum for Op {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: LazyLock<Vec<Op>> = LazyLock::new(|| {
+            let special = Special::value_variants().iter().copied().map(Op::Special);
+            special
+                .chain(UnaryOp::ALL.map(Op::Unary))
+                .chain(BinaryOp::ALL.map(Op::Binary))
+                .collect()
+        });
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let (meaning, operands) = match self {
+            Op::Special(special) => return special.to_possible_value(),
+            Op::Unary(op) => (op.unop().meaning(), 1),
+            Op::Binary(op) => (op.binop().meaning(), 2),
+        };
+        let gradient = if self.is_differentiable() {
+            ""
+        } else {
+            "; no gradient"
+        };
+        let help = format!(
+            "{}{gradient} ({operands} {}; SPEC or -)",
+            plain(meaning),
+            noun(operands)
+        );
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
 impl Op {
-    /// The name `--op` takes.
-    pub fn name(self) -> &'static str {
+    /// The name `--op` takes: a special operation's own, and the tensor library's name of a
+    /// pointwise one (the IR's word for a binary one, `add` for `+`), with `-` for `_`.
+    pub fn name(self) -> String {
         match self {
-            Op::Einsum => "einsum",
-            Op::OuterSum => "outer-sum",
-            Op::Tropical => "tropical",
-            Op::Einmax => "einmax",
-            Op::Concat => "concat",
-            Op::Where => "where",
-            Op::Fma => "fma",
-            Op::PointwiseAdd => "pointwise-add",
-            Op::PointwiseMul => "pointwise-mul",
-            Op::Compose => "compose",
-            Op::Neg => "neg",
-            Op::Relu => "relu",
-            Op::Sat01 => "sat01",
-            Op::Exp => "exp",
-            Op::Log => "log",
-            Op::Exp2 => "exp2",
-            Op::Log2 => "log2",
-            Op::Sin => "sin",
-            Op::Cos => "cos",
-            Op::Sqrt => "sqrt",
-            Op::Recip => "recip",
-            Op::RecipSqrt => "recip-sqrt",
-            Op::Tanh => "tanh",
-            Op::Not => "not",
-            Op::Trunc => "trunc",
-            Op::StopGradient => "stop-gradient",
-            Op::Add => "add",
-            Op::Sub => "sub",
-            Op::Mul => "mul",
-            Op::Div => "div",
-            Op::Pow => "pow",
-            Op::Max => "max",
-            Op::Min => "min",
-            Op::Lt => "lt",
-            Op::Eq => "eq",
-            Op::Ne => "ne",
+            Op::Special(special) => special
+                .to_possible_value()
+                .map(|value| value.get_name().to_owned())
+                .unwrap_or_default(),
+            Op::Unary(op) => op.name().replace('_', "-"),
+            Op::Binary(op) => op.binop().word().replace('_', "-"),
         }
     }
 
-    /// The tensor library's unary operation this is, if it is one.
-    fn unary(self) -> Option<UnaryOp> {
-        Some(match self {
-            Op::Neg => UnaryOp::Neg,
-            Op::Relu => UnaryOp::Relu,
-            Op::Sat01 => UnaryOp::Sat01,
-            Op::Exp => UnaryOp::Exp,
-            Op::Log => UnaryOp::Log,
-            Op::Exp2 => UnaryOp::Exp2,
-            Op::Log2 => UnaryOp::Log2,
-            Op::Sin => UnaryOp::Sin,
-            Op::Cos => UnaryOp::Cos,
-            Op::Sqrt => UnaryOp::Sqrt,
-            Op::Recip => UnaryOp::Recip,
-            Op::RecipSqrt => UnaryOp::RecipSqrt,
-            Op::Tanh => UnaryOp::Tanh,
-            Op::Not => UnaryOp::Not,
-            Op::Trunc => UnaryOp::Trunc,
-            Op::StopGradient => UnaryOp::StopGradient,
-            _ => return None,
-        })
-    }
-
-    /// The tensor library's binary operation this is, if it is one.
-    fn binary(self) -> Option<BinaryOp> {
-        Some(match self {
-            Op::Add => BinaryOp::Add,
-            Op::Sub => BinaryOp::Sub,
-            Op::Mul => BinaryOp::Mul,
-            Op::Div => BinaryOp::Div,
-            Op::Pow => BinaryOp::Pow,
-            Op::Max => BinaryOp::Max,
-            Op::Min => BinaryOp::Min,
-            Op::Lt => BinaryOp::Lt,
-            Op::Eq => BinaryOp::Eq,
-            Op::Ne => BinaryOp::Ne,
-            _ => return None,
-        })
+    /// Whether a gradient flows through a pointwise operation (the special ones all have one).
+    fn is_differentiable(self) -> bool {
+        match self {
+            Op::Special(_) => true,
+            Op::Unary(op) => op.is_differentiable(),
+            Op::Binary(op) => op.is_differentiable(),
+        }
     }
 
     fn spec_use(self) -> SpecUse {
         match self {
-            Op::Einsum | Op::OuterSum | Op::Tropical | Op::Einmax | Op::Concat => SpecUse::Required,
-            Op::PointwiseAdd | Op::PointwiseMul | Op::Compose => SpecUse::None,
-            _ => SpecUse::Optional,
+            Op::Special(
+                Special::Einsum
+                | Special::OuterSum
+                | Special::Tropical
+                | Special::Einmax
+                | Special::Concat,
+            ) => SpecUse::Required,
+            Op::Special(Special::PointwiseAdd | Special::PointwiseMul | Special::Compose) => {
+                SpecUse::None
+            }
+            Op::Special(Special::Where | Special::Fma) | Op::Unary(_) | Op::Binary(_) => {
+                SpecUse::Optional
+            }
         }
     }
 
@@ -202,19 +151,18 @@ impl Op {
 
     /// The number of operands the operation itself requires (`None`: as many as the spec has).
     fn arity(self) -> Option<usize> {
-        if self.unary().is_some() {
-            return Some(1);
-        }
-        if self.binary().is_some() {
-            return Some(2);
-        }
         match self {
-            Op::Einsum | Op::Concat => None,
-            Op::Einmax => Some(1),
-            Op::OuterSum | Op::Tropical | Op::PointwiseAdd | Op::PointwiseMul | Op::Compose => {
-                Some(2)
-            }
-            _ => Some(3),
+            Op::Special(Special::Einsum | Special::Concat) => None,
+            Op::Special(Special::Einmax) | Op::Unary(_) => Some(1),
+            Op::Special(
+                Special::OuterSum
+                | Special::Tropical
+                | Special::PointwiseAdd
+                | Special::PointwiseMul
+                | Special::Compose,
+            )
+            | Op::Binary(_) => Some(2),
+            Op::Special(Special::Where | Special::Fma) => Some(3),
         }
     }
 
@@ -223,7 +171,7 @@ impl Op {
     /// store there).
     pub fn accumulate(self) -> Binop {
         match self {
-            Op::Tropical | Op::Einmax => Binop::Max,
+            Op::Special(Special::Tropical | Special::Einmax) => Binop::Max,
             _ => Binop::Add,
         }
     }
@@ -231,25 +179,22 @@ impl Op {
     /// What each point of the product space computes, in words.
     pub fn computes(self, operands: usize) -> String {
         let what = match self {
-            Op::Einsum if operands == 1 => "the operand".to_owned(),
-            Op::Einsum | Op::PointwiseMul | Op::Compose | Op::Mul => {
-                "the product of the operands".to_owned()
+            Op::Special(special) => match special {
+                Special::Einsum if operands == 1 => "the operand",
+                Special::Einsum | Special::PointwiseMul | Special::Compose => {
+                    "the product of the operands"
+                }
+                Special::OuterSum | Special::PointwiseAdd | Special::Tropical => {
+                    "the sum of the operands"
+                }
+                Special::Einmax => "the operand",
+                Special::Concat => "the operand whose stretch the point is in",
+                Special::Where => "the second operand where the first is nonzero, else the third",
+                Special::Fma => "the product of the first two operands plus the third",
             }
-            Op::OuterSum | Op::PointwiseAdd | Op::Add => "the sum of the operands".to_owned(),
-            Op::Tropical => "the sum of the operands".to_owned(),
-            Op::Einmax => "the operand".to_owned(),
-            Op::Concat => "the operand whose stretch the point is in".to_owned(),
-            Op::Where => "the second operand where the first is nonzero, else the third".to_owned(),
-            Op::Fma => "the product of the first two operands plus the third".to_owned(),
-            Op::Sub => "the first operand minus the second".to_owned(),
-            Op::Div => "the first operand divided by the second".to_owned(),
-            Op::Pow => "the first operand to the power of the second".to_owned(),
-            Op::Max => "the larger operand".to_owned(),
-            Op::Min => "the smaller operand".to_owned(),
-            Op::Lt => "1 where the first operand is less than the second, else 0".to_owned(),
-            Op::Eq => "1 where the operands are equal, else 0".to_owned(),
-            Op::Ne => "1 where the operands differ, else 0".to_owned(),
-            _ => format!("{} of the operand", self.name()),
+            .to_owned(),
+            Op::Unary(op) => format!("{}, for x the operand", plain(op.unop().meaning())),
+            Op::Binary(op) => format!("{}, for a and b the operands", plain(op.binop().meaning())),
         };
         let accumulated = match self.accumulate() {
             Binop::Max => "max",
@@ -316,49 +261,55 @@ impl Op {
         path: &PathOptions,
     ) -> Result<Tensor, CliError> {
         let pointwise = self.is_pointwise(spec);
-        if let ([a], Some(unary)) = (operands, self.unary()) {
-            return Ok(if pointwise {
-                a.unary(unary)
-            } else {
-                a.unary_spec(unary, spec)
-            });
-        }
-        if let ([a, b], Some(binary)) = (operands, self.binary()) {
-            return Ok(if pointwise {
-                a.binary(binary, b)
-            } else {
-                a.binary_spec(binary, spec, b)
-            });
-        }
-        Ok(match (self, operands) {
-            (Op::Einsum, [a]) => a.einsum1(spec),
+        let special = match (self, operands) {
+            (Op::Unary(op), [a]) if pointwise => return Ok(a.unary(op)),
+            (Op::Unary(op), [a]) => return Ok(a.unary_spec(op, spec)),
+            (Op::Binary(op), [a, b]) if pointwise => return Ok(a.binary(op, b)),
+            (Op::Binary(op), [a, b]) => return Ok(a.binary_spec(op, spec, b)),
+            (Op::Special(special), _) => special,
+            _ => return Err(self.wrong_count(operands.len())),
+        };
+        Ok(match (special, operands) {
+            (Special::Einsum, [a]) => a.einsum1(spec),
             // Slots of labels and row variables take the contraction path (with its
             // single-operand sums); fixed indices, strides and concatenations need the binary
             // or ternary einsum.
-            (Op::Einsum, [a, b]) if !Self::along_path(spec, operands) => a.einsum(spec, b),
-            (Op::Einsum, [a, b, c]) if !Self::along_path(spec, operands) => a.einsum3(spec, b, c),
-            (Op::Einsum, _) => {
+            (Special::Einsum, [a, b]) if !Self::along_path(spec, operands) => a.einsum(spec, b),
+            (Special::Einsum, [a, b, c]) if !Self::along_path(spec, operands) => {
+                a.einsum3(spec, b, c)
+            }
+            (Special::Einsum, _) => {
                 Tensor::einsum_n_with(spec, &operands.iter().collect::<Vec<_>>(), path)
             }
-            (Op::OuterSum, [a, b]) => a.outer_sum(spec, b),
-            (Op::Tropical, [a, b]) => a.tropical(spec, b),
-            (Op::Einmax, [a]) => a.einmax1(spec),
-            (Op::Concat, _) => Tensor::concat(spec, &operands.iter().collect::<Vec<_>>()),
-            (Op::Where, [c, a, b]) if pointwise => Tensor::where_(c, a, b),
-            (Op::Where, [c, a, b]) => Tensor::where_spec(spec, c, a, b),
-            (Op::Fma, [a, b, c]) if pointwise => Tensor::fma(a, b, c),
-            (Op::Fma, [a, b, c]) => Tensor::fma_spec(spec, a, b, c),
-            (Op::PointwiseAdd, [a, b]) => a + b,
-            (Op::PointwiseMul, [a, b]) => a.pmul(b),
-            (Op::Compose, [a, b]) => a.compose(b),
-            _ => {
-                return Err(CliError::new(
-                    ErrorKind::Arity,
-                    format!("{} does not take {} operands", self.name(), operands.len()),
-                ));
-            }
+            (Special::OuterSum, [a, b]) => a.outer_sum(spec, b),
+            (Special::Tropical, [a, b]) => a.tropical(spec, b),
+            (Special::Einmax, [a]) => a.einmax1(spec),
+            (Special::Concat, _) => Tensor::concat(spec, &operands.iter().collect::<Vec<_>>()),
+            (Special::Where, [c, a, b]) if pointwise => Tensor::where_(c, a, b),
+            (Special::Where, [c, a, b]) => Tensor::where_spec(spec, c, a, b),
+            (Special::Fma, [a, b, c]) if pointwise => Tensor::fma(a, b, c),
+            (Special::Fma, [a, b, c]) => Tensor::fma_spec(spec, a, b, c),
+            (Special::PointwiseAdd, [a, b]) => a + b,
+            (Special::PointwiseMul, [a, b]) => a.pmul(b),
+            (Special::Compose, [a, b]) => a.compose(b),
+            _ => return Err(self.wrong_count(operands.len())),
         })
     }
+
+    /// The error for a number of operands the operation does not take (which [`Op::check`]
+    /// rules out first).
+    fn wrong_count(self, operands: usize) -> CliError {
+        CliError::new(
+            ErrorKind::Arity,
+            format!("{} does not take {operands} operands", self.name()),
+        )
+    }
+}
+
+/// A meaning in one line, in Markdown, as plain text: without its code marks and its final
+/// period (`` `max(0, x)`. `` is `max(0, x)`).
+fn plain(meaning: &str) -> String {
+    meaning.replace('`', "").trim_end_matches('.').to_owned()
 }
 
 fn noun(n: usize) -> &'static str {
@@ -367,4 +318,48 @@ fn noun(n: usize) -> &'static str {
 
 fn were(n: usize) -> &'static str {
     if n == 1 { "was" } else { "were" }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn every_operation_has_a_name_of_its_own_that_parses_back() {
+        let names: Vec<String> = Op::value_variants().iter().map(|op| op.name()).collect();
+        let distinct: HashSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        for &op in Op::value_variants() {
+            assert_eq!(Op::from_str(&op.name(), false), Ok(op));
+        }
+        let pointwise = UnaryOp::ALL.len() + BinaryOp::ALL.len();
+        assert_eq!(
+            Op::value_variants().len(),
+            Special::value_variants().len() + pointwise
+        );
+    }
+
+    #[test]
+    fn pointwise_names_and_help_come_from_the_library() {
+        let help = |op: Op| {
+            op.to_possible_value()
+                .and_then(|v| v.get_help().map(|h| h.to_string()))
+        };
+        assert_eq!(Op::Unary(UnaryOp::RecipSqrt).name(), "recip-sqrt");
+        assert_eq!(Op::Binary(BinaryOp::Add).name(), "add");
+        assert_eq!(
+            help(Op::Unary(UnaryOp::Relu)).as_deref(),
+            Some("max(0, x) (1 operand; SPEC or -)")
+        );
+        assert_eq!(
+            help(Op::Binary(BinaryOp::Lt)).as_deref(),
+            Some("1 where a < b, else 0; no gradient (2 operands; SPEC or -)")
+        );
+        assert_eq!(
+            Op::Unary(UnaryOp::Relu).computes(1),
+            "max(0, x), for x the operand, accumulated with +"
+        );
+    }
 }

@@ -20,7 +20,7 @@ use crate::captures::{Captured, Finder};
 use crate::cells::Cells;
 use crate::dtype::Dtype;
 use crate::input;
-use crate::op::Op;
+use crate::op::{Op, Special};
 use crate::report::{CliError, ErrorKind};
 use crate::result_size;
 
@@ -41,7 +41,7 @@ pub struct OpArgs {
     pub inputs: Vec<String>,
 
     /// The operation.
-    #[arg(long, value_enum, default_value_t = Op::Einsum)]
+    #[arg(long, value_enum, default_value_t = Op::Special(Special::Einsum))]
     pub op: Op,
 
     /// How an einsum of labels and row variables finds its contraction path: auto (optimal up
@@ -208,7 +208,7 @@ impl Setup {
                     .shape(&input.shape.to_string())
                     .precision(dtype.precision())
                     .build();
-                let cells = if args.op == Op::Where && i == 0 {
+                let cells = if args.op == Op::Special(Special::Where) && i == 0 {
                     input.cells.cast(Dtype::Bool).cast(dtype)
                 } else {
                     input.cells.cast(dtype)
@@ -252,7 +252,7 @@ impl Setup {
 /// type of the inputs, but of the values `where` chooses between, whose condition is only
 /// nonzero or not. Float64 for no inputs.
 fn result_dtype(op: Op, inputs: &[input::Input]) -> Dtype {
-    let skipped = usize::from(op == Op::Where);
+    let skipped = usize::from(op == Op::Special(Special::Where));
     let dtypes = inputs.iter().skip(skipped).map(|input| input.cells.dtype());
     Dtype::result_type(dtypes).unwrap_or(Dtype::Float64)
 }

@@ -4,10 +4,11 @@
 //! how one assignment iterates and indexes its tensors, with the predicates lowering reads off it
 //! and the slot views gradients use (`projections`), and the padding margins of a buffer
 //! (`padding`); precisions and the rounding to each (`precision`); the primitive operations,
-//! accumulators with their neutral elements and the Threefry random bits (`ops`), with f32's
-//! transcendental functions as the interpreter and compiled C compute them (`fmath`); typed values
-//! and their conversions (`value`); tensor nodes (`node`), assignments (`assignment`), the loop
-//! IR (`loops`), lowering (`lower`) and routines (`routine`). The optimizer (`optimize`)
+//! accumulators with their neutral elements and the Threefry random bits (`ops`), declared from
+//! the tables that list each primitive once (`op_table`), with f32's transcendental functions as
+//! the interpreter and compiled C compute them (`fmath`); typed values and their conversions
+//! (`value`); tensor nodes (`node`), assignments (`assignment`), the loop IR (`loops`), lowering
+//! (`lower`) and routines (`routine`). The optimizer (`optimize`)
 //! recognizes matrix products, decides each node's memory mode and rewrites a routine's loops:
 //! fusion of virtual nodes, local accumulators, simplification and shared subexpressions. It
 //! depends on no other rcannl crate: shape inference produces its projection records, backends
@@ -21,6 +22,7 @@ pub mod index;
 pub mod loops;
 pub mod lower;
 pub mod node;
+pub mod op_table;
 pub mod ops;
 pub mod optimize;
 pub mod padding;

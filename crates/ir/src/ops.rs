@@ -1,97 +1,95 @@
 //! Primitive operations on scalars and the accumulators of assignments, with the meaning every
 //! backend must reproduce (the interpreter computes exactly these), and the counter-based random
-//! bit generator, Threefry-4×32 with 20 rounds.
+//! bit generator, Threefry-4×32 with 20 rounds. [`Unop`] and [`Binop`] are declared from the
+//! tables of [`crate::op_table`], which list each one with its names and its meaning in a line.
 
 use std::fmt;
 
 use crate::fmath;
 use crate::precision::Precision;
 
-/// One-argument operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Unop {
-    /// `x`.
-    Identity,
-    /// `-x`.
-    Neg,
-    /// `max(0, x)`.
-    Relu,
-    /// `x` clamped to `[0, 1]`.
-    Sat01,
-    /// `e^x`.
-    Exp,
-    /// The natural logarithm, `ln x`.
-    Log,
-    /// `2^x`.
-    Exp2,
-    /// `log₂ x`.
-    Log2,
-    /// `sin x`, `x` in radians.
-    Sin,
-    /// `cos x`, `x` in radians.
-    Cos,
-    /// `√x`.
-    Sqrt,
-    /// `1/x`.
-    Recip,
-    /// `1/√x`.
-    RecipSqrt,
-    /// `tanh x`.
-    Tanh,
-    /// 1 where `x` is 0, else 0.
-    Not,
-    /// Rounds toward zero.
-    Trunc,
-    /// One value of the computed precision from the first word(s) of a 128-bit word of random
-    /// bits (see [`crate::value`]).
-    Uint4x32ToPrecUniform1,
+/// Declares [`Unop`] from [`unop_table`](crate::unop_table): its variants, `ALL`, `name` and
+/// `meaning`.
+macro_rules! declare_unop {
+    ($($group:ident: {
+        $(#[doc = $meaning:literal] $(#[doc = $more:literal])* $op:ident $name:literal,)*
+    })*) => {
+        /// One-argument operations.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Unop {
+            $($(#[doc = $meaning] $(#[doc = $more])* $op,)*)*
+        }
+
+        impl Unop {
+            /// Every one-argument operation, in declaration order.
+            pub const ALL: [Unop; [$($(Unop::$op,)*)*].len()] = [$($(Unop::$op,)*)*];
+
+            /// The operation's name in printed IR and error messages (`exp`, `recip_sqrt`, …).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($(Unop::$op => $name,)*)*
+                }
+            }
+
+            /// The operation's meaning in one line, in Markdown, the argument named `x`
+            /// (`` `max(0, x)`. ``).
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $($(Unop::$op => $meaning.trim_ascii_start(),)*)*
+                }
+            }
+        }
+    };
 }
 
-/// Two-argument operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Binop {
-    /// The first argument (`a`): an assignment that ignores what was there.
-    Arg1,
-    /// The second argument (`b`): plain `=:` assignment is accumulation with `Arg2`.
-    Arg2,
-    /// `a + b`; as an accumulator, a sum.
-    Add,
-    /// `a - b`; as an accumulator, each value is subtracted from the cell.
-    Sub,
-    /// `a · b`; as an accumulator, a product.
-    Mul,
-    /// `a / b`; as an accumulator, the cell is divided by each value.
-    Div,
-    /// `a` to the power `b`.
-    Pow,
-    /// The larger of `a` and `b`, a NaN on either side winning and a tie keeping `a` (numpy's
-    /// `maximum`); as an accumulator, a maximum.
-    Max,
-    /// The smaller of `a` and `b`, a NaN on either side winning and a tie keeping `a`; as an
-    /// accumulator, a minimum.
-    Min,
-    /// `b` where `a > 0`, else 0: relu's gradient gate.
-    ReluGate,
-    /// `b` where `0 < a < 1`, else 0: sat01's gradient gate.
-    Sat01Gate,
-    /// 1 where `a` or `b` is nonzero, else 0.
-    Or,
-    /// 1 where both `a` and `b` are nonzero, else 0.
-    And,
-    /// 1 where `a < b`, else 0.
-    Lt,
-    /// 1 where `a == b`, else 0.
-    Eq,
-    /// 1 where `a != b`, else 0.
-    Ne,
-    /// The remainder with the sign of the divisor (so that `x mod n` lies in `[0, n)` for n > 0).
-    Mod,
-    /// 128 random bits from a key (`a`) and a counter (`b`), both 128-bit words: see
-    /// [`threefry4x32`]. Defined on words only.
-    Threefry4x32,
-    /// The same with 2 rounds instead of 20 ([`threefry4x32_light`]): cheaper, weaker bits.
-    Threefry4x32Light,
+crate::unop_table!(declare_unop);
+
+/// Declares [`Binop`] from [`binop_table`](crate::binop_table): its variants, `ALL`, `name`,
+/// `word` and `meaning`.
+macro_rules! declare_binop {
+    ($($group:ident: {
+        $(
+            #[doc = $meaning:literal] $(#[doc = $more:literal])*
+            $op:ident $symbol:literal $word:literal,
+        )*
+    })*) => {
+        /// Two-argument operations.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Binop {
+            $($(#[doc = $meaning] $(#[doc = $more])* $op,)*)*
+        }
+
+        impl Binop {
+            /// Every two-argument operation, in declaration order.
+            pub const ALL: [Binop; [$($(Binop::$op,)*)*].len()] = [$($(Binop::$op,)*)*];
+
+            /// The operator's symbol (`+`, `*`, `max`, …): an accumulator prints as `=` followed
+            /// by it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($(Binop::$op => $symbol,)*)*
+                }
+            }
+
+            /// The operation's name as a word (`add`, `mul`, `max`, `relu_gate`, …).
+            pub fn word(self) -> &'static str {
+                match self {
+                    $($(Binop::$op => $word,)*)*
+                }
+            }
+
+            /// The operation's meaning in one line, in Markdown, the arguments named `a` and `b`
+            /// (`` `a + b`. ``).
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $($(Binop::$op => $meaning.trim_ascii_start(),)*)*
+                }
+            }
+        }
+    };
 }
+
+crate::binop_table!(declare_binop);
 
 /// Three-argument operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,27 +103,6 @@ pub enum Ternop {
 }
 
 impl Unop {
-    /// Every one-argument operation, in declaration order.
-    pub const ALL: [Unop; 17] = [
-        Unop::Identity,
-        Unop::Neg,
-        Unop::Relu,
-        Unop::Sat01,
-        Unop::Exp,
-        Unop::Log,
-        Unop::Exp2,
-        Unop::Log2,
-        Unop::Sin,
-        Unop::Cos,
-        Unop::Sqrt,
-        Unop::Recip,
-        Unop::RecipSqrt,
-        Unop::Tanh,
-        Unop::Not,
-        Unop::Trunc,
-        Unop::Uint4x32ToPrecUniform1,
-    ];
-
     /// The value on floats. [`Unop::Uint4x32ToPrecUniform1`] reads a word, not a float: here it
     /// gives NaN; evaluators handle it through [`crate::value::uniform1`].
     pub fn apply(self, x: f64) -> f64 {
@@ -182,55 +159,9 @@ impl Unop {
             other => other.apply(f64::from(x)) as f32,
         }
     }
-
-    /// The operation's name in printed IR and error messages (`exp`, `recip_sqrt`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Unop::Identity => "id",
-            Unop::Neg => "neg",
-            Unop::Relu => "relu",
-            Unop::Sat01 => "sat01",
-            Unop::Exp => "exp",
-            Unop::Log => "log",
-            Unop::Exp2 => "exp2",
-            Unop::Log2 => "log2",
-            Unop::Sin => "sin",
-            Unop::Cos => "cos",
-            Unop::Sqrt => "sqrt",
-            Unop::Recip => "recip",
-            Unop::RecipSqrt => "recip_sqrt",
-            Unop::Tanh => "tanh",
-            Unop::Not => "not",
-            Unop::Trunc => "trunc",
-            Unop::Uint4x32ToPrecUniform1 => "uint4x32_to_prec_uniform1",
-        }
-    }
 }
 
 impl Binop {
-    /// Every two-argument operation, in declaration order.
-    pub const ALL: [Binop; 19] = [
-        Binop::Arg1,
-        Binop::Arg2,
-        Binop::Add,
-        Binop::Sub,
-        Binop::Mul,
-        Binop::Div,
-        Binop::Pow,
-        Binop::Max,
-        Binop::Min,
-        Binop::ReluGate,
-        Binop::Sat01Gate,
-        Binop::Or,
-        Binop::And,
-        Binop::Lt,
-        Binop::Eq,
-        Binop::Ne,
-        Binop::Mod,
-        Binop::Threefry4x32,
-        Binop::Threefry4x32Light,
-    ];
-
     /// The value on floats (in f64, the compute precision of f64).
     pub fn apply(self, a: f64, b: f64) -> f64 {
         let truth = |t: bool| f64::from(u8::from(t));
@@ -377,31 +308,6 @@ impl Binop {
             _ => None,
         }
     }
-
-    /// The operator's symbol (`+`, `*`, `max`, …): an accumulator prints as `=` followed by it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Binop::Arg1 => "arg1",
-            Binop::Arg2 => "arg2",
-            Binop::Add => "+",
-            Binop::Sub => "-",
-            Binop::Mul => "*",
-            Binop::Div => "/",
-            Binop::Pow => "**",
-            Binop::Max => "max",
-            Binop::Min => "min",
-            Binop::ReluGate => "relu_gate",
-            Binop::Sat01Gate => "sat01_gate",
-            Binop::Or => "||",
-            Binop::And => "&&",
-            Binop::Lt => "<",
-            Binop::Eq => "==",
-            Binop::Ne => "!=",
-            Binop::Mod => "%",
-            Binop::Threefry4x32 => "^^^^",
-            Binop::Threefry4x32Light => "^^",
-        }
-    }
 }
 
 impl Ternop {
@@ -446,17 +352,31 @@ impl Ternop {
 }
 
 impl Unop {
-    /// The value on integers: exact where the operation has an integer meaning, else computed
-    /// on floats and truncated toward zero (saturating), as a C store into an integer would.
+    /// The value on integers: exact where the operation has an integer meaning (see
+    /// [`Unop::has_integer_meaning`]), else computed on floats and truncated toward zero
+    /// (saturating), as a C store into an integer would.
     pub fn apply_int(self, x: i64) -> i64 {
-        match self {
+        self.apply_exact_int(x)
+            .unwrap_or_else(|| self.apply(x as f64) as i64)
+    }
+
+    /// Whether the operation has a meaning on integers, computed exactly (`neg`, `relu`, `not`,
+    /// …); the others (`exp`, `sqrt`, `recip`, …) are functions of reals, which integers only
+    /// approximate.
+    pub fn has_integer_meaning(self) -> bool {
+        self.apply_exact_int(0).is_some()
+    }
+
+    /// The value on integers of an operation that has an integer meaning.
+    fn apply_exact_int(self, x: i64) -> Option<i64> {
+        Some(match self {
             Unop::Identity | Unop::Trunc => x,
             Unop::Neg => x.wrapping_neg(),
             Unop::Relu => x.max(0),
             Unop::Sat01 => x.clamp(0, 1),
             Unop::Not => i64::from(x == 0),
-            other => other.apply(x as f64) as i64,
-        }
+            _ => return None,
+        })
     }
 }
 
@@ -565,6 +485,43 @@ mod tests {
             assert_eq!(op.apply(x), expected, "{op}({x})");
         }
         assert!((Unop::Tanh.apply(0.5) - 0.5f64.tanh()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn every_meaning_is_one_line() {
+        // The tables' first doc line is the meaning: a sentence wrapped onto a second line
+        // would leave it cut short.
+        let meanings = Unop::ALL.map(Unop::meaning).into_iter();
+        for meaning in meanings.chain(Binop::ALL.map(Binop::meaning)) {
+            assert!(meaning.ends_with('.'), "{meaning:?}");
+            assert!(
+                !meaning.starts_with(' ') && !meaning.contains('\n'),
+                "{meaning:?}"
+            );
+        }
+        assert_eq!(Unop::Relu.meaning(), "`max(0, x)`.");
+        assert_eq!(Binop::Add.meaning(), "`a + b`.");
+    }
+
+    #[test]
+    fn names_tell_operations_apart() {
+        let distinct = |names: Vec<&str>| {
+            let set: std::collections::HashSet<_> = names.iter().collect();
+            set.len() == names.len()
+        };
+        assert!(distinct(Unop::ALL.map(Unop::name).to_vec()));
+        assert!(distinct(Binop::ALL.map(Binop::name).to_vec()));
+        assert!(distinct(Binop::ALL.map(Binop::word).to_vec()));
+        assert_eq!((Binop::Pow.name(), Binop::Pow.word()), ("**", "pow"));
+    }
+
+    #[test]
+    fn integer_meanings_are_exact_and_the_others_truncate() {
+        assert!(Unop::Relu.has_integer_meaning() && Unop::Not.has_integer_meaning());
+        assert!(!Unop::Exp.has_integer_meaning() && !Unop::Recip.has_integer_meaning());
+        assert_eq!(Unop::Neg.apply_int(i64::MIN), i64::MIN);
+        assert_eq!(Unop::Sqrt.apply_int(10), 3);
+        assert_eq!(Unop::Recip.apply_int(2), 0);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The operations of one and two operands that compute cell by cell (`relu`, `exp`, `+`, `max`,
 //! `<`, …), in both their forms: pointwise, with broadcasting (`t.relu()`, `&a - &b`), and
-//! following an einsum spec (`t.relu_spec("ij=>ji")`, `a.sub_spec("i;j=>ij", &b)`).
+//! following an einsum spec (`t.relu_spec("ij=>ji")`, `a.sub_spec("i;j=>ij", &b)`). They are the
+//! primitives the IR's tables offer (`rcannl_ir::op_table`), declared from them with their
+//! meanings, and `stop_gradient`; what this module adds to each is its gradient and its methods.
 //!
 //! Both forms compute `v =:+ op(v1, …)`: at every point of the product space, the operation of
 //! the operands' cells there, added into the result's cell. Pointwise, every cell is written
@@ -22,89 +24,89 @@ use crate::graph::{Forward, OpSpec};
 use crate::ops::spec_logic;
 use crate::tensor::Tensor;
 
-/// A pointwise operation of one operand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `−x`.
-    Neg,
-    /// `max(0, x)`; the gradient passes where `x > 0`.
-    Relu,
-    /// `x` clamped to `[0, 1]`; the gradient passes where `0 < x < 1`.
-    Sat01,
-    /// `e^x`.
-    Exp,
-    /// The natural logarithm.
-    Log,
-    /// `2^x`.
-    Exp2,
-    /// The base-2 logarithm.
-    Log2,
-    /// The sine, in radians.
-    Sin,
-    /// The cosine, in radians.
-    Cos,
-    /// `√x`.
-    Sqrt,
-    /// `1/x`.
-    Recip,
-    /// `1/√x`.
-    RecipSqrt,
-    /// The hyperbolic tangent.
-    Tanh,
-    /// 1 where `x` is 0, else 0 (no gradient).
-    Not,
-    /// Rounded toward zero (no gradient).
-    Trunc,
-    /// `x`, through which no gradient flows.
-    StopGradient,
+/// Declares [`UnaryOp`] from the IR's [`unop_table`](rcannl_ir::unop_table): every primitive it
+/// offers, then [`UnaryOp::StopGradient`].
+macro_rules! declare_unary_op {
+    (
+        offered: {
+            $(#[doc = $meaning:literal] $(#[doc = $more:literal])* $op:ident $name:literal,)*
+        }
+        internal: { $($internal:tt)* }
+    ) => {
+        /// A pointwise operation of one operand: a primitive of the IR, or
+        /// [`UnaryOp::StopGradient`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum UnaryOp {
+            $(
+                #[doc = $meaning]
+                $(#[doc = $more])*
+                #[doc = ""]
+                #[doc = concat!(" The primitive [`Unop::", stringify!($op), "`].")]
+                $op,
+            )*
+            /// `x`, through which no gradient flows.
+            StopGradient,
+        }
+
+        impl UnaryOp {
+            /// Every unary operation.
+            pub const ALL: [UnaryOp; [$(UnaryOp::$op,)* UnaryOp::StopGradient].len()] =
+                [$(UnaryOp::$op,)* UnaryOp::StopGradient];
+
+            /// The scalar operation.
+            pub fn unop(self) -> Unop {
+                match self {
+                    $(UnaryOp::$op => Unop::$op,)*
+                    UnaryOp::StopGradient => Unop::Identity,
+                }
+            }
+        }
+    };
 }
 
-/// A pointwise operation of two operands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `x + y`.
-    Add,
-    /// `x − y`.
-    Sub,
-    /// The product (`pmul`; `*` of two tensors is composition).
-    Mul,
-    /// `x / y`.
-    Div,
-    /// `x^y`.
-    Pow,
-    /// The larger (numpy's maximum: NaN wins); the gradient goes to the first on ties.
-    Max,
-    /// The smaller (numpy's minimum); the gradient goes to the first on ties.
-    Min,
-    /// 1 where `x < y`, else 0 (no gradient).
-    Lt,
-    /// 1 where equal, else 0 (no gradient).
-    Eq,
-    /// 1 where different, else 0 (no gradient).
-    Ne,
+rcannl_ir::unop_table!(declare_unary_op);
+
+/// Declares [`BinaryOp`] from the IR's [`binop_table`](rcannl_ir::binop_table): every primitive
+/// it offers.
+macro_rules! declare_binary_op {
+    (
+        offered: {
+            $(
+                #[doc = $meaning:literal] $(#[doc = $more:literal])*
+                $op:ident $symbol:literal $word:literal,
+            )*
+        }
+        internal: { $($internal:tt)* }
+    ) => {
+        /// A pointwise operation of two operands, a primitive of the IR.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum BinaryOp {
+            $(
+                #[doc = $meaning]
+                $(#[doc = $more])*
+                #[doc = ""]
+                #[doc = concat!(" The primitive [`Binop::", stringify!($op), "`].")]
+                $op,
+            )*
+        }
+
+        impl BinaryOp {
+            /// Every binary operation.
+            pub const ALL: [BinaryOp; [$(BinaryOp::$op,)*].len()] = [$(BinaryOp::$op,)*];
+
+            /// The scalar operation.
+            pub fn binop(self) -> Binop {
+                match self {
+                    $(BinaryOp::$op => Binop::$op,)*
+                }
+            }
+        }
+    };
 }
+
+rcannl_ir::binop_table!(declare_binary_op);
 
 impl UnaryOp {
-    /// Every unary operation.
-    pub const ALL: [UnaryOp; 16] = [
-        UnaryOp::Neg,
-        UnaryOp::Relu,
-        UnaryOp::Sat01,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Exp2,
-        UnaryOp::Log2,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Sqrt,
-        UnaryOp::Recip,
-        UnaryOp::RecipSqrt,
-        UnaryOp::Tanh,
-        UnaryOp::Not,
-        UnaryOp::Trunc,
-        UnaryOp::StopGradient,
-    ];
-
     /// The operation's name, as results are labelled and errors name it (`relu`, `recip_sqrt`).
     pub fn name(self) -> &'static str {
         match self {
@@ -113,31 +115,9 @@ impl UnaryOp {
         }
     }
 
-    /// The scalar operation.
-    pub fn unop(self) -> Unop {
-        match self {
-            UnaryOp::Neg => Unop::Neg,
-            UnaryOp::Relu => Unop::Relu,
-            UnaryOp::Sat01 => Unop::Sat01,
-            UnaryOp::Exp => Unop::Exp,
-            UnaryOp::Log => Unop::Log,
-            UnaryOp::Exp2 => Unop::Exp2,
-            UnaryOp::Log2 => Unop::Log2,
-            UnaryOp::Sin => Unop::Sin,
-            UnaryOp::Cos => Unop::Cos,
-            UnaryOp::Sqrt => Unop::Sqrt,
-            UnaryOp::Recip => Unop::Recip,
-            UnaryOp::RecipSqrt => Unop::RecipSqrt,
-            UnaryOp::Tanh => Unop::Tanh,
-            UnaryOp::Not => Unop::Not,
-            UnaryOp::Trunc => Unop::Trunc,
-            UnaryOp::StopGradient => Unop::Identity,
-        }
-    }
-
-    /// Whether a gradient flows through the operation.
+    /// Whether a gradient flows through the operation: whether it has a gradient formula.
     pub fn is_differentiable(self) -> bool {
-        !matches!(self, UnaryOp::Not | UnaryOp::Trunc | UnaryOp::StopGradient)
+        self.gradient(Formula::result()).is_some()
     }
 
     /// What the gradient adds into the operand's gradient at a point: `g` times the derivative
@@ -147,6 +127,7 @@ impl UnaryOp {
         let ln2 = std::f64::consts::LN_2;
         Some(match self {
             UnaryOp::Neg => -g,
+            // The gradient passes where x > 0, and where 0 < x < 1.
             UnaryOp::Relu => x.binop(Binop::ReluGate, g),
             UnaryOp::Sat01 => x.binop(Binop::Sat01Gate, g),
             UnaryOp::Exp => g * v,
@@ -176,20 +157,6 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
-    /// Every binary operation.
-    pub const ALL: [BinaryOp; 10] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Pow,
-        BinaryOp::Max,
-        BinaryOp::Min,
-        BinaryOp::Lt,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-    ];
-
     /// The operation's name, as results are labelled and errors name it (`+`, `max`, `<`). The
     /// pointwise product is `pmul`, as its method is called: `*` on tensors composes.
     pub fn name(self) -> &'static str {
@@ -199,25 +166,9 @@ impl BinaryOp {
         }
     }
 
-    /// The scalar operation.
-    pub fn binop(self) -> Binop {
-        match self {
-            BinaryOp::Add => Binop::Add,
-            BinaryOp::Sub => Binop::Sub,
-            BinaryOp::Mul => Binop::Mul,
-            BinaryOp::Div => Binop::Div,
-            BinaryOp::Pow => Binop::Pow,
-            BinaryOp::Max => Binop::Max,
-            BinaryOp::Min => Binop::Min,
-            BinaryOp::Lt => Binop::Lt,
-            BinaryOp::Eq => Binop::Eq,
-            BinaryOp::Ne => Binop::Ne,
-        }
-    }
-
-    /// Whether a gradient flows through the operation.
+    /// Whether a gradient flows through the operation: whether it has gradient formulas.
     pub fn is_differentiable(self) -> bool {
-        !matches!(self, BinaryOp::Lt | BinaryOp::Eq | BinaryOp::Ne)
+        !self.gradients(Formula::result()).is_empty()
     }
 
     /// What the gradient adds into each operand's gradient at a point (`g` times the partial
@@ -313,16 +264,16 @@ fn unary_op(t: &Tensor, op: UnaryOp, logic: Logic, v: Formula) -> Tensor {
 /// `v =:+ v1 op v2` under `logic`, with `v` (what the gradients read for the operation's value).
 fn binary_op(a: &Tensor, b: &Tensor, op: BinaryOp, logic: Logic, v: Formula) -> Tensor {
     let forward = OpSpec::new(Binop::Add, Forward::Binop(op.binop()));
-    let spec = if op.is_differentiable() {
-        let gradients = op.gradients(v);
+    let gradients = op.gradients(v);
+    let spec = if gradients.is_empty() {
+        forward.not_differentiable()
+    } else {
         forward.gradient(move |grad| {
             for (i, gradient) in &gradients {
                 accumulate_formula(grad, *i, 2, gradient)?;
             }
             Ok(())
         })
-    } else {
-        forward.not_differentiable()
     };
     a.graph.apply(op.name(), logic, &[a, b], spec)
 }
