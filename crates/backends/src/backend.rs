@@ -1,13 +1,11 @@
-//! The `Backend` trait: what turns a routine into something that runs over [`Buffers`], and the
-//! choice of backend when the caller does not make one.
+//! The `Backend` trait: what turns a routine into something that runs over [`Buffers`]; and the
+//! reference interpreter as one.
 
 use std::collections::HashMap;
-use std::sync::Once;
 
 use rcannl_ir::{Routine, Symbol};
 
 use crate::Buffers;
-use crate::cc::{Compiler, libraries_load};
 use crate::error::{CompileError, RunError};
 use crate::interpreter::run_routine;
 
@@ -69,51 +67,5 @@ impl Backend for Interpreter {
 
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
         Ok(Box::new(Interpreted(routine.clone())))
-    }
-}
-
-impl Backend for Compiler {
-    fn name(&self) -> &'static str {
-        "cc"
-    }
-
-    fn target(&self) -> Option<String> {
-        Some(match Compiler::target(self) {
-            Ok(target) => target.to_string(),
-            Err(e) => format!("unknown ({e})"),
-        })
-    }
-
-    fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
-        Ok(Box::new(Compiler::compile(self, routine)?))
-    }
-}
-
-static NO_COMPILER: Once = Once::new();
-
-/// The C backend when a C compiler runs here and what it compiles can be loaded (the cache
-/// folder, or else the temporary folder, is not on a `noexec` mount: see
-/// [`libraries_load`]), else the interpreter, after one warning on standard error (once
-/// per process).
-pub fn default_backend() -> Box<dyn Backend> {
-    match Compiler::from_environment() {
-        Ok(compiler) => match libraries_load(compiler.cache_dir()) {
-            Ok(()) => Box::new(compiler),
-            Err(why) => {
-                NO_COMPILER.call_once(|| {
-                    eprintln!("rcannl: {why}; running on the interpreter, which is much slower.");
-                });
-                Box::new(Interpreter)
-            }
-        },
-        Err(why) => {
-            NO_COMPILER.call_once(|| {
-                eprintln!(
-                    "rcannl: {why}; running on the interpreter, which is much slower. Install a \
-                     C compiler or set CC."
-                );
-            });
-            Box::new(Interpreter)
-        }
     }
 }

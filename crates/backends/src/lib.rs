@@ -1,10 +1,14 @@
 //! Execution backends for rcannl.
 //!
-//! Every backend runs routines over `buffers` (typed, aligned node memory). `interpreter` runs the
-//! loop IR of `rcannl-ir` directly: the reference every other backend is differential-tested
-//! against. `cc` generates C, compiles, caches and loads it, and splits kernels across threads.
-//! `backend` is the trait both implement and the default choice (C when a compiler runs, else
-//! the interpreter). This crate reads only the loop IR.
+//! Every backend runs routines over `buffers` (typed, aligned node memory) and speaks the same
+//! vocabulary: `backend` (the `Backend` and `Executable` traits), `error` (what fails to compile
+//! or to run, with kinds), `cache` (the private folder compiled code is kept in). `interpreter`
+//! runs the loop IR of `rcannl-ir` directly: the reference every other backend is
+//! differential-tested against. `emit` is the one kernel writer every code-generating backend
+//! shares, a target language being a `Dialect` of it; `nests` groups a routine's statements into
+//! kernels. `cc` writes C, compiles, caches and loads it, splits kernels across threads, and
+//! makes the default choice of backend (C when a compiler runs, else the interpreter). This
+//! crate reads only the loop IR.
 
 #![warn(missing_docs)]
 
@@ -17,6 +21,7 @@ pub mod error;
 pub mod interpreter;
 pub mod nests;
 
-pub use backend::{Backend, Executable, Interpreter, default_backend};
+pub use backend::{Backend, Executable, Interpreter};
 pub use buffers::{Buffers, DeviceCopies};
+pub use cc::default_backend;
 pub use error::{CompileError, CompileErrorKind, RunError, RunErrorKind};

@@ -12,19 +12,17 @@
 //!
 //! SHAPE is a shape literal, `B|I->O` with comma-separated sizes, each optionally `size@basis`,
 //! or `1*` (a unit that broadcasts); kinds not written are empty (`2|3->4`, `3,4`, `|5->`). An
-//! input has at most 64 axes (numpy's limit) and [`MAX_CELLS`] cells.
+//! input has at most 64 axes (numpy's limit) and [`MAX_CELLS`](crate::bound::MAX_CELLS) cells.
 
 use std::path::Path;
 
 use rcannl_ir::MAX_AXES;
 use rcannl_shape::spec::{ShapeLiteral, parse_shape_literal};
 
+use crate::bound::cell_count;
 use crate::cells::Cells;
 use crate::npy;
 use crate::report::{CliError, ErrorKind};
-
-/// The most cells an input (or a result) may have: `range:` and friends make them on the host.
-pub const MAX_CELLS: usize = 1 << 26;
 
 /// One input: its shape as a canonical literal, and its cells in memory order.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,7 +106,7 @@ fn literal(text: &str, position: usize) -> Result<ShapeLiteral, CliError> {
 }
 
 /// The number of cells of `shape`, if it is not too large: at most [`MAX_AXES`] axes (a `.npy`
-/// file has no more either) and [`MAX_CELLS`] cells.
+/// file has no more either) and [`MAX_CELLS`](crate::bound::MAX_CELLS) cells.
 fn cells(shape: &ShapeLiteral, position: usize) -> Result<usize, CliError> {
     let axes = shape.batch.len() + shape.input.len() + shape.output.len();
     if axes > MAX_AXES {
@@ -130,51 +128,6 @@ fn cells(shape: &ShapeLiteral, position: usize) -> Result<usize, CliError> {
             format!("input {position}: shape {shape} {oversize}"),
         )
     })
-}
-
-/// Why a shape is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Oversize {
-    /// It has more than [`MAX_CELLS`] cells.
-    Cells,
-    /// It is empty, but its other axes span more than [`MAX_CELLS`] cells: no cell is made, but
-    /// strides and offsets over such axes would not fit the index arithmetic downstream.
-    Span,
-}
-
-impl std::fmt::Display for Oversize {
-    /// The end of a sentence about the shape: `shape 0,9 {self}`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Oversize::Cells => write!(f, "has more than {MAX_CELLS} cells"),
-            Oversize::Span => write!(
-                f,
-                "is empty, but its other axes span more than {MAX_CELLS} cells"
-            ),
-        }
-    }
-}
-
-/// The number of cells of a shape of `dims`, unless the product of its nonzero dims exceeds
-/// [`MAX_CELLS`] (found without overflowing, whatever the dims): then why it is refused.
-pub fn cell_count(dims: impl IntoIterator<Item = usize>) -> Result<usize, Oversize> {
-    let (mut span, mut empty, mut over) = (1usize, false, false);
-    for dim in dims {
-        if dim == 0 {
-            empty = true;
-            continue;
-        }
-        match span.checked_mul(dim) {
-            Some(product) if product <= MAX_CELLS => span = product,
-            _ => over = true,
-        }
-    }
-    match (over, empty) {
-        (false, false) => Ok(span),
-        (false, true) => Ok(0),
-        (true, false) => Err(Oversize::Cells),
-        (true, true) => Err(Oversize::Span),
-    }
 }
 
 fn number(text: &str) -> Result<f64, String> {
@@ -199,15 +152,6 @@ mod tests {
         let values = read("values:1, 2,3:3", 1).unwrap();
         assert_eq!(values.cells, floats(vec![1.0, 2.0, 3.0]));
         assert_eq!(read("range:", 1).unwrap().cells, floats(vec![0.0]));
-    }
-
-    #[test]
-    fn sizes_are_bounded_without_overflow() {
-        assert_eq!(cell_count([8192, 8192]), Ok(MAX_CELLS));
-        assert_eq!(cell_count([8192, 8193]), Err(Oversize::Cells));
-        assert_eq!(cell_count([usize::MAX, usize::MAX, 0]), Err(Oversize::Span));
-        assert_eq!(cell_count([0, MAX_CELLS, 1]), Ok(0));
-        assert_eq!(cell_count([]), Ok(1));
     }
 
     #[test]

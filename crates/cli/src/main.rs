@@ -13,6 +13,7 @@
 //! error saying so), `plot` builds rcannl-nn's plots; `--no-default-features` builds the tool
 //! without wgpu and plotters.
 
+mod bound;
 mod cache;
 mod captures;
 mod cells;

@@ -7,9 +7,9 @@ use std::path::Path;
 use rcannl_ir::Value;
 use rcannl_tensor::npy::{self, NpyError};
 
+use crate::bound::{MAX_CELLS, cell_count};
 use crate::cells::{Cell, Cells};
 use crate::dtype::Dtype;
-use crate::input::{MAX_CELLS, cell_count};
 use crate::report::{CliError, ErrorKind};
 
 fn io_error(e: NpyError) -> CliError {

@@ -9,11 +9,11 @@
 use rcannl_shape::spec::{AxisSpec, DimLiteral, EinsumSpec, Kind, ShapeLiteral, SlotSpec};
 use rcannl_tensor::Tensor;
 
-use crate::input::{self, Oversize};
+use crate::bound::{self, Oversize};
 use crate::report::{CliError, ErrorKind};
 
 /// Refuses a result whose shape, as far as inference knows it, is too large to make
-/// ([`input::cell_count`]).
+/// ([`bound::cell_count`]).
 pub fn check(result: &Tensor, spec: Option<&EinsumSpec>) -> Result<(), CliError> {
     let Some((shape, exact)) = least_shape(&result.shape(), spec.map(|spec| &spec.lhs)) else {
         return Ok(());
@@ -23,8 +23,8 @@ pub fn check(result: &Tensor, spec: Option<&EinsumSpec>) -> Result<(), CliError>
         .flatten()
         .map(|dim| dim.size);
     let error = |message: String| Err(CliError::new(ErrorKind::Shape, message));
-    let limit = input::MAX_CELLS;
-    match (input::cell_count(dims), exact) {
+    let limit = bound::MAX_CELLS;
+    match (bound::cell_count(dims), exact) {
         (Ok(_), _) => Ok(()),
         (Err(Oversize::Cells), true) => error(format!(
             "the result {shape} would have more than {limit} cells"

@@ -16,6 +16,7 @@ use rcannl_shape::spec::{AxisSpec, DimLiteral, EinsumSpec, RowSpec, ShapeLiteral
 use rcannl_tensor::nary::{PathOptions, Search};
 use rcannl_tensor::{Context, Graph, Tensor, TensorError, chosen_backend};
 
+use crate::bound;
 use crate::captures::{Captured, Finder};
 use crate::cells::Cells;
 use crate::dtype::Dtype;
@@ -120,17 +121,17 @@ impl OpArgs {
                 PathChoice::Optimal => Search::Optimal,
                 PathChoice::Greedy => Search::Greedy,
             },
-            memory_limit: Some(self.memory_limit.unwrap_or(input::MAX_CELLS as f64)),
+            memory_limit: Some(self.memory_limit.unwrap_or(bound::MAX_CELLS as f64)),
         }
     }
 }
 
-/// A `--memory-limit`: a number of cells from 0 to [`input::MAX_CELLS`]. NaN, which compares
+/// A `--memory-limit`: a number of cells from 0 to [`bound::MAX_CELLS`]. NaN, which compares
 /// false with every size, would be no limit at all, so it is refused with the rest.
 fn cell_limit(text: &str) -> Result<f64, String> {
-    let expected = || format!("expected a number of cells from 0 to {}", input::MAX_CELLS);
+    let expected = || format!("expected a number of cells from 0 to {}", bound::MAX_CELLS);
     let limit: f64 = text.trim().parse().map_err(|_| expected())?;
-    if (0.0..=input::MAX_CELLS as f64).contains(&limit) {
+    if (0.0..=bound::MAX_CELLS as f64).contains(&limit) {
         Ok(limit)
     } else {
         Err(expected())
@@ -338,7 +339,7 @@ fn axis_text(axis: &AxisSpec) -> String {
 
 /// `LABEL=SIZE`.
 ///
-/// A size beyond [`input::MAX_CELLS`] is refused: an axis that long (or a window, whose span
+/// A size beyond [`bound::MAX_CELLS`] is refused: an axis that long (or a window, whose span
 /// or padding is as long) would make a tensor larger than any the command makes, and sizes near
 /// `usize::MAX` would overflow the arithmetic of buffers and margins.
 fn parse_set(text: &str) -> Result<(String, usize), CliError> {
@@ -347,10 +348,10 @@ fn parse_set(text: &str) -> Result<(String, usize), CliError> {
     let bad = || error("expected LABEL=SIZE, as in k=2".to_owned());
     let (name, size) = text.split_once('=').ok_or_else(bad)?;
     let size: usize = size.trim().parse().map_err(|_| bad())?;
-    if size > input::MAX_CELLS {
+    if size > bound::MAX_CELLS {
         return Err(error(format!(
             "a size beyond {}, the most cells a tensor may have",
-            input::MAX_CELLS
+            bound::MAX_CELLS
         )));
     }
     Ok((name.trim().to_owned(), size))

@@ -12,6 +12,7 @@
 pub mod backend;
 mod cache;
 pub mod device;
+mod kernel;
 mod memory;
 mod product;
 mod schedule;

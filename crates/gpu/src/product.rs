@@ -15,9 +15,9 @@
 
 use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, PlanOperand, Precision, Routine, Symbol, Var};
 
-use rcannl_backends::emit::{CodegenErrorKind, var_name};
+use rcannl_backends::emit::{CodegenError, CodegenErrorKind, var_name};
 
-use crate::wgsl::{CodegenError, Kernel, error, header, static_lets};
+use crate::kernel::{Kernel, header, static_lets};
 
 /// Rows (and columns) of C one workgroup computes.
 const TILE: usize = 64;
@@ -180,14 +180,14 @@ fn size(group: &[(LoopVar, usize)]) -> usize {
 
 fn offsets(routine: &Routine, node: NodeId, index: &[Index]) -> Result<Offsets, CodegenError> {
     let info = routine.nodes.get(&node).ok_or_else(|| {
-        error(
+        CodegenError::new(
             CodegenErrorKind::Malformed,
             format!("wgsl: a matrix product names unknown node {node}"),
         )
     })?;
     let offsets = Offsets::new(index, &info.buffer_dims());
     if !offsets.fits_i32() {
-        return Err(error(
+        return Err(CodegenError::new(
             CodegenErrorKind::TooLarge,
             format!(
                 "wgsl: a matrix product addresses tensor '{}' ({node}) with strides beyond \
@@ -232,7 +232,7 @@ pub(crate) fn kernel(
     let (tiles_m, tiles_n) = (m.div_ceil(TILE), n.div_ceil(TILE));
     let tiles = size(&plan.batch) * tiles_m * tiles_n;
     if tiles > i32::MAX as usize || k > i32::MAX as usize {
-        return Err(error(
+        return Err(CodegenError::new(
             CodegenErrorKind::TooLarge,
             format!(
                 "wgsl: a matrix product into {} of {tiles} tiles and {k} steps exceeds 32-bit \

@@ -26,9 +26,10 @@ use std::time::Duration;
 
 use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 
-use crate::Buffers;
+use crate::backend::{Backend, Executable};
 use crate::cache;
 use crate::error::{CompileError, CompileErrorKind, RunError, check_buffer, static_values};
+use crate::{Buffers, Interpreter};
 use codegen::{Kernel, PRELUDE, Step, generate, generate_named};
 use process::{CommandLine, TIMEOUT_VARIABLE};
 
@@ -42,7 +43,7 @@ fn unloadable(message: String) -> CompileError {
     CompileError::new(CompileErrorKind::Load, message)
 }
 
-impl crate::backend::Executable for CompiledRoutine {
+impl Executable for CompiledRoutine {
     fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError> {
         CompiledRoutine::run(self, buffers, statics)
     }
@@ -616,5 +617,51 @@ impl CompiledRoutine {
         let threads = if self.splits { threads } else { 1 };
         pool::with_team(threads, run_steps);
         Ok(())
+    }
+}
+
+impl Backend for Compiler {
+    fn name(&self) -> &'static str {
+        "cc"
+    }
+
+    fn target(&self) -> Option<String> {
+        Some(match Compiler::target(self) {
+            Ok(target) => target.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        })
+    }
+
+    fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
+        Ok(Box::new(Compiler::compile(self, routine)?))
+    }
+}
+
+static NO_COMPILER: Once = Once::new();
+
+/// The C backend when a C compiler runs here and what it compiles can be loaded (the cache
+/// folder, or else the temporary folder, is not on a `noexec` mount: see
+/// [`libraries_load`]), else the interpreter, after one warning on standard error (once
+/// per process).
+pub fn default_backend() -> Box<dyn Backend> {
+    match Compiler::from_environment() {
+        Ok(compiler) => match libraries_load(compiler.cache_dir()) {
+            Ok(()) => Box::new(compiler),
+            Err(why) => {
+                NO_COMPILER.call_once(|| {
+                    eprintln!("rcannl: {why}; running on the interpreter, which is much slower.");
+                });
+                Box::new(Interpreter)
+            }
+        },
+        Err(why) => {
+            NO_COMPILER.call_once(|| {
+                eprintln!(
+                    "rcannl: {why}; running on the interpreter, which is much slower. Install a \
+                     C compiler or set CC."
+                );
+            });
+            Box::new(Interpreter)
+        }
     }
 }
