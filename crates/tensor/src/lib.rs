@@ -25,6 +25,7 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nary;
 pub mod npy;
+mod operators;
 pub mod ops;
 pub mod reduce;
 pub mod reshape;

@@ -8,7 +8,7 @@ use rcannl_ir::{
     Assignment, AxisIndex, Binop, Expr, FetchOp, NodeId, Projections, Rhs, Symbol, TensorNode,
 };
 
-use crate::define::{LoweredUpdate, Update};
+use crate::define::{LoweredUpdate, StepUpdates, Update};
 use crate::graph::{Asg, TensorError, error};
 use crate::tensor::Tensor;
 
@@ -82,15 +82,8 @@ impl Context {
         step: StepParts,
         updates: &[Update],
     ) -> Result<Routine, TensorError> {
-        let mut lowered: Vec<LoweredUpdate> = {
-            let state = self.graph.state.lock();
-            state
-                .step_updates
-                .iter()
-                .filter(|(anchor, _)| step.tensors.contains(anchor))
-                .flat_map(|(_, updates)| updates.iter().cloned())
-                .collect()
-        };
+        let mut lowered: Vec<LoweredUpdate> =
+            StepUpdates::anchored_in(&self.graph.state.lock(), &step.tensors);
         lowered.extend(self.lower_updates(updates)?);
         let mut assignments = step.assignments;
         let mut nodes = step.nodes;

@@ -45,7 +45,7 @@ impl Context {
                     LeafKind::SelfId => FetchOp::EmbedSelfId,
                     LeafKind::Seed => FetchOp::Constant(self.seed as f64),
                     LeafKind::Dim(capture) => {
-                        FetchOp::EmbedDim(state.capture_value(capture).unwrap_or(0))
+                        FetchOp::EmbedDim(state.inference.capture_value(capture).unwrap_or(0))
                     }
                     LeafKind::Data(_) | LeafKind::Param(_) => return None,
                 };

@@ -1,9 +1,11 @@
 //! Operations: assignments over tensor references, what an operation is besides its shape logic
 //! ([`OpSpec`]), and the one function applying every operation: its shape logic in the inference
-//! session, its forward assignment, and its gradient builder.
+//! session, its forward assignment, and its gradient builder; and a spec read as the logic of an
+//! operation's spec form.
 
 use rcannl_ir::{Binop, Expr, Precision, Slot, Symbol, Ternop, Unop, VecUnop};
 use rcannl_shape::logic::Logic;
+use rcannl_shape::spec::parse_einsum;
 use rcannl_shape::{LeafDecl, OpId, TensorId};
 
 use crate::tensor::Tensor;
@@ -372,4 +374,11 @@ impl OpSpec {
         self.slice = Some(slice);
         self
     }
+}
+
+/// `spec` parsed into the logic of `name`'s spec form, or an error naming the operation.
+pub(crate) fn spec_logic(name: &str, spec: &str) -> Result<Logic, TensorError> {
+    parse_einsum(spec)
+        .map(Logic::Spec)
+        .map_err(|e| error(format!("{name} {spec:?}: {e}")))
 }

@@ -26,7 +26,7 @@ pub(crate) enum LeafKind {
     /// Every cell holds the tensor's id.
     SelfId,
     /// Every cell holds a captured dimension's size.
-    Dim(crate::capture::Capture),
+    Dim(rcannl_shape::Capture),
     /// The context's random seed, as a 128-bit word.
     Seed,
 }

@@ -17,18 +17,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rcannl_ir::Precision;
 use rcannl_shape::{Inference, ShapeError, TensorId};
 
-use crate::capture::PathSteps;
 use crate::shared::SharedState;
 use crate::tensor::Tensor;
 
 mod apply;
 mod error;
+mod extensions;
 mod gradient;
 mod init;
 mod leaf;
 
+use extensions::Extensions;
+
 pub use apply::Ref;
-pub(crate) use apply::{Asg, AsgRhs, Forward, OpSpec, ProjSource};
+pub(crate) use apply::{Asg, AsgRhs, Forward, OpSpec, ProjSource, spec_logic};
 pub use error::TensorError;
 pub(crate) use error::{error, foreign};
 pub(crate) use gradient::{GradBuilder, GradRhs, Slotted};
@@ -75,14 +77,8 @@ pub(crate) struct State {
     pub next_static: u32,
     /// Constraints put on captured dimensions: they change shapes without adding operations.
     pub captured_constraints: usize,
-    /// For each tensor an einsum made along a contraction path (by tensor index), where its
-    /// spec's names are captured besides the last step.
-    pub path_steps: HashMap<usize, PathSteps>,
     /// What [`Init::Default`] means in this graph.
     pub default_init: Init,
-    /// For each tensor `Tensor::one_hot` made (by tensor index), its ids and vocabulary, so
-    /// that a composition with it becomes a gather.
-    pub one_hots: HashMap<usize, crate::gather::OneHot>,
     /// The source position (`file:line:column`) of the `op!`/`cd!` expression building tensors
     /// now, if any: errors found meanwhile point back at it.
     pub site: Option<&'static str>,
@@ -92,11 +88,10 @@ pub(crate) struct State {
     /// The parameters of each function `op!` defined without configuration arguments (by the
     /// definition's key), as tensor indices: created at its first application on the graph.
     pub shared_params: HashMap<&'static str, Vec<usize>>,
-    /// The updates every training step runs whose loss depends on a tensor (by index): a
-    /// model's state following the data the step computed.
-    pub step_updates: Vec<(usize, Vec<crate::define::LoweredUpdate>)>,
     /// The tensors registered as the model's state besides its parameters (by index, in order).
     pub state_tensors: Vec<usize>,
+    /// What particular operations remember of the tensors they made.
+    pub extensions: Extensions,
 }
 
 impl State {
@@ -255,40 +250,6 @@ impl Graph {
             .collect()
     }
 
-    /// Runs `updates` in every training step whose loss depends on `anchor` — in the routine of
-    /// [`Context::backprop`](crate::Context::backprop) or
-    /// [`Context::train_step`](crate::Context::train_step) that computes it, after the
-    /// gradients — and in no other routine. This is how a block keeps state that follows the
-    /// data (batch normalization's running statistics): it is updated exactly by the batches a
-    /// step normalized, with nothing for the user to hand to the optimizer, and never from an
-    /// application a step does not compute. The targets become the model's state
-    /// ([`Graph::state_tensors`]), which checkpoints save with the parameters.
-    ///
-    /// A problem with an update (a tensor of another graph, a formula reading no tensor) is
-    /// recorded in the graph, as a failed operation's is, and reported by [`Graph::check`].
-    pub fn update_in_steps(&self, anchor: &Tensor, updates: &[crate::Update]) {
-        let mut tensors = vec![anchor];
-        for update in updates {
-            tensors.push(&update.target);
-            tensors.extend(update.formula.tensors());
-        }
-        if let Err(e) = self.check_owns("update_in_steps", &tensors) {
-            self.record(e);
-            return;
-        }
-        let lowered: Result<Vec<_>, TensorError> =
-            updates.iter().map(crate::Update::lower_update).collect();
-        match lowered {
-            Ok(lowered) => {
-                for update in &lowered {
-                    self.register_state_index(update.target);
-                }
-                self.state.lock().step_updates.push((anchor.index, lowered));
-            }
-            Err(e) => self.record(e),
-        }
-    }
-
     /// Registers `t` as part of the model's state besides its parameters (PyTorch's
     /// `register_buffer`): [`Graph::state_tensors`] lists it, so checkpoints save and load it
     /// with the parameters. Blocks register their state when they are made (batch
@@ -301,7 +262,7 @@ impl Graph {
         }
     }
 
-    fn register_state_index(&self, index: usize) {
+    pub(crate) fn register_state_index(&self, index: usize) {
         let mut state = self.state.lock();
         if !state.state_tensors.contains(&index) {
             state.state_tensors.push(index);
