@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::constraint::Constraint;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::spec::{
     AffineSpec, AxisSpec, Coefficient, ConcatComponent, EinsumSpec, Kind, Padding, RowSpec,
     SlotSpec,
@@ -118,14 +118,15 @@ impl Elaborator<'_> {
             AxisSpec::Label { name } => Dim::Var(self.label(name)),
             AxisSpec::Anonymous => self.vars.dim_term(),
             AxisSpec::Fixed { index } => {
-                let size = index.checked_add(1).ok_or_else(|| {
-                    ShapeError::new(format!(
+                let size =
+                    index.checked_add(1).ok_or_else(|| {
+                        ShapeError::of_kind(ShapeErrorKind::Limit, format!(
                         "Fixed index {index} is too large: the axis would need more than {} \
                          positions",
                         usize::MAX
                     ))
                     .note(format!("in spec: {}", self.spec))
-                })?;
+                    })?;
                 let var = self.vars.dim();
                 self.fixed_indices.push((var, *index));
                 self.side.push(Constraint::AtLeast {
@@ -158,7 +159,8 @@ impl Elaborator<'_> {
                     Padding::Padded => true,
                     Padding::Valid => false,
                     Padding::Unspecified => {
-                        return Err(ShapeError::new(
+                        return Err(ShapeError::of_kind(
+                            ShapeErrorKind::Spec,
                             "use_padding must be specified in convolution spec: write '=+' \
                              (padded) or '<+' (valid)",
                         )
@@ -187,12 +189,12 @@ impl Elaborator<'_> {
         axis: &AxisSpec,
     ) -> Result<usize, ShapeError> {
         match coefficient {
-            Coefficient::Int(0) => Err(ShapeError::new(format!(
+            Coefficient::Int(0) => Err(ShapeError::of_kind(ShapeErrorKind::Spec, format!(
                 "Invalid {role} value: 0 in axis '{axis}'; it must be at least 1"
             ))
             .note(format!("in spec: {}", self.spec))),
             Coefficient::Int(n) => Ok(*n),
-            Coefficient::Ident(name) => Err(ShapeError::new(format!(
+            Coefficient::Ident(name) => Err(ShapeError::of_kind(ShapeErrorKind::Spec, format!(
                 "Invalid {role} value (expected integer): {name} in axis '{axis}'; bind it with \
                  EinsumSpec::bind before generating constraints"
             ))

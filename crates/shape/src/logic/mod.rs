@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use crate::constraint::Constraint;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::spec::{EinsumSpec, Kind};
 use crate::term::{Dim, DimVar, Row, RowVarId, Shape, VarSupply};
 
@@ -190,7 +190,8 @@ pub fn generate(
         }
         Logic::Uint4x32ToPrec { coefficient } => {
             if *coefficient == 0 {
-                return Err(ShapeError::new(
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Spec,
                     "Uint4x32ToPrec: the coefficient (values per 128 bits) must be at least 1",
                 ));
             }
@@ -309,17 +310,21 @@ fn check_arity(logic: &Logic, given: usize) -> Result<(), ShapeError> {
                 3 => format!("Invalid einsum spec (expected three arguments): {spec}"),
                 n => format!("Invalid einsum spec (expected {n} arguments): {spec}"),
             };
-            ShapeError::new(message).note(format!(
+            ShapeError::of_kind(ShapeErrorKind::Arity, message).note(format!(
                 "the spec has {expected} right-hand side(s); {context}"
             ))
         }
-        Logic::Block(spec) => ShapeError::new(format!(
-            "Invalid block spec (expected {given} arguments): {spec}"
-        ))
+        Logic::Block(spec) => ShapeError::of_kind(
+            ShapeErrorKind::Arity,
+            format!("Invalid block spec (expected {given} arguments): {spec}"),
+        )
         .note(format!(
             "the spec has {expected} right-hand side(s); {context}"
         )),
-        _ => ShapeError::new(format!("{logic:?} takes {expected} operand(s); {context}")),
+        _ => ShapeError::of_kind(
+            ShapeErrorKind::Arity,
+            format!("{logic:?} takes {expected} operand(s); {context}"),
+        ),
     };
     Err(error)
 }

@@ -106,7 +106,9 @@ fn parameters_never_get_guessed_dimensions() {
     // A lone parameter: nothing constrains its row.
     let mut s = Solver::new();
     let w = s.vars().row();
-    let msg = error_of(s.close(&[leaf("w", Row::var(w), true)]));
+    let error = s.close(&[leaf("w", Row::var(w), true)]).unwrap_err();
+    assert_eq!(error.kind, ShapeErrorKind::HiddenDimension);
+    let msg = error.to_string();
     assert!(
         msg.starts_with("You forgot to specify the hidden dimension(s)"),
         "{msg}"
