@@ -14,7 +14,7 @@ use rcannl_backends::cc::{CompileError, Compiler};
 use rcannl_backends::{Backend, Executable, Interpreter, default_backend};
 use rcannl_ir::Routine;
 
-use crate::graph::{TensorError, error};
+use crate::graph::{TensorError, TensorErrorKind, error, error_of};
 
 /// The environment variable that chooses the backend of [`Context::new`](crate::Context::new).
 pub const BACKEND_VARIABLE: &str = "RCANNL_BACKEND";
@@ -59,11 +59,11 @@ impl BackendChoice {
         match self {
             BackendChoice::Gpu => match rcannl_gpu::Gpu::new() {
                 Ok(gpu) => Ok(Box::new(gpu)),
-                Err(e) => Err(error(e.message)),
+                Err(e) => Err(error_of(TensorErrorKind::Compile, e.message.clone()).caused_by(e)),
             },
             BackendChoice::Cc => match Compiler::from_environment() {
                 Ok(compiler) => Ok(Box::new(compiler)),
-                Err(e) => Err(error(e.to_string())),
+                Err(e) => Err(error_of(TensorErrorKind::Compile, e.to_string()).caused_by(e)),
             },
             BackendChoice::Interp => Ok(Box::new(Interpreter)),
         }
@@ -98,11 +98,8 @@ pub fn backend_for_setting(value: Option<&OsStr>) -> Result<Box<dyn Backend>, Te
     match BackendChoice::from_setting(value)? {
         None => Ok(default_backend()),
         Some(choice) => choice.backend().map_err(|e| {
-            error(format!(
-                "{BACKEND_VARIABLE}={}: {}",
-                choice.name(),
-                e.message
-            ))
+            let message = format!("{BACKEND_VARIABLE}={}: {}", choice.name(), e.message);
+            e.reworded(message)
         }),
     }
 }

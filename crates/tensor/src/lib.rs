@@ -40,7 +40,7 @@ pub use capture::Capture;
 pub use context::{Context, Routine};
 pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
-pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError};
+pub use graph::{Graph, Init, LeafBuilder, StaticIndex, TensorError, TensorErrorKind};
 pub use ops::StackAxis;
 pub use reduce::Axes;
 pub use reshape::{Axis, AxisKind};

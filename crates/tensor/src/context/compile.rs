@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine};
 
-use crate::graph::{Asg, LeafKind, TensorError, error};
+use crate::graph::{Asg, LeafKind, TensorError, TensorErrorKind, error_of};
 use crate::tensor::Tensor;
 
 use super::{Context, Routine, value_node};
@@ -109,8 +109,10 @@ impl Context {
             }
             node
         });
-        let routine = IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
-            .map_err(|e| error(format!("routine {name}: {e}")))?;
+        let routine =
+            IrRoutine::lower(name, &Assignment::Seq(assignments), nodes).map_err(|e| {
+                error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
+            })?;
         self.compile_routine(routine, needs, writes)
     }
 
@@ -122,19 +124,31 @@ impl Context {
         needs: Vec<NodeId>,
         writes: Vec<NodeId>,
     ) -> Result<Routine, TensorError> {
-        let optimized =
-            optimize(&routine).map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
+        let optimized = optimize(&routine).map_err(|e| {
+            error_of(
+                TensorErrorKind::Compile,
+                format!("routine {}: {e}", routine.name),
+            )
+            .caused_by(e)
+        })?;
         for node in optimized.nodes.values() {
             if node.memory_mode != Some(MemoryMode::Virtual) && !self.nodes.contains_key(&node.id) {
-                self.buffers
-                    .insert(node.clone())
-                    .map_err(|e| error(format!("routine {}: {e}", routine.name)))?;
+                self.buffers.insert(node.clone()).map_err(|e| {
+                    error_of(
+                        TensorErrorKind::Compile,
+                        format!("routine {}: {e}", routine.name),
+                    )
+                    .caused_by(e)
+                })?;
             }
         }
-        let executable = self
-            .backend
-            .compile(&optimized)
-            .map_err(|e| error(format!("routine {}: {e}", optimized.name)))?;
+        let executable = self.backend.compile(&optimized).map_err(|e| {
+            error_of(
+                TensorErrorKind::Compile,
+                format!("routine {}: {e}", optimized.name),
+            )
+            .caused_by(e)
+        })?;
         Ok(Routine {
             executable,
             context: self.id,

@@ -7,7 +7,7 @@ use rcannl_ir::{Assignment, Projections, Value};
 use rcannl_shape::spec::Kind;
 
 use crate::array::Array;
-use crate::graph::{Asg, TensorError, error};
+use crate::graph::{Asg, TensorError, TensorErrorKind, error, error_of};
 use crate::npy;
 use crate::tensor::Tensor;
 
@@ -48,7 +48,7 @@ impl Context {
         self.check_holds_values(t)?;
         self.buffers
             .read_values(value_node(t.index))
-            .map_err(|e| error(e.message))
+            .map_err(|e| error_of(TensorErrorKind::Run, e.to_string()).caused_by(e))
     }
 
     /// The tensor's cells exactly as stored (row-major in memory order): integers as integers
@@ -58,7 +58,7 @@ impl Context {
         self.check_holds_values(t)?;
         self.buffers
             .read_cells(value_node(t.index))
-            .map_err(|e| error(e.message))
+            .map_err(|e| error_of(TensorErrorKind::Run, e.to_string()).caused_by(e))
     }
 
     /// Sets the tensor's cells (row-major in memory order), each stored as the tensor's
@@ -81,7 +81,7 @@ impl Context {
         self.check_grad_holds(t)?;
         self.buffers
             .read_values(grad_node(t.index))
-            .map_err(|e| error(e.message))
+            .map_err(|e| error_of(TensorErrorKind::Run, e.to_string()).caused_by(e))
     }
 
     /// The gradient of the last backprop's loss with respect to the tensor (as [`Context::grad`]),
@@ -92,7 +92,7 @@ impl Context {
         self.check_grad_holds(t)?;
         self.buffers
             .read_cells(grad_node(t.index))
-            .map_err(|e| error(e.message))
+            .map_err(|e| error_of(TensorErrorKind::Run, e.to_string()).caused_by(e))
     }
 
     /// Sets the gradient of the tensor (row-major in memory order), as a backprop routine keeps
@@ -121,11 +121,14 @@ impl Context {
         if self.grads_kept.contains(&t.index) {
             return Ok(());
         }
-        Err(error(format!(
-            "no gradient of '{}' is kept: backprop keeps the gradients of the differentiable \
+        Err(error_of(
+            TensorErrorKind::NoValues,
+            format!(
+                "no gradient of '{}' is kept: backprop keeps the gradients of the differentiable \
              leaves its loss depends on, backprop_keeping those of computed tensors too",
-            t.label()
-        )))
+                t.label()
+            ),
+        ))
     }
 
     /// Sets the tensor's values (row-major in memory order).
@@ -202,22 +205,20 @@ impl Context {
     /// 128-bit word, not a number, is refused).
     pub fn save_npy(&mut self, t: &Tensor, path: impl AsRef<Path>) -> Result<(), TensorError> {
         let path = path.as_ref();
-        let fail = |why: String| {
-            error(format!(
-                "save_npy of '{}' to {}: {why}",
-                t.label(),
-                path.display()
-            ))
-        };
+        let about = |why: &str| format!("save_npy of '{}' to {}: {why}", t.label(), path.display());
         let precision = t.precision();
         let dtype = npy::Dtype::of_precision(precision).ok_or_else(|| {
-            fail(format!(
+            error(about(&format!(
                 "its precision {precision} is not a number numpy reads"
-            ))
+            )))
         })?;
         let dims = self.dims(t)?;
-        let cells = self.cells(t).map_err(|e| fail(e.message))?;
-        npy::write(path, &dims, dtype, &cells).map_err(|e| fail(e.message))
+        let cells = self.cells(t).map_err(|e| {
+            let message = about(&e.message);
+            e.reworded(message)
+        })?;
+        npy::write(path, &dims, dtype, &cells)
+            .map_err(|e| error_of(TensorErrorKind::Io, about(&e.message)).caused_by(e))
     }
 
     /// Sets the tensor's values from the `.npy` file at `path`, whose dims must be the tensor's
@@ -227,31 +228,34 @@ impl Context {
     /// tensor and both shapes; nothing is allocated for a file's claims beyond the tensor's size.
     pub fn load_npy(&mut self, t: &Tensor, path: impl AsRef<Path>) -> Result<(), TensorError> {
         let path = path.as_ref();
-        let fail = |why: String| {
-            error(format!(
-                "load_npy of {} into '{}': {why}",
-                path.display(),
-                t.label()
-            ))
-        };
+        let about =
+            |why: &str| format!("load_npy of {} into '{}': {why}", path.display(), t.label());
+        let unreadable =
+            |e: npy::NpyError| error_of(TensorErrorKind::Io, about(&e.message)).caused_by(e);
         let dims = self.dims(t)?;
-        let reader = npy::open(path).map_err(|e| fail(e.message))?;
+        let reader = npy::open(path).map_err(unreadable)?;
         let header = reader.header();
         let same = header.dims.len() == dims.len()
             && header.dims.iter().zip(&dims).all(|(&f, &d)| f == d as u64);
         if !same {
             let shown: Vec<String> = dims.iter().map(usize::to_string).collect();
-            return Err(fail(format!(
-                "the file holds an array of dims ({}), the tensor has dims ({}) (shape {})",
-                header.dims_text(),
-                shown.join(", "),
-                t.shape()
-            )));
+            return Err(error_of(
+                TensorErrorKind::Io,
+                about(&format!(
+                    "the file holds an array of dims ({}), the tensor has dims ({}) (shape {})",
+                    header.dims_text(),
+                    shown.join(", "),
+                    t.shape()
+                )),
+            ));
         }
         let (_, cells) = reader
             .read_cells(dims.iter().product())
-            .map_err(|e| fail(e.message))?;
-        self.set_cells(t, &cells).map_err(|e| fail(e.message))
+            .map_err(unreadable)?;
+        self.set_cells(t, &cells).map_err(|e| {
+            let message = about(&e.message);
+            e.reworded(message)
+        })
     }
 
     /// The tensor printed: its label, closed shape `batch|input->output` and values.

@@ -95,10 +95,8 @@ impl Context {
         for (t, e) in expressions {
             let label = self.graph.state.lock().tensors[t].label.clone();
             let failed = |e: TensorError| {
-                error(format!(
-                    "parameter '{label}': its init expression: {}",
-                    e.message
-                ))
+                let message = format!("parameter '{label}': its init expression: {}", e.message);
+                e.reworded(message)
             };
             let routine = self.forward(&[&e]).map_err(failed)?;
             self.run(&routine).map_err(failed)?;

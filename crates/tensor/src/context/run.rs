@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use rcannl_ir::{NodeId, Symbol};
 
-use crate::graph::{LeafKind, StaticIndex, TensorError, error};
+use crate::graph::{LeafKind, StaticIndex, TensorError, TensorErrorKind, error, error_of};
 
 use super::{Context, Routine, grad_node};
 
@@ -29,10 +29,13 @@ impl Context {
         }
         if let Some(&node) = routine.needs.iter().find(|n| !self.holds.contains(n)) {
             let (what, remedy) = self.holds_nothing(node);
-            return Err(error(format!(
-                "run: routine {} reads {what}, which holds no values yet: {remedy}",
-                routine.executable.routine().name,
-            )));
+            return Err(error_of(
+                TensorErrorKind::NoValues,
+                format!(
+                    "run: routine {} reads {what}, which holds no values yet: {remedy}",
+                    routine.executable.routine().name,
+                ),
+            ));
         }
         let graph = self.graph.id();
         if statics.iter().any(|(s, _)| s.graph != graph) {
@@ -44,7 +47,7 @@ impl Context {
         routine
             .executable
             .run(&mut self.buffers, &statics)
-            .map_err(|e| error(e.message))?;
+            .map_err(|e| error_of(TensorErrorKind::Run, e.to_string()).caused_by(e))?;
         self.holds.extend(routine.writes.iter().copied());
         Ok(())
     }
@@ -89,7 +92,10 @@ impl Context {
     /// An error for reading `node` from the host while it holds no values.
     pub(super) fn unheld(&self, node: NodeId) -> TensorError {
         let (what, remedy) = self.holds_nothing(node);
-        error(format!("{what} holds no values yet: {remedy}"))
+        error_of(
+            TensorErrorKind::NoValues,
+            format!("{what} holds no values yet: {remedy}"),
+        )
     }
 }
 

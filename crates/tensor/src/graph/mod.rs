@@ -31,8 +31,8 @@ use extensions::Extensions;
 
 pub use apply::Ref;
 pub(crate) use apply::{Asg, AsgRhs, Forward, OpSpec, ProjSource, spec_logic};
-pub use error::TensorError;
-pub(crate) use error::{error, foreign};
+pub use error::{TensorError, TensorErrorKind};
+pub(crate) use error::{error, error_of, foreign};
 pub(crate) use gradient::{GradBuilder, GradRhs, Slotted};
 pub(crate) use init::Draw;
 pub use init::Init;
@@ -145,9 +145,8 @@ fn written_at(e: TensorError, site: &str) -> TensorError {
     if e.message.contains(site) {
         return e;
     }
-    TensorError {
-        message: format!("{}\n  (in the expression written at {site})", e.message),
-    }
+    let message = format!("{}\n  (in the expression written at {site})", e.message);
+    e.reworded(message)
 }
 
 /// A model's tensors and operations.
