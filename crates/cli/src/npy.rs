@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use rcannl_ir::Value;
-use rcannl_tensor::npy::{self, NpyError};
+use rcannl_tensor::npy::{self, NpyError, NpyErrorKind};
 
 use crate::bound::{MAX_CELLS, cell_count};
 use crate::cells::{Cell, Cells};
@@ -23,10 +23,11 @@ pub fn read(path: &Path) -> Result<(Vec<usize>, Cells), CliError> {
     // A dim beyond `usize` is beyond every bound too.
     let dims = (header.dims.iter()).map(|&dim| usize::try_from(dim).unwrap_or(usize::MAX));
     if let Err(oversize) = cell_count(dims) {
-        return Err(io_error(NpyError {
-            path: path.to_path_buf(),
-            message: format!("the shape ({}) {oversize}", header.dims_text()),
-        }));
+        return Err(io_error(NpyError::new(
+            path,
+            NpyErrorKind::Limit,
+            format!("the shape ({}) {oversize}", header.dims_text()),
+        )));
     }
     let dtype = Dtype::from_npy(header.dtype);
     // The cells keep the file's dtype: a uint64 is its 64 bits (see `Cells`).

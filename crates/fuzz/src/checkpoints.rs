@@ -256,9 +256,7 @@ impl Subject {
         let path = dir.join("subject.safetensors");
         save_allowing_non_finite(&path, &mut ctx, &all)?;
         let saved = cells(&ctx, &tensors)?;
-        let io = |e: std::io::Error| TensorError {
-            message: format!("{}: {e}", path.display()),
-        };
+        let io = |e: std::io::Error| TensorError::new(format!("{}: {e}", path.display()));
         let bytes = fs::read(&path).map_err(io)?;
         write(&mut ctx, -0.5)?;
         save_allowing_non_finite(&path, &mut ctx, &all)?;
@@ -282,9 +280,8 @@ impl Subject {
     /// Writes `corrupted` and loads it into a fresh context (an error only when that cannot be
     /// done: the file cannot be written, or a context made).
     pub fn load(&self, corrupted: &[u8]) -> Result<Outcome, TensorError> {
-        fs::write(&self.path, corrupted).map_err(|e| TensorError {
-            message: format!("{}: {e}", self.path.display()),
-        })?;
+        fs::write(&self.path, corrupted)
+            .map_err(|e| TensorError::new(format!("{}: {e}", self.path.display())))?;
         let mut ctx = fresh(&self.graph, &self.tensors)?;
         let tensors: Vec<&Tensor> = self.tensors.iter().collect();
         let loaded = catch_unwind(AssertUnwindSafe(|| load(&self.path, &mut ctx, &tensors)));

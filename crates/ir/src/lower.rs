@@ -37,22 +37,37 @@ use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
 
 /// Why an assignment cannot be lowered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct LowerError {
+    /// What kind of problem it is.
+    pub kind: LowerErrorKind,
     /// What cannot be lowered, naming the assignment (what `Display` prints).
     pub message: String,
 }
 
-impl std::fmt::Display for LowerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
+/// What kind of problem stops an assignment from being lowered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LowerErrorKind {
+    /// The assignment and its nodes disagree: an unknown node, dims other than the projections
+    /// expect, a number of values other than the cells, a static index no slice selects with.
+    Inconsistent,
+    /// A concatenation's indices are ambiguous (several sources for one cell, or one source for
+    /// several targets), or an operand is not read where the result is written.
+    Concatenation,
+    /// Something lowering does not express: too many axes, margins on a buffer written by
+    /// offsets, an accumulator without a neutral element to start from.
+    Unsupported,
 }
 
-impl std::error::Error for LowerError {}
-
+/// An error of the assignment and its nodes disagreeing ([`LowerErrorKind::Inconsistent`]).
 fn error(message: String) -> LowerError {
-    LowerError { message }
+    error_of(LowerErrorKind::Inconsistent, message)
+}
+
+fn error_of(kind: LowerErrorKind, message: String) -> LowerError {
+    LowerError { kind, message }
 }
 
 /// The statements of `assignment`, over the nodes `nodes`.
@@ -102,11 +117,14 @@ impl Context<'_> {
         let node =
             (self.nodes.get(&id)).ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
         if node.dims.len() > MAX_AXES {
-            return Err(error(format!(
-                "lowering: {id} '{}' has {} axes, more than the {MAX_AXES} supported",
-                node.label,
-                node.dims.len()
-            )));
+            return Err(error_of(
+                LowerErrorKind::Unsupported,
+                format!(
+                    "lowering: {id} '{}' has {} axes, more than the {MAX_AXES} supported",
+                    node.label,
+                    node.dims.len()
+                ),
+            ));
         }
         Ok(node)
     }
@@ -174,14 +192,17 @@ impl Context<'_> {
                     if let Some(missing) = reads.iter().position(Option::is_none) {
                         let read_some = reads.iter().any(Option::is_some);
                         if read_some && point.index(Slot::Lhs, *lhs)?.is_some() {
-                            return Err(error(format!(
-                                "lowering: {} writes cells where operand {} is not read (its \
+                            return Err(error_of(
+                                LowerErrorKind::Concatenation,
+                                format!(
+                                    "lowering: {} writes cells where operand {} is not read (its \
                                  index needs a concatenation component inactive there): an \
                                  operation of several operands needs each of them at every cell \
                                  it writes; to join tensors, concatenate them",
-                                projections.label,
-                                missing + 1
-                            )));
+                                    projections.label,
+                                    missing + 1
+                                ),
+                            ));
                         }
                         return Ok(None);
                     }
@@ -326,11 +347,14 @@ impl Context<'_> {
         let (target, source) = (self.node(lhs)?, self.node(rhs)?);
         let length = op.length(target.precision);
         if target.padding.iter().any(|(l, r)| l + r > 0) {
-            return Err(error(format!(
-                "lowering: {} writes {lhs} '{}' by offsets, so it cannot have margins",
-                op.name(),
-                target.label
-            )));
+            return Err(error_of(
+                LowerErrorKind::Unsupported,
+                format!(
+                    "lowering: {} writes {lhs} '{}' by offsets, so it cannot have margins",
+                    op.name(),
+                    target.label
+                ),
+            ));
         }
         if target.len().div_ceil(length) != source.len() {
             return Err(error(format!(
@@ -524,10 +548,13 @@ fn check_one_target(projections: &Projections, n_targets: usize) -> Result<(), L
             })
             .count();
         if addressed > 1 {
-            return Err(error(format!(
-                "lowering: ambiguous indices in concatenation: {addressed} targets would receive                  one cell of the source ({})",
-                projections.label
-            )));
+            return Err(error_of(
+                LowerErrorKind::Concatenation,
+                format!(
+                    "lowering: ambiguous indices in concatenation: {addressed} targets would receive                  one cell of the source ({})",
+                    projections.label
+                ),
+            ));
         }
     }
     Ok(())
@@ -583,11 +610,14 @@ fn block_value(
     match viable.len() {
         0 => Ok(None),
         1 => Ok(Some(Scalar::Unop(op, Box::new(viable.remove(0))))),
-        n => Err(error(format!(
-            "lowering: ambiguous indices in concatenation: {n} sources would write one cell of \
+        n => Err(error_of(
+            LowerErrorKind::Concatenation,
+            format!(
+                "lowering: ambiguous indices in concatenation: {n} sources would write one cell of \
              the result ({})",
-            projections.label
-        ))),
+                projections.label
+            ),
+        )),
     }
 }
 
@@ -626,10 +656,13 @@ impl Lowering<'_> {
         let injective = p.is_injective();
         if self.initialize_neutral && !(p.is_surjective() && injective) {
             let neutral = self.accum.neutral().ok_or_else(|| {
-                error(format!(
-                    "lowering: {} has no neutral element to start from",
-                    self.accum
-                ))
+                error_of(
+                    LowerErrorKind::Unsupported,
+                    format!(
+                        "lowering: {} has no neutral element to start from",
+                        self.accum
+                    ),
+                )
             })?;
             stmts.push(Stmt::Fill {
                 node: self.lhs,

@@ -6,8 +6,6 @@
 //! order of the accesses does not matter; once the buffer is allocated they are fixed, and an
 //! access that needs more is an error rather than a read outside the buffer.
 
-use std::fmt;
-
 /// Margins `(before, after)` per axis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Margins {
@@ -15,20 +13,26 @@ pub struct Margins {
     frozen: bool,
 }
 
-/// An access that needs more padding than a frozen buffer has.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An access that needs more padding than a frozen buffer has, or that addresses another number
+/// of axes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct MarginError {
+    /// What kind of problem it is.
+    pub kind: MarginErrorKind,
     /// The access, the margins it needs and those the buffer has (what `Display` prints).
     pub message: String,
 }
 
-impl fmt::Display for MarginError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
+/// What kind of problem an access's margins have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MarginErrorKind {
+    /// The access addresses another number of axes than the tensor has.
+    Rank,
+    /// The access needs more margins than the buffer, already allocated, has.
+    Frozen,
 }
-
-impl std::error::Error for MarginError {}
 
 impl Margins {
     /// No margins on any of `rank` axes.
@@ -54,6 +58,7 @@ impl Margins {
     pub fn require(&mut self, needed: &[(usize, usize)], access: &str) -> Result<(), MarginError> {
         if needed.len() != self.per_axis.len() {
             return Err(MarginError {
+                kind: MarginErrorKind::Rank,
                 message: format!(
                     "padding: {access} addresses {} axes of a tensor with {}",
                     needed.len(),
@@ -70,6 +75,7 @@ impl Margins {
         }
         if self.frozen {
             return Err(MarginError {
+                kind: MarginErrorKind::Frozen,
                 message: format!(
                     "padding: {access} needs margins {needed:?}, but the tensor's buffer already \
                      exists with margins {:?}; declare this access before the buffer is \
@@ -118,6 +124,7 @@ mod tests {
         margins.freeze();
         margins.require(&[(1, 0)], "a smaller reader").unwrap();
         let error = margins.require(&[(2, 2)], "conv k=5").unwrap_err();
+        assert_eq!(error.kind, MarginErrorKind::Frozen);
         assert!(error.message.contains("conv k=5"));
         assert!(error.message.contains("already exists"));
         assert_eq!(
@@ -125,6 +132,7 @@ mod tests {
             &[(1, 1)],
             "a refused access changes nothing"
         );
-        assert!(margins.require(&[(0, 0), (0, 0)], "x").is_err());
+        let error = margins.require(&[(0, 0), (0, 0)], "x").unwrap_err();
+        assert_eq!(error.kind, MarginErrorKind::Rank);
     }
 }

@@ -4,8 +4,8 @@
 
 use rcannl_ir::optimize::memory::decide_memory_modes;
 use rcannl_ir::{
-    Assignment, AxisIndex, Factor, Index, Lookup, LoopVar, MemoryMode, NodeId, Precision,
-    Projections, Routine, Scalar, Stmt, Symbol, TensorNode,
+    Assignment, AxisIndex, Factor, Index, Lookup, LoopVar, LowerErrorKind, MemoryMode, NodeId,
+    OptimizeErrorKind, Precision, Projections, Routine, Scalar, Stmt, Symbol, TensorNode,
 };
 
 const P: Symbol = Symbol(0);
@@ -150,6 +150,7 @@ fn a_record_without_exactly_one_vocabulary_axis_is_refused() {
         n
     });
     let error = Routine::lower("forward", &gather(no_vocabulary), nodes_without).unwrap_err();
+    assert_eq!(error.kind, LowerErrorKind::Inconsistent);
     assert!(
         error.message.contains("gather (gather)") && error.message.contains("0 axes"),
         "{}",
@@ -183,6 +184,7 @@ fn a_looked_up_node_is_never_virtual() {
     // Forced virtual, it is an error naming the node and why.
     routine.nodes.get_mut(&NodeId(0)).unwrap().memory_mode = Some(MemoryMode::Virtual);
     let error = decide_memory_modes(&routine).unwrap_err();
+    assert_eq!(error.kind, OptimizeErrorKind::NotInlinable);
     assert!(
         error.message.contains("'table'") && error.message.contains("positions held in data"),
         "{}",

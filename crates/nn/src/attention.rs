@@ -157,7 +157,7 @@ pub fn attention_weights(
 ) -> Tensor {
     let graph = queries.graph();
     if let Some(message) = options.problem() {
-        return graph.failed_with(TensorError { message });
+        return graph.failed_with(TensorError::new(message));
     }
     let (mut q, mut k) = (project(queries, query), project(memory, key));
     if let Some(rotary) = &options.rotary {

@@ -24,7 +24,7 @@ use crate::checkpoint;
 use crate::train::{History, Peers, Plan, epoch_order, run};
 
 fn error(message: String) -> TensorError {
-    TensorError { message }
+    TensorError::new(message)
 }
 
 /// The processes of a data-parallel run, and this one's place among them.

@@ -31,19 +31,17 @@ pub fn hinge(scores: &Tensor, labels: &Tensor) -> Tensor {
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
     let graph = logits.graph();
     if let Err(e) = graph.require_same_shape(targets, logits) {
-        return graph.failed_with(TensorError {
-            message: format!(
-                "cross_entropy(logits '{}' of shape {}, targets '{}' of shape {}): the targets \
+        return graph.failed_with(TensorError::new(format!(
+            "cross_entropy(logits '{}' of shape {}, targets '{}' of shape {}): the targets \
                  are probabilities over the classes and need exactly the logits' shape; for \
                  class ids (the logits' shape without the last output axis) use \
                  loss::cross_entropy_ids ({})",
-                logits.label(),
-                logits.shape(),
-                targets.label(),
-                targets.shape(),
-                e.message
-            ),
-        });
+            logits.label(),
+            logits.shape(),
+            targets.label(),
+            targets.shape(),
+            e.message
+        )));
     }
     -crate::norm::sum_last(&targets.pmul(&crate::norm::log_softmax(logits)))
 }
@@ -61,18 +59,16 @@ const CLASSES_REDUCED: &str = "...|... -> ..., c => ...|... -> ...";
 pub fn cross_entropy_ids(logits: &Tensor, ids: &Tensor) -> Tensor {
     let graph = logits.graph();
     let mix_up = |e: TensorError| {
-        graph.failed_with(TensorError {
-            message: format!(
-                "cross_entropy_ids(logits '{}' of shape {}, ids '{}' of shape {}): class ids \
+        graph.failed_with(TensorError::new(format!(
+            "cross_entropy_ids(logits '{}' of shape {}, ids '{}' of shape {}): class ids \
                  need exactly the logits' shape without the last output axis (the classes); \
                  for target probabilities of the logits' shape use loss::cross_entropy ({})",
-                logits.label(),
-                logits.shape(),
-                ids.label(),
-                ids.shape(),
-                e.message
-            ),
-        })
+            logits.label(),
+            logits.shape(),
+            ids.label(),
+            ids.shape(),
+            e.message
+        )))
     };
     // 1 at each example's class: its id minus every class number is zero exactly there. These
     // rows have the ids' axes and one more, the logits' exactly.

@@ -72,11 +72,9 @@ pub fn output_axis_spec(axis: isize) -> Result<String, TensorError> {
         axis.unsigned_abs() - 1
     };
     if reach > MAX_AXIS_REACH {
-        return Err(TensorError {
-            message: format!(
-                "softmax over output axis {axis}: an axis at most {MAX_AXIS_REACH} axes from                  either end is supported"
-            ),
-        });
+        return Err(TensorError::new(format!(
+            "softmax over output axis {axis}: an axis at most {MAX_AXIS_REACH} axes from                  either end is supported"
+        )));
     }
     let names = |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{i}")).collect() };
     let (before, after) = if axis >= 0 {
@@ -212,9 +210,9 @@ fn check_setting(
     if value.is_finite() && allowed(value) {
         return Ok(());
     }
-    Err(TensorError {
-        message: format!("{owner}: {setting} is {value}: it must be {describe}"),
-    })
+    Err(TensorError::new(format!(
+        "{owner}: {setting} is {value}: it must be {describe}"
+    )))
 }
 
 /// Checks a normalization's `epsilon`: a finite number above 0.
@@ -460,11 +458,9 @@ impl GroupNorm {
         precision: Precision,
     ) -> Result<GroupNorm, TensorError> {
         if groups == 0 || !channels.is_multiple_of(groups) {
-            return Err(TensorError {
-                message: format!(
-                    "GroupNorm '{label}': {groups} groups do not divide {channels} channels"
-                ),
-            });
+            return Err(TensorError::new(format!(
+                "GroupNorm '{label}': {groups} groups do not divide {channels} channels"
+            )));
         }
         let channels_per_group = channels / groups;
         let membership = (0..channels)

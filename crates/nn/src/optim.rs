@@ -105,13 +105,11 @@ fn check(owner: &str, setting: &str, value: f64, range: Range) -> Result<(), Ten
     if value.is_finite() && range.contains(value) {
         return Ok(());
     }
-    Err(TensorError {
-        message: format!(
-            "{owner}: {setting} is {}: it must be {}",
-            shown(value),
-            range.describe()
-        ),
-    })
+    Err(TensorError::new(format!(
+        "{owner}: {setting} is {}: it must be {}",
+        shown(value),
+        range.describe()
+    )))
 }
 
 /// Checks the learning rate `lr` holds in `ctx`, for `owner` of `params`: a finite number, at
@@ -137,14 +135,12 @@ fn check_learning_rate(
         for param in params {
             let compute = param.precision().compute();
             if compute.round(value).is_infinite() {
-                return Err(TensorError {
-                    message: format!(
-                        "{owner}: the learning rate is {}: it is beyond the range of {compute}, \
+                return Err(TensorError::new(format!(
+                    "{owner}: the learning rate is {}: it is beyond the range of {compute}, \
                          the precision parameter '{}' is updated in",
-                        shown(value),
-                        param.label()
-                    ),
-                });
+                    shown(value),
+                    param.label()
+                )));
             }
         }
     }

@@ -23,9 +23,7 @@ fn font() {
 }
 
 fn plot_error(e: impl std::fmt::Display) -> TensorError {
-    TensorError {
-        message: format!("plot: {e}"),
-    }
+    TensorError::new(format!("plot: {e}"))
 }
 
 /// The loss of each epoch, as a line.

@@ -126,11 +126,11 @@ pub(crate) fn run(
     peers: &mut impl Peers,
 ) -> Result<History, TensorError> {
     if plan.batches == 0 {
-        return Err(TensorError {
-            message: "training: the plan has no batches (batches is 0): there is nothing to \
+        return Err(TensorError::new(
+            "training: the plan has no batches (batches is 0): there is nothing to \
                       train on"
                 .to_owned(),
-        });
+        ));
     }
     let progress = Progress::new(
         plan,
@@ -158,14 +158,12 @@ pub(crate) fn run(
             let value = peers.merge(ctx, local.iter().sum::<f64>())?;
             if !value.is_finite() {
                 progress.abandon();
-                return Err(TensorError {
-                    message: format!(
-                        "training stopped: the loss is {value} at epoch {}, batch {b} (a \
+                return Err(TensorError::new(format!(
+                    "training stopped: the loss is {value} at epoch {}, batch {b} (a \
                          learning rate too large, or an input out of range?); that step updated \
                          nothing: the model is as the last good step left it",
-                        epoch + 1
-                    ),
-                });
+                    epoch + 1
+                )));
             }
             total += value;
             if let Some(step) = then {
@@ -177,15 +175,13 @@ pub(crate) fn run(
         let diverged = first_non_finite(ctx, &params).map_err(|e| peers.alone_failed(e))?;
         if let Some((label, cell, value)) = diverged {
             progress.abandon();
-            return Err(TensorError {
-                message: format!(
-                    "training stopped: parameter '{label}' holds {value} (cell {cell}) after \
+            return Err(TensorError::new(format!(
+                "training stopped: parameter '{label}' holds {value} (cell {cell}) after \
                      epoch {}, batch {} (the epoch's last: parameters are checked once per \
                      epoch), while the loss was finite (a learning rate too large?)",
-                    epoch + 1,
-                    plan.batches.saturating_sub(1)
-                ),
-            });
+                epoch + 1,
+                plan.batches.saturating_sub(1)
+            )));
         }
         let mean = total / plan.batches as f64;
         losses.push(mean);
@@ -216,9 +212,7 @@ impl Progress {
                 let bar = ProgressBar::new((plan.epochs * plan.batches) as u64);
                 let style =
                     ProgressStyle::with_template("{bar:30} epoch {msg}  [{elapsed_precise}]")
-                        .map_err(|e| TensorError {
-                            message: format!("progress bar: {e}"),
-                        })?;
+                        .map_err(|e| TensorError::new(format!("progress bar: {e}")))?;
                 bar.set_style(style);
                 Progress::Bar(bar)
             }

@@ -124,9 +124,9 @@ fn train(
         plan,
         shuffle,
         |_, step| match fail_at {
-            Some(at) if rank == 1 && step == at => Err(TensorError {
-                message: "a fault injected by the test".to_owned(),
-            }),
+            Some(at) if rank == 1 && step == at => {
+                Err(TensorError::new("a fault injected by the test".to_owned()))
+            }
             _ => Ok(()),
         },
     )?;

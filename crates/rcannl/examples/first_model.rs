@@ -102,9 +102,8 @@ fn main() -> Result<(), TensorError> {
     );
 
     // .npy files for numpy (`numpy.load`) or a later run (`Context::load_npy`).
-    std::fs::create_dir_all(&folder).map_err(|e| TensorError {
-        message: format!("creating {}: {e}", folder.display()),
-    })?;
+    std::fs::create_dir_all(&folder)
+        .map_err(|e| TensorError::new(format!("creating {}: {e}", folder.display())))?;
     ctx.save_npy(&test_logits, folder.join("test_logits.npy"))?;
     for param in mlp.params() {
         ctx.save_npy(&param, folder.join(format!("{}.npy", param.label())))?;

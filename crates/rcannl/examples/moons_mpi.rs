@@ -141,8 +141,10 @@ fn main() -> Result<(), TensorError> {
     let ranks = Ranks::init()?;
     let width = match std::env::args().nth(1) {
         None => 16,
-        Some(arg) => arg.parse().map_err(|_| TensorError {
-            message: format!("the width of the hidden layers is a number, not {arg:?}"),
+        Some(arg) => arg.parse().map_err(|_| {
+            TensorError::new(format!(
+                "the width of the hidden layers is a number, not {arg:?}"
+            ))
         })?,
     };
     // A failure on one rank would leave the others waiting for it: every rank stops.

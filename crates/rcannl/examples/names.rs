@@ -525,9 +525,8 @@ fn transformer(
 fn main() -> Result<(), TensorError> {
     let started = Instant::now();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/names.txt");
-    let text = std::fs::read_to_string(path).map_err(|e| TensorError {
-        message: format!("reading {path}: {e}"),
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| TensorError::new(format!("reading {path}: {e}")))?;
     let mut names: Vec<Vec<usize>> = text
         .lines()
         .map(str::trim)

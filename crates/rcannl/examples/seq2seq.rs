@@ -175,9 +175,9 @@ fn main() -> Result<(), TensorError> {
         None | Some("reverse") => Task::Reverse,
         Some("sort") => Task::Sort,
         Some(other) => {
-            return Err(TensorError {
-                message: format!("seq2seq: unknown task {other:?} (reverse or sort)"),
-            });
+            return Err(TensorError::new(format!(
+                "seq2seq: unknown task {other:?} (reverse or sort)"
+            )));
         }
     };
     let started = Instant::now();

@@ -24,5 +24,5 @@ pub mod spec;
 pub mod term;
 pub mod words;
 
-pub use error::{ShapeError, TensorContext};
+pub use error::{ShapeError, ShapeErrorKind, TensorContext};
 pub use session::{Capture, Inference, LeafDecl, OpId, TensorId};

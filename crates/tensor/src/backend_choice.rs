@@ -19,7 +19,7 @@ use rcannl_backends::{
 };
 use rcannl_ir::Routine;
 
-use crate::graph::{TensorError, error};
+use crate::graph::{TensorError, TensorErrorKind, error, error_of};
 
 /// The environment variable that chooses the backend of [`Context::new`](crate::Context::new).
 pub const BACKEND_VARIABLE: &str = "RCANNL_BACKEND";
@@ -66,7 +66,7 @@ impl BackendChoice {
             BackendChoice::Gpu => gpu_backend(),
             BackendChoice::Cc => match Compiler::from_environment() {
                 Ok(compiler) => Ok(Box::new(compiler)),
-                Err(e) => Err(error(e.to_string())),
+                Err(e) => Err(error_of(TensorErrorKind::Compile, e.to_string()).caused_by(e)),
             },
             BackendChoice::Interp => Ok(Box::new(Interpreter)),
         }
@@ -100,14 +100,15 @@ impl BackendChoice {
 fn gpu_backend() -> Result<Box<dyn Backend>, TensorError> {
     match rcannl_gpu::Gpu::new() {
         Ok(gpu) => Ok(Box::new(gpu)),
-        Err(e) => Err(error(e.message)),
+        Err(e) => Err(error_of(TensorErrorKind::Compile, e.message.clone()).caused_by(e)),
     }
 }
 
 /// No GPU backend in this build: the error says which feature brings it.
 #[cfg(not(feature = "gpu"))]
 fn gpu_backend() -> Result<Box<dyn Backend>, TensorError> {
-    Err(error(
+    Err(error_of(
+        TensorErrorKind::Compile,
         "this build of rcannl was made without the `gpu` cargo feature, so it has no GPU \
          backend; rebuild with the default features, or with `--features gpu`",
     ))
@@ -119,11 +120,8 @@ pub fn backend_for_setting(value: Option<&OsStr>) -> Result<Box<dyn Backend>, Te
     match BackendChoice::from_setting(value)? {
         None => Ok(default_backend()),
         Some(choice) => choice.backend().map_err(|e| {
-            error(format!(
-                "{BACKEND_VARIABLE}={}: {}",
-                choice.name(),
-                e.message
-            ))
+            let message = format!("{BACKEND_VARIABLE}={}: {}", choice.name(), e.message);
+            e.reworded(message)
         }),
     }
 }

@@ -7,6 +7,8 @@
 //! such a name is captured on the latest earlier step whose spec has it, which sizes it as the
 //! whole einsum does.
 
+use std::collections::HashMap;
+
 use rcannl_ir::Precision;
 use rcannl_shape::spec::EinsumSpec;
 use rcannl_shape::term::Dim;
@@ -34,7 +36,10 @@ impl Tensor {
         })?;
         let capture = match (
             state.inference.capture(shape_op, name),
-            state.path_steps.get(&self.index),
+            state
+                .extensions
+                .get::<PathsOfEinsums>()
+                .and_then(|paths| paths.0.get(&self.index)),
         ) {
             (Ok(capture), _) => capture,
             (Err(err), None) => return Err(err.into()),
@@ -78,10 +83,15 @@ fn shape_op(state: &State, index: usize) -> Option<OpId> {
 /// step: the whole einsum's spec, and the shape operations of the earlier steps (single-operand
 /// sums included), in the order they were made.
 #[derive(Debug, Clone)]
-pub(crate) struct PathSteps {
-    pub spec: EinsumSpec,
-    pub ops: Vec<OpId>,
+struct PathSteps {
+    spec: EinsumSpec,
+    ops: Vec<OpId>,
 }
+
+/// For each tensor an einsum made along a contraction path (by tensor index), its
+/// [`PathSteps`], kept with the graph's state.
+#[derive(Debug, Default)]
+struct PathsOfEinsums(HashMap<usize, PathSteps>);
 
 /// Records that `result` is the last step of the einsum `spec` along a path whose earlier steps
 /// made `steps`, so that [`Tensor::capture`] finds the names those steps summed away. Nothing is
@@ -95,7 +105,7 @@ pub(crate) fn record_path_steps(result: &Tensor, spec: &EinsumSpec, steps: &[Ten
         .iter()
         .filter_map(|step| shape_op(&state, step.index))
         .collect();
-    state.path_steps.insert(
+    state.extensions.get_mut::<PathsOfEinsums>().0.insert(
         result.index,
         PathSteps {
             spec: spec.clone(),
@@ -164,7 +174,7 @@ impl Graph {
                 .batch([0usize; 0])
                 .input([0usize; 0])
                 .output([Dim::Unit]),
-            LeafKind::Dim(capture.clone()),
+            LeafKind::Dim(capture.capture.clone()),
             Precision::F32,
             false,
         )

@@ -10,6 +10,7 @@
 //! ([`Update::with_logic`]), relating its target to the tensors it reads as an operation's
 //! result is to its operands.
 
+use std::collections::BTreeSet;
 use std::ops;
 
 use rcannl_ir::{Binop, Expr, Slot, Ternop, Unop};
@@ -18,7 +19,7 @@ use rcannl_shape::spec::parse_einsum;
 use rcannl_shape::{OpId, TensorId};
 
 use crate::graph::{
-    Forward, GradBuilder, GradRhs, Graph, OpSpec, Ref, Slotted, TensorError, error,
+    Forward, GradBuilder, GradRhs, Graph, OpSpec, Ref, Slotted, State, TensorError, error,
 };
 use crate::tensor::Tensor;
 
@@ -348,6 +349,68 @@ pub(crate) struct LoweredUpdate {
     pub refs: Vec<Ref>,
     /// The inference operation whose projections it runs over, if it was given a logic.
     pub relation: Option<OpId>,
+}
+
+/// The updates every training step runs whose loss depends on an anchor tensor (by index), kept
+/// with the graph's state ([`Graph::update_in_steps`]): a model's state following the data the
+/// step computed.
+#[derive(Debug, Default)]
+pub(crate) struct StepUpdates(Vec<(usize, Vec<LoweredUpdate>)>);
+
+impl StepUpdates {
+    /// The updates of the graph whose state is `state` anchored at one of `tensors`, in the
+    /// order they were given.
+    pub(crate) fn anchored_in(state: &State, tensors: &BTreeSet<usize>) -> Vec<LoweredUpdate> {
+        state
+            .extensions
+            .get::<StepUpdates>()
+            .into_iter()
+            .flat_map(|steps| &steps.0)
+            .filter(|(anchor, _)| tensors.contains(anchor))
+            .flat_map(|(_, updates)| updates.iter().cloned())
+            .collect()
+    }
+}
+
+impl Graph {
+    /// Runs `updates` in every training step whose loss depends on `anchor` — in the routine of
+    /// [`Context::backprop`](crate::Context::backprop) or
+    /// [`Context::train_step`](crate::Context::train_step) that computes it, after the
+    /// gradients — and in no other routine. This is how a block keeps state that follows the
+    /// data (batch normalization's running statistics): it is updated exactly by the batches a
+    /// step normalized, with nothing for the user to hand to the optimizer, and never from an
+    /// application a step does not compute. The targets become the model's state
+    /// ([`Graph::state_tensors`]), which checkpoints save with the parameters.
+    ///
+    /// A problem with an update (a tensor of another graph, a formula reading no tensor) is
+    /// recorded in the graph, as a failed operation's is, and reported by [`Graph::check`].
+    pub fn update_in_steps(&self, anchor: &Tensor, updates: &[Update]) {
+        let mut tensors = vec![anchor];
+        for update in updates {
+            tensors.push(&update.target);
+            tensors.extend(update.formula.tensors());
+        }
+        if let Err(e) = self.check_owns("update_in_steps", &tensors) {
+            self.record(e);
+            return;
+        }
+        let lowered: Result<Vec<_>, TensorError> =
+            updates.iter().map(Update::lower_update).collect();
+        match lowered {
+            Ok(lowered) => {
+                for update in &lowered {
+                    self.register_state_index(update.target);
+                }
+                self.state
+                    .lock()
+                    .extensions
+                    .get_mut::<StepUpdates>()
+                    .0
+                    .push((anchor.index, lowered));
+            }
+            Err(e) => self.record(e),
+        }
+    }
 }
 
 /// An update's shape relation.

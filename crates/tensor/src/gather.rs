@@ -10,10 +10,11 @@
 //! the result is 0 and it adds nothing to the table's gradient, as the one-hot product has it.
 //! The ids take no gradient.
 
+use std::collections::HashMap;
+
 use rcannl_ir::{Binop, Precision};
 
-use crate::graph::{Forward, Graph, OpSpec, TensorError, error};
-use crate::ops::spec_logic;
+use crate::graph::{Forward, Graph, OpSpec, TensorError, error, spec_logic};
 use crate::tensor::Tensor;
 
 /// The shape logic of a gather: the table's one input axis `v` is what the ids select along.
@@ -21,10 +22,15 @@ const GATHER_SPEC: &str = "v->w; ...|->... => ...|->..., w";
 
 /// What [`Tensor::one_hot`] remembers of the one-hot rows it made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OneHot {
-    pub ids: usize,
-    pub vocabulary: usize,
+struct OneHot {
+    ids: usize,
+    vocabulary: usize,
 }
+
+/// The one-hot rows of a graph (by tensor index), kept with its state, so that a composition
+/// with them becomes a gather.
+#[derive(Debug, Default)]
+struct OneHots(HashMap<usize, OneHot>);
 
 impl Tensor {
     /// The rows of `table` (`| vocabulary -> width`: one input axis, the row an id selects, and
@@ -62,7 +68,7 @@ impl Tensor {
         );
         let rows = difference.eq(&graph.number(0.0));
         if rows.error().is_none() {
-            graph.state.lock().one_hots.insert(
+            graph.state.lock().extensions.get_mut::<OneHots>().0.insert(
                 rows.index,
                 OneHot {
                     ids: ids.index,
@@ -82,7 +88,14 @@ pub(crate) fn composed_with_one_hot(table: &Tensor, rows: &Tensor) -> Option<Ten
     if !graph.owns(rows) || !graph.owns(table) {
         return None;
     }
-    let one_hot = graph.state.lock().one_hots.get(&rows.index).copied()?;
+    let one_hot = graph
+        .state
+        .lock()
+        .extensions
+        .get::<OneHots>()?
+        .0
+        .get(&rows.index)
+        .copied()?;
     if !is_closed_table(table) {
         return None;
     }

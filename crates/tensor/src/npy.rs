@@ -10,10 +10,11 @@
 //! ([`NpyReader::read_cells`]); and the data must be exactly as long as the header says, read
 //! without reserving more than the file holds. Every error names the file ([`NpyError`]).
 
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rcannl_ir::{Precision, Value};
 
@@ -29,23 +30,65 @@ pub const MAX_DIMS: usize = 64;
 /// more than 10,000 unless told to); a longer claim is refused before anything is read.
 pub const MAX_HEADER: usize = 1 << 20;
 
-/// An error reading or writing a `.npy` file: the file and what went wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error reading or writing a `.npy` file: the file and what went wrong, printed
+/// `path: message`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {message}", path.display())]
 pub struct NpyError {
     /// The file.
     pub path: PathBuf,
+    /// What kind of problem it is.
+    pub kind: NpyErrorKind,
     /// What went wrong.
     pub message: String,
+    /// The failure of the file system that caused it, if one did.
+    #[source]
+    source: Option<Arc<io::Error>>,
 }
 
-impl fmt::Display for NpyError {
-    /// `path: message`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+/// What kind of problem a `.npy` file has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NpyErrorKind {
+    /// The file could not be opened, read or written.
+    Io,
+    /// The file is not a `.npy` array as numpy writes one: its magic string, version, header or
+    /// data length.
+    Format,
+    /// The array is larger than allowed (its cells, bytes or dims), or than memory holds.
+    Limit,
+    /// The array given to write does not match its dims.
+    Shape,
+}
+
+impl NpyError {
+    /// An error of `kind` on the file `path`.
+    pub fn new(path: &Path, kind: NpyErrorKind, message: impl Into<String>) -> NpyError {
+        NpyError {
+            path: path.to_path_buf(),
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error of the file system on the file `path`: its text, and the error as the source.
+    fn io(path: &Path, error: io::Error) -> NpyError {
+        NpyError {
+            path: path.to_path_buf(),
+            kind: NpyErrorKind::Io,
+            message: error.to_string(),
+            source: Some(Arc::new(error)),
+        }
     }
 }
 
-impl std::error::Error for NpyError {}
+impl PartialEq for NpyError {
+    /// The same file, kind and message.
+    fn eq(&self, other: &NpyError) -> bool {
+        (&self.path, self.kind, &self.message) == (&other.path, other.kind, &other.message)
+    }
+}
 
 /// What kind of numbers a dtype holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -427,18 +470,15 @@ pub struct NpyReader {
 
 /// Opens the `.npy` file at `path` and reads its header.
 pub fn open(path: &Path) -> Result<NpyReader, NpyError> {
-    let error = |message: String| NpyError {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = File::open(path).map_err(|err| error(err.to_string()))?;
+    let file = File::open(path).map_err(|err| NpyError::io(path, err))?;
     let length = file
         .metadata()
         .ok()
         .filter(|meta| meta.is_file())
         .map(|meta| meta.len());
     let mut reader = BufReader::new(file);
-    let (header, header_end) = read_header(&mut reader).map_err(error)?;
+    let (header, header_end) = read_header(&mut reader)
+        .map_err(|message| NpyError::new(path, NpyErrorKind::Format, message))?;
     Ok(NpyReader {
         path: path.to_path_buf(),
         header,
@@ -458,11 +498,9 @@ impl NpyReader {
         &self.path
     }
 
-    fn error(&self, message: String) -> NpyError {
-        NpyError {
-            path: self.path.clone(),
-            message,
-        }
+    /// An error of an array larger than allowed.
+    fn too_large(&self, message: String) -> NpyError {
+        NpyError::new(&self.path, NpyErrorKind::Limit, message)
     }
 
     /// The dims and the cells of the array, in C order whatever the file's order, as numbers:
@@ -495,40 +533,40 @@ impl NpyReader {
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .filter(|&cells| cells <= max_cells)
             .ok_or_else(|| {
-                self.error(format!("the shape {shown} has more than {max_cells} cells"))
+                self.too_large(format!("the shape {shown} has more than {max_cells} cells"))
             })?;
         let dtype = self.header.dtype;
         let needed = cells
             .checked_mul(dtype.size)
-            .ok_or_else(|| self.error(format!("the shape {shown} is too large")))?;
+            .ok_or_else(|| self.too_large(format!("the shape {shown} is too large")))?;
         let mut data = Vec::new();
         data.try_reserve_exact(self.available.map_or(0, |a| (a as usize).min(needed)))
-            .map_err(|_| self.error(format!("no memory for {needed} bytes of data")))?;
+            .map_err(|_| self.too_large(format!("no memory for {needed} bytes of data")))?;
         let NpyReader {
             path,
             header,
             reader,
             ..
         } = self;
-        let error = |message: String| NpyError {
-            path: path.clone(),
-            message,
-        };
         reader
             .take(needed as u64 + 1)
             .read_to_end(&mut data)
-            .map_err(|err| error(err.to_string()))?;
+            .map_err(|err| NpyError::io(&path, err))?;
         if data.len() != needed {
             let found = if data.len() > needed {
                 "more".to_owned()
             } else {
                 data.len().to_string()
             };
-            return Err(error(format!(
-                "the shape {shown} of '{}' needs {needed} bytes of data after the header; the \
+            return Err(NpyError::new(
+                &path,
+                NpyErrorKind::Format,
+                format!(
+                    "the shape {shown} of '{}' needs {needed} bytes of data after the header; the \
                  file has {found}",
-                header.descr
-            )));
+                    header.descr
+                ),
+            ));
         }
         let values: Vec<Value> = data
             .chunks_exact(dtype.size)
@@ -666,29 +704,32 @@ pub fn encode_cells(sink: &mut dyn Write, dtype: Dtype, cells: &[Value]) -> io::
 /// toward 0 (saturating) and wrapped to the width, to bools true where not 0. An error when the
 /// dims do not hold the cells, or are more than [`MAX_DIMS`] (which numpy would not read).
 pub fn write(path: &Path, dims: &[usize], dtype: Dtype, cells: &[Value]) -> Result<(), NpyError> {
-    let error = |message: String| NpyError {
-        path: path.to_path_buf(),
-        message,
-    };
+    let error = |kind: NpyErrorKind, message: String| NpyError::new(path, kind, message);
     if dims.len() > MAX_DIMS {
-        return Err(error(format!(
-            "{} dims are more than the {MAX_DIMS} numpy reads",
-            dims.len()
-        )));
+        return Err(error(
+            NpyErrorKind::Limit,
+            format!(
+                "{} dims are more than the {MAX_DIMS} numpy reads",
+                dims.len()
+            ),
+        ));
     }
     let held = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if held != Some(cells.len()) {
-        return Err(error(format!(
-            "the shape ({}) does not hold {} cells",
-            tuple_inside(dims.iter()),
-            cells.len()
-        )));
+        return Err(error(
+            NpyErrorKind::Shape,
+            format!(
+                "the shape ({}) does not hold {} cells",
+                tuple_inside(dims.iter()),
+                cells.len()
+            ),
+        ));
     }
     crate::files::replace_file(path, |sink| {
         sink.write_all(&encode_header(dims, dtype))?;
         encode_cells(sink, dtype, cells)
     })
-    .map_err(error)
+    .map_err(|message| error(NpyErrorKind::Io, message))
 }
 
 #[cfg(test)]
@@ -875,5 +916,30 @@ mod tests {
         }
         assert_eq!(fortran_to_c(&dims, &column_major), row_major);
         assert_eq!(fortran_to_c::<f64>(&[0, 3], &[]), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn errors_say_what_kind_of_problem_the_file_has() {
+        use std::error::Error as _;
+        let folder = std::env::temp_dir().join(format!("rcannl-npy-kinds-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let missing = open(&folder.join("missing.npy")).err().unwrap();
+        assert_eq!(missing.kind, NpyErrorKind::Io);
+        assert!(
+            missing.source().is_some(),
+            "the file system's error is kept"
+        );
+        let text = folder.join("text.npy");
+        std::fs::write(&text, "not an array").unwrap();
+        assert_eq!(open(&text).err().unwrap().kind, NpyErrorKind::Format);
+        let cells = [Value::Float(1.0)];
+        let written = write(
+            &text,
+            &[2],
+            Dtype::of_precision(Precision::F32).unwrap(),
+            &cells,
+        );
+        assert_eq!(written.unwrap_err().kind, NpyErrorKind::Shape);
+        std::fs::remove_dir_all(&folder).unwrap();
     }
 }

@@ -12,6 +12,8 @@ use rcannl_shape::spec::parse_einsum;
 
 use crate::define::{Formula, accumulate_formula};
 use crate::graph::{Forward, GradBuilder, GradRhs, Graph, OpSpec, TensorError, error};
+// The operations of `elementwise` name it through this module too.
+pub(crate) use crate::graph::spec_logic;
 use crate::tensor::Tensor;
 
 use GradRhs::{Binop as B, Ternop as T, Unop as U};
@@ -407,13 +409,6 @@ fn fused_multiply_add(a: &Tensor, b: &Tensor, c: &Tensor, logic: Logic) -> Tenso
         Ok(())
     });
     a.graph.apply("fma", logic, &[a, b, c], spec)
-}
-
-/// `spec` parsed into the logic of `name`'s spec form, or an error naming the operation.
-pub(crate) fn spec_logic(name: &str, spec: &str) -> Result<Logic, TensorError> {
-    parse_einsum(spec)
-        .map(Logic::Spec)
-        .map_err(|e| error(format!("{name} {spec:?}: {e}")))
 }
 
 /// `where(candidate == v, g, 0)`, with `g` operand 0 and `v` the last operand (operand 3 of a

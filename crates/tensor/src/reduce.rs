@@ -367,7 +367,7 @@ impl Graph {
                 .batch([0usize; 0])
                 .input([0usize; 0])
                 .output([0usize; 0]),
-            LeafKind::Dim(capture.clone()),
+            LeafKind::Dim(capture.capture.clone()),
             Precision::F32,
             false,
         )

@@ -1,10 +1,5 @@
-//! `Tensor`: a handle to a tensor of a [`Graph`], with the operator sugar of the library
-//! (`+`, `-`, `/` pointwise with broadcasting, `*` composition, unary `-`; a number on either
-//! side is a constant).
+//! `Tensor`: a handle to a tensor of a [`Graph`]. Its operator sugar is in `operators`.
 
-use std::ops;
-
-use crate::elementwise::BinaryOp;
 use crate::graph::Graph;
 
 /// A tensor of a graph: a cheap handle (cloning it clones a reference).
@@ -54,104 +49,5 @@ impl Tensor {
     /// The error that made this tensor fail, if one did.
     pub fn error(&self) -> Option<crate::graph::TensorError> {
         self.graph.state.lock().tensors[self.index].failed.clone()
-    }
-
-    /// A number combined with this tensor: held in f64 beside an f64 tensor (an ε, a scale, a
-    /// mask's offset keeps every digit the tensor can use), in f32 otherwise.
-    fn constant(&self, value: f64) -> Tensor {
-        let precision = match self.precision() {
-            rcannl_ir::Precision::F64 => rcannl_ir::Precision::F64,
-            _ => rcannl_ir::Precision::F32,
-        };
-        self.graph.number_in(value, precision)
-    }
-}
-
-macro_rules! binary_operator {
-    ($trait:ident, $method:ident, $build:expr) => {
-        impl ops::$trait<&Tensor> for &Tensor {
-            type Output = Tensor;
-            fn $method(self, other: &Tensor) -> Tensor {
-                $build(self, other)
-            }
-        }
-
-        impl ops::$trait<Tensor> for Tensor {
-            type Output = Tensor;
-            fn $method(self, other: Tensor) -> Tensor {
-                $build(&self, &other)
-            }
-        }
-
-        impl ops::$trait<&Tensor> for Tensor {
-            type Output = Tensor;
-            fn $method(self, other: &Tensor) -> Tensor {
-                $build(&self, other)
-            }
-        }
-
-        impl ops::$trait<Tensor> for &Tensor {
-            type Output = Tensor;
-            fn $method(self, other: Tensor) -> Tensor {
-                $build(self, &other)
-            }
-        }
-
-        impl ops::$trait<f64> for &Tensor {
-            type Output = Tensor;
-            fn $method(self, other: f64) -> Tensor {
-                $build(self, &self.constant(other))
-            }
-        }
-
-        impl ops::$trait<f64> for Tensor {
-            type Output = Tensor;
-            fn $method(self, other: f64) -> Tensor {
-                $build(&self, &self.constant(other))
-            }
-        }
-
-        impl ops::$trait<&Tensor> for f64 {
-            type Output = Tensor;
-            fn $method(self, other: &Tensor) -> Tensor {
-                $build(&other.constant(self), other)
-            }
-        }
-
-        impl ops::$trait<Tensor> for f64 {
-            type Output = Tensor;
-            fn $method(self, other: Tensor) -> Tensor {
-                $build(&other.constant(self), &other)
-            }
-        }
-    };
-}
-
-binary_operator!(Add, add, |a: &Tensor, b: &Tensor| a
-    .binary(BinaryOp::Add, b));
-binary_operator!(Sub, sub, |a: &Tensor, b: &Tensor| a
-    .binary(BinaryOp::Sub, b));
-binary_operator!(Div, div, |a: &Tensor, b: &Tensor| a
-    .binary(BinaryOp::Div, b));
-binary_operator!(Mul, mul, |a: &Tensor, b: &Tensor| {
-    // A number times a tensor scales it; two tensors compose.
-    if a.graph.is_scalar_constant(a) || a.graph.is_scalar_constant(b) {
-        a.pmul(b)
-    } else {
-        a.compose(b)
-    }
-});
-
-impl ops::Neg for &Tensor {
-    type Output = Tensor;
-    fn neg(self) -> Tensor {
-        Tensor::neg(self)
-    }
-}
-
-impl ops::Neg for Tensor {
-    type Output = Tensor;
-    fn neg(self) -> Tensor {
-        Tensor::neg(&self)
     }
 }

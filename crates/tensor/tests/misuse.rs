@@ -2,7 +2,9 @@
 //! static indices and captures of another graph.
 
 use rcannl_backends::Interpreter;
-use rcannl_tensor::{Context, Formula, Graph, Update};
+use std::error::Error as _;
+
+use rcannl_tensor::{Context, Formula, Graph, TensorErrorKind, Update};
 
 fn contains(result: Result<impl std::fmt::Debug, rcannl_tensor::TensorError>, part: &str) {
     match result {
@@ -407,4 +409,47 @@ fn a_static_index_is_named_by_what_it_slices_not_by_its_symbol() {
             assert!(!e.contains("s1073741824"), "{e}");
         }
     }
+}
+
+#[test]
+fn errors_say_what_kind_of_problem_they_are() {
+    let graph = Graph::new();
+    let w = graph
+        .param("w")
+        .shape("2")
+        .init(rcannl_tensor::Init::Constant(3.0))
+        .build();
+    let y = &w + 1.0;
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&y]).unwrap();
+    // Values not set yet: running the routine, or reading them.
+    assert_eq!(
+        ctx.run(&forward).unwrap_err().kind,
+        TensorErrorKind::NoValues
+    );
+    assert_eq!(ctx.values(&y).unwrap_err().kind, TensorErrorKind::NoValues);
+    assert_eq!(ctx.grad(&w).unwrap_err().kind, TensorErrorKind::NoValues);
+
+    // Shapes that cannot agree: the shape error is the source.
+    let shapes = Graph::new();
+    let a = shapes.data("a").shape("2").build();
+    let b = shapes.data("b").shape("3").build();
+    let error = (&a + &b).error().expect("2 and 3 cannot broadcast");
+    assert_eq!(error.kind, TensorErrorKind::Shape);
+    let source = error.source().expect("the shape error is the source");
+    assert_eq!(source.to_string(), error.message);
+
+    // A tensor of another graph is misuse.
+    let other = Graph::new().data("z").shape("2").build();
+    assert_eq!(
+        ctx.values(&other).unwrap_err().kind,
+        TensorErrorKind::Misuse
+    );
+
+    // A file that cannot be read: the `.npy` error is the source, the io error its own.
+    let missing = std::env::temp_dir().join("rcannl-no-such-file.npy");
+    let error = ctx.load_npy(&w, &missing).unwrap_err();
+    assert_eq!(error.kind, TensorErrorKind::Io);
+    let npy = error.source().expect("the .npy error is the source");
+    assert!(npy.source().is_some(), "the file system's error is kept");
 }

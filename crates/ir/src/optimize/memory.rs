@@ -33,7 +33,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::body::Body;
 use super::virtualize::{Producer, hazard};
-use super::{OptimizeError, describe, stmt_writes};
+use super::{OptimizeError, OptimizeErrorKind, describe, stmt_writes};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::routine::Routine;
@@ -65,6 +65,7 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
             Some(MemoryMode::Virtual) => {
                 let producer =
                     inlinable(&body, node, &inlined).map_err(|reason| OptimizeError {
+                        kind: OptimizeErrorKind::NotInlinable,
                         message: format!(
                             "{} is set to be virtual, but it cannot be inlined: {reason}",
                             describe(node)

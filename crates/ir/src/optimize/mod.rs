@@ -22,7 +22,6 @@ pub mod simplify;
 pub mod virtualize;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
 
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
 use crate::node::{NodeId, TensorNode};
@@ -31,19 +30,23 @@ use crate::routine::Routine;
 use crate::value::Value;
 
 /// Why a routine cannot be optimized: a node forced to be virtual that cannot be inlined.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct OptimizeError {
+    /// What kind of problem it is.
+    pub kind: OptimizeErrorKind,
     /// Which node cannot be inlined and why (what `Display` prints).
     pub message: String,
 }
 
-impl fmt::Display for OptimizeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
+/// What kind of problem stops a routine from being optimized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OptimizeErrorKind {
+    /// A node that must be virtual (forced so, or by its memory mode) cannot be inlined where
+    /// it is read.
+    NotInlinable,
 }
-
-impl std::error::Error for OptimizeError {}
 
 /// `routine` with the fills its first writes overwrite dropped, its matrix products recognized,
 /// a memory mode on every node, virtual nodes

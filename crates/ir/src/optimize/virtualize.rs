@@ -25,8 +25,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::body::Body;
 use super::{
-    Fresh, OptimizeError, PerfectNest, Renaming, covers_each_cell_once, describe, fill_constant,
-    map_values, names, reads_node, stmt_reads,
+    Fresh, OptimizeError, OptimizeErrorKind, PerfectNest, Renaming, covers_each_cell_once,
+    describe, fill_constant, map_values, names, reads_node, stmt_reads,
 };
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
@@ -49,6 +49,7 @@ pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let mut in_use = InUse::of(&routine.body);
     for (_, node) in order {
         let cannot = |reason: String| OptimizeError {
+            kind: OptimizeErrorKind::NotInlinable,
             message: format!(
                 "{} is virtual, but it cannot be inlined: {reason}",
                 describe(node)

@@ -45,9 +45,8 @@ const MOONS_MOMENTUM: f64 = 0.9;
 
 /// A context on the C backend.
 fn context(graph: &Graph) -> Result<Context, TensorError> {
-    let compiler = Compiler::from_environment().map_err(|e| TensorError {
-        message: format!("the suite runs on the C backend: {}", e.message),
-    })?;
+    let compiler = Compiler::from_environment()
+        .map_err(|e| TensorError::new(format!("the suite runs on the C backend: {}", e.message)))?;
     let mut ctx = Context::with_backend(graph, Box::new(compiler));
     ctx.set_seed(1);
     Ok(ctx)
@@ -93,9 +92,7 @@ fn training_step(
         if value.is_finite() {
             Ok(())
         } else {
-            Err(TensorError {
-                message: format!("the loss is {value}"),
-            })
+            Err(TensorError::new(format!("the loss is {value}")))
         }
     }))
 }

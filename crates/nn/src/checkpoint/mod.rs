@@ -67,7 +67,7 @@ use cells::format;
 use header::{Entry, checksum, checksum_key, rows_key};
 
 fn error(message: String) -> TensorError {
-    TensorError { message }
+    TensorError::new(message)
 }
 
 /// The tensors' labels, which must be distinct (and not the name safetensors reserves for its

@@ -26,9 +26,7 @@ struct Digits {
 
 fn load() -> Result<Digits, TensorError> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/digits.csv");
-    let error = |message: String| TensorError {
-        message: format!("reading {path}: {message}"),
-    };
+    let error = |message: String| TensorError::new(format!("reading {path}: {message}"));
     let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
     let mut digits = Digits {
         data: Vec::new(),

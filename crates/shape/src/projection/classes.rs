@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rcannl_ir::{AxisIndex, Symbol};
 
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 
 /// The identity of one axis of one tensor within one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,14 +62,15 @@ pub fn solve(
     sizes: &HashMap<ProjId, usize>,
     first_symbol: u32,
 ) -> Result<Labeling, ShapeError> {
-    let size_of = |id: &ProjId| {
-        sizes.get(id).copied().ok_or_else(|| {
-            ShapeError::new(format!(
+    let size_of =
+        |id: &ProjId| {
+            sizes.get(id).copied().ok_or_else(|| {
+            ShapeError::of_kind(ShapeErrorKind::Projection, format!(
                 "projection inference: axis p{} has no size (the shapes must be closed first)",
                 id.0
             ))
         })
-    };
+        };
     let mut classes = UnionFind::default();
     for id in equations.iter().flat_map(mentioned) {
         classes.add(id);
@@ -80,11 +81,14 @@ pub fn solve(
         if let ProjEq::Eq(ProjTerm::Proj(p), ProjTerm::Proj(q)) = equation {
             let (size_p, size_q) = (size_of(p)?, size_of(q)?);
             if size_p != size_q {
-                return Err(ShapeError::new(format!(
-                    "projection inference: axes p{} (size {size_p}) and p{} (size {size_q}) \
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
+                    format!(
+                        "projection inference: axes p{} (size {size_p}) and p{} (size {size_q}) \
                      would share a loop",
-                    p.0, q.0
-                )));
+                        p.0, q.0
+                    ),
+                ));
             }
             classes.union(*p, *q);
         }
@@ -99,11 +103,14 @@ pub fn solve(
                 let root = classes.find(*p);
                 match pins.get(&root) {
                     Some(pinned) if pinned != index => {
-                        return Err(ShapeError::new(format!(
-                            "projection inference: axis p{} is read both at {pinned} and at \
+                        return Err(ShapeError::of_kind(
+                            ShapeErrorKind::Projection,
+                            format!(
+                                "projection inference: axis p{} is read both at {pinned} and at \
                              {index}",
-                            p.0
-                        )));
+                                p.0
+                            ),
+                        ));
                     }
                     _ => {
                         pins.insert(root, index.clone());
@@ -111,10 +118,13 @@ pub fn solve(
                 }
             }
             ProjEq::Eq(ProjTerm::Sol(a), ProjTerm::Sol(b)) if a != b => {
-                return Err(ShapeError::new(format!(
-                    "projection inference: two positions supplied from outside disagree ({a} \
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
+                    format!(
+                        "projection inference: two positions supplied from outside disagree ({a} \
                      vs {b})"
-                )));
+                    ),
+                ));
             }
             ProjEq::Iterate(ProjTerm::Proj(p)) => {
                 iterate.insert(classes.find(*p));

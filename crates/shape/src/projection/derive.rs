@@ -18,7 +18,7 @@ use rcannl_ir::{AxisIndex, Factor, Projections, Symbol};
 
 use super::classes::{self, ProjEq, ProjId, ProjTerm};
 use crate::constraint::Constraint;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::logic::{Logic, generate};
 use crate::term::{AffineDim, Dim, DimVar, Kind, Row, RowVarId, Shape, VarSupply};
 
@@ -61,23 +61,27 @@ pub fn derive_projections_with_labels(
         let mut axes = Vec::new();
         let mut fresh_row = |row: &Row| -> Result<Row, ShapeError> {
             if row.var.is_some() {
-                return Err(ShapeError::new(format!(
-                    "projection inference needs closed shapes; the axes {} are still open",
-                    crate::words::row(row)
-                )));
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
+                    format!(
+                        "projection inference needs closed shapes; the axes {} are still open",
+                        crate::words::row(row)
+                    ),
+                ));
             }
-            let mut fresh = |dim: &Dim| -> Result<Dim, ShapeError> {
-                let size = dim.ground_size().ok_or_else(|| {
-                    ShapeError::new(format!(
+            let mut fresh =
+                |dim: &Dim| -> Result<Dim, ShapeError> {
+                    let size = dim.ground_size().ok_or_else(|| {
+                    ShapeError::of_kind(ShapeErrorKind::Projection, format!(
                         "projection inference needs closed shapes; an axis of size {} is still \
                          unknown",
                         crate::words::dim(dim)
                     ))
                 })?;
-                let var = vars.dim();
-                sizes.insert(ProjId(var.0), size);
-                Ok(Dim::Var(var))
-            };
+                    let var = vars.dim();
+                    sizes.insert(ProjId(var.0), size);
+                    Ok(Dim::Var(var))
+                };
             Ok(Row {
                 leading: row
                     .leading
@@ -124,7 +128,8 @@ pub fn derive_projections_with_labels(
         other => other,
     };
     if matches!(logic, Logic::Uint4x32ToPrec { .. }) {
-        return Err(ShapeError::new(
+        return Err(ShapeError::of_kind(
+            ShapeErrorKind::Projection,
             "projection inference for the uint4x32 precision relation is not built yet",
         ));
     }
@@ -154,7 +159,10 @@ pub fn derive_projections_with_labels(
     }
     if let Some(Dim::Var(var)) = &generated.slice_dim {
         let symbol = slice.ok_or_else(|| {
-            ShapeError::new("projection inference for a batch slice needs its slice symbol")
+            ShapeError::of_kind(
+                ShapeErrorKind::Projection,
+                "projection inference for a batch slice needs its slice symbol",
+            )
         })?;
         equations.push(ProjEq::Eq(
             ProjTerm::Proj(ProjId(var.0)),
@@ -189,11 +197,14 @@ pub fn derive_projections_with_labels(
             .iter()
             .map(|id| match labeling.index.get(id) {
                 Some(AxisIndex::Iterator(symbol)) => Ok(*symbol),
-                other => Err(ShapeError::new(format!(
-                    "projection inference: a concatenated component is read at {} instead of \
+                other => Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
+                    format!(
+                        "projection inference: a concatenated component is read at {} instead of \
                      being iterated",
-                    other.map_or("nothing".to_owned(), ToString::to_string)
-                ))),
+                        other.map_or("nothing".to_owned(), ToString::to_string)
+                    ),
+                )),
             })
             .collect::<Result<Vec<_>, _>>()?;
         labeling.index.insert(*axis, AxisIndex::Concat(symbols));
@@ -207,10 +218,13 @@ pub fn derive_projections_with_labels(
             margins.insert(*axis, margin);
         }
         if let Some(AxisIndex::Iterator(symbol)) = labeling.index.get(axis) {
-            return Err(ShapeError::new(format!(
-                "projection inference: axis p{} is both iterated ({symbol}) and computed ({index})",
-                axis.0
-            )));
+            return Err(ShapeError::of_kind(
+                ShapeErrorKind::Projection,
+                format!(
+                    "projection inference: axis p{} is both iterated ({symbol}) and computed ({index})",
+                    axis.0
+                ),
+            ));
         }
         labeling.index.insert(*axis, index);
     }
@@ -278,17 +292,19 @@ fn evaluate_affine(
     let mut offset = affine.offset as i64 - left as i64;
     let mut add = |dim: &Dim, coefficient: usize| -> Result<(), ShapeError> {
         let Dim::Var(var) = dim else {
-            return Err(ShapeError::new(format!(
-                "projection inference: nested derived axis {dim} is not built yet"
-            )));
+            return Err(ShapeError::of_kind(
+                ShapeErrorKind::Projection,
+                format!("projection inference: nested derived axis {dim} is not built yet"),
+            ));
         };
         match index.get(&ProjId(var.0)).unwrap_or(&AxisIndex::Fixed(0)) {
             AxisIndex::Iterator(symbol) => terms.push((coefficient as i64, *symbol)),
             AxisIndex::Fixed(position) => offset += coefficient as i64 * position,
             other => {
-                return Err(ShapeError::new(format!(
-                    "projection inference: an affine axis over {other} is not built yet"
-                )));
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
+                    format!("projection inference: an affine axis over {other} is not built yet"),
+                ));
             }
         }
         Ok(())
@@ -438,7 +454,8 @@ impl Elaboration {
                 }
             }
             if waiting.len() == before {
-                return Err(ShapeError::new(
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
                     "projection inference: the rows of the operation's tensors cannot be aligned",
                 )
                 .in_constraint(waiting[0]));
@@ -571,9 +588,12 @@ impl Elaboration {
                 return Ok(true);
             }
             (Dim::Affine(_) | Dim::Concat(_), Dim::Affine(_) | Dim::Concat(_)) => {
-                return Err(ShapeError::new(format!(
-                    "projection inference: two derived axes paired ({a} with {b}) is not built yet"
-                )));
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Projection,
+                    format!(
+                        "projection inference: two derived axes paired ({a} with {b}) is not built yet"
+                    ),
+                ));
             }
             _ => return Ok(false),
         };
@@ -587,9 +607,12 @@ impl Elaboration {
             Dim::Var(var) => Ok(ProjId(var.0)),
             Dim::Atom { size, .. } => Ok(self.anonymous_component(*size)),
             Dim::Unit => Ok(self.anonymous_component(1)),
-            other => Err(ShapeError::new(format!(
-                "projection inference: the concatenated component {other} is not built yet"
-            ))),
+            other => Err(ShapeError::of_kind(
+                ShapeErrorKind::Projection,
+                format!(
+                    "projection inference: the concatenated component {other} is not built yet"
+                ),
+            )),
         }
     }
 
@@ -629,12 +652,14 @@ impl Elaboration {
 fn term(dim: &Dim) -> Result<ProjTerm, ShapeError> {
     match dim {
         Dim::Var(var) => Ok(ProjTerm::Proj(ProjId(var.0))),
-        Dim::Affine(_) | Dim::Concat(_) => Err(ShapeError::new(format!(
-            "projection inference: the derived axis {dim} is not paired with an axis"
-        ))),
-        Dim::Unit | Dim::Atom { .. } => Err(ShapeError::new(format!(
-            "projection inference: a spec axis of given size ({dim}) has no axis identity"
-        ))),
+        Dim::Affine(_) | Dim::Concat(_) => Err(ShapeError::of_kind(
+            ShapeErrorKind::Projection,
+            format!("projection inference: the derived axis {dim} is not paired with an axis"),
+        )),
+        Dim::Unit | Dim::Atom { .. } => Err(ShapeError::of_kind(
+            ShapeErrorKind::Projection,
+            format!("projection inference: a spec axis of given size ({dim}) has no axis identity"),
+        )),
     }
 }
 
@@ -643,7 +668,8 @@ fn flat(row: &Row) -> Vec<Dim> {
 }
 
 fn misaligned(constraint: &Constraint) -> ShapeError {
-    ShapeError::new(
+    ShapeError::of_kind(
+        ShapeErrorKind::Projection,
         "projection inference: the rows of the operation's tensors do not align (were the shapes \
          solved with this operation?)",
     )

@@ -13,7 +13,7 @@
 
 use super::{Inference, OpId};
 use crate::constraint::Constraint;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::logic::Logic;
 use crate::spec::CaptureKind;
 use crate::term::{AffineDim, Dim, DimVar, Row, RowVarId};
@@ -50,15 +50,19 @@ impl Inference {
     pub fn capture(&self, op: OpId, name: &str) -> Result<Capture, ShapeError> {
         let info = self.op(op);
         let (Logic::Spec(spec) | Logic::Block(spec)) = &info.logic else {
-            return Err(ShapeError::new(format!(
-                "Cannot capture '{name}': the operation is a {} and has no spec to name it",
-                info.logic
-            )));
+            return Err(ShapeError::of_kind(
+                ShapeErrorKind::Capture,
+                format!(
+                    "Cannot capture '{name}': the operation is a {} and has no spec to name it",
+                    info.logic
+                ),
+            ));
         };
         let kind = spec.capture(name).map_err(|error| {
-            ShapeError::new(format!(
-                "Variable '{name}' not found in environments for spec: {spec}"
-            ))
+            ShapeError::of_kind(
+                ShapeErrorKind::Capture,
+                format!("Variable '{name}' not found in environments for spec: {spec}"),
+            )
             .note(error.message)
         })?;
         let target = match kind {
@@ -208,11 +212,14 @@ impl Inference {
     pub(super) fn undecided_set_equal(&self) -> Option<ShapeError> {
         self.pending_equal.iter().find_map(|(a, b)| {
             (self.capture_value(a).is_none() && self.capture_value(b).is_none()).then(|| {
-                ShapeError::new(format!(
-                    "set_equal: insufficient information between labels {} and {}: neither \
+                ShapeError::of_kind(
+                    ShapeErrorKind::Underdetermined,
+                    format!(
+                        "set_equal: insufficient information between labels {} and {}: neither \
                      the dimension nor the row's axes are determined",
-                    a.name, b.name
-                ))
+                        a.name, b.name
+                    ),
+                )
             })
         })
     }

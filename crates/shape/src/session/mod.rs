@@ -39,7 +39,7 @@ mod capture;
 mod diagnose;
 
 use crate::constraint::Constraint;
-use crate::error::{ShapeError, TensorContext};
+use crate::error::{ShapeError, ShapeErrorKind, TensorContext};
 use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraints};
 use crate::solver::{Leaf, Solver};
 use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
@@ -378,12 +378,15 @@ impl Inference {
         if ground {
             return Ok(shape.without_markers());
         }
-        Err(ShapeError::new(format!(
-            "Not enough shape information: tensor '{}' still has unresolved axes {}; finish \
+        Err(ShapeError::of_kind(
+            ShapeErrorKind::Underdetermined,
+            format!(
+                "Not enough shape information: tensor '{}' still has unresolved axes {}; finish \
              inference before asking for its dimensions",
-            self.tensor(tensor).label,
-            words::shape(&shape)
-        )))
+                self.tensor(tensor).label,
+                words::shape(&shape)
+            ),
+        ))
     }
 
     /// The tensor's label, shape as created and origin. `tensor` must come from this session.
@@ -484,7 +487,7 @@ impl Inference {
             for needed in accesses {
                 margins
                     .require(needed, &operation)
-                    .map_err(|error| ShapeError::new(error.message))?;
+                    .map_err(ShapeError::from)?;
             }
         }
         Ok(margins)
@@ -593,7 +596,7 @@ impl Inference {
              output `{output}`) of {spec}: any window that fits would do, and none is guessed; \
              give the window its size (capture `{window}` and set_dim it)"
         );
-        ShapeError::new(message).in_operation(
+        ShapeError::of_kind(ShapeErrorKind::Underdetermined, message).in_operation(
             self.describe_op(&info.logic, info.result, &info.operands),
             self.op_tensors(info.result, &info.operands),
         )

@@ -37,7 +37,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{RowState, Solver, derived};
 use crate::constraint::Constraint;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape};
 
 /// The shape of a tensor that no operation computes: data, constants, parameters.
@@ -146,11 +146,14 @@ impl Solver {
             .chain(self.deferred.iter().map(|c| self.resolve_constraint(c)))
             .collect::<Vec<_>>();
         if let Some(constraint) = pending.first() {
-            return Err(ShapeError::new(format!(
-                "Not enough shape information: {} relation(s) between shapes could not be \
+            return Err(ShapeError::of_kind(
+                ShapeErrorKind::Underdetermined,
+                format!(
+                    "Not enough shape information: {} relation(s) between shapes could not be \
                  decided",
-                pending.len()
-            ))
+                    pending.len()
+                ),
+            )
             .in_constraint(constraint));
         }
         Ok(())
@@ -582,12 +585,15 @@ impl Solver {
             input.ground_size()?;
             let (over, kernel) = (unknown(&affine.over)?, unknown(&conv.kernel)?);
             (var == over || var == kernel).then(|| {
-                let error = ShapeError::new(format!(
-                    "Not enough shape information: nothing determines the window of a \
+                let error = ShapeError::of_kind(
+                    ShapeErrorKind::Underdetermined,
+                    format!(
+                        "Not enough shape information: nothing determines the window of a \
                      convolution or pooling over an axis of size {}, nor its output size ({})",
-                    crate::words::dim(input),
-                    crate::words::dim(&Dim::Affine(affine.clone()))
-                ));
+                        crate::words::dim(input),
+                        crate::words::dim(&Dim::Affine(affine.clone()))
+                    ),
+                );
                 ((kernel, over), error)
             })
         })
@@ -610,7 +616,8 @@ enum PendingSize {
 }
 
 fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
-    ShapeError::new(
+    ShapeError::of_kind(
+        ShapeErrorKind::HiddenDimension,
         "You forgot to specify the hidden dimension(s): nothing determines part of a parameter's \
          shape; give its sizes explicitly or use it where they can be inferred",
     )

@@ -26,7 +26,7 @@ mod visit;
 use std::collections::{HashSet, VecDeque};
 
 use crate::constraint::Constraint;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
 
 pub use closing::Leaf;
@@ -204,9 +204,10 @@ impl Solver {
         while let Some(constraint) = self.queue.pop_front() {
             n_steps += 1;
             if n_steps > budget {
-                return Err(ShapeError::new(format!(
-                    "shape inference did not converge after {n_steps} steps"
-                )));
+                return Err(ShapeError::of_kind(
+                    ShapeErrorKind::Limit,
+                    format!("shape inference did not converge after {n_steps} steps"),
+                ));
             }
             self.checked_step(constraint)?;
         }

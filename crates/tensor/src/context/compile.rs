@@ -1,0 +1,276 @@
+//! Compiling routines: the operations a set of outputs needs, the fetches filling constant
+//! leaves, and the buffers a routine reads before writing them and leaves holding values.
+
+use std::collections::BTreeSet;
+
+use rcannl_ir::optimize::optimize;
+use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine};
+
+use crate::graph::{Asg, LeafKind, TensorError, TensorErrorKind, error_of};
+use crate::tensor::Tensor;
+
+use super::{Context, Routine, value_node};
+
+impl Context {
+    /// The ops computing `outputs`, in creation order (which is an order of dependencies), and
+    /// the leaves they read.
+    pub(super) fn ancestry(&self, outputs: &[usize]) -> (Vec<usize>, BTreeSet<usize>) {
+        let state = self.graph.state.lock();
+        let mut needed: BTreeSet<usize> = BTreeSet::new();
+        let mut stack: Vec<usize> = outputs.to_vec();
+        let mut ops = BTreeSet::new();
+        while let Some(t) = stack.pop() {
+            if !needed.insert(t) {
+                continue;
+            }
+            if let Some(op) = state.tensors[t].op
+                && state.ops[op].result == t
+            {
+                ops.insert(op);
+                stack.extend(state.ops[op].operands.iter().copied());
+            }
+        }
+        (ops.into_iter().collect(), needed)
+    }
+
+    /// The fetches that fill constant leaves among `tensors`.
+    pub(super) fn leaf_fetches(&self, tensors: &BTreeSet<usize>) -> Vec<Assignment> {
+        let state = self.graph.state.lock();
+        tensors
+            .iter()
+            .filter_map(|&t| {
+                let op = match state.tensors[t].leaf.as_ref()? {
+                    LeafKind::Constant(c) => FetchOp::Constant(*c),
+                    LeafKind::RangeOverOffsets => FetchOp::RangeOverOffsets,
+                    LeafKind::SelfId => FetchOp::EmbedSelfId,
+                    LeafKind::Seed => FetchOp::Constant(self.seed as f64),
+                    LeafKind::Dim(capture) => {
+                        FetchOp::EmbedDim(state.inference.capture_value(capture).unwrap_or(0))
+                    }
+                    LeafKind::Data(_) | LeafKind::Param(_) => return None,
+                };
+                Some(Assignment::Fetch {
+                    node: value_node(t),
+                    op,
+                })
+            })
+            .collect()
+    }
+
+    /// Compiles `assignments` over the nodes they use, keeping `keep` (and every parameter and
+    /// its gradient) in buffers.
+    pub(super) fn compile(
+        &mut self,
+        name: &str,
+        assignments: Vec<Assignment>,
+        keep: &BTreeSet<NodeId>,
+    ) -> Result<Routine, TensorError> {
+        self.compile_reading(name, assignments, keep, None)
+    }
+
+    /// [`Context::compile`], the buffers the routine reads before writing them being
+    /// `read_first` where given (else found from the assignments).
+    pub(super) fn compile_reading(
+        &mut self,
+        name: &str,
+        assignments: Vec<Assignment>,
+        keep: &BTreeSet<NodeId>,
+        read_first: Option<BTreeSet<NodeId>>,
+    ) -> Result<Routine, TensorError> {
+        let mut used = BTreeSet::new();
+        for a in &assignments {
+            nodes_of(a, &mut used);
+        }
+        let params: BTreeSet<usize> = {
+            let state = self.graph.state.lock();
+            (0..state.tensors.len())
+                .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
+                .collect()
+        };
+        let kept = |id: &NodeId| keep.contains(id) || params.contains(&((id.0 / 2) as usize));
+        let (found, written) = reads_before_writes(&assignments);
+        let read_first = read_first.unwrap_or(found);
+        // What it keeps without writing (a forward of a leaf) it hands back as it was.
+        let needs = read_first
+            .into_iter()
+            .chain(keep.difference(&written).copied())
+            .filter(|id| self.nodes.contains_key(id))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let writes = written
+            .into_iter()
+            .filter(|id| self.nodes.contains_key(id) && kept(id))
+            .collect();
+        let nodes = used.iter().map(|id| {
+            let mut node = self.nodes[id].clone();
+            if kept(id) {
+                node.memory_mode = Some(MemoryMode::Materialized);
+            }
+            node
+        });
+        let routine =
+            IrRoutine::lower(name, &Assignment::Seq(assignments), nodes).map_err(|e| {
+                error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
+            })?;
+        self.compile_routine(routine, needs, writes)
+    }
+
+    /// Optimizes and compiles `routine`, which reads the buffers `needs` before writing them and
+    /// leaves `writes` holding values.
+    pub(super) fn compile_routine(
+        &mut self,
+        routine: IrRoutine,
+        needs: Vec<NodeId>,
+        writes: Vec<NodeId>,
+    ) -> Result<Routine, TensorError> {
+        let optimized = optimize(&routine).map_err(|e| {
+            error_of(
+                TensorErrorKind::Compile,
+                format!("routine {}: {e}", routine.name),
+            )
+            .caused_by(e)
+        })?;
+        for node in optimized.nodes.values() {
+            if node.memory_mode != Some(MemoryMode::Virtual) && !self.nodes.contains_key(&node.id) {
+                self.buffers.insert(node.clone()).map_err(|e| {
+                    error_of(
+                        TensorErrorKind::Compile,
+                        format!("routine {}: {e}", routine.name),
+                    )
+                    .caused_by(e)
+                })?;
+            }
+        }
+        let executable = self.backend.compile(&optimized).map_err(|e| {
+            error_of(
+                TensorErrorKind::Compile,
+                format!("routine {}: {e}", optimized.name),
+            )
+            .caused_by(e)
+        })?;
+        Ok(Routine {
+            executable,
+            context: self.id,
+            needs,
+            writes,
+        })
+    }
+
+    /// A routine computing `outputs` from the data and parameters.
+    pub fn forward(&mut self, outputs: &[&Tensor]) -> Result<Routine, TensorError> {
+        self.graph.check_owns("forward", outputs)?;
+        self.concretize()?;
+        let indices: Vec<usize> = outputs.iter().map(|t| t.index).collect();
+        let (ops, tensors) = self.ancestry(&indices);
+        let mut assignments = self.leaf_fetches(&tensors);
+        let forward: Vec<Asg> = {
+            let state = self.graph.state.lock();
+            ops.iter()
+                .flat_map(|&op| state.ops[op].forward.clone())
+                .collect()
+        };
+        for asg in &forward {
+            assignments.push(self.assignment(asg)?);
+        }
+        let keep = indices.iter().map(|&t| value_node(t)).collect();
+        self.compile("forward", assignments, &keep)
+    }
+}
+
+/// Every node `assignment` reads or writes.
+fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
+    if let Assignment::Seq(parts) = assignment {
+        parts.iter().for_each(|a| nodes_of(a, nodes));
+        return;
+    }
+    let (reads, writes) = accesses(assignment);
+    nodes.extend(reads);
+    nodes.extend(writes);
+}
+
+/// The buffers `assignments` read before any of them writes them (in order), and every buffer
+/// they write.
+pub(super) fn reads_before_writes(
+    assignments: &[Assignment],
+) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+    fn walk(a: &Assignment, first: &mut BTreeSet<NodeId>, written: &mut BTreeSet<NodeId>) {
+        if let Assignment::Seq(parts) = a {
+            parts.iter().for_each(|part| walk(part, first, written));
+            return;
+        }
+        let (reads, writes) = accesses(a);
+        first.extend(reads.into_iter().filter(|n| !written.contains(n)));
+        written.extend(writes);
+    }
+    let (mut first, mut written) = (BTreeSet::new(), BTreeSet::new());
+    for a in assignments {
+        walk(a, &mut first, &mut written);
+    }
+    (first, written)
+}
+
+/// What one assignment (not a sequence) reads and what it writes. An accumulation into what its
+/// targets held reads them too.
+fn accesses(a: &Assignment) -> (Vec<NodeId>, Vec<NodeId>) {
+    let accumulating = |initialize_neutral: bool, accum: Binop, targets: &[NodeId]| {
+        if !initialize_neutral && accum != Binop::Arg2 {
+            targets.to_vec()
+        } else {
+            Vec::new()
+        }
+    };
+    match a {
+        Assignment::Noop | Assignment::Seq(_) => (Vec::new(), Vec::new()),
+        Assignment::Accum {
+            initialize_neutral,
+            accum,
+            lhs,
+            rhs,
+            ..
+        } => {
+            let mut reads: Vec<NodeId> = rhs.operands().into_iter().collect();
+            reads.extend(accumulating(*initialize_neutral, *accum, &[*lhs]));
+            (reads, vec![*lhs])
+        }
+        Assignment::Block {
+            initialize_neutral,
+            accum,
+            lhs,
+            sources,
+            ..
+        } => {
+            let mut reads = sources.clone();
+            reads.extend(accumulating(*initialize_neutral, *accum, &[*lhs]));
+            (reads, vec![*lhs])
+        }
+        Assignment::RevSides {
+            initialize_neutral,
+            accum,
+            source,
+            targets,
+            ..
+        } => {
+            let mut reads = vec![*source];
+            reads.extend(accumulating(*initialize_neutral, *accum, targets));
+            (reads, targets.clone())
+        }
+        Assignment::SetVecUnop { lhs, rhs, .. } => (vec![*rhs], vec![*lhs]),
+        Assignment::Gather {
+            lhs, table, ids, ..
+        } => (vec![*table, *ids], vec![*lhs]),
+        Assignment::ScatterAdd {
+            target,
+            source,
+            ids,
+            ..
+        } => (vec![*source, *ids, *target], vec![*target]),
+        Assignment::Fetch { node, op } => {
+            let reads = match op {
+                FetchOp::Slice { source, .. } => vec![*source],
+                _ => Vec::new(),
+            };
+            (reads, vec![*node])
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! Leaves: data, parameters, constants, ranges and the other tensors no operation computes, built
+//! through a [`LeafBuilder`]; and static indices, positions chosen when a routine runs.
+
+use rcannl_ir::{Precision, Symbol};
+use rcannl_shape::LeafDecl;
+use rcannl_shape::logic::TerminalInit;
+use rcannl_shape::term::Dim;
+
+use crate::tensor::Tensor;
+
+use super::error::{TensorError, error};
+use super::init::Init;
+use super::{Graph, TensorData};
+
+/// Where a leaf's values come from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LeafKind {
+    /// Set from the host (given at creation, or later through a context).
+    Data(Option<Vec<f64>>),
+    /// Every cell holds the constant.
+    Constant(f64),
+    /// A parameter, initialized once per context.
+    Param(Init),
+    /// Every cell holds its own offset.
+    RangeOverOffsets,
+    /// Every cell holds the tensor's id.
+    SelfId,
+    /// Every cell holds a captured dimension's size.
+    Dim(rcannl_shape::Capture),
+    /// The context's random seed, as a 128-bit word.
+    Seed,
+}
+
+/// Static symbols live far above the iterators projection inference numbers from 0.
+pub(super) const FIRST_STATIC: u32 = 1 << 30;
+
+/// What a leaf declaration gives: rows (the others inferred), precision, values or init.
+#[derive(Debug, Clone)]
+pub struct LeafBuilder {
+    graph: Graph,
+    label: String,
+    decl: LeafDecl,
+    kind: LeafKind,
+    precision: Precision,
+    requires_grad: bool,
+}
+
+impl LeafBuilder {
+    /// Gives the batch row exactly these axes, by size.
+    pub fn batch(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
+        self.decl = self.decl.batch(dims);
+        self
+    }
+
+    /// Gives the input row exactly these axes, by size.
+    pub fn input(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
+        self.decl = self.decl.input(dims);
+        self
+    }
+
+    /// Gives the output row exactly these axes, by size.
+    pub fn output(mut self, dims: impl IntoIterator<Item = usize>) -> LeafBuilder {
+        self.decl = self.decl.output(dims);
+        self
+    }
+
+    /// Every row exactly as a shape literal gives it (`"32|->2"`, `"2,3"`, `"|5->@rgb"`).
+    pub fn shape(mut self, literal: &str) -> LeafBuilder {
+        match rcannl_shape::spec::parse_shape_literal(literal) {
+            Ok(literal) => {
+                let is_param = matches!(self.kind, LeafKind::Param(_));
+                let mut decl = LeafDecl::literal(&literal);
+                if is_param {
+                    decl = decl.as_param();
+                }
+                self.decl = decl;
+            }
+            Err(e) => self.graph.record(error(format!(
+                "leaf '{}': bad shape literal {literal:?}: {e}",
+                self.label
+            ))),
+        }
+        self
+    }
+
+    /// The precision of the tensor's cells (default `Precision::F32`).
+    pub fn precision(mut self, precision: Precision) -> LeafBuilder {
+        self.precision = precision;
+        self
+    }
+
+    /// The values (row-major in memory order: batch, output, input): their number constrains
+    /// the shape.
+    pub fn values(mut self, values: Vec<f64>) -> LeafBuilder {
+        self.decl = self.decl.init(TerminalInit::NElements(values.len()));
+        self.kind = match self.kind {
+            LeafKind::Param(_) => LeafKind::Param(Init::Values(values)),
+            _ => LeafKind::Data(Some(values)),
+        };
+        self
+    }
+
+    /// How a parameter starts (see [`Init`]). Bounds, means and deviations must be finite, a
+    /// uniform range not empty (`low < high`) and a deviation not negative.
+    pub fn init(mut self, init: Init) -> LeafBuilder {
+        if let Some(problem) = init.problem() {
+            self.graph.record(error(format!(
+                "parameter '{}': {init:?} {problem}",
+                self.label
+            )));
+        }
+        if let Init::Values(values) = &init {
+            self.decl = self.decl.init(TerminalInit::NElements(values.len()));
+        }
+        if matches!(self.kind, LeafKind::Param(_)) {
+            self.kind = LeafKind::Param(init);
+        }
+        self
+    }
+
+    /// A data tensor that takes a gradient: backprop computes the gradient of the loss with
+    /// respect to it (a saliency map, an adversarial direction), read with
+    /// [`Context::grad`](crate::Context::grad). Parameters always take one.
+    pub fn requires_grad(mut self) -> LeafBuilder {
+        self.requires_grad = true;
+        self
+    }
+
+    /// Declares the leaf and returns its tensor. A problem found on the way (a bad shape literal,
+    /// an invalid init, a number of values the given rows cannot hold) is recorded in the graph and
+    /// reported by [`Graph::check`].
+    pub fn build(self) -> Tensor {
+        let differentiable = self.requires_grad || matches!(self.kind, LeafKind::Param(_));
+        let expr = match &self.kind {
+            LeafKind::Param(Init::Expr(e)) => Some(e.clone()),
+            _ => None,
+        };
+        let t = self.graph.leaf(
+            &self.label,
+            self.decl,
+            self.kind,
+            self.precision,
+            differentiable,
+        );
+        if let Some(e) = expr {
+            // The expression's cells become the parameter's, in memory order.
+            self.graph.same_shape(&t, &e);
+        }
+        t
+    }
+}
+
+impl Graph {
+    /// A data tensor: values from the host; rows not given are inferred.
+    pub fn data(&self, label: &str) -> LeafBuilder {
+        self.builder(label, LeafDecl::data(), LeafKind::Data(None))
+    }
+
+    /// A parameter: no batch axes; sizes not given come from its uses (and are never guessed).
+    pub fn param(&self, label: &str) -> LeafBuilder {
+        self.builder(label, LeafDecl::param(), LeafKind::Param(Init::Default))
+    }
+
+    pub(super) fn builder(&self, label: &str, decl: LeafDecl, kind: LeafKind) -> LeafBuilder {
+        LeafBuilder {
+            graph: self.clone(),
+            label: label.to_owned(),
+            decl,
+            kind,
+            precision: Precision::F32,
+            requires_grad: false,
+        }
+    }
+
+    /// A constant, broadcast wherever it is used, held in f32 (see [`Graph::number_in`]).
+    pub fn number(&self, value: f64) -> Tensor {
+        self.number_in(value, Precision::F32)
+    }
+
+    /// A constant held in `precision`, broadcast wherever it is used.
+    pub fn number_in(&self, value: f64, precision: Precision) -> Tensor {
+        self.leaf(
+            &format!("{value}"),
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::Constant(value),
+            precision,
+            false,
+        )
+    }
+
+    /// A tensor whose cells hold their own offsets (row-major), of the shape its uses give.
+    pub fn range_of_shape(&self, label: &str) -> LeafBuilder {
+        self.builder(label, LeafDecl::data(), LeafKind::RangeOverOffsets)
+    }
+
+    /// `0, 1, …, n−1` as one output axis.
+    pub fn range(&self, n: usize) -> Tensor {
+        self.leaf(
+            &format!("range {n}"),
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([n]),
+            LeafKind::RangeOverOffsets,
+            Precision::F32,
+            false,
+        )
+    }
+
+    /// A tensor holding its own id in every cell, as 128-bit words (the key of its random bits).
+    pub fn embed_self_id(&self, label: &str) -> Tensor {
+        self.leaf(
+            label,
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::SelfId,
+            Precision::Uint4x32,
+            false,
+        )
+    }
+
+    /// The random seed of the context running the graph, as a 128-bit word (the key of every
+    /// random draw, with the drawing tensor's id).
+    pub fn seed(&self) -> Tensor {
+        self.leaf(
+            "seed",
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::Seed,
+            Precision::Uint4x32,
+            false,
+        )
+    }
+
+    /// A new static index: a position chosen when a routine runs (the batch of a training step).
+    /// A tensor sliced at it may have any number of positions on its sliced axis.
+    pub fn static_index(&self) -> StaticIndex {
+        self.new_static_index(None)
+    }
+
+    /// A new static index over the positions `0..range`: a tensor sliced at it has exactly
+    /// `range` positions on its sliced axis (shape inference gives that axis this size). A range
+    /// of 0 has no position to choose, an error.
+    pub fn static_index_with_range(&self, range: usize) -> StaticIndex {
+        if range == 0 {
+            self.record(error(
+                "static index: a range of 0 positions has no position to choose",
+            ));
+        }
+        self.new_static_index(Some(range))
+    }
+
+    fn new_static_index(&self, range: Option<usize>) -> StaticIndex {
+        let mut state = self.state.lock();
+        let symbol = Symbol(FIRST_STATIC + state.next_static);
+        state.next_static += 1;
+        StaticIndex {
+            symbol,
+            graph: state.id,
+            range,
+        }
+    }
+
+    pub(crate) fn leaf(
+        &self,
+        label: &str,
+        decl: LeafDecl,
+        kind: LeafKind,
+        precision: Precision,
+        differentiable: bool,
+    ) -> Tensor {
+        let mut state = self.state.lock();
+        let index = state.tensors.len();
+        let (shape, failed) = match state.inference.leaf(label, decl.clone()) {
+            Ok(shape) => (shape, None),
+            Err(e) => {
+                let e = state.locate(TensorError::from(e));
+                state.errors.push(e.clone());
+                // A stand-in so that the tensor has a shape to point at.
+                let shape = state
+                    .inference
+                    .leaf(label, LeafDecl::data())
+                    .expect("an unconstrained leaf always fits");
+                (shape, Some(e))
+            }
+        };
+        state.tensors.push(TensorData {
+            label: label.to_owned(),
+            shape,
+            precision,
+            leaf: Some(kind),
+            differentiable,
+            failed,
+            op: None,
+        });
+        state.note_site(index);
+        drop(state);
+        Tensor {
+            graph: self.clone(),
+            index,
+        }
+    }
+}
+
+/// A position chosen when a routine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StaticIndex {
+    pub(crate) symbol: Symbol,
+    /// The identity of the graph that made it.
+    pub(crate) graph: u64,
+    /// The number of positions it ranges over, when fixed.
+    pub(crate) range: Option<usize>,
+}

@@ -1,0 +1,300 @@
+//! The graph: every tensor and operation of one model, the shape inference session they feed,
+//! and the assignments (forward and gradient) each operation contributes.
+//!
+//! A [`Graph`] is a cheap handle to shared state, so that tensors can carry it and operator sugar
+//! (`&a + &b`) can record operations. Nothing is global: two graphs share nothing. The state sits
+//! behind a lock (`shared`), so graphs and tensors are `Send` and `Sync`: a model built on one
+//! thread can be trained on another, and threads can build on one graph at once.
+//!
+//! Errors never panic: an operation whose shapes cannot agree records the error and returns a
+//! tensor marked as failed; everything built on a failed tensor fails too, and the first error is
+//! returned when the graph is compiled ([`Graph::check`]). Every method that builds an operation
+//! also has a form returning `Result` (`try_…`) for callers who want the error at once.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rcannl_ir::Precision;
+use rcannl_shape::{Inference, ShapeError, TensorId};
+
+use crate::shared::SharedState;
+use crate::tensor::Tensor;
+
+mod apply;
+mod error;
+mod extensions;
+mod gradient;
+mod init;
+mod leaf;
+
+use extensions::Extensions;
+
+pub use apply::Ref;
+pub(crate) use apply::{Asg, AsgRhs, Forward, OpSpec, ProjSource, spec_logic};
+pub use error::{TensorError, TensorErrorKind};
+pub(crate) use error::{error, error_of, foreign};
+pub(crate) use gradient::{GradBuilder, GradRhs, Slotted};
+pub(crate) use init::Draw;
+pub use init::Init;
+pub(crate) use leaf::LeafKind;
+pub use leaf::{LeafBuilder, StaticIndex};
+
+#[derive(Debug, Clone)]
+pub(crate) struct TensorData {
+    pub label: String,
+    /// The tensor in the inference session.
+    pub shape: TensorId,
+    pub precision: Precision,
+    /// `None` for a computed tensor.
+    pub leaf: Option<LeafKind>,
+    /// Whether gradients flow into it: parameters and what is computed from them.
+    pub differentiable: bool,
+    /// The first error on the way to this tensor, if any.
+    pub failed: Option<TensorError>,
+    /// The operation computing it (for computed tensors).
+    pub op: Option<usize>,
+}
+
+/// An operation: the assignments computing its result, and those accumulating its operands'
+/// gradients, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct OpData {
+    pub result: usize,
+    pub operands: Vec<usize>,
+    pub forward: Vec<Asg>,
+    pub backward: Vec<Asg>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// The graph's identity: what static indices and captures carry to be told apart from
+    /// another graph's.
+    pub id: u64,
+    pub inference: Inference,
+    pub tensors: Vec<TensorData>,
+    pub ops: Vec<OpData>,
+    pub errors: Vec<TensorError>,
+    pub next_static: u32,
+    /// Constraints put on captured dimensions: they change shapes without adding operations.
+    pub captured_constraints: usize,
+    /// What [`Init::Default`] means in this graph.
+    pub default_init: Init,
+    /// The source position (`file:line:column`) of the `op!`/`cd!` expression building tensors
+    /// now, if any: errors found meanwhile point back at it.
+    pub site: Option<&'static str>,
+    /// For each tensor built under a site (by tensor index), that site, so that an error found
+    /// when a context closes the shapes points back at it too.
+    pub sites: HashMap<usize, &'static str>,
+    /// The parameters of each function `op!` defined without configuration arguments (by the
+    /// definition's key), as tensor indices: created at its first application on the graph.
+    pub shared_params: HashMap<&'static str, Vec<usize>>,
+    /// The tensors registered as the model's state besides its parameters (by index, in order).
+    pub state_tensors: Vec<usize>,
+    /// What particular operations remember of the tensors they made.
+    pub extensions: Extensions,
+}
+
+impl State {
+    /// `e`, pointing back at the source position of the expression being built, if any.
+    pub(crate) fn locate(&self, e: TensorError) -> TensorError {
+        match self.site {
+            Some(site) => written_at(e, site),
+            None => e,
+        }
+    }
+
+    /// Remembers that tensor `index` was built under the current site.
+    fn note_site(&mut self, index: usize) {
+        if let Some(site) = self.site {
+            self.sites.insert(index, site);
+        }
+    }
+
+    /// `e`, found after building (when a context closes the shapes), pointing back at the
+    /// source position of the first tensor it names that a macro built.
+    pub(crate) fn locate_later(&self, e: ShapeError) -> TensorError {
+        // The tensors the error lists, then those its notes quote (`parameter 'w'`).
+        let quoted = e
+            .notes
+            .iter()
+            .flat_map(|note| note.split('\'').skip(1).step_by(2))
+            .map(str::to_owned);
+        let labels: Vec<String> = e
+            .tensors
+            .iter()
+            .map(|t| t.label.clone())
+            .chain(quoted)
+            .collect();
+        let site = labels.iter().find_map(|label| {
+            self.tensors
+                .iter()
+                .enumerate()
+                .filter(|(_, data)| data.label == *label)
+                .find_map(|(index, _)| self.sites.get(&index))
+        });
+        let e = TensorError::from(e);
+        match site {
+            Some(site) => written_at(e, site),
+            None => e,
+        }
+    }
+}
+
+/// `e`, naming the source position of the expression it was found in (once).
+fn written_at(e: TensorError, site: &str) -> TensorError {
+    if e.message.contains(site) {
+        return e;
+    }
+    let message = format!("{}\n  (in the expression written at {site})", e.message);
+    e.reworded(message)
+}
+
+/// A model's tensors and operations.
+///
+/// Tensors, static indices and captures belong to the graph that made them: handing one to
+/// another graph (or to a context of another graph) is an error naming it, never a stand-in for
+/// the other graph's tensor of the same number.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    pub(crate) state: SharedState,
+}
+
+/// Identities of graphs, unique in the process.
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Default for Graph {
+    fn default() -> Graph {
+        let state = State {
+            id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            ..State::default()
+        };
+        Graph {
+            state: SharedState::new(state),
+        }
+    }
+}
+
+impl Graph {
+    /// An empty graph, sharing nothing with any other, whose parameters start from
+    /// [`Init::LecunUniform`] unless [`Graph::set_default_init`] changes it.
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// The graph's identity (see [`State::id`]).
+    pub(crate) fn id(&self) -> u64 {
+        self.state.lock().id
+    }
+
+    /// Whether `t` is a tensor of this graph.
+    pub(crate) fn owns(&self, t: &Tensor) -> bool {
+        self.state.same(&t.graph.state)
+    }
+
+    /// An error unless every tensor of `tensors` belongs to this graph; `context` names what
+    /// was asked (an operation, a routine).
+    pub(crate) fn check_owns(&self, context: &str, tensors: &[&Tensor]) -> Result<(), TensorError> {
+        match tensors.iter().find(|t| !self.owns(t)) {
+            None => Ok(()),
+            Some(t) => Err(foreign(context, t)),
+        }
+    }
+
+    /// Runs `build` with `site` (a `file:line:column` of the source) as the position that
+    /// errors found meanwhile, and later about the tensors built meanwhile, point back at. The
+    /// `op!` and `cd!` macros build every operation under the position of its operator.
+    pub fn at_site<R>(&self, site: &'static str, build: impl FnOnce() -> R) -> R {
+        let outer = self.state.lock().site.replace(site);
+        let result = build();
+        self.state.lock().site = outer;
+        result
+    }
+
+    /// Records an error found outside any operation (a bad literal).
+    pub(crate) fn record(&self, e: TensorError) {
+        let mut state = self.state.lock();
+        let e = state.locate(e);
+        state.errors.push(e);
+    }
+
+    /// Makes `init` what parameters built without an init of their own ([`Init::Default`]) start
+    /// from, in every context initializing them from now on: `Init::KaimingUniform` for a ReLU
+    /// network, say. Per-parameter inits (values, an expression) are no default: an error.
+    pub fn set_default_init(&self, init: Init) {
+        if matches!(init, Init::Values(_) | Init::Expr(_)) {
+            self.record(error(format!(
+                "set_default_init: {init:?} is one parameter's init, not a default for every one"
+            )));
+            return;
+        }
+        if let Some(problem) = init.problem() {
+            self.record(error(format!("set_default_init: {init:?} {problem}")));
+            return;
+        }
+        self.state.lock().default_init = init;
+    }
+
+    /// Every parameter of the graph, in creation order.
+    pub fn params(&self) -> Vec<Tensor> {
+        let state = self.state.lock();
+        state
+            .tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, data)| matches!(data.leaf, Some(LeafKind::Param(_))))
+            .map(|(index, _)| Tensor {
+                graph: self.clone(),
+                index,
+            })
+            .collect()
+    }
+
+    /// Registers `t` as part of the model's state besides its parameters (PyTorch's
+    /// `register_buffer`): [`Graph::state_tensors`] lists it, so checkpoints save and load it
+    /// with the parameters. Blocks register their state when they are made (batch
+    /// normalization its running statistics), so that a graph applying them only for
+    /// evaluation loads it too.
+    pub fn register_state(&self, t: &Tensor) {
+        match self.check_owns("register_state", &[t]) {
+            Ok(()) => self.register_state_index(t.index),
+            Err(e) => self.record(e),
+        }
+    }
+
+    pub(crate) fn register_state_index(&self, index: usize) {
+        let mut state = self.state.lock();
+        if !state.state_tensors.contains(&index) {
+            state.state_tensors.push(index);
+        }
+    }
+
+    /// The model's state besides its parameters: the tensors registered with
+    /// [`Graph::register_state`] and those the updates of [`Graph::update_in_steps`] write, in
+    /// the order they came, each once.
+    pub fn state_tensors(&self) -> Vec<Tensor> {
+        let indices = self.state.lock().state_tensors.clone();
+        indices
+            .into_iter()
+            .map(|index| Tensor {
+                graph: self.clone(),
+                index,
+            })
+            .collect()
+    }
+
+    /// Whether `t` is a constant number (which `*` scales by instead of composing with).
+    pub(crate) fn is_scalar_constant(&self, t: &Tensor) -> bool {
+        matches!(
+            self.state.lock().tensors[t.index].leaf,
+            Some(LeafKind::Constant(_))
+        )
+    }
+
+    /// The first error recorded while building the graph, if any.
+    pub fn check(&self) -> Result<(), TensorError> {
+        match self.state.lock().errors.first() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
