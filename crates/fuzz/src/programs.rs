@@ -1,8 +1,8 @@
-//! Random programs against the library API, misuse included: leaves with values that do not fit
-//! their shapes, meaningless inits, operations over tensors of two graphs or of shapes that
-//! cannot agree, host access with wrong lengths or foreign tensors, routines run before their
-//! parameters hold values or in another context, and values with NaN, infinities and signed
-//! zeros.
+//! Random programs against the library API, over values with NaN, infinities and signed zeros,
+//! one in three with a misuse: leaves with values that do not fit their shapes, meaningless
+//! inits, operations over tensors of two graphs or of shapes that cannot agree, host access with
+//! wrong lengths or foreign tensors, routines run before their parameters hold values or in
+//! another context.
 //!
 //! Programs run on the interpreter then also misuse state (the `state` module): reads of tensors
 //! no routine computed, data never given values, updates reading computed tensors, gradients

@@ -2,6 +2,11 @@
 //! backend must reproduce (the interpreter computes exactly these), and the counter-based random
 //! bit generator, Threefry-4×32 with 20 rounds. [`Unop`] and [`Binop`] are declared from the
 //! tables of [`crate::op_table`], which list each one with its names and its meaning in a line.
+//!
+//! NaN propagates through every operation as in numpy: `relu(NaN)` is NaN, `max` and `min` are
+//! numpy's `maximum` and `minimum` (a NaN on either side is the result; ties keep the first
+//! argument), and a gradient gate at NaN passes the NaN on rather than a 0. Threefry is checked
+//! against the known-answer vectors published with its reference implementation.
 
 use std::fmt;
 

@@ -480,7 +480,7 @@ impl Graph {
     /// batch row becomes `[a]·ρ` (an axis, then the broadcast point), and when a use also aligns
     /// it at its trailing end with a one-axis row, the two minimal solutions are the same axis
     /// with the broadcast point on either side; which one solving keeps depends on the order
-    /// (see ARCHITECTURE.md, "Known gap").
+    /// (the known gap the solver's module documentation describes).
     fn batch_slice(&mut self, x: usize, t: &Truth, variant: u32) -> Option<usize> {
         if self.tensors[x].shape.batch.var.is_some() {
             return None;

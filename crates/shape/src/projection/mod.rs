@@ -13,6 +13,9 @@
 //! convolution) indices from the first stratum's loops, and concatenated indices with their
 //! coupled factors, and the padding margins each access addresses (their running maximum per
 //! tensor is `Inference::margins`).
+//!
+//! Not built yet: the projections of the `uint4x32` precision relation (`Logic::Uint4x32ToPrec`),
+//! for which [`derive_projections`] returns an error saying so.
 
 pub mod classes;
 pub mod derive;

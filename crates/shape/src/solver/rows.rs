@@ -9,7 +9,11 @@
 //! The inequality `res ⊑ opnd` compares aligned flank axes with the dimension order; what the
 //! result has between them becomes a cap on the operand's row variable (or broadcasts against a
 //! closed operand). A result too short for the operand's flanks grows at its marker if it is open
-//! (the deficit rule, guarded by the rank-cycle check) and is an error if it is closed.
+//! (the deficit rule, guarded by the rank-cycle check) and is an error if it is closed. Growth
+//! is also bounded by the axes the constraints were ever given (a least solution has no row
+//! longer than those): a row variable grown by more than twice their count, plus 8, is an
+//! infinite-row error ("no number of axes fits"), which catches the regress the rank facts cannot
+//! see, a clash that each growth re-creates one axis further in.
 
 use super::{Edge, RowState, Solver};
 use crate::constraint::Constraint;
