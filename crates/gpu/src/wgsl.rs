@@ -280,24 +280,17 @@ impl Dialect for Wgsl {
         format!("rc_holds({value})")
     }
 
-    fn uniform(&self, precision: Precision, word: &str, k: usize) -> String {
-        format!("rc_uniform_{precision}({word}, {k}u)")
-    }
-
-    fn threefry(&self, key: &str, counter: &str, rounds: u32) -> String {
-        format!("rc_threefry({key}, {counter}, {rounds}u)")
+    fn unsigned(&self, n: u64) -> String {
+        format!("{n}u")
     }
 
     fn loop_header(&self, var: &str, start: &str, end: &str) -> String {
         format!("for (var {var}: i32 = {start}; {var} < {end}; {var}++) {{")
     }
 
-    fn index_let(&self, name: &str, value: &str) -> String {
-        format!("let {name}: i32 = {value};")
-    }
-
-    fn local_decl(&self, id: LocalId, precision: Precision, value: &str) -> String {
-        format!("var {id}: {} = {value};\n", self.compute_type(precision))
+    fn declare(&self, name: &str, ty: &str, value: &str, mutable: bool) -> String {
+        let keyword = if mutable { "var" } else { "let" };
+        format!("{keyword} {name}: {ty} = {value};")
     }
 
     fn fill(&self, pad: &str, node: NodeId, len: usize, literal: &str) -> String {
@@ -462,7 +455,7 @@ fn generate_body(
                 for (var, range) in &chain {
                     stride /= range.max(&1);
                     let position = format!("(rc_id / {stride}i) % {range}i");
-                    let line = Wgsl.index_let(&var.to_string(), &position);
+                    let line = writer.index_let(&var.to_string(), &position);
                     writeln!(code, "  {line}").expect("writing to a string");
                     writer.enter_loop(*var, *range);
                 }
@@ -588,7 +581,7 @@ fn serial_in_chunks(
         for (var, range) in &plan.outer {
             stride /= (*range).max(1) as u64;
             let position = format!("(rc_k / {}i) % {range}i", stride * plan.chunks as u64);
-            let line = Wgsl.index_let(&var.to_string(), &position);
+            let line = writer.index_let(&var.to_string(), &position);
             writeln!(code, "  {line}").expect("writing to a string");
             writer.enter_loop(*var, *range);
         }

@@ -69,8 +69,8 @@
 //! **Backends**: `Context::new` runs on the backend `RCANNL_BACKEND` names (`gpu`, `cc` or
 //! `interp`), else on the C backend when a C compiler runs, else on the interpreter
 //! ([`tensor::backend_choice`]); `Context::with_backend` takes one explicitly, such as the
-//! GPU's ([`gpu::Gpu`]). The C backend caches compiled routines on disk, under a size cap
-//! ([`backends::cc`]).
+//! GPU's ([`gpu::Gpu`]). Compiled routines are cached on disk, under a size cap
+//! ([`backends::cache`]).
 //!
 //! **Errors** are values ([`tensor::TensorError`]), never panics: a shape that cannot be
 //! inferred names the operation, the label, the tensors and their shapes.

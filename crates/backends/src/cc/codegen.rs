@@ -7,7 +7,7 @@
 //! range across threads (each cell is then computed by the same operations in the same order, so
 //! the result does not depend on the split). Other statements are gathered into serial kernels
 //! (`begin` and `end` ignored). A matrix product (`Stmt::Gemm`) is a step of its own, run by the
-//! `gemm` crate; its nest is only checked.
+//! backend's product kernels (`cc::gemm`); its nest is only checked.
 //!
 //! Values are computed as the interpreter computes them, but in C's own types: f16, bf16 and f32
 //! in `float`, f64 in `double`, integers in wrapping `int64_t`, words as `rc_word`; f16 and bf16
@@ -54,7 +54,7 @@ pub struct Kernel {
 pub enum Step {
     /// A call of a generated kernel function.
     Kernel(Kernel),
-    /// A matrix product, run by the `gemm` crate instead of C.
+    /// A matrix product, run by the backend's product kernels instead of generated C.
     Gemm(GemmPlan),
 }
 
@@ -325,24 +325,17 @@ impl Dialect for C {
         format!("({value}) != 0")
     }
 
-    fn uniform(&self, precision: Precision, word: &str, k: usize) -> String {
-        format!("rc_uniform_{precision}({word}, {k})")
-    }
-
-    fn threefry(&self, key: &str, counter: &str, rounds: u32) -> String {
-        format!("rc_threefry({key}, {counter}, {rounds})")
+    fn unsigned(&self, n: u64) -> String {
+        n.to_string()
     }
 
     fn loop_header(&self, var: &str, start: &str, end: &str) -> String {
         format!("for (int64_t {var} = {start}; {var} < {end}; ++{var}) {{")
     }
 
-    fn index_let(&self, name: &str, value: &str) -> String {
-        format!("const int64_t {name} = {value};")
-    }
-
-    fn local_decl(&self, id: LocalId, precision: Precision, value: &str) -> String {
-        format!("{} {id} = {value};\n", self.compute_type(precision))
+    fn declare(&self, name: &str, ty: &str, value: &str, mutable: bool) -> String {
+        let constant = if mutable { "" } else { "const " };
+        format!("{constant}{ty} {name} = {value};")
     }
 
     fn coalesces_loops(&self) -> bool {

@@ -1,8 +1,9 @@
-//! The C backend: generates C for a routine (`codegen`), compiles it with the system's C
-//! compiler (`process`: `$CC` split into words, each run bounded in time) into a shared library
-//! kept in a disk cache that checks every library before it is loaded (`cache`), loads it, and
-//! runs its kernels over [`Buffers`], splitting each splittable kernel's outer loop across the
-//! threads of a pool of our own (`pool`).
+//! The C backend: writes C for a routine (`codegen`, the C dialect of [`crate::emit`]), compiles
+//! it with the system's C compiler (`process`: `$CC` split into words, each run bounded in time)
+//! into a shared library kept in the cache folder, where every library is checked before it is
+//! loaded (`library`), loads it, and runs its kernels over [`Buffers`], splitting each splittable
+//! kernel's outer loop across the threads of a pool of our own (`pool`); matrix products run on
+//! `gemm`'s kernels. It also makes the default choice of backend ([`default_backend`]).
 
 pub mod codegen;
 mod gemm;

@@ -147,17 +147,14 @@ pub trait Dialect {
     fn blend(&self, precision: Precision, condition: &str, then: &str, otherwise: &str) -> String;
     /// The condition that a value of the condition precision is not zero.
     fn truth(&self, value: &str) -> String;
-    /// Value `k` of `precision` drawn from a 128-bit word of random bits.
-    fn uniform(&self, precision: Precision, word: &str, k: usize) -> String;
-    /// The Threefry-4×32 bits of `key` and `counter` after `rounds` rounds.
-    fn threefry(&self, key: &str, counter: &str, rounds: u32) -> String;
+    /// An unsigned integer literal (a draw's index in its word, a number of rounds).
+    fn unsigned(&self, n: u64) -> String;
 
     /// The opening line of a loop of `var` from `start` while below `end` (ending with `{`).
     fn loop_header(&self, var: &str, start: &str, end: &str) -> String;
-    /// A constant position named `name` (a loop variable fixed or decoded from an invocation).
-    fn index_let(&self, name: &str, value: &str) -> String;
-    /// The declaration of local `id` of `precision`, holding `value`.
-    fn local_decl(&self, id: LocalId, precision: Precision, value: &str) -> String;
+    /// The declaration of `name` of type `ty` holding `value`: a variable where `mutable`, else a
+    /// constant.
+    fn declare(&self, name: &str, ty: &str, value: &str, mutable: bool) -> String;
     /// Whether chains of loops over consecutive cells are written as one loop.
     fn coalesces_loops(&self) -> bool {
         false

@@ -112,6 +112,13 @@ impl<'a, D: Dialect> Writer<'a, D> {
         format!("({})", parts.join(" + "))
     }
 
+    /// The declaration of the constant position `name`, holding `value` (a loop variable fixed, or
+    /// decoded from an invocation's number).
+    pub fn index_let(&self, name: &str, value: &str) -> String {
+        self.dialect
+            .declare(name, self.dialect.index_type(), value, false)
+    }
+
     /// A literal of the compute type of `precision` for the constant `c`, as the interpreter
     /// reads a constant in that kind.
     pub fn literal(&self, c: f64, precision: Precision) -> String {
@@ -257,7 +264,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
             }
             Scalar::Unop(Unop::Uint4x32ToPrecUniform1, x) => {
                 let word = self.expr(x, Precision::Uint4x32)?;
-                d.uniform(precision, &word, 0)
+                uniform(d, precision, &word, 0)
             }
             Scalar::Unop(op, x) => {
                 let x = self.expr(x, precision)?;
@@ -283,8 +290,8 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 match (kind, op) {
                     (_, Binop::Arg1) => a,
                     (_, Binop::Arg2) => b,
-                    (Kind::Word, Binop::Threefry4x32) => d.threefry(&a, &b, 20),
-                    (Kind::Word, Binop::Threefry4x32Light) => d.threefry(&a, &b, 2),
+                    (Kind::Word, Binop::Threefry4x32) => threefry(d, &a, &b, 20),
+                    (Kind::Word, Binop::Threefry4x32Light) => threefry(d, &a, &b, 2),
                     (_, Binop::Threefry4x32 | Binop::Threefry4x32Light) => {
                         return Err(self.error(
                             CodegenErrorKind::Unsupported,
@@ -386,7 +393,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 out.push_str(&d.open_block(&pad, &constants));
                 let len = d.size(info.buffer_len());
                 for k in 0..op.length(precision) {
-                    let value = d.stored(&d.uniform(precision, "w", k), precision);
+                    let value = d.stored(&uniform(d, precision, "w", k), precision);
                     let k = d.size(k);
                     let store = format!("{node}[o + {k}] = {value};");
                     let guarded = d.guarded(&format!("o + {k} < {len}"), &store);
@@ -413,8 +420,9 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 if self.spilled.contains_key(id) {
                     writeln!(out, "{pad}rc_{id}[0] = {value};").expect("writing to a string");
                 } else {
-                    out.push_str(&pad);
-                    out.push_str(&d.local_decl(*id, *precision, &value));
+                    let ty = d.compute_type(*precision);
+                    let declared = d.declare(&id.to_string(), ty, &value, true);
+                    writeln!(out, "{pad}{declared}").expect("writing to a string");
                     self.locals.insert(*id, *precision);
                 }
             }
@@ -516,7 +524,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
         let header = d.loop_header(&last.to_string(), &d.size(0), &d.size(total));
         writeln!(out, "{pad}{header}").expect("writing to a string");
         for &(var, _) in &chain[..chain.len() - 1] {
-            let fixed = d.index_let(&var.to_string(), &d.size(0));
+            let fixed = self.index_let(&var.to_string(), &d.size(0));
             writeln!(out, "{pad}  {fixed}").expect("writing to a string");
             self.enter_loop(var, 1);
         }
@@ -531,4 +539,14 @@ impl<'a, D: Dialect> Writer<'a, D> {
         writeln!(out, "{pad}}}").expect("writing to a string");
         Ok(())
     }
+}
+
+/// Value `k` of `precision` drawn from the 128-bit word of random bits `word`.
+fn uniform(d: &impl Dialect, precision: Precision, word: &str, k: usize) -> String {
+    format!("rc_uniform_{precision}({word}, {})", d.unsigned(k as u64))
+}
+
+/// The Threefry-4×32 bits of `key` and `counter` after `rounds` rounds.
+fn threefry(d: &impl Dialect, key: &str, counter: &str, rounds: u64) -> String {
+    format!("rc_threefry({key}, {counter}, {})", d.unsigned(rounds))
 }
