@@ -1,0 +1,88 @@
+//! Optimizers as update routines: each step is a routine of updates over parameters, their
+//! gradients and the optimizer's state tensors: pointwise, and reductions into one cell where a
+//! step needs a norm (clipping by the global gradient norm, LAMB's trust ratios). The learning
+//! rate is a tensor, so a schedule changes it between steps without recompiling.
+//!
+//! Settings are checked where they take effect: an optimizer's when its step is compiled (the
+//! learning rate as the context holds it then), a schedule's when it sets the learning rate. A
+//! value that is not a finite number, or out of its range, is an error naming the optimizer or
+//! schedule, the setting and the value.
+//!
+//! Precisions follow the parameters: each parameter's state (velocity, moments, squared norms)
+//! is held in f64 for an f64 parameter and in f32 otherwise; what an optimizer shares among its
+//! parameters (the learning rate, the step count, the global gradient norm, Adam's and LAMB's
+//! bias corrections) in f64 when any parameter is f64, and in f32 otherwise (which every
+//! backend holds, the GPU's included). The bias corrections are computed from the step count
+//! without cancellation, to within a few units of their precision's last place.
+
+/// What every optimizer has: clipping by the global gradient norm, and the routines it compiles
+/// from the updates its `prepare` gives (its settings checked, its state made): the step alone,
+/// or the whole training step.
+macro_rules! step_routines {
+    ($name:ident) => {
+        /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
+        pub fn clip_grad_norm(mut self, max_norm: f64) -> $name {
+            self.clip = Some(Clip::new(self.lr.graph(), max_norm, &self.params));
+            self
+        }
+
+        /// The global gradient norm of the last step, before clipping (one cell), when clipping.
+        pub fn grad_norm(&self) -> Option<&Tensor> {
+            self.clip.as_ref().map(|clip| &clip.norm)
+        }
+
+        #[doc = concat!(
+            "The step as a routine of `ctx` (the state tensors are made here, once the ",
+            "parameters' shapes are known). An error, before anything is made, when a setting is ",
+            "not a finite number or out of its range (see [`", stringify!($name), "`]'s fields): ",
+            "the learning rate is checked as `ctx` holds it."
+        )]
+        pub fn compile(&mut self, ctx: &mut Context) -> Result<Routine, TensorError> {
+            let updates = self.prepare(ctx)?;
+            ctx.update(&updates)
+        }
+
+        #[doc = concat!(
+            "The whole training step of `loss` as one routine of `ctx`: backprop, then this ",
+            "optimizer's update ([`Context::train_step`]); the settings are checked as by [`",
+            stringify!($name), "::compile`]."
+        )]
+        pub fn compile_step(
+            &mut self,
+            ctx: &mut Context,
+            loss: &Tensor,
+        ) -> Result<Routine, TensorError> {
+            self.compile_step_with(ctx, loss, &[])
+        }
+
+        #[doc = concat!(
+            "[`", stringify!($name), "::compile_step`] with `extra` updates run after the ",
+            "optimizer's in the same routine: the running statistics of batch normalization, ",
+            "say, which read values the forward pass computes."
+        )]
+        pub fn compile_step_with(
+            &mut self,
+            ctx: &mut Context,
+            loss: &Tensor,
+            extra: &[Update],
+        ) -> Result<Routine, TensorError> {
+            let mut updates = self.prepare(ctx)?;
+            updates.extend_from_slice(extra);
+            ctx.train_step(loss, &updates)
+        }
+    };
+}
+
+mod adam;
+mod clip;
+mod lamb;
+mod moments;
+mod schedule;
+mod settings;
+mod sgd;
+mod state;
+
+pub use adam::Adam;
+pub use lamb::Lamb;
+pub use schedule::Schedule;
+pub use sgd::Sgd;
