@@ -1,17 +1,24 @@
 //! Adam and AdamW.
 
-use rcannl_tensor::{Context, Graph, Routine, Tensor, TensorError, Update, cd};
+use rcannl_ir::Binop;
+use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update, cd};
 
 use super::clip::{Clip, clip_updates, gradient};
+use super::group::{Group, check_groups, params_of};
 use super::moments::{Moments, Steps, check_moment_settings};
 use super::settings::check_learning_rate;
 use super::state::{learning_rate, state_like};
 
-/// Adam (and AdamW with decoupled weight decay): moments `m ← β₁m + (1−β₁)g`,
-/// `v ← β₂v + (1−β₂)g²`, then `w ← w − lr·m̂/(√v̂ + ε) − lr·λ·w` with bias-corrected `m̂`, `v̂`.
+/// Adam and AdamW, as PyTorch's `Adam` and `AdamW`: with `g` the gradient, moments
+/// `m ← β₁m + (1−β₁)g` and `v ← β₂v + (1−β₂)g²`, then `w ← w − lr·m̂/(√v̂ + ε) − lr·λ·w` with
+/// bias-corrected `m̂`, `v̂`: the weight decay `λ` decoupled from the gradient (AdamW). With
+/// [`Adam::coupled_weight_decay`], `λ·w` is added to `g` instead (PyTorch's
+/// `Adam(weight_decay=λ)`, an L2 penalty the moments see); with [`Adam::amsgrad`], `v̂` is
+/// corrected from the largest `v` so far (`amsgrad=True`).
 #[derive(Debug, Clone)]
 pub struct Adam {
-    /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
+    /// The learning rate: a scalar tensor, which a [`Schedule`](super::Schedule) sets between
+    /// steps.
     pub lr: Tensor,
     /// The rate given to `new`, which `lr` holds as its precision rounds it: checked as given.
     given_lr: f64,
@@ -21,45 +28,84 @@ pub struct Adam {
     pub beta2: f64,
     /// The `ε` added to the second moment's root, above 0 (default 1e-8).
     pub epsilon: f64,
-    /// The decoupled weight decay `λ`, at least 0 (default 0).
+    /// The weight decay `λ`, at least 0 (default 0): the default of the groups that give none.
     pub weight_decay: f64,
+    /// Whether the weight decay is added to the gradient (PyTorch's `Adam`) rather than
+    /// decoupled from it (AdamW, the default).
+    pub coupled: bool,
+    /// Whether the step divides by the largest second moment so far (AMSGrad; default false).
+    pub amsgrad: bool,
     steps: Steps,
-    params: Vec<Tensor>,
-    moments: Vec<(Tensor, Tensor)>,
+    groups: Vec<Group>,
+    moments: Vec<ParamMoments>,
     clip: Option<Clip>,
+}
+
+/// One parameter's moments, and with AMSGrad its largest second moment so far.
+#[derive(Debug, Clone)]
+struct ParamMoments {
+    first: Tensor,
+    second: Tensor,
+    largest: Option<Tensor>,
 }
 
 impl Adam {
     /// Adam of `params` at learning rate `lr`, with the usual betas and epsilon; the settings are
     /// checked by [`Adam::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Adam {
+        Adam::with_groups(graph, &[Group::new(params)], lr)
+    }
+
+    /// Adam of the parameters of `groups`, each with its own settings (see [`Group`]), at
+    /// learning rate `lr`, with the usual betas and epsilon.
+    pub fn with_groups(graph: &Graph, groups: &[Group], lr: f64) -> Adam {
+        let params = params_of(groups);
         Adam {
-            lr: learning_rate(graph, lr, params),
+            lr: learning_rate(graph, lr, &params),
             given_lr: lr,
             beta1: 0.9,
             beta2: 0.999,
             epsilon: 1e-8,
             weight_decay: 0.0,
-            steps: Steps::new(graph, "adam", params),
-            params: params.to_vec(),
+            coupled: false,
+            amsgrad: false,
+            steps: Steps::new(graph, "adam", &params),
+            groups: groups.to_vec(),
             moments: Vec::new(),
             clip: None,
         }
     }
 
-    /// The optimizer's state (the step count, then both moments of each parameter, made by
-    /// [`Adam::compile`]), to save with the parameters.
+    /// The optimizer's state (the step count, then both moments of each parameter and with
+    /// AMSGrad its largest second moment, made by [`Adam::compile`]), to save with the
+    /// parameters.
     pub fn state(&self) -> Vec<Tensor> {
         let mut state = vec![self.steps.state()];
-        for (m, v) in &self.moments {
-            state.extend([m.clone(), v.clone()]);
+        for moments in &self.moments {
+            state.extend([&moments.first, &moments.second].into_iter().cloned());
+            state.extend(moments.largest.clone());
         }
         state
     }
 
-    /// AdamW: weight decay decoupled from the gradient.
+    /// AdamW: weight decay `decay` decoupled from the gradient.
     pub fn weight_decay(mut self, decay: f64) -> Adam {
         self.weight_decay = decay;
+        self.coupled = false;
+        self
+    }
+
+    /// PyTorch's `Adam(weight_decay=decay)`: `decay·w` added to the gradient, before the
+    /// moments.
+    pub fn coupled_weight_decay(mut self, decay: f64) -> Adam {
+        self.weight_decay = decay;
+        self.coupled = true;
+        self
+    }
+
+    /// AMSGrad: the step divides by the root of the largest second moment so far.
+    pub fn amsgrad(mut self) -> Adam {
+        self.amsgrad = true;
         self
     }
 
@@ -69,19 +115,41 @@ impl Adam {
         &self.steps.corrections
     }
 
-    fn updates(&self, moments: &[(Tensor, Tensor)]) -> Vec<Update> {
+    fn updates(&self) -> Vec<Update> {
         let adam = Moments {
             beta1: self.beta1,
             beta2: self.beta2,
             epsilon: self.epsilon,
             corrections: &self.steps.corrections,
         };
-        let (lr, decay) = (&self.lr, self.weight_decay);
         let mut updates = self.steps.updates([self.beta1, self.beta2]);
-        for (w, (m, second)) in self.params.iter().zip(moments) {
-            updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
-            let direction = adam.direction(m, second);
-            updates.extend(cd! { w =- lr * (direction + decay * w) });
+        let mut moments = self.moments.iter();
+        for group in &self.groups {
+            let (lr, decay) = (group.rate(&self.lr), group.decay(self.weight_decay));
+            for (w, moments) in group.params().iter().zip(&mut moments) {
+                let (m, second) = (&moments.first, &moments.second);
+                let mut grad = gradient(self.clip.as_ref(), w);
+                if self.coupled {
+                    grad = grad + decay * Formula::value(w);
+                }
+                updates.extend(adam.updates(grad, m, second));
+                // The second moment the step divides by: the largest so far with AMSGrad.
+                let divisor = match &moments.largest {
+                    Some(largest) => {
+                        let grown =
+                            Formula::value(largest).binop(Binop::Max, Formula::value(second));
+                        updates.push(Update::set(largest, grown));
+                        largest
+                    }
+                    None => second,
+                };
+                let direction = adam.direction(m, divisor);
+                updates.extend(if self.coupled {
+                    cd! { w =- lr * direction }
+                } else {
+                    cd! { w =- lr * (direction + decay * w) }
+                });
+            }
         }
         updates
     }
@@ -97,19 +165,24 @@ impl Adam {
             self.epsilon,
             self.weight_decay,
         )?;
-        check_learning_rate(ctx, "Adam", (&self.lr, self.given_lr), &self.params)?;
-        let mut updates = clip_updates("Adam", self.clip.as_ref(), &self.params)?;
-        self.moments = self
-            .params
+        check_groups("Adam", &self.groups)?;
+        let params = params_of(&self.groups);
+        check_learning_rate(ctx, "Adam", (&self.lr, self.given_lr), &params)?;
+        let mut updates = clip_updates("Adam", self.clip.as_ref(), &params)?;
+        self.moments = params
             .iter()
             .map(|p| {
-                Ok((
-                    state_like(ctx, p, "first moment")?,
-                    state_like(ctx, p, "second moment")?,
-                ))
+                Ok(ParamMoments {
+                    first: state_like(ctx, p, "first moment")?,
+                    second: state_like(ctx, p, "second moment")?,
+                    largest: match self.amsgrad {
+                        true => Some(state_like(ctx, p, "largest second moment")?),
+                        false => None,
+                    },
+                })
             })
             .collect::<Result<Vec<_>, TensorError>>()?;
-        updates.extend(self.updates(&self.moments));
+        updates.extend(self.updates());
         Ok(updates)
     }
 }

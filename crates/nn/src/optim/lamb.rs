@@ -3,6 +3,7 @@
 use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update, cd};
 
 use super::clip::{Clip, clip_updates, gradient};
+use super::group::{Group, check_groups, params_of};
 use super::moments::{Moments, Steps, check_moment_settings};
 use super::settings::check_learning_rate;
 use super::state::{learning_rate, scalar, state_like, state_precision};
@@ -12,7 +13,8 @@ use super::state::{learning_rate, scalar, state_like, state_precision};
 /// `w ← w − lr·ratio·r`. Each norm is a reduction over the parameter's cells inside the step.
 #[derive(Debug, Clone)]
 pub struct Lamb {
-    /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
+    /// The learning rate: a scalar tensor, which a [`Schedule`](super::Schedule) sets between
+    /// steps.
     pub lr: Tensor,
     /// The rate given to `new`, which `lr` holds as its precision rounds it: checked as given.
     given_lr: f64,
@@ -22,10 +24,11 @@ pub struct Lamb {
     pub beta2: f64,
     /// The `ε` added to the second moment's root, above 0 (default 1e-6).
     pub epsilon: f64,
-    /// The weight decay `λ` added to the step, at least 0 (default 0).
+    /// The weight decay `λ` added to the step, at least 0 (default 0): the default of the
+    /// groups that give none.
     pub weight_decay: f64,
     steps: Steps,
-    params: Vec<Tensor>,
+    groups: Vec<Group>,
     /// Per parameter: both moments, and one cell each for `‖w‖²` and `‖r‖²`.
     state: Vec<[Tensor; 4]>,
     clip: Option<Clip>,
@@ -35,15 +38,22 @@ impl Lamb {
     /// LAMB of `params` at learning rate `lr`, with the usual betas and epsilon; the settings are
     /// checked by [`Lamb::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64) -> Lamb {
+        Lamb::with_groups(graph, &[Group::new(params)], lr)
+    }
+
+    /// LAMB of the parameters of `groups`, each with its own settings (see [`Group`]), at
+    /// learning rate `lr`, with the usual betas and epsilon.
+    pub fn with_groups(graph: &Graph, groups: &[Group], lr: f64) -> Lamb {
+        let params = params_of(groups);
         Lamb {
-            lr: learning_rate(graph, lr, params),
+            lr: learning_rate(graph, lr, &params),
             given_lr: lr,
             beta1: 0.9,
             beta2: 0.999,
             epsilon: 1e-6,
             weight_decay: 0.0,
-            steps: Steps::new(graph, "lamb", params),
-            params: params.to_vec(),
+            steps: Steps::new(graph, "lamb", &params),
+            groups: groups.to_vec(),
             state: Vec::new(),
             clip: None,
         }
@@ -76,17 +86,20 @@ impl Lamb {
             epsilon: self.epsilon,
             corrections: &self.steps.corrections,
         };
-        let (lr, decay) = (&self.lr, self.weight_decay);
         let mut updates = self.steps.updates([self.beta1, self.beta2]);
-        for (w, [m, second, w_norm, r_norm]) in self.params.iter().zip(&self.state) {
-            updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
-            let step = adam.direction(m, second) + decay * Formula::value(w);
-            // The trust ratio ‖w‖/‖r‖, 1 where either norm is 0.
-            updates.extend(cd! {
-                w_norm =:+ w * w;
-                r_norm =:+ step * step;
-                w =- lr * where_(w_norm * r_norm, sqrt(w_norm / r_norm), 1) * step;
-            });
+        let mut state = self.state.iter();
+        for group in &self.groups {
+            let (lr, decay) = (group.rate(&self.lr), group.decay(self.weight_decay));
+            for (w, [m, second, w_norm, r_norm]) in group.params().iter().zip(&mut state) {
+                updates.extend(adam.updates(gradient(self.clip.as_ref(), w), m, second));
+                let step = adam.direction(m, second) + decay * Formula::value(w);
+                // The trust ratio ‖w‖/‖r‖, 1 where either norm is 0.
+                updates.extend(cd! {
+                    w_norm =:+ w * w;
+                    r_norm =:+ step * step;
+                    w =- lr * where_(w_norm * r_norm, sqrt(w_norm / r_norm), 1) * step;
+                });
+            }
         }
         updates
     }
@@ -102,10 +115,11 @@ impl Lamb {
             self.epsilon,
             self.weight_decay,
         )?;
-        check_learning_rate(ctx, "Lamb", (&self.lr, self.given_lr), &self.params)?;
-        let mut updates = clip_updates("Lamb", self.clip.as_ref(), &self.params)?;
-        self.state = self
-            .params
+        check_groups("Lamb", &self.groups)?;
+        let params = params_of(&self.groups);
+        check_learning_rate(ctx, "Lamb", (&self.lr, self.given_lr), &params)?;
+        let mut updates = clip_updates("Lamb", self.clip.as_ref(), &params)?;
+        self.state = params
             .iter()
             .map(|p| {
                 let norm = |name: &str| {

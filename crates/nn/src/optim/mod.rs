@@ -22,7 +22,7 @@ macro_rules! step_routines {
     ($name:ident) => {
         /// With every gradient scaled so that their global norm is at most `max_norm` (above 0).
         pub fn clip_grad_norm(mut self, max_norm: f64) -> $name {
-            self.clip = Some(Clip::new(self.lr.graph(), max_norm, &self.params));
+            self.clip = Some(Clip::new(self.lr.graph(), max_norm, &params_of(&self.groups)));
             self
         }
 
@@ -75,6 +75,7 @@ macro_rules! step_routines {
 
 mod adam;
 mod clip;
+mod group;
 mod lamb;
 mod moments;
 mod schedule;
@@ -83,6 +84,7 @@ mod sgd;
 mod state;
 
 pub use adam::Adam;
+pub use group::{Group, split_decay};
 pub use lamb::Lamb;
 pub use schedule::Schedule;
 pub use sgd::Sgd;

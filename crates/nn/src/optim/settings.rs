@@ -12,6 +12,8 @@ pub(super) enum Range {
     AboveZero,
     /// `[0, 1)`: a factor that must forget (at 1, a bias correction divides by zero).
     Fraction,
+    /// `[0, 1]`: a share, from none to all.
+    Share,
 }
 
 impl Range {
@@ -20,6 +22,7 @@ impl Range {
             Range::AtLeastZero => value >= 0.0,
             Range::AboveZero => value > 0.0,
             Range::Fraction => (0.0..1.0).contains(&value),
+            Range::Share => (0.0..=1.0).contains(&value),
         }
     }
 
@@ -28,6 +31,7 @@ impl Range {
             Range::AtLeastZero => "a finite number, at least 0",
             Range::AboveZero => "a finite number above 0",
             Range::Fraction => "a finite number in [0, 1)",
+            Range::Share => "a finite number in [0, 1]",
         }
     }
 }

@@ -1,27 +1,38 @@
 //! Stochastic gradient descent.
 
-use rcannl_tensor::{Context, Graph, Routine, Tensor, TensorError, Update, cd};
+use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Update, cd};
 
 use super::clip::{Clip, clip_updates, gradient};
+use super::group::{Group, check_groups, params_of};
 use super::settings::{Range, check, check_learning_rate};
-use super::state::{learning_rate, state_like};
+use super::state::{learning_rate, scalar, shared_precision, state_like};
 
-/// Stochastic gradient descent with momentum, Nesterov momentum and weight decay:
-/// `v ← μ·v + g + λ·w`, then `w ← w − lr·v` (or `w − lr·(g + λ·w + μ·v)` with Nesterov).
+/// Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay, as
+/// PyTorch's `SGD(params, lr, momentum, dampening, weight_decay, nesterov)`: with `g` the
+/// gradient plus `λ·w`, the velocity is `v ← g` at the first step and `v ← μ·v + (1 − d)·g`
+/// after, then `w ← w − lr·v` (or `w − lr·(g + μ·v)` with Nesterov). Without momentum,
+/// `w ← w − lr·g`.
 #[derive(Debug, Clone)]
 pub struct Sgd {
-    /// The learning rate: a scalar tensor, which a [`Schedule`] sets between steps.
+    /// The learning rate: a scalar tensor, which a [`Schedule`](super::Schedule) sets between
+    /// steps.
     pub lr: Tensor,
     /// The rate given to `new`, which `lr` holds as its precision rounds it: checked as given.
     given_lr: f64,
     /// The momentum `μ`, in `[0, 1)`.
     pub momentum: f64,
-    /// Nesterov momentum: the step looks ahead along the velocity.
+    /// The dampening `d`, in `[0, 1]`: the share of the gradient kept out of the velocity after
+    /// the first step (default 0).
+    pub dampening: f64,
+    /// Nesterov momentum: the step looks ahead along the velocity (not with dampening).
     pub nesterov: bool,
-    /// The weight decay `λ`, at least 0, added to the gradient as `λ·w`.
+    /// The weight decay `λ`, at least 0, added to the gradient as `λ·w`: the default of the
+    /// groups that give none.
     pub weight_decay: f64,
-    params: Vec<Tensor>,
-    velocities: Vec<Tensor>,
+    groups: Vec<Group>,
+    /// A velocity per parameter (none without momentum), then with dampening the share of the
+    /// gradient that enters the velocity (1 at the first step, `1 − d` after).
+    state: Vec<Tensor>,
     clip: Option<Clip>,
 }
 
@@ -29,27 +40,42 @@ impl Sgd {
     /// SGD of `params` at learning rate `lr` with momentum `momentum` (0 for none); the settings
     /// are checked by [`Sgd::compile`].
     pub fn new(graph: &Graph, params: &[Tensor], lr: f64, momentum: f64) -> Sgd {
+        Sgd::with_groups(graph, &[Group::new(params)], lr, momentum)
+    }
+
+    /// SGD of the parameters of `groups`, each with its own settings (see [`Group`]), at
+    /// learning rate `lr` with momentum `momentum`.
+    pub fn with_groups(graph: &Graph, groups: &[Group], lr: f64, momentum: f64) -> Sgd {
         Sgd {
-            lr: learning_rate(graph, lr, params),
+            lr: learning_rate(graph, lr, &params_of(groups)),
             given_lr: lr,
             momentum,
+            dampening: 0.0,
             nesterov: false,
             weight_decay: 0.0,
-            params: params.to_vec(),
-            velocities: Vec::new(),
+            groups: groups.to_vec(),
+            state: Vec::new(),
             clip: None,
         }
     }
 
-    /// The optimizer's state (a velocity per parameter, made by [`Sgd::compile`]; none without
-    /// momentum), to save with the parameters.
+    /// The optimizer's state (a velocity per parameter, none without momentum; then, with
+    /// dampening, the share of the gradient entering the velocity), made by [`Sgd::compile`],
+    /// to save with the parameters.
     pub fn state(&self) -> &[Tensor] {
-        &self.velocities
+        &self.state
     }
 
     /// With Nesterov momentum.
     pub fn nesterov(mut self) -> Sgd {
         self.nesterov = true;
+        self
+    }
+
+    /// With dampening `dampening`: after the first step, the velocity takes `1 − dampening` of
+    /// the gradient.
+    pub fn dampening(mut self, dampening: f64) -> Sgd {
+        self.dampening = dampening;
         self
     }
 
@@ -60,31 +86,36 @@ impl Sgd {
     }
 
     /// The updates of one step, with a velocity per parameter (none without momentum, where
-    /// the velocity would be the gradient itself).
-    fn updates(&self, velocities: &[Tensor]) -> Vec<Update> {
-        let (lr, momentum, decay) = (&self.lr, self.momentum, self.weight_decay);
+    /// the velocity would be the gradient itself) and the share of the gradient entering it
+    /// (none without dampening, where it is all of it).
+    fn updates(&self, velocities: &[Tensor], share: Option<&Tensor>) -> Vec<Update> {
+        let momentum = self.momentum;
         let clip = self.clip.as_ref();
         let mut updates = Vec::new();
-        if velocities.is_empty() {
-            for w in &self.params {
+        let mut velocities = velocities.iter();
+        for group in &self.groups {
+            let (lr, decay) = (group.rate(&self.lr), group.decay(self.weight_decay));
+            for w in group.params() {
                 let grad = gradient(clip, w);
-                updates.extend(cd! { w =- lr * (grad + decay * w) });
+                let Some(velocity) = velocities.next() else {
+                    updates.extend(cd! { w =- lr * (grad + decay * w) });
+                    continue;
+                };
+                let decayed = grad.clone() + decay * Formula::value(w);
+                let entering = match share {
+                    Some(share) => Formula::value(share) * decayed,
+                    None => decayed,
+                };
+                updates.extend(cd! { velocity =: momentum * velocity + entering });
+                updates.extend(if self.nesterov {
+                    cd! { w =- lr * ((grad + decay * w) + momentum * velocity) }
+                } else {
+                    cd! { w =- lr * velocity }
+                });
             }
-            return updates;
         }
-        for (w, velocity) in self.params.iter().zip(velocities) {
-            let grad = gradient(clip, w);
-            updates.extend(if self.nesterov {
-                cd! {
-                    velocity =: momentum * velocity + (grad + decay * w);
-                    w =- lr * ((grad + decay * w) + momentum * velocity);
-                }
-            } else {
-                cd! {
-                    velocity =: momentum * velocity + (grad + decay * w);
-                    w =- lr * velocity;
-                }
-            });
+        if let Some(share) = share {
+            updates.push(Update::set(share, Formula::Const(1.0 - self.dampening)));
         }
         updates
     }
@@ -94,23 +125,39 @@ impl Sgd {
     /// The settings checked, the state made, the updates of one step.
     fn prepare(&mut self, ctx: &mut Context) -> Result<Vec<Update>, TensorError> {
         check("Sgd", "the momentum", self.momentum, Range::Fraction)?;
+        check("Sgd", "the dampening", self.dampening, Range::Share)?;
         check(
             "Sgd",
             "the weight decay",
             self.weight_decay,
             Range::AtLeastZero,
         )?;
-        check_learning_rate(ctx, "Sgd", (&self.lr, self.given_lr), &self.params)?;
-        let mut updates = clip_updates("Sgd", self.clip.as_ref(), &self.params)?;
-        self.velocities = if self.momentum == 0.0 {
+        if self.nesterov && self.dampening != 0.0 {
+            return Err(TensorError::new(format!(
+                "Sgd: Nesterov momentum with a dampening of {}: Nesterov momentum takes none",
+                self.dampening
+            )));
+        }
+        check_groups("Sgd", &self.groups)?;
+        let params = params_of(&self.groups);
+        check_learning_rate(ctx, "Sgd", (&self.lr, self.given_lr), &params)?;
+        let mut updates = clip_updates("Sgd", self.clip.as_ref(), &params)?;
+        self.state = if self.momentum == 0.0 {
             Vec::new()
         } else {
-            self.params
+            params
                 .iter()
                 .map(|p| state_like(ctx, p, "velocity"))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        updates.extend(self.updates(&self.velocities));
+        let velocities = self.state.len();
+        if velocities > 0 && self.dampening != 0.0 {
+            let precision = shared_precision(&params);
+            let share = scalar(self.lr.graph(), "sgd gradient share", precision, 1.0);
+            self.state.push(share);
+        }
+        let (velocities, share) = self.state.split_at(velocities);
+        updates.extend(self.updates(velocities, share.first()));
         Ok(updates)
     }
 }
