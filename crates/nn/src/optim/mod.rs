@@ -14,6 +14,44 @@
 //! bias corrections) in f64 when any parameter is f64, and in f32 otherwise (which every
 //! backend holds, the GPU's included). The bias corrections are computed from the step count
 //! without cancellation, to within a few units of their precision's last place.
+//!
+//! # As in PyTorch
+//!
+//! [`Sgd`] is `torch.optim.SGD` (momentum, dampening, Nesterov momentum, weight decay added to
+//! the gradient); [`Adam`] is `AdamW` with [`Adam::weight_decay`], `Adam(weight_decay=…)` with
+//! [`Adam::coupled_weight_decay`], and either with `amsgrad=True` with [`Adam::amsgrad`]. Each
+//! optimizer takes its parameters whole (`new`) or in [`Group`]s (`with_groups`), PyTorch's
+//! parameter groups: a group gives its own weight decay and a learning rate as a scale of the
+//! optimizer's (so that a [`Schedule`] moves every group's rate alike); what it does not give is
+//! the optimizer's. [`split_decay`] splits a model's parameters as PyTorch users do by hand
+//! (`p.ndim >= 2`), so that weight decay leaves biases and normalization gains alone; a split
+//! by any other rule is Rust's `Iterator::partition` over the parameters
+//! (`|p| p.label().ends_with(".bias")`).
+//!
+//! ```
+//! use rcannl_nn::blocks::Mlp;
+//! use rcannl_nn::norm::LayerNorm;
+//! use rcannl_nn::optim::{Adam, Group, split_decay};
+//! use rcannl_tensor::{Context, Graph};
+//!
+//! # fn main() -> Result<(), rcannl_tensor::TensorError> {
+//! let graph = Graph::new();
+//! let (mlp, norm) = (Mlp::new(&graph, "mlp", &[8, 1]), LayerNorm::new(&graph, "norm"));
+//! let x = graph.data("x").shape("4|->3").values(vec![0.5; 12]).build();
+//! let loss = rcannl_nn::loss::mean(&mlp.apply(&norm.apply(&x)));
+//! let mut ctx = Context::new(&graph);
+//! ctx.init_params()?;
+//! // AdamW that decays the weights only: PyTorch's `AdamW([{'params': decay},
+//! // {'params': no_decay, 'weight_decay': 0.0}], lr=1e-3, weight_decay=0.1)`.
+//! let (decay, no_decay) = split_decay(&mut ctx, &graph.params())?;
+//! let groups = [Group::new(&decay), Group::new(&no_decay).weight_decay(0.0)];
+//! let mut adamw = Adam::with_groups(&graph, &groups, 1e-3).weight_decay(0.1);
+//! let step = adamw.compile_step(&mut ctx, &loss)?;
+//! ctx.run(&step)?;
+//! assert_eq!(decay.len(), 2); // the dense weights; the biases, gain and norm bias are not
+//! # Ok(())
+//! # }
+//! ```
 
 /// What every optimizer has: clipping by the global gradient norm, and the routines it compiles
 /// from the updates its `prepare` gives (its settings checked, its state made): the step alone,
