@@ -13,7 +13,8 @@ use crate::conv::{Conv2d, conv2d, depthwise_conv2d, max_pool2d};
 use crate::norm::{BatchNorm, Mode};
 
 /// A kernel of `size × size` windows over `in_channels` (its inputs) for `out_channels` filters,
-/// declared whole, so that its default init knows its fan-in before any use.
+/// declared whole, so that its default init knows its fan-in before any use; its window axes
+/// count in its fan-out too, as PyTorch's do.
 fn kernel(
     graph: &Graph,
     label: &str,
@@ -24,6 +25,7 @@ fn kernel(
     graph
         .param(&format!("{label}.kernel"))
         .shape(&format!("|{size},{size},{in_channels}->{out_channels}"))
+        .window_axes(2)
         .build()
 }
 
@@ -313,6 +315,7 @@ impl DepthwiseSeparable {
             depthwise_kernel: graph
                 .param(&format!("{label}.depthwise.kernel"))
                 .shape(&format!("|{size},{size}->{in_channels}"))
+                .window_axes(2)
                 .build(),
             depthwise_norm: BatchNorm::new(graph, &format!("{label}.depthwise.norm"), in_channels),
             pointwise: ConvBnRelu::new(

@@ -34,7 +34,8 @@ fn set_window(t: &Tensor, size: usize) -> Tensor {
 #[derive(Debug, Clone)]
 pub struct Conv2d {
     /// The filters, labelled `<label>.kernel`: `kh, kw, c -> out_channels`, with `kh = kw = size`
-    /// and the input channels `c` from use.
+    /// and the input channels `c` from use. `kh, kw` are its window axes: its fans are
+    /// PyTorch's, `kh·kw·c` in and `kh·kw·out_channels` out.
     pub kernel: Tensor,
     /// The bias, labelled `<label>.bias`: one value per output channel (its rows from use).
     pub bias: Tensor,
@@ -63,6 +64,7 @@ impl Conv2d {
             kernel: graph
                 .param(&format!("{label}.kernel"))
                 .output([out_channels])
+                .window_axes(2)
                 .build(),
             bias: graph.param(&format!("{label}.bias")).build(),
             size,
@@ -148,7 +150,8 @@ pub fn depthwise_conv2d(
 /// the channels come from use.
 #[derive(Debug, Clone)]
 pub struct DepthwiseConv2d {
-    /// The filters, `kh, kw -> c`.
+    /// The filters, `kh, kw -> c`, whose window axes are both input axes: its fans are
+    /// PyTorch's, `kh·kw` in and `kh·kw·c` out.
     pub kernel: Tensor,
     /// The bias per channel.
     pub bias: Tensor,
@@ -164,7 +167,10 @@ impl DepthwiseConv2d {
     /// A depthwise convolution with `size × size` windows `stride` apart.
     pub fn new(graph: &Graph, label: &str, size: usize, stride: usize, padded: bool) -> Self {
         DepthwiseConv2d {
-            kernel: graph.param(&format!("{label}.kernel")).build(),
+            kernel: graph
+                .param(&format!("{label}.kernel"))
+                .window_axes(2)
+                .build(),
             bias: graph.param(&format!("{label}.bias")).build(),
             size,
             stride,

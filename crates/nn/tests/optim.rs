@@ -2,12 +2,13 @@
 //! infinite or out of its range is refused when the step is compiled, and a schedule's when it
 //! sets the learning rate, with an error naming the optimizer, the setting and its value. SGD
 //! without momentum keeps no velocity. Clipping by the global gradient norm and LAMB's trust
-//! ratios (reductions inside the step) match a direct computation on both CPU backends.
+//! ratios (reductions inside the step), per parameter group too, match a direct computation on
+//! both CPU backends.
 
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
-use rcannl_nn::optim::{Adam, Lamb, Schedule, Sgd};
+use rcannl_nn::optim::{Adam, Group, Lamb, Schedule, Sgd};
 use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
 /// A graph with one parameter, and a context of it with the parameter initialized.
@@ -356,6 +357,48 @@ fn lamb_scales_each_step_by_its_trust_ratio() {
         let mut lamb = Lamb::new(&graph, &params, 0.05).weight_decay(0.01);
         let step = lamb.compile_step(&mut ctx, &loss).unwrap();
         assert_eq!(lamb.state().len(), 1 + 4 * params.len());
+        for _ in 0..3 {
+            ctx.run(&step).unwrap();
+        }
+        for (w, want) in params.iter().zip(&expected) {
+            let got = ctx.values(w).unwrap();
+            for (g, e) in got.iter().zip(want) {
+                assert!((g - e).abs() < 2e-5, "{name}: {got:?} vs {want:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn lamb_steps_each_group_with_its_rate_and_weight_decay() {
+    // The parameters' steps are independent: each is LAMB alone at its group's settings.
+    let start = [(vec![1.0, -2.0, 0.5], 1.0), (vec![3.0, 0.25], 0.5)];
+    let expected = [
+        lamb_by_hand(&start[..1], 0.05, 0.01, 3).remove(0),
+        lamb_by_hand(&start[1..], 0.05 * 0.5, 0.0, 3).remove(0),
+    ];
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let params: Vec<Tensor> = (start.iter().enumerate())
+            .map(|(i, (w, _))| {
+                (graph.param(&format!("w{i}")).shape(&w.len().to_string()))
+                    .init(Init::Values(w.clone()))
+                    .build()
+            })
+            .collect();
+        let terms: Vec<Tensor> = (params.iter().zip(&start))
+            .map(|(w, (_, c))| rcannl_nn::loss::sum(&w.pmul(w)) * *c)
+            .collect();
+        let loss = &terms[0] + &terms[1];
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params().unwrap();
+        let groups = [
+            Group::new(&params[..1]),
+            Group::new(&params[1..]).lr_scale(0.5).weight_decay(0.0),
+        ];
+        let mut lamb = Lamb::with_groups(&graph, &groups, 0.05).weight_decay(0.01);
+        let step = lamb.compile_step(&mut ctx, &loss).unwrap();
         for _ in 0..3 {
             ctx.run(&step).unwrap();
         }

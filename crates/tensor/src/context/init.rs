@@ -10,6 +10,7 @@ use rcannl_ir::{
 use rcannl_shape::spec::Kind;
 
 use crate::graph::{Draw, Init, LeafKind, TensorError, error};
+use crate::tensor::Tensor;
 
 use super::{Context, value_node};
 
@@ -39,7 +40,7 @@ impl Context {
         let mut expressions = Vec::new();
         for (t, init) in &params {
             let node = self.nodes[&value_node(*t)].clone();
-            let (fan_in, fan_out) = (self.fan(*t, Kind::Input), self.fan(*t, Kind::Output));
+            let (fan_in, fan_out) = self.fans_of(*t)?;
             match init.draw(&default, fan_in, fan_out) {
                 Draw::Values(values) => {
                     self.buffers
@@ -109,16 +110,43 @@ impl Context {
         Ok(())
     }
 
-    /// The number of input or output cells of a tensor (the product of that row's axes; 0
-    /// without such axes).
-    pub(super) fn fan(&self, t: usize, kind: Kind) -> usize {
+    /// The fan-in and fan-out of `param` as the fan-based [`Init`]s read them, PyTorch's
+    /// `torch.nn.init._calculate_fan_in_and_fan_out`: the fan-in is the number of its input
+    /// cells (the product of its input axes), the fan-out the number of its output cells times
+    /// the size of its window (the input axes [`LeafBuilder::window_axes`] declares, none
+    /// unless declared); either is 0 without axes in its row. An error when `param` declares
+    /// more window axes than it has input axes.
+    ///
+    /// [`LeafBuilder::window_axes`]: crate::LeafBuilder::window_axes
+    pub fn fans(&mut self, param: &Tensor) -> Result<(usize, usize), TensorError> {
+        self.concretize()?;
+        self.check_tensor(param)?;
+        self.fans_of(param.index)
+    }
+
+    /// The fans of the tensor of index `t` (see [`Context::fans`]).
+    fn fans_of(&self, t: usize) -> Result<(usize, usize), TensorError> {
         let state = self.graph.state.lock();
         let shape = state.inference.shape(state.tensors[t].shape);
-        let row = shape.row(kind);
-        if row.n_explicit() == 0 {
-            return 0;
+        let sizes = |kind: Kind| -> Vec<usize> {
+            let row = shape.row(kind);
+            row.dims().map(|d| d.ground_size().unwrap_or(1)).collect()
+        };
+        let (input, output) = (sizes(Kind::Input), sizes(Kind::Output));
+        let window = state.window_axes.get(&t).copied().unwrap_or(0);
+        if window > input.len() {
+            return Err(error(format!(
+                "parameter '{}': {window} window axes declared, but it has {} input axes",
+                state.tensors[t].label,
+                input.len()
+            )));
         }
-        row.dims().map(|d| d.ground_size().unwrap_or(1)).product()
+        let cells = |dims: &[usize]| match dims {
+            [] => 0,
+            _ => dims.iter().product(),
+        };
+        let receptive: usize = input[..window].iter().product();
+        Ok((cells(&input), cells(&output) * receptive))
     }
 
     /// Statements filling `node` with random values keyed by (seed, tensor): uniform in

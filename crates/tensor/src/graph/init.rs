@@ -5,7 +5,10 @@ use crate::tensor::Tensor;
 
 /// How a parameter starts. The fan-based schemes read the parameter's inferred shape: its
 /// fan-in is the number of its input cells (the product of its input axes), its fan-out the
-/// number of its output cells; a parameter without input axes (a bias) starts at 0 under them.
+/// number of its output cells times the size of its convolution window, if it declares one
+/// ([`LeafBuilder::window_axes`](crate::LeafBuilder::window_axes)): PyTorch's fans, which
+/// [`Context::fans`](crate::Context::fans) gives. A parameter without input axes (a bias) starts
+/// at 0 under them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum Init {
     /// The graph's default ([`Graph::set_default_init`](crate::Graph::set_default_init)), [`Init::LecunUniform`] unless changed.

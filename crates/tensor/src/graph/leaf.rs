@@ -43,6 +43,7 @@ pub struct LeafBuilder {
     kind: LeafKind,
     precision: Precision,
     requires_grad: bool,
+    window_axes: usize,
 }
 
 impl LeafBuilder {
@@ -118,6 +119,17 @@ impl LeafBuilder {
         self
     }
 
+    /// Declares the parameter's first `axes` input axes a convolution's window (`kh, kw` of a
+    /// kernel `|kh, kw, c -> d`): the fan-based inits count them in the fan-out too, as PyTorch
+    /// does (`torch.nn.init._calculate_fan_in_and_fan_out` multiplies both fans by the
+    /// window's size), so that a `|3, 3, 64 -> 128` kernel has fan-in 3·3·64 and fan-out
+    /// 128·3·3. The fan-in is every input axis, window or not. See
+    /// [`Context::fans`](crate::Context::fans).
+    pub fn window_axes(mut self, axes: usize) -> LeafBuilder {
+        self.window_axes = axes;
+        self
+    }
+
     /// A data tensor that takes a gradient: backprop computes the gradient of the loss with
     /// respect to it (a saliency map, an adversarial direction), read with
     /// [`Context::grad`](crate::Context::grad). Parameters always take one.
@@ -146,6 +158,10 @@ impl LeafBuilder {
             // The expression's cells become the parameter's, in memory order.
             self.graph.same_shape(&t, &e);
         }
+        if self.window_axes > 0 {
+            let mut state = self.graph.state.lock();
+            state.window_axes.insert(t.index, self.window_axes);
+        }
         t
     }
 }
@@ -169,6 +185,7 @@ impl Graph {
             kind,
             precision: Precision::F32,
             requires_grad: false,
+            window_axes: 0,
         }
     }
 

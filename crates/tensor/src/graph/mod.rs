@@ -90,6 +90,9 @@ pub(crate) struct State {
     pub shared_params: HashMap<&'static str, Vec<usize>>,
     /// The tensors registered as the model's state besides its parameters (by index, in order).
     pub state_tensors: Vec<usize>,
+    /// The number of leading input axes that are a convolution's window, for the parameters
+    /// declaring any (by tensor index): the fan-based inits count them in both fans.
+    pub window_axes: HashMap<usize, usize>,
     /// What particular operations remember of the tensors they made.
     pub extensions: Extensions,
 }
