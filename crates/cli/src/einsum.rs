@@ -14,7 +14,8 @@
 //! of all the result's cells with respect to that input (cast to the dtype), in the same order and
 //! dtype. `captures` (with `--capture`) gives the size of each named label, in the order asked
 //! (`null` if inference left it unknown); `median_ms` (with `--time N`, N at most 1000000) is the
-//! median wall time of N runs of the compiled routine, compilation excluded. Keys not asked for
+//! median wall time of N runs of the compiled routine, compilation excluded (the readable output
+//! gives it after the shape, leaving the values and gradients out). Keys not asked for
 //! are left out; with `-o FILE` the result is written to FILE as a `.npy` array of the dtype (all
 //! axes, in memory order; the file is replaced whole or not at all, see
 //! [`rcannl_nn::files::replace_file`]) and `values` is left out.
@@ -52,7 +53,8 @@ pub struct Args {
     pub capture: Vec<String>,
 
     /// Run the compiled routine N times (1 to 1000000) and report the median time (compilation
-    /// excluded).
+    /// excluded) after the result's shape, without its values and gradients (--json and -o still
+    /// give them).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_RUNS))]
     pub time: Option<u32>,
 
@@ -208,6 +210,14 @@ fn median(times: &mut [f64]) -> f64 {
 /// values:    [0, 4, 8, 12, …]
 /// grad x1:   [1, 1, …]
 /// capture k: 2
+/// ```
+///
+/// Timed (`--time`), the values and gradients give way to the median, which a result of many
+/// cells would push out of sight:
+///
+/// ```text
+/// shape:     2|4->3  (batch [2], input [4], output [3])
+/// dtype:     float64
 /// median:    0.004 ms over 10 runs
 /// ```
 fn render_text(output: &Output) -> String {
@@ -222,14 +232,17 @@ fn render_text(output: &Output) -> String {
         format!("{literal}  (batch {batch:?}, input {input:?}, output {out:?})"),
     )];
     lines.push(("dtype".to_owned(), output.dtype.to_string()));
-    if let Some(values) = &output.values {
+    let timed = output.median_ms.is_some();
+    if let Some(values) = output.values.as_ref().filter(|_| !timed) {
         lines.push(("values".to_owned(), values.text()));
     }
     if let Some(path) = &output.written {
         lines.push(("written".to_owned(), path.display().to_string()));
     }
-    for (i, grad) in output.grads.iter().flatten().enumerate() {
-        lines.push((format!("grad x{}", i + 1), grad.text()));
+    if !timed {
+        for (i, grad) in output.grads.iter().flatten().enumerate() {
+            lines.push((format!("grad x{}", i + 1), grad.text()));
+        }
     }
     if let Some(Captures(captures)) = &output.captures {
         for (name, size) in captures {

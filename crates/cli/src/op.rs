@@ -143,6 +143,11 @@ impl Op {
         }
     }
 
+    /// Whether the operation takes a spec (some take one or `-`).
+    pub fn takes_spec(self) -> bool {
+        self.spec_use() != SpecUse::None
+    }
+
     /// Whether `spec` asks for the operation's pointwise form (`-`, for an operation that may
     /// take a spec or not).
     pub fn is_pointwise(self, spec: &str) -> bool {

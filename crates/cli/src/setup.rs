@@ -104,6 +104,23 @@ impl OpArgs {
     }
 }
 
+impl OpArgs {
+    /// `error`, with a hint to pass `--numpy` where it is our parser's refusal of a spec, given
+    /// without the flag, that reads in numpy's notation ("ij,jk->ik").
+    fn with_numpy_hint(&self, mut error: CliError) -> CliError {
+        if self.numpy || error.kind != ErrorKind::Parse || !self.op.takes_spec() {
+            return error;
+        }
+        if let Ok(ours) = rcannl_tensor::nary::numpy_to_ours(&self.spec) {
+            error.message += &format!(
+                "\nhint: {:?} reads in numpy's notation: pass --numpy (in ours it is {ours:?})",
+                self.spec
+            );
+        }
+        error
+    }
+}
+
 /// A path search (see [`rcannl_tensor::nary::Search`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PathChoice {
@@ -186,7 +203,10 @@ impl Setup {
             .map(|(i, text)| input::read(text, i + 1))
             .collect::<Result<Vec<_>, _>>()?;
         let text = args.spec_for(&inputs.iter().map(|i| &i.shape).collect::<Vec<_>>())?;
-        let spec = args.op.check(&text, args.inputs.len())?;
+        let spec = args
+            .op
+            .check(&text, args.inputs.len())
+            .map_err(|e| args.with_numpy_hint(e))?;
         let sets = args
             .sets
             .iter()

@@ -290,6 +290,35 @@ fn timing_reports_a_median() {
 }
 
 #[test]
+fn timing_in_words_gives_the_shape_and_the_median_without_the_values() {
+    let output = rcannl(&[
+        "einsum",
+        "ij;jk=>ik",
+        "range:30,40",
+        "range:40,50",
+        "--time",
+        "3",
+        "--grads",
+        "--backend",
+        "interp",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(
+        lines[0],
+        "shape:  30,50  (batch [], input [], output [30, 50])"
+    );
+    assert_eq!(lines[1], "dtype:  float64");
+    let median = lines[2]
+        .strip_prefix("median: ")
+        .and_then(|rest| rest.trim().strip_suffix(" ms over 3 runs"))
+        .unwrap_or_else(|| panic!("a median line: {text}"));
+    assert!(median.parse::<f64>().is_ok_and(|ms| ms >= 0.0), "{text}");
+}
+
+#[test]
 fn human_output() {
     let output = rcannl(&[
         "einsum",
@@ -341,6 +370,48 @@ fn parse_error_with_caret() {
             "message": "input 1 shape: column 4: '-' only appears in '->'\n  3,3-4\n     ^",
         }})
     );
+}
+
+#[test]
+fn a_spec_in_numpys_notation_without_numpy_is_refused_with_a_hint_to_pass_it() {
+    let hint = "\nhint: \"ij,jk->ik\" reads in numpy's notation: pass --numpy (in ours it is \
+                \"i, j; j, k => i, k\")";
+    let error = run_error(&["ij,jk->ik", "range:3,4", "range:4,5"]);
+    assert_eq!(error["error"]["kind"], "parse", "{error}");
+    let message = error["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with("column 10: an einsum spec needs '=>'") && message.ends_with(hint),
+        "{message}"
+    );
+    let output = rcannl(&["einsum", "ij,jk->ik", "range:3,4", "range:4,5"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).ends_with(&format!("{hint}\n")),
+        "{}",
+        stderr(&output)
+    );
+    // The same spec with the flag computes the product.
+    let product = run(&["ij,jk->ik", "range:3,4", "range:4,5", "--numpy"]);
+    assert_eq!(product["values"][0], json!(70.0), "{product}");
+    // No hint where the flag would not help: a spec neither notation reads, or an operation
+    // that takes none.
+    for (args, absent) in [
+        (
+            &["ij;jk=>i?k", "range:3,4", "range:4,5"][..],
+            "single-char mode",
+        ),
+        (
+            &["ij->ji", "range:3,4", "range:4,3", "--op", "compose"][..],
+            "takes no spec",
+        ),
+    ] {
+        let error = run_error(args);
+        let message = error["error"]["message"].as_str().expect("a message");
+        assert!(
+            message.contains(absent) && !message.contains("--numpy"),
+            "{message}"
+        );
+    }
 }
 
 #[test]

@@ -13,7 +13,14 @@ use quote::quote;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Ident, UnOp};
 
-use crate::common::{FnDef, as_power, ident_of, power, site, slot, split_crate, starts_fn, unary};
+use crate::common::{
+    FnDef, as_power, at_sign_or, ident_of, power, site, slot, split_crate, starts_fn, unary,
+};
+
+/// What cd! writes for PyTorch's `a @ b`.
+const MATRIX_PRODUCT: &str = "in cd! a matrix product is `*` under `~logic: \"@\"` (`c =:+ a * \
+    b ~logic: \"@\"` contracts `a`'s input axes with `b`'s output axes), or `*` under an einsum \
+    spec (`~logic: \"ij;jk=>ik\"`)";
 
 pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let (krate, rest) = split_crate(input)?;
@@ -189,7 +196,8 @@ fn parse_assignment(tokens: Vec<TokenTree>) -> syn::Result<Assignment> {
     if rhs.is_empty() {
         return Err(syn::Error::new(accum_span, "an assignment needs a formula"));
     }
-    let rhs = syn::parse2::<Expr>(rhs.iter().cloned().collect())?;
+    let rhs: TokenStream = rhs.iter().cloned().collect();
+    let rhs = syn::parse2::<Expr>(rhs.clone()).map_err(|e| at_sign_or(e, &rhs, MATRIX_PRODUCT))?;
     let target = match lhs.as_slice() {
         [TokenTree::Group(g)] if g.delimiter() == Delimiter::Brace => {
             let name = syn::parse2::<Ident>(g.stream()).map_err(|_| {

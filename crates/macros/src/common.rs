@@ -1,5 +1,6 @@
 //! What both macros share: the tensor crate's path they are handed, source positions, the
-//! primitive operations by name, array literals, and function signatures.
+//! primitive operations by name, array literals, function signatures, and the error for
+//! PyTorch's `@`.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
@@ -18,6 +19,28 @@ pub fn split_crate(input: TokenStream) -> syn::Result<(TokenStream, TokenStream)
             "expand op! and cd! through rcannl (or rcannl-tensor), not rcannl-macros",
         )),
     }
+}
+
+/// `error` of parsing `tokens`, or where they hold `@` (which Rust reads in patterns only, so
+/// no expression of op! or cd! parses with it: PyTorch's matrix product, most likely) an error
+/// there saying what to write instead, `instead`.
+pub fn at_sign_or(error: syn::Error, tokens: &TokenStream, instead: &str) -> syn::Error {
+    match first_at_sign(tokens.clone()) {
+        Some(at) => syn::Error::new(
+            at,
+            format!("`@` is not an operator here (PyTorch's matrix product); {instead}"),
+        ),
+        None => error,
+    }
+}
+
+/// The first `@` among `tokens`, looking inside brackets.
+fn first_at_sign(tokens: TokenStream) -> Option<Span> {
+    tokens.into_iter().find_map(|token| match token {
+        TokenTree::Punct(p) if p.as_char() == '@' => Some(p.span()),
+        TokenTree::Group(g) => first_at_sign(g.stream()),
+        _ => None,
+    })
 }
 
 /// An expression giving the `file:line:column` of `span` as a `&'static str`.

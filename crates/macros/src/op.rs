@@ -14,8 +14,15 @@ use syn::spanned::Spanned;
 use syn::{BinOp, Expr, ExprBlock, Ident, Stmt, Token, UnOp};
 
 use crate::common::{
-    ArrayLiteral, FnDef, as_power, bracket, ident_of, power, site, split_crate, starts_fn, unary,
+    ArrayLiteral, FnDef, as_power, at_sign_or, bracket, ident_of, power, site, split_crate,
+    starts_fn, unary,
 };
+
+/// What op! writes for PyTorch's `a @ b`.
+const MATRIX_PRODUCT: &str = "in op! `*` composes, contracting the left operand's input axes \
+    with the right one's output axes (`{ w } * x` applies a weight `w` of input and output axes \
+    to `x`); a matrix product of two tensors of output axes only is \
+    `einsum(\"ij;jk=>ik\", a, b)`";
 
 /// The three forms of input.
 enum Input {
@@ -70,7 +77,9 @@ impl Parse for Input {
 
 pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let (krate, rest) = split_crate(input)?;
-    match syn::parse2::<Input>(rest)? {
+    let input =
+        syn::parse2::<Input>(rest.clone()).map_err(|e| at_sign_or(e, &rest, MATRIX_PRODUCT))?;
+    match input {
         Input::Fns(fns) => {
             let defs = fns
                 .iter()
@@ -583,7 +592,8 @@ fn define(krate: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
     expander
         .bound
         .extend(f.args.iter().map(|a| a.name.to_string()));
-    let (lets, last) = syn::parse::Parser::parse2(parse_body, f.body.clone())?;
+    let (lets, last) = syn::parse::Parser::parse2(parse_body, f.body.clone())
+        .map_err(|e| at_sign_or(e, &f.body, MATRIX_PRODUCT))?;
     let mut body = TokenStream::new();
     for (name, init) in &lets {
         let value = expander.expr(init)?;

@@ -7,8 +7,9 @@
 use rcannl_tensor::{Graph, Tensor};
 
 use crate::attention::{AttendOptions, Attention, PositionDense, causal_mask};
-use crate::embedding::{Embedding, one_hot};
-use crate::norm::{LayerNorm, log_softmax};
+use crate::embedding::Embedding;
+use crate::loss::sequence_cross_entropy;
+use crate::norm::LayerNorm;
 use crate::position::{PositionKind, Positions};
 
 /// Where a block's layer norms sit.
@@ -394,7 +395,7 @@ impl EncoderDecoder {
     }
 
     /// The mean cross-entropy over the scored target positions of `pairs`, under teacher
-    /// forcing (see [`sequence_cross_entropy`]).
+    /// forcing (see [`crate::loss::sequence_cross_entropy`]).
     pub fn loss(&self, pairs: &SequencePairs, options: &AttendOptions) -> Tensor {
         let logits = self.logits(
             &pairs.source,
@@ -402,12 +403,7 @@ impl EncoderDecoder {
             &pairs.target_inputs,
             options,
         );
-        sequence_cross_entropy(
-            &logits,
-            &pairs.targets,
-            &pairs.target_mask,
-            self.config.target_vocabulary,
-        )
+        sequence_cross_entropy(&logits, &pairs.targets, &pairs.target_mask)
     }
 
     /// Every parameter of the model.
@@ -440,19 +436,4 @@ pub fn embed_sequence(embedding: &Embedding, ids: &Tensor) -> Tensor {
     embedding
         .apply(&per_position)
         .einsum1("..., t|...->d => ...|...->t, d")
-}
-
-/// The mean cross-entropy of `logits` (`batch | -> t, vocabulary`) against `targets` ids
-/// (`batch | -> t`) over the positions where `mask` (`batch | -> t`) is 1: padded positions add
-/// nothing and do not count. One output axis of one cell.
-pub fn sequence_cross_entropy(
-    logits: &Tensor,
-    targets: &Tensor,
-    mask: &Tensor,
-    vocabulary: usize,
-) -> Tensor {
-    let picked = one_hot(targets, vocabulary).pmul(&log_softmax(logits));
-    let total = picked.einsum("...|...->t, v; ...|...->t => 0", mask);
-    let scored = mask.einsum1("...|...->t => 0");
-    -(&total / &scored)
 }

@@ -6,13 +6,14 @@ use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
 use rcannl_nn::attention::{AttendOptions, attend, attend_with, attention_weights, causal_mask};
 use rcannl_nn::embedding::Embedding;
+use rcannl_nn::loss::sequence_cross_entropy;
 use rcannl_nn::norm::{
     log_softmax_axis, log_softmax_with, output_axis_spec, softmax_axis, softmax_with,
 };
 use rcannl_nn::position::{LearnedPositions, PositionKind, Sinusoidal};
 use rcannl_nn::transformer::{
     DecoderBlock, EncoderBlock, EncoderDecoder, EncoderDecoderConfig, Placement, SequencePairs,
-    embed_sequence, sequence_cross_entropy,
+    embed_sequence,
 };
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Tensor};
@@ -223,7 +224,7 @@ fn learned_positions_and_sequence_loss_gradients() {
     check("sequence cross-entropy", &["2|->3,5"], |g, p| {
         let targets = data(g, "targets", "2|->3", vec![4., 0., 2., 1., 3., 3.]);
         let mask = data(g, "mask", "2|->3", vec![1., 1., 0., 1., 1., 1.]);
-        sequence_cross_entropy(&p[0], &targets, &mask, 5)
+        sequence_cross_entropy(&p[0], &targets, &mask)
     });
 }
 
@@ -533,7 +534,6 @@ fn sequence_loss_leaves_padded_positions_out() {
             targets.iter().map(|&t| t as f64).collect(),
         ),
         &data(&graph, "mask", "2|->3", mask.to_vec()),
-        5,
     );
     let values = forward(&graph, &[&loss]);
     let mut total = 0.0;

@@ -1,0 +1,13 @@
+use rcannl_tensor::{Graph, op};
+
+fn main() {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("2,3").build();
+    let b = graph.data("b").shape("3,4").build();
+    op! { let _c = a @ b; }
+    op! {
+        fn layer(x) {
+            relu({ w } @ x)
+        }
+    }
+}
