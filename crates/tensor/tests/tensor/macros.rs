@@ -262,7 +262,7 @@ fn shape_errors_point_at_the_operator() {
     let line = line!() + 1;
     let sum = op! { relu(a) + b };
     let e = sum.error().expect("3 and 4 do not broadcast");
-    let at = format!("crates/tensor/tests/macros.rs:{line}:");
+    let at = format!("{}:{line}:", file!());
     assert!(e.message.contains(&at), "{e}");
     assert_eq!(graph.check().unwrap_err(), e);
 }
@@ -479,7 +479,7 @@ fn errors_found_when_shapes_close_point_at_the_expression_too() {
     let e = Context::with_backend(&graph, Box::new(Interpreter))
         .init_params()
         .expect_err("w's output size is given by nothing");
-    let at = format!("crates/tensor/tests/macros.rs:{line}:");
+    let at = format!("{}:{line}:", file!());
     assert!(e.message.contains(&at), "{e}");
 }
 
