@@ -5,9 +5,7 @@
 
 #![cfg(unix)]
 
-mod common;
-
-use common::{fresh_dir, rcannl, rcannl_os, stderr, stdout};
+use crate::common::{fresh_dir, rcannl, rcannl_os, stderr, stdout};
 
 use std::ffi::OsStr;
 use std::fs;

@@ -2,9 +2,7 @@
 //! the axis it slides over is a shape error (exit status 1) naming the operation, both tensors and
 //! both bases; bases that agree, or a default one, convolve as before.
 
-mod common;
-
-use common::{rcannl, stderr, stdout};
+use crate::common::{rcannl, stderr, stdout};
 
 use serde_json::{Value, json};
 

@@ -1,7 +1,5 @@
 //! Running the built `rcannl` binary and reading what it wrote, for every end-to-end test.
 
-#![allow(dead_code)] // Each test file uses its own part.
-
 use std::process::{Command, Output};
 
 pub fn rcannl(args: &[&str]) -> Output {

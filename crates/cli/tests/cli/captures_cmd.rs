@@ -2,9 +2,7 @@
 //! and row variables the path sums out of one operand first, or contracts away before its last
 //! step, are reported with their sizes.
 
-mod common;
-
-use common::run_on;
+use crate::common::run_on;
 
 use serde_json::json;
 

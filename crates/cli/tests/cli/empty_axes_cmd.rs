@@ -3,9 +3,7 @@
 //! have no values, gradients of empty inputs are empty. Expected values are numpy's, written
 //! beside each case with the expression that gives them.
 
-mod common;
-
-use common::{fresh_dir, output_shape, rcannl, run, run_on, stderr, stdout};
+use crate::common::{fresh_dir, output_shape, rcannl, run, run_on, stderr, stdout};
 
 use serde_json::json;
 

@@ -14,16 +14,14 @@
 //!
 //! A failure prints the seed, the case and the command line that reproduces it; the case's files
 //! are kept. The long run: `RCANNL_FUZZ_CLI_CASES=100000 cargo test --release -p rcannl-cli
-//! --test fuzz -- --nocapture`.
+//! --test cli fuzz:: -- --nocapture`.
 
-mod fuzz {
-    pub mod cases;
-    pub mod check;
-    pub mod naive;
-    pub mod npy_files;
-    pub mod rng;
-    pub mod run;
-}
+mod cases;
+mod check;
+mod naive;
+mod npy_files;
+mod rng;
+mod run;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -31,10 +29,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fuzz::cases::generate;
-use fuzz::check::{Verdict, judge};
-use fuzz::rng::Rng;
-use fuzz::run::{run, shell_line};
+use cases::generate;
+use check::{Verdict, judge};
+use rng::Rng;
+use run::{run, shell_line};
 
 /// A variable's value, or `default` when it is unset; a value that does not parse is an error.
 fn setting(name: &str, default: u64) -> u64 {

@@ -2,12 +2,10 @@
 //! a run on the C backend, listed, cleaned down to the cap and emptied; the cap from
 //! `$RCANNL_CACHE_MAX_BYTES`; a folder that cannot be read is an `io` error.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{fresh_dir, stderr, stdout};
+use crate::common::{fresh_dir, stderr, stdout};
 use serde_json::{Value, json};
 
 /// Runs the binary with the cache in `folder` and the variables `env` set.

@@ -2,9 +2,7 @@
 //! sums and concatenations that sum over labels the result leaves out. Expected values are
 //! computed here, by hand loops, and both backends must print them.
 
-mod common;
-
-use common::{output_shape, range, rcannl, run, run_error, stdout};
+use crate::common::{output_shape, range, rcannl, run, run_error, stdout};
 
 use serde_json::{Value, json};
 

@@ -6,13 +6,11 @@
 //! `RCANNL_REQUIRE_GPU` is set. Built without the `gpu` feature (`.ci/run` does so), the GPU is
 //! never present, and choosing it must be an error naming the feature.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{rcannl, run_on, stderr, stdout};
+use crate::common::{rcannl, run_on, stderr, stdout};
 use serde_json::Value;
 
 /// Whether the GPU can run here. Without it, one line on standard error (written past the test

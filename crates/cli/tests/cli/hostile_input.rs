@@ -2,9 +2,7 @@
 //! wrong (exit status 1) or the right answer; never a panic, an abort, unbounded memory or a
 //! wrapped number in a message.
 
-mod common;
-
-use common::{exited_cleanly, fresh_dir, rcannl, rcannl_os, stderr, stdout};
+use crate::common::{exited_cleanly, fresh_dir, rcannl, rcannl_os, stderr, stdout};
 
 use std::ffi::OsStr;
 use std::path::Path;

@@ -4,9 +4,9 @@
 //!
 //! `.npy` inputs are written and `-o` files read here, by hand, independently of the command.
 
-mod common;
+use crate::common;
 
-use common::{fresh_dir, rcannl, run, run_on, stderr, stdout};
+use crate::common::{fresh_dir, rcannl, run, run_on, stderr, stdout};
 
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,6 @@
 //! End-to-end tests of `rcannl explain`: run the built binary and check the parts of its report.
 
-mod common;
-
-use common::rcannl;
+use crate::common::rcannl;
 
 /// Runs `rcannl explain ARGS`, expects success, and returns stdout.
 fn explain(args: &[&str]) -> String {

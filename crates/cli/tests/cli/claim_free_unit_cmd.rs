@@ -2,9 +2,7 @@
 //! numpy's axes of size 1 do (an explicit `1` does not), on both backends; a malformed `1*` is a
 //! parse error at its column.
 
-mod common;
-
-use common::{rcannl, stderr, stdout};
+use crate::common::{rcannl, stderr, stdout};
 
 use serde_json::{Value, json};
 

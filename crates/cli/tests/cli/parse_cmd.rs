@@ -1,9 +1,7 @@
 //! End-to-end tests of `rcannl parse`: run the built binary and check its stdout, stderr and exit
 //! status. JSON output is checked through parsed values; one snapshot pins the human layout.
 
-mod common;
-
-use common::{rcannl, stderr, stdout};
+use crate::common::{rcannl, stderr, stdout};
 
 use serde_json::{Value, json};
 

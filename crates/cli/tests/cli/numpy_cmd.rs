@@ -5,9 +5,9 @@
 //! `python3 -c "import numpy as np; r = lambda *s: np.arange(float(np.prod(s))).reshape(s);
 //! print(np.einsum(SPEC, r(SHAPE1), r(SHAPE2)).ravel().tolist())"`.
 
-mod common;
+use crate::common;
 
-use common::{fresh_dir, output_shape, rcannl, stderr, stdout};
+use crate::common::{fresh_dir, output_shape, rcannl, stderr, stdout};
 
 use serde_json::{Value, json};
 

@@ -1,9 +1,7 @@
 //! End-to-end tests of `rcannl einsum`: run the built binary and compare its JSON output exactly
 //! with values computed here, independently, on both backends.
 
-mod common;
-
-use common::{range, rcannl, run, run_error, run_on, stderr, stdout};
+use crate::common::{range, rcannl, run, run_error, run_on, stderr, stdout};
 
 use std::path::PathBuf;
 
