@@ -11,8 +11,7 @@ use rcannl_nn::optim::Sgd;
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Tensor};
 
-mod support;
-use support::{backends, check, weights};
+use crate::support::{backends, check, weights};
 
 /// Batch normalization of `channels` f64 channels whose gain and bias are the check's inputs
 /// 1 and 2.

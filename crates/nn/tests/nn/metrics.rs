@@ -6,8 +6,7 @@ use rcannl_nn::loss::mse;
 use rcannl_nn::metrics::{accuracy, argmax, binary_accuracy};
 use rcannl_tensor::{Context, Graph, Tensor};
 
-mod support;
-use support::{backends, check, data};
+use crate::support::{backends, check, data};
 
 /// The cells of `build`'s result on `backend`.
 fn values(backend: Box<dyn Backend>, build: impl Fn(&Graph) -> Tensor) -> Vec<f64> {

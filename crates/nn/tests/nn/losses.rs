@@ -7,6 +7,8 @@ use rcannl_ir::Precision;
 use rcannl_nn::loss::{cross_entropy, cross_entropy_ids, hinge, mean};
 use rcannl_tensor::{Context, Graph};
 
+use crate::support;
+
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
         Box::new(Interpreter),
@@ -53,8 +55,6 @@ fn the_hinge_loss_averages_over_the_examples() {
         assert_eq!(ctx.values(&loss).unwrap(), vec![2.5 / 4.0]);
     }
 }
-
-mod support;
 
 #[test]
 fn class_ids_given_as_probabilities_are_an_error_naming_the_loss_to_use() {

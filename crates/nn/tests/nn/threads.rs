@@ -19,8 +19,7 @@ use rcannl_nn::transformer::{
 };
 use rcannl_tensor::{Context, Graph};
 
-mod support;
-use support::{backends, data};
+use crate::support::{backends, data};
 
 fn send_and_sync<T: Send + Sync>() {}
 

@@ -17,8 +17,7 @@ use rcannl_nn::transformer::{
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Tensor};
 
-mod support;
-use support::{backends, check, data, weights};
+use crate::support::{backends, check, data, weights};
 
 /// A padding mask for 2 sequences of 5 keys: the first has 3 tokens, the second 5.
 fn padding(graph: &Graph) -> Tensor {

@@ -2,7 +2,7 @@
 //! builder API: the compiled training step is the same code on both CPU backends, and training
 //! reaches the same accuracy.
 
-mod support;
+use crate::support;
 
 use rcannl_nn::data::moons;
 use rcannl_nn::loss::hinge;
