@@ -19,8 +19,7 @@ use rcannl_shape::solver::{Leaf, Solver};
 use rcannl_shape::spec::{Kind, parse_einsum};
 use rcannl_shape::term::{Basis, Dim, Row, Shape, VarSupply};
 
-mod common;
-use common::{config, pool_dim};
+use crate::common::{config, pool_dim};
 
 // ---------------------------------------------------------------------------------------------
 // Well-formed operation graphs

@@ -16,8 +16,7 @@ use rcannl_shape::constraint::Constraint;
 use rcannl_shape::solver::{Leaf, Solver};
 use rcannl_shape::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape};
 
-mod common;
-use common::{config, pool_dim};
+use crate::common::{config, pool_dim};
 
 // ---------------------------------------------------------------------------------------------
 // Arbitrary constraint sets
