@@ -1,9 +1,7 @@
 //! The optimizer's passes on hand-built routines: the printed routine before and after each, and
 //! both versions run by the interpreter on the same inputs with the same results.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 use rcannl_backends::interpreter::Buffers;
 use rcannl_ir::optimize::{accumulate, cse, fills, memory, simplify, virtualize};

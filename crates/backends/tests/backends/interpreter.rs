@@ -1,11 +1,9 @@
 //! Hand-built programs lowered and run by the interpreter, checked against values computed
 //! independently here.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 
 use rcannl_backends::interpreter::{Buffers, run};
 use rcannl_ir::{

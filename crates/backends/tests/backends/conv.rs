@@ -5,11 +5,9 @@
 //! picks and on each other kernel this CPU runs, forced. Inputs are quarter-integers, so every
 //! sum is exact and the results must be equal.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use rcannl_backends::Buffers;
 use rcannl_backends::cc::{Compiler, F32Product, cpu_extensions};
 use rcannl_backends::interpreter::run_routine;

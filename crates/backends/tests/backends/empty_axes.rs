@@ -2,11 +2,9 @@
 //! over nothing (the accumulator's neutral element, as numpy's `initial`), and matrix products
 //! with an empty dimension, each run as lowered and as optimized.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use rcannl_backends::Buffers;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::interpreter::run_routine;

@@ -2,11 +2,9 @@
 //! fan-out of random bits, margins reset to the consumer's neutral element, and computation in
 //! every precision, lowered and run by the interpreter against values computed here.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::interpreter::{Buffers, run, run_routine};
 use rcannl_ir::value::uniform;

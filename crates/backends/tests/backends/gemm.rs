@@ -3,11 +3,9 @@
 //! arrangement of batch, row, column and reduction axes, packed or in place; and the AVX2 f32
 //! kernel, forced, on products whose every size leaves its tiles and blocks partial.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use rcannl_backends::Buffers;
 use rcannl_backends::cc::{Compiler, F32Product, cpu_extensions};

@@ -1,9 +1,7 @@
 //! Loop-invariant hoisting on hand-built routines: what moves out of which loop (and what must
 //! stay), and both versions run by the interpreter on the same inputs with the same bits.
 
-mod common;
-
-use common::run_routine_on;
+use crate::common::run_routine_on;
 use rcannl_backends::cc::codegen::{Step, generate};
 use rcannl_backends::interpreter::Buffers;
 use rcannl_ir::optimize::hoist::{hoist_invariants, hoist_invariants_into_nests};

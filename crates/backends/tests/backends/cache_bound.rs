@@ -2,13 +2,11 @@
 //! uses, and the folder can be listed and cleaned; temporary files of live builds and files that
 //! are not the cache's are left alone.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use rcannl_backends::cache;
 use rcannl_backends::cc::Compiler;
 use rcannl_ir::{Binop, Routine, Unop};
