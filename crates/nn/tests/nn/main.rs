@@ -1,0 +1,17 @@
+//! The nn crate's integration tests, one module a file, built as one test binary: every test
+//! binary links the whole dependency tree (wgpu among it), so one link serves them all.
+//! `mpi_ranks` stays a binary of its own: it has its own `main` and runs itself under mpirun.
+
+mod blocks;
+mod checkpoint;
+mod cnn;
+mod losses;
+mod macro_models;
+mod metrics;
+mod optim;
+// Shared with the conformance suite of rcannl-fuzz, which includes it by path too.
+#[path = "../support/mod.rs"]
+mod support;
+mod threads;
+mod train;
+mod transformer;
