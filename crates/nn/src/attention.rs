@@ -1,13 +1,16 @@
 //! Attention over sequences laid out `batch | -> time, model`: multi-head attention (heads first
 //! inside, `heads, time, head`) of queries from one sequence over keys and values from the same
-//! sequence or another of a different length, masks as tensors (1 = attend, 0 = ignore,
-//! broadcast over heads), softmax temperature, dropout of the attention weights, rotary position
-//! embeddings, per-position dense layers, and the pre-norm transformer block.
+//! sequence or another of a different length, with or without biases on its projections (PyTorch's
+//! `nn.MultiheadAttention`), masks as tensors (1 = attend, 0 = ignore; or true = ignored, as
+//! PyTorch's boolean `attn_mask`; or added to the scores; broadcast over heads), softmax
+//! temperature, dropout of the attention weights, rotary position embeddings, per-position dense
+//! layers, and the pre-norm transformer block.
 
 use half::{bf16, f16};
 use rcannl_ir::Precision;
-use rcannl_tensor::{Graph, Tensor, TensorError};
+use rcannl_tensor::{Graph, Init, Tensor, TensorError};
 
+use crate::blocks::dense_over_trailing_axes;
 use crate::dropout::dropout;
 use crate::norm::{LayerNorm, softmax};
 
@@ -43,9 +46,14 @@ fn masked_score(precision: Precision) -> f64 {
     }
 }
 
-/// `x` (`… | -> t, d`) projected by `w` (`d -> h, t?, e`): per head, per position.
-fn project(x: &Tensor, w: &Tensor) -> Tensor {
-    x.einsum("...|...->t, d; d -> h, e => ...|...->h, t, e", w)
+/// `x` (`… | -> t, d`) projected by `w` (`d -> h, e`), plus `b` (`-> h, e`) if given: per head,
+/// per position.
+fn project(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
+    let projected = x.einsum("...|...->t, d; d -> h, e => ...|...->h, t, e", w);
+    match b {
+        Some(b) => projected.outer_sum("...|...->h, t, e; h, e => ...|...->h, t, e", b),
+        None => projected,
+    }
 }
 
 /// The causal mask as a tensor: `time × time` (`-> t, s`), 1 where the key is at or before the
@@ -57,18 +65,32 @@ pub fn causal_mask(graph: &Graph, time: usize) -> Tensor {
     ahead.lt(&graph.number(0.0)).not()
 }
 
-/// How attention weighs the keys, besides the scores: masks (1 = attend, 0 = ignore: an ignored
-/// key's weight is exactly 0, and a query that ignores every key weighs them all alike), each
-/// broadcast against the scores `batch | -> heads, t, s` from the right (so `batch | -> s` is a
-/// padding mask per key position, `t, s` or `batch | -> t, s` a mask per query and key, such as
-/// [`causal_mask`]); a softmax temperature (scores are divided by `√head · temperature`);
-/// dropout of the weights; and rotary embeddings of queries and keys (for self-attention, where
-/// both have the rotary tables' length).
+/// How attention weighs the keys, besides the scores: masks, each broadcast against the scores
+/// `batch | -> heads, t, s` from the right (so `batch | -> s` is a padding mask per key
+/// position, `t, s` or `batch | -> t, s` a mask per query and key, such as [`causal_mask`]); a
+/// softmax temperature (scores are divided by `√head · temperature`); dropout of the weights;
+/// and rotary embeddings of queries and keys (for self-attention, where both have the rotary
+/// tables' length).
+///
+/// Masks come in three conventions, which may be mixed:
+/// - [`AttendOptions::mask`]: 1 (nonzero) = attend, 0 = ignore — the convention of
+///   `torch.nn.functional.scaled_dot_product_attention`'s boolean `attn_mask`;
+/// - [`AttendOptions::mask_where_true`]: true (nonzero) = ignore, 0 = attend — the convention of
+///   `torch.nn.MultiheadAttention`'s boolean `attn_mask` and `key_padding_mask`;
+/// - [`AttendOptions::additive_mask`]: a float added to the scaled scores (0 keeps a key, −∞
+///   removes it, other values bias it), PyTorch's float masks.
+///
+/// An ignored key's weight is exactly 0, and a query whose every key is ignored (by the first
+/// two conventions) weighs them all alike, where PyTorch gives NaN; additive masks are added
+/// first, so −∞ added to every key of a query gives NaN, as in PyTorch.
 #[derive(Debug, Clone)]
 pub struct AttendOptions {
     /// Masks of the scores (1 = attend, 0 = ignore), each broadcast from the right against
     /// `batch | -> heads, t, s`; empty by default.
     pub masks: Vec<Tensor>,
+    /// Masks added to the scaled scores (before the softmax and before `masks`), each broadcast
+    /// from the right against `batch | -> heads, t, s`; empty by default.
+    pub additive_masks: Vec<Tensor>,
     /// The softmax temperature: scores are divided by `√head · temperature` (1 by default; finite
     /// and above 0).
     pub temperature: f64,
@@ -83,6 +105,7 @@ impl Default for AttendOptions {
     fn default() -> AttendOptions {
         AttendOptions {
             masks: Vec::new(),
+            additive_masks: Vec::new(),
             temperature: 1.0,
             dropout: None,
             rotary: None,
@@ -96,9 +119,24 @@ impl AttendOptions {
         AttendOptions::default()
     }
 
-    /// The same with one more mask.
+    /// The same with one more mask: 1 (nonzero) = attend, 0 = ignore.
     pub fn mask(mut self, mask: &Tensor) -> AttendOptions {
         self.masks.push(mask.clone());
+        self
+    }
+
+    /// The same with one more boolean mask in PyTorch's `nn.MultiheadAttention` convention:
+    /// true (nonzero) = ignore the key, false (0) = attend. It is kept in `masks` as its
+    /// negation.
+    pub fn mask_where_true(mut self, ignored: &Tensor) -> AttendOptions {
+        self.masks.push(ignored.not());
+        self
+    }
+
+    /// The same with one more mask added to the scaled scores (0 = keep, −∞ = ignore, other
+    /// values bias the key).
+    pub fn additive_mask(mut self, mask: &Tensor) -> AttendOptions {
+        self.additive_masks.push(mask.clone());
         self
     }
 
@@ -151,7 +189,20 @@ impl AttendOptions {
 pub fn attention_weights(
     queries: &Tensor,
     memory: &Tensor,
+    projections: [&Tensor; 2],
+    head: usize,
+    options: &AttendOptions,
+) -> Tensor {
+    biased_attention_weights(queries, memory, projections, [None, None], head, options)
+}
+
+/// [`attention_weights`] with the query and key projections' biases (`-> heads, head`), where
+/// given.
+fn biased_attention_weights(
+    queries: &Tensor,
+    memory: &Tensor,
     [query, key]: [&Tensor; 2],
+    [query_bias, key_bias]: [Option<&Tensor>; 2],
     head: usize,
     options: &AttendOptions,
 ) -> Tensor {
@@ -159,13 +210,19 @@ pub fn attention_weights(
     if let Some(message) = options.problem() {
         return graph.failed_with(TensorError::new(message));
     }
-    let (mut q, mut k) = (project(queries, query), project(memory, key));
+    let (mut q, mut k) = (
+        project(queries, query, query_bias),
+        project(memory, key, key_bias),
+    );
     if let Some(rotary) = &options.rotary {
         q = rotary.apply(&q);
         k = rotary.apply(&k);
     }
     let scores = q.einsum("...|...->h, t, e; ...|...->h, s, e => ...|...->h, t, s", &k);
     let mut scores = times(&scores, 1.0 / ((head as f64).sqrt() * options.temperature));
+    for mask in &options.additive_masks {
+        scores = &scores + mask;
+    }
     for mask in &options.masks {
         // The scores' precision, as the result's promotes with the mask's.
         let precision = scores.precision().promote(mask.precision());
@@ -186,14 +243,39 @@ pub fn attention_weights(
 pub fn attend_with(
     queries: &Tensor,
     memory: &Tensor,
-    [query, key, value, output]: [&Tensor; 4],
+    projections: [&Tensor; 4],
     head: usize,
     options: &AttendOptions,
 ) -> Tensor {
-    let weights = attention_weights(queries, memory, [query, key], head, options);
-    let v = project(memory, value);
+    attend_with_biases(queries, memory, projections, None, head, options)
+}
+
+/// [`attend_with`] with the projections' biases, if given (PyTorch's `nn.MultiheadAttention`
+/// with `bias=True`): each projection's bias is added after it.
+pub fn attend_with_biases(
+    queries: &Tensor,
+    memory: &Tensor,
+    [query, key, value, output]: [&Tensor; 4],
+    biases: Option<&AttentionBiases>,
+    head: usize,
+    options: &AttendOptions,
+) -> Tensor {
+    let bias = |pick: fn(&AttentionBiases) -> &Tensor| biases.map(pick);
+    let weights = biased_attention_weights(
+        queries,
+        memory,
+        [query, key],
+        [bias(|b| &b.query), bias(|b| &b.key)],
+        head,
+        options,
+    );
+    let v = project(memory, value, bias(|b| &b.value));
     let mixed = weights.einsum("...|...->h, t, s; ...|...->h, s, e => ...|...->h, t, e", &v);
-    mixed.einsum("...|...->h, t, e; h, e -> d => ...|...->t, d", output)
+    let out = mixed.einsum("...|...->h, t, e; h, e -> d => ...|...->t, d", output);
+    match bias(|b| &b.output) {
+        Some(b) => out.outer_sum("...|...->t, d; d => ...|...->t, d", b),
+        None => out,
+    }
 }
 
 /// Self-attention of `x` (`batch | -> time, model`) with the projections `[query, key, value,
@@ -357,7 +439,148 @@ impl Attention {
     }
 }
 
-/// A per-position dense layer over the last output axis: `… -> t, d` to `… -> t, width`.
+/// The biases of an attention's four projections, each starting at 0: added to the queries,
+/// keys and values per head (`-> heads, head`) and to the output (`-> model`).
+#[derive(Debug, Clone)]
+pub struct AttentionBiases {
+    /// `-> heads, head`, labelled `<label>.query_bias`.
+    pub query: Tensor,
+    /// `-> heads, head`, labelled `<label>.key_bias`.
+    pub key: Tensor,
+    /// `-> heads, head`, labelled `<label>.value_bias`.
+    pub value: Tensor,
+    /// `-> model`, labelled `<label>.output_bias`.
+    pub output: Tensor,
+}
+
+impl AttentionBiases {
+    /// The biases of attention `label` with parameters of `precision`.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        [model, heads, head]: [usize; 3],
+        precision: Precision,
+    ) -> AttentionBiases {
+        let bias = |name: &str, dims: &[usize]| {
+            graph
+                .param(&format!("{label}.{name}_bias"))
+                .precision(precision)
+                .output(dims.iter().copied())
+                .init(Init::Constant(0.0))
+                .build()
+        };
+        AttentionBiases {
+            query: bias("query", &[heads, head]),
+            key: bias("key", &[heads, head]),
+            value: bias("value", &[heads, head]),
+            output: bias("output", &[model]),
+        }
+    }
+
+    /// The four biases, in the order of the projections.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![
+            self.query.clone(),
+            self.key.clone(),
+            self.value.clone(),
+            self.output.clone(),
+        ]
+    }
+}
+
+/// PyTorch's `nn.MultiheadAttention`: an [`Attention`] (`heads` heads of `model / heads`
+/// values) with biases on its four projections unless built without (`bias=False`).
+#[derive(Debug, Clone)]
+pub struct MultiheadAttention {
+    /// The projections and the head size (`causal` is not read: give [`causal_mask`] as a
+    /// mask).
+    pub attention: Attention,
+    /// The projections' biases, or `None`.
+    pub biases: Option<AttentionBiases>,
+}
+
+impl MultiheadAttention {
+    /// The attention of `label` with f32 parameters: `heads` heads of `model / heads` values,
+    /// with biases if `bias`; an error unless `heads` (at least 1) divides `model`.
+    pub fn new(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        bias: bool,
+    ) -> Result<MultiheadAttention, TensorError> {
+        MultiheadAttention::with_precision(graph, label, [model, heads], bias, Precision::F32)
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        [model, heads]: [usize; 2],
+        bias: bool,
+        precision: Precision,
+    ) -> Result<MultiheadAttention, TensorError> {
+        if heads == 0 || !model.is_multiple_of(heads) {
+            return Err(TensorError::new(format!(
+                "MultiheadAttention '{label}': {heads} heads do not divide the model width {model}"
+            )));
+        }
+        let head = model / heads;
+        let param = |name: &str| graph.param(&format!("{label}.{name}")).precision(precision);
+        let projection = |name: &str| param(name).output([heads, head]).build();
+        Ok(MultiheadAttention {
+            attention: Attention {
+                query: projection("query"),
+                key: projection("key"),
+                value: projection("value"),
+                output: param("output").input([heads, head]).output([model]).build(),
+                head,
+                causal: false,
+            },
+            biases: bias
+                .then(|| AttentionBiases::new(graph, label, [model, heads, head], precision)),
+        })
+    }
+
+    /// Attention of queries from `queries` (`batch | -> t, model`) over keys and values from
+    /// `memory` (`batch | -> s, model`), masked, scaled and dropped out as `options` say.
+    pub fn apply_with(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
+        let a = &self.attention;
+        attend_with_biases(
+            queries,
+            memory,
+            [&a.query, &a.key, &a.value, &a.output],
+            self.biases.as_ref(),
+            a.head,
+            options,
+        )
+    }
+
+    /// The attention weights of [`MultiheadAttention::apply_with`]: `batch | -> heads, t, s`.
+    pub fn weights(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
+        let a = &self.attention;
+        let bias = |pick: fn(&AttentionBiases) -> &Tensor| self.biases.as_ref().map(pick);
+        biased_attention_weights(
+            queries,
+            memory,
+            [&a.query, &a.key],
+            [bias(|b| &b.query), bias(|b| &b.key)],
+            a.head,
+            options,
+        )
+    }
+
+    /// The four projections, then the biases if there are any.
+    pub fn params(&self) -> Vec<Tensor> {
+        let mut params = self.attention.params();
+        params.extend(self.biases.iter().flat_map(AttentionBiases::params));
+        params
+    }
+}
+
+/// A per-position dense layer over the last output axis: `… -> t, d` to `… -> t, width`, with a
+/// bias: the layer of [`Linear`](crate::blocks::Linear) with its default options, as a struct
+/// whose bias is always there.
 #[derive(Debug, Clone)]
 pub struct PositionDense {
     /// `d -> width`.
@@ -375,10 +598,9 @@ impl PositionDense {
         }
     }
 
-    /// `x·w + b` at every position of `x` (`… | -> t, d`).
+    /// `x·w + b` at every position of `x` (`… | -> …, d`, such as `… | -> t, d`).
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        x.einsum("...|...->t, d; d -> f => ...|...->t, f", &self.w)
-            .outer_sum("...|...->t, f; f => ...|...->t, f", &self.b)
+        dense_over_trailing_axes(x, &self.w, Some(&self.b), 1, 1)
     }
 
     /// The weights and the bias.

@@ -1,7 +1,8 @@
 //! Reductions over the last output axis, softmax over any axis, and layer normalization (by the
-//! true mean and variance: the axis size comes from inference, as a tensor); batch normalization
-//! with its train and eval [`Mode`]s and its running statistics' updates, group normalization and
-//! RMS normalization.
+//! true mean and variance: the axis sizes come from inference, as a tensor) over the last output
+//! axis or the last few; batch normalization with its train and eval [`Mode`]s and its running
+//! statistics' updates (exponential or cumulative averages), group normalization and RMS
+//! normalization (over the last output axis or the last few).
 
 use rcannl_ir::Precision;
 use rcannl_tensor::{Formula, Graph, Init, Tensor, TensorError, Update};
@@ -21,11 +22,43 @@ pub fn max_last(x: &Tensor) -> Tensor {
 
 /// The mean over the last output axis: its size is captured from inference.
 pub fn mean_last(x: &Tensor) -> Tensor {
-    let sum = sum_last(x);
-    match sum.capture("c") {
-        Ok(c) => &sum / &x.graph().dim(&c),
+    mean_trailing(x, 1)
+}
+
+/// The trailing output axes `c0, c1, …` (`axes` of them) a spec names.
+fn trailing_axis_names(axes: usize) -> String {
+    (0..axes)
+        .map(|i| format!("c{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The mean over the last `axes` output axes (kept, each of size 1): their sizes are captured
+/// from inference. No axis is an error.
+pub fn mean_trailing(x: &Tensor, axes: usize) -> Tensor {
+    if axes == 0 {
+        return x.graph().failed_with(TensorError::new(
+            "a mean over 0 trailing axes: give at least one",
+        ));
+    }
+    let names = trailing_axis_names(axes);
+    let kept = vec!["0"; axes].join(", ");
+    let sum = x.einsum1(&format!(
+        "...|... -> ..., {names} => ...|... -> ..., {kept}"
+    ));
+    let captured: Vec<String> = (0..axes).map(|i| format!("c{i}")).collect();
+    let captured: Vec<&str> = captured.iter().map(String::as_str).collect();
+    match count_of(&sum, &captured) {
+        Ok(count) => &sum / &count,
         Err(e) => x.graph().failed_with(e),
     }
+}
+
+/// The spec combining `x` with a tensor whose axes are `x`'s last `axes` output axes, at every
+/// position of the other axes (a gain, a bias).
+fn per_position_spec(axes: usize) -> String {
+    let names = trailing_axis_names(axes);
+    format!("...|... -> ..., {names}; {names} => ...|... -> ..., {names}")
 }
 
 /// Softmax over the last output axis (shifted by its maximum, which takes no gradient).
@@ -114,8 +147,10 @@ pub fn log_softmax_axis(x: &Tensor, axis: isize) -> Tensor {
     }
 }
 
-/// Layer normalization over the last output axis: `(x − mean)/√(var + ε)`, scaled and shifted
-/// by a learned gain (starting at 1) and bias (at 0) per position of that axis.
+/// Layer normalization over the last output axis (or, with [`LayerNorm::apply_trailing`], the
+/// last few: PyTorch's `normalized_shape` of several dimensions): `(x − mean)/√(var + ε)` by
+/// the biased variance, scaled and shifted by a learned gain (starting at 1) and bias (at 0) per
+/// position of the normalized axes.
 #[derive(Debug, Clone)]
 pub struct LayerNorm {
     /// The scale per position of the normalized axis (`-> c`, size from use), starting at 1.
@@ -164,13 +199,20 @@ impl LayerNorm {
     /// `x` (`… | … -> …, c`) normalized over its last output axis, then scaled by the gain and
     /// shifted by the bias per position of that axis.
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let centered = x - &mean_last(x);
-        let variance = mean_last(&centered.pmul(&centered));
+        self.apply_trailing(x, 1)
+    }
+
+    /// `x` normalized over its last `axes` output axes together (`2` for `… -> …, h, w` is
+    /// PyTorch's `LayerNorm((h, w))`), then scaled by the gain and shifted by the bias, which
+    /// have those axes. No axis is an error.
+    pub fn apply_trailing(&self, x: &Tensor, axes: usize) -> Tensor {
+        let centered = x - &mean_trailing(x, axes);
+        let variance = mean_trailing(&centered.pmul(&centered), axes);
         let normalized = &centered / &(&variance + self.epsilon).sqrt();
-        let per_position = "...|... -> ..., c; c => ...|... -> ..., c";
+        let per_position = per_position_spec(axes);
         normalized
-            .einsum(per_position, &self.gain)
-            .outer_sum(per_position, &self.bias)
+            .einsum(&per_position, &self.gain)
+            .outer_sum(&per_position, &self.bias)
     }
 
     /// The gain and the bias.
@@ -260,6 +302,11 @@ fn per_channel_param(
 /// momentum 0.1, ε = 1e-5, running mean 0 and running variance 1 at the start. The running
 /// statistics are the model's state (`Graph::state_tensors`), which checkpoints save with its
 /// parameters.
+///
+/// Built by [`BatchNorm::with_cumulative_average`], the running statistics are instead the plain
+/// average of every training batch's statistics so far (PyTorch's `momentum=None`): the `k`-th
+/// step moves them by `1/k` of the way, counting the steps in the state tensor
+/// `<label>.num_batches_tracked`, and `momentum` is not read.
 #[derive(Debug, Clone)]
 pub struct BatchNorm {
     /// The per-channel gain (a parameter, `|->channels`).
@@ -276,6 +323,9 @@ pub struct BatchNorm {
     /// Added to the variance under the root, above 0 (default 1e-5).
     pub epsilon: f64,
     label: String,
+    /// For a cumulative average, the number of steps that updated the running statistics (a
+    /// one-cell state tensor); `None` for an exponential one by `momentum`.
+    batches_tracked: Option<Tensor>,
 }
 
 impl BatchNorm {
@@ -290,6 +340,30 @@ impl BatchNorm {
         label: &str,
         channels: usize,
         precision: Precision,
+    ) -> BatchNorm {
+        BatchNorm::build(graph, label, channels, precision, false)
+    }
+
+    /// Batch normalization whose running statistics are the cumulative average of every
+    /// training batch's (PyTorch's `momentum=None`), with parameters and statistics of
+    /// `precision`; the count of batches is f64 state.
+    pub fn with_cumulative_average(
+        graph: &Graph,
+        label: &str,
+        channels: usize,
+        precision: Precision,
+    ) -> BatchNorm {
+        BatchNorm::build(graph, label, channels, precision, true)
+    }
+
+    /// The block of [`BatchNorm::with_precision`], or of
+    /// [`BatchNorm::with_cumulative_average`] if `cumulative`.
+    fn build(
+        graph: &Graph,
+        label: &str,
+        channels: usize,
+        precision: Precision,
+        cumulative: bool,
     ) -> BatchNorm {
         let statistic = |name: &str, value: f64| {
             graph
@@ -307,6 +381,16 @@ impl BatchNorm {
         // evaluates still loads it from a checkpoint.
         graph.register_state(&running_mean);
         graph.register_state(&running_var);
+        let batches_tracked = cumulative.then(|| {
+            let count = graph
+                .data(&format!("{label}.num_batches_tracked"))
+                .shape("")
+                .precision(Precision::F64)
+                .values(vec![0.0])
+                .build();
+            graph.register_state(&count);
+            count
+        });
         BatchNorm {
             gain: per_channel_param(graph, &format!("{label}.gain"), channels, 1.0, precision),
             bias: per_channel_param(graph, &format!("{label}.bias"), channels, 0.0, precision),
@@ -315,6 +399,7 @@ impl BatchNorm {
             momentum: 0.1,
             epsilon: 1e-5,
             label: label.to_owned(),
+            batches_tracked,
         }
     }
 
@@ -330,11 +415,12 @@ impl BatchNorm {
         }
         let (centered, variance, statistics) = match mode {
             Mode::Train => {
+                let cumulative = self.batches_tracked.is_some();
                 if let Err(e) = check_setting(
                     &owner,
                     "the momentum",
                     self.momentum,
-                    |m| (0.0..=1.0).contains(&m),
+                    |m| cumulative || (0.0..=1.0).contains(&m),
                     "a finite number in [0, 1]",
                 ) {
                     return graph.failed_with(e);
@@ -362,25 +448,36 @@ impl BatchNorm {
             .pmul_spec(PER_CHANNEL, &self.gain)
             .outer_sum(PER_CHANNEL, &self.bias);
         if let Some((mean, variance, count)) = statistics {
-            let keep = 1.0 - self.momentum;
             let n = || Formula::value(&count);
             let unbiased = Formula::value(&variance) * n() / (n() - 1.0);
-            graph.update_in_steps(
-                &normalized,
-                &[
-                    Update::set(
-                        &self.running_mean,
-                        keep * Formula::value(&self.running_mean)
-                            + self.momentum * Formula::value(&mean),
-                    ),
-                    Update::set(
-                        &self.running_var,
-                        keep * Formula::value(&self.running_var) + self.momentum * unbiased,
-                    ),
-                ],
-            );
+            graph.update_in_steps(&normalized, &self.running_updates(mean, unbiased));
         }
         normalized
+    }
+
+    /// The updates of the running statistics towards a batch's `mean` and `unbiased` variance:
+    /// `(1 − factor)·running + factor·batch`, the factor `momentum`, or `1/k` at the `k`-th step
+    /// of a cumulative average (whose count they advance, after reading it).
+    fn running_updates(&self, mean: Tensor, unbiased: Formula) -> Vec<Update> {
+        let factor = || match &self.batches_tracked {
+            Some(count) => 1.0 / (Formula::value(count) + 1.0),
+            None => Formula::Const(self.momentum),
+        };
+        let keep = || match &self.batches_tracked {
+            Some(_) => 1.0 - factor(),
+            None => Formula::Const(1.0 - self.momentum),
+        };
+        let towards = |running: &Tensor, batch: Formula| {
+            Update::set(running, keep() * Formula::value(running) + factor() * batch)
+        };
+        let mut updates = vec![
+            towards(&self.running_mean, Formula::value(&mean)),
+            towards(&self.running_var, unbiased),
+        ];
+        if let Some(count) = &self.batches_tracked {
+            updates.push(Update::set(count, Formula::value(count) + 1.0));
+        }
+        updates
     }
 
     /// The learned parameters: gain and bias.
@@ -388,9 +485,14 @@ impl BatchNorm {
         vec![self.gain.clone(), self.bias.clone()]
     }
 
-    /// The running statistics (mean, variance), to save with the parameters.
+    /// The running statistics (mean, variance), then the count of batches of a cumulative
+    /// average, to save with the parameters.
     pub fn state(&self) -> Vec<Tensor> {
-        vec![self.running_mean.clone(), self.running_var.clone()]
+        [&self.running_mean, &self.running_var]
+            .into_iter()
+            .chain(&self.batches_tracked)
+            .cloned()
+            .collect()
     }
 }
 
@@ -520,9 +622,10 @@ impl GroupNorm {
     }
 }
 
-/// Root-mean-square normalization over the last output axis (Zhang and Sennrich):
-/// `x/√(mean(x²) + ε)`, scaled by a learned gain per position of that axis (starting at 1), with
-/// no centering and no bias; ε = 1e-6.
+/// Root-mean-square normalization over the last output axis (Zhang and Sennrich), or with
+/// [`RmsNorm::apply_trailing`] over the last few (PyTorch's `RMSNorm` with a `normalized_shape`
+/// of several dimensions): `x/√(mean(x²) + ε)`, scaled by a learned gain per position of the
+/// normalized axes (starting at 1), with no centering and no bias; ε = 1e-6.
 #[derive(Debug, Clone)]
 pub struct RmsNorm {
     /// The gain per position of the last output axis; its size comes from use.
@@ -551,13 +654,19 @@ impl RmsNorm {
 
     /// `x` normalized over its last output axis.
     pub fn apply(&self, x: &Tensor) -> Tensor {
+        self.apply_trailing(x, 1)
+    }
+
+    /// `x` normalized over its last `axes` output axes together, then scaled by the gain, which
+    /// has those axes. No axis is an error.
+    pub fn apply_trailing(&self, x: &Tensor, axes: usize) -> Tensor {
         let owner = format!("RmsNorm of gain '{}'", self.gain.label());
         if let Err(e) = check_epsilon(&owner, self.epsilon) {
             return x.graph().failed_with(e);
         }
-        let inverse_root = (&mean_last(&x.pmul(x)) + self.epsilon).recip_sqrt();
-        let per_position = "...|... -> ..., c; c => ...|... -> ..., c";
-        x.pmul(&inverse_root).pmul_spec(per_position, &self.gain)
+        let inverse_root = (&mean_trailing(&x.pmul(x), axes) + self.epsilon).recip_sqrt();
+        x.pmul(&inverse_root)
+            .pmul_spec(&per_position_spec(axes), &self.gain)
     }
 
     /// The learned parameter: the gain.

@@ -1,6 +1,11 @@
 //! The operator sugar of tensors: `+`, `-`, `/` pointwise with broadcasting, `*` composition
 //! (a scaling where one side is a number), unary `-`; a number on either side is a constant of
 //! the tensor's graph.
+//!
+//! `w * x` is [`Tensor::compose`]: it contracts *every* output axis of `x` with `w`'s input
+//! axes, so on a sequence `batch | -> t, d` it mixes the positions too; a per-position layer
+//! over the last axis is an einsum (`"...|...->..., d; d -> f => ...|...->..., f"`) or
+//! `rcannl_nn`'s `blocks::Linear`. Pointwise products are [`Tensor::pmul`].
 
 use std::ops;
 

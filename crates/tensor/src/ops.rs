@@ -45,6 +45,14 @@ impl Tensor {
     /// `self(other(x))`: `self`'s input axes contract with `other`'s output axes (a matrix
     /// product for matrices, a matrix-vector product for a vector on the right).
     ///
+    /// *All* of `other`'s output axes contract, not only its last: for a sequence `x`
+    /// (`batch | -> t, d`) and weights `w` whose input axes come from use, `w * x` infers `w`'s
+    /// input axes as `t, d` and sums over the positions and the features together — a layer over
+    /// the whole sequence (OCANNL's semantics, what a flattening dense layer wants). A layer
+    /// applied at every position, over the last axis only (PyTorch's `nn.Linear`), is the einsum
+    /// `x.einsum("...|...->..., d; d -> f => ...|...->..., f", &w)`, or `rcannl_nn`'s
+    /// `blocks::Linear`. Batch axes never contract.
+    ///
     /// A table composed with one-hot rows [`Tensor::one_hot`] made is computed as a
     /// [`Tensor::gather`] of its rows by their ids.
     pub fn compose(&self, other: &Tensor) -> Tensor {

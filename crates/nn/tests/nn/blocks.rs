@@ -2,8 +2,11 @@
 //! direct computation.
 
 use rcannl_ir::Precision;
-use rcannl_nn::attention::{Attention, Rotary, TransformerBlock, attend};
-use rcannl_nn::blocks::Mlp;
+use rcannl_nn::attention::{
+    AttendOptions, Attention, AttentionBiases, MultiheadAttention, Rotary, TransformerBlock,
+    attend, attend_with_biases,
+};
+use rcannl_nn::blocks::{Linear, LinearOptions, Mlp};
 use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::Embedding;
@@ -39,6 +42,20 @@ fn layer_norm_and_dense_layers() {
         LayerNorm::with_precision(g, "norm", Precision::F64)
             .apply(&p[0])
             .pmul(&weights(g, "3|->5", 15))
+    });
+    check("linear over the last two axes", &["2|->3,4"], |g, p| {
+        let options = LinearOptions::new()
+            .precision(Precision::F64)
+            .contracted_axes(2);
+        Linear::with_options(g, "linear", &[2, 3], options)
+            .apply(&p[0])
+            .pmul(&weights(g, "2|->2,3", 12))
+    });
+    check("linear per position", &["2|->3,4"], |g, p| {
+        let options = LinearOptions::new().precision(Precision::F64);
+        Linear::with_options(g, "linear", &[5], options)
+            .apply(&p[0])
+            .pmul(&weights(g, "2|->3,5", 30))
     });
     check("mlp", &["2|->3", "3->4", "4->2"], |_, p| {
         // The inputs after the first are the layers' weights, bound by hand.
@@ -207,6 +224,30 @@ fn attention_and_transformer_blocks() {
         );
         out.pmul(&weights(g, "2|->3,4", 24))
     });
+    // The same with biases on every projection, a boolean mask (true = ignored) and an additive
+    // one.
+    let biased_shapes = [&shapes[..], &["->2,2", "->2,2", "->2,2", "->4"]].concat();
+    check("biased masked attention", &biased_shapes, |g, p| {
+        let biases = AttentionBiases {
+            query: p[5].clone(),
+            key: p[6].clone(),
+            value: p[7].clone(),
+            output: p[8].clone(),
+        };
+        let ignored = support::data(
+            g,
+            "ignored",
+            "3,3",
+            vec![0., 1., 0., 0., 0., 1., 0., 0., 0.],
+        );
+        let added = support::data(g, "added", "2|->3", vec![0.5, -1.0, 0.0, 2.0, 0.0, -0.5]);
+        let options = AttendOptions::new()
+            .mask_where_true(&ignored)
+            .additive_mask(&added);
+        let projections = [&p[1], &p[2], &p[3], &p[4]];
+        let out = attend_with_biases(&p[0], &p[0], projections, Some(&biases), 2, &options);
+        out.pmul(&weights(g, "2|->3,4", 24))
+    });
     check("transformer block", &["2|->3,4"], |g, p| {
         let block = TransformerBlock::new(g, "block", 4, 2, 8, true);
         block.apply(&p[0], 3, None).pmul(&weights(g, "2|->3,4", 24))
@@ -253,4 +294,23 @@ fn one_hot_rows_for_ids_of_any_shape() {
             0., 1., 0., 0., 1., 0., 1., 0., 0.,
         ]
     );
+}
+
+#[test]
+fn misconfigured_linear_norm_and_attention_are_errors_naming_them() {
+    let graph = Graph::new();
+    let x = support::data(&graph, "x", "2|->3,4", test_values(24, 1));
+    let options = LinearOptions::new().contracted_axes(0);
+    let _ = Linear::with_options(&graph, "nothing contracted", &[5], options).apply(&x);
+    let error = graph.check().unwrap_err().to_string();
+    assert!(error.contains("nothing contracted"), "{error}");
+
+    let graph = Graph::new();
+    let x = support::data(&graph, "x", "2|->3,4", test_values(24, 1));
+    let _ = LayerNorm::new(&graph, "norm").apply_trailing(&x, 0);
+    let error = graph.check().unwrap_err().to_string();
+    assert!(error.contains("0 trailing axes"), "{error}");
+
+    let error = MultiheadAttention::new(&Graph::new(), "uneven", 10, 3, true).unwrap_err();
+    assert!(error.to_string().contains("uneven"), "{error}");
 }
