@@ -15,7 +15,7 @@ use rcannl_nn::norm::{LayerNorm, log_softmax, softmax};
 use rcannl_tensor::gradcheck::test_values;
 use rcannl_tensor::{Context, Graph, Init, Tensor};
 
-use crate::support::{backends, check, weights};
+use crate::support::{self, backends, check, weights};
 
 #[test]
 fn softmax_and_its_losses() {

@@ -1,4 +1,4 @@
-"""PyTorch's side of `crates/nn/tests/pytorch_layers.rs`: the layers a PyTorch user reaches for
+"""PyTorch's side of `crates/nn/tests/nn/pytorch_layers.rs`: the layers a PyTorch user reaches for
 first, with the weights copied across, in f64.
 
 Arrays are row-major and laid out as rcannl lays its tensors out: a parameter's output axes

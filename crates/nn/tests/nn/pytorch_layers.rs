@@ -14,8 +14,7 @@ use rcannl_nn::loss::sum;
 use rcannl_nn::norm::{BatchNorm, LayerNorm, Mode, RmsNorm};
 use rcannl_tensor::{Context, Graph, Init, Tensor, npy};
 
-mod support;
-use support::backends;
+use crate::support::{self, backends};
 
 /// The path of PyTorch's array `name`.
 fn path(name: &str) -> PathBuf {

@@ -2,7 +2,7 @@
 //! Nesterov momentum and weight decay, Adam with weight decay added to the gradient, AdamW,
 //! AMSGrad, parameter groups with rates and weight decays of their own (under a schedule too),
 //! the split of a model's parameters for weight decay, and the fans of dense weights and
-//! convolution kernels. The references are `.npy` files that `pytorch_optim/reference.py`
+//! convolution kernels. The references are `.npy` files that `tests/pytorch/optim/reference.py`
 //! writes (PyTorch is no test-time dependency): parameters after five steps on given gradients,
 //! in f64, on both CPU backends.
 
@@ -33,7 +33,7 @@ fn backends() -> Vec<Box<dyn Backend>> {
 /// The reference array `name`: its dims and values (row-major).
 fn reference(name: &str) -> (Vec<usize>, Vec<f64>) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/pytorch_optim")
+        .join("tests/pytorch/optim")
         .join(format!("{name}.npy"));
     let reader = npy::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let (dims, cells) = reader

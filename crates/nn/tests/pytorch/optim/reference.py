@@ -1,4 +1,4 @@
-"""PyTorch's optimizers and initializer fans, the references of crates/nn/tests/pytorch_optim.rs.
+"""PyTorch's optimizers and initializer fans, the references of crates/nn/tests/nn/pytorch_optim.rs.
 
 Every optimizer runs `STEPS` steps from the same float64 parameters, each step on gradients
 given outright (`p.grad` set, no loss), so that the test can give rcannl the same gradients (the
@@ -14,7 +14,7 @@ gradient of `sum(x * w)` is `x`). Writes, beside this script:
 
 Regenerate (needs torch and numpy; deterministic), from any folder:
 
-    /path/to/python crates/nn/tests/pytorch_optim/reference.py
+    /path/to/python crates/nn/tests/pytorch/optim/reference.py
 """
 
 from pathlib import Path
