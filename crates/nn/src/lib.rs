@@ -1,14 +1,18 @@
 //! Neural-network building blocks for rcannl, written against `rcannl-tensor`.
 //!
-//! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons),
-//! `attention` multi-head self- and cross-attention with masks, rotary embeddings and the
-//! pre-norm transformer block, `transformer` the encoder and decoder blocks and the
-//! encoder–decoder model with its loss, `position` positional encodings, `norm` softmax over any
-//! axis and layer, batch, group and RMS normalization, `conv` convolutions (full and depthwise)
-//! and pooling, `cnn` convolutional blocks (convolution with batch normalization, residual, VGG,
-//! LeNet, depthwise-separable), `embedding` token
-//! embeddings, `dropout` counter-based dropout, `loss` reductions and losses, `metrics` argmax and accuracies, `optim` optimizers
-//! as update routines with learning-rate schedules, `train` the training loop with its progress
+//! `blocks` has layers whose sizes come from use (dense layers, multi-layer perceptrons, and
+//! `Linear`, PyTorch's dense layer applied at every position), `attention` multi-head self- and
+//! cross-attention (`MultiheadAttention` with projection biases; masks that say where to attend,
+//! where not to, or what to add to the scores), rotary embeddings and the pre-norm transformer
+//! block, `transformer` the encoder and decoder blocks and the encoder–decoder model, `position`
+//! positional encodings, `norm` softmax over any axis and layer, batch (with a momentum or a
+//! cumulative average), group and RMS normalization over one or several trailing axes, `conv`
+//! convolutions (full and depthwise) and pooling, `cnn` convolutional blocks (convolution with
+//! batch normalization, residual, VGG, LeNet, depthwise-separable), `embedding` token embeddings,
+//! `dropout` counter-based dropout, `loss` reductions and every loss (class ids with PyTorch's
+//! `ignore_index` and label smoothing, sequences with masks), `metrics` argmax and accuracies,
+//! `optim` optimizers as update routines (parameter groups, coupled and decoupled weight decay,
+//! AMSGrad, dampening) with learning-rate schedules, `train` the training loop with its progress
 //! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
 //! written whole or not at all and read within their length, `data` generated data sets,
 //! `distributed` data-parallel training over MPI (with the `mpi` feature), and `plot` PNG plots
