@@ -213,7 +213,7 @@ pub trait DeviceCopies: std::fmt::Debug + Send + Sync {
     fn has(&self, node: NodeId) -> bool;
 
     /// Makes the device's copy of `node` hold `bytes` (the whole buffer in its host layout).
-    fn write(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), RunError>;
+    fn write(&mut self, node: &TensorNode, bytes: &[u8]) -> Result<(), RunError>;
 
     /// The copies as `Any`, for the backend that made them to find its own type.
     fn as_any_mut(&mut self) -> &mut dyn Any;
@@ -338,11 +338,10 @@ impl Buffers {
             return Ok(());
         }
         if self.newer_on_host.remove(&node) || !device.has(node) {
-            let storage = self
-                .data
-                .get(&node)
-                .ok_or_else(|| error(format!("no buffer for {node}")))?;
-            device.write(node, storage.bytes())?;
+            let (Some(storage), Some(info)) = (self.data.get(&node), self.nodes.get(&node)) else {
+                return Err(error(format!("no buffer for {node}")));
+            };
+            device.write(info, storage.bytes())?;
         }
         Ok(())
     }
@@ -590,9 +589,9 @@ mod tests {
             self.copies.contains_key(&node)
         }
 
-        fn write(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), RunError> {
+        fn write(&mut self, node: &TensorNode, bytes: &[u8]) -> Result<(), RunError> {
             self.writes += 1;
-            self.copies.insert(node, bytes.to_vec());
+            self.copies.insert(node.id, bytes.to_vec());
             Ok(())
         }
 

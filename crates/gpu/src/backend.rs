@@ -17,12 +17,14 @@ use rcannl_backends::{
     Backend, Buffers, CompileError, CompileErrorKind, Executable, RunError, RunErrorKind,
     default_backend,
 };
-use rcannl_ir::{LocalId, MemoryMode, NodeId, Routine, Stmt, Symbol};
+use rcannl_backends::emit::{CodegenError, CodegenErrorKind};
+use rcannl_ir::{Kind, MemoryMode, NodeId, Routine, Stmt, Symbol};
 
 use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
 use crate::memory::DeviceMemory;
-use crate::wgsl::{Program, check_precisions, generate, holds};
+use crate::traffic;
+use crate::wgsl::{Class, Placement, Program, check_precisions, generate, holds};
 
 /// The GPU backend.
 #[derive(Debug, Clone)]
@@ -89,36 +91,32 @@ impl Backend for Gpu {
                 work: Work::Host(host),
             }));
         }
+        self.check_sizes(routine)?;
         let name = cache::name(routine, features);
         let program = match cache::read(&self.cache_dir, &name) {
             Some(program) => program,
             None => {
-                let program = generate(routine, features)?;
+                let program = generate(routine, features, &Placement::new())?;
                 cache::write(&self.cache_dir, &name, &program);
                 program
             }
         };
-        let pipelines = program
-            .kernels
-            .iter()
-            .map(|k| self.device.pipeline(&k.source))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| device_error(e).context(format_args!("routine {}", routine.name)))?;
-        self.device.keep_pipelines();
+        self.check_limits(routine, &program)?;
         let source = program.source();
+        if let Some(folder) = std::env::var_os(SOURCE_FOLDER) {
+            write_source(Path::new(&folder), routine, &name, &source)?;
+        }
+        let pipelines = self
+            .device
+            .pipelines(&program)
+            .map_err(|e| device_error(e).context(format_args!("routine {}", routine.name)))?;
         let used: BTreeSet<NodeId> = program
             .kernels
             .iter()
-            .flat_map(|k| k.bindings.iter().copied())
+            .flat_map(|k| k.nodes.iter().copied())
             .collect();
         let mut written = written_nodes(routine);
         written.retain(|n| used.contains(n));
-        let statics = self.device.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("rcannl statics"),
-            size: 4 * program.statics.len().max(1) as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         let buffer = |label: &str, size: u64, usage: wgpu::BufferUsages| {
             self.device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -127,13 +125,22 @@ impl Backend for Gpu {
                 mapped_at_creation: false,
             })
         };
-        let spills = program
-            .kernels
-            .iter()
-            .flat_map(|k| k.spills.iter().copied())
-            .collect::<BTreeSet<_>>()
+        let parameters = buffer(
+            "rcannl parameters",
+            4 * (program.statics.len() + program.placed.len()).max(1) as u64,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        );
+        let spills = [Kind::Float, Kind::Int, Kind::Word]
             .into_iter()
-            .map(|id| (id, buffer("rcannl local", 16, wgpu::BufferUsages::STORAGE)))
+            .filter_map(|kind| {
+                let cells = program.spill_cells(kind);
+                let cell_bytes = if kind == Kind::Word { 16 } else { 4 };
+                (cells > 0).then(|| {
+                    let label = format!("rcannl spilled {kind:?} locals");
+                    let spill = buffer(&label, cells * cell_bytes, wgpu::BufferUsages::STORAGE);
+                    (kind, spill)
+                })
+            })
             .collect();
         let most_dispatches = program.kernels.iter().map(|k| k.dispatches).max();
         let chunks = most_dispatches.filter(|&d| d > 1).map(|d| {
@@ -157,15 +164,102 @@ impl Backend for Gpu {
                 device: Arc::clone(&self.device),
                 written,
                 used,
-                program,
+                program: Arc::new(program),
                 pipelines,
                 source,
-                statics,
+                parameters,
                 spills,
                 chunks,
-                bind_groups: Mutex::default(),
+                bound: Mutex::default(),
             })),
         }))
+    }
+}
+
+/// The environment variable naming a folder to write every routine's WGSL into.
+pub const SOURCE_FOLDER: &str = "RCANNL_WGSL_DIR";
+
+/// Writes `source`, the kernels of `routine` kept as `name`, into `folder` as
+/// `<routine>-<name>`.
+fn write_source(
+    folder: &Path,
+    routine: &Routine,
+    name: &str,
+    source: &str,
+) -> Result<(), CompileError> {
+    let path = folder.join(format!("{}-{name}", routine.name));
+    std::fs::create_dir_all(folder)
+        .and_then(|()| std::fs::write(&path, source))
+        .map_err(|e| {
+            CompileError::new(
+                CompileErrorKind::Unavailable,
+                format!("writing the kernels to {} (${SOURCE_FOLDER}): {e}", path.display()),
+            )
+        })
+}
+
+impl Gpu {
+    /// Checks that every tensor of `routine` fits in one arena.
+    fn check_sizes(&self, routine: &Routine) -> Result<(), CompileError> {
+        let most = self.device.arena_bytes();
+        for node in routine.nodes.values() {
+            if node.memory_mode == Some(MemoryMode::Virtual) {
+                continue;
+            }
+            let bytes = node
+                .buffer_dims_checked()
+                .and_then(|d| d.iter().try_fold(1u64, |n, &x| n.checked_mul(x as u64)))
+                .and_then(|cells| cells.checked_mul(Class::of(node.precision).cell_bytes()));
+            if bytes.is_none_or(|b| b > most) {
+                return Err(CodegenError::new(
+                    CodegenErrorKind::TooLarge,
+                    format!(
+                        "tensor '{}' of dims {:?} needs {} bytes on the GPU; this GPU binds at \
+                         most {most} bytes in one storage buffer",
+                        node.label,
+                        node.dims,
+                        bytes.map_or("more than 2^64".to_owned(), |b| b.to_string())
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every kernel of `program` against the adapter's limits on bindings and
+    /// workgroups.
+    fn check_limits(&self, routine: &Routine, program: &Program) -> Result<(), CompileError> {
+        let limits = &self.device.limits;
+        for (i, kernel) in program.kernels.iter().enumerate() {
+            let bound = kernel.arenas.len()
+                + usize::from(kernel.parameters)
+                + kernel.spills.len()
+                + usize::from(kernel.dispatches > 1);
+            let workgroup = kernel.workgroup;
+            let problem = if bound > limits.max_storage_buffers_per_shader_stage as usize {
+                format!(
+                    "binds {bound} storage buffers; this GPU binds at most {}",
+                    limits.max_storage_buffers_per_shader_stage
+                )
+            } else if workgroup > limits.max_compute_invocations_per_workgroup
+                || workgroup > limits.max_compute_workgroup_size_x
+            {
+                format!(
+                    "runs workgroups of {workgroup} invocations; this GPU runs at most {}",
+                    limits
+                        .max_compute_invocations_per_workgroup
+                        .min(limits.max_compute_workgroup_size_x)
+                )
+            } else {
+                continue;
+            };
+            return Err(CompileError::new(
+                CompileErrorKind::Device,
+                format!("routine {}: kernel {i} {problem}", routine.name),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -202,21 +296,37 @@ enum Work {
 #[derive(Debug)]
 struct Kernels {
     device: Arc<Device>,
-    program: Program,
+    /// The kernels as compiled, every tensor in arena 0 of its class.
+    program: Arc<Program>,
     pipelines: Vec<Arc<Pipeline>>,
     source: String,
     written: BTreeSet<NodeId>,
     used: BTreeSet<NodeId>,
-    /// The static indices of a run, as the kernels read them.
-    statics: wgpu::Buffer,
-    /// The one-cell buffers of the locals kernels keep in memory.
-    spills: HashMap<LocalId, wgpu::Buffer>,
+    /// The kernels' parameters: the static indices of a run, then the tensors' offsets in their
+    /// arenas.
+    parameters: wgpu::Buffer,
+    /// The spilled locals of each compute kind: a cell per slot and invocation.
+    spills: Vec<(Kind, wgpu::Buffer)>,
     /// For kernels dispatched in chunks: the numbers 0, 1, … and the cell each dispatch reads
     /// its own from (copied in before it).
     chunks: Option<(wgpu::Buffer, wgpu::Buffer)>,
-    /// The bind groups of each kernel, made on the first run over a set of device copies (the
-    /// copies of a node never move, so neither do the groups).
-    bind_groups: Mutex<Option<(u64, Vec<Option<wgpu::BindGroup>>)>>,
+    /// What the last run bound.
+    bound: Mutex<Option<Bound>>,
+}
+
+/// The kernels bound over one set of device copies, as last run: made again when the copies,
+/// their arenas or the tensors' arenas change.
+#[derive(Debug)]
+struct Bound {
+    memory: u64,
+    generation: u64,
+    placement: Placement,
+    /// The program for that placement (the compiled one where every tensor lies in arena 0).
+    program: Arc<Program>,
+    pipelines: Vec<Arc<Pipeline>>,
+    groups: Vec<Option<wgpu::BindGroup>>,
+    /// The parameters last written to the device.
+    parameters: Vec<i32>,
 }
 
 impl Executable for GpuRoutine {
@@ -246,10 +356,7 @@ impl Kernels {
         buffers: &mut Buffers,
         statics: &HashMap<Symbol, i64>,
     ) -> Result<(), RunError> {
-        let values: Vec<i32> = static_values(routine, statics)?
-            .into_iter()
-            .map(|v| v as i32)
-            .collect();
+        let values = static_values(routine, statics)?;
         for id in &self.used {
             let given = buffers.nodes().get(id).ok_or_else(|| {
                 RunError::new(RunErrorKind::Buffers, format!("no buffer for {id}"))
@@ -276,62 +383,39 @@ impl Kernels {
                 )
             })?;
         let device = &self.device;
-        if !values.is_empty() {
-            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
-            device.queue.write_buffer(&self.statics, 0, &bytes);
+        let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
+        let placement = memory.placement(self.used.iter().copied());
+        if bound.as_ref().is_none_or(|b| {
+            b.memory != memory.id || b.generation != memory.generation || b.placement != placement
+        }) {
+            *bound = Some(self.bind(routine, memory, placement)?);
         }
-        let identity = memory.id;
-        let mut groups = self.bind_groups.lock().unwrap_or_else(|p| p.into_inner());
-        if groups.as_ref().is_none_or(|(owner, _)| *owner != identity) {
-            let mut made = Vec::with_capacity(self.program.kernels.len());
-            for (kernel, pipeline) in self.program.kernels.iter().zip(&self.pipelines) {
-                if kernel.invocations == 0 {
-                    made.push(None);
-                    continue;
-                }
-                let mut entries = Vec::with_capacity(kernel.bindings.len() + 1);
-                for (i, id) in kernel.bindings.iter().enumerate() {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: i as u32,
-                        resource: memory.buffer(*id)?.as_entire_binding(),
-                    });
-                }
-                if kernel.reads_statics {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: entries.len() as u32,
-                        resource: self.statics.as_entire_binding(),
-                    });
-                }
-                for id in &kernel.spills {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: entries.len() as u32,
-                        resource: self.spills[id].as_entire_binding(),
-                    });
-                }
-                if kernel.dispatches > 1 {
-                    let (_, current) = self.chunks.as_ref().expect("made with the kernels");
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: entries.len() as u32,
-                        resource: current.as_entire_binding(),
-                    });
-                }
-                made.push(Some(device.device.create_bind_group(
-                    &wgpu::BindGroupDescriptor {
-                        label: None,
-                        layout: &pipeline.layout,
-                        entries: &entries,
-                    },
-                )));
-            }
-            *groups = Some((identity, made));
+        let bound = bound.as_mut().expect("bound above");
+        let mut parameters: Vec<i32> = values.into_iter().map(|v| v as i32).collect();
+        for node in &bound.program.placed {
+            let offset = match memory.place(*node) {
+                Ok(place) => place.offset / place.arena.class.cell_bytes(),
+                Err(_) => 0,
+            };
+            parameters.push(offset as i32);
         }
-        let (_, made) = groups.as_ref().expect("made above");
+        if parameters != bound.parameters {
+            let bytes: Vec<u8> = parameters.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            device.queue.write_buffer(&self.parameters, 0, &bytes);
+            traffic::count_written(bytes.len() as u64);
+            bound.parameters = parameters;
+        }
         let mut encoder = device
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         let max_groups = device.limits.max_compute_workgroups_per_dimension.max(1) as u64;
-        for ((kernel, pipeline), group) in
-            self.program.kernels.iter().zip(&self.pipelines).zip(made)
+        let mut dispatched = 0;
+        for ((kernel, pipeline), group) in bound
+            .program
+            .kernels
+            .iter()
+            .zip(&bound.pipelines)
+            .zip(&bound.groups)
         {
             let Some(group) = group else { continue };
             let workgroups = kernel.invocations.div_ceil(u64::from(kernel.workgroup));
@@ -347,15 +431,93 @@ impl Kernels {
                 pass.set_pipeline(&pipeline.pipeline);
                 pass.set_bind_group(0, group, &[]);
                 pass.dispatch_workgroups(x as u32, y as u32, 1);
+                dispatched += 1;
             }
         }
         device.queue.submit([encoder.finish()]);
-        drop(groups);
+        traffic::count_dispatches(dispatched);
         for id in &self.written {
             buffers.mark_written_on_device(*id);
         }
         device
             .take_errors(&format!("running routine {}", routine.name))
             .map_err(|e| RunError::new(RunErrorKind::Device, e.message))
+    }
+
+    /// The kernels for the tensors' places in `memory` (generated again where a tensor lies
+    /// beyond arena 0 of its class) and their bind groups.
+    fn bind(
+        &self,
+        routine: &Routine,
+        memory: &DeviceMemory,
+        placement: Placement,
+    ) -> Result<Bound, RunError> {
+        let device_failure = |message: String| {
+            RunError::new(
+                RunErrorKind::Device,
+                format!("routine {}: {message}", routine.name),
+            )
+        };
+        let (program, pipelines) = if placement.is_empty() {
+            (Arc::clone(&self.program), self.pipelines.clone())
+        } else {
+            let program = generate(routine, self.device.features, &placement)
+                .map_err(|e| device_failure(e.to_string()))?;
+            let pipelines = self
+                .device
+                .pipelines(&program)
+                .map_err(|e| device_failure(e.message))?;
+            (Arc::new(program), pipelines)
+        };
+        let mut groups = Vec::with_capacity(program.kernels.len());
+        for (kernel, pipeline) in program.kernels.iter().zip(&pipelines) {
+            if kernel.invocations == 0 {
+                groups.push(None);
+                continue;
+            }
+            let mut resources = Vec::with_capacity(kernel.arenas.len() + 4);
+            for arena in &kernel.arenas {
+                resources.push(memory.arena(*arena)?.as_entire_binding());
+            }
+            if kernel.parameters {
+                resources.push(self.parameters.as_entire_binding());
+            }
+            for (kind, _) in &kernel.spills {
+                let (_, spill) = self
+                    .spills
+                    .iter()
+                    .find(|(k, _)| k == kind)
+                    .expect("made with the kernels");
+                resources.push(spill.as_entire_binding());
+            }
+            if kernel.dispatches > 1 {
+                let (_, current) = self.chunks.as_ref().expect("made with the kernels");
+                resources.push(current.as_entire_binding());
+            }
+            let entries: Vec<wgpu::BindGroupEntry> = resources
+                .into_iter()
+                .enumerate()
+                .map(|(i, resource)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource,
+                })
+                .collect();
+            groups.push(Some(self.device.device.create_bind_group(
+                &wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                },
+            )));
+        }
+        Ok(Bound {
+            memory: memory.id,
+            generation: memory.generation,
+            placement,
+            program,
+            pipelines,
+            groups,
+            parameters: Vec::new(),
+        })
     }
 }

@@ -8,17 +8,19 @@ use std::fmt::Write;
 use std::path::Path;
 
 use rcannl_backends::cache;
-use rcannl_ir::{LocalId, NodeId, Routine, Symbol};
+use rcannl_backends::emit::kind_name;
+use rcannl_ir::{Kind, NodeId, Routine, Symbol};
 
-use crate::wgsl::{DeviceFeatures, Kernel, Program};
+use crate::wgsl::{Arena, Class, DeviceFeatures, Kernel, Program};
 
 /// The first line of a kept program.
-const MAGIC: &str = "// rcannl gpu program 2";
+const MAGIC: &str = "// rcannl gpu program 3";
 
 /// Everything that decides what the generator makes of a routine: its own source, so that a
 /// changed generator never reads what an older one kept.
-const GENERATOR: [&str; 5] = [
+const GENERATOR: [&str; 6] = [
     include_str!("wgsl.rs"),
+    include_str!("kernel.rs"),
     include_str!("product.rs"),
     include_str!("schedule.rs"),
     include_str!("prelude.wgsl"),
@@ -35,33 +37,53 @@ pub(crate) fn name(routine: &Routine, features: DeviceFeatures) -> String {
     format!("gpu_{}.wgsl", cache::key(&parts))
 }
 
-/// The program as kept: a header line per kernel (invocations, workgroup size, whether it reads
-/// the static indices, its source's length in bytes, its bindings), each followed by its source.
-pub(crate) fn to_text(program: &Program) -> String {
-    let mut text = format!("{MAGIC}\n// statics");
-    for symbol in &program.statics {
-        write!(text, " {}", symbol.0).expect("writing to a string");
+/// `items` written with `write`, joined by commas; `-` for none.
+fn list<T>(items: &[T], write: impl Fn(&T) -> String) -> String {
+    if items.is_empty() {
+        "-".to_owned()
+    } else {
+        items.iter().map(write).collect::<Vec<_>>().join(",")
     }
-    text.push('\n');
+}
+
+/// The items [`list`] wrote, each read by `read`.
+fn unlist<T>(text: &str, read: impl Fn(&str) -> Option<T>) -> Option<Vec<T>> {
+    if text == "-" {
+        Some(Vec::new())
+    } else {
+        text.split(',').map(read).collect()
+    }
+}
+
+fn kind_of(name: &str) -> Option<Kind> {
+    [Kind::Float, Kind::Int, Kind::Word]
+        .into_iter()
+        .find(|k| kind_name(*k) == name)
+}
+
+/// The program as kept: its static indices and placed tensors, then a header line per kernel
+/// (invocations, workgroup size, whether it reads the parameters, its source's length in bytes, dispatches, tensors, arenas,
+/// spilled locals), each followed by its source.
+pub(crate) fn to_text(program: &Program) -> String {
+    let mut text = format!(
+        "{MAGIC}\n// statics {}\n// placed {}\n",
+        list(&program.statics, |s| s.0.to_string()),
+        list(&program.placed, |n| n.0.to_string())
+    );
     for kernel in &program.kernels {
-        write!(
+        writeln!(
             text,
-            "// kernel {} {} {} {} {} {}",
+            "// kernel {} {} {} {} {} {} {} {}",
             kernel.invocations,
             kernel.workgroup,
-            u8::from(kernel.reads_statics),
+            u8::from(kernel.parameters),
             kernel.source.len(),
             kernel.dispatches,
-            kernel.spills.len()
+            list(&kernel.nodes, |n| n.0.to_string()),
+            list(&kernel.arenas, |a| format!("{}.{}", a.class.name(), a.index)),
+            list(&kernel.spills, |(k, slots)| format!("{}.{slots}", kind_name(*k)))
         )
         .expect("writing to a string");
-        for id in &kernel.spills {
-            write!(text, " {}", id.0).expect("writing to a string");
-        }
-        for node in &kernel.bindings {
-            write!(text, " {}", node.0).expect("writing to a string");
-        }
-        text.push('\n');
         text.push_str(&kernel.source);
     }
     text
@@ -70,45 +92,56 @@ pub(crate) fn to_text(program: &Program) -> String {
 /// The program [`to_text`] wrote, or `None` for anything else.
 pub(crate) fn from_text(text: &str) -> Option<Program> {
     let rest = text.strip_prefix(MAGIC)?.strip_prefix('\n')?;
+    let (line, rest) = rest.split_once('\n')?;
+    let statics = unlist(line.strip_prefix("// statics ")?, |s| s.parse().ok().map(Symbol))?;
     let (line, mut rest) = rest.split_once('\n')?;
-    let statics = line
-        .strip_prefix("// statics")?
-        .split_whitespace()
-        .map(|s| s.parse().ok().map(Symbol))
-        .collect::<Option<Vec<_>>>()?;
+    let placed = unlist(line.strip_prefix("// placed ")?, |s| s.parse().ok().map(NodeId))?;
     let mut kernels = Vec::new();
     while !rest.is_empty() {
         let (line, after) = rest.split_once('\n')?;
         let mut words = line.strip_prefix("// kernel ")?.split_whitespace();
         let invocations = words.next()?.parse().ok()?;
         let workgroup = words.next()?.parse().ok()?;
-        let reads_statics = match words.next()? {
+        let parameters = match words.next()? {
             "0" => false,
             "1" => true,
             _ => return None,
         };
         let length: usize = words.next()?.parse().ok()?;
         let dispatches = words.next()?.parse().ok()?;
-        let n_spills: usize = words.next()?.parse().ok()?;
-        let spills = (0..n_spills)
-            .map(|_| words.next()?.parse().ok().map(LocalId))
-            .collect::<Option<Vec<_>>>()?;
-        let bindings = words
-            .map(|w| w.parse().ok().map(NodeId))
-            .collect::<Option<Vec<_>>>()?;
+        let nodes = unlist(words.next()?, |s| s.parse().ok().map(NodeId))?;
+        let arenas = unlist(words.next()?, |s| {
+            let (class, index) = s.split_once('.')?;
+            Some(Arena {
+                class: Class::named(class)?,
+                index: index.parse().ok()?,
+            })
+        })?;
+        let spills = unlist(words.next()?, |s| {
+            let (kind, slots) = s.split_once('.')?;
+            Some((kind_of(kind)?, slots.parse().ok()?))
+        })?;
+        if words.next().is_some() {
+            return None;
+        }
         let source = after.get(..length)?.to_owned();
         rest = &after[length..];
         kernels.push(Kernel {
             source,
-            bindings,
-            reads_statics,
+            nodes,
+            arenas,
+            parameters,
             invocations,
             workgroup,
             spills,
             dispatches,
         });
     }
-    Some(Program { kernels, statics })
+    Some(Program {
+        kernels,
+        statics,
+        placed,
+    })
 }
 
 /// The program kept as `name` in `folder`, if there is one that passes its check.
@@ -133,17 +166,28 @@ mod tests {
             kernels: vec![
                 Kernel {
                     source: "fn main() {}\n// a line\n".to_owned(),
-                    bindings: vec![NodeId(3), NodeId(7)],
-                    reads_statics: true,
+                    nodes: vec![NodeId(3), NodeId(7)],
+                    arenas: vec![
+                        Arena {
+                            class: Class::F32,
+                            index: 0,
+                        },
+                        Arena {
+                            class: Class::Word,
+                            index: 2,
+                        },
+                    ],
+                    parameters: true,
                     invocations: 1 << 33,
                     workgroup: 64,
-                    spills: vec![LocalId(2), LocalId(5)],
+                    spills: vec![(Kind::Float, 2), (Kind::Word, 1)],
                     dispatches: 12,
                 },
                 Kernel {
                     source: String::new(),
-                    bindings: Vec::new(),
-                    reads_statics: false,
+                    nodes: Vec::new(),
+                    arenas: Vec::new(),
+                    parameters: false,
                     invocations: 1,
                     workgroup: 1,
                     spills: Vec::new(),
@@ -151,6 +195,7 @@ mod tests {
                 },
             ],
             statics: vec![Symbol(4), Symbol(9)],
+            placed: vec![NodeId(3), NodeId(7)],
         };
         let text = to_text(&program);
         assert_eq!(from_text(&text), Some(program));

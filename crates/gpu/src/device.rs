@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rcannl_backends::cache;
 
-use crate::wgsl::DeviceFeatures;
+use crate::wgsl::{DeviceFeatures, Program};
 
 /// What kind of problem the GPU reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,6 +63,8 @@ pub struct Device {
     info: wgpu::AdapterInfo,
     pub(crate) features: DeviceFeatures,
     pub(crate) limits: wgpu::Limits,
+    /// The most bytes of one arena: what the adapter binds at once (see [`Device::arena_bytes`]).
+    arena_bytes: u64,
     /// Errors the device reported outside an error scope, not yet returned to a caller.
     errors: Arc<Mutex<Vec<String>>>,
     pipelines: Mutex<HashMap<String, Arc<Pipeline>>>,
@@ -161,12 +163,14 @@ impl Device {
         } else {
             None
         };
+        let arena_bytes = arena_bytes(&limits);
         Ok(Device {
             device,
             queue,
             info,
             features: DeviceFeatures { f16 },
             limits,
+            arena_bytes,
             errors,
             pipelines: Mutex::default(),
             pipeline_cache,
@@ -194,6 +198,13 @@ impl Device {
                 format!(", driver {driver}")
             }
         )
+    }
+
+    /// The most bytes one arena (one storage buffer) holds: the adapter's limits on a buffer and
+    /// on a binding, below 2 GiB (kernels address cells with 32-bit integers), lowered by
+    /// `RCANNL_GPU_ARENA_BYTES` where set (to try models spread over many arenas).
+    pub fn arena_bytes(&self) -> u64 {
+        self.arena_bytes
     }
 
     /// Whether the device holds f16 cells.
@@ -244,7 +255,7 @@ impl Device {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(gpu_error(
                 GpuErrorKind::Kernel,
-                format!("the GPU would not compile a kernel: {e}\n{source}"),
+                format!("the GPU would not compile a kernel: {}", brief(&e.to_string())),
             ));
         }
         self.unsaved.store(true, Ordering::Relaxed);
@@ -257,9 +268,32 @@ impl Device {
         Ok(compiled)
     }
 
+    /// The pipelines of every kernel of `program`, in order; a kernel the driver refuses is
+    /// named by its position.
+    pub(crate) fn pipelines(&self, program: &Program) -> Result<Vec<Arc<Pipeline>>, GpuError> {
+        let pipelines = program
+            .kernels
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                self.pipeline(&k.source).map_err(|mut e| {
+                    e.message = format!(
+                        "kernel {i}: {}\n(see the kernels with `rcannl explain --backend gpu`, \
+                         or set {}=FOLDER to have every routine's kernels written there)",
+                        e.message,
+                        crate::backend::SOURCE_FOLDER
+                    );
+                    e
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.keep_pipelines();
+        Ok(pipelines)
+    }
+
     /// Keeps the driver's pipeline cache on disk if pipelines were compiled since it was last
     /// kept; a folder that cannot keep it only costs compiling them again in a later run.
-    pub(crate) fn keep_pipelines(&self) {
+    fn keep_pipelines(&self) {
         if let Some((cache, name)) = &self.pipeline_cache
             && self.unsaved.swap(false, Ordering::Relaxed)
             && let Some(data) = cache.get_data()
@@ -267,4 +301,28 @@ impl Device {
             let _ = cache::keep(&cache::default_folder(), name, &data);
         }
     }
+}
+
+/// The most bytes of one arena on a device of `limits` (see [`Device::arena_bytes`]).
+fn arena_bytes(limits: &wgpu::Limits) -> u64 {
+    let adapter = limits
+        .max_storage_buffer_binding_size
+        .min(limits.max_buffer_size)
+        .min(i32::MAX as u64);
+    let asked = std::env::var("RCANNL_GPU_ARENA_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    (adapter.min(asked) / 16 * 16).max(16)
+}
+
+/// The first lines of a driver's message, which can quote a whole kernel.
+fn brief(message: &str) -> String {
+    const LINES: usize = 8;
+    let lines: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut kept = lines[..lines.len().min(LINES)].join("\n");
+    if lines.len() > LINES {
+        kept.push_str("\n…");
+    }
+    kept
 }

@@ -1,11 +1,21 @@
 //! A WGSL compute shader as the GPU backend runs it: the prelude every kernel starts with, the
-//! declarations of its bindings and static indices, and how it is dispatched; a routine as the
-//! kernels it runs in order.
+//! declarations of what it binds, and how it is dispatched; a routine as the kernels it runs in
+//! order.
+//!
+//! Tensors live in arenas: a few storage buffers, one or more per WGSL storage type
+//! ([`Class`]), each holding many tensors at offsets, so that a kernel binds a handful of
+//! buffers however many tensors it touches (a device binds few storage buffers per kernel:
+//! 8 to 32 on common drivers, 31 on Metal). A tensor's cells are read as
+//! `rc_f32_0[rc_n3_at + offset]`: the arena the tensor lies in is fixed when the kernel is
+//! written (arena 0 unless the [`Placement`] says otherwise), its offset there (`rc_n3_at`) is
+//! read at run time from the kernel's parameters, `rc_statics`, which hold the routine's static
+//! indices followed by the offsets of its tensors.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use rcannl_backends::emit::var_name;
-use rcannl_ir::{LocalId, NodeId, Precision, Routine, Symbol, Var};
+use rcannl_backends::emit::{kind_name, var_name};
+use rcannl_ir::{Kind, MemoryMode, NodeId, Precision, Routine, Symbol, Var};
 
 /// The definitions every kernel starts with.
 pub const PRELUDE: &str = include_str!("prelude.wgsl");
@@ -13,26 +23,116 @@ pub const PRELUDE: &str = include_str!("prelude.wgsl");
 /// Invocations per workgroup of a parallel kernel.
 pub const WORKGROUP: u32 = 64;
 
+/// The WGSL type a tensor's cells are stored as: tensors of one class share arenas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// `f32` cells.
+    F32,
+    /// `f16` cells (on devices with `shader-f16`).
+    F16,
+    /// `i32` cells.
+    I32,
+    /// `u32` cells.
+    U32,
+    /// 128-bit words, `vec4<u32>`.
+    Word,
+}
+
+impl Class {
+    /// Every class, in the order kernels bind them.
+    pub const ALL: [Class; 5] = [Class::F32, Class::F16, Class::I32, Class::U32, Class::Word];
+
+    /// The class cells of `precision` are stored in (for the precisions a device holds).
+    pub fn of(precision: Precision) -> Class {
+        match precision {
+            Precision::F16 => Class::F16,
+            Precision::I32 => Class::I32,
+            Precision::U32 => Class::U32,
+            Precision::Uint4x32 => Class::Word,
+            _ => Class::F32,
+        }
+    }
+
+    /// The WGSL type of a cell.
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            Class::F32 => "f32",
+            Class::F16 => "f16",
+            Class::I32 => "i32",
+            Class::U32 => "u32",
+            Class::Word => "vec4<u32>",
+        }
+    }
+
+    /// The bytes of a cell.
+    pub fn cell_bytes(self) -> u64 {
+        match self {
+            Class::F16 => 2,
+            Class::Word => 16,
+            _ => 4,
+        }
+    }
+
+    /// A short name, in the arenas' names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::F32 => "f32",
+            Class::F16 => "f16",
+            Class::I32 => "i32",
+            Class::U32 => "u32",
+            Class::Word => "w",
+        }
+    }
+
+    /// The class named `name`.
+    pub fn named(name: &str) -> Option<Class> {
+        Class::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// One arena: the `index`-th storage buffer of cells of `class`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Arena {
+    /// The type of its cells.
+    pub class: Class,
+    /// Which of the arenas of that class.
+    pub index: u32,
+}
+
+impl std::fmt::Display for Arena {
+    /// The arena's name in kernels: `rc_f32_0`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rc_{}_{}", self.class.name(), self.index)
+    }
+}
+
+/// The arena of each tensor that does not lie in arena 0 of its class.
+pub type Placement = BTreeMap<NodeId, u32>;
+
 /// One compute shader and how to dispatch it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kernel {
     /// The whole WGSL module; its entry point is `main`.
     pub source: String,
-    /// The nodes bound, binding `i` the `i`-th; the static indices (when used) come after.
-    pub bindings: Vec<NodeId>,
-    /// Whether the kernel reads the static indices (an `array<i32>` in routine order).
-    pub reads_statics: bool,
+    /// The tensors it reads or writes.
+    pub nodes: Vec<NodeId>,
+    /// The arenas it binds, binding `i` the `i`-th; the parameters (`rc_statics`, where it
+    /// reads them) come next, then the spilled locals, then the chunk number.
+    pub arenas: Vec<Arena>,
+    /// Whether it reads the parameters: the static indices, or the tensors' offsets.
+    pub parameters: bool,
     /// The invocations it runs, in workgroups of `workgroup` along x (and y past the device's
     /// limit of workgroups per dimension).
     pub invocations: u64,
     /// Invocations per workgroup: [`WORKGROUP`] for a parallel kernel, 1 for a kernel of one
     /// invocation, the tiled product kernel's own size for a matrix product.
     pub workgroup: u32,
-    /// The top-level locals of a serial run cut into several kernels, kept in one-cell buffers
-    /// of their own (bound after the static indices) instead of registers.
-    pub spills: Vec<LocalId>,
+    /// The locals of a statement split across kernels, kept in memory instead of registers: for
+    /// each compute kind it keeps, how many locals of that kind (each a cell per invocation, in
+    /// `rc_spill_f`, `rc_spill_i` or `rc_spill_w`).
+    pub spills: Vec<(Kind, usize)>,
     /// How many times the kernel is dispatched, one after another, each time with its number in
-    /// `rc_chunk` (bound last): more than 1 for a serial loop run in chunks.
+    /// `rc_chunk` (bound last): more than 1 for a loop run in chunks.
     pub dispatches: u64,
 }
 
@@ -41,8 +141,11 @@ pub struct Kernel {
 pub struct Program {
     /// The kernels, run in order.
     pub kernels: Vec<Kernel>,
-    /// The static indices, in the order kernels read them.
+    /// The static indices, in the order the parameters hold them.
     pub statics: Vec<Symbol>,
+    /// The tensors whose offsets follow the static indices in the parameters, in that order:
+    /// every tensor of the routine with a buffer.
+    pub placed: Vec<NodeId>,
 }
 
 impl Program {
@@ -67,65 +170,143 @@ impl Program {
         }
         out
     }
+
+    /// How many cells of kind `kind` the spilled locals of the kernels need.
+    pub fn spill_cells(&self, kind: Kind) -> u64 {
+        self.kernels
+            .iter()
+            .flat_map(|k| {
+                k.spills
+                    .iter()
+                    .filter(move |(of, _)| *of == kind)
+                    .map(|(_, slots)| *slots as u64 * k.invocations)
+            })
+            .max()
+            .unwrap_or(0)
+    }
 }
 
-/// The WGSL type cells of a precision are stored as (for the precisions a device holds).
-pub(crate) fn storage_type(precision: Precision) -> &'static str {
-    match precision {
-        Precision::F16 => "f16",
-        Precision::I32 => "i32",
-        Precision::U32 => "u32",
-        Precision::Uint4x32 => "vec4<u32>",
-        _ => "f32",
-    }
+/// Every tensor of `routine` with a buffer, in routine order: [`Program::placed`].
+pub(crate) fn placed_nodes(routine: &Routine) -> Vec<NodeId> {
+    routine
+        .nodes
+        .values()
+        .filter(|n| n.memory_mode != Some(MemoryMode::Virtual))
+        .map(|n| n.id)
+        .collect()
 }
 
-/// The declarations a kernel's body needs: `enable f16` where it binds f16 cells, a binding per
-/// node it names, the static indices where it reads any.
-pub(crate) fn header(
-    routine: &Routine,
-    statics: &[Symbol],
-    code: &str,
-    bindings: &[NodeId],
-) -> (String, bool) {
-    let mut head = String::new();
-    if bindings
-        .iter()
-        .any(|id| routine.nodes[id].precision == Precision::F16)
-    {
-        head.push_str("enable f16;\n");
-    }
-    head.push_str(PRELUDE);
-    for (i, id) in bindings.iter().enumerate() {
-        let ty = storage_type(routine.nodes[id].precision);
-        writeln!(
-            head,
-            "@group(0) @binding({i}) var<storage, read_write> {id}: array<{ty}>;"
-        )
-        .expect("writing to a string");
-    }
-    let read = statics
-        .iter()
-        .any(|s| code.contains(&var_name(Var::Static(*s))));
-    if read {
-        writeln!(
-            head,
-            "@group(0) @binding({}) var<storage, read> rc_statics: array<i32>;",
-            bindings.len()
-        )
-        .expect("writing to a string");
-    }
-    (head, read)
+/// What the kernels of one routine share: its static indices, its tensors' positions among the
+/// parameters and their arenas.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout<'a> {
+    pub routine: &'a Routine,
+    pub statics: &'a [Symbol],
+    pub placed: &'a [NodeId],
+    pub placement: &'a Placement,
 }
 
-/// The lines reading the static indices `code` uses into their names.
-pub(crate) fn static_lets(statics: &[Symbol], code: &str) -> String {
-    let mut lets = String::new();
-    for (i, symbol) in statics.iter().enumerate() {
-        let name = var_name(Var::Static(*symbol));
-        if code.contains(&name) {
-            writeln!(lets, "  let {name}: i32 = rc_statics[{i}];").expect("writing to a string");
+impl Layout<'_> {
+    /// The arena `node` lies in.
+    pub fn arena(&self, node: NodeId) -> Arena {
+        Arena {
+            class: Class::of(self.routine.nodes[&node].precision),
+            index: self.placement.get(&node).copied().unwrap_or(0),
         }
     }
-    lets
+
+    /// The name of `node`'s offset in its arena.
+    pub fn offset_name(node: NodeId) -> String {
+        format!("rc_{node}_at")
+    }
+
+    /// The tensors `code` reads or writes (naming their offsets), in routine order.
+    pub fn nodes_in(&self, code: &str) -> Vec<NodeId> {
+        self.placed
+            .iter()
+            .copied()
+            .filter(|id| code.contains(&Layout::offset_name(*id)))
+            .collect()
+    }
+
+    /// Whether a kernel running `code` over `nodes` reads the parameters.
+    pub fn reads_parameters(&self, code: &str, nodes: &[NodeId]) -> bool {
+        !nodes.is_empty()
+            || self
+                .statics
+                .iter()
+                .any(|s| code.contains(&var_name(Var::Static(*s))))
+    }
+
+    /// The declarations of a kernel running `code` over `nodes`: `enable f16` where it binds f16
+    /// cells, the prelude, a binding per arena, the parameters where it reads them; and the
+    /// arenas in binding order.
+    pub fn header(&self, code: &str, nodes: &[NodeId]) -> (String, Vec<Arena>) {
+        let mut arenas: Vec<Arena> = nodes.iter().map(|n| self.arena(*n)).collect();
+        arenas.sort();
+        arenas.dedup();
+        let mut head = String::new();
+        if arenas.iter().any(|a| a.class == Class::F16) {
+            head.push_str("enable f16;\n");
+        }
+        head.push_str(PRELUDE);
+        for (i, arena) in arenas.iter().enumerate() {
+            writeln!(
+                head,
+                "@group(0) @binding({i}) var<storage, read_write> {arena}: array<{}>;",
+                arena.class.wgsl()
+            )
+            .expect("writing to a string");
+        }
+        if self.reads_parameters(code, nodes) {
+            writeln!(
+                head,
+                "@group(0) @binding({}) var<storage, read> rc_statics: array<i32>;",
+                arenas.len()
+            )
+            .expect("writing to a string");
+        }
+        (head, arenas)
+    }
+
+    /// The lines reading the static indices `code` uses and the offsets of `nodes` from the
+    /// parameters.
+    pub fn lets(&self, code: &str, nodes: &[NodeId]) -> String {
+        let mut lets = String::new();
+        for (i, symbol) in self.statics.iter().enumerate() {
+            let name = var_name(Var::Static(*symbol));
+            if code.contains(&name) {
+                writeln!(lets, "  let {name}: i32 = rc_statics[{i}];")
+                    .expect("writing to a string");
+            }
+        }
+        for node in nodes {
+            let position = self.statics.len()
+                + self
+                    .placed
+                    .iter()
+                    .position(|p| p == node)
+                    .expect("every node a kernel names has a buffer");
+            writeln!(
+                lets,
+                "  let {}: i32 = rc_statics[{position}];",
+                Layout::offset_name(*node)
+            )
+            .expect("writing to a string");
+        }
+        lets
+    }
+}
+
+/// The declaration of the spill array of `kind`, bound at `binding`.
+pub(crate) fn spill_declaration(binding: usize, kind: Kind) -> String {
+    let ty = match kind {
+        Kind::Float => "f32",
+        Kind::Int => "i32",
+        Kind::Word => "vec4<u32>",
+    };
+    format!(
+        "@group(0) @binding({binding}) var<storage, read_write> rc_spill_{}: array<{ty}>;\n",
+        kind_name(kind)
+    )
 }

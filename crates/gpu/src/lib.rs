@@ -1,11 +1,13 @@
 //! The GPU backend of rcannl: WGSL compute shaders generated from the loop IR, run through
 //! `wgpu` on Vulkan, Metal or DX12.
 //!
-//! `wgsl` turns a routine into kernels (`product` writes the tiled kernel of a matrix product)
-//! and `cache` keeps them on disk; `device` finds the adapter and keeps the process's one device,
-//! its compiled pipelines and the errors it reports; `memory` keeps the buffers' device copies,
-//! attached to [`rcannl_backends::Buffers`], so that values stay on the device across routines;
-//! `backend` is the [`rcannl_backends::Backend`] that compiles and runs routines.
+//! `wgsl` turns a routine into kernels (`kernel` says what a kernel binds, `schedule` how loops
+//! are laid over invocations and dispatches, `product` writes the tiled kernel of a matrix
+//! product) and `cache` keeps them on disk; `device` finds the adapter and keeps the process's
+//! one device, its compiled pipelines and the errors it reports; `memory` keeps the buffers'
+//! device copies in arenas, attached to [`rcannl_backends::Buffers`], so that values stay on the
+//! device across routines; `backend` is the [`rcannl_backends::Backend`] that compiles and runs
+//! routines; `traffic` counts what it dispatches, copies and holds.
 
 #![warn(missing_docs)]
 
@@ -16,7 +18,9 @@ mod kernel;
 mod memory;
 mod product;
 mod schedule;
+pub mod traffic;
 pub mod wgsl;
 
-pub use backend::Gpu;
+pub use backend::{Gpu, SOURCE_FOLDER};
 pub use device::{Device, GpuError, GpuErrorKind};
+pub use traffic::Traffic;

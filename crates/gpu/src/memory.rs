@@ -1,68 +1,202 @@
-//! The device copies of a context's buffers: one storage buffer per node, made on the node's
-//! first use on the device and kept until the buffers are dropped. The host reads a copy through
-//! a staging buffer; it writes one through the queue, in order with the kernels submitted.
+//! The device copies of a context's buffers, packed into arenas: for each storage class a few
+//! storage buffers, each holding many tensors at offsets (see [`crate::kernel`]), so that a
+//! kernel binds a buffer per class it touches, not one per tensor. A tensor is placed on its
+//! first use on the device and keeps its place until the buffers are dropped; an arena grows
+//! (copied on the device into a larger buffer) up to what the adapter binds at once, and a new
+//! arena of the class is started past that. The host reads a copy through a staging buffer; it
+//! writes one through the queue, in order with the kernels submitted.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_backends::DeviceCopies;
 use rcannl_backends::{RunError, RunErrorKind};
-use rcannl_ir::NodeId;
+use rcannl_ir::{NodeId, TensorNode};
 
 use crate::device::Device;
+use crate::kernel::{Arena, Class, Placement};
+use crate::traffic;
 
-/// Buffer sizes are multiples of this (wgpu copies and maps whole 4-byte words).
-const ALIGNMENT: u64 = 4;
+/// Places in an arena are multiples of this (the largest cell, a 128-bit word), and so are
+/// copies' sizes (wgpu copies and maps whole 4-byte words).
+const ALIGNMENT: u64 = 16;
+
+/// The smallest arena made: small tensors share one from the start.
+const FIRST_ARENA: u64 = 1 << 20;
 
 /// A failure of the device's copies.
 fn run_error(message: String) -> RunError {
     RunError::new(RunErrorKind::Device, message)
 }
 
-/// The size of the device buffer holding `bytes` host bytes: whole words, at least one (a
-/// binding may not be empty).
+/// The bytes a tensor of `bytes` host bytes takes on the device: whole 4-byte words, at least
+/// one.
 fn device_size(bytes: usize) -> u64 {
-    (bytes as u64).div_ceil(ALIGNMENT).max(1) * ALIGNMENT
+    (bytes as u64).div_ceil(4).max(1) * 4
 }
 
 /// Identities of device memories, unique in the process.
 static NEXT_MEMORY: AtomicU64 = AtomicU64::new(0);
 
+/// Where a tensor lies: its arena and its first byte there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    pub(crate) arena: Arena,
+    pub(crate) offset: u64,
+}
+
+#[derive(Debug)]
+struct ArenaBuffer {
+    buffer: wgpu::Buffer,
+    /// Bytes placed, from the start.
+    used: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct DeviceMemory {
     /// Unique in the process: what compiled routines key the bind groups they made over it by.
     pub(crate) id: u64,
+    /// Counts the arenas' replacements by larger ones, which bind groups made before miss.
+    pub(crate) generation: u64,
     device: Arc<Device>,
-    buffers: HashMap<NodeId, wgpu::Buffer>,
+    arenas: BTreeMap<Class, Vec<ArenaBuffer>>,
+    places: HashMap<NodeId, Place>,
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        let bytes = self.arenas.values().flatten().map(|a| a.buffer.size()).sum();
+        traffic::release(bytes);
+    }
 }
 
 impl DeviceMemory {
     pub(crate) fn new(device: Arc<Device>) -> DeviceMemory {
         DeviceMemory {
             id: NEXT_MEMORY.fetch_add(1, Ordering::Relaxed),
+            generation: 0,
             device,
-            buffers: HashMap::new(),
+            arenas: BTreeMap::new(),
+            places: HashMap::new(),
         }
     }
 
-    /// The device buffer of `node`, which [`rcannl_backends::Buffers::to_device`] made.
-    pub(crate) fn buffer(&self, node: NodeId) -> Result<&wgpu::Buffer, RunError> {
-        self.buffers
+    /// Where `node` lies, once [`rcannl_backends::Buffers::to_device`] placed it.
+    pub(crate) fn place(&self, node: NodeId) -> Result<Place, RunError> {
+        self.places
             .get(&node)
+            .copied()
             .ok_or_else(|| run_error(format!("{node} has no copy on the GPU")))
+    }
+
+    /// The buffer of `arena`.
+    pub(crate) fn arena(&self, arena: Arena) -> Result<&wgpu::Buffer, RunError> {
+        self.arenas
+            .get(&arena.class)
+            .and_then(|a| a.get(arena.index as usize))
+            .map(|a| &a.buffer)
+            .ok_or_else(|| run_error(format!("the GPU has no arena {arena}")))
+    }
+
+    /// The arenas of `nodes` other than arena 0 of their class.
+    pub(crate) fn placement(&self, nodes: impl Iterator<Item = NodeId>) -> Placement {
+        nodes
+            .filter_map(|n| {
+                let place = self.places.get(&n)?;
+                (place.arena.index != 0).then_some((n, place.arena.index))
+            })
+            .collect()
     }
 
     /// Whether these copies live on `device`.
     pub(crate) fn is_on(&self, device: &Arc<Device>) -> bool {
         Arc::ptr_eq(&self.device, device)
     }
+
+    fn new_buffer(&self, class: Class, index: usize, size: u64) -> wgpu::Buffer {
+        traffic::hold(size);
+        self.device.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(&format!("rcannl {} arena {index}", class.name())),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// A place for `size` bytes of cells of `class`: after the last tensor of the first arena
+    /// with room, else in the last arena grown, else in a new arena.
+    fn allocate(&mut self, class: Class, size: u64) -> Place {
+        let cap = self.device.arena_bytes();
+        let reserved = size.next_multiple_of(ALIGNMENT);
+        let count = self.arenas.get(&class).map_or(0, Vec::len);
+        let with_room = self.arenas.get(&class).and_then(|arenas| {
+            arenas
+                .iter()
+                .position(|a| a.used + reserved <= a.buffer.size())
+        });
+        let index = match with_room {
+            Some(index) => index,
+            None => {
+                let last = self
+                    .arenas
+                    .get(&class)
+                    .and_then(|a| a.last())
+                    .filter(|a| a.used + reserved <= cap)
+                    .map(|a| (a.used, a.buffer.size()));
+                match last {
+                    Some((used, old)) => {
+                        let size = (2 * old).max(used + reserved).min(cap);
+                        self.grow(class, count - 1, size);
+                        count - 1
+                    }
+                    None => {
+                        let size = FIRST_ARENA.max(reserved).min(cap);
+                        let buffer = self.new_buffer(class, count, size);
+                        self.arenas
+                            .entry(class)
+                            .or_default()
+                            .push(ArenaBuffer { buffer, used: 0 });
+                        count
+                    }
+                }
+            }
+        };
+        let arena = &mut self.arenas.get_mut(&class).expect("made above")[index];
+        let offset = arena.used;
+        arena.used += reserved;
+        Place {
+            arena: Arena {
+                class,
+                index: index as u32,
+            },
+            offset,
+        }
+    }
+
+    /// Replaces arena `index` of `class` by one of `size` bytes holding what it held.
+    fn grow(&mut self, class: Class, index: usize, size: u64) {
+        let bigger = self.new_buffer(class, index, size);
+        let arena = &mut self.arenas.get_mut(&class).expect("growing an arena")[index];
+        let device = &self.device;
+        let mut encoder = device
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(&arena.buffer, 0, &bigger, 0, arena.used);
+        device.queue.submit([encoder.finish()]);
+        traffic::release(arena.buffer.size());
+        arena.buffer = bigger;
+        self.generation += 1;
+    }
 }
 
 impl DeviceCopies for DeviceMemory {
     fn read(&self, node: NodeId, bytes: &mut [u8]) -> Result<(), RunError> {
-        let buffer = self.buffer(node)?;
+        let place = self.place(node)?;
+        let buffer = self.arena(place.arena)?;
         let device = &self.device;
         let size = device_size(bytes.len());
         let staging = device.device.create_buffer(&wgpu::BufferDescriptor {
@@ -74,7 +208,7 @@ impl DeviceCopies for DeviceMemory {
         let mut encoder = device
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        encoder.copy_buffer_to_buffer(buffer, place.offset, &staging, 0, size);
         device.queue.submit([encoder.finish()]);
         let (sender, receiver) = std::sync::mpsc::channel();
         staging
@@ -99,43 +233,43 @@ impl DeviceCopies for DeviceMemory {
             bytes.copy_from_slice(&view[..bytes.len()]);
         }
         staging.unmap();
+        traffic::count_read(bytes.len() as u64);
         device
             .take_errors(&format!("reading {node} back"))
             .map_err(|e| run_error(e.message))
     }
 
     fn has(&self, node: NodeId) -> bool {
-        self.buffers.contains_key(&node)
+        self.places.contains_key(&node)
     }
 
-    fn write(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), RunError> {
+    fn write(&mut self, node: &TensorNode, bytes: &[u8]) -> Result<(), RunError> {
         let size = device_size(bytes.len());
-        if size > self.device.limits.max_storage_buffer_binding_size
-            || size > self.device.limits.max_buffer_size
-        {
+        let cap = self.device.arena_bytes();
+        if size > cap {
             return Err(run_error(format!(
-                "{node} needs a buffer of {size} bytes; this GPU binds at most {}",
-                self.device.limits.max_storage_buffer_binding_size
+                "tensor '{}' needs {size} bytes on the GPU; this GPU binds at most {cap} bytes \
+                 in one storage buffer",
+                node.label
             )));
         }
-        let device = &self.device;
-        let buffer = self.buffers.entry(node).or_insert_with(|| {
-            device.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(&format!("{node}")),
-                size,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        });
+        let place = match self.places.get(&node.id) {
+            Some(place) => *place,
+            None => {
+                let place = self.allocate(Class::of(node.precision), size);
+                self.places.insert(node.id, place);
+                place
+            }
+        };
+        let buffer = self.arena(place.arena)?;
         if bytes.len() as u64 == size {
-            device.queue.write_buffer(buffer, 0, bytes);
+            self.device.queue.write_buffer(buffer, place.offset, bytes);
         } else {
             let mut padded = bytes.to_vec();
             padded.resize(size as usize, 0);
-            device.queue.write_buffer(buffer, 0, &padded);
+            self.device.queue.write_buffer(buffer, place.offset, &padded);
         }
+        traffic::count_written(bytes.len() as u64);
         Ok(())
     }
 

@@ -12,12 +12,18 @@
 //! terms one by one in the nest's order, summed in f32: f16 cells are converted on load and the
 //! sum rounded once on store (the interpreter rounds after every term). Only cells inside C and
 //! steps inside the reduction are computed, so any sizes work.
+//!
+//! A reduction longer than one invocation may loop ([`STEPS_PER_DISPATCH`] steps, within the
+//! schedule's iteration budget) runs as a sequence of dispatches, each taking the next steps:
+//! every cell carries its sum from one dispatch to the next in C itself, so that it still receives
+//! its terms in order.
 
-use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, PlanOperand, Precision, Routine, Symbol, Var};
+use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, PlanOperand, Precision, Routine, Var};
 
 use rcannl_backends::emit::{CodegenError, CodegenErrorKind, var_name};
 
-use crate::kernel::{Kernel, header, static_lets};
+use crate::kernel::{Kernel, Layout};
+use crate::schedule::ITERATION_BUDGET;
 
 /// Rows (and columns) of C one workgroup computes.
 const TILE: usize = 64;
@@ -25,6 +31,15 @@ const TILE: usize = 64;
 const DEPTH: usize = 16;
 /// Invocations of a workgroup: 16 × 16, each computing 4 × 4 cells of the tile.
 const INVOCATIONS: usize = 256;
+
+/// The loop iterations an invocation runs per [`DEPTH`] reduction steps (the step loop, the 4
+/// loads, the 16 terms), and around them (starting and storing its 16 cells, with slack).
+const ITERATIONS_PER_DEPTH: u64 = 21;
+const ITERATIONS_AROUND: u64 = 64;
+
+/// The reduction steps one dispatch takes: a multiple of [`DEPTH`] within the budget.
+pub(crate) const STEPS_PER_DISPATCH: usize =
+    ((ITERATION_BUDGET - ITERATIONS_AROUND) / ITERATIONS_PER_DEPTH) as usize * DEPTH;
 
 /// The kernel, with `{NAME}` placeholders for the plan. `tx`, `ty` place an invocation in the
 /// 16 × 16 grid; its cells of C are rows `ty + 16r` and columns `tx + 16s` of the tile, so that
@@ -63,7 +78,7 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
         @builtin(local_invocation_index) invocation: u32) {
   let tile = i32(place.x + place.y * grid.x);
   if (tile >= TILES) { return; }
-{BASES}  let batch = tile / (TILES_M * TILES_N);
+{BASES}{CHUNK}  let batch = tile / (TILES_M * TILES_N);
   let row0 = (tile / TILES_N) % TILES_M * 64i;
   let column0 = tile % TILES_N * 64i;
   let a_base = a_start + a_batch(batch);
@@ -85,7 +100,7 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
     }
   }
 
-  for (var step0 = 0i; step0 < K; step0 += 16i) {
+  for (var step0 = k_first; step0 < k_end; step0 += 16i) {
     // 1024 cells of each tile, 4 per invocation: consecutive invocations take consecutive cells
     // of the operand along the group it moves least in.
     for (var p = 0i; p < 4i; p++) {
@@ -93,22 +108,22 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
       let a_row = {A_ROW_OF_E};
       let a_step = {A_STEP_OF_E};
       var a_value = 0.0;
-      if (row0 + a_row < M && step0 + a_step < K) {
+      if (row0 + a_row < M && step0 + a_step < k_end) {
         a_value = f32({A}[a_base + a_rows(row0 + a_row) + a_steps(step0 + a_step)]);
       }
       a_tile[a_step * ROW + a_row] = a_value;
       let b_column = {B_COLUMN_OF_E};
       let b_step = {B_STEP_OF_E};
       var b_value = 0.0;
-      if (column0 + b_column < N && step0 + b_step < K) {
+      if (column0 + b_column < N && step0 + b_step < k_end) {
         b_value = f32({B}[b_base + b_steps(step0 + b_step) + b_columns(column0 + b_column)]);
       }
       b_tile[b_step * ROW + b_column] = b_value;
     }
     workgroupBarrier();
-    // The last steps may not fill a tile: no term past K is added, not even a 0 (which would
-    // turn a sum of -0 into +0).
-    let steps = min(16i, K - step0);
+    // The last steps may not fill a tile: no term past the end is added, not even a 0 (which
+    // would turn a sum of -0 into +0).
+    let steps = min(16i, k_end - step0);
     for (var k = 0i; k < steps; k++) {
       // Every cell adds a[r] · b[s] on its own: the vectors only hold 4 cells each.
       let at = k * ROW + ty;
@@ -207,14 +222,12 @@ pub(crate) fn writes_every_cell(routine: &Routine, plan: &GemmPlan) -> bool {
     Offsets::new(&plan.c_index, &c.buffer_dims()).covers(&loops, c.buffer_len())
 }
 
-/// The kernel computing `plan`, or `None` where its cells are of a precision other than f32 and
-/// f16 (which the nest's own kernels compute). The plan's accesses must have been checked against
-/// the buffers: the kernel reads and writes without checks.
-pub(crate) fn kernel(
-    routine: &Routine,
-    plan: &GemmPlan,
-    statics: &[Symbol],
-) -> Result<Option<Kernel>, CodegenError> {
+/// The kernel computing `plan` (its tensors laid out as `layout` says), or `None` where its
+/// cells are of a precision other than f32 and f16 (which the nest's own kernels compute). The
+/// plan's accesses must have been checked against the buffers: the kernel reads and writes
+/// without checks.
+pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>, CodegenError> {
+    let routine = layout.routine;
     let element = match routine.nodes.get(&plan.c).map(|c| c.precision) {
         Some(Precision::F32) => "f32",
         Some(Precision::F16) => "f16",
@@ -241,10 +254,14 @@ pub(crate) fn kernel(
             ),
         ));
     }
+    let at = Layout::offset_name;
     let bases = format!(
-        "  let a_start = {};\n  let b_start = {};\n  let c_start = {};\n",
+        "  let a_start = {} + {};\n  let b_start = {} + {};\n  let c_start = {} + {};\n",
+        at(plan.a),
         start(&a),
+        at(plan.b),
         start(&b),
+        at(plan.c),
         start(&c)
     );
     // Consecutive invocations load consecutive cells where the operand allows: along the
@@ -259,12 +276,26 @@ pub(crate) fn kernel(
     } else {
         (format!("e % {TILE}i"), format!("e / {TILE}i"))
     };
-    let start = if plan.zero_first {
-        "0.0".to_owned()
+    let c_arena = layout.arena(plan.c);
+    let old = format!("f32({c_arena}[c_base + c_rows(m) + c_columns(n)])");
+    let first = if plan.zero_first { "0.0" } else { &old };
+    let dispatches = k.div_ceil(STEPS_PER_DISPATCH).max(1);
+    // Past the first dispatch, a cell starts from the sum the previous ones stored.
+    let (chunk, start_value) = if dispatches > 1 {
+        (
+            format!(
+                "  let k_first = rc_chunk[0] * {STEPS_PER_DISPATCH}i;\n  let k_end = min(K, \
+                 k_first + {STEPS_PER_DISPATCH}i);\n"
+            ),
+            format!("select({first}, {old}, k_first > 0i)"),
+        )
     } else {
-        format!("f32({}[c_base + c_rows(m) + c_columns(n)])", plan.c)
+        ("  let k_first = 0i;\n  let k_end = K;\n".to_owned(), first.to_owned())
     };
-    let substitutions: [(&str, String); 25] = [
+    let mut nodes = vec![plan.a, plan.b, plan.c];
+    nodes.sort();
+    nodes.dedup();
+    let substitutions: [(&str, String); 26] = [
         ("{M}", m.to_string()),
         ("{N}", n.to_string()),
         ("{K}", k.to_string()),
@@ -280,33 +311,38 @@ pub(crate) fn kernel(
         ("{C_BATCH}", group_offset(&c, &plan.batch)),
         ("{C_ROWS}", group_offset(&c, &plan.m)),
         ("{C_COLUMNS}", group_offset(&c, &plan.n)),
-        ("{BASES}", static_lets(statics, &bases) + &bases),
-        ("{START}", start),
+        ("{BASES}", layout.lets(&bases, &nodes) + &bases),
+        ("{CHUNK}", chunk),
+        ("{START}", start_value),
         ("{A_ROW_OF_E}", a_row),
         ("{A_STEP_OF_E}", a_step),
         ("{B_COLUMN_OF_E}", b_column),
         ("{B_STEP_OF_E}", b_step),
-        ("{A}", plan.a.to_string()),
-        ("{B}", plan.b.to_string()),
-        ("{C}", plan.c.to_string()),
+        ("{A}", layout.arena(plan.a).to_string()),
+        ("{B}", layout.arena(plan.b).to_string()),
+        ("{C}", c_arena.to_string()),
         ("{ELEMENT}", element.to_owned()),
     ];
     let mut body = TEMPLATE.to_owned();
     for (name, value) in &substitutions {
         body = body.replace(name, value);
     }
-    let mut bindings = vec![plan.a, plan.b, plan.c];
-    bindings.sort();
-    bindings.dedup();
-    let (mut source, reads_statics) = header(routine, statics, &bases, &bindings);
+    let (mut source, arenas) = layout.header(&bases, &nodes);
+    if dispatches > 1 {
+        source.push_str(&format!(
+            "@group(0) @binding({}) var<storage, read> rc_chunk: array<i32>;\n",
+            arenas.len() + 1
+        ));
+    }
     source.push_str(&body);
     Ok(Some(Kernel {
         source,
-        bindings,
-        reads_statics,
+        nodes,
+        arenas,
+        parameters: true,
         invocations: (tiles * INVOCATIONS) as u64,
         workgroup: INVOCATIONS as u32,
         spills: Vec::new(),
-        dispatches: 1,
+        dispatches: dispatches as u64,
     }))
 }

@@ -17,16 +17,16 @@
 
 use std::fmt::Write;
 
-use rcannl_backends::emit::{CodegenErrorKind, Dialect, Writer};
+use rcannl_backends::emit::{CodegenErrorKind, Dialect, Writer, kind_name};
 use rcannl_backends::nests::{Group, kernel_groups, splittable};
 use rcannl_ir::{
-    Kind, LocalId, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop, Value,
+    Kind, LoopVar, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop, Value,
 };
 
-pub use crate::kernel::{Kernel, PRELUDE, Program, WORKGROUP};
+pub use crate::kernel::{Arena, Class, Kernel, PRELUDE, Placement, Program, WORKGROUP};
 pub use rcannl_backends::emit::CodegenError;
 
-use crate::kernel::{header, static_lets};
+use crate::kernel::{Layout, placed_nodes, spill_declaration};
 
 use crate::product;
 use crate::schedule::{self, ITERATION_BUDGET};
@@ -43,9 +43,12 @@ pub struct DeviceFeatures {
     pub f16: bool,
 }
 
-/// WGSL as the prelude extends it: the dialect of the GPU backend.
+/// WGSL as the prelude extends it, with tensors in arenas laid out as `layout` says: the dialect
+/// of the GPU backend.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Wgsl;
+pub(crate) struct Wgsl<'a> {
+    layout: Layout<'a>,
+}
 
 /// Whether a device with `features` holds cells of `precision`.
 pub fn holds(precision: Precision, features: DeviceFeatures) -> bool {
@@ -88,9 +91,9 @@ fn float_literal(x: f64) -> String {
     }
 }
 
-/// The store of `literal` into the cell of `info` at flat buffer position `flat`, if the cell
-/// lies in a margin.
-fn margin_store(info: &TensorNode, literal: &str, flat: &str, pad: &str) -> String {
+/// The store of `literal` into `cell`, the cell of `info` at flat buffer position `flat`, if the
+/// cell lies in a margin.
+fn margin_store(info: &TensorNode, literal: &str, flat: &str, cell: &str, pad: &str) -> String {
     let dims = info.buffer_dims();
     let mut outside = Vec::new();
     let mut stride = 1usize;
@@ -107,13 +110,12 @@ fn margin_store(info: &TensorNode, literal: &str, flat: &str, pad: &str) -> Stri
         return String::new();
     }
     format!(
-        "{pad}if ({}) {{ {}[{flat}] = {literal}; }}\n",
-        outside.join(" || "),
-        info.id
+        "{pad}if ({}) {{ {cell} = {literal}; }}\n",
+        outside.join(" || ")
     )
 }
 
-impl Dialect for Wgsl {
+impl Dialect for Wgsl<'_> {
     fn name(&self) -> &'static str {
         "wgsl"
     }
@@ -294,7 +296,10 @@ impl Dialect for Wgsl {
     }
 
     fn fill(&self, pad: &str, node: NodeId, len: usize, literal: &str) -> String {
-        format!("{pad}for (var i: i32 = 0i; i < {len}i; i++) {{ {node}[i] = {literal}; }}\n")
+        format!(
+            "{pad}for (var i: i32 = 0i; i < {len}i; i++) {{ {} = {literal}; }}\n",
+            self.cell(node, "i")
+        )
     }
 
     /// One loop over the buffer's cells, decoding each cell's coordinates.
@@ -302,7 +307,13 @@ impl Dialect for Wgsl {
         format!(
             "{pad}for (var i: i32 = 0i; i < {}i; i++) {{\n{}{pad}}}\n",
             info.buffer_len(),
-            margin_store(info, literal, "i", &format!("{pad}  "))
+            margin_store(
+                info,
+                literal,
+                "i",
+                &self.cell(info.id, "i"),
+                &format!("{pad}  ")
+            )
         )
     }
 
@@ -324,7 +335,27 @@ impl Dialect for Wgsl {
     }
 
     fn scatter_store(&self, pad: &str, node: NodeId, offset: &str, value: &str) -> String {
-        format!("{pad}{{\n{pad}  let o = {offset};\n{pad}  {node}[o] = {value};\n{pad}}}\n")
+        format!(
+            "{pad}{{\n{pad}  let o = {offset};\n{pad}  {} = {value};\n{pad}}}\n",
+            self.cell(node, "o")
+        )
+    }
+
+    /// The cell in the tensor's arena, past the tensor's offset there.
+    fn cell(&self, node: NodeId, offset: &str) -> String {
+        format!(
+            "{}[{} + {offset}]",
+            self.layout.arena(node),
+            Layout::offset_name(node)
+        )
+    }
+
+    /// A cell per invocation: the slot's cells of all invocations lie together.
+    fn spill_cell(&self, kind: Kind, slot: usize) -> String {
+        format!(
+            "rc_spill_{}[{slot}i * rc_invocations + rc_id]",
+            kind_name(kind)
+        )
     }
 }
 
@@ -361,8 +392,13 @@ pub fn check_precisions(routine: &Routine, features: DeviceFeatures) -> Result<(
 /// The largest flat position a kernel may compute: WGSL indexes with 32-bit integers.
 const MAX_CELLS: usize = i32::MAX as usize;
 
-/// The WGSL program of `routine` on a device with `features`.
-pub fn generate(routine: &Routine, features: DeviceFeatures) -> Result<Program, CodegenError> {
+/// The WGSL program of `routine` on a device with `features`, its tensors in arena 0 of their
+/// class unless `placement` says otherwise.
+pub fn generate(
+    routine: &Routine,
+    features: DeviceFeatures,
+    placement: &Placement,
+) -> Result<Program, CodegenError> {
     check_precisions(routine, features)?;
     for node in routine.nodes.values() {
         if node.memory_mode != Some(MemoryMode::Virtual)
@@ -383,18 +419,72 @@ pub fn generate(routine: &Routine, features: DeviceFeatures) -> Result<Program, 
         }
     }
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
+    let placed = placed_nodes(routine);
+    let dialect = Wgsl {
+        layout: Layout {
+            routine,
+            statics: &statics,
+            placed: &placed,
+            placement,
+        },
+    };
     let mut kernels = Vec::new();
-    generate_body(routine, &routine.body, &statics, &mut kernels)?;
-    Ok(Program { kernels, statics })
+    generate_body(&dialect, &routine.body, &mut kernels)?;
+    Ok(Program {
+        kernels,
+        statics,
+        placed,
+    })
+}
+
+/// How the invocations of a kernel are laid over loops: `chain`'s loops (outermost first)
+/// flattened into the invocation's number, `invocations` of them in workgroups of `workgroup`.
+#[derive(Debug, Clone)]
+struct Lanes {
+    chain: Vec<(LoopVar, usize)>,
+    invocations: u64,
+    workgroup: u32,
+}
+
+impl Lanes {
+    /// One invocation.
+    fn serial() -> Lanes {
+        Lanes {
+            chain: Vec::new(),
+            invocations: 1,
+            workgroup: 1,
+        }
+    }
+
+    /// The lines giving each loop of the chain its position, decoded from `rc_id`; the writer
+    /// then stands inside those loops (until [`Lanes::leave`]).
+    fn enter(&self, writer: &mut Writer<Wgsl>) -> String {
+        let mut code = String::new();
+        let mut stride = self.invocations;
+        for (var, range) in &self.chain {
+            stride /= (*range).max(1) as u64;
+            let position = format!("(rc_id / {stride}i) % {range}i");
+            let line = writer.index_let(&var.to_string(), &position);
+            writeln!(code, "  {line}").expect("writing to a string");
+            writer.enter_loop(*var, *range);
+        }
+        code
+    }
+
+    fn leave(&self, writer: &mut Writer<Wgsl>) {
+        for (var, _) in &self.chain {
+            writer.leave_loop(*var);
+        }
+    }
 }
 
 fn generate_body(
-    routine: &Routine,
+    dialect: &Wgsl,
     body: &[Stmt],
-    statics: &[Symbol],
     kernels: &mut Vec<Kernel>,
 ) -> Result<(), CodegenError> {
-    let mut writer = Writer::new(routine, &Wgsl);
+    let routine = dialect.layout.routine;
+    let mut writer = Writer::new(routine, dialect);
     let body = schedule::hoist_parallel_loops(routine, body);
     for group in kernel_groups(routine, &body) {
         match group {
@@ -402,15 +492,15 @@ fn generate_body(
                 // The product kernel makes the nest's accesses unchecked: check them as the
                 // nest's own kernels would.
                 writer.check(nest)?;
-                let Some(product) = product::kernel(routine, plan, statics)? else {
-                    generate_body(routine, nest, statics, kernels)?;
+                let Some(product) = product::kernel(&dialect.layout, plan)? else {
+                    generate_body(dialect, nest, kernels)?;
                     continue;
                 };
                 // A plan's fill of zeros runs first only for cells the product leaves alone.
                 if let [fill @ Stmt::Fill { .. }, ..] = nest
                     && !product::writes_every_cell(routine, plan)
                 {
-                    generate_body(routine, std::slice::from_ref(fill), statics, kernels)?;
+                    generate_body(dialect, std::slice::from_ref(fill), kernels)?;
                 }
                 kernels.push(product);
             }
@@ -438,56 +528,36 @@ fn generate_body(
                         ),
                     ));
                 };
-                let per_invocation = schedule::iterations(routine, inner);
-                if per_invocation > ITERATION_BUDGET {
-                    return Err(error(
-                        CodegenErrorKind::TooLarge,
-                        format!(
-                            "wgsl: a kernel of routine {} runs {per_invocation} loop iterations \
-                             in each invocation, more than the {ITERATION_BUDGET} one GPU \
-                             invocation may run (lavapipe ends a shader after 65535)",
-                            routine.name
-                        ),
-                    ));
+                if invocations == 0 {
+                    // A loop of no iterations: nothing to run.
+                    continue;
                 }
-                let mut code = String::new();
-                let mut stride = invocations;
-                for (var, range) in &chain {
-                    stride /= range.max(&1);
-                    let position = format!("(rc_id / {stride}i) % {range}i");
-                    let line = writer.index_let(&var.to_string(), &position);
-                    writeln!(code, "  {line}").expect("writing to a string");
-                    writer.enter_loop(*var, *range);
-                }
+                let lanes = Lanes {
+                    chain,
+                    invocations: invocations as u64,
+                    workgroup: WORKGROUP,
+                };
                 // The preamble's locals live through the loop.
-                writer.scoped(|writer| {
-                    for stmt in preamble {
-                        writer.stmt(stmt, &mut code, 1)?;
-                    }
-                    writer.body(inner, &mut code, 1)
-                })?;
-                for (var, _) in &chain {
-                    writer.leave_loop(*var);
+                let run: Vec<Stmt> = preamble.iter().chain(inner).cloned().collect();
+                if schedule::iterations(routine, &run) > ITERATION_BUDGET {
+                    in_chunks(&mut writer, &lanes, &run, kernels)?;
+                    continue;
                 }
-                kernels.push(assemble(
-                    &writer,
-                    statics,
-                    &code,
-                    invocations as u64,
-                    WORKGROUP,
-                    1,
-                ));
+                let mut code = lanes.enter(&mut writer);
+                writer.scoped(|writer| writer.body(&run, &mut code, 1))?;
+                lanes.leave(&mut writer);
+                kernels.push(assemble(&writer, &lanes, &code, 1));
             }
             Group::Serial { stmts } => {
                 for (run, parallel) in split_fills(stmts) {
                     if let Some(fill) = parallel {
-                        kernels.extend(fill_kernel(&writer, fill, statics));
+                        kernels.extend(fill_kernel(&writer, fill));
                     } else if schedule::iterations(routine, run) > ITERATION_BUDGET {
-                        serial_in_chunks(&mut writer, run, statics, kernels)?;
+                        in_chunks(&mut writer, &Lanes::serial(), run, kernels)?;
                     } else {
                         let mut code = String::new();
                         writer.body(run, &mut code, 1)?;
-                        kernels.push(assemble(&writer, statics, &code, 1, 1, 1));
+                        kernels.push(assemble(&writer, &Lanes::serial(), &code, 1));
                     }
                 }
             }
@@ -498,59 +568,71 @@ fn generate_body(
 
 /// The kernel of a fill or a margin fill, with an invocation per cell of its buffer; `None` for
 /// an empty buffer or another statement.
-fn fill_kernel(writer: &Writer<Wgsl>, fill: &Stmt, statics: &[Symbol]) -> Option<Kernel> {
+fn fill_kernel(writer: &Writer<Wgsl>, fill: &Stmt) -> Option<Kernel> {
     let routine = writer.routine;
+    let d = writer.dialect;
     let mut code = String::new();
     let (Stmt::Fill { node, value } | Stmt::FillMargins { node, value }) = fill else {
         return None;
     };
     let info = &routine.nodes[node];
-    let literal = Wgsl.storage_literal(*value, info.precision);
+    let literal = d.storage_literal(*value, info.precision);
+    let cell = d.cell(*node, "rc_id");
     if matches!(fill, Stmt::Fill { .. }) {
-        writeln!(code, "  {node}[rc_id] = {literal};").expect("writing to a string");
+        writeln!(code, "  {cell} = {literal};").expect("writing to a string");
     } else {
-        code.push_str(&margin_store(info, &literal, "rc_id", "  "));
+        code.push_str(&margin_store(info, &literal, "rc_id", &cell, "  "));
     }
     let cells = info.buffer_len() as u64;
-    (cells > 0).then(|| assemble(writer, statics, &code, cells, WORKGROUP, 1))
+    let lanes = Lanes {
+        chain: Vec::new(),
+        invocations: cells,
+        workgroup: WORKGROUP,
+    };
+    (cells > 0).then(|| assemble(writer, &lanes, &code, 1))
 }
 
-/// A serial run beyond the iteration budget as several kernels, run one after another: its
-/// top-level locals kept in one-cell buffers, consecutive statements within the budget together,
-/// and a statement beyond it dispatched in chunks ([`schedule::chunked`]).
-fn serial_in_chunks(
+/// Statements each invocation of `lanes` runs, beyond the iteration budget, as several kernels
+/// run one after another: their top-level locals kept in memory (a cell per invocation),
+/// consecutive statements within the budget together, and a statement beyond it dispatched in
+/// chunks of one of its loops ([`schedule::chunked`]), every invocation taking the same chunk
+/// in a dispatch.
+fn in_chunks(
     writer: &mut Writer<Wgsl>,
+    lanes: &Lanes,
     run: &[Stmt],
-    statics: &[Symbol],
     kernels: &mut Vec<Kernel>,
 ) -> Result<(), CodegenError> {
     let routine = writer.routine;
+    let serial = lanes.invocations == 1 && lanes.chain.is_empty();
     for stmt in run {
         if let Stmt::Local { id, precision, .. } = stmt {
             writer.spill(*id, *precision);
         }
     }
+    let is_fill = |s: &Stmt| serial && matches!(s, Stmt::Fill { .. } | Stmt::FillMargins { .. });
     let mut start = 0;
     while start < run.len() {
         let stmt = &run[start];
-        if matches!(stmt, Stmt::Fill { .. } | Stmt::FillMargins { .. }) {
-            kernels.extend(fill_kernel(writer, stmt, statics));
+        if is_fill(stmt) {
+            kernels.extend(fill_kernel(writer, stmt));
             start += 1;
             continue;
         }
         if schedule::iterations(routine, std::slice::from_ref(stmt)) <= ITERATION_BUDGET {
             let mut end = start + 1;
             while end < run.len()
-                && !matches!(run[end], Stmt::Fill { .. } | Stmt::FillMargins { .. })
+                && !is_fill(&run[end])
                 && schedule::iterations(routine, &run[start..=end]) <= ITERATION_BUDGET
             {
                 end += 1;
             }
-            let mut code = String::new();
+            let mut code = lanes.enter(writer);
             for stmt in &run[start..end] {
                 writer.stmt(stmt, &mut code, 1)?;
             }
-            kernels.push(assemble(writer, statics, &code, 1, 1, 1));
+            lanes.leave(writer);
+            kernels.push(assemble(writer, lanes, &code, 1));
             start = end;
             continue;
         }
@@ -558,8 +640,8 @@ fn serial_in_chunks(
             return Err(error(
                 CodegenErrorKind::TooLarge,
                 format!(
-                    "wgsl: routine {} has a serial statement of {} loop iterations that cannot \
-                     be cut into dispatches of at most {ITERATION_BUDGET}",
+                    "wgsl: routine {} has a statement of {} loop iterations that cannot be cut \
+                     into dispatches of at most {ITERATION_BUDGET}",
                     routine.name,
                     schedule::iterations(routine, std::slice::from_ref(stmt))
                 ),
@@ -569,14 +651,15 @@ fn serial_in_chunks(
             return Err(error(
                 CodegenErrorKind::TooLarge,
                 format!(
-                    "wgsl: routine {} has a serial statement needing {} dispatches, more than {}",
+                    "wgsl: routine {} has a statement needing {} dispatches, more than {}",
                     routine.name,
                     plan.dispatches,
                     schedule::MAX_DISPATCHES
                 ),
             ));
         }
-        let mut code = String::from("  let rc_k = rc_chunk[0];\n");
+        let mut code = lanes.enter(writer);
+        code.push_str("  let rc_k = rc_chunk[0];\n");
         let mut stride = plan.dispatches / plan.chunks as u64;
         for (var, range) in &plan.outer {
             stride /= (*range).max(1) as u64;
@@ -591,7 +674,9 @@ fn serial_in_chunks(
             code,
             "  let rc_first = (rc_k % {}i) * {per_chunk}i;\n  {}",
             plan.chunks,
-            Wgsl.loop_header(&var.to_string(), "rc_first", &end)
+            writer
+                .dialect
+                .loop_header(&var.to_string(), "rc_first", &end)
         )
         .expect("writing to a string");
         writer.enter_loop(var, plan.range);
@@ -601,7 +686,8 @@ fn serial_in_chunks(
         for (var, _) in &plan.outer {
             writer.leave_loop(*var);
         }
-        kernels.push(assemble(writer, statics, &code, 1, 1, plan.dispatches));
+        lanes.leave(writer);
+        kernels.push(assemble(writer, lanes, &code, plan.dispatches));
         start += 1;
     }
     writer.clear_spills();
@@ -632,49 +718,22 @@ fn split_fills(stmts: &[Stmt]) -> Vec<(&[Stmt], Option<&Stmt>)> {
     runs
 }
 
-/// The bindings of the nodes `code` names, in routine order.
-fn bound_nodes(routine: &Routine, code: &str) -> Vec<NodeId> {
-    routine
-        .nodes
-        .values()
-        .filter(|n| n.memory_mode != Some(MemoryMode::Virtual))
-        .map(|n| n.id)
-        .filter(|id| {
-            let name = format!("{id}[");
-            code.contains(&name)
-        })
-        .collect()
-}
-
-/// The kernel running `code` (which reads `rc_id`, its invocation's number) in `invocations`
-/// invocations, dispatched `dispatches` times in order (reading `rc_chunk`).
-fn assemble(
-    writer: &Writer<Wgsl>,
-    statics: &[Symbol],
-    code: &str,
-    invocations: u64,
-    workgroup: u32,
-    dispatches: u64,
-) -> Kernel {
-    let routine = writer.routine;
-    let bindings = bound_nodes(routine, code);
-    let (mut source, reads_statics) = header(routine, statics, code, &bindings);
-    let mut next = bindings.len() + usize::from(reads_statics);
-    let mut spills: Vec<LocalId> = writer
-        .spilled()
-        .keys()
-        .copied()
-        .filter(|id| code.contains(&format!("rc_{id}[")))
-        .collect();
-    spills.sort();
-    for id in &spills {
-        writeln!(
-            source,
-            "@group(0) @binding({next}) var<storage, read_write> rc_{id}: array<{}>;",
-            Wgsl.compute_type(writer.spilled()[id])
-        )
-        .expect("writing to a string");
-        next += 1;
+/// The kernel running `code` (which reads `rc_id`, its invocation's number) in the invocations
+/// of `lanes`, dispatched `dispatches` times in order (reading `rc_chunk`).
+fn assemble(writer: &Writer<Wgsl>, lanes: &Lanes, code: &str, dispatches: u64) -> Kernel {
+    let layout = writer.dialect.layout;
+    let nodes = layout.nodes_in(code);
+    let (mut source, arenas) = layout.header(code, &nodes);
+    let parameters = layout.reads_parameters(code, &nodes);
+    let mut next = arenas.len() + usize::from(parameters);
+    let mut spills = Vec::new();
+    for kind in [Kind::Float, Kind::Int, Kind::Word] {
+        let slots = writer.spill_slots(kind);
+        if slots > 0 && code.contains(&format!("rc_spill_{}[", kind_name(kind))) {
+            source.push_str(&spill_declaration(next, kind));
+            spills.push((kind, slots));
+            next += 1;
+        }
     }
     if dispatches > 1 {
         writeln!(
@@ -683,20 +742,23 @@ fn assemble(
         )
         .expect("writing to a string");
     }
+    let (invocations, workgroup) = (lanes.invocations, lanes.workgroup);
     writeln!(
         source,
-        "\n@compute @workgroup_size({workgroup})\nfn main(@builtin(global_invocation_id) gid: \
-         vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n  let rc_id = i32(gid.x + \
-         gid.y * groups.x * {workgroup}u);\n  if (rc_id >= {invocations}i) {{ return; }}"
+        "\nconst rc_invocations: i32 = {invocations}i;\n\n@compute @workgroup_size({workgroup})\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: \
+         vec3<u32>) {{\n  let rc_id = i32(gid.x + gid.y * groups.x * {workgroup}u);\n  if (rc_id \
+         >= rc_invocations) {{ return; }}"
     )
     .expect("writing to a string");
-    source.push_str(&static_lets(statics, code));
+    source.push_str(&layout.lets(code, &nodes));
     source.push_str(code);
     source.push_str("}\n");
     Kernel {
         source,
-        bindings,
-        reads_statics,
+        nodes,
+        arenas,
+        parameters,
         invocations,
         workgroup,
         spills,

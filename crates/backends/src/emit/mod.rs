@@ -176,4 +176,23 @@ pub trait Dialect {
     fn index_type(&self) -> &'static str;
     /// `value` (reading the cell `{node}[o]`) stored at offset `o`.
     fn scatter_store(&self, pad: &str, node: NodeId, offset: &str, value: &str) -> String;
+    /// The cell at flat position `offset` of `node`'s buffer: `node[offset]` where each buffer
+    /// is an array of its own.
+    fn cell(&self, node: NodeId, offset: &str) -> String {
+        format!("{node}[{offset}]")
+    }
+    /// The memory cell holding the `slot`-th spilled local of compute kind `kind` (see
+    /// [`Writer::spill`]); only a target that splits a statement across kernels spills.
+    fn spill_cell(&self, kind: Kind, slot: usize) -> String {
+        format!("rc_spill_{}[{slot}]", kind_name(kind))
+    }
+}
+
+/// A short name of a compute kind, for the names of what holds values of that kind.
+pub fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Float => "f",
+        Kind::Int => "i",
+        Kind::Word => "w",
+    }
 }

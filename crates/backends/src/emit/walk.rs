@@ -22,8 +22,9 @@ pub struct Writer<'a, D> {
     pub dialect: &'a D,
     /// The locals declared around the statement being written.
     locals: HashMap<LocalId, Precision>,
-    /// Locals kept in one-cell buffers (`rc_v3[0]`) rather than registers.
-    spilled: HashMap<LocalId, Precision>,
+    /// Locals kept in memory ([`Dialect::spill_cell`]) rather than registers, with their
+    /// precisions and slots.
+    spilled: HashMap<LocalId, (Precision, usize)>,
     /// The ranges of the loops around the statement being written.
     loops: HashMap<LoopVar, usize>,
     /// Whether accesses are checked against their axes; off while writing a coalesced chain,
@@ -67,15 +68,25 @@ impl<'a, D: Dialect> Writer<'a, D> {
         result
     }
 
-    /// Keeps local `id` of `precision` in a one-cell buffer `rc_{id}` from now on, so that
-    /// statements written into different kernels share it.
+    /// Keeps local `id` of `precision` in memory from now on, in the next slot of its compute
+    /// kind, so that statements written into different kernels share it.
     pub fn spill(&mut self, id: LocalId, precision: Precision) {
-        self.spilled.insert(id, precision);
+        let slot = self.spill_slots(precision.kind());
+        self.spilled.insert(id, (precision, slot));
     }
 
-    /// The locals kept in one-cell buffers, with their precisions.
-    pub fn spilled(&self) -> &HashMap<LocalId, Precision> {
-        &self.spilled
+    /// How many locals of compute kind `kind` are kept in memory.
+    pub fn spill_slots(&self, kind: Kind) -> usize {
+        self.spilled
+            .values()
+            .filter(|(p, _)| p.kind() == kind)
+            .count()
+    }
+
+    /// The memory cell of spilled local `id`, with its precision.
+    fn spilled_cell(&self, id: LocalId) -> Option<(String, Precision)> {
+        let &(precision, slot) = self.spilled.get(&id)?;
+        Some((self.dialect.spill_cell(precision.kind(), slot), precision))
     }
 
     /// Keeps every local in registers again.
@@ -231,13 +242,13 @@ impl<'a, D: Dialect> Writer<'a, D> {
             Scalar::Const(c) => self.literal(*c, precision),
             Scalar::Get(node, index) => {
                 let from = self.precision(*node)?;
-                let cell = format!("{node}[{}]", self.offset(*node, index)?);
+                let cell = d.cell(*node, &self.offset(*node, index)?);
                 d.convert(&d.loaded(&cell, from), from, precision)
             }
             Scalar::Lookup(lookup) => {
                 let from = self.precision(lookup.node)?;
                 let (offset, ok) = self.lookup_offset(lookup)?;
-                let cell = format!("{}[{offset}]", lookup.node);
+                let cell = d.cell(lookup.node, &offset);
                 d.blend(
                     precision,
                     &ok,
@@ -251,8 +262,8 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 precision,
             ),
             Scalar::Local(id) => {
-                if let Some(from) = self.spilled.get(id) {
-                    return Ok(d.convert(&format!("rc_{id}[0]"), *from, precision));
+                if let Some((cell, from)) = self.spilled_cell(*id) {
+                    return Ok(d.convert(&cell, from, precision));
                 }
                 let from = *self.locals.get(id).ok_or_else(|| {
                     self.error(
@@ -360,8 +371,8 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 let value = self.expr(value, precision)?;
                 writeln!(
                     out,
-                    "{pad}{node}[{}] = {};",
-                    self.offset(*node, index)?,
+                    "{pad}{} = {};",
+                    d.cell(*node, &self.offset(*node, index)?),
                     d.stored(&value, precision)
                 )
                 .expect("writing to a string");
@@ -395,7 +406,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 for k in 0..op.length(precision) {
                     let value = d.stored(&uniform(d, precision, "w", k), precision);
                     let k = d.size(k);
-                    let store = format!("{node}[o + {k}] = {value};");
+                    let store = format!("{} = {value};", d.cell(*node, &format!("o + {k}")));
                     let guarded = d.guarded(&format!("o + {k} < {len}"), &store);
                     writeln!(out, "{pad}  {guarded}").expect("writing to a string");
                 }
@@ -417,8 +428,8 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 value,
             } => {
                 let value = d.round_to(&self.expr(value, *precision)?, *precision);
-                if self.spilled.contains_key(id) {
-                    writeln!(out, "{pad}rc_{id}[0] = {value};").expect("writing to a string");
+                if let Some((cell, _)) = self.spilled_cell(*id) {
+                    writeln!(out, "{pad}{cell} = {value};").expect("writing to a string");
                 } else {
                     let ty = d.compute_type(*precision);
                     let declared = d.declare(&id.to_string(), ty, &value, true);
@@ -427,8 +438,8 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 }
             }
             Stmt::SetLocal { id, value } => {
-                let (name, precision) = match self.spilled.get(id) {
-                    Some(&precision) => (format!("rc_{id}[0]"), precision),
+                let (name, precision) = match self.spilled_cell(*id) {
+                    Some(spilled) => spilled,
                     None => {
                         let precision = *self.locals.get(id).ok_or_else(|| {
                             self.error(
@@ -449,7 +460,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 let (offset, ok) = self.lookup_offset(target)?;
                 let value = self.expr(value, precision)?;
                 let old = d.convert(
-                    &d.loaded(&format!("{node}[o]"), precision),
+                    &d.loaded(&d.cell(node, "o"), precision),
                     precision,
                     precision,
                 );

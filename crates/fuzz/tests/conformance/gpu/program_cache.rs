@@ -43,7 +43,8 @@ fn programs_are_kept_and_read_back_only_while_they_match_their_record(target: &T
     assert!(text.contains("@compute"), "{text}");
 
     // A program changed behind its record's back is not read: the routine is generated again.
-    let planted = text.replace("(n0[(l0)] * n0[(l0)])", "(n0[(l0)] + n0[(l0)])");
+    let square = "(rc_f32_0[rc_n0_at + (l0)] * rc_f32_0[rc_n0_at + (l0)])";
+    let planted = text.replace(square, &square.replace('*', "+"));
     assert_ne!(planted, text);
     std::fs::write(&program, &planted).unwrap();
     assert_eq!(squares(&gpu, &dir), [0.0, 1.0, 4.0, 9.0]);
