@@ -107,3 +107,81 @@ fn a_convolution_over_a_large_batch_has_the_oracles_gradients(target: &Target) {
     }
 }
 conformance!(a_convolution_over_a_large_batch_has_the_oracles_gradients: gpu);
+
+/// `a` (dims `a_dims`) contracted with `b` by `spec` on `backend`, each cell of both operands
+/// `value(i)` for its flat position `i`.
+fn contraction(
+    backend: Box<dyn Backend>,
+    spec: &str,
+    a_dims: &str,
+    b_dims: &str,
+    value: fn(usize) -> f64,
+) -> Vec<f64> {
+    let graph = Graph::new();
+    let operand = |label: &str, dims: &str| {
+        let cells = dims.split(',').map(|d| d.parse::<usize>().unwrap()).product();
+        graph
+            .data(label)
+            .shape(dims)
+            .values((0..cells).map(value).collect())
+            .build()
+    };
+    let result = operand("a", a_dims).einsum(spec, &operand("b", b_dims));
+    let mut ctx = Context::with_backend(&graph, backend);
+    let forward = ctx.forward(&[&result]).unwrap();
+    ctx.run(&forward).unwrap();
+    ctx.values(&result).unwrap()
+}
+
+/// Matrix products, matrix-vector products and dot products of 10^5 and 10^6 terms a cell (the
+/// reduction of the tiled product kernel and of plain nests alike) give every term: sums of
+/// ones are exact, other sums agree with the interpreter's.
+fn contractions_of_a_hundred_thousand_and_a_million_terms(target: &Target) {
+    let gpu = device(target);
+    let ones = |_| 1.0;
+    let varied = |i: usize| 1.0 + (i % 7) as f64 / 8.0;
+    for k in [100_000, 1_000_000] {
+        for (spec, a, b) in [
+            ("ij;jk=>ik", format!("3,{k}"), format!("{k},2")),
+            ("ij;j=>i", format!("2,{k}"), format!("{k}")),
+            ("i;i=>", format!("{k}"), format!("{k}")),
+            ("ij;ij=>i", format!("2,{k}"), format!("2,{k}")),
+        ] {
+            let exact = contraction(Box::new(gpu.clone()), spec, &a, &b, ones);
+            assert!(
+                exact.iter().all(|&x| x == k as f64),
+                "{spec} over {k} terms of 1: {exact:?}"
+            );
+            let got = contraction(Box::new(gpu.clone()), spec, &a, &b, varied);
+            let want = contraction(Box::new(Interpreter), spec, &a, &b, varied);
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-5 * w.abs(),
+                    "{spec} over {k} terms: GPU {g}, interpreter {w}"
+                );
+            }
+        }
+    }
+}
+conformance!(contractions_of_a_hundred_thousand_and_a_million_terms: gpu);
+
+/// A layer's weight gradient summed over a batch of 60,000 rows holds every row's term.
+fn a_weight_gradient_sums_every_row_of_a_large_batch(target: &Target) {
+    let gpu = device(target);
+    let graph = Graph::new();
+    let rows = 60_000;
+    let x = graph
+        .data("x")
+        .shape(&format!("{rows}|->3"))
+        .values(vec![1.0; rows * 3])
+        .build();
+    let w = graph.param("w").shape("3->2").values(vec![0.5; 6]).build();
+    let loss = w.compose(&x).einsum1("...|...->... => ");
+    let mut ctx = Context::with_backend(&graph, Box::new(gpu));
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&loss).unwrap();
+    ctx.run(&backprop).unwrap();
+    assert_eq!(ctx.values(&loss).unwrap(), [rows as f64 * 3.0]);
+    assert_eq!(ctx.grad(&w).unwrap(), vec![rows as f64; 6]);
+}
+conformance!(a_weight_gradient_sums_every_row_of_a_large_batch: gpu);

@@ -1,6 +1,8 @@
 //! Cases of the GPU backend itself, instantiated for the GPU alone: matrix products on its tiled
-//! product kernel, loops longer than one invocation may run, and the programs it keeps on disk.
+//! product kernel, loops longer than one invocation may run, models of many tensors in its
+//! arenas, and the programs it keeps on disk.
 
+mod arenas;
 mod long_loops;
 mod products;
 mod program_cache;
