@@ -230,7 +230,7 @@ fn start_from_reference(ctx: &mut Context, graph: &Graph) {
 /// The train-mode logits and loss of the first batch, and the gradient of the loss with respect
 /// to every parameter.
 fn forward_and_gradients(precision: Precision) {
-    for backend in backends() {
+    for backend in backends(precision) {
         let on = format!("{} {precision}", backend.name());
         let mut program = Program::new(precision, backend);
         program.batch(0);
@@ -322,7 +322,7 @@ fn trained(
 /// checked too, so that a failure of the one and not the other points at the optimizer, not at
 /// the model or its running statistics.
 fn sgd_steps(precision: Precision, optimizer: Optimizer) {
-    for backend in backends() {
+    for backend in backends(precision) {
         let on = format!("{} {precision}", backend.name());
         let program = trained(precision, backend, optimizer);
         let state = program.graph.state_tensors();
@@ -356,7 +356,7 @@ fn scratch(name: &str) -> PathBuf {
 /// The eval-mode logits of the test images, from a model built afresh in eval mode and loaded
 /// from a checkpoint of the trained one.
 fn reloaded_in_eval_mode(precision: Precision) {
-    for (backend, fresh_backend) in backends().into_iter().zip(backends()) {
+    for (backend, fresh_backend) in backends(precision).into_iter().zip(backends(precision)) {
         let on = format!("{} {precision}", backend.name());
         // In f64, trained with SGD written with `cd!`: the library's optimizers keep their state in
         // f32 (see `sgd_steps`), and this check is about the checkpoint and eval mode alone.

@@ -106,7 +106,7 @@ impl Program {
 
 #[test]
 fn custom_op_forward_values_and_gradients_match_pytorch() {
-    for backend in backends() {
+    for backend in backends(Precision::F64) {
         let on = backend.name();
         let mut program = Program::new(backend);
         let outputs = [&program.hidden, &program.prediction, &program.loss];
@@ -187,7 +187,7 @@ fn check_steps(on: &str, program: &mut Program, step: &Routine) {
 /// moments and learning rate included) to meet f64's tolerance.
 #[test]
 fn custom_op_adam_steps_match_pytorch() {
-    for backend in backends() {
+    for backend in backends(Precision::F64) {
         let on = format!("{}, nn::optim::Adam", backend.name());
         let mut program = Program::new(backend);
         let params = program.graph.params();
@@ -204,7 +204,7 @@ fn custom_op_adam_steps_match_pytorch() {
 /// not at the operations or the model.
 #[test]
 fn custom_op_adam_written_with_cd_matches_pytorch() {
-    for backend in backends() {
+    for backend in backends(Precision::F64) {
         let on = format!("{}, Adam written with cd!", backend.name());
         let mut program = Program::new(backend);
         let params = program.graph.params();

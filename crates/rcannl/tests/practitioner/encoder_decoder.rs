@@ -183,7 +183,7 @@ fn forward_and_gradients(program: &str, config: EncoderDecoderConfig, precision:
         (&pairs.targets, "targets"),
         (&pairs.target_mask, "target_mask"),
     ];
-    for backend in support::backends() {
+    for backend in support::backends(precision) {
         let name = backend.name();
         let mut ctx = context(&graph, backend, program, &params, &inputs);
         let forward = ctx.forward(&[&logits, &loss]).unwrap();

@@ -183,7 +183,7 @@ fn forward_and_gradients(precision: Precision) {
     let params = program.gpt.params();
     // The embedding and positions, 12 per block, the final norm and the head.
     assert_eq!(params.len(), 2 + 12 * BLOCKS + 4, "parameters of the model");
-    for backend in support::backends() {
+    for backend in support::backends(precision) {
         let name = backend.name();
         let mut ctx = program.context(backend);
         let forward = ctx.forward(&[&program.logits, &program.loss]).unwrap();
@@ -230,7 +230,7 @@ fn gpt_adamw_steps_f64() {
     let precision = Precision::F64;
     let program = Program::new(precision);
     let params = program.gpt.params();
-    for backend in support::backends() {
+    for backend in support::backends(precision) {
         let name = backend.name();
         let mut ctx = program.context(backend);
         let mut adamw =

@@ -1,21 +1,46 @@
-//! What the practitioner programs share: the backends they run on, PyTorch's reference arrays
-//! (`.npy` files that each program's `reference.py` writes beside it, PyTorch being no test-time
-//! dependency), and comparisons whose tolerance follows the precision compared.
+//! What the practitioner programs share: the backends they run on (the GPU too, for the programs
+//! in f32), PyTorch's reference arrays (`.npy` files that each program's `reference.py` writes
+//! beside it, PyTorch being no test-time dependency), and comparisons whose tolerance follows
+//! the precision compared.
 
 use std::path::PathBuf;
+use std::sync::Once;
 
 use rcannl::backends::cc::Compiler;
 use rcannl::backends::{Backend, Interpreter};
+use rcannl::gpu::Gpu;
 use rcannl::ir::Precision;
 use rcannl::tensor::npy;
 use rcannl::tensor::{Context, Tensor};
 
-/// The interpreter and the C backend.
-pub fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
+/// The backends a program computing in `precision` runs on: the interpreter, the C backend, and
+/// the GPU where it holds the precision (f32; f64 it refuses). Without a GPU adapter the GPU is
+/// left out after one line saying so, unless `RCANNL_REQUIRE_GPU` is set, which makes the missing
+/// device a failure.
+pub fn backends(precision: Precision) -> Vec<Box<dyn Backend>> {
+    let mut backends: Vec<Box<dyn Backend>> = vec![
         Box::new(Interpreter),
         Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
+    ];
+    if precision == Precision::F32 {
+        backends.extend(gpu());
+    }
+    backends
+}
+
+/// The GPU backend, where this machine has an adapter.
+fn gpu() -> Option<Box<dyn Backend>> {
+    static SAID: Once = Once::new();
+    match Gpu::new() {
+        Ok(gpu) => Some(Box::new(gpu)),
+        Err(e) if std::env::var_os("RCANNL_REQUIRE_GPU").is_some() => {
+            panic!("RCANNL_REQUIRE_GPU is set, and the GPU backend cannot open a device: {e}")
+        }
+        Err(e) => {
+            SAID.call_once(|| eprintln!("the practitioner programs did not run on the GPU: {e}"));
+            None
+        }
+    }
 }
 
 /// The folder of `program`'s reference arrays.
