@@ -12,19 +12,19 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use rcannl_backends::emit::{CodegenError, CodegenErrorKind};
 use rcannl_backends::error::{check_buffer, static_values};
 use rcannl_backends::{
     Backend, Buffers, CompileError, CompileErrorKind, Executable, RunError, RunErrorKind,
     default_backend,
 };
-use rcannl_backends::emit::{CodegenError, CodegenErrorKind};
 use rcannl_ir::{Kind, MemoryMode, NodeId, Routine, Stmt, Symbol};
 
 use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
 use crate::memory::DeviceMemory;
-use crate::traffic;
 use crate::wgsl::{Class, Placement, Program, check_precisions, generate, holds};
+use rcannl_backends::traffic;
 
 /// The GPU backend.
 #[derive(Debug, Clone)]
@@ -193,7 +193,10 @@ fn write_source(
         .map_err(|e| {
             CompileError::new(
                 CompileErrorKind::Unavailable,
-                format!("writing the kernels to {} (${SOURCE_FOLDER}): {e}", path.display()),
+                format!(
+                    "writing the kernels to {} (${SOURCE_FOLDER}): {e}",
+                    path.display()
+                ),
             )
         })
 }
@@ -402,7 +405,7 @@ impl Kernels {
         if parameters != bound.parameters {
             let bytes: Vec<u8> = parameters.iter().flat_map(|v| v.to_ne_bytes()).collect();
             device.queue.write_buffer(&self.parameters, 0, &bytes);
-            traffic::count_written(bytes.len() as u64);
+            traffic::count_to_device(bytes.len() as u64);
             bound.parameters = parameters;
         }
         let mut encoder = device
@@ -435,7 +438,7 @@ impl Kernels {
             }
         }
         device.queue.submit([encoder.finish()]);
-        traffic::count_dispatches(dispatched);
+        traffic::count_kernels(dispatched);
         for id in &self.written {
             buffers.mark_written_on_device(*id);
         }

@@ -80,8 +80,15 @@ pub(crate) fn to_text(program: &Program) -> String {
             kernel.source.len(),
             kernel.dispatches,
             list(&kernel.nodes, |n| n.0.to_string()),
-            list(&kernel.arenas, |a| format!("{}.{}", a.class.name(), a.index)),
-            list(&kernel.spills, |(k, slots)| format!("{}.{slots}", kind_name(*k)))
+            list(&kernel.arenas, |a| format!(
+                "{}.{}",
+                a.class.name(),
+                a.index
+            )),
+            list(&kernel.spills, |(k, slots)| format!(
+                "{}.{slots}",
+                kind_name(*k)
+            ))
         )
         .expect("writing to a string");
         text.push_str(&kernel.source);
@@ -93,9 +100,13 @@ pub(crate) fn to_text(program: &Program) -> String {
 pub(crate) fn from_text(text: &str) -> Option<Program> {
     let rest = text.strip_prefix(MAGIC)?.strip_prefix('\n')?;
     let (line, rest) = rest.split_once('\n')?;
-    let statics = unlist(line.strip_prefix("// statics ")?, |s| s.parse().ok().map(Symbol))?;
+    let statics = unlist(line.strip_prefix("// statics ")?, |s| {
+        s.parse().ok().map(Symbol)
+    })?;
     let (line, mut rest) = rest.split_once('\n')?;
-    let placed = unlist(line.strip_prefix("// placed ")?, |s| s.parse().ok().map(NodeId))?;
+    let placed = unlist(line.strip_prefix("// placed ")?, |s| {
+        s.parse().ok().map(NodeId)
+    })?;
     let mut kernels = Vec::new();
     while !rest.is_empty() {
         let (line, after) = rest.split_once('\n')?;

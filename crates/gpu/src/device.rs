@@ -1,9 +1,9 @@
 //! The device: the best adapter wgpu finds (a discrete GPU before an integrated one, before a
-//! virtual one, before a CPU implementation such as lavapipe), opened once per process and shared
-//! by every GPU backend, with its compiled pipelines (each WGSL source compiled once; where the
-//! adapter offers a pipeline cache, the driver's compiled code is kept on disk between runs, in
-//! the C backend's private cache folder, checked against its record before use) and the errors
-//! it reports.
+//! virtual one, before a CPU implementation such as lavapipe; among those whose name contains
+//! `RCANNL_GPU_ADAPTER` where it is set), opened once per process and shared by every GPU
+//! backend, with its compiled pipelines (each WGSL source compiled once; where the adapter offers
+//! a pipeline cache, the driver's compiled code is kept on disk between runs, in the C backend's
+//! private cache folder, checked against its record before use) and the errors it reports.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -74,6 +74,10 @@ pub struct Device {
     unsaved: AtomicBool,
 }
 
+/// The environment variable choosing the adapter: the best one whose name contains its value,
+/// ignoring case.
+pub const ADAPTER_VARIABLE: &str = "RCANNL_GPU_ADAPTER";
+
 /// The backends searched for an adapter.
 const BACKENDS: wgpu::Backends = wgpu::Backends::VULKAN
     .union(wgpu::Backends::METAL)
@@ -105,6 +109,27 @@ impl Device {
         });
         let mut adapters = pollster::block_on(instance.enumerate_adapters(BACKENDS));
         adapters.sort_by_key(|a| rank(a.get_info().device_type));
+        if let Ok(wanted) = std::env::var(ADAPTER_VARIABLE)
+            && !wanted.trim().is_empty()
+        {
+            let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+            let wanted_lower = wanted.trim().to_lowercase();
+            adapters.retain(|a| a.get_info().name.to_lowercase().contains(&wanted_lower));
+            if adapters.is_empty() {
+                return Err(gpu_error(
+                    GpuErrorKind::NoDevice,
+                    format!(
+                        "no GPU adapter's name contains {ADAPTER_VARIABLE}={wanted}; the adapters \
+                         found: {}",
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
         let Some(adapter) = adapters.into_iter().next() else {
             return Err(gpu_error(
                 GpuErrorKind::NoDevice,
@@ -255,7 +280,10 @@ impl Device {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(gpu_error(
                 GpuErrorKind::Kernel,
-                format!("the GPU would not compile a kernel: {}", brief(&e.to_string())),
+                format!(
+                    "the GPU would not compile a kernel: {}",
+                    brief(&e.to_string())
+                ),
             ));
         }
         self.unsaved.store(true, Ordering::Relaxed);

@@ -7,7 +7,7 @@
 //! one device, its compiled pipelines and the errors it reports; `memory` keeps the buffers'
 //! device copies in arenas, attached to [`rcannl_backends::Buffers`], so that values stay on the
 //! device across routines; `backend` is the [`rcannl_backends::Backend`] that compiles and runs
-//! routines; `traffic` counts what it dispatches, copies and holds.
+//! routines, counting what it dispatches, copies and holds in [`rcannl_backends::traffic`].
 
 #![warn(missing_docs)]
 
@@ -18,9 +18,7 @@ mod kernel;
 mod memory;
 mod product;
 mod schedule;
-pub mod traffic;
 pub mod wgsl;
 
 pub use backend::{Gpu, SOURCE_FOLDER};
 pub use device::{Device, GpuError, GpuErrorKind};
-pub use traffic::Traffic;

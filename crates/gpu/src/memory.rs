@@ -17,7 +17,7 @@ use rcannl_ir::{NodeId, TensorNode};
 
 use crate::device::Device;
 use crate::kernel::{Arena, Class, Placement};
-use crate::traffic;
+use rcannl_backends::traffic;
 
 /// Places in an arena are multiples of this (the largest cell, a 128-bit word), and so are
 /// copies' sizes (wgpu copies and maps whole 4-byte words).
@@ -67,7 +67,12 @@ pub(crate) struct DeviceMemory {
 
 impl Drop for DeviceMemory {
     fn drop(&mut self) {
-        let bytes = self.arenas.values().flatten().map(|a| a.buffer.size()).sum();
+        let bytes = self
+            .arenas
+            .values()
+            .flatten()
+            .map(|a| a.buffer.size())
+            .sum();
         traffic::release(bytes);
     }
 }
@@ -233,7 +238,7 @@ impl DeviceCopies for DeviceMemory {
             bytes.copy_from_slice(&view[..bytes.len()]);
         }
         staging.unmap();
-        traffic::count_read(bytes.len() as u64);
+        traffic::count_from_device(bytes.len() as u64);
         device
             .take_errors(&format!("reading {node} back"))
             .map_err(|e| run_error(e.message))
@@ -267,9 +272,11 @@ impl DeviceCopies for DeviceMemory {
         } else {
             let mut padded = bytes.to_vec();
             padded.resize(size as usize, 0);
-            self.device.queue.write_buffer(buffer, place.offset, &padded);
+            self.device
+                .queue
+                .write_buffer(buffer, place.offset, &padded);
         }
-        traffic::count_written(bytes.len() as u64);
+        traffic::count_to_device(bytes.len() as u64);
         Ok(())
     }
 

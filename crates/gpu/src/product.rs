@@ -290,7 +290,10 @@ pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>,
             format!("select({first}, {old}, k_first > 0i)"),
         )
     } else {
-        ("  let k_first = 0i;\n  let k_end = K;\n".to_owned(), first.to_owned())
+        (
+            "  let k_first = 0i;\n  let k_end = K;\n".to_owned(),
+            first.to_owned(),
+        )
     };
     let mut nodes = vec![plan.a, plan.b, plan.c];
     nodes.sort();

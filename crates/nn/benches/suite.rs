@@ -26,7 +26,9 @@ mod peers;
 #[allow(dead_code)]
 #[path = "../../tensor/benches/support/python.rs"]
 mod python;
+// Shared with `gpu_steps`, which counts models the suite does not time (the resnet, the GPT).
 #[path = "suite/workloads.rs"]
+#[allow(dead_code)]
 mod workloads;
 
 use std::path::{Path, PathBuf};
@@ -34,7 +36,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use peers::{Figures, Peers};
-use rcannl_tensor::TensorError;
+use rcannl_tensor::{BackendChoice, TensorError};
 use workloads::Step;
 
 /// Rounds of every workload on each side; the best median counts, so that a noisy moment on a
@@ -63,55 +65,55 @@ const WORKLOADS: &[Workload] = &[
         label: "matmul f32 1024^3",
         case: "matmul",
         repeats: 20,
-        build: || workloads::matmul(1024),
+        build: || workloads::matmul(1024, BackendChoice::Cc),
     },
     Workload {
         label: "conv2d 3x3 (8,64,58,58)->64 fwd",
         case: "conv_forward",
         repeats: 10,
-        build: workloads::conv_forward,
+        build: || workloads::conv_forward(BackendChoice::Cc),
     },
     Workload {
         label: "conv2d 3x3 fwd + dx + dk",
         case: "conv_step",
         repeats: 5,
-        build: workloads::conv_step,
+        build: || workloads::conv_step(BackendChoice::Cc),
     },
     Workload {
         label: "names transformer step, Adam",
         case: "transformer",
         repeats: 100,
-        build: workloads::transformer_step,
+        build: || workloads::transformer_step(BackendChoice::Cc),
     },
     Workload {
         label: "moons MLP step b32, SGD",
         case: "moons32",
         repeats: 1000,
-        build: || workloads::moons_step(32),
+        build: || workloads::moons_step(32, BackendChoice::Cc),
     },
     Workload {
         label: "moons MLP step b1024, SGD",
         case: "moons1024",
         repeats: 300,
-        build: || workloads::moons_step(1024),
+        build: || workloads::moons_step(1024, BackendChoice::Cc),
     },
     Workload {
         label: "MLP 784-512-512-10 step b128, Adam",
         case: "mlp",
         repeats: 30,
-        build: workloads::mlp_step,
+        build: || workloads::mlp_step(BackendChoice::Cc),
     },
     Workload {
         label: "digits CNN step b32, Adam",
         case: "digits",
         repeats: 300,
-        build: workloads::digits_step,
+        build: || workloads::digits_step(BackendChoice::Cc),
     },
     Workload {
         label: "MLP 784-512-512-10 fwd b1",
         case: "latency",
         repeats: 500,
-        build: workloads::mlp_latency,
+        build: || workloads::mlp_latency(BackendChoice::Cc),
     },
 ];
 
@@ -228,7 +230,7 @@ fn main() -> Result<(), TensorError> {
         unsafe { std::env::set_var("RAYON_NUM_THREADS", DEFAULT_THREADS) };
     }
     if std::env::args().any(|a| a == FIRST_STEP) {
-        println!("{}", workloads::transformer_first_step()?);
+        println!("{}", workloads::transformer_first_step(BackendChoice::Cc)?);
         return Ok(());
     }
     // Words after the program's name (cargo's `--bench` aside) choose workloads by their case.

@@ -1,8 +1,14 @@
 //! The training loop: epochs over batches picked by a static index, a progress bar with the loss
 //! and throughput (one line per epoch when standard error is not a terminal), a stop with a
 //! clear message when the loss or a parameter stops being a number.
+//!
+//! Two environment variables shorten and record a run without changing the program, to try a
+//! training program on another backend, or to compare its first steps on two:
+//! `RCANNL_MAX_STEPS=N` stops every training loop after its first `N` steps (the epoch cut short
+//! counts as the last), and `RCANNL_LOSS_LOG=FILE` appends each step's loss to `FILE`, a line
+//! each.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -145,12 +151,21 @@ pub(crate) fn run(
         .into_iter()
         .filter(|param| ctx.holds_values(param))
         .collect();
+    let settings = Settings::from_env()?;
+    let mut log = settings.loss_log.as_ref().map(open_log).transpose()?;
     let mut losses = Vec::with_capacity(plan.epochs);
     let start = Instant::now();
     let mut steps = 0;
     for epoch in 0..plan.epochs {
+        if settings.max_steps.is_some_and(|most| steps >= most) {
+            break;
+        }
         let mut total = 0.0;
+        let mut batches = 0;
         for b in peers.order(epoch, plan.batches) {
+            if settings.max_steps.is_some_and(|most| steps >= most) {
+                break;
+            }
             let local = before_step(ctx, steps)
                 .and_then(|()| ctx.run_with(first, &[(batch, b as i64)]))
                 .and_then(|()| ctx.values(loss));
@@ -166,6 +181,10 @@ pub(crate) fn run(
                 )));
             }
             total += value;
+            batches += 1;
+            if let Some((path, file)) = &mut log {
+                writeln!(file, "{value:e}").map_err(|e| log_error(path, &e))?;
+            }
             if let Some(step) = then {
                 ctx.run(step).map_err(|e| peers.alone_failed(e))?;
             }
@@ -183,7 +202,7 @@ pub(crate) fn run(
                 plan.batches.saturating_sub(1)
             )));
         }
-        let mean = total / plan.batches as f64;
+        let mean = total / batches as f64;
         losses.push(mean);
         let rate = (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64();
         progress.epoch(&epoch_summary(epoch, plan.epochs, mean, rate));
@@ -193,6 +212,54 @@ pub(crate) fn run(
         losses,
         examples_per_second: (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64(),
     })
+}
+
+/// The environment variable stopping every training loop after its first N steps.
+pub const MAX_STEPS_VARIABLE: &str = "RCANNL_MAX_STEPS";
+
+/// The environment variable naming a file every step's loss is appended to.
+pub const LOSS_LOG_VARIABLE: &str = "RCANNL_LOSS_LOG";
+
+/// What the environment asks of every training loop (see the module's documentation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Settings {
+    max_steps: Option<usize>,
+    loss_log: Option<std::path::PathBuf>,
+}
+
+impl Settings {
+    fn from_env() -> Result<Settings, TensorError> {
+        let max_steps = match std::env::var(MAX_STEPS_VARIABLE) {
+            Ok(text) => Some(text.trim().parse::<usize>().map_err(|_| {
+                TensorError::new(format!(
+                    "training: {MAX_STEPS_VARIABLE}={text} is not a number of steps"
+                ))
+            })?),
+            Err(_) => None,
+        };
+        let loss_log = std::env::var_os(LOSS_LOG_VARIABLE).map(std::path::PathBuf::from);
+        Ok(Settings {
+            max_steps,
+            loss_log,
+        })
+    }
+}
+
+fn log_error(path: &std::path::Path, e: &std::io::Error) -> TensorError {
+    TensorError::new(format!(
+        "training: writing the loss to {} (${LOSS_LOG_VARIABLE}): {e}",
+        path.display()
+    ))
+}
+
+/// The loss log at `path`, opened to append.
+fn open_log(path: &std::path::PathBuf) -> Result<(std::path::PathBuf, std::fs::File), TensorError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(|file| (path.clone(), file))
+        .map_err(|e| log_error(path, &e))
 }
 
 /// How progress shows: a bar redrawn on a terminal, one line per epoch elsewhere (a pipe or a

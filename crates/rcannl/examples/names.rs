@@ -11,7 +11,7 @@ use rcannl::nn::attention::{PositionDense, Rotary, TransformerBlock};
 use rcannl::nn::blocks::Mlp;
 use rcannl::nn::data::Rng;
 use rcannl::nn::embedding::Embedding;
-use rcannl::nn::loss::{cross_entropy, mean, sum};
+use rcannl::nn::loss::{cross_entropy, cross_entropy_ids, mean, sum};
 use rcannl::nn::norm::LayerNorm;
 use rcannl::nn::optim::{Adam, Schedule};
 use rcannl::nn::train::{Plan, fit_step};
@@ -260,7 +260,7 @@ fn context_model(
         .build();
     let ys = graph
         .data("next")
-        .shape(&format!("{batches},{batch_size}|->1"))
+        .shape(&format!("{batches},{batch_size}|->"))
         .values(targets(&examples))
         .build();
     let validation_x = graph
@@ -270,7 +270,7 @@ fn context_model(
         .build();
     let validation_y = graph
         .data("validation next")
-        .shape(&format!("{}|->1", validation.len()))
+        .shape(&format!("{}|->", validation.len()))
         .values(targets(&validation))
         .build();
     let sample_x = graph
@@ -288,12 +288,9 @@ fn context_model(
     };
     let params = net.params();
     let batch = graph.static_index();
-    let per_example = cross_entropy(
-        &net.logits(&xs.slice(&batch)),
-        &one_hot_each(&ys.slice(&batch)),
-    );
+    let per_example = cross_entropy_ids(&net.logits(&xs.slice(&batch)), &ys.slice(&batch));
     let loss = mean(&per_example);
-    let validation_loss = cross_entropy(&net.logits(&validation_x), &one_hot_each(&validation_y));
+    let validation_loss = cross_entropy_ids(&net.logits(&validation_x), &validation_y);
     let sample_logits = net.logits(&sample_x);
 
     let mut ctx = Context::new(&graph);

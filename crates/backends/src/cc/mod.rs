@@ -572,6 +572,7 @@ impl CompiledRoutine {
         }
         let pointers = Pointers(&pointers);
         let statics = &static_values;
+        crate::traffic::count_kernels(self.steps.len() as u64);
         let run_steps = |threads: usize| {
             for step in &self.steps {
                 let (function, kernel) = match step {

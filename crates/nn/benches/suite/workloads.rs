@@ -1,17 +1,21 @@
-//! The suite's workloads on rcannl's C backend: each built on its own graph and context, and
-//! handed back as a closure doing what one iteration of a real loop does (running the routines,
-//! the optimizer's update, reading the loss or the output).
+//! The benchmarks' workloads, on a backend of the caller's choice (the suite's on the C backend):
+//! each built on its own graph and context, and handed back as a closure doing what one iteration
+//! of a real loop does (running the routines, the optimizer's update, reading the loss or the
+//! output).
 
+use rcannl_backends::Backend;
 use rcannl_backends::cc::Compiler;
 use rcannl_nn::attention::{PositionDense, Rotary, TransformerBlock};
-use rcannl_nn::blocks::Mlp;
-use rcannl_nn::conv::{Conv2d, max_pool2d};
+use rcannl_nn::blocks::{Dense, Mlp};
+use rcannl_nn::cnn::{ConvBnRelu, ResidualBlock};
+use rcannl_nn::conv::{Conv2d, global_avg_pool, max_pool2d};
 use rcannl_nn::data::{Rng, moons};
 use rcannl_nn::embedding::Embedding;
-use rcannl_nn::loss::{cross_entropy, hinge, mean, sum};
-use rcannl_nn::norm::LayerNorm;
+use rcannl_nn::loss::{cross_entropy, cross_entropy_ids, hinge, mean, sum};
+use rcannl_nn::norm::{LayerNorm, Mode};
 use rcannl_nn::optim::{Adam, Sgd};
-use rcannl_tensor::{Context, Graph, Tensor, TensorError};
+use rcannl_nn::position::LearnedPositions;
+use rcannl_tensor::{BackendChoice, Context, Graph, Tensor, TensorError};
 
 /// One iteration of a workload, owning its context.
 pub type Step = Box<dyn FnMut() -> Result<(), TensorError>>;
@@ -43,11 +47,15 @@ const MOONS_WIDTHS: [usize; 3] = [16, 16, 1];
 const MOONS_LR: f64 = 0.1;
 const MOONS_MOMENTUM: f64 = 0.9;
 
-/// A context on the C backend.
-fn context(graph: &Graph) -> Result<Context, TensorError> {
-    let compiler = Compiler::from_environment()
-        .map_err(|e| TensorError::new(format!("the suite runs on the C backend: {}", e.message)))?;
-    let mut ctx = Context::with_backend(graph, Box::new(compiler));
+/// A context on the backend `on` (the C backend with the flags of its environment for `cc`).
+fn context(graph: &Graph, on: BackendChoice) -> Result<Context, TensorError> {
+    let backend: Box<dyn Backend> = match on {
+        BackendChoice::Cc => Box::new(Compiler::from_environment().map_err(|e| {
+            TensorError::new(format!("the suite runs on the C backend: {}", e.message))
+        })?),
+        other => other.backend()?,
+    };
+    let mut ctx = Context::with_backend(graph, backend);
     ctx.set_seed(1);
     Ok(ctx)
 }
@@ -98,14 +106,14 @@ fn training_step(
 }
 
 /// The product of two `n × n` f32 matrices.
-pub fn matmul(n: usize) -> Result<Step, TensorError> {
+pub fn matmul(n: usize, on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let mut rng = Rng::new(1);
     let shape = format!("{n},{n}");
     let a = data(&graph, "a", &shape, normal(n * n, &mut rng));
     let b = data(&graph, "b", &shape, normal(n * n, &mut rng));
     let c = a.einsum("i, j; j, k => i, k", &b);
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     let forward = ctx.forward(&[&c])?;
     Ok(Box::new(move || ctx.run(&forward)))
 }
@@ -133,11 +141,11 @@ fn conv_operands(graph: &Graph, input_gradient: bool) -> (Tensor, Tensor) {
 }
 
 /// The 3×3 valid convolution, forward.
-pub fn conv_forward() -> Result<Step, TensorError> {
+pub fn conv_forward(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let (x, kernel) = conv_operands(&graph, false);
     let y = x.einsum(CONV_VALID, &kernel);
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     let forward = ctx.forward(&[&y])?;
     Ok(Box::new(move || ctx.run(&forward)))
@@ -147,7 +155,7 @@ pub fn conv_forward() -> Result<Step, TensorError> {
 /// values (with plain sum, the output's gradient would be a constant, which a compiler could fold
 /// away), the gradients of input and kernel (no update: the step of the layer, not of an
 /// optimizer).
-pub fn conv_step() -> Result<Step, TensorError> {
+pub fn conv_step(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let (x, kernel) = conv_operands(&graph, true);
     let (batch, _, size, out) = CONV;
@@ -159,7 +167,7 @@ pub fn conv_step() -> Result<Step, TensorError> {
         normal(batch * valid * valid * out, &mut Rng::new(7)),
     );
     let loss = sum(&x.einsum(CONV_VALID, &kernel).pmul(&weights));
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| ctx.backprop(loss))
 }
@@ -206,10 +214,10 @@ fn transformer_loss(graph: &Graph) -> (Tensor, Vec<Tensor>) {
 }
 
 /// The transformer's training step: backprop, Adam, the loss read.
-pub fn transformer_step() -> Result<Step, TensorError> {
+pub fn transformer_step(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let (loss, params) = transformer_loss(&graph);
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
         Adam::new(&graph, &params, TRANSFORMER_LR).compile_step(ctx, loss)
@@ -218,22 +226,22 @@ pub fn transformer_step() -> Result<Step, TensorError> {
 
 /// Seconds from an empty graph to the transformer's first training step done (the loss read):
 /// inference, code generation, compilation (or the cache's libraries loaded) and one step.
-pub fn transformer_first_step() -> Result<f64, TensorError> {
+pub fn transformer_first_step(on: BackendChoice) -> Result<f64, TensorError> {
     let start = std::time::Instant::now();
-    transformer_step()?()?;
+    transformer_step(on)?()?;
     Ok(start.elapsed().as_secs_f64())
 }
 
 /// The moons MLP (2 → 16 → 16 → 1, relu, mean hinge loss): backprop, SGD with momentum, the
 /// loss read.
-pub fn moons_step(batch: usize) -> Result<Step, TensorError> {
+pub fn moons_step(batch: usize, on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let (xs, ys) = moons(batch, 0.1, 1);
     let x = data(&graph, "x", &format!("{batch}|->2"), xs);
     let y = data(&graph, "y", &format!("{batch}|->1"), ys);
     let model = Mlp::new(&graph, "mlp", &MOONS_WIDTHS);
     let loss = hinge(&model.apply(&x), &y);
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
         Sgd::new(&graph, &model.params(), MOONS_LR, MOONS_MOMENTUM).compile_step(ctx, loss)
@@ -242,7 +250,7 @@ pub fn moons_step(batch: usize) -> Result<Step, TensorError> {
 
 /// The MLP 784 → 512 → 512 → 10 (relu) on a batch of random images and labels: mean softmax
 /// cross-entropy, backprop, Adam, the loss read.
-pub fn mlp_step() -> Result<Step, TensorError> {
+pub fn mlp_step(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let mut rng = Rng::new(4);
     let classes = MLP_WIDTHS[MLP_WIDTHS.len() - 1];
@@ -260,7 +268,7 @@ pub fn mlp_step() -> Result<Step, TensorError> {
     );
     let model = Mlp::new(&graph, "mlp", &MLP_WIDTHS);
     let loss = mean(&cross_entropy(&model.apply(&x), &y));
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
         Adam::new(&graph, &model.params(), MLP_LR).compile_step(ctx, loss)
@@ -269,7 +277,7 @@ pub fn mlp_step() -> Result<Step, TensorError> {
 
 /// The MLP 784 → 512 → 512 → 10 on one image: its input written, the forward routine run, the
 /// logits read back.
-pub fn mlp_latency() -> Result<Step, TensorError> {
+pub fn mlp_latency(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let mut rng = Rng::new(5);
     let image = normal(MLP_INPUTS, &mut rng);
@@ -279,7 +287,7 @@ pub fn mlp_latency() -> Result<Step, TensorError> {
         .build();
     let model = Mlp::new(&graph, "mlp", &MLP_WIDTHS);
     let logits = model.apply(&x);
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     let forward = ctx.forward(&[&logits])?;
     Ok(Box::new(move || {
@@ -292,7 +300,7 @@ pub fn mlp_latency() -> Result<Step, TensorError> {
 /// The `digits` example's CNN (conv 3×3, 16 channels, padded, relu; max-pool 2; dense 64, relu;
 /// dense 10) on a batch of random 8×8 images: mean softmax cross-entropy, backprop, Adam, the
 /// loss read.
-pub fn digits_step() -> Result<Step, TensorError> {
+pub fn digits_step(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let mut rng = Rng::new(6);
     let x = data(
@@ -311,9 +319,90 @@ pub fn digits_step() -> Result<Step, TensorError> {
     let dense = Mlp::new(&graph, "dense", &[64, DIGITS_CLASSES]);
     let logits = dense.apply(&max_pool2d(&conv.apply(&x).relu(), 2));
     let loss = mean(&cross_entropy(&logits, &y));
-    let mut ctx = context(&graph)?;
+    let mut ctx = context(&graph, on)?;
     ctx.init_params()?;
     training_step(ctx, loss, |ctx, loss| {
         Adam::new(&graph, &graph.params(), DIGITS_LR).compile_step(ctx, loss)
+    })
+}
+
+/// The `resnet` example's network (a 3×3 stem of 16 channels with batch norm, a residual block
+/// of 16 channels, a strided one of 32 with a projection shortcut, global average pooling, dense
+/// 10) in train mode on a batch of random 8×8 images: mean softmax cross-entropy, backprop,
+/// Adam, the loss read.
+pub fn resnet_step(on: BackendChoice) -> Result<Step, TensorError> {
+    let graph = Graph::new();
+    let mut rng = Rng::new(7);
+    let x = data(
+        &graph,
+        "images",
+        &format!("{DIGITS_BATCH}|->8,8,1"),
+        (0..DIGITS_BATCH * 64).map(|_| rng.uniform()).collect(),
+    );
+    let y = data(
+        &graph,
+        "labels",
+        &format!("{DIGITS_BATCH}|->{DIGITS_CLASSES}"),
+        one_hot_rows(DIGITS_BATCH, DIGITS_CLASSES, &mut rng),
+    );
+    let stem = ConvBnRelu::new(&graph, "stem", 1, 16, 3, 1);
+    let stages = [
+        ResidualBlock::new(&graph, "stage1", 16, 16, 1),
+        ResidualBlock::new(&graph, "stage2", 16, 32, 2),
+    ];
+    let head = Dense::new(&graph, "head", DIGITS_CLASSES);
+    let features = stages.iter().fold(stem.apply(&x, Mode::Train), |h, stage| {
+        stage.apply(&h, Mode::Train)
+    });
+    let loss = mean(&cross_entropy(&head.apply(&global_avg_pool(&features)), &y));
+    let mut ctx = context(&graph, on)?;
+    ctx.init_params()?;
+    training_step(ctx, loss, |ctx, loss| {
+        Adam::new(&graph, &graph.params(), DIGITS_LR).compile_step(ctx, loss)
+    })
+}
+
+/// The practitioner GPT (tokens of 11, 5 positions, width 8, 2 heads, 2 causal blocks with
+/// hidden width 16, learned positions, a final norm) on a batch of 2 random sequences: mean
+/// cross-entropy against the next tokens, backprop, AdamW, the loss read.
+pub fn gpt_step(on: BackendChoice) -> Result<Step, TensorError> {
+    const VOCABULARY: usize = 11;
+    const BATCH: usize = 2;
+    const TIME: usize = 5;
+    const MODEL: usize = 8;
+    const HEADS: usize = 2;
+    const HIDDEN: usize = 16;
+    let graph = Graph::new();
+    let mut rng = Rng::new(8);
+    let x = data(
+        &graph,
+        "tokens",
+        &format!("{BATCH}|->{TIME}"),
+        tokens(BATCH * TIME, VOCABULARY, &mut rng),
+    );
+    let y = data(
+        &graph,
+        "next tokens",
+        &format!("{BATCH}|->{TIME}"),
+        tokens(BATCH * TIME, VOCABULARY, &mut rng),
+    );
+    let embedding = Embedding::new(&graph, "embedding", VOCABULARY, MODEL);
+    let positions = LearnedPositions::new(&graph, "positions", TIME, MODEL);
+    let blocks: Vec<TransformerBlock> = (0..2)
+        .map(|i| TransformerBlock::new(&graph, &format!("block{i}"), MODEL, HEADS, HIDDEN, true))
+        .collect();
+    let norm = LayerNorm::new(&graph, "final_norm");
+    let head = PositionDense::new(&graph, "head", VOCABULARY);
+    let mut h = positions.apply(&embedding.apply(&x));
+    for block in &blocks {
+        h = block.apply(&h, TIME, None);
+    }
+    let loss = mean(&cross_entropy_ids(&head.apply(&norm.apply(&h)), &y));
+    let mut ctx = context(&graph, on)?;
+    ctx.init_params()?;
+    training_step(ctx, loss, |ctx, loss| {
+        Adam::new(&graph, &graph.params(), 0.01)
+            .weight_decay(0.1)
+            .compile_step(ctx, loss)
     })
 }

@@ -119,7 +119,10 @@ fn contraction(
 ) -> Vec<f64> {
     let graph = Graph::new();
     let operand = |label: &str, dims: &str| {
-        let cells = dims.split(',').map(|d| d.parse::<usize>().unwrap()).product();
+        let cells = dims
+            .split(',')
+            .map(|d| d.parse::<usize>().unwrap())
+            .product();
         graph
             .data(label)
             .shape(dims)
