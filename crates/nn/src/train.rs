@@ -128,8 +128,35 @@ pub(crate) fn run(
     loss: &Tensor,
     batch: StaticIndex,
     plan: Plan,
+    before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
+    peers: &mut impl Peers,
+) -> Result<History, TensorError> {
+    let settings = Settings::from_env()?;
+    run_with(
+        ctx,
+        first,
+        then,
+        loss,
+        batch,
+        plan,
+        before_step,
+        peers,
+        &settings,
+    )
+}
+
+/// [`run`] under `settings`.
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    ctx: &mut Context,
+    first: &Routine,
+    then: Option<&Routine>,
+    loss: &Tensor,
+    batch: StaticIndex,
+    plan: Plan,
     mut before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
     peers: &mut impl Peers,
+    settings: &Settings,
 ) -> Result<History, TensorError> {
     if plan.batches == 0 {
         return Err(TensorError::new(
@@ -151,7 +178,6 @@ pub(crate) fn run(
         .into_iter()
         .filter(|param| ctx.holds_values(param))
         .collect();
-    let settings = Settings::from_env()?;
     let mut log = settings.loss_log.as_ref().map(open_log).transpose()?;
     let mut losses = Vec::with_capacity(plan.epochs);
     let start = Instant::now();
@@ -229,18 +255,32 @@ struct Settings {
 
 impl Settings {
     fn from_env() -> Result<Settings, TensorError> {
-        let max_steps = match std::env::var(MAX_STEPS_VARIABLE) {
-            Ok(text) => Some(text.trim().parse::<usize>().map_err(|_| {
-                TensorError::new(format!(
-                    "training: {MAX_STEPS_VARIABLE}={text} is not a number of steps"
-                ))
-            })?),
-            Err(_) => None,
-        };
-        let loss_log = std::env::var_os(LOSS_LOG_VARIABLE).map(std::path::PathBuf::from);
+        Settings::read(
+            std::env::var_os(MAX_STEPS_VARIABLE).as_deref(),
+            std::env::var_os(LOSS_LOG_VARIABLE).as_deref(),
+        )
+    }
+
+    /// The settings the variables' values say.
+    fn read(
+        max_steps: Option<&std::ffi::OsStr>,
+        loss_log: Option<&std::ffi::OsStr>,
+    ) -> Result<Settings, TensorError> {
+        let max_steps = max_steps
+            .map(|text| {
+                text.to_str()
+                    .and_then(|t| t.trim().parse::<usize>().ok())
+                    .ok_or_else(|| {
+                        TensorError::new(format!(
+                            "training: {MAX_STEPS_VARIABLE}={} is not a number of steps",
+                            text.to_string_lossy()
+                        ))
+                    })
+            })
+            .transpose()?;
         Ok(Settings {
             max_steps,
-            loss_log,
+            loss_log: loss_log.map(std::path::PathBuf::from),
         })
     }
 }
@@ -351,7 +391,90 @@ fn first_non_finite(
 
 #[cfg(test)]
 mod tests {
+    use rcannl_backends::Interpreter;
+    use rcannl_tensor::Graph;
+
     use super::*;
+    use crate::optim::Sgd;
+
+    #[test]
+    fn the_settings_read_a_number_of_steps_and_a_file() {
+        let read = |steps: Option<&str>, log: Option<&str>| {
+            Settings::read(
+                steps.map(std::ffi::OsStr::new),
+                log.map(std::ffi::OsStr::new),
+            )
+        };
+        assert_eq!(read(None, None).unwrap(), Settings::default());
+        let set = read(Some(" 12 "), Some("losses.txt")).unwrap();
+        assert_eq!(set.max_steps, Some(12));
+        assert_eq!(set.loss_log, Some("losses.txt".into()));
+        let error = read(Some("twelve"), None).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("RCANNL_MAX_STEPS=twelve is not a number of steps"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_run_stops_after_its_steps_and_logs_each_loss() {
+        let graph = Graph::new();
+        let xs = graph
+            .data("xs")
+            .shape("4,2|->1")
+            .values((1..=8).map(f64::from).collect())
+            .build();
+        let batch = graph.static_index();
+        let w = graph.param("w").shape("1->1").values(vec![0.5]).build();
+        let loss = w.compose(&xs.slice(&batch)).einsum1("...|...->... => ");
+        let mut sgd = Sgd::new(&graph, std::slice::from_ref(&w), 0.01, 0.0);
+        let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+        ctx.init_params().unwrap();
+        let backprop = ctx.backprop(&loss).unwrap();
+        let step = sgd.compile(&mut ctx).unwrap();
+        let log = std::env::temp_dir().join(format!("rcannl-loss-log-{}", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        let settings = Settings {
+            max_steps: Some(6),
+            loss_log: Some(log.clone()),
+        };
+        let plan = Plan {
+            epochs: 3,
+            batches: 4,
+            batch_size: 2,
+            progress: false,
+        };
+        let mut steps_seen = Vec::new();
+        let history = run_with(
+            &mut ctx,
+            &backprop,
+            Some(&step),
+            &loss,
+            batch,
+            plan,
+            |_, n| {
+                steps_seen.push(n);
+                Ok(())
+            },
+            &mut Alone,
+            &settings,
+        )
+        .unwrap();
+        assert_eq!(steps_seen, (0..6).collect::<Vec<_>>());
+        // The first epoch whole, the second cut after two batches: its mean is theirs.
+        assert_eq!(history.losses.len(), 2);
+        let logged: Vec<f64> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(logged.len(), 6);
+        assert_eq!(history.losses[0], logged[..4].iter().sum::<f64>() / 4.0);
+        assert_eq!(history.losses[1], (logged[4] + logged[5]) / 2.0);
+        std::fs::remove_file(&log).unwrap();
+    }
 
     #[test]
     fn epoch_orders_are_permutations_that_change_with_the_epoch_and_repeat_with_the_seed() {

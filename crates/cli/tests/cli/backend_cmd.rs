@@ -196,6 +196,112 @@ fn explain_on_the_gpu_shows_the_wgsl_kernels() {
     assert_eq!(stdout(&flagged), stdout(&chosen));
 }
 
+/// `rcannl` with the GPU backend and the environment variable `variable` set to `value`.
+fn rcannl_on_the_gpu_with(variable: &str, value: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rcannl"))
+        .args(args)
+        .args(["--backend", "gpu"])
+        .env(variable, value)
+        .output()
+        .expect("the rcannl binary runs")
+}
+
+#[test]
+fn the_adapter_variable_picks_by_name_and_names_the_adapters_when_none_matches() {
+    if !gpu_present() {
+        return;
+    }
+    let args = ["explain", "i=>", "range:3", "--dtype", "float32"];
+    let found = stdout(&rcannl(&[&args[..], &["--backend", "gpu"]].concat()));
+    let target = found
+        .lines()
+        .find_map(|l| l.strip_prefix("target:"))
+        .expect("a target line")
+        .trim()
+        .to_owned();
+    // The adapter's own name, in other case: the same adapter.
+    let name = target.split(" (").next().expect("a name").to_uppercase();
+    let picked = rcannl_on_the_gpu_with("RCANNL_GPU_ADAPTER", &name, &args);
+    assert!(picked.status.success(), "{}", stderr(&picked));
+    assert!(stdout(&picked).contains(&target), "{}", stdout(&picked));
+    let none = rcannl_on_the_gpu_with("RCANNL_GPU_ADAPTER", "no such adapter 7", &args);
+    assert_eq!(none.status.code(), Some(1));
+    let err = stderr(&none);
+    assert!(
+        err.contains("no GPU adapter's name contains RCANNL_GPU_ADAPTER=no such adapter 7")
+            && err.contains(target.split(" (").next().expect("a name")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_wgsl_folder_variable_keeps_every_routines_kernels() {
+    if !gpu_present() {
+        return;
+    }
+    let folder = std::env::temp_dir().join(format!("rcannl-wgsl-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    let args = [
+        "einsum",
+        "ij;jk=>ik",
+        "range:3,4",
+        "range:4,5",
+        "--dtype",
+        "float32",
+    ];
+    let output = rcannl_on_the_gpu_with("RCANNL_WGSL_DIR", folder.to_str().expect("UTF-8"), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let kept: Vec<_> = std::fs::read_dir(&folder)
+        .expect("the folder was made")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let name = kept[0]
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a name");
+    assert!(name.starts_with("forward-gpu_"), "{name}");
+    let text = std::fs::read_to_string(&kept[0]).expect("readable");
+    assert!(
+        text.contains("// kernel 0: ") && text.contains("@compute"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&folder).expect("removed");
+}
+
+#[test]
+fn a_tensor_larger_than_one_storage_buffer_is_an_error_naming_it() {
+    if !gpu_present() {
+        return;
+    }
+    let args = ["einsum", "ij=>i", "fill:1:40,40", "--dtype", "float32"];
+    let output = rcannl_on_the_gpu_with("RCANNL_GPU_ARENA_BYTES", "4096", &args);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("tensor 'x1' of dims [40, 40] needs 6400 bytes on the GPU")
+            && err.contains("at most 4096 bytes in one storage buffer")
+            && err.lines().count() <= 3,
+        "{err}"
+    );
+    // Within the cap, the tensors share arenas as usual.
+    let fits = rcannl_on_the_gpu_with(
+        "RCANNL_GPU_ARENA_BYTES",
+        "8192",
+        &[
+            "einsum",
+            "ij=>i",
+            "fill:1:40,40",
+            "--dtype",
+            "float32",
+            "--json",
+        ],
+    );
+    assert!(fits.status.success(), "{}", stderr(&fits));
+    let result: Value = serde_json::from_str(&stdout(&fits)).expect("JSON");
+    assert_eq!(numbers(&result["values"]), vec![40.0; 40]);
+}
+
 #[test]
 fn the_backend_variable_chooses_when_the_flag_is_absent() {
     if !gpu_present() {

@@ -15,6 +15,7 @@ mod target;
 mod blocks;
 mod differential;
 mod einsum;
+mod empty;
 mod gather;
 mod gpu;
 mod gradients;
