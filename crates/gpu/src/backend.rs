@@ -142,6 +142,13 @@ impl Backend for Gpu {
                 })
             })
             .collect();
+        let partials = (program.partial_cells() > 0).then(|| {
+            buffer(
+                "rcannl partial sums",
+                4 * program.partial_cells(),
+                wgpu::BufferUsages::STORAGE,
+            )
+        });
         let most_dispatches = program.kernels.iter().map(|k| k.dispatches).max();
         let chunks = most_dispatches.filter(|&d| d > 1).map(|d| {
             let numbers = buffer(
@@ -169,6 +176,7 @@ impl Backend for Gpu {
                 source,
                 parameters,
                 spills,
+                partials,
                 chunks,
                 bound: Mutex::default(),
             })),
@@ -238,6 +246,7 @@ impl Gpu {
             let bound = kernel.arenas.len()
                 + usize::from(kernel.parameters)
                 + kernel.spills.len()
+                + usize::from(kernel.partials > 0)
                 + usize::from(kernel.dispatches > 1);
             let workgroup = kernel.workgroup;
             let problem = if bound > limits.max_storage_buffers_per_shader_stage as usize {
@@ -310,6 +319,8 @@ struct Kernels {
     parameters: wgpu::Buffer,
     /// The spilled locals of each compute kind: a cell per slot and invocation.
     spills: Vec<(Kind, wgpu::Buffer)>,
+    /// The partial sums of matrix products whose reductions are split.
+    partials: Option<wgpu::Buffer>,
     /// For kernels dispatched in chunks: the numbers 0, 1, … and the cell each dispatch reads
     /// its own from (copied in before it).
     chunks: Option<(wgpu::Buffer, wgpu::Buffer)>,
@@ -492,6 +503,10 @@ impl Kernels {
                     .find(|(k, _)| k == kind)
                     .expect("made with the kernels");
                 resources.push(spill.as_entire_binding());
+            }
+            if kernel.partials > 0 {
+                let partials = self.partials.as_ref().expect("made with the kernels");
+                resources.push(partials.as_entire_binding());
             }
             if kernel.dispatches > 1 {
                 let (_, current) = self.chunks.as_ref().expect("made with the kernels");

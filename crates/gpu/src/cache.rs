@@ -62,8 +62,9 @@ fn kind_of(name: &str) -> Option<Kind> {
 }
 
 /// The program as kept: its static indices and placed tensors, then a header line per kernel
-/// (invocations, workgroup size, whether it reads the parameters, its source's length in bytes, dispatches, tensors, arenas,
-/// spilled locals), each followed by its source.
+/// (invocations, workgroup size, whether it reads the parameters, its source's length in bytes,
+/// dispatches, cells of partial sums, tensors, arenas, spilled locals), each followed by its
+/// source.
 pub(crate) fn to_text(program: &Program) -> String {
     let mut text = format!(
         "{MAGIC}\n// statics {}\n// placed {}\n",
@@ -73,12 +74,13 @@ pub(crate) fn to_text(program: &Program) -> String {
     for kernel in &program.kernels {
         writeln!(
             text,
-            "// kernel {} {} {} {} {} {} {} {}",
+            "// kernel {} {} {} {} {} {} {} {} {}",
             kernel.invocations,
             kernel.workgroup,
             u8::from(kernel.parameters),
             kernel.source.len(),
             kernel.dispatches,
+            kernel.partials,
             list(&kernel.nodes, |n| n.0.to_string()),
             list(&kernel.arenas, |a| format!(
                 "{}.{}",
@@ -120,6 +122,7 @@ pub(crate) fn from_text(text: &str) -> Option<Program> {
         };
         let length: usize = words.next()?.parse().ok()?;
         let dispatches = words.next()?.parse().ok()?;
+        let partials = words.next()?.parse().ok()?;
         let nodes = unlist(words.next()?, |s| s.parse().ok().map(NodeId))?;
         let arenas = unlist(words.next()?, |s| {
             let (class, index) = s.split_once('.')?;
@@ -145,6 +148,7 @@ pub(crate) fn from_text(text: &str) -> Option<Program> {
             invocations,
             workgroup,
             spills,
+            partials,
             dispatches,
         });
     }
@@ -192,6 +196,7 @@ mod tests {
                     invocations: 1 << 33,
                     workgroup: 64,
                     spills: vec![(Kind::Float, 2), (Kind::Word, 1)],
+                    partials: 3 << 20,
                     dispatches: 12,
                 },
                 Kernel {
@@ -202,6 +207,7 @@ mod tests {
                     invocations: 1,
                     workgroup: 1,
                     spills: Vec::new(),
+                    partials: 0,
                     dispatches: 1,
                 },
             ],

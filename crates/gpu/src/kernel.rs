@@ -117,7 +117,7 @@ pub struct Kernel {
     /// The tensors it reads or writes.
     pub nodes: Vec<NodeId>,
     /// The arenas it binds, binding `i` the `i`-th; the parameters (`rc_statics`, where it
-    /// reads them) come next, then the spilled locals, then the chunk number.
+    /// reads them) come next, then the spilled locals, the partial sums, the chunk number.
     pub arenas: Vec<Arena>,
     /// Whether it reads the parameters: the static indices, or the tensors' offsets.
     pub parameters: bool,
@@ -131,6 +131,9 @@ pub struct Kernel {
     /// each compute kind it keeps, how many locals of that kind (each a cell per invocation, in
     /// `rc_spill_f`, `rc_spill_i` or `rc_spill_w`).
     pub spills: Vec<(Kind, usize)>,
+    /// The cells of partial sums it writes or reads (`rc_partial`, f32), where a matrix
+    /// product's reduction is split into slices computed at once; 0 for none.
+    pub partials: u64,
     /// How many times the kernel is dispatched, one after another, each time with its number in
     /// `rc_chunk` (bound last): more than 1 for a loop run in chunks.
     pub dispatches: u64,
@@ -183,6 +186,11 @@ impl Program {
             })
             .max()
             .unwrap_or(0)
+    }
+
+    /// The most cells of partial sums a kernel needs.
+    pub fn partial_cells(&self) -> u64 {
+        self.kernels.iter().map(|k| k.partials).max().unwrap_or(0)
     }
 }
 

@@ -16,13 +16,17 @@
 //! A reduction longer than one invocation may loop ([`STEPS_PER_DISPATCH`] steps, within the
 //! schedule's iteration budget) runs as a sequence of dispatches, each taking the next steps:
 //! every cell carries its sum from one dispatch to the next in C itself, so that it still receives
-//! its terms in order.
+//! its terms in order. A product of few tiles ([`split`]) instead cuts a long reduction into
+//! slices computed at once, each workgroup summing one slice of one tile into partial sums, which
+//! a second kernel ([`COMBINE`]) adds to C's starting value in the order of the slices: matrix
+//! products sum in any order (as the C backend's do), and a weight gradient over a large batch
+//! then occupies the GPU instead of a workgroup per tile.
 
 use rcannl_ir::{GemmPlan, Index, LoopVar, NodeId, PlanOperand, Precision, Routine, Var};
 
 use rcannl_backends::emit::{CodegenError, CodegenErrorKind, var_name};
 
-use crate::kernel::{Kernel, Layout};
+use crate::kernel::{Kernel, Layout, WORKGROUP};
 use crate::schedule::ITERATION_BUDGET;
 
 /// Rows (and columns) of C one workgroup computes.
@@ -76,15 +80,12 @@ fn c_columns(t: i32) -> i32 { return {C_COLUMNS}; }
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: vec3<u32>,
         @builtin(local_invocation_index) invocation: u32) {
-  let tile = i32(place.x + place.y * grid.x);
-  if (tile >= TILES) { return; }
-{BASES}{CHUNK}  let batch = tile / (TILES_M * TILES_N);
+{GROUP}{BASES}{CHUNK}  let batch = tile / (TILES_M * TILES_N);
   let row0 = (tile / TILES_N) % TILES_M * 64i;
   let column0 = tile % TILES_N * 64i;
   let a_base = a_start + a_batch(batch);
   let b_base = b_start + b_batch(batch);
-  let c_base = c_start + c_batch(batch);
-  let me = i32(invocation);
+{C_BASE}  let me = i32(invocation);
   let tx = me % 16i;
   let ty = me / 16i;
 
@@ -143,12 +144,68 @@ fn main(@builtin(workgroup_id) place: vec3<u32>, @builtin(num_workgroups) grid: 
       let m = row0 + ty + 16i * r;
       let n = column0 + tx + 16i * s;
       if (m < M && n < N) {
-        {C}[c_base + c_rows(m) + c_columns(n)] = {ELEMENT}(sums[r][s]);
+        {STORE}
       }
     }
   }
 }
 ";
+
+/// The kernel adding a split reduction's partial sums to C, in the order of their slices, with
+/// an invocation per cell of C's tiles; `{NAME}` placeholders as in [`TEMPLATE`].
+const COMBINE: &str = r"
+const M: i32 = {M}i;
+const N: i32 = {N}i;
+const TILES_M: i32 = {TILES_M}i;
+const TILES_N: i32 = {TILES_N}i;
+const TILES: i32 = {TILES}i;
+const SLICES: i32 = {SLICES}i;
+
+fn c_batch(t: i32) -> i32 { return {C_BATCH}; }
+fn c_rows(t: i32) -> i32 { return {C_ROWS}; }
+fn c_columns(t: i32) -> i32 { return {C_COLUMNS}; }
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let cell = i32(gid.x + gid.y * groups.x * 64u);
+  if (cell >= TILES * 4096i) { return; }
+{BASES}  let tile = cell / 4096i;
+  let local = cell % 4096i;
+  let m = (tile / TILES_N) % TILES_M * 64i + local / 64i;
+  let n = tile % TILES_N * 64i + local % 64i;
+  if (m >= M || n >= N) { return; }
+  let c_base = c_start + c_batch(tile / (TILES_M * TILES_N));
+  var sum = {START};
+  for (var slice = 0i; slice < SLICES; slice++) {
+    sum = sum + rc_partial[(slice * TILES + tile) * 4096i + local];
+  }
+  {C}[c_base + c_rows(m) + c_columns(n)] = {ELEMENT}(sum);
+}
+";
+
+/// The fewest reduction steps a slice of a split reduction takes.
+const SLICE_STEPS: usize = 1024;
+/// A product of fewer tiles than this splits a long reduction into slices computed at once.
+const FEW_TILES: usize = 128;
+/// The most cells of partial sums a split keeps (64 MiB of f32).
+const MOST_PARTIALS: usize = 1 << 24;
+
+/// How a reduction of `k` steps over `tiles` tiles is split into slices computed at once: the
+/// slices and the steps of each, or `None` to run it whole (in ordered dispatches where it is
+/// longer than one may take). A product of few tiles leaves most of a GPU idle while one
+/// workgroup per tile walks the whole reduction: slices give it more workgroups.
+fn split(tiles: usize, k: usize) -> Option<(usize, usize)> {
+    if tiles >= FEW_TILES || k < 2 * SLICE_STEPS {
+        return None;
+    }
+    let slices = k
+        .div_ceil(SLICE_STEPS)
+        .min((2 * FEW_TILES / tiles).max(2))
+        .max(k.div_ceil(STEPS_PER_DISPATCH));
+    let steps = k.div_ceil(slices).next_multiple_of(DEPTH);
+    let slices = k.div_ceil(steps);
+    (slices > 1 && slices * tiles * TILE * TILE <= MOST_PARTIALS).then_some((slices, steps))
+}
 
 /// One operand's flat offset as the product sees it.
 type Offsets = PlanOperand;
@@ -226,7 +283,10 @@ pub(crate) fn writes_every_cell(routine: &Routine, plan: &GemmPlan) -> bool {
 /// cells are of a precision other than f32 and f16 (which the nest's own kernels compute). The
 /// plan's accesses must have been checked against the buffers: the kernel reads and writes
 /// without checks.
-pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>, CodegenError> {
+pub(crate) fn kernels(
+    layout: &Layout,
+    plan: &GemmPlan,
+) -> Result<Option<Vec<Kernel>>, CodegenError> {
     let routine = layout.routine;
     let element = match routine.nodes.get(&plan.c).map(|c| c.precision) {
         Some(Precision::F32) => "f32",
@@ -255,15 +315,14 @@ pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>,
         ));
     }
     let at = Layout::offset_name;
-    let bases = format!(
-        "  let a_start = {} + {};\n  let b_start = {} + {};\n  let c_start = {} + {};\n",
+    let a_b_bases = format!(
+        "  let a_start = {} + {};\n  let b_start = {} + {};\n",
         at(plan.a),
         start(&a),
         at(plan.b),
-        start(&b),
-        at(plan.c),
-        start(&c)
+        start(&b)
     );
+    let c_bases = format!("  let c_start = {} + {};\n", at(plan.c), start(&c));
     // Consecutive invocations load consecutive cells where the operand allows: along the
     // reduction when it moves less per step there than per row (or column).
     let (a_row, a_step) = if a.unit(&plan.k) < a.unit(&plan.m) {
@@ -279,6 +338,113 @@ pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>,
     let c_arena = layout.arena(plan.c);
     let old = format!("f32({c_arena}[c_base + c_rows(m) + c_columns(n)])");
     let first = if plan.zero_first { "0.0" } else { &old };
+    let c_store = format!("{c_arena}[c_base + c_rows(m) + c_columns(n)] = {element}(sums[r][s]);");
+    let one_tile =
+        "  let tile = i32(place.x + place.y * grid.x);\n  if (tile >= TILES) { return; }\n";
+    let c_base = "  let c_base = c_start + c_batch(batch);\n";
+    let substitute = |template: &str, extra: &[(&str, String)]| {
+        let common: [(&str, String); 22] = [
+            ("{M}", m.to_string()),
+            ("{N}", n.to_string()),
+            ("{K}", k.to_string()),
+            ("{TILES_M}", tiles_m.to_string()),
+            ("{TILES_N}", tiles_n.to_string()),
+            ("{TILES}", tiles.to_string()),
+            ("{A_BATCH}", group_offset(&a, &plan.batch)),
+            ("{A_ROWS}", group_offset(&a, &plan.m)),
+            ("{A_STEPS}", group_offset(&a, &plan.k)),
+            ("{B_BATCH}", group_offset(&b, &plan.batch)),
+            ("{B_STEPS}", group_offset(&b, &plan.k)),
+            ("{B_COLUMNS}", group_offset(&b, &plan.n)),
+            ("{C_BATCH}", group_offset(&c, &plan.batch)),
+            ("{C_ROWS}", group_offset(&c, &plan.m)),
+            ("{C_COLUMNS}", group_offset(&c, &plan.n)),
+            ("{A_ROW_OF_E}", a_row.clone()),
+            ("{A_STEP_OF_E}", a_step.clone()),
+            ("{B_COLUMN_OF_E}", b_column.clone()),
+            ("{B_STEP_OF_E}", b_step.clone()),
+            ("{A}", layout.arena(plan.a).to_string()),
+            ("{B}", layout.arena(plan.b).to_string()),
+            ("{C}", c_arena.to_string()),
+        ];
+        let mut body = template.to_owned();
+        // The plan's own placeholders first: their values may hold the common ones.
+        for (name, value) in extra.iter().chain(&common) {
+            body = body.replace(name, value);
+        }
+        body
+    };
+    // A kernel's source: its header (the arenas of `nodes`, the parameters), then the buffer
+    // `more` declares at the binding after them, then `body` reading `bases`.
+    let kernel = |nodes: &[NodeId], bases: &str, more: Option<&str>, body: String| {
+        let (mut source, arenas) = layout.header(bases, nodes);
+        if let Some(more) = more {
+            let binding = arenas.len() + 1;
+            source.push_str(&format!("@group(0) @binding({binding}) {more}\n"));
+        }
+        source.push_str(&body.replace("{BASES}", &(layout.lets(bases, nodes) + bases)));
+        (source, arenas)
+    };
+    let partial_sums = "var<storage, read_write> rc_partial: array<f32>;";
+    if let Some((slices, steps)) = split(tiles, k) {
+        let group = format!(
+            "  let group = i32(place.x + place.y * grid.x);\n  if (group >= TILES * {slices}i) \
+             {{ return; }}\n  let tile = group % TILES;\n  let slice = group / TILES;\n"
+        );
+        let chunk = format!(
+            "  let k_first = slice * {steps}i;\n  let k_end = min(K, k_first + {steps}i);\n"
+        );
+        let store =
+            "rc_partial[(slice * TILES + tile) * 4096i + (m - row0) * 64i + (n - column0)] \
+                     = sums[r][s];"
+                .to_owned();
+        let body = substitute(
+            TEMPLATE,
+            &[
+                ("{GROUP}", group),
+                ("{CHUNK}", chunk),
+                ("{C_BASE}", String::new()),
+                ("{START}", "0.0".to_owned()),
+                ("{STORE}", store),
+                ("{ELEMENT}", element.to_owned()),
+            ],
+        );
+        let nodes = sorted(vec![plan.a, plan.b]);
+        let (source, arenas) = kernel(&nodes, &a_b_bases, Some(partial_sums), body);
+        let partials = (slices * tiles * TILE * TILE) as u64;
+        let slices_kernel = Kernel {
+            source,
+            nodes,
+            arenas,
+            parameters: true,
+            invocations: (slices * tiles * INVOCATIONS) as u64,
+            workgroup: INVOCATIONS as u32,
+            spills: Vec::new(),
+            partials,
+            dispatches: 1,
+        };
+        let body = substitute(
+            COMBINE,
+            &[
+                ("{SLICES}", slices.to_string()),
+                ("{START}", first.to_owned()),
+                ("{ELEMENT}", element.to_owned()),
+            ],
+        );
+        let (source, arenas) = kernel(&[plan.c], &c_bases, Some(partial_sums), body);
+        let combine = Kernel {
+            source,
+            nodes: vec![plan.c],
+            arenas,
+            parameters: true,
+            invocations: (tiles * TILE * TILE) as u64,
+            workgroup: WORKGROUP,
+            spills: Vec::new(),
+            partials,
+            dispatches: 1,
+        };
+        return Ok(Some(vec![slices_kernel, combine]));
+    }
     let dispatches = k.div_ceil(STEPS_PER_DISPATCH).max(1);
     // Past the first dispatch, a cell starts from the sum the previous ones stored.
     let (chunk, start_value) = if dispatches > 1 {
@@ -295,50 +461,27 @@ pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>,
             first.to_owned(),
         )
     };
-    let mut nodes = vec![plan.a, plan.b, plan.c];
-    nodes.sort();
-    nodes.dedup();
-    let substitutions: [(&str, String); 26] = [
-        ("{M}", m.to_string()),
-        ("{N}", n.to_string()),
-        ("{K}", k.to_string()),
-        ("{TILES_M}", tiles_m.to_string()),
-        ("{TILES_N}", tiles_n.to_string()),
-        ("{TILES}", tiles.to_string()),
-        ("{A_BATCH}", group_offset(&a, &plan.batch)),
-        ("{A_ROWS}", group_offset(&a, &plan.m)),
-        ("{A_STEPS}", group_offset(&a, &plan.k)),
-        ("{B_BATCH}", group_offset(&b, &plan.batch)),
-        ("{B_STEPS}", group_offset(&b, &plan.k)),
-        ("{B_COLUMNS}", group_offset(&b, &plan.n)),
-        ("{C_BATCH}", group_offset(&c, &plan.batch)),
-        ("{C_ROWS}", group_offset(&c, &plan.m)),
-        ("{C_COLUMNS}", group_offset(&c, &plan.n)),
-        ("{BASES}", layout.lets(&bases, &nodes) + &bases),
-        ("{CHUNK}", chunk),
-        ("{START}", start_value),
-        ("{A_ROW_OF_E}", a_row),
-        ("{A_STEP_OF_E}", a_step),
-        ("{B_COLUMN_OF_E}", b_column),
-        ("{B_STEP_OF_E}", b_step),
-        ("{A}", layout.arena(plan.a).to_string()),
-        ("{B}", layout.arena(plan.b).to_string()),
-        ("{C}", c_arena.to_string()),
-        ("{ELEMENT}", element.to_owned()),
-    ];
-    let mut body = TEMPLATE.to_owned();
-    for (name, value) in &substitutions {
-        body = body.replace(name, value);
-    }
-    let (mut source, arenas) = layout.header(&bases, &nodes);
-    if dispatches > 1 {
-        source.push_str(&format!(
-            "@group(0) @binding({}) var<storage, read> rc_chunk: array<i32>;\n",
-            arenas.len() + 1
-        ));
-    }
-    source.push_str(&body);
-    Ok(Some(Kernel {
+    let body = substitute(
+        TEMPLATE,
+        &[
+            ("{GROUP}", one_tile.to_owned()),
+            ("{CHUNK}", chunk),
+            ("{C_BASE}", c_base.to_owned()),
+            ("{START}", start_value),
+            ("{STORE}", c_store),
+            ("{ELEMENT}", element.to_owned()),
+        ],
+    );
+    let bases = a_b_bases + &c_bases;
+    let nodes = sorted(vec![plan.a, plan.b, plan.c]);
+    let chunk_number = "var<storage, read> rc_chunk: array<i32>;";
+    let (source, arenas) = kernel(
+        &nodes,
+        &bases,
+        (dispatches > 1).then_some(chunk_number),
+        body,
+    );
+    Ok(Some(vec![Kernel {
         source,
         nodes,
         arenas,
@@ -346,6 +489,35 @@ pub(crate) fn kernel(layout: &Layout, plan: &GemmPlan) -> Result<Option<Kernel>,
         invocations: (tiles * INVOCATIONS) as u64,
         workgroup: INVOCATIONS as u32,
         spills: Vec::new(),
+        partials: 0,
         dispatches: dispatches as u64,
-    }))
+    }]))
+}
+
+fn sorted(mut nodes: Vec<NodeId>) -> Vec<NodeId> {
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_reductions_over_few_tiles_split_into_slices_within_the_budget() {
+        // A weight gradient over 60,000 rows into one tile: slices of whole depth steps, each
+        // within one dispatch, covering the reduction once.
+        let (slices, steps) = split(1, 60_000).unwrap();
+        assert!(slices > 1 && steps % DEPTH == 0 && steps <= STEPS_PER_DISPATCH);
+        assert!(steps * slices >= 60_000 && steps * (slices - 1) < 60_000);
+        // A million steps: more slices, still within a dispatch each.
+        let (slices, steps) = split(2, 1_000_000).unwrap();
+        assert!(steps <= STEPS_PER_DISPATCH && steps * slices >= 1_000_000);
+        // Enough tiles to fill a GPU, or a short reduction: whole.
+        assert_eq!(split(FEW_TILES, 1_000_000), None);
+        assert_eq!(split(1, SLICE_STEPS), None);
+        // Partial sums beyond their cap: whole, in ordered dispatches.
+        assert_eq!(split(FEW_TILES - 1, 100_000_000), None);
+    }
 }

@@ -492,7 +492,7 @@ fn generate_body(
                 // The product kernel makes the nest's accesses unchecked: check them as the
                 // nest's own kernels would.
                 writer.check(nest)?;
-                let Some(product) = product::kernel(&dialect.layout, plan)? else {
+                let Some(product) = product::kernels(&dialect.layout, plan)? else {
                     generate_body(dialect, nest, kernels)?;
                     continue;
                 };
@@ -502,7 +502,7 @@ fn generate_body(
                 {
                     generate_body(dialect, std::slice::from_ref(fill), kernels)?;
                 }
-                kernels.push(product);
+                kernels.extend(product);
             }
             Group::Parallel { preamble, stmt } => {
                 let mut chain = Vec::new();
@@ -762,6 +762,7 @@ fn assemble(writer: &Writer<Wgsl>, lanes: &Lanes, code: &str, dispatches: u64) -
         invocations,
         workgroup,
         spills,
+        partials: 0,
         dispatches,
     }
 }
