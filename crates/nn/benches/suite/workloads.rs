@@ -297,24 +297,30 @@ pub fn mlp_latency(on: BackendChoice) -> Result<Step, TensorError> {
     }))
 }
 
-/// The `digits` example's CNN (conv 3×3, 16 channels, padded, relu; max-pool 2; dense 64, relu;
-/// dense 10) on a batch of random 8×8 images: mean softmax cross-entropy, backprop, Adam, the
-/// loss read.
-pub fn digits_step(on: BackendChoice) -> Result<Step, TensorError> {
-    let graph = Graph::new();
-    let mut rng = Rng::new(6);
+/// A batch of random 8×8 images and one-hot labels of the digits' classes, drawn from `seed`.
+fn digit_images(graph: &Graph, seed: u64) -> (Tensor, Tensor) {
+    let mut rng = Rng::new(seed);
     let x = data(
-        &graph,
+        graph,
         "images",
         &format!("{DIGITS_BATCH}|->8,8,1"),
         (0..DIGITS_BATCH * 64).map(|_| rng.uniform()).collect(),
     );
     let y = data(
-        &graph,
+        graph,
         "labels",
         &format!("{DIGITS_BATCH}|->{DIGITS_CLASSES}"),
         one_hot_rows(DIGITS_BATCH, DIGITS_CLASSES, &mut rng),
     );
+    (x, y)
+}
+
+/// The `digits` example's CNN (conv 3×3, 16 channels, padded, relu; max-pool 2; dense 64, relu;
+/// dense 10) on a batch of random 8×8 images: mean softmax cross-entropy, backprop, Adam, the
+/// loss read.
+pub fn digits_step(on: BackendChoice) -> Result<Step, TensorError> {
+    let graph = Graph::new();
+    let (x, y) = digit_images(&graph, 6);
     let conv = Conv2d::new(&graph, "conv", 16, 3, 1, true);
     let dense = Mlp::new(&graph, "dense", &[64, DIGITS_CLASSES]);
     let logits = dense.apply(&max_pool2d(&conv.apply(&x).relu(), 2));
@@ -332,19 +338,7 @@ pub fn digits_step(on: BackendChoice) -> Result<Step, TensorError> {
 /// Adam, the loss read.
 pub fn resnet_step(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
-    let mut rng = Rng::new(7);
-    let x = data(
-        &graph,
-        "images",
-        &format!("{DIGITS_BATCH}|->8,8,1"),
-        (0..DIGITS_BATCH * 64).map(|_| rng.uniform()).collect(),
-    );
-    let y = data(
-        &graph,
-        "labels",
-        &format!("{DIGITS_BATCH}|->{DIGITS_CLASSES}"),
-        one_hot_rows(DIGITS_BATCH, DIGITS_CLASSES, &mut rng),
-    );
+    let (x, y) = digit_images(&graph, 7);
     let stem = ConvBnRelu::new(&graph, "stem", 1, 16, 3, 1);
     let stages = [
         ResidualBlock::new(&graph, "stage1", 16, 16, 1),
