@@ -13,7 +13,7 @@
 //! `ignore_index` and label smoothing, sequences with masks), `metrics` argmax and accuracies,
 //! `optim` optimizers as update routines (parameter groups, coupled and decoupled weight decay,
 //! AMSGrad, dampening) with learning-rate schedules, `train` the training loop with its progress
-//! bar, `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
+//! bar, `sample` tokens chosen from logits for generation (temperature, top-k), `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
 //! written whole or not at all and read within their length, `data` generated data sets,
 //! `distributed` data-parallel training over MPI (with the `mpi` feature), and `plot` PNG plots
 //! (a loss curve, decision regions).
@@ -46,5 +46,6 @@ pub mod optim;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod position;
+pub mod sample;
 pub mod train;
 pub mod transformer;
