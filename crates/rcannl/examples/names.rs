@@ -14,6 +14,7 @@ use rcannl::nn::embedding::Embedding;
 use rcannl::nn::loss::{cross_entropy, cross_entropy_ids, mean, sum};
 use rcannl::nn::norm::LayerNorm;
 use rcannl::nn::optim::{Adam, Schedule};
+use rcannl::nn::sample::{Sampling, sample};
 use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
 
@@ -51,20 +52,6 @@ fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
         let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         items.swap(i, j);
     }
-}
-
-/// A draw from the softmax of `logits`.
-fn draw(logits: &[f64], rng: &mut Rng) -> usize {
-    let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let weights: Vec<f64> = logits.iter().map(|l| (l - top).exp()).collect();
-    let mut u = rng.uniform() * weights.iter().sum::<f64>();
-    for (i, &w) in weights.iter().enumerate() {
-        if u < w {
-            return i;
-        }
-        u -= w;
-    }
-    weights.len() - 1
 }
 
 /// Examples of the context models: the `CONTEXT` tokens before each character of each name (and
@@ -296,7 +283,7 @@ fn context_model(
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     let evaluate = ctx.forward(&[&validation_loss])?;
-    let sample = ctx.forward(&[&sample_logits])?;
+    let sample_step = ctx.forward(&[&sample_logits])?;
     let parameters = count(&mut ctx, &params)?;
     println!(
         "\n{name}{}: {parameters} parameters; {} training examples in {batches} batches of \
@@ -335,8 +322,8 @@ fn context_model(
                 &sample_x,
                 &ids(context[CONTEXT - width..].iter().map(|&t| Some(t))),
             )?;
-            ctx.run(&sample)?;
-            let next = draw(&ctx.values(&sample_logits)?, rng);
+            ctx.run(&sample_step)?;
+            let next = sample(&ctx.values(&sample_logits)?, &Sampling::default(), rng)?;
             if next == 0 || drawn.len() >= 20 {
                 break;
             }
@@ -451,7 +438,7 @@ fn transformer(
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     let evaluate = ctx.forward(&[&validation_loss])?;
-    let sample = ctx.forward(&[&sample_logits])?;
+    let sample_step = ctx.forward(&[&sample_logits])?;
     let parameters = count(&mut ctx, &params)?;
     let scored = |ws: &[Window]| ws.iter().flat_map(|(_, y)| y).flatten().count();
     println!(
@@ -490,10 +477,11 @@ fn transformer(
             let mut x = [0; WINDOW];
             x[..window.len()].copy_from_slice(window);
             ctx.set_values(&sample_x, &ids(x.map(Some)))?;
-            ctx.run(&sample)?;
+            ctx.run(&sample_step)?;
             let logits = ctx.values(&sample_logits)?;
             let at = window.len() - 1;
-            let next = draw(&logits[at * VOCABULARY..(at + 1) * VOCABULARY], rng);
+            let row = &logits[at * VOCABULARY..(at + 1) * VOCABULARY];
+            let next = sample(row, &Sampling::default(), rng)?;
             if next == 0 || sequence.len() > 20 {
                 break;
             }
