@@ -306,13 +306,19 @@ impl Layout<'_> {
     }
 }
 
-/// The declaration of the spill array of `kind`, bound at `binding`.
-pub(crate) fn spill_declaration(binding: usize, kind: Kind) -> String {
-    let ty = match kind {
+/// The WGSL type values of compute kind `kind` are computed in: floats in `f32`, integers in
+/// `i32`, words in `vec4<u32>`.
+pub(crate) fn compute_type(kind: Kind) -> &'static str {
+    match kind {
         Kind::Float => "f32",
         Kind::Int => "i32",
         Kind::Word => "vec4<u32>",
-    };
+    }
+}
+
+/// The declaration of the spill array of `kind`, bound at `binding`.
+pub(crate) fn spill_declaration(binding: usize, kind: Kind) -> String {
+    let ty = compute_type(kind);
     format!(
         "@group(0) @binding({binding}) var<storage, read_write> rc_spill_{}: array<{ty}>;\n",
         kind_name(kind)

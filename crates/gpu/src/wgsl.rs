@@ -26,7 +26,7 @@ use rcannl_ir::{
 pub use crate::kernel::{Arena, Class, Kernel, PRELUDE, Placement, Program, WORKGROUP};
 pub use rcannl_backends::emit::CodegenError;
 
-use crate::kernel::{Layout, placed_nodes, spill_declaration};
+use crate::kernel::{Layout, compute_type, placed_nodes, spill_declaration};
 
 use crate::product;
 use crate::schedule::{self, ITERATION_BUDGET};
@@ -122,11 +122,7 @@ impl Dialect for Wgsl<'_> {
 
     /// Floats compute in `f32`, integers in `i32`, words in `vec4<u32>`.
     fn compute_type(&self, precision: Precision) -> &'static str {
-        match precision.kind() {
-            Kind::Float => "f32",
-            Kind::Int => "i32",
-            Kind::Word => "vec4<u32>",
-        }
+        compute_type(precision.kind())
     }
 
     fn condition_precision(&self) -> Precision {
