@@ -429,9 +429,15 @@ fn describe_axis(axis: &AxisSpec) -> String {
                     conv.kernel,
                     describe_coefficient(&conv.dilation),
                     match conv.padding {
-                        Padding::Valid => "valid",
-                        Padding::Padded => "padded",
-                        Padding::Unspecified => "unspecified",
+                        Padding::Valid => "valid".to_owned(),
+                        Padding::Padded => "padded".to_owned(),
+                        Padding::Explicit(explicit) => format!(
+                            "{} before, {} after, output rounded {}",
+                            explicit.before,
+                            explicit.after,
+                            if explicit.ceil { "up" } else { "down" }
+                        ),
+                        Padding::Unspecified => "unspecified".to_owned(),
                     }
                 ),
             }

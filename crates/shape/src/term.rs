@@ -113,8 +113,33 @@ pub struct ConvDim {
     pub dilation: usize,
     /// The dimension of the kernel positions.
     pub kernel: Dim,
-    /// Padded (`=+`): `input = stride·output`. Valid (`<+`): `input = stride·(output−1) + span`.
-    pub padded: bool,
+    /// How the windows meet the input's borders, which sets the input's size.
+    pub border: Border,
+}
+
+/// How a convolution's windows meet its input's borders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Border {
+    /// `=+`: padded around so that `input = stride·output`.
+    Same,
+    /// `<+`: only windows inside the input, which they cover exactly:
+    /// `input = stride·(output−1) + span`.
+    Valid,
+    /// `[before,after]+`: padded by so many positions, the output size rounded (see
+    /// [`ExplicitPadding`]); the input's size is not a function of the output's unless the
+    /// stride is 1.
+    Explicit(ExplicitPadding),
+}
+
+impl Border {
+    /// The marker before the `+` of the axis: `=`, `<`, `[1,1]` or `[1,1]^`.
+    pub fn marker(&self) -> String {
+        match self {
+            Border::Same => "=".to_owned(),
+            Border::Valid => "<".to_owned(),
+            Border::Explicit(explicit) => explicit.to_string(),
+        }
+    }
 }
 
 impl Dim {
@@ -216,7 +241,7 @@ impl Row {
 }
 
 /// Which row of a shape.
-pub use crate::spec::Kind;
+pub use crate::spec::{ExplicitPadding, Kind};
 
 /// A shape term: the three rows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -281,7 +306,7 @@ impl fmt::Display for Dim {
             Dim::Affine(affine) => {
                 write!(f, "{}*{}", affine.stride, affine.over)?;
                 if let Some(conv) = &affine.conv {
-                    let pad = if conv.padded { "=" } else { "<" };
+                    let pad = conv.border.marker();
                     write!(f, "{pad}+{}*{}", conv.dilation, conv.kernel)?;
                 }
                 if affine.offset > 0 {

@@ -16,7 +16,7 @@ pub fn dim(dim: &Dim) -> String {
         Dim::Affine(affine) => {
             let mut text = format!("{}*{}", affine.stride, self::dim(&affine.over));
             if let Some(conv) = &affine.conv {
-                let pad = if conv.padded { "=" } else { "<" };
+                let pad = conv.border.marker();
                 text += &format!("{pad}+{}*{}", conv.dilation, self::dim(&conv.kernel));
             }
             if affine.offset > 0 {
@@ -89,7 +89,7 @@ pub fn ordinal(index: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::term::{AffineDim, ConvDim, DimVar, RowVarId};
+    use crate::term::{AffineDim, Border, ConvDim, DimVar, RowVarId};
 
     #[test]
     fn unknown_parts_are_question_marks_and_ellipses() {
@@ -112,7 +112,7 @@ mod tests {
             conv: Some(ConvDim {
                 dilation: 1,
                 kernel: Dim::size(3),
-                padded: false,
+                border: Border::Valid,
             }),
             offset: 0,
         }));

@@ -10,7 +10,7 @@ use crate::spec::{
     AffineSpec, AxisSpec, Coefficient, ConcatComponent, EinsumSpec, Kind, Padding, RowSpec,
     SlotSpec,
 };
-use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
+use crate::term::{AffineDim, Border, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
 
 use super::Generated;
 
@@ -155,9 +155,10 @@ impl Elaborator<'_> {
             None => None,
             Some(conv) => {
                 let dilation = self.coefficient("dilation", &conv.dilation, axis)?;
-                let padded = match conv.padding {
-                    Padding::Padded => true,
-                    Padding::Valid => false,
+                let border = match conv.padding {
+                    Padding::Padded => Border::Same,
+                    Padding::Valid => Border::Valid,
+                    Padding::Explicit(explicit) => Border::Explicit(explicit),
                     Padding::Unspecified => {
                         return Err(ShapeError::of_kind(
                             ShapeErrorKind::Spec,
@@ -170,7 +171,7 @@ impl Elaborator<'_> {
                 Some(ConvDim {
                     dilation,
                     kernel: Dim::Var(self.label(&conv.kernel)),
-                    padded,
+                    border,
                 })
             }
         };

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::spec::{AffineSpec, AxisSpec, Bindings, Coefficient, RowSpec, SlotSpec, parse_einsum};
-use crate::term::{AffineDim, ConvDim};
+use crate::term::{AffineDim, Border, ConvDim};
 
 // -----------------------------------------------------------------------------------------
 // Fixtures and rendering
@@ -357,7 +357,7 @@ fn affine_terms_are_built_exactly() {
         conv: Some(ConvDim {
             dilation: 3,
             kernel: Dim::Var(DimVar(1)),
-            padded: false,
+            border: Border::Valid,
         }),
         offset: 0,
     }));

@@ -20,7 +20,7 @@ use super::classes::{self, ProjEq, ProjId, ProjTerm};
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::logic::{Logic, generate};
-use crate::term::{AffineDim, Dim, DimVar, Kind, Row, RowVarId, Shape, VarSupply};
+use crate::term::{AffineDim, Border, Dim, DimVar, Kind, Row, RowVarId, Shape, VarSupply};
 
 /// The projections of the operation `logic` with the closed shapes `result` and `operands`.
 /// Fresh iterators are numbered from `first_symbol`; a batch slice reads its sliced axis at
@@ -212,7 +212,7 @@ pub fn derive_projections_with_labels(
     // Second stratum: the affine indices, from the loops the first one made.
     let mut margins: HashMap<ProjId, (usize, usize)> = HashMap::new();
     for (axis, affine) in &derived {
-        let margin = margin_of(affine, &sizes);
+        let margin = margin_of(*axis, affine, &sizes);
         let index = evaluate_affine(affine, &labeling.index, margin.0)?;
         if margin != (0, 0) {
             margins.insert(*axis, margin);
@@ -267,17 +267,25 @@ pub fn derive_projections_with_labels(
 }
 
 /// The margins an affine axis is addressed beyond its size: those of [`padding_of`] for a padded
-/// convolution, none otherwise.
-fn margin_of(affine: &AffineDim, sizes: &HashMap<ProjId, usize>) -> (usize, usize) {
-    match &affine.conv {
-        Some(conv) if conv.padded => {
-            let kernel = match &conv.kernel {
-                Dim::Var(var) => sizes.get(&ProjId(var.0)).copied().unwrap_or(1),
-                other => other.ground_size().unwrap_or(1),
-            };
-            padding_of(kernel, conv.dilation)
+/// convolution, the padding given (and, rounded up, the last window's overrun) for an explicitly
+/// padded one, none otherwise.
+fn margin_of(axis: ProjId, affine: &AffineDim, sizes: &HashMap<ProjId, usize>) -> (usize, usize) {
+    let size = |dim: &Dim| match dim {
+        Dim::Var(var) => sizes.get(&ProjId(var.0)).copied().unwrap_or(1),
+        other => other.ground_size().unwrap_or(1),
+    };
+    let Some(conv) = &affine.conv else {
+        return (0, 0);
+    };
+    match conv.border {
+        Border::Same => padding_of(size(&conv.kernel), conv.dilation),
+        Border::Valid => (0, 0),
+        Border::Explicit(explicit) => {
+            let span = size(&conv.kernel).saturating_sub(1) * conv.dilation + 1;
+            let input = sizes.get(&axis).copied().unwrap_or(0);
+            let after = explicit.after_read(input, size(&affine.over), span, affine.stride);
+            (explicit.before, after)
         }
-        _ => (0, 0),
     }
 }
 

@@ -38,7 +38,7 @@ use std::collections::{HashMap, HashSet};
 use super::{RowState, Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::term::{Dim, DimVar, Kind, Row, RowVarId, Shape};
+use crate::term::{Border, Dim, DimVar, Kind, Row, RowVarId, Shape};
 
 /// The shape of a tensor that no operation computes: data, constants, parameters.
 #[derive(Debug, Clone)]
@@ -194,8 +194,10 @@ impl Solver {
         let mut settled = Vec::new();
         for (a, b) in &self.derived_eqs {
             let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
-            if let Some((var, size)) =
-                derived::missing_component(&a, &b).or_else(|| derived::missing_component(&b, &a))
+            if let Some((var, size)) = derived::missing_component(&a, &b)
+                .or_else(|| derived::missing_component(&b, &a))
+                .or_else(|| derived::smallest_input(&a, &b))
+                .or_else(|| derived::smallest_input(&b, &a))
             {
                 settled.push(PendingSize::Dim(var, size));
             }
@@ -581,7 +583,10 @@ impl Solver {
             let ((Dim::Affine(affine), input) | (input, Dim::Affine(affine))) = (&a, &b) else {
                 return None;
             };
-            let conv = affine.conv.as_ref().filter(|conv| !conv.padded)?;
+            let conv = affine
+                .conv
+                .as_ref()
+                .filter(|conv| conv.border != Border::Same)?;
             input.ground_size()?;
             let (over, kernel) = (unknown(&affine.over)?, unknown(&conv.kernel)?);
             (var == over || var == kernel).then(|| {

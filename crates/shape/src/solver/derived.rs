@@ -4,14 +4,17 @@
 //! |---|---|
 //! | `s*o`, `s*o=+d*k` (padded) | `s·o` |
 //! | `s*o<+d*k` (valid) | `s·(o−1) + 1 + (k−1)·d` |
+//! | `s*o[b,a]+d*k` (explicit) | any size `i` with `o = ⌊(i + b + a − span)/s⌋ + 1` (or `⌈…⌉`) |
 //! | `a^b^…` | `a + b + …` |
 //!
 //! Equating a derived term with a known size solves its one unknown part when the arithmetic allows
 //! (and fails when it cannot: a size not divisible by the stride, components larger than the total);
-//! with more than one unknown the equation waits.
+//! with more than one unknown the equation waits. An explicitly padded axis with a stride above 1
+//! rounds: its output size follows from its input's, not the other way, so its input waits for
+//! another constraint and, when nothing gives one, closing takes the smallest that fits.
 
 use crate::error::ShapeError;
-use crate::term::{AffineDim, Basis, Dim};
+use crate::term::{AffineDim, Basis, Border, ConvDim, Dim, ExplicitPadding};
 use crate::words;
 
 /// The size of an affine axis whose parts are known, with the named basis of either part
@@ -25,17 +28,18 @@ pub(super) fn evaluate_affine(affine: &AffineDim) -> Option<Dim> {
         return None;
     }
     let model = named_basis(std::iter::once(&affine.over).chain(kernel)).ok()?;
-    let size = match &affine.conv {
-        None
-        | Some(crate::term::ConvDim {
-            padded: true,
-            kernel: _,
-            dilation: _,
-        }) => affine.stride.checked_mul(over)?,
-        Some(conv) => {
+    let size = match affine.conv.as_ref().map(|conv| (conv, conv.border)) {
+        None | Some((_, Border::Same)) => affine.stride.checked_mul(over)?,
+        Some((conv, Border::Valid)) => {
             let kernel = conv.kernel.ground_size()?;
             valid_size(affine.stride, over, kernel, conv.dilation)?
         }
+        Some((conv, Border::Explicit(explicit))) if affine.stride == 1 => {
+            let span = kernel_span(conv.kernel.ground_size()?, conv.dilation)?;
+            let input = (over + span - 1).checked_sub(explicit.before + explicit.after)?;
+            (explicit.output(input, span, 1) == Some(over)).then_some(input)?
+        }
+        Some((_, Border::Explicit(_))) => return None,
     };
     Some(like(model.unwrap_or(&affine.over), size))
 }
@@ -89,6 +93,34 @@ pub(super) fn check_bases(dim: &Dim, equated: Option<&Dim>) -> Result<(), ShapeE
         },
         _ => Ok(()),
     }
+}
+
+/// Whether `dim` is an explicitly padded convolution axis with a stride above 1, whose output
+/// size rounds: its input's size does not follow from its parts.
+pub(super) fn rounds(dim: &Dim) -> bool {
+    matches!(dim, Dim::Affine(affine) if affine.stride > 1
+        && affine.conv.as_ref().is_some_and(|conv| matches!(conv.border, Border::Explicit(_))))
+}
+
+/// The smallest input size of a rounding axis (see [`rounds`]) whose parts are known, for the
+/// variable `input` it is equated with when closing finds nothing else to size that input by.
+pub(super) fn smallest_input(input: &Dim, axis: &Dim) -> Option<(crate::term::DimVar, usize)> {
+    let (Dim::Var(var), Dim::Affine(affine)) = (input, axis) else {
+        return None;
+    };
+    let conv = affine.conv.as_ref()?;
+    let Border::Explicit(explicit) = conv.border else {
+        return None;
+    };
+    let over = affine.over.ground_size()?;
+    let span = kernel_span(conv.kernel.ground_size()?, conv.dilation)?;
+    let stride = affine.stride;
+    let exact = (stride.checked_mul(over.checked_sub(1)?)? + span)
+        .saturating_sub(explicit.before + explicit.after);
+    let lowest = exact.saturating_sub(stride - 1).max(1);
+    (lowest..=exact.max(1))
+        .find(|input| explicit.output(*input, span, stride) == Some(over))
+        .map(|input| (*var, input))
 }
 
 /// Whether `affine` is a convolution whose kernel is not known yet.
@@ -195,7 +227,10 @@ fn solve_affine(
 ) -> Result<Option<Vec<(Dim, Dim)>>, ShapeError> {
     check_kernel_basis(affine, Some(like_this))?;
     let stride = affine.stride;
-    let valid = affine.conv.as_ref().filter(|conv| !conv.padded);
+    let valid = affine
+        .conv
+        .as_ref()
+        .filter(|conv| conv.border != Border::Same);
     let Some(conv) = valid else {
         if !total.is_multiple_of(stride) {
             return Err(ShapeError::new(format!(
@@ -210,6 +245,9 @@ fn solve_affine(
         )]));
     };
     let shown = words::dim(&Dim::Affine(Box::new(affine.clone())));
+    if let Border::Explicit(explicit) = conv.border {
+        return solve_explicit(affine, conv, explicit, total, like_this, &shown);
+    }
     match (affine.over.ground_size(), conv.kernel.ground_size()) {
         (None, Some(kernel)) => {
             let Some(span) = kernel_span(kernel, conv.dilation) else {
@@ -247,6 +285,51 @@ fn solve_affine(
             "a valid convolution needs at least one output position \
              ({shown})"
         ))),
+        _ => Ok(None),
+    }
+}
+
+/// [`solve_affine`] for an explicitly padded axis over `total` input positions: the output from
+/// the kernel, or, at stride 1 where nothing rounds, the kernel from the output.
+fn solve_explicit(
+    affine: &AffineDim,
+    conv: &ConvDim,
+    explicit: ExplicitPadding,
+    total: usize,
+    like_this: &Dim,
+    shown: &str,
+) -> Result<Option<Vec<(Dim, Dim)>>, ShapeError> {
+    let padded = total + explicit.before + explicit.after;
+    match (affine.over.ground_size(), conv.kernel.ground_size()) {
+        (_, Some(kernel)) => {
+            let Some(span) = kernel_span(kernel, conv.dilation) else {
+                return Err(empty_kernel(shown));
+            };
+            let Some(output) = explicit.output(total, span, affine.stride) else {
+                return Err(ShapeError::new(format!(
+                    "the kernel span {span} is wider than the input {total} with its padding                      ({padded} positions in {shown})"
+                )));
+            };
+            if output == 0 {
+                return Err(ShapeError::new(format!(
+                    "no window starts inside the input {total} or its left padding ({shown})"
+                )));
+            }
+            Ok(Some(vec![(affine.over.clone(), like(like_this, output))]))
+        }
+        (Some(over), None) if affine.stride == 1 && !explicit.ceil => {
+            let span = (padded + 1).checked_sub(over).filter(|span| *span > 0);
+            let kernel = span
+                .filter(|span| (span - 1).is_multiple_of(conv.dilation))
+                .map(|span| (span - 1) / conv.dilation + 1);
+            match kernel {
+                Some(kernel) => Ok(Some(vec![(conv.kernel.clone(), Dim::size(kernel))])),
+                None => Err(ShapeError::new(format!(
+                    "cannot infer kernel dimension (input {total} padded to {padded}, output                      {over}, dilation {} in {shown})",
+                    conv.dilation
+                ))),
+            }
+        }
         _ => Ok(None),
     }
 }

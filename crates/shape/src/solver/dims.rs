@@ -20,6 +20,10 @@ impl Solver {
             return Ok(());
         }
         match (&a, &b) {
+            // A rounding axis does not give its input a size: the two wait side by side.
+            (Dim::Var(_), _) | (_, Dim::Var(_)) if derived::rounds(&a) || derived::rounds(&b) => {
+                self.derived_eq(a, b)
+            }
             (Dim::Var(var), _) => self.bind_dim(*var, b),
             (_, Dim::Var(var)) => self.bind_dim(*var, a),
             (Dim::Affine(_) | Dim::Concat(_), _) | (_, Dim::Affine(_) | Dim::Concat(_)) => {

@@ -316,7 +316,7 @@ impl Solver {
                     conv: affine.conv.as_ref().map(|conv| ConvDim {
                         dilation: conv.dilation,
                         kernel: self.resolve_dim_plain(&conv.kernel),
-                        padded: conv.padded,
+                        border: conv.border,
                     }),
                     offset: affine.offset,
                 };

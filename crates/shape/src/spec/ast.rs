@@ -212,7 +212,8 @@ pub enum AxisSpec {
         /// The 0-based position along the axis.
         index: usize,
     },
-    /// A strided or convolution axis: `stride*over [pad]+ [offset+] dilation*kernel`.
+    /// A strided or convolution axis: `stride*over [pad]+ [offset+] dilation*kernel`, where
+    /// `pad` is `=`, `<` or `[before,after]` (then `^` to round up).
     Affine(AffineSpec),
     /// `a^b^…`: the components laid end to end.
     Concat {
@@ -300,8 +301,65 @@ pub enum Padding {
     Padded,
     /// `<+`: only positions where the whole kernel fits: `input = stride·(output−1) + span`.
     Valid,
+    /// `[before,after]+` or `[before,after]^+`: PyTorch's `padding` and `ceil_mode`.
+    Explicit(ExplicitPadding),
     /// `+` alone: the caller must decide (see [`super::Bindings::use_padding`]).
     Unspecified,
+}
+
+/// Padding given in positions, with the output size rounded as PyTorch rounds it.
+///
+/// The input is read as if `before` neutral positions preceded it and `after` followed it;
+/// windows `stride` apart start at the first of those. With `padded = before + input + after`,
+/// the output has `⌊(padded − span)/stride⌋ + 1` positions (the windows that fit), or, `ceil`,
+/// `⌈(padded − span)/stride⌉ + 1` less one when the last window would start past the input and
+/// its left padding: the last window may then overrun the right padding, reading neutral
+/// positions there too. Positions past the last window are not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct ExplicitPadding {
+    /// Positions before the first.
+    pub before: usize,
+    /// Positions after the last.
+    pub after: usize,
+    /// Whether the output size is rounded up (`^` after the brackets).
+    pub ceil: bool,
+}
+
+impl ExplicitPadding {
+    /// The output size over `input` positions of windows `span` positions wide, `stride` apart,
+    /// or `None` when not even one window fits.
+    pub fn output(&self, input: usize, span: usize, stride: usize) -> Option<usize> {
+        let padded = input.checked_add(self.before)?.checked_add(self.after)?;
+        let room = padded.checked_sub(span)?;
+        if !self.ceil {
+            return Some(room / stride + 1);
+        }
+        let output = room.div_ceil(stride) + 1;
+        // PyTorch: the last window starts inside the input or its left padding.
+        if (output - 1) * stride >= input + self.before {
+            Some(output - 1)
+        } else {
+            Some(output)
+        }
+    }
+
+    /// The positions read past the input's end by `output` windows of `span`, `stride` apart:
+    /// the right padding, or more when a rounded-up last window overruns it.
+    pub fn after_read(&self, input: usize, output: usize, span: usize, stride: usize) -> usize {
+        let end = stride * output.saturating_sub(1) + span;
+        end.saturating_sub(self.before + input).max(self.after)
+    }
+}
+
+impl std::fmt::Display for ExplicitPadding {
+    /// `[before,after]`, then `^` when rounded up.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{},{}]", self.before, self.after)?;
+        if self.ceil {
+            f.write_str("^")?;
+        }
+        Ok(())
+    }
 }
 
 /// A stride or dilation: an integer, or an identifier the caller binds before use.

@@ -16,8 +16,8 @@ mod printer;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use ast::{
-    AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, EinsumSpec, Kind, Padding,
-    RowSpec, RowVar, SlotRole, SlotSpec,
+    AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, EinsumSpec, ExplicitPadding,
+    Kind, Padding, RowSpec, RowVar, SlotRole, SlotSpec,
 };
 pub use error::{SpecError, SpecErrorKind};
 pub use lexer::{MAX_INTEGER, Mode};

@@ -19,8 +19,8 @@
 use std::collections::HashMap;
 
 use super::ast::{
-    AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, EinsumSpec, Kind, Padding,
-    RowSpec, RowVar, SlotSpec,
+    AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, EinsumSpec, ExplicitPadding,
+    Kind, Padding, RowSpec, RowVar, SlotSpec,
 };
 use super::error::{SpecError, SpecErrorKind};
 use super::lexer::{Mode, Spanned, Tok, lex};
@@ -331,7 +331,7 @@ impl<'t> Parser<'t> {
             Tok::Ident(name) => match self.peek_at(1) {
                 Tok::Star => self.affine_after_coefficient(),
                 Tok::Caret => self.concat(),
-                Tok::Plus | Tok::Eq | Tok::Lt => {
+                Tok::Plus | Tok::Eq | Tok::Lt | Tok::LBracket => {
                     let over = self.label()?;
                     self.affine_tail(Coefficient::Int(1), over, false)
                 }
@@ -424,6 +424,7 @@ impl<'t> Parser<'t> {
         let padding = match self.peek() {
             Tok::Eq => Padding::Padded,
             Tok::Lt => Padding::Valid,
+            Tok::LBracket => Padding::Explicit(self.explicit_padding()?),
             Tok::Plus => Padding::Unspecified,
             _ => {
                 return Ok(AxisSpec::Affine(AffineSpec {
@@ -434,8 +435,10 @@ impl<'t> Parser<'t> {
                 }));
             }
         };
-        if padding != Padding::Unspecified {
+        if matches!(padding, Padding::Padded | Padding::Valid) {
             self.bump();
+        }
+        if padding != Padding::Unspecified {
             if *self.peek() != Tok::Plus {
                 return Err(self.unexpected("'+' after the padding marker"));
             }
@@ -501,6 +504,30 @@ impl<'t> Parser<'t> {
                 padding,
             }),
         }))
+    }
+
+    /// Parses `[before,after]` and an optional `^` (the output size rounded up).
+    fn explicit_padding(&mut self) -> Result<ExplicitPadding, SpecError> {
+        self.bump();
+        let mut sides = [0; 2];
+        for (i, side) in sides.iter_mut().enumerate() {
+            let Tok::Int(n) = *self.peek() else {
+                return Err(self.unexpected("the padding before and after, as '[1,1]'"));
+            };
+            *side = n;
+            self.bump();
+            let closing = if i == 0 { Tok::Comma } else { Tok::RBracket };
+            if *self.peek() != closing {
+                return Err(self.unexpected("the padding before and after, as '[1,1]'"));
+            }
+            self.bump();
+        }
+        let ceil = self.eat(&Tok::Caret);
+        Ok(ExplicitPadding {
+            before: sides[0],
+            after: sides[1],
+            ceil,
+        })
     }
 
     /// Records a use of `name`; the first use that contradicts an earlier one is kept as an error.

@@ -110,11 +110,12 @@ impl fmt::Display for AffineSpec {
             write!(f, "{}*", self.stride)?;
         }
         f.write_str(&self.over)?;
-        f.write_str(match conv.padding {
-            Padding::Padded => "=+",
-            Padding::Valid => "<+",
-            Padding::Unspecified => "+",
-        })?;
+        match conv.padding {
+            Padding::Padded => f.write_str("=+")?,
+            Padding::Valid => f.write_str("<+")?,
+            Padding::Explicit(explicit) => write!(f, "{explicit}+")?,
+            Padding::Unspecified => f.write_str("+")?,
+        }
         if self.offset > 0 {
             write!(f, "{}+", self.offset)?;
         }

@@ -11,7 +11,7 @@ use rcannl_shape::logic::{
     Generated, Logic, TerminalInit, discardable_labels, generate, terminal_constraints,
 };
 use rcannl_shape::spec::{AxisSpec, Bindings, CaptureKind, EinsumSpec, Kind, parse_einsum};
-use rcannl_shape::term::{AffineDim, ConvDim, Dim, DimVar, Row, Shape, VarSupply};
+use rcannl_shape::term::{AffineDim, Border, ConvDim, Dim, DimVar, Row, Shape, VarSupply};
 
 /// Specs covering every construct: labels, `_`, fixed indices, strides, convolutions, concatenations,
 /// `...` in every kind, named row variables, one to four operands.
@@ -224,7 +224,7 @@ fn convolution_after_binding() {
                 conv: Some(ConvDim {
                     dilation: 1,
                     kernel: var("kh"),
-                    padded: false,
+                    border: Border::Valid,
                 }),
                 offset: 0,
             })),

@@ -473,6 +473,33 @@ fn concatenations_sharing_symbols_write_a_block_diagonal() {
 }
 
 #[test]
+fn explicitly_padded_convolutions_read_their_padding_as_margins() {
+    // PyTorch's padding=1 with ceil_mode over 6 positions, window 3, stride 2: 4 windows from
+    // position −1, the last overrunning the right padding by one more position.
+    let ceil = derive_projections(
+        &spec("2*o[1,1]^+k; k => o"),
+        &out(&[4]),
+        &[out(&[6]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(ceil.rhs_index[0], vec![affine(&[(2, 0), (1, 1)], -1)]);
+    assert_eq!(ceil.rhs_padding[0], vec![(1, 2)]);
+    // Causal: two positions before, none after, no rounding at stride 1.
+    let causal = derive_projections(
+        &spec("o[2,0]+k; k => o"),
+        &out(&[5]),
+        &[out(&[5]), out(&[3])],
+        0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(causal.rhs_index[0], vec![affine(&[(1, 0), (1, 1)], -2)]);
+    assert_eq!(causal.rhs_padding[0], vec![(2, 0)]);
+}
+
+#[test]
 fn a_tensors_margins_cover_its_widest_padded_reader() {
     use rcannl_shape::{Inference, LeafDecl};
     let mut inf = Inference::new();

@@ -14,7 +14,9 @@ use proptest::prelude::*;
 
 use rcannl_shape::constraint::Constraint;
 use rcannl_shape::solver::{Leaf, Solver};
-use rcannl_shape::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape};
+use rcannl_shape::term::{
+    AffineDim, Border, ConvDim, Dim, DimVar, ExplicitPadding, Row, RowVarId, Shape,
+};
 
 use crate::common::{config, pool_dim};
 
@@ -37,12 +39,22 @@ fn simple_dim() -> impl Strategy<Value = Dim> {
 }
 
 fn any_dim() -> impl Strategy<Value = Dim> {
-    let conv =
-        (1usize..3, simple_dim(), any::<bool>()).prop_map(|(dilation, kernel, padded)| ConvDim {
-            dilation,
-            kernel,
-            padded,
-        });
+    let border = prop_oneof![
+        Just(Border::Same),
+        Just(Border::Valid),
+        (0usize..3, 0usize..3, any::<bool>()).prop_map(|(before, after, ceil)| {
+            Border::Explicit(ExplicitPadding {
+                before,
+                after,
+                ceil,
+            })
+        }),
+    ];
+    let conv = (1usize..3, simple_dim(), border).prop_map(|(dilation, kernel, border)| ConvDim {
+        dilation,
+        kernel,
+        border,
+    });
     prop_oneof![
         8 => simple_dim(),
         1 => (1usize..4, simple_dim(), option::of(conv), 0usize..2).prop_map(

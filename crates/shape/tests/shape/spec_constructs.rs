@@ -107,6 +107,14 @@ fn conv(
     })
 }
 
+fn explicit(before: usize, after: usize, ceil: bool) -> Padding {
+    Padding::Explicit(rcannl_shape::spec::ExplicitPadding {
+        before,
+        after,
+        ceil,
+    })
+}
+
 fn cl(name: &str) -> ConcatComponent {
     ConcatComponent::Label {
         name: name.to_owned(),
@@ -389,6 +397,25 @@ fn convolutions() {
             out(vec![
                 conv(int(2), "oh", Valid, 0, int(1), "wh"),
                 conv(int(2), "ow", Valid, 0, int(1), "ww"),
+            ]),
+        ),
+        // explicit padding, rounded down or up
+        (
+            "2*o[1,2]+3*k",
+            out(vec![conv(
+                int(2),
+                "o",
+                explicit(1, 2, false),
+                0,
+                int(3),
+                "k",
+            )]),
+        ),
+        (
+            "oh[0,0]^+wh, ow[3,0]+ww",
+            out(vec![
+                conv(int(1), "oh", explicit(0, 0, true), 0, int(1), "wh"),
+                conv(int(1), "ow", explicit(3, 0, false), 0, int(1), "ww"),
             ]),
         ),
         // padded
@@ -697,6 +724,9 @@ fn syntax_errors_point_at_their_column() {
         (Shape, "o+k+1", 4, Syntax),
         (Shape, "0*i", 1, Syntax),
         (Shape, "o<+0*k", 4, Syntax),
+        (Shape, "o[1]+k", 4, Syntax),
+        (Shape, "o[1,x]+k", 5, Syntax),
+        (Shape, "o[1,1]k", 7, Syntax),
         (Shape, "2*o=+00*k", 6, Syntax),
         (Shape, "2*", 3, Syntax),
         (Shape, "2*3", 3, Syntax),

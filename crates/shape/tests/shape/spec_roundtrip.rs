@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use rcannl_shape::spec::{
-    AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, DimLiteral, EinsumSpec, Kind,
-    MAX_INTEGER, Padding, RowSpec, RowVar, ShapeLiteral, SlotSpec, parse_einsum,
-    parse_shape_literal, parse_shape_spec,
+    AffineSpec, AxisSpec, Coefficient, ConcatComponent, ConvSpec, DimLiteral, EinsumSpec,
+    ExplicitPadding, Kind, MAX_INTEGER, Padding, RowSpec, RowVar, ShapeLiteral, SlotSpec,
+    parse_einsum, parse_shape_literal, parse_shape_spec,
 };
 
 /// Dimension labels: single letters (which single-character mode reads as they are) and longer
@@ -37,7 +37,14 @@ fn padding() -> impl Strategy<Value = Padding> {
     prop_oneof![
         Just(Padding::Padded),
         Just(Padding::Valid),
-        Just(Padding::Unspecified)
+        Just(Padding::Unspecified),
+        (0usize..4, 0usize..4, any::<bool>()).prop_map(|(before, after, ceil)| {
+            Padding::Explicit(ExplicitPadding {
+                before,
+                after,
+                ceil,
+            })
+        })
     ]
 }
 

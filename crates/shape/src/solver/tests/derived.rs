@@ -96,6 +96,101 @@ fn concatenated_sizes() {
     );
 }
 
+/// `stride*over[before,after]+dilation*kernel`, rounded up when `ceil`.
+fn padded_by(stride: usize, over: Dim, kernel: Dim, sides: (usize, usize), ceil: bool) -> Dim {
+    Dim::Affine(Box::new(AffineDim {
+        stride,
+        over,
+        conv: Some(ConvDim {
+            dilation: 1,
+            kernel,
+            border: Border::Explicit(crate::term::ExplicitPadding {
+                before: sides.0,
+                after: sides.1,
+                ceil,
+            }),
+        }),
+        offset: 0,
+    }))
+}
+
+#[test]
+fn explicit_padding_rounds_the_output_as_pytorch_does() {
+    // (input, kernel, stride, padding, ceil, output): PyTorch's
+    // ⌊(input + 2·padding − kernel)/stride⌋ + 1, ceil_mode's ⌈…⌉ + 1 less the window that would
+    // start in the right padding.
+    let cases = [
+        (8, 3, 2, 0, false, 3),
+        (7, 2, 2, 0, false, 3),
+        (7, 2, 2, 0, true, 4),
+        (7, 3, 2, 1, false, 4),
+        (6, 3, 2, 1, true, 4),
+        (5, 2, 2, 1, true, 3),
+        (32, 3, 1, 1, false, 32),
+    ];
+    for (input, kernel, stride, pad, ceil, expected) in cases {
+        let mut s = Solver::new();
+        let o = s.vars().dim();
+        let axis = padded_by(stride, Dim::Var(o), n(kernel), (pad, pad), ceil);
+        s.add([Constraint::DimEq(axis, n(input))]).unwrap();
+        assert_eq!(
+            s.resolve_dim(&Dim::Var(o)),
+            n(expected),
+            "input {input}, kernel {kernel}, stride {stride}, padding {pad}, ceil {ceil}"
+        );
+    }
+    // An output that does not match the input's rounding is an error.
+    let mut s = Solver::new();
+    let msg = error_of(s.add([Constraint::DimEq(
+        padded_by(2, n(4), n(3), (0, 0), false),
+        n(8),
+    )]));
+    assert!(msg.contains('3') && msg.contains('4'), "{msg}");
+    let mut s = Solver::new();
+    let o = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        padded_by(1, Dim::Var(o), n(6), (1, 1), false),
+        n(3),
+    )]));
+    assert!(msg.starts_with("the kernel span 6 is wider"), "{msg}");
+}
+
+#[test]
+fn a_rounding_axis_waits_for_its_input_and_closes_to_the_smallest() {
+    // Stride 2 rounds: the output 3 and kernel 3 allow inputs 7 and 8, so the input variable
+    // stays open until something sizes it...
+    let mut s = Solver::new();
+    let input = s.vars().dim();
+    s.add([Constraint::DimEq(
+        Dim::Var(input),
+        padded_by(2, n(3), n(3), (0, 0), false),
+    )])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(input)), Dim::Var(input));
+    s.add([Constraint::DimEq(Dim::Var(input), n(8))]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(input)), n(8));
+    // ...and, when nothing does, closing takes the smallest that fits.
+    let mut s = Solver::new();
+    let input = s.vars().dim();
+    s.add([Constraint::DimEq(
+        Dim::Var(input),
+        padded_by(2, n(3), n(3), (1, 1), true),
+    )])
+    .unwrap();
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(input)), n(4));
+    // Stride 1 does not round: the input follows from the output, and the kernel from both.
+    let mut s = Solver::new();
+    let [input, k] = fresh_dims::<2>(&mut s);
+    s.add([
+        Constraint::DimEq(Dim::Var(input), padded_by(1, n(5), n(3), (1, 1), false)),
+        Constraint::DimEq(padded_by(1, n(9), Dim::Var(k), (2, 0), false), n(8)),
+    ])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(input)), n(5));
+    assert_eq!(s.resolve_dim(&Dim::Var(k)), n(2));
+}
+
 #[test]
 fn fixed_indices() {
     let mut s = Solver::new();

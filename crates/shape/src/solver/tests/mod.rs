@@ -2,7 +2,7 @@
 //! seeds, each error message with a constraint set that triggers it.
 
 use super::*;
-use crate::term::{Basis, ConvDim};
+use crate::term::{Basis, Border, ConvDim};
 
 mod derived;
 mod dims;
@@ -68,7 +68,7 @@ fn affine(stride: usize, over: Dim, conv: Option<(usize, Dim, bool)>) -> Dim {
         conv: conv.map(|(dilation, kernel, padded)| ConvDim {
             dilation,
             kernel,
-            padded,
+            border: if padded { Border::Same } else { Border::Valid },
         }),
         offset: 0,
     }))
