@@ -438,10 +438,8 @@ impl<'t> Parser<'t> {
         if matches!(padding, Padding::Padded | Padding::Valid) {
             self.bump();
         }
-        if padding != Padding::Unspecified {
-            if *self.peek() != Tok::Plus {
-                return Err(self.unexpected("'+' after the padding marker"));
-            }
+        if padding != Padding::Unspecified && *self.peek() != Tok::Plus {
+            return Err(self.unexpected("'+' after the padding marker"));
         }
         let plus = self.bump();
         if padding == Padding::Unspecified
