@@ -9,7 +9,7 @@
 use rcannl_tensor::{Graph, Tensor};
 
 use crate::blocks::Mlp;
-use crate::conv::{Conv2d, conv2d, depthwise_conv2d, max_pool2d};
+use crate::conv::{Conv2d, ConvOptions, Padding, conv2d, depthwise_conv2d, max_pool2d};
 use crate::norm::{BatchNorm, Mode};
 
 /// A kernel of `size × size` windows over `in_channels` (its inputs) for `out_channels` filters,
@@ -220,9 +220,10 @@ pub struct VggBlock {
 impl VggBlock {
     /// `convs` convolutions of `channels` filters; the input channels come from use.
     pub fn new(graph: &Graph, label: &str, convs: usize, channels: usize) -> VggBlock {
+        let same = ConvOptions::default().padding(Padding::Same);
         VggBlock {
             convs: (0..convs)
-                .map(|i| Conv2d::new(graph, &format!("{label}.{i}"), channels, 3, 1, true))
+                .map(|i| Conv2d::new(graph, &format!("{label}.{i}"), channels, 3, same))
                 .collect(),
         }
     }
@@ -259,9 +260,10 @@ pub struct LeNet {
 impl LeNet {
     /// LeNet for `classes` classes; the image's size and channels come from use.
     pub fn new(graph: &Graph, label: &str, classes: usize) -> LeNet {
+        let same = ConvOptions::default().padding(Padding::Same);
         LeNet {
-            conv1: Conv2d::new(graph, &format!("{label}.conv1"), 6, 5, 1, true),
-            conv2: Conv2d::new(graph, &format!("{label}.conv2"), 16, 5, 1, true),
+            conv1: Conv2d::new(graph, &format!("{label}.conv1"), 6, 5, same),
+            conv2: Conv2d::new(graph, &format!("{label}.conv2"), 16, 5, same),
             dense: Mlp::new(graph, &format!("{label}.dense"), &[120, 84, classes]),
         }
     }

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example circles`
 
-use rcannl::nn::conv::{Conv2d, max_pool2d};
+use rcannl::nn::conv::{Conv2d, ConvOptions, max_pool2d};
 use rcannl::nn::data::Rng;
 use rcannl::nn::loss::{cross_entropy, mean};
 use rcannl::nn::optim::Adam;
@@ -56,8 +56,8 @@ struct Net {
 impl Net {
     fn new(graph: &Graph) -> Net {
         Net {
-            conv1: Conv2d::new(graph, "conv1", 8, 3, 1, true),
-            conv2: Conv2d::new(graph, "conv2", 16, 3, 1, true),
+            conv1: Conv2d::new(graph, "conv1", 8, 3, ConvOptions::default().padding(1)),
+            conv2: Conv2d::new(graph, "conv2", 16, 3, ConvOptions::default().padding(1)),
             dense1: graph.param("dense1").output([32]).build(),
             dense2: graph.param("dense2").output([CLASSES]).build(),
         }

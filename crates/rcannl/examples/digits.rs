@@ -5,7 +5,7 @@
 //! `cargo run --release --example digits`
 
 use rcannl::nn::blocks::Mlp;
-use rcannl::nn::conv::{Conv2d, max_pool2d};
+use rcannl::nn::conv::{Conv2d, ConvOptions, max_pool2d};
 use rcannl::nn::loss::{cross_entropy, mean};
 use rcannl::nn::optim::Adam;
 use rcannl::nn::train::{Plan, fit_step};
@@ -77,7 +77,7 @@ fn main() -> Result<(), TensorError> {
         Box::new(move |x| mlp.apply(x))
     })?;
     let cnn = train("CNN conv 16 → pool → 64 → 10", &data, 20, |graph| {
-        let conv = Conv2d::new(graph, "conv", 16, 3, 1, true);
+        let conv = Conv2d::new(graph, "conv", 16, 3, ConvOptions::default().padding(1));
         let dense = Mlp::new(graph, "dense", &[64, CLASSES]);
         Box::new(move |x| dense.apply(&max_pool2d(&conv.apply(x).relu(), 2)))
     })?;

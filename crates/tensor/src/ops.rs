@@ -550,6 +550,20 @@ impl Tensor {
         u
     }
 
+    /// `value` in every cell, of this tensor's shape and precision: a mask or a count's ones
+    /// whose sizes come from the tensor, whatever it holds.
+    pub fn full_like(&self, value: f64) -> Tensor {
+        let filled = self.graph.leaf(
+            &format!("{value} like {}", self.label()),
+            rcannl_shape::LeafDecl::data(),
+            crate::graph::LeafKind::Constant(value),
+            self.precision(),
+            false,
+        );
+        self.graph.same_shape(&filled, self);
+        filled
+    }
+
     /// Standard normal values of this tensor's shape (see [`Graph::normal`]).
     pub fn normal_like(&self) -> Tensor {
         let z = self.graph.normal(&format!("normal like {}", self.label()));

@@ -9,7 +9,7 @@ use rcannl_nn::attention::{
 };
 use rcannl_nn::blocks::Mlp;
 use rcannl_nn::cnn::{ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBlock};
-use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
+use rcannl_nn::conv::{Conv2d, ConvOptions, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::{Embedding, one_hot};
 use rcannl_nn::loss::{cross_entropy, mse};
@@ -179,7 +179,7 @@ fn convolutions_and_pooling(target: &Target) {
         },
     );
     check(target, "Conv2d", &["1|->4,4,1"], |g, p| {
-        Conv2d::new(g, "conv", 1, 3, 1, false)
+        Conv2d::new(g, "conv", 1, 3, ConvOptions::default())
             .apply(&p[0])
             .pmul(&weights(g, "1|->2,2,1"))
     });

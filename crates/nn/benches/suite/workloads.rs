@@ -8,7 +8,7 @@ use rcannl_backends::cc::Compiler;
 use rcannl_nn::attention::{PositionDense, Rotary, TransformerBlock};
 use rcannl_nn::blocks::{Dense, Mlp};
 use rcannl_nn::cnn::{ConvBnRelu, ResidualBlock};
-use rcannl_nn::conv::{Conv2d, global_avg_pool, max_pool2d};
+use rcannl_nn::conv::{Conv2d, ConvOptions, Padding, global_avg_pool, max_pool2d};
 use rcannl_nn::data::{Rng, moons};
 use rcannl_nn::embedding::Embedding;
 use rcannl_nn::loss::{cross_entropy, cross_entropy_ids, hinge, mean, sum};
@@ -321,7 +321,13 @@ fn digit_images(graph: &Graph, seed: u64) -> (Tensor, Tensor) {
 pub fn digits_step(on: BackendChoice) -> Result<Step, TensorError> {
     let graph = Graph::new();
     let (x, y) = digit_images(&graph, 6);
-    let conv = Conv2d::new(&graph, "conv", 16, 3, 1, true);
+    let conv = Conv2d::new(
+        &graph,
+        "conv",
+        16,
+        3,
+        ConvOptions::default().padding(Padding::Same),
+    );
     let dense = Mlp::new(&graph, "dense", &[64, DIGITS_CLASSES]);
     let logits = dense.apply(&max_pool2d(&conv.apply(&x).relu(), 2));
     let loss = mean(&cross_entropy(&logits, &y));

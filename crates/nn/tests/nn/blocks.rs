@@ -7,7 +7,7 @@ use rcannl_nn::attention::{
     attend, attend_with_biases,
 };
 use rcannl_nn::blocks::{Linear, LinearOptions, Mlp};
-use rcannl_nn::conv::{Conv2d, avg_pool2d, global_avg_pool, max_pool2d};
+use rcannl_nn::conv::{Conv2d, ConvOptions, avg_pool2d, global_avg_pool, max_pool2d};
 use rcannl_nn::dropout::dropout;
 use rcannl_nn::embedding::Embedding;
 use rcannl_nn::loss::cross_entropy;
@@ -140,7 +140,7 @@ fn block_values() {
         .precision(Precision::F64)
         .values(vec![1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 1.0, 6.0])
         .build();
-    let conv = Conv2d::new(&graph, "conv", 1, 3, 1, false);
+    let conv = Conv2d::new(&graph, "conv", 1, 3, ConvOptions::default());
     let image = graph
         .data("image")
         .shape("1|->4,4,1")

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
-use rcannl_nn::conv::{Conv2d, DepthwiseConv2d};
+use rcannl_nn::conv::{Conv2d, ConvOptions, DepthwiseConv2d, Padding};
 use rcannl_nn::optim::{Adam, Group, Schedule, Sgd, split_decay};
 use rcannl_tensor::npy;
 use rcannl_tensor::{Context, Graph, Init, Routine, Tensor, TensorError};
@@ -329,7 +329,13 @@ fn fans_of_dense_weights_and_convolution_kernels_are_pytorchs() {
     assert_eq!(dims, [4, 2]);
     let graph = Graph::new();
     let dense = graph.param("dense").shape("|64->128").build();
-    let conv = Conv2d::new(&graph, "conv", 128, 3, 1, true);
+    let conv = Conv2d::new(
+        &graph,
+        "conv",
+        128,
+        3,
+        ConvOptions::default().padding(Padding::Same),
+    );
     let image = graph.data("image").shape("2|->8,8,64").build();
     let convolved = conv.apply(&image);
     let depthwise = DepthwiseConv2d::new(&graph, "depthwise", 3, 1, true);
