@@ -130,6 +130,6 @@ pub mod prelude {
     pub use rcannl_ir::Precision;
     pub use rcannl_tensor::{
         Activation, Array, Axes, Axis, AxisKind, Capture, Context, Definition, Formula, Graph,
-        Init, OpLogic, Routine, StaticIndex, Tensor, TensorError, Term, Update, cd, op,
+        Init, OpLogic, Routine, StaticIndex, Tensor, TensorError, Term, Traced, Update, cd, op,
     };
 }

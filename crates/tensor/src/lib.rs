@@ -38,6 +38,7 @@ pub mod reshape;
 mod shared;
 pub mod syntax;
 pub mod tensor;
+pub mod traced;
 
 pub use activations::Activation;
 pub use array::Array;
@@ -51,6 +52,7 @@ pub use ops::StackAxis;
 pub use reduce::Axes;
 pub use reshape::{Axis, AxisKind};
 pub use tensor::Tensor;
+pub use traced::Traced;
 
 #[doc(hidden)]
 pub use rcannl_macros::{cd as cd_impl, op as op_impl};

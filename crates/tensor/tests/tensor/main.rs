@@ -32,5 +32,6 @@ mod reshape;
 mod set_grad;
 mod spec_ops;
 mod threads;
+mod traced;
 mod update_logic;
 mod update_reductions;
