@@ -6,7 +6,7 @@
 
 use rcannl::nn::blocks::Mlp;
 use rcannl::nn::conv::{Conv2d, ConvOptions, max_pool2d};
-use rcannl::nn::loss::{cross_entropy, mean};
+use rcannl::nn::loss::{cross_entropy_ids, mean};
 use rcannl::nn::optim::Adam;
 use rcannl::nn::train::{Plan, fit_step};
 use rcannl::prelude::*;
@@ -29,7 +29,10 @@ fn train(
     let model = build(&graph);
     let [xs, ys, test] = data.tensors(&graph, BATCH);
     let batch = graph.static_index();
-    let loss = mean(&cross_entropy(&model(&xs.slice(&batch)), &ys.slice(&batch)));
+    let loss = mean(&cross_entropy_ids(
+        &model(&xs.slice(&batch)),
+        &ys.slice(&batch),
+    ));
     let test_logits = model(&test);
     let mut adam = Adam::new(&graph, &graph.params(), 0.002);
     let mut ctx = Context::new(&graph);

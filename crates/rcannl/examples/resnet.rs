@@ -13,7 +13,7 @@ use std::time::Instant;
 use rcannl::nn::blocks::Dense;
 use rcannl::nn::cnn::{ConvBnRelu, ResidualBlock};
 use rcannl::nn::conv::global_avg_pool;
-use rcannl::nn::loss::{cross_entropy, mean};
+use rcannl::nn::loss::{cross_entropy_ids, mean};
 use rcannl::nn::norm::Mode;
 use rcannl::nn::optim::{Adam, Schedule};
 use rcannl::nn::train::{Plan, fit_step};
@@ -69,7 +69,7 @@ fn main() -> Result<(), TensorError> {
     let [xs, ys, test] = data.tensors(&graph, BATCH);
     let batch = graph.static_index();
     let logits = model.apply(&xs.slice(&batch), Mode::Train);
-    let loss = mean(&cross_entropy(&logits, &ys.slice(&batch)));
+    let loss = mean(&cross_entropy_ids(&logits, &ys.slice(&batch)));
     let test_logits = model.apply(&test, Mode::Eval);
 
     let mut adam = Adam::new(&graph, &graph.params(), 0.0);

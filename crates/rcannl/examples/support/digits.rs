@@ -12,7 +12,7 @@ pub const CLASSES: usize = 10;
 /// training batches of `batch` images and a test set of the rest (about a fifth).
 pub struct Split {
     pub train_pixels: Vec<f64>,
-    pub train_one_hot: Vec<f64>,
+    pub train_labels: Vec<usize>,
     pub batches: usize,
     pub test_pixels: Vec<f64>,
     pub test_labels: Vec<usize>,
@@ -71,10 +71,7 @@ pub fn split(batch: usize) -> Result<Split, TensorError> {
     let label = |i: usize| digits.target[i] as usize;
     Ok(Split {
         train_pixels: train.iter().flat_map(|&i| pixels(i)).collect(),
-        train_one_hot: train
-            .iter()
-            .flat_map(|&i| (0..CLASSES).map(move |c| f64::from(u8::from(c == label(i)))))
-            .collect(),
+        train_labels: train.iter().map(|&i| label(i)).collect(),
         batches,
         test_pixels: test.iter().flat_map(|&i| pixels(i)).collect(),
         test_labels: test.iter().map(|&i| label(i)).collect(),
@@ -83,7 +80,7 @@ pub fn split(batch: usize) -> Result<Split, TensorError> {
 
 impl Split {
     /// The split as data tensors of `graph`: the training images (`batches, batch | -> 8, 8, 1`),
-    /// their one-hot labels (`batches, batch | -> 10`) and the test images (`n | -> 8, 8, 1`).
+    /// their labels (`batches, batch | ->`, class ids) and the test images (`n | -> 8, 8, 1`).
     pub fn tensors(&self, graph: &Graph, batch: usize) -> [Tensor; 3] {
         [
             graph
@@ -93,8 +90,8 @@ impl Split {
                 .build(),
             graph
                 .data("labels")
-                .shape(&format!("{},{batch}|->{CLASSES}", self.batches))
-                .values(self.train_one_hot.clone())
+                .shape(&format!("{},{batch}|->", self.batches))
+                .values(self.train_labels.iter().map(|&l| l as f64).collect())
                 .build(),
             graph
                 .data("test images")
