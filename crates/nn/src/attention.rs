@@ -58,11 +58,14 @@ fn project(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
 
 /// The causal mask as a tensor: `time × time` (`-> t, s`), 1 where the key is at or before the
 /// query (`s ≤ t`), 0 where it would look ahead.
+#[track_caller]
 pub fn causal_mask(graph: &Graph, time: usize) -> Tensor {
-    let positions = graph.range(time);
-    let ahead = positions.outer_sum("t; s => t, s", &(-&positions));
-    // t − s < 0: the key comes after the query.
-    ahead.lt(&graph.number(0.0)).not()
+    graph.called("nn::attention::causal_mask", || {
+        let positions = graph.range(time);
+        let ahead = positions.outer_sum("t; s => t, s", &(-&positions));
+        // t − s < 0: the key comes after the query.
+        ahead.lt(&graph.number(0.0)).not()
+    })
 }
 
 /// How attention weighs the keys, besides the scores: masks, each broadcast against the scores
@@ -186,6 +189,7 @@ impl AttendOptions {
 /// model`) over keys from `memory` (`batch | -> s, model`), with the projections `[query, key]`
 /// (`model -> heads, head`): the softmax over `s` of the scaled, masked scores, dropped out if
 /// the options say so.
+#[track_caller]
 pub fn attention_weights(
     queries: &Tensor,
     memory: &Tensor,
@@ -193,7 +197,11 @@ pub fn attention_weights(
     head: usize,
     options: &AttendOptions,
 ) -> Tensor {
-    biased_attention_weights(queries, memory, projections, [None, None], head, options)
+    queries
+        .graph()
+        .called("nn::attention::attention_weights", || {
+            biased_attention_weights(queries, memory, projections, [None, None], head, options)
+        })
 }
 
 /// [`attention_weights`] with the query and key projections' biases (`-> heads, head`), where
@@ -240,6 +248,7 @@ fn biased_attention_weights(
 /// `memory` (`batch | -> s, model`; the same tensor for self-attention), with the projections
 /// `[query, key, value, output]` (`model -> heads, head` three times, then `heads, head ->
 /// model`): `batch | -> t, model`.
+#[track_caller]
 pub fn attend_with(
     queries: &Tensor,
     memory: &Tensor,
@@ -247,11 +256,14 @@ pub fn attend_with(
     head: usize,
     options: &AttendOptions,
 ) -> Tensor {
-    attend_with_biases(queries, memory, projections, None, head, options)
+    queries.graph().called("nn::attention::attend_with", || {
+        attend_with_biases(queries, memory, projections, None, head, options)
+    })
 }
 
 /// [`attend_with`] with the projections' biases, if given (PyTorch's `nn.MultiheadAttention`
 /// with `bias=True`): each projection's bias is added after it.
+#[track_caller]
 pub fn attend_with_biases(
     queries: &Tensor,
     memory: &Tensor,
@@ -260,27 +272,33 @@ pub fn attend_with_biases(
     head: usize,
     options: &AttendOptions,
 ) -> Tensor {
-    let bias = |pick: fn(&AttentionBiases) -> &Tensor| biases.map(pick);
-    let weights = biased_attention_weights(
-        queries,
-        memory,
-        [query, key],
-        [bias(|b| &b.query), bias(|b| &b.key)],
-        head,
-        options,
-    );
-    let v = project(memory, value, bias(|b| &b.value));
-    let mixed = weights.einsum("...|...->h, t, s; ...|...->h, s, e => ...|...->h, t, e", &v);
-    let out = mixed.einsum("...|...->h, t, e; h, e -> d => ...|...->t, d", output);
-    match bias(|b| &b.output) {
-        Some(b) => out.outer_sum("...|...->t, d; d => ...|...->t, d", b),
-        None => out,
-    }
+    queries
+        .graph()
+        .called("nn::attention::attend_with_biases", || {
+            let bias = |pick: fn(&AttentionBiases) -> &Tensor| biases.map(pick);
+            let weights = biased_attention_weights(
+                queries,
+                memory,
+                [query, key],
+                [bias(|b| &b.query), bias(|b| &b.key)],
+                head,
+                options,
+            );
+            let v = project(memory, value, bias(|b| &b.value));
+            let mixed =
+                weights.einsum("...|...->h, t, s; ...|...->h, s, e => ...|...->h, t, e", &v);
+            let out = mixed.einsum("...|...->h, t, e; h, e -> d => ...|...->t, d", output);
+            match bias(|b| &b.output) {
+                Some(b) => out.outer_sum("...|...->t, d; d => ...|...->t, d", b),
+                None => out,
+            }
+        })
 }
 
 /// Self-attention of `x` (`batch | -> time, model`) with the projections `[query, key, value,
 /// output]` (`model -> heads, head` three times, then `heads, head -> model`), a causal mask over
 /// `time` positions when given, and rotary embeddings when given.
+#[track_caller]
 pub fn attend(
     x: &Tensor,
     projections: [&Tensor; 4],
@@ -288,14 +306,16 @@ pub fn attend(
     causal: Option<usize>,
     rotary: Option<&Rotary>,
 ) -> Tensor {
-    let mut options = AttendOptions::new();
-    if let Some(time) = causal {
-        options = options.mask(&causal_mask(x.graph(), time));
-    }
-    if let Some(rotary) = rotary {
-        options = options.rotary(rotary);
-    }
-    attend_with(x, x, projections, head, &options)
+    x.graph().called("nn::attention::attend", || {
+        let mut options = AttendOptions::new();
+        if let Some(time) = causal {
+            options = options.mask(&causal_mask(x.graph(), time));
+        }
+        if let Some(rotary) = rotary {
+            options = options.rotary(rotary);
+        }
+        attend_with(x, x, projections, head, &options)
+    })
 }
 
 /// Rotary position embeddings for sequences of `time` positions and heads of `head` values
@@ -335,10 +355,13 @@ impl Rotary {
 
     /// `x` (`… | -> h, t, e`) rotated: `x·cos + rotate(x)·sin`, with `rotate` taking each pair
     /// `(a, b)` to `(−b, a)`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let (even, odd) = (x.deinterleave(false), x.deinterleave(true));
-        let rotated = Tensor::interleave(&(-&odd), &even);
-        &x.pmul(&self.cos) + &rotated.pmul(&self.sin)
+        x.graph().called("nn::attention::Rotary::apply", || {
+            let (even, odd) = (x.deinterleave(false), x.deinterleave(true));
+            let rotated = Tensor::interleave(&(-&odd), &even);
+            &x.pmul(&self.cos) + &rotated.pmul(&self.sin)
+        })
     }
 }
 
@@ -393,39 +416,52 @@ impl Attention {
 
     /// Attention over `x` (`batch | -> time, model`), with rotary embeddings on queries and keys
     /// if given; `time` is the sequence length (for the causal mask).
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, time: usize, rotary: Option<&Rotary>) -> Tensor {
-        attend(
-            x,
-            [&self.query, &self.key, &self.value, &self.output],
-            self.head,
-            self.causal.then_some(time),
-            rotary,
-        )
+        x.graph().called("nn::attention::Attention::apply", || {
+            attend(
+                x,
+                [&self.query, &self.key, &self.value, &self.output],
+                self.head,
+                self.causal.then_some(time),
+                rotary,
+            )
+        })
     }
 
     /// Attention of queries from `queries` (`batch | -> t, model`) over keys and values from
     /// `memory` (`batch | -> s, model`: `queries` again for self-attention, another sequence for
     /// cross-attention), masked, scaled and dropped out as `options` say.
+    #[track_caller]
     pub fn apply_with(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
-        attend_with(
-            queries,
-            memory,
-            [&self.query, &self.key, &self.value, &self.output],
-            self.head,
-            options,
-        )
+        queries
+            .graph()
+            .called("nn::attention::Attention::apply_with", || {
+                attend_with(
+                    queries,
+                    memory,
+                    [&self.query, &self.key, &self.value, &self.output],
+                    self.head,
+                    options,
+                )
+            })
     }
 
     /// The weights of [`Attention::apply_with`]: `batch | -> heads, t, s`, summing to 1 over `s`
     /// (before dropout).
+    #[track_caller]
     pub fn weights(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
-        attention_weights(
-            queries,
-            memory,
-            [&self.query, &self.key],
-            self.head,
-            options,
-        )
+        queries
+            .graph()
+            .called("nn::attention::Attention::weights", || {
+                attention_weights(
+                    queries,
+                    memory,
+                    [&self.query, &self.key],
+                    self.head,
+                    options,
+                )
+            })
     }
 
     /// The four projections.
@@ -544,30 +580,40 @@ impl MultiheadAttention {
 
     /// Attention of queries from `queries` (`batch | -> t, model`) over keys and values from
     /// `memory` (`batch | -> s, model`), masked, scaled and dropped out as `options` say.
+    #[track_caller]
     pub fn apply_with(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
-        let a = &self.attention;
-        attend_with_biases(
-            queries,
-            memory,
-            [&a.query, &a.key, &a.value, &a.output],
-            self.biases.as_ref(),
-            a.head,
-            options,
-        )
+        queries
+            .graph()
+            .called("nn::attention::MultiheadAttention::apply_with", || {
+                let a = &self.attention;
+                attend_with_biases(
+                    queries,
+                    memory,
+                    [&a.query, &a.key, &a.value, &a.output],
+                    self.biases.as_ref(),
+                    a.head,
+                    options,
+                )
+            })
     }
 
     /// The attention weights of [`MultiheadAttention::apply_with`]: `batch | -> heads, t, s`.
+    #[track_caller]
     pub fn weights(&self, queries: &Tensor, memory: &Tensor, options: &AttendOptions) -> Tensor {
-        let a = &self.attention;
-        let bias = |pick: fn(&AttentionBiases) -> &Tensor| self.biases.as_ref().map(pick);
-        biased_attention_weights(
-            queries,
-            memory,
-            [&a.query, &a.key],
-            [bias(|b| &b.query), bias(|b| &b.key)],
-            a.head,
-            options,
-        )
+        queries
+            .graph()
+            .called("nn::attention::MultiheadAttention::weights", || {
+                let a = &self.attention;
+                let bias = |pick: fn(&AttentionBiases) -> &Tensor| self.biases.as_ref().map(pick);
+                biased_attention_weights(
+                    queries,
+                    memory,
+                    [&a.query, &a.key],
+                    [bias(|b| &b.query), bias(|b| &b.key)],
+                    a.head,
+                    options,
+                )
+            })
     }
 
     /// The four projections, then the biases if there are any.
@@ -599,8 +645,11 @@ impl PositionDense {
     }
 
     /// `x·w + b` at every position of `x` (`… | -> …, d`, such as `… | -> t, d`).
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        dense_over_trailing_axes(x, &self.w, Some(&self.b), 1, 1)
+        x.graph().called("nn::attention::PositionDense::apply", || {
+            dense_over_trailing_axes(x, &self.w, Some(&self.b), 1, 1)
+        })
     }
 
     /// The weights and the bias.
@@ -654,17 +703,25 @@ impl TransformerBlock {
 
     /// The block over `x` (`batch | -> time, model`), causal over `time` positions if the block
     /// is, with rotary embeddings if given.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, time: usize, rotary: Option<&Rotary>) -> Tensor {
-        let attended = x + &self.attention.apply(&self.norm1.apply(x), time, rotary);
-        self.feed_forward(&attended)
+        x.graph()
+            .called("nn::attention::TransformerBlock::apply", || {
+                let attended = x + &self.attention.apply(&self.norm1.apply(x), time, rotary);
+                self.feed_forward(&attended)
+            })
     }
 
     /// The block over `x` with its attention as `options` say (masks, temperature, dropout,
     /// rotary embeddings; the block's own `causal` is not read: give [`causal_mask`] as a mask).
+    #[track_caller]
     pub fn apply_with(&self, x: &Tensor, options: &AttendOptions) -> Tensor {
-        let normalized = self.norm1.apply(x);
-        let attended = x + &self.attention.apply_with(&normalized, &normalized, options);
-        self.feed_forward(&attended)
+        x.graph()
+            .called("nn::attention::TransformerBlock::apply_with", || {
+                let normalized = self.norm1.apply(x);
+                let attended = x + &self.attention.apply_with(&normalized, &normalized, options);
+                self.feed_forward(&attended)
+            })
     }
 
     /// The second half: `x + mlp(norm(x))`.

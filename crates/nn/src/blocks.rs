@@ -28,9 +28,12 @@ impl Dense {
     }
 
     /// `w * x + b`: `x`'s output axes contracted with `w`'s input axes, `x`'s batch axes kept.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let (w, b) = (&self.w, &self.b);
-        op! { w * x + b }
+        x.graph().called("nn::blocks::Dense::apply", || {
+            let (w, b) = (&self.w, &self.b);
+            op! { w * x + b }
+        })
     }
 
     /// The weights and the bias.
@@ -191,14 +194,17 @@ impl Linear {
     }
 
     /// The layer at every position of `x` (`… | … -> …, d`): `… -> …, width`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        dense_over_trailing_axes(
-            x,
-            &self.w,
-            self.b.as_ref(),
-            self.contracted_axes,
-            self.output_axes,
-        )
+        x.graph().called("nn::blocks::Linear::apply", || {
+            dense_over_trailing_axes(
+                x,
+                &self.w,
+                self.b.as_ref(),
+                self.contracted_axes,
+                self.output_axes,
+            )
+        })
     }
 
     /// The weights, then the bias if there is one.
@@ -230,15 +236,18 @@ impl Mlp {
     }
 
     /// The network applied to `x` (the parameters are shared by every application).
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let mut h = x.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
-            h = layer.apply(&h);
-            if i + 1 < self.layers.len() {
-                h = h.relu();
+        x.graph().called("nn::blocks::Mlp::apply", || {
+            let mut h = x.clone();
+            for (i, layer) in self.layers.iter().enumerate() {
+                h = layer.apply(&h);
+                if i + 1 < self.layers.len() {
+                    h = h.relu();
+                }
             }
-        }
-        h
+            h
+        })
     }
 
     /// Every layer's weights and bias, first layer first.

@@ -64,9 +64,12 @@ impl ConvBn {
     }
 
     /// The normalized convolution of `x`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
-        let convolved = conv2d(x, &self.kernel, self.size, self.stride, true);
-        self.norm.apply(&convolved, mode)
+        x.graph().called("nn::cnn::ConvBn::apply", || {
+            let convolved = conv2d(x, &self.kernel, self.size, self.stride, true);
+            self.norm.apply(&convolved, mode)
+        })
     }
 
     /// The learned parameters: the kernel, the normalization's gain and bias.
@@ -106,8 +109,11 @@ impl ConvBnRelu {
     }
 
     /// `relu(norm(conv(x)))`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
-        self.conv_bn.apply(x, mode).relu()
+        x.graph().called("nn::cnn::ConvBnRelu::apply", || {
+            self.conv_bn.apply(x, mode).relu()
+        })
     }
 
     /// The learned parameters: the kernel, the normalization's gain and bias.
@@ -177,13 +183,16 @@ impl ResidualBlock {
     }
 
     /// `relu(second(first(x)) + shortcut(x))`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
-        let residual = self.second.apply(&self.first.apply(x, mode), mode);
-        let shortcut = match &self.projection {
-            Some(projection) => projection.apply(x, mode),
-            None => x.clone(),
-        };
-        (&residual + &shortcut).relu()
+        x.graph().called("nn::cnn::ResidualBlock::apply", || {
+            let residual = self.second.apply(&self.first.apply(x, mode), mode);
+            let shortcut = match &self.projection {
+                Some(projection) => projection.apply(x, mode),
+                None => x.clone(),
+            };
+            (&residual + &shortcut).relu()
+        })
     }
 
     fn convolutions(&self) -> Vec<&ConvBn> {
@@ -229,12 +238,15 @@ impl VggBlock {
     }
 
     /// The convolutions of `x`, each followed by ReLU, then pooled.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let convolved = self
-            .convs
-            .iter()
-            .fold(x.clone(), |h, conv| conv.apply(&h).relu());
-        max_pool2d(&convolved, 2)
+        x.graph().called("nn::cnn::VggBlock::apply", || {
+            let convolved = self
+                .convs
+                .iter()
+                .fold(x.clone(), |h, conv| conv.apply(&h).relu());
+            max_pool2d(&convolved, 2)
+        })
     }
 
     /// The learned parameters of every convolution.
@@ -269,10 +281,13 @@ impl LeNet {
     }
 
     /// The logits of the images `x`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let first = max_pool2d(&self.conv1.apply(x).relu(), 2);
-        let second = max_pool2d(&self.conv2.apply(&first).relu(), 2);
-        self.dense.apply(&second)
+        x.graph().called("nn::cnn::LeNet::apply", || {
+            let first = max_pool2d(&self.conv1.apply(x).relu(), 2);
+            let second = max_pool2d(&self.conv2.apply(&first).relu(), 2);
+            self.dense.apply(&second)
+        })
     }
 
     /// The learned parameters of the convolutions and the dense layers.
@@ -334,10 +349,14 @@ impl DepthwiseSeparable {
     }
 
     /// The depthwise then pointwise convolution of `x`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
-        let depthwise = depthwise_conv2d(x, &self.depthwise_kernel, self.size, self.stride, true);
-        let normalized = self.depthwise_norm.apply(&depthwise, mode).relu();
-        self.pointwise.apply(&normalized, mode)
+        x.graph().called("nn::cnn::DepthwiseSeparable::apply", || {
+            let depthwise =
+                depthwise_conv2d(x, &self.depthwise_kernel, self.size, self.stride, true);
+            let normalized = self.depthwise_norm.apply(&depthwise, mode).relu();
+            self.pointwise.apply(&normalized, mode)
+        })
     }
 
     /// The learned parameters: the depthwise kernel and normalization, the pointwise block's.

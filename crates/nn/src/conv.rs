@@ -287,29 +287,39 @@ fn set_window(t: &Tensor, window: Pair) -> Tensor {
 /// channels of its group) of `window` taps, without a bias: `batch | -> h, w, out_channels`,
 /// output channels in PyTorch's order (group-major). Grouping needs `x`'s channel count known
 /// when it is built.
+#[track_caller]
 pub fn conv2d_with(
     x: &Tensor,
     kernel: &Tensor,
     window: impl Into<Pair>,
     options: &ConvOptions,
 ) -> Tensor {
-    let (h, w) = window_axes(options.stride, options.dilation, options.padding, false);
-    let (h, w) = (h.spec(), w.spec());
-    if options.groups == 1 {
-        let spec = format!("...|...->{h}, {w}, c; kh, kw, c -> d => ...|...->h, w, d");
-        return set_window(&x.einsum(&spec, kernel), window.into());
-    }
-    let grouped = x.unflatten(Axis::output(-1), &[options.groups as isize, -1]);
-    let spec = format!("...|...->{h}, {w}, g, c; kh, kw, c -> g, d => ...|...->h, w, g, d");
-    set_window(&grouped.einsum(&spec, kernel), window.into()).flatten_axes(AxisKind::Output, -2, -1)
+    x.graph().called("nn::conv::conv2d_with", || {
+        let (h, w) = window_axes(options.stride, options.dilation, options.padding, false);
+        let (h, w) = (h.spec(), w.spec());
+        if options.groups == 1 {
+            let spec = format!("...|...->{h}, {w}, c; kh, kw, c -> d => ...|...->h, w, d");
+            return set_window(&x.einsum(&spec, kernel), window.into());
+        }
+        let grouped = x.unflatten(Axis::output(-1), &[options.groups as isize, -1]);
+        let spec = format!("...|...->{h}, {w}, g, c; kh, kw, c -> g, d => ...|...->h, w, g, d");
+        set_window(&grouped.einsum(&spec, kernel), window.into()).flatten_axes(
+            AxisKind::Output,
+            -2,
+            -1,
+        )
+    })
 }
 
 /// The convolution of `x` with `kernel` (`kh, kw, c -> d`: `size × size` windows over every
 /// input channel `c`, one filter per output channel `d`) `stride` apart, padded to
 /// `input = stride·output` or not padded, without a bias (see [`conv2d_with`] for the rest of
 /// PyTorch's options).
+#[track_caller]
 pub fn conv2d(x: &Tensor, kernel: &Tensor, size: usize, stride: usize, padded: bool) -> Tensor {
-    conv2d_with(x, kernel, size, &simple(stride, padded))
+    x.graph().called("nn::conv::conv2d", || {
+        conv2d_with(x, kernel, size, &simple(stride, padded))
+    })
 }
 
 fn simple(stride: usize, padded: bool) -> ConvOptions {
@@ -324,6 +334,7 @@ fn simple(stride: usize, padded: bool) -> ConvOptions {
 /// The depthwise convolution of `x` with `kernel` (`kh, kw -> c`: one `size × size` filter per
 /// channel, each channel convolved with its own filter alone), without a bias. The window is
 /// the kernel's input, so that its default init is scaled by the window's size.
+#[track_caller]
 pub fn depthwise_conv2d(
     x: &Tensor,
     kernel: &Tensor,
@@ -331,14 +342,16 @@ pub fn depthwise_conv2d(
     stride: usize,
     padded: bool,
 ) -> Tensor {
-    let options = simple(stride, padded);
-    let (h, w) = window_axes(options.stride, options.dilation, options.padding, false);
-    let spec = format!(
-        "...|...->{}, {}, c; kh, kw -> c => ...|...->h, w, c",
-        h.spec(),
-        w.spec()
-    );
-    set_window(&x.einsum(&spec, kernel), Pair(size, size))
+    x.graph().called("nn::conv::depthwise_conv2d", || {
+        let options = simple(stride, padded);
+        let (h, w) = window_axes(options.stride, options.dilation, options.padding, false);
+        let spec = format!(
+            "...|...->{}, {}, c; kh, kw -> c => ...|...->h, w, c",
+            h.spec(),
+            w.spec()
+        );
+        set_window(&x.einsum(&spec, kernel), Pair(size, size))
+    })
 }
 
 /// A 2-D convolution, PyTorch's `nn.Conv2d` channels-last: `out_channels` filters of a window
@@ -406,12 +419,15 @@ impl Conv2d {
 
     /// The convolution of `x` (`batch | -> height, width, channels`) plus the bias:
     /// `batch | -> h, w, out_channels`.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let convolved = conv2d_with(x, &self.kernel, self.window, &self.options);
-        match &self.bias {
-            Some(bias) => convolved.outer_sum("...|...->h, w, d; d => ...|...->h, w, d", bias),
-            None => convolved,
-        }
+        x.graph().called("nn::conv::Conv2d::apply", || {
+            let convolved = conv2d_with(x, &self.kernel, self.window, &self.options);
+            match &self.bias {
+                Some(bias) => convolved.outer_sum("...|...->h, w, d; d => ...|...->h, w, d", bias),
+                None => convolved,
+            }
+        })
     }
 
     /// The kernel and the bias.
@@ -425,32 +441,38 @@ impl Conv2d {
 /// The largest value of each window of `x` (`batch | -> h, w, c`), padded positions reading
 /// −∞: PyTorch's `max_pool2d`. The gradient goes to every position holding its window's
 /// maximum, each tied position receiving it whole (PyTorch gives it to the first alone).
+#[track_caller]
 pub fn max_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOptions) -> Tensor {
-    let window = window.into();
-    let spec = pool_spec(window, options);
-    set_window(&x.einmax1(&spec), window)
+    x.graph().called("nn::conv::max_pool2d_with", || {
+        let window = window.into();
+        let spec = pool_spec(window, options);
+        set_window(&x.einmax1(&spec), window)
+    })
 }
 
 /// The mean of each window of `x` (`batch | -> h, w, c`): PyTorch's `avg_pool2d`, the divisor
 /// counting the padding or not as `options.count_include_pad` says, never the positions past it
 /// that a rounded-up last window overruns.
+#[track_caller]
 pub fn avg_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOptions) -> Tensor {
-    let window = window.into();
-    let spec = pool_spec(window, options);
-    let summed = set_window(&x.einsum1(&spec), window);
-    let padded = options.padding != Pair(0, 0);
-    if !options.count_include_pad && (padded || options.ceil_mode) {
-        let count = set_window(&x.full_like(1.0).einsum1(&spec), window);
-        return &summed / &count;
-    }
-    if options.ceil_mode {
-        return match counts_with_padding(x, &summed, window, options) {
-            Ok(count) => summed.div_spec("...|...->h, w, c; h, w => ...|...->h, w, c", &count),
-            Err(e) => x.graph().failed_with(e),
-        };
-    }
-    let graph = x.graph();
-    &summed / &graph.number_in((window.0 * window.1) as f64, x.precision())
+    x.graph().called("nn::conv::avg_pool2d_with", || {
+        let window = window.into();
+        let spec = pool_spec(window, options);
+        let summed = set_window(&x.einsum1(&spec), window);
+        let padded = options.padding != Pair(0, 0);
+        if !options.count_include_pad && (padded || options.ceil_mode) {
+            let count = set_window(&x.full_like(1.0).einsum1(&spec), window);
+            return &summed / &count;
+        }
+        if options.ceil_mode {
+            return match counts_with_padding(x, &summed, window, options) {
+                Ok(count) => summed.div_spec("...|...->h, w, c; h, w => ...|...->h, w, c", &count),
+                Err(e) => x.graph().failed_with(e),
+            };
+        }
+        let graph = x.graph();
+        &summed / &graph.number_in((window.0 * window.1) as f64, x.precision())
+    })
 }
 
 /// The spec of a pooling: each channel reduced over its windows.
@@ -495,24 +517,33 @@ fn counts_with_padding(
 
 /// The largest value of each `size × size` window, windows `size` apart (PyTorch's
 /// `max_pool2d(size)`; see [`max_pool2d_with`]).
+#[track_caller]
 pub fn max_pool2d(x: &Tensor, size: usize) -> Tensor {
-    max_pool2d_with(x, size, &PoolOptions::default())
+    x.graph().called("nn::conv::max_pool2d", || {
+        max_pool2d_with(x, size, &PoolOptions::default())
+    })
 }
 
 /// The mean of each `size × size` window, windows `size` apart (PyTorch's `avg_pool2d(size)`;
 /// see [`avg_pool2d_with`]).
+#[track_caller]
 pub fn avg_pool2d(x: &Tensor, size: usize) -> Tensor {
-    avg_pool2d_with(x, size, &PoolOptions::default())
+    x.graph().called("nn::conv::avg_pool2d", || {
+        avg_pool2d_with(x, size, &PoolOptions::default())
+    })
 }
 
 /// The mean over all positions of each channel: `batch | -> h, w, c` to `batch | -> c`.
+#[track_caller]
 pub fn global_avg_pool(x: &Tensor) -> Tensor {
-    let summed = x.einsum1("...|...->h, w, c => ...|...->c");
-    let graph = x.graph();
-    match (summed.capture("h"), summed.capture("w")) {
-        (Ok(h), Ok(w)) => &(&summed / &graph.dim(&h)) / &graph.dim(&w),
-        (Err(e), _) | (_, Err(e)) => graph.failed_with(e),
-    }
+    x.graph().called("nn::conv::global_avg_pool", || {
+        let summed = x.einsum1("...|...->h, w, c => ...|...->c");
+        let graph = x.graph();
+        match (summed.capture("h"), summed.capture("w")) {
+            (Ok(h), Ok(w)) => &(&summed / &graph.dim(&h)) / &graph.dim(&w),
+            (Err(e), _) | (_, Err(e)) => graph.failed_with(e),
+        }
+    })
 }
 
 /// A depthwise 2-D convolution: one `size × size` filter per channel, plus a bias per channel;
@@ -548,9 +579,12 @@ impl DepthwiseConv2d {
     }
 
     /// The convolution of `x`, plus the bias.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let convolved = depthwise_conv2d(x, &self.kernel, self.size, self.stride, self.padded);
-        convolved.outer_sum("...|...->h, w, c; c => ...|...->h, w, c", &self.bias)
+        x.graph().called("nn::conv::DepthwiseConv2d::apply", || {
+            let convolved = depthwise_conv2d(x, &self.kernel, self.size, self.stride, self.padded);
+            convolved.outer_sum("...|...->h, w, c; c => ...|...->h, w, c", &self.bias)
+        })
     }
 
     /// The learned parameters: kernel and bias.

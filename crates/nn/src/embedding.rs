@@ -7,8 +7,11 @@ use rcannl_tensor::{Graph, Tensor};
 /// output axis of `vocabulary` positions, 1 at each id (and all 0 for an id outside it, such as
 /// −1 for a position to ignore). A table composed with them (`&table * &one_hot(…)`) is computed
 /// as a gather of the table's rows (see [`Tensor::one_hot`]).
+#[track_caller]
 pub fn one_hot(ids: &Tensor, vocabulary: usize) -> Tensor {
-    Tensor::one_hot(ids, vocabulary)
+    ids.graph().called("nn::embedding::one_hot", || {
+        Tensor::one_hot(ids, vocabulary)
+    })
 }
 
 /// `vocabulary` learned vectors of `width` values.
@@ -36,7 +39,10 @@ impl Embedding {
 
     /// The vectors of `ids` (`batch | -> positions…`): `batch | -> positions…, width`, in the
     /// table's precision; a row of zeros for an id outside the vocabulary (−1 for padding).
+    #[track_caller]
     pub fn apply(&self, ids: &Tensor) -> Tensor {
-        Tensor::gather(&self.table, ids)
+        ids.graph().called("nn::embedding::Embedding::apply", || {
+            Tensor::gather(&self.table, ids)
+        })
     }
 }

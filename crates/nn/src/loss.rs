@@ -8,20 +8,26 @@ use rcannl_tensor::{Axes, Tensor, TensorError, op};
 const EVERY_CELL: &str = "...|...->... => 0";
 
 /// The sum of every cell: one output axis of one cell.
+#[track_caller]
 pub fn sum(t: &Tensor) -> Tensor {
-    t.einsum1(EVERY_CELL)
+    t.graph().called("nn::loss::sum", || t.einsum1(EVERY_CELL))
 }
 
 /// The mean of every cell: one output axis of one cell. The count is the tensor's number of
 /// cells, which shape inference gives ([`Tensor::mean_over`]).
+#[track_caller]
 pub fn mean(t: &Tensor) -> Tensor {
-    t.mean_over(Axes::spec(EVERY_CELL))
+    t.graph()
+        .called("nn::loss::mean", || t.mean_over(Axes::spec(EVERY_CELL)))
 }
 
 /// The mean hinge loss `max(0, 1 − y·f)` of scores `f` against labels `y` in {−1, 1}, over
 /// every cell of their pointwise product.
+#[track_caller]
 pub fn hinge(scores: &Tensor, labels: &Tensor) -> Tensor {
-    mean(&op! { relu(1 - pmul(labels, scores)) })
+    scores.graph().called("nn::loss::hinge", || {
+        mean(&op! { relu(1 - pmul(labels, scores)) })
+    })
 }
 
 /// The cross-entropy of logits against target probabilities (one-hot labels, say) over the last
@@ -29,22 +35,25 @@ pub fn hinge(scores: &Tensor, labels: &Tensor) -> Tensor {
 /// the logits' shape: a distribution over the classes for every example. Class ids (one per
 /// example, PyTorch's usual `target`) take [`cross_entropy_ids`]; ids given here are an error
 /// saying so, never broadcast against the logits.
+#[track_caller]
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
-    let graph = logits.graph();
-    if let Err(e) = graph.require_same_shape(targets, logits) {
-        return graph.failed_with(TensorError::new(format!(
-            "cross_entropy(logits '{}' of shape {}, targets '{}' of shape {}): the targets \
-                 are probabilities over the classes and need exactly the logits' shape; for \
-                 class ids (the logits' shape without the last output axis) use \
-                 loss::cross_entropy_ids ({})",
-            logits.label(),
-            logits.shape(),
-            targets.label(),
-            targets.shape(),
-            e.message
-        )));
-    }
-    -crate::norm::sum_last(&targets.pmul(&crate::norm::log_softmax(logits)))
+    logits.graph().called("nn::loss::cross_entropy", || {
+        let graph = logits.graph();
+        if let Err(e) = graph.require_same_shape(targets, logits) {
+            return graph.failed_with(TensorError::new(format!(
+                "cross_entropy(logits '{}' of shape {}, targets '{}' of shape {}): the targets \
+                     are probabilities over the classes and need exactly the logits' shape; for \
+                     class ids (the logits' shape without the last output axis) use \
+                     loss::cross_entropy_ids ({})",
+                logits.label(),
+                logits.shape(),
+                targets.label(),
+                targets.shape(),
+                e.message
+            )));
+        }
+        -crate::norm::sum_last(&targets.pmul(&crate::norm::log_softmax(logits)))
+    })
 }
 
 /// The last output axis (the classes) reduced away.
@@ -122,8 +131,11 @@ impl IdsOptions {
 /// reduction). Probabilities given here (the logits' own shape) are an error naming
 /// [`cross_entropy`]. The gradient with respect to the logits is `softmax − one_hot(id)`.
 /// [`cross_entropy_ids_with`] takes PyTorch's other options.
+#[track_caller]
 pub fn cross_entropy_ids(logits: &Tensor, ids: &Tensor) -> Tensor {
-    cross_entropy_ids_with(logits, ids, &IdsOptions::new().reduction(Reduction::None))
+    logits.graph().called("nn::loss::cross_entropy_ids", || {
+        cross_entropy_ids_with(logits, ids, &IdsOptions::new().reduction(Reduction::None))
+    })
 }
 
 /// The cross-entropy of logits against class ids with PyTorch's options, `F.cross_entropy(logits,
@@ -134,82 +146,88 @@ pub fn cross_entropy_ids(logits: &Tensor, ids: &Tensor) -> Tensor {
 /// reduced as `options.reduction` says ([`Reduction::Mean`] by default, over the examples not
 /// ignored). The ids are as [`cross_entropy_ids`] takes them; a smoothing outside `0..=1` is an
 /// error.
+#[track_caller]
 pub fn cross_entropy_ids_with(logits: &Tensor, ids: &Tensor, options: &IdsOptions) -> Tensor {
-    let graph = logits.graph();
-    let epsilon = options.label_smoothing;
-    if !(0.0..=1.0).contains(&epsilon) {
-        return graph.failed_with(TensorError::new(format!(
-            "cross_entropy_ids_with(logits '{}', ids '{}'): label_smoothing is {epsilon}, \
-                 but it must be between 0 and 1",
-            logits.label(),
-            ids.label()
-        )));
-    }
-    let mix_up = |e: TensorError| {
-        graph.failed_with(TensorError::new(format!(
-            "cross_entropy_ids(logits '{}' of shape {}, ids '{}' of shape {}): class ids \
-                 need exactly the logits' shape without the last output axis (the classes); \
-                 for target probabilities of the logits' shape use loss::cross_entropy ({})",
-            logits.label(),
-            logits.shape(),
-            ids.label(),
-            ids.shape(),
-            e.message
-        )))
-    };
-    // 1 at each example's class: its id minus every class number is zero exactly there. These
-    // rows have the ids' axes and one more, the logits' exactly.
-    let classes = graph.range_of_shape("classes").build();
-    let hits = ids
-        .outer_sum("...|...->...; c => ...|...->..., c", &(-&classes))
-        .eq(&graph.number(0.0));
-    if let Err(e) = graph.require_same_shape(&hits, logits) {
-        return mix_up(e);
-    }
-    let largest = logits.einmax1(CLASSES_REDUCED).stop_gradient();
-    let shifted = logits.sub_spec("...|...->..., c; ...|...->... => ...|...->..., c", &largest);
-    let log_sum_exp = &shifted.exp().einsum1(CLASSES_REDUCED).log() + &largest;
-    // Smoothed, the target is 1 − ε at the id and ε / classes at every class: the picked logit
-    // weighs 1 − ε, and ε times the mean of the logits comes off. Numbers scale the logits, whose
-    // classes axis a number's one axis broadcasts against (the ids' shape may have no output
-    // axis at all), in their precision.
-    let loss = if epsilon == 0.0 {
-        &log_sum_exp - &hits.pmul(logits).einsum1(CLASSES_REDUCED)
-    } else {
-        let picked = hits
-            .pmul(&(logits * (1.0 - epsilon)))
-            .einsum1(CLASSES_REDUCED);
-        let spread = (logits * epsilon).mean_over(Axes::spec(CLASSES_REDUCED));
-        &(&log_sum_exp - &picked) - &spread
-    };
-    // Ids of fewer axes would have been broadcast: the loss has theirs exactly.
-    if let Err(e) = graph.require_same_shape(ids, &loss) {
-        return mix_up(e);
-    }
-    let Some(ignored) = options.ignore_index else {
-        return match options.reduction {
-            Reduction::None => loss,
-            Reduction::Mean => mean(&loss),
-            Reduction::Sum => sum(&loss),
-        };
-    };
-    // A choice, not a product with a mask: an ignored example's loss is 0 whatever its logits
-    // hold (an infinite one times 0 would be NaN).
-    let counted = ids.ne_spec(
-        WITH_A_NUMBER,
-        &graph.number_in(ignored as f64, ids.precision()),
-    );
-    let kept = Tensor::where_spec(
-        CHOICE_WITH_A_NUMBER,
-        &counted,
-        &loss,
-        &graph.number_in(0.0, loss.precision()),
-    );
-    match options.reduction {
-        Reduction::None => kept,
-        Reduction::Mean => &sum(&kept) / &sum(&counted),
-        Reduction::Sum => sum(&kept),
-    }
+    logits
+        .graph()
+        .called("nn::loss::cross_entropy_ids_with", || {
+            let graph = logits.graph();
+            let epsilon = options.label_smoothing;
+            if !(0.0..=1.0).contains(&epsilon) {
+                return graph.failed_with(TensorError::new(format!(
+                    "cross_entropy_ids_with(logits '{}', ids '{}'): label_smoothing is {epsilon}, \
+                     but it must be between 0 and 1",
+                    logits.label(),
+                    ids.label()
+                )));
+            }
+            let mix_up = |e: TensorError| {
+                graph.failed_with(TensorError::new(format!(
+                    "cross_entropy_ids(logits '{}' of shape {}, ids '{}' of shape {}): class ids \
+                     need exactly the logits' shape without the last output axis (the classes); \
+                     for target probabilities of the logits' shape use loss::cross_entropy ({})",
+                    logits.label(),
+                    logits.shape(),
+                    ids.label(),
+                    ids.shape(),
+                    e.message
+                )))
+            };
+            // 1 at each example's class: its id minus every class number is zero exactly there. These
+            // rows have the ids' axes and one more, the logits' exactly.
+            let classes = graph.range_of_shape("classes").build();
+            let hits = ids
+                .outer_sum("...|...->...; c => ...|...->..., c", &(-&classes))
+                .eq(&graph.number(0.0));
+            if let Err(e) = graph.require_same_shape(&hits, logits) {
+                return mix_up(e);
+            }
+            let largest = logits.einmax1(CLASSES_REDUCED).stop_gradient();
+            let shifted =
+                logits.sub_spec("...|...->..., c; ...|...->... => ...|...->..., c", &largest);
+            let log_sum_exp = &shifted.exp().einsum1(CLASSES_REDUCED).log() + &largest;
+            // Smoothed, the target is 1 − ε at the id and ε / classes at every class: the picked logit
+            // weighs 1 − ε, and ε times the mean of the logits comes off. Numbers scale the logits, whose
+            // classes axis a number's one axis broadcasts against (the ids' shape may have no output
+            // axis at all), in their precision.
+            let loss = if epsilon == 0.0 {
+                &log_sum_exp - &hits.pmul(logits).einsum1(CLASSES_REDUCED)
+            } else {
+                let picked = hits
+                    .pmul(&(logits * (1.0 - epsilon)))
+                    .einsum1(CLASSES_REDUCED);
+                let spread = (logits * epsilon).mean_over(Axes::spec(CLASSES_REDUCED));
+                &(&log_sum_exp - &picked) - &spread
+            };
+            // Ids of fewer axes would have been broadcast: the loss has theirs exactly.
+            if let Err(e) = graph.require_same_shape(ids, &loss) {
+                return mix_up(e);
+            }
+            let Some(ignored) = options.ignore_index else {
+                return match options.reduction {
+                    Reduction::None => loss,
+                    Reduction::Mean => mean(&loss),
+                    Reduction::Sum => sum(&loss),
+                };
+            };
+            // A choice, not a product with a mask: an ignored example's loss is 0 whatever its logits
+            // hold (an infinite one times 0 would be NaN).
+            let counted = ids.ne_spec(
+                WITH_A_NUMBER,
+                &graph.number_in(ignored as f64, ids.precision()),
+            );
+            let kept = Tensor::where_spec(
+                CHOICE_WITH_A_NUMBER,
+                &counted,
+                &loss,
+                &graph.number_in(0.0, loss.precision()),
+            );
+            match options.reduction {
+                Reduction::None => kept,
+                Reduction::Mean => &sum(&kept) / &sum(&counted),
+                Reduction::Sum => sum(&kept),
+            }
+        })
 }
 
 /// A pointwise operation of a tensor and a number (whose one cell sits on one output axis): the
@@ -224,14 +242,22 @@ const CHOICE_WITH_A_NUMBER: &str = "...|...->...; ...|...->...; 0 => ...|...->..
 /// nothing and do not count ([`cross_entropy_ids`] per position, weighted by the mask, over the
 /// mask's sum). One output axis of one cell. Where the padding has an id of its own,
 /// [`cross_entropy_ids_with`] and [`IdsOptions::ignore_index`] say the same without a mask.
+#[track_caller]
 pub fn sequence_cross_entropy(logits: &Tensor, targets: &Tensor, mask: &Tensor) -> Tensor {
-    &sum(&cross_entropy_ids(logits, targets).pmul(mask)) / &sum(mask)
+    logits
+        .graph()
+        .called("nn::loss::sequence_cross_entropy", || {
+            &sum(&cross_entropy_ids(logits, targets).pmul(mask)) / &sum(mask)
+        })
 }
 
 /// The mean squared error `Σ (prediction − target)² / n` over every cell of the difference (the
 /// two broadcast to each other), `n` its number of cells, found by inference: one output axis
 /// of one cell.
+#[track_caller]
 pub fn mse(prediction: &Tensor, target: &Tensor) -> Tensor {
-    let difference = prediction - target;
-    mean(&difference.pmul(&difference))
+    prediction.graph().called("nn::loss::mse", || {
+        let difference = prediction - target;
+        mean(&difference.pmul(&difference))
+    })
 }

@@ -11,18 +11,22 @@ use rcannl_tensor::{Formula, Graph, Init, Tensor, TensorError, Update};
 const LAST: &str = "...|... -> ..., c => ...|... -> ..., 0";
 
 /// The sum over the last output axis (kept, of size 1).
+#[track_caller]
 pub fn sum_last(x: &Tensor) -> Tensor {
-    x.einsum1(LAST)
+    x.graph().called("nn::norm::sum_last", || x.einsum1(LAST))
 }
 
 /// The largest value over the last output axis (kept, of size 1).
+#[track_caller]
 pub fn max_last(x: &Tensor) -> Tensor {
-    x.einmax1(LAST)
+    x.graph().called("nn::norm::max_last", || x.einmax1(LAST))
 }
 
 /// The mean over the last output axis: its size is captured from inference.
+#[track_caller]
 pub fn mean_last(x: &Tensor) -> Tensor {
-    mean_trailing(x, 1)
+    x.graph()
+        .called("nn::norm::mean_last", || mean_trailing(x, 1))
 }
 
 /// The trailing output axes `c0, c1, …` (`axes` of them) a spec names.
@@ -35,23 +39,26 @@ fn trailing_axis_names(axes: usize) -> String {
 
 /// The mean over the last `axes` output axes (kept, each of size 1): their sizes are captured
 /// from inference. No axis is an error.
+#[track_caller]
 pub fn mean_trailing(x: &Tensor, axes: usize) -> Tensor {
-    if axes == 0 {
-        return x.graph().failed_with(TensorError::new(
-            "a mean over 0 trailing axes: give at least one",
+    x.graph().called("nn::norm::mean_trailing", || {
+        if axes == 0 {
+            return x.graph().failed_with(TensorError::new(
+                "a mean over 0 trailing axes: give at least one",
+            ));
+        }
+        let names = trailing_axis_names(axes);
+        let kept = vec!["0"; axes].join(", ");
+        let sum = x.einsum1(&format!(
+            "...|... -> ..., {names} => ...|... -> ..., {kept}"
         ));
-    }
-    let names = trailing_axis_names(axes);
-    let kept = vec!["0"; axes].join(", ");
-    let sum = x.einsum1(&format!(
-        "...|... -> ..., {names} => ...|... -> ..., {kept}"
-    ));
-    let captured: Vec<String> = (0..axes).map(|i| format!("c{i}")).collect();
-    let captured: Vec<&str> = captured.iter().map(String::as_str).collect();
-    match count_of(&sum, &captured) {
-        Ok(count) => &sum / &count,
-        Err(e) => x.graph().failed_with(e),
-    }
+        let captured: Vec<String> = (0..axes).map(|i| format!("c{i}")).collect();
+        let captured: Vec<&str> = captured.iter().map(String::as_str).collect();
+        match count_of(&sum, &captured) {
+            Ok(count) => &sum / &count,
+            Err(e) => x.graph().failed_with(e),
+        }
+    })
 }
 
 /// The spec combining `x` with a tensor whose axes are `x`'s last `axes` output axes, at every
@@ -62,32 +69,44 @@ fn per_position_spec(axes: usize) -> String {
 }
 
 /// Softmax over the last output axis (shifted by its maximum, which takes no gradient).
+#[track_caller]
 pub fn softmax(x: &Tensor) -> Tensor {
-    let shifted = x - &max_last(x).stop_gradient();
-    let e = shifted.exp();
-    &e / &sum_last(&e)
+    x.graph().called("nn::norm::softmax", || {
+        let shifted = x - &max_last(x).stop_gradient();
+        let e = shifted.exp();
+        &e / &sum_last(&e)
+    })
 }
 
 /// `log(softmax(x))` over the last output axis, computed without the softmax.
+#[track_caller]
 pub fn log_softmax(x: &Tensor) -> Tensor {
-    let shifted = x - &max_last(x).stop_gradient();
-    &shifted - &sum_last(&shifted.exp()).log()
+    x.graph().called("nn::norm::log_softmax", || {
+        let shifted = x - &max_last(x).stop_gradient();
+        &shifted - &sum_last(&shifted.exp()).log()
+    })
 }
 
 /// Softmax over the axes a reduction spec reduces: `spec` maps `x` to the positions its
 /// normalizing sums are kept at (as [`sum_last`]'s spec does for the last output axis, e.g.
 /// `"...|... -> c, t => ...|... -> 0, t"` for the first of two output axes), and the result is
 /// broadcast back over them. Shifted by the maximum over the same axes, which takes no gradient.
+#[track_caller]
 pub fn softmax_with(x: &Tensor, spec: &str) -> Tensor {
-    let shifted = x - &x.einmax1(spec).stop_gradient();
-    let e = shifted.exp();
-    &e / &e.einsum1(spec)
+    x.graph().called("nn::norm::softmax_with", || {
+        let shifted = x - &x.einmax1(spec).stop_gradient();
+        let e = shifted.exp();
+        &e / &e.einsum1(spec)
+    })
 }
 
 /// `log(softmax_with(x, spec))`, computed without the softmax.
+#[track_caller]
 pub fn log_softmax_with(x: &Tensor, spec: &str) -> Tensor {
-    let shifted = x - &x.einmax1(spec).stop_gradient();
-    &shifted - &shifted.exp().einsum1(spec).log()
+    x.graph().called("nn::norm::log_softmax_with", || {
+        let shifted = x - &x.einmax1(spec).stop_gradient();
+        &shifted - &shifted.exp().einsum1(spec).log()
+    })
 }
 
 /// How far from either end of the output axes [`output_axis_spec`] reaches: far beyond any
@@ -132,19 +151,24 @@ pub fn output_axis_spec(axis: isize) -> Result<String, TensorError> {
 }
 
 /// Softmax over one output axis, counted as Python counts (`-1` is the last).
+#[track_caller]
 pub fn softmax_axis(x: &Tensor, axis: isize) -> Tensor {
-    match output_axis_spec(axis) {
-        Ok(spec) => softmax_with(x, &spec),
-        Err(e) => x.graph().failed_with(e),
-    }
+    x.graph()
+        .called("nn::norm::softmax_axis", || match output_axis_spec(axis) {
+            Ok(spec) => softmax_with(x, &spec),
+            Err(e) => x.graph().failed_with(e),
+        })
 }
 
 /// Log-softmax over one output axis, counted as Python counts (`-1` is the last).
+#[track_caller]
 pub fn log_softmax_axis(x: &Tensor, axis: isize) -> Tensor {
-    match output_axis_spec(axis) {
-        Ok(spec) => log_softmax_with(x, &spec),
-        Err(e) => x.graph().failed_with(e),
-    }
+    x.graph().called("nn::norm::log_softmax_axis", || {
+        match output_axis_spec(axis) {
+            Ok(spec) => log_softmax_with(x, &spec),
+            Err(e) => x.graph().failed_with(e),
+        }
+    })
 }
 
 /// Layer normalization over the last output axis (or, with [`LayerNorm::apply_trailing`], the
@@ -198,21 +222,26 @@ impl LayerNorm {
 
     /// `x` (`… | … -> …, c`) normalized over its last output axis, then scaled by the gain and
     /// shifted by the bias per position of that axis.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        self.apply_trailing(x, 1)
+        x.graph()
+            .called("nn::norm::LayerNorm::apply", || self.apply_trailing(x, 1))
     }
 
     /// `x` normalized over its last `axes` output axes together (`2` for `… -> …, h, w` is
     /// PyTorch's `LayerNorm((h, w))`), then scaled by the gain and shifted by the bias, which
     /// have those axes. No axis is an error.
+    #[track_caller]
     pub fn apply_trailing(&self, x: &Tensor, axes: usize) -> Tensor {
-        let centered = x - &mean_trailing(x, axes);
-        let variance = mean_trailing(&centered.pmul(&centered), axes);
-        let normalized = &centered / &(&variance + self.epsilon).sqrt();
-        let per_position = per_position_spec(axes);
-        normalized
-            .einsum(&per_position, &self.gain)
-            .outer_sum(&per_position, &self.bias)
+        x.graph().called("nn::norm::LayerNorm::apply_trailing", || {
+            let centered = x - &mean_trailing(x, axes);
+            let variance = mean_trailing(&centered.pmul(&centered), axes);
+            let normalized = &centered / &(&variance + self.epsilon).sqrt();
+            let per_position = per_position_spec(axes);
+            normalized
+                .einsum(&per_position, &self.gain)
+                .outer_sum(&per_position, &self.bias)
+        })
     }
 
     /// The gain and the bias.
@@ -407,52 +436,55 @@ impl BatchNorm {
     /// steps computing the result moving the running statistics towards them) or by the running
     /// statistics in [`Mode::Eval`]. A momentum outside `[0, 1]` or an ε not above 0 makes the
     /// result an error naming the block.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, mode: Mode) -> Tensor {
-        let graph = x.graph();
-        let owner = format!("BatchNorm '{}'", self.label);
-        if let Err(e) = check_epsilon(&owner, self.epsilon) {
-            return graph.failed_with(e);
-        }
-        let (centered, variance, statistics) = match mode {
-            Mode::Train => {
-                let cumulative = self.batches_tracked.is_some();
-                if let Err(e) = check_setting(
-                    &owner,
-                    "the momentum",
-                    self.momentum,
-                    |m| cumulative || (0.0..=1.0).contains(&m),
-                    "a finite number in [0, 1]",
-                ) {
-                    return graph.failed_with(e);
-                }
-                let sum = x.einsum1(PER_CHANNEL_SUM);
-                let count = match count_of(&sum, &["batch", "input", "output"]) {
-                    Ok(count) => count,
-                    Err(e) => return graph.failed_with(e),
-                };
-                let mean = &sum / &count;
-                let centered = x.sub_spec(PER_CHANNEL, &mean);
-                let variance = &centered.pmul(&centered).einsum1(PER_CHANNEL_SUM) / &count;
-                let statistics = (mean, variance.clone(), count);
-                (centered, variance, Some(statistics))
+        x.graph().called("nn::norm::BatchNorm::apply", || {
+            let graph = x.graph();
+            let owner = format!("BatchNorm '{}'", self.label);
+            if let Err(e) = check_epsilon(&owner, self.epsilon) {
+                return graph.failed_with(e);
             }
-            Mode::Eval => (
-                x.sub_spec(PER_CHANNEL, &self.running_mean),
-                self.running_var.clone(),
-                None,
-            ),
-        };
-        let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
-        let normalized = centered
-            .pmul_spec(PER_CHANNEL, &inverse_deviation)
-            .pmul_spec(PER_CHANNEL, &self.gain)
-            .outer_sum(PER_CHANNEL, &self.bias);
-        if let Some((mean, variance, count)) = statistics {
-            let n = || Formula::value(&count);
-            let unbiased = Formula::value(&variance) * n() / (n() - 1.0);
-            graph.update_in_steps(&normalized, &self.running_updates(mean, unbiased));
-        }
-        normalized
+            let (centered, variance, statistics) = match mode {
+                Mode::Train => {
+                    let cumulative = self.batches_tracked.is_some();
+                    if let Err(e) = check_setting(
+                        &owner,
+                        "the momentum",
+                        self.momentum,
+                        |m| cumulative || (0.0..=1.0).contains(&m),
+                        "a finite number in [0, 1]",
+                    ) {
+                        return graph.failed_with(e);
+                    }
+                    let sum = x.einsum1(PER_CHANNEL_SUM);
+                    let count = match count_of(&sum, &["batch", "input", "output"]) {
+                        Ok(count) => count,
+                        Err(e) => return graph.failed_with(e),
+                    };
+                    let mean = &sum / &count;
+                    let centered = x.sub_spec(PER_CHANNEL, &mean);
+                    let variance = &centered.pmul(&centered).einsum1(PER_CHANNEL_SUM) / &count;
+                    let statistics = (mean, variance.clone(), count);
+                    (centered, variance, Some(statistics))
+                }
+                Mode::Eval => (
+                    x.sub_spec(PER_CHANNEL, &self.running_mean),
+                    self.running_var.clone(),
+                    None,
+                ),
+            };
+            let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
+            let normalized = centered
+                .pmul_spec(PER_CHANNEL, &inverse_deviation)
+                .pmul_spec(PER_CHANNEL, &self.gain)
+                .outer_sum(PER_CHANNEL, &self.bias);
+            if let Some((mean, variance, count)) = statistics {
+                let n = || Formula::value(&count);
+                let unbiased = Formula::value(&variance) * n() / (n() - 1.0);
+                graph.update_in_steps(&normalized, &self.running_updates(mean, unbiased));
+            }
+            normalized
+        })
     }
 
     /// The updates of the running statistics towards a batch's `mean` and `unbiased` variance:
@@ -586,34 +618,37 @@ impl GroupNorm {
     }
 
     /// `x` (`batch | -> ..., channels`) normalized per example and group.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        let graph = x.graph();
-        if let Err(e) = check_epsilon(&format!("GroupNorm '{}'", self.label), self.epsilon) {
-            return graph.failed_with(e);
-        }
-        let sum = x.einsum(PER_GROUP_SUM, &self.membership);
-        let positions = match count_of(&sum, &["input", "s"]) {
-            Ok(count) => count,
-            Err(e) => return graph.failed_with(e),
-        };
-        let count = positions * self.channels_per_group as f64;
-        let mean = &sum / &count;
-        let centered = x.sub_spec(
-            PER_EXAMPLE_CHANNEL,
-            &mean.einsum(GROUP_TO_CHANNELS, &self.membership),
-        );
-        let variance = &centered
-            .pmul(&centered)
-            .einsum(PER_GROUP_SUM, &self.membership)
-            / &count;
-        let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
-        centered
-            .pmul_spec(
+        x.graph().called("nn::norm::GroupNorm::apply", || {
+            let graph = x.graph();
+            if let Err(e) = check_epsilon(&format!("GroupNorm '{}'", self.label), self.epsilon) {
+                return graph.failed_with(e);
+            }
+            let sum = x.einsum(PER_GROUP_SUM, &self.membership);
+            let positions = match count_of(&sum, &["input", "s"]) {
+                Ok(count) => count,
+                Err(e) => return graph.failed_with(e),
+            };
+            let count = positions * self.channels_per_group as f64;
+            let mean = &sum / &count;
+            let centered = x.sub_spec(
                 PER_EXAMPLE_CHANNEL,
-                &inverse_deviation.einsum(GROUP_TO_CHANNELS, &self.membership),
-            )
-            .pmul_spec(PER_CHANNEL, &self.gain)
-            .outer_sum(PER_CHANNEL, &self.bias)
+                &mean.einsum(GROUP_TO_CHANNELS, &self.membership),
+            );
+            let variance = &centered
+                .pmul(&centered)
+                .einsum(PER_GROUP_SUM, &self.membership)
+                / &count;
+            let inverse_deviation = (&variance + self.epsilon).recip_sqrt();
+            centered
+                .pmul_spec(
+                    PER_EXAMPLE_CHANNEL,
+                    &inverse_deviation.einsum(GROUP_TO_CHANNELS, &self.membership),
+                )
+                .pmul_spec(PER_CHANNEL, &self.gain)
+                .outer_sum(PER_CHANNEL, &self.bias)
+        })
     }
 
     /// The learned parameters: gain and bias.
@@ -653,20 +688,25 @@ impl RmsNorm {
     }
 
     /// `x` normalized over its last output axis.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        self.apply_trailing(x, 1)
+        x.graph()
+            .called("nn::norm::RmsNorm::apply", || self.apply_trailing(x, 1))
     }
 
     /// `x` normalized over its last `axes` output axes together, then scaled by the gain, which
     /// has those axes. No axis is an error.
+    #[track_caller]
     pub fn apply_trailing(&self, x: &Tensor, axes: usize) -> Tensor {
-        let owner = format!("RmsNorm of gain '{}'", self.gain.label());
-        if let Err(e) = check_epsilon(&owner, self.epsilon) {
-            return x.graph().failed_with(e);
-        }
-        let inverse_root = (&mean_trailing(&x.pmul(x), axes) + self.epsilon).recip_sqrt();
-        x.pmul(&inverse_root)
-            .pmul_spec(&per_position_spec(axes), &self.gain)
+        x.graph().called("nn::norm::RmsNorm::apply_trailing", || {
+            let owner = format!("RmsNorm of gain '{}'", self.gain.label());
+            if let Err(e) = check_epsilon(&owner, self.epsilon) {
+                return x.graph().failed_with(e);
+            }
+            let inverse_root = (&mean_trailing(&x.pmul(x), axes) + self.epsilon).recip_sqrt();
+            x.pmul(&inverse_root)
+                .pmul_spec(&per_position_spec(axes), &self.gain)
+        })
     }
 
     /// The learned parameter: the gain.

@@ -50,8 +50,10 @@ impl Sinusoidal {
     }
 
     /// `x` (`batch | -> time, model`) plus the table.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        x + &self.table
+        x.graph()
+            .called("nn::position::Sinusoidal::apply", || x + &self.table)
     }
 }
 
@@ -76,8 +78,10 @@ impl LearnedPositions {
     }
 
     /// `x` (`batch | -> time, model`) plus the table.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        x + &self.table
+        x.graph()
+            .called("nn::position::LearnedPositions::apply", || x + &self.table)
     }
 
     /// The table.
@@ -147,11 +151,13 @@ impl Positions {
     }
 
     /// `x` (`batch | -> time, model`) plus the encoding.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        match self {
-            Positions::Sinusoidal(s) => s.apply(x),
-            Positions::Learned(l) => l.apply(x),
-        }
+        x.graph()
+            .called("nn::position::Positions::apply", || match self {
+                Positions::Sinusoidal(s) => s.apply(x),
+                Positions::Learned(l) => l.apply(x),
+            })
     }
 
     /// The learned table, if any.

@@ -51,8 +51,11 @@ impl FeedForward {
     }
 
     /// The MLP at every position of `x` (`batch | -> time, model`).
+    #[track_caller]
     pub fn apply(&self, x: &Tensor) -> Tensor {
-        self.down.apply(&self.up.apply(x).relu())
+        x.graph().called("nn::transformer::FeedForward::apply", || {
+            self.down.apply(&self.up.apply(x).relu())
+        })
     }
 
     /// Both layers' parameters.
@@ -107,12 +110,16 @@ impl EncoderBlock {
 
     /// The block over `x` (`batch | -> time, model`), its self-attention masked (a padding mask
     /// `batch | -> time`, say), scaled and dropped out as `options` say.
+    #[track_caller]
     pub fn apply(&self, x: &Tensor, options: &AttendOptions) -> Tensor {
-        let attended = self
-            .placement
-            .around(x, &self.norm1, |h| self.attention.apply_with(h, h, options));
-        self.placement
-            .around(&attended, &self.norm2, |h| self.feed_forward.apply(h))
+        x.graph()
+            .called("nn::transformer::EncoderBlock::apply", || {
+                let attended = self
+                    .placement
+                    .around(x, &self.norm1, |h| self.attention.apply_with(h, h, options));
+                self.placement
+                    .around(&attended, &self.norm2, |h| self.feed_forward.apply(h))
+            })
     }
 
     /// Every parameter of the block.
@@ -182,6 +189,7 @@ impl DecoderBlock {
     /// The block over `x` (`batch | -> t, model`) attending to `memory` (`batch | -> s, model`,
     /// the encoder's output): self-attention as `self_options` say (give it [`causal_mask`]),
     /// cross-attention as `cross_options` say (give it the source's padding mask).
+    #[track_caller]
     pub fn apply(
         &self,
         x: &Tensor,
@@ -189,14 +197,17 @@ impl DecoderBlock {
         self_options: &AttendOptions,
         cross_options: &AttendOptions,
     ) -> Tensor {
-        let attended = self.placement.around(x, &self.norm1, |h| {
-            self.self_attention.apply_with(h, h, self_options)
-        });
-        let informed = self.placement.around(&attended, &self.norm2, |h| {
-            self.cross_attention.apply_with(h, memory, cross_options)
-        });
-        self.placement
-            .around(&informed, &self.norm3, |h| self.feed_forward.apply(h))
+        x.graph()
+            .called("nn::transformer::DecoderBlock::apply", || {
+                let attended = self.placement.around(x, &self.norm1, |h| {
+                    self.self_attention.apply_with(h, h, self_options)
+                });
+                let informed = self.placement.around(&attended, &self.norm2, |h| {
+                    self.cross_attention.apply_with(h, memory, cross_options)
+                });
+                self.placement
+                    .around(&informed, &self.norm3, |h| self.feed_forward.apply(h))
+            })
     }
 
     /// Every parameter of the block.
@@ -340,24 +351,30 @@ impl EncoderDecoder {
     /// padding mask (`batch | -> s`); `options` give every attention its temperature and
     /// dropout (and rotary embeddings to the self-attentions, whose tables need the sequence's
     /// length: cross-attention never takes them).
+    #[track_caller]
     pub fn encode(&self, source: &Tensor, source_mask: &Tensor, options: &AttendOptions) -> Tensor {
-        let options = options.clone().mask(source_mask);
-        let mut h = self
-            .source_positions
-            .apply(&embed_sequence(&self.source_embedding, source));
-        for block in &self.encoder {
-            h = block.apply(&h, &options);
-        }
-        match &self.final_norms {
-            Some((encoder_norm, _)) => encoder_norm.apply(&h),
-            None => h,
-        }
+        source
+            .graph()
+            .called("nn::transformer::EncoderDecoder::encode", || {
+                let options = options.clone().mask(source_mask);
+                let mut h = self
+                    .source_positions
+                    .apply(&embed_sequence(&self.source_embedding, source));
+                for block in &self.encoder {
+                    h = block.apply(&h, &options);
+                }
+                match &self.final_norms {
+                    Some((encoder_norm, _)) => encoder_norm.apply(&h),
+                    None => h,
+                }
+            })
     }
 
     /// The logits (`batch | -> t, target_vocabulary`) at each position of `target_inputs` ids
     /// (`batch | -> t`), given the encoder's output `memory` and the source's padding mask.
     /// Position `t` sees the inputs up to `t` only, so one run scores every position under
     /// teacher forcing, and greedy decoding may fill the inputs one position per run.
+    #[track_caller]
     pub fn decode(
         &self,
         memory: &Tensor,
@@ -365,24 +382,29 @@ impl EncoderDecoder {
         target_inputs: &Tensor,
         options: &AttendOptions,
     ) -> Tensor {
-        let graph = memory.graph();
-        let self_options = options
-            .clone()
-            .mask(&causal_mask(graph, self.config.target_time));
-        let cross_options = options.clone().without_rotary().mask(source_mask);
-        let mut h = self
-            .target_positions
-            .apply(&embed_sequence(&self.target_embedding, target_inputs));
-        for block in &self.decoder {
-            h = block.apply(&h, memory, &self_options, &cross_options);
-        }
-        if let Some((_, decoder_norm)) = &self.final_norms {
-            h = decoder_norm.apply(&h);
-        }
-        self.head.apply(&h)
+        memory
+            .graph()
+            .called("nn::transformer::EncoderDecoder::decode", || {
+                let graph = memory.graph();
+                let self_options = options
+                    .clone()
+                    .mask(&causal_mask(graph, self.config.target_time));
+                let cross_options = options.clone().without_rotary().mask(source_mask);
+                let mut h = self
+                    .target_positions
+                    .apply(&embed_sequence(&self.target_embedding, target_inputs));
+                for block in &self.decoder {
+                    h = block.apply(&h, memory, &self_options, &cross_options);
+                }
+                if let Some((_, decoder_norm)) = &self.final_norms {
+                    h = decoder_norm.apply(&h);
+                }
+                self.head.apply(&h)
+            })
     }
 
     /// [`EncoderDecoder::encode`] then [`EncoderDecoder::decode`].
+    #[track_caller]
     pub fn logits(
         &self,
         source: &Tensor,
@@ -390,8 +412,12 @@ impl EncoderDecoder {
         target_inputs: &Tensor,
         options: &AttendOptions,
     ) -> Tensor {
-        let memory = self.encode(source, source_mask, options);
-        self.decode(&memory, source_mask, target_inputs, options)
+        source
+            .graph()
+            .called("nn::transformer::EncoderDecoder::logits", || {
+                let memory = self.encode(source, source_mask, options);
+                self.decode(&memory, source_mask, target_inputs, options)
+            })
     }
 
     /// The mean cross-entropy over the scored target positions of `pairs`, under teacher
@@ -431,9 +457,12 @@ impl EncoderDecoder {
 
 /// The embeddings (`batch | -> t, width`) of token ids laid out `batch | -> t`: the positions
 /// move into the batch row for the lookup, which takes ids without output axes.
+#[track_caller]
 pub fn embed_sequence(embedding: &Embedding, ids: &Tensor) -> Tensor {
-    let per_position = ids.einsum1("...|...->t => ..., t|...->");
-    embedding
-        .apply(&per_position)
-        .einsum1("..., t|...->d => ...|...->t, d")
+    ids.graph().called("nn::transformer::embed_sequence", || {
+        let per_position = ids.einsum1("...|...->t => ..., t|...->");
+        embedding
+            .apply(&per_position)
+            .einsum1("..., t|...->d => ...|...->t, d")
+    })
 }

@@ -341,3 +341,31 @@ fn a_label_smoothing_outside_zero_to_one_is_an_error() {
         );
     }
 }
+
+#[test]
+fn a_library_function_misused_names_the_call_and_where_the_user_wrote_it() {
+    let graph = Graph::new();
+    let x = graph.data("x").shape("4|->3").build();
+    let targets = graph.data("targets").shape("4|->5").build();
+    let linear = rcannl_nn::blocks::Linear::new(&graph, "linear", 2);
+    let (loss, line) = (cross_entropy(&linear.apply(&x), &targets), line!());
+    let mut ctx = Context::new(&graph);
+    let message = ctx.forward(&[&mean(&loss)]).unwrap_err().to_string();
+    let site = format!("nn::loss::cross_entropy, called at {}:{line}:", file!());
+    assert!(message.contains(&site), "{message}");
+    // Found only when shapes close, the error still points at the call that built the tensor.
+    let graph = Graph::new();
+    let images = graph.data("images").shape("2|->5,5,3").build();
+    let conv = rcannl_nn::conv::Conv2d::new(
+        &graph,
+        "conv",
+        4,
+        7,
+        rcannl_nn::conv::ConvOptions::default(),
+    );
+    let (features, line) = (conv.apply(&images), line!());
+    let mut ctx = Context::new(&graph);
+    let message = ctx.forward(&[&features]).unwrap_err().to_string();
+    let site = format!("nn::conv::Conv2d::apply, called at {}:{line}:", file!());
+    assert!(message.contains(&site), "{message}");
+}

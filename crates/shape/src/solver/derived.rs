@@ -307,7 +307,8 @@ fn solve_explicit(
             };
             let Some(output) = explicit.output(total, span, affine.stride) else {
                 return Err(ShapeError::new(format!(
-                    "the kernel span {span} is wider than the input {total} with its padding                      ({padded} positions in {shown})"
+                    "the kernel span {span} is wider than the input {total} with its padding \
+                     ({padded} positions in {shown})"
                 )));
             };
             if output == 0 {
@@ -325,7 +326,8 @@ fn solve_explicit(
             match kernel {
                 Some(kernel) => Ok(Some(vec![(conv.kernel.clone(), Dim::size(kernel))])),
                 None => Err(ShapeError::new(format!(
-                    "cannot infer kernel dimension (input {total} padded to {padded}, output                      {over}, dilation {} in {shown})",
+                    "cannot infer kernel dimension (input {total} padded to {padded}, output \
+                     {over}, dilation {} in {shown})",
                     conv.dilation
                 ))),
             }

@@ -12,7 +12,7 @@ use crate::tensor::Tensor;
 
 use super::error::{TensorError, error};
 use super::gradient::GradBuilder;
-use super::{Graph, OpData, TensorData};
+use super::{Graph, OpData, Site, TensorData};
 
 /// A tensor's value or its gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,7 +68,9 @@ pub(crate) struct Asg {
 impl Graph {
     /// Creates the result of `logic` over `operands`: its shape related to theirs, its forward
     /// assignments and gradient assignments from the builders. The result is differentiable when
-    /// an operand is and `differentiable` allows. It is labelled `name#n`, `n` its number.
+    /// an operand is and `differentiable` allows. It is labelled `name#n`, `n` its number; built
+    /// inside a library function the user called, `function#n` instead (`loss::mse#12`), which
+    /// says more to the user than the operation inside it.
     pub(crate) fn apply(
         &self,
         name: &str,
@@ -76,7 +78,14 @@ impl Graph {
         operands: &[&Tensor],
         op: OpSpec,
     ) -> Tensor {
-        let label = format!("{name}#{}", self.state.lock().tensors.len());
+        let label = {
+            let state = self.state.lock();
+            let name = match state.site {
+                Some(Site::Call(function, _)) => function.trim_start_matches("nn::"),
+                _ => name,
+            };
+            format!("{name}#{}", state.tensors.len())
+        };
         match self.try_apply(&label, logic, operands, op) {
             Ok(t) => t,
             Err(failed) => failed,

@@ -12,6 +12,8 @@
 //! also has a form returning `Result` (`try_…`) for callers who want the error at once.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_ir::Precision;
@@ -32,6 +34,7 @@ use extensions::Extensions;
 pub use apply::Ref;
 pub(crate) use apply::{Asg, AsgRhs, Forward, OpSpec, ProjSource, spec_logic};
 pub use error::{TensorError, TensorErrorKind};
+
 pub(crate) use error::{error, error_of, foreign};
 pub(crate) use gradient::{GradBuilder, GradRhs, Slotted};
 pub(crate) use init::Draw;
@@ -79,12 +82,12 @@ pub(crate) struct State {
     pub captured_constraints: usize,
     /// What [`Init::Default`] means in this graph.
     pub default_init: Init,
-    /// The source position (`file:line:column`) of the `op!`/`cd!` expression building tensors
-    /// now, if any: errors found meanwhile point back at it.
-    pub site: Option<&'static str>,
+    /// Where in the user's source the tensors being built now come from, if known: an
+    /// `op!`/`cd!` expression or a library call. Errors found meanwhile point back at it.
+    pub site: Option<Site>,
     /// For each tensor built under a site (by tensor index), that site, so that an error found
     /// when a context closes the shapes points back at it too.
-    pub sites: HashMap<usize, &'static str>,
+    pub sites: HashMap<usize, Site>,
     /// The parameters of each function `op!` defined without configuration arguments (by the
     /// definition's key), as tensor indices: created at its first application on the graph.
     pub shared_params: HashMap<&'static str, Vec<usize>>,
@@ -137,18 +140,38 @@ impl State {
         });
         let e = TensorError::from(e);
         match site {
-            Some(site) => written_at(e, site),
+            Some(site) => written_at(e, *site),
             None => e,
         }
     }
 }
 
-/// `e`, naming the source position of the expression it was found in (once).
-fn written_at(e: TensorError, site: &str) -> TensorError {
-    if e.message.contains(site) {
+/// Where in the user's source tensors come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Site {
+    /// An `op!` or `cd!` expression, at its `file:line:column`.
+    Expression(&'static str),
+    /// A library function (`nn::loss::cross_entropy`) called from the user's code, where it was
+    /// called: the function is marked `#[track_caller]` and builds under [`Graph::called`].
+    Call(&'static str, &'static Location<'static>),
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Site::Expression(at) => write!(f, "the expression written at {at}"),
+            Site::Call(function, at) => write!(f, "{function}, called at {at}"),
+        }
+    }
+}
+
+/// `e`, naming where in the source it was found (once).
+fn written_at(e: TensorError, site: Site) -> TensorError {
+    let site = site.to_string();
+    if e.message.contains(&site) {
         return e;
     }
-    let message = format!("{}\n  (in the expression written at {site})", e.message);
+    let message = format!("{}\n  (in {site})", e.message);
     e.reworded(message)
 }
 
@@ -206,8 +229,36 @@ impl Graph {
     /// Runs `build` with `site` (a `file:line:column` of the source) as the position that
     /// errors found meanwhile, and later about the tensors built meanwhile, point back at. The
     /// `op!` and `cd!` macros build every operation under the position of its operator.
+    /// Inside a library function the user called ([`Graph::called`]), the call stays the site:
+    /// the library's own expressions are not the user's.
     pub fn at_site<R>(&self, site: &'static str, build: impl FnOnce() -> R) -> R {
-        let outer = self.state.lock().site.replace(site);
+        self.under(Site::Expression(site), build)
+    }
+
+    /// Runs `build` as the library function `function` (`"nn::loss::cross_entropy"`), called
+    /// from where its caller was called: errors found meanwhile, and later about the tensors
+    /// built meanwhile, name the function and the user's file, line and column. The function
+    /// and every function between it and the user's code are marked `#[track_caller]`. A call
+    /// inside another library call (or under an `op!` expression) keeps the outer site, the one
+    /// the user wrote.
+    #[track_caller]
+    pub fn called<R>(&self, function: &'static str, build: impl FnOnce() -> R) -> R {
+        self.under(Site::Call(function, Location::caller()), build)
+    }
+
+    fn under<R>(&self, site: Site, build: impl FnOnce() -> R) -> R {
+        let outer = {
+            let mut state = self.state.lock();
+            let outer = state.site;
+            let keep = match (outer, site) {
+                (Some(Site::Call(..)), _) | (Some(Site::Expression(_)), Site::Call(..)) => true,
+                (Some(Site::Expression(_)) | None, Site::Expression(_)) | (None, _) => false,
+            };
+            if !keep {
+                state.site = Some(site);
+            }
+            outer
+        };
         let result = build();
         self.state.lock().site = outer;
         result
