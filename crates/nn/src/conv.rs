@@ -157,6 +157,21 @@ pub struct PoolOptions {
     /// Whether an average divides by the window's positions inside the padded input (PyTorch's
     /// `count_include_pad=True`, the default) or by those inside the input alone.
     pub count_include_pad: bool,
+    /// Which of a window's tied maxima max-pooling's gradient goes to.
+    pub ties: Ties,
+}
+
+/// Which of a window's tied maxima max-pooling's gradient goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ties {
+    /// Every position holding the maximum receives the whole gradient: one reduction, as every
+    /// `einmax` differentiates.
+    #[default]
+    Shared,
+    /// The first of them in the window (row by row) receives it alone, as in PyTorch; the
+    /// windows are laid out one tap per cell to find it, which costs the window's size in
+    /// memory and time.
+    First,
 }
 
 impl Default for PoolOptions {
@@ -167,6 +182,7 @@ impl Default for PoolOptions {
             dilation: Pair(1, 1),
             ceil_mode: false,
             count_include_pad: true,
+            ties: Ties::Shared,
         }
     }
 }
@@ -199,6 +215,11 @@ impl PoolOptions {
     /// With output sizes rounded up.
     pub fn ceil_mode(self, ceil_mode: bool) -> PoolOptions {
         PoolOptions { ceil_mode, ..self }
+    }
+
+    /// With max-pooling's gradient going to `ties` of a window's tied maxima.
+    pub fn ties(self, ties: Ties) -> PoolOptions {
+        PoolOptions { ties, ..self }
     }
 
     /// Dividing averages by the positions inside the padded input (`true`) or the input alone.
@@ -440,14 +461,45 @@ impl Conv2d {
 
 /// The largest value of each window of `x` (`batch | -> h, w, c`), padded positions reading
 /// −∞: PyTorch's `max_pool2d`. The gradient goes to every position holding its window's
-/// maximum, each tied position receiving it whole (PyTorch gives it to the first alone).
+/// maximum, each tied position receiving it whole, unless `options.ties` is [`Ties::First`]
+/// (PyTorch's rule: the first of them alone).
 #[track_caller]
 pub fn max_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOptions) -> Tensor {
     x.graph().called("nn::conv::max_pool2d_with", || {
         let window = window.into();
         let spec = pool_spec(window, options);
-        set_window(&x.einmax1(&spec), window)
+        let maxima = set_window(&x.einmax1(&spec), window);
+        match options.ties {
+            Ties::Shared => maxima,
+            Ties::First => first_maxima(x, &maxima, window, options),
+        }
     })
+}
+
+/// The maxima of [`max_pool2d_with`] as the sum of each window's taps weighted by a selector, 1
+/// at the first tap holding the maximum and 0 elsewhere (held constant): the same values, the
+/// gradient to that tap alone.
+fn first_maxima(x: &Tensor, maxima: &Tensor, window: Pair, options: &PoolOptions) -> Tensor {
+    let graph = x.graph();
+    let spread =
+        pool_spec(window, options).replace("=> ...|...->h, w, c", "=> ...|...->h, w, kh, kw, c");
+    let taps = set_window(&x.einsum1(&spread), window);
+    // Padding reads 0 in a sum: a padded tap is never the maximum, even one that equals 0.
+    let inside = set_window(&x.full_like(1.0).einsum1(&spread), window);
+    const PER_TAP: &str = "...|...->h, w, kh, kw, c; ...|...->h, w, c => ...|...->h, w, kh, kw, c";
+    let tied = taps.eq_spec(PER_TAP, &maxima.stop_gradient()).pmul(&inside);
+    // The first tap scores highest: taps counted down from the window's size.
+    let size = window.0 * window.1;
+    let countdown = (&(-&graph.range(size)) + size as f64)
+        .unflatten(Axis::output(0), &[window.0 as isize, window.1 as isize]);
+    let score = tied.pmul_spec(
+        "...|...->h, w, kh, kw, c; kh, kw => ...|...->h, w, kh, kw, c",
+        &countdown,
+    );
+    let best = score.einmax1("...|...->h, w, kh, kw, c => ...|...->h, w, c");
+    let first = score.eq_spec(PER_TAP, &best).pmul(&tied).stop_gradient();
+    taps.pmul(&first)
+        .einsum1("...|...->h, w, kh, kw, c => ...|...->h, w, c")
 }
 
 /// The mean of each window of `x` (`batch | -> h, w, c`): PyTorch's `avg_pool2d`, the divisor
@@ -566,12 +618,28 @@ pub struct DepthwiseConv2d {
 impl DepthwiseConv2d {
     /// A depthwise convolution with `size × size` windows `stride` apart.
     pub fn new(graph: &Graph, label: &str, size: usize, stride: usize, padded: bool) -> Self {
+        DepthwiseConv2d::with_precision(graph, label, size, stride, padded, Precision::F32)
+    }
+
+    /// The same with a kernel and bias of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        size: usize,
+        stride: usize,
+        padded: bool,
+        precision: Precision,
+    ) -> Self {
         DepthwiseConv2d {
             kernel: graph
                 .param(&format!("{label}.kernel"))
                 .window_axes(2)
+                .precision(precision)
                 .build(),
-            bias: graph.param(&format!("{label}.bias")).build(),
+            bias: graph
+                .param(&format!("{label}.bias"))
+                .precision(precision)
+                .build(),
             size,
             stride,
             padded,

@@ -2,14 +2,14 @@
 //! (`tests/pytorch/conv/reference.py` wrote the arrays): strides whose output sizes round down,
 //! explicit and `same` padding, dilation, groups; max-pooling rounded down and up, padded,
 //! dilated, with windows other than strides; average pooling padded and rounded up, counting the
-//! padding or not. Outputs and the gradients of `sum(y·r)`, on the interpreter and the C
+//! padding or not; max-pooling's gradient to the first of tied maxima. Outputs and the gradients of `sum(y·r)`, on the interpreter and the C
 //! backend, in f64.
 
 use std::path::PathBuf;
 
 use rcannl_ir::Precision;
 use rcannl_nn::conv::{
-    Conv2d, ConvOptions, Padding, PoolOptions, avg_pool2d_with, max_pool2d_with,
+    Conv2d, ConvOptions, Padding, PoolOptions, Ties, avg_pool2d_with, max_pool2d_with,
 };
 use rcannl_nn::loss::sum;
 use rcannl_tensor::{Context, Graph, Tensor, npy};
@@ -158,6 +158,13 @@ fn max_pooling_rounds_down_or_up_pads_with_minus_infinity_and_dilates() {
     max_pool("max_ceil", (3, 3), ceil);
     let dilated = PoolOptions::default().stride((1, 2)).dilation((2, 1));
     max_pool("max_dilated", (2, 3), dilated);
+}
+
+#[test]
+fn max_pooling_can_give_a_tie_s_gradient_to_the_first_maximum_as_pytorch_does() {
+    let first = PoolOptions::default().ties(Ties::First);
+    max_pool("max_ties", (3, 3), first.stride(2).padding(1));
+    max_pool("max_ties_overlap", (2, 2), first.stride(1));
 }
 
 #[test]

@@ -24,9 +24,12 @@ Pooling over a (2, 3, h, w) input:
 - `avg_pad`: `avg_pool2d(3, stride=2, padding=1)` over 7×6 (padding counted);
 - `avg_pad_excluded`: the same with `count_include_pad=False`;
 - `avg_ceil`: `avg_pool2d(3, stride=2, padding=1, ceil_mode=True)` over 6×6;
-- `avg_ceil_excluded`: the same with `count_include_pad=False`.
+- `avg_ceil_excluded`: the same with `count_include_pad=False`;
+- `max_ties`: `max_pool2d(3, stride=2, padding=1)` over 7×6, and `max_ties_overlap`:
+  `max_pool2d(2, stride=1)` over 5×5, both of inputs holding only 0, 1 and 2 (ties everywhere):
+  PyTorch gives the gradient to the first maximum of each window.
 
-Inputs are distinct values (no ties in a max). Regenerate (from the repository root):
+Other inputs are distinct values (no ties in a max). Regenerate (from the repository root):
 
     /tmp/torchenv/bin/python crates/nn/tests/pytorch/conv/reference.py
 
@@ -56,9 +59,13 @@ def channels_last(t):
     return t.permute(0, 2, 3, 1)
 
 
-def image(case, channels, h, w):
-    """A (2, channels, h, w) input of distinct values, saved channels-last."""
-    x = rng.permutation(2 * channels * h * w).reshape(2, channels, h, w) / 10.0 - 3.0
+def image(case, channels, h, w, tied=False):
+    """A (2, channels, h, w) input of distinct values (or of 0, 1 and 2 when `tied`), saved
+    channels-last."""
+    if tied:
+        x = rng.integers(0, 3, size=(2, channels, h, w)).astype(np.float64)
+    else:
+        x = rng.permutation(2 * channels * h * w).reshape(2, channels, h, w) / 10.0 - 3.0
     x = torch.tensor(x, requires_grad=True)
     save(f"{case}.x", channels_last(x))
     return x
@@ -100,8 +107,8 @@ conv("conv_groups", 4, 6, (3, 2), (5, 6), groups=2, padding=1)
 conv("conv_same", 2, 3, 4, (6, 5), padding="same")
 
 
-def pool(case, size, function, *args, **options):
-    x = image(case, 3, *size)
+def pool(case, size, function, *args, tied=False, **options):
+    x = image(case, 3, *size, tied=tied)
     finish(case, x, function(x, *args, **options))
 
 
@@ -121,3 +128,5 @@ pool(
     ceil_mode=True,
     count_include_pad=False,
 )
+pool("max_ties", (7, 6), F.max_pool2d, 3, stride=2, padding=1, tied=True)
+pool("max_ties_overlap", (5, 5), F.max_pool2d, 2, stride=1, tied=True)
