@@ -7,11 +7,11 @@
 
 use std::time::Instant;
 
-use rcannl::nn::attention::{PositionDense, Rotary, TransformerBlock};
-use rcannl::nn::blocks::Mlp;
+use rcannl::nn::attention::{Rotary, TransformerBlock};
+use rcannl::nn::blocks::{Linear, Mlp};
 use rcannl::nn::data::Rng;
 use rcannl::nn::embedding::Embedding;
-use rcannl::nn::loss::{cross_entropy, cross_entropy_ids, mean, sum};
+use rcannl::nn::loss::{IdsOptions, cross_entropy_ids, cross_entropy_ids_with, mean};
 use rcannl::nn::norm::LayerNorm;
 use rcannl::nn::optim::{Adam, Schedule};
 use rcannl::nn::sample::{Sampling, sample};
@@ -102,19 +102,7 @@ fn windows(names: &[Vec<usize>]) -> Vec<Window> {
     out
 }
 
-/// One-hot rows for ids `… | -> c` (one axis of positions): `… | -> c, VOCABULARY`, 1 where
-/// the id equals the position along the new axis. (`embedding::one_hot` compares ids without
-/// output axes against the vocabulary; a size-1 axis does not broadcast to the vocabulary.)
-fn one_hot_each(ids: &Tensor) -> Tensor {
-    let graph = ids.graph();
-    ids.outer_sum(
-        "...|...->c; v => ...|...->c, v",
-        &(-&graph.range(VOCABULARY)),
-    )
-    .eq(&graph.number(0.0))
-}
-
-/// Token ids as values, `-1` (no token: a row of zeros after one-hot) where absent.
+/// Token ids as values, `-1` (no token: not scored) where absent.
 fn ids(tokens: impl IntoIterator<Item = Option<usize>>) -> Vec<f64> {
     tokens
         .into_iter()
@@ -186,15 +174,12 @@ enum ContextNet {
 }
 
 impl ContextNet {
-    /// Logits `… | -> VOCABULARY` for contexts `… | -> c` of token ids.
+    /// Logits `… | -> VOCABULARY` for contexts of token ids: `… | ->` (the previous character)
+    /// for the bigram, `… | -> CONTEXT` for the MLP.
     fn logits(&self, x: &Tensor) -> Tensor {
         match self {
-            ContextNet::Bigram(table) => {
-                one_hot_each(x).einsum("...|...->c, v; v -> w => ...|...->w", &table.table)
-            }
-            ContextNet::Mlp(embedding, mlp) => mlp.apply(
-                &one_hot_each(x).einsum("...|...->c, v; v -> e => ...|...->c, e", &embedding.table),
-            ),
+            ContextNet::Bigram(table) => table.apply(x),
+            ContextNet::Mlp(embedding, mlp) => mlp.apply(&embedding.apply(x)),
         }
     }
 
@@ -230,6 +215,12 @@ fn context_model(
     examples.truncate(batches * batch_size);
     let validation = contexts(validation_names);
     let width = if bigram { 1 } else { CONTEXT };
+    // The bigram reads one id per example, the MLP a row of them.
+    let axes = if bigram {
+        String::new()
+    } else {
+        CONTEXT.to_string()
+    };
     let inputs = |examples: &[([usize; CONTEXT], usize)]| -> Vec<f64> {
         examples
             .iter()
@@ -242,7 +233,7 @@ fn context_model(
     let graph = Graph::new();
     let xs = graph
         .data("contexts")
-        .shape(&format!("{batches},{batch_size}|->{width}"))
+        .shape(&format!("{batches},{batch_size}|->{axes}"))
         .values(inputs(&examples))
         .build();
     let ys = graph
@@ -252,17 +243,13 @@ fn context_model(
         .build();
     let validation_x = graph
         .data("validation contexts")
-        .shape(&format!("{}|->{width}", validation.len()))
+        .shape(&format!("{}|->{axes}", validation.len()))
         .values(inputs(&validation))
         .build();
     let validation_y = graph
         .data("validation next")
         .shape(&format!("{}|->", validation.len()))
         .values(targets(&validation))
-        .build();
-    let sample_x = graph
-        .data("sample context")
-        .shape(&format!("1|->{width}"))
         .build();
 
     let net = if bigram {
@@ -278,12 +265,10 @@ fn context_model(
     let per_example = cross_entropy_ids(&net.logits(&xs.slice(&batch)), &ys.slice(&batch));
     let loss = mean(&per_example);
     let validation_loss = cross_entropy_ids(&net.logits(&validation_x), &validation_y);
-    let sample_logits = net.logits(&sample_x);
 
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     let evaluate = ctx.forward(&[&validation_loss])?;
-    let sample_step = ctx.forward(&[&sample_logits])?;
     let parameters = count(&mut ctx, &params)?;
     println!(
         "\n{name}{}: {parameters} parameters; {} training examples in {batches} batches of \
@@ -313,17 +298,18 @@ fn context_model(
     let per_character = ctx.values(&validation_loss)?;
     let validation_loss = per_character.iter().sum::<f64>() / per_character.len() as f64;
 
+    // One context at a time: the model trained on batches, at batch size 1.
+    let mut generate = Traced::new(&graph, "sample context", |x: &Tensor| net.logits(x));
+    let context_dims = if bigram { vec![] } else { vec![CONTEXT] };
     let mut names = Vec::new();
     for _ in 0..SAMPLES {
         let mut context = [0; CONTEXT];
         let mut drawn = String::new();
         loop {
-            ctx.set_values(
-                &sample_x,
-                &ids(context[CONTEXT - width..].iter().map(|&t| Some(t))),
-            )?;
-            ctx.run(&sample_step)?;
-            let next = sample(&ctx.values(&sample_logits)?, &Sampling::default(), rng)?;
+            let tokens = ids(context[CONTEXT - width..].iter().map(|&t| Some(t)));
+            let input = Array::new(vec![1], context_dims.clone(), vec![], tokens)?;
+            let logits = generate.apply(&mut ctx, &input)?;
+            let next = sample(logits.values(), &Sampling::default(), rng)?;
             if next == 0 || drawn.len() >= 20 {
                 break;
             }
@@ -367,14 +353,6 @@ fn transformer(
     let inputs =
         |ws: &[Window]| -> Vec<f64> { ws.iter().flat_map(|(x, _)| ids(x.map(Some))).collect() };
     let targets = |ws: &[Window]| -> Vec<f64> { ws.iter().flat_map(|(_, y)| ids(*y)).collect() };
-    // Each batch's loss is the mean over its scored positions.
-    let weights: Vec<f64> = train_windows
-        .chunks(BATCH)
-        .map(|ws| {
-            let scored = ws.iter().flat_map(|(_, y)| y).flatten().count();
-            1.0 / scored as f64
-        })
-        .collect();
 
     let graph = Graph::new();
     let xs = graph
@@ -387,11 +365,6 @@ fn transformer(
         .shape(&format!("{batches},{BATCH}|->{WINDOW}"))
         .values(targets(&train_windows))
         .build();
-    let scale = graph
-        .data("batch weights")
-        .shape(&format!("{batches}|->1"))
-        .values(weights)
-        .build();
     let validation_x = graph
         .data("validation windows")
         .shape(&format!("{}|->{WINDOW}", validation.len()))
@@ -402,10 +375,6 @@ fn transformer(
         .shape(&format!("{}|->{WINDOW}", validation.len()))
         .values(targets(&validation))
         .build();
-    let sample_x = graph
-        .data("sample window")
-        .shape(&format!("1|->{WINDOW}"))
-        .build();
 
     let embedding = Embedding::new(&graph, "embedding", VOCABULARY, MODEL);
     let rotary = Rotary::new(&graph, WINDOW, MODEL / HEADS);
@@ -413,7 +382,7 @@ fn transformer(
         .map(|i| TransformerBlock::new(&graph, &format!("block{i}"), MODEL, HEADS, 4 * MODEL, true))
         .collect();
     let norm = LayerNorm::new(&graph, "final norm");
-    let head = PositionDense::new(&graph, "head", VOCABULARY);
+    let head = Linear::new(&graph, "head", VOCABULARY);
     let mut params = vec![embedding.table.clone()];
     for block in &blocks {
         params.extend(block.params());
@@ -421,8 +390,7 @@ fn transformer(
     params.extend(norm.params());
     params.extend(head.params());
     let logits = |x: &Tensor| {
-        let mut h =
-            one_hot_each(x).einsum("...|...->t, v; v -> d => ...|...->t, d", &embedding.table);
+        let mut h = embedding.apply(x);
         for block in &blocks {
             h = block.apply(&h, WINDOW, Some(&rotary));
         }
@@ -430,15 +398,15 @@ fn transformer(
     };
 
     let batch = graph.static_index();
-    let per_position = cross_entropy(&logits(&xs.slice(&batch)), &one_hot_each(&ys.slice(&batch)));
-    let loss = sum(&per_position).pmul(&scale.slice(&batch));
-    let validation_loss = cross_entropy(&logits(&validation_x), &one_hot_each(&validation_y));
-    let sample_logits = logits(&sample_x);
+    // The mean over the positions scored (the ids of the others are −1).
+    let scored_only = IdsOptions::new().ignore_index(-1);
+    let loss = cross_entropy_ids_with(&logits(&xs.slice(&batch)), &ys.slice(&batch), &scored_only);
+    let validation_loss =
+        cross_entropy_ids_with(&logits(&validation_x), &validation_y, &scored_only);
 
     let mut ctx = Context::new(&graph);
     ctx.init_params()?;
     let evaluate = ctx.forward(&[&validation_loss])?;
-    let sample_step = ctx.forward(&[&sample_logits])?;
     let parameters = count(&mut ctx, &params)?;
     let scored = |ws: &[Window]| ws.iter().flat_map(|(_, y)| y).flatten().count();
     println!(
@@ -464,10 +432,10 @@ fn transformer(
         PEAK,
     )?;
     ctx.run(&evaluate)?;
-    // Unscored positions have a row of zeros as their target: they add nothing.
-    let validation_loss =
-        ctx.values(&validation_loss)?.iter().sum::<f64>() / scored(&validation) as f64;
+    let validation_loss = ctx.values(&validation_loss)?[0];
 
+    // One window at a time: the model trained on batches, at batch size 1.
+    let mut generate = Traced::new(&graph, "sample window", logits);
     let mut names = Vec::new();
     for _ in 0..SAMPLES {
         let mut sequence = vec![0];
@@ -476,11 +444,12 @@ fn transformer(
             let window = &sequence[start..];
             let mut x = [0; WINDOW];
             x[..window.len()].copy_from_slice(window);
-            ctx.set_values(&sample_x, &ids(x.map(Some)))?;
-            ctx.run(&sample_step)?;
-            let logits = ctx.values(&sample_logits)?;
-            let at = window.len() - 1;
-            let row = &logits[at * VOCABULARY..(at + 1) * VOCABULARY];
+            let input = Array::new(vec![1], vec![WINDOW], vec![], ids(x.map(Some)))?;
+            let logits = generate.apply(&mut ctx, &input)?;
+            let row = logits
+                .rows()
+                .nth(window.len() - 1)
+                .expect("a row per position");
             let next = sample(row, &Sampling::default(), rng)?;
             if next == 0 || sequence.len() > 20 {
                 break;
