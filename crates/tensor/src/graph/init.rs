@@ -21,6 +21,14 @@ pub enum Init {
     KaimingUniform,
     /// Kaiming (He) normal for layers followed by ReLU: deviation `√(2/fan_in)`.
     KaimingNormal,
+    /// Kaiming uniform scaled by the fan-out, PyTorch's `kaiming_uniform_(mode='fan_out')`:
+    /// `[-√(6/fan_out), √(6/fan_out))`, keeping the gradients' variance through the layer
+    /// rather than the activations'.
+    KaimingUniformFanOut,
+    /// Kaiming normal scaled by the fan-out, PyTorch's `kaiming_normal_(mode='fan_out',
+    /// nonlinearity='relu')` (torchvision's ResNets initialize their convolutions so):
+    /// deviation `√(2/fan_out)`. A convolution kernel's fan-out counts its window, as PyTorch's.
+    KaimingNormalFanOut,
     /// Xavier (Glorot) uniform: `[-√(6/(fan_in + fan_out)), √(6/(fan_in + fan_out)))`.
     XavierUniform,
     /// Xavier (Glorot) normal: deviation `√(2/(fan_in + fan_out))`.
@@ -90,6 +98,8 @@ impl Init {
             Init::LecunUniform => scheme(1.0, fan_in, false),
             Init::KaimingUniform => scheme(2.0, fan_in, false),
             Init::KaimingNormal => scheme(2.0, fan_in, true),
+            Init::KaimingUniformFanOut => scheme(2.0, fan_out, false),
+            Init::KaimingNormalFanOut => scheme(2.0, fan_out, true),
             Init::XavierUniform => scheme(2.0, fan_in + fan_out, false),
             Init::XavierNormal => scheme(2.0, fan_in + fan_out, true),
             Init::Uniform(low, high) => Draw::Uniform(*low, *high),

@@ -53,6 +53,12 @@ fn fan_based_schemes_draw_with_the_variance_their_fans_give() {
         ),
         (Init::KaimingNormal, None, 2.0 / inputs as f64),
         (
+            Init::KaimingUniformFanOut,
+            Some((6.0 / outputs as f64).sqrt()),
+            2.0 / outputs as f64,
+        ),
+        (Init::KaimingNormalFanOut, None, 2.0 / outputs as f64),
+        (
             Init::XavierUniform,
             Some((6.0 / (inputs + outputs) as f64).sqrt()),
             2.0 / (inputs + outputs) as f64,
