@@ -327,8 +327,14 @@ pub struct Rotary {
 }
 
 impl Rotary {
-    /// The cosine and sine tables (`time, head`) of `time` positions.
+    /// The cosine and sine tables (`time, head`) of `time` positions, in f32.
     pub fn new(graph: &Graph, time: usize, head: usize) -> Rotary {
+        Rotary::with_precision(graph, time, head, Precision::F32)
+    }
+
+    /// The tables in `precision` (that of the queries and keys they rotate: an f64 model's
+    /// angles keep every digit).
+    pub fn with_precision(graph: &Graph, time: usize, head: usize, precision: Precision) -> Rotary {
         let angle = |t: usize, e: usize| {
             let pair = (e / 2) as f64;
             t as f64 * 10_000f64.powf(-2.0 * pair / head as f64)
@@ -343,11 +349,13 @@ impl Rotary {
             cos: graph
                 .data("rotary cos")
                 .shape(&shape)
+                .precision(precision)
                 .values(table(f64::cos))
                 .build(),
             sin: graph
                 .data("rotary sin")
                 .shape(&shape)
+                .precision(precision)
                 .values(table(f64::sin))
                 .build(),
         }
@@ -385,7 +393,7 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// The projections of `label`, initialized by their fan-in.
+    /// The f32 projections of `label`, initialized by their fan-in.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -394,21 +402,26 @@ impl Attention {
         head: usize,
         causal: bool,
     ) -> Attention {
-        let projection = |name: &str| {
-            graph
-                .param(&format!("{label}.{name}"))
-                .output([heads, head])
-                .build()
-        };
+        Attention::with_precision(graph, label, model, heads, head, causal, Precision::F32)
+    }
+
+    /// The same with projections of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        head: usize,
+        causal: bool,
+        precision: Precision,
+    ) -> Attention {
+        let param = |name: &str| graph.param(&format!("{label}.{name}")).precision(precision);
+        let projection = |name: &str| param(name).output([heads, head]).build();
         Attention {
             query: projection("query"),
             key: projection("key"),
             value: projection("value"),
-            output: graph
-                .param(&format!("{label}.output"))
-                .input([heads, head])
-                .output([model])
-                .build(),
+            output: param("output").input([heads, head]).output([model]).build(),
             head,
             causal,
         }
@@ -562,17 +575,10 @@ impl MultiheadAttention {
             )));
         }
         let head = model / heads;
-        let param = |name: &str| graph.param(&format!("{label}.{name}")).precision(precision);
-        let projection = |name: &str| param(name).output([heads, head]).build();
         Ok(MultiheadAttention {
-            attention: Attention {
-                query: projection("query"),
-                key: projection("key"),
-                value: projection("value"),
-                output: param("output").input([heads, head]).output([model]).build(),
-                head,
-                causal: false,
-            },
+            attention: Attention::with_precision(
+                graph, label, model, heads, head, false, precision,
+            ),
             biases: bias
                 .then(|| AttentionBiases::new(graph, label, [model, heads, head], precision)),
         })
@@ -636,11 +642,28 @@ pub struct PositionDense {
 }
 
 impl PositionDense {
-    /// The weights and bias of `label`; the input width comes from use.
+    /// The f32 weights and bias of `label`; the input width comes from use.
     pub fn new(graph: &Graph, label: &str, width: usize) -> PositionDense {
+        PositionDense::with_precision(graph, label, width, Precision::F32)
+    }
+
+    /// The same with weights and bias of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        width: usize,
+        precision: Precision,
+    ) -> PositionDense {
+        let param = |name: &str| {
+            graph
+                .param(&format!("{label}.{name}"))
+                .precision(precision)
+                .output([width])
+                .build()
+        };
         PositionDense {
-            w: graph.param(&format!("{label}.w")).output([width]).build(),
-            b: graph.param(&format!("{label}.b")).output([width]).build(),
+            w: param("w"),
+            b: param("b"),
         }
     }
 
@@ -676,7 +699,8 @@ pub struct TransformerBlock {
 }
 
 impl TransformerBlock {
-    /// The block of `label`: `heads` heads of `model / heads` values, causal if asked.
+    /// The block of `label` with f32 parameters: `heads` heads of `model / heads` values, causal
+    /// if asked.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -685,19 +709,34 @@ impl TransformerBlock {
         hidden: usize,
         causal: bool,
     ) -> TransformerBlock {
+        TransformerBlock::with_precision(graph, label, model, heads, hidden, causal, Precision::F32)
+    }
+
+    /// The same with every parameter (attention, norms, MLP) of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        hidden: usize,
+        causal: bool,
+        precision: Precision,
+    ) -> TransformerBlock {
+        let sub = |name: &str| format!("{label}.{name}");
         TransformerBlock {
-            attention: Attention::new(
+            attention: Attention::with_precision(
                 graph,
-                &format!("{label}.attention"),
+                &sub("attention"),
                 model,
                 heads,
                 model / heads,
                 causal,
+                precision,
             ),
-            norm1: LayerNorm::new(graph, &format!("{label}.norm1")),
-            norm2: LayerNorm::new(graph, &format!("{label}.norm2")),
-            up: PositionDense::new(graph, &format!("{label}.up"), hidden),
-            down: PositionDense::new(graph, &format!("{label}.down"), model),
+            norm1: LayerNorm::with_precision(graph, &sub("norm1"), precision),
+            norm2: LayerNorm::with_precision(graph, &sub("norm2"), precision),
+            up: PositionDense::with_precision(graph, &sub("up"), hidden, precision),
+            down: PositionDense::with_precision(graph, &sub("down"), model, precision),
         }
     }
 

@@ -16,14 +16,20 @@ pub struct Dense {
 }
 
 impl Dense {
-    /// A layer of `width` outputs: the parameters `<label>.w` (output axis `width`, input axes from
-    /// use, no batch axes) and `<label>.b` (rows from use), both starting from the graph's default
-    /// [`Init`](rcannl_tensor::Init) (LeCun uniform unless changed), under which the bias, which
-    /// has no input axes, starts at 0.
+    /// A layer of `width` outputs in f32: the parameters `<label>.w` (output axis `width`, input
+    /// axes from use, no batch axes) and `<label>.b` (rows from use), both starting from the
+    /// graph's default [`Init`](rcannl_tensor::Init) (LeCun uniform unless changed), under which
+    /// the bias, which has no input axes, starts at 0.
     pub fn new(graph: &Graph, label: &str, width: usize) -> Dense {
+        Dense::with_precision(graph, label, width, Precision::F32)
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(graph: &Graph, label: &str, width: usize, precision: Precision) -> Dense {
+        let param = |name: &str| graph.param(&format!("{label}.{name}")).precision(precision);
         Dense {
-            w: graph.param(&format!("{label}.w")).output([width]).build(),
-            b: graph.param(&format!("{label}.b")).build(),
+            w: param("w").output([width]).build(),
+            b: param("b").build(),
         }
     }
 
@@ -223,14 +229,27 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// One [`Dense`] layer per entry of `widths`, in order, labelled `<label>.0`, `<label>.1`, …;
-    /// each layer's input width comes from the one before it (the first's from use).
+    /// One f32 [`Dense`] layer per entry of `widths`, in order, labelled `<label>.0`,
+    /// `<label>.1`, …; each layer's input width comes from the one before it (the first's from
+    /// use).
     pub fn new(graph: &Graph, label: &str, widths: &[usize]) -> Mlp {
+        Mlp::with_precision(graph, label, widths, Precision::F32)
+    }
+
+    /// The same with every layer's parameters of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        widths: &[usize],
+        precision: Precision,
+    ) -> Mlp {
         Mlp {
             layers: widths
                 .iter()
                 .enumerate()
-                .map(|(i, &width)| Dense::new(graph, &format!("{label}.{i}"), width))
+                .map(|(i, &width)| {
+                    Dense::with_precision(graph, &format!("{label}.{i}"), width, precision)
+                })
                 .collect(),
         }
     }

@@ -1,6 +1,7 @@
 //! Embeddings: a learned vector per token, looked up by gathering the table's rows at the ids
 //! (a cost that does not grow with the vocabulary).
 
+use rcannl_ir::Precision;
 use rcannl_tensor::{Graph, Tensor};
 
 /// One-hot rows: for token ids of any shape (`batch | -> positions…`), the result has one more
@@ -25,11 +26,23 @@ pub struct Embedding {
 }
 
 impl Embedding {
-    /// The table `| vocabulary -> width`, a parameter labelled `<label>.table`.
+    /// The table `| vocabulary -> width`, an f32 parameter labelled `<label>.table`.
     pub fn new(graph: &Graph, label: &str, vocabulary: usize, width: usize) -> Embedding {
+        Embedding::with_precision(graph, label, vocabulary, width, Precision::F32)
+    }
+
+    /// The same with a table of `precision` (the vectors come out in it).
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        vocabulary: usize,
+        width: usize,
+        precision: Precision,
+    ) -> Embedding {
         Embedding {
             table: graph
                 .param(&format!("{label}.table"))
+                .precision(precision)
                 .input([vocabulary])
                 .output([width])
                 .build(),
@@ -44,5 +57,10 @@ impl Embedding {
         ids.graph().called("nn::embedding::Embedding::apply", || {
             Tensor::gather(&self.table, ids)
         })
+    }
+
+    /// The table.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.table.clone()]
     }
 }

@@ -66,11 +66,23 @@ pub struct LearnedPositions {
 }
 
 impl LearnedPositions {
-    /// The table of `label`: `time` positions of `model` values.
+    /// The f32 table of `label`: `time` positions of `model` values.
     pub fn new(graph: &Graph, label: &str, time: usize, model: usize) -> LearnedPositions {
+        LearnedPositions::with_precision(graph, label, time, model, Precision::F32)
+    }
+
+    /// The same with a table of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        time: usize,
+        model: usize,
+        precision: Precision,
+    ) -> LearnedPositions {
         LearnedPositions {
             table: graph
                 .param(&format!("{label}.table"))
+                .precision(precision)
                 .output([time, model])
                 .init(Init::Normal(0.0, 0.02))
                 .build(),
@@ -109,8 +121,8 @@ pub enum Positions {
 }
 
 impl Positions {
-    /// An encoding of `kind` for `time` positions of `model` values (`label` names a learned
-    /// table).
+    /// An encoding of `kind` for `time` positions of `model` values in f32 (`label` names a
+    /// learned table).
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -118,12 +130,7 @@ impl Positions {
         time: usize,
         model: usize,
     ) -> Positions {
-        match kind {
-            PositionKind::Sinusoidal => Positions::Sinusoidal(Sinusoidal::new(graph, time, model)),
-            PositionKind::Learned => {
-                Positions::Learned(LearnedPositions::new(graph, label, time, model))
-            }
-        }
+        Positions::with_precision(graph, label, kind, time, model, Precision::F32)
     }
 
     /// [`Positions::new`] with a table (fixed or learned) of `precision`.
@@ -139,14 +146,9 @@ impl Positions {
             PositionKind::Sinusoidal => {
                 Positions::Sinusoidal(Sinusoidal::with_precision(graph, time, model, precision))
             }
-            PositionKind::Learned => Positions::Learned(LearnedPositions {
-                table: graph
-                    .param(&format!("{label}.table"))
-                    .output([time, model])
-                    .precision(precision)
-                    .init(Init::Normal(0.0, 0.02))
-                    .build(),
-            }),
+            PositionKind::Learned => Positions::Learned(LearnedPositions::with_precision(
+                graph, label, time, model, precision,
+            )),
         }
     }
 

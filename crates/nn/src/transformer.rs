@@ -4,6 +4,7 @@
 //! the residual sums, the whole model from token ids to logits, and its loss: cross-entropy over
 //! target positions under teacher forcing, padded positions left out.
 
+use rcannl_ir::Precision;
 use rcannl_tensor::{Graph, Tensor};
 
 use crate::attention::{AttendOptions, Attention, PositionDense, causal_mask};
@@ -42,11 +43,22 @@ pub struct FeedForward {
 }
 
 impl FeedForward {
-    /// The layers of `label`, `hidden` wide inside, back to `model`.
+    /// The f32 layers of `label`, `hidden` wide inside, back to `model`.
     pub fn new(graph: &Graph, label: &str, model: usize, hidden: usize) -> FeedForward {
+        FeedForward::with_precision(graph, label, model, hidden, Precision::F32)
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        hidden: usize,
+        precision: Precision,
+    ) -> FeedForward {
         FeedForward {
-            up: PositionDense::new(graph, &format!("{label}.up"), hidden),
-            down: PositionDense::new(graph, &format!("{label}.down"), model),
+            up: PositionDense::with_precision(graph, &format!("{label}.up"), hidden, precision),
+            down: PositionDense::with_precision(graph, &format!("{label}.down"), model, precision),
         }
     }
 
@@ -83,7 +95,8 @@ pub struct EncoderBlock {
 }
 
 impl EncoderBlock {
-    /// The block of `label`: `heads` heads of `model / heads` values, an MLP `hidden` wide.
+    /// The block of `label` with f32 parameters: `heads` heads of `model / heads` values, an MLP
+    /// `hidden` wide.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -92,18 +105,41 @@ impl EncoderBlock {
         hidden: usize,
         placement: Placement,
     ) -> EncoderBlock {
+        EncoderBlock::with_precision(
+            graph,
+            label,
+            model,
+            heads,
+            hidden,
+            placement,
+            Precision::F32,
+        )
+    }
+
+    /// The same with every parameter (attention, MLP, norms) of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        hidden: usize,
+        placement: Placement,
+        precision: Precision,
+    ) -> EncoderBlock {
+        let sub = |name: &str| format!("{label}.{name}");
         EncoderBlock {
-            attention: Attention::new(
+            attention: Attention::with_precision(
                 graph,
-                &format!("{label}.attention"),
+                &sub("attention"),
                 model,
                 heads,
                 model / heads,
                 false,
+                precision,
             ),
-            feed_forward: FeedForward::new(graph, &format!("{label}.mlp"), model, hidden),
-            norm1: LayerNorm::new(graph, &format!("{label}.norm1")),
-            norm2: LayerNorm::new(graph, &format!("{label}.norm2")),
+            feed_forward: FeedForward::with_precision(graph, &sub("mlp"), model, hidden, precision),
+            norm1: LayerNorm::with_precision(graph, &sub("norm1"), precision),
+            norm2: LayerNorm::with_precision(graph, &sub("norm2"), precision),
             placement,
         }
     }
@@ -155,8 +191,8 @@ pub struct DecoderBlock {
 }
 
 impl DecoderBlock {
-    /// The block of `label`: `heads` heads of `model / heads` values in both attentions, an MLP
-    /// `hidden` wide.
+    /// The block of `label` with f32 parameters: `heads` heads of `model / heads` values in both
+    /// attentions, an MLP `hidden` wide.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -165,23 +201,47 @@ impl DecoderBlock {
         hidden: usize,
         placement: Placement,
     ) -> DecoderBlock {
+        DecoderBlock::with_precision(
+            graph,
+            label,
+            model,
+            heads,
+            hidden,
+            placement,
+            Precision::F32,
+        )
+    }
+
+    /// The same with every parameter (both attentions, MLP, norms) of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        model: usize,
+        heads: usize,
+        hidden: usize,
+        placement: Placement,
+        precision: Precision,
+    ) -> DecoderBlock {
+        let sub = |name: &str| format!("{label}.{name}");
         let attention = |name: &str| {
-            Attention::new(
+            Attention::with_precision(
                 graph,
-                &format!("{label}.{name}"),
+                &sub(name),
                 model,
                 heads,
                 model / heads,
                 false,
+                precision,
             )
         };
+        let norm = |name: &str| LayerNorm::with_precision(graph, &sub(name), precision);
         DecoderBlock {
             self_attention: attention("self_attention"),
             cross_attention: attention("cross_attention"),
-            feed_forward: FeedForward::new(graph, &format!("{label}.mlp"), model, hidden),
-            norm1: LayerNorm::new(graph, &format!("{label}.norm1")),
-            norm2: LayerNorm::new(graph, &format!("{label}.norm2")),
-            norm3: LayerNorm::new(graph, &format!("{label}.norm3")),
+            feed_forward: FeedForward::with_precision(graph, &sub("mlp"), model, hidden, precision),
+            norm1: norm("norm1"),
+            norm2: norm("norm2"),
+            norm3: norm("norm3"),
             placement,
         }
     }
@@ -222,7 +282,8 @@ impl DecoderBlock {
     }
 }
 
-/// The sizes and choices of an [`EncoderDecoder`].
+/// The sizes and choices of an [`EncoderDecoder`] (its parameters' precision is an argument of
+/// [`EncoderDecoder::with_precision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderDecoderConfig {
     /// The number of source tokens: source ids are `0..source_vocabulary`.
@@ -294,56 +355,69 @@ pub struct EncoderDecoder {
 }
 
 impl EncoderDecoder {
-    /// The model of `label` as `config` says.
+    /// The model of `label` as `config` says, with f32 parameters and positional tables.
     pub fn new(graph: &Graph, label: &str, config: EncoderDecoderConfig) -> EncoderDecoder {
+        EncoderDecoder::with_precision(graph, label, config, Precision::F32)
+    }
+
+    /// The same with every parameter and the positional tables (fixed or learned) of
+    /// `precision`. The precision is an argument rather than a field of the config, so that
+    /// configs written out field by field keep building.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        config: EncoderDecoderConfig,
+        precision: Precision,
+    ) -> EncoderDecoder {
         let c = config;
+        let sub = |name: &str| format!("{label}.{name}");
+        let embedding = |name: &str, vocabulary: usize| {
+            Embedding::with_precision(graph, &sub(name), vocabulary, c.model, precision)
+        };
+        let positions = |name: &str, time: usize| {
+            Positions::with_precision(graph, &sub(name), c.positions, time, c.model, precision)
+        };
+        let norm = |name: &str| LayerNorm::with_precision(graph, &sub(name), precision);
         EncoderDecoder {
             config,
-            source_embedding: Embedding::new(
-                graph,
-                &format!("{label}.source_embedding"),
-                c.source_vocabulary,
-                c.model,
-            ),
-            target_embedding: Embedding::new(
-                graph,
-                &format!("{label}.target_embedding"),
-                c.target_vocabulary,
-                c.model,
-            ),
-            source_positions: Positions::new(
-                graph,
-                &format!("{label}.source_positions"),
-                c.positions,
-                c.source_time,
-                c.model,
-            ),
-            target_positions: Positions::new(
-                graph,
-                &format!("{label}.target_positions"),
-                c.positions,
-                c.target_time,
-                c.model,
-            ),
+            source_embedding: embedding("source_embedding", c.source_vocabulary),
+            target_embedding: embedding("target_embedding", c.target_vocabulary),
+            source_positions: positions("source_positions", c.source_time),
+            target_positions: positions("target_positions", c.target_time),
             encoder: (0..c.encoder_blocks)
                 .map(|i| {
-                    let label = format!("{label}.encoder{i}");
-                    EncoderBlock::new(graph, &label, c.model, c.heads, c.hidden, c.placement)
+                    EncoderBlock::with_precision(
+                        graph,
+                        &sub(&format!("encoder{i}")),
+                        c.model,
+                        c.heads,
+                        c.hidden,
+                        c.placement,
+                        precision,
+                    )
                 })
                 .collect(),
             decoder: (0..c.decoder_blocks)
                 .map(|i| {
-                    let label = format!("{label}.decoder{i}");
-                    DecoderBlock::new(graph, &label, c.model, c.heads, c.hidden, c.placement)
+                    DecoderBlock::with_precision(
+                        graph,
+                        &sub(&format!("decoder{i}")),
+                        c.model,
+                        c.heads,
+                        c.hidden,
+                        c.placement,
+                        precision,
+                    )
                 })
                 .collect(),
-            final_norms: (c.placement == Placement::Pre).then(|| {
-                (
-                    LayerNorm::new(graph, &format!("{label}.encoder_norm")),
-                    LayerNorm::new(graph, &format!("{label}.decoder_norm")),
-                )
-            }),
-            head: PositionDense::new(graph, &format!("{label}.head"), c.target_vocabulary),
+            final_norms: (c.placement == Placement::Pre)
+                .then(|| (norm("encoder_norm"), norm("decoder_norm"))),
+            head: PositionDense::with_precision(
+                graph,
+                &sub("head"),
+                c.target_vocabulary,
+                precision,
+            ),
         }
     }
 
@@ -434,10 +508,8 @@ impl EncoderDecoder {
 
     /// Every parameter of the model.
     pub fn params(&self) -> Vec<Tensor> {
-        let mut params = vec![
-            self.source_embedding.table.clone(),
-            self.target_embedding.table.clone(),
-        ];
+        let mut params = self.source_embedding.params();
+        params.extend(self.target_embedding.params());
         params.extend(self.source_positions.params());
         params.extend(self.target_positions.params());
         for block in &self.encoder {

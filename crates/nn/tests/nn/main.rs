@@ -9,6 +9,7 @@ mod losses;
 mod macro_models;
 mod metrics;
 mod optim;
+mod precision;
 mod pytorch_conv;
 mod pytorch_layers;
 mod pytorch_optim;
