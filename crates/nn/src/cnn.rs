@@ -6,6 +6,7 @@
 //! training steps computing it update its running statistics (see [`BatchNorm`]); its `state()`
 //! are those statistics, which checkpoints save with its `params()`.
 
+use rcannl_ir::Precision;
 use rcannl_tensor::{Graph, Tensor};
 
 use crate::blocks::Mlp;
@@ -21,11 +22,13 @@ fn kernel(
     size: usize,
     in_channels: usize,
     out_channels: usize,
+    precision: Precision,
 ) -> Tensor {
     graph
         .param(&format!("{label}.kernel"))
         .shape(&format!("|{size},{size},{in_channels}->{out_channels}"))
         .window_axes(2)
+        .precision(precision)
         .build()
 }
 
@@ -46,7 +49,7 @@ pub struct ConvBn {
 
 impl ConvBn {
     /// A convolution from `in_channels` to `out_channels` channels with `size × size` windows
-    /// `stride` apart, then batch normalization.
+    /// `stride` apart, then batch normalization, in f32.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -55,9 +58,24 @@ impl ConvBn {
         size: usize,
         stride: usize,
     ) -> ConvBn {
+        let channels = [in_channels, out_channels];
+        ConvBn::with_precision(graph, label, channels, size, stride, Precision::F32)
+    }
+
+    /// The same with parameters and running statistics of `precision`; `channels` are the input
+    /// and output channels.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        [in_channels, out_channels]: [usize; 2],
+        size: usize,
+        stride: usize,
+        precision: Precision,
+    ) -> ConvBn {
+        let norm = format!("{label}.norm");
         ConvBn {
-            kernel: kernel(graph, label, size, in_channels, out_channels),
-            norm: BatchNorm::new(graph, &format!("{label}.norm"), out_channels),
+            kernel: kernel(graph, label, size, in_channels, out_channels, precision),
+            norm: BatchNorm::with_precision(graph, &norm, out_channels, precision),
             size,
             stride,
         }
@@ -103,8 +121,22 @@ impl ConvBnRelu {
         size: usize,
         stride: usize,
     ) -> ConvBnRelu {
+        let channels = [in_channels, out_channels];
+        ConvBnRelu::with_precision(graph, label, channels, size, stride, Precision::F32)
+    }
+
+    /// The same with parameters and running statistics of `precision`; `channels` are the input
+    /// and output channels.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        channels: [usize; 2],
+        size: usize,
+        stride: usize,
+        precision: Precision,
+    ) -> ConvBnRelu {
         ConvBnRelu {
-            conv_bn: ConvBn::new(graph, label, in_channels, out_channels, size, stride),
+            conv_bn: ConvBn::with_precision(graph, label, channels, size, stride, precision),
         }
     }
 
@@ -151,33 +183,35 @@ impl ResidualBlock {
         out_channels: usize,
         stride: usize,
     ) -> ResidualBlock {
+        let channels = [in_channels, out_channels];
+        ResidualBlock::with_precision(graph, label, channels, stride, Precision::F32)
+    }
+
+    /// The same with parameters and running statistics of `precision`; `channels` are the input
+    /// and output channels.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        [in_channels, out_channels]: [usize; 2],
+        stride: usize,
+        precision: Precision,
+    ) -> ResidualBlock {
+        let name = |part: &str| format!("{label}.{part}");
         let projection = (in_channels != out_channels || stride != 1).then(|| {
-            ConvBn::new(
-                graph,
-                &format!("{label}.projection"),
-                in_channels,
-                out_channels,
-                1,
-                stride,
-            )
+            let channels = [in_channels, out_channels];
+            ConvBn::with_precision(graph, &name("projection"), channels, 1, stride, precision)
         });
+        let (widening, keeping) = ([in_channels, out_channels], [out_channels, out_channels]);
         ResidualBlock {
-            first: ConvBnRelu::new(
+            first: ConvBnRelu::with_precision(
                 graph,
-                &format!("{label}.first"),
-                in_channels,
-                out_channels,
+                &name("first"),
+                widening,
                 3,
                 stride,
+                precision,
             ),
-            second: ConvBn::new(
-                graph,
-                &format!("{label}.second"),
-                out_channels,
-                out_channels,
-                3,
-                1,
-            ),
+            second: ConvBn::with_precision(graph, &name("second"), keeping, 3, 1, precision),
             projection,
         }
     }
@@ -229,7 +263,20 @@ pub struct VggBlock {
 impl VggBlock {
     /// `convs` convolutions of `channels` filters; the input channels come from use.
     pub fn new(graph: &Graph, label: &str, convs: usize, channels: usize) -> VggBlock {
-        let same = ConvOptions::default().padding(Padding::Same);
+        VggBlock::with_precision(graph, label, convs, channels, Precision::F32)
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        convs: usize,
+        channels: usize,
+        precision: Precision,
+    ) -> VggBlock {
+        let same = ConvOptions::default()
+            .padding(Padding::Same)
+            .precision(precision);
         VggBlock {
             convs: (0..convs)
                 .map(|i| Conv2d::new(graph, &format!("{label}.{i}"), channels, 3, same))
@@ -272,11 +319,24 @@ pub struct LeNet {
 impl LeNet {
     /// LeNet for `classes` classes; the image's size and channels come from use.
     pub fn new(graph: &Graph, label: &str, classes: usize) -> LeNet {
-        let same = ConvOptions::default().padding(Padding::Same);
+        LeNet::with_precision(graph, label, classes, Precision::F32)
+    }
+
+    /// The same with parameters of `precision`.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        classes: usize,
+        precision: Precision,
+    ) -> LeNet {
+        let same = ConvOptions::default()
+            .padding(Padding::Same)
+            .precision(precision);
+        let dense = format!("{label}.dense");
         LeNet {
             conv1: Conv2d::new(graph, &format!("{label}.conv1"), 6, 5, same),
             conv2: Conv2d::new(graph, &format!("{label}.conv2"), 16, 5, same),
-            dense: Mlp::new(graph, &format!("{label}.dense"), &[120, 84, classes]),
+            dense: Mlp::with_precision(graph, &dense, &[120, 84, classes], precision),
         }
     }
 
@@ -328,20 +388,42 @@ impl DepthwiseSeparable {
         size: usize,
         stride: usize,
     ) -> DepthwiseSeparable {
+        let channels = [in_channels, out_channels];
+        DepthwiseSeparable::with_precision(graph, label, channels, size, stride, Precision::F32)
+    }
+
+    /// The same with parameters and running statistics of `precision`; `channels` are the input
+    /// and output channels.
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        [in_channels, out_channels]: [usize; 2],
+        size: usize,
+        stride: usize,
+        precision: Precision,
+    ) -> DepthwiseSeparable {
+        let name = |part: &str| format!("{label}.{part}");
+        let channels = [in_channels, out_channels];
         DepthwiseSeparable {
             depthwise_kernel: graph
-                .param(&format!("{label}.depthwise.kernel"))
+                .param(&name("depthwise.kernel"))
                 .shape(&format!("|{size},{size}->{in_channels}"))
                 .window_axes(2)
+                .precision(precision)
                 .build(),
-            depthwise_norm: BatchNorm::new(graph, &format!("{label}.depthwise.norm"), in_channels),
-            pointwise: ConvBnRelu::new(
+            depthwise_norm: BatchNorm::with_precision(
                 graph,
-                &format!("{label}.pointwise"),
+                &name("depthwise.norm"),
                 in_channels,
-                out_channels,
+                precision,
+            ),
+            pointwise: ConvBnRelu::with_precision(
+                graph,
+                &name("pointwise"),
+                channels,
                 1,
                 1,
+                precision,
             ),
             size,
             stride,

@@ -272,3 +272,64 @@ fn new_builds_f32_blocks() {
         .build();
     assert_eq!(rotary.apply(&x).precision(), Precision::F32);
 }
+
+#[test]
+fn convolutional_blocks_hold_f64_with_their_running_statistics() {
+    use rcannl_nn::cnn::{ConvBn, ConvBnRelu, DepthwiseSeparable, LeNet, ResidualBlock, VggBlock};
+    use rcannl_nn::conv::{Conv2d, ConvOptions, DepthwiseConv2d};
+    use rcannl_nn::norm::Mode;
+    let image = |graph: &Graph| data(graph, "images", "2|->8,8,3", test_values(384, 5));
+    let state_is_f64 = |block: &str, state: Vec<Tensor>| {
+        for t in state {
+            assert_eq!(t.precision(), F64, "{block}: state '{}'", t.label());
+        }
+    };
+
+    let graph = Graph::new();
+    let conv = Conv2d::new(&graph, "conv", 4, 3, ConvOptions::default().precision(F64));
+    assert_f64("Conv2d", &conv.params(), &conv.apply(&image(&graph)));
+    let graph = Graph::new();
+    let depthwise = DepthwiseConv2d::with_precision(&graph, "depthwise", 3, 1, true, F64);
+    assert_f64(
+        "DepthwiseConv2d",
+        &depthwise.params(),
+        &depthwise.apply(&image(&graph)),
+    );
+    let graph = Graph::new();
+    let block = ConvBn::with_precision(&graph, "conv_bn", [3, 4], 3, 1, F64);
+    state_is_f64("ConvBn", block.state());
+    assert_f64(
+        "ConvBn",
+        &block.params(),
+        &block.apply(&image(&graph), Mode::Eval),
+    );
+    let graph = Graph::new();
+    let block = ConvBnRelu::with_precision(&graph, "conv_bn_relu", [3, 4], 3, 2, F64);
+    assert_f64(
+        "ConvBnRelu",
+        &block.params(),
+        &block.apply(&image(&graph), Mode::Eval),
+    );
+    let graph = Graph::new();
+    let block = ResidualBlock::with_precision(&graph, "residual", [3, 8], 2, F64);
+    state_is_f64("ResidualBlock", block.state());
+    assert_f64(
+        "ResidualBlock",
+        &block.params(),
+        &block.apply(&image(&graph), Mode::Eval),
+    );
+    let graph = Graph::new();
+    let block = VggBlock::with_precision(&graph, "vgg", 2, 4, F64);
+    assert_f64("VggBlock", &block.params(), &block.apply(&image(&graph)));
+    let graph = Graph::new();
+    let block = LeNet::with_precision(&graph, "lenet", 10, F64);
+    assert_f64("LeNet", &block.params(), &block.apply(&image(&graph)));
+    let graph = Graph::new();
+    let block = DepthwiseSeparable::with_precision(&graph, "separable", [3, 6], 3, 1, F64);
+    state_is_f64("DepthwiseSeparable", block.state());
+    assert_f64(
+        "DepthwiseSeparable",
+        &block.params(),
+        &block.apply(&image(&graph), Mode::Eval),
+    );
+}
