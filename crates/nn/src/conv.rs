@@ -467,7 +467,7 @@ impl Conv2d {
 pub fn max_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOptions) -> Tensor {
     x.graph().called("nn::conv::max_pool2d_with", || {
         let window = window.into();
-        let spec = pool_spec(window, options);
+        let spec = pool_spec(window, options, POOLED);
         let maxima = set_window(&x.einmax1(&spec), window);
         match options.ties {
             Ties::Shared => maxima,
@@ -481,8 +481,7 @@ pub fn max_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOption
 /// gradient to that tap alone.
 fn first_maxima(x: &Tensor, maxima: &Tensor, window: Pair, options: &PoolOptions) -> Tensor {
     let graph = x.graph();
-    let spread =
-        pool_spec(window, options).replace("=> ...|...->h, w, c", "=> ...|...->h, w, kh, kw, c");
+    let spread = pool_spec(window, options, SPREAD);
     let taps = set_window(&x.einsum1(&spread), window);
     // Padding reads 0 in a sum: a padded tap is never the maximum, even one that equals 0.
     let inside = set_window(&x.full_like(1.0).einsum1(&spread), window);
@@ -509,7 +508,7 @@ fn first_maxima(x: &Tensor, maxima: &Tensor, window: Pair, options: &PoolOptions
 pub fn avg_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOptions) -> Tensor {
     x.graph().called("nn::conv::avg_pool2d_with", || {
         let window = window.into();
-        let spec = pool_spec(window, options);
+        let spec = pool_spec(window, options, POOLED);
         let summed = set_window(&x.einsum1(&spec), window);
         let padded = options.padding != Pair(0, 0);
         if !options.count_include_pad && (padded || options.ceil_mode) {
@@ -527,15 +526,24 @@ pub fn avg_pool2d_with(x: &Tensor, window: impl Into<Pair>, options: &PoolOption
     })
 }
 
-/// The spec of a pooling: each channel reduced over its windows.
-fn pool_spec(window: Pair, options: &PoolOptions) -> String {
+/// Each channel's windows reduced: the result of a pooling.
+const POOLED: &str = "h, w, c";
+/// Each channel's windows laid out, one tap per cell.
+const SPREAD: &str = "h, w, kh, kw, c";
+
+/// The spec of a pooling of `x` into `result`'s output axes ([`POOLED`] or [`SPREAD`]).
+fn pool_spec(window: Pair, options: &PoolOptions, result: &str) -> String {
     let padding = Padding::Sides {
         height: (options.padding.0, options.padding.0),
         width: (options.padding.1, options.padding.1),
     };
     let stride = options.stride.unwrap_or(window);
     let (h, w) = window_axes(stride, options.dilation, padding, options.ceil_mode);
-    format!("...|...->{}, {}, c => ...|...->h, w, c", h.spec(), w.spec())
+    format!(
+        "...|...->{}, {}, c => ...|...->{result}",
+        h.spec(),
+        w.spec()
+    )
 }
 
 /// The positions of each window of a rounded-up pooling inside the padded input, `h, w`: per

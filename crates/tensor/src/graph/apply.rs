@@ -69,8 +69,8 @@ impl Graph {
     /// Creates the result of `logic` over `operands`: its shape related to theirs, its forward
     /// assignments and gradient assignments from the builders. The result is differentiable when
     /// an operand is and `differentiable` allows. It is labelled `name#n`, `n` its number; built
-    /// inside a library function the user called, `function#n` instead (`loss::mse#12`), which
-    /// says more to the user than the operation inside it.
+    /// inside a library function the user called, `function#n` instead (`nn::loss::mse#12`),
+    /// which says more to the user than the operation inside it.
     pub(crate) fn apply(
         &self,
         name: &str,
@@ -81,7 +81,7 @@ impl Graph {
         let label = {
             let state = self.state.lock();
             let name = match state.site {
-                Some(Site::Call(function, _)) => function.trim_start_matches("nn::"),
+                Some(Site::Call(function, _)) => function,
                 _ => name,
             };
             format!("{name}#{}", state.tensors.len())

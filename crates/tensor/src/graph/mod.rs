@@ -250,10 +250,11 @@ impl Graph {
         let outer = {
             let mut state = self.state.lock();
             let outer = state.site;
-            let keep = match (outer, site) {
-                (Some(Site::Call(..)), _) | (Some(Site::Expression(_)), Site::Call(..)) => true,
-                (Some(Site::Expression(_)) | None, Site::Expression(_)) | (None, _) => false,
-            };
+            // A call the user made stays the site; an expression nests inside an expression.
+            let keep = matches!(
+                (outer, site),
+                (Some(Site::Call(..)), _) | (Some(_), Site::Call(..))
+            );
             if !keep {
                 state.site = Some(site);
             }
