@@ -25,7 +25,10 @@
 //!   is inlined into it (else a chain of nodes each reading the previous at several positions,
 //!   a stack of blurs, would grow exponentially); and, unless a cell is one operation, every
 //!   loop around each read moves the read (else a loop the read ignores, as a product's inner
-//!   loop ignores one operand's axis, would recompute the same cell at each of its iterations).
+//!   loop ignores one operand's axis, would recompute the same cell at each of its iterations);
+//!   and recomputing it wherever it is read moves no more memory than storing it once and
+//!   loading it there (reads of buffers of at most [`CACHED_READ_BYTES`] count as free: they
+//!   stay in cache).
 //! - Otherwise it is local (scratch storage for one run) when its buffer takes at most
 //!   [`LOCAL_LIMIT_BYTES`], else materialized.
 
@@ -43,6 +46,11 @@ pub const LOCAL_LIMIT_BYTES: usize = 16384;
 
 /// The most operations one cell of a virtual node may take, its inlined reads included.
 pub const INLINE_COST_LIMIT: usize = 128;
+
+/// The largest buffer, in bytes, whose reads cost no memory traffic when deciding whether to
+/// recompute a node: it stays in the first-level cache while a nest runs (a bias, a row's
+/// statistics).
+const CACHED_READ_BYTES: usize = 4096;
 
 /// How many cell positions the coverage check enumerates per node before it gives up.
 const COVERAGE_BUDGET: usize = 1 << 20;
@@ -87,7 +95,8 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
                             &body,
                             &producer,
                             inlined_cost(&producer, &inlined),
-                        ) =>
+                        )
+                        && recomputing_moves_less(routine, &body, &producer, &inlined) =>
                 {
                     record(&mut inlined, node.id, &producer);
                     MemoryMode::Virtual
@@ -272,6 +281,44 @@ fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
         }
     }
     moves
+}
+
+/// Whether computing `producer`'s cells again wherever they are read moves no more memory than
+/// storing them once: with `sites` distinct reads and `streams` buffers read by the producer
+/// (its inlined reads included) that do not stay in the first-level cache, recomputing loads
+/// `sites × streams` cells where storing loads `streams`, stores one and loads `sites`. A
+/// residual stream read by a layer norm's statistics, its normalization and their gradients is
+/// stored; a bias add or an activation read once is not.
+fn recomputing_moves_less(
+    routine: &Routine,
+    body: &Body,
+    producer: &Producer,
+    inlined: &HashMap<NodeId, Inlined>,
+) -> bool {
+    let mut sites = 0;
+    for position in body.readers(producer.node) {
+        if position != producer.position {
+            collect_sites(
+                body.stmt(position),
+                producer.node,
+                &mut Vec::new(),
+                &mut |_, _| {
+                    sites += 1;
+                },
+            );
+        }
+    }
+    let streams = inlined_reads(producer, inlined)
+        .into_iter()
+        .filter(|read| {
+            routine.nodes.get(read).is_none_or(|node| {
+                buffer_len(node)
+                    .and_then(|len| len.checked_mul(node.precision.size_in_bytes()))
+                    .is_none_or(|bytes| bytes > CACHED_READ_BYTES)
+            })
+        })
+        .count();
+    sites * streams <= streams + 1 + sites
 }
 
 /// The top-level statement holding the one site that reads `producer`'s node, if there is one
@@ -700,6 +747,47 @@ mod tests {
             modes(nodes, body(times_two(0, vec![at(0)]))),
             [Materialized, Local, Materialized, Materialized]
         );
+    }
+
+    #[test]
+    fn a_sum_of_streams_read_at_many_sites_is_stored_once() {
+        use MemoryMode::*;
+        // t3[i] := t0[i] + t1[i] + t2[i], then read by `readers` nests t4[i] := 2·t3[i], ….
+        let add = |a: Scalar, b: Scalar| Scalar::Binop(Binop::Add, Box::new(a), Box::new(b));
+        let decide = |cells: usize, readers: u32| {
+            let mut body = vec![for_(
+                0,
+                cells,
+                vec![set(
+                    3,
+                    vec![at(0)],
+                    add(
+                        add(get(0, vec![at(0)]), get(1, vec![at(0)])),
+                        get(2, vec![at(0)]),
+                    ),
+                )],
+            )];
+            let mut nodes: Vec<TensorNode> = (0..4).map(|id| node(id, &[cells])).collect();
+            for reader in 0..readers {
+                body.push(for_(
+                    reader + 1,
+                    cells,
+                    vec![set(
+                        4 + reader,
+                        vec![at(reader + 1)],
+                        times_two(3, vec![at(reader + 1)]),
+                    )],
+                ));
+                nodes.push(node(4 + reader, &[cells]));
+            }
+            modes(nodes, body)[3]
+        };
+        // Three streams of 8 KiB: recomputed at two sites they load 6 buffers, as many as
+        // storing (3 loaded, 1 stored, 2 loaded); at three sites, 9 against 7.
+        assert_eq!(decide(2048, 2), Virtual);
+        assert_eq!(decide(2048, 3), Local);
+        // Buffers that stay in cache cost nothing to read again.
+        assert_eq!(decide(64, 3), Virtual);
     }
 
     #[test]
