@@ -147,6 +147,8 @@ struct Inlined {
     cost: usize,
     /// The transcendental operations among them.
     transcendentals: usize,
+    /// The reads at positions held in data among them.
+    lookups: usize,
 }
 
 fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Producer) {
@@ -159,6 +161,7 @@ fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Produ
             kept: !producer.kept.is_empty(),
             cost: inlined_cost(producer, inlined),
             transcendentals: inlined_transcendentals(producer, inlined),
+            lookups: inlined_lookups(producer, inlined),
         },
     );
 }
@@ -173,6 +176,12 @@ fn inlined_cost(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usiz
 /// among its reads are inlined into it.
 fn inlined_transcendentals(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
     producer.transcendentals(&|node| inlined.get(&node).map(|v| v.transcendentals))
+}
+
+/// The reads at positions held in data one cell of `producer`'s node makes once the virtual
+/// nodes among its reads are inlined into it.
+fn inlined_lookups(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
+    producer.lookups(&|node| inlined.get(&node).map(|v| v.lookups))
 }
 
 /// What `producer` reads once the virtual nodes among its reads are inlined into it.
@@ -288,14 +297,16 @@ fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
 /// (its inlined reads included) that do not stay in the first-level cache, recomputing loads
 /// `sites × streams` cells where storing loads `streams`, stores one and loads `sites`. A
 /// residual stream read by a layer norm's statistics, its normalization and their gradients is
-/// stored; a bias add or an activation read once is not.
+/// stored; a bias add or an activation read once is not. A producer that gathers (reads at
+/// positions held in data, an embedding's rows) is recomputed at one site at most: its reads
+/// go wherever the data points and do not vectorize.
 fn recomputing_moves_less(
     routine: &Routine,
     body: &Body,
     producer: &Producer,
     inlined: &HashMap<NodeId, Inlined>,
 ) -> bool {
-    let mut sites = 0;
+    let mut sites: usize = 0;
     for position in body.readers(producer.node) {
         if position != producer.position {
             collect_sites(
@@ -318,7 +329,11 @@ fn recomputing_moves_less(
             })
         })
         .count();
-    sites * streams <= streams + 1 + sites
+    if inlined_lookups(producer, inlined) > 0 {
+        sites <= 1
+    } else {
+        sites * streams <= streams + 1 + sites
+    }
 }
 
 /// The top-level statement holding the one site that reads `producer`'s node, if there is one

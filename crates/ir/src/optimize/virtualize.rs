@@ -244,7 +244,17 @@ impl Producer {
         self.weigh(&|op| usize::from(is_transcendental(op)), 0, inlined)
     }
 
-    /// What one cell takes when each operation weighs `op_weight`, each read of a stored node
+    /// The reads at positions held in data (gathers) one cell of the node makes, with `inlined`
+    /// those of each virtual node.
+    pub(super) fn lookups(&self, inlined: &impl Fn(NodeId) -> Option<usize>) -> usize {
+        self.weigh(
+            &|op| usize::from(matches!(op, Scalar::Lookup(_))),
+            0,
+            inlined,
+        )
+    }
+
+    /// What one cell takes when each operation (a lookup's bounds check included) weighs `op_weight`, each read of a stored node
     /// `read_weight` and each distinct read of a virtual node what `inlined` says.
     fn weigh(
         &self,
@@ -262,7 +272,7 @@ impl Producer {
                     Scalar::Get(node, _) if *node == self.node => {}
                     // A looked-up node is stored (the memory pass never makes it virtual).
                     Scalar::Lookup(lookup) => {
-                        total += read_weight;
+                        total += read_weight + op_weight(scalar);
                         stack.push(&lookup.id);
                     }
                     Scalar::Get(node, index) => match inlined(*node) {

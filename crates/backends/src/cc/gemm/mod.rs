@@ -262,6 +262,18 @@ impl Prepared {
                     .filter(|(var, _)| *var == outermost),
             );
         };
+        // Batching outer loops pays only when the products then write `c` in place: else each
+        // product of the batch is scattered in turn (repacking an operand the batch loops may
+        // not even move), where one larger product is scattered once.
+        let (batch, rows, columns) = if c.merged(&rows).is_some() && c.merged(&columns).is_some() {
+            (batch, rows, columns)
+        } else {
+            (
+                plan.batch.clone(),
+                group_order(&plan.m, [&c, &a]),
+                group_order(&plan.n, [&c, &b]),
+            )
+        };
         let (m, n) = (size(&rows), size(&columns));
         let dst = match (c.merged(&rows), c.merged(&columns)) {
             (Some((rs, _)), Some((cs, _))) => Destination::Strided(rs, cs),
