@@ -6,8 +6,12 @@
 //! well under a microsecond, or small kernels gain nothing from being split. So while a routine
 //! that splits runs, the helper threads wait for work spinning ([`with_team`]); between runs they
 //! sleep, after a short grace period that bridges the gap between a training loop's steps. A
-//! split ([`for_each_part`]) hands part `i` to helper `i` and runs part 0 on the calling thread:
-//! no queue, no stealing, one atomic store to start it and one counter to finish it.
+//! split ([`for_each_part`]) runs part 0 on the calling thread and lets every thread claim the
+//! others, one atomic counter for claims and one for parts finished. The calling thread claims
+//! what no helper has taken once its own part is done: a helper the system has descheduled (the
+//! machine busy with other work) never holds up a split, which then runs on fewer threads
+//! rather than waiting a scheduler's time slice for it. Which thread runs a part does not change
+//! what the part computes.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -61,10 +65,12 @@ struct Team {
     /// The current split: its number in the high bits, its number of parts in the low byte.
     /// Helpers start a split when the number changes.
     split: AtomicU64,
+    /// The current split's number in the high bits, the next part to claim in the low ones.
+    claims: AtomicU64,
     /// The current split's work, valid while its parts run. Written by the leader only while no
     /// helper is running a part.
     job: Mutex<Option<&'static Job>>,
-    /// The helpers that finished their part of the current split.
+    /// The parts of the current split that helpers claimed and finished.
     finished: AtomicUsize,
     /// Whether a part panicked (the leader panics in turn, once all parts are done).
     panicked: AtomicBool,
@@ -99,6 +105,7 @@ fn team() -> Option<&'static Team> {
         let team: &'static Team = Box::leak(Box::new(Team {
             helpers,
             split: AtomicU64::new(0),
+            claims: AtomicU64::new(0),
             job: Mutex::new(None),
             finished: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
@@ -110,7 +117,7 @@ fn team() -> Option<&'static Team> {
         for index in 1..=helpers {
             let started = std::thread::Builder::new()
                 .name(format!("rcannl-kernels-{index}"))
-                .spawn(move || help(team, index));
+                .spawn(move || help(team));
             if let Err(e) = started {
                 eprintln!("rcannl: cannot start threads for kernels ({e}); running on one");
                 return None;
@@ -121,8 +128,8 @@ fn team() -> Option<&'static Team> {
 }
 
 /// A helper's life: wait for a split (spinning while the team is awake, sleeping otherwise) and
-/// run its part of it.
-fn help(team: &'static Team, index: usize) {
+/// run the parts of it that it claims.
+fn help(team: &'static Team) {
     // The split the team was made with: a helper that starts late still runs the first one.
     let mut seen = 0;
     loop {
@@ -156,21 +163,42 @@ fn help(team: &'static Team, index: usize) {
             std::hint::spin_loop();
         };
         seen = split;
-        let parts = (split & ((1 << PART_BITS) - 1)) as usize;
-        if index >= parts {
-            continue;
+        let (number, parts) = (
+            split >> PART_BITS,
+            (split & ((1 << PART_BITS) - 1)) as usize,
+        );
+        while let Some(index) = claim(team, number, parts) {
+            let job = team
+                .job
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("a split's job is set until its claimed parts finish");
+            IN_PART.set(true);
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(index))).is_err() {
+                team.panicked.store(true, Ordering::Relaxed);
+            }
+            IN_PART.set(false);
+            team.finished.fetch_add(1, Ordering::Release);
         }
-        let job = team
-            .job
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .expect("a split's job is set before it starts");
-        IN_PART.set(true);
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(index))).is_err() {
-            team.panicked.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The next unclaimed part of split `number` (of `parts` parts), claimed for this thread; `None`
+/// when every part is taken or another split has started.
+fn claim(team: &Team, number: u64, parts: usize) -> Option<usize> {
+    let mut word = team.claims.load(Ordering::Acquire);
+    loop {
+        let next = (word & ((1 << PART_BITS) - 1)) as usize;
+        if word >> PART_BITS != number || next >= parts {
+            return None;
         }
-        IN_PART.set(false);
-        team.finished.fetch_add(1, Ordering::Release);
+        match team
+            .claims
+            .compare_exchange_weak(word, word + 1, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Some(next),
+            Err(current) => word = current,
+        }
     }
 }
 
@@ -233,16 +261,29 @@ pub(crate) fn for_each_part(parts: usize, part: &(dyn Fn(usize) + Sync)) {
     *team.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
     team.finished.store(0, Ordering::Relaxed);
     let number = (team.split.load(Ordering::Relaxed) >> PART_BITS) + 1;
+    // Part 0 is this thread's.
+    team.claims
+        .store((number << PART_BITS) | 1, Ordering::Release);
     team.split
         .store((number << PART_BITS) | shared as u64, Ordering::Release);
     IN_PART.set(true);
+    let mut claimed_here = 0;
     let ours = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         part(0);
+        while let Some(index) = claim(team, number, shared) {
+            claimed_here += 1;
+            part(index);
+        }
         (shared..parts).for_each(part);
     }));
     IN_PART.set(false);
+    // After a panic here, the parts nobody claimed are closed to the helpers too.
+    while claim(team, number, shared).is_some() {
+        claimed_here += 1;
+    }
+    let claimed_by_helpers = shared - 1 - claimed_here;
     let mut spins = 0u32;
-    while team.finished.load(Ordering::Acquire) < shared - 1 {
+    while team.finished.load(Ordering::Acquire) < claimed_by_helpers {
         spins = spins.wrapping_add(1);
         if spins.is_multiple_of(1024) {
             // A helper descheduled by the system: let it have the core.
@@ -348,6 +389,28 @@ mod tests {
             done.load(Ordering::Relaxed),
             expected.load(Ordering::Relaxed)
         );
+    }
+
+    #[test]
+    fn each_part_is_claimed_once_and_only_during_its_split() {
+        let team = Team {
+            helpers: 2,
+            split: AtomicU64::new(0),
+            claims: AtomicU64::new((3 << PART_BITS) | 1),
+            job: Mutex::new(None),
+            finished: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            awake: AtomicBool::new(false),
+            sleeping: Mutex::new(()),
+            wake: Condvar::new(),
+            lead: Mutex::new(()),
+        };
+        // A helper still looking at split 2 takes nothing of split 3.
+        assert_eq!(claim(&team, 2, 3), None);
+        // Part 0 is the leader's; parts 1 and 2 go to whoever asks first, once.
+        assert_eq!(claim(&team, 3, 3), Some(1));
+        assert_eq!(claim(&team, 3, 3), Some(2));
+        assert_eq!(claim(&team, 3, 3), None);
     }
 
     #[test]
