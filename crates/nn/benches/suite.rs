@@ -20,23 +20,25 @@
 //! rows). The references need python3 with numpy,
 //! torch and jax; whatever is missing is said in one line and its columns stay empty.
 
-#[path = "suite/peers.rs"]
+#[path = "support/peers.rs"]
 mod peers;
 // Shared with the benchmarks that install a missing reference module; this one only reports it.
 #[allow(dead_code)]
 #[path = "../../tensor/benches/support/python.rs"]
 mod python;
 // Shared with `gpu_steps`, which counts models the suite does not time (the resnet, the GPT).
+#[path = "support/table.rs"]
+mod table;
 #[path = "suite/workloads.rs"]
 #[allow(dead_code)]
 mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use peers::{Figures, Peers};
+use peers::Peers;
 use rcannl_tensor::{BackendChoice, TensorError};
+use table::Table;
 use workloads::Step;
 
 /// Rounds of every workload on each side; the best median counts, so that a noisy moment on a
@@ -117,30 +119,6 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
-/// The best of [`ROUNDS`] medians of `repeats` steps, each round after warm-up steps.
-fn best_median(step: &mut Step, repeats: usize) -> Result<f64, TensorError> {
-    let warmup = (repeats / 10).max(2);
-    let mut best = f64::INFINITY;
-    for _ in 0..ROUNDS {
-        for _ in 0..warmup {
-            step()?;
-        }
-        let mut times = Vec::with_capacity(repeats);
-        for _ in 0..repeats {
-            let start = Instant::now();
-            step()?;
-            times.push(start.elapsed());
-        }
-        best = best.min(median(times).as_secs_f64());
-    }
-    Ok(best)
-}
-
 /// A private scratch folder for the kernel caches of the first-step rows, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -187,48 +165,14 @@ fn our_first_step(cache: &Path) -> Result<f64, String> {
     })
 }
 
-/// A duration for the table.
-fn shown(seconds: Option<f64>) -> String {
-    match seconds {
-        None => "-".to_owned(),
-        Some(s) if s < 1e-3 => format!("{:.1} us", s * 1e6),
-        Some(s) if s < 1.0 => format!("{:.2} ms", s * 1e3),
-        Some(s) => format!("{s:.2} s"),
-    }
-}
-
-/// A peer's time over ours.
-fn ratio(theirs: Option<f64>, ours: Option<f64>) -> String {
-    match (theirs, ours) {
-        (Some(t), Some(o)) => format!("{:.2}", t / o),
-        _ => "-".to_owned(),
-    }
-}
-
-/// Prints a row: our figure, then each peer's with its ratio.
-fn row(label: &str, ours: Option<f64>, theirs: &Figures) {
-    let mut line = format!("{label:<34} {:>10}", shown(ours));
-    for library in peers::LIBRARIES {
-        let t = theirs.get(*library).copied();
-        line.push_str(&format!(" {:>10} {:>6}", shown(t), ratio(t, ours)));
-    }
-    println!("{line}");
-}
-
-/// Prints the columns' names.
-fn header() {
-    let mut line = format!("{:<34} {:>10}", "workload", "ours");
-    for library in peers::LIBRARIES {
-        line.push_str(&format!(" {library:>10} {:>6}", "x"));
-    }
-    println!("{line}");
-}
+/// The table's columns: the peers, with numpy (the matrix product's alone).
+const TABLE: Table = Table {
+    width: 34,
+    columns: &["torch", "torch.compile", "jax", "numpy"],
+};
 
 fn main() -> Result<(), TensorError> {
-    if std::env::var_os("RAYON_NUM_THREADS").is_none_or(|v| v.is_empty()) {
-        // SAFETY: nothing else runs yet: no thread can be reading the environment.
-        unsafe { std::env::set_var("RAYON_NUM_THREADS", DEFAULT_THREADS) };
-    }
+    table::default_threads(DEFAULT_THREADS);
     if std::env::args().any(|a| a == FIRST_STEP) {
         println!("{}", workloads::transformer_first_step(BackendChoice::Cc)?);
         return Ok(());
@@ -240,15 +184,20 @@ fn main() -> Result<(), TensorError> {
         .collect();
     let chosen = |case: &str| filters.is_empty() || filters.iter().any(|f| case.contains(f));
     let threads = rcannl_backends::cc::kernel_threads();
-    let peers = Peers::find(threads);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/suite_reference.py");
+    let peers = Peers::find(script, threads);
 
     let mut rows = Vec::new();
     for workload in WORKLOADS.iter().filter(|w| chosen(w.case)) {
         eprintln!("timing {} ...", workload.label);
         let mut step = (workload.build)()?;
-        let ours = best_median(&mut step, workload.repeats)?;
+        let ours = table::best_median(&mut step, workload.repeats, ROUNDS)?;
         drop(step);
-        let theirs = peers.time(workload.case, workload.repeats);
+        let mut libraries = peers.libraries();
+        if workload.case == "matmul" && peers.numpy() {
+            libraries.push("numpy");
+        }
+        let theirs = peers.time(&libraries, workload.case, workload.repeats, ROUNDS);
         rows.push((workload.label, Some(ours), theirs));
     }
 
@@ -262,7 +211,12 @@ fn main() -> Result<(), TensorError> {
                     let ours = our_first_step(&scratch.folder("rcannl"))
                         .inspect_err(|e| eprintln!("{e}"))
                         .ok();
-                    let theirs = peers.first_step(&scratch.0);
+                    let mut theirs = peers::Figures::new();
+                    for library in peers.libraries() {
+                        let cache = scratch.folder(library);
+                        let first = ["first", &*cache.to_string_lossy()];
+                        theirs.extend(peers.run(&[library], &first));
+                    }
                     rows.push((label, ours, theirs));
                 }
             }
@@ -270,23 +224,15 @@ fn main() -> Result<(), TensorError> {
         }
     }
 
-    println!(
-        "{threads} threads on every side; best of {ROUNDS} medians; x: peer time / ours (above 1: \
-         rcannl is faster)"
-    );
-    if let Ok(compiler) = rcannl_backends::cc::Compiler::from_environment()
-        && let Ok(target) = compiler.target()
-    {
-        println!("target: {target}");
-    }
+    table::preamble(threads, ROUNDS);
     println!(
         "first step: from an empty graph to the transformer's first step (the peers' from after \
          their imports); cold: empty kernel caches (ours, inductor's, JAX's persistent cache), \
          warm: the caches the cold run filled"
     );
-    header();
+    TABLE.header("workload");
     for (label, ours, theirs) in &rows {
-        row(label, *ours, theirs);
+        TABLE.row(label, *ours, theirs);
     }
     Ok(())
 }
