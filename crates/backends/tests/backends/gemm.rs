@@ -333,6 +333,13 @@ fn arrangement() -> impl Strategy<Value = Arrangement> {
         })
 }
 
+/// The matrix products `plan`'s nest becomes: one, but none for a batch of dot products (one
+/// row, one column), which stays a reduction.
+fn expected_products(plan: &Arrangement) -> usize {
+    let size = |loops: &[usize]| loops.iter().product::<usize>();
+    usize::from(size(&plan.m) * size(&plan.n) > 1 || size(&plan.batch) == 1)
+}
+
 fn arranged(plan: &Arrangement) -> Routine {
     // Symbols: batch, then m, n, k loops, numbered in that order.
     let mut ranges = Vec::new();
@@ -400,7 +407,7 @@ proptest! {
     ) {
         let Some(avx2) = avx2_compiler() else { return Ok(()) };
         let routine = arranged(&plan);
-        prop_assert_eq!(products(&optimize(&routine).unwrap()), 1);
+        prop_assert_eq!(products(&optimize(&routine).unwrap()), expected_products(&plan));
         for (id, want, got) in both_ways_on(&avx2, &routine, &[NodeId(0), NodeId(1), NodeId(2)]) {
             prop_assert_eq!(want, got, "{}", id);
         }
@@ -409,7 +416,7 @@ proptest! {
     #[test]
     fn every_arrangement_of_a_product_gives_the_interpreters_result(plan in arrangement()) {
         let routine = arranged(&plan);
-        prop_assert_eq!(products(&optimize(&routine).unwrap()), 1);
+        prop_assert_eq!(products(&optimize(&routine).unwrap()), expected_products(&plan));
         for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1), NodeId(2)]) {
             prop_assert_eq!(want, got, "{}", id);
         }

@@ -14,14 +14,14 @@
 //! Not when the innermost reduction loop would read an operand with a stride while a kept loop
 //! stores consecutive cells and reads the operands it moves with smaller strides (a sum over a
 //! middle axis, a bias's gradient summed over the rows): that loop then runs innermost instead,
-//! the nest accumulating in place, and vector units add neighbouring cells' terms at once; when
-//! the cells stored fit in 8 KiB, the reduction loops run outermost, so that consecutive stores
-//! go to different cells.
+//! the nest accumulating in place, and vector units add neighbouring cells' terms at once; the
+//! reduction loops then run outside the innermost kept loops that store at most 8 KiB of
+//! distinct cells, so that consecutive stores go to different cells.
 //!
 //! When a fill of `n` directly precedes the nest, `n` has no margins, and the other loops store
 //! every cell exactly once, the local starts from the fill's value and the fill is dropped.
 
-use super::gemm::flat_coefficients;
+use super::gemm::{flat_coefficients, injective};
 use super::{Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::MemoryMode;
@@ -164,23 +164,38 @@ fn strided_reduction(
     if !(worth && strided) {
         return None;
     }
-    let others = outer.iter().filter(|(var, _)| *var != unit.0);
+    let others: Vec<Loop> = outer
+        .iter()
+        .filter(|(var, _)| *var != unit.0)
+        .copied()
+        .collect();
     // Each iteration of a reduction loop reads and writes back the cells the loops inside it
-    // store: when those are few (they stay in the first-level cache), the reduction runs
-    // outermost, so that consecutive stores go to different cells instead of each waiting for
-    // the store before it to the same cell.
-    let cells: usize = outer.iter().map(|(_, range)| range).product();
-    let block_bytes = cells.saturating_mul(routine.nodes[&nest.node].precision.size_in_bytes());
-    let loops: Vec<Loop> = if block_bytes <= SMALL_BLOCK_BYTES {
-        reductions
-            .iter()
-            .chain(others)
-            .chain([&unit])
-            .copied()
-            .collect()
-    } else {
-        others.chain(reductions).chain([&unit]).copied().collect()
-    };
+    // store: the reductions run outside as many of the innermost kept loops as store few cells
+    // (they stay in the first-level cache), so that consecutive stores go to different cells
+    // instead of each waiting for the store before it to the same cell. Those kept loops store
+    // distinct cells (a strided convolution's gradient adds its windows' cells, which overlap
+    // across windows but not within one): each cell's terms keep their order.
+    let dims = routine.nodes[&nest.node].buffer_dims();
+    let size = routine.nodes[&nest.node].precision.size_in_bytes();
+    let mut split = others.len();
+    let mut cells = unit.1;
+    while split > 0 {
+        let wider = cells.saturating_mul(others[split - 1].1);
+        let inside: Vec<Loop> = others[split - 1..].iter().chain([&unit]).copied().collect();
+        if wider.saturating_mul(size) > SMALL_BLOCK_BYTES || !injective(nest.index, &dims, &inside)
+        {
+            break;
+        }
+        split -= 1;
+        cells = wider;
+    }
+    let loops: Vec<Loop> = others[..split]
+        .iter()
+        .chain(reductions)
+        .chain(&others[split..])
+        .chain([&unit])
+        .copied()
+        .collect();
     let mut body = nest.pre.to_vec();
     body.push(Stmt::Set {
         node: nest.node,
@@ -363,6 +378,69 @@ mod tests {
         assert_eq!(loops(&local_accumulators(&plane_sums(2, 8))), [1, 0, 2]);
         // 4096 × 4 cells of f32 (64 KiB) do not: the rows stay outside, for threads to share.
         assert_eq!(loops(&local_accumulators(&plane_sums(4096, 8))), [0, 1, 2]);
+    }
+
+    /// The loop variables of `routine`'s nests, outermost first.
+    fn loop_order(routine: &Routine) -> Vec<u32> {
+        let mut order = Vec::new();
+        for stmt in &routine.body {
+            stmt.walk(&mut |s| {
+                if let Stmt::For { var, .. } = s {
+                    order.push(var.0);
+                }
+            });
+        }
+        order
+    }
+
+    #[test]
+    fn a_strided_reduction_runs_outside_the_kept_loops_of_a_small_window() {
+        // A strided window's gradient: n1[2·l0 + l1, l2] += n0[l0, l3] · w[l3, l1, l2], the
+        // windows (l1, l2) overlapping from one l0 to the next.
+        let window = || Index {
+            terms: vec![(2, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))],
+            offset: 0,
+        };
+        let gradient = |rows: usize| {
+            let body = wrap(
+                &[
+                    (LoopVar(0), rows),
+                    (LoopVar(1), 3),
+                    (LoopVar(3), 8),
+                    (LoopVar(2), 4),
+                ],
+                vec![Stmt::Set {
+                    node: NodeId(1),
+                    index: vec![window(), at(2)],
+                    value: Scalar::Binop(
+                        Binop::Add,
+                        Box::new(Scalar::Get(NodeId(1), vec![window(), at(2)])),
+                        Box::new(Scalar::Binop(
+                            Binop::Mul,
+                            Box::new(Scalar::Get(NodeId(0), vec![at(0), at(3)])),
+                            Box::new(Scalar::Get(NodeId(2), vec![at(3), at(1), at(2)])),
+                        )),
+                    ),
+                }],
+            );
+            routine_of(
+                vec![
+                    TensorNode::new(0, "dy", Precision::F32, &[rows, 8]),
+                    TensorNode::new(1, "dx", Precision::F32, &[2 * rows + 1, 4]),
+                    TensorNode::new(2, "w", Precision::F32, &[8, 3, 4]),
+                ],
+                body,
+            )
+        };
+        // One window's 3 × 4 cells are few: the reduction runs outside them, so that its
+        // consecutive stores go to different cells; all 4096 windows' cells are not.
+        assert_eq!(
+            loop_order(&local_accumulators(&gradient(4096))),
+            [0, 3, 1, 2]
+        );
+        // Two windows' cells are few too, but they overlap: the reduction stays inside the
+        // window loop, so that a shared cell receives its terms in the order it did.
+        assert_eq!(loop_order(&local_accumulators(&gradient(2))), [0, 3, 1, 2]);
     }
 
     #[test]

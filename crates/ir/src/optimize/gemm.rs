@@ -7,7 +7,7 @@
 //! an operand the routine computes is materialized (never fused into the product), and so is the
 //! result (fused into its reader, the product would be loops again); neither an operand nor the
 //! result may have been forced virtual. Products too small for a tuned routine
-//! to win stay loops.
+//! to win stay loops, and so do batches of dot products.
 
 use std::collections::HashSet;
 
@@ -124,6 +124,12 @@ fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
     }
     let total = |loops: &[(LoopVar, usize)]| loops.iter().map(|(_, r)| *r).product::<usize>();
     if k.is_empty() || total(&m) * total(&n) * total(&k) < MIN_GEMM_WORK {
+        return None;
+    }
+    // A batch of dot products (a batch norm's per-channel sums of products) is a reduction:
+    // as loops, the batch's unit-stride axis runs innermost and vectorizes, where a product
+    // per batch element would read each operand a cell per cache line.
+    if total(&m) * total(&n) == 1 && total(&batch) > 1 {
         return None;
     }
     let plan = GemmPlan {
