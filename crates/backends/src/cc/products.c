@@ -363,15 +363,36 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
 
 /* The products' entry points: A's cell (i, p) at a + a_rows[i] + a_cols[p], or a + i rsa + p csa
    where the table is null; B's alike. */
-#define SGEMM(name, mr, nr, kernel, in_place, b_kernel)                                        \
+#define SGEMM(name, mr, nr, kernel, in_place, b_kernel, small)                                 \
   int name(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,          \
            const int64_t *a_rows, const int64_t *a_cols, const float *b, int64_t rsb,          \
            int64_t csb, const int64_t *b_rows, const int64_t *b_cols, float *c, int64_t rsc,   \
            int64_t csc, int overwrite) {                                                       \
     operand a_operand = {a, rsa, csa, a_rows, a_cols}, b_operand = {b, rsb, csb, b_rows, b_cols}; \
+    if (k > 0 && k <= KC && n <= (nr) && m <= 2 * (mr))                                       \
+      return small(m, n, k, &a_operand, &b_operand, c, rsc, csc, overwrite);                   \
     return blocked(mr, nr, kernel, in_place, b_kernel, m, n, k, &a_operand, &b_operand, c, rsc,\
                    csc, overwrite);                                                            \
   }
+
+/* Products of one panel of B and a few panels of A (attention's per-head products, 16 x 16 by
+   16 x 16), where packing A and running the MR-row kernel over a last panel of two rows would
+   cost more than the sums: B is packed once, A read where it lies, and rows of C are summed
+   SMALL_ROWS at a time. Every cell's terms are summed as the kernels sum them (one fused
+   multiply-add per term in k order, then stored or added to C), so the bits are the same. */
+#define SMALL_ROWS 4
+
+/* Row i (0 <= i < SMALL_ROWS) of a small product's block of rows from i0: the block's last
+   rows past the end of A read its first row again, their sums never stored. */
+static inline const float *small_row(const operand *a, int64_t i0, int64_t rows, int64_t i) {
+  return a->base + row_offset(a, i0 + (i < rows ? i : 0));
+}
+
+/* The packed panel of B, allocated on first use; null when it cannot be. */
+static float *small_panel(void) {
+  if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
+  return packed_b;
+}
 
 /* Asks for a tile of C ahead of the kernel's sums, which then find it in cache when they are
    added: rows of C a power of two apart fall in one set of the cache, and read only at the
@@ -492,7 +513,39 @@ static void b_rows_512(int64_t kc, const float *restrict a, const float *b, cons
   finish_512(acc, c, rsc, csc, rows, cols, store);
 }
 
-SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512, b_rows_512)
+static int small_512(int64_t m, int64_t n, int64_t k, const operand *a, const operand *b,
+                     float *c, int64_t rsc, int64_t csc, int store) {
+  float *panel = small_panel();
+  if (!panel) return -1;
+  pack_b(NR_512, k, n, b, 0, 0, panel);
+  for (int64_t i0 = 0; i0 < m; i0 += SMALL_ROWS) {
+    int64_t rows = m - i0 < SMALL_ROWS ? m - i0 : SMALL_ROWS;
+    const float *row[SMALL_ROWS];
+    for (int i = 0; i < SMALL_ROWS; ++i) row[i] = small_row(a, i0, rows, i);
+    __m512 acc[MR_512][2];
+    for (int i = 0; i < MR_512; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; ++p) {
+      int64_t at = col_offset(a, p);
+      __m512 b0 = _mm512_loadu_ps(panel + p * NR_512);
+      if (n <= 16) {
+        for (int i = 0; i < SMALL_ROWS; ++i)
+          acc[i][0] = _mm512_fmadd_ps(_mm512_set1_ps(row[i][at]), b0, acc[i][0]);
+      } else {
+        __m512 b1 = _mm512_loadu_ps(panel + p * NR_512 + 16);
+        for (int i = 0; i < SMALL_ROWS; ++i) {
+          __m512 ai = _mm512_set1_ps(row[i][at]);
+          acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+          acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+      }
+    }
+    /* The tile's other rows are zeros that finish_512 never stores. */
+    finish_512(acc, c + i0 * rsc, rsc, csc, rows, n, store);
+  }
+  return 0;
+}
+
+SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512, b_rows_512, small_512)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
@@ -601,7 +654,35 @@ __attribute__((target("avx2,fma"))) static void b_rows_256(int64_t kc, const flo
   FINISH_256
 }
 
-SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256, b_rows_256)
+__attribute__((target("avx2,fma"))) static int small_256(int64_t m, int64_t n, int64_t k,
+                                                         const operand *a, const operand *b,
+                                                         float *c, int64_t rsc, int64_t csc,
+                                                         int store) {
+  float *panel = small_panel();
+  if (!panel) return -1;
+  pack_b(NR_256, k, n, b, 0, 0, panel);
+  for (int64_t i0 = 0; i0 < m; i0 += SMALL_ROWS) {
+    int64_t rows = m - i0 < SMALL_ROWS ? m - i0 : SMALL_ROWS;
+    const float *row[SMALL_ROWS];
+    for (int i = 0; i < SMALL_ROWS; ++i) row[i] = small_row(a, i0, rows, i);
+    __m256 acc[MR_256][2];
+    for (int i = 0; i < MR_256; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; ++p) {
+      int64_t at = col_offset(a, p);
+      __m256 b0 = _mm256_loadu_ps(panel + p * NR_256),
+             b1 = _mm256_loadu_ps(panel + p * NR_256 + 8);
+      for (int i = 0; i < SMALL_ROWS; ++i) {
+        __m256 ai = _mm256_broadcast_ss(&row[i][at]);
+        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      }
+    }
+    finish_256(acc, c + i0 * rsc, rsc, csc, rows, n, store);
+  }
+  return 0;
+}
+
+SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256, b_rows_256, small_256)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
