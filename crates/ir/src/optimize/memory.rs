@@ -50,7 +50,7 @@ pub const INLINE_COST_LIMIT: usize = 128;
 /// The largest buffer, in bytes, whose reads cost no memory traffic when deciding whether to
 /// recompute a node: it stays in the first-level cache while a nest runs (a bias, a row's
 /// statistics).
-const CACHED_READ_BYTES: usize = 4096;
+pub const CACHED_READ_BYTES: usize = 4096;
 
 /// How many cell positions the coverage check enumerates per node before it gives up.
 const COVERAGE_BUDGET: usize = 1 << 20;
