@@ -84,6 +84,24 @@ struct Team {
     lead: Mutex<()>,
 }
 
+impl Team {
+    /// A team of `helpers` before its first split, asleep.
+    fn new(helpers: usize) -> Team {
+        Team {
+            helpers,
+            split: AtomicU64::new(0),
+            claims: AtomicU64::new(0),
+            job: Mutex::new(None),
+            finished: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            awake: AtomicBool::new(false),
+            sleeping: Mutex::new(()),
+            wake: Condvar::new(),
+            lead: Mutex::new(()),
+        }
+    }
+}
+
 /// Bits of [`Team::split`] that hold the number of parts.
 const PART_BITS: u32 = 8;
 
@@ -102,18 +120,7 @@ fn team() -> Option<&'static Team> {
         if helpers == 0 {
             return None;
         }
-        let team: &'static Team = Box::leak(Box::new(Team {
-            helpers,
-            split: AtomicU64::new(0),
-            claims: AtomicU64::new(0),
-            job: Mutex::new(None),
-            finished: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
-            awake: AtomicBool::new(false),
-            sleeping: Mutex::new(()),
-            wake: Condvar::new(),
-            lead: Mutex::new(()),
-        }));
+        let team: &'static Team = Box::leak(Box::new(Team::new(helpers)));
         for index in 1..=helpers {
             let started = std::thread::Builder::new()
                 .name(format!("rcannl-kernels-{index}"))
@@ -393,18 +400,8 @@ mod tests {
 
     #[test]
     fn each_part_is_claimed_once_and_only_during_its_split() {
-        let team = Team {
-            helpers: 2,
-            split: AtomicU64::new(0),
-            claims: AtomicU64::new((3 << PART_BITS) | 1),
-            job: Mutex::new(None),
-            finished: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
-            awake: AtomicBool::new(false),
-            sleeping: Mutex::new(()),
-            wake: Condvar::new(),
-            lead: Mutex::new(()),
-        };
+        let team = Team::new(2);
+        team.claims.store((3 << PART_BITS) | 1, Ordering::Relaxed);
         // A helper still looking at split 2 takes nothing of split 3.
         assert_eq!(claim(&team, 2, 3), None);
         // Part 0 is the leader's; parts 1 and 2 go to whoever asks first, once.

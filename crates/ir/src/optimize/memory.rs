@@ -272,23 +272,14 @@ fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
         return true;
     }
     let mut moves = true;
-    for position in body.readers(producer.node) {
-        if position != producer.position {
-            collect_sites(
-                body.stmt(position),
-                producer.node,
-                &mut Vec::new(),
-                &mut |loops, index| {
-                    moves &= loops.iter().all(|&(var, range)| {
-                        range <= 1
-                            || index
-                                .iter()
-                                .any(|axis| axis.vars().any(|v| v == Var::Loop(var)))
-                    });
-                },
-            );
-        }
-    }
+    for_each_site(body, producer.node, producer.position, |_, loops, index| {
+        moves &= loops.iter().all(|&(var, range)| {
+            range <= 1
+                || index
+                    .iter()
+                    .any(|axis| axis.vars().any(|v| v == Var::Loop(var)))
+        });
+    });
     moves
 }
 
@@ -307,18 +298,7 @@ fn recomputing_moves_less(
     inlined: &HashMap<NodeId, Inlined>,
 ) -> bool {
     let mut sites: usize = 0;
-    for position in body.readers(producer.node) {
-        if position != producer.position {
-            collect_sites(
-                body.stmt(position),
-                producer.node,
-                &mut Vec::new(),
-                &mut |_, _| {
-                    sites += 1;
-                },
-            );
-        }
-    }
+    for_each_site(body, producer.node, producer.position, |_, _, _| sites += 1);
     let streams = inlined_reads(producer, inlined)
         .into_iter()
         .filter(|read| {
@@ -344,21 +324,32 @@ fn single_site(body: &Body, producer: &Producer) -> Option<usize> {
 
 fn single_site_at(body: &Body, node: NodeId, producer: usize) -> Option<usize> {
     let mut sites = Vec::new();
+    for_each_site(body, node, producer, |position, loops, index| {
+        sites.push((position, visits_once(loops, index)));
+    });
+    match sites[..] {
+        [(position, true)] => Some(position),
+        _ => None,
+    }
+}
+
+/// Calls `site` with the top-level position, the loops around it and the index of every
+/// distinct read of `node` outside its producer's statement (at `producer`).
+fn for_each_site(
+    body: &Body,
+    node: NodeId,
+    producer: usize,
+    mut site: impl FnMut(usize, &[(LoopVar, usize)], &[Index]),
+) {
     for position in body.readers(node) {
         if position != producer {
             collect_sites(
                 body.stmt(position),
                 node,
                 &mut Vec::new(),
-                &mut |loops, index| {
-                    sites.push((position, visits_once(loops, index)));
-                },
+                &mut |loops, index| site(position, loops, index),
             );
         }
-    }
-    match sites[..] {
-        [(position, true)] => Some(position),
-        _ => None,
     }
 }
 
