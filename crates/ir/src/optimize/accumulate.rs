@@ -364,20 +364,15 @@ mod tests {
     fn a_strided_reduction_into_few_cells_runs_outermost() {
         // 2 × 4 cells stay in the cache: each plane's pass over them stores different cells one
         // after another, where a row's pass would store its 4 cells k times in a row.
-        let loops = |routine: &Routine| {
-            let mut order = Vec::new();
-            for stmt in &routine.body {
-                stmt.walk(&mut |s| {
-                    if let Stmt::For { var, .. } = s {
-                        order.push(var.0);
-                    }
-                });
-            }
-            order
-        };
-        assert_eq!(loops(&local_accumulators(&plane_sums(2, 8))), [1, 0, 2]);
+        assert_eq!(
+            loop_order(&local_accumulators(&plane_sums(2, 8))),
+            [1, 0, 2]
+        );
         // 4096 × 4 cells of f32 (64 KiB) do not: the rows stay outside, for threads to share.
-        assert_eq!(loops(&local_accumulators(&plane_sums(4096, 8))), [0, 1, 2]);
+        assert_eq!(
+            loop_order(&local_accumulators(&plane_sums(4096, 8))),
+            [0, 1, 2]
+        );
     }
 
     /// The loop variables of `routine`'s nests, outermost first.
