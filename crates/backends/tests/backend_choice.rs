@@ -196,6 +196,127 @@ fn results_do_not_depend_on_the_number_of_threads() {
     assert_eq!(results[0], results[2]);
 }
 
+/// `totals[1, c] += f(x[r, c])` over `for r in 0..rows { for c in 0..64 }`: every row of `x`
+/// summed into the second row of `totals` (`2 × 64`, f32), `f` the identity or `tanh`.
+fn column_sums(rows: usize, tanh: bool) -> Routine {
+    use rcannl_ir::{Index, LoopVar, Scalar, Stmt};
+    let at = |var: u32| Index::var(LoopVar(var), 0);
+    let index = vec![Index::constant(1), at(1)];
+    let x = Scalar::Get(NodeId(0), vec![at(0), at(1)]);
+    let x = if tanh {
+        Scalar::Unop(Unop::Tanh, Box::new(x))
+    } else {
+        x
+    };
+    let sum = Scalar::Binop(
+        Binop::Add,
+        Box::new(Scalar::Get(NodeId(1), index.clone())),
+        Box::new(x),
+    );
+    let columns = Stmt::For {
+        var: LoopVar(1),
+        range: 64,
+        body: vec![Stmt::Set {
+            node: NodeId(1),
+            index,
+            value: sum,
+        }],
+    };
+    Routine {
+        name: "column sums".to_owned(),
+        nodes: [
+            TensorNode::new(0, "x", Precision::F32, &[rows, 64]),
+            TensorNode::new(1, "totals", Precision::F32, &[2, 64]),
+        ]
+        .into_iter()
+        .map(|n| (n.id, n))
+        .collect(),
+        statics: Default::default(),
+        body: vec![Stmt::For {
+            var: LoopVar(0),
+            range: rows,
+            body: vec![columns],
+        }],
+    }
+}
+
+/// `routine`'s `totals` after a run on `threads` threads (`None`: on the interpreter), from `x`
+/// and totals whose first row is −0 and second 0.5.
+fn totals(routine: &Routine, x: &[f64], threads: Option<usize>) -> Vec<rcannl_ir::Value> {
+    let mut buffers = Buffers::for_routine(routine).unwrap();
+    buffers.set_values(NodeId(0), x).unwrap();
+    let start: Vec<f64> = (0..128).map(|i| if i < 64 { -0.0 } else { 0.5 }).collect();
+    buffers.set_values(NodeId(1), &start).unwrap();
+    match threads {
+        Some(threads) => {
+            let compiled = Compiler::find()
+                .expect("a C compiler")
+                .compile(routine)
+                .unwrap();
+            compiled
+                .run_on(&mut buffers, &HashMap::new(), threads)
+                .unwrap();
+        }
+        None => Interpreter
+            .compile(routine)
+            .unwrap()
+            .run(&mut buffers, &HashMap::new())
+            .unwrap(),
+    }
+    buffers.cells(NodeId(1))
+}
+
+#[test]
+fn sums_into_a_few_cells_split_across_threads_and_match_on_every_thread_count() {
+    let rows = 4096;
+    let routine = column_sums(rows, false);
+    // The rows are cut into parts, each into its own scratch copy of the totals.
+    let generated = rcannl_backends::cc::codegen::generate(&routine).unwrap();
+    assert_eq!(generated.scratch.len(), 1, "{}", generated.source);
+    assert!(
+        generated.source.contains(" < end; ++"),
+        "{}",
+        generated.source
+    );
+    // Small integers sum exactly in any order: the interpreter's sums bit for bit, the first
+    // row's −0 (which no part adds into) kept.
+    let x: Vec<f64> = (0..rows * 64).map(|i| (i % 17) as f64 - 8.0).collect();
+    let interpreted = totals(&routine, &x, None);
+    assert!(
+        interpreted[..64]
+            .iter()
+            .all(|v| matches!(v, rcannl_ir::Value::Float(z) if z.to_bits() == (-0.0f64).to_bits()))
+    );
+    for threads in [1, 2, 3] {
+        assert_eq!(
+            totals(&routine, &x, Some(threads)),
+            interpreted,
+            "{threads} threads"
+        );
+    }
+    // Other values round differently in parts, but the same on any number of threads.
+    let routine = column_sums(rows, true);
+    let x: Vec<f64> = (0..rows * 64)
+        .map(|i| (i % 23) as f64 / 7.0 - 1.5)
+        .collect();
+    let one = totals(&routine, &x, Some(1));
+    for threads in [2, 3] {
+        assert_eq!(
+            totals(&routine, &x, Some(threads)),
+            one,
+            "{threads} threads"
+        );
+    }
+    let interpreted = totals(&routine, &x, None);
+    for (ours, theirs) in one.iter().zip(&interpreted) {
+        let (ours, theirs) = (ours.as_f64(), theirs.as_f64());
+        assert!(
+            (ours - theirs).abs() <= 1e-5 * theirs.abs().max(1.0),
+            "{ours} vs {theirs}"
+        );
+    }
+}
+
 #[test]
 fn a_huge_rayon_num_threads_runs_on_as_many_threads_as_the_machine_has() {
     if std::env::var_os(CHILD).is_some() {

@@ -5,7 +5,10 @@
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
 //! range across threads (each cell is then computed by the same operations in the same order, so
-//! the result does not depend on the split). Other statements are gathered into serial kernels
+//! the result does not depend on the split). A loop that adds into the same few float cells at
+//! every iteration (a bias's gradient) is first cut into a fixed number of parts, each adding
+//! into its own scratch copy of the cells (`rcannl_ir::optimize::split_sums`), so that its
+//! parts split across threads too. Other statements are gathered into serial kernels
 //! (`begin` and `end` ignored). A matrix product (`Stmt::Gemm`) is a step of its own, run by the
 //! backend's product kernels (`cc::gemm`); its nest is only checked.
 //!
@@ -22,6 +25,7 @@ use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
+use rcannl_ir::optimize::split_sums::{SplitSums, split_sums};
 use rcannl_ir::{
     GemmPlan, Kind, LocalId, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode,
     Ternop, Value, Var,
@@ -67,6 +71,9 @@ pub struct Generated {
     pub steps: Vec<Step>,
     /// The nodes whose buffers are passed, in the order of the `buffers` argument.
     pub buffers: Vec<NodeId>,
+    /// The scratch buffers passed after them, in order: the parts of sums cut for threads
+    /// ([`split_sums`]), which hold nothing before a run and nothing after.
+    pub scratch: Vec<TensorNode>,
     /// The static indices, in the order of the `statics` argument.
     pub statics: Vec<Symbol>,
 }
@@ -416,13 +423,16 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 /// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
 /// routines can share one library.
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
-    let routine = &hoist_invariants_into_nests(routine);
+    let SplitSums { routine, scratch } = split_sums(&hoist_invariants_into_nests(routine));
+    let routine = &routine;
     let buffers: Vec<NodeId> = routine
         .nodes
         .values()
-        .filter(|n| n.memory_mode != Some(MemoryMode::Virtual))
+        .filter(|n| n.memory_mode != Some(MemoryMode::Virtual) && !scratch.contains(&n.id))
         .map(|n| n.id)
         .collect();
+    // The scratch nodes' pointers follow the buffers'.
+    let pointers: Vec<NodeId> = buffers.iter().chain(&scratch).copied().collect();
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
     let mut source = String::from(PRELUDE);
     let mut steps = Vec::new();
@@ -485,13 +495,15 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                 }));
             }
         }
-        write_kernel(&mut source, &name, routine, &buffers, &statics, &body);
+        write_kernel(&mut source, &name, routine, &pointers, &statics, &body);
         kernels += 1;
     }
+    let scratch = scratch.iter().map(|id| routine.nodes[id].clone()).collect();
     Ok(Generated {
         source,
         steps,
         buffers,
+        scratch,
         statics,
     })
 }

@@ -303,6 +303,14 @@ impl Compiler {
             steps,
             routine: routine.clone(),
             buffers: generated.buffers,
+            scratch_words: generated
+                .scratch
+                .iter()
+                .map(|node| {
+                    let cells: usize = node.buffer_dims().iter().product();
+                    (cells * node.precision.size_in_bytes()).div_ceil(8)
+                })
+                .collect(),
             source: generated.source,
             from_cache,
         })
@@ -503,6 +511,9 @@ pub struct CompiledRoutine {
     splits: bool,
     routine: Routine,
     buffers: Vec<NodeId>,
+    /// The size, in 8-byte words, of each scratch buffer the kernels take after the buffers
+    /// (the parts of sums cut for threads), allocated for each run.
+    scratch_words: Vec<usize>,
     /// The generated C.
     pub source: String,
     /// Whether the library came from the cache (nothing was compiled).
@@ -570,6 +581,14 @@ impl CompiledRoutine {
             check_buffer(&self.routine, *id, buffers.node(*id)?)?;
             pointers.push(buffers.storage_mut(*id)?.as_mut_ptr());
         }
+        // Each run has its own scratch, which its kernels write before they read: two runs of
+        // one routine on two threads share nothing.
+        let mut scratch: Vec<Vec<u64>> = self.scratch_words.iter().map(|&w| vec![0; w]).collect();
+        pointers.extend(
+            scratch
+                .iter_mut()
+                .map(|words| words.as_mut_ptr().cast::<u8>()),
+        );
         let pointers = Pointers(&pointers);
         let statics = &static_values;
         crate::traffic::count_kernels(self.steps.len() as u64);

@@ -7,7 +7,8 @@
 //!
 //! Every pass is a pure function from a routine to a routine, public so that it can be run alone.
 //! None changes what the reference interpreter computes, bit for bit, except where a pass's own
-//! documentation says so.
+//! documentation says so. `split_sums`, which cuts sums into parts for threads, is not one of
+//! `optimize`'s passes: backends that run loops on threads call it.
 
 pub mod accumulate;
 mod body;
@@ -19,6 +20,7 @@ pub mod hoist;
 pub mod memory;
 pub mod order;
 pub mod simplify;
+pub mod split_sums;
 pub mod virtualize;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
