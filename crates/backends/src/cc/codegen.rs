@@ -8,7 +8,9 @@
 //! the result does not depend on the split). A loop that adds into the same few float cells at
 //! every iteration (a bias's gradient) is first cut into a fixed number of parts, each adding
 //! into its own scratch copy of the cells (`rcannl_ir::optimize::split_sums`), so that its
-//! parts split across threads too. Other statements are gathered into serial kernels
+//! parts split across threads too. A loop keeping a float maximum or minimum in a local keeps it
+//! in sixteen lanes, which vectorize (the shared writer's `extremum_in_lanes`: exact, the loop
+//! run again as written where the lanes' result is a zero or a NaN). Other statements are gathered into serial kernels
 //! (`begin` and `end` ignored). A matrix product (`Stmt::Gemm`) is a step of its own, run by the
 //! backend's product kernels (`cc::gemm`); its nest is only checked.
 //!
@@ -351,6 +353,14 @@ impl Dialect for C {
 
     fn sum_hint(&self, id: LocalId) -> Option<String> {
         Some(format!("#pragma omp simd reduction(+:{id})"))
+    }
+
+    fn lane_array(&self, name: &str, ty: &str, len: usize) -> Option<String> {
+        Some(format!("{ty} {name}[{len}];"))
+    }
+
+    fn simd_hint(&self) -> Option<&'static str> {
+        Some("#pragma omp simd")
     }
 
     fn fill(&self, pad: &str, node: NodeId, len: usize, literal: &str) -> String {

@@ -1,5 +1,6 @@
-//! Which loops the C dialect writes as one loop, and which loops only add into a local (the
-//! analyses behind `Dialect::coalesces_loops` and `Dialect::sum_hint`).
+//! Which loops the C dialect writes as one loop, which loops only add into a local, and which
+//! only keep a maximum or minimum in one (the analyses behind `Dialect::coalesces_loops`,
+//! `Dialect::sum_hint` and `Dialect::lane_array`).
 
 use std::collections::HashMap;
 
@@ -125,6 +126,36 @@ pub(super) fn summed_local(
     });
     let float = matches!(declared.get(&id), Some(Precision::F32 | Precision::F64));
     (float && !others_read && !reads(term)).then_some(id)
+}
+
+/// The local a loop's body only keeps the maximum (or minimum) of its terms in, with the
+/// operation, if that is all it does besides declaring locals of its own: `v = max(v, e)` (or
+/// `max(e, v)`) with `v` a float or double declared outside and `e` not reading `v`.
+pub(super) fn extremum_local(
+    body: &[Stmt],
+    declared: &HashMap<LocalId, Precision>,
+) -> Option<(LocalId, Binop)> {
+    let [locals @ .., Stmt::SetLocal { id, value }] = body else {
+        return None;
+    };
+    let Scalar::Binop(op @ (Binop::Max | Binop::Min), a, b) = value else {
+        return None;
+    };
+    let term = match (a.as_ref(), b.as_ref()) {
+        (Scalar::Local(v), term) | (term, Scalar::Local(v)) if v == id => term,
+        _ => return None,
+    };
+    let reads = |scalar: &Scalar| {
+        let mut found = false;
+        scalar.for_each_local(&mut |v| found |= v == *id);
+        found
+    };
+    let only_locals = locals.iter().all(|stmt| match stmt {
+        Stmt::Local { id: own, value, .. } => own != id && !reads(value),
+        _ => false,
+    });
+    let float = matches!(declared.get(id), Some(Precision::F32 | Precision::F64));
+    (float && only_locals && !reads(term)).then_some((*id, *op))
 }
 
 /// A loop's variable and range.

@@ -9,9 +9,18 @@ use rcannl_ir::{
     Unop, Value,
 };
 
-use super::coalesce::{Loop, coalescible, summed_local};
+use super::coalesce::{Loop, coalescible, extremum_local, summed_local};
 use super::{CodegenError, CodegenErrorKind, Dialect, ops, var_name};
 use crate::nests::index_bounds;
+
+/// The name of the array of lanes local `id` is kept in.
+fn lanes_of(id: LocalId) -> String {
+    format!("{id}_lanes")
+}
+
+/// The lanes a loop's float maximum or minimum is kept in where the dialect vectorizes it
+/// ([`Dialect::lane_array`]): sixteen f32 fill the widest vector registers.
+const LANES: usize = 16;
 
 /// What the generator knows of the routine while it writes statements in dialect `D`.
 #[derive(Debug)]
@@ -356,6 +365,14 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 {
                     return self.coalesced(&chain, inner, out, depth);
                 }
+                if *range >= LANES
+                    && let Some((id, op)) = extremum_local(body, &self.locals)
+                    && let Some(array) =
+                        d.lane_array(&lanes_of(id), d.compute_type(self.locals[&id]), LANES)
+                {
+                    let extremum = (id, op, array.as_str());
+                    return self.extremum_in_lanes((*var, *range), body, extremum, out, depth);
+                }
                 if let Some(hint) = summed_local(body, &self.locals).and_then(|id| d.sum_hint(id)) {
                     writeln!(out, "{pad}{hint}").expect("writing to a string");
                 }
@@ -500,6 +517,93 @@ impl<'a, D: Dialect> Writer<'a, D> {
             }
             Ok(())
         })
+    }
+
+    /// Writes `for var in 0..range { body }`, a loop that only keeps the maximum (or minimum,
+    /// `op`) of its terms in the float local `id`, with the extremum kept in [`LANES`] lanes
+    /// (declared by `array`), which vectorize: lane `i` takes the terms at positions `i` modulo `LANES`, then the lanes
+    /// and the terms past the last whole group are combined. The extremum of values none of
+    /// which is a zero or a NaN is one value whatever the order (equal floats but ±0 have equal
+    /// bits), so that is the loop's result; where it is a zero or a NaN (which zero, which NaN,
+    /// depends on the order: ties keep the first), the loop runs again as written, from the
+    /// local's value before it, to the interpreter's result.
+    fn extremum_in_lanes(
+        &mut self,
+        (var, range): Loop,
+        body: &[Stmt],
+        (id, op, array): (LocalId, Binop, &str),
+        out: &mut String,
+        depth: usize,
+    ) -> Result<(), CodegenError> {
+        let d = self.dialect;
+        let pad = "  ".repeat(depth);
+        let precision = self.locals[&id];
+        let ty = d.compute_type(precision);
+        let (lanes, lane, group, kept) = (
+            lanes_of(id),
+            format!("{var}_lane"),
+            format!("{var}_group"),
+            format!("{id}_kept"),
+        );
+        let whole = range / LANES * LANES;
+        let header =
+            |var: &str, start: usize, end: usize| d.loop_header(var, &d.size(start), &d.size(end));
+        let mut text = format!("{pad}{{\n{pad}  {array}\n");
+        // Every lane starts from the local's value.
+        let every_lane = header(&lane, 0, LANES);
+        writeln!(text, "{pad}  {every_lane} {lanes}[{lane}] = {id}; }}").expect("to a string");
+        writeln!(text, "{pad}  {}", header(&group, 0, whole / LANES)).expect("to a string");
+        if let Some(hint) = d.simd_hint() {
+            writeln!(text, "{pad}    {hint}").expect("to a string");
+        }
+        writeln!(text, "{pad}    {}", header(&lane, 0, LANES)).expect("to a string");
+        let position = self.index_let(&var.to_string(), &format!("{group} * {LANES} + {lane}"));
+        let own = d.declare(&id.to_string(), ty, &format!("{lanes}[{lane}]"), true);
+        writeln!(text, "{pad}      {position}\n{pad}      {own}").expect("to a string");
+        self.enter_loop(var, range);
+        let lanes_body = self.body(body, &mut text, depth + 3);
+        self.leave_loop(var);
+        lanes_body?;
+        writeln!(
+            text,
+            "{pad}      {lanes}[{lane}] = {id};\n{pad}    }}\n{pad}  }}"
+        )
+        .expect("to a string");
+        // The lanes, then the terms past the last whole group, into one extremum.
+        let into_kept = ops::float_binop(d, op, &kept, &format!("{lanes}[{lane}]"), precision);
+        writeln!(
+            text,
+            "{pad}  {}",
+            d.declare(&kept, ty, &id.to_string(), true)
+        )
+        .expect("to a string");
+        writeln!(text, "{pad}  {every_lane} {kept} = {into_kept}; }}").expect("to a string");
+        if whole < range {
+            writeln!(text, "{pad}  {}", header(&var.to_string(), whole, range))
+                .expect("to a string");
+            let own = d.declare(&id.to_string(), ty, &kept, true);
+            writeln!(text, "{pad}    {own}").expect("to a string");
+            self.enter_loop(var, range);
+            let rest = self.body(body, &mut text, depth + 2);
+            self.leave_loop(var);
+            rest?;
+            writeln!(text, "{pad}    {kept} = {id};\n{pad}  }}").expect("to a string");
+        }
+        // A zero or a NaN: the loop as written.
+        let zero = d.float_literal(0.0, precision);
+        writeln!(text, "{pad}  if ({kept} == {zero} || {kept} != {kept}) {{").expect("to a string");
+        writeln!(text, "{pad}    {}", header(&var.to_string(), 0, range)).expect("to a string");
+        self.enter_loop(var, range);
+        let written = self.body(body, &mut text, depth + 3);
+        self.leave_loop(var);
+        written?;
+        writeln!(
+            text,
+            "{pad}    }}\n{pad}  }} else {{\n{pad}    {id} = {kept};\n{pad}  }}\n{pad}}}"
+        )
+        .expect("to a string");
+        out.push_str(&text);
+        Ok(())
     }
 
     /// Writes `chain` (loops from outermost, each holding only the next) as one loop over the

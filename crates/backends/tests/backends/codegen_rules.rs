@@ -566,3 +566,99 @@ fn loops_calling_transcendental_functions_vectorize() {
     std::fs::remove_dir_all(&dir).unwrap();
     println!("vectorization checked with {checked:?}");
 }
+
+/// Maxima (or minima) of the `length` cells of each of 6 rows of node 0 kept in a local, into
+/// node 1: `v = op(v, x[r, i])` (or `op(x[r, i], v)` where `term_first`) from `start`, stored
+/// per row; a loop the C generator keeps in vector lanes when it has 16 terms or more.
+fn extrema(
+    precision: Precision,
+    op: Binop,
+    term_first: bool,
+    length: usize,
+    start: f64,
+) -> Routine {
+    let v = LocalId(0);
+    let (term, local) = (get(0, vec![at(0), at(1)]), Box::new(Scalar::Local(v)));
+    let (a, b) = if term_first {
+        (term, local)
+    } else {
+        (local, term)
+    };
+    let row = vec![
+        Stmt::Local {
+            id: v,
+            precision,
+            value: Scalar::Const(start),
+        },
+        Stmt::For {
+            var: LoopVar(1),
+            range: length,
+            body: vec![Stmt::SetLocal {
+                id: v,
+                value: Scalar::Binop(op, a, b),
+            }],
+        },
+        Stmt::Set {
+            node: NodeId(1),
+            index: vec![at(0)],
+            value: Scalar::Local(v),
+        },
+    ];
+    routine(
+        vec![
+            TensorNode::new(0, "x", precision, &[6, length]),
+            TensorNode::new(1, "extrema", precision, &[6]),
+        ],
+        nest(&[6], row),
+    )
+}
+
+#[test]
+fn maxima_and_minima_kept_in_lanes_are_the_interpreters_to_the_bit() {
+    for precision in [Precision::F32, Precision::F64] {
+        for (op, term_first, length, start) in [
+            (Binop::Max, false, 64, f64::NEG_INFINITY),
+            (Binop::Max, true, 37, -0.0),
+            (Binop::Min, false, 16, f64::INFINITY),
+            (Binop::Min, true, 50, 0.0),
+        ] {
+            let routine = extrema(precision, op, term_first, length, start);
+            let source = rcannl_backends::cc::codegen::generate(&routine)
+                .unwrap()
+                .source;
+            assert!(source.contains("v0_lanes[16]"), "{source}");
+            // Rows where ties between zeros of both signs, NaNs, infinities or ordinary values
+            // decide the result, in positions that move with the trial.
+            agree_on_every_level(&routine, 12, |trial, buffers| {
+                let x: Vec<f64> = (0..6 * length)
+                    .map(|cell| {
+                        let (row, i) = (cell / length, cell % length);
+                        let spread = ((i * 37 + trial * 11) % 101) as f64 / 8.0 - 6.0;
+                        match row {
+                            // Only zeros of both signs.
+                            0 => [-0.0, 0.0][(i * 7 + trial) % 3 % 2],
+                            // Zeros of both signs above negatives (maxima) or below positives.
+                            1 => match (i + trial) % 3 {
+                                0 => -0.0,
+                                1 => 0.0,
+                                _ if op == Binop::Max => -spread.abs() - 1.0,
+                                _ => spread.abs() + 1.0,
+                            },
+                            // A NaN somewhere.
+                            2 if i == (trial * 5) % length => f64::NAN,
+                            // Infinities among ordinary values.
+                            3 if i % 9 == trial % 9 => [f64::INFINITY, f64::NEG_INFINITY][i % 2],
+                            // A first zero in a later lane than a second zero of the other sign.
+                            4 if i == 1 + trial % 8 => 0.0,
+                            4 if i == 16 => -0.0,
+                            4 if op == Binop::Max => -spread.abs() - 1.0,
+                            4 => spread.abs() + 1.0,
+                            _ => spread,
+                        }
+                    })
+                    .collect();
+                buffers.set_values(NodeId(0), &x).unwrap();
+            });
+        }
+    }
+}
