@@ -146,6 +146,41 @@ fn a_matmul_becomes_a_product_and_its_fused_producer_a_buffer() {
 }
 
 #[test]
+fn a_result_laid_out_by_heads_is_scattered_by_each_thread_from_its_rows() {
+    // Attention's projection into heads: rows (b, t) and columns (h, e) of c[b, h, t, e] are
+    // each two loops that do not merge, so the product is computed packed and scattered, its
+    // 64 rows in two stretches on two threads, its columns in runs of a head's 16.
+    let (b, t, h, e, k) = (4, 16, 4, 16, 64);
+    for initialize in [true, false] {
+        let product = binary(
+            initialize,
+            Binop::Add,
+            2,
+            Binop::Mul,
+            (0, 1),
+            projections(
+                &[b, t, h, e, k],
+                (&[b, h, t, e], vec![it(0), it(2), it(1), it(3)]),
+                vec![
+                    (&[b, t, k], vec![it(0), it(1), it(4)]),
+                    (&[k, h, e], vec![it(4), it(2), it(3)]),
+                ],
+            ),
+        );
+        let nodes = vec![
+            typed(0, Precision::F32, &[b, t, k]),
+            typed(1, Precision::F32, &[k, h, e]),
+            typed(2, Precision::F32, &[b, h, t, e]),
+        ];
+        let routine = Routine::lower("heads", &product, nodes).unwrap();
+        assert_eq!(products(&optimize(&routine).unwrap()), 1);
+        for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1)]) {
+            assert_eq!(want, got, "{id}, initialize {initialize}");
+        }
+    }
+}
+
+#[test]
 fn small_products_stay_loops_and_accumulation_reads_the_result() {
     let small = Routine::lower(
         "small",

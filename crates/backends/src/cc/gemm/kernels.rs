@@ -129,6 +129,11 @@ impl<T> Matrix<T> {
         Matrix::strided(start, columns as isize, 1)
     }
 
+    /// The matrix from row `i` on.
+    pub(super) fn rows_from(self, i: usize) -> Matrix<T> {
+        self.at(i, 0)
+    }
+
     /// The matrix from row `i` and column `j` on.
     fn at(self, i: usize, j: usize) -> Matrix<T> {
         let (mut start, mut rows, mut cols) = (self.start, self.rows, self.cols);

@@ -150,12 +150,40 @@ impl Layout {
 }
 
 /// How the product writes its result: in place with a row and a column stride, or computed
-/// packed and added back at these offsets of its rows and of its columns.
+/// packed and added back at these offsets of its rows and, run by run, of its columns.
 #[derive(Debug)]
 enum Destination {
     Strided(isize, isize),
-    Scattered(Vec<i64>, Vec<i64>),
+    Scattered(Vec<i64>, Vec<Run>),
 }
+
+/// Columns of a scattered result that lie next to each other in `c` (a head's features, when
+/// the heads' columns are apart): `len` columns from column `from` on, at offset `offset` on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Run {
+    from: usize,
+    len: usize,
+    offset: i64,
+}
+
+/// `offsets` (the columns' offsets, in order) as runs of consecutive cells.
+fn runs(offsets: &[i64]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for (column, &offset) in offsets.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run) if run.offset + run.len as i64 == offset => run.len += 1,
+            _ => runs.push(Run {
+                from: column,
+                len: 1,
+                offset,
+            }),
+        }
+    }
+    runs
+}
+
+/// Rows of a scattered result below which one thread computes and scatters them all.
+const MIN_SCATTERED_ROWS: usize = 32;
 
 /// A plan ready to run: everything about it that does not change from run to run, worked out
 /// once when its routine loads, so that a run only adds the static indices to the operands'
@@ -277,7 +305,7 @@ impl Prepared {
         let (m, n) = (size(&rows), size(&columns));
         let dst = match (c.merged(&rows), c.merged(&columns)) {
             (Some((rs, _)), Some((cs, _))) => Destination::Strided(rs, cs),
-            _ => Destination::Scattered(c.offsets(&rows), c.offsets(&columns)),
+            _ => Destination::Scattered(c.offsets(&rows), runs(&c.offsets(&columns))),
         };
         // A result the products write, in place or scattered, every cell once, is overwritten by
         // them: a fill first would only cost a pass over memory.
@@ -402,20 +430,53 @@ impl Prepared {
                             kernels.split(threads),
                         );
                     }
-                    Destination::Scattered(rows, columns) => {
-                        let mut packed = vec![T::ZERO; m * n];
-                        let dst = Matrix::row_major(packed.as_mut_ptr(), n);
-                        product(m, n, k, dst, false, lhs, rhs, kernels.split(threads));
+                    Destination::Scattered(rows, runs) => {
                         // Without a fill first (every cell is written once), the sums are
                         // stored; otherwise added.
                         let store = self.overwrite && !self.fill_first;
-                        for (i, row) in rows.iter().enumerate() {
-                            let sums = &packed[i * n..(i + 1) * n];
-                            for (column, sum) in columns.iter().zip(sums) {
-                                let cell = c_ptr.offset((row + column) as isize);
-                                *cell = if store { *sum } else { (*cell).add(*sum) };
+                        let c_cells = Base(c_ptr.cast());
+                        // Each thread computes a stretch of the rows packed and scatters it
+                        // while it is in cache; the rows' cells are distinct (the plan's
+                        // result index is injective), so the stretches write apart.
+                        let split = threads.min(m / MIN_SCATTERED_ROWS).max(1);
+                        pool::for_each_part(split, &|part| {
+                            let stretch = pool::stretch(m, split, part);
+                            let mut packed = vec![T::ZERO; stretch.len() * n];
+                            let dst = Matrix::row_major(packed.as_mut_ptr(), n);
+                            let lhs = lhs.rows_from(stretch.start);
+                            // The whole `Base`, not its raw-pointer field, crosses threads.
+                            let c_cells = c_cells;
+                            let c = c_cells.0.cast::<T>();
+                            // SAFETY: the stretch's rows of `lhs`; the cells scattered into
+                            // lie inside `c` (the caller's contract) and no other stretch
+                            // writes them.
+                            unsafe {
+                                product(
+                                    stretch.len(),
+                                    n,
+                                    k,
+                                    dst,
+                                    false,
+                                    lhs,
+                                    rhs,
+                                    kernels.split(1),
+                                );
+                                for (sums, row) in packed.chunks_exact(n).zip(&rows[stretch]) {
+                                    for run in runs {
+                                        let at = c.offset((row + run.offset) as isize);
+                                        let cells = std::slice::from_raw_parts_mut(at, run.len);
+                                        let sums = &sums[run.from..run.from + run.len];
+                                        if store {
+                                            cells.copy_from_slice(sums);
+                                        } else {
+                                            for (cell, sum) in cells.iter_mut().zip(sums) {
+                                                *cell = cell.add(*sum);
+                                            }
+                                        }
+                                    }
+                                }
                             }
-                        }
+                        });
                     }
                 }
             }
