@@ -447,31 +447,20 @@ impl Prepared {
                             // The whole `Base`, not its raw-pointer field, crosses threads.
                             let c_cells = c_cells;
                             let c = c_cells.0.cast::<T>();
-                            // SAFETY: the stretch's rows of `lhs`; the cells scattered into
+                            // The stretch's rows of `lhs`; the cells scattered into
                             // lie inside `c` (the caller's contract) and no other stretch
                             // writes them.
-                            unsafe {
-                                product(
-                                    stretch.len(),
-                                    n,
-                                    k,
-                                    dst,
-                                    false,
-                                    lhs,
-                                    rhs,
-                                    kernels.split(1),
-                                );
-                                for (sums, row) in packed.chunks_exact(n).zip(&rows[stretch]) {
-                                    for run in runs {
-                                        let at = c.offset((row + run.offset) as isize);
-                                        let cells = std::slice::from_raw_parts_mut(at, run.len);
-                                        let sums = &sums[run.from..run.from + run.len];
-                                        if store {
-                                            cells.copy_from_slice(sums);
-                                        } else {
-                                            for (cell, sum) in cells.iter_mut().zip(sums) {
-                                                *cell = cell.add(*sum);
-                                            }
+                            product(stretch.len(), n, k, dst, false, lhs, rhs, kernels.split(1));
+                            for (sums, row) in packed.chunks_exact(n).zip(&rows[stretch]) {
+                                for run in runs {
+                                    let at = c.offset((row + run.offset) as isize);
+                                    let cells = std::slice::from_raw_parts_mut(at, run.len);
+                                    let sums = &sums[run.from..run.from + run.len];
+                                    if store {
+                                        cells.copy_from_slice(sums);
+                                    } else {
+                                        for (cell, sum) in cells.iter_mut().zip(sums) {
+                                            *cell = cell.add(*sum);
                                         }
                                     }
                                 }
@@ -528,15 +517,24 @@ unsafe fn widen<T: Element>(
         *copy = vec![0; words];
     }
     let target_start = copy.as_mut_ptr().cast::<T>();
-    let Some((&run, outer)) = dims.split_last() else {
+    if dims.is_empty() {
         // SAFETY: a buffer without axes holds one cell, and so does the copy.
         unsafe { *target_start = *start };
         return target_start;
-    };
-    if run == 0 || outer.contains(&0) {
+    }
+    if dims.contains(&0) {
         return target_start;
     }
-    // Each run along the last axis is copied whole, to its place inside the margins.
+    // The cells are copied in runs: the innermost axes without margins, and the one around
+    // them, lie in one stretch of both the buffer and the copy (an image's rows of pixels with
+    // all their channels, when only its height and width are padded).
+    let inner = margins
+        .iter()
+        .rposition(|&margin| margin != (0, 0))
+        .unwrap_or(0);
+    let (outer, inner_dims) = dims.split_at(inner);
+    let run: usize = inner_dims.iter().product();
+    let inner_wide: usize = wide[inner + 1..].iter().product();
     let mut position = vec![0usize; outer.len()];
     for source in (0..).step_by(run).take(outer.iter().product()) {
         let target = position
@@ -544,8 +542,9 @@ unsafe fn widen<T: Element>(
             .zip(margins)
             .zip(&wide)
             .fold(0, |at, ((p, (before, _)), dim)| at * dim + p + before)
-            * wide[outer.len()]
-            + margins[outer.len()].0;
+            * wide[inner]
+            * inner_wide
+            + margins[inner].0 * inner_wide;
         // SAFETY: `source` is a run of the buffer (the caller's contract); `target` a run inside
         // the copy's margins.
         unsafe { std::ptr::copy_nonoverlapping(start.add(source), target_start.add(target), run) };
