@@ -71,6 +71,14 @@ unsafe impl Send for Base {}
 // SAFETY: as above.
 unsafe impl Sync for Base {}
 
+impl Base {
+    /// The start as cells of `T` (a method, so that closures capture the whole `Base`, which
+    /// crosses into other threads, not its field, which does not).
+    fn cells<T>(self) -> *mut T {
+        self.0.cast()
+    }
+}
+
 /// The fewest multiply-adds each product keeps when a result's outer loops are moved among the
 /// batch loops to make it nest: fewer, larger products and one scatter beat many tiny ones.
 const MIN_BATCHED_WORK: usize = 1 << 15;
@@ -444,9 +452,7 @@ impl Prepared {
                             let mut packed = vec![T::ZERO; stretch.len() * n];
                             let dst = Matrix::row_major(packed.as_mut_ptr(), n);
                             let lhs = lhs.rows_from(stretch.start);
-                            // The whole `Base`, not its raw-pointer field, crosses threads.
-                            let c_cells = c_cells;
-                            let c = c_cells.0.cast::<T>();
+                            let c = c_cells.cells::<T>();
                             // The stretch's rows of `lhs`; the cells scattered into
                             // lie inside `c` (the caller's contract) and no other stretch
                             // writes them.
