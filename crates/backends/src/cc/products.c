@@ -80,11 +80,9 @@ ADD_SCALED(rc_dadd_scaled, double)
 #define NR_MAX 32
 
 /* A tile kernel's A cell (i, p) of a run where it lies, through the rows' starts in the run;
-   its B panel's row p where it lies, through B's table of row offsets; its A cell (i, p) where
-   A's rows lie side by side, `lda` apart along p. */
+   its B panel's row p where it lies, through B's table of row offsets. */
 #define IN_PLACE(i, p) run[i][p]
 #define B_IN_PLACE(p) (b + b_rows[p])
-#define A_COLUMNS(i, p) a[(p) * lda + (i)]
 
 /* The largest MR: the row starts a panel of A keeps. */
 #define MR_MAX 14
@@ -264,12 +262,6 @@ typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, 
 typedef void rows_kernel(const float *const *, const int64_t *, const int64_t *, int64_t,
                          const float *restrict, float *, int64_t, int64_t, int64_t, int64_t, int);
 
-/* The same, for A read where it lies when its rows are consecutive cells (a transposed
-   operand: a weight gradient's activations, attention's keys): kernel(kc, a, lda, packed b,
-   ...), row i's cell p at a[p * lda + i]. */
-typedef void columns_kernel(int64_t, const float *, int64_t, const float *restrict, float *,
-                            int64_t, int64_t, int64_t, int64_t, int);
-
 /* The same, for B read where it lies: kernel(kc, packed a, b, b_rows, ...), the panel's row p
    at b + b_rows[p]. */
 typedef void b_rows_kernel(int64_t, const float *restrict, const float *, const int64_t *,
@@ -314,13 +306,8 @@ static int64_t column_runs(const operand *a, int64_t p0, int64_t kc, int64_t *st
 /* C += A B, or C = A B when `overwrite` (C is then never read), in mr x nr tiles. Returns 0, or
    -1 when the packing buffers cannot be allocated (C is then unchanged). */
 static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_place,
-                   columns_kernel *a_kernel, b_rows_kernel *b_kernel, int64_t m, int64_t n,
-                   int64_t k, const operand *a, const operand *b, float *c, int64_t rsc,
-                   int64_t csc, int overwrite) {
-  /* An A whose rows lie side by side is read where it lies, panel by panel: packing it would
-     copy it once more than the kernels read it, as much as the product itself reads when B has
-     few columns. A last panel short of mr rows is packed (its kernel reads mr rows). */
-  int a_by_columns = !a->rows && !a->cols && a->rs == 1;
+                   b_rows_kernel *b_kernel, int64_t m, int64_t n, int64_t k, const operand *a,
+                   const operand *b, float *c, int64_t rsc, int64_t csc, int overwrite) {
   if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
   if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
   if (!packed_a || !packed_b) return -1;
@@ -351,23 +338,16 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
         }
         continue;
       }
-      int a_in_place = a_by_columns && !read_b;
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
-        if (!a_in_place) pack_a(mr, mc, kc, a, i0, p0, packed_a);
+        pack_a(mr, mc, kc, a, i0, p0, packed_a);
         for (int64_t jr = 0; jr < nc; jr += nr) {
           int64_t cols = nc - jr < nr ? nc - jr : nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             int64_t rows = mc - ir < mr ? mc - ir : mr;
             float *tile = c + (i0 + ir) * rsc + (j0 + jr) * csc;
             int store = overwrite && p0 == 0;
-            if (a_in_place && rows == mr) {
-              a_kernel(kc, a->base + i0 + ir + p0 * a->cs, a->cs, packed_b + jr * kc, tile, rsc,
-                       csc, rows, cols, store);
-            } else if (a_in_place) {
-              pack_a(mr, rows, kc, a, i0 + ir, p0, packed_a);
-              kernel(kc, packed_a, packed_b + jr * kc, tile, rsc, csc, rows, cols, store);
-            } else if (read_b)
+            if (read_b)
               b_kernel(kc, packed_a + ir * kc, b->base + col_offset(b, j0 + jr), b->rows + p0,
                        tile, rsc, csc, rows, cols, store);
             else
@@ -383,7 +363,7 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
 
 /* The products' entry points: A's cell (i, p) at a + a_rows[i] + a_cols[p], or a + i rsa + p csa
    where the table is null; B's alike. */
-#define SGEMM(name, mr, nr, kernel, in_place, a_kernel, b_kernel, small)                       \
+#define SGEMM(name, mr, nr, kernel, in_place, b_kernel, small)                                 \
   int name(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, int64_t csa,          \
            const int64_t *a_rows, const int64_t *a_cols, const float *b, int64_t rsb,          \
            int64_t csb, const int64_t *b_rows, const int64_t *b_cols, float *c, int64_t rsc,   \
@@ -391,8 +371,8 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
     operand a_operand = {a, rsa, csa, a_rows, a_cols}, b_operand = {b, rsb, csb, b_rows, b_cols}; \
     if (k > 0 && k <= KC && n <= (nr) && m <= 2 * (mr))                                       \
       return small(m, n, k, &a_operand, &b_operand, c, rsc, csc, overwrite);                   \
-    return blocked(mr, nr, kernel, in_place, a_kernel, b_kernel, m, n, k, &a_operand,         \
-                   &b_operand, c, rsc, csc, overwrite);                                        \
+    return blocked(mr, nr, kernel, in_place, b_kernel, m, n, k, &a_operand, &b_operand, c, rsc,\
+                   csc, overwrite);                                                            \
   }
 
 /* Products of one panel of B and a few panels of A (attention's per-head products, 16 x 16 by
@@ -525,15 +505,6 @@ static void in_place_512(const float *const *a, const int64_t *offsets, const in
   finish_512(acc, c, rsc, csc, rows, cols, store);
 }
 
-static void columns_512(int64_t kc, const float *a, int64_t lda, const float *restrict b,
-                        float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
-                        int store) {
-  prefetch_tile(c, rsc, csc, rows, cols);
-  ACC_512
-  STEPS_512(A_COLUMNS, PANEL_512, kc)
-  finish_512(acc, c, rsc, csc, rows, cols, store);
-}
-
 static void b_rows_512(int64_t kc, const float *restrict a, const float *b, const int64_t *b_rows,
                        float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
                        int store) {
@@ -574,7 +545,7 @@ static int small_512(int64_t m, int64_t n, int64_t k, const operand *a, const op
   return 0;
 }
 
-SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512, columns_512, b_rows_512, small_512)
+SGEMM(rc_sgemm, MR_512, NR_512, kernel_512, in_place_512, b_rows_512, small_512)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif
@@ -672,17 +643,6 @@ __attribute__((target("avx2,fma"))) static void in_place_256(
   FINISH_256
 }
 
-__attribute__((target("avx2,fma"))) static void columns_256(int64_t kc, const float *a,
-                                                            int64_t lda,
-                                                            const float *restrict b, float *c,
-                                                            int64_t rsc, int64_t csc,
-                                                            int64_t rows, int64_t cols,
-                                                            int store) {
-  ACC_256
-  STEPS_256(A_COLUMNS, PANEL_256, kc)
-  FINISH_256
-}
-
 __attribute__((target("avx2,fma"))) static void b_rows_256(int64_t kc, const float *restrict a,
                                                            const float *b,
                                                            const int64_t *b_rows, float *c,
@@ -722,8 +682,7 @@ __attribute__((target("avx2,fma"))) static int small_256(int64_t m, int64_t n, i
   return 0;
 }
 
-SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256, columns_256, b_rows_256,
-      small_256)
+SGEMM(rc_sgemm_avx2, MR_256, NR_256, kernel_256, in_place_256, b_rows_256, small_256)
 #else
 int rc_sgemm_available(void) { return 0; }
 #endif

@@ -181,40 +181,6 @@ fn a_result_laid_out_by_heads_is_scattered_by_each_thread_from_its_rows() {
 }
 
 #[test]
-fn a_transposed_left_operand_is_read_where_it_lies() {
-    // c[i, j] += a[p, i] · b[p, j]: a weight gradient's shape, A's rows side by side in memory,
-    // read in place panel by panel, the last panel (100 = 7 · 14 + 2 rows) packed.
-    let (rows, columns, depth) = (100, 40, 70);
-    for initialize in [true, false] {
-        let product = binary(
-            initialize,
-            Binop::Add,
-            2,
-            Binop::Mul,
-            (0, 1),
-            projections(
-                &[rows, columns, depth],
-                (&[rows, columns], vec![it(0), it(1)]),
-                vec![
-                    (&[depth, rows], vec![it(2), it(0)]),
-                    (&[depth, columns], vec![it(2), it(1)]),
-                ],
-            ),
-        );
-        let nodes = vec![
-            typed(0, Precision::F32, &[depth, rows]),
-            typed(1, Precision::F32, &[depth, columns]),
-            typed(2, Precision::F32, &[rows, columns]),
-        ];
-        let routine = Routine::lower("transposed", &product, nodes).unwrap();
-        assert_eq!(products(&optimize(&routine).unwrap()), 1);
-        for (id, want, got) in both_ways(&routine, &[NodeId(0), NodeId(1)]) {
-            assert_eq!(want, got, "{id}, initialize {initialize}");
-        }
-    }
-}
-
-#[test]
 fn small_products_stay_loops_and_accumulation_reads_the_result() {
     let small = Routine::lower(
         "small",
