@@ -1,5 +1,6 @@
 //! Loop order for vector units and caches: in a top-level perfect nest that stores each cell once
-//! (its value does not read the stored node), the loop that moves the store by one cell runs
+//! (its value reads no cell of the stored node but the one it stores, as `g += …` does), the
+//! loop that moves the store by one cell runs
 //! innermost, so that compiled code stores consecutive cells and can use vector instructions.
 //! When an operand is read transposed (it moves by one cell along another loop, and by at least a
 //! tile along the store's), the two loops run in tiles of [`TILE`], so that the operand's cache
@@ -7,12 +8,12 @@
 //! the store's loop because the operand's lines it reads at once lie a power of two apart in
 //! typical shapes, in the same cache set.
 //!
-//! Every iteration computes its cell from the loop values alone, so the order changes nothing
-//! the interpreter computes.
+//! Every iteration computes its cell from the loop values and that cell alone, so the order
+//! changes nothing the interpreter computes.
 
 use super::{Fresh, PerfectNest, Renaming, reads_node, stmt_reads};
 use crate::loops::{Index, LoopVar, Stmt, Var};
-use crate::optimize::gemm::flat_coefficients;
+use crate::optimize::gemm::{flat_coefficients, injective};
 use crate::routine::Routine;
 
 /// The side of the square tiles a transposing nest runs in.
@@ -34,12 +35,17 @@ pub fn order_loops(routine: &Routine) -> Routine {
 
 fn reordered(stmt: &Stmt, routine: &Routine, fresh: &mut Fresh) -> Option<Stmt> {
     let nest = PerfectNest::of(stmt)?;
-    if reads_node(nest.value, nest.node)
-        || nest.pre.iter().any(|s| stmt_reads(s).contains(&nest.node))
-    {
+    if nest.pre.iter().any(|s| stmt_reads(s).contains(&nest.node)) {
         return None;
     }
     let dims = routine.nodes.get(&nest.node)?.buffer_dims();
+    // A store that reads the stored node (a gradient's `g += …`) reads its own cell only, and
+    // each iteration stores another cell, or its order matters.
+    if reads_node(nest.value, nest.node)
+        && (reads_other_cells(&nest) || !injective(nest.index, &dims, &nest.loops))
+    {
+        return None;
+    }
     let unit = flat_coefficients(nest.index, &dims)
         .into_iter()
         .find_map(|(var, c)| match var {
@@ -98,6 +104,15 @@ fn reordered(stmt: &Stmt, routine: &Routine, fresh: &mut Fresh) -> Option<Stmt> 
         body = vec![Stmt::For { var, range, body }];
     }
     body.pop()
+}
+
+/// Whether the nest's value reads the stored node anywhere but at the cell it stores.
+fn reads_other_cells(nest: &PerfectNest) -> bool {
+    let mut other = nest.value.looks_up(nest.node);
+    nest.value.for_each_get(&mut |node, index| {
+        other |= node == nest.node && index != nest.index;
+    });
+    other
 }
 
 /// The loop to run in tiles with the store's unit-stride loop `unit`: one along which an operand
@@ -197,19 +212,38 @@ mod tests {
             after.body[0].to_string(),
             "for l1 in 0..4 {\n  for l0 in 0..3 {\n    n1[l1, l0] := n0[l0, l1]\n  }\n}\n"
         );
-        // Already in order, or accumulating (which reads the stored node): left alone.
+        // Already in order: left alone.
         assert_eq!(order_loops(&after).body, after.body);
-        let accumulating = nest(
-            (0, 3),
-            (1, 4),
-            vec![Index::var(j, 0), Index::var(i, 0)],
-            Scalar::Get(NodeId(1), vec![Index::var(j, 0), Index::var(i, 0)]),
-        );
-        let kept = Routine {
-            body: vec![accumulating.clone()],
-            ..routine
+        // A store reading its own cell, each iteration another (`g += …`), is ordered too.
+        let own_cell = || Scalar::Get(NodeId(1), vec![Index::var(j, 0), Index::var(i, 0)]);
+        let accumulating = Routine {
+            body: vec![nest((0, 3), (1, 4), after_index(), own_cell())],
+            ..routine.clone()
         };
-        assert_eq!(order_loops(&kept).body, vec![accumulating]);
+        assert_eq!(
+            order_loops(&accumulating).body,
+            vec![nest((1, 4), (0, 3), after_index(), own_cell())]
+        );
+        // Reading another cell of the stored node, or storing a cell more than once (a sum
+        // over `l0`): the order matters, and the nest is left alone.
+        let other_cell = Scalar::Get(NodeId(1), vec![Index::var(j, 0), Index::constant(0)]);
+        let summed_index = vec![Index::var(j, 0), Index::constant(0)];
+        let summed_value = Scalar::Get(NodeId(1), summed_index.clone());
+        for kept in [
+            nest((0, 3), (1, 4), after_index(), other_cell),
+            nest((0, 3), (1, 4), summed_index, summed_value),
+        ] {
+            let routine = Routine {
+                body: vec![kept.clone()],
+                ..routine.clone()
+            };
+            assert_eq!(order_loops(&routine).body, vec![kept]);
+        }
+    }
+
+    /// `[l1, l0]`: the transposed store's index.
+    fn after_index() -> Vec<Index> {
+        vec![Index::var(LoopVar(1), 0), Index::var(LoopVar(0), 0)]
     }
 
     #[test]
