@@ -375,6 +375,17 @@ impl Stmt {
         }
     }
 
+    /// The cells the statement stores, counted over the trips of its loops (a statement that
+    /// is no loop counts one): the work a backend weighs before splitting it across threads.
+    pub fn stored_cells(&self) -> usize {
+        match self {
+            Stmt::For { range, body, .. } => {
+                range.saturating_mul(body.iter().map(Stmt::stored_cells).sum())
+            }
+            _ => 1,
+        }
+    }
+
     /// The node the statement writes, if it writes one.
     pub fn written_node(&self) -> Option<NodeId> {
         match self {

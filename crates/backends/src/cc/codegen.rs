@@ -493,7 +493,7 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                 steps.push(Step::Kernel(Kernel {
                     name: name.clone(),
                     parallel: Some(*range),
-                    work_per_iteration: inner.iter().map(work).sum(),
+                    work_per_iteration: inner.iter().map(Stmt::stored_cells).sum(),
                 }));
             }
             Group::Serial { stmts } => {
@@ -501,7 +501,7 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                 steps.push(Step::Kernel(Kernel {
                     name: name.clone(),
                     parallel: None,
-                    work_per_iteration: stmts.iter().map(work).sum(),
+                    work_per_iteration: stmts.iter().map(Stmt::stored_cells).sum(),
                 }));
             }
         }
@@ -545,14 +545,6 @@ fn write_kernel(
     }
     source.push_str(body);
     source.push_str("}\n");
-}
-
-/// The cells a statement writes, times the trips of the loops around them, roughly.
-fn work(stmt: &Stmt) -> usize {
-    match stmt {
-        Stmt::For { range, body, .. } => range.saturating_mul(body.iter().map(work).sum()),
-        _ => 1,
-    }
 }
 
 #[cfg(test)]

@@ -378,9 +378,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 }
                 let header = d.loop_header(&var.to_string(), &d.size(0), &d.size(*range));
                 writeln!(out, "{pad}{header}").expect("writing to a string");
-                self.enter_loop(*var, *range);
-                self.body(body, out, depth + 1)?;
-                self.leave_loop(*var);
+                self.body_of_loop((*var, *range), body, out, depth + 1)?;
                 writeln!(out, "{pad}}}").expect("writing to a string");
             }
             Stmt::Set { node, index, value } => {
@@ -560,10 +558,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
         let position = self.index_let(&var.to_string(), &format!("{group} * {LANES} + {lane}"));
         let own = d.declare(&id.to_string(), ty, &format!("{lanes}[{lane}]"), true);
         writeln!(text, "{pad}      {position}\n{pad}      {own}").expect("to a string");
-        self.enter_loop(var, range);
-        let lanes_body = self.body(body, &mut text, depth + 3);
-        self.leave_loop(var);
-        lanes_body?;
+        self.body_of_loop((var, range), body, &mut text, depth + 3)?;
         writeln!(
             text,
             "{pad}      {lanes}[{lane}] = {id};\n{pad}    }}\n{pad}  }}"
@@ -583,20 +578,14 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 .expect("to a string");
             let own = d.declare(&id.to_string(), ty, &kept, true);
             writeln!(text, "{pad}    {own}").expect("to a string");
-            self.enter_loop(var, range);
-            let rest = self.body(body, &mut text, depth + 2);
-            self.leave_loop(var);
-            rest?;
+            self.body_of_loop((var, range), body, &mut text, depth + 2)?;
             writeln!(text, "{pad}    {kept} = {id};\n{pad}  }}").expect("to a string");
         }
         // A zero or a NaN: the loop as written.
         let zero = d.float_literal(0.0, precision);
         writeln!(text, "{pad}  if ({kept} == {zero} || {kept} != {kept}) {{").expect("to a string");
         writeln!(text, "{pad}    {}", header(&var.to_string(), 0, range)).expect("to a string");
-        self.enter_loop(var, range);
-        let written = self.body(body, &mut text, depth + 3);
-        self.leave_loop(var);
-        written?;
+        self.body_of_loop((var, range), body, &mut text, depth + 3)?;
         writeln!(
             text,
             "{pad}    }}\n{pad}  }} else {{\n{pad}    {id} = {kept};\n{pad}  }}\n{pad}}}"
@@ -604,6 +593,20 @@ impl<'a, D: Dialect> Writer<'a, D> {
         .expect("to a string");
         out.push_str(&text);
         Ok(())
+    }
+
+    /// Writes `body` as run by the loop of `var` over `range`, whose header is written.
+    fn body_of_loop(
+        &mut self,
+        (var, range): Loop,
+        body: &[Stmt],
+        out: &mut String,
+        depth: usize,
+    ) -> Result<(), CodegenError> {
+        self.enter_loop(var, range);
+        let written = self.body(body, out, depth);
+        self.leave_loop(var);
+        written
     }
 
     /// Writes `chain` (loops from outermost, each holding only the next) as one loop over the

@@ -166,7 +166,7 @@ impl<'a> Sum<'a> {
             .iter()
             .map(|t| routine.nodes[t].buffer_dims().iter().product::<usize>())
             .sum();
-        let work = range.saturating_mul(body.iter().map(work).sum());
+        let work = stmt.stored_cells();
         let parts = (2..=MAX_PARTS.min(*range)).rev().find(|&parts| {
             range % parts == 0
                 && work / parts >= MIN_PART_WORK
@@ -312,14 +312,6 @@ fn every_cell(dims: &[usize], fresh: &mut Fresh, store: impl FnOnce(Vec<Index>) 
             range: *range,
             body: vec![body],
         })
-}
-
-/// The cells a statement stores, counted over the trips of its loops.
-fn work(stmt: &Stmt) -> usize {
-    match stmt {
-        Stmt::For { range, body, .. } => range.saturating_mul(body.iter().map(work).sum()),
-        _ => 1,
-    }
 }
 
 #[cfg(test)]
