@@ -546,52 +546,51 @@ impl<'a, D: Dialect> Writer<'a, D> {
         let whole = range / LANES * LANES;
         let header =
             |var: &str, start: usize, end: usize| d.loop_header(var, &d.size(start), &d.size(end));
-        let mut text = format!("{pad}{{\n{pad}  {array}\n");
+        writeln!(out, "{pad}{{\n{pad}  {array}").expect("to a string");
         // Every lane starts from the local's value.
         let every_lane = header(&lane, 0, LANES);
-        writeln!(text, "{pad}  {every_lane} {lanes}[{lane}] = {id}; }}").expect("to a string");
-        writeln!(text, "{pad}  {}", header(&group, 0, whole / LANES)).expect("to a string");
+        writeln!(out, "{pad}  {every_lane} {lanes}[{lane}] = {id}; }}").expect("to a string");
+        writeln!(out, "{pad}  {}", header(&group, 0, whole / LANES)).expect("to a string");
         if let Some(hint) = d.simd_hint() {
-            writeln!(text, "{pad}    {hint}").expect("to a string");
+            writeln!(out, "{pad}    {hint}").expect("to a string");
         }
-        writeln!(text, "{pad}    {}", header(&lane, 0, LANES)).expect("to a string");
+        writeln!(out, "{pad}    {}", header(&lane, 0, LANES)).expect("to a string");
         let position = self.index_let(&var.to_string(), &format!("{group} * {LANES} + {lane}"));
         let own = d.declare(&id.to_string(), ty, &format!("{lanes}[{lane}]"), true);
-        writeln!(text, "{pad}      {position}\n{pad}      {own}").expect("to a string");
-        self.body_of_loop((var, range), body, &mut text, depth + 3)?;
+        writeln!(out, "{pad}      {position}\n{pad}      {own}").expect("to a string");
+        self.body_of_loop((var, range), body, out, depth + 3)?;
         writeln!(
-            text,
+            out,
             "{pad}      {lanes}[{lane}] = {id};\n{pad}    }}\n{pad}  }}"
         )
         .expect("to a string");
         // The lanes, then the terms past the last whole group, into one extremum.
         let into_kept = ops::float_binop(d, op, &kept, &format!("{lanes}[{lane}]"), precision);
         writeln!(
-            text,
+            out,
             "{pad}  {}",
             d.declare(&kept, ty, &id.to_string(), true)
         )
         .expect("to a string");
-        writeln!(text, "{pad}  {every_lane} {kept} = {into_kept}; }}").expect("to a string");
+        writeln!(out, "{pad}  {every_lane} {kept} = {into_kept}; }}").expect("to a string");
         if whole < range {
-            writeln!(text, "{pad}  {}", header(&var.to_string(), whole, range))
+            writeln!(out, "{pad}  {}", header(&var.to_string(), whole, range))
                 .expect("to a string");
             let own = d.declare(&id.to_string(), ty, &kept, true);
-            writeln!(text, "{pad}    {own}").expect("to a string");
-            self.body_of_loop((var, range), body, &mut text, depth + 2)?;
-            writeln!(text, "{pad}    {kept} = {id};\n{pad}  }}").expect("to a string");
+            writeln!(out, "{pad}    {own}").expect("to a string");
+            self.body_of_loop((var, range), body, out, depth + 2)?;
+            writeln!(out, "{pad}    {kept} = {id};\n{pad}  }}").expect("to a string");
         }
         // A zero or a NaN: the loop as written.
         let zero = d.float_literal(0.0, precision);
-        writeln!(text, "{pad}  if ({kept} == {zero} || {kept} != {kept}) {{").expect("to a string");
-        writeln!(text, "{pad}    {}", header(&var.to_string(), 0, range)).expect("to a string");
-        self.body_of_loop((var, range), body, &mut text, depth + 3)?;
+        writeln!(out, "{pad}  if ({kept} == {zero} || {kept} != {kept}) {{").expect("to a string");
+        writeln!(out, "{pad}    {}", header(&var.to_string(), 0, range)).expect("to a string");
+        self.body_of_loop((var, range), body, out, depth + 3)?;
         writeln!(
-            text,
+            out,
             "{pad}    }}\n{pad}  }} else {{\n{pad}    {id} = {kept};\n{pad}  }}\n{pad}}}"
         )
         .expect("to a string");
-        out.push_str(&text);
         Ok(())
     }
 

@@ -166,19 +166,21 @@ impl<'a> Sum<'a> {
             .iter()
             .map(|t| routine.nodes[t].buffer_dims().iter().product::<usize>())
             .sum();
+        if cells > MAX_CELLS {
+            return None;
+        }
         let work = stmt.stored_cells();
         let parts = (2..=MAX_PARTS.min(*range)).rev().find(|&parts| {
             range % parts == 0
                 && work / parts >= MIN_PART_WORK
                 && 2 * parts * cells <= work / WORK_PER_OVERHEAD
-        });
-        (cells <= MAX_CELLS).then_some(())?;
+        })?;
         Some(Sum {
             var: *var,
             range: *range,
             body,
             targets,
-            parts: parts?,
+            parts,
         })
     }
 

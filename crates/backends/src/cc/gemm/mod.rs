@@ -167,7 +167,7 @@ enum Destination {
 
 /// Columns of a scattered result that lie next to each other in `c` (a head's features, when
 /// the heads' columns are apart): `len` columns from column `from` on, at offset `offset` on.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug)]
 struct Run {
     from: usize,
     len: usize,
