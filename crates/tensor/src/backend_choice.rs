@@ -208,14 +208,14 @@ mod tests {
         let y = w.relu();
         let mut ctx = Context::with_backend(&graph, backend_or_refusal(Some(OsStr::new("cuda"))));
         assert_eq!(ctx.backend_name(), "none");
-        let e = ctx.init_params().unwrap_err();
+        // Parameters are drawn on the host: no routine yet.
+        ctx.init_params().unwrap();
+        let e = ctx.forward(&[&y]).unwrap_err();
         assert!(
             e.message.contains("RCANNL_BACKEND=cuda names no backend")
                 && e.message.contains("gpu, cc, interp"),
             "{}",
             e.message
         );
-        let e = ctx.forward(&[&y]).unwrap_err();
-        assert!(e.message.contains("RCANNL_BACKEND=cuda"), "{}", e.message);
     }
 }

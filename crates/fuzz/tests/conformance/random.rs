@@ -1,7 +1,8 @@
-//! Counter-based randomness is the same bits on every backend: parameter initialization and
-//! uniform draws inside routines give the interpreter's values bit for bit (normal draws too on
-//! the host; within a GPU's transcendentals' rounding there), the same seed gives the same values
-//! in another run, another seed other values, and the distributions are right.
+//! Counter-based randomness is the same bits on every backend: parameters are drawn on the host,
+//! so every backend holds the interpreter's values; uniform draws inside routines give them bit
+//! for bit (normal draws too on the CPU backends; within a GPU's transcendentals' rounding there);
+//! the same seed gives the same values in another run, another seed other values, and the
+//! distributions are right.
 
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;

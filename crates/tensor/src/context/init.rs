@@ -1,12 +1,10 @@
-//! Parameter initialization: counter-based draws keyed by (seed, tensor id), computed in f64 so
-//! every backend gives the same bits, then init expressions in creation order.
+//! Parameter initialization: counter-based draws keyed by (seed, tensor id), computed on the host
+//! in f64 and stored into the parameters' buffers, so every backend holds the same bits and no
+//! routine is compiled for them; then init expressions, in creation order.
 
-use std::collections::BTreeMap;
-
-use rcannl_ir::{
-    Binop, Index, LoopVar, MemoryMode, NodeId, Precision, Routine as IrRoutine, Scalar, Stmt,
-    TensorNode, Unop, Var, VecUnop,
-};
+use rcannl_ir::precision::to_uint4x32;
+use rcannl_ir::value::uniform;
+use rcannl_ir::{Binop, Precision, Ternop, Unop, Value, VecUnop, threefry4x32};
 use rcannl_shape::spec::Kind;
 
 use crate::graph::{Draw, Init, LeafKind, TensorError, error};
@@ -34,56 +32,28 @@ impl Context {
                 .collect();
             (params, state.default_init.clone())
         };
-        let mut body = Vec::new();
-        let mut scratch = Vec::new();
-        let mut vars = 0u32;
         let mut expressions = Vec::new();
         for (t, init) in &params {
-            let node = self.nodes[&value_node(*t)].clone();
+            let node = &self.nodes[&value_node(*t)];
+            let (id, cells, label) = (node.id, node.len(), node.label.clone());
             let (fan_in, fan_out) = self.fans_of(*t)?;
-            match init.draw(&default, fan_in, fan_out) {
-                Draw::Values(values) => {
-                    self.buffers
-                        .set_values(node.id, &values)
-                        .map_err(|e| error(format!("parameter '{}': {e}", node.label)))?;
-                }
-                Draw::Fill(value) => body.push(Stmt::Fill {
-                    node: node.id,
-                    value,
-                }),
+            let values = match init.draw(&default, fan_in, fan_out) {
+                Draw::Values(values) => values,
+                Draw::Fill(value) => vec![value; cells],
                 Draw::Uniform(low, high) => {
-                    let range = (low, high);
-                    body.extend(self.random_init(&node, *t, range, None, &mut scratch, &mut vars));
+                    random_values(self.seed, *t, cells, Random::Uniform(low, high))
                 }
                 Draw::Normal(mean, std) => {
-                    body.extend(self.random_init(
-                        &node,
-                        *t,
-                        (0.0, 1.0),
-                        Some((mean, std)),
-                        &mut scratch,
-                        &mut vars,
-                    ));
+                    random_values(self.seed, *t, cells, Random::Normal(mean, std))
                 }
-                Draw::Expr(e) => expressions.push((*t, e)),
-            }
-        }
-        if !body.is_empty() {
-            let mut nodes: BTreeMap<NodeId, TensorNode> =
-                scratch.into_iter().map(|n: TensorNode| (n.id, n)).collect();
-            for (t, _) in &params {
-                let node = self.nodes[&value_node(*t)].clone();
-                nodes.insert(node.id, node.with_mode(MemoryMode::Materialized));
-            }
-            let routine = IrRoutine {
-                name: "init".to_owned(),
-                nodes,
-                statics: BTreeMap::new(),
-                body,
+                Draw::Expr(e) => {
+                    expressions.push((*t, e));
+                    continue;
+                }
             };
-            // It writes the parameters: none has to hold values before.
-            let routine = self.compile_routine(routine, Vec::new(), Vec::new())?;
-            self.run(&routine)?;
+            self.buffers
+                .set_values(id, &values)
+                .map_err(|e| error(format!("parameter '{label}': {e}")))?;
         }
         self.holds.extend(
             params
@@ -149,150 +119,63 @@ impl Context {
         Ok((cells(&input), cells(&output) * receptive))
     }
 
-    /// Statements filling `node` with random values keyed by (seed, tensor): uniform in
-    /// `range`, or normal with `(mean, std)` by Box–Muller from two uniform draws. Cell `i` takes
-    /// its bits from counter `i / k` (k values per 128-bit word), so values do not depend on the
-    /// backend or the order of anything.
-    fn random_init(
-        &mut self,
-        node: &TensorNode,
-        t: usize,
-        (low, high): (f64, f64),
-        normal: Option<(f64, f64)>,
-        scratch: &mut Vec<TensorNode>,
-        next_var: &mut u32,
-    ) -> Vec<Stmt> {
-        let mut fresh = || {
-            *next_var += 1;
-            LoopVar(*next_var - 1)
-        };
-        let cells = node.len();
-        let draws = if normal.is_some() { 2 } else { 1 };
-        let mut body = Vec::new();
-        let mut uniforms = Vec::new();
-        for draw in 0..draws {
-            let uniform = TensorNode::new(self.scratch(), "uniform", Precision::F64, &[cells])
-                .with_mode(MemoryMode::Local);
-            let length = VecUnop::Uint4x32ToPrecUniform.length(Precision::F64);
-            let words = cells.div_ceil(length);
-            let w = fresh();
-            // The key: threefry(seed, tensor id); the counter: the word's position, shifted per
-            // draw.
-            let key = Scalar::Binop(
-                Binop::Threefry4x32,
-                Box::new(Scalar::Const(self.seed as f64)),
-                Box::new(Scalar::Const(t as f64)),
-            );
-            let counter = Scalar::Embed(Index {
-                terms: vec![(1, Var::Loop(w))],
-                offset: (draw * words) as i64,
-            });
-            body.push(Stmt::For {
-                var: w,
-                range: words,
-                body: vec![Stmt::SetVec {
-                    node: uniform.id,
-                    offset: Index {
-                        terms: vec![(length as i64, Var::Loop(w))],
-                        offset: 0,
-                    },
-                    op: VecUnop::Uint4x32ToPrecUniform,
-                    arg: Scalar::Binop(Binop::Threefry4x32, Box::new(key), Box::new(counter)),
-                }],
-            });
-            uniforms.push(uniform.id);
-            scratch.push(uniform);
-        }
-        // The node's cells, row-major over its dims (inside its margins).
-        let vars: Vec<LoopVar> = node.dims.iter().map(|_| fresh()).collect();
-        let mut flat = Index::constant(0);
-        let mut stride = 1i64;
-        for (var, dim) in vars.iter().zip(&node.dims).rev() {
-            flat.terms.push((stride, Var::Loop(*var)));
-            stride *= *dim as i64;
-        }
-        let read = |id: NodeId| Box::new(Scalar::Get(id, vec![flat.clone()]));
-        let value = match normal {
-            None => Scalar::Binop(
-                Binop::Add,
-                Box::new(Scalar::Const(low)),
-                Box::new(Scalar::Binop(
-                    Binop::Mul,
-                    Box::new(Scalar::Const(high - low)),
-                    read(uniforms[0]),
-                )),
-            ),
-            Some((mean, std)) => {
-                // √(−2 ln(1 − u₁)) · cos(2π u₂): 1 − u₁ lies in (0, 1].
-                let radius = Scalar::Unop(
-                    Unop::Sqrt,
-                    Box::new(Scalar::Binop(
-                        Binop::Mul,
-                        Box::new(Scalar::Const(-2.0)),
-                        Box::new(Scalar::Unop(
-                            Unop::Log,
-                            Box::new(Scalar::Binop(
-                                Binop::Sub,
-                                Box::new(Scalar::Const(1.0)),
-                                read(uniforms[0]),
-                            )),
-                        )),
-                    )),
-                );
-                let angle = Scalar::Unop(
-                    Unop::Cos,
-                    Box::new(Scalar::Binop(
-                        Binop::Mul,
-                        Box::new(Scalar::Const(std::f64::consts::TAU)),
-                        read(uniforms[1]),
-                    )),
-                );
-                Scalar::Ternop(
-                    rcannl_ir::Ternop::Fma,
-                    Box::new(Scalar::Const(std)),
-                    Box::new(Scalar::Binop(Binop::Mul, Box::new(radius), Box::new(angle))),
-                    Box::new(Scalar::Const(mean)),
-                )
-            }
-        };
-        let index: Vec<Index> = vars
-            .iter()
-            .zip(&node.padding)
-            .map(|(var, (left, _))| Index::var(*var, *left as i64))
-            .collect();
-        // Computed in f64 (where every backend's math library agrees bit for bit), rounded once
-        // into the parameter.
-        let local = rcannl_ir::LocalId(0);
-        let mut stmt = Stmt::For {
-            var: fresh(),
-            range: 1,
-            body: vec![
-                Stmt::Local {
-                    id: local,
-                    precision: Precision::F64,
-                    value,
-                },
-                Stmt::Set {
-                    node: node.id,
-                    index,
-                    value: Scalar::Local(local),
-                },
-            ],
-        };
-        for (var, dim) in vars.iter().zip(&node.dims).rev() {
-            stmt = Stmt::For {
-                var: *var,
-                range: *dim,
-                body: vec![stmt],
-            };
-        }
-        body.push(stmt);
-        body
-    }
-
     pub(super) fn scratch(&mut self) -> u32 {
         let id = self.next_scratch;
         self.next_scratch += 1;
         id
+    }
+}
+
+/// A random draw of every cell of a parameter.
+#[derive(Debug, Clone, Copy)]
+enum Random {
+    /// Uniform in `[low, high)`.
+    Uniform(f64, f64),
+    /// Normal with this mean and standard deviation.
+    Normal(f64, f64),
+}
+
+/// The values of the `cells` cells of the parameter of tensor index `t`, drawn from the
+/// counter-based stream keyed by `threefry(seed, t)`. Each draw is a run of 128-bit words, the
+/// counter of word `w` of draw `d` being `d · words + w`, each word making two f64 uniforms in
+/// [0, 1): cell `i` takes uniform `i` of each draw. A uniform init scales the first draw; a normal
+/// one is Box–Muller's `√(−2 ln(1 − u₁)) · cos(2π u₂)` of the first two (`1 − u₁` lies in
+/// (0, 1]). Computed in f64 with the IR's own operations and rounded once into the parameter's
+/// precision when stored, so the values depend on the seed, the tensor and the cell only, never on
+/// the backend or on the order of anything.
+fn random_values(seed: u64, t: usize, cells: usize, random: Random) -> Vec<f64> {
+    // The key and the counters as words the way the IR's constants and embedded indices become
+    // words: a constant as a 64-bit integer, an index as a 32-bit one.
+    let key = threefry4x32(
+        to_uint4x32(seed as f64, Precision::I64),
+        to_uint4x32(t as f64, Precision::I64),
+    );
+    let per_word = VecUnop::Uint4x32ToPrecUniform.length(Precision::F64);
+    let words = cells.div_ceil(per_word);
+    let uniforms = |draw: usize| -> Vec<f64> {
+        (0..words)
+            .flat_map(|w| {
+                let counter = to_uint4x32(f64::from((draw * words + w) as u32), Precision::U32);
+                uniform(threefry4x32(key, counter), Precision::F64)
+            })
+            .take(cells)
+            .map(Value::as_f64)
+            .collect()
+    };
+    match random {
+        Random::Uniform(low, high) => uniforms(0)
+            .into_iter()
+            .map(|u| Binop::Add.apply(low, Binop::Mul.apply(high - low, u)))
+            .collect(),
+        Random::Normal(mean, std) => uniforms(0)
+            .into_iter()
+            .zip(uniforms(1))
+            .map(|(u1, u2)| {
+                let radius = Unop::Sqrt
+                    .apply(Binop::Mul.apply(-2.0, Unop::Log.apply(Binop::Sub.apply(1.0, u1))));
+                let angle = Unop::Cos.apply(Binop::Mul.apply(std::f64::consts::TAU, u2));
+                Ternop::Fma.apply(std, Binop::Mul.apply(radius, angle), mean)
+            })
+            .collect(),
     }
 }
