@@ -1,7 +1,10 @@
 //! C source from a routine's loop IR.
 //!
-//! The routine's top-level statements are grouped into kernels, each a C function
-//! `void rc_kN(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end)`. A
+//! The routine's top-level statements are grouped into kernels, each a call of a C function
+//! `void rc_kN(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end)` whose
+//! `buffers` are the kernel's own, in the order it first names them: kernels that differ only in
+//! which buffers they read and write (a deep model's layers) are one function, written and
+//! compiled once (`cc::identity`). A
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
 //! range across threads (each cell is then computed by the same operations in the same order, so
@@ -21,8 +24,10 @@
 //! for bit (`rcannl_ir::fmath`); a constant exponent of 1, 2, 3 or −1 becomes a product or a
 //! quotient, as `pow` defines it.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
+use super::identity::{self, Renamed};
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
 
@@ -53,6 +58,10 @@ pub struct Kernel {
     /// An estimate of the work of one iteration of the split loop (cells written times loop
     /// trips inside), to decide whether splitting pays.
     pub work_per_iteration: usize,
+    /// The function's `buffers` argument: the positions, among the routine's buffer pointers
+    /// ([`Generated::buffers`], then its scratch), of the buffers the kernel reads and writes,
+    /// in the function's order. Kernels that differ only in these share one function.
+    pub arguments: Vec<usize>,
 }
 
 /// One step of a compiled routine, run in order.
@@ -444,12 +453,21 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
     // The scratch nodes' pointers follow the buffers'.
     let pointers: Vec<NodeId> = buffers.iter().chain(&scratch).copied().collect();
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
-    let mut source = String::from(PRELUDE);
+    let mut functions = Functions {
+        prefix,
+        routine,
+        position: pointers
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect(),
+        statics: &statics,
+        names: HashMap::new(),
+        source: String::from(PRELUDE),
+    };
     let mut steps = Vec::new();
-    let mut kernels = 0;
     let mut writer = Writer::new(routine, &C);
     for group in kernel_groups(routine, &routine.body) {
-        let name = format!("{prefix}{kernels}");
         let mut body = String::new();
         match group {
             Group::Gemm { plan, nest } => {
@@ -490,27 +508,27 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
                     Ok::<(), CodegenError>(())
                 })?;
                 body.push_str("  }\n");
-                steps.push(Step::Kernel(Kernel {
-                    name: name.clone(),
-                    parallel: Some(*range),
-                    work_per_iteration: inner.iter().map(Stmt::stored_cells).sum(),
-                }));
+                let work_per_iteration = inner.iter().map(Stmt::stored_cells).sum();
+                steps.push(Step::Kernel(functions.kernel(
+                    &body,
+                    Some(*range),
+                    work_per_iteration,
+                )?));
             }
             Group::Serial { stmts } => {
                 writer.body(stmts, &mut body, 1)?;
-                steps.push(Step::Kernel(Kernel {
-                    name: name.clone(),
-                    parallel: None,
-                    work_per_iteration: stmts.iter().map(Stmt::stored_cells).sum(),
-                }));
+                let work_per_iteration = stmts.iter().map(Stmt::stored_cells).sum();
+                steps.push(Step::Kernel(functions.kernel(
+                    &body,
+                    None,
+                    work_per_iteration,
+                )?));
             }
         }
-        write_kernel(&mut source, &name, routine, &pointers, &statics, &body);
-        kernels += 1;
     }
     let scratch = scratch.iter().map(|id| routine.nodes[id].clone()).collect();
     Ok(Generated {
-        source,
+        source: functions.source,
         steps,
         buffers,
         scratch,
@@ -518,33 +536,74 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
     })
 }
 
-fn write_kernel(
-    source: &mut String,
-    name: &str,
-    routine: &Routine,
-    buffers: &[NodeId],
-    statics: &[Symbol],
-    body: &str,
-) {
-    writeln!(source, "\nvoid {name}{KERNEL_PARAMETERS} {{").expect("writing to a string");
-    source.push_str("  (void)statics; (void)begin; (void)end;\n");
-    for (i, node) in buffers.iter().enumerate() {
-        // Only the buffers the kernel names are declared, so that the compiler sees no unused ones.
-        if body.contains(&format!("{node}[")) {
-            let ty = storage_type(routine.nodes[node].precision);
-            writeln!(source, "  {ty} *restrict {node} = ({ty} *)buffers[{i}];")
+/// The kernel functions of a routine's source, each distinct kernel once.
+struct Functions<'a> {
+    prefix: &'a str,
+    routine: &'a Routine,
+    /// Each node's position among the routine's buffer pointers.
+    position: HashMap<NodeId, usize>,
+    statics: &'a [Symbol],
+    /// Each distinct kernel's text (all but its name), with its name.
+    names: HashMap<String, String>,
+    /// The prelude, then the functions.
+    source: String,
+}
+
+impl Functions<'_> {
+    /// The kernel whose statements are `body` (as the writer wrote them, with the routine's
+    /// names): a new function unless a kernel of the same text is one already.
+    fn kernel(
+        &mut self,
+        body: &str,
+        parallel: Option<usize>,
+        work_per_iteration: usize,
+    ) -> Result<Kernel, CodegenError> {
+        let Renamed { body, nodes } = identity::rename(body);
+        let arguments = nodes
+            .iter()
+            .map(|node| {
+                self.position.get(node).copied().ok_or_else(|| {
+                    CodegenError::new(
+                        CodegenErrorKind::Malformed,
+                        format!("codegen: a kernel reads {node}, which has no buffer"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<usize>, CodegenError>>()?;
+        let mut text = String::from("  (void)statics; (void)begin; (void)end;\n");
+        for (i, node) in nodes.iter().enumerate() {
+            let ty = storage_type(self.routine.nodes[node].precision);
+            writeln!(text, "  {ty} *restrict n{i} = ({ty} *)buffers[{i}];")
                 .expect("writing to a string");
         }
-    }
-    for (i, symbol) in statics.iter().enumerate() {
-        let name = var_name(Var::Static(*symbol));
-        if body.contains(&name) {
-            writeln!(source, "  const int64_t {name} = statics[{i}];")
-                .expect("writing to a string");
+        for (i, symbol) in self.statics.iter().enumerate() {
+            let name = var_name(Var::Static(*symbol));
+            if body.contains(&name) {
+                writeln!(text, "  const int64_t {name} = statics[{i}];")
+                    .expect("writing to a string");
+            }
         }
+        text.push_str(&body);
+        let count = self.names.len();
+        let name = match self.names.get(&text) {
+            Some(name) => name.clone(),
+            None => {
+                let name = format!("{}{count}", self.prefix);
+                writeln!(self.source, "\nvoid {name}{KERNEL_PARAMETERS} {{")
+                    .expect("writing to a string");
+                self.source.push_str(&text);
+                self.source.push_str("}\n");
+                self.names.insert(text, name.clone());
+                name
+            }
+        };
+        Ok(Kernel {
+            name,
+            parallel,
+            work_per_iteration,
+            arguments,
+        })
     }
-    source.push_str(body);
-    source.push_str("}\n");
 }
 
 #[cfg(test)]
@@ -681,8 +740,8 @@ mod tests {
         let source = generate(&total(false)).unwrap().source;
         assert!(
             source.contains(
-                "  #pragma omp simd reduction(+:v0)\n  for (int64_t l2 = 0; l2 < 64; ++l2) {\n    \
-                 const int64_t l0 = 0;\n    const int64_t l1 = 0;\n"
+                "  #pragma omp simd reduction(+:v0)\n  for (int64_t l0 = 0; l0 < 64; ++l0) {\n    \
+                 const int64_t l1 = 0;\n    const int64_t l2 = 0;\n"
             ),
             "{source}"
         );

@@ -7,6 +7,7 @@
 
 pub mod codegen;
 mod gemm;
+mod identity;
 mod library;
 mod parts;
 mod pool;
@@ -589,10 +590,21 @@ impl CompiledRoutine {
                 .iter_mut()
                 .map(|words| words.as_mut_ptr().cast::<u8>()),
         );
+        // Each kernel's own buffers, in its function's order, one kernel's after another's.
+        let arguments: Vec<*mut u8> = self
+            .steps
+            .iter()
+            .flat_map(|step| match step {
+                Loaded::Kernel(_, kernel) => kernel.arguments.as_slice(),
+                Loaded::Gemm(_) => &[],
+            })
+            .map(|&at| pointers[at])
+            .collect();
         let pointers = Pointers(&pointers);
         let statics = &static_values;
         crate::traffic::count_kernels(self.steps.len() as u64);
         let run_steps = |threads: usize| {
+            let mut next_arguments = 0;
             for step in &self.steps {
                 let (function, kernel) = match step {
                     Loaded::Kernel(function, kernel) => (function, kernel),
@@ -603,6 +615,9 @@ impl CompiledRoutine {
                         continue;
                     }
                 };
+                let own = next_arguments..next_arguments + kernel.arguments.len();
+                next_arguments = own.end;
+                let pointers = Pointers(&arguments[own]);
                 match kernel.parallel {
                     Some(range)
                         if threads > 1

@@ -662,3 +662,81 @@ fn maxima_and_minima_kept_in_lanes_are_the_interpreters_to_the_bit() {
         }
     }
 }
+
+/// `n{to}[l] = tanh(n{from}[l]) * scale` over 64 cells (80 from node 6 on), with its own loop
+/// variable and local.
+fn scaled_tanh(from: u32, to: u32, scale: f64, var: u32, local: u32) -> Stmt {
+    let l = LoopVar(var);
+    let index = vec![Index::var(l, 0)];
+    Stmt::For {
+        var: l,
+        range: if from >= 6 { 80 } else { 64 },
+        body: vec![
+            Stmt::Local {
+                id: LocalId(local),
+                precision: Precision::F32,
+                value: Scalar::Unop(Unop::Tanh, get(from, index.clone())),
+            },
+            Stmt::Set {
+                node: NodeId(to),
+                index,
+                value: Scalar::Binop(
+                    Binop::Mul,
+                    Box::new(Scalar::Local(LocalId(local))),
+                    Box::new(Scalar::Const(scale)),
+                ),
+            },
+        ],
+    }
+}
+
+#[test]
+fn kernels_differing_only_in_their_buffers_are_one_function() {
+    // A chain of layers: three alike, one with another constant, one into a buffer of another
+    // precision, one over a longer range (the range a kernel splits is the caller's: the same
+    // function).
+    let mut nodes: Vec<TensorNode> = (0..5)
+        .map(|id| TensorNode::new(id, "h", Precision::F32, &[64]))
+        .collect();
+    nodes.push(TensorNode::new(5, "double", Precision::F64, &[64]));
+    nodes.push(TensorNode::new(6, "wide", Precision::F32, &[80]));
+    nodes.push(TensorNode::new(7, "wide", Precision::F32, &[80]));
+    let body = vec![
+        scaled_tanh(0, 1, 2.0, 10, 20),
+        scaled_tanh(1, 2, 2.0, 11, 21),
+        scaled_tanh(2, 3, 2.0, 12, 22),
+        scaled_tanh(3, 4, 3.0, 13, 23),
+        scaled_tanh(4, 5, 2.0, 14, 24),
+        scaled_tanh(6, 7, 2.0, 15, 25),
+    ];
+    let layers = routine(nodes, body);
+    let generated = rcannl_backends::cc::codegen::generate(&layers).unwrap();
+    let calls: Vec<(String, Vec<usize>)> = generated
+        .steps
+        .iter()
+        .map(|step| match step {
+            rcannl_backends::cc::codegen::Step::Kernel(kernel) => {
+                (kernel.name.clone(), kernel.arguments.clone())
+            }
+            other => panic!("a kernel: {other:?}"),
+        })
+        .collect();
+    let expected = [
+        ("rc_k0", vec![0, 1]),
+        ("rc_k0", vec![1, 2]),
+        ("rc_k0", vec![2, 3]),
+        ("rc_k1", vec![3, 4]),
+        ("rc_k2", vec![4, 5]),
+        ("rc_k0", vec![6, 7]),
+    ]
+    .map(|(name, arguments)| (name.to_owned(), arguments));
+    assert_eq!(calls, expected, "{}", generated.source);
+    assert_eq!(generated.source.matches("\nvoid rc_k").count(), 3);
+    // Each call reads and writes its own buffers: the interpreter's bits on every level.
+    agree_on_every_level(&layers, 4, |trial, buffers| {
+        let x: Vec<f64> = (0..64)
+            .map(|i| f64::from(i + trial as i32) / 16.0 - 2.0)
+            .collect();
+        buffers.set_values(NodeId(0), &x).unwrap();
+    });
+}
