@@ -23,7 +23,10 @@
 //!   (else the reduction would be recomputed wherever the other node is inlined); and one cell
 //!   takes at most [`INLINE_COST_LIMIT`] operations once what it reads of other virtual nodes
 //!   is inlined into it (else a chain of nodes each reading the previous at several positions,
-//!   a stack of blurs, would grow exponentially); and, unless a cell is one operation, every
+//!   a stack of blurs, would grow exponentially), of them at most
+//!   [`INLINE_TRANSCENDENTAL_LIMIT`] transcendental functions (each is tens of operations in
+//!   generated code, and a compiler's time on one loop body grows faster than the body: a chain
+//!   of a thousand `tanh(sin(…))` fused whole took gcc 25 s and 1.5 GB); and, unless a cell is one operation, every
 //!   loop around each read moves the read (else a loop the read ignores, as a product's inner
 //!   loop ignores one operand's axis, would recompute the same cell at each of its iterations);
 //!   and recomputing it wherever it is read moves no more memory than storing it once and
@@ -46,6 +49,10 @@ pub const LOCAL_LIMIT_BYTES: usize = 16384;
 
 /// The most operations one cell of a virtual node may take, its inlined reads included.
 pub const INLINE_COST_LIMIT: usize = 128;
+
+/// The most transcendental functions one cell of a virtual node may take, its inlined reads
+/// included.
+pub const INLINE_TRANSCENDENTAL_LIMIT: usize = 8;
 
 /// The largest buffer, in bytes, whose reads cost no memory traffic when deciding whether to
 /// recompute a node: it stays in the first-level cache while a nest runs (a bias, a row's
@@ -91,6 +98,8 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
                     if (producer.kept.is_empty()
                         && inlined_transcendentals(&producer, &inlined) == 0
                         || single_site(&body, &producer).is_some())
+                        && inlined_transcendentals(&producer, &inlined)
+                            <= INLINE_TRANSCENDENTAL_LIMIT
                         && cheap_where_read(
                             &body,
                             &producer,
@@ -900,6 +909,25 @@ mod tests {
                 Materialized
             ]
         );
+    }
+
+    #[test]
+    fn a_chain_of_transcendentals_is_stored_every_few_functions() {
+        use MemoryMode::*;
+        // t{k+1}[i] := tanh(t{k}[i]), twenty times: each node read once, where each cell is
+        // computed once, but at most eight functions go into one cell, so every ninth node is
+        // stored and the chain starts again from it.
+        let body: Vec<Stmt> = (0..20)
+            .map(|k| {
+                let value = Scalar::Unop(crate::ops::Unop::Tanh, Box::new(get(k, vec![at(k)])));
+                for_(k, 16, vec![set(k + 1, vec![at(k)], value)])
+            })
+            .collect();
+        let nodes: Vec<TensorNode> = (0..21).map(|k| node(k, &[16])).collect();
+        let decided = modes(nodes, body);
+        let stored: Vec<usize> = (1..20).filter(|&k| decided[k] != Virtual).collect();
+        assert_eq!(stored, [9, 18], "{decided:?}");
+        assert_eq!((decided[0], decided[20]), (Materialized, Materialized));
     }
 
     #[test]
