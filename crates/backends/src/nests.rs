@@ -32,9 +32,16 @@ pub enum Group<'a> {
     },
 }
 
+/// The most statements a serial kernel takes where a run can be cut (no local crosses the cut).
+/// A model with thousands of scalar constants fills them all in one run: one kernel of
+/// thousands of statements (and buffers) is slow to compile, while runs of a few dozen are
+/// mostly alike and, alike, one function (`cc::identity`).
+pub const MAX_SERIAL_STATEMENTS: usize = 64;
+
 /// The statements `body` (a routine's top level, or a product's nest) as kernels: each
 /// splittable loop alone (with the run of local declarations just before it when only it reads
-/// them), the runs of other statements between them together. A local cannot cross kernels
+/// them), the runs of other statements between them together, cut every
+/// [`MAX_SERIAL_STATEMENTS`] where no local crosses the cut. A local cannot cross kernels
 /// otherwise: a statement reading a local declared at the top level stays in the serial run, and
 /// a run that declares a local extends to the last statement reading it.
 pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> {
@@ -75,6 +82,12 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
             start = end + 1;
             i = end + 1;
             continue;
+        }
+        if i - start >= MAX_SERIAL_STATEMENTS && i > serial_until {
+            groups.push(Group::Serial {
+                stmts: &body[start..i],
+            });
+            start = i;
         }
         let stmt = &body[i];
         if let Stmt::Local { id, .. } = stmt {
@@ -295,4 +308,56 @@ pub fn index_bounds(
         high = high.saturating_add(top.max(0));
     }
     Ok(Some((low, high)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcannl_ir::{Precision, Scalar, TensorNode};
+
+    /// Fills of `count` one-cell nodes, `n0` first: no statement a kernel of its own.
+    fn fills(count: u32) -> Vec<Stmt> {
+        (0..count)
+            .map(|id| Stmt::Fill {
+                node: NodeId(id),
+                value: 0.5,
+            })
+            .collect()
+    }
+
+    fn serial_lengths(body: &[Stmt]) -> Vec<usize> {
+        let routine = Routine {
+            name: "r".to_owned(),
+            nodes: (0..body.len() as u32)
+                .map(|id| (NodeId(id), TensorNode::new(id, "c", Precision::F32, &[1])))
+                .collect(),
+            statics: Default::default(),
+            body: body.to_vec(),
+        };
+        kernel_groups(&routine, body)
+            .iter()
+            .map(|group| match group {
+                Group::Serial { stmts } => stmts.len(),
+                other => panic!("a serial run: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn long_serial_runs_are_cut_where_no_local_crosses() {
+        assert_eq!(serial_lengths(&fills(200)), [64, 64, 64, 8]);
+        // A local declared first and read by statement 100 keeps the run whole up to there.
+        let mut body = fills(200);
+        body[0] = Stmt::Local {
+            id: LocalId(0),
+            precision: Precision::F32,
+            value: Scalar::Const(2.0),
+        };
+        body[100] = Stmt::Set {
+            node: NodeId(100),
+            index: vec![Index::constant(0)],
+            value: Scalar::Local(LocalId(0)),
+        };
+        assert_eq!(serial_lengths(&body), [101, 64, 35]);
+    }
 }
