@@ -33,8 +33,11 @@ use rcannl_ir::{
 /// Once one size takes longer than this in all, larger sizes of the shape are skipped.
 const SKIP_AFTER: Duration = Duration::from_secs(20);
 
-/// Runs of a size are repeated, keeping each pass's fastest, until they take this long.
+/// Runs of a size are repeated, keeping each pass's fastest, until they take this long, and at
+/// least [`MIN_RUNS`] times: taking the fastest of as many runs at every size keeps other
+/// processes' load out of the exponents.
 const REPEAT_FOR: Duration = Duration::from_millis(300);
+const MIN_RUNS: usize = 3;
 
 /// The passes timed, in the order they run.
 const PASSES: [&str; 10] = [
@@ -229,36 +232,43 @@ fn mlp(n: usize) -> (Vec<Assignment>, Vec<TensorNode>) {
     (assignments, nodes)
 }
 
-/// Each pass's time on `routine`, in [`PASSES`]' order.
+/// Each pass's time on `routine`, in [`PASSES`]' order. Each pass's result is dropped once
+/// the next pass has run, untimed, so that only two routines are alive at a time.
 fn time_passes(routine: &Routine) -> [Duration; PASSES.len()] {
+    let passes: [fn(&Routine) -> Routine; PASSES.len()] = [
+        fills::absorb_fills,
+        gemm::extract_gemms,
+        |r| memory::decide_memory_modes(r).unwrap(),
+        |r| virtualize::virtualize(r).unwrap(),
+        accumulate::local_accumulators,
+        order::order_loops,
+        simplify::simplify,
+        hoist::hoist_invariants,
+        cse::cse,
+        |r| split_sums::split_sums(r).routine,
+    ];
     let mut times = [Duration::ZERO; PASSES.len()];
-    let mut timed = |pass: usize, run: &dyn Fn() -> Routine| {
+    let mut current = routine.clone();
+    for (time, pass) in times.iter_mut().zip(passes) {
         let start = Instant::now();
-        let result = run();
-        times[pass] = start.elapsed();
-        result
-    };
-    let absorbed = timed(0, &|| fills::absorb_fills(routine));
-    let extracted = timed(1, &|| gemm::extract_gemms(&absorbed));
-    let decided = timed(2, &|| memory::decide_memory_modes(&extracted).unwrap());
-    let fused = timed(3, &|| virtualize::virtualize(&decided).unwrap());
-    let accumulated = timed(4, &|| accumulate::local_accumulators(&fused));
-    let ordered = timed(5, &|| order::order_loops(&accumulated));
-    let simplified = timed(6, &|| simplify::simplify(&ordered));
-    let hoisted = timed(7, &|| hoist::hoist_invariants(&simplified));
-    let optimized = timed(8, &|| cse::cse(&hoisted));
-    timed(9, &|| split_sums::split_sums(&optimized).routine);
+        let next = pass(&current);
+        *time = start.elapsed();
+        current = next;
+    }
     times
 }
 
-/// The fastest time of each pass over repeated runs.
+/// The fastest time of each pass over at least [`MIN_RUNS`] runs, repeated until they take
+/// [`REPEAT_FOR`].
 fn best_times(routine: &Routine) -> [Duration; PASSES.len()] {
     let start = Instant::now();
     let mut best = time_passes(routine);
-    while start.elapsed() < REPEAT_FOR {
+    let mut runs = 1;
+    while runs < MIN_RUNS || start.elapsed() < REPEAT_FOR {
         for (best, time) in best.iter_mut().zip(time_passes(routine)) {
             *best = (*best).min(time);
         }
+        runs += 1;
     }
     best
 }

@@ -3,7 +3,9 @@
 //! simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
-//! the nodes they write and read, so that a pass asking about one node looks at its statements only.
+//! the nodes they write and read, so that a pass asking about one node looks at its statements only;
+//! `fused` keeps the nests fusion builds link by link down a chain, so that the chain fuses in time
+//! linear in its length.
 //!
 //! Every pass is a pure function from a routine to a routine, public so that it can be run alone.
 //! None changes what the reference interpreter computes, bit for bit, except where a pass's own
@@ -14,6 +16,7 @@ pub mod accumulate;
 mod body;
 pub mod cse;
 pub mod fills;
+mod fused;
 pub mod gather;
 pub mod gemm;
 pub mod hoist;
