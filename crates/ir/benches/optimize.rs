@@ -9,13 +9,17 @@
 //!   node twice), inlined into each other until the cost limit stores one;
 //! - `binary`: a chain of binary operations on small tensors, each combining the previous node
 //!   with one of a few inputs, every 32nd node materialized;
-//! - `mlp`: a deep perceptron, each layer a matrix–vector product (a fill and an accumulating
-//!   nest), a bias add and a ReLU.
+//! - `mlp`: a deep perceptron, each layer a matrix product of a batch by a weight (a fill and an
+//!   accumulating nest), a bias add and a ReLU.
 //!
 //! Runs each pass of `optimize` on the previous pass's result, then `split_sums` on the optimized
-//! routine, and prints per shape and pass the time at each size, with the growth exponent
-//! `log(t₂/t₁)/log(n₂/n₁)` from the size before. A size is skipped, with a note, once the size
-//! before it took more than [`SKIP_AFTER`].
+//! routine, and prints per shape and pass the time at each size (the fastest of several runs, in
+//! the thread's CPU time), with the growth exponent `log(t₂/t₁)/log(n₂/n₁)` from the size before.
+//! A size is skipped, with a note, once the size before it took more than [`SKIP_AFTER`].
+//!
+//! The last line times cloning the lowered routine, for reference: a copy is linear, so its
+//! exponent shows what the memory hierarchy alone adds once a routine outgrows the caches (each
+//! pass builds a new routine, and walks boxed expressions spread over the heap).
 //!
 //! Run with `cargo bench -p rcannl-ir --bench optimize` (optionally followed by `-- N…` to choose
 //! the sizes, and by shape names to keep only those shapes).
@@ -53,10 +57,15 @@ const PASSES: [&str; 10] = [
     "split_sums",
 ];
 
+/// Each pass's time, then the reference: the time to clone the routine.
+type Times = [Duration; PASSES.len() + 1];
+
 /// Pointwise width of the chains.
 const WIDTH: usize = 16;
-/// Width of the perceptron's layers.
-const LAYER: usize = 8;
+/// Width of the perceptron's layers, and rows of its batch: a layer's product is just large
+/// enough to be run as a matrix product.
+const LAYER: usize = 16;
+const BATCH: usize = 16;
 
 fn it(s: u32) -> AxisIndex {
     AxisIndex::Iterator(Symbol(s))
@@ -188,53 +197,60 @@ fn binary(n: usize) -> (Vec<Assignment>, Vec<TensorNode>) {
     (assignments, nodes)
 }
 
-/// An input, then layers of `h = w·a` (a fill and an accumulating nest), `z = h + b`, `a =
-/// relu(z)`: four statements and five nodes each.
+/// An input batch, then layers of `h = a·w` (a fill and an accumulating nest, which the
+/// optimizer recognizes as a matrix product), `z = h + b` (the bias broadcast over the batch),
+/// `a = relu(z)`: four statements and five nodes each.
 fn mlp(n: usize) -> (Vec<Assignment>, Vec<TensorNode>) {
+    let rows = [BATCH, LAYER];
     let mut assignments = Vec::new();
-    let mut nodes = vec![f32_node(0, &[LAYER])];
+    let mut nodes = vec![f32_node(0, &rows)];
     let mut input = 0;
     for layer in 0..(n / 4).max(1) as u32 {
         let [w, b, h, z, a] = [0, 1, 2, 3, 4].map(|i| 1 + 5 * layer + i);
         nodes.extend([
             f32_node(w, &[LAYER, LAYER]),
             f32_node(b, &[LAYER]),
-            f32_node(h, &[LAYER]),
-            f32_node(z, &[LAYER]),
-            f32_node(a, &[LAYER]),
+            f32_node(h, &rows),
+            f32_node(z, &rows),
+            f32_node(a, &rows),
         ]);
+        // Symbols: 0 the row, 1 the output column, 2 the input column.
         assignments.push(accumulate(
             Binop::Add,
-            &[LAYER, LAYER],
-            (h, vec![LAYER], vec![it(0)]),
-            Rhs::Binop(Binop::Mul, NodeId(w), NodeId(input)),
+            &[BATCH, LAYER, LAYER],
+            (h, rows.to_vec(), vec![it(0), it(1)]),
+            Rhs::Binop(Binop::Mul, NodeId(input), NodeId(w)),
             vec![
-                (vec![LAYER, LAYER], vec![it(0), it(1)]),
+                (rows.to_vec(), vec![it(0), it(2)]),
+                (vec![LAYER, LAYER], vec![it(2), it(1)]),
+            ],
+        ));
+        assignments.push(accumulate(
+            Binop::Arg2,
+            &[BATCH, LAYER],
+            (z, rows.to_vec(), vec![it(0), it(1)]),
+            Rhs::Binop(Binop::Add, NodeId(h), NodeId(b)),
+            vec![
+                (rows.to_vec(), vec![it(0), it(1)]),
                 (vec![LAYER], vec![it(1)]),
             ],
         ));
         assignments.push(accumulate(
             Binop::Arg2,
-            &[LAYER],
-            (z, vec![LAYER], vec![it(0)]),
-            Rhs::Binop(Binop::Add, NodeId(h), NodeId(b)),
-            vec![(vec![LAYER], vec![it(0)]), (vec![LAYER], vec![it(0)])],
-        ));
-        assignments.push(accumulate(
-            Binop::Arg2,
-            &[LAYER],
-            (a, vec![LAYER], vec![it(0)]),
+            &[BATCH, LAYER],
+            (a, rows.to_vec(), vec![it(0), it(1)]),
             Rhs::Unop(Unop::Relu, NodeId(z)),
-            vec![(vec![LAYER], vec![it(0)])],
+            vec![(rows.to_vec(), vec![it(0), it(1)])],
         ));
         input = a;
     }
     (assignments, nodes)
 }
 
-/// Each pass's time on `routine`, in [`PASSES`]' order. Each pass's result is dropped once
-/// the next pass has run, untimed, so that only two routines are alive at a time.
-fn time_passes(routine: &Routine) -> [Duration; PASSES.len()] {
+/// Each pass's time on `routine`, in [`PASSES`]' order, then the time to clone `routine`. Each
+/// pass's result is dropped once the next pass has run, untimed, so that only two routines are
+/// alive at a time.
+fn time_passes(routine: &Routine) -> Times {
     let passes: [fn(&Routine) -> Routine; PASSES.len()] = [
         fills::absorb_fills,
         gemm::extract_gemms,
@@ -247,10 +263,12 @@ fn time_passes(routine: &Routine) -> [Duration; PASSES.len()] {
         cse::cse,
         |r| split_sums::split_sums(r).routine,
     ];
-    let mut times = [Duration::ZERO; PASSES.len()];
+    let mut times = [Duration::ZERO; PASSES.len() + 1];
+    let start = Clock::now();
     let mut current = routine.clone();
+    times[PASSES.len()] = start.elapsed();
     for (time, pass) in times.iter_mut().zip(passes) {
-        let start = Instant::now();
+        let start = Clock::now();
         let next = pass(&current);
         *time = start.elapsed();
         current = next;
@@ -258,9 +276,50 @@ fn time_passes(routine: &Routine) -> [Duration; PASSES.len()] {
     times
 }
 
+/// A point in this thread's CPU time where the system reports it, so that other processes
+/// sharing the cores do not count, else in wall-clock time.
+enum Clock {
+    Cpu(Duration),
+    Wall(Instant),
+}
+
+impl Clock {
+    fn now() -> Clock {
+        cpu_time().map_or_else(|| Clock::Wall(Instant::now()), Clock::Cpu)
+    }
+
+    fn elapsed(&self) -> Duration {
+        match self {
+            Clock::Cpu(start) => {
+                cpu_time().map_or(Duration::ZERO, |now| now.saturating_sub(*start))
+            }
+            Clock::Wall(start) => start.elapsed(),
+        }
+    }
+}
+
+/// The CPU time this thread has run.
+#[cfg(unix)]
+fn cpu_time() -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to write, and outlives it.
+    let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } == 0;
+    let seconds = u64::try_from(now.tv_sec).ok()?;
+    let nanos = u32::try_from(now.tv_nsec).ok()?;
+    read.then(|| Duration::new(seconds, nanos))
+}
+
+#[cfg(not(unix))]
+fn cpu_time() -> Option<Duration> {
+    None
+}
+
 /// The fastest time of each pass over at least [`MIN_RUNS`] runs, repeated until they take
 /// [`REPEAT_FOR`].
-fn best_times(routine: &Routine) -> [Duration; PASSES.len()] {
+fn best_times(routine: &Routine) -> Times {
     let start = Instant::now();
     let mut best = time_passes(routine);
     let mut runs = 1;
@@ -299,20 +358,28 @@ fn main() {
         })
         .collect();
     for shape in shapes {
-        // Per size run: the statement count and each pass's time.
-        let mut rows: Vec<(usize, [Duration; PASSES.len()])> = Vec::new();
+        // Per size run: the statement count and the times.
+        let mut rows: Vec<(usize, Times)> = Vec::new();
         let mut skipped = Vec::new();
+        let total = |times: &Times| times[..PASSES.len()].iter().sum::<Duration>();
         for &n in &sizes {
-            let last_total = rows.last().map(|(_, times)| times.iter().sum::<Duration>());
-            if last_total.is_some_and(|total| total > SKIP_AFTER) {
+            if rows
+                .last()
+                .is_some_and(|(_, times)| total(times) > SKIP_AFTER)
+            {
                 skipped.push(n);
                 continue;
             }
             let routine = shape.build(n);
             rows.push((routine.body.len(), best_times(&routine)));
         }
+        let clock = if cpu_time().is_some() {
+            "this thread's CPU time"
+        } else {
+            "wall-clock time"
+        };
         println!(
-            "\n{} (time, growth exponent from the size before)",
+            "\n{} ({clock}, growth exponent from the size before)",
             shape.name()
         );
         print!("{:>20}", "statements");
@@ -320,12 +387,17 @@ fn main() {
             print!(" {n:>18}");
         }
         println!();
-        let total = |times: &[Duration; PASSES.len()]| times.iter().sum::<Duration>();
         let lines = PASSES
             .iter()
             .enumerate()
             .map(|(pass, name)| (*name, rows.iter().map(|(n, t)| (*n, t[pass])).collect()))
-            .chain([("total", rows.iter().map(|(n, t)| (*n, total(t))).collect())]);
+            .chain([
+                ("total", rows.iter().map(|(n, t)| (*n, total(t))).collect()),
+                (
+                    "(clone, reference)",
+                    rows.iter().map(|(n, t)| (*n, t[PASSES.len()])).collect(),
+                ),
+            ]);
         for (name, times) in lines {
             let times: Vec<(usize, Duration)> = times;
             print!("{name:>20}");
