@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Renaming, local_precisions, normalize, stmt_precision};
+use super::{Renaming, local_precisions, normalize, stmt_precision, with_body};
 use crate::loops::{Index, LocalId, Lookup, Scalar, Stmt};
 use crate::ops::{Binop, Ternop, Unop};
 use crate::precision::Precision;
@@ -51,10 +51,7 @@ pub fn simplify(routine: &Routine) -> Routine {
             break;
         }
     }
-    Routine {
-        body,
-        ..routine.clone()
-    }
+    with_body(routine, body)
 }
 
 struct Simplifier<'a> {

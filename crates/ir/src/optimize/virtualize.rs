@@ -32,7 +32,7 @@ use super::body::{Body, Entry};
 use super::fused::{Fused, Segments, Statement, Substitution};
 use super::{
     Fresh, OptimizeError, OptimizeErrorKind, PerfectNest, Renaming, covers_each_cell_once,
-    describe, fill_constant, map_values, names, reads_node, stmt_reads,
+    describe, fill_constant, map_values, names, reads_node, stmt_reads, with_body,
 };
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
@@ -95,12 +95,10 @@ fn fuse(routine: &Routine, moves: Moves) -> Result<Routine, OptimizeError> {
         }
         inline(&mut body, &producer, &mut fresh, &mut in_use, &mut segments);
     }
-    Ok(Routine {
-        body: (body.into_stmts().into_iter())
-            .map(|stmt| stmt.into_stmt(&mut segments))
-            .collect(),
-        ..routine.clone()
-    })
+    let body = (body.into_stmts().into_iter())
+        .map(|stmt| stmt.into_stmt(&mut segments))
+        .collect();
+    Ok(with_body(routine, body))
 }
 
 /// Inlines `node` by moving its producer into the one statement reading it, when copying would
