@@ -22,7 +22,9 @@
 //! every cell exactly once, the local starts from the fill's value and the fill is dropped.
 
 use super::gemm::{flat_coefficients, injective};
-use super::{Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
+use super::{
+    Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads, with_body,
+};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::MemoryMode;
 use crate::routine::Routine;
@@ -42,10 +44,7 @@ pub fn local_accumulators(routine: &Routine) -> Routine {
             None => body.push(stmt.clone()),
         }
     }
-    Routine {
-        body,
-        ..routine.clone()
-    }
+    with_body(routine, body)
 }
 
 /// The rewritten nest, and whether it replaces the fill `before` it.

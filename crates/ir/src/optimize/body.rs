@@ -5,7 +5,9 @@
 //! which replaces and removes statements, keeps the index up to date as it goes.
 //!
 //! Statements live in slots: removing one empties its slot, so the others keep theirs. A
-//! statement's position, which messages quote, counts the statements before it.
+//! statement's position, which messages quote, counts the statements before it. A slot holds a
+//! statement, or anything that stands for one and says which nodes it writes and reads
+//! ([`Entry`]): fusion keeps the nests it builds in a form of its own.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -14,19 +16,43 @@ use super::{stmt_reads, stmt_writes};
 use crate::loops::Stmt;
 use crate::node::NodeId;
 
+/// What a slot holds: a statement, or what stands for one.
+pub(super) trait Entry {
+    /// The nodes it (with everything nested in it) writes.
+    fn writes(&self) -> BTreeSet<NodeId>;
+    /// The nodes it (with everything nested in it) reads.
+    fn reads(&self) -> BTreeSet<NodeId>;
+    /// The statement itself, when the entry holds it as one.
+    fn stmt(&self) -> Option<&Stmt>;
+}
+
+impl Entry for Stmt {
+    fn writes(&self) -> BTreeSet<NodeId> {
+        stmt_writes(self)
+    }
+
+    fn reads(&self) -> BTreeSet<NodeId> {
+        stmt_reads(self)
+    }
+
+    fn stmt(&self) -> Option<&Stmt> {
+        Some(self)
+    }
+}
+
 /// Top-level statements in slots, with the slots that write and read each node, in order.
 #[derive(Debug)]
-pub(super) struct Body {
-    slots: Vec<Option<Stmt>>,
+pub(super) struct Body<T = Stmt> {
+    slots: Vec<Option<T>>,
     /// How many slots are empty.
     empty: usize,
     writers: HashMap<NodeId, BTreeSet<usize>>,
     readers: HashMap<NodeId, BTreeSet<usize>>,
 }
 
-impl Body {
+impl<T: Entry> Body<T> {
     /// `stmts`, in slots from 0 on, indexed.
-    pub(super) fn new(stmts: Vec<Stmt>) -> Body {
+    pub(super) fn new(stmts: Vec<T>) -> Body<T> {
         let mut body = Body {
             slots: Vec::with_capacity(stmts.len()),
             empty: 0,
@@ -46,11 +72,18 @@ impl Body {
         self.slots.len()
     }
 
-    /// The statement in `slot`, which must hold one.
-    pub(super) fn stmt(&self, slot: usize) -> &Stmt {
+    /// The entry in `slot`, which must hold one.
+    pub(super) fn entry(&self, slot: usize) -> &T {
         self.slots[slot]
             .as_ref()
             .expect("the index names only slots holding a statement")
+    }
+
+    /// The statement in `slot`, which must hold one as a statement.
+    pub(super) fn stmt(&self, slot: usize) -> &Stmt {
+        self.entry(slot)
+            .stmt()
+            .expect("a statement is asked for only where the slot holds one as such")
     }
 
     /// The slots whose statements write `node`, first to last.
@@ -95,26 +128,26 @@ impl Body {
     }
 
     /// Takes the statement out of `slot`, leaving it empty.
-    pub(super) fn take(&mut self, slot: usize) -> Stmt {
+    pub(super) fn take(&mut self, slot: usize) -> T {
         let stmt = self.slots[slot]
             .take()
             .expect("only a slot holding a statement is emptied");
         self.empty += 1;
-        for node in stmt_writes(&stmt) {
+        for node in stmt.writes() {
             unlist(&mut self.writers, node, slot);
         }
-        for node in stmt_reads(&stmt) {
+        for node in stmt.reads() {
             unlist(&mut self.readers, node, slot);
         }
         stmt
     }
 
     /// Puts `stmt` into the empty `slot`.
-    pub(super) fn put(&mut self, slot: usize, stmt: Stmt) {
-        for node in stmt_writes(&stmt) {
+    pub(super) fn put(&mut self, slot: usize, stmt: T) {
+        for node in stmt.writes() {
             self.writers.entry(node).or_default().insert(slot);
         }
-        for node in stmt_reads(&stmt) {
+        for node in stmt.reads() {
             self.readers.entry(node).or_default().insert(slot);
         }
         let old = self.slots[slot].replace(stmt);
@@ -123,7 +156,7 @@ impl Body {
     }
 
     /// The statements left, in order.
-    pub(super) fn into_stmts(self) -> Vec<Stmt> {
+    pub(super) fn into_stmts(self) -> Vec<T> {
         self.slots.into_iter().flatten().collect()
     }
 }

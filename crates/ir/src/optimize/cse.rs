@@ -11,7 +11,7 @@
 //! its occurrences is evaluated whichever branch a `where` takes, so that sharing computes
 //! nothing a branch would have skipped.
 
-use super::{Fresh, local_precisions, map_values, stmt_precision};
+use super::{Fresh, local_precisions, map_values, stmt_precision, with_body};
 use crate::loops::{Scalar, Stmt};
 use crate::ops::{Ternop, Unop};
 use crate::precision::Precision;
@@ -25,10 +25,7 @@ pub fn cse(routine: &Routine) -> Routine {
         fresh: Fresh::new(&routine.body),
     };
     let body = sharing.block(&routine.body);
-    Routine {
-        body,
-        ..routine.clone()
-    }
+    with_body(routine, body)
 }
 
 struct Sharing<'a> {

@@ -9,7 +9,7 @@
 //! their bits. Reductions are left to `accumulate`, which starts a local from the fill's value.
 
 use super::body::Body;
-use super::{PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
+use super::{PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads, with_body};
 use crate::loops::{Scalar, Stmt};
 use crate::node::NodeId;
 use crate::routine::Routine;
@@ -53,10 +53,7 @@ pub fn absorb_fills(routine: &Routine) -> Routine {
             body.put(next, rewritten);
         }
     }
-    Routine {
-        body: body.into_stmts(),
-        ..routine.clone()
-    }
+    with_body(routine, body.into_stmts())
 }
 
 /// `stmt` computing from `constant` where it reads `node`, if it is a perfect nest that

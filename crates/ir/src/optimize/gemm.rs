@@ -9,9 +9,9 @@
 //! result may have been forced virtual. Products too small for a tuned routine
 //! to win stay loops, and so do batches of dot products.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::{PerfectNest, gather, stmt_reads, stmt_writes};
+use super::{PerfectNest, gather, stmt_reads, stmt_writes, with_body};
 use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Binop;
@@ -25,8 +25,9 @@ pub const MIN_GEMM_WORK: usize = 1 << 12;
 
 /// `routine` with its matrix-product nests recognized.
 pub fn extract_gemms(routine: &Routine) -> Routine {
-    let mut result = routine.clone();
-    let mut body: Vec<Stmt> = Vec::new();
+    let mut result = with_body(routine, Vec::new());
+    let written: HashSet<NodeId> = routine.body.iter().flat_map(stmt_writes).collect();
+    let mut body = Emitted::default();
     for stmt in &routine.body {
         let Some(mut plan) = plan_of(stmt, routine) else {
             body.push(stmt.clone());
@@ -35,24 +36,14 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
         let mut nest = vec![stmt.clone()];
         // A fill of zeros a few statements back, none between them mentioning `c`, moves into
         // the product (which then writes its sums instead of adding them).
-        let last_mention = body
-            .iter()
-            .rposition(|s| stmt_writes(s).contains(&plan.c) || stmt_reads(s).contains(&plan.c));
-        if let Some(at) = last_mention
-            && matches!(body[at], Stmt::Fill { node, value } if node == plan.c && value == 0.0)
+        if let Some(&at) = body.last_mention.get(&plan.c)
+            && let Some(Stmt::Fill { node, value }) = body.slots[at]
+            && node == plan.c
+            && value == 0.0
         {
             plan.zero_first = true;
-            nest.insert(0, body.remove(at));
+            nest.splice(0..0, body.slots[at].take());
         }
-        let written: HashSet<NodeId> = routine
-            .body
-            .iter()
-            .flat_map(|s| {
-                let mut nodes = Vec::new();
-                s.walk(&mut |s| nodes.extend(s.written_node()));
-                nodes
-            })
-            .collect();
         for operand in [plan.a, plan.b, plan.c] {
             let node = result.nodes.get_mut(&operand).expect("checked by plan_of");
             if node.memory_mode.is_none() && (written.contains(&operand) || operand == plan.c) {
@@ -64,8 +55,25 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
             nest,
         });
     }
-    result.body = body;
+    result.body = body.slots.into_iter().flatten().collect();
     result
+}
+
+/// The statements written so far, in slots (a fill moved into a product leaves its slot empty),
+/// with the last slot mentioning each node.
+#[derive(Debug, Default)]
+struct Emitted {
+    slots: Vec<Option<Stmt>>,
+    last_mention: HashMap<NodeId, usize>,
+}
+
+impl Emitted {
+    fn push(&mut self, stmt: Stmt) {
+        for node in stmt_writes(&stmt).into_iter().chain(stmt_reads(&stmt)) {
+            self.last_mention.insert(node, self.slots.len());
+        }
+        self.slots.push(Some(stmt));
+    }
 }
 
 /// The product `stmt` computes, if it is one worth a tuned routine.
@@ -227,5 +235,73 @@ mod tests {
         let diagonal = [Index::var(i, 0), Index::var(i, 0)];
         assert!(injective(&diagonal, &[4, 4], &[(i, 4)]));
         assert!(!injective(&[Index::constant(0)], &[1], &[(i, 2)]));
+    }
+
+    #[test]
+    fn a_zero_fill_moves_into_the_product_unless_its_result_is_read_between() {
+        use crate::node::TensorNode;
+        let (a, b, c, d) = (NodeId(0), NodeId(1), NodeId(2), NodeId(3));
+        let at = |vars: [u32; 2]| vars.map(|v| Index::var(LoopVar(v), 0)).to_vec();
+        let nest = |loops: &[u32], stmt: Stmt| {
+            loops.iter().rev().fold(stmt, |stmt, &var| Stmt::For {
+                var: LoopVar(var),
+                range: 16,
+                body: vec![stmt],
+            })
+        };
+        // c[i, j] += a[i, k] · b[k, j], with i, j, k the loops 0, 1, 2.
+        let product = nest(
+            &[0, 1, 2],
+            Stmt::Set {
+                node: c,
+                index: at([0, 1]),
+                value: Scalar::Binop(
+                    Binop::Add,
+                    Box::new(Scalar::Get(c, at([0, 1]))),
+                    Box::new(Scalar::Binop(
+                        Binop::Mul,
+                        Box::new(Scalar::Get(a, at([0, 2]))),
+                        Box::new(Scalar::Get(b, at([2, 1]))),
+                    )),
+                ),
+            },
+        );
+        let fill = |node| Stmt::Fill { node, value: 0.0 };
+        let copy_of_c = nest(
+            &[3, 4],
+            Stmt::Set {
+                node: d,
+                index: at([3, 4]),
+                value: Scalar::Get(c, at([3, 4])),
+            },
+        );
+        let routine = |body| Routine {
+            name: "r".to_owned(),
+            nodes: (0..4)
+                .map(|id| {
+                    let node = TensorNode::new(id, "t", Precision::F32, &[16, 16]);
+                    (node.id, node)
+                })
+                .collect(),
+            statics: Default::default(),
+            body,
+        };
+        let moved = extract_gemms(&routine(vec![fill(c), fill(d), product.clone()]));
+        let [Stmt::Fill { node, .. }, Stmt::Gemm { plan, nest }] = &moved.body[..] else {
+            panic!("the fill of d, then the product: {moved}");
+        };
+        assert_eq!((*node, plan.zero_first), (d, true));
+        assert_eq!(nest[..], [fill(c), product.clone()]);
+        let kept = extract_gemms(&routine(vec![fill(c), copy_of_c, product]));
+        let [
+            Stmt::Fill { .. },
+            Stmt::For { .. },
+            Stmt::Gemm { plan, nest },
+        ] = &kept.body[..]
+        else {
+            panic!("the fill, the copy, then the product: {kept}");
+        };
+        assert!(!plan.zero_first);
+        assert_eq!(nest.len(), 1);
     }
 }

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::cse::{depends_on_precision, is_operation, operands, wide};
-use super::{Fresh, local_precisions, map_values, stmt_precision, stmt_writes};
+use super::{Fresh, local_precisions, map_values, stmt_precision, stmt_writes, with_body};
 use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
 use crate::node::NodeId;
 use crate::ops::{Binop, Unop};
@@ -67,10 +67,7 @@ fn hoist(routine: &Routine, reach: Reach) -> Routine {
         fresh: Fresh::new(&routine.body),
     };
     let body = hoisting.block(&routine.body, Level::Top);
-    Routine {
-        body,
-        ..routine.clone()
-    }
+    with_body(routine, body)
 }
 
 struct Hoisting<'a> {

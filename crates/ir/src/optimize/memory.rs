@@ -227,7 +227,7 @@ fn inlinable(
     }
     let producer = Producer::find(body, node)?;
     let reads = inlined_reads(&producer, inlined);
-    match hazard(body, &producer, &reads) {
+    match hazard(body, producer.node, producer.position, &reads) {
         Some(reason) => Err(reason),
         None => Ok(producer),
     }

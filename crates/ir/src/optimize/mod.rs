@@ -3,7 +3,9 @@
 //! simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
-//! the nodes they write and read, so that a pass asking about one node looks at its statements only.
+//! the nodes they write and read, so that a pass asking about one node looks at its statements only;
+//! `fused` keeps the nests fusion builds link by link down a chain, so that the chain fuses in time
+//! linear in its length.
 //!
 //! Every pass is a pure function from a routine to a routine, public so that it can be run alone.
 //! None changes what the reference interpreter computes, bit for bit, except where a pass's own
@@ -14,6 +16,7 @@ pub mod accumulate;
 mod body;
 pub mod cse;
 pub mod fills;
+mod fused;
 pub mod gather;
 pub mod gemm;
 pub mod hoist;
@@ -67,6 +70,17 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
     Ok(cse::cse(&hoisted))
 }
 
+/// `routine`'s name, nodes and static indices around `body`: what a pass returns, without
+/// cloning the body it replaces.
+fn with_body(routine: &Routine, body: Vec<Stmt>) -> Routine {
+    Routine {
+        name: routine.name.clone(),
+        nodes: routine.nodes.clone(),
+        statics: routine.statics.clone(),
+        body,
+    }
+}
+
 /// How messages name a node: `n3 'hidden'`.
 fn describe(node: &TensorNode) -> String {
     format!("{} '{}'", node.id, node.label)
@@ -82,19 +96,18 @@ struct Fresh {
 impl Fresh {
     /// Numbers past every loop variable and local that `body` mentions.
     fn new(body: &[Stmt]) -> Fresh {
-        let (vars, locals) = names(body);
-        Fresh {
-            next_var: vars
-                .iter()
-                .map(|v| v.0.saturating_add(1))
-                .max()
-                .unwrap_or(0),
-            next_local: locals
-                .iter()
-                .map(|l| l.0.saturating_add(1))
-                .max()
-                .unwrap_or(0),
+        let mut fresh = Fresh {
+            next_var: 0,
+            next_local: 0,
+        };
+        for stmt in body {
+            for_each_name(
+                stmt,
+                &mut |var| fresh.next_var = fresh.next_var.max(var.0.saturating_add(1)),
+                &mut |id| fresh.next_local = fresh.next_local.max(id.0.saturating_add(1)),
+            );
         }
+        fresh
     }
 
     fn var(&mut self) -> LoopVar {
@@ -114,30 +127,39 @@ impl Fresh {
 fn names<'a>(stmts: impl IntoIterator<Item = &'a Stmt>) -> (HashSet<LoopVar>, HashSet<LocalId>) {
     let (mut vars, mut locals) = (HashSet::new(), HashSet::new());
     for stmt in stmts {
-        stmt.walk(&mut |s| {
-            match s {
-                Stmt::For { var, .. } => {
-                    vars.insert(*var);
-                }
-                Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } => {
-                    locals.insert(*id);
-                }
-                _ => {}
-            }
-            for_each_index(s, &mut |index| {
-                vars.extend(index.vars().filter_map(|v| match v {
-                    Var::Loop(l) => Some(l),
-                    Var::Static(_) => None,
-                }));
-            });
-            for value in s.values() {
-                value.for_each_local(&mut |id| {
-                    locals.insert(id);
-                });
-            }
-        });
+        for_each_name(
+            stmt,
+            &mut |var| {
+                vars.insert(var);
+            },
+            &mut |id| {
+                locals.insert(id);
+            },
+        );
     }
     (vars, locals)
+}
+
+/// Calls `var` on every loop variable and `local` on every local `stmt` mentions anywhere, as
+/// often as it mentions them.
+fn for_each_name(stmt: &Stmt, var: &mut impl FnMut(LoopVar), local: &mut impl FnMut(LocalId)) {
+    stmt.walk(&mut |s| {
+        match s {
+            Stmt::For { var: bound, .. } => var(*bound),
+            Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } => local(*id),
+            _ => {}
+        }
+        for_each_index(s, &mut |index| {
+            for mentioned in index.vars() {
+                if let Var::Loop(l) = mentioned {
+                    var(l);
+                }
+            }
+        });
+        for value in s.values() {
+            value.for_each_local(&mut *local);
+        }
+    });
 }
 
 /// `stmt` with each of its own expressions replaced by `rewrite` of it.

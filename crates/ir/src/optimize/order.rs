@@ -11,7 +11,7 @@
 //! Every iteration computes its cell from the loop values and that cell alone, so the order
 //! changes nothing the interpreter computes.
 
-use super::{Fresh, PerfectNest, Renaming, reads_node, stmt_reads};
+use super::{Fresh, PerfectNest, Renaming, reads_node, stmt_reads, with_body};
 use crate::loops::{Index, LoopVar, Stmt, Var};
 use crate::optimize::gemm::{flat_coefficients, injective};
 use crate::routine::Routine;
@@ -27,10 +27,7 @@ pub fn order_loops(routine: &Routine) -> Routine {
         .iter()
         .map(|stmt| reordered(stmt, routine, &mut fresh).unwrap_or_else(|| stmt.clone()))
         .collect();
-    Routine {
-        body,
-        ..routine.clone()
-    }
+    with_body(routine, body)
 }
 
 fn reordered(stmt: &Stmt, routine: &Routine, fresh: &mut Fresh) -> Option<Stmt> {

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Renaming, local_precisions, normalize, stmt_precision};
+use super::{Renaming, local_precisions, normalize, stmt_precision, with_body};
 use crate::loops::{Index, LocalId, Lookup, Scalar, Stmt};
 use crate::ops::{Binop, Ternop, Unop};
 use crate::precision::Precision;
@@ -33,28 +33,50 @@ pub fn simplify(routine: &Routine) -> Routine {
         routine,
         locals: local_precisions(&routine.body),
     };
-    let mut body = simplifier.block(&routine.body);
-    loop {
-        let mut read = HashSet::new();
-        for stmt in &body {
-            stmt.walk(&mut |s| {
-                for value in s.values() {
-                    value.for_each_local(&mut |id| {
-                        read.insert(id);
-                    });
+    let body = simplifier.block(&routine.body);
+    let live = live_locals(&body);
+    with_body(routine, prune(body, &live))
+}
+
+/// The locals still read once every statement setting a local nothing reads is gone, and with
+/// it what it read, again and again: what pruning until nothing changes leaves, found in one
+/// pass by counting each local's readers. A local that reads itself (`v := v + x`) stays.
+fn live_locals(body: &[Stmt]) -> HashSet<LocalId> {
+    // For each local, the locals read by the statements setting it; how often each is read.
+    let mut reads_of: HashMap<LocalId, Vec<LocalId>> = HashMap::new();
+    let mut readers: HashMap<LocalId, usize> = HashMap::new();
+    for stmt in body {
+        stmt.walk(&mut |s| {
+            let setting = match s {
+                Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } => Some(*id),
+                _ => None,
+            };
+            for value in s.values() {
+                value.for_each_local(&mut |read| {
+                    *readers.entry(read).or_default() += 1;
+                    if let Some(id) = setting {
+                        reads_of.entry(id).or_default().push(read);
+                    }
+                });
+            }
+        });
+    }
+    let mut unread: Vec<LocalId> = (reads_of.keys())
+        .filter(|id| !readers.contains_key(id))
+        .copied()
+        .collect();
+    while let Some(id) = unread.pop() {
+        for read in reads_of.remove(&id).into_iter().flatten() {
+            if let Some(count) = readers.get_mut(&read) {
+                *count -= 1;
+                if *count == 0 {
+                    readers.remove(&read);
+                    unread.push(read);
                 }
-            });
-        }
-        let (pruned, changed) = prune(body, &read);
-        body = pruned;
-        if !changed {
-            break;
+            }
         }
     }
-    Routine {
-        body,
-        ..routine.clone()
-    }
+    readers.into_keys().collect()
 }
 
 struct Simplifier<'a> {
@@ -145,29 +167,22 @@ impl Simplifier<'_> {
     }
 }
 
-/// `stmts` without the locals `read` does not hold, their settings, and loops left empty;
-/// whether anything went.
-fn prune(stmts: Vec<Stmt>, read: &HashSet<LocalId>) -> (Vec<Stmt>, bool) {
-    let mut changed = false;
+/// `stmts` without the locals `live` does not hold, their settings, and loops left empty.
+fn prune(stmts: Vec<Stmt>, live: &HashSet<LocalId>) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(stmts.len());
     for stmt in stmts {
         match stmt {
-            Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } if !read.contains(&id) => {
-                changed = true;
-            }
+            Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } if !live.contains(&id) => {}
             Stmt::For { var, range, body } => {
-                let (body, inner) = prune(body, read);
-                changed |= inner;
-                if body.is_empty() {
-                    changed = true;
-                } else {
+                let body = prune(body, live);
+                if !body.is_empty() {
                     out.push(Stmt::For { var, range, body });
                 }
             }
             other => out.push(other),
         }
     }
-    (out, changed)
+    out
 }
 
 /// `lookup` with its indices normalized and its id (a number in f64) simplified.
@@ -365,5 +380,53 @@ mod tests {
     fn integer_results_a_constant_cannot_hold_stay() {
         let big = Scalar::Binop(Binop::Add, c(9.007_199_254_740_992e15), c(1.0));
         assert_eq!(shown(&big, Precision::I64), "(9007199254740992 + 1)");
+    }
+
+    #[test]
+    fn locals_read_only_by_dead_locals_go_with_them() {
+        let local = |id: u32, value: Scalar| Stmt::Local {
+            id: LocalId(id),
+            precision: Precision::F32,
+            value,
+        };
+        let read = |id: u32| Box::new(Scalar::Local(LocalId(id)));
+        // v0 ← v1 ← v2 unread, v3 ← v4 read by the store, v5 reading only itself.
+        let body = vec![Stmt::For {
+            var: LoopVar(0),
+            range: 2,
+            body: vec![
+                local(0, *x()),
+                local(1, Scalar::Unop(Unop::Neg, read(0))),
+                local(2, Scalar::Binop(Binop::Add, read(1), read(0))),
+                local(3, *x()),
+                local(4, Scalar::Unop(Unop::Neg, read(3))),
+                local(5, Scalar::Const(0.0)),
+                Stmt::SetLocal {
+                    id: LocalId(5),
+                    value: Scalar::Binop(Binop::Add, read(5), read(3)),
+                },
+                Stmt::Set {
+                    node: NodeId(1),
+                    index: vec![Index::var(LoopVar(0), 0)],
+                    value: *read(4),
+                },
+            ],
+        }];
+        let live = live_locals(&body);
+        assert_eq!(live, HashSet::from([LocalId(3), LocalId(4), LocalId(5)]));
+        let Stmt::For { body: pruned, .. } = &prune(body.clone(), &live)[0] else {
+            panic!("the loop stays");
+        };
+        let Stmt::For { body, .. } = &body[0] else {
+            panic!("a loop");
+        };
+        assert_eq!(pruned[..], body[3..]);
+        // A loop left empty goes too.
+        let emptied = Stmt::For {
+            var: LoopVar(0),
+            range: 2,
+            body: vec![local(0, *x())],
+        };
+        assert!(prune(vec![emptied], &HashSet::new()).is_empty());
     }
 }

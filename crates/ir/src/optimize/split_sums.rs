@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{Fresh, Renaming};
+use super::{Fresh, Renaming, with_body};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::ops::Binop;
@@ -60,10 +60,7 @@ pub fn split_sums(routine: &Routine) -> SplitSums {
         .keys()
         .last()
         .map_or(Some(0), |id| id.0.checked_add(1));
-    let mut split = Routine {
-        body: Vec::with_capacity(routine.body.len()),
-        ..routine.clone()
-    };
+    let mut split = with_body(routine, Vec::with_capacity(routine.body.len()));
     let mut scratch = Vec::new();
     for stmt in &routine.body {
         let sum = Sum::of(stmt, routine).filter(|sum| {

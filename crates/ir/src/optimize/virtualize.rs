@@ -20,13 +20,19 @@
 //! order, so that what a producer reads of other virtual nodes is already inlined into it and
 //! travels with it. A read inside a `where` branch is computed before the statement, whichever
 //! branch is taken: values are unchanged, but a read the branch guarded could now fail.
+//!
+//! A producer read by one perfect nest, at one index of bare loop variables, is moved into it
+//! as a fused nest (see `fused`) rather than copied, so that a chain of such nodes, each read by
+//! the next, fuses in time linear in its length; the statements written out are those copying
+//! makes.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::body::Body;
+use super::body::{Body, Entry};
+use super::fused::{Fused, Segments, Statement, Substitution};
 use super::{
     Fresh, OptimizeError, OptimizeErrorKind, PerfectNest, Renaming, covers_each_cell_once,
-    describe, fill_constant, map_values, names, reads_node, stmt_reads,
+    describe, fill_constant, map_values, names, reads_node, stmt_reads, with_body,
 };
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
@@ -37,7 +43,21 @@ use crate::routine::Routine;
 /// `routine` with every node whose mode is `Virtual` inlined into its readers and its producer
 /// removed; an error if one cannot be. A virtual node the routine does not mention is left alone.
 pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let mut body = Body::new(routine.body.clone());
+    fuse(routine, Moves::SoleReaders)
+}
+
+/// Whether fusion moves producers into their sole readers as fused nests, or copies every
+/// producer (what moving must reproduce).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moves {
+    SoleReaders,
+    #[cfg(test)]
+    None,
+}
+
+/// [`virtualize`], moving producers into their sole readers as `moves` says.
+fn fuse(routine: &Routine, moves: Moves) -> Result<Routine, OptimizeError> {
+    let mut body = Body::new(routine.body.iter().cloned().map(Statement::Plain).collect());
     let mut order: Vec<(Option<usize>, &TensorNode)> = routine
         .nodes
         .values()
@@ -47,7 +67,21 @@ pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
     order.sort_by_key(|(position, node)| (*position, node.id));
     let mut fresh = Fresh::new(&routine.body);
     let mut in_use = InUse::of(&routine.body);
+    let mut segments = Segments::default();
     for (_, node) in order {
+        if moves == Moves::SoleReaders
+            && move_into_sole_reader(&mut body, node, &mut segments, &mut fresh, &mut in_use)
+        {
+            continue;
+        }
+        // Copying looks at the statements writing and reading the node as statements.
+        let touched: Vec<usize> = body.writers(node.id).chain(body.readers(node.id)).collect();
+        for slot in touched {
+            if body.entry(slot).stmt().is_none() {
+                let stmt = body.take(slot).into_stmt(&mut segments);
+                body.put(slot, Statement::Plain(stmt));
+            }
+        }
         let cannot = |reason: String| OptimizeError {
             kind: OptimizeErrorKind::NotInlinable,
             message: format!(
@@ -56,15 +90,175 @@ pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
             ),
         };
         let producer = Producer::find(&body, node).map_err(cannot)?;
-        if let Some(reason) = hazard(&body, &producer, &producer.reads()) {
+        if let Some(reason) = hazard(&body, node.id, producer.position, &producer.reads()) {
             return Err(cannot(reason));
         }
-        inline(&mut body, &producer, &mut fresh, &mut in_use);
+        inline(&mut body, &producer, &mut fresh, &mut in_use, &mut segments);
     }
-    Ok(Routine {
-        body: body.into_stmts(),
-        ..routine.clone()
-    })
+    let body = (body.into_stmts().into_iter())
+        .map(|stmt| stmt.into_stmt(&mut segments))
+        .collect();
+    Ok(with_body(routine, body))
+}
+
+/// Inlines `node` by moving its producer into the one statement reading it, when copying would
+/// succeed and keep every name, and both are (or can be kept as) fused nests: the producer
+/// stores the node, once per cell, keeping no loops; the reader reads it in its store only, at
+/// one index whose axes are distinct loop variables of the reader. Whether it did.
+fn move_into_sole_reader(
+    body: &mut Body<Statement>,
+    node: &TensorNode,
+    segments: &mut Segments,
+    fresh: &mut Fresh,
+    in_use: &mut InUse,
+) -> bool {
+    let id = node.id;
+    if node.padding.iter().any(|(l, r)| *l > 0 || *r > 0) {
+        return false;
+    }
+    let (Some(p), Some(r)) = (sole(body.writers(id)), sole(body.readers(id))) else {
+        return false;
+    };
+    if r <= p || !keep_fused(body, p, segments, in_use) || !keep_fused(body, r, segments, in_use) {
+        return false;
+    }
+    let (Statement::Fused(producer), Statement::Fused(reader)) = (body.entry(p), body.entry(r))
+    else {
+        return false;
+    };
+    let Some((substitution, read)) = sole_read_substitution(producer, reader, node) else {
+        return false;
+    };
+    let mut reads = producer.pre_reads.clone();
+    producer.value.for_each_get(&mut |n, _| {
+        reads.insert(n);
+    });
+    reads.remove(&id);
+    if hazard(body, id, p, &reads).is_some() {
+        return false;
+    }
+    let Some(producer) = take_fused(body, p) else {
+        return false;
+    };
+    let Some(mut reader) = take_fused(body, r) else {
+        body.put(p, Statement::Fused(producer));
+        return false;
+    };
+    // What copying does to the names in use: the producer's loops are gone; the names its
+    // statements declare move with them (no other statement mentions them, and copying keeps
+    // them); the local computing the read is new.
+    for (var, _) in producer.loops() {
+        uncount(&mut in_use.vars, var);
+    }
+    let local = fresh.local();
+    *in_use.locals.entry(local).or_default() += 1;
+    segments.inline(producer, &mut reader, substitution, local, node.precision);
+    reader.value = replace_reads(&reader.value, id, &[(read, local)]);
+    body.put(r, Statement::Fused(reader));
+    true
+}
+
+/// The one slot of `slots`, if there is exactly one.
+fn sole(mut slots: impl Iterator<Item = usize>) -> Option<usize> {
+    match (slots.next(), slots.next()) {
+        (Some(slot), None) => Some(slot),
+        _ => None,
+    }
+}
+
+/// Whether the statement in `slot` is, or is now, kept as a fused nest.
+fn keep_fused(
+    body: &mut Body<Statement>,
+    slot: usize,
+    segments: &mut Segments,
+    in_use: &InUse,
+) -> bool {
+    let stmt = match body.take(slot) {
+        Statement::Plain(stmt) => stmt,
+        fused => {
+            body.put(slot, fused);
+            return true;
+        }
+    };
+    let only_here_var = |var| in_use.vars.get(&var) == Some(&1);
+    let only_here_local = |id| in_use.locals.get(&id) == Some(&1);
+    let (kept, entry) = match Fused::of(stmt, segments, only_here_var, only_here_local) {
+        Ok(fused) => (true, Statement::Fused(fused)),
+        Err(stmt) => (false, Statement::Plain(stmt)),
+    };
+    body.put(slot, entry);
+    kept
+}
+
+/// The fused nest in `slot`, taken out; `None`, the slot left as it was, if it holds none.
+fn take_fused(body: &mut Body<Statement>, slot: usize) -> Option<Fused> {
+    match body.take(slot) {
+        Statement::Fused(fused) => Some(fused),
+        plain => {
+            body.put(slot, plain);
+            None
+        }
+    }
+}
+
+/// What inlining `producer` (a fused nest storing `node`) into `reader` substitutes for the
+/// producer's loop variables: the reader's loop variable on each axis the producer's loops
+/// write, 0 for its loops of one trip. `None` unless the producer stores each cell once, reads
+/// neither the node nor keeps loops of its own, and the reader reads the node in its store only,
+/// at one index whose axes the producer writes are distinct loop variables of the reader. With
+/// that index.
+fn sole_read_substitution(
+    producer: &Fused,
+    reader: &Fused,
+    node: &TensorNode,
+) -> Option<(Substitution, Vec<Index>)> {
+    let id = node.id;
+    let loops: Vec<(LoopVar, usize)> = producer.loops().collect();
+    if producer.node != id
+        || !covers_each_cell_once(&producer.index, &loops, &node.dims)
+        || producer.pre_reads.contains(&id)
+        || reads_node(&producer.value, id)
+        || reader.pre_reads.contains(&id)
+        || reader.value.looks_up(id)
+    {
+        return None;
+    }
+    let mut reads: Vec<Vec<Index>> = Vec::new();
+    reader.value.for_each_get(&mut |n, index| {
+        if n == id && !reads.iter().any(|read| read == index) {
+            reads.push(index.to_vec());
+        }
+    });
+    let [read] = &reads[..] else {
+        return None;
+    };
+    if read.len() != node.dims.len() {
+        return None;
+    }
+    let reader_loops: HashSet<LoopVar> = reader.loops().map(|(var, _)| var).collect();
+    let mut substitution = Vec::new();
+    let mut targets = HashSet::new();
+    for (axis, read_axis) in producer.index.iter().zip(read) {
+        let Some(&(var, _)) = loops.iter().find(|(var, _)| super::is_bare(axis, *var)) else {
+            continue;
+        };
+        let bare = reader_loops
+            .iter()
+            .any(|&target| super::is_bare(read_axis, target) && targets.insert(target));
+        if !bare {
+            return None;
+        }
+        substitution.push((var, read_axis.clone()));
+    }
+    for (var, range) in loops {
+        if !substitution.iter().any(|(written, _)| *written == var) {
+            if range != 1 {
+                return None;
+            }
+            substitution.push((var, Index::constant(0)));
+        }
+    }
+    Some((substitution, read.clone()))
 }
 
 /// A virtual node's producer, taken apart for inlining.
@@ -100,7 +294,7 @@ enum Form {
 
 impl Producer {
     /// The producer of `node` in `body`, or why it cannot be inlined (all but the hazard).
-    pub(super) fn find(body: &Body, node: &TensorNode) -> Result<Producer, String> {
+    pub(super) fn find<T: Entry>(body: &Body<T>, node: &TensorNode) -> Result<Producer, String> {
         let id = node.id;
         if node.padding.iter().any(|(l, r)| *l > 0 || *r > 0) {
             return Err("it has padding margins".to_owned());
@@ -337,20 +531,21 @@ pub(super) fn is_transcendental(op: &Scalar) -> bool {
     }
 }
 
-/// Why inlining `producer` where its node is read would read changed values: a top-level
-/// statement after it, up to the last one reading its node, writes one of `reads`.
-pub(super) fn hazard(body: &Body, producer: &Producer, reads: &BTreeSet<NodeId>) -> Option<String> {
-    let last = body
-        .readers(producer.node)
-        .rev()
-        .find(|&p| p != producer.position)?;
+/// Why inlining the producer of `node` at `position` where the node is read would read changed
+/// values: a top-level statement after it, up to the last one reading the node, writes one of
+/// `reads`.
+pub(super) fn hazard<T: Entry>(
+    body: &Body<T>,
+    node: NodeId,
+    position: usize,
+    reads: &BTreeSet<NodeId>,
+) -> Option<String> {
+    let last = body.readers(node).rev().find(|&p| p != position)?;
     // The first such statement, and the first of `reads` it writes.
     let (p, node) = reads
         .iter()
         .filter_map(|&node| {
-            let first = body
-                .writers_in(node, producer.position + 1..last + 1)
-                .next()?;
+            let first = body.writers_in(node, position + 1..last + 1).next()?;
             Some((first, node))
         })
         .min()?;
@@ -363,12 +558,18 @@ pub(super) fn hazard(body: &Body, producer: &Producer, reads: &BTreeSet<NodeId>)
 
 /// `body` with `producer` inlined at every read of its node, and removed. `in_use` counts the
 /// names of `body`'s statements before and after.
-fn inline(body: &mut Body, producer: &Producer, fresh: &mut Fresh, in_use: &mut InUse) {
+fn inline(
+    body: &mut Body<Statement>,
+    producer: &Producer,
+    fresh: &mut Fresh,
+    in_use: &mut InUse,
+    segments: &mut Segments,
+) {
     for slot in [Some(producer.position), producer.fill]
         .into_iter()
         .flatten()
     {
-        in_use.remove(&names([&body.take(slot)]));
+        in_use.remove(&names([&body.take(slot).into_stmt(segments)]));
     }
     let mut inliner = Inliner {
         producer,
@@ -382,7 +583,7 @@ fn inline(body: &mut Body, producer: &Producer, fresh: &mut Fresh, in_use: &mut 
     let readers: Vec<usize> = body.readers(producer.node).collect();
     let mut rewritten = Vec::with_capacity(readers.len());
     for slot in readers {
-        let stmt = body.take(slot);
+        let stmt = body.take(slot).into_stmt(segments);
         let old_names = names([&stmt]);
         let stmt = match <[Stmt; 1]>::try_from(inliner.stmt(stmt)) {
             Ok([only]) => only,
@@ -401,7 +602,7 @@ fn inline(body: &mut Body, producer: &Producer, fresh: &mut Fresh, in_use: &mut 
     for (slot, old_names, stmt) in rewritten {
         in_use.remove(&old_names);
         in_use.add(&names([&stmt]));
-        body.put(slot, stmt);
+        body.put(slot, Statement::Plain(stmt));
     }
 }
 
@@ -779,6 +980,160 @@ mod tests {
             error.message,
             "n3 't3' is virtual, but it cannot be inlined: statement 1 writes n4, which its \
              producer reads, before statement 2 reads it"
+        );
+    }
+
+    /// Numbers from a seed, for routines made up of many kinds of nests.
+    struct Draws(u64);
+
+    impl Draws {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    /// A routine of `len` nodes after two inputs, each written by a nest reading earlier nodes
+    /// at bare, transposed, diagonal or shifted positions, or by a row sum; loop variables
+    /// shared between nests now and then; about half the nodes virtual.
+    fn drawn_routine(seed: u64, len: u32) -> Routine {
+        let mut draws = Draws(seed);
+        let f = Precision::F32;
+        let mut nodes = vec![
+            TensorNode::new(0, "x", f, &[3, 3]),
+            TensorNode::new(1, "y", f, &[3, 3]),
+        ];
+        let mut body = Vec::new();
+        for k in 2..len + 2 {
+            let (i, j) = if draws.below(3) == 0 {
+                (LoopVar(0), LoopVar(1))
+            } else {
+                (LoopVar(2 * k), LoopVar(2 * k + 1))
+            };
+            let column = draws.below(4) == 0;
+            let read = |draws: &mut Draws| {
+                let from = if draws.below(3) == 0 {
+                    draws.below(u64::from(k)) as u32
+                } else {
+                    k - 1
+                };
+                let rows = nodes[from as usize].dims[1] == 1;
+                let var = |v: LoopVar| Index::var(v, 0);
+                let index = match (rows, draws.below(6)) {
+                    (true, 0) => vec![var(j), Index::constant(0)],
+                    (true, _) => vec![var(i), Index::constant(0)],
+                    (false, 0) => vec![var(j), var(i)],
+                    (false, 1) => vec![var(i), var(i)],
+                    (false, 2) => vec![Index::var(i, 1), var(j)],
+                    (false, _) => vec![var(i), var(j)],
+                };
+                Scalar::Get(NodeId(from), index)
+            };
+            let a = read(&mut draws);
+            let value = match draws.below(4) {
+                0 => Scalar::Unop(Unop::Neg, Box::new(a)),
+                1 => Scalar::Binop(Binop::Mul, Box::new(a.clone()), Box::new(a)),
+                _ => Scalar::Binop(Binop::Add, Box::new(a), Box::new(read(&mut draws))),
+            };
+            let store = |index: Vec<Index>, value: Scalar| Stmt::Set {
+                node: NodeId(k),
+                index,
+                value,
+            };
+            let nest = |outer: Vec<(LoopVar, usize)>, stmt: Stmt| {
+                outer
+                    .iter()
+                    .rev()
+                    .fold(stmt, |stmt, &(var, range)| Stmt::For {
+                        var,
+                        range,
+                        body: vec![stmt],
+                    })
+            };
+            let dims: &[usize] = if column { &[3, 1] } else { &[3, 3] };
+            if column && draws.below(2) == 0 {
+                // A row sum: a fill, then a nest keeping the loop over columns.
+                let own = Scalar::Get(NodeId(k), vec![Index::var(i, 0), Index::constant(0)]);
+                body.push(Stmt::Fill {
+                    node: NodeId(k),
+                    value: 0.0,
+                });
+                body.push(nest(
+                    vec![(i, 3), (j, 3)],
+                    store(
+                        vec![Index::var(i, 0), Index::constant(0)],
+                        Scalar::Binop(Binop::Add, Box::new(own), Box::new(value)),
+                    ),
+                ));
+            } else if column {
+                // The column, inside a loop of one trip its store does not use.
+                body.push(nest(
+                    vec![(i, 3), (j, 1)],
+                    store(vec![Index::var(i, 0), Index::constant(0)], value),
+                ));
+            } else {
+                body.push(nest(
+                    vec![(i, 3), (j, 3)],
+                    store(vec![Index::var(i, 0), Index::var(j, 0)], value),
+                ));
+            }
+            if draws.below(20) == 0 {
+                // Written a second time, which no virtual node may be.
+                let again = body.last().cloned();
+                body.extend(again);
+            }
+            let node = TensorNode::new(k, &format!("t{k}"), f, dims);
+            nodes.push(if k < len + 1 && draws.below(3) != 0 {
+                node.with_mode(MemoryMode::Virtual)
+            } else {
+                node
+            });
+        }
+        routine(nodes, body)
+    }
+
+    #[test]
+    fn moving_into_sole_readers_writes_what_copying_writes() {
+        let mut moved = 0;
+        for seed in 0..400 {
+            let routine = drawn_routine(seed, 2 + (seed % 11) as u32);
+            let copied = fuse(&routine, Moves::None);
+            assert_eq!(fuse(&routine, Moves::SoleReaders), copied, "seed {seed}");
+            moved += usize::from(copied.is_ok());
+        }
+        // Enough of the routines fuse for the comparison to mean something.
+        assert!(moved > 100, "{moved} routines fused");
+    }
+
+    #[test]
+    fn a_chain_of_copies_fuses_into_its_last_nest() {
+        // t1 := t0, t2 := t1, …, t9 := t8, every node between virtual.
+        let f = Precision::F32;
+        let nodes = (0..10)
+            .map(|k| {
+                let node = TensorNode::new(k, &format!("t{k}"), f, &[2]);
+                if (1..9).contains(&k) {
+                    node.with_mode(MemoryMode::Virtual)
+                } else {
+                    node
+                }
+            })
+            .collect();
+        let body = (1..10)
+            .map(|k| store(k, k, get(k - 1, vec![at(k)])))
+            .collect();
+        let fused = virtualize(&routine(nodes, body)).unwrap();
+        let [Stmt::For { var, body, .. }] = &fused.body[..] else {
+            panic!("one nest: {fused}");
+        };
+        assert_eq!(*var, LoopVar(9));
+        assert_eq!(body.len(), 9);
+        assert_eq!(
+            body[0].to_string() + &body[8].to_string(),
+            "local v0: f32 := n0[l9]\nn9[l9] := v7\n"
         );
     }
 }
