@@ -33,8 +33,9 @@
 //! α = 3, which pins γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that
 //! makes a later constraint fail is reported, not undone.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
+use super::var_set::VarSet;
 use super::{RowState, Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
@@ -73,7 +74,7 @@ impl Solver {
         let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
         for leaf in leaves {
             for kind in Kind::ALL {
-                if let Some(var) = self.resolve_row(leaf.shape.row(kind)).var {
+                if let Some(var) = self.open_var(leaf.shape.row(kind)) {
                     if self.awaits_total(var) {
                         waiting.push((var, Some((leaf, kind))));
                         continue;
@@ -110,7 +111,7 @@ impl Solver {
         self.solve()?;
         // Closing a row can grow another one (a cap meeting a longer row): each stage visits
         // again until no variable it has not seen is left, so that fresh ones close too.
-        let mut visited = HashSet::new();
+        let mut visited = VarSet::default();
         loop {
             let order = self.rows_to_visit(&visited);
             if order.is_empty() {
@@ -133,7 +134,7 @@ impl Solver {
         self.close_dims(Self::close_dim_to_cap)?;
         self.close_dims_to_default()?;
         for (var, leaf) in waiting {
-            if let Some(var) = self.resolve_row(&Row::var(var)).var {
+            if let Some(var) = self.open_var(&Row::var(var)) {
                 self.close_row(var, leaf, &informed)?;
                 self.solve()?;
             }
@@ -229,7 +230,7 @@ impl Solver {
         &mut self,
         close: fn(&mut Self, DimVar) -> Result<(), ShapeError>,
     ) -> Result<(), ShapeError> {
-        let mut visited = HashSet::new();
+        let mut visited = VarSet::default();
         loop {
             let order = self.dims_to_visit(&visited);
             if order.is_empty() {
@@ -263,7 +264,7 @@ impl Solver {
         &mut self,
         var: RowVarId,
         leaf: Option<(&Leaf, Kind)>,
-        informed: &HashSet<RowVarId>,
+        informed: &VarSet<RowVarId>,
     ) -> Result<(), ShapeError> {
         if self.awaits_empty(var) {
             return self.bind_row(var, Row::default());
@@ -305,7 +306,7 @@ impl Solver {
         let bounded_above = under_closed
             || above
                 .iter()
-                .any(|other| self.resolve_row(&Row::var(*other)) != Row::var(var));
+                .any(|other| self.bare_var(&Row::var(*other)) != Some(var));
         // `ρ ⊑ ρ` says nothing; it is left over when a cap's variable joined this one's class.
         let caps: Vec<Row> = caps
             .iter()
@@ -313,7 +314,7 @@ impl Solver {
             .filter(|cap| *cap != Row::var(var))
             .collect();
         // A bare open row below says nothing yet, unless something below it does.
-        let informative = informed.contains(&var) || self.informed_from_below(var, informed);
+        let informative = informed.contains(var) || self.informed_from_below(var, informed);
         if !informative
             && !bounded_above
             && let Some((leaf, kind)) = leaf
@@ -339,7 +340,7 @@ impl Solver {
     /// axes of their own, shows to be closed or to have axes: computed once, for the state
     /// solving left, since walking down from every parameter would cost the whole graph below
     /// it each time.
-    fn rows_informed_from_below(&self) -> HashSet<RowVarId> {
+    fn rows_informed_from_below(&self) -> VarSet<RowVarId> {
         let mut bare_above: HashMap<RowVarId, Vec<RowVarId>> = HashMap::new();
         let mut pending = Vec::new();
         for (index, state) in self.rows.iter().enumerate() {
@@ -348,16 +349,13 @@ impl Solver {
             };
             let var = RowVarId(index as u32);
             for cap in &bounds.caps {
-                let cap = self.resolve_row(cap);
-                match cap.var {
-                    Some(below) if cap.n_explicit() == 0 => {
-                        bare_above.entry(below).or_default().push(var);
-                    }
-                    _ => pending.push(var),
+                match self.bare_var(cap) {
+                    Some(below) => bare_above.entry(below).or_default().push(var),
+                    None => pending.push(var),
                 }
             }
         }
-        let mut informed: HashSet<RowVarId> = HashSet::new();
+        let mut informed = VarSet::default();
         while let Some(var) = pending.pop() {
             if informed.insert(var) {
                 pending.extend(bare_above.get(&var).into_iter().flatten());
@@ -368,16 +366,13 @@ impl Solver {
 
     /// Whether one of `var`'s caps, or of the caps of a bare row among them, is closed or has
     /// axes now, beyond what `informed` (see [`Solver::rows_informed_from_below`]) knew.
-    fn informed_from_below(&self, var: RowVarId, informed: &HashSet<RowVarId>) -> bool {
+    fn informed_from_below(&self, var: RowVarId, informed: &VarSet<RowVarId>) -> bool {
         let Some(RowState::Free(bounds)) = self.rows.get(var.0 as usize) else {
             return false;
         };
-        bounds.caps.iter().any(|cap| {
-            let cap = self.resolve_row(cap);
-            match cap.var {
-                Some(below) if cap.n_explicit() == 0 => informed.contains(&below),
-                _ => true,
-            }
+        bounds.caps.iter().any(|cap| match self.bare_var(cap) {
+            Some(below) => informed.contains(below),
+            None => true,
         })
     }
 
@@ -426,7 +421,7 @@ impl Solver {
     fn awaits_empty(&self, var: RowVarId) -> bool {
         self.deferred.iter().any(|constraint| {
             matches!(constraint, Constraint::RowLe { res, .. }
-                if self.resolve_row(res).var == Some(var))
+                if self.open_var(res) == Some(var))
         })
     }
 
@@ -553,7 +548,7 @@ impl Solver {
             self.undetermined_window = Some(window);
             return Err(error);
         }
-        let discardable = self.discardable.contains(&var);
+        let discardable = self.discardable.contains(var);
         let Some(bounds) = self.dim_bounds(var) else {
             return Ok(());
         };

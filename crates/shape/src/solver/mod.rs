@@ -27,13 +27,15 @@ mod derived;
 mod dims;
 mod rank;
 mod rows;
+mod var_set;
 mod visit;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
+use var_set::VarSet;
 
 pub use closing::Leaf;
 
@@ -96,7 +98,7 @@ pub struct Solver {
     queue: VecDeque<Constraint>,
     deferred: Vec<Constraint>,
     rank: rank::RankGraph,
-    discardable: HashSet<DimVar>,
+    discardable: VarSet<DimVar>,
     /// Bumped on every binding, so that deferred constraints are retried only after progress.
     n_bindings: usize,
     /// `n_bindings` when the deferred constraints were last retried to no effect.
@@ -113,8 +115,8 @@ pub struct Solver {
     /// `derived::solve_eq`.
     settle_units: bool,
     /// The variables the solver made itself (see `visit`).
-    own_rows: HashSet<RowVarId>,
-    own_dims: HashSet<DimVar>,
+    own_rows: VarSet<RowVarId>,
+    own_dims: VarSet<DimVar>,
     /// The window and output of a convolution that the last closing refused to guess, if it
     /// failed on one: the session names them by their labels.
     undetermined_window: Option<(DimVar, DimVar)>,
@@ -379,6 +381,47 @@ impl Solver {
             }
         };
         (row, floating)
+    }
+
+    /// The variable that `row`'s resolution ends in, if it is open: `resolve_row(row).var`,
+    /// without building the row.
+    fn open_var(&self, row: &Row) -> Option<RowVarId> {
+        let mut var = row.var?;
+        loop {
+            match self.rows.get(var.0 as usize) {
+                Some(RowState::Solved(value, _)) => var = value.var?,
+                _ => return Some(var),
+            }
+        }
+    }
+
+    /// The variable that `row` resolves to when its resolution is that variable alone, with no
+    /// axes around it.
+    fn bare_var(&self, row: &Row) -> Option<RowVarId> {
+        let mut row = row;
+        loop {
+            if row.n_explicit() > 0 {
+                return None;
+            }
+            let var = row.var?;
+            match self.rows.get(var.0 as usize) {
+                Some(RowState::Solved(value, _)) => row = value,
+                _ => return Some(var),
+            }
+        }
+    }
+
+    /// Calls `f` on the axes of `row`'s resolution, in order, each as it stands before
+    /// [`Solver::resolve_dim`]: what `resolve_row(row).dims()` lists, without building the row
+    /// (a floating marker moves only the split between the flanks, never the order).
+    fn for_each_resolved_axis(&self, row: &Row, f: &mut impl FnMut(&Dim)) {
+        row.leading.iter().for_each(&mut *f);
+        if let Some(var) = row.var
+            && let Some(RowState::Solved(value, _)) = self.rows.get(var.0 as usize)
+        {
+            self.for_each_resolved_axis(value, f);
+        }
+        row.trailing.iter().for_each(f);
     }
 
     /// The constraint with every term resolved.
