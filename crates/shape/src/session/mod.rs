@@ -223,6 +223,8 @@ enum Change {
         constraints: Vec<Constraint>,
         discardable: Vec<DimVar>,
     },
+    /// The constraints of an operation, as its [`OpInfo::generated`] keeps them.
+    Operation(OpId),
     /// A closing over the leaves among the first `n_tensors` tensors.
     Close { n_tensors: usize },
 }
@@ -330,7 +332,8 @@ impl Inference {
         let result_shape = self.tensor(result).shape.clone();
         let generated = generate(&logic, &result_shape, &shapes, self.solver.vars())
             .map_err(|error| with_context(self, error))?;
-        self.commit(generated.constraints.clone(), generated.discardable.clone())
+        let vars = self
+            .solve_or_restore(&generated.constraints, &generated.discardable)
             .map_err(|error| with_context(self, self.in_words(&logic, result, operands, error)))?;
         let op = OpId(self.ops.len() as u32);
         self.ops.push(OpInfo {
@@ -338,6 +341,10 @@ impl Inference {
             result,
             operands: operands.to_vec(),
             generated,
+        });
+        self.log.push(Entry {
+            vars,
+            change: Change::Operation(op),
         });
         Ok(op)
     }
@@ -509,19 +516,28 @@ impl Inference {
         constraints: Vec<Constraint>,
         discardable: Vec<DimVar>,
     ) -> Result<(), ShapeError> {
+        let vars = self.solve_or_restore(&constraints, &discardable)?;
+        self.log.push(Entry {
+            vars,
+            change: Change::Constraints {
+                constraints,
+                discardable,
+            },
+        });
+        Ok(())
+    }
+
+    /// Solves `constraints`, returning the variable supply as it was before, for the caller to
+    /// log the change with; on failure restores the state before the call.
+    fn solve_or_restore(
+        &mut self,
+        constraints: &[Constraint],
+        discardable: &[DimVar],
+    ) -> Result<VarSupply, ShapeError> {
         let vars = self.solver.vars().clone();
         self.solver.add_discardable(discardable.iter().copied());
-        match self.solver.add(constraints.iter().cloned()) {
-            Ok(()) => {
-                self.log.push(Entry {
-                    vars,
-                    change: Change::Constraints {
-                        constraints,
-                        discardable,
-                    },
-                });
-                Ok(())
-            }
+        match self.solver.add_all(constraints) {
+            Ok(()) => Ok(vars),
             Err(error) => {
                 self.rebuild();
                 Err(error)
@@ -541,7 +557,12 @@ impl Inference {
                     discardable,
                 } => {
                     solver.add_discardable(discardable.iter().copied());
-                    solver.add(constraints.iter().cloned())
+                    solver.add_all(constraints)
+                }
+                Change::Operation(op) => {
+                    let generated = &self.op(*op).generated;
+                    solver.add_discardable(generated.discardable.iter().copied());
+                    solver.add_all(&generated.constraints)
                 }
                 Change::Close { n_tensors } => solver.close(&self.leaves(*n_tensors)),
             };

@@ -281,7 +281,7 @@ impl Solver {
         if let Some((rows, dims, n_open)) = self.pending_exact_for(var) {
             // Several open rows share the exact axes: the last one takes them.
             return if n_open == 1 {
-                self.exact(rows, dims)
+                self.exact(&rows, &dims)
             } else if rows
                 .iter()
                 .rev()

@@ -148,33 +148,40 @@ impl Solver {
         &mut self,
         constraints: impl IntoIterator<Item = Constraint>,
     ) -> Result<(), ShapeError> {
-        for constraint in constraints {
-            let n_axes = std::cell::Cell::new(0);
-            constraint.map_terms(Dim::clone, |row| {
-                n_axes.set(n_axes.get() + row.n_explicit());
-                row.clone()
-            });
-            if let Constraint::Exact { dims, .. } = &constraint {
-                n_axes.set(n_axes.get() + dims.len());
-            }
-            self.n_given_axes += n_axes.get();
-            self.queue.push_back(constraint);
+        let constraints: Vec<Constraint> = constraints.into_iter().collect();
+        self.add_all(&constraints)
+    }
+
+    /// [`Solver::add`] for constraints the caller keeps (the session logs them): they are read
+    /// where they lie, in the order queuing them would have processed them.
+    pub(crate) fn add_all(&mut self, constraints: &[Constraint]) -> Result<(), ShapeError> {
+        self.n_given_axes += constraints.iter().map(row_axes).sum::<usize>();
+        if !self.queue.is_empty() {
+            // Work left by a failed call comes first, as it would in the queue.
+            self.queue.extend(constraints.iter().cloned());
+            return self.solve();
         }
-        self.solve()
+        self.solve_from(constraints)
     }
 
     /// Processes queued constraints to a fixpoint, retrying deferred ones after progress.
     pub fn solve(&mut self) -> Result<(), ShapeError> {
-        if self.queue.is_empty() && self.n_bindings == self.settled_at {
+        self.solve_from(&[])
+    }
+
+    /// [`Solver::solve`], with `given` standing before the (empty) queue.
+    fn solve_from(&mut self, given: &[Constraint]) -> Result<(), ShapeError> {
+        if given.is_empty() && self.queue.is_empty() && self.n_bindings == self.settled_at {
             return Ok(());
         }
+        let mut given = given;
         loop {
-            self.propagate()?;
+            self.propagate(std::mem::take(&mut given))?;
             let bindings_before = self.n_bindings;
             self.retry_derived_eqs()?;
             let deferred = std::mem::take(&mut self.deferred);
             for constraint in deferred {
-                self.checked_step(constraint)?;
+                self.checked_step(&constraint)?;
             }
             if self.queue.is_empty() && self.n_bindings == bindings_before {
                 self.settled_at = self.n_bindings;
@@ -197,19 +204,32 @@ impl Solver {
             }
         }
         for (a, b) in changed {
-            self.checked_step(Constraint::DimEq(a, b))?;
+            self.checked_step(&Constraint::DimEq(a, b))?;
         }
         Ok(())
     }
 
-    /// Processes the queued constraints, leaving the deferred ones for [`Solver::solve`]: the
-    /// direct consequences of a commitment, cheap enough to draw after every single one.
-    fn propagate(&mut self) -> Result<(), ShapeError> {
+    /// Processes `given`, then the queued constraints, leaving the deferred ones for
+    /// [`Solver::solve`]: the direct consequences of a commitment, cheap enough to draw after
+    /// every single one.
+    fn propagate(&mut self, given: &[Constraint]) -> Result<(), ShapeError> {
         // Fixed when the call starts: a runaway that keeps creating variables must not keep
         // raising its own limit.
         let budget = STEPS_PER_VAR * (1 + self.vars.n_dims() + self.vars.n_rows());
         let mut n_steps = 0;
-        while let Some(constraint) = self.queue.pop_front() {
+        let mut given = given.iter();
+        loop {
+            let queued;
+            let constraint = match given.next() {
+                Some(constraint) => constraint,
+                None => match self.queue.pop_front() {
+                    Some(constraint) => {
+                        queued = constraint;
+                        &queued
+                    }
+                    None => break,
+                },
+            };
             n_steps += 1;
             if n_steps > budget {
                 return Err(ShapeError::of_kind(
@@ -223,24 +243,23 @@ impl Solver {
     }
 
     /// One step; a failure records the constraint, with what is known substituted in.
-    fn checked_step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
-        let copy = constraint.clone();
+    fn checked_step(&mut self, constraint: &Constraint) -> Result<(), ShapeError> {
         self.step(constraint)
-            .map_err(|error| error.in_constraint(self.resolve_constraint(&copy)))
+            .map_err(|error| error.in_constraint(self.resolve_constraint(constraint)))
     }
 
-    fn step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
+    fn step(&mut self, constraint: &Constraint) -> Result<(), ShapeError> {
         match constraint {
             Constraint::DimEq(a, b) => self.dim_eq(a, b),
             Constraint::DimLe { res, opnd } => self.dim_le(res, opnd),
-            Constraint::AtLeast { dim, size } => self.at_least(dim, size),
+            Constraint::AtLeast { dim, size } => self.at_least(dim, *size),
             Constraint::RowEq(a, b) => self.row_eq(a, b),
             Constraint::RowLe { res, opnd } => self.row_le(res, opnd),
             Constraint::TotalElems {
                 rows,
                 total,
                 coefficient,
-            } => self.total_elems(rows, total, coefficient),
+            } => self.total_elems(rows, total, *coefficient),
             Constraint::Exact { rows, dims } => self.exact(rows, dims),
         }
     }
@@ -436,6 +455,18 @@ impl Solver {
             input: self.resolve_row(&shape.input),
             output: self.resolve_row(&shape.output),
         }
+    }
+}
+
+/// The explicit row axes a constraint names (see `Solver::n_given_axes`).
+fn row_axes(constraint: &Constraint) -> usize {
+    let rows = |rows: &[Row]| rows.iter().map(Row::n_explicit).sum::<usize>();
+    match constraint {
+        Constraint::DimEq(..) | Constraint::DimLe { .. } | Constraint::AtLeast { .. } => 0,
+        Constraint::RowEq(a, b) => a.n_explicit() + b.n_explicit(),
+        Constraint::RowLe { res, opnd } => res.n_explicit() + opnd.n_explicit(),
+        Constraint::TotalElems { rows: r, .. } => rows(r),
+        Constraint::Exact { rows: r, dims } => rows(r) + dims.len(),
     }
 }
 

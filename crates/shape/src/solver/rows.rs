@@ -22,9 +22,9 @@ use crate::term::{Dim, Row, RowVarId};
 use crate::words;
 
 impl Solver {
-    pub(super) fn row_eq(&mut self, a: Row, b: Row) -> Result<(), ShapeError> {
-        let a = self.resolve_row(&a);
-        let b = self.resolve_row(&b);
+    pub(super) fn row_eq(&mut self, a: &Row, b: &Row) -> Result<(), ShapeError> {
+        let a = self.resolve_row(a);
+        let b = self.resolve_row(b);
         match (a.var, b.var) {
             (None, None) => {
                 let (fa, fb) = (flat(&a), flat(&b));
@@ -143,9 +143,9 @@ impl Solver {
         Ok(())
     }
 
-    pub(super) fn row_le(&mut self, res: Row, opnd: Row) -> Result<(), ShapeError> {
-        let res = self.resolve_row(&res);
-        let opnd = self.resolve_row(&opnd);
+    pub(super) fn row_le(&mut self, res: &Row, opnd: &Row) -> Result<(), ShapeError> {
+        let res = self.resolve_row(res);
+        let opnd = self.resolve_row(opnd);
         if res == opnd {
             return Ok(());
         }
@@ -192,7 +192,7 @@ impl Solver {
         {
             // Axes at the same distance from an edge in both flanks align whatever the variable
             // holds: growing cannot help.
-            return self.dim_le(r, o);
+            return self.dim_le(&r, &o);
         }
         if lead_deficit + trail_deficit > 0
             && (could_cover_when_empty(&res, &opnd)
@@ -363,12 +363,12 @@ impl Solver {
     /// axis of the missing size.
     pub(super) fn total_elems(
         &mut self,
-        rows: Vec<Row>,
-        total: Dim,
+        rows: &[Row],
+        total: &Dim,
         coefficient: usize,
     ) -> Result<(), ShapeError> {
         let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
-        let total = self.resolve_dim(&total);
+        let total = self.resolve_dim(total);
         let mut known = 1usize;
         let mut unknown = Vec::new();
         for dim in rows.iter().flat_map(Row::dims) {
@@ -450,7 +450,7 @@ impl Solver {
     }
 
     /// The rows, flattened in order, are exactly `dims`.
-    pub(super) fn exact(&mut self, rows: Vec<Row>, dims: Vec<Dim>) -> Result<(), ShapeError> {
+    pub(super) fn exact(&mut self, rows: &[Row], dims: &[Dim]) -> Result<(), ShapeError> {
         let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
         let open: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].var.is_some()).collect();
         let n_explicit: usize = rows.iter().map(Row::n_explicit).sum();
@@ -459,13 +459,13 @@ impl Solver {
                 "wrong number of axes: the shape has {} where exactly the {} {} are required",
                 axes(n_explicit),
                 axes(dims.len()),
-                words::row_alone(&Row::closed(dims.clone()))
+                words::row_alone(&Row::closed(dims.to_vec()))
             )));
         }
         match open.as_slice() {
             [] => {
                 let flat_rows: Vec<Dim> = rows.iter().flat_map(flat).collect();
-                self.equate_all(flat_rows.into_iter().zip(dims));
+                self.equate_all(flat_rows.into_iter().zip(dims.iter().cloned()));
                 Ok(())
             }
             [only] => {
@@ -501,11 +501,17 @@ impl Solver {
                         self.bind_row(var, Row::default())?;
                     }
                 }
-                self.queue.push_back(Constraint::Exact { rows, dims });
+                self.queue.push_back(Constraint::Exact {
+                    rows,
+                    dims: dims.to_vec(),
+                });
                 Ok(())
             }
             _ => {
-                self.defer(Constraint::Exact { rows, dims });
+                self.defer(Constraint::Exact {
+                    rows,
+                    dims: dims.to_vec(),
+                });
                 Ok(())
             }
         }
