@@ -7,8 +7,8 @@
 //! index, each through what it resolves to, and the solver's own variables only where a given one
 //! leads to them, sees both states the same way.
 
-use super::Solver;
 use super::var_set::VarSet;
+use super::{DimState, RowState, Solver};
 use crate::term::{Dim, DimVar, Row, RowVarId};
 
 impl Solver {
@@ -36,6 +36,15 @@ impl Solver {
     /// The unsolved row variables not in `visited`, in visiting order: what each given variable
     /// resolves to, then (for variables no given one leads to) the rest by index.
     pub(super) fn rows_to_visit(&self, visited: &VarSet<RowVarId>) -> Vec<RowVarId> {
+        // Every unsolved variable comes in the order at least as itself: with none left
+        // unvisited, there is no order to read.
+        let unvisited = (0..self.vars.n_rows() as u32).map(RowVarId).any(|var| {
+            !visited.contains(var)
+                && !matches!(self.rows.get(var.0 as usize), Some(RowState::Solved(..)))
+        });
+        if !unvisited {
+            return Vec::new();
+        }
         let mut order = Vec::new();
         let mut seen = visited.clone();
         let all = (0..self.vars.n_rows() as u32).map(RowVarId);
@@ -53,6 +62,14 @@ impl Solver {
     /// given dimension variable resolves to, then those in each given row's resolution, then the
     /// rest by index.
     pub(super) fn dims_to_visit(&self, visited: &VarSet<DimVar>) -> Vec<DimVar> {
+        // As for rows: every unsolved variable comes in the order at least as itself.
+        let unvisited = (0..self.vars.n_dims() as u32).map(DimVar).any(|var| {
+            !visited.contains(var)
+                && !matches!(self.dims.get(var.0 as usize), Some(DimState::Solved(_)))
+        });
+        if !unvisited {
+            return Vec::new();
+        }
         let mut order = Vec::new();
         let mut seen = visited.clone();
         // A derived term leads only to the solver's own variables: the given ones in it come at
