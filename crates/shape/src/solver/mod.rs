@@ -30,6 +30,7 @@ mod rows;
 mod var_set;
 mod visit;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use crate::constraint::Constraint;
@@ -360,38 +361,55 @@ impl Solver {
         self.resolve_row_with_edge(row).0
     }
 
+    /// The row `l₀·ρ₀·t₀` with `ρ₀ = l₁·ρ₁·t₁`, … down to an open variable or a closed value, is
+    /// `l₀·l₁·…·ρ·…·t₁·t₀`. Of the edges the bindings send their markers to, the outermost one
+    /// places the marker of a closed result: every flank then lies on the far side of it.
     fn resolve_row_with_edge(&self, row: &Row) -> (Row, Option<Edge>) {
-        let mut leading: Vec<Dim> = row.leading.iter().map(|d| self.resolve_dim(d)).collect();
-        let mut trailing: Vec<Dim> = row.trailing.iter().map(|d| self.resolve_dim(d)).collect();
-        let solved = row.var.and_then(|var| match self.rows.get(var.0 as usize) {
-            Some(RowState::Solved(value, floating)) => Some((value, *floating)),
-            _ => None,
+        let (mut n_leading, mut n_trailing) = (0, 0);
+        let mut floating = None;
+        let mut end = row;
+        loop {
+            n_leading += end.leading.len();
+            n_trailing += end.trailing.len();
+            match end.var.and_then(|var| self.rows.get(var.0 as usize)) {
+                Some(RowState::Solved(value, edge)) => {
+                    floating = floating.or(*edge);
+                    end = value;
+                }
+                _ => break,
+            }
+        }
+        let var = end.var;
+        let floating = floating.filter(|_| var.is_none());
+        let mut leading = Vec::with_capacity(match floating {
+            None => n_leading,
+            Some(_) => n_leading + n_trailing,
         });
-        let Some((value, floating)) = solved else {
-            let row = Row {
-                leading,
-                var: row.var,
-                trailing,
-            };
-            return (row, None);
-        };
-        let (inner, inner_floating) = self.resolve_row_with_edge(value);
-        let floating = floating.or(inner_floating).filter(|_| inner.var.is_none());
-        leading.extend(inner.leading);
-        let mut new_trailing = inner.trailing;
-        new_trailing.append(&mut trailing);
+        // The trailing flanks come innermost first: gathered outermost first, each reversed,
+        // then reversed as a whole.
+        let mut trailing = Vec::with_capacity(n_trailing);
+        let mut part = row;
+        loop {
+            leading.extend(part.leading.iter().map(|d| self.resolve_dim(d)));
+            trailing.extend(part.trailing.iter().rev().map(|d| self.resolve_dim(d)));
+            match part.var.and_then(|var| self.rows.get(var.0 as usize)) {
+                Some(RowState::Solved(value, _)) => part = value,
+                _ => break,
+            }
+        }
+        trailing.reverse();
         let row = match floating {
             None => Row {
                 leading,
-                var: inner.var,
-                trailing: new_trailing,
+                var,
+                trailing,
             },
             Some(Edge::Left) => {
-                leading.append(&mut new_trailing);
+                leading.append(&mut trailing);
                 Row::closed(leading)
             }
             Some(Edge::Right) => {
-                leading.append(&mut new_trailing);
+                leading.append(&mut trailing);
                 Row {
                     leading,
                     var: None,
@@ -400,6 +418,24 @@ impl Solver {
             }
         };
         (row, floating)
+    }
+
+    /// [`Solver::resolve_row`], borrowing `row` when resolving would only copy it: an open
+    /// variable or none, and only free variables and sizes for axes.
+    fn resolve_row_cow<'r>(&self, row: &'r Row) -> Cow<'r, Row> {
+        let free_row = row
+            .var
+            .is_none_or(|var| !matches!(self.rows.get(var.0 as usize), Some(RowState::Solved(..))));
+        let resolved_dims = row.dims().all(|dim| match dim {
+            Dim::Var(var) => !matches!(self.dims.get(var.0 as usize), Some(DimState::Solved(_))),
+            Dim::Unit | Dim::Atom { .. } => true,
+            Dim::Affine(_) | Dim::Concat(_) => false,
+        });
+        if free_row && resolved_dims {
+            Cow::Borrowed(row)
+        } else {
+            Cow::Owned(self.resolve_row(row))
+        }
     }
 
     /// The variable that `row`'s resolution ends in, if it is open: `resolve_row(row).var`,

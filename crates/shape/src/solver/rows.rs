@@ -23,8 +23,8 @@ use crate::words;
 
 impl Solver {
     pub(super) fn row_eq(&mut self, a: &Row, b: &Row) -> Result<(), ShapeError> {
-        let a = self.resolve_row(a);
-        let b = self.resolve_row(b);
+        let a = self.resolve_row_cow(a);
+        let b = self.resolve_row_cow(b);
         match (a.var, b.var) {
             (None, None) => {
                 let (fa, fb) = (flat(&a), flat(&b));
@@ -144,8 +144,8 @@ impl Solver {
     }
 
     pub(super) fn row_le(&mut self, res: &Row, opnd: &Row) -> Result<(), ShapeError> {
-        let res = self.resolve_row(res);
-        let opnd = self.resolve_row(opnd);
+        let res = self.resolve_row_cow(res);
+        let opnd = self.resolve_row_cow(opnd);
         if res == opnd {
             return Ok(());
         }
@@ -202,7 +202,10 @@ impl Solver {
             // variable may grow: this constraint alone does not say which. With the same
             // variable on both sides growing would never catch up (the operand grows too);
             // closing tries no axes, where the check becomes exact.
-            self.defer(Constraint::RowLe { res, opnd });
+            self.defer(Constraint::RowLe {
+                res: res.into_owned(),
+                opnd: opnd.into_owned(),
+            });
             return Ok(());
         }
         if lead_deficit + trail_deficit > 0 {
@@ -243,7 +246,10 @@ impl Solver {
                 trailing: (0..n_trailing).map(|_| self.fresh_dim()).collect(),
             };
             self.bind_row(res_var, grown)?;
-            self.queue.push_back(Constraint::RowLe { res, opnd });
+            self.queue.push_back(Constraint::RowLe {
+                res: res.into_owned(),
+                opnd: opnd.into_owned(),
+            });
             return Ok(());
         }
         let end = res.trailing.len() - n_trail;
@@ -323,20 +329,18 @@ impl Solver {
                 value.n_explicit()
             )));
         }
-        if let Some(inner) = value.var {
+        let inner_var = value.var;
+        if let Some(inner) = inner_var {
             self.rank
                 .add_equality(var, inner, value.n_explicit() as i64)?;
         }
-        let old = std::mem::replace(
-            self.row_state(var),
-            RowState::Solved(value.clone(), floating),
-        );
+        let old = std::mem::replace(self.row_state(var), RowState::Solved(value, floating));
         self.n_bindings += 1;
         let RowState::Free(bounds) = old else {
             unreachable!("bind_row is called on resolved, hence free, row variables")
         };
         if bounds.under_closed
-            && let Some(inner) = value.var
+            && let Some(inner) = inner_var
             && let Some(inner_bounds) = self.row_bounds(inner)
         {
             inner_bounds.under_closed = true;
