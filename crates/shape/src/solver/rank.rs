@@ -12,8 +12,9 @@
 //! a positive cycle exactly when the propagation comes back to raise the fact's other side. A
 //! failed insertion changes nothing.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
+use super::var_set::VarSet;
 use crate::error::ShapeError;
 use crate::term::RowVarId;
 
@@ -24,6 +25,12 @@ pub(super) struct RankGraph {
     /// For each variable σ, the facts `rank(ρ) ≥ rank(σ) + k` as `(ρ, k)`: what raising σ may
     /// violate.
     dependents: Vec<Vec<(RowVarId, i64)>>,
+    /// The work space of one raise, kept so that raising allocates nothing once it has grown:
+    /// the variables raised, each with its new potential, the same as a set, and the raises
+    /// pending. Empty between raises.
+    raised: Vec<(RowVarId, i64)>,
+    raised_set: VarSet<RowVarId>,
+    pending: BinaryHeap<(i64, RowVarId)>,
 }
 
 impl RankGraph {
@@ -37,17 +44,24 @@ impl RankGraph {
     ) -> Result<(), ShapeError> {
         let needed = self.potential_of(to) + weight;
         if needed > self.potential_of(from) {
-            let raised = self.raise(from, needed, to).ok_or_else(|| {
-                ShapeError::new(
-                    "no number of axes fits: two rows would each need more axes than the other",
-                )
-            })?;
-            for (var, value) in raised {
+            let feasible = self.raise(from, needed, to);
+            // Applied only when feasible: a failed insertion changes nothing.
+            for &(var, value) in &self.raised {
+                self.raised_set.remove(var);
                 let index = var.0 as usize;
-                if self.potential.len() <= index {
-                    self.potential.resize(index + 1, 0);
+                if feasible {
+                    if self.potential.len() <= index {
+                        self.potential.resize(index + 1, 0);
+                    }
+                    self.potential[index] = value;
                 }
-                self.potential[index] = value;
+            }
+            self.raised.clear();
+            self.pending.clear();
+            if !feasible {
+                return Err(ShapeError::new(
+                    "no number of axes fits: two rows would each need more axes than the other",
+                ));
             }
         }
         if from != to {
@@ -78,36 +92,33 @@ impl RankGraph {
         self.potential.get(var.0 as usize).copied().unwrap_or(0)
     }
 
-    /// The new potentials after raising `start` to `value` and everything that depends on it as
-    /// far as needed, or `None` if `forbidden` would have to rise (a positive cycle).
+    /// Raises `start` to `value` and everything that depends on it as far as needed, into
+    /// `raised` (the potentials stay as they were); false if `forbidden` would have to rise (a
+    /// positive cycle).
     ///
     /// Raises shrink along a fact by its slack, which the old potentials keep non-negative, so
     /// taking the largest pending raise first settles each variable once (Dijkstra's argument).
-    fn raise(
-        &self,
-        start: RowVarId,
-        value: i64,
-        forbidden: RowVarId,
-    ) -> Option<HashMap<RowVarId, i64>> {
-        let mut raised: HashMap<RowVarId, i64> = HashMap::new();
-        let mut pending = BinaryHeap::from([(value - self.potential_of(start), start)]);
-        while let Some((delta, var)) = pending.pop() {
-            if raised.contains_key(&var) {
+    fn raise(&mut self, start: RowVarId, value: i64, forbidden: RowVarId) -> bool {
+        self.pending.push((value - self.potential_of(start), start));
+        while let Some((delta, var)) = self.pending.pop() {
+            if self.raised_set.contains(var) {
                 continue;
             }
             if var == forbidden {
-                return None;
+                return false;
             }
             let new_value = self.potential_of(var) + delta;
-            raised.insert(var, new_value);
+            self.raised.push((var, new_value));
+            self.raised_set.insert(var);
             for &(dependent, weight) in self.dependents.get(var.0 as usize).into_iter().flatten() {
                 let needed = new_value + weight;
-                if !raised.contains_key(&dependent) && needed > self.potential_of(dependent) {
-                    pending.push((needed - self.potential_of(dependent), dependent));
+                if !self.raised_set.contains(dependent) && needed > self.potential_of(dependent) {
+                    self.pending
+                        .push((needed - self.potential_of(dependent), dependent));
                 }
             }
         }
-        Some(raised)
+        true
     }
 }
 
@@ -130,5 +141,23 @@ mod tests {
         graph.add_equality(c, a, 1).unwrap();
         graph.add_fact(a, b, 0).unwrap();
         assert!(graph.add_fact(b, c, 0).is_err());
+    }
+
+    #[test]
+    fn a_failed_raise_leaves_the_potentials_and_the_next_raise_as_they_were() {
+        let [a, b, c, d] = [0, 1, 2, 3].map(RowVarId);
+        let mut graph = RankGraph::default();
+        graph.add_fact(b, a, 1).unwrap();
+        graph.add_fact(c, b, 1).unwrap();
+        let before: Vec<i64> = [a, b, c, d].map(|v| graph.potential_of(v)).to_vec();
+        // Raising a would raise b and c, and c must stay below a: a positive cycle.
+        assert!(graph.add_fact(a, c, 0).is_err());
+        let after: Vec<i64> = [a, b, c, d].map(|v| graph.potential_of(v)).to_vec();
+        assert_eq!(before, after, "a failed insertion changes nothing");
+        // The next raise goes through the same variables from a clean slate.
+        graph.add_fact(a, d, 5).unwrap();
+        assert_eq!(graph.potential_of(a), graph.potential_of(d) + 5);
+        assert_eq!(graph.potential_of(b), graph.potential_of(a) + 1);
+        assert_eq!(graph.potential_of(c), graph.potential_of(b) + 1);
     }
 }

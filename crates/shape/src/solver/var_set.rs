@@ -51,6 +51,14 @@ impl<V: DenseVar> VarSet<V> {
         absent
     }
 
+    /// Takes `var` out of the set.
+    pub(super) fn remove(&mut self, var: V) {
+        let (word, bit) = (var.index() / 64, var.index() % 64);
+        if let Some(w) = self.words.get_mut(word) {
+            *w &= !(1 << bit);
+        }
+    }
+
     /// Whether `var` is in the set.
     pub(super) fn contains(&self, var: V) -> bool {
         let (word, bit) = (var.index() / 64, var.index() % 64);
@@ -95,5 +103,9 @@ mod tests {
         let mut rows: VarSet<RowVarId> = VarSet::default();
         assert!(rows.insert(RowVarId(5)));
         assert!(rows.contains(RowVarId(5)) && !rows.contains(RowVarId(4)));
+        rows.remove(RowVarId(5));
+        rows.remove(RowVarId(4000));
+        assert!(!rows.contains(RowVarId(5)), "removed");
+        assert!(rows.insert(RowVarId(5)), "absent again after its removal");
     }
 }
