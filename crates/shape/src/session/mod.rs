@@ -40,7 +40,7 @@ mod diagnose;
 
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind, TensorContext};
-use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraints};
+use crate::logic::{Generated, Logic, TerminalInit, generate_from, terminal_constraints};
 use crate::solver::{Leaf, Solver};
 use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
 use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
@@ -319,18 +319,19 @@ impl Inference {
         result: TensorId,
         operands: &[TensorId],
     ) -> Result<OpId, ShapeError> {
-        let shapes: Vec<Shape> = operands
-            .iter()
-            .map(|&t| self.tensor(t).shape.clone())
-            .collect();
         let with_context = |this: &Self, error: ShapeError| {
             error.in_operation(
                 this.describe_op(&logic, result, operands),
                 this.op_tensors(result, operands),
             )
         };
-        let result_shape = self.tensor(result).shape.clone();
-        let generated = generate(&logic, &result_shape, &shapes, self.solver.vars())
+        // The shapes are read where they lie, beside the variable supply the generator draws from.
+        let shapes: Vec<&Shape> = operands
+            .iter()
+            .map(|&t| &self.tensors[t.index()].shape)
+            .collect();
+        let result_shape = &self.tensors[result.index()].shape;
+        let generated = generate_from(&logic, result_shape, &shapes, self.solver.vars())
             .map_err(|error| with_context(self, error))?;
         let vars = self
             .solve_or_restore(&generated.constraints, &generated.discardable)
