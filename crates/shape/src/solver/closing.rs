@@ -33,8 +33,6 @@
 //! α = 3, which pins γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that
 //! makes a later constraint fail is reported, not undone.
 
-use std::collections::HashMap;
-
 use super::var_set::VarSet;
 use super::{RowState, Solver, derived};
 use crate::constraint::Constraint;
@@ -72,11 +70,13 @@ impl Solver {
         let informed = self.rows_informed_from_below();
         // Rows that take the rest of an element count not known yet close last.
         let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
+        let mut is_waiting = VarSet::default();
         for leaf in leaves {
             for kind in Kind::ALL {
                 if let Some(var) = self.open_var(leaf.shape.row(kind)) {
                     if self.awaits_total(var) {
                         waiting.push((var, Some((leaf, kind))));
+                        is_waiting.insert(var);
                         continue;
                     }
                     self.close_row(var, Some((leaf, kind)), &informed)?;
@@ -89,23 +89,29 @@ impl Solver {
             self.solve()?;
         }
         self.solve()?;
+        // Each leaf's axes as they are before any of them closes, gathered without building its
+        // resolved shape.
+        let mut axes: Vec<(Kind, Dim)> = Vec::new();
         for leaf in leaves {
-            let shape = self.resolve_shape(&leaf.shape);
+            axes.clear();
             for kind in Kind::ALL {
-                for dim in shape.row(kind).dims() {
-                    let Dim::Var(var) = self.resolve_dim(dim) else {
-                        continue;
-                    };
-                    if leaf.is_param && self.dim_bounds(var).is_some_and(|b| b.at_least == 0) {
-                        return Err(hidden_dimension(
-                            leaf,
-                            kind,
-                            &self.resolve_shape(&leaf.shape),
-                        ));
-                    }
-                    self.close_dim_to_default(var)?;
-                    self.solve()?;
+                self.for_each_resolved_axis(leaf.shape.row(kind), &mut |dim| {
+                    axes.push((kind, self.resolve_dim(dim)));
+                });
+            }
+            for (kind, dim) in &axes {
+                let Dim::Var(var) = self.resolve_dim(dim) else {
+                    continue;
+                };
+                if leaf.is_param && self.dim_bounds(var).is_some_and(|b| b.at_least == 0) {
+                    return Err(hidden_dimension(
+                        leaf,
+                        *kind,
+                        &self.resolve_shape(&leaf.shape),
+                    ));
                 }
+                self.close_dim_to_default(var)?;
+                self.solve()?;
             }
         }
         self.solve()?;
@@ -119,11 +125,12 @@ impl Solver {
             }
             for var in order {
                 visited.insert(var);
-                if self.row_bounds(var).is_none() || waiting.iter().any(|(w, _)| *w == var) {
+                if self.row_bounds(var).is_none() || is_waiting.contains(var) {
                     continue;
                 }
                 if self.awaits_total(var) {
                     waiting.push((var, None));
+                    is_waiting.insert(var);
                 } else {
                     self.close_row(var, None, &informed)?;
                     self.solve()?;
@@ -295,6 +302,9 @@ impl Solver {
             };
         }
         let (caps, above, under_closed) = match self.row_bounds(var) {
+            // A computed row has what its operands force and nothing more: what its uses add is
+            // theirs (each use's result has its own row), and they broadcast against no axes.
+            Some(_) if leaf.is_none() => return self.bind_row(var, Row::default()),
             Some(bounds) => (
                 bounds.caps.clone(),
                 bounds.above.clone(),
@@ -327,11 +337,6 @@ impl Solver {
                 &self.resolve_shape(&leaf.shape),
             ));
         }
-        if leaf.is_none() {
-            // A computed row has what its operands force and nothing more: what its uses add is
-            // theirs (each use's result has its own row), and they broadcast against no axes.
-            return self.bind_row(var, Row::default());
-        }
         let joined = self.join_rows(&caps);
         self.bind_row(var, joined)
     }
@@ -341,7 +346,9 @@ impl Solver {
     /// solving left, since walking down from every parameter would cost the whole graph below
     /// it each time.
     fn rows_informed_from_below(&self) -> VarSet<RowVarId> {
-        let mut bare_above: HashMap<RowVarId, Vec<RowVarId>> = HashMap::new();
+        // The edges from a bare row below to the row above it, grouped by the row below
+        // (counted, then placed): reachability needs no order among them.
+        let mut edges: Vec<(RowVarId, RowVarId)> = Vec::new();
         let mut pending = Vec::new();
         for (index, state) in self.rows.iter().enumerate() {
             let RowState::Free(bounds) = state else {
@@ -350,15 +357,30 @@ impl Solver {
             let var = RowVarId(index as u32);
             for cap in &bounds.caps {
                 match self.bare_var(cap) {
-                    Some(below) => bare_above.entry(below).or_default().push(var),
+                    Some(below) => edges.push((below, var)),
                     None => pending.push(var),
                 }
             }
         }
+        let mut starts = vec![0usize; self.vars.n_rows() + 1];
+        for (below, _) in &edges {
+            starts[below.0 as usize + 1] += 1;
+        }
+        for index in 1..starts.len() {
+            starts[index] += starts[index - 1];
+        }
+        let mut next = starts.clone();
+        let mut above = vec![RowVarId(0); edges.len()];
+        for (below, var) in edges {
+            let slot = &mut next[below.0 as usize];
+            above[*slot] = var;
+            *slot += 1;
+        }
         let mut informed = VarSet::default();
         while let Some(var) = pending.pop() {
             if informed.insert(var) {
-                pending.extend(bare_above.get(&var).into_iter().flatten());
+                let index = var.0 as usize;
+                pending.extend_from_slice(&above[starts[index]..starts[index + 1]]);
             }
         }
         informed
@@ -508,22 +530,22 @@ impl Solver {
     fn leaf_dim_vars(&self, leaves: &[Leaf]) -> Vec<DimVar> {
         let mut vars = Vec::new();
         for leaf in leaves {
-            let shape = self.resolve_shape(&leaf.shape);
             for kind in Kind::ALL {
-                for dim in shape.row(kind).dims() {
+                self.for_each_resolved_axis(leaf.shape.row(kind), &mut |axis| {
+                    let dim = self.resolve_dim(axis);
                     dim.for_each_var(&mut |v| vars.push(v));
                     if !matches!(dim, Dim::Affine(_) | Dim::Concat(_)) {
-                        continue;
+                        return;
                     }
                     for (a, b) in &self.derived_eqs {
                         let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
-                        if a == *dim {
+                        if a == dim {
                             b.for_each_var(&mut |v| vars.push(v));
-                        } else if b == *dim {
+                        } else if b == dim {
                             a.for_each_var(&mut |v| vars.push(v));
                         }
                     }
-                }
+                });
             }
         }
         vars
