@@ -3,7 +3,7 @@
 //! its cap (two different caps join to `1*`: the axis broadcasts), and records variable-to-variable
 //! adjacencies, forwarding caps along them.
 
-use super::{DimState, Solver, derived};
+use super::{DimState, Solver, derived, push_short};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, DimVar};
@@ -62,10 +62,10 @@ impl Solver {
                 }
                 let cap = self.dim_bounds(low).and_then(|b| b.cap.clone());
                 if let Some(bounds) = self.dim_bounds(low) {
-                    bounds.above.push(high);
+                    push_short(&mut bounds.above, high);
                 }
                 if let Some(bounds) = self.dim_bounds(high) {
-                    bounds.below.push(low);
+                    push_short(&mut bounds.below, low);
                 }
                 if let Some(cap) = cap {
                     self.queue.push_back(Constraint::DimLe {

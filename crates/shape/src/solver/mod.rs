@@ -494,6 +494,15 @@ impl Solver {
     }
 }
 
+/// Pushes onto a list that most variables keep short (one bound or two): the first push makes
+/// room for one item rather than `Vec`'s four, since there is such a list for every variable.
+fn push_short<T>(list: &mut Vec<T>, item: T) {
+    if list.capacity() == 0 {
+        list.reserve_exact(1);
+    }
+    list.push(item);
+}
+
 /// The explicit row axes a constraint names (see `Solver::n_given_axes`).
 fn row_axes(constraint: &Constraint) -> usize {
     let rows = |rows: &[Row]| rows.iter().map(Row::n_explicit).sum::<usize>();

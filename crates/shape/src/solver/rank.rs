@@ -24,7 +24,7 @@ pub(super) struct RankGraph {
     potential: Vec<i64>,
     /// For each variable σ, the facts `rank(ρ) ≥ rank(σ) + k` as `(ρ, k)`: what raising σ may
     /// violate.
-    dependents: Vec<Vec<(RowVarId, i64)>>,
+    dependents: FactLists,
     /// The work space of one raise, kept so that raising allocates nothing once it has grown:
     /// the variables raised, each with its new potential, the same as a set, and the raises
     /// pending. Empty between raises.
@@ -64,14 +64,8 @@ impl RankGraph {
                 ));
             }
         }
-        if from != to {
-            let index = to.0 as usize;
-            if self.dependents.len() <= index {
-                self.dependents.resize(index + 1, Vec::new());
-            }
-            if !self.dependents[index].contains(&(from, weight)) {
-                self.dependents[index].push((from, weight));
-            }
+        if from != to && !self.dependents.of(to).any(|fact| fact == (from, weight)) {
+            self.dependents.push(to, (from, weight));
         }
         Ok(())
     }
@@ -110,7 +104,7 @@ impl RankGraph {
             let new_value = self.potential_of(var) + delta;
             self.raised.push((var, new_value));
             self.raised_set.insert(var);
-            for &(dependent, weight) in self.dependents.get(var.0 as usize).into_iter().flatten() {
+            for (dependent, weight) in self.dependents.of(var) {
                 let needed = new_value + weight;
                 if !self.raised_set.contains(dependent) && needed > self.potential_of(dependent) {
                     self.pending
@@ -122,9 +116,80 @@ impl RankGraph {
     }
 }
 
+/// A list of facts `(ρ, k)` for each variable, all kept in one arena: every row variable may
+/// get a few, and a vector of its own for each would be an allocation apiece. Positions in the
+/// arena are 32-bit, [`NO_ENTRY`] standing for none: a session holds far fewer facts than that
+/// (each costs a step of solving and bytes of memory).
+#[derive(Debug, Clone, Default)]
+struct FactLists {
+    /// For each variable, the positions of its list's first and last entries.
+    ends: Vec<[u32; 2]>,
+    entries: Vec<FactEntry>,
+}
+
+const NO_ENTRY: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct FactEntry {
+    var: RowVarId,
+    /// The position of the next entry of the same list.
+    next: u32,
+    weight: i64,
+}
+
+impl FactLists {
+    /// The facts of `var`, in the order they were pushed.
+    fn of(&self, var: RowVarId) -> impl Iterator<Item = (RowVarId, i64)> + '_ {
+        let mut position = self
+            .ends
+            .get(var.0 as usize)
+            .map_or(NO_ENTRY, |ends| ends[0]);
+        std::iter::from_fn(move || {
+            let entry = self.entries.get(position as usize)?;
+            position = entry.next;
+            Some((entry.var, entry.weight))
+        })
+    }
+
+    /// Appends `fact` to the list of `var`.
+    fn push(&mut self, var: RowVarId, (other, weight): (RowVarId, i64)) {
+        let position = self.entries.len() as u32;
+        self.entries.push(FactEntry {
+            var: other,
+            next: NO_ENTRY,
+            weight,
+        });
+        let index = var.0 as usize;
+        if self.ends.len() <= index {
+            self.ends.resize(index + 1, [NO_ENTRY; 2]);
+        }
+        let [first, last] = self.ends[index];
+        self.ends[index] = if first == NO_ENTRY {
+            [position, position]
+        } else {
+            self.entries[last as usize].next = position;
+            [first, position]
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fact_lists_keep_each_variables_facts_in_order() {
+        let [a, b, c] = [0, 1, 2].map(RowVarId);
+        let mut lists = FactLists::default();
+        assert_eq!(lists.of(b).count(), 0, "a variable never seen has no facts");
+        lists.push(b, (a, 1));
+        lists.push(a, (c, -2));
+        lists.push(b, (c, 0));
+        lists.push(b, (a, 3));
+        assert_eq!(lists.of(b).collect::<Vec<_>>(), [(a, 1), (c, 0), (a, 3)]);
+        assert_eq!(lists.of(a).collect::<Vec<_>>(), [(c, -2)]);
+        assert_eq!(lists.of(c).count(), 0);
+    }
 
     #[test]
     fn zero_cycles_are_fine_positive_cycles_fail() {

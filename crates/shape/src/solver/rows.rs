@@ -15,7 +15,7 @@
 //! infinite-row error ("no number of axes fits"), which catches the regress the rank facts cannot
 //! see, a clash that each growth re-creates one axis further in.
 
-use super::{Edge, RowState, Solver};
+use super::{Edge, RowState, Solver, push_short};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, Row, RowVarId};
@@ -283,7 +283,7 @@ impl Solver {
         if residue.n_explicit() == 0 && !already_adjacent {
             self.rank.add_fact(res_var, opnd_var, 0)?;
             if let Some(bounds) = self.row_bounds(res_var) {
-                bounds.above.push(opnd_var);
+                push_short(&mut bounds.above, opnd_var);
             }
         }
         self.add_row_cap(opnd_var, residue);
@@ -302,7 +302,7 @@ impl Solver {
             unreachable!("caps are added to resolved, hence free, row variables")
         };
         if !bounds.caps.contains(&cap) {
-            bounds.caps.push(cap);
+            push_short(&mut bounds.caps, cap);
         }
     }
 
