@@ -38,6 +38,7 @@
 mod capture;
 mod diagnose;
 
+use crate::chunked::ChunkedVec;
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind, TensorContext};
 use crate::logic::{Generated, Logic, TerminalInit, generate_from, terminal_constraints};
@@ -233,8 +234,8 @@ enum Change {
 #[derive(Debug, Clone, Default)]
 pub struct Inference {
     solver: Solver,
-    tensors: Vec<TensorInfo>,
-    ops: Vec<OpInfo>,
+    tensors: ChunkedVec<TensorInfo>,
+    ops: ChunkedVec<OpInfo>,
     log: Vec<Entry>,
     /// `set_equal` between a dimension and a row: reported by name if closing cannot decide it.
     pending_equal: Vec<(Capture, Capture)>,
@@ -576,8 +577,9 @@ impl Inference {
     }
 
     fn leaves(&self, n_tensors: usize) -> Vec<Leaf> {
-        self.tensors[..n_tensors]
+        self.tensors
             .iter()
+            .take(n_tensors)
             .filter_map(|info| match info.origin {
                 Origin::Leaf { is_param } => Some(Leaf {
                     label: info.label.clone(),

@@ -33,6 +33,7 @@ mod visit;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
+use crate::chunked::ChunkedVec;
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
@@ -94,8 +95,8 @@ enum Edge {
 #[derive(Debug, Clone, Default)]
 pub struct Solver {
     vars: VarSupply,
-    dims: Vec<DimState>,
-    rows: Vec<RowState>,
+    dims: ChunkedVec<DimState>,
+    rows: ChunkedVec<RowState>,
     queue: VecDeque<Constraint>,
     deferred: Vec<Constraint>,
     rank: rank::RankGraph,
@@ -271,19 +272,15 @@ impl Solver {
 
     fn dim_state(&mut self, var: DimVar) -> &mut DimState {
         let index = var.0 as usize;
-        if self.dims.len() <= index {
-            self.dims
-                .resize(index + 1, DimState::Free(DimBounds::default()));
-        }
+        self.dims
+            .grow_to(index + 1, || DimState::Free(DimBounds::default()));
         &mut self.dims[index]
     }
 
     fn row_state(&mut self, var: RowVarId) -> &mut RowState {
         let index = var.0 as usize;
-        if self.rows.len() <= index {
-            self.rows
-                .resize(index + 1, RowState::Free(RowBounds::default()));
-        }
+        self.rows
+            .grow_to(index + 1, || RowState::Free(RowBounds::default()));
         &mut self.rows[index]
     }
 
