@@ -42,7 +42,7 @@ use crate::chunked::ChunkedVec;
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind, TensorContext};
 use crate::logic::{Generated, Logic, TerminalInit, generate_from, terminal_constraints};
-use crate::solver::{Leaf, Solver};
+use crate::solver::{LeafView, Solver};
 use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
 use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
 use crate::words;
@@ -356,7 +356,7 @@ impl Inference {
     pub fn finish(&mut self) -> Result<(), ShapeError> {
         let n_tensors = self.tensors.len();
         let vars = self.solver.vars().clone();
-        if let Err(error) = self.solver.close(&self.leaves(n_tensors)) {
+        if let Err(error) = self.solver.close_views(&leaves(&self.tensors, n_tensors)) {
             let window = self.solver.refused_window();
             self.rebuild();
             let error = match window {
@@ -566,7 +566,9 @@ impl Inference {
                     solver.add_discardable(generated.discardable.iter().copied());
                     solver.add_all(&generated.constraints)
                 }
-                Change::Close { n_tensors } => solver.close(&self.leaves(*n_tensors)),
+                Change::Close { n_tensors } => {
+                    solver.close_views(&leaves(&self.tensors, *n_tensors))
+                }
             };
             if let Err(error) = replayed {
                 unreachable!("replaying steps that succeeded cannot fail: {error}");
@@ -574,21 +576,6 @@ impl Inference {
         }
         *solver.vars() = self.solver.vars().clone();
         self.solver = solver;
-    }
-
-    fn leaves(&self, n_tensors: usize) -> Vec<Leaf> {
-        self.tensors
-            .iter()
-            .take(n_tensors)
-            .filter_map(|info| match info.origin {
-                Origin::Leaf { is_param } => Some(Leaf {
-                    label: info.label.clone(),
-                    shape: info.shape.clone(),
-                    is_param,
-                }),
-                Origin::Computed(_) => None,
-            })
-            .collect()
     }
 
     /// `error`, for a convolution whose window and output closing would have had to guess,
@@ -673,6 +660,23 @@ impl Inference {
         );
         tensors
     }
+}
+
+/// The leaves among the first `n_tensors` tensors, for closing: a free function, so that the
+/// solver can be borrowed apart from the tensors.
+fn leaves(tensors: &ChunkedVec<TensorInfo>, n_tensors: usize) -> Vec<LeafView<'_>> {
+    tensors
+        .iter()
+        .take(n_tensors)
+        .filter_map(|info| match info.origin {
+            Origin::Leaf { is_param } => Some(LeafView {
+                label: &info.label,
+                shape: &info.shape,
+                is_param,
+            }),
+            Origin::Computed(_) => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

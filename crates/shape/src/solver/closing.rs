@@ -50,9 +50,30 @@ pub struct Leaf {
     pub is_param: bool,
 }
 
+/// A [`Leaf`] whose label and shape lie elsewhere (the session's tensors).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafView<'a> {
+    pub(crate) label: &'a str,
+    pub(crate) shape: &'a Shape,
+    pub(crate) is_param: bool,
+}
+
 impl Solver {
     /// Solves, then closes every variable following the policy above.
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
+        let views: Vec<LeafView<'_>> = leaves
+            .iter()
+            .map(|leaf| LeafView {
+                label: &leaf.label,
+                shape: &leaf.shape,
+                is_param: leaf.is_param,
+            })
+            .collect();
+        self.close_views(&views)
+    }
+
+    /// [`Solver::close`] for leaves whose labels and shapes lie elsewhere.
+    pub(crate) fn close_views(&mut self, leaves: &[LeafView<'_>]) -> Result<(), ShapeError> {
         self.undetermined_window = None;
         self.solve()?;
         // From here on, a derived part of size 1 takes the explicit `1`: what could have said
@@ -66,10 +87,10 @@ impl Solver {
     }
 
     /// Stages 1 to 6 (see the module documentation).
-    fn close_stages(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
+    fn close_stages(&mut self, leaves: &[LeafView<'_>]) -> Result<(), ShapeError> {
         let informed = self.rows_informed_from_below();
         // Rows that take the rest of an element count not known yet close last.
-        let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
+        let mut waiting: Vec<(RowVarId, Option<(&LeafView<'_>, Kind)>)> = Vec::new();
         let mut is_waiting = VarSet::default();
         for leaf in leaves {
             for kind in Kind::ALL {
@@ -107,7 +128,7 @@ impl Solver {
                     return Err(hidden_dimension(
                         leaf,
                         *kind,
-                        &self.resolve_shape(&leaf.shape),
+                        &self.resolve_shape(leaf.shape),
                     ));
                 }
                 self.close_dim_to_default(var)?;
@@ -270,7 +291,7 @@ impl Solver {
     fn close_row(
         &mut self,
         var: RowVarId,
-        leaf: Option<(&Leaf, Kind)>,
+        leaf: Option<(&LeafView<'_>, Kind)>,
         informed: &VarSet<RowVarId>,
     ) -> Result<(), ShapeError> {
         if self.awaits_empty(var) {
@@ -334,7 +355,7 @@ impl Solver {
             return Err(hidden_dimension(
                 leaf,
                 kind,
-                &self.resolve_shape(&leaf.shape),
+                &self.resolve_shape(leaf.shape),
             ));
         }
         let joined = self.join_rows(&caps);
@@ -527,7 +548,7 @@ impl Solver {
     /// The variables in the leaves' dimensions. A derived dimension brings those of the terms a
     /// pending equation equates it with: they are the same axis, and which of the equal terms a
     /// row ended up holding depends on the order the equations came in.
-    fn leaf_dim_vars(&self, leaves: &[Leaf]) -> Vec<DimVar> {
+    fn leaf_dim_vars(&self, leaves: &[LeafView<'_>]) -> Vec<DimVar> {
         let mut vars = Vec::new();
         for leaf in leaves {
             for kind in Kind::ALL {
@@ -637,7 +658,7 @@ enum PendingSize {
     Equations(Vec<(Dim, Dim)>),
 }
 
-fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
+fn hidden_dimension(leaf: &LeafView<'_>, kind: Kind, shape: &Shape) -> ShapeError {
     ShapeError::of_kind(
         ShapeErrorKind::HiddenDimension,
         "You forgot to specify the hidden dimension(s): nothing determines part of a parameter's \

@@ -40,6 +40,7 @@ use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupp
 use var_set::VarSet;
 
 pub use closing::Leaf;
+pub(crate) use closing::LeafView;
 
 /// What is known about an unsolved dimension variable.
 #[derive(Debug, Clone, Default)]
