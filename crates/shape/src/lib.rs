@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+mod chunked;
 pub mod constraint;
 pub mod error;
 pub mod logic;

@@ -19,7 +19,7 @@ use super::Generated;
 pub(super) fn spec_equalities(
     spec: &EinsumSpec,
     result: &Shape,
-    operands: &[Shape],
+    operands: &[&Shape],
     vars: &mut VarSupply,
 ) -> Result<Generated, ShapeError> {
     let mut elab = Elaborator {
@@ -35,19 +35,20 @@ pub(super) fn spec_equalities(
         .iter()
         .map(|slot| elab.slot(slot))
         .collect::<Result<Vec<_>, _>>()?;
-    let lhs_template = elab.slot(&spec.lhs)?;
+    let mut lhs_template = elab.slot(&spec.lhs)?;
 
-    let mut constraints = Vec::new();
+    // Each template row stands in one equation: moved there, not copied.
+    let mut constraints = Vec::with_capacity(3 * (1 + rhs_templates.len()) + elab.side.len());
     for kind in Kind::ALL {
         constraints.push(Constraint::RowEq(
             result.row(kind).clone(),
-            lhs_template.row(kind).clone(),
+            std::mem::take(lhs_template.row_mut(kind)),
         ));
     }
-    for (template, operand) in rhs_templates.iter().zip(operands) {
+    for (mut template, operand) in rhs_templates.into_iter().zip(operands) {
         for kind in Kind::ALL {
             constraints.push(Constraint::RowEq(
-                template.row(kind).clone(),
+                std::mem::take(template.row_mut(kind)),
                 operand.row(kind).clone(),
             ));
         }

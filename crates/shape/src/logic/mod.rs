@@ -157,19 +157,30 @@ pub fn generate(
     operands: &[Shape],
     vars: &mut VarSupply,
 ) -> Result<Generated, ShapeError> {
+    let operands: Vec<&Shape> = operands.iter().collect();
+    generate_from(logic, result, &operands, vars)
+}
+
+/// [`generate`] for operand shapes that lie elsewhere (the session's tensors).
+pub(crate) fn generate_from(
+    logic: &Logic,
+    result: &Shape,
+    operands: &[&Shape],
+    vars: &mut VarSupply,
+) -> Result<Generated, ShapeError> {
     check_arity(logic, operands.len())?;
     let constraints = match logic {
         Logic::PointwiseUnary | Logic::PointwiseBinary | Logic::PointwiseTernary => {
             broadcast_each(result, operands)
         }
-        Logic::Compose => compose(result, &operands[0], &operands[1]),
+        Logic::Compose => compose(result, operands[0], operands[1]),
         Logic::ComposeAccumulate => {
-            let mut constraints = compose(result, &operands[0], &operands[1]);
+            let mut constraints = compose(result, operands[0], operands[1]);
             constraints.extend(broadcast_each(result, &operands[2..]));
             constraints
         }
         Logic::Transpose => {
-            let operand = &operands[0];
+            let operand = operands[0];
             vec![
                 le(&result.batch, &operand.batch),
                 le(&result.input, &operand.output),
@@ -186,7 +197,7 @@ pub fn generate(
             return Ok(generated);
         }
         Logic::BatchSlice { static_range } => {
-            return Ok(batch_slice(*static_range, result, &operands[0], vars));
+            return Ok(batch_slice(*static_range, result, operands[0], vars));
         }
         Logic::Uint4x32ToPrec { coefficient } => {
             if *coefficient == 0 {
@@ -196,7 +207,7 @@ pub fn generate(
                 ));
             }
             let v = vars.dim_term();
-            let operand = &operands[0];
+            let operand = operands[0];
             vec![
                 Constraint::Exact {
                     rows: rows_of(operand),
@@ -251,7 +262,7 @@ fn rows_of(shape: &Shape) -> Vec<Row> {
 }
 
 /// `C.k ≤ X.k` for each operand X (in order) and each kind k.
-fn broadcast_each(result: &Shape, operands: &[Shape]) -> Vec<Constraint> {
+fn broadcast_each(result: &Shape, operands: &[&Shape]) -> Vec<Constraint> {
     operands
         .iter()
         .flat_map(|operand| Kind::ALL.map(|kind| le(result.row(kind), operand.row(kind))))

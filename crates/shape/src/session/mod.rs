@@ -38,10 +38,11 @@
 mod capture;
 mod diagnose;
 
+use crate::chunked::ChunkedVec;
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind, TensorContext};
-use crate::logic::{Generated, Logic, TerminalInit, generate, terminal_constraints};
-use crate::solver::{Leaf, Solver};
+use crate::logic::{Generated, Logic, TerminalInit, generate_from, terminal_constraints};
+use crate::solver::{LeafView, Solver};
 use crate::spec::{Kind, LiteralBasis, ShapeLiteral};
 use crate::term::{Basis, Dim, DimVar, Row, Shape, VarSupply};
 use crate::words;
@@ -223,6 +224,8 @@ enum Change {
         constraints: Vec<Constraint>,
         discardable: Vec<DimVar>,
     },
+    /// The constraints of an operation, as its [`OpInfo::generated`] keeps them.
+    Operation(OpId),
     /// A closing over the leaves among the first `n_tensors` tensors.
     Close { n_tensors: usize },
 }
@@ -231,8 +234,8 @@ enum Change {
 #[derive(Debug, Clone, Default)]
 pub struct Inference {
     solver: Solver,
-    tensors: Vec<TensorInfo>,
-    ops: Vec<OpInfo>,
+    tensors: ChunkedVec<TensorInfo>,
+    ops: ChunkedVec<OpInfo>,
     log: Vec<Entry>,
     /// `set_equal` between a dimension and a row: reported by name if closing cannot decide it.
     pending_equal: Vec<(Capture, Capture)>,
@@ -317,20 +320,22 @@ impl Inference {
         result: TensorId,
         operands: &[TensorId],
     ) -> Result<OpId, ShapeError> {
-        let shapes: Vec<Shape> = operands
-            .iter()
-            .map(|&t| self.tensor(t).shape.clone())
-            .collect();
         let with_context = |this: &Self, error: ShapeError| {
             error.in_operation(
                 this.describe_op(&logic, result, operands),
                 this.op_tensors(result, operands),
             )
         };
-        let result_shape = self.tensor(result).shape.clone();
-        let generated = generate(&logic, &result_shape, &shapes, self.solver.vars())
+        // The shapes are read where they lie, beside the variable supply the generator draws from.
+        let shapes: Vec<&Shape> = operands
+            .iter()
+            .map(|&t| &self.tensors[t.index()].shape)
+            .collect();
+        let result_shape = &self.tensors[result.index()].shape;
+        let generated = generate_from(&logic, result_shape, &shapes, self.solver.vars())
             .map_err(|error| with_context(self, error))?;
-        self.commit(generated.constraints.clone(), generated.discardable.clone())
+        let vars = self
+            .solve_or_restore(&generated.constraints, &generated.discardable)
             .map_err(|error| with_context(self, self.in_words(&logic, result, operands, error)))?;
         let op = OpId(self.ops.len() as u32);
         self.ops.push(OpInfo {
@@ -338,6 +343,10 @@ impl Inference {
             result,
             operands: operands.to_vec(),
             generated,
+        });
+        self.log.push(Entry {
+            vars,
+            change: Change::Operation(op),
         });
         Ok(op)
     }
@@ -347,7 +356,7 @@ impl Inference {
     pub fn finish(&mut self) -> Result<(), ShapeError> {
         let n_tensors = self.tensors.len();
         let vars = self.solver.vars().clone();
-        if let Err(error) = self.solver.close(&self.leaves(n_tensors)) {
+        if let Err(error) = self.solver.close_views(&leaves(&self.tensors, n_tensors)) {
             let window = self.solver.refused_window();
             self.rebuild();
             let error = match window {
@@ -509,19 +518,28 @@ impl Inference {
         constraints: Vec<Constraint>,
         discardable: Vec<DimVar>,
     ) -> Result<(), ShapeError> {
+        let vars = self.solve_or_restore(&constraints, &discardable)?;
+        self.log.push(Entry {
+            vars,
+            change: Change::Constraints {
+                constraints,
+                discardable,
+            },
+        });
+        Ok(())
+    }
+
+    /// Solves `constraints`, returning the variable supply as it was before, for the caller to
+    /// log the change with; on failure restores the state before the call.
+    fn solve_or_restore(
+        &mut self,
+        constraints: &[Constraint],
+        discardable: &[DimVar],
+    ) -> Result<VarSupply, ShapeError> {
         let vars = self.solver.vars().clone();
         self.solver.add_discardable(discardable.iter().copied());
-        match self.solver.add(constraints.iter().cloned()) {
-            Ok(()) => {
-                self.log.push(Entry {
-                    vars,
-                    change: Change::Constraints {
-                        constraints,
-                        discardable,
-                    },
-                });
-                Ok(())
-            }
+        match self.solver.add_all(constraints) {
+            Ok(()) => Ok(vars),
             Err(error) => {
                 self.rebuild();
                 Err(error)
@@ -541,9 +559,16 @@ impl Inference {
                     discardable,
                 } => {
                     solver.add_discardable(discardable.iter().copied());
-                    solver.add(constraints.iter().cloned())
+                    solver.add_all(constraints)
                 }
-                Change::Close { n_tensors } => solver.close(&self.leaves(*n_tensors)),
+                Change::Operation(op) => {
+                    let generated = &self.op(*op).generated;
+                    solver.add_discardable(generated.discardable.iter().copied());
+                    solver.add_all(&generated.constraints)
+                }
+                Change::Close { n_tensors } => {
+                    solver.close_views(&leaves(&self.tensors, *n_tensors))
+                }
             };
             if let Err(error) = replayed {
                 unreachable!("replaying steps that succeeded cannot fail: {error}");
@@ -551,20 +576,6 @@ impl Inference {
         }
         *solver.vars() = self.solver.vars().clone();
         self.solver = solver;
-    }
-
-    fn leaves(&self, n_tensors: usize) -> Vec<Leaf> {
-        self.tensors[..n_tensors]
-            .iter()
-            .filter_map(|info| match info.origin {
-                Origin::Leaf { is_param } => Some(Leaf {
-                    label: info.label.clone(),
-                    shape: info.shape.clone(),
-                    is_param,
-                }),
-                Origin::Computed(_) => None,
-            })
-            .collect()
     }
 
     /// `error`, for a convolution whose window and output closing would have had to guess,
@@ -649,6 +660,23 @@ impl Inference {
         );
         tensors
     }
+}
+
+/// The leaves among the first `n_tensors` tensors, for closing: a free function, so that the
+/// solver can be borrowed apart from the tensors.
+fn leaves(tensors: &ChunkedVec<TensorInfo>, n_tensors: usize) -> Vec<LeafView<'_>> {
+    tensors
+        .iter()
+        .take(n_tensors)
+        .filter_map(|info| match info.origin {
+            Origin::Leaf { is_param } => Some(LeafView {
+                label: &info.label,
+                shape: &info.shape,
+                is_param,
+            }),
+            Origin::Computed(_) => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

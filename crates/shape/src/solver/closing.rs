@@ -33,8 +33,7 @@
 //! α = 3, which pins γ = 3 and leaves β only `1*`. The policy never backtracks: a commitment that
 //! makes a later constraint fail is reported, not undone.
 
-use std::collections::{HashMap, HashSet};
-
+use super::var_set::VarSet;
 use super::{RowState, Solver, derived};
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
@@ -51,9 +50,30 @@ pub struct Leaf {
     pub is_param: bool,
 }
 
+/// A [`Leaf`] whose label and shape lie elsewhere (the session's tensors).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafView<'a> {
+    pub(crate) label: &'a str,
+    pub(crate) shape: &'a Shape,
+    pub(crate) is_param: bool,
+}
+
 impl Solver {
     /// Solves, then closes every variable following the policy above.
     pub fn close(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
+        let views: Vec<LeafView<'_>> = leaves
+            .iter()
+            .map(|leaf| LeafView {
+                label: &leaf.label,
+                shape: &leaf.shape,
+                is_param: leaf.is_param,
+            })
+            .collect();
+        self.close_views(&views)
+    }
+
+    /// [`Solver::close`] for leaves whose labels and shapes lie elsewhere.
+    pub(crate) fn close_views(&mut self, leaves: &[LeafView<'_>]) -> Result<(), ShapeError> {
         self.undetermined_window = None;
         self.solve()?;
         // From here on, a derived part of size 1 takes the explicit `1`: what could have said
@@ -67,15 +87,17 @@ impl Solver {
     }
 
     /// Stages 1 to 6 (see the module documentation).
-    fn close_stages(&mut self, leaves: &[Leaf]) -> Result<(), ShapeError> {
+    fn close_stages(&mut self, leaves: &[LeafView<'_>]) -> Result<(), ShapeError> {
         let informed = self.rows_informed_from_below();
         // Rows that take the rest of an element count not known yet close last.
-        let mut waiting: Vec<(RowVarId, Option<(&Leaf, Kind)>)> = Vec::new();
+        let mut waiting: Vec<(RowVarId, Option<(&LeafView<'_>, Kind)>)> = Vec::new();
+        let mut is_waiting = VarSet::default();
         for leaf in leaves {
             for kind in Kind::ALL {
-                if let Some(var) = self.resolve_row(leaf.shape.row(kind)).var {
+                if let Some(var) = self.open_var(leaf.shape.row(kind)) {
                     if self.awaits_total(var) {
                         waiting.push((var, Some((leaf, kind))));
+                        is_waiting.insert(var);
                         continue;
                     }
                     self.close_row(var, Some((leaf, kind)), &informed)?;
@@ -88,29 +110,35 @@ impl Solver {
             self.solve()?;
         }
         self.solve()?;
+        // Each leaf's axes as they are before any of them closes, gathered without building its
+        // resolved shape.
+        let mut axes: Vec<(Kind, Dim)> = Vec::new();
         for leaf in leaves {
-            let shape = self.resolve_shape(&leaf.shape);
+            axes.clear();
             for kind in Kind::ALL {
-                for dim in shape.row(kind).dims() {
-                    let Dim::Var(var) = self.resolve_dim(dim) else {
-                        continue;
-                    };
-                    if leaf.is_param && self.dim_bounds(var).is_some_and(|b| b.at_least == 0) {
-                        return Err(hidden_dimension(
-                            leaf,
-                            kind,
-                            &self.resolve_shape(&leaf.shape),
-                        ));
-                    }
-                    self.close_dim_to_default(var)?;
-                    self.solve()?;
+                self.for_each_resolved_axis(leaf.shape.row(kind), &mut |dim| {
+                    axes.push((kind, self.resolve_dim(dim)));
+                });
+            }
+            for (kind, dim) in &axes {
+                let Dim::Var(var) = self.resolve_dim(dim) else {
+                    continue;
+                };
+                if leaf.is_param && self.dim_bounds(var).is_some_and(|b| b.at_least == 0) {
+                    return Err(hidden_dimension(
+                        leaf,
+                        *kind,
+                        &self.resolve_shape(leaf.shape),
+                    ));
                 }
+                self.close_dim_to_default(var)?;
+                self.solve()?;
             }
         }
         self.solve()?;
         // Closing a row can grow another one (a cap meeting a longer row): each stage visits
         // again until no variable it has not seen is left, so that fresh ones close too.
-        let mut visited = HashSet::new();
+        let mut visited = VarSet::default();
         loop {
             let order = self.rows_to_visit(&visited);
             if order.is_empty() {
@@ -118,11 +146,12 @@ impl Solver {
             }
             for var in order {
                 visited.insert(var);
-                if self.row_bounds(var).is_none() || waiting.iter().any(|(w, _)| *w == var) {
+                if self.row_bounds(var).is_none() || is_waiting.contains(var) {
                     continue;
                 }
                 if self.awaits_total(var) {
                     waiting.push((var, None));
+                    is_waiting.insert(var);
                 } else {
                     self.close_row(var, None, &informed)?;
                     self.solve()?;
@@ -133,7 +162,7 @@ impl Solver {
         self.close_dims(Self::close_dim_to_cap)?;
         self.close_dims_to_default()?;
         for (var, leaf) in waiting {
-            if let Some(var) = self.resolve_row(&Row::var(var)).var {
+            if let Some(var) = self.open_var(&Row::var(var)) {
                 self.close_row(var, leaf, &informed)?;
                 self.solve()?;
             }
@@ -229,7 +258,7 @@ impl Solver {
         &mut self,
         close: fn(&mut Self, DimVar) -> Result<(), ShapeError>,
     ) -> Result<(), ShapeError> {
-        let mut visited = HashSet::new();
+        let mut visited = VarSet::default();
         loop {
             let order = self.dims_to_visit(&visited);
             if order.is_empty() {
@@ -262,8 +291,8 @@ impl Solver {
     fn close_row(
         &mut self,
         var: RowVarId,
-        leaf: Option<(&Leaf, Kind)>,
-        informed: &HashSet<RowVarId>,
+        leaf: Option<(&LeafView<'_>, Kind)>,
+        informed: &VarSet<RowVarId>,
     ) -> Result<(), ShapeError> {
         if self.awaits_empty(var) {
             return self.bind_row(var, Row::default());
@@ -280,7 +309,7 @@ impl Solver {
         if let Some((rows, dims, n_open)) = self.pending_exact_for(var) {
             // Several open rows share the exact axes: the last one takes them.
             return if n_open == 1 {
-                self.exact(rows, dims)
+                self.exact(&rows, &dims)
             } else if rows
                 .iter()
                 .rev()
@@ -294,6 +323,9 @@ impl Solver {
             };
         }
         let (caps, above, under_closed) = match self.row_bounds(var) {
+            // A computed row has what its operands force and nothing more: what its uses add is
+            // theirs (each use's result has its own row), and they broadcast against no axes.
+            Some(_) if leaf.is_none() => return self.bind_row(var, Row::default()),
             Some(bounds) => (
                 bounds.caps.clone(),
                 bounds.above.clone(),
@@ -305,7 +337,7 @@ impl Solver {
         let bounded_above = under_closed
             || above
                 .iter()
-                .any(|other| self.resolve_row(&Row::var(*other)) != Row::var(var));
+                .any(|other| self.bare_var(&Row::var(*other)) != Some(var));
         // `ρ ⊑ ρ` says nothing; it is left over when a cap's variable joined this one's class.
         let caps: Vec<Row> = caps
             .iter()
@@ -313,7 +345,7 @@ impl Solver {
             .filter(|cap| *cap != Row::var(var))
             .collect();
         // A bare open row below says nothing yet, unless something below it does.
-        let informative = informed.contains(&var) || self.informed_from_below(var, informed);
+        let informative = informed.contains(var) || self.informed_from_below(var, informed);
         if !informative
             && !bounded_above
             && let Some((leaf, kind)) = leaf
@@ -323,13 +355,8 @@ impl Solver {
             return Err(hidden_dimension(
                 leaf,
                 kind,
-                &self.resolve_shape(&leaf.shape),
+                &self.resolve_shape(leaf.shape),
             ));
-        }
-        if leaf.is_none() {
-            // A computed row has what its operands force and nothing more: what its uses add is
-            // theirs (each use's result has its own row), and they broadcast against no axes.
-            return self.bind_row(var, Row::default());
         }
         let joined = self.join_rows(&caps);
         self.bind_row(var, joined)
@@ -339,8 +366,10 @@ impl Solver {
     /// axes of their own, shows to be closed or to have axes: computed once, for the state
     /// solving left, since walking down from every parameter would cost the whole graph below
     /// it each time.
-    fn rows_informed_from_below(&self) -> HashSet<RowVarId> {
-        let mut bare_above: HashMap<RowVarId, Vec<RowVarId>> = HashMap::new();
+    fn rows_informed_from_below(&self) -> VarSet<RowVarId> {
+        // The edges from a bare row below to the row above it, grouped by the row below
+        // (counted, then placed): reachability needs no order among them.
+        let mut edges: Vec<(RowVarId, RowVarId)> = Vec::new();
         let mut pending = Vec::new();
         for (index, state) in self.rows.iter().enumerate() {
             let RowState::Free(bounds) = state else {
@@ -348,19 +377,31 @@ impl Solver {
             };
             let var = RowVarId(index as u32);
             for cap in &bounds.caps {
-                let cap = self.resolve_row(cap);
-                match cap.var {
-                    Some(below) if cap.n_explicit() == 0 => {
-                        bare_above.entry(below).or_default().push(var);
-                    }
-                    _ => pending.push(var),
+                match self.bare_var(cap) {
+                    Some(below) => edges.push((below, var)),
+                    None => pending.push(var),
                 }
             }
         }
-        let mut informed: HashSet<RowVarId> = HashSet::new();
+        let mut starts = vec![0usize; self.vars.n_rows() + 1];
+        for (below, _) in &edges {
+            starts[below.0 as usize + 1] += 1;
+        }
+        for index in 1..starts.len() {
+            starts[index] += starts[index - 1];
+        }
+        let mut next = starts.clone();
+        let mut above = vec![RowVarId(0); edges.len()];
+        for (below, var) in edges {
+            let slot = &mut next[below.0 as usize];
+            above[*slot] = var;
+            *slot += 1;
+        }
+        let mut informed = VarSet::default();
         while let Some(var) = pending.pop() {
             if informed.insert(var) {
-                pending.extend(bare_above.get(&var).into_iter().flatten());
+                let index = var.0 as usize;
+                pending.extend_from_slice(&above[starts[index]..starts[index + 1]]);
             }
         }
         informed
@@ -368,16 +409,13 @@ impl Solver {
 
     /// Whether one of `var`'s caps, or of the caps of a bare row among them, is closed or has
     /// axes now, beyond what `informed` (see [`Solver::rows_informed_from_below`]) knew.
-    fn informed_from_below(&self, var: RowVarId, informed: &HashSet<RowVarId>) -> bool {
+    fn informed_from_below(&self, var: RowVarId, informed: &VarSet<RowVarId>) -> bool {
         let Some(RowState::Free(bounds)) = self.rows.get(var.0 as usize) else {
             return false;
         };
-        bounds.caps.iter().any(|cap| {
-            let cap = self.resolve_row(cap);
-            match cap.var {
-                Some(below) if cap.n_explicit() == 0 => informed.contains(&below),
-                _ => true,
-            }
+        bounds.caps.iter().any(|cap| match self.bare_var(cap) {
+            Some(below) => informed.contains(below),
+            None => true,
         })
     }
 
@@ -426,7 +464,7 @@ impl Solver {
     fn awaits_empty(&self, var: RowVarId) -> bool {
         self.deferred.iter().any(|constraint| {
             matches!(constraint, Constraint::RowLe { res, .. }
-                if self.resolve_row(res).var == Some(var))
+                if self.open_var(res) == Some(var))
         })
     }
 
@@ -510,25 +548,25 @@ impl Solver {
     /// The variables in the leaves' dimensions. A derived dimension brings those of the terms a
     /// pending equation equates it with: they are the same axis, and which of the equal terms a
     /// row ended up holding depends on the order the equations came in.
-    fn leaf_dim_vars(&self, leaves: &[Leaf]) -> Vec<DimVar> {
+    fn leaf_dim_vars(&self, leaves: &[LeafView<'_>]) -> Vec<DimVar> {
         let mut vars = Vec::new();
         for leaf in leaves {
-            let shape = self.resolve_shape(&leaf.shape);
             for kind in Kind::ALL {
-                for dim in shape.row(kind).dims() {
+                self.for_each_resolved_axis(leaf.shape.row(kind), &mut |axis| {
+                    let dim = self.resolve_dim(axis);
                     dim.for_each_var(&mut |v| vars.push(v));
                     if !matches!(dim, Dim::Affine(_) | Dim::Concat(_)) {
-                        continue;
+                        return;
                     }
                     for (a, b) in &self.derived_eqs {
                         let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
-                        if a == *dim {
+                        if a == dim {
                             b.for_each_var(&mut |v| vars.push(v));
-                        } else if b == *dim {
+                        } else if b == dim {
                             a.for_each_var(&mut |v| vars.push(v));
                         }
                     }
-                }
+                });
             }
         }
         vars
@@ -553,7 +591,7 @@ impl Solver {
             self.undetermined_window = Some(window);
             return Err(error);
         }
-        let discardable = self.discardable.contains(&var);
+        let discardable = self.discardable.contains(var);
         let Some(bounds) = self.dim_bounds(var) else {
             return Ok(());
         };
@@ -620,7 +658,7 @@ enum PendingSize {
     Equations(Vec<(Dim, Dim)>),
 }
 
-fn hidden_dimension(leaf: &Leaf, kind: Kind, shape: &Shape) -> ShapeError {
+fn hidden_dimension(leaf: &LeafView<'_>, kind: Kind, shape: &Shape) -> ShapeError {
     ShapeError::of_kind(
         ShapeErrorKind::HiddenDimension,
         "You forgot to specify the hidden dimension(s): nothing determines part of a parameter's \

@@ -3,17 +3,17 @@
 //! its cap (two different caps join to `1*`: the axis broadcasts), and records variable-to-variable
 //! adjacencies, forwarding caps along them.
 
-use super::{DimState, Solver, derived};
+use super::{DimState, Solver, derived, push_short};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, DimVar};
 use crate::words;
 
 impl Solver {
-    pub(super) fn dim_eq(&mut self, a: Dim, b: Dim) -> Result<(), ShapeError> {
+    pub(super) fn dim_eq(&mut self, a: &Dim, b: &Dim) -> Result<(), ShapeError> {
         // Plain: a pending derived equation must not meet the size it gives itself.
-        let a = self.resolve_dim_plain(&a);
-        let b = self.resolve_dim_plain(&b);
+        let a = self.resolve_dim_plain(a);
+        let b = self.resolve_dim_plain(b);
         derived::check_bases(&a, Some(&b))?;
         derived::check_bases(&b, Some(&a))?;
         if a == b {
@@ -33,9 +33,9 @@ impl Solver {
         }
     }
 
-    pub(super) fn dim_le(&mut self, res: Dim, opnd: Dim) -> Result<(), ShapeError> {
-        let res = self.resolve_dim(&res);
-        let opnd = self.resolve_dim(&opnd);
+    pub(super) fn dim_le(&mut self, res: &Dim, opnd: &Dim) -> Result<(), ShapeError> {
+        let res = self.resolve_dim(res);
+        let opnd = self.resolve_dim(opnd);
         derived::check_bases(&res, None)?;
         derived::check_bases(&opnd, None)?;
         if res == opnd || opnd == Dim::Unit {
@@ -44,7 +44,9 @@ impl Solver {
         match (&res, &opnd) {
             // Below an atom lies only the atom itself; above the top, only the top.
             (Dim::Var(_) | Dim::Affine(_) | Dim::Concat(_), Dim::Atom { .. })
-            | (Dim::Unit, Dim::Var(_) | Dim::Affine(_) | Dim::Concat(_)) => self.dim_eq(res, opnd),
+            | (Dim::Unit, Dim::Var(_) | Dim::Affine(_) | Dim::Concat(_)) => {
+                self.dim_eq(&res, &opnd)
+            }
             (Dim::Affine(_) | Dim::Concat(_), _) | (_, Dim::Affine(_) | Dim::Concat(_)) => {
                 self.defer(Constraint::DimLe { res, opnd });
                 Ok(())
@@ -60,10 +62,10 @@ impl Solver {
                 }
                 let cap = self.dim_bounds(low).and_then(|b| b.cap.clone());
                 if let Some(bounds) = self.dim_bounds(low) {
-                    bounds.above.push(high);
+                    push_short(&mut bounds.above, high);
                 }
                 if let Some(bounds) = self.dim_bounds(high) {
-                    bounds.below.push(low);
+                    push_short(&mut bounds.below, low);
                 }
                 if let Some(cap) = cap {
                     self.queue.push_back(Constraint::DimLe {
@@ -82,8 +84,8 @@ impl Solver {
         }
     }
 
-    pub(super) fn at_least(&mut self, dim: Dim, size: usize) -> Result<(), ShapeError> {
-        match self.resolve_dim(&dim) {
+    pub(super) fn at_least(&mut self, dim: &Dim, size: usize) -> Result<(), ShapeError> {
+        match self.resolve_dim(dim) {
             Dim::Var(var) => {
                 let Some(bounds) = self.dim_bounds(var) else {
                     unreachable!("a resolved variable is free")

@@ -27,15 +27,20 @@ mod derived;
 mod dims;
 mod rank;
 mod rows;
+mod var_set;
 mod visit;
 
-use std::collections::{HashSet, VecDeque};
+use std::borrow::Cow;
+use std::collections::VecDeque;
 
+use crate::chunked::ChunkedVec;
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::term::{AffineDim, ConvDim, Dim, DimVar, Row, RowVarId, Shape, VarSupply};
+use var_set::VarSet;
 
 pub use closing::Leaf;
+pub(crate) use closing::LeafView;
 
 /// What is known about an unsolved dimension variable.
 #[derive(Debug, Clone, Default)]
@@ -91,12 +96,12 @@ enum Edge {
 #[derive(Debug, Clone, Default)]
 pub struct Solver {
     vars: VarSupply,
-    dims: Vec<DimState>,
-    rows: Vec<RowState>,
+    dims: ChunkedVec<DimState>,
+    rows: ChunkedVec<RowState>,
     queue: VecDeque<Constraint>,
     deferred: Vec<Constraint>,
     rank: rank::RankGraph,
-    discardable: HashSet<DimVar>,
+    discardable: VarSet<DimVar>,
     /// Bumped on every binding, so that deferred constraints are retried only after progress.
     n_bindings: usize,
     /// `n_bindings` when the deferred constraints were last retried to no effect.
@@ -113,8 +118,8 @@ pub struct Solver {
     /// `derived::solve_eq`.
     settle_units: bool,
     /// The variables the solver made itself (see `visit`).
-    own_rows: HashSet<RowVarId>,
-    own_dims: HashSet<DimVar>,
+    own_rows: VarSet<RowVarId>,
+    own_dims: VarSet<DimVar>,
     /// The window and output of a convolution that the last closing refused to guess, if it
     /// failed on one: the session names them by their labels.
     undetermined_window: Option<(DimVar, DimVar)>,
@@ -146,33 +151,40 @@ impl Solver {
         &mut self,
         constraints: impl IntoIterator<Item = Constraint>,
     ) -> Result<(), ShapeError> {
-        for constraint in constraints {
-            let n_axes = std::cell::Cell::new(0);
-            constraint.map_terms(Dim::clone, |row| {
-                n_axes.set(n_axes.get() + row.n_explicit());
-                row.clone()
-            });
-            if let Constraint::Exact { dims, .. } = &constraint {
-                n_axes.set(n_axes.get() + dims.len());
-            }
-            self.n_given_axes += n_axes.get();
-            self.queue.push_back(constraint);
+        let constraints: Vec<Constraint> = constraints.into_iter().collect();
+        self.add_all(&constraints)
+    }
+
+    /// [`Solver::add`] for constraints the caller keeps (the session logs them): they are read
+    /// where they lie, in the order queuing them would have processed them.
+    pub(crate) fn add_all(&mut self, constraints: &[Constraint]) -> Result<(), ShapeError> {
+        self.n_given_axes += constraints.iter().map(row_axes).sum::<usize>();
+        if !self.queue.is_empty() {
+            // Work left by a failed call comes first, as it would in the queue.
+            self.queue.extend(constraints.iter().cloned());
+            return self.solve();
         }
-        self.solve()
+        self.solve_from(constraints)
     }
 
     /// Processes queued constraints to a fixpoint, retrying deferred ones after progress.
     pub fn solve(&mut self) -> Result<(), ShapeError> {
-        if self.queue.is_empty() && self.n_bindings == self.settled_at {
+        self.solve_from(&[])
+    }
+
+    /// [`Solver::solve`], with `given` standing before the (empty) queue.
+    fn solve_from(&mut self, given: &[Constraint]) -> Result<(), ShapeError> {
+        if given.is_empty() && self.queue.is_empty() && self.n_bindings == self.settled_at {
             return Ok(());
         }
+        let mut given = given;
         loop {
-            self.propagate()?;
+            self.propagate(std::mem::take(&mut given))?;
             let bindings_before = self.n_bindings;
             self.retry_derived_eqs()?;
             let deferred = std::mem::take(&mut self.deferred);
             for constraint in deferred {
-                self.checked_step(constraint)?;
+                self.checked_step(&constraint)?;
             }
             if self.queue.is_empty() && self.n_bindings == bindings_before {
                 self.settled_at = self.n_bindings;
@@ -195,19 +207,32 @@ impl Solver {
             }
         }
         for (a, b) in changed {
-            self.checked_step(Constraint::DimEq(a, b))?;
+            self.checked_step(&Constraint::DimEq(a, b))?;
         }
         Ok(())
     }
 
-    /// Processes the queued constraints, leaving the deferred ones for [`Solver::solve`]: the
-    /// direct consequences of a commitment, cheap enough to draw after every single one.
-    fn propagate(&mut self) -> Result<(), ShapeError> {
+    /// Processes `given`, then the queued constraints, leaving the deferred ones for
+    /// [`Solver::solve`]: the direct consequences of a commitment, cheap enough to draw after
+    /// every single one.
+    fn propagate(&mut self, given: &[Constraint]) -> Result<(), ShapeError> {
         // Fixed when the call starts: a runaway that keeps creating variables must not keep
         // raising its own limit.
         let budget = STEPS_PER_VAR * (1 + self.vars.n_dims() + self.vars.n_rows());
         let mut n_steps = 0;
-        while let Some(constraint) = self.queue.pop_front() {
+        let mut given = given.iter();
+        loop {
+            let queued;
+            let constraint = match given.next() {
+                Some(constraint) => constraint,
+                None => match self.queue.pop_front() {
+                    Some(constraint) => {
+                        queued = constraint;
+                        &queued
+                    }
+                    None => break,
+                },
+            };
             n_steps += 1;
             if n_steps > budget {
                 return Err(ShapeError::of_kind(
@@ -221,24 +246,23 @@ impl Solver {
     }
 
     /// One step; a failure records the constraint, with what is known substituted in.
-    fn checked_step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
-        let copy = constraint.clone();
+    fn checked_step(&mut self, constraint: &Constraint) -> Result<(), ShapeError> {
         self.step(constraint)
-            .map_err(|error| error.in_constraint(self.resolve_constraint(&copy)))
+            .map_err(|error| error.in_constraint(self.resolve_constraint(constraint)))
     }
 
-    fn step(&mut self, constraint: Constraint) -> Result<(), ShapeError> {
+    fn step(&mut self, constraint: &Constraint) -> Result<(), ShapeError> {
         match constraint {
             Constraint::DimEq(a, b) => self.dim_eq(a, b),
             Constraint::DimLe { res, opnd } => self.dim_le(res, opnd),
-            Constraint::AtLeast { dim, size } => self.at_least(dim, size),
+            Constraint::AtLeast { dim, size } => self.at_least(dim, *size),
             Constraint::RowEq(a, b) => self.row_eq(a, b),
             Constraint::RowLe { res, opnd } => self.row_le(res, opnd),
             Constraint::TotalElems {
                 rows,
                 total,
                 coefficient,
-            } => self.total_elems(rows, total, coefficient),
+            } => self.total_elems(rows, total, *coefficient),
             Constraint::Exact { rows, dims } => self.exact(rows, dims),
         }
     }
@@ -249,19 +273,15 @@ impl Solver {
 
     fn dim_state(&mut self, var: DimVar) -> &mut DimState {
         let index = var.0 as usize;
-        if self.dims.len() <= index {
-            self.dims
-                .resize(index + 1, DimState::Free(DimBounds::default()));
-        }
+        self.dims
+            .grow_to(index + 1, || DimState::Free(DimBounds::default()));
         &mut self.dims[index]
     }
 
     fn row_state(&mut self, var: RowVarId) -> &mut RowState {
         let index = var.0 as usize;
-        if self.rows.len() <= index {
-            self.rows
-                .resize(index + 1, RowState::Free(RowBounds::default()));
-        }
+        self.rows
+            .grow_to(index + 1, || RowState::Free(RowBounds::default()));
         &mut self.rows[index]
     }
 
@@ -339,38 +359,55 @@ impl Solver {
         self.resolve_row_with_edge(row).0
     }
 
+    /// The row `l₀·ρ₀·t₀` with `ρ₀ = l₁·ρ₁·t₁`, … down to an open variable or a closed value, is
+    /// `l₀·l₁·…·ρ·…·t₁·t₀`. Of the edges the bindings send their markers to, the outermost one
+    /// places the marker of a closed result: every flank then lies on the far side of it.
     fn resolve_row_with_edge(&self, row: &Row) -> (Row, Option<Edge>) {
-        let mut leading: Vec<Dim> = row.leading.iter().map(|d| self.resolve_dim(d)).collect();
-        let mut trailing: Vec<Dim> = row.trailing.iter().map(|d| self.resolve_dim(d)).collect();
-        let solved = row.var.and_then(|var| match self.rows.get(var.0 as usize) {
-            Some(RowState::Solved(value, floating)) => Some((value, *floating)),
-            _ => None,
+        let (mut n_leading, mut n_trailing) = (0, 0);
+        let mut floating = None;
+        let mut end = row;
+        loop {
+            n_leading += end.leading.len();
+            n_trailing += end.trailing.len();
+            match end.var.and_then(|var| self.rows.get(var.0 as usize)) {
+                Some(RowState::Solved(value, edge)) => {
+                    floating = floating.or(*edge);
+                    end = value;
+                }
+                _ => break,
+            }
+        }
+        let var = end.var;
+        let floating = floating.filter(|_| var.is_none());
+        let mut leading = Vec::with_capacity(match floating {
+            None => n_leading,
+            Some(_) => n_leading + n_trailing,
         });
-        let Some((value, floating)) = solved else {
-            let row = Row {
-                leading,
-                var: row.var,
-                trailing,
-            };
-            return (row, None);
-        };
-        let (inner, inner_floating) = self.resolve_row_with_edge(value);
-        let floating = floating.or(inner_floating).filter(|_| inner.var.is_none());
-        leading.extend(inner.leading);
-        let mut new_trailing = inner.trailing;
-        new_trailing.append(&mut trailing);
+        // The trailing flanks come innermost first: gathered outermost first, each reversed,
+        // then reversed as a whole.
+        let mut trailing = Vec::with_capacity(n_trailing);
+        let mut part = row;
+        loop {
+            leading.extend(part.leading.iter().map(|d| self.resolve_dim(d)));
+            trailing.extend(part.trailing.iter().rev().map(|d| self.resolve_dim(d)));
+            match part.var.and_then(|var| self.rows.get(var.0 as usize)) {
+                Some(RowState::Solved(value, _)) => part = value,
+                _ => break,
+            }
+        }
+        trailing.reverse();
         let row = match floating {
             None => Row {
                 leading,
-                var: inner.var,
-                trailing: new_trailing,
+                var,
+                trailing,
             },
             Some(Edge::Left) => {
-                leading.append(&mut new_trailing);
+                leading.append(&mut trailing);
                 Row::closed(leading)
             }
             Some(Edge::Right) => {
-                leading.append(&mut new_trailing);
+                leading.append(&mut trailing);
                 Row {
                     leading,
                     var: None,
@@ -379,6 +416,65 @@ impl Solver {
             }
         };
         (row, floating)
+    }
+
+    /// [`Solver::resolve_row`], borrowing `row` when resolving would only copy it: an open
+    /// variable or none, and only free variables and sizes for axes.
+    fn resolve_row_cow<'r>(&self, row: &'r Row) -> Cow<'r, Row> {
+        let free_row = row
+            .var
+            .is_none_or(|var| !matches!(self.rows.get(var.0 as usize), Some(RowState::Solved(..))));
+        let resolved_dims = row.dims().all(|dim| match dim {
+            Dim::Var(var) => !matches!(self.dims.get(var.0 as usize), Some(DimState::Solved(_))),
+            Dim::Unit | Dim::Atom { .. } => true,
+            Dim::Affine(_) | Dim::Concat(_) => false,
+        });
+        if free_row && resolved_dims {
+            Cow::Borrowed(row)
+        } else {
+            Cow::Owned(self.resolve_row(row))
+        }
+    }
+
+    /// The variable that `row`'s resolution ends in, if it is open: `resolve_row(row).var`,
+    /// without building the row.
+    fn open_var(&self, row: &Row) -> Option<RowVarId> {
+        let mut var = row.var?;
+        loop {
+            match self.rows.get(var.0 as usize) {
+                Some(RowState::Solved(value, _)) => var = value.var?,
+                _ => return Some(var),
+            }
+        }
+    }
+
+    /// The variable that `row` resolves to when its resolution is that variable alone, with no
+    /// axes around it.
+    fn bare_var(&self, row: &Row) -> Option<RowVarId> {
+        let mut row = row;
+        loop {
+            if row.n_explicit() > 0 {
+                return None;
+            }
+            let var = row.var?;
+            match self.rows.get(var.0 as usize) {
+                Some(RowState::Solved(value, _)) => row = value,
+                _ => return Some(var),
+            }
+        }
+    }
+
+    /// Calls `f` on the axes of `row`'s resolution, in order, each as it stands before
+    /// [`Solver::resolve_dim`]: what `resolve_row(row).dims()` lists, without building the row
+    /// (a floating marker moves only the split between the flanks, never the order).
+    fn for_each_resolved_axis(&self, row: &Row, f: &mut impl FnMut(&Dim)) {
+        row.leading.iter().for_each(&mut *f);
+        if let Some(var) = row.var
+            && let Some(RowState::Solved(value, _)) = self.rows.get(var.0 as usize)
+        {
+            self.for_each_resolved_axis(value, f);
+        }
+        row.trailing.iter().for_each(f);
     }
 
     /// The constraint with every term resolved.
@@ -393,6 +489,27 @@ impl Solver {
             input: self.resolve_row(&shape.input),
             output: self.resolve_row(&shape.output),
         }
+    }
+}
+
+/// Pushes onto a list that most variables keep short (one bound or two): the first push makes
+/// room for one item rather than `Vec`'s four, since there is such a list for every variable.
+fn push_short<T>(list: &mut Vec<T>, item: T) {
+    if list.capacity() == 0 {
+        list.reserve_exact(1);
+    }
+    list.push(item);
+}
+
+/// The explicit row axes a constraint names (see `Solver::n_given_axes`).
+fn row_axes(constraint: &Constraint) -> usize {
+    let rows = |rows: &[Row]| rows.iter().map(Row::n_explicit).sum::<usize>();
+    match constraint {
+        Constraint::DimEq(..) | Constraint::DimLe { .. } | Constraint::AtLeast { .. } => 0,
+        Constraint::RowEq(a, b) => a.n_explicit() + b.n_explicit(),
+        Constraint::RowLe { res, opnd } => res.n_explicit() + opnd.n_explicit(),
+        Constraint::TotalElems { rows: r, .. } => rows(r),
+        Constraint::Exact { rows: r, dims } => rows(r) + dims.len(),
     }
 }
 

@@ -15,16 +15,16 @@
 //! infinite-row error ("no number of axes fits"), which catches the regress the rank facts cannot
 //! see, a clash that each growth re-creates one axis further in.
 
-use super::{Edge, RowState, Solver};
+use super::{Edge, RowState, Solver, push_short};
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::term::{Dim, Row, RowVarId};
 use crate::words;
 
 impl Solver {
-    pub(super) fn row_eq(&mut self, a: Row, b: Row) -> Result<(), ShapeError> {
-        let a = self.resolve_row(&a);
-        let b = self.resolve_row(&b);
+    pub(super) fn row_eq(&mut self, a: &Row, b: &Row) -> Result<(), ShapeError> {
+        let a = self.resolve_row_cow(a);
+        let b = self.resolve_row_cow(b);
         match (a.var, b.var) {
             (None, None) => {
                 let (fa, fb) = (flat(&a), flat(&b));
@@ -143,9 +143,9 @@ impl Solver {
         Ok(())
     }
 
-    pub(super) fn row_le(&mut self, res: Row, opnd: Row) -> Result<(), ShapeError> {
-        let res = self.resolve_row(&res);
-        let opnd = self.resolve_row(&opnd);
+    pub(super) fn row_le(&mut self, res: &Row, opnd: &Row) -> Result<(), ShapeError> {
+        let res = self.resolve_row_cow(res);
+        let opnd = self.resolve_row_cow(opnd);
         if res == opnd {
             return Ok(());
         }
@@ -192,7 +192,7 @@ impl Solver {
         {
             // Axes at the same distance from an edge in both flanks align whatever the variable
             // holds: growing cannot help.
-            return self.dim_le(r, o);
+            return self.dim_le(&r, &o);
         }
         if lead_deficit + trail_deficit > 0
             && (could_cover_when_empty(&res, &opnd)
@@ -202,7 +202,10 @@ impl Solver {
             // variable may grow: this constraint alone does not say which. With the same
             // variable on both sides growing would never catch up (the operand grows too);
             // closing tries no axes, where the check becomes exact.
-            self.defer(Constraint::RowLe { res, opnd });
+            self.defer(Constraint::RowLe {
+                res: res.into_owned(),
+                opnd: opnd.into_owned(),
+            });
             return Ok(());
         }
         if lead_deficit + trail_deficit > 0 {
@@ -243,7 +246,10 @@ impl Solver {
                 trailing: (0..n_trailing).map(|_| self.fresh_dim()).collect(),
             };
             self.bind_row(res_var, grown)?;
-            self.queue.push_back(Constraint::RowLe { res, opnd });
+            self.queue.push_back(Constraint::RowLe {
+                res: res.into_owned(),
+                opnd: opnd.into_owned(),
+            });
             return Ok(());
         }
         let end = res.trailing.len() - n_trail;
@@ -277,7 +283,7 @@ impl Solver {
         if residue.n_explicit() == 0 && !already_adjacent {
             self.rank.add_fact(res_var, opnd_var, 0)?;
             if let Some(bounds) = self.row_bounds(res_var) {
-                bounds.above.push(opnd_var);
+                push_short(&mut bounds.above, opnd_var);
             }
         }
         self.add_row_cap(opnd_var, residue);
@@ -296,7 +302,7 @@ impl Solver {
             unreachable!("caps are added to resolved, hence free, row variables")
         };
         if !bounds.caps.contains(&cap) {
-            bounds.caps.push(cap);
+            push_short(&mut bounds.caps, cap);
         }
     }
 
@@ -323,20 +329,18 @@ impl Solver {
                 value.n_explicit()
             )));
         }
-        if let Some(inner) = value.var {
+        let inner_var = value.var;
+        if let Some(inner) = inner_var {
             self.rank
                 .add_equality(var, inner, value.n_explicit() as i64)?;
         }
-        let old = std::mem::replace(
-            self.row_state(var),
-            RowState::Solved(value.clone(), floating),
-        );
+        let old = std::mem::replace(self.row_state(var), RowState::Solved(value, floating));
         self.n_bindings += 1;
         let RowState::Free(bounds) = old else {
             unreachable!("bind_row is called on resolved, hence free, row variables")
         };
         if bounds.under_closed
-            && let Some(inner) = value.var
+            && let Some(inner) = inner_var
             && let Some(inner_bounds) = self.row_bounds(inner)
         {
             inner_bounds.under_closed = true;
@@ -363,12 +367,12 @@ impl Solver {
     /// axis of the missing size.
     pub(super) fn total_elems(
         &mut self,
-        rows: Vec<Row>,
-        total: Dim,
+        rows: &[Row],
+        total: &Dim,
         coefficient: usize,
     ) -> Result<(), ShapeError> {
         let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
-        let total = self.resolve_dim(&total);
+        let total = self.resolve_dim(total);
         let mut known = 1usize;
         let mut unknown = Vec::new();
         for dim in rows.iter().flat_map(Row::dims) {
@@ -450,7 +454,7 @@ impl Solver {
     }
 
     /// The rows, flattened in order, are exactly `dims`.
-    pub(super) fn exact(&mut self, rows: Vec<Row>, dims: Vec<Dim>) -> Result<(), ShapeError> {
+    pub(super) fn exact(&mut self, rows: &[Row], dims: &[Dim]) -> Result<(), ShapeError> {
         let rows: Vec<Row> = rows.iter().map(|r| self.resolve_row(r)).collect();
         let open: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].var.is_some()).collect();
         let n_explicit: usize = rows.iter().map(Row::n_explicit).sum();
@@ -459,13 +463,13 @@ impl Solver {
                 "wrong number of axes: the shape has {} where exactly the {} {} are required",
                 axes(n_explicit),
                 axes(dims.len()),
-                words::row_alone(&Row::closed(dims.clone()))
+                words::row_alone(&Row::closed(dims.to_vec()))
             )));
         }
         match open.as_slice() {
             [] => {
                 let flat_rows: Vec<Dim> = rows.iter().flat_map(flat).collect();
-                self.equate_all(flat_rows.into_iter().zip(dims));
+                self.equate_all(flat_rows.into_iter().zip(dims.iter().cloned()));
                 Ok(())
             }
             [only] => {
@@ -501,11 +505,17 @@ impl Solver {
                         self.bind_row(var, Row::default())?;
                     }
                 }
-                self.queue.push_back(Constraint::Exact { rows, dims });
+                self.queue.push_back(Constraint::Exact {
+                    rows,
+                    dims: dims.to_vec(),
+                });
                 Ok(())
             }
             _ => {
-                self.defer(Constraint::Exact { rows, dims });
+                self.defer(Constraint::Exact {
+                    rows,
+                    dims: dims.to_vec(),
+                });
                 Ok(())
             }
         }
