@@ -263,12 +263,22 @@ fn exponent(n1: usize, t1: Duration, n2: usize, t2: Duration) -> String {
     format!("{e:.2}")
 }
 
+/// The width of a phase's column: its name's, enough for a time.
+fn width(phase: Phase) -> usize {
+    phase.name().len().max(8)
+}
+
 /// The family's table: a row per size, each phase's milliseconds and its exponent from the
 /// row before.
 fn print_table(family: Family, rows: &[Measured]) {
     let mut header = format!("{:>7} {:>7}", family.size_unit(), "ops");
     for phase in Phase::ALL {
-        header.push_str(&format!(" {:>12} {:>5}", phase.name(), "exp"));
+        header.push_str(&format!(
+            " {:>w$} {:>5}",
+            phase.name(),
+            "exp",
+            w = width(phase)
+        ));
     }
     header.push_str(&format!(
         " {:>10} {:>5} {:>10} {:>8}",
@@ -285,11 +295,11 @@ fn print_table(family: Family, rows: &[Measured]) {
             previous.map_or(String::new(), |p| exponent(p.ops, then(p), row.ops, now))
         };
         let mut line = format!("{:>7} {:>7}", row.size, row.ops);
-        for (k, &now) in row.phases.iter().enumerate() {
+        for (k, (&now, phase)) in row.phases.iter().zip(Phase::ALL).enumerate() {
             let exp = previous.map_or(String::new(), |p| {
                 exponent(p.ops, p.phases[k], row.ops, now)
             });
-            line.push_str(&format!(" {:>12} {:>5}", ms(now), exp));
+            line.push_str(&format!(" {:>w$} {:>5}", ms(now), exp, w = width(phase)));
         }
         line.push_str(&format!(
             " {:>10} {:>5} {:>10} {:>8}",
