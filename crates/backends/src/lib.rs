@@ -8,8 +8,8 @@
 //! shares, a target language being a `Dialect` of it; `nests` groups a routine's statements into
 //! kernels. `cc` writes C, compiles, caches and loads it, splits kernels across threads, and
 //! makes the default choice of backend (C when a compiler runs, else the interpreter).
-//! `traffic` counts what the compiled backends run, copy and hold. This crate reads only the
-//! loop IR.
+//! `traffic` counts what the compiled backends run, copy and hold; `phases` times the phases of
+//! turning a graph into running code. This crate reads only the loop IR.
 
 #![warn(missing_docs)]
 
@@ -21,6 +21,7 @@ pub mod emit;
 pub mod error;
 pub mod interpreter;
 pub mod nests;
+pub mod phases;
 pub mod traffic;
 
 pub use backend::{Backend, Executable, Interpreter};

@@ -24,6 +24,7 @@ use crate::cache::{
     Leftovers, Scratch, evict_except, hex, private_folder, read_own_file, touch, unique, write_new,
 };
 use crate::error::{CompileError, CompileErrorKind};
+use crate::phases::{self, Phase};
 
 /// Builds `source` (a C file at the first path) into a shared library (at the second).
 pub(crate) type Build<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), CompileError>;
@@ -385,7 +386,8 @@ impl Entry {
 fn open(path: &Path) -> Result<Library, CompileError> {
     // SAFETY: the library is one this crate built from code it generated (checked against its
     // record when it comes from the cache); it has no initializers.
-    unsafe { Library::new(path) }.map_err(|e| {
+    let opened = phases::timed(Phase::Loading, || unsafe { Library::new(path) });
+    opened.map_err(|e| {
         CompileError::new(
             CompileErrorKind::Load,
             format!("cannot load {}: {e}", path.display()),

@@ -31,6 +31,7 @@ use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 use crate::backend::{Backend, Executable};
 use crate::cache;
 use crate::error::{CompileError, CompileErrorKind, RunError, check_buffer, static_values};
+use crate::phases::{self, Phase};
 use crate::{Buffers, Interpreter};
 use codegen::{Kernel, PRELUDE, Step, generate, generate_named};
 use process::{CommandLine, TIMEOUT_VARIABLE};
@@ -211,7 +212,7 @@ impl Compiler {
     /// Compiles `routine` (or loads it from the cache).
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
         self.runnable_target()?;
-        let generated = generate(routine)?;
+        let generated = phases::timed(Phase::Codegen, || generate(routine))?;
         let (library, from_cache) = self.load(&generated.source)?;
         self.link(routine, generated, &library, from_cache)
     }
@@ -223,11 +224,13 @@ impl Compiler {
         routines: &[Routine],
     ) -> Result<Vec<CompiledRoutine>, CompileError> {
         self.runnable_target()?;
-        let generated = routines
-            .iter()
-            .enumerate()
-            .map(|(i, routine)| generate_named(routine, &format!("rc_r{i}_k")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let generated = phases::timed(Phase::Codegen, || {
+            routines
+                .iter()
+                .enumerate()
+                .map(|(i, routine)| generate_named(routine, &format!("rc_r{i}_k")))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
         let mut source = PRELUDE.to_owned();
         for g in &generated {
             source.push_str(&g.source[PRELUDE.len()..]);
@@ -253,7 +256,7 @@ impl Compiler {
             self.cache_max_bytes,
             &key,
             source,
-            &|c_file, library| self.build(c_file, library),
+            &|c_file, library| phases::timed(Phase::Compilation, || self.build(c_file, library)),
         )?;
         Ok((Arc::new(library), from_cache))
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use rcannl_backends::phases::{self, Phase};
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine};
 
@@ -109,10 +110,12 @@ impl Context {
             }
             node
         });
-        let routine =
-            IrRoutine::lower(name, &Assignment::Seq(assignments), nodes).map_err(|e| {
-                error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
-            })?;
+        let routine = phases::timed(Phase::Lowering, || {
+            IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
+        })
+        .map_err(|e| {
+            error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
+        })?;
         self.compile_routine(routine, needs, writes)
     }
 
@@ -124,7 +127,7 @@ impl Context {
         needs: Vec<NodeId>,
         writes: Vec<NodeId>,
     ) -> Result<Routine, TensorError> {
-        let optimized = optimize(&routine).map_err(|e| {
+        let optimized = phases::timed(Phase::Optimization, || optimize(&routine)).map_err(|e| {
             error_of(
                 TensorErrorKind::Compile,
                 format!("routine {}: {e}", routine.name),

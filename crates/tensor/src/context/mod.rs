@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use rcannl_backends::phases::{self, Phase};
 use rcannl_backends::{Backend, Buffers, Executable};
 use rcannl_ir::{Assignment, NodeId, Projections, Rhs, Symbol, TensorNode};
 use rcannl_shape::OpId;
@@ -160,9 +161,7 @@ impl Context {
         if size == self.concrete {
             return Ok(());
         }
-        state
-            .inference
-            .finish()
+        phases::timed(Phase::Inference, || state.inference.finish())
             .map_err(|e| state.locate_later(e))?;
         for op in state.inference.ops() {
             // A fan-out of random words writes by offsets and has no projections.

@@ -304,6 +304,12 @@ impl Graph {
             .collect()
     }
 
+    /// The number of operations built on the graph so far: every tensor computed from others
+    /// (the leaves, parameters and data, are not operations).
+    pub fn operation_count(&self) -> usize {
+        self.state.lock().ops.len()
+    }
+
     /// Registers `t` as part of the model's state besides its parameters (PyTorch's
     /// `register_buffer`): [`Graph::state_tensors`] lists it, so checkpoints save and load it
     /// with the parameters. Blocks register their state when they are made (batch
