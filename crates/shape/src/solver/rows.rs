@@ -27,17 +27,17 @@ impl Solver {
         let b = self.resolve_row_cow(b);
         match (a.var, b.var) {
             (None, None) => {
-                let (fa, fb) = (flat(&a), flat(&b));
-                if fa.len() != fb.len() {
+                let (na, nb) = (a.n_explicit(), b.n_explicit());
+                if na != nb {
                     return Err(ShapeError::new(format!(
                         "the numbers of axes differ: {} has {} and {} has {}",
                         words::row_alone(&a),
-                        axes(fa.len()),
+                        axes(na),
                         words::row_alone(&b),
-                        axes(fb.len())
+                        axes(nb)
                     )));
                 }
-                self.equate_all(fa.into_iter().zip(fb));
+                self.equate_all(a.dims().cloned().zip(b.dims().cloned()));
                 Ok(())
             }
             (Some(var), None) => self.open_eq_closed(var, &a, &b),
@@ -90,29 +90,29 @@ impl Solver {
         open: &Row,
         closed: &Row,
     ) -> Result<(), ShapeError> {
-        let all = flat(closed);
+        let n_all = closed.n_explicit();
         let (n_lead, n_trail) = (open.leading.len(), open.trailing.len());
-        if n_lead + n_trail > all.len() {
+        if n_lead + n_trail > n_all {
             return Err(ShapeError::new(format!(
                 "too few axes: {} needs at least {} but {} has {}",
                 words::row_alone(open),
                 axes(n_lead + n_trail),
                 words::row_alone(closed),
-                all.len()
+                n_all
             )));
         }
-        let end = all.len() - n_trail;
+        let end = n_all - n_trail;
         self.equate_all(
             open.leading
                 .iter()
                 .cloned()
-                .zip(all[..n_lead].iter().cloned()),
+                .zip(axes_between(closed, 0, n_lead).cloned()),
         );
         self.equate_all(
             open.trailing
                 .iter()
                 .cloned()
-                .zip(all[end..].iter().cloned()),
+                .zip(axes_between(closed, end, n_all).cloned()),
         );
         let marker = closed.leading.len();
         let floating = if marker < n_lead {
@@ -151,13 +151,13 @@ impl Solver {
         }
         let (n_lead, n_trail) = (opnd.leading.len(), opnd.trailing.len());
         let Some(res_var) = res.var else {
-            let all = flat(&res);
-            if n_lead + n_trail > all.len() {
+            let n_all = res.n_explicit();
+            if n_lead + n_trail > n_all {
                 return Err(ShapeError::new(format!(
                     "an operand has more axes than the result it broadcasts to: the result's \
                      {} has {}, the operand's {} needs {}",
                     words::row_alone(&res),
-                    axes(all.len()),
+                    axes(n_all),
                     words::row_alone(&opnd),
                     n_lead + n_trail
                 ))
@@ -166,16 +166,14 @@ impl Solver {
                      matrix product)",
                 ));
             }
-            let end = all.len() - n_trail;
+            let end = n_all - n_trail;
             self.refine_all(
-                all[..n_lead]
-                    .iter()
+                axes_between(&res, 0, n_lead)
                     .cloned()
                     .zip(opnd.leading.iter().cloned()),
             );
             self.refine_all(
-                all[end..]
-                    .iter()
+                axes_between(&res, end, n_all)
                     .cloned()
                     .zip(opnd.trailing.iter().cloned()),
             );
@@ -552,17 +550,22 @@ fn flat(row: &Row) -> Vec<Dim> {
 /// Axes `start..end` of a closed row's flattening, keeping its marker if it falls inside (else the
 /// marker goes to the left edge).
 fn closed_slice(row: &Row, start: usize, end: usize) -> Row {
-    let all = flat(row);
     let marker = row.leading.len();
     if (start..=end).contains(&marker) && row.var.is_none() {
         Row {
-            leading: all[start..marker].to_vec(),
+            leading: axes_between(row, start, marker).cloned().collect(),
             var: None,
-            trailing: all[marker..end].to_vec(),
+            trailing: axes_between(row, marker, end).cloned().collect(),
         }
     } else {
-        Row::closed(all[start..end].to_vec())
+        Row::closed(axes_between(row, start, end).cloned().collect())
     }
+}
+
+/// Axes `start..end` of a row's flattening (its leading flank, then its trailing one), read in
+/// place.
+fn axes_between(row: &Row, start: usize, end: usize) -> impl Iterator<Item = &Dim> {
+    row.dims().skip(start).take(end - start)
 }
 
 /// A pair of known dimensions that `res ⊑ opnd` aligns whatever the row variables hold (both in
@@ -585,14 +588,13 @@ fn clashes(r: &Dim, o: &Dim) -> bool {
 /// Whether `res ⊑ opnd` could hold with `res`'s row variable empty, as far as known dimensions
 /// tell: enough explicit axes, and no aligned pair of known dimensions that clash.
 fn could_cover_when_empty(res: &Row, opnd: &Row) -> bool {
-    let all = flat(res);
+    let n_all = res.n_explicit();
     let (n_lead, n_trail) = (opnd.leading.len(), opnd.trailing.len());
-    if all.len() < n_lead + n_trail {
+    if n_all < n_lead + n_trail {
         return false;
     }
-    let pairs = all[..n_lead]
-        .iter()
+    let pairs = axes_between(res, 0, n_lead)
         .zip(&opnd.leading)
-        .chain(all[all.len() - n_trail..].iter().zip(&opnd.trailing));
+        .chain(axes_between(res, n_all - n_trail, n_all).zip(&opnd.trailing));
     pairs.into_iter().all(|(r, o)| !clashes(r, o))
 }
