@@ -21,7 +21,8 @@
 //!
 //! Run with `cargo bench -p rcannl-nn --bench compile`; words after `--` choose families
 //! (`-- chain mlp`), numbers the operation counts of the chain and the MLP (`-- 100 1000 100000`),
-//! and `blocks=1,2,4` the transformer's block counts.
+//! `blocks=1,2,4` the transformer's block counts, and `limit=600` the seconds one measurement may
+//! take (300 unless said; one stopped is listed below its table as not measured).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -42,6 +43,8 @@ const MEASURE: &str = "measure-one";
 const DEFAULT_SIZES: [usize; 3] = [100, 1_000, 10_000];
 /// The transformer's block counts when `blocks=` does not say.
 const DEFAULT_BLOCKS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// How long one measurement may take when `limit=` does not say.
+const DEFAULT_LIMIT: Duration = Duration::from_secs(300);
 /// The cells of the chain's parameter.
 const CHAIN_CELLS: usize = 64;
 /// The MLP's layer width and batch.
@@ -227,25 +230,30 @@ impl Drop for Scratch {
     }
 }
 
-/// Measures `family` at `size` in a fresh process whose kernel cache is `cache`.
-fn measure(family: Family, size: usize, cache: &Path) -> Result<Measured, String> {
+/// Measures `family` at `size` in a fresh process whose kernel cache is `cache`, stopped after
+/// `limit` (its errors go to this program's standard error).
+fn measure(family: Family, size: usize, cache: &Path, limit: Duration) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let output = Command::new(exe)
+    let mut child = Command::new(exe)
         .args([MEASURE, family.name(), &size.to_string()])
         .env("RCANNL_CACHE_DIR", cache)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run this program again: {e}"))?;
+    let start = Instant::now();
+    let waited = |e: std::io::Error| format!("cannot wait for the measurement: {e}");
+    while child.try_wait().map_err(waited)?.is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("did not finish within {} s", limit.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().map_err(waited)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    Measured::parse(size, stdout.trim()).ok_or_else(|| {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        format!(
-            "{} of size {size} failed ({}): {}",
-            family.name(),
-            output.status,
-            stderr.lines().last().unwrap_or("no message")
-        )
-    })
+    Measured::parse(size, stdout.trim()).ok_or_else(|| format!("failed ({})", output.status))
 }
 
 fn ms(d: Duration) -> String {
@@ -350,8 +358,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut families = Vec::new();
     let mut sizes = Vec::new();
     let mut blocks = Vec::new();
+    let mut limit = DEFAULT_LIMIT;
     for arg in &args {
-        if let Some(list) = arg.strip_prefix("blocks=") {
+        if let Some(seconds) = arg.strip_prefix("limit=") {
+            let seconds = seconds
+                .parse()
+                .map_err(|_| format!("not a number of seconds: {seconds}"))?;
+            limit = Duration::from_secs(seconds);
+        } else if let Some(list) = arg.strip_prefix("blocks=") {
             for b in list.split(',') {
                 blocks.push(
                     b.parse::<usize>()
@@ -382,16 +396,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             &sizes
         };
-        let mut rows = Vec::new();
+        let (mut rows, mut missing) = (Vec::new(), Vec::new());
         for &size in family_sizes {
             eprintln!("{} {size} ...", family.name());
             let scratch = Scratch::new(family, size)?;
-            match measure(family, size, &scratch.0) {
+            match measure(family, size, &scratch.0, limit) {
                 Ok(row) => rows.push(row),
-                Err(e) => eprintln!("{e}"),
+                Err(e) => missing.push(format!("{size}: {e}")),
             }
         }
         print_table(family, &rows);
+        for line in missing {
+            println!("not measured: {line}");
+        }
     }
     Ok(())
 }
