@@ -7,7 +7,7 @@ use super::clip::{Clip, clip_updates, gradient};
 use super::group::{Group, check_groups, params_of};
 use super::moments::{Moments, Steps, check_moment_settings};
 use super::settings::check_learning_rate;
-use super::state::{learning_rate, state_like};
+use super::state::{learning_rate, rows_of, state_like};
 
 /// Adam and AdamW, as PyTorch's `Adam` and `AdamW`: with `g` the gradient, moments
 /// `m ← β₁m + (1−β₁)g` and `v ← β₂v + (1−β₂)g²`, then `w ← w − lr·m̂/(√v̂ + ε) − lr·λ·w` with
@@ -169,19 +169,18 @@ impl Adam {
         let params = params_of(&self.groups);
         check_learning_rate(ctx, "Adam", (&self.lr, self.given_lr), &params)?;
         let mut updates = clip_updates("Adam", self.clip.as_ref(), &params)?;
+        let rows = rows_of(ctx, &params)?;
         self.moments = params
             .iter()
-            .map(|p| {
-                Ok(ParamMoments {
-                    first: state_like(ctx, p, "first moment")?,
-                    second: state_like(ctx, p, "second moment")?,
-                    largest: match self.amsgrad {
-                        true => Some(state_like(ctx, p, "largest second moment")?),
-                        false => None,
-                    },
-                })
+            .zip(&rows)
+            .map(|(p, rows)| ParamMoments {
+                first: state_like(p, rows, "first moment"),
+                second: state_like(p, rows, "second moment"),
+                largest: self
+                    .amsgrad
+                    .then(|| state_like(p, rows, "largest second moment")),
             })
-            .collect::<Result<Vec<_>, TensorError>>()?;
+            .collect();
         updates.extend(self.updates());
         Ok(updates)
     }

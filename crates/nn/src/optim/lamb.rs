@@ -6,7 +6,7 @@ use super::clip::{Clip, clip_updates, gradient};
 use super::group::{Group, check_groups, params_of};
 use super::moments::{Moments, Steps, check_moment_settings};
 use super::settings::check_learning_rate;
-use super::state::{learning_rate, scalar, state_like, state_precision};
+use super::state::{learning_rate, rows_of, scalar, state_like, state_precision};
 
 /// LAMB (layer-wise adaptive moments): Adam's step `r = m̂/(√v̂ + ε) + λ·w` per parameter,
 /// scaled by the parameter's trust ratio `‖w‖ / ‖r‖` (1 when either norm is 0), then
@@ -119,21 +119,23 @@ impl Lamb {
         let params = params_of(&self.groups);
         check_learning_rate(ctx, "Lamb", (&self.lr, self.given_lr), &params)?;
         let mut updates = clip_updates("Lamb", self.clip.as_ref(), &params)?;
+        let rows = rows_of(ctx, &params)?;
         self.state = params
             .iter()
-            .map(|p| {
+            .zip(&rows)
+            .map(|(p, rows)| {
                 let norm = |name: &str| {
                     let label = format!("{} {name}", p.label());
                     scalar(p.graph(), &label, state_precision(p), 0.0)
                 };
-                Ok([
-                    state_like(ctx, p, "first moment")?,
-                    state_like(ctx, p, "second moment")?,
+                [
+                    state_like(p, rows, "first moment"),
+                    state_like(p, rows, "second moment"),
                     norm("norm²"),
                     norm("step norm²"),
-                ])
+                ]
             })
-            .collect::<Result<Vec<_>, TensorError>>()?;
+            .collect();
         updates.extend(self.updates());
         Ok(updates)
     }

@@ -5,7 +5,7 @@ use rcannl_tensor::{Context, Formula, Graph, Routine, Tensor, TensorError, Updat
 use super::clip::{Clip, clip_updates, gradient};
 use super::group::{Group, check_groups, params_of};
 use super::settings::{Range, check, check_learning_rate};
-use super::state::{learning_rate, scalar, shared_precision, state_like};
+use super::state::{learning_rate, rows_of, scalar, shared_precision, state_like};
 
 /// Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay, as
 /// PyTorch's `SGD(params, lr, momentum, dampening, weight_decay, nesterov)`: with `g` the
@@ -145,10 +145,12 @@ impl Sgd {
         self.state = if self.momentum == 0.0 {
             Vec::new()
         } else {
+            let rows = rows_of(ctx, &params)?;
             params
                 .iter()
-                .map(|p| state_like(ctx, p, "velocity"))
-                .collect::<Result<Vec<_>, _>>()?
+                .zip(&rows)
+                .map(|(p, rows)| state_like(p, rows, "velocity"))
+                .collect()
         };
         let velocities = self.state.len();
         if velocities > 0 && self.dampening != 0.0 {

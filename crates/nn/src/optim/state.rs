@@ -23,31 +23,37 @@ pub(super) fn shared_precision(params: &[Tensor]) -> Precision {
         .unwrap_or(Precision::F32)
 }
 
-/// A state tensor of `param`'s shape (known once `ctx` has run inference) and of its state
-/// precision, starting at zero. It is declared with that shape rather than related to the
-/// parameter, so that it can never influence what the parameter's shape is inferred to be.
-pub(super) fn state_like(
-    ctx: &mut Context,
-    param: &Tensor,
-    name: &str,
-) -> Result<Tensor, TensorError> {
-    let [batch, input, output] = ctx.rows(param)?;
+/// A parameter's dims by kind: batch, input and output axes.
+pub(super) type Rows = [Vec<usize>; 3];
+
+/// The rows of each of `params`, all read after one inference: the state tensors made from them
+/// must be made afterwards, since each new tensor would have the whole graph inferred again
+/// before the next parameter's rows (an optimizer of many parameters would take time growing
+/// with their number times the graph's size).
+pub(super) fn rows_of(ctx: &mut Context, params: &[Tensor]) -> Result<Vec<Rows>, TensorError> {
+    params.iter().map(|param| ctx.rows(param)).collect()
+}
+
+/// A state tensor of `param`'s shape (its `rows`, from [`rows_of`]) and of its state precision,
+/// starting at zero. It is declared with that shape rather than related to the parameter, so
+/// that it can never influence what the parameter's shape is inferred to be.
+pub(super) fn state_like(param: &Tensor, [batch, input, output]: &Rows, name: &str) -> Tensor {
     let row = |dims: &[usize]| {
         dims.iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(",")
     };
-    let literal = format!("{}|{}->{}", row(&batch), row(&input), row(&output));
-    let cells = batch.iter().chain(&input).chain(&output).product();
+    let literal = format!("{}|{}->{}", row(batch), row(input), row(output));
+    let cells = batch.iter().chain(input).chain(output).product();
     // Moments start at zero, given as values: a tensor never given any is an error to read.
-    Ok(param
+    param
         .graph()
         .data(&format!("{} {name}", param.label()))
         .shape(&literal)
         .precision(state_precision(param))
         .values(vec![0.0; cells])
-        .build())
+        .build()
 }
 
 /// One scalar tensor of `precision` holding `value`.
