@@ -213,7 +213,8 @@ impl Compiler {
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
         self.runnable_target()?;
         let generated = phases::timed(Phase::Codegen, || generate(routine))?;
-        let (library, from_cache) = self.load(&generated.source)?;
+        let products = wants_products(routine, &generated);
+        let (library, from_cache) = self.load_beside_products(&generated.source, products)?;
         self.link(routine, generated, &library, from_cache)
     }
 
@@ -235,7 +236,11 @@ impl Compiler {
         for g in &generated {
             source.push_str(&g.source[PRELUDE.len()..]);
         }
-        let (library, from_cache) = self.load(&source)?;
+        let products = routines
+            .iter()
+            .zip(&generated)
+            .any(|(routine, g)| wants_products(routine, g));
+        let (library, from_cache) = self.load_beside_products(&source, products)?;
         routines
             .iter()
             .zip(generated)
@@ -261,6 +266,26 @@ impl Compiler {
         Ok((Arc::new(library), from_cache))
     }
 
+    /// [`Compiler::load`] of `source`, with `products.c` built at the same time when
+    /// `products` (a cold start would otherwise wait for the two compilers one after the
+    /// other); [`Compiler::link`] then finds it in the cache, and reports a failed build.
+    fn load_beside_products(
+        &self,
+        source: &str,
+        products: bool,
+    ) -> Result<(Arc<libloading::Library>, bool), CompileError> {
+        if !products {
+            return self.load(source);
+        }
+        std::thread::scope(|scope| {
+            let products = scope.spawn(|| self.load(include_str!("products.c")).map(|_| ()));
+            let loaded = self.load(source);
+            // Whatever became of it, `link` loads it again and says why it cannot.
+            let _ = products.join();
+            loaded
+        })
+    }
+
     /// The routine's steps, with its kernels found in `library`.
     fn link(
         &self,
@@ -269,11 +294,7 @@ impl Compiler {
         library: &Arc<libloading::Library>,
         from_cache: bool,
     ) -> Result<CompiledRoutine, CompileError> {
-        let wants_products = generated.steps.iter().any(|step| {
-            matches!(step, Step::Gemm(plan)
-                if matches!(routine.nodes[&plan.c].precision, Precision::F32 | Precision::F64))
-        });
-        let (products_library, native) = if wants_products {
+        let (products_library, native) = if wants_products(routine, &generated) {
             self.products()?
         } else {
             (None, gemm::Native::default())
@@ -444,6 +465,15 @@ impl Compiler {
         }
         Ok(())
     }
+}
+
+/// Whether `generated` (of `routine`) runs a product on `products.c`'s kernels: an f32 or f64
+/// one.
+fn wants_products(routine: &Routine, generated: &codegen::Generated) -> bool {
+    generated.steps.iter().any(|step| {
+        matches!(step, Step::Gemm(plan)
+            if matches!(routine.nodes[&plan.c].precision, Precision::F32 | Precision::F64))
+    })
 }
 
 /// The time limit `$RCANNL_CC_TIMEOUT` sets, else [`DEFAULT_TIMEOUT`] (after one warning per
