@@ -18,48 +18,12 @@ use rayon::prelude::*;
 use rcannl_backends::Buffers;
 use rcannl_backends::cc::{Compiler, F32Product};
 use rcannl_ir::optimize::optimize;
-use rcannl_ir::{
-    Assignment, AxisIndex, Binop, Factor, NodeId, Precision, Projections, Rhs, Routine, Symbol,
-    TensorNode, Unop,
-};
+use rcannl_ir::{Assignment, AxisIndex, Binop, NodeId, Rhs, Routine, Symbol, Unop};
 
-fn it(s: u32) -> AxisIndex {
-    AxisIndex::Iterator(Symbol(s))
-}
-
-/// An `=:` assignment over the product space `ranges` (symbol i has range `ranges[i]`).
-fn accumulate(
-    accum: Binop,
-    ranges: &[usize],
-    lhs: (u32, Vec<usize>, Vec<AxisIndex>),
-    rhs: Rhs,
-    reads: Vec<(Vec<usize>, Vec<AxisIndex>)>,
-) -> Assignment {
-    Assignment::Accum {
-        initialize_neutral: true,
-        accum,
-        lhs: NodeId(lhs.0),
-        rhs,
-        projections: Projections {
-            product_space: ranges
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Factor::single(Symbol(i as u32), *r))
-                .collect(),
-            lhs_padding: vec![(0, 0); lhs.1.len()],
-            rhs_padding: reads.iter().map(|(d, _)| vec![(0, 0); d.len()]).collect(),
-            lhs_dims: lhs.1,
-            lhs_index: lhs.2,
-            rhs_dims: reads.iter().map(|(d, _)| d.clone()).collect(),
-            rhs_index: reads.into_iter().map(|(_, i)| i).collect(),
-            label: "bench".to_owned(),
-        },
-    }
-}
-
-fn f32_node(id: u32, dims: &[usize]) -> TensorNode {
-    TensorNode::new(id, &format!("t{id}"), Precision::F32, dims)
-}
+#[path = "../../ir/benches/support/assignments.rs"]
+#[allow(dead_code)]
+mod assignments;
+use assignments::{accumulate, f32_node, it};
 
 /// `c[b,i,k] =:+ a[b,i,j] * w[b,j,k]` (no batch axis when `batch` is 0).
 fn matmul(batch: usize, n: usize) -> Routine {

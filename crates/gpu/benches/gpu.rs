@@ -18,53 +18,18 @@ use rcannl_backends::{Backend, Buffers, Executable};
 use rcannl_gpu::Gpu;
 use rcannl_ir::optimize::optimize;
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, Factor, Index, MemoryMode, NodeId, Precision, Projections, Rhs,
-    Routine, Scalar, Stmt, Symbol, TensorNode, Unop,
+    Assignment, Binop, Index, MemoryMode, NodeId, Rhs, Routine, Scalar, Stmt, TensorNode, Unop,
 };
+
+#[path = "../../ir/benches/support/assignments.rs"]
+#[allow(dead_code)]
+mod assignments;
+use assignments::{accumulate, f32_node, it};
 
 /// Rounds of each case; the best one's time per run counts.
 const ROUNDS: usize = 3;
 /// About how long the rounds of one case take together, in seconds.
 const BUDGET: f64 = 1.0;
-
-fn it(s: u32) -> AxisIndex {
-    AxisIndex::Iterator(Symbol(s))
-}
-
-fn f32_node(id: u32, dims: &[usize]) -> TensorNode {
-    TensorNode::new(id, &format!("t{id}"), Precision::F32, dims)
-}
-
-/// An `=:` assignment of `rhs` into node `lhs` over the product space `ranges` (symbol `i` of
-/// range `ranges[i]`), reading `reads` (dims and index of each operand).
-fn accumulate(
-    accum: Binop,
-    ranges: &[usize],
-    lhs: (u32, Vec<usize>, Vec<AxisIndex>),
-    rhs: Rhs,
-    reads: Vec<(Vec<usize>, Vec<AxisIndex>)>,
-) -> Assignment {
-    Assignment::Accum {
-        initialize_neutral: true,
-        accum,
-        lhs: NodeId(lhs.0),
-        rhs,
-        projections: Projections {
-            product_space: ranges
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Factor::single(Symbol(i as u32), *r))
-                .collect(),
-            lhs_padding: vec![(0, 0); lhs.1.len()],
-            rhs_padding: reads.iter().map(|(d, _)| vec![(0, 0); d.len()]).collect(),
-            lhs_dims: lhs.1,
-            lhs_index: lhs.2,
-            rhs_dims: reads.iter().map(|(d, _)| d.clone()).collect(),
-            rhs_index: reads.into_iter().map(|(_, i)| i).collect(),
-            label: "bench".to_owned(),
-        },
-    }
-}
 
 /// `c[i,k] =:+ a[i,j] · b[j,k]`, all `n × n`; the result is node 2.
 fn matmul(n: usize) -> Routine {

@@ -29,10 +29,12 @@ use std::time::{Duration, Instant};
 use rcannl_ir::optimize::{
     accumulate, cse, fills, gemm, hoist, memory, order, simplify, split_sums, virtualize,
 };
-use rcannl_ir::{
-    Assignment, AxisIndex, Binop, Factor, MemoryMode, NodeId, Precision, Projections, Rhs, Routine,
-    Symbol, TensorNode, Unop,
-};
+use rcannl_ir::{Assignment, Binop, MemoryMode, NodeId, Rhs, Routine, TensorNode, Unop};
+
+#[path = "support/assignments.rs"]
+#[allow(dead_code)]
+mod assignments;
+use assignments::{accumulate, f32_node, it};
 
 /// Once one size takes longer than this in all, larger sizes of the shape are skipped.
 const SKIP_AFTER: Duration = Duration::from_secs(20);
@@ -66,44 +68,6 @@ const WIDTH: usize = 16;
 /// enough to be run as a matrix product.
 const LAYER: usize = 16;
 const BATCH: usize = 16;
-
-fn it(s: u32) -> AxisIndex {
-    AxisIndex::Iterator(Symbol(s))
-}
-
-fn f32_node(id: u32, dims: &[usize]) -> TensorNode {
-    TensorNode::new(id, &format!("t{id}"), Precision::F32, dims)
-}
-
-/// `lhs =:accum rhs` over the product space `ranges` (symbol i has range `ranges[i]`).
-fn accumulate(
-    accum: Binop,
-    ranges: &[usize],
-    lhs: (u32, Vec<usize>, Vec<AxisIndex>),
-    rhs: Rhs,
-    reads: Vec<(Vec<usize>, Vec<AxisIndex>)>,
-) -> Assignment {
-    Assignment::Accum {
-        initialize_neutral: true,
-        accum,
-        lhs: NodeId(lhs.0),
-        rhs,
-        projections: Projections {
-            product_space: ranges
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Factor::single(Symbol(i as u32), *r))
-                .collect(),
-            lhs_padding: vec![(0, 0); lhs.1.len()],
-            rhs_padding: reads.iter().map(|(d, _)| vec![(0, 0); d.len()]).collect(),
-            lhs_dims: lhs.1,
-            lhs_index: lhs.2,
-            rhs_dims: reads.iter().map(|(d, _)| d.clone()).collect(),
-            rhs_index: reads.into_iter().map(|(_, i)| i).collect(),
-            label: "bench".to_owned(),
-        },
-    }
-}
 
 /// `to[i] := rhs` over a vector of `WIDTH` cells, each operand read at `i`.
 fn pointwise(to: u32, rhs: Rhs) -> Assignment {
