@@ -28,14 +28,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rcannl_backends::cc::Compiler;
 use rcannl_backends::phases::{Phase, PhaseTimes};
 use rcannl_nn::attention::TransformerBlock;
 use rcannl_nn::blocks::Dense;
 use rcannl_nn::data::Rng;
 use rcannl_nn::loss::sum;
 use rcannl_nn::optim::{Adam, Sgd};
-use rcannl_tensor::{Context, Graph, Tensor, TensorError};
+use rcannl_tensor::{Graph, Tensor, TensorError};
+
+// The practitioners' models, for the context they are trained in.
+#[path = "practitioners/models.rs"]
+#[allow(dead_code)]
+mod models;
+use models::context;
 
 /// The argument that makes this program build and compile one graph and print its times.
 const MEASURE: &str = "measure-one";
@@ -137,20 +142,6 @@ impl Family {
         }
         Ok(graph.operation_count())
     }
-}
-
-/// A context for `graph` on the C backend, parameters initialized.
-fn context(graph: &Graph) -> Result<Context, TensorError> {
-    let compiler = Compiler::from_environment().map_err(|e| {
-        TensorError::new(format!(
-            "the benchmark runs on the C backend: {}",
-            e.message
-        ))
-    })?;
-    let mut ctx = Context::with_backend(graph, Box::new(compiler));
-    ctx.set_seed(1);
-    ctx.init_params()?;
-    Ok(ctx)
 }
 
 /// Data of `shape`, standard normal values drawn from `seed`.

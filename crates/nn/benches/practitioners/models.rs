@@ -82,7 +82,7 @@ const VIT_LR: f64 = 1e-3;
 
 /// A context for `graph` on the C backend (the one this benchmark measures; `Context::new`
 /// would fall back to the interpreter without a C compiler), parameters initialized.
-fn context(graph: &Graph) -> Result<Context, TensorError> {
+pub fn context(graph: &Graph) -> Result<Context, TensorError> {
     let compiler = Compiler::from_environment().map_err(|e| {
         TensorError::new(format!(
             "the benchmark runs on the C backend: {}",
