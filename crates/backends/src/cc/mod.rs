@@ -278,7 +278,7 @@ impl Compiler {
             return self.load(source);
         }
         std::thread::scope(|scope| {
-            let products = scope.spawn(|| self.load(include_str!("products.c")).map(|_| ()));
+            let products = scope.spawn(|| self.load(PRODUCTS).map(|_| ()));
             let loaded = self.load(source);
             // Whatever became of it, `link` loads it again and says why it cannot.
             let _ = products.join();
@@ -344,7 +344,7 @@ impl Compiler {
     /// Builds (or finds in the cache) and loads `products.c`: its vector kernels, and the f32
     /// matrix product [`F32Product::choose`] picks for the target, this CPU and the override.
     fn products(&self) -> Result<(Option<Arc<libloading::Library>>, gemm::Native), CompileError> {
-        let (library, _) = self.load(include_str!("products.c"))?;
+        let (library, _) = self.load(PRODUCTS)?;
         let missing = |name: &str, e: libloading::Error| unloadable(format!("no {name}: {e}"));
         // SAFETY: `products.c` defines these functions with exactly these signatures.
         let native = unsafe {
@@ -475,6 +475,9 @@ fn wants_products(routine: &Routine, generated: &codegen::Generated) -> bool {
             if matches!(routine.nodes[&plan.c].precision, Precision::F32 | Precision::F64))
     })
 }
+
+/// Our product kernels' source (`products.c`), built with the routines' compiler and flags.
+const PRODUCTS: &str = include_str!("products.c");
 
 /// The time limit `$RCANNL_CC_TIMEOUT` sets, else [`DEFAULT_TIMEOUT`] (after one warning per
 /// process when the variable is set to something else than a number of seconds above 0).
