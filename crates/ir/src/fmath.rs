@@ -4,12 +4,13 @@
 //! operation for operation, so that both give the same bits on every CPU and compiler. (The GPU
 //! backend keeps WGSL's built-in functions, whose results its tests compare within tolerances.)
 //!
-//! Each function widens its argument to `f64`, computes there with plain IEEE additions,
-//! multiplications, divisions and integer operations on the bits (no fused multiply-add, no
-//! library call, no table), and rounds the result to `f32` once. The double computation is
-//! accurate to far better than an `f32` ulp (a relative error below 2^-35), so the rounded result
-//! is within 1 ulp of the correctly rounded one (checked to ≤ 2 ulp over the whole `f32` range by
-//! this module's tests). Every choice is a choice between computed values, which the C mirror
+//! Each function but `exp` widens its argument to `f64`, computes there with plain IEEE
+//! additions, multiplications, divisions and integer operations on the bits (no fused
+//! multiply-add, no library call, no table), and rounds the result to `f32` once. The double
+//! computation is accurate to far better than an `f32` ulp (a relative error below 2^-35), so the
+//! rounded result is within 1 ulp of the correctly rounded one (checked to ≤ 2 ulp over the whole
+//! `f32` range by this module's tests). `exp`, the most called, computes in `f32` with the same
+//! kinds of operations, within 1 ulp. Every choice is a choice between computed values, which the C mirror
 //! makes as a blend of bits, so that a loop calling these functions vectorizes.
 //!
 //! Rounding to an integer uses the 1.5·2^52 trick (adding and subtracting it rounds to nearest
@@ -45,6 +46,22 @@ const HALF_PI: f64 = std::f64::consts::FRAC_PI_2;
 const SQRT_HALF_BITS: u64 = 0x3FE6_A09E_667F_3BCD;
 /// The bits of 1.0.
 const ONE_BITS: u64 = 0x3FF0_0000_0000_0000;
+/// 1.5·2^23: adding it to a float of magnitude below 2^22 and subtracting it again rounds that
+/// float to the nearest integer, which the low bits of the sum hold.
+const ROUNDER_F32: f32 = 12_582_912.0;
+/// ln 2 to 15 significant bits, so that its product with an integer below 2^8 is exact.
+const LN2_HI_F32: f32 = 0.693_145_75;
+/// The rest of ln 2, rounded to `f32`.
+const LN2_LO_F32: f32 = 1.428_606_8e-6;
+/// `u(r) ≈ (e^r − 1 − r)/r²` on |r| ≤ ln2/2, highest power first: a weighted minimax fit of the
+/// error in `e^r = 1 + r + r²·u(r)`, its coefficients rounded to `f32`.
+const EXP_FIT_F32: [f32; 5] = [
+    1.381_457_1e-3,
+    8.368_731e-3,
+    4.166_839e-2,
+    1.666_652_1e-1,
+    4.999_999_4e-1,
+];
 /// 2/π in 28-bit pieces, the i-th a 28-bit integer times 2^(−28(i+1)): the product of one with an
 /// `f32` (24 significant bits) is exact in a double. Seven pieces reach 2^-196, enough for the
 /// largest `f32` (below 2^128) with 64 bits to spare after the binary point.
@@ -96,12 +113,6 @@ fn power_of_two(k_bits: u64) -> f64 {
     f64::from_bits(k_bits.wrapping_add(1023) << 52)
 }
 
-/// `e^y` for a double in [-700, 700].
-fn exp_f64(y: f64) -> f64 {
-    let (scale, p) = exp_parts(y);
-    scale * (1.0 + p)
-}
-
 /// `2^y` for a double in [-230, 190].
 fn exp2_f64(y: f64) -> f64 {
     let (k, k_bits) = round_to_integer(y);
@@ -122,9 +133,31 @@ fn clamp_f32(x: f32, low: f32, high: f32) -> f32 {
     select_f32(x > high, high, x)
 }
 
-/// `e^x`. Arguments beyond [-110, 100] give what those bounds give: 0 and ∞ once rounded.
+/// `e^x`, in `f32` throughout (the one function here that does not widen: softmax, GELU and the
+/// logistic function call it once or twice a cell, and an `f32` loop has twice the lanes of a
+/// double's). `x = k·ln2 + r` with |r| ≤ ln2/2 (Cody–Waite: `k·`[`LN2_HI_F32`] is exact), `e^r`
+/// as `1 + (r + r²·u(r))` with `u` a degree-4 fit of `(e^r − 1 − r)/r²` (relative error 2^-28 in
+/// `e^r`), scaled by 2^k in two exact halves so that the one rounding of a subnormal or infinite
+/// result is the last multiplication's. Within 1 ulp of the correctly rounded result.
+/// Arguments beyond [-104, 89] give what those bounds give: 0 and ∞.
 pub fn exp(x: f32) -> f32 {
-    exp_f64(f64::from(clamp_f32(x, -110.0, 100.0))) as f32
+    let x = clamp_f32(x, -104.0, 89.0);
+    let shifted = x * std::f32::consts::LOG2_E + ROUNDER_F32;
+    let k = shifted - ROUNDER_F32;
+    let r = (x - k * LN2_HI_F32) - k * LN2_LO_F32;
+    let u = EXP_FIT_F32[1..]
+        .iter()
+        .fold(EXP_FIT_F32[0], |u, &c| c + r * u);
+    let e_r = 1.0 + (r * r * u + r);
+    // |k| ≤ 150: each half of 2^k is a normal float.
+    let k = shifted.to_bits().wrapping_sub(ROUNDER_F32.to_bits()) as i32;
+    let half = k >> 1;
+    (e_r * power_of_two_f32(half)) * power_of_two_f32(k - half)
+}
+
+/// 2^k as an `f32`, for |k| ≤ 127.
+fn power_of_two_f32(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
 }
 
 /// `2^x`, exact at integers. Arguments beyond [-160, 140] give what those bounds give.

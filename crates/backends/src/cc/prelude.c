@@ -328,9 +328,33 @@ RC_MATH float rc_clampf(float x, float low, float high) {
   x = rc_selectf(x < low, low, x);
   return rc_selectf(x > high, high, x);
 }
+/* exp in float throughout, as fmath's `exp`: x = k ln2 + r, e^r = 1 + (r + r^2 u(r)), then 2^k
+   in two halves, each a normal float. */
+RC_MATH uint32_t rc_bitsf(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+RC_MATH float rc_power_of_twof(int32_t k) {
+  uint32_t u = (uint32_t)(k + 127) << 23;
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
 RC_MATH float rc_expf(float x) {
-  rc_exp_parts parts = rc_exp_split((double)rc_clampf(x, -110.0f, 100.0f));
-  return (float)(parts.scale * (1.0 + parts.expm1));
+  x = rc_clampf(x, -104.0f, 89.0f);
+  float shifted = x * 1.44269502f + 12582912.0f;
+  float k = shifted - 12582912.0f;
+  float r = (x - k * 0.69314575f) - k * 1.4286068e-6f;
+  float u = 1.3814571e-3f;
+  u = 8.368731e-3f + r * u;
+  u = 4.166839e-2f + r * u;
+  u = 1.6666521e-1f + r * u;
+  u = 4.9999994e-1f + r * u;
+  float e_r = 1.0f + (r * r * u + r);
+  int32_t k_int = (int32_t)(rc_bitsf(shifted) - rc_bitsf(12582912.0f));
+  int32_t half = k_int >> 1;
+  return (e_r * rc_power_of_twof(half)) * rc_power_of_twof(k_int - half);
 }
 RC_MATH float rc_exp2f(float x) { return (float)rc_exp2_f64((double)rc_clampf(x, -160.0f, 140.0f)); }
 RC_MATH float rc_tanhf(float x) {
