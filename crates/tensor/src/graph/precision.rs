@@ -13,10 +13,11 @@
 //!      users compute in (the widest, if several), so that a parameter beside an f16 tensor is
 //!      an f16 parameter, not an f32 one promoting the whole expression to f32. A tensor
 //!      taking gradients holds a float, and no user's tensor holds the 128-bit random words,
-//!      whatever its users compute in.
+//!      whatever its users compute in. An operation converting into a precision of its own (a
+//!      cast, random draws) asks nothing of its operands, nor does a gather of its ids.
 //! 3. **Default**: the graph's default precision ([`Graph::set_default_precision`], f32
 //!    unless set) for a tensor whose direction gives nothing: a parameter nothing uses, an
-//!    operation over parameters only, a number.
+//!    operation over parameters only, a number ([`Graph::number`]).
 //!
 //! A gradient's precision is the user's choice for it ([`Tensor::set_grad_precision`]), else
 //! the graph's default gradient precision ([`Graph::set_default_grad_precision`]) when one is
@@ -24,14 +25,16 @@
 //!
 //! While the graph is being built, [`Tensor::precision`] answers from what is known so far:
 //! top-down tensors hold the default until their users are known. Precisions are fixed when a
-//! context first makes a tensor's buffer ([`resolve`], run as the context finishes shape
-//! inference, before anything is lowered). From then on that tensor's precision is settled in
-//! that context: a later use does not change it, and a later choice that differs is an error
-//! naming the tensor.
+//! context first makes a tensor's buffer, as it finishes shape inference, before anything is
+//! lowered. From then on that tensor's precision is settled in that context: a later use does
+//! not change it, and a later choice that differs is an error naming the tensor. Precisions
+//! read while building (a library function holding a constant in its operand's precision) see
+//! the state of the moment: choose precisions and defaults before building on the tensors they
+//! concern.
 //!
-//! Precisions read while building (a library function holding a constant in its operand's
-//! precision) see the state of the moment: choose precisions and defaults before building on
-//! the tensors they concern.
+//! These are OCANNL's rules (`top_down_prec`), with two differences: a number is held in the
+//! default precision rather than its users' (`x * 0.5` over f16 `x` computes in f32, unless the
+//! default is f16), and a gradient follows its tensor rather than being inferred apart from it.
 
 use rcannl_ir::Precision;
 
