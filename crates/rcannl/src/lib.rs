@@ -72,6 +72,29 @@
 //! GPU's ([`gpu::Gpu`]). Compiled routines are cached on disk, under a size cap
 //! ([`backends::cache`]).
 //!
+//! **Precision**: nothing needs choosing (a graph where nothing is chosen computes in f32), and
+//! a choice, made when building or afterwards ([`Tensor::set_precision`](tensor::Tensor::set_precision)),
+//! wins over inference. Operations promote their operands' precisions; parameters and data
+//! given none hold what their users compute in; gradients may have their own
+//! ([`Graph::set_default_grad_precision`](tensor::Graph::set_default_grad_precision)). The
+//! rules: [`tensor::graph::precision`].
+//!
+//! ```
+//! use rcannl::prelude::*;
+//!
+//! let graph = Graph::new();
+//! let x = graph.data("x").shape("8|->2").precision(Precision::Bf16).build();
+//! let w = graph.param("w").output([4]).build();   // no precision: it takes its users'
+//! let y = (&w * &x).relu();                         // promoted from its operands: bf16
+//! graph.set_default_grad_precision(Precision::F32); // bf16 weights, f32 gradients
+//! let mut ctx = Context::new(&graph);
+//! ctx.init_params()?;
+//! ctx.backprop(&y)?;
+//! assert_eq!([w.precision(), y.precision()], [Precision::Bf16; 2]);
+//! assert_eq!(w.grad_precision(), Precision::F32);
+//! # Ok::<(), TensorError>(())
+//! ```
+//!
 //! **Errors** are values ([`tensor::TensorError`]), never panics: a shape that cannot be
 //! inferred names the operation, the label, the tensors and their shapes.
 //!

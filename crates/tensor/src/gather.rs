@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use rcannl_ir::{Binop, Precision};
+use rcannl_ir::Binop;
 
 use crate::graph::{Forward, Graph, OpSpec, TensorError, error, spec_logic};
 use crate::tensor::Tensor;
@@ -44,7 +44,7 @@ impl Tensor {
     /// Shapes that do not fit (a table with other than one input axis, ids with input axes) are
     /// an error naming the gather and both tensors.
     pub fn gather(table: &Tensor, ids: &Tensor) -> Tensor {
-        gather_op(table, ids, table.precision(), None)
+        gather_op(table, ids, &[table], None)
     }
 
     /// One-hot rows: for ids of any shape (`batch | -> positions…`), the result has one more
@@ -103,8 +103,12 @@ pub(crate) fn composed_with_one_hot(table: &Tensor, rows: &Tensor) -> Option<Ten
         graph: graph.clone(),
         index: one_hot.ids,
     };
-    let precision = table.precision().promote(rows.precision());
-    Some(gather_op(table, &ids, precision, Some(one_hot.vocabulary)))
+    Some(gather_op(
+        table,
+        &ids,
+        &[table, rows],
+        Some(one_hot.vocabulary),
+    ))
 }
 
 /// Whether inference already knows `table`'s rows as `| v -> w`: closed, of 0, 1 and 1 axes.
@@ -120,7 +124,7 @@ fn is_closed_table(table: &Tensor) -> bool {
 fn gather_op(
     table: &Tensor,
     ids: &Tensor,
-    precision: Precision,
+    precision_from: &[&Tensor],
     vocabulary: Option<usize>,
 ) -> Tensor {
     let graph = table.graph();
@@ -129,7 +133,7 @@ fn gather_op(
         Err(e) => return graph.failed(e),
     };
     let spec = OpSpec::new(Binop::Add, Forward::Gather)
-        .precision(precision)
+        .precision_from(precision_from)
         .gradient(|grad| {
             grad.scatter_rows();
             Ok(())

@@ -14,13 +14,13 @@ use crate::tensor::Tensor;
 
 impl Tensor {
     /// A number combined with this tensor: held in f64 beside an f64 tensor (an ε, a scale, a
-    /// mask's offset keeps every digit the tensor can use), in f32 otherwise.
+    /// mask's offset keeps every digit the tensor can use), in the graph's default precision
+    /// otherwise.
     fn constant(&self, value: f64) -> Tensor {
-        let precision = match self.precision() {
-            rcannl_ir::Precision::F64 => rcannl_ir::Precision::F64,
-            _ => rcannl_ir::Precision::F32,
-        };
-        self.graph.number_in(value, precision)
+        match self.precision() {
+            rcannl_ir::Precision::F64 => self.graph.number_in(value, rcannl_ir::Precision::F64),
+            _ => self.graph.number(value),
+        }
     }
 }
 

@@ -27,11 +27,6 @@ impl Tensor {
         self.graph.state.lock().tensors[self.index].label.clone()
     }
 
-    /// The precision of the tensor's cells.
-    pub fn precision(&self) -> rcannl_ir::Precision {
-        self.graph.state.lock().tensors[self.index].precision
-    }
-
     /// Whether gradients flow into the tensor (it is a parameter or computed from one).
     pub fn is_differentiable(&self) -> bool {
         self.graph.state.lock().tensors[self.index].differentiable

@@ -17,6 +17,7 @@ use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
 use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
+use crate::graph::precision::{self, Resolved};
 use crate::graph::{Asg, AsgRhs, Graph, LeafKind, Ref, TensorError, error};
 
 mod backprop;
@@ -75,9 +76,10 @@ pub struct Context {
     finite_checks: HashMap<usize, NodeId>,
     seed: u64,
     next_scratch: u32,
-    /// The numbers of tensors, inference operations and constraints on captures when the context
-    /// was last made concrete: nothing to do while the graph has not changed.
-    concrete: (usize, usize, usize),
+    /// The numbers of tensors, inference operations, constraints on captures and precision
+    /// choices when the context was last made concrete: nothing to do while the graph has not
+    /// changed.
+    concrete: (usize, usize, usize, usize),
 }
 
 /// The name projections give a batch slice's position until an assignment names its static index.
@@ -129,7 +131,7 @@ impl Context {
             finite_checks: HashMap::new(),
             seed: 42,
             next_scratch: FIRST_SCRATCH,
-            concrete: (0, 0, 0),
+            concrete: (0, 0, 0, 0),
         }
     }
 
@@ -157,6 +159,7 @@ impl Context {
             state.tensors.len(),
             state.inference.ops().count(),
             state.captured_constraints,
+            state.precision_changes,
         );
         if size == self.concrete {
             return Ok(());
@@ -193,6 +196,17 @@ impl Context {
                 widen(*operand, padding);
             }
         }
+        let precisions = precision::resolve(state, |t| {
+            let settled = |id| self.nodes.get(&id).map(|node: &TensorNode| node.precision);
+            Some(Resolved {
+                value: settled(value_node(t))?,
+                grad: settled(grad_node(t))?,
+            })
+        })?;
+        for (data, resolved) in state.tensors.iter_mut().zip(&precisions) {
+            data.precision = resolved.value;
+            data.grad_resolved = Some(resolved.grad);
+        }
         for (t, data) in state.tensors.iter().enumerate() {
             let shape = state.inference.closed_shape(data.shape)?;
             let dims: Vec<usize> = [Kind::Batch, Kind::Output, Kind::Input]
@@ -209,11 +223,15 @@ impl Context {
                 .get(&data.shape)
                 .cloned()
                 .unwrap_or_else(|| vec![(0, 0); dims.len()]);
-            for (id, label) in [
-                (value_node(t), data.label.clone()),
-                (grad_node(t), format!("grad {}", data.label)),
+            for (id, label, precision) in [
+                (value_node(t), data.label.clone(), precisions[t].value),
+                (
+                    grad_node(t),
+                    format!("grad {}", data.label),
+                    precisions[t].grad,
+                ),
             ] {
-                let mut node = TensorNode::new(id.0, &label, data.precision, &dims);
+                let mut node = TensorNode::new(id.0, &label, precision, &dims);
                 node.padding = padding.clone();
                 match self.nodes.get(&id) {
                     Some(existing) if existing.padding != node.padding => {

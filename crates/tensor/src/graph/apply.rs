@@ -12,7 +12,7 @@ use crate::tensor::Tensor;
 
 use super::error::{TensorError, error};
 use super::gradient::GradBuilder;
-use super::{Graph, OpData, Site, TensorData};
+use super::{Graph, OpData, PrecisionRule, Site, TensorData};
 
 /// A tensor's value or its gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,13 +105,12 @@ impl Graph {
         }
         let mut state = self.state.lock();
         let indices: Vec<usize> = operands.iter().map(|t| t.index).collect();
-        let precision = op.precision.unwrap_or_else(|| {
-            indices
-                .iter()
-                .map(|&i| state.tensors[i].precision)
-                .reduce(Precision::promote)
-                .unwrap_or(Precision::F32)
-        });
+        let (precision_rule, precision_from) = match op.precision {
+            ResultPrecision::Promoted => (PrecisionRule::FromOperands, indices.clone()),
+            ResultPrecision::PromotedFrom(from) => (PrecisionRule::FromOperands, from),
+            ResultPrecision::Converted(precision) => (PrecisionRule::Given(precision), Vec::new()),
+        };
+        let precision = state.provisional_precision(precision_rule, &precision_from);
         let inherited = indices
             .iter()
             .find_map(|&i| state.tensors[i].failed.clone());
@@ -138,6 +137,10 @@ impl Graph {
                     label: label.to_owned(),
                     shape,
                     precision,
+                    precision_rule,
+                    precision_from,
+                    grad_precision: None,
+                    grad_resolved: None,
                     leaf: None,
                     differentiable: false,
                     failed: Some(e),
@@ -158,6 +161,10 @@ impl Graph {
             label: label.to_owned(),
             shape,
             precision,
+            precision_rule,
+            precision_from,
+            grad_precision: None,
+            grad_resolved: None,
             leaf: None,
             differentiable,
             failed: None,
@@ -335,6 +342,16 @@ impl Forward {
     }
 }
 
+/// Where an operation's result gets its precision (see [`super::precision`]).
+pub(crate) enum ResultPrecision {
+    /// Promoted from every operand's.
+    Promoted,
+    /// Promoted from these tensors' (by index).
+    PromotedFrom(Vec<usize>),
+    /// Its own: the operation converts into it (a cast, random bits).
+    Converted(Precision),
+}
+
 /// Builds the gradient assignments of one operation.
 pub(crate) type Gradient = Box<dyn FnOnce(&mut GradBuilder<'_>) -> Result<(), TensorError>>;
 
@@ -344,8 +361,8 @@ pub(crate) struct OpSpec {
     pub rhs: Forward,
     pub gradient: Option<Gradient>,
     pub differentiable: bool,
-    /// The result's precision (else the operands', promoted).
-    pub precision: Option<Precision>,
+    /// Where the result's precision comes from.
+    pub precision: ResultPrecision,
     pub slice: Option<Symbol>,
 }
 
@@ -356,7 +373,7 @@ impl OpSpec {
             rhs,
             gradient: None,
             differentiable: true,
-            precision: None,
+            precision: ResultPrecision::Promoted,
             slice: None,
         }
     }
@@ -374,8 +391,15 @@ impl OpSpec {
         self
     }
 
+    /// The result is converted into `precision`, whatever its operands hold.
     pub fn precision(mut self, precision: Precision) -> OpSpec {
-        self.precision = Some(precision);
+        self.precision = ResultPrecision::Converted(precision);
+        self
+    }
+
+    /// The result's precision is promoted from these tensors' only.
+    pub fn precision_from(mut self, tensors: &[&Tensor]) -> OpSpec {
+        self.precision = ResultPrecision::PromotedFrom(tensors.iter().map(|t| t.index).collect());
         self
     }
 

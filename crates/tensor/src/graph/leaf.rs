@@ -10,7 +10,7 @@ use crate::tensor::Tensor;
 
 use super::error::{TensorError, error};
 use super::init::Init;
-use super::{Graph, TensorData};
+use super::{Graph, PrecisionRule, TensorData};
 
 /// Where a leaf's values come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +41,8 @@ pub struct LeafBuilder {
     label: String,
     decl: LeafDecl,
     kind: LeafKind,
-    precision: Precision,
+    /// The precision given, if any.
+    precision: Option<Precision>,
     requires_grad: bool,
     window_axes: usize,
 }
@@ -84,9 +85,11 @@ impl LeafBuilder {
         self
     }
 
-    /// The precision of the tensor's cells (default `Precision::F32`).
+    /// The precision of the tensor's cells. Without it, a parameter or data tensor holds what
+    /// its users compute in, and another leaf the graph's default precision (see
+    /// [`crate::graph::precision`]).
     pub fn precision(mut self, precision: Precision) -> LeafBuilder {
-        self.precision = precision;
+        self.precision = Some(precision);
         self
     }
 
@@ -147,13 +150,14 @@ impl LeafBuilder {
             LeafKind::Param(Init::Expr(e)) => Some(e.clone()),
             _ => None,
         };
-        let t = self.graph.leaf(
-            &self.label,
-            self.decl,
-            self.kind,
-            self.precision,
-            differentiable,
-        );
+        let rule = match (self.precision, &self.kind) {
+            (Some(precision), _) => PrecisionRule::Given(precision),
+            (None, LeafKind::Param(_) | LeafKind::Data(_)) => PrecisionRule::FromUsers,
+            (None, _) => PrecisionRule::Default,
+        };
+        let t = self
+            .graph
+            .leaf(&self.label, self.decl, self.kind, rule, differentiable);
         if let Some(e) = expr {
             // The expression's cells become the parameter's, in memory order.
             self.graph.same_shape(&t, &e);
@@ -183,19 +187,24 @@ impl Graph {
             label: label.to_owned(),
             decl,
             kind,
-            precision: Precision::F32,
+            precision: None,
             requires_grad: false,
             window_axes: 0,
         }
     }
 
-    /// A constant, broadcast wherever it is used, held in f32 (see [`Graph::number_in`]).
+    /// A constant, broadcast wherever it is used, held in the graph's default precision (f32
+    /// unless [`Graph::set_default_precision`] says otherwise; see [`Graph::number_in`]).
     pub fn number(&self, value: f64) -> Tensor {
-        self.number_in(value, Precision::F32)
+        self.constant_leaf(value, PrecisionRule::Default)
     }
 
     /// A constant held in `precision`, broadcast wherever it is used.
     pub fn number_in(&self, value: f64, precision: Precision) -> Tensor {
+        self.constant_leaf(value, PrecisionRule::Given(precision))
+    }
+
+    fn constant_leaf(&self, value: f64, precision: PrecisionRule) -> Tensor {
         self.leaf(
             &format!("{value}"),
             LeafDecl::data()
@@ -222,7 +231,7 @@ impl Graph {
                 .input([0usize; 0])
                 .output([n]),
             LeafKind::RangeOverOffsets,
-            Precision::F32,
+            PrecisionRule::Default,
             false,
         )
     }
@@ -290,9 +299,10 @@ impl Graph {
         label: &str,
         decl: LeafDecl,
         kind: LeafKind,
-        precision: Precision,
+        precision: impl Into<PrecisionRule>,
         differentiable: bool,
     ) -> Tensor {
+        let precision_rule = precision.into();
         let mut state = self.state.lock();
         let index = state.tensors.len();
         let (shape, failed) = match state.inference.leaf(label, decl.clone()) {
@@ -308,10 +318,15 @@ impl Graph {
                 (shape, Some(e))
             }
         };
+        let precision = state.provisional_precision(precision_rule, &[]);
         state.tensors.push(TensorData {
             label: label.to_owned(),
             shape,
             precision,
+            precision_rule,
+            precision_from: Vec::new(),
+            grad_precision: None,
+            grad_resolved: None,
             leaf: Some(kind),
             differentiable,
             failed,

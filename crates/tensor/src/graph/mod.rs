@@ -28,6 +28,7 @@ mod extensions;
 mod gradient;
 mod init;
 mod leaf;
+pub mod precision;
 
 use extensions::Extensions;
 
@@ -41,13 +42,25 @@ pub(crate) use init::Draw;
 pub use init::Init;
 pub(crate) use leaf::LeafKind;
 pub use leaf::{LeafBuilder, StaticIndex};
+pub(crate) use precision::PrecisionRule;
 
 #[derive(Debug, Clone)]
 pub(crate) struct TensorData {
     pub label: String,
     /// The tensor in the inference session.
     pub shape: TensorId,
+    /// The precision of its cells: as [`precision::resolve`] fixed it, or as far as known now.
     pub precision: Precision,
+    /// Where that precision comes from.
+    pub precision_rule: PrecisionRule,
+    /// The operands a computed tensor's precision is promoted from, and that take theirs from
+    /// it when they follow their users: every operand, none for an operation converting into a
+    /// precision of its own (a cast, random bits), the table for a gather.
+    pub precision_from: Vec<usize>,
+    /// The precision chosen for its gradient, if any.
+    pub grad_precision: Option<Precision>,
+    /// Its gradient's precision as [`precision::resolve`] last fixed it, if it did.
+    pub grad_resolved: Option<Precision>,
     /// `None` for a computed tensor.
     pub leaf: Option<LeafKind>,
     /// Whether gradients flow into it: parameters and what is computed from them.
@@ -82,6 +95,11 @@ pub(crate) struct State {
     pub captured_constraints: usize,
     /// What [`Init::Default`] means in this graph.
     pub default_init: Init,
+    /// The precisions tensors take when nothing else gives them one.
+    pub precision_defaults: precision::Defaults,
+    /// The number of precision choices and default changes made so far: a context fixes
+    /// precisions again when it changed.
+    pub precision_changes: usize,
     /// Where in the user's source the tensors being built now come from, if known: an
     /// `op!`/`cd!` expression or a library call. Errors found meanwhile point back at it.
     pub site: Option<Site>,
