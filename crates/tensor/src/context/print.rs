@@ -18,7 +18,8 @@ use super::{Context, FIRST_SCRATCH, grad_node, value_node};
 impl Context {
     /// The tensor printed: its values laid out by the kinds of their axes (see
     /// [`crate::print`]), then, as `options` asks, its gradient and the assignments computing
-    /// it and its operands' gradients in `cd!` notation. An error for a tensor that holds no
+    /// it (`forward:`) and its operands' gradients (`backprop:`) in `cd!` notation (none for a
+    /// leaf). An error for a tensor that holds no
     /// values (or gradient, when asked for) to read, as [`Context::array`] and
     /// [`Context::grad`] refuse it.
     ///
@@ -50,10 +51,11 @@ impl Context {
         }
         if options.code {
             let (forward, backward) = self.operation_code(t)?;
-            out += "forward:\n";
-            out += &indented(&forward);
-            out += "backprop:\n";
-            out += &indented(&backward);
+            for (heading, code) in [("forward", forward), ("backprop", backward)] {
+                if !code.is_empty() {
+                    out += &format!("{heading}:\n{}", indented(&code));
+                }
+            }
         }
         Ok(out)
     }
@@ -74,19 +76,15 @@ impl Context {
     /// let mut ctx = Context::new(&graph);
     /// let forward = ctx.forward(&[&y])?;
     /// ctx.run(&forward)?;
-    /// let tree = ctx.print_tree(&y, &TreeOptions::default())?;
+    /// // Operations are labelled by their operator and number: `+#1`, `relu#2`.
     /// assert_eq!(
-    ///     tree,
-    ///     format!(
-    ///         "{y}: |->2\n\
-    ///          │ {y} =: relu({p});\n\
-    ///          └─ {p}: |->2\n   \
-    ///             │ {p} =: x + x;\n   \
-    ///             ├─ x: |->2 data\n   \
-    ///             └─ x (see above)\n",
-    ///         y = y.label(),
-    ///         p = "add#1",
-    ///     )
+    ///     ctx.print_tree(&y, &TreeOptions::default())?,
+    ///     "relu#2: |->2\n\
+    ///      │ relu#2 =:+ relu(+#1);\n\
+    ///      └─ +#1: |->2\n   \
+    ///         │ +#1 =:+ x + x;\n   \
+    ///         ├─ x: |->2 data\n   \
+    ///         └─ x (see above)\n"
     /// );
     /// # Ok::<(), TensorError>(())
     /// ```
@@ -107,7 +105,11 @@ impl Context {
                     .map(|op| &state.ops[op])
                     .filter(|op| op.result == index)
                     .map(|op| (op.forward.clone(), op.operands.clone()));
-                (data.label.clone(), data.leaf.as_ref().map(leaf_kind), operation)
+                (
+                    data.label.clone(),
+                    data.leaf.as_ref().map(leaf_kind),
+                    operation,
+                )
             };
             let about = match &leaf {
                 Some(kind) => format!(": {} {kind}", tensor.shape()),
@@ -120,10 +122,18 @@ impl Context {
                 .map(str::to_owned)
                 .collect();
             if options.values {
-                body.extend(self.held_layout(&tensor, false, &options.layout)?.lines().map(str::to_owned));
+                body.extend(
+                    self.held_layout(&tensor, false, &options.layout)?
+                        .lines()
+                        .map(str::to_owned),
+                );
             }
             if options.grad && tensor.is_differentiable() {
-                body.extend(self.held_layout(&tensor, true, &options.layout)?.lines().map(str::to_owned));
+                body.extend(
+                    self.held_layout(&tensor, true, &options.layout)?
+                        .lines()
+                        .map(str::to_owned),
+                );
             }
             Ok(Node {
                 label,
@@ -175,9 +185,10 @@ impl Context {
         let (forward, backward) = {
             let state = self.graph.state.lock();
             match state.tensors[t.index].op {
-                Some(op) if state.ops[op].result == t.index => {
-                    (state.ops[op].forward.clone(), state.ops[op].backward.clone())
-                }
+                Some(op) if state.ops[op].result == t.index => (
+                    state.ops[op].forward.clone(),
+                    state.ops[op].backward.clone(),
+                ),
                 _ => (Vec::new(), Vec::new()),
             }
         };

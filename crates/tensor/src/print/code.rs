@@ -351,7 +351,10 @@ mod tests {
         assert_eq!(formula(&gate, &ab).0, "relu_gate(a, b.grad)");
         let scaled = bin(Binop::Mul, Expr::Const(-0.5), Expr::Unop(Unop::Exp, op(0)));
         assert_eq!(formula(&scaled, &ab).0, "-0.5 * exp(a)");
-        let negated = Expr::Unop(Unop::Neg, Box::new(bin(Binop::Add, *op(0), Expr::Const(1.0))));
+        let negated = Expr::Unop(
+            Unop::Neg,
+            Box::new(bin(Binop::Add, *op(0), Expr::Const(1.0))),
+        );
         assert_eq!(formula(&negated, &ab).0, "-(a + 1.0)");
         let chosen = Expr::Ternop(
             Ternop::Where,

@@ -1,7 +1,7 @@
 //! Text tables drawn with box-drawing characters, the tables of a layout print: a header column
 //! (an axis's positions), a header row (another axis's positions) under a corner naming both,
 //! and the cells, every text right-aligned, the cells all of one width (as numpy aligns
-//! numbers) so that columns line up across rows.
+//! numbers) so that columns line up across rows, and across the tables of one print.
 
 /// A table: the corner, the column headers, and each row's header with its cells (as many as
 /// there are column headers).
@@ -23,21 +23,25 @@ fn right(text: &str, width: usize) -> String {
 }
 
 impl Table {
-    /// The table drawn, one line per row, each line ending in a newline.
-    pub fn draw(&self) -> String {
+    /// The width of the widest cell or column header.
+    pub fn cell_width(&self) -> usize {
+        self.rows
+            .iter()
+            .flat_map(|(_, cells)| cells.iter())
+            .chain(&self.columns)
+            .map(|text| width(text))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The table drawn with cells `cell_width` wide (at least [`Table::cell_width`]), one line
+    /// per row, each line ending in a newline.
+    pub fn draw(&self, cell_width: usize) -> String {
         let header_width = self
             .rows
             .iter()
             .map(|(header, _)| width(header))
             .chain([width(&self.corner)])
-            .max()
-            .unwrap_or(0);
-        let cell_width = self
-            .rows
-            .iter()
-            .flat_map(|(_, cells)| cells.iter())
-            .chain(&self.columns)
-            .map(|text| width(text))
             .max()
             .unwrap_or(0);
         let line = |header: &str, cells: &[String]| {
@@ -85,8 +89,9 @@ mod tests {
                 ("1".to_owned(), texts(&["…", "3"])),
             ],
         };
+        assert_eq!(table.cell_width(), 4);
         assert_eq!(
-            table.draw(),
+            table.draw(4),
             "┌─────────┬───────────┐\n\
              │ o0 \\ i0 │    0    1 │\n\
              ├─────────┼───────────┤\n\

@@ -183,27 +183,56 @@ pub(crate) fn render(title: &str, array: &Array, axes: &[AxisName], layout: &Lay
         layout,
     };
     let outermost_first: Vec<usize> = order.iter().skip(2).rev().copied().collect();
+    let mut pieces = Vec::new();
     let mut index = vec![0; axes.len()];
-    blocks(&print, &outermost_first, &mut Vec::new(), &mut index, &mut out);
+    blocks(
+        &print,
+        &outermost_first,
+        &mut Vec::new(),
+        &mut index,
+        &mut pieces,
+    );
+    let cell_width = pieces
+        .iter()
+        .filter_map(|piece| match piece {
+            Piece::Table(table) => Some(table.cell_width()),
+            Piece::Heading(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    for piece in pieces {
+        match piece {
+            Piece::Heading(heading) => {
+                out += &heading;
+                out.push('\n');
+            }
+            Piece::Table(table) => out += &table.draw(cell_width),
+        }
+    }
     out
 }
 
-/// Writes a table per shown position of the block axes `remaining` (outermost first), each
-/// under the positions chosen so far (`heading`), which `index` holds; an elided position is
-/// its heading alone.
+/// A part of a print: a block's heading, or a table.
+enum Piece {
+    Heading(String),
+    Table(Table),
+}
+
+/// The pieces of a table per shown position of the block axes `remaining` (outermost first),
+/// each under the positions chosen so far (`heading`), which `index` holds; an elided position
+/// is its heading alone.
 fn blocks(
     print: &Print,
     remaining: &[usize],
     heading: &mut Vec<String>,
     index: &mut [usize],
-    out: &mut String,
+    pieces: &mut Vec<Piece>,
 ) {
     let Some((&axis, inner)) = remaining.split_first() else {
         if !heading.is_empty() {
-            *out += &heading.join(", ");
-            out.push('\n');
+            pieces.push(Piece::Heading(heading.join(", ")));
         }
-        *out += &table(print, index);
+        pieces.push(Piece::Table(table(print, index)));
         return;
     };
     for at in shown(print.axes[axis].size, print.layout.edge) {
@@ -211,19 +240,16 @@ fn blocks(
         match at {
             Some(at) => {
                 index[axis] = at;
-                blocks(print, inner, heading, index, out);
+                blocks(print, inner, heading, index, pieces);
             }
-            None => {
-                *out += &heading.join(", ");
-                out.push('\n');
-            }
+            None => pieces.push(Piece::Heading(heading.join(", "))),
         }
         heading.pop();
     }
 }
 
-/// The table of the cells at the block positions `index` holds, drawn.
-fn table(print: &Print, index: &mut [usize]) -> String {
+/// The table of the cells at the block positions `index` holds.
+fn table(print: &Print, index: &mut [usize]) -> Table {
     let columns = shown(print.axes[print.columns].size, print.layout.edge);
     let (corner, row_positions) = match print.rows {
         Some(rows) => (
@@ -257,5 +283,4 @@ fn table(print: &Print, index: &mut [usize]) -> String {
         columns: columns.into_iter().map(position).collect(),
         rows,
     }
-    .draw()
 }

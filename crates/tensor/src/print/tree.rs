@@ -136,7 +136,10 @@ mod tests {
              │  └─ …\n\
              └─ a: 2\n"
         );
-        assert_eq!(draw(0, 0, &mut node).unwrap(), "y: 2\n│ y =: s * a;\n└─ …\n");
+        assert_eq!(
+            draw(0, 0, &mut node).unwrap(),
+            "y: 2\n│ y =: s * a;\n└─ …\n"
+        );
         assert_eq!(draw(9, 0, &mut node), Err(()));
     }
 }

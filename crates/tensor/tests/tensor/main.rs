@@ -26,6 +26,7 @@ mod npy_files;
 mod numpy_einsum;
 mod numpy_notation;
 mod path_captures;
+mod printing;
 mod random;
 mod reductions;
 mod reshape;
