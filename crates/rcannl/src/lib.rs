@@ -95,6 +95,27 @@
 //! # Ok::<(), TensorError>(())
 //! ```
 //!
+//! **Seeing what the compiler did** ([`tensor::print`]): [`Context::print`](tensor::Context::print)
+//! lays a tensor's values (and gradient) out by axis kind, [`Context::print_tree`](tensor::Context::print_tree)
+//! draws the graph computing it, and [`Routine::code`](tensor::Routine::code) gives the
+//! assignments a routine was compiled from in `cd!` notation
+//! ([`Routine::describe`](tensor::Routine::describe): the loops they became).
+//!
+//! ```
+//! use rcannl::prelude::*;
+//!
+//! let graph = Graph::new();
+//! let x = graph.data("x").shape("2").values(vec![1.0, -2.0]).build();
+//! let y = x.relu();
+//! let mut ctx = Context::new(&graph);
+//! let forward = ctx.forward(&[&y])?;
+//! ctx.run(&forward)?;
+//! assert_eq!(forward.code(), "relu#1 =:+ relu(x);\n");
+//! assert!(ctx.print_tree(&y, &TreeOptions::default())?.starts_with("relu#1: |->2\n"));
+//! assert!(ctx.print(&y, &PrintOptions::default())?.contains("│    │ 1 0 │"));
+//! # Ok::<(), TensorError>(())
+//! ```
+//!
 //! **Errors** are values ([`tensor::TensorError`]), never panics: a shape that cannot be
 //! inferred names the operation, the label, the tensors and their shapes.
 //!
@@ -148,9 +169,10 @@ pub use rcannl_tensor::{cd, op};
 
 /// What a model needs: graphs and tensors, the axes reductions reduce and reshapes name,
 /// activations, contexts and the shaped results they read, parameter inits, formulas for new
-/// operations and updates, the `op!` and `cd!` macros, precisions.
+/// operations and updates, the `op!` and `cd!` macros, precisions, and what printing takes.
 pub mod prelude {
     pub use rcannl_ir::Precision;
+    pub use rcannl_tensor::print::{PrintOptions, TreeOptions};
     pub use rcannl_tensor::{
         Activation, Array, Axes, Axis, AxisKind, Capture, Context, Definition, Formula, Graph,
         Init, OpLogic, Routine, StaticIndex, Tensor, TensorError, Term, Traced, Update, cd, op,

@@ -1,11 +1,13 @@
 //! Shaped results: [`Array`], a tensor's values with its dims, in memory order (batch axes,
 //! then output axes, then input axes), as [`Context::array`](crate::Context::array) reads
-//! them: indexing by a multi-index, rows, arg maxima along an axis, and printing.
+//! them: indexing by a multi-index, rows, arg maxima along an axis, and printing (nested brackets,
+//! or a layout print by axis kind).
 
 use std::fmt;
 use std::ops::Index;
 
 use crate::graph::{TensorError, error};
+use crate::print::{self, Layout};
 
 /// Values with their dims, row-major in memory order: batch axes, then output axes, then input
 /// axes (so a `4|3->2` tensor, 4 examples mapping 3-vectors to 2-vectors, has dims `[4, 2, 3]`).
@@ -165,6 +167,34 @@ impl Array {
             }
         }
         Ok(positions)
+    }
+}
+
+impl Array {
+    /// The values as a layout print (see [`crate::print`]) under `title`: a table whose columns
+    /// and rows are two axes chosen by kind, one table per position of any further axis, axes
+    /// named by kind and place (`b0`, `i0`, `o0`) and long ones elided.
+    ///
+    /// ```
+    /// use rcannl_tensor::Array;
+    /// use rcannl_tensor::print::Layout;
+    ///
+    /// // A `|3->2` matrix: 2 outputs (rows) by 3 inputs (columns).
+    /// let w = Array::new(vec![], vec![2], vec![3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.5])?;
+    /// assert_eq!(
+    ///     w.to_grid("w", &Layout::default()),
+    ///     "w: |i0=3->o0=2\n\
+    ///      ┌─────────┬─────────────┐\n\
+    ///      │ o0 \\ i0 │   0   1   2 │\n\
+    ///      ├─────────┼─────────────┤\n\
+    ///      │       0 │   1   2   3 │\n\
+    ///      │       1 │   4   5 6.5 │\n\
+    ///      └─────────┴─────────────┘\n"
+    /// );
+    /// # Ok::<(), rcannl_tensor::TensorError>(())
+    /// ```
+    pub fn to_grid(&self, title: &str, layout: &Layout) -> String {
+        print::render(title, self, &print::axis_names(self, &[]), layout)
     }
 }
 

@@ -8,7 +8,8 @@
 //! default), and compiles and runs routines: forward, backprop,
 //! parameter init. Reductions over chosen axes are in `reduce` ([`Axes`]); a context reads a
 //! tensor as an [`Array`] (values with their dims) and saves and loads `.npy` files (`npy`,
-//! written through `files`).
+//! written through `files`). `print` shows what the compiler did: values laid out by axis kind,
+//! trees of the graph, assignments in `cd!` notation.
 //!
 //! # Features
 //!
@@ -33,6 +34,7 @@ pub mod nary;
 pub mod npy;
 mod operators;
 pub mod ops;
+pub mod print;
 pub mod reduce;
 pub mod reshape;
 mod shared;

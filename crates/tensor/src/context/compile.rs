@@ -110,22 +110,24 @@ impl Context {
             }
             node
         });
+        let code = self.notation().assignments(&assignments);
         let routine = phases::timed(Phase::Lowering, || {
             IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
         })
         .map_err(|e| {
             error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
         })?;
-        self.compile_routine(routine, needs, writes)
+        self.compile_routine(routine, needs, writes, code)
     }
 
     /// Optimizes and compiles `routine`, which reads the buffers `needs` before writing them and
-    /// leaves `writes` holding values.
+    /// leaves `writes` holding values; `code` is its assignments in `cd!` notation.
     pub(super) fn compile_routine(
         &mut self,
         routine: IrRoutine,
         needs: Vec<NodeId>,
         writes: Vec<NodeId>,
+        code: String,
     ) -> Result<Routine, TensorError> {
         let optimized = phases::timed(Phase::Optimization, || optimize(&routine)).map_err(|e| {
             error_of(
@@ -157,6 +159,7 @@ impl Context {
             context: self.id,
             needs,
             writes,
+            code,
         })
     }
 

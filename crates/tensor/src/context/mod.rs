@@ -24,6 +24,7 @@ mod backprop;
 mod compile;
 mod host;
 mod init;
+mod print;
 mod run;
 mod update;
 
@@ -37,6 +38,8 @@ pub struct Routine {
     needs: Vec<NodeId>,
     /// The buffers it leaves holding values: those it writes and keeps.
     writes: Vec<NodeId>,
+    /// The assignments it was compiled from, in `cd!` notation.
+    code: String,
 }
 
 /// Identities of contexts, unique in the process.
@@ -46,6 +49,25 @@ impl Routine {
     /// The optimized loop IR, printed.
     pub fn describe(&self) -> String {
         self.executable.routine().to_string()
+    }
+
+    /// The assignments the routine was compiled from, before optimization, in `cd!` notation, one
+    /// a line (see [`crate::print`]): tensors by label, gradients as `label.grad`.
+    ///
+    /// ```
+    /// use rcannl_tensor::{Context, Graph, TensorError};
+    ///
+    /// let graph = Graph::new();
+    /// let w = graph.param("w").shape("|2->3").build();
+    /// let x = graph.data("x").shape("2").build();
+    /// let y = &w * &x;
+    /// let mut ctx = Context::new(&graph);
+    /// let forward = ctx.forward(&[&y])?;
+    /// assert_eq!(forward.code(), format!("{} =:+ w * x ~logic:\"@\";\n", y.label()));
+    /// # Ok::<(), TensorError>(())
+    /// ```
+    pub fn code(&self) -> &str {
+        &self.code
     }
 
     /// The code the backend generated (C on the C backend), if any.

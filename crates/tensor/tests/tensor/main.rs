@@ -27,6 +27,7 @@ mod numpy_einsum;
 mod numpy_notation;
 mod path_captures;
 mod precision_inference;
+mod printing;
 mod random;
 mod reductions;
 mod reshape;
