@@ -8,7 +8,9 @@
 //! 2. **Inferred**, in one of two directions:
 //!    - *bottom-up* for computed tensors: their operands' precisions promoted
 //!      ([`Precision::promote`]), counting only the operands that do not follow their users
-//!      (below) or that have a chosen precision;
+//!      (below) or that have a chosen precision, and at least the default where gradients flow
+//!      through the tensor and the promotion is an integer (`ids + w`, `w` a parameter, adds in
+//!      f32 rather than truncating `w`);
 //!    - *top-down* for parameters and data tensors given no precision: they hold what their
 //!      users compute in (the widest, if several), so that a parameter beside an f16 tensor is
 //!      an f16 parameter, not an f32 one promoting the whole expression to f32. A tensor
@@ -95,12 +97,29 @@ impl State {
             PrecisionRule::Given(precision) => precision,
             PrecisionRule::FromUsers | PrecisionRule::Default => self.precision_defaults.value,
             PrecisionRule::FromOperands => {
-                promoted(from.iter().map(|&i| &self.tensors[i]).filter_map(|data| {
+                let operands = from.iter().map(|&i| &self.tensors[i]).filter_map(|data| {
                     (data.precision_rule != PrecisionRule::FromUsers).then_some(data.precision)
-                }))
-                .unwrap_or(self.precision_defaults.value)
+                });
+                let differentiable = from.iter().any(|&i| self.tensors[i].differentiable);
+                from_operands(operands, differentiable, self.precision_defaults.value)
             }
         }
+    }
+}
+
+/// What a tensor computed from operands of `precisions` (those that count) computes in: their
+/// promotion, or `default` where none counts. A tensor gradients flow through computes in a
+/// float: an integer operand beside a parameter promotes to the default instead of truncating
+/// the parameter's values to integers.
+fn from_operands(
+    precisions: impl Iterator<Item = Precision>,
+    differentiable: bool,
+    default: Precision,
+) -> Precision {
+    match promoted(precisions) {
+        Some(precision) if differentiable && !precision.is_float() => precision.promote(default),
+        Some(precision) => precision,
+        None => default,
     }
 }
 
@@ -124,13 +143,14 @@ pub(crate) fn resolve(
             (Some(resolved), _) => resolved.value,
             (None, PrecisionRule::Given(precision)) => precision,
             (None, PrecisionRule::FromUsers | PrecisionRule::Default) => defaults.value,
-            (None, PrecisionRule::FromOperands) => promoted(
+            (None, PrecisionRule::FromOperands) => from_operands(
                 data.precision_from
                     .iter()
                     .filter(|&&i| tensors[i].precision_rule != PrecisionRule::FromUsers)
                     .map(|&i| values[i]),
-            )
-            .unwrap_or(defaults.value),
+                data.differentiable,
+                defaults.value,
+            ),
         };
         values.push(value);
     }

@@ -173,8 +173,9 @@ fn a_choice_wins_over_inference() {
     );
 }
 
-/// Integer users leave a parameter a float, and a cast converts whatever its operand holds: it
-/// asks nothing of it.
+/// Integer users leave a parameter a float, and what its gradient flows through computes in a
+/// float (never truncating the parameter's values); a cast converts whatever its operand holds:
+/// it asks nothing of it.
 #[test]
 fn integers_and_casts_do_not_pull_their_operands() {
     let graph = Graph::new();
@@ -187,12 +188,19 @@ fn integers_and_casts_do_not_pull_their_operands() {
     let counted = &ids + &w;
     let x = graph.data("x").shape("3").build();
     let wide = x.cast(Precision::F64);
+    let doubled = &ids + &ids;
     let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
-    ctx.forward(&[&counted, &wide]).unwrap();
+    let forward = ctx.forward(&[&counted, &wide, &doubled]).unwrap();
+    ctx.set_values(&ids, &[1.0, 2.0, 3.0]).unwrap();
+    ctx.set_values(&w, &[0.25, 0.5, 0.75]).unwrap();
+    ctx.set_values(&x, &[0.0; 3]).unwrap();
+    ctx.run(&forward).unwrap();
+    assert_eq!(ctx.values(&counted).unwrap(), [1.25, 2.5, 3.75]);
     assert_eq!(
-        precisions(&[&counted, &w, &wide, &x]),
+        precisions(&[&doubled, &counted, &w, &wide, &x]),
         [
             Precision::I32,
+            Precision::F32,
             Precision::F32,
             Precision::F64,
             Precision::F32
