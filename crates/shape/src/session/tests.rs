@@ -366,3 +366,20 @@ fn a_leaf_whose_initializer_contradicts_its_rows_is_an_error() {
     inf.finish().unwrap();
     assert_eq!(shape_of(&inf, d), "2|->5");
 }
+
+#[test]
+fn an_element_count_its_given_axes_already_make_adds_no_axis() {
+    // A vector of three values given its one output axis: the open batch and input rows have
+    // no axes, not an input axis of size 1.
+    let mut inf = Inference::new();
+    let v = inf
+        .leaf(
+            "v",
+            LeafDecl::data()
+                .output([3])
+                .init(TerminalInit::NElements(3)),
+        )
+        .unwrap();
+    inf.finish().unwrap();
+    assert_eq!(shape_of(&inf, v), "|->3");
+}

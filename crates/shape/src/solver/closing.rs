@@ -3,7 +3,9 @@
 //!
 //! 1. Leaf rows (shapes of tensors no operation computes) close *downward*, to the join of their
 //!    caps: the most specific row their uses demand. A lone open row with a pending total-elements
-//!    count gets one axis of the missing size. A parameter's output row that nothing determines
+//!    count gets one axis of the missing size; where the known axes already make the count, it
+//!    takes no axis of its own but what its uses demand (a vector of `n` values given its one
+//!    output axis of `n` has no other axes). A parameter's output row that nothing determines
 //!    (no caps, or only bare open rows with nothing below them, and no row above it) is an error.
 //!    A parameter row that refines another row (`w` in `w * x`, whose input row refines `x`'s
 //!    output row) has the axes that row demands and closes to no further ones; an undetermined
@@ -303,9 +305,14 @@ impl Solver {
                 return Ok(());
             }
         }
-        if let Some(size) = self.missing_total_for(var) {
-            return self.bind_row(var, Row::closed(vec![Dim::size(size)]));
-        }
+        // A count the known axes already make gives the row no axis of its own: it closes as
+        // any other row, to what its uses demand (no axes where they demand none), and the
+        // count is what determines it.
+        let counted = match self.missing_total_for(var) {
+            Some(1) => true,
+            Some(size) => return self.bind_row(var, Row::closed(vec![Dim::size(size)])),
+            None => false,
+        };
         if let Some((rows, dims, n_open)) = self.pending_exact_for(var) {
             // Several open rows share the exact axes: the last one takes them.
             return if n_open == 1 {
@@ -345,7 +352,8 @@ impl Solver {
             .filter(|cap| *cap != Row::var(var))
             .collect();
         // A bare open row below says nothing yet, unless something below it does.
-        let informative = informed.contains(var) || self.informed_from_below(var, informed);
+        let informative =
+            counted || informed.contains(var) || self.informed_from_below(var, informed);
         if !informative
             && !bounded_above
             && let Some((leaf, kind)) = leaf
