@@ -26,7 +26,9 @@
 //!   a stack of blurs, would grow exponentially), of them at most
 //!   [`INLINE_TRANSCENDENTAL_LIMIT`] transcendental functions (each is tens of operations in
 //!   generated code, and a compiler's time on one loop body grows faster than the body: a chain
-//!   of a thousand `tanh(sin(…))` fused whole took gcc 25 s and 1.5 GB); and, unless a cell is one operation, every
+//!   of a thousand `tanh(sin(…))` fused whole took gcc 25 s and 1.5 GB), and at most
+//!   [`SHARED_COST_LIMIT`] where it is read at several sites (each computes it again); and,
+//!   unless a cell is one operation, every
 //!   loop around each read moves the read (else a loop the read ignores, as a product's inner
 //!   loop ignores one operand's axis, would recompute the same cell at each of its iterations);
 //!   and recomputing it wherever it is read moves no more memory than storing it once and
@@ -49,6 +51,12 @@ pub const LOCAL_LIMIT_BYTES: usize = 16384;
 
 /// The most operations one cell of a virtual node may take, its inlined reads included.
 pub const INLINE_COST_LIMIT: usize = 128;
+
+/// The most operations one cell of a virtual node read at several sites may take, its inlined
+/// reads included: each site computes it again, and a chain of such nodes (a residual stream,
+/// read by each layer's normalization and by the next sum) would otherwise grow up to
+/// [`INLINE_COST_LIMIT`], every layer reading a longer prefix of the chain.
+pub const SHARED_COST_LIMIT: usize = 16;
 
 /// The most transcendental functions one cell of a virtual node may take, its inlined reads
 /// included.
@@ -281,7 +289,9 @@ fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
         return true;
     }
     let mut moves = true;
+    let mut sites = 0;
     for_each_site(body, producer.node, producer.position, |_, loops, index| {
+        sites += 1;
         moves &= loops.iter().all(|&(var, range)| {
             range <= 1
                 || index
@@ -289,7 +299,7 @@ fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
                     .any(|axis| axis.vars().any(|v| v == Var::Loop(var)))
         });
     });
-    moves
+    moves && (sites <= 1 || cost <= SHARED_COST_LIMIT)
 }
 
 /// Whether computing `producer`'s cells again wherever they are read moves no more memory than
@@ -871,11 +881,44 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_read_once_is_stored_where_inlining_grows_past_the_limit() {
+        use MemoryMode::*;
+        // t{k+1}[i] := t{k}[i] + x[i], seventy times: each level is read at one site, and
+        // inlined, t{k} takes 2k + 1 operations per cell: t64's 129 are over the limit, so t64
+        // is stored and t65 starts again from 3.
+        const LEVELS: u32 = 70;
+        let x = LEVELS + 1;
+        let add = |level: u32| {
+            let sum = Scalar::Binop(
+                Binop::Add,
+                Box::new(get(level, vec![at(level)])),
+                Box::new(get(x, vec![at(level)])),
+            );
+            for_(level, 8, vec![set(level + 1, vec![at(level)], sum)])
+        };
+        let body: Vec<Stmt> = (0..LEVELS).map(add).collect();
+        let nodes: Vec<TensorNode> = (0..=x).map(|k| node(k, &[8])).collect();
+        // The first k with 2k + 1 over the limit.
+        let stored = INLINE_COST_LIMIT as u32 / 2;
+        let expected: Vec<MemoryMode> = (0..=x)
+            .map(|k| match k {
+                0 => Materialized,
+                k if k == stored => Local,
+                k if k == LEVELS || k == x => Materialized,
+                _ => Virtual,
+            })
+            .collect();
+        assert_eq!(stored, 64);
+        assert_eq!(modes(nodes, body), expected);
+    }
+
+    #[test]
     fn a_chain_of_blurs_is_stored_before_inlining_grows_too_large() {
         use MemoryMode::*;
         // t{k+1}[i] := t{k}[i] + t{k}[i + 1] + t{k}[i + 2], eight times over a 20-cell t0. Each
-        // level inlined computes three of the previous: 5, 17, 53, then 161 operations per cell,
-        // over the limit, so t4 is stored and t5 starts again from 5.
+        // level is read at three sites, and inlined it computes three of the previous: 5, then
+        // 17 operations per cell, over the limit of a node computed again at each of its sites,
+        // so every second level is stored and the next starts again from 5.
         let blur = |level: u32| {
             let read = |offset| get(level, vec![Index::var(LoopVar(level), offset)]);
             let sum = Scalar::Binop(
@@ -900,11 +943,11 @@ mod tests {
             [
                 Materialized,
                 Virtual,
-                Virtual,
+                Local,
                 Virtual,
                 Local,
                 Virtual,
-                Virtual,
+                Local,
                 Virtual,
                 Materialized
             ]

@@ -14,6 +14,7 @@
 
 pub mod accumulate;
 mod body;
+pub mod constants;
 pub mod cse;
 pub mod fills;
 mod fused;
@@ -53,13 +54,15 @@ pub enum OptimizeErrorKind {
     NotInlinable,
 }
 
-/// `routine` with the fills its first writes overwrite dropped, its matrix products recognized,
+/// `routine` with its numbers read as constants, the fills its first writes overwrite dropped,
+/// its matrix products recognized,
 /// a memory mode on every node, virtual nodes
 /// inlined where they are read, local accumulators for reductions, unit-stride stores innermost,
 /// constants folded, loop-invariant operations computed before inner loops and repeated
 /// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let absorbed = fills::absorb_fills(routine);
+    let constant = constants::inline_constants(routine);
+    let absorbed = fills::absorb_fills(&constant);
     let extracted = gemm::extract_gemms(&absorbed);
     let decided = memory::decide_memory_modes(&extracted)?;
     let fused = virtualize::virtualize(&decided)?;
