@@ -8,9 +8,9 @@
 //! 2. **Inferred**, in one of two directions:
 //!    - *bottom-up* for computed tensors: their operands' precisions promoted
 //!      ([`Precision::promote`]), counting only the operands that do not follow their users
-//!      (below) or that have a chosen precision, and at least the default where gradients flow
-//!      through the tensor and the promotion is an integer (`ids + w`, `w` a parameter, adds in
-//!      f32 rather than truncating `w`);
+//!      (below) or that have a chosen precision, and at least the default where that promotion
+//!      is an integer beside a parameter given no precision (`ids + w` adds in f32 rather than
+//!      truncating `w`);
 //!    - *top-down* for parameters and data tensors given no precision: they hold what their
 //!      users compute in (the widest, if several), so that a parameter beside an f16 tensor is
 //!      an f16 parameter, not an f32 one promoting the whole expression to f32. A tensor
@@ -100,24 +100,31 @@ impl State {
                 let operands = from.iter().map(|&i| &self.tensors[i]).filter_map(|data| {
                     (data.precision_rule != PrecisionRule::FromUsers).then_some(data.precision)
                 });
-                let differentiable = from.iter().any(|&i| self.tensors[i].differentiable);
-                from_operands(operands, differentiable, self.precision_defaults.value)
+                let holds_float = from.iter().any(|&i| holds_float(&self.tensors[i]));
+                from_operands(operands, holds_float, self.precision_defaults.value)
             }
         }
     }
 }
 
+/// Whether `data` follows its users but holds a float whatever they compute in: a parameter
+/// (or any tensor taking gradients) given no precision.
+fn holds_float(data: &TensorData) -> bool {
+    data.precision_rule == PrecisionRule::FromUsers && data.differentiable
+}
+
 /// What a tensor computed from operands of `precisions` (those that count) computes in: their
-/// promotion, or `default` where none counts. A tensor gradients flow through computes in a
-/// float: an integer operand beside a parameter promotes to the default instead of truncating
-/// the parameter's values to integers.
+/// promotion, or `default` where none counts. Where an operand that does not count holds a
+/// float anyway (a parameter given no precision), an integer promotion is promoted to the
+/// default, so that the parameter's values are not truncated to integers (`ids + w` adds in
+/// f32); parameters chosen integer count, and compute in their integers.
 fn from_operands(
     precisions: impl Iterator<Item = Precision>,
-    differentiable: bool,
+    holds_float: bool,
     default: Precision,
 ) -> Precision {
     match promoted(precisions) {
-        Some(precision) if differentiable && !precision.is_float() => precision.promote(default),
+        Some(precision) if holds_float && !precision.is_float() => precision.promote(default),
         Some(precision) => precision,
         None => default,
     }
@@ -148,7 +155,9 @@ pub(crate) fn resolve(
                     .iter()
                     .filter(|&&i| tensors[i].precision_rule != PrecisionRule::FromUsers)
                     .map(|&i| values[i]),
-                data.differentiable,
+                data.precision_from
+                    .iter()
+                    .any(|&i| holds_float(&tensors[i])),
                 defaults.value,
             ),
         };
