@@ -250,7 +250,10 @@ pub fn check_data_parallel(
             "{what}: {name}'s parameters off by {off:e}"
         );
     }
-    let off = worst(&[history.losses.clone()], &[alone_losses.clone()]);
+    let off = worst(
+        std::slice::from_ref(&history.losses),
+        std::slice::from_ref(&alone_losses),
+    );
     assert!(
         off <= tolerance,
         "{what}: losses {:?}, alone {alone_losses:?}",

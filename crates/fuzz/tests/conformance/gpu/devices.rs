@@ -6,10 +6,8 @@ use rcannl_backends::cc::Compiler;
 use rcannl_gpu::{Adapter, Device, Gpu};
 use rcannl_ir::Precision;
 
+use crate::support;
 use crate::target::{OnDevice, Target};
-
-#[path = "../../../../nn/tests/support/mod.rs"]
-mod support;
 
 fn the_c_backend_and_a_chosen_gpu_train_as_one_device_on_whole_batches(target: &Target) {
     let shared = super::device(target);
