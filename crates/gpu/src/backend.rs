@@ -34,14 +34,20 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// The backend on the process's device, keeping generated programs in the C backend's cache
-    /// folder (`$RCANNL_CACHE_DIR`, …); an error says what was looked for when there is no
+    /// The backend on the process's shared device, keeping generated programs in the C backend's
+    /// cache folder (`$RCANNL_CACHE_DIR`, …); an error says what was looked for when there is no
     /// device.
     pub fn new() -> Result<Gpu, GpuError> {
-        Ok(Gpu {
-            device: Device::shared()?,
+        Ok(Gpu::on(Device::shared()?))
+    }
+
+    /// The backend on `device` (one opened on a chosen adapter, say: [`Device::open`]), keeping
+    /// generated programs where [`Gpu::new`]'s are.
+    pub fn on(device: Arc<Device>) -> Gpu {
+        Gpu {
+            device,
             cache_dir: rcannl_backends::cache::default_folder(),
-        })
+        }
     }
 
     /// The backend keeping generated programs in `dir` instead.
@@ -50,7 +56,7 @@ impl Gpu {
         self
     }
 
-    /// The device the backend runs on: the process's one device, shared by every GPU backend.
+    /// The device the backend runs on: the process's shared one, or the one it was made on.
     pub fn device(&self) -> &Arc<Device> {
         &self.device
     }

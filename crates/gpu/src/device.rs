@@ -1,9 +1,12 @@
-//! The device: the best adapter wgpu finds (a discrete GPU before an integrated one, before a
-//! virtual one, before a CPU implementation such as lavapipe; among those whose name contains
-//! `RCANNL_GPU_ADAPTER` where it is set), opened once per process and shared by every GPU
-//! backend, with its compiled pipelines (each WGSL source compiled once; where the adapter offers
-//! a pipeline cache, the driver's compiled code is kept on disk between runs, in the C backend's
-//! private cache folder, checked against its record before use) and the errors it reports.
+//! The device: the adapters wgpu finds ([`Adapter::all`], a discrete GPU before an integrated
+//! one, before a virtual one, before a CPU implementation such as lavapipe), and the process's
+//! shared device ([`Device::shared`]: the best adapter, among those whose name contains
+//! `RCANNL_GPU_ADAPTER` where it is set), opened once per process and shared by every GPU backend
+//! made by `Gpu::new`; a device of its own opens on any adapter ([`Device::open`]), for several
+//! devices side by side in one process. A device keeps its compiled pipelines (each WGSL source
+//! compiled once; where the adapter offers a pipeline cache, the driver's compiled code is kept on
+//! disk between runs, in the C backend's private cache folder, checked against its record before
+//! use) and the errors it reports.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -55,7 +58,7 @@ pub(crate) struct Pipeline {
     pub(crate) layout: wgpu::BindGroupLayout,
 }
 
-/// The process's GPU.
+/// A GPU device: the process's shared one, or one opened on a chosen adapter.
 #[derive(Debug)]
 pub struct Device {
     pub(crate) device: wgpu::Device,
@@ -74,8 +77,8 @@ pub struct Device {
     unsaved: AtomicBool,
 }
 
-/// The environment variable choosing the adapter: the best one whose name contains its value,
-/// ignoring case.
+/// The environment variable choosing the shared device's adapter: the best one whose name
+/// contains its value, ignoring case.
 pub const ADAPTER_VARIABLE: &str = "RCANNL_GPU_ADAPTER";
 
 /// The backends searched for an adapter.
@@ -94,53 +97,100 @@ fn rank(device_type: wgpu::DeviceType) -> u8 {
     }
 }
 
-impl Device {
-    /// The process's device, opened on first use; the same error on every call when there is
-    /// none.
-    pub fn shared() -> Result<Arc<Device>, GpuError> {
-        static DEVICE: OnceLock<Result<Arc<Device>, GpuError>> = OnceLock::new();
-        DEVICE.get_or_init(|| Device::open().map(Arc::new)).clone()
-    }
+/// An adapter wgpu found, which [`Device::open`] opens a device on.
+#[derive(Debug, Clone)]
+pub struct Adapter {
+    adapter: wgpu::Adapter,
+    info: wgpu::AdapterInfo,
+}
 
-    fn open() -> Result<Device, GpuError> {
+impl Adapter {
+    /// Every adapter wgpu finds through Vulkan, Metal and DX12, best first: discrete GPUs, then
+    /// integrated ones, virtual ones, and CPU implementations such as lavapipe.
+    pub fn all() -> Vec<Adapter> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
             backends: BACKENDS,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
-        let mut adapters = pollster::block_on(instance.enumerate_adapters(BACKENDS));
-        adapters.sort_by_key(|a| rank(a.get_info().device_type));
-        if let Ok(wanted) = std::env::var(ADAPTER_VARIABLE)
-            && !wanted.trim().is_empty()
-        {
-            let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
-            let wanted_lower = wanted.trim().to_lowercase();
-            adapters.retain(|a| a.get_info().name.to_lowercase().contains(&wanted_lower));
-            if adapters.is_empty() {
-                return Err(gpu_error(
-                    GpuErrorKind::NoDevice,
-                    format!(
-                        "no GPU adapter's name contains {ADAPTER_VARIABLE}={wanted}; the adapters \
-                         found: {}",
-                        if names.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            names.join(", ")
-                        }
-                    ),
-                ));
-            }
-        }
-        let Some(adapter) = adapters.into_iter().next() else {
+        let mut adapters: Vec<Adapter> = pollster::block_on(instance.enumerate_adapters(BACKENDS))
+            .into_iter()
+            .map(|adapter| Adapter {
+                info: adapter.get_info(),
+                adapter,
+            })
+            .collect();
+        adapters.sort_by_key(|a| rank(a.info.device_type));
+        adapters
+    }
+
+    /// The best adapter whose name contains `wanted`, ignoring case (the best of all where
+    /// `wanted` is blank), as `RCANNL_GPU_ADAPTER` chooses the shared device's; the error lists
+    /// the adapters found.
+    pub fn find(wanted: &str) -> Result<Adapter, GpuError> {
+        choose(Adapter::all(), wanted, &format!("{wanted:?}"))
+    }
+
+    /// The adapter's name, as the driver gives it.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The adapter, its API and its driver, for reports.
+    pub fn describe(&self) -> String {
+        describe(&self.info)
+    }
+}
+
+/// The best of `adapters` (sorted best first) whose name contains `wanted` (all, where it is
+/// blank), `asked` saying what asked for it in the error.
+fn choose(mut adapters: Vec<Adapter>, wanted: &str, asked: &str) -> Result<Adapter, GpuError> {
+    let wanted = wanted.trim().to_lowercase();
+    if !wanted.is_empty() {
+        let names: Vec<&str> = adapters.iter().map(Adapter::name).collect();
+        let found = if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        };
+        adapters.retain(|a| a.info.name.to_lowercase().contains(&wanted));
+        if adapters.is_empty() {
             return Err(gpu_error(
                 GpuErrorKind::NoDevice,
-                "no GPU adapter found: looked for Vulkan, Metal and DX12 adapters through wgpu. \
-                 On Linux, install a Vulkan driver (Debian and Ubuntu: the package \
-                 mesa-vulkan-drivers, which also runs on the CPU) and the Vulkan loader \
-                 (libvulkan1)"
-                    .to_owned(),
+                format!("no GPU adapter's name contains {asked}; the adapters found: {found}"),
             ));
-        };
-        let info = adapter.get_info();
+        }
+    }
+    adapters.into_iter().next().ok_or_else(|| {
+        gpu_error(
+            GpuErrorKind::NoDevice,
+            "no GPU adapter found: looked for Vulkan, Metal and DX12 adapters through wgpu. \
+             On Linux, install a Vulkan driver (Debian and Ubuntu: the package \
+             mesa-vulkan-drivers, which also runs on the CPU) and the Vulkan loader \
+             (libvulkan1)"
+                .to_owned(),
+        )
+    })
+}
+
+impl Device {
+    /// The process's shared device, opened on first use on the adapter `RCANNL_GPU_ADAPTER`
+    /// chooses (see [`Adapter::find`]), else on the best one; the same error on every call when
+    /// there is none.
+    pub fn shared() -> Result<Arc<Device>, GpuError> {
+        static DEVICE: OnceLock<Result<Arc<Device>, GpuError>> = OnceLock::new();
+        DEVICE
+            .get_or_init(|| {
+                let wanted = std::env::var(ADAPTER_VARIABLE).unwrap_or_default();
+                let asked = format!("{ADAPTER_VARIABLE}={wanted}");
+                choose(Adapter::all(), &wanted, &asked).and_then(|a| Device::open(&a))
+            })
+            .clone()
+    }
+
+    /// A device of its own on `adapter`, beside the shared one and any other: a GPU backend on
+    /// it (`Gpu::on`) keeps its tensors and pipelines apart from every other device's.
+    pub fn open(adapter: &Adapter) -> Result<Arc<Device>, GpuError> {
+        let Adapter { adapter, info } = adapter;
         let offered = adapter.features();
         let f16 = offered.contains(wgpu::Features::SHADER_F16);
         let required_features =
@@ -170,7 +220,7 @@ impl Device {
                 .push(e.to_string());
         }));
         let pipeline_cache = if required_features.contains(wgpu::Features::PIPELINE_CACHE) {
-            wgpu::util::pipeline_cache_key(&info).map(|key| {
+            wgpu::util::pipeline_cache_key(info).map(|key| {
                 let name = format!("gpu_{key}.bin");
                 let kept = cache::read_kept(&cache::default_folder(), &name);
                 // SAFETY: the data, if any, is what `get_data` gave on an adapter with the same
@@ -189,10 +239,10 @@ impl Device {
             None
         };
         let arena_bytes = arena_bytes(&limits);
-        Ok(Device {
+        Ok(Arc::new(Device {
             device,
             queue,
-            info,
+            info: info.clone(),
             features: DeviceFeatures { f16 },
             limits,
             arena_bytes,
@@ -200,29 +250,12 @@ impl Device {
             pipelines: Mutex::default(),
             pipeline_cache,
             unsaved: AtomicBool::new(false),
-        })
+        }))
     }
 
     /// The adapter, its API and its driver, for reports.
     pub fn describe(&self) -> String {
-        let info = &self.info;
-        let driver = [info.driver.as_str(), info.driver_info.as_str()]
-            .iter()
-            .filter(|s| !s.is_empty())
-            .copied()
-            .collect::<Vec<_>>()
-            .join(" ");
-        format!(
-            "{} ({:?}, {:?}{})",
-            info.name,
-            info.device_type,
-            info.backend,
-            if driver.is_empty() {
-                String::new()
-            } else {
-                format!(", driver {driver}")
-            }
-        )
+        describe(&self.info)
     }
 
     /// The most bytes one arena (one storage buffer) holds: the adapter's limits on a buffer and
@@ -342,6 +375,27 @@ fn arena_bytes(limits: &wgpu::Limits) -> u64 {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(u64::MAX);
     (adapter.min(asked) / 16 * 16).max(16)
+}
+
+/// An adapter, its API and its driver, for reports.
+fn describe(info: &wgpu::AdapterInfo) -> String {
+    let driver = [info.driver.as_str(), info.driver_info.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "{} ({:?}, {:?}{})",
+        info.name,
+        info.device_type,
+        info.backend,
+        if driver.is_empty() {
+            String::new()
+        } else {
+            format!(", driver {driver}")
+        }
+    )
 }
 
 /// The first lines of a driver's message, which can quote a whole kernel.

@@ -3,11 +3,12 @@
 //!
 //! `wgsl` turns a routine into kernels (`kernel` says what a kernel binds, `schedule` how loops
 //! are laid over invocations and dispatches, `product` writes the tiled kernel of a matrix
-//! product) and `cache` keeps them on disk; `device` finds the adapter and keeps the process's
-//! one device, its compiled pipelines and the errors it reports; `memory` keeps the buffers'
-//! device copies in arenas, attached to [`rcannl_backends::Buffers`], so that values stay on the
-//! device across routines; `backend` is the [`rcannl_backends::Backend`] that compiles and runs
-//! routines, counting what it dispatches, copies and holds in [`rcannl_backends::traffic`].
+//! product) and `cache` keeps them on disk; `device` lists the adapters, opens devices on them
+//! and keeps the process's shared device, each device's compiled pipelines and the errors it
+//! reports; `memory` keeps the buffers' device copies in arenas, attached to
+//! [`rcannl_backends::Buffers`], so that values stay on the device across routines; `backend` is
+//! the [`rcannl_backends::Backend`] that compiles and runs routines, counting what it
+//! dispatches, copies and holds in [`rcannl_backends::traffic`].
 
 #![warn(missing_docs)]
 
@@ -21,4 +22,4 @@ mod schedule;
 pub mod wgsl;
 
 pub use backend::{Gpu, SOURCE_FOLDER};
-pub use device::{Device, GpuError, GpuErrorKind};
+pub use device::{Adapter, Device, GpuError, GpuErrorKind};

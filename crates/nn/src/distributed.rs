@@ -21,7 +21,8 @@ use rcannl_ir::Precision;
 use rcannl_tensor::{Context, Routine, StaticIndex, Tensor, TensorError};
 
 use crate::checkpoint;
-use crate::train::{History, Peers, Plan, epoch_order, run};
+pub use crate::train::Shuffle;
+use crate::train::{Gradients, History, Peers, Plan, Worker, run, shard};
 
 fn error(message: String) -> TensorError {
     TensorError::new(message)
@@ -115,25 +116,12 @@ impl Ranks {
         batch_size: usize,
         row_len: usize,
     ) -> Result<Vec<f64>, TensorError> {
-        let size = self.size();
-        if !batch_size.is_multiple_of(size) {
-            return Err(error(format!(
-                "shard: batches of {batch_size} rows do not split evenly among {size} ranks"
-            )));
-        }
-        if rows.len() != batches * batch_size * row_len {
-            return Err(error(format!(
-                "shard: {} values are not {batches} batches of {batch_size} rows of {row_len}",
-                rows.len()
-            )));
-        }
-        let share = batch_size / size;
-        let from = self.rank() * share * row_len;
-        Ok(rows
-            .chunks(batch_size * row_len)
-            .flat_map(|batch| &batch[from..from + share * row_len])
-            .copied()
-            .collect())
+        shard(
+            rows,
+            [batches, batch_size, row_len],
+            (self.rank(), self.size()),
+            "ranks",
+        )
     }
 
     /// Sets the tensors on every rank to rank 0's values (parameters at the start, so that all
@@ -218,13 +206,6 @@ impl Ranks {
     }
 }
 
-/// How a data-parallel run goes beyond a [`Plan`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Shuffle {
-    /// The seed of each epoch's order of batches (the same on every rank); `None`: in order.
-    pub seed: Option<u64>,
-}
-
 /// [`crate::train::fit`] on every rank at once: `backprop` on this rank's shard of each batch
 /// (the loss a mean over the shard), the gradients of `params` and the loss averaged across
 /// ranks in one all-reduce, then `update`; `plan.batch_size` is the whole batch's (for
@@ -255,22 +236,17 @@ pub fn fit_data_parallel(
                 Precision::F32 | Precision::F16 | Precision::Bf16
             )
         }),
-        local: Vec::new(),
+        gradients: Gradients::default(),
         merged: Vec::new(),
         local_f32: Vec::new(),
         merged_f32: Vec::new(),
-        lens: Vec::new(),
     };
-    run(
+    let mut workers = [Worker {
         ctx,
-        backprop,
-        Some(update),
-        loss,
-        batch,
-        plan,
-        before_step,
-        &mut peers,
-    )
+        first: backprop,
+        then: Some(update),
+    }];
+    run(&mut workers, loss, batch, plan, before_step, &mut peers)
 }
 
 /// The ranks of a data-parallel run, with the buffers of their all-reduce.
@@ -280,68 +256,59 @@ struct Merging<'a> {
     shuffle: Shuffle,
     /// Whether every gradient is exact in f32: then the all-reduce moves f32, half the bytes.
     narrow: bool,
-    local: Vec<f64>,
+    /// This process's gradients, then everyone's, with the loss last.
+    gradients: Gradients,
     merged: Vec<f64>,
     local_f32: Vec<f32>,
     merged_f32: Vec<f32>,
-    lens: Vec<usize>,
 }
 
 impl Peers for Merging<'_> {
-    fn merge(&mut self, ctx: &mut Context, loss: f64) -> Result<f64, TensorError> {
-        if self.ranks.size() == 1 {
+    fn merge(&mut self, workers: &mut [Worker<'_>], losses: &[f64]) -> Result<f64, TensorError> {
+        let loss: f64 = losses.iter().sum();
+        let parts = self.ranks.size() * workers.len();
+        if parts == 1 {
             // Alone, the gradients are the whole batch's already.
             return Ok(loss);
         }
         let started = Instant::now();
-        let size = self.ranks.size() as f64;
-        self.local.clear();
-        self.lens.clear();
-        for param in self.params {
-            let grad = ctx.grad(param).map_err(|e| self.alone_failed(e))?;
-            self.lens.push(grad.len());
-            self.local.extend(grad);
-        }
-        self.local.push(loss);
-        self.merged.resize(self.local.len(), 0.0);
+        self.gradients
+            .sum(workers, self.params)
+            .map_err(|e| self.alone_failed(e))?;
+        let sums = &mut self.gradients.flat;
+        sums.push(loss);
         if self.narrow {
             self.local_f32.clear();
-            self.local_f32.extend(self.local.iter().map(|&g| g as f32));
-            self.merged_f32.resize(self.local.len(), 0.0);
+            self.local_f32.extend(sums.iter().map(|&g| g as f32));
+            self.merged_f32.resize(sums.len(), 0.0);
             self.ranks.world.all_reduce_into(
                 &self.local_f32[..],
                 &mut self.merged_f32[..],
                 SystemOperation::sum(),
             );
-            for (mean, sum) in self.merged.iter_mut().zip(&self.merged_f32) {
-                *mean = f64::from(*sum) / size;
+            for (sum, merged) in sums.iter_mut().zip(&self.merged_f32) {
+                *sum = f64::from(*merged);
             }
         } else {
+            self.merged.resize(sums.len(), 0.0);
             self.ranks.world.all_reduce_into(
-                &self.local[..],
+                &sums[..],
                 &mut self.merged[..],
                 SystemOperation::sum(),
             );
-            for g in &mut self.merged {
-                *g /= size;
-            }
+            sums.copy_from_slice(&self.merged);
         }
-        let mut at = 0;
-        for (param, len) in self.params.iter().zip(&self.lens) {
-            ctx.set_grad(param, &self.merged[at..at + len])
-                .map_err(|e| self.alone_failed(e))?;
-            at += len;
-        }
+        let total = sums.pop().unwrap_or(loss);
+        self.gradients
+            .set_mean(workers, self.params, parts)
+            .map_err(|e| self.alone_failed(e))?;
         let merging = &self.ranks.merging;
         merging.set(merging.get() + started.elapsed());
-        Ok(self.merged[at])
+        Ok(total / parts as f64)
     }
 
     fn order(&self, epoch: usize, batches: usize) -> Vec<usize> {
-        match self.shuffle.seed {
-            Some(seed) => epoch_order(seed, epoch, batches),
-            None => (0..batches).collect(),
-        }
+        self.shuffle.order(epoch, batches)
     }
 
     fn shows_progress(&self) -> bool {

@@ -15,8 +15,9 @@
 //! AMSGrad, dampening) with learning-rate schedules, `train` the training loop with its progress
 //! bar, `sample` tokens chosen from logits for generation (temperature, top-k), `checkpoint` tensors saved to and loaded from safetensors files by label, `files` files
 //! written whole or not at all and read within their length, `data` generated data sets,
-//! `distributed` data-parallel training over MPI (with the `mpi` feature), and `plot` PNG plots
-//! (a loss curve, decision regions).
+//! `devices` data-parallel training across the devices of one process (a context per backend or
+//! GPU adapter), `distributed` data-parallel training over MPI (with the `mpi` feature), and
+//! `plot` PNG plots (a loss curve, decision regions).
 //!
 //! # Features
 //!
@@ -34,6 +35,7 @@ pub mod checkpoint;
 pub mod cnn;
 pub mod conv;
 pub mod data;
+pub mod devices;
 #[cfg(feature = "mpi")]
 pub mod distributed;
 pub mod dropout;

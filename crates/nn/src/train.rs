@@ -54,16 +54,12 @@ pub fn fit(
     plan: Plan,
     before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
 ) -> Result<History, TensorError> {
-    run(
+    let mut workers = [Worker {
         ctx,
-        backprop,
-        Some(step),
-        loss,
-        batch,
-        plan,
-        before_step,
-        &mut Alone,
-    )
+        first: backprop,
+        then: Some(step),
+    }];
+    run(&mut workers, loss, batch, plan, before_step, &mut Alone)
 }
 
 /// [`fit`] with a training step compiled as one routine (`Sgd::compile_step`,
@@ -79,15 +75,30 @@ pub fn fit_step(
     plan: Plan,
     before_step: impl FnMut(&mut Context, usize) -> Result<(), TensorError>,
 ) -> Result<History, TensorError> {
-    run(ctx, step, None, loss, batch, plan, before_step, &mut Alone)
+    let mut workers = [Worker {
+        ctx,
+        first: step,
+        then: None,
+    }];
+    run(&mut workers, loss, batch, plan, before_step, &mut Alone)
 }
 
-/// How the loop of [`fit`] joins other processes training the same model: not at all
-/// ([`Alone`]), or by merging every step's gradients (data-parallel training).
+/// A context the loop of [`fit`] trains (one of several in a data-parallel run, each on its
+/// shard of every batch), with the routines it runs there on each batch: `first` (a backprop, or
+/// a whole training step), then `then` (the update), if any.
+pub(crate) struct Worker<'a> {
+    pub(crate) ctx: &'a mut Context,
+    pub(crate) first: &'a Routine,
+    pub(crate) then: Option<&'a Routine>,
+}
+
+/// How the loop of [`fit`] joins the other workers training the same model, in this process
+/// and in others: not at all ([`Alone`]), or by merging every step's gradients (data-parallel
+/// training).
 pub(crate) trait Peers {
-    /// After the backprop of a batch, given this process's loss: merges whatever the step
-    /// needs from the others, and returns the loss of the whole batch.
-    fn merge(&mut self, ctx: &mut Context, loss: f64) -> Result<f64, TensorError>;
+    /// After the backprop of a batch on every worker of this process, given each one's loss:
+    /// merges whatever the step needs from the others, and returns the loss of the whole batch.
+    fn merge(&mut self, workers: &mut [Worker<'_>], losses: &[f64]) -> Result<f64, TensorError>;
     /// The order of epoch `epoch`'s batches.
     fn order(&self, epoch: usize, batches: usize) -> Vec<usize>;
     /// Whether this process draws the progress bar.
@@ -101,8 +112,8 @@ pub(crate) trait Peers {
 struct Alone;
 
 impl Peers for Alone {
-    fn merge(&mut self, _: &mut Context, loss: f64) -> Result<f64, TensorError> {
-        Ok(loss)
+    fn merge(&mut self, _: &mut [Worker<'_>], losses: &[f64]) -> Result<f64, TensorError> {
+        Ok(losses.iter().sum())
     }
 
     fn order(&self, _: usize, batches: usize) -> Vec<usize> {
@@ -118,13 +129,11 @@ impl Peers for Alone {
     }
 }
 
-/// The loop of [`fit`] and [`fit_step`]: `first` on each batch, the loss read and merged with
-/// the peers', then `then`.
-#[allow(clippy::too_many_arguments)]
+/// The loop of [`fit`] and [`fit_step`] over `workers`: on each batch, each worker's `first`,
+/// the losses read and merged with the peers', then each worker's `then`. Workers run at once,
+/// a thread each.
 pub(crate) fn run(
-    ctx: &mut Context,
-    first: &Routine,
-    then: Option<&Routine>,
+    workers: &mut [Worker<'_>],
     loss: &Tensor,
     batch: StaticIndex,
     plan: Plan,
@@ -132,25 +141,12 @@ pub(crate) fn run(
     peers: &mut impl Peers,
 ) -> Result<History, TensorError> {
     let settings = Settings::from_env()?;
-    run_with(
-        ctx,
-        first,
-        then,
-        loss,
-        batch,
-        plan,
-        before_step,
-        peers,
-        &settings,
-    )
+    run_with(workers, loss, batch, plan, before_step, peers, &settings)
 }
 
 /// [`run`] under `settings`.
-#[allow(clippy::too_many_arguments)]
 fn run_with(
-    ctx: &mut Context,
-    first: &Routine,
-    then: Option<&Routine>,
+    workers: &mut [Worker<'_>],
     loss: &Tensor,
     batch: StaticIndex,
     plan: Plan,
@@ -172,11 +168,15 @@ fn run_with(
     )?;
     // A parameter nothing has set yet is read by no routine that runs (one that did would refuse
     // to): training cannot have made it diverge.
-    let params: Vec<Tensor> = loss
-        .graph()
-        .params()
-        .into_iter()
-        .filter(|param| ctx.holds_values(param))
+    let params: Vec<Vec<Tensor>> = workers
+        .iter()
+        .map(|worker| {
+            loss.graph()
+                .params()
+                .into_iter()
+                .filter(|param| worker.ctx.holds_values(param))
+                .collect()
+        })
         .collect();
     let mut log = settings.loss_log.as_ref().map(open_log).transpose()?;
     let mut losses = Vec::with_capacity(plan.epochs);
@@ -192,11 +192,17 @@ fn run_with(
             if settings.max_steps.is_some_and(|most| steps >= most) {
                 break;
             }
-            let local = before_step(ctx, steps)
-                .and_then(|()| ctx.run_with(first, &[(batch, b as i64)]))
-                .and_then(|()| ctx.values(loss));
+            let local = workers
+                .iter_mut()
+                .try_for_each(|worker| before_step(worker.ctx, steps))
+                .and_then(|()| {
+                    on_each(workers, |worker| {
+                        worker.ctx.run_with(worker.first, &[(batch, b as i64)])?;
+                        Ok(worker.ctx.values(loss)?.iter().sum::<f64>())
+                    })
+                });
             let local = local.map_err(|e| peers.alone_failed(e))?;
-            let value = peers.merge(ctx, local.iter().sum::<f64>())?;
+            let value = peers.merge(workers, &local)?;
             if !value.is_finite() {
                 progress.abandon();
                 return Err(TensorError::new(format!(
@@ -211,22 +217,27 @@ fn run_with(
             if let Some((path, file)) = &mut log {
                 writeln!(file, "{value:e}").map_err(|e| log_error(path, &e))?;
             }
-            if let Some(step) = then {
-                ctx.run(step).map_err(|e| peers.alone_failed(e))?;
-            }
+            on_each(workers, |worker| match worker.then {
+                Some(step) => worker.ctx.run(step),
+                None => Ok(()),
+            })
+            .map_err(|e| peers.alone_failed(e))?;
             steps += 1;
             progress.step();
         }
-        let diverged = first_non_finite(ctx, &params).map_err(|e| peers.alone_failed(e))?;
-        if let Some((label, cell, value)) = diverged {
-            progress.abandon();
-            return Err(TensorError::new(format!(
-                "training stopped: parameter '{label}' holds {value} (cell {cell}) after \
+        for (worker, params) in workers.iter().zip(&params) {
+            let diverged =
+                first_non_finite(&*worker.ctx, params).map_err(|e| peers.alone_failed(e))?;
+            if let Some((label, cell, value)) = diverged {
+                progress.abandon();
+                return Err(TensorError::new(format!(
+                    "training stopped: parameter '{label}' holds {value} (cell {cell}) after \
                      epoch {}, batch {} (the epoch's last: parameters are checked once per \
                      epoch), while the loss was finite (a learning rate too large?)",
-                epoch + 1,
-                plan.batches.saturating_sub(1)
-            )));
+                    epoch + 1,
+                    plan.batches.saturating_sub(1)
+                )));
+            }
         }
         let mean = total / batches as f64;
         losses.push(mean);
@@ -238,6 +249,144 @@ fn run_with(
         losses,
         examples_per_second: (steps * plan.batch_size) as f64 / start.elapsed().as_secs_f64(),
     })
+}
+
+/// `task` on every worker at once: the first on this thread, each other on a thread of its own
+/// (one alone runs here, starting no thread). The results in the workers' order, or the first
+/// worker's error.
+fn on_each<T: Send>(
+    workers: &mut [Worker<'_>],
+    task: impl Fn(&mut Worker<'_>) -> Result<T, TensorError> + Sync,
+) -> Result<Vec<T>, TensorError> {
+    let Some((first, others)) = workers.split_first_mut() else {
+        return Ok(Vec::new());
+    };
+    if others.is_empty() {
+        return Ok(vec![task(first)?]);
+    }
+    let task = &task;
+    std::thread::scope(|scope| {
+        let running: Vec<_> = others
+            .iter_mut()
+            .map(|worker| scope.spawn(move || task(worker)))
+            .collect();
+        let mut results = vec![task(first)];
+        for thread in running {
+            // A panic in a worker's thread goes on in this one, as it would have without threads.
+            results.push(
+                thread
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+        }
+        results.into_iter().collect()
+    })
+}
+
+/// The gradients of parameters summed over the workers of this process, in one flat buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Gradients {
+    /// The parameters' gradients, one after another.
+    pub(crate) flat: Vec<f64>,
+    /// Each parameter's number of cells.
+    lens: Vec<usize>,
+}
+
+impl Gradients {
+    /// The gradients of `params`, summed over `workers` (in their order, so that every run sums
+    /// alike).
+    pub(crate) fn sum(
+        &mut self,
+        workers: &[Worker<'_>],
+        params: &[Tensor],
+    ) -> Result<(), TensorError> {
+        self.flat.clear();
+        self.lens.clear();
+        for param in params {
+            let at = self.flat.len();
+            for (i, worker) in workers.iter().enumerate() {
+                let grad = worker.ctx.grad(param)?;
+                if i == 0 {
+                    self.lens.push(grad.len());
+                    self.flat.extend(grad);
+                } else {
+                    for (sum, g) in self.flat[at..].iter_mut().zip(grad) {
+                        *sum += g;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Divides the gradients held here by `parts` (the mean over the whole batch's shards,
+    /// from their sum) and sets those of `params` on every worker to them.
+    pub(crate) fn set_mean(
+        &mut self,
+        workers: &mut [Worker<'_>],
+        params: &[Tensor],
+        parts: usize,
+    ) -> Result<(), TensorError> {
+        for g in &mut self.flat {
+            *g /= parts as f64;
+        }
+        for worker in workers {
+            let mut at = 0;
+            for (param, len) in params.iter().zip(&self.lens) {
+                worker.ctx.set_grad(param, &self.flat[at..at + len])?;
+                at += len;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a data-parallel run goes beyond a [`Plan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shuffle {
+    /// The seed of each epoch's order of batches (the same on every worker); `None`: in order.
+    pub seed: Option<u64>,
+}
+
+impl Shuffle {
+    /// The order of epoch `epoch`'s batches.
+    pub(crate) fn order(self, epoch: usize, batches: usize) -> Vec<usize> {
+        match self.seed {
+            Some(seed) => epoch_order(seed, epoch, batches),
+            None => (0..batches).collect(),
+        }
+    }
+}
+
+/// Shard `part` of `parts` of a data set of `batches` batches of `batch_size` rows, each row
+/// `row_len` values, row-major: the same slice of every batch (rows `part·s .. (part+1)·s` with
+/// `s = batch_size / parts`), laid out as `batches` batches of `s` rows. An error when the
+/// batches do not divide evenly into `parts` (the averaged gradient would then weigh some rows
+/// more) or `rows` is not that many values; `among` names the parts in it (`ranks`, say).
+pub(crate) fn shard(
+    rows: &[f64],
+    [batches, batch_size, row_len]: [usize; 3],
+    (part, parts): (usize, usize),
+    among: &str,
+) -> Result<Vec<f64>, TensorError> {
+    if parts == 0 || !batch_size.is_multiple_of(parts) {
+        return Err(TensorError::new(format!(
+            "shard: batches of {batch_size} rows do not split evenly among {parts} {among}"
+        )));
+    }
+    if rows.len() != batches * batch_size * row_len {
+        return Err(TensorError::new(format!(
+            "shard: {} values are not {batches} batches of {batch_size} rows of {row_len}",
+            rows.len()
+        )));
+    }
+    let share = batch_size / parts;
+    let from = part * share * row_len;
+    Ok(rows
+        .chunks(batch_size * row_len)
+        .flat_map(|batch| &batch[from..from + share * row_len])
+        .copied()
+        .collect())
 }
 
 /// The environment variable stopping every training loop after its first N steps.
@@ -447,10 +596,13 @@ mod tests {
             progress: false,
         };
         let mut steps_seen = Vec::new();
+        let mut workers = [Worker {
+            ctx: &mut ctx,
+            first: &backprop,
+            then: Some(&step),
+        }];
         let history = run_with(
-            &mut ctx,
-            &backprop,
-            Some(&step),
+            &mut workers,
             &loss,
             batch,
             plan,

@@ -72,6 +72,12 @@
 //! GPU's ([`gpu::Gpu`]). Compiled routines are cached on disk, under a size cap
 //! ([`backends::cache`]).
 //!
+//! **Several devices**: contexts of one graph on different backends, or on GPUs opened on
+//! chosen adapters ([`gpu::Adapter`]), each hold their own values;
+//! [`Context::copy_params_from`](tensor::Context::copy_params_from) copies a model between
+//! them, and [`nn::devices`] trains data-parallel across them, each device on its shard of
+//! every batch.
+//!
 //! **Precision**: nothing needs choosing (a graph where nothing is chosen computes in f32), and
 //! a choice, made when building or afterwards ([`Tensor::set_precision`](tensor::Tensor::set_precision)),
 //! wins over inference. Operations promote their operands' precisions; parameters and data

@@ -24,3 +24,6 @@ mod numpy_draws;
 mod precisions;
 mod random;
 mod random_einsum;
+// Shared with the nn crate's tests: its models and checks, run here on every backend.
+#[path = "../../../nn/tests/support/mod.rs"]
+mod support;

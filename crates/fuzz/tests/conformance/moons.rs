@@ -9,10 +9,8 @@ use rcannl_nn::optim::{Schedule, Sgd};
 use rcannl_nn::train::{Plan, fit};
 use rcannl_tensor::{Context, Graph};
 
+use crate::support;
 use crate::target::Target;
-
-#[path = "../../../nn/tests/support/mod.rs"]
-mod support;
 
 const BATCH: usize = 32;
 const BATCHES: usize = 16;

@@ -5,6 +5,7 @@
 mod blocks;
 mod checkpoint;
 mod cnn;
+mod devices;
 mod losses;
 mod macro_models;
 mod metrics;

@@ -73,6 +73,39 @@ impl Context {
         Ok(())
     }
 
+    /// Sets the tensor's cells to those `source` holds, exactly as stored there: `source` is
+    /// another context of this context's graph, on another backend or device, say.
+    pub fn copy_values_from(&mut self, source: &Context, t: &Tensor) -> Result<(), TensorError> {
+        self.check_same_graph(source, "copy_values_from")?;
+        source.check_holds_values(t)?;
+        let cells = source.cells(t)?;
+        self.set_cells(t, &cells)
+    }
+
+    /// Sets every parameter of the graph that `source` (another context of this context's
+    /// graph) holds values of to those values, as [`Context::copy_values_from`] does: a model's
+    /// copies on several devices start alike.
+    pub fn copy_params_from(&mut self, source: &Context) -> Result<(), TensorError> {
+        self.check_same_graph(source, "copy_params_from")?;
+        for param in self.graph.params() {
+            if source.holds_values(&param) {
+                self.copy_values_from(source, &param)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a context of another graph, whose tensors are not this context's.
+    fn check_same_graph(&self, other: &Context, doing: &str) -> Result<(), TensorError> {
+        if self.graph.id() == other.graph.id() {
+            return Ok(());
+        }
+        Err(error(format!(
+            "{doing}: the source context is of another graph; values copy only between contexts \
+             of one graph"
+        )))
+    }
+
     /// The gradient of the last backprop's loss with respect to the tensor: a leaf, or a
     /// computed tensor a backprop routine keeps the gradient of.
     pub fn grad(&self, t: &Tensor) -> Result<Vec<f64>, TensorError> {

@@ -8,6 +8,7 @@
 mod activations;
 mod arrays;
 mod conv_bases;
+mod copies;
 mod custom_ops;
 mod data_precision;
 mod einsum_n;

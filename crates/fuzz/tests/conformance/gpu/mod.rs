@@ -1,8 +1,10 @@
 //! Cases of the GPU backend itself, instantiated for the GPU alone: matrix products on its tiled
 //! product kernel, loops longer than one invocation may run, models of many tensors in its
-//! arenas, and the programs it keeps on disk.
+//! arenas, the programs it keeps on disk, and a GPU opened on a chosen adapter training beside
+//! the C backend.
 
 mod arenas;
+mod devices;
 mod long_loops;
 mod products;
 mod program_cache;
