@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rcannl_backends::cache;
+use rcannl_backends::{cache, settings};
 
 use crate::wgsl::{DeviceFeatures, Program};
 
@@ -109,7 +109,7 @@ impl Device {
         });
         let mut adapters = pollster::block_on(instance.enumerate_adapters(BACKENDS));
         adapters.sort_by_key(|a| rank(a.get_info().device_type));
-        if let Ok(wanted) = std::env::var(ADAPTER_VARIABLE)
+        if let Some(wanted) = settings::text_or_warn(&settings::GPU_ADAPTER)
             && !wanted.trim().is_empty()
         {
             let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
@@ -337,8 +337,7 @@ fn arena_bytes(limits: &wgpu::Limits) -> u64 {
         .max_storage_buffer_binding_size
         .min(limits.max_buffer_size)
         .min(i32::MAX as u64);
-    let asked = std::env::var("RCANNL_GPU_ARENA_BYTES")
-        .ok()
+    let asked = settings::text_or_warn(&settings::GPU_ARENA_BYTES)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(u64::MAX);
     (adapter.min(asked) / 16 * 16).max(16)

@@ -52,7 +52,7 @@ pub(super) fn write_if_asked(compiled: &Compiled<'_>) -> Result<(), TensorError>
         error_of(
             TensorErrorKind::Io,
             format!(
-                "routine {}: writing {} (the {} setting): {e}",
+                "routine {}: writing {} ({}): {e}",
                 compiled.optimized.name,
                 path.display(),
                 setting.named()
