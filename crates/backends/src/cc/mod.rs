@@ -101,8 +101,7 @@ impl Compiler {
     /// The compiler the environment chooses, if it runs (`--version` succeeds): `$CC` split into
     /// words as a shell splits them (a program and the arguments it always gets, such as
     /// `ccache gcc` or `gcc -O1`), else `cc` on the `PATH`. Its flags come from
-    /// `$RCANNL_CFLAGS` (split at whitespace; or the `cflags` of [`crate::settings`], as every
-    /// variable below), else [`DEFAULT_FLAGS`]; each run of it may take
+    /// `$RCANNL_CFLAGS` (split at whitespace), else [`DEFAULT_FLAGS`]; each run of it may take
     /// `$RCANNL_CC_TIMEOUT` seconds, else [`DEFAULT_TIMEOUT`] (after one warning when the
     /// variable is no number of seconds above 0); compiled routines are cached in
     /// `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`, else `$HOME/.cache/rcannl`, else

@@ -8,7 +8,7 @@
 //! 2. the environment: `RCANNL_` and the key in upper case (`RCANNL_CACHE_DIR`); an empty
 //!    variable counts as unset;
 //! 3. the config file: the one the `config` key names (`RCANNL_CONFIG`), else `rcannl.toml` in
-//!    the working folder if there is one, `key = value` lines (see [`file`]), read once;
+//!    the working folder if there is one, `key = value` lines (see [`mod@file`]), read once;
 //! 4. the key's default ([`DefaultValue`]), which the code reading the key applies.
 //!
 //! A config file or `--setting` naming an unknown key, or giving a value that is not of the key's
