@@ -9,7 +9,9 @@
 //! kernels. `cc` writes C, compiles, caches and loads it, splits kernels across threads, and
 //! makes the default choice of backend (C when a compiler runs, else the interpreter).
 //! `traffic` counts what the compiled backends run, copy and hold; `phases` times the phases of
-//! turning a graph into running code. This crate reads only the loop IR.
+//! turning a graph into running code. `settings` holds the one list of settings every crate reads
+//! (from the command line, the environment and a config file) and the per-module logger. This
+//! crate reads only the loop IR.
 
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod error;
 pub mod interpreter;
 pub mod nests;
 pub mod phases;
+pub mod settings;
 pub mod traffic;
 
 pub use backend::{Backend, Executable, Interpreter};

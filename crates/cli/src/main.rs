@@ -7,7 +7,8 @@
 //! name), `op` (the operations), `input` (the INPUT forms), `dtype` and `cells` (numpy's dtypes
 //! and values of one), `npy` (`.npy` files), `labels` (naming iterators after the spec's labels),
 //! `result_size` (refusing a result too large to make) and `report` (output and errors). `cache`
-//! shows and empties the folder compiled kernels are kept in.
+//! shows and empties the folder compiled kernels are kept in. `settings` takes `--setting
+//! KEY=VALUE`, which every subcommand accepts, and lists the keys (`rcannl settings`).
 //!
 //! Features (both default): `gpu` gives `--backend gpu` (without it, choosing the GPU is an
 //! error saying so), `plot` builds rcannl-nn's plots; `--no-default-features` builds the tool
@@ -27,6 +28,7 @@ mod op;
 mod parse;
 mod report;
 mod result_size;
+mod settings;
 mod setup;
 
 use std::ffi::OsString;
@@ -39,6 +41,10 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "rcannl", version)]
 struct Cli {
+    /// A setting for this run (repeatable), over its environment variable (RCANNL_KEY) and the
+    /// config file (rcannl.toml): --setting backend=interp. `rcannl settings` lists the keys.
+    #[arg(long = "setting", value_name = "KEY=VALUE", global = true)]
+    settings: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -55,6 +61,9 @@ enum Command {
     /// Show or empty the folder compiled kernels are kept in ($RCANNL_CACHE_DIR, …), kept under
     /// $RCANNL_CACHE_MAX_BYTES (512 MiB unless set).
     Cache(cache::Args),
+    /// List every setting with its value and where it came from (the command line, the
+    /// environment, the config file or the default).
+    Settings(settings::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,11 +73,15 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(err, &args),
     };
+    if let Err(err) = settings::install(&cli.settings) {
+        return err.report(wants_json(&args));
+    }
     match cli.command {
         Command::Parse(args) => parse::run(&args),
         Command::Einsum(args) => einsum::run(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Cache(args) => cache::run(&args),
+        Command::Settings(args) => settings::run(&args),
     }
 }
 
@@ -81,13 +94,18 @@ fn usage_error(err: clap::Error, args: &[OsString]) -> ExitCode {
     {
         err.exit();
     }
-    let json = args.iter().skip(1).any(|arg| arg == "--json");
+    let json = wants_json(args);
     let rendered = err.render().to_string();
     let message = match (err.kind(), not_utf8(args)) {
         (Clap::InvalidUtf8, Some(message)) => message,
         _ => rendered.trim_end().trim_start_matches("error: ").to_owned(),
     };
     report::CliError::new(report::ErrorKind::Usage, message).report(json)
+}
+
+/// Whether the command line asks for errors as JSON, read before (or without) parsing it.
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter().skip(1).any(|arg| arg == "--json")
 }
 
 /// Names the first argument that had to be text but is not UTF-8 (counting from 1 after the

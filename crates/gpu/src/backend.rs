@@ -24,7 +24,7 @@ use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
 use crate::memory::DeviceMemory;
 use crate::wgsl::{Class, Placement, Program, check_precisions, generate, holds};
-use rcannl_backends::traffic;
+use rcannl_backends::{settings, traffic};
 
 /// The GPU backend.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ impl Backend for Gpu {
         };
         self.check_limits(routine, &program)?;
         let source = program.source();
-        if let Some(folder) = std::env::var_os(SOURCE_FOLDER) {
+        if let Some(folder) = settings::get_or_warn(&settings::WGSL_DIR).map(|s| s.value) {
             write_source(Path::new(&folder), routine, &name, &source)?;
         }
         let pipelines = self

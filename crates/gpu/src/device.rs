@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rcannl_backends::cache;
+use rcannl_backends::{cache, settings};
 
 use crate::wgsl::{DeviceFeatures, Program};
 
@@ -180,7 +180,7 @@ impl Device {
         static DEVICE: OnceLock<Result<Arc<Device>, GpuError>> = OnceLock::new();
         DEVICE
             .get_or_init(|| {
-                let wanted = std::env::var(ADAPTER_VARIABLE).unwrap_or_default();
+                let wanted = settings::text_or_warn(&settings::GPU_ADAPTER).unwrap_or_default();
                 let asked = format!("{ADAPTER_VARIABLE}={wanted}");
                 choose(Adapter::all(), &wanted, &asked).and_then(|a| Device::open(&a))
             })
@@ -370,8 +370,7 @@ fn arena_bytes(limits: &wgpu::Limits) -> u64 {
         .max_storage_buffer_binding_size
         .min(limits.max_buffer_size)
         .min(i32::MAX as u64);
-    let asked = std::env::var("RCANNL_GPU_ARENA_BYTES")
-        .ok()
+    let asked = settings::text_or_warn(&settings::GPU_ARENA_BYTES)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(u64::MAX);
     (adapter.min(asked) / 16 * 16).max(16)

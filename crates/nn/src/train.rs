@@ -2,16 +2,17 @@
 //! and throughput (one line per epoch when standard error is not a terminal), a stop with a
 //! clear message when the loss or a parameter stops being a number.
 //!
-//! Two environment variables shorten and record a run without changing the program, to try a
-//! training program on another backend, or to compare its first steps on two:
-//! `RCANNL_MAX_STEPS=N` stops every training loop after its first `N` steps (the epoch cut short
-//! counts as the last), and `RCANNL_LOSS_LOG=FILE` appends each step's loss to `FILE`, a line
-//! each.
+//! Two settings (`rcannl_backends::settings`) shorten and record a run without changing the
+//! program, to try a training program on another backend, or to compare its first steps on two:
+//! `max_steps` (`RCANNL_MAX_STEPS=N`) stops every training loop after its first `N` steps (the
+//! epoch cut short counts as the last), and `loss_log` (`RCANNL_LOSS_LOG=FILE`) appends each
+//! step's loss to `FILE`, a line each.
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use rcannl_backends::settings;
 use rcannl_tensor::{Context, Routine, StaticIndex, Tensor, TensorError};
 
 use crate::data::Rng;
@@ -404,10 +405,13 @@ struct Settings {
 
 impl Settings {
     fn from_env() -> Result<Settings, TensorError> {
-        Settings::read(
-            std::env::var_os(MAX_STEPS_VARIABLE).as_deref(),
-            std::env::var_os(LOSS_LOG_VARIABLE).as_deref(),
-        )
+        let value = |key| {
+            let setting =
+                settings::get(key).map_err(|e| TensorError::new(format!("training: {e}")));
+            setting.map(|setting| setting.map(|setting| setting.value))
+        };
+        let max_steps = value(&settings::MAX_STEPS)?;
+        Settings::read(max_steps.as_deref(), value(&settings::LOSS_LOG)?.as_deref())
     }
 
     /// The settings the variables' values say.

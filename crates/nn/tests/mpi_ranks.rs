@@ -329,7 +329,9 @@ fn orchestrate() -> Result<(), String> {
         .status()
         .is_ok_and(|s| s.success());
     if !found {
-        if std::env::var_os("RCANNL_REQUIRE_MPI").is_some() {
+        if rcannl_backends::settings::flag(&rcannl_backends::settings::REQUIRE_MPI)
+            .map_err(|e| e.message)?
+        {
             return Err("RCANNL_REQUIRE_MPI is set, but there is no mpirun".to_owned());
         }
         println!("the MPI suite did not run: no mpirun on the PATH");

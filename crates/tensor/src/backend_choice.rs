@@ -1,6 +1,7 @@
-//! Which backend a context runs on when its caller does not give one: the one the environment
-//! variable `RCANNL_BACKEND` names (`gpu`, `cc` or `interp`), else the default — the C backend
-//! when a C compiler runs, else the interpreter after one warning.
+//! Which backend a context runs on when its caller does not give one: the one the `backend`
+//! setting names (`gpu`, `cc` or `interp`; the variable `RCANNL_BACKEND`, or `--setting` or a
+//! config file, see `rcannl_backends::settings`), else the default — the C backend when a C
+//! compiler runs, else the interpreter after one warning.
 //!
 //! A choice is honoured or refused, never replaced: `RCANNL_BACKEND=gpu` on a machine without a
 //! GPU adapter, `cc` without a C compiler, or a value that names no backend is an error saying
@@ -14,6 +15,7 @@
 use std::ffi::OsStr;
 
 use rcannl_backends::cc::Compiler;
+use rcannl_backends::settings;
 use rcannl_backends::{
     Backend, CompileError, CompileErrorKind, Executable, Interpreter, default_backend,
 };
@@ -72,21 +74,30 @@ impl BackendChoice {
         }
     }
 
-    /// The choice of `RCANNL_BACKEND`: `None` when it is unset or empty, an error listing the
-    /// accepted values when it names no backend.
+    /// The choice of the `backend` setting (`RCANNL_BACKEND`): `None` when it is unset or
+    /// empty, an error listing the accepted values when it names no backend.
     pub fn from_environment() -> Result<Option<BackendChoice>, TensorError> {
-        BackendChoice::from_setting(std::env::var_os(BACKEND_VARIABLE).as_deref())
+        let (value, named) = configured()?;
+        BackendChoice::from_named_setting(value.as_deref(), &named)
     }
 
     /// The choice of a value of `RCANNL_BACKEND` (`None`: unset).
     pub fn from_setting(value: Option<&OsStr>) -> Result<Option<BackendChoice>, TensorError> {
+        BackendChoice::from_named_setting(value, BACKEND_VARIABLE)
+    }
+
+    /// The choice of a value of the `backend` setting given as `named` (`None`: unset).
+    fn from_named_setting(
+        value: Option<&OsStr>,
+        named: &str,
+    ) -> Result<Option<BackendChoice>, TensorError> {
         let Some(value) = value.filter(|v| !v.is_empty()) else {
             return Ok(None);
         };
         match value.to_str().and_then(BackendChoice::from_name) {
             Some(choice) => Ok(Some(choice)),
             None => Err(error(format!(
-                "{BACKEND_VARIABLE}={} names no backend; the accepted values are {} (unset: cc \
+                "{named}={} names no backend; the accepted values are {} (unset: cc \
                  when a C compiler runs, else interp)",
                 value.to_string_lossy(),
                 BackendChoice::accepted()
@@ -114,27 +125,61 @@ fn gpu_backend() -> Result<Box<dyn Backend>, TensorError> {
     ))
 }
 
+/// The `backend` setting's value, where set, and the name its origin gives it
+/// (`RCANNL_BACKEND`, `--setting backend`, `rcannl.toml:3: backend`); the error is that of a
+/// config file it would come from.
+fn configured() -> Result<(Option<std::ffi::OsString>, String), TensorError> {
+    match settings::get(&settings::BACKEND) {
+        Ok(Some(setting)) => Ok((Some(setting.value.clone()), setting.named())),
+        Ok(None) => Ok((None, BACKEND_VARIABLE.to_owned())),
+        Err(e) => Err(error(e.message)),
+    }
+}
+
 /// The backend a value of `RCANNL_BACKEND` chooses (`None`: unset, the default backend); the
 /// error names the variable, its value, and why that backend cannot be used.
 pub fn backend_for_setting(value: Option<&OsStr>) -> Result<Box<dyn Backend>, TensorError> {
-    match BackendChoice::from_setting(value)? {
+    backend_for_named_setting(value, BACKEND_VARIABLE)
+}
+
+/// [`backend_for_setting`] for a value of the `backend` setting given as `named`.
+fn backend_for_named_setting(
+    value: Option<&OsStr>,
+    named: &str,
+) -> Result<Box<dyn Backend>, TensorError> {
+    match BackendChoice::from_named_setting(value, named)? {
         None => Ok(default_backend()),
         Some(choice) => choice.backend().map_err(|e| {
-            let message = format!("{BACKEND_VARIABLE}={}: {}", choice.name(), e.message);
+            let message = format!("{named}={}: {}", choice.name(), e.message);
             e.reworded(message)
         }),
     }
 }
 
-/// The backend `RCANNL_BACKEND` chooses, else the default one (see the module's documentation).
+/// The backend the `backend` setting chooses, else the default one (see the module's
+/// documentation).
 pub fn chosen_backend() -> Result<Box<dyn Backend>, TensorError> {
-    backend_for_setting(std::env::var_os(BACKEND_VARIABLE).as_deref())
+    let (value, named) = configured()?;
+    backend_for_named_setting(value.as_deref(), &named)
 }
 
-/// The backend of a context made by [`Context::new`](crate::Context::new): the chosen one, or,
-/// when the choice cannot be honoured, one that refuses every routine saying why.
-pub(crate) fn backend_or_refusal(value: Option<&OsStr>) -> Box<dyn Backend> {
-    match backend_for_setting(value) {
+/// The backend of a context made by [`Context::new`](crate::Context::new): the one the `backend`
+/// setting chooses, or, when the choice cannot be honoured, one that refuses every routine
+/// saying why.
+pub(crate) fn configured_backend_or_refusal() -> Box<dyn Backend> {
+    match configured() {
+        Ok((value, named)) => backend_or_refusal(value.as_deref(), &named),
+        Err(why) => Box::new(Refusal {
+            name: "none",
+            why: why.message,
+        }),
+    }
+}
+
+/// The backend a value of the `backend` setting given as `named` chooses, or one that refuses
+/// every routine saying why it cannot be had.
+fn backend_or_refusal(value: Option<&OsStr>, named: &str) -> Box<dyn Backend> {
+    match backend_for_named_setting(value, named) {
         Ok(backend) => backend,
         Err(why) => Box::new(Refusal {
             name: BackendChoice::from_setting(value)
@@ -187,6 +232,25 @@ mod tests {
     }
 
     #[test]
+    fn the_setting_takes_the_names_of_the_choices() {
+        let settings::Kind::Choice(accepted) = settings::BACKEND.kind else {
+            panic!("the backend setting is a choice");
+        };
+        assert_eq!(accepted, BackendChoice::ALL.map(BackendChoice::name));
+    }
+
+    #[test]
+    fn a_value_from_elsewhere_than_the_environment_is_named_as_it_was_given() {
+        let e = BackendChoice::from_named_setting(Some(OsStr::new("cuda")), "--setting backend")
+            .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("--setting backend=cuda names no backend"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn an_unknown_value_is_an_error_listing_the_accepted_ones() {
         for value in ["cuda", "GPU", " gpu"] {
             let e = BackendChoice::from_setting(Some(OsStr::new(value))).unwrap_err();
@@ -206,7 +270,10 @@ mod tests {
         let graph = Graph::new();
         let w = graph.param("w").shape("3").build();
         let y = w.relu();
-        let mut ctx = Context::with_backend(&graph, backend_or_refusal(Some(OsStr::new("cuda"))));
+        let mut ctx = Context::with_backend(
+            &graph,
+            backend_or_refusal(Some(OsStr::new("cuda")), BACKEND_VARIABLE),
+        );
         assert_eq!(ctx.backend_name(), "none");
         // Parameters are drawn on the host: no routine yet.
         ctx.init_params().unwrap();

@@ -31,11 +31,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
+use crate::settings;
+
 /// The cap on the cache folder's size when `$RCANNL_CACHE_MAX_BYTES` does not set one: 512 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
-
-/// The variable that sets the cap on the cache folder's size.
-pub const MAX_BYTES_VARIABLE: &str = "RCANNL_CACHE_MAX_BYTES";
 
 /// How old a temporary file must be before it counts as a dead process's leftover.
 const STALE: Duration = Duration::from_secs(60 * 60);
@@ -62,21 +61,22 @@ pub struct Removed {
     pub bytes: u64,
 }
 
-/// The cap on the cache folder's size: `$RCANNL_CACHE_MAX_BYTES` (a number of bytes, or of
-/// KiB, MiB or GiB with a suffix `K`, `M` or `G`: `200M`), else [`DEFAULT_MAX_BYTES`] (after
-/// one warning per process when the variable is set to anything else).
+/// The cap on the cache folder's size: the `cache_max_bytes` setting (`$RCANNL_CACHE_MAX_BYTES`:
+/// a number of bytes, or of KiB, MiB or GiB with a suffix `K`, `M` or `G`: `200M`), else
+/// [`DEFAULT_MAX_BYTES`] (after one warning per process when it is set to anything else).
 pub fn max_bytes() -> u64 {
     static WARNED: Once = Once::new();
-    let Some(value) = std::env::var_os(MAX_BYTES_VARIABLE).filter(|v| !v.is_empty()) else {
+    let Some(setting) = settings::get_or_warn(&settings::CACHE_MAX_BYTES) else {
         return DEFAULT_MAX_BYTES;
     };
+    let value = &setting.value;
     match value.to_str().map(parse_size) {
         Some(Ok(bytes)) => bytes,
         Some(Err(why)) => {
             WARNED.call_once(|| {
                 eprintln!(
-                    "rcannl: ${MAX_BYTES_VARIABLE} is {value:?}, {why}; the cache keeps under \
-                     the default of {} MiB",
+                    "rcannl: {} is {value:?}, {why}; the cache keeps under the default of {} MiB",
+                    setting.referred(),
                     DEFAULT_MAX_BYTES >> 20
                 );
             });
@@ -85,8 +85,8 @@ pub fn max_bytes() -> u64 {
         None => {
             WARNED.call_once(|| {
                 eprintln!(
-                    "rcannl: ${MAX_BYTES_VARIABLE} is not text; the cache keeps under the \
-                     default of {} MiB",
+                    "rcannl: {} is not text; the cache keeps under the default of {} MiB",
+                    setting.referred(),
                     DEFAULT_MAX_BYTES >> 20
                 );
             });

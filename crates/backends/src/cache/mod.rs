@@ -18,22 +18,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
+use crate::settings;
+
 mod bound;
 
-pub use bound::{
-    CacheInfo, DEFAULT_MAX_BYTES, MAX_BYTES_VARIABLE, Removed, clean, evict, info, max_bytes,
-    parse_size,
-};
+pub use bound::{CacheInfo, DEFAULT_MAX_BYTES, Removed, clean, evict, info, max_bytes, parse_size};
 pub(crate) use bound::{evict_except, touch};
 
-/// The cache folder the environment chooses: `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`,
-/// else `$HOME/.cache/rcannl`, else `rcannl-<uid>` in the temporary folder. Empty variables, a
+/// The cache folder the settings choose: `cache_dir` (`$RCANNL_CACHE_DIR`), else
+/// `$XDG_CACHE_HOME/rcannl`, else `$HOME/.cache/rcannl`, else `rcannl-<uid>` in the temporary folder. Empty variables, a
 /// relative `$XDG_CACHE_HOME` (which the XDG base-directory specification says to ignore) and a
 /// relative `$HOME` count as unset, so that the cache never lands in the working folder unasked.
 pub fn default_folder() -> PathBuf {
     let set = |name| std::env::var_os(name).filter(|value| !value.is_empty());
-    if let Some(dir) = set("RCANNL_CACHE_DIR") {
-        return PathBuf::from(dir);
+    if let Some(dir) = settings::get_or_warn(&settings::CACHE_DIR) {
+        return PathBuf::from(dir.value);
     }
     if let Some(dir) = set("XDG_CACHE_HOME").map(PathBuf::from)
         && dir.is_absolute()

@@ -32,9 +32,10 @@ use crate::backend::{Backend, Executable};
 use crate::cache;
 use crate::error::{CompileError, CompileErrorKind, RunError, check_buffer, static_values};
 use crate::phases::{self, Phase};
+use crate::settings;
 use crate::{Buffers, Interpreter};
 use codegen::{Kernel, PRELUDE, Step, generate, generate_named};
-use process::{CommandLine, TIMEOUT_VARIABLE};
+use process::CommandLine;
 
 /// A failure of the toolchain: no compiler, flags for another CPU, the compiler's errors.
 fn toolchain(message: String) -> CompileError {
@@ -132,8 +133,8 @@ impl Compiler {
                 version.failure(&format!("`{command} --version`")),
             ));
         }
-        let flags = match std::env::var("RCANNL_CFLAGS") {
-            Ok(flags) if !flags.trim().is_empty() => {
+        let flags = match settings::text_or_warn(&settings::CFLAGS) {
+            Some(flags) if !flags.trim().is_empty() => {
                 flags.split_whitespace().map(str::to_owned).collect()
             }
             _ => DEFAULT_FLAGS.map(str::to_owned).to_vec(),
@@ -482,7 +483,7 @@ const PRODUCTS: &str = include_str!("products.c");
 /// The time limit `$RCANNL_CC_TIMEOUT` sets, else [`DEFAULT_TIMEOUT`] (after one warning per
 /// process when the variable is set to something else than a number of seconds above 0).
 fn timeout_from_environment() -> Duration {
-    let value = std::env::var(TIMEOUT_VARIABLE).unwrap_or_default();
+    let value = settings::text_or_warn(&settings::CC_TIMEOUT).unwrap_or_default();
     if value.trim().is_empty() {
         return DEFAULT_TIMEOUT;
     }

@@ -212,18 +212,12 @@ fn kill_group(child: &mut Child) {
 /// The time limit `$RCANNL_CC_TIMEOUT` gives (`value`): a number of seconds above 0, such as `60`
 /// or `2.5`.
 pub(crate) fn parse_timeout(value: &str) -> Result<Duration, String> {
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|seconds| *seconds > 0.0)
-        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
-        .ok_or_else(|| {
-            format!(
-                "{TIMEOUT_VARIABLE} is {value:?}, not a number of seconds above 0; using {} s",
-                DEFAULT_TIMEOUT.as_secs()
-            )
-        })
+    crate::settings::parse_seconds(value).map_err(|why| {
+        format!(
+            "{TIMEOUT_VARIABLE} is {value:?}, {why}; using {} s",
+            DEFAULT_TIMEOUT.as_secs()
+        )
+    })
 }
 
 /// Splits `text` into words as a POSIX shell does, without expansions: whitespace separates

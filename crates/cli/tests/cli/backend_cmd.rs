@@ -14,7 +14,7 @@ use crate::common::{rcannl, run_on, stderr, stdout};
 use serde_json::Value;
 
 /// Whether the GPU can run here. Without it, one line on standard error (written past the test
-/// harness's capture, once per run) says the GPU suite did not run; with `RCANNL_REQUIRE_GPU` set,
+/// harness's capture, once per run) says the GPU suite did not run; with `RCANNL_REQUIRE_GPU=1` (the `require_gpu` setting),
 /// that is a test failure.
 fn gpu_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
@@ -22,7 +22,7 @@ fn gpu_present() -> bool {
         Ok(_) => true,
         Err(e) => {
             assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
+                !rcannl_backends::settings::flag(&rcannl_backends::settings::REQUIRE_GPU).unwrap(),
                 "RCANNL_REQUIRE_GPU is set: {e}"
             );
             let _ = writeln!(std::io::stderr(), "the GPU suite did not run: {e}");

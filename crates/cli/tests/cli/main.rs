@@ -17,4 +17,5 @@ mod hostile_input;
 mod numpy_cmd;
 mod output_file;
 mod parse_cmd;
+mod settings_cmd;
 mod spec_ops;

@@ -140,7 +140,7 @@ fn gpu() -> Option<Gpu> {
         Ok(gpu) => Some(gpu.clone()),
         Err(e) => {
             assert!(
-                std::env::var_os("RCANNL_REQUIRE_GPU").is_none(),
+                !rcannl_backends::settings::flag(&rcannl_backends::settings::REQUIRE_GPU).unwrap(),
                 "RCANNL_REQUIRE_GPU is set but there is no GPU: {e}"
             );
             SAID.call_once(|| {

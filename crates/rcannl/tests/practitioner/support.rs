@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Once;
 
 use rcannl::backends::cc::Compiler;
-use rcannl::backends::{Backend, Interpreter};
+use rcannl::backends::{Backend, Interpreter, settings};
 use rcannl::gpu::Gpu;
 use rcannl::ir::Precision;
 use rcannl::tensor::npy;
@@ -15,7 +15,7 @@ use rcannl::tensor::{Context, Tensor};
 
 /// The backends a program computing in `precision` runs on: the interpreter, the C backend, and
 /// the GPU where it holds the precision (f32; f64 it refuses). Without a GPU adapter the GPU is
-/// left out after one line saying so, unless `RCANNL_REQUIRE_GPU` is set, which makes the missing
+/// left out after one line saying so, unless the `require_gpu` setting (`RCANNL_REQUIRE_GPU=1`) is on, which makes the missing
 /// device a failure.
 pub fn backends(precision: Precision) -> Vec<Box<dyn Backend>> {
     let mut backends: Vec<Box<dyn Backend>> = vec![
@@ -33,7 +33,7 @@ fn gpu() -> Option<Box<dyn Backend>> {
     static SAID: Once = Once::new();
     match Gpu::new() {
         Ok(gpu) => Some(Box::new(gpu)),
-        Err(e) if std::env::var_os("RCANNL_REQUIRE_GPU").is_some() => {
+        Err(e) if settings::flag(&settings::REQUIRE_GPU).unwrap() => {
             panic!("RCANNL_REQUIRE_GPU is set, and the GPU backend cannot open a device: {e}")
         }
         Err(e) => {

@@ -10,7 +10,7 @@ use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRou
 use crate::graph::{Asg, LeafKind, TensorError, TensorErrorKind, error_of};
 use crate::tensor::Tensor;
 
-use super::{Context, Routine, value_node};
+use super::{Context, Routine, dump, value_node};
 
 impl Context {
     /// The ops computing `outputs`, in creation order (which is an order of dependencies), and
@@ -121,7 +121,8 @@ impl Context {
     }
 
     /// Optimizes and compiles `routine`, which reads the buffers `needs` before writing them and
-    /// leaves `writes` holding values; `code` is its assignments in `cd!` notation.
+    /// leaves `writes` holding values; `code` is its assignments in `cd!` notation. Where the
+    /// `debug_dir` setting names a folder, all of them are written there (see `dump`).
     pub(super) fn compile_routine(
         &mut self,
         routine: IrRoutine,
@@ -153,6 +154,18 @@ impl Context {
                 format!("routine {}: {e}", optimized.name),
             )
             .caused_by(e)
+        })?;
+        log::debug!(
+            "routine {}: compiled on {}",
+            optimized.name,
+            self.backend.name()
+        );
+        dump::write_if_asked(&dump::Compiled {
+            code: &code,
+            lowered: &routine,
+            optimized: &optimized,
+            source: executable.source(),
+            backend: self.backend.name(),
         })?;
         Ok(Routine {
             executable,

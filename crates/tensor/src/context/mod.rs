@@ -10,18 +10,20 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_backends::phases::{self, Phase};
+use rcannl_backends::settings::install_logger;
 use rcannl_backends::{Backend, Buffers, Executable};
 use rcannl_ir::{Assignment, NodeId, Projections, Rhs, Symbol, TensorNode};
 use rcannl_shape::OpId;
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
-use crate::backend_choice::{BACKEND_VARIABLE, backend_or_refusal};
+use crate::backend_choice::configured_backend_or_refusal;
 use crate::graph::precision::{self, Resolved};
 use crate::graph::{Asg, AsgRhs, Graph, LeafKind, Ref, TensorError, error};
 
 mod backprop;
 mod compile;
+mod dump;
 mod host;
 mod init;
 mod print;
@@ -127,7 +129,8 @@ fn node_of(r: Ref) -> NodeId {
 }
 
 impl Context {
-    /// A context on the backend `RCANNL_BACKEND` chooses (`gpu`, `cc` or `interp`), else on the
+    /// A context on the backend the `backend` setting (`RCANNL_BACKEND`, see
+    /// `rcannl_backends::settings`) chooses (`gpu`, `cc` or `interp`), else on the
     /// C backend when a C compiler runs, else on the interpreter.
     ///
     /// A choice that cannot be honoured (no GPU adapter, no C compiler, a value naming no
@@ -135,12 +138,14 @@ impl Context {
     /// compile, with an error naming the variable, its value and what was looked for.
     /// [`chosen_backend`](crate::backend_choice::chosen_backend) asks beforehand.
     pub fn new(graph: &Graph) -> Context {
-        let setting = std::env::var_os(BACKEND_VARIABLE);
-        Context::with_backend(graph, backend_or_refusal(setting.as_deref()))
+        Context::with_backend(graph, configured_backend_or_refusal())
     }
 
-    /// A context on `backend` for `graph`: no buffers or compiled routines yet, seed 42.
+    /// A context on `backend` for `graph`: no buffers or compiled routines yet, seed 42. The
+    /// first context gives the process the logger of the `log_level` setting, unless the program
+    /// installed one of its own (see `rcannl_backends::settings::logging`).
     pub fn with_backend(graph: &Graph, backend: Box<dyn Backend>) -> Context {
+        install_logger();
         Context {
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             graph: graph.clone(),
