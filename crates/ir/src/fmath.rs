@@ -137,9 +137,9 @@ fn clamp_f32(x: f32, low: f32, high: f32) -> f32 {
 /// logistic function call it once or twice a cell, and an `f32` loop has twice the lanes of a
 /// double's). `x = k·ln2 + r` with |r| ≤ ln2/2 (Cody–Waite: `k` times ln2's leading bits is
 /// exact), `e^r` as `1 + (r + r²·u(r))` with `u` a degree-4 fit of `(e^r − 1 − r)/r²` (relative
-/// error 2^-28 in `e^r`), scaled by 2^k in two exact halves so that the one rounding of a subnormal or infinite
-/// result is the last multiplication's. Within 1 ulp of the correctly rounded result.
-/// Arguments beyond [-104, 89] give what those bounds give: 0 and ∞.
+/// error 2^-28 in `e^r`), scaled by 2^k in two exact halves so that the one rounding of a
+/// subnormal or infinite result is the last multiplication's. Within 1 ulp of the correctly
+/// rounded result. Arguments beyond [-104, 89] give what those bounds give: 0 and ∞.
 pub fn exp(x: f32) -> f32 {
     let x = clamp_f32(x, -104.0, 89.0);
     let shifted = x * std::f32::consts::LOG2_E + ROUNDER_F32;
