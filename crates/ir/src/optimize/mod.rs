@@ -1,5 +1,5 @@
-//! The loop-IR optimizer: `optimize` runs its passes in order (fills a first write makes useless
-//! dropped, matrix products recognized, memory modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
+//! The loop-IR optimizer: `optimize` runs its passes in order (numbers that only a fill writes
+//! read as constants, fills a first write makes useless dropped, matrix products recognized, memory modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
 //! simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
