@@ -1,5 +1,6 @@
 //! `op!`: tensor expressions with inline parameter declarations, array literals, the primitive
-//! operations by name, and functions defining layers.
+//! operations by name, einsum shorthands (rewritten by `shorthand` first), and functions
+//! defining layers.
 //!
 //! Every value of an expression is an `Operand` (a tensor or a number) until the end, where it
 //! becomes a tensor; every operation is built under the source position of its operator, which
@@ -413,24 +414,24 @@ impl<'a> Expander<'a> {
         let t = Ident::new("captured", Span::mixed_site());
         let mut assigns = TokenStream::new();
         for capture in &s.captures {
-            let text = capture.value();
-            let name = syn::parse_str::<Ident>(&text)
-                .map(|name| Ident::new(&name.to_string(), capture.span()))
-                .map_err(|_| {
-                    syn::Error::new(
-                        capture.span(),
-                        format!(
-                            "'{text}' is captured into a variable of that name: a Rust identifier"
-                        ),
-                    )
-                })?;
-            if !self.bound.insert(text.clone()) {
+            let label = capture.value();
+            let mut name = syn::parse_str::<Ident>(&label).map_err(|_| {
+                syn::Error::new(
+                    capture.span(),
+                    format!(
+                        "a capture names a label or row variable of the spec and binds a \
+                         variable of that name: an identifier (`n` for `..n..`), not '{label}'"
+                    ),
+                )
+            })?;
+            name.set_span(capture.span());
+            if !self.bound.insert(label.clone()) {
                 return Err(syn::Error::new(
                     capture.span(),
-                    format!("'{text}' is declared twice"),
+                    format!("'{label}' is declared twice"),
                 ));
             }
-            assigns.extend(quote!(#name = #k::Tensor::capture(&#t, #text);));
+            assigns.extend(quote!(#name = #k::Tensor::capture(&#t, #label);));
             self.captures.push(name);
         }
         Ok(quote!({

@@ -58,7 +58,8 @@ enum Form {
 }
 
 impl Kind {
-    fn text(self) -> &'static str {
+    /// How it is written.
+    pub fn text(self) -> &'static str {
         SHORTHANDS
             .iter()
             .find(|(_, kind)| *kind == self)
