@@ -362,12 +362,15 @@ impl<'a> Expander<'a> {
         let g = self.graph.clone();
         let at = site(s.span);
         let spec = &s.spec;
+        let text = s.kind.text();
         let postfix = || match right {
             Expr::Tuple(t) if t.elems.is_empty() => Ok(()),
             _ => Err(syn::Error::new(
                 s.span,
-                "a postfix shorthand ends its operand: parenthesize it to go on, as in \
-                 `(x ++ \"ij=>i\") * y`",
+                format!(
+                    "`{text}` and its spec end the expression they apply to: parenthesize it \
+                     to go on, as in `(x {text} \"…\") * y`"
+                ),
             )),
         };
         let built = match s.kind {

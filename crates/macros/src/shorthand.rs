@@ -126,18 +126,27 @@ fn is_punct(token: Option<&TokenTree>, chars: &[char]) -> bool {
     matches!(token, Some(TokenTree::Punct(p)) if chars.contains(&p.as_char()))
 }
 
-/// `token` as a capture list, `["name", …]`, if it is a bracket of strings only.
-fn capture_list(token: Option<&TokenTree>) -> Option<Vec<LitStr>> {
-    let TokenTree::Group(g) = token? else {
-        return None;
+/// Whether no operand starts at `tokens[i]`.
+fn operand_missing(tokens: &[TokenTree], i: usize) -> bool {
+    i == tokens.len() || is_punct(tokens.get(i), &[',', ';'])
+}
+
+/// The capture list at `tokens[i]`, `["name", …]` (a bracket of strings only; none if there is
+/// no such bracket), and the index past it.
+fn captures_at(tokens: &[TokenTree], i: usize) -> (Vec<LitStr>, usize) {
+    let list = match tokens.get(i) {
+        Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket => {
+            Punctuated::<LitStr, Token![,]>::parse_terminated
+                .parse2(g.stream())
+                .ok()
+                .filter(|names| !names.is_empty())
+        }
+        _ => None,
     };
-    if g.delimiter() != Delimiter::Bracket {
-        return None;
+    match list {
+        Some(names) => (names.into_iter().collect(), i + 1),
+        None => (Vec::new(), i),
     }
-    let names = Punctuated::<LitStr, Token![,]>::parse_terminated
-        .parse2(g.stream())
-        .ok()?;
-    (!names.is_empty()).then(|| names.into_iter().collect())
 }
 
 /// The tokens with every shorthand rewritten (inside brackets too).
@@ -170,7 +179,7 @@ pub fn rewrite(tokens: TokenStream) -> syn::Result<TokenStream> {
         out.extend(kind.carrier(span));
         match kind.form() {
             Form::Index => {
-                if i == tokens.len() || is_punct(tokens.get(i), &[',', ';']) {
+                if operand_missing(&tokens, i) {
                     return Err(syn::Error::new(
                         span,
                         "`@|` takes a static index on its right: `x @| batch`",
@@ -198,14 +207,9 @@ pub fn rewrite(tokens: TokenStream) -> syn::Result<TokenStream> {
             }
             Form::Binary => {
                 if let Some((operand, spec, next)) = mixfix(&tokens, i)? {
-                    let captures = capture_list(tokens.get(next));
-                    i = next + usize::from(captures.is_some());
-                    out.extend(marker(
-                        kind,
-                        span,
-                        Some(spec),
-                        &captures.unwrap_or_default(),
-                    ));
+                    let (captures, next) = captures_at(&tokens, next);
+                    i = next;
+                    out.extend(marker(kind, span, Some(spec), &captures));
                     out.push(TokenTree::Group(Group::new(
                         Delimiter::Parenthesis,
                         operand,
@@ -213,10 +217,13 @@ pub fn rewrite(tokens: TokenStream) -> syn::Result<TokenStream> {
                 } else {
                     let (spec, captures, next) = spec_after(kind, span, &tokens, i)?;
                     i = next;
-                    if i == tokens.len() || is_punct(tokens.get(i), &[',', ';']) {
+                    if operand_missing(&tokens, i) {
                         return Err(syn::Error::new(
                             span,
-                            format!("`{text}` takes a second operand after its spec"),
+                            format!(
+                                "`{text}` takes a spec and a second operand, as in \
+                                 `a {text} \"ij;jk=>ik\" b`"
+                            ),
                         ));
                     }
                     out.extend(marker(kind, span, Some(spec), &captures));
@@ -252,9 +259,8 @@ fn spec_after(
             ));
         }
     };
-    let captures = capture_list(tokens.get(i + 1));
-    let next = i + 1 + usize::from(captures.is_some());
-    Ok((spec, captures.unwrap_or_default(), next))
+    let (captures, next) = captures_at(tokens, i + 1);
+    Ok((spec, captures, next))
 }
 
 /// The mixfix form of a binary shorthand, `a +* b "spec"`: from `tokens[i]`, one operand
@@ -510,6 +516,7 @@ mod tests {
         let cases = [
             (tokens(r#"a +*"#), "takes a spec"),
             (tokens(r#"a +* "s""#), "second operand"),
+            (tokens(r#"a +* b"#), "second operand"),
             (tokens(r#"++ "s""#), "follows its (first) operand"),
             (tokens(r#"x ++ 3"#), "takes a spec"),
             (tokens(r#"x ++ "s" y"#), "on the left only"),
