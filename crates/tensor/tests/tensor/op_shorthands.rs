@@ -271,6 +271,29 @@ fn concatenation_assembles_as_concat() {
         |t| Tensor::concat("1^j => j", &[&t[0]]),
     );
     close(&tail, &[4.0, 5.0], "b ++^ \"1^j => j\"");
+    // Three operands along their first axis, the rest alike (einops' `concatenate`).
+    let rows = |graph: &Graph| {
+        vec![
+            param(graph, "a", "2,2", &[1.0, 2.0, 3.0, 4.0]),
+            param(graph, "b", "1,2", &[5.0, 6.0]),
+            param(graph, "c", "1,2", &[7.0, 8.0]),
+        ]
+    };
+    let spec = "x, ...; y, ...; z, ... => x^y^z, ...";
+    let stacked = agree(
+        "three operands",
+        rows,
+        |t| {
+            let [a, b, c] = [&t[0], &t[1], &t[2]];
+            op! { (a, b, c) ++^ "x, ...; y, ...; z, ... => x^y^z, ..." }
+        },
+        |t| Tensor::concat(spec, &[&t[0], &t[1], &t[2]]),
+    );
+    close(
+        &stacked,
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        "(a, b, c) ++^ spec",
+    );
 }
 
 #[test]
