@@ -8,6 +8,7 @@
 mod cd;
 mod common;
 mod op;
+mod shorthand;
 
 use proc_macro::TokenStream;
 

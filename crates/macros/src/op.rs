@@ -1,5 +1,6 @@
 //! `op!`: tensor expressions with inline parameter declarations, array literals, the primitive
-//! operations by name, and functions defining layers.
+//! operations by name, einsum shorthands (rewritten by `shorthand` first), and functions
+//! defining layers.
 //!
 //! Every value of an expression is an `Operand` (a tensor or a number) until the end, where it
 //! becomes a tensor; every operation is built under the source position of its operator, which
@@ -17,6 +18,7 @@ use crate::common::{
     ArrayLiteral, FnDef, as_power, at_sign_or, bracket, ident_of, power, site, split_crate,
     starts_fn, unary,
 };
+use crate::shorthand::{self, Shorthand};
 
 /// What op! writes for PyTorch's `a @ b`.
 const MATRIX_PRODUCT: &str = "in op! `*` composes, contracting the left operand's input axes \
@@ -77,6 +79,7 @@ impl Parse for Input {
 
 pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let (krate, rest) = split_crate(input)?;
+    let rest = shorthand::rewrite(rest)?;
     let input =
         syn::parse2::<Input>(rest.clone()).map_err(|e| at_sign_or(e, &rest, MATRIX_PRODUCT))?;
     match input {
@@ -90,6 +93,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         Input::Expr { graph, expr } => {
             let mut expander = Expander::new(&krate, None);
             let value = expander.expr(&expr)?;
+            expander.no_captures("an `op!` expression: bind it with `op! { let name = …; }`")?;
             let find = expander.find_graph(graph.as_ref(), expr.span())?;
             let g = &expander.graph;
             let params = expander.hoisted();
@@ -107,12 +111,15 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 expander.bound.extend(declared.iter().cloned());
                 let value = expander.expr(expr)?;
                 let find = expander.find_graph(graph.as_ref(), expr.span())?;
+                declared.extend(expander.params.iter().map(|p| p.name.to_string()));
+                declared.extend(expander.captures.iter().map(Ident::to_string));
+                let captures = expander.declare_captures();
                 let g = &expander.graph;
                 let params = expander.hoisted();
-                declared.extend(expander.params.iter().map(|p| p.name.to_string()));
                 out.extend(quote!(
                     let #g: #krate::Graph = #find;
                     #params
+                    #captures
                     let #name: #krate::Tensor = #krate::syntax::tensor(&#g, #value);
                 ));
             }
@@ -136,6 +143,8 @@ struct Expander<'a> {
     params: Vec<Param>,
     candidates: Vec<Ident>,
     bound: HashSet<String>,
+    /// The names a capture list binds, not yet declared.
+    captures: Vec<Ident>,
     /// The `label` argument of a defined function: its parameters' labels start with it.
     label: Option<Ident>,
 }
@@ -148,6 +157,7 @@ impl<'a> Expander<'a> {
             params: Vec::new(),
             candidates: Vec::new(),
             bound: HashSet::new(),
+            captures: Vec::new(),
             label,
         }
     }
@@ -186,6 +196,29 @@ impl<'a> Expander<'a> {
             quote!(let #name: _ = #decl.build(&#g, #at);)
         });
         quote!(#(#lets)*)
+    }
+
+    /// `let name: Result<Capture, TensorError>;` for every name captured since the last call:
+    /// declared before the binding whose expression assigns them.
+    fn declare_captures(&mut self) -> TokenStream {
+        let k = self.krate;
+        let names = std::mem::take(&mut self.captures);
+        quote!(#(let #names: ::core::result::Result<#k::Capture, #k::TensorError>;)*)
+    }
+
+    /// An error if the expression just expanded captures a name, which nothing after `what`
+    /// could read.
+    fn no_captures(&self, what: &str) -> syn::Result<()> {
+        match self.captures.first() {
+            None => Ok(()),
+            Some(name) => Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "a capture list binds its names for the code after the expression; \
+                     nothing comes after {what}"
+                ),
+            )),
+        }
     }
 
     fn expr(&mut self, e: &Expr) -> syn::Result<TokenStream> {
@@ -281,6 +314,11 @@ impl<'a> Expander<'a> {
         let k = self.krate;
         let g = self.graph.clone();
         let at = site(b.op.span());
+        if matches!(b.op, BinOp::Add(_) | BinOp::Shl(_))
+            && let Some((shorthand, right)) = shorthand::take(&b.right)?
+        {
+            return self.shorthand(&shorthand, &b.left, &right);
+        }
         if let Some((base, exponent)) = as_power(b) {
             return self.expr(&power(base, exponent, b.op.span()));
         }
@@ -315,6 +353,95 @@ impl<'a> Expander<'a> {
                 ));
             }
         })
+    }
+
+    /// A shorthand applied (see `shorthand`): `left` its first operand (for `++^`, a tuple of
+    /// them), `right` its second (`()` for a postfix one; for `@|`, the static index).
+    fn shorthand(&mut self, s: &Shorthand, left: &Expr, right: &Expr) -> syn::Result<TokenStream> {
+        let k = self.krate;
+        let g = self.graph.clone();
+        let at = site(s.span);
+        let spec = &s.spec;
+        let text = s.kind.text();
+        let postfix = || match right {
+            Expr::Tuple(t) if t.elems.is_empty() => Ok(()),
+            _ => Err(syn::Error::new(
+                s.span,
+                format!(
+                    "`{text}` and its spec end the expression they apply to: parenthesize it \
+                     to go on, as in `(x {text} \"…\") * y`"
+                ),
+            )),
+        };
+        let built = match s.kind {
+            shorthand::Kind::Einsum | shorthand::Kind::Tropical => {
+                let (a, b) = (self.expr(left)?, self.expr(right)?);
+                let max = s.kind == shorthand::Kind::Tropical;
+                quote!(#k::syntax::einsum(&#g, #spec, ::std::vec![#a, #b], #max, #at))
+            }
+            shorthand::Kind::OuterSum => {
+                let (a, b) = (self.expr(left)?, self.expr(right)?);
+                quote!(#k::syntax::outer_sum(&#g, #spec, #a, #b, #at))
+            }
+            shorthand::Kind::Einsum1 | shorthand::Kind::Einmax1 => {
+                postfix()?;
+                let a = self.expr(left)?;
+                let max = s.kind == shorthand::Kind::Einmax1;
+                quote!(#k::syntax::einsum(&#g, #spec, ::std::vec![#a], #max, #at))
+            }
+            shorthand::Kind::Concat => {
+                postfix()?;
+                let operands = match left {
+                    Expr::Tuple(t) if t.elems.is_empty() => {
+                        return Err(syn::Error::new(
+                            s.span,
+                            "`++^` takes one operand, or a tuple of them, on its left",
+                        ));
+                    }
+                    Expr::Tuple(t) => t.elems.iter().collect(),
+                    other => vec![other],
+                }
+                .into_iter()
+                .map(|a| self.expr(a))
+                .collect::<syn::Result<Vec<_>>>()?;
+                quote!(#k::syntax::concat(&#g, #spec, ::std::vec![#(#operands),*], #at))
+            }
+            shorthand::Kind::Slice => {
+                let a = self.expr(left)?;
+                quote!(#k::syntax::slice(&#g, #a, &(#right), #at))
+            }
+        };
+        if s.captures.is_empty() {
+            return Ok(built);
+        }
+        let t = Ident::new("captured", Span::mixed_site());
+        let mut assigns = TokenStream::new();
+        for capture in &s.captures {
+            let label = capture.value();
+            let mut name = syn::parse_str::<Ident>(&label).map_err(|_| {
+                syn::Error::new(
+                    capture.span(),
+                    format!(
+                        "a capture names a label or row variable of the spec and binds a \
+                         variable of that name: an identifier (`n` for `..n..`), not '{label}'"
+                    ),
+                )
+            })?;
+            name.set_span(capture.span());
+            if !self.bound.insert(label.clone()) {
+                return Err(syn::Error::new(
+                    capture.span(),
+                    format!("'{label}' is declared twice"),
+                ));
+            }
+            assigns.extend(quote!(#name = #k::Tensor::capture(&#t, #label);));
+            self.captures.push(name);
+        }
+        Ok(quote!({
+            let #t: #k::Tensor = #k::syntax::tensor(&#g, #built);
+            #assigns
+            #k::syntax::Operand::Tensor(#t)
+        }))
     }
 
     /// A primitive applied: `relu(x)`, `relu("spec", x)`, `max(a, b)`, `einsum("spec", a, …)`.
@@ -495,7 +622,12 @@ fn transforms(e: &Expr) -> bool {
 fn needs_op(e: &Expr) -> bool {
     match e {
         Expr::Block(_) => true,
-        Expr::Binary(b) => as_power(b).is_some() || needs_op(&b.left) || needs_op(&b.right),
+        Expr::Binary(b) => {
+            as_power(b).is_some()
+                || shorthand::marked(&b.right)
+                || needs_op(&b.left)
+                || needs_op(&b.right)
+        }
         Expr::Unary(u) => needs_op(&u.expr),
         Expr::Paren(p) => needs_op(&p.expr),
         Expr::Call(c) => {
@@ -598,9 +730,11 @@ fn define(krate: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
     for (name, init) in &lets {
         let value = expander.expr(init)?;
         expander.bound.insert(name.to_string());
-        body.extend(quote!(let #name: #k::syntax::Operand = #value;));
+        let captures = expander.declare_captures();
+        body.extend(quote!(#captures let #name: #k::syntax::Operand = #value;));
     }
     let result = expander.expr(&last)?;
+    expander.no_captures("a function's last expression: bind it with `let name = …;` first")?;
     let g = &expander.graph;
     let first = tensors[0];
     let names: Vec<&Ident> = expander.params.iter().map(|p| &p.name).collect();

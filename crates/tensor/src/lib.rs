@@ -73,6 +73,33 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// Rust (a method called on an op! expression is called on the tensor it builds). Numbers stay
 /// numbers until they meet a tensor.
 ///
+/// **Einsum shorthands.** OCANNL's einsum operators, each the tensor call beside it:
+///
+/// | shorthand | builds | binds |
+/// |---|---|---|
+/// | `a +* "ij;jk=>ik" b` | [`a.einsum(spec, &b)`](Tensor::einsum): products, summed | as `+` |
+/// | `a ++ "ij=>i"` | [`a.einsum1(spec)`](Tensor::einsum1): sums | as `+` |
+/// | `a +++ "i;j=>ij" b` | [`a.outer_sum(spec, &b)`](Tensor::outer_sum): sums of pairs, summed | as `+` |
+/// | `(a, b) ++^ "i; j => i^j"` | [`Tensor::concat(spec, &[&a, &b])`](Tensor::concat) | as `+` |
+/// | `a @^+ "o<+k; k => o" w` | [`a.tropical(spec, &w)`](Tensor::tropical): sums, the largest kept | below `+ -` |
+/// | `a @^^ "ij=>i"` | [`a.einmax1(spec)`](Tensor::einmax1): the largest | below `+ -` |
+/// | `a @\| batch` | [`a.slice(&batch)`](Tensor::slice), `batch` a [`StaticIndex`] | below `+ -` |
+///
+/// They bind as OCaml binds them: those starting with `+` as `+` (left to right among `+ -`,
+/// below `*`: `2.0 * a +* "ij;jk=>ik" b + c` is `((2.0 * a) +* "ij;jk=>ik" b) + c`), those
+/// starting with `@` below `+ -` and above comparisons (left to right among themselves). A spec
+/// is a string or a variable holding one; with a string, a binary shorthand may also take it
+/// after its second operand (`a +* b "ij;jk=>ik"`). A unary shorthand and its spec end the
+/// expression they apply to: `(x ++ "ij=>i") * y`.
+///
+/// A list of names after the spec, `a +* "ij;jk=>ik" ["j"] b`, captures those labels or row
+/// variables of the spec (`n` for `..n..`): each name is bound, for the code after the
+/// expression, to the [`Capture`] of [`Tensor::capture`] (a `Result`, an error where the spec
+/// lacks the name), to read the size once inference knows it ([`Graph::capture_value`]),
+/// constrain it ([`Graph::set_dim`]) or use it as a tensor ([`Graph::dim`]). Captures are bound
+/// by `op! { let … }` and in a function's `let`s, where code follows to read them. (OCANNL
+/// takes capture lists after `+*`, `++` and `++^`; here every shorthand with a spec does.)
+///
 /// **Inline parameters.** `{ w }` declares a parameter labelled `w` (the graph's default init),
 /// `{ b = 0.0 }` one with every cell 0, `{ w = [[1.0, 2.0]] }` one with these cells and exactly
 /// these axes, `{ w = Init::KaimingNormal; i = [3]; o = [4] }` with an [`Init`] and given

@@ -12,7 +12,7 @@ pub use rcannl_ir::{Binop, Ternop, Unop};
 use crate::activations::Activation;
 use crate::define::Formula;
 use crate::elementwise::{BinaryOp, UnaryOp};
-use crate::graph::{Graph, Init, error};
+use crate::graph::{Graph, Init, StaticIndex, error};
 use crate::ops::StackAxis;
 use crate::tensor::Tensor;
 
@@ -270,6 +270,32 @@ pub fn einsum(
                 other.len()
             ))),
         })
+    })
+}
+
+/// Sums of pairs added up following `spec` (`a +++ "spec" b`), built at `site`.
+pub fn outer_sum(graph: &Graph, spec: &str, a: Operand, b: Operand, site: &'static str) -> Operand {
+    graph.at_site(site, || {
+        let graph = graph_for(graph, &[&a, &b]);
+        let (a, b) = (tensor(&graph, a), tensor(&graph, b));
+        Operand::Tensor(a.outer_sum(spec, &b))
+    })
+}
+
+/// The operands' stretches assembled following `spec` (`(a, b) ++^ "spec"`), built at `site`.
+pub fn concat(graph: &Graph, spec: &str, operands: Vec<Operand>, site: &'static str) -> Operand {
+    graph.at_site(site, || {
+        let graph = graph_for(graph, &operands.iter().collect::<Vec<_>>());
+        let tensors: Vec<Tensor> = operands.into_iter().map(|o| tensor(&graph, o)).collect();
+        Operand::Tensor(Tensor::concat(spec, &tensors.iter().collect::<Vec<_>>()))
+    })
+}
+
+/// `a` at the static index `at` of its first batch axis (`a @| at`), built at `site`.
+pub fn slice(graph: &Graph, a: Operand, at: &StaticIndex, site: &'static str) -> Operand {
+    graph.at_site(site, || {
+        let graph = graph_for(graph, &[&a]);
+        Operand::Tensor(tensor(&graph, a).slice(at))
     })
 }
 

@@ -26,6 +26,7 @@ mod nan;
 mod npy_files;
 mod numpy_einsum;
 mod numpy_notation;
+mod op_shorthands;
 mod path_captures;
 mod precision_inference;
 mod printing;

@@ -1,0 +1,7 @@
+use rcannl_tensor::{Graph, op};
+
+fn main() {
+    let graph = Graph::new();
+    let a = graph.data("a").shape("2,3").build();
+    let _ = op! { a +* "ij;jk=>ik" };
+}
