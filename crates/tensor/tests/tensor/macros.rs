@@ -15,7 +15,8 @@ fn backends() -> Vec<Box<dyn Backend>> {
     ]
 }
 
-fn close(got: &[f64], want: &[f64], what: &str) {
+/// Asserts `got` equals `want` cell by cell within a relative 1e-9.
+pub(crate) fn close(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
         assert!(

@@ -31,6 +31,7 @@ mod path_captures;
 mod precision_inference;
 mod printing;
 mod random;
+mod random_histograms;
 mod reductions;
 mod reshape;
 mod set_grad;

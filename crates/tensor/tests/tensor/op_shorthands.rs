@@ -6,6 +6,8 @@ use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
 use rcannl_tensor::{Context, Graph, Init, StaticIndex, Tensor, TensorError, op};
 
+use crate::macros::close;
+
 /// An f64 parameter of `shape` holding `values` (a parameter, so that it has a gradient).
 fn param(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
     graph
@@ -30,16 +32,6 @@ fn run(
     ctx.run_with(&backprop, statics).unwrap();
     let grads = params.iter().map(|p| ctx.grad(p).unwrap()).collect();
     (ctx.values(out).unwrap(), grads)
-}
-
-fn close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() < 1e-9 * w.abs().max(1.0),
-            "{what}: {got:?} vs {want:?}"
-        );
-    }
 }
 
 /// Builds the same computation twice, with `op!` and with the tensor API, each on a fresh
