@@ -2,7 +2,8 @@
 //!
 //! The routine's top-level statements are grouped into kernels, each a call of a C function
 //! `void rc_kN(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end)` whose
-//! `buffers` are the kernel's own, in the order it first names them: kernels that differ only in
+//! `buffers` are the kernel's own, in the order it first names them (it passes them on as the
+//! `restrict` parameters of the function holding the statements, `rc_kN_cells`): kernels that differ only in
 //! which buffers they read and write (a deep model's layers) are one function, written and
 //! compiled once (`cc::identity`). A
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
@@ -42,6 +43,10 @@ pub use crate::emit::CodegenError;
 
 /// The definitions every generated routine starts with.
 pub const PRELUDE: &str = include_str!("prelude.c");
+
+/// How each kernel begins in the source: the function holding its statements, with its buffers
+/// as parameters, followed by the function of [`KERNEL_PARAMETERS`] that calls it.
+pub const KERNEL_START: &str = "\nstatic inline void ";
 
 /// The parameters of every kernel function, as the source spells them.
 pub const KERNEL_PARAMETERS: &str =
@@ -570,12 +575,21 @@ impl Functions<'_> {
                 })
             })
             .collect::<Result<Vec<usize>, CodegenError>>()?;
-        let mut text = String::from("  (void)statics; (void)begin; (void)end;\n");
+        // The buffers are the statements' function's parameters, declared `restrict`: compilers
+        // trust `restrict` on parameters, and on pointers declared in a body only in part, so
+        // that there a loop storing to several buffers is compiled for their overlap too, or
+        // not vectorized at all.
+        let mut parameters = String::new();
+        let mut casts = String::new();
         for (i, node) in nodes.iter().enumerate() {
             let ty = storage_type(self.routine.nodes[node].precision);
-            writeln!(text, "  {ty} *restrict n{i} = ({ty} *)buffers[{i}];")
-                .expect("writing to a string");
+            write!(parameters, "{ty} *restrict n{i}, ").expect("writing to a string");
+            write!(casts, "({ty} *)buffers[{i}], ").expect("writing to a string");
         }
+        let mut text = format!(
+            "({parameters}const int64_t *statics, int64_t begin, int64_t end) {{\n  \
+             (void)statics; (void)begin; (void)end;\n"
+        );
         for (i, symbol) in self.statics.iter().enumerate() {
             let name = var_name(Var::Static(*symbol));
             if body.contains(&name) {
@@ -589,10 +603,13 @@ impl Functions<'_> {
             Some(name) => name.clone(),
             None => {
                 let name = format!("{}{count}", self.prefix);
-                writeln!(self.source, "\nvoid {name}{KERNEL_PARAMETERS} {{")
+                write!(self.source, "{KERNEL_START}{name}_cells{text}}}\n")
                     .expect("writing to a string");
-                self.source.push_str(&text);
-                self.source.push_str("}\n");
+                writeln!(
+                    self.source,
+                    "void {name}{KERNEL_PARAMETERS} {{\n  {name}_cells({casts}statics, begin, end);\n}}"
+                )
+                .expect("writing to a string");
                 self.names.insert(text, name.clone());
                 name
             }

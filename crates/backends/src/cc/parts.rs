@@ -2,7 +2,7 @@
 //! once, one per thread: a step's routine is often one long source, which one compiler process
 //! would build alone while the other cores wait.
 
-use super::codegen::{KERNEL_PARAMETERS, PRELUDE};
+use super::codegen::{KERNEL_START, PRELUDE};
 
 /// Below this much C after the prelude, one compiler run costs less than starting several.
 pub const MIN_SPLIT_BYTES: usize = 24 * 1024;
@@ -16,12 +16,8 @@ pub fn split(source: &str, parts: usize) -> Option<Vec<String>> {
         return None;
     }
     let starts: Vec<usize> = kernels
-        .match_indices("\nvoid ")
+        .match_indices(KERNEL_START)
         .map(|(at, _)| at)
-        .filter(|&at| {
-            let line = kernels[at + 1..].lines().next().unwrap_or_default();
-            line.contains(KERNEL_PARAMETERS)
-        })
         .collect();
     // Anything before the first kernel (or a function of another kind) is not ours to cut.
     if starts.first() != Some(&0) {
@@ -49,10 +45,12 @@ pub fn split(source: &str, parts: usize) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::codegen::KERNEL_PARAMETERS;
 
     fn kernel(i: usize, body_bytes: usize) -> String {
         format!(
-            "\nvoid rc_k{i}{KERNEL_PARAMETERS} {{\n  /*{}*/\n}}\n",
+            "{KERNEL_START}rc_k{i}_cells(float *restrict n0) {{\n  /*{}*/\n}}\n\
+             void rc_k{i}{KERNEL_PARAMETERS} {{\n  rc_k{i}_cells((float *)buffers[0]);\n}}\n",
             "x".repeat(body_bytes)
         )
     }

@@ -247,7 +247,7 @@ fn generated_kernels_hold_no_conditional_construct() {
         let source = rcannl_backends::cc::codegen::generate(&choices(precision))
             .unwrap()
             .source;
-        let kernels = &source[source.find("\nvoid rc_k").expect("a kernel")..];
+        let kernels = &source[source.find("\nstatic inline void rc_k").expect("a kernel")..];
         for construct in ["?", "&&", "||", "if (", "if("] {
             assert!(
                 !kernels.contains(construct),
