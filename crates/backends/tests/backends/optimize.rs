@@ -417,12 +417,8 @@ routine r():
   n4 't4': f64 [4] materialized
 for l0 in 0..4 {
   n3[l0] := (n0[l0] * n1[l0])
-}
-for l1 in 0..4 {
-  n0[l1] := n2[l1]
-}
-for l2 in 0..4 {
-  n4[l2] := (n3[l2] + n0[l2])
+  n0[l0] := n2[l0]
+  n4[l0] := (n3[l0] + n0[l0])
 }
 ",
     );
@@ -478,9 +474,7 @@ routine r():
   n2 't2': f64 [3] materialized
 for l0 in 0..3 {
   n1[l0] := (n1[l0] + n0[l0])
-}
-for l1 in 0..3 {
-  n2[l1] := (n1[l1] * n1[l1])
+  n2[l0] := (n1[l0] * n1[l0])
 }
 ",
     );

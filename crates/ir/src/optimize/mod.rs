@@ -1,6 +1,6 @@
 //! The loop-IR optimizer: `optimize` runs its passes in order (numbers that only a fill writes
 //! read as constants, fills a first write makes useless dropped, matrix products recognized, memory modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
-//! simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
+//! sibling loops merged, simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
 //! the nodes they write and read, so that a pass asking about one node looks at its statements only;
@@ -22,6 +22,7 @@ pub mod gather;
 pub mod gemm;
 pub mod hoist;
 pub mod memory;
+pub mod merge;
 pub mod order;
 pub mod simplify;
 pub mod split_sums;
@@ -58,7 +59,7 @@ pub enum OptimizeErrorKind {
 /// its matrix products recognized,
 /// a memory mode on every node, virtual nodes
 /// inlined where they are read, local accumulators for reductions, unit-stride stores innermost,
-/// constants folded, loop-invariant operations computed before inner loops and repeated
+/// sibling loops over the same cells merged, constants folded, loop-invariant operations computed before inner loops and repeated
 /// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let constant = constants::inline_constants(routine);
@@ -68,7 +69,8 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
     let fused = virtualize::virtualize(&decided)?;
     let accumulated = accumulate::local_accumulators(&fused);
     let ordered = order::order_loops(&accumulated);
-    let simplified = simplify::simplify(&ordered);
+    let merged = merge::merge_loops(&ordered);
+    let simplified = simplify::simplify(&merged);
     let hoisted = hoist::hoist_invariants(&simplified);
     Ok(cse::cse(&hoisted))
 }

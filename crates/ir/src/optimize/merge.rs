@@ -1,0 +1,415 @@
+//! Sibling loops merged: two consecutive loops over the same range whose iterations are
+//! independent become one loop that runs the first body and then the second at each iteration,
+//! and their inner loops likewise, as deep as they match. An update of several tensors over the
+//! same cells (an optimizer's moments and then its parameter, a normalization's statistics and
+//! then its output) then reads each cell once, keeps what the first body stored in registers for
+//! the second, and runs as one kernel: one hand-off to the threads instead of one per tensor.
+//!
+//! A loop is independent when every node it writes moves along some axis with its variable alone
+//! (so each iteration writes cells no other iteration writes), every read of a node it writes is
+//! at the very position of one of those writes (so an iteration reads only what it writes
+//! itself), it sets no local declared outside it, and it writes only by plain stores (no
+//! scatter, fill or product). Two independent loops merge when the loop they make is independent
+//! too and a node both write is written at the same positions by both: then iteration `i` of the
+//! merged loop touches only the cells that iteration `i` of each loop touched, in the order the
+//! two loops ran them, and every other iteration touches other cells, so what each cell holds at
+//! the end is what it held after the two loops, bit for bit. Requiring both loops independent
+//! also keeps a loop that could be split across threads from merging with one that could not.
+//!
+//! Two loops merge only where the loop they make nests as many loops alone as each of them did (a
+//! row's loop over a matrix's cells keeps its inner loop to itself: it does not merge with a loop
+//! over the rows only, such as a bias's update), so that no loop the GPU would have run at once
+//! becomes serial. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so that a long run of
+//! mergeable loops costs linear time to merge and makes kernels of bounded size.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::{Renaming, with_body};
+use crate::loops::{Index, LocalId, LoopVar, Stmt, Var};
+use crate::node::NodeId;
+use crate::routine::Routine;
+
+/// The most statements (nested ones counted) a merged loop holds.
+pub const MAX_MERGED_STATEMENTS: usize = 256;
+
+/// `routine` with every run of mergeable sibling loops, at any depth, merged into one loop.
+pub fn merge_loops(routine: &Routine) -> Routine {
+    with_body(routine, merged_body(&routine.body))
+}
+
+/// `body` with its loops' bodies merged first, then its own consecutive mergeable loops.
+fn merged_body(body: &[Stmt]) -> Vec<Stmt> {
+    let mut merged = Vec::with_capacity(body.len());
+    for stmt in body {
+        let stmt = match stmt {
+            Stmt::For { var, range, body } => Stmt::For {
+                var: *var,
+                range: *range,
+                body: merged_body(body),
+            },
+            other => other.clone(),
+        };
+        push(&mut merged, stmt);
+    }
+    merged
+}
+
+/// Appends `stmt` to `body`, merged into `body`'s last statement where the two merge.
+fn push(body: &mut Vec<Stmt>, stmt: Stmt) {
+    if let Some(last) = body.last()
+        && let Some(merged) = merge(last, &stmt)
+    {
+        *body.last_mut().expect("a last statement") = merged;
+        return;
+    }
+    body.push(stmt);
+}
+
+/// The loop running `first`'s body and then `second`'s at each iteration, with their inner
+/// loops merged where they meet, if the two are loops that may merge.
+fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
+    let (
+        Stmt::For {
+            var,
+            range,
+            body: first_body,
+        },
+        Stmt::For {
+            var: second_var,
+            range: second_range,
+            body: second_body,
+        },
+    ) = (first, second)
+    else {
+        return None;
+    };
+    if range != second_range
+        || statement_count(first) + statement_count(second) > MAX_MERGED_STATEMENTS
+    {
+        return None;
+    }
+    let first_writes = independent_writes(first)?;
+    let second_writes = independent_writes(second)?;
+    let same_writes = first_writes.iter().all(|(node, indices)| {
+        second_writes.get(node).is_none_or(|others| {
+            indices
+                .iter()
+                .chain(others)
+                .all(|index| index == &indices[0])
+        })
+    });
+    if !same_writes || !distinct_locals(first_body, second_body) {
+        return None;
+    }
+    let mut renaming = Renaming::default();
+    renaming.rebind(*second_var, *var);
+    let mut body = first_body.clone();
+    for stmt in second_body {
+        push(&mut body, renaming.stmt(stmt));
+    }
+    let merged = Stmt::For {
+        var: *var,
+        range: *range,
+        body,
+    };
+    let keeps_chains = chain_depth(&merged) >= chain_depth(first).max(chain_depth(second));
+    (keeps_chains && independent_writes(&merged).is_some()).then_some(merged)
+}
+
+/// How many loops `stmt` nests alone: 1 for a loop whose body is not a single loop, one more
+/// for each loop that is its parent's only statement. The GPU runs such a chain's iterations
+/// all at once, so a merge that shortens a chain would leave loops serial there.
+fn chain_depth(stmt: &Stmt) -> usize {
+    let mut depth = 0;
+    let mut body = std::slice::from_ref(stmt);
+    while let [Stmt::For { body: inner, .. }] = body {
+        depth += 1;
+        body = inner;
+    }
+    depth
+}
+
+/// How many statements `stmt` is, nested ones included.
+fn statement_count(stmt: &Stmt) -> usize {
+    let mut count = 0;
+    stmt.walk(&mut |_| count += 1);
+    count
+}
+
+/// Whether no local is declared in both bodies.
+fn distinct_locals(first: &[Stmt], second: &[Stmt]) -> bool {
+    let declared = |body: &[Stmt]| {
+        let mut ids = HashSet::new();
+        for stmt in body {
+            stmt.walk(&mut |s| {
+                if let Stmt::Local { id, .. } = s {
+                    ids.insert(*id);
+                }
+            });
+        }
+        ids
+    };
+    declared(first).is_disjoint(&declared(second))
+}
+
+/// The positions at which the loop `stmt` writes each node it writes, if its iterations are
+/// independent (the module's page says when).
+fn independent_writes(stmt: &Stmt) -> Option<BTreeMap<NodeId, Vec<Vec<Index>>>> {
+    let Stmt::For { var, body, .. } = stmt else {
+        return None;
+    };
+    let mut writes: BTreeMap<NodeId, Vec<Vec<Index>>> = BTreeMap::new();
+    let mut declared: HashSet<LocalId> = HashSet::new();
+    let mut independent = true;
+    for inner in body {
+        inner.walk(&mut |s| match s {
+            Stmt::Set { node, index, .. } => {
+                independent &= index.iter().any(|axis| moves_alone(axis, *var));
+                writes.entry(*node).or_default().push(index.clone());
+            }
+            Stmt::Local { id, .. } => {
+                declared.insert(*id);
+            }
+            Stmt::SetLocal { id, .. } => independent &= declared.contains(id),
+            Stmt::For { .. } => {}
+            Stmt::SetVec { .. }
+            | Stmt::ScatterAdd { .. }
+            | Stmt::Fill { .. }
+            | Stmt::FillMargins { .. }
+            | Stmt::Gemm { .. } => independent = false,
+        });
+    }
+    if !independent {
+        return None;
+    }
+    for inner in body {
+        inner.walk(&mut |s| {
+            for value in s.values() {
+                independent &= !writes.keys().any(|node| value.looks_up(*node));
+                value.for_each_get(&mut |node, index| {
+                    if let Some(written) = writes.get(&node) {
+                        independent &= written.iter().any(|w| w.as_slice() == index);
+                    }
+                });
+            }
+        });
+    }
+    independent.then_some(writes)
+}
+
+/// Whether `var` is the only loop variable of the axis position `index` (with a coefficient
+/// other than 0): the iterations of `var` then reach distinct positions along that axis.
+fn moves_alone(index: &Index, var: LoopVar) -> bool {
+    let mut coefficient = 0i64;
+    for (c, v) in &index.terms {
+        match v {
+            Var::Loop(l) if *l == var => coefficient = coefficient.saturating_add(*c),
+            Var::Loop(_) => return false,
+            Var::Static(_) => {}
+        }
+    }
+    coefficient != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loops::Scalar;
+    use crate::ops::Binop;
+
+    fn at(vars: &[u32]) -> Vec<Index> {
+        vars.iter().map(|&v| Index::var(LoopVar(v), 0)).collect()
+    }
+
+    fn get(node: u32, vars: &[u32]) -> Scalar {
+        Scalar::Get(NodeId(node), at(vars))
+    }
+
+    fn add(a: Scalar, b: Scalar) -> Scalar {
+        Scalar::Binop(Binop::Add, Box::new(a), Box::new(b))
+    }
+
+    fn set(node: u32, index: Vec<Index>, value: Scalar) -> Stmt {
+        Stmt::Set {
+            node: NodeId(node),
+            index,
+            value,
+        }
+    }
+
+    /// `for outer { for inner { body } }` over 3 × 4.
+    fn nest(outer: u32, inner: u32, body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: LoopVar(outer),
+            range: 3,
+            body: vec![Stmt::For {
+                var: LoopVar(inner),
+                range: 4,
+                body,
+            }],
+        }
+    }
+
+    fn merged(body: Vec<Stmt>) -> Vec<Stmt> {
+        merged_body(&body)
+    }
+
+    #[test]
+    fn an_update_chain_over_the_same_cells_becomes_one_nest() {
+        // m := m + g; v := v + g·g; p := p + m + v: an optimizer's three updates.
+        let body = vec![
+            nest(
+                0,
+                1,
+                vec![set(1, at(&[0, 1]), add(get(1, &[0, 1]), get(0, &[0, 1])))],
+            ),
+            nest(
+                2,
+                3,
+                vec![set(2, at(&[2, 3]), add(get(2, &[2, 3]), get(0, &[2, 3])))],
+            ),
+            nest(
+                4,
+                5,
+                vec![set(
+                    3,
+                    at(&[4, 5]),
+                    add(get(3, &[4, 5]), add(get(1, &[4, 5]), get(2, &[4, 5]))),
+                )],
+            ),
+        ];
+        let expected = vec![nest(
+            0,
+            1,
+            vec![
+                set(1, at(&[0, 1]), add(get(1, &[0, 1]), get(0, &[0, 1]))),
+                set(2, at(&[0, 1]), add(get(2, &[0, 1]), get(0, &[0, 1]))),
+                set(
+                    3,
+                    at(&[0, 1]),
+                    add(get(3, &[0, 1]), add(get(1, &[0, 1]), get(2, &[0, 1]))),
+                ),
+            ],
+        )];
+        assert_eq!(merged(body), expected);
+    }
+
+    #[test]
+    fn a_read_of_another_iterations_cell_keeps_the_loops_apart() {
+        // b[i, j] := a[i, j]; c[i, j] := b[j, i] reads what later iterations of the first write.
+        let body = vec![
+            nest(0, 1, vec![set(1, at(&[0, 1]), get(0, &[0, 1]))]),
+            nest(2, 3, vec![set(2, at(&[2, 3]), get(1, &[3, 2]))]),
+        ];
+        assert_eq!(merged(body.clone()), body);
+    }
+
+    #[test]
+    fn writes_of_one_node_along_different_axes_keep_the_loops_apart() {
+        let body = vec![
+            nest(0, 1, vec![set(1, at(&[0, 1]), get(0, &[0, 1]))]),
+            nest(2, 3, vec![set(1, at(&[3, 2]), get(0, &[2, 3]))]),
+        ];
+        assert_eq!(merged(body.clone()), body);
+    }
+
+    #[test]
+    fn a_loop_summing_into_one_cell_does_not_merge_with_a_split_loop() {
+        // total[0] := total[0] + a[i, j] runs serially; b[i, j] := a[i, j] could be split.
+        let zero = vec![Index::constant(0)];
+        let body = vec![
+            nest(0, 1, vec![set(1, at(&[0, 1]), get(0, &[0, 1]))]),
+            nest(
+                2,
+                3,
+                vec![set(
+                    2,
+                    zero.clone(),
+                    add(Scalar::Get(NodeId(2), zero), get(0, &[2, 3])),
+                )],
+            ),
+        ];
+        assert_eq!(merged(body.clone()), body);
+    }
+
+    #[test]
+    fn a_merge_that_would_shorten_a_chain_of_loops_is_not_made() {
+        // Row sums then the rows scaled by them: merged, the scaling's inner loop would no
+        // longer be nested alone. Likewise a matrix's update and its bias's.
+        let sum = Stmt::For {
+            var: LoopVar(0),
+            range: 3,
+            body: vec![
+                Stmt::Local {
+                    id: LocalId(0),
+                    precision: crate::precision::Precision::F32,
+                    value: Scalar::Const(0.0),
+                },
+                Stmt::For {
+                    var: LoopVar(1),
+                    range: 4,
+                    body: vec![Stmt::SetLocal {
+                        id: LocalId(0),
+                        value: add(Scalar::Local(LocalId(0)), get(0, &[0, 1])),
+                    }],
+                },
+                set(1, at(&[0]), Scalar::Local(LocalId(0))),
+            ],
+        };
+        let scaled = nest(
+            2,
+            3,
+            vec![set(2, at(&[2, 3]), add(get(0, &[2, 3]), get(1, &[2])))],
+        );
+        let body = vec![sum, scaled];
+        assert_eq!(merged(body.clone()), body);
+        let bias = Stmt::For {
+            var: LoopVar(4),
+            range: 3,
+            body: vec![set(3, at(&[4]), add(get(3, &[4]), get(4, &[4])))],
+        };
+        let body = vec![nest(5, 6, vec![set(5, at(&[5, 6]), get(0, &[5, 6]))]), bias];
+        assert_eq!(merged(body.clone()), body);
+    }
+
+    #[test]
+    fn loops_over_rows_merge_with_their_inner_loops_kept_apart() {
+        // Two row sums of different inner ranges: the rows' loops merge, the inner loops,
+        // which set locals of their rows, stay as they are.
+        let row_sum = |outer: u32, inner: u32, range: usize, local: u32, node: u32| Stmt::For {
+            var: LoopVar(outer),
+            range: 3,
+            body: vec![
+                Stmt::Local {
+                    id: LocalId(local),
+                    precision: crate::precision::Precision::F32,
+                    value: Scalar::Const(0.0),
+                },
+                Stmt::For {
+                    var: LoopVar(inner),
+                    range,
+                    body: vec![Stmt::SetLocal {
+                        id: LocalId(local),
+                        value: add(Scalar::Local(LocalId(local)), get(0, &[outer, inner])),
+                    }],
+                },
+                set(node, at(&[outer]), Scalar::Local(LocalId(local))),
+            ],
+        };
+        let [Stmt::For { var, body, .. }] =
+            &merged(vec![row_sum(0, 1, 4, 0, 1), row_sum(2, 3, 2, 1, 2)])[..]
+        else {
+            panic!("one loop")
+        };
+        assert_eq!(*var, LoopVar(0));
+        let ranges: Vec<Option<usize>> = body
+            .iter()
+            .map(|s| match s {
+                Stmt::For { range, .. } => Some(*range),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ranges, [None, Some(4), None, None, Some(2), None]);
+        assert_eq!(body[5], set(2, at(&[0]), Scalar::Local(LocalId(1))));
+    }
+}
