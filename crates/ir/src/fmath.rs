@@ -4,13 +4,13 @@
 //! operation for operation, so that both give the same bits on every CPU and compiler. (The GPU
 //! backend keeps WGSL's built-in functions, whose results its tests compare within tolerances.)
 //!
-//! Each function but `exp` widens its argument to `f64`, computes there with plain IEEE
+//! Each function but `exp` and `log` widens its argument to `f64`, computes there with plain IEEE
 //! additions, multiplications, divisions and integer operations on the bits (no fused
 //! multiply-add, no library call, no table), and rounds the result to `f32` once. The double
 //! computation is accurate to far better than an `f32` ulp (a relative error below 2^-35), so the
 //! rounded result is within 1 ulp of the correctly rounded one (checked to ≤ 2 ulp over the whole
-//! `f32` range by this module's tests). `exp`, the most called, computes in `f32` with the same
-//! kinds of operations, within 1 ulp. Every choice is a choice between computed values, which the C mirror
+//! `f32` range by this module's tests). `exp` and `log`, the most called, compute in `f32` with the
+//! same kinds of operations, within 1 ulp. Every choice is a choice between computed values, which the C mirror
 //! makes as a blend of bits, so that a loop calling these functions vectorizes.
 //!
 //! Rounding to an integer uses the 1.5·2^52 trick (adding and subtracting it rounds to nearest
@@ -205,11 +205,43 @@ fn log_special(x: f64, core: f64) -> f64 {
     select((x > 0.0) & (x < f64::INFINITY), core, special)
 }
 
-/// The natural logarithm.
+/// ln 2's leading 17 bits, so that its product with an exponent (|k| ≤ 152) is exact.
+const LN2_HI_LOG_F32: f32 = f32::from_bits(0x3F31_7180);
+/// The rest of ln 2, rounded to `f32`.
+const LN2_LO_LOG_F32: f32 = f32::from_bits(0x3717_F7D1);
+/// `R(s) ≈ (ln((1+s)/(1−s)) − 2s)/s` on |s| ≤ 0.1716 as `c1·s² + c2·s⁴ + c3·s⁶ + c4·s⁸`, with
+/// an error below 2^-34: the minimax coefficients of FreeBSD's `logf`.
+const LOG_FIT_F32: [f32; 4] = [
+    f32::from_bits(0x3F2A_AAAA),
+    f32::from_bits(0x3ECC_CE13),
+    f32::from_bits(0x3E91_E9EE),
+    f32::from_bits(0x3E78_9E26),
+];
+/// 2^25, which brings a subnormal `f32` into the normal range.
+const SUBNORMAL_SCALE_F32: f32 = 33_554_432.0;
+
+/// The natural logarithm, in `f32` throughout, within 1 ulp: `x = 2^k·m` with m ∈ [√½, √2)
+/// (a subnormal `x` scaled by 2^25 first), `f = m − 1`, `s = f/(2 + f)`, and `ln m = f − f²/2 +
+/// s·(f²/2 + R(s²))`, summed smallest first with `k·ln2` in two parts.
 pub fn log(x: f32) -> f32 {
-    let d = f64::from(x);
-    let (ln_m, e) = log_parts(d);
-    log_special(d, e * LN2 + ln_m) as f32
+    let subnormal = x < f32::MIN_POSITIVE;
+    let scaled = select_f32(subnormal, x * SUBNORMAL_SCALE_F32, x);
+    let u = scaled.to_bits().wrapping_add(0x3F80_0000 - 0x3F35_04F3);
+    let k = ((u >> 23) as i32 - 127) as f32 - select_f32(subnormal, 25.0, 0.0);
+    let f = f32::from_bits((u & 0x007F_FFFF) + 0x3F35_04F3) - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    let [c1, c2, c3, c4] = LOG_FIT_F32;
+    let r = z * (c1 + w * c3) + w * (c2 + w * c4);
+    let half_square = 0.5 * f * f;
+    let core = s * (half_square + r) + k * LN2_LO_LOG_F32 - half_square + f + k * LN2_HI_LOG_F32;
+    let special = select_f32(
+        x == 0.0,
+        f32::NEG_INFINITY,
+        select_f32(x < 0.0, f32::NAN, x),
+    );
+    select_f32((x > 0.0) & (x < f32::INFINITY), core, special)
 }
 
 /// The base-2 logarithm, exact at powers of two.

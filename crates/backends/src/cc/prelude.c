@@ -389,10 +389,27 @@ RC_MATH double rc_log_special(double x, double core) {
   double special = rc_select(x == 0.0, -HUGE_VAL, rc_select(x < 0.0, rc_nan(), x));
   return rc_select((x > 0.0) & (x < HUGE_VAL), core, special);
 }
+/* log in float throughout, as fmath's `log`: x = 2^k m, m in [sqrt(1/2), sqrt(2)) (a subnormal x
+   scaled by 2^25 first), f = m - 1, s = f / (2 + f), ln m = f - f^2/2 + s (f^2/2 + R(s^2)). */
+RC_MATH float rc_from_bitsf(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
 RC_MATH float rc_logf(float x) {
-  double d = (double)x;
-  rc_log_parts parts = rc_log_split(d);
-  return (float)rc_log_special(d, parts.e * RC_LN2 + parts.ln_m);
+  int64_t subnormal = x < 0x1p-126f;
+  float scaled = rc_selectf(subnormal, x * 0x1p25f, x);
+  uint32_t u = rc_bitsf(scaled) + (0x3F800000u - 0x3F3504F3u);
+  float k = (float)((int32_t)(u >> 23) - 127) - rc_selectf(subnormal, 25.0f, 0.0f);
+  float f = rc_from_bitsf((u & 0x007FFFFFu) + 0x3F3504F3u) - 1.0f;
+  float s = f / (2.0f + f);
+  float z = s * s;
+  float w = z * z;
+  float r = z * (0x1.555554p-1f + w * 0x1.23d3dcp-2f) + w * (0x1.999c26p-2f + w * 0x1.f13c4cp-3f);
+  float half_square = 0.5f * f * f;
+  float core = s * (half_square + r) + k * 0x1.2fefa2p-17f - half_square + f + k * 0x1.62e3p-1f;
+  float special = rc_selectf(x == 0.0f, -HUGE_VALF, rc_selectf(x < 0.0f, rc_from_bitsf(0x7FC00000u), x));
+  return rc_selectf((x > 0.0f) & (x < HUGE_VALF), core, special);
 }
 RC_MATH float rc_log2f(float x) {
   double d = (double)x;
