@@ -38,6 +38,8 @@
 mod capture;
 mod diagnose;
 
+use std::ops::Range;
+
 use crate::chunked::ChunkedVec;
 use crate::constraint::Constraint;
 use crate::error::{ShapeError, ShapeErrorKind, TensorContext};
@@ -226,8 +228,8 @@ enum Change {
     },
     /// The constraints of an operation, as its [`OpInfo::generated`] keeps them.
     Operation(OpId),
-    /// A closing over the leaves among the first `n_tensors` tensors.
-    Close { n_tensors: usize },
+    /// A closing over the leaves among the tensors `from..to`.
+    Close { from: usize, to: usize },
 }
 
 /// The shape inference environment of one graph.
@@ -237,6 +239,9 @@ pub struct Inference {
     tensors: ChunkedVec<TensorInfo>,
     ops: ChunkedVec<OpInfo>,
     log: Vec<Entry>,
+    /// The tensors the last successful closing covered: every variable of their shapes is
+    /// solved, and stays so, so that a later closing need only visit the leaves after them.
+    closed: usize,
     /// `set_equal` between a dimension and a row: reported by name if closing cannot decide it.
     pending_equal: Vec<(Capture, Capture)>,
 }
@@ -353,10 +358,14 @@ impl Inference {
 
     /// Closes every shape (the staged policy of [`Solver::close`]), with every leaf declared so
     /// far as a leaf. On failure nothing is committed.
+    ///
+    /// The leaves an earlier closing covered are left out: that closing solved every variable of
+    /// theirs, so visiting them again would only resolve ground shapes, which a graph that
+    /// finishes after each step it grows by would pay for with time quadratic in its size.
     pub fn finish(&mut self) -> Result<(), ShapeError> {
-        let n_tensors = self.tensors.len();
+        let (from, to) = (self.closed, self.tensors.len());
         let vars = self.solver.vars().clone();
-        if let Err(error) = self.solver.close_views(&leaves(&self.tensors, n_tensors)) {
+        if let Err(error) = self.solver.close_views(&leaves(&self.tensors, from..to)) {
             let window = self.solver.refused_window();
             self.rebuild();
             let error = match window {
@@ -367,8 +376,9 @@ impl Inference {
         }
         self.log.push(Entry {
             vars,
-            change: Change::Close { n_tensors },
+            change: Change::Close { from, to },
         });
+        self.closed = to;
         Ok(())
     }
 
@@ -566,8 +576,8 @@ impl Inference {
                     solver.add_discardable(generated.discardable.iter().copied());
                     solver.add_all(&generated.constraints)
                 }
-                Change::Close { n_tensors } => {
-                    solver.close_views(&leaves(&self.tensors, *n_tensors))
+                Change::Close { from, to } => {
+                    solver.close_views(&leaves(&self.tensors, *from..*to))
                 }
             };
             if let Err(error) = replayed {
@@ -662,12 +672,11 @@ impl Inference {
     }
 }
 
-/// The leaves among the first `n_tensors` tensors, for closing: a free function, so that the
-/// solver can be borrowed apart from the tensors.
-fn leaves(tensors: &ChunkedVec<TensorInfo>, n_tensors: usize) -> Vec<LeafView<'_>> {
-    tensors
-        .iter()
-        .take(n_tensors)
+/// The leaves among the tensors `range`, for closing: a free function, so that the solver can be
+/// borrowed apart from the tensors.
+fn leaves(tensors: &ChunkedVec<TensorInfo>, range: Range<usize>) -> Vec<LeafView<'_>> {
+    range
+        .map(|t| &tensors[t])
         .filter_map(|info| match info.origin {
             Origin::Leaf { is_param } => Some(LeafView {
                 label: &info.label,

@@ -189,6 +189,24 @@ fn captures_read_solved_sizes_and_set_dim_fixes_hidden_ones() {
 }
 
 #[test]
+fn a_failed_finish_replays_the_closings_before_it() {
+    // The second closing visits only the leaves after the first; its failure rebuilds the
+    // solver from the log, the first closing included.
+    let mut inf = Inference::new();
+    let x = inf.leaf("x", LeafDecl::data().output([2])).unwrap();
+    let w = inf.leaf("w", LeafDecl::param().output([3])).unwrap();
+    let (y, _) = inf.apply("y", Logic::Compose, &[w, x]).unwrap();
+    inf.finish().unwrap();
+    let (v, h) = hidden_layer(&mut inf, "h");
+    assert!(message(inf.finish()).contains("hidden dimension"));
+    assert_eq!(shape_of(&inf, w), "|2->3");
+    inf.set_dim(&h, 4).unwrap();
+    inf.finish().unwrap();
+    assert_eq!(shape_of(&inf, v), "|->3,4");
+    assert_eq!(shape_of(&inf, y), "|->3");
+}
+
+#[test]
 fn row_captures_hold_element_counts() {
     let mut inf = Inference::new();
     let x = inf.leaf("x", LeafDecl::data().output([2, 3])).unwrap();
