@@ -13,6 +13,11 @@
 //! and f64 cells: this pass changes what the interpreter computes by rounding. It is for backends
 //! that run loops on threads, not a pass of [`optimize`](super::optimize).
 //!
+//! A float local that a top-level loop adds into at every iteration (a sum of every cell, which
+//! `accumulate` keeps in a local) is cut likewise: each part sums its stretch into a local of its
+//! own and stores it in its cell of a scratch node; the local is then its first value plus the
+//! parts, in order.
+//!
 //! A part's copy starts at −0, the float that leaves every value unchanged when added to it, so
 //! that a cell that no iteration adds into (the loop writes only some cells of a node) keeps its
 //! value, its sign of zero included.
@@ -20,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::{Fresh, Renaming, with_body};
-use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
+use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::ops::Binop;
 use crate::precision::Precision;
@@ -62,7 +67,22 @@ pub fn split_sums(routine: &Routine) -> SplitSums {
         .map_or(Some(0), |id| id.0.checked_add(1));
     let mut split = with_body(routine, Vec::with_capacity(routine.body.len()));
     let mut scratch = Vec::new();
-    for stmt in &routine.body {
+    let mut stmts = routine.body.iter().peekable();
+    while let Some(stmt) = stmts.next() {
+        if let (Some(next), Some(id)) = (stmts.peek(), next_id)
+            && let Some(sum) = LocalSum::of(stmt, next)
+        {
+            let copy = NodeId(id);
+            next_id = id.checked_add(1);
+            let label = format!("{} parts", sum.local);
+            let mut node = TensorNode::new(copy.0, &label, sum.precision, &[sum.parts]);
+            node.memory_mode = Some(MemoryMode::Local);
+            split.nodes.insert(copy, node);
+            scratch.push(copy);
+            split.body.extend(sum.split(copy, &mut fresh));
+            stmts.next();
+            continue;
+        }
         let sum = Sum::of(stmt, routine).filter(|sum| {
             next_id.is_some_and(|next| next.checked_add(sum.targets.len() as u32).is_some())
         });
@@ -247,6 +267,140 @@ impl<'a> Sum<'a> {
             }));
         }
         split
+    }
+}
+
+/// A float local declared at the top level and then added into by every iteration of the loop
+/// that follows (a loss summed over a batch's every cell, after `accumulate` made its cell a
+/// local): the loop cut into parts, each summing its stretch into a local of its own and storing
+/// it in its cell of a scratch node, and the local declared as its first value plus the parts.
+struct LocalSum<'a> {
+    local: LocalId,
+    precision: Precision,
+    first: &'a Scalar,
+    var: LoopVar,
+    range: usize,
+    body: &'a [Stmt],
+    parts: usize,
+}
+
+impl<'a> LocalSum<'a> {
+    /// `declaration` and `stmt` as such a sum worth cutting into parts, if they are one: `stmt`
+    /// a loop that writes no node, sets no local declared outside it but the sum's, and sets
+    /// that one only by adding a value that does not read it, nor does anything else in it.
+    fn of(declaration: &'a Stmt, stmt: &'a Stmt) -> Option<LocalSum<'a>> {
+        let (
+            Stmt::Local {
+                id,
+                precision: precision @ (Precision::F32 | Precision::F64),
+                value: first,
+            },
+            Stmt::For { var, range, body },
+        ) = (declaration, stmt)
+        else {
+            return None;
+        };
+        let reads_sum = |value: &Scalar| {
+            let mut reads = false;
+            value.for_each_local(&mut |read| reads |= read == *id);
+            reads
+        };
+        let mut declared = HashSet::new();
+        let mut adds = false;
+        let mut eligible = true;
+        for inner in body {
+            inner.walk(&mut |s| match s {
+                Stmt::Local { id: own, value, .. } => {
+                    eligible &= !reads_sum(value);
+                    declared.insert(*own);
+                }
+                Stmt::SetLocal { id: set, value } if set == id => {
+                    let addend = local_addend(*id, value);
+                    eligible &= addend.is_some_and(|a| !reads_sum(a));
+                    adds = true;
+                }
+                Stmt::SetLocal { id: set, value } => {
+                    eligible &= declared.contains(set) && !reads_sum(value);
+                }
+                Stmt::For { .. } => {}
+                _ => eligible = false,
+            });
+        }
+        if !eligible || !adds {
+            return None;
+        }
+        let work = stmt.stored_cells();
+        let parts = (2..=MAX_PARTS.min(*range))
+            .rev()
+            .find(|&parts| range % parts == 0 && work / parts >= MIN_PART_WORK)?;
+        Some(LocalSum {
+            local: *id,
+            precision: *precision,
+            first,
+            var: *var,
+            range: *range,
+            body,
+            parts,
+        })
+    }
+
+    /// The loop over the parts, each summing its stretch of the range into a local of its own
+    /// and storing it in its cell of `copy`, then the local declared as its first value plus
+    /// the parts' sums, in order.
+    fn split(&self, copy: NodeId, fresh: &mut Fresh) -> Vec<Stmt> {
+        let (part, within, own) = (fresh.var(), fresh.var(), fresh.local());
+        let stretch = self.range / self.parts;
+        let mut renaming = Renaming::default();
+        renaming.indices.insert(
+            self.var,
+            Index {
+                terms: vec![(stretch as i64, Var::Loop(part)), (1, Var::Loop(within))],
+                offset: 0,
+            },
+        );
+        renaming.locals.insert(self.local, own);
+        let part_body = vec![
+            Stmt::Local {
+                id: own,
+                precision: self.precision,
+                value: Scalar::Const(-0.0),
+            },
+            Stmt::For {
+                var: within,
+                range: stretch,
+                body: self.body.iter().map(|s| renaming.stmt(s)).collect(),
+            },
+            Stmt::Set {
+                node: copy,
+                index: vec![Index::var(part, 0)],
+                value: Scalar::Local(own),
+            },
+        ];
+        let part_sum = |p: usize| Scalar::Get(copy, vec![Index::constant(p as i64)]);
+        let total = (0..self.parts).fold(self.first.clone(), |sum, p| add(sum, part_sum(p)));
+        vec![
+            Stmt::For {
+                var: part,
+                range: self.parts,
+                body: part_body,
+            },
+            Stmt::Local {
+                id: self.local,
+                precision: self.precision,
+                value: total,
+            },
+        ]
+    }
+}
+
+/// What `local := value` adds into the local, when it is such a sum.
+fn local_addend(local: LocalId, value: &Scalar) -> Option<&Scalar> {
+    let Scalar::Binop(Binop::Add, a, b) = value else {
+        return None;
+    };
+    match (&**a, &**b) {
+        (Scalar::Local(id), addend) | (addend, Scalar::Local(id)) if *id == local => Some(addend),
+        _ => None,
     }
 }
 
@@ -452,5 +606,103 @@ mod tests {
             value: Scalar::Binop(Binop::Add, get(1, index.clone()), get(0, index)),
         };
         unsplit(moving);
+    }
+
+    /// `v := first; for l0 in 0..cells { v := v + n0[l0] }; n1[0] := v`, in f32.
+    fn total(cells: usize, first: f64) -> Routine {
+        let v = LocalId(0);
+        Routine {
+            name: "total".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", Precision::F32, &[cells]),
+                TensorNode::new(1, "sum", Precision::F32, &[1]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body: vec![
+                Stmt::Local {
+                    id: v,
+                    precision: Precision::F32,
+                    value: Scalar::Const(first),
+                },
+                Stmt::For {
+                    var: LoopVar(0),
+                    range: cells,
+                    body: vec![Stmt::SetLocal {
+                        id: v,
+                        value: Scalar::Binop(
+                            Binop::Add,
+                            Box::new(Scalar::Local(v)),
+                            get(0, vec![at(0)]),
+                        ),
+                    }],
+                },
+                Stmt::Set {
+                    node: NodeId(1),
+                    index: vec![Index::constant(0)],
+                    value: Scalar::Local(v),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn a_sum_into_a_local_is_cut_into_parts_each_with_its_own_local() {
+        let split = split_sums(&total(1 << 16, 1.5));
+        assert_eq!(split.scratch, vec![NodeId(2)]);
+        assert_eq!(split.routine.nodes[&NodeId(2)].dims, vec![MAX_PARTS]);
+        let [
+            Stmt::For { range, body, .. },
+            Stmt::Local { id, value, .. },
+            Stmt::Set { .. },
+        ] = &split.routine.body[..]
+        else {
+            panic!("{}", split.routine)
+        };
+        assert_eq!(*range, MAX_PARTS);
+        // Each part: its own local from −0, its stretch, its cell of the scratch node.
+        let [
+            Stmt::Local {
+                id: own,
+                value: start,
+                ..
+            },
+            Stmt::For { range: stretch, .. },
+            Stmt::Set {
+                node,
+                value: stored,
+                ..
+            },
+        ] = &body[..]
+        else {
+            panic!("{}", split.routine)
+        };
+        assert_ne!(own, id);
+        assert_eq!(*start, Scalar::Const(-0.0));
+        assert_eq!(*stretch, (1 << 16) / MAX_PARTS);
+        assert_eq!((*node, stored), (NodeId(2), &Scalar::Local(*own)));
+        // The local: its first value, then each part's sum in order.
+        let mut reads = Vec::new();
+        value.for_each_get(&mut |node, index| reads.push((node, index[0].offset)));
+        let parts: Vec<(NodeId, i64)> = (0..MAX_PARTS as i64).map(|p| (NodeId(2), p)).collect();
+        assert_eq!(reads, parts);
+    }
+
+    #[test]
+    fn a_small_sum_into_a_local_or_one_reading_it_stays_whole() {
+        let unsplit = |routine: Routine| assert_eq!(split_sums(&routine).routine, routine);
+        unsplit(total(4096, 0.0));
+        let mut reads_itself = total(1 << 16, 0.0);
+        let Stmt::For { body, .. } = &mut reads_itself.body[1] else {
+            unreachable!()
+        };
+        body.push(Stmt::Set {
+            node: NodeId(0),
+            index: vec![at(0)],
+            value: Scalar::Local(LocalId(0)),
+        });
+        unsplit(reads_itself);
     }
 }
