@@ -603,7 +603,7 @@ impl Functions<'_> {
             Some(name) => name.clone(),
             None => {
                 let name = format!("{}{count}", self.prefix);
-                write!(self.source, "{KERNEL_START}{name}_cells{text}}}\n")
+                writeln!(self.source, "{KERNEL_START}{name}_cells{text}}}")
                     .expect("writing to a string");
                 writeln!(
                     self.source,
