@@ -1,5 +1,7 @@
 //! `Tensor`: a handle to a tensor of a [`Graph`]. Its operator sugar is in `operators`.
 
+use std::hash::{Hash, Hasher};
+
 use crate::graph::Graph;
 
 /// A tensor of a graph: a cheap handle (cloning it clones a reference).
@@ -13,6 +15,16 @@ impl PartialEq for Tensor {
     /// The same tensor of the same graph.
     fn eq(&self, other: &Tensor) -> bool {
         self.index == other.index && self.graph.owns(other)
+    }
+}
+
+impl Eq for Tensor {}
+
+impl Hash for Tensor {
+    /// The tensor's index in its graph: equal tensors share it (tensors of other graphs may too),
+    /// so that sets and maps of a graph's tensors find one in constant time.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.index.hash(state);
     }
 }
 

@@ -300,6 +300,14 @@ impl Compiler {
         } else {
             (None, gemm::Native::default())
         };
+        // Looked up by every product: a search of the list per product would be quadratic in
+        // the routine's size.
+        let positions: HashMap<NodeId, usize> = generated
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(position, &id)| (id, position))
+            .collect();
         let mut steps = Vec::new();
         for step in generated.steps {
             steps.push(match step {
@@ -315,7 +323,7 @@ impl Compiler {
                 Step::Gemm(plan) => Loaded::Gemm(Box::new(gemm::Prepared::new(
                     &plan,
                     routine,
-                    &generated.buffers,
+                    &positions,
                     &generated.statics,
                     &native,
                 ))),

@@ -62,17 +62,26 @@ pub enum OptimizeErrorKind {
 /// sibling loops over the same cells merged, constants folded, loop-invariant operations computed before inner loops and repeated
 /// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let constant = constants::inline_constants(routine);
-    let absorbed = fills::absorb_fills(&constant);
-    let extracted = gemm::extract_gemms(&absorbed);
-    let decided = memory::decide_memory_modes(&extracted)?;
-    let fused = virtualize::virtualize(&decided)?;
-    let accumulated = accumulate::local_accumulators(&fused);
-    let ordered = order::order_loops(&accumulated);
-    let merged = merge::merge_loops(&ordered);
-    let simplified = simplify::simplify(&merged);
-    let hoisted = hoist::hoist_invariants(&simplified);
-    Ok(cse::cse(&hoisted))
+    type Pass = fn(&Routine) -> Result<Routine, OptimizeError>;
+    let passes: [Pass; 10] = [
+        |r| Ok(fills::absorb_fills(r)),
+        |r| Ok(gemm::extract_gemms(r)),
+        memory::decide_memory_modes,
+        virtualize::virtualize,
+        |r| Ok(accumulate::local_accumulators(r)),
+        |r| Ok(order::order_loops(r)),
+        |r| Ok(merge::merge_loops(r)),
+        |r| Ok(simplify::simplify(r)),
+        |r| Ok(hoist::hoist_invariants(r)),
+        |r| Ok(cse::cse(r)),
+    ];
+    // Each routine is dropped as soon as the next pass has made its own: a large routine's
+    // intermediates, all alive at once, would hold many times its memory.
+    passes
+        .into_iter()
+        .try_fold(constants::inline_constants(routine), |routine, pass| {
+            pass(&routine)
+        })
 }
 
 /// `routine`'s name, nodes and static indices around `body`: what a pass returns, without

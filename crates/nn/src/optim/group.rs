@@ -2,6 +2,8 @@
 //! weight decay, and the split of a model's parameters into those weight decay applies to and
 //! those it leaves alone (biases, normalization gains and biases).
 
+use std::collections::HashMap;
+
 use rcannl_tensor::{Context, Formula, Tensor, TensorError};
 
 use super::settings::{Range, check};
@@ -76,7 +78,8 @@ pub(super) fn params_of(groups: &[Group]) -> Vec<Tensor> {
 /// Checks, for `owner`, each group's own settings and that no parameter is in two groups (or
 /// twice in one): it would be stepped twice.
 pub(super) fn check_groups(owner: &str, groups: &[Group]) -> Result<(), TensorError> {
-    let mut seen: Vec<(&Tensor, usize)> = Vec::new();
+    // Which group each parameter was first seen in: a map, as a model may have many thousands.
+    let mut seen: HashMap<&Tensor, usize> = HashMap::new();
     for (i, group) in groups.iter().enumerate() {
         let setting = |name: &str| format!("group {i}'s {name}");
         check(
@@ -89,14 +92,14 @@ pub(super) fn check_groups(owner: &str, groups: &[Group]) -> Result<(), TensorEr
             check(owner, &setting("weight decay"), decay, Range::AtLeastZero)?;
         }
         for w in &group.params {
-            if let Some((_, first)) = seen.iter().find(|(p, _)| *p == w) {
+            if let Some(first) = seen.get(w) {
                 return Err(TensorError::new(format!(
                     "{owner}: parameter '{}' is in group {first} and again in group {i}: each \
                      parameter belongs to one group",
                     w.label()
                 )));
             }
-            seen.push((w, i));
+            seen.insert(w, i);
         }
     }
     Ok(())

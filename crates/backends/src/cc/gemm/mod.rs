@@ -231,7 +231,7 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// `plan` of `routine`, whose buffers are `buffers` in this order and whose static indices
+    /// `plan` of `routine`, whose buffers' positions are `buffers` and whose static indices
     /// come in `statics`' order, run with the kernels of `native`.
     ///
     /// # Panics
@@ -239,16 +239,11 @@ impl Prepared {
     pub(crate) fn new(
         plan: &GemmPlan,
         routine: &Routine,
-        buffers: &[NodeId],
+        buffers: &HashMap<NodeId, usize>,
         statics: &[Symbol],
         native: &Native,
     ) -> Prepared {
-        let position = |id: NodeId| {
-            buffers
-                .iter()
-                .position(|b| *b == id)
-                .expect("a product's nodes have buffers")
-        };
+        let position = |id: NodeId| *buffers.get(&id).expect("a product's nodes have buffers");
         let loops = || {
             plan.batch
                 .iter()
