@@ -164,8 +164,7 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
         Stmt::Set { node, index, .. } => {
             let info = &routine.nodes[node];
             let (stride, span) = flat_extent(index, &info.buffer_dims(), *var, ranges);
-            safe &=
-                stride.unsigned_abs() > span || index.iter().any(|axis| moves_alone(axis, *var));
+            safe &= stride.unsigned_abs() > span || index.iter().any(|axis| axis.moves_alone(*var));
             writes.entry(*node).or_default().push(index.clone());
         }
         Stmt::SetVec {
@@ -186,7 +185,7 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
                 .index
                 .iter()
                 .enumerate()
-                .any(|(axis, index)| axis != target.axis && moves_alone(index, *var));
+                .any(|(axis, index)| axis != target.axis && index.moves_alone(*var));
             safe &= stride.unsigned_abs() > span || other_axis_moves;
             writes
                 .entry(target.node)
@@ -215,20 +214,6 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
         inner.walk(&mut check);
     }
     reads_ok
-}
-
-/// Whether `var` is the only loop variable of the axis position `index`: iterations of `var`
-/// then write distinct positions along that axis, whatever the other loops do.
-fn moves_alone(index: &Index, var: LoopVar) -> bool {
-    let mut coefficient = 0i64;
-    for (c, v) in &index.terms {
-        match v {
-            Var::Loop(l) if *l == var => coefficient = coefficient.saturating_add(*c),
-            Var::Loop(_) => return false,
-            Var::Static(_) => {}
-        }
-    }
-    coefficient != 0
 }
 
 /// Calls `visit` on every statement of `body`, nested ones included, with the ranges of the loops

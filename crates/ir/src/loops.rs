@@ -53,6 +53,21 @@ pub struct Index {
 }
 
 impl Index {
+    /// Whether `var` is the only loop variable of this axis position, with a coefficient other
+    /// than 0: the iterations of `var` then reach distinct positions along the axis, whatever
+    /// the other loops do.
+    pub fn moves_alone(&self, var: LoopVar) -> bool {
+        let mut coefficient = 0i64;
+        for (c, v) in &self.terms {
+            match v {
+                Var::Loop(l) if *l == var => coefficient = coefficient.saturating_add(*c),
+                Var::Loop(_) => return false,
+                Var::Static(_) => {}
+            }
+        }
+        coefficient != 0
+    }
+
     /// The index that is `offset` wherever it is evaluated.
     pub fn constant(offset: i64) -> Index {
         Index {

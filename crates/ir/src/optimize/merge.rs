@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::{Renaming, with_body};
-use crate::loops::{Index, LocalId, LoopVar, Stmt, Var};
+use crate::loops::{Index, LocalId, Stmt};
 use crate::node::NodeId;
 use crate::routine::Routine;
 
@@ -164,7 +164,7 @@ fn independent_writes(stmt: &Stmt) -> Option<BTreeMap<NodeId, Vec<Vec<Index>>>> 
     for inner in body {
         inner.walk(&mut |s| match s {
             Stmt::Set { node, index, .. } => {
-                independent &= index.iter().any(|axis| moves_alone(axis, *var));
+                independent &= index.iter().any(|axis| axis.moves_alone(*var));
                 writes.entry(*node).or_default().push(index.clone());
             }
             Stmt::Local { id, .. } => {
@@ -197,24 +197,10 @@ fn independent_writes(stmt: &Stmt) -> Option<BTreeMap<NodeId, Vec<Vec<Index>>>> 
     independent.then_some(writes)
 }
 
-/// Whether `var` is the only loop variable of the axis position `index` (with a coefficient
-/// other than 0): the iterations of `var` then reach distinct positions along that axis.
-fn moves_alone(index: &Index, var: LoopVar) -> bool {
-    let mut coefficient = 0i64;
-    for (c, v) in &index.terms {
-        match v {
-            Var::Loop(l) if *l == var => coefficient = coefficient.saturating_add(*c),
-            Var::Loop(_) => return false,
-            Var::Static(_) => {}
-        }
-    }
-    coefficient != 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loops::Scalar;
+    use crate::loops::{LoopVar, Scalar};
     use crate::ops::Binop;
 
     fn at(vars: &[u32]) -> Vec<Index> {

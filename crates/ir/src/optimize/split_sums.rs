@@ -211,14 +211,7 @@ impl<'a> Sum<'a> {
     ) -> Vec<Stmt> {
         let (part, within) = (fresh.var(), fresh.var());
         let stretch = self.range / self.parts;
-        let mut renaming = Renaming::default();
-        renaming.indices.insert(
-            self.var,
-            Index {
-                terms: vec![(stretch as i64, Var::Loop(part)), (1, Var::Loop(within))],
-                offset: 0,
-            },
-        );
+        let renaming = stretch_of(self.var, stretch, part, within);
         let at_part = |index: &[Index]| -> Vec<Index> {
             std::iter::once(Index::var(part, 0))
                 .chain(index.iter().cloned())
@@ -350,14 +343,7 @@ impl<'a> LocalSum<'a> {
     fn split(&self, copy: NodeId, fresh: &mut Fresh) -> Vec<Stmt> {
         let (part, within, own) = (fresh.var(), fresh.var(), fresh.local());
         let stretch = self.range / self.parts;
-        let mut renaming = Renaming::default();
-        renaming.indices.insert(
-            self.var,
-            Index {
-                terms: vec![(stretch as i64, Var::Loop(part)), (1, Var::Loop(within))],
-                offset: 0,
-            },
-        );
+        let mut renaming = stretch_of(self.var, stretch, part, within);
         renaming.locals.insert(self.local, own);
         let part_body = vec![
             Stmt::Local {
@@ -391,6 +377,20 @@ impl<'a> LocalSum<'a> {
             },
         ]
     }
+}
+
+/// The renaming that runs `var`'s iterations as `stretch` iterations of `within` in each
+/// iteration of `part`.
+fn stretch_of(var: LoopVar, stretch: usize, part: LoopVar, within: LoopVar) -> Renaming {
+    let mut renaming = Renaming::default();
+    renaming.indices.insert(
+        var,
+        Index {
+            terms: vec![(stretch as i64, Var::Loop(part)), (1, Var::Loop(within))],
+            offset: 0,
+        },
+    );
+    renaming
 }
 
 /// What `local := value` adds into the local, when it is such a sum.
