@@ -16,11 +16,12 @@
 //! the end is what it held after the two loops, bit for bit. Requiring both loops independent
 //! also keeps a loop that could be split across threads from merging with one that could not.
 //!
-//! Two loops merge only where the loop they make nests as many loops alone as each of them did (a
-//! row's loop over a matrix's cells keeps its inner loop to itself: it does not merge with a loop
-//! over the rows only, such as a bias's update), so that no loop the GPU would have run at once
-//! becomes serial. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so that a long run of
-//! mergeable loops costs linear time to merge and makes kernels of bounded size.
+//! Two loops merge only where the loop they make nests as many loops alone as each of them did
+//! (a row's loop over a matrix's cells keeps its inner loop to itself: it does not merge with a
+//! loop over the rows only, such as a bias's update), so that no loop the GPU would have run at
+//! once becomes serial. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so
+//! that a long run of mergeable loops costs linear time to merge and makes kernels of bounded
+//! size.
 
 use std::collections::{BTreeMap, HashSet};
 
