@@ -3,9 +3,9 @@
 //! The routine's top-level statements are grouped into kernels, each a call of a C function
 //! `void rc_kN(void *const *buffers, const int64_t *statics, int64_t begin, int64_t end)` whose
 //! `buffers` are the kernel's own, in the order it first names them (it passes them on as the
-//! `restrict` parameters of the function holding the statements, `rc_kN_cells`): kernels that differ only in
-//! which buffers they read and write (a deep model's layers) are one function, written and
-//! compiled once (`cc::identity`). A
+//! `restrict` parameters of the function holding the statements, `rc_kN_cells`): kernels that
+//! differ only in which buffers they read and write (a deep model's layers) are one function,
+//! written and compiled once (`cc::identity`). A
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
 //! range across threads (each cell is then computed by the same operations in the same order, so
