@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use half::f16;
 
-use super::{AddScaled, Dot, Native, pool};
+use super::{AddScaled, Dot, F32Product, Native, pool};
 
 /// The element types the product runs on.
 pub(super) trait Element: Copy + Send + Sync + 'static {
@@ -296,22 +296,41 @@ pub(super) unsafe fn product<T: Element>(
             );
         }
     };
-    let split = threads.min(m.max(n) / 16).max(1);
+    // Split along the longer side, at multiples of the kernel's tile on that side.
+    let (tile_rows, tile_columns) = kernels
+        .native
+        .f32_product
+        .and_then(F32Product::tile)
+        .filter(|_| TypeId::of::<T>() == TypeId::of::<f32>())
+        .unwrap_or((1, 1));
+    let (side, tile) = if m >= n {
+        (m, tile_rows)
+    } else {
+        (n, tile_columns)
+    };
+    let split = threads.min(side / 16).min(side.div_ceil(tile)).max(1);
     if split == 1 {
         run(m, n, dst, lhs, rhs);
         return;
     }
     pool::for_each_part(split, &|part| {
+        let stretch = tiled_stretch(side, tile, split, part);
         if m >= n {
-            let rows = pool::stretch(m, split, part);
-            let (dst, lhs) = (dst.at(rows.start, 0), lhs.at(rows.start, 0));
-            run(rows.len(), n, dst, lhs, rhs);
+            let (dst, lhs) = (dst.at(stretch.start, 0), lhs.at(stretch.start, 0));
+            run(stretch.len(), n, dst, lhs, rhs);
         } else {
-            let columns = pool::stretch(n, split, part);
-            let (dst, rhs) = (dst.at(0, columns.start), rhs.at(0, columns.start));
-            run(m, columns.len(), dst, lhs, rhs);
+            let (dst, rhs) = (dst.at(0, stretch.start), rhs.at(0, stretch.start));
+            run(m, stretch.len(), dst, lhs, rhs);
         }
     });
+}
+
+/// The stretch of `0..total` that part `part` of `parts` takes, cut at multiples of `tile` (the
+/// last takes what is left of a tile): no part but the last ends in a tile cut short, and a
+/// panel of columns read where it lies stays whole. Parts differ by at most one tile.
+fn tiled_stretch(total: usize, tile: usize, parts: usize, part: usize) -> std::ops::Range<usize> {
+    let tiles = pool::stretch(total.div_ceil(tile), parts, part);
+    (tiles.start * tile).min(total)..(tiles.end * tile).min(total)
 }
 
 /// A product with one row or one column (a matrix-vector or dot product), which a blocked
@@ -632,6 +651,31 @@ mod tests {
                 .collect();
         }
         offsets.iter().map(|&o| source[o as usize]).collect()
+    }
+
+    #[test]
+    fn a_split_product_is_cut_at_whole_tiles() {
+        // A kernel gradient's 144 columns in panels of 16 on 2 threads, the rows of a layer's
+        // product in tiles of 6 on 3, and sides shorter than their parts' tiles.
+        for (total, tile, parts) in [(144, 16, 2), (2048, 6, 3), (20, 16, 2), (7, 1, 7)] {
+            let stretches: Vec<_> = (0..parts)
+                .map(|part| tiled_stretch(total, tile, parts, part))
+                .collect();
+            assert_eq!(stretches[0].start, 0);
+            assert_eq!(stretches[parts - 1].end, total);
+            for pair in stretches.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+                assert_eq!(
+                    pair[0].end % tile,
+                    0,
+                    "{total} in tiles of {tile}: {stretches:?}"
+                );
+            }
+            let tiles: Vec<usize> = stretches.iter().map(|s| s.len().div_ceil(tile)).collect();
+            let (fewest, most) = (tiles.iter().min(), tiles.iter().max());
+            assert!(most.unwrap() - fewest.unwrap() <= 1, "{stretches:?}");
+        }
+        assert_eq!(tiled_stretch(144, 16, 2, 0), 0..64);
     }
 
     #[test]

@@ -640,6 +640,17 @@ pub enum F32Product {
 }
 
 impl F32Product {
+    /// The rows and columns of the kernel's register tile (`None` for the crate, whose blocking
+    /// is its own): a product split among threads is cut at multiples of them, so that no part
+    /// ends in a tile cut short and a panel of columns that lies in place stays whole.
+    pub(crate) fn tile(self) -> Option<(usize, usize)> {
+        match self {
+            F32Product::Avx512 => Some((14, 32)),
+            F32Product::Avx2 => Some((6, 16)),
+            F32Product::GemmCrate => None,
+        }
+    }
+
     /// The kernel for `target` on this `cpu`: AVX-512 where `rc_sgemm` was built
     /// (`avx512_built`: the flags enable AVX-512), else AVX2 on x86-64 where this CPU has AVX2
     /// and FMA, whatever level the flags choose (the kernel is compiled for AVX2 by a function
