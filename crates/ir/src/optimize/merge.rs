@@ -21,12 +21,17 @@
 //! loop over the rows only, such as a bias's update), so that no loop the GPU would have run at
 //! once becomes serial. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so
 //! that a long run of mergeable loops costs linear time to merge and makes kernels of bounded
-//! size.
+//! size, and at most [`INLINE_TRANSCENDENTAL_LIMIT`] transcendental functions, as a virtual
+//! node's cell does (each is tens of operations in generated code, and a compiler's time on one
+//! loop body grows faster than the body): a long chain of them, which the memory modes cut into
+//! loops of a few functions each, stays cut, and its loops, alike, are one kernel compiled once.
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::memory::INLINE_TRANSCENDENTAL_LIMIT;
+use super::virtualize::is_transcendental;
 use super::{Renaming, with_body};
-use crate::loops::{Index, LocalId, Stmt};
+use crate::loops::{Index, LocalId, Scalar, Stmt};
 use crate::node::NodeId;
 use crate::routine::Routine;
 
@@ -86,6 +91,7 @@ fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
     };
     if range != second_range
         || statement_count(first) + statement_count(second) > MAX_MERGED_STATEMENTS
+        || transcendentals(first) + transcendentals(second) > INLINE_TRANSCENDENTAL_LIMIT
     {
         return None;
     }
@@ -134,6 +140,25 @@ fn chain_depth(stmt: &Stmt) -> usize {
 fn statement_count(stmt: &Stmt) -> usize {
     let mut count = 0;
     stmt.walk(&mut |_| count += 1);
+    count
+}
+
+/// How many transcendental functions `stmt` computes, nested statements included.
+fn transcendentals(stmt: &Stmt) -> usize {
+    let mut count = 0;
+    stmt.walk(&mut |stmt| {
+        let mut stack = stmt.values();
+        while let Some(scalar) = stack.pop() {
+            count += usize::from(is_transcendental(scalar));
+            match scalar {
+                Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {}
+                Scalar::Lookup(lookup) => stack.push(&lookup.id),
+                Scalar::Unop(_, a) => stack.push(a),
+                Scalar::Binop(_, a, b) => stack.extend([&**a, &**b]),
+                Scalar::Ternop(_, a, b, c) => stack.extend([&**a, &**b, &**c]),
+            }
+        }
+    });
     count
 }
 
@@ -279,6 +304,27 @@ mod tests {
             ],
         )];
         assert_eq!(merged(body), expected);
+    }
+
+    #[test]
+    fn merged_loops_compute_a_bounded_number_of_transcendental_functions() {
+        // A chain of tanh, stored every few functions by the memory modes: its loops merge
+        // while the merged body stays within the limit, and no further.
+        let tanh = |x: Scalar| Scalar::Unop(crate::ops::Unop::Tanh, Box::new(x));
+        let link = |var: u32, node: u32, functions: usize| {
+            let value = (0..functions).fold(get(node, &[var]), |x, _| tanh(x));
+            Stmt::For {
+                var: LoopVar(var),
+                range: 64,
+                body: vec![set(node + 1, at(&[var]), value)],
+            }
+        };
+        let half = INLINE_TRANSCENDENTAL_LIMIT / 2;
+        let within = merged(vec![link(0, 0, half), link(1, 1, half)]);
+        assert_eq!(within.len(), 1, "{within:?}");
+        assert_eq!(transcendentals(&within[0]), INLINE_TRANSCENDENTAL_LIMIT);
+        let beyond = vec![link(0, 0, half), link(1, 1, half + 1)];
+        assert_eq!(merged(beyond.clone()), beyond);
     }
 
     #[test]
