@@ -9,7 +9,9 @@
 //!   routine, then its backprop routine;
 //! - `mlp`: dense layers of width 32 with `relu`, on a batch of 4, summed; SGD's training step;
 //! - `transformer`: 1, 2, 4, … 64 transformer blocks (width 32, 2 heads, 8 tokens, batch 2),
-//!   summed; Adam's training step; with the ratio of the time of 64 blocks to that of 8.
+//!   summed; Adam's training step; with the ratio of the time of 64 blocks to that of 8;
+//! - `params`: that many one-cell parameters; `init_params` (not in the default run:
+//!   `-- params 5000`).
 //!
 //! The operations counted are the graph's ([`Graph::operation_count`]) once the routines are
 //! compiled: the model's and the optimizer's. The chain and the MLP are built to the operation
@@ -69,16 +71,25 @@ enum Family {
     Chain,
     Mlp,
     Transformer,
+    Params,
 }
 
 impl Family {
-    const ALL: [Family; 3] = [Family::Chain, Family::Mlp, Family::Transformer];
+    /// The families of the default run.
+    const DEFAULT: [Family; 3] = [Family::Chain, Family::Mlp, Family::Transformer];
+    const ALL: [Family; 4] = [
+        Family::Chain,
+        Family::Mlp,
+        Family::Transformer,
+        Family::Params,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Family::Chain => "chain",
             Family::Mlp => "mlp",
             Family::Transformer => "transformer",
+            Family::Params => "params",
         }
     }
 
@@ -90,7 +101,7 @@ impl Family {
     fn size_unit(self) -> &'static str {
         match self {
             Family::Transformer => "blocks",
-            Family::Chain | Family::Mlp => "asked",
+            Family::Chain | Family::Mlp | Family::Params => "asked",
         }
     }
 
@@ -138,6 +149,12 @@ impl Family {
                 let loss = sum(&h);
                 let mut ctx = context(&graph)?;
                 Adam::new(&graph, &graph.params(), 0.001).compile_step(&mut ctx, &loss)?;
+            }
+            Family::Params => {
+                for i in 0..size {
+                    graph.param(&format!("p{i}")).output([1]).build();
+                }
+                context(&graph)?.init_params()?;
             }
         }
         Ok(graph.operation_count())
@@ -367,12 +384,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sizes.push(n);
         } else {
             families.push(Family::named(arg).ok_or_else(|| {
-                format!("no family named {arg} (chain, mlp, transformer; or a size)")
+                format!("no family named {arg} (chain, mlp, transformer, params; or a size)")
             })?);
         }
     }
     if families.is_empty() {
-        families = Family::ALL.to_vec();
+        families = Family::DEFAULT.to_vec();
     }
     if sizes.is_empty() {
         sizes = DEFAULT_SIZES.to_vec();
