@@ -10,10 +10,11 @@
 //! backprop and the optimizer's update (one routine, the optimizer's `compile_step`), the loss
 //! read back.
 //!
-//! The transformer's time to first step (from an empty graph to the first step's loss) is timed
-//! in fresh processes: with an empty kernel cache (`RCANNL_CACHE_DIR` a fresh folder), then again
-//! with the cache it filled; likewise `torch.compile` (a fresh `TORCHINDUCTOR_CACHE_DIR`) and
-//! `jax.jit` (a fresh persistent compilation cache), and PyTorch eager.
+//! The time to first step (from an empty graph to the first step's loss) of the transformer, the
+//! digits CNN and the moons MLP at batch 32 is timed in fresh processes: with an empty kernel
+//! cache (`RCANNL_CACHE_DIR` a fresh folder), then again with the cache it filled; likewise
+//! `torch.compile` (a fresh `TORCHINDUCTOR_CACHE_DIR`) and `jax.jit` (a fresh persistent
+//! compilation cache), and PyTorch eager.
 //!
 //! Run with `cargo bench -p rcannl-nn --bench suite`, or with words after `--` to time only the
 //! workloads whose case names contain one (`-- conv moons`; `first_step` for the first-step
@@ -46,8 +47,11 @@ use workloads::Step;
 const ROUNDS: usize = 3;
 /// The threads when `$RAYON_NUM_THREADS` does not say.
 const DEFAULT_THREADS: &str = "2";
-/// The argument that makes this program time the transformer's first step and print it.
+/// The argument that makes this program time the first step of the workload named next and
+/// print it.
 const FIRST_STEP: &str = "first-step";
+/// The workloads whose first steps are timed.
+const FIRST_STEP_WORKLOADS: [&str; 3] = ["transformer", "digits", "moons32"];
 /// The first-step rows' case, for choosing them.
 const FIRST_STEP_CASE: &str = "first_step";
 
@@ -145,11 +149,12 @@ impl Drop for Scratch {
     }
 }
 
-/// Our time to the transformer's first step, in a fresh process whose kernel cache is `cache`.
-fn our_first_step(cache: &Path) -> Result<f64, String> {
+/// Our time to the first step of workload `case`, in a fresh process whose kernel cache is
+/// `cache`.
+fn our_first_step(case: &str, cache: &Path) -> Result<f64, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let output = Command::new(exe)
-        .arg(FIRST_STEP)
+        .args([FIRST_STEP, case])
         .env("RCANNL_CACHE_DIR", cache)
         .stdin(Stdio::null())
         .output()
@@ -173,8 +178,16 @@ const TABLE: Table = Table {
 
 fn main() -> Result<(), TensorError> {
     table::default_threads(DEFAULT_THREADS);
-    if std::env::args().any(|a| a == FIRST_STEP) {
-        println!("{}", workloads::transformer_first_step(BackendChoice::Cc)?);
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == FIRST_STEP) {
+        let case = args.get(at + 1).map_or("", String::as_str);
+        let workload = WORKLOADS
+            .iter()
+            .find(|w| w.case == case)
+            .ok_or_else(|| TensorError::new(format!("no workload named {case}")))?;
+        let start = std::time::Instant::now();
+        (workload.build)()?()?;
+        println!("{}", start.elapsed().as_secs_f64());
         return Ok(());
     }
     // Words after the program's name (cargo's `--bench` aside) choose workloads by their case.
@@ -198,26 +211,28 @@ fn main() -> Result<(), TensorError> {
             libraries.push("numpy");
         }
         let theirs = peers.time(&libraries, workload.case, workload.repeats, ROUNDS);
-        rows.push((workload.label, Some(ours), theirs));
+        rows.push((workload.label.to_owned(), Some(ours), theirs));
     }
 
     if chosen(FIRST_STEP_CASE) {
-        eprintln!("timing the transformer's first step ...");
         match Scratch::new() {
             Ok(scratch) => {
-                // The first round finds the caches empty and fills them; the second finds them
-                // full.
-                for label in ["first step, cold cache", "first step, warm cache"] {
-                    let ours = our_first_step(&scratch.folder("rcannl"))
-                        .inspect_err(|e| eprintln!("{e}"))
-                        .ok();
-                    let mut theirs = peers::Figures::new();
-                    for library in peers.libraries() {
-                        let cache = scratch.folder(library);
-                        let first = ["first", &*cache.to_string_lossy()];
-                        theirs.extend(peers.run(&[library], &first));
+                for case in FIRST_STEP_WORKLOADS {
+                    eprintln!("timing the {case} workload's first step ...");
+                    // The first round finds the caches empty and fills them; the second finds
+                    // them full.
+                    for cache_state in ["cold", "warm"] {
+                        let ours = our_first_step(case, &scratch.folder(&format!("{case}-rcannl")))
+                            .inspect_err(|e| eprintln!("{e}"))
+                            .ok();
+                        let mut theirs = peers::Figures::new();
+                        for library in peers.libraries() {
+                            let cache = scratch.folder(&format!("{case}-{library}"));
+                            let first = ["first", &*cache.to_string_lossy(), case];
+                            theirs.extend(peers.run(&[library], &first));
+                        }
+                        rows.push((format!("first step {case}, {cache_state}"), ours, theirs));
                     }
-                    rows.push((label, ours, theirs));
                 }
             }
             Err(e) => eprintln!("no first-step rows: cannot make a scratch folder: {e}"),
@@ -226,7 +241,7 @@ fn main() -> Result<(), TensorError> {
 
     table::preamble(threads, ROUNDS);
     println!(
-        "first step: from an empty graph to the transformer's first step (the peers' from after \
+        "first step: from an empty graph to the workload's first step (the peers' from after \
          their imports); cold: empty kernel caches (ours, inductor's, JAX's persistent cache), \
          warm: the caches the cold run filled"
     );

@@ -4,8 +4,8 @@ timed the way the harness times rcannl.
 
   --threads N --libraries L,... --rounds R time CASE REPEATS
       the best of R medians of REPEATS steps (after warm-up steps) of workload CASE, per library
-  --threads N --libraries L first CACHE
-      seconds from nothing built (the libraries imported) to the transformer's first training
+  --threads N --libraries L first CACHE CASE
+      seconds from nothing built (the libraries imported) to workload CASE's first training
       step, the loss read; `torch.compile` keeps its kernels in CACHE (TORCHINDUCTOR_CACHE_DIR),
       JAX its compiled programs (the persistent compilation cache)
 
@@ -510,7 +510,7 @@ def torch_threads(library, threads):
         torch.set_num_threads(threads)
 
 
-def first_step(library, cache, threads):
+def first_step(library, cache, case, threads):
     if library == "torch.compile":
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     if library.startswith("torch"):
@@ -522,7 +522,7 @@ def first_step(library, cache, threads):
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     start = time.perf_counter()
-    cases(library)["transformer"]()()
+    cases(library)[case]()()
     return time.perf_counter() - start
 
 
@@ -538,8 +538,8 @@ def main():
     for library in options.libraries.split(","):
         try:
             if options.command == "first":
-                (cache,) = options.args
-                seconds = first_step(library, cache, options.threads)
+                cache, case = options.args
+                seconds = first_step(library, cache, case, options.threads)
             else:
                 case, repeats = options.args
                 torch_threads(library, options.threads)

@@ -224,14 +224,6 @@ pub fn transformer_step(on: BackendChoice) -> Result<Step, TensorError> {
     })
 }
 
-/// Seconds from an empty graph to the transformer's first training step done (the loss read):
-/// inference, code generation, compilation (or the cache's libraries loaded) and one step.
-pub fn transformer_first_step(on: BackendChoice) -> Result<f64, TensorError> {
-    let start = std::time::Instant::now();
-    transformer_step(on)?()?;
-    Ok(start.elapsed().as_secs_f64())
-}
-
 /// The moons MLP (2 → 16 → 16 → 1, relu, mean hinge loss): backprop, SGD with momentum, the
 /// loss read.
 pub fn moons_step(batch: usize, on: BackendChoice) -> Result<Step, TensorError> {
