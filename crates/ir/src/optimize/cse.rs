@@ -7,9 +7,10 @@
 //! values are computed and rounded in, so the statement's result is bit-identical. A subexpression whose value depends on more than the kind, one
 //! drawing uniform values from random bits in the statement's own precision, is shared only
 //! when that precision is the local's. The largest repeated subexpression goes first, then the
-//! statement (and the new local) are searched again. A subexpression is shared only if one of
-//! its occurrences is evaluated whichever branch a `where` takes, so that sharing computes
-//! nothing a branch would have skipped.
+//! statement (and the new local) are searched again. A subexpression is shared only if it is
+//! evaluated whichever branch a `where` takes (one of its occurrences lies outside every
+//! branch, or it lies in both branches of a `where` that does), so that sharing computes nothing
+//! a branch would have skipped.
 
 use super::{Fresh, local_precisions, map_values, stmt_precision, with_body};
 use crate::loops::{Scalar, Stmt};
@@ -185,6 +186,34 @@ fn occurrences<'a>(
     for (operand, p, c) in operands(scalar, precision, conditional) {
         occurrences(operand, p, c, seen);
     }
+    // An operation in both branches of a `where` that is itself computed unconditionally is
+    // computed whichever branch is taken (GELU's `erfc`, in `x < 0 ? t : 1 - t`).
+    if let (Scalar::Ternop(Ternop::Where, _, a, b), false) = (scalar, conditional) {
+        let mut in_a = Vec::new();
+        operations(a, precision, &mut in_a);
+        let mut in_b = Vec::new();
+        operations(b, precision, &mut in_b);
+        for entry in seen.iter_mut() {
+            let here = |(s, p): &(&Scalar, Precision)| *s == entry.0 && *p == entry.1;
+            if in_a.iter().any(here) && in_b.iter().any(here) {
+                entry.3 = true;
+            }
+        }
+    }
+}
+
+/// Every operation in `scalar` (computed in `precision`), with the precision it is computed in.
+fn operations<'a>(
+    scalar: &'a Scalar,
+    precision: Precision,
+    out: &mut Vec<(&'a Scalar, Precision)>,
+) {
+    if is_operation(scalar) {
+        out.push((scalar, precision));
+    }
+    for (operand, p, _) in operands(scalar, precision, false) {
+        operations(operand, p, out);
+    }
 }
 
 /// `scalar` (computed in `precision`) with every occurrence of `target` computed in `context`
@@ -246,13 +275,28 @@ mod tests {
     }
 
     #[test]
-    fn branches_alone_and_precision_bound_draws_are_not_shared() {
-        let in_branches = Stmt::Set {
+    fn one_branch_alone_and_precision_bound_draws_are_not_shared() {
+        let set = |value| Stmt::Set {
             node: NodeId(3),
             index: vec![Index::var(LoopVar(0), 0)],
-            value: Scalar::Ternop(Ternop::Where, read(2), sum(), sum()),
+            value,
         };
-        assert_eq!(most_shared(&in_branches, Precision::F32), None);
+        let twice = || Box::new(Scalar::Binop(Binop::Mul, sum(), sum()));
+        // Twice in one branch: the other branch would not compute it.
+        let in_one_branch = set(Scalar::Ternop(Ternop::Where, read(2), twice(), read(1)));
+        assert_eq!(most_shared(&in_one_branch, Precision::F32), None);
+        // In both branches: computed whichever is taken.
+        let in_both = set(Scalar::Ternop(Ternop::Where, read(2), twice(), sum()));
+        assert_eq!(most_shared(&in_both, Precision::F32).unwrap().0, *sum());
+        // In both branches of a `where` inside a branch: not computed when that branch is not.
+        let nested = Scalar::Ternop(Ternop::Where, read(1), twice(), sum());
+        let inside = set(Scalar::Ternop(
+            Ternop::Where,
+            read(2),
+            Box::new(nested),
+            read(0),
+        ));
+        assert_eq!(most_shared(&inside, Precision::F32), None);
         let draw = || {
             Box::new(Scalar::Unop(
                 Unop::Uint4x32ToPrecUniform1,
