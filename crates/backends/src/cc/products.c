@@ -10,8 +10,9 @@
    C += A B (or C = A B), every matrix with its own row and column strides, and A and B each
    with optional tables of row and column offsets in place of strides: a convolution's windows
    are packed straight from the image into the panels (an implicit im2col), never copied whole,
-   and A is read where it lies, unpacked, where its rows' cells are consecutive and B has few
-   panels (a layer's product with its weights).
+   and A is read where it lies, unpacked, where B has few panels and either its rows' cells are
+   consecutive (a layer's product with its weights) or its rows lie side by side (a weight
+   gradient's transposed activations).
    Packing buffers are per thread and kept between calls. Two kernels share the blocking and the packing: rc_sgemm
    (14 x 32, AVX-512) is built only when the flags enable AVX-512, and rc_sgemm_available says
    whether it was; rc_sgemm_avx2 (6 x 16, AVX2 and FMA) is built for every x86-64 target, its
@@ -252,10 +253,12 @@ static void pack_b(int64_t nr, int64_t kc, int64_t nc, const operand *b, int64_t
   }
 }
 
-/* A tile's products, kernel(kc, packed a, packed b, c, rsc, csc, rows, cols, store): added to C,
-   or stored when `store` (the first block of a product that overwrites C). */
-typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, float *, int64_t,
-                         int64_t, int64_t, int64_t, int);
+/* A tile's products, kernel(kc, a, lda, packed b, c, rsc, csc, rows, cols, store): added to C,
+   or stored when `store` (the first block of a product that overwrites C). The panel of A holds
+   its rows' cells of column p side by side from a + p lda: a packed panel (lda = mr), or A
+   itself where its rows lie side by side (lda its column stride). */
+typedef void tile_kernel(int64_t, const float *restrict, int64_t, const float *restrict, float *,
+                         int64_t, int64_t, int64_t, int64_t, int);
 
 /* The same, for A read where it lies in runs of consecutive cells: kernel(rows, offsets,
    lengths, runs, packed b, ...), row i's cells of run r from rows[i] + offsets[r] on, each
@@ -264,10 +267,10 @@ typedef void tile_kernel(int64_t, const float *restrict, const float *restrict, 
 typedef void rows_kernel(const float *const *, const int64_t *, const int64_t *, int64_t,
                          const float *restrict, float *, int64_t, int64_t, int64_t, int64_t, int);
 
-/* The same, for B read where it lies: kernel(kc, packed a, b, b_rows, ...), the panel's row p
+/* The same, for B read where it lies: kernel(kc, a, lda, b, b_rows, ...), the panel's row p
    at b + b_rows[p]. */
-typedef void b_rows_kernel(int64_t, const float *restrict, const float *, const int64_t *,
-                           float *, int64_t, int64_t, int64_t, int64_t, int);
+typedef void b_rows_kernel(int64_t, const float *restrict, int64_t, const float *,
+                           const int64_t *, float *, int64_t, int64_t, int64_t, int64_t, int);
 
 /* Whether every panel of columns j0..j0+nc of B is a run of consecutive cells and its rows come
    from a table (a kernel gradient's windows): the kernel then reads each panel row where it
@@ -333,6 +336,7 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
   if (!packed_a) packed_a = aligned_alloc(64, sizeof(float) * MC * KC);
   if (!packed_b) packed_b = aligned_alloc(64, sizeof(float) * KC * (NC + NR_MAX));
   if (!packed_a || !packed_b) return -1;
+  int a_by_columns = !a->rows && !a->cols && a->rs == 1;
   if (k == 0 && overwrite)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * rsc + j * csc] = 0;
@@ -362,19 +366,26 @@ static int blocked(int64_t mr, int64_t nr, tile_kernel *kernel, rows_kernel *in_
       }
       for (int64_t i0 = 0; i0 < m; i0 += MC) {
         int64_t mc = m - i0 < MC ? m - i0 : MC;
-        pack_a(mr, mc, kc, a, i0, p0, packed_a);
+        /* Where A's rows lie side by side (a weight gradient's transposed activations) and B
+           has few panels, each full panel of rows is read where it lies, as a packed panel
+           would hold it but a column stride apart: only a last panel cut short is packed, so
+           that no read passes the end of A. */
+        int64_t in_place = a_by_columns && nc <= IN_PLACE_PANELS * nr ? mc - mc % mr : 0;
+        if (in_place < mc) pack_a(mr, mc - in_place, kc, a, i0 + in_place, p0, packed_a);
         for (int64_t jr = 0; jr < nc; jr += nr) {
           int64_t cols = nc - jr < nr ? nc - jr : nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             int64_t rows = mc - ir < mr ? mc - ir : mr;
             float *tile = c + (i0 + ir) * rsc + (j0 + jr) * csc;
             int store = overwrite && p0 == 0;
+            const float *panel = ir < in_place ? a->base + i0 + ir + p0 * a->cs
+                                               : packed_a + (ir - in_place) * kc;
+            int64_t lda = ir < in_place ? a->cs : mr;
             if (read_b)
-              b_kernel(kc, packed_a + ir * kc, b->base + col_offset(b, j0 + jr), b->rows + p0,
-                       tile, rsc, csc, rows, cols, store);
+              b_kernel(kc, panel, lda, b->base + col_offset(b, j0 + jr), b->rows + p0, tile,
+                       rsc, csc, rows, cols, store);
             else
-              kernel(kc, packed_a + ir * kc, packed_b + jr * kc, tile, rsc, csc, rows, cols,
-                     store);
+              kernel(kc, panel, lda, packed_b + jr * kc, tile, rsc, csc, rows, cols, store);
           }
         }
       }
@@ -503,11 +514,12 @@ static inline void finish_512(__m512 acc[MR_512][2], float *c, int64_t rsc, int6
     }                                                                                           \
   }
 
-#define PACKED_512(i, p) a[(p) * MR_512 + (i)]
+#define PACKED_512(i, p) a[(p) * lda + (i)]
 #define PANEL_512(p) (b + (p) * NR_512)
 
-static void kernel_512(int64_t kc, const float *restrict a, const float *restrict b, float *c,
-                       int64_t rsc, int64_t csc, int64_t rows, int64_t cols, int store) {
+static void kernel_512(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
+                       float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
+                       int store) {
   prefetch_tile(c, rsc, csc, rows, cols);
   ACC_512
   STEPS_512(PACKED_512, PANEL_512, kc)
@@ -527,9 +539,9 @@ static void in_place_512(const float *const *a, const int64_t *offsets, const in
   finish_512(acc, c, rsc, csc, rows, cols, store);
 }
 
-static void b_rows_512(int64_t kc, const float *restrict a, const float *b, const int64_t *b_rows,
-                       float *c, int64_t rsc, int64_t csc, int64_t rows, int64_t cols,
-                       int store) {
+static void b_rows_512(int64_t kc, const float *restrict a, int64_t lda, const float *b,
+                       const int64_t *b_rows, float *c, int64_t rsc, int64_t csc, int64_t rows,
+                       int64_t cols, int store) {
   ACC_512
   STEPS_512(PACKED_512, B_IN_PLACE, kc)
   finish_512(acc, c, rsc, csc, rows, cols, store);
@@ -638,10 +650,11 @@ __attribute__((target("avx2,fma"))) static inline void finish_256(__m256 acc[MR_
                            {acc30, acc31}, {acc40, acc41}, {acc50, acc51}};                     \
   finish_256(acc, c, rsc, csc, rows, cols, store);
 
-#define PACKED_256(i, p) a[(p) * MR_256 + (i)]
+#define PACKED_256(i, p) a[(p) * lda + (i)]
 #define PANEL_256(p) (b + (p) * NR_256)
 
 __attribute__((target("avx2,fma"))) static void kernel_256(int64_t kc, const float *restrict a,
+                                                           int64_t lda,
                                                            const float *restrict b, float *c,
                                                            int64_t rsc, int64_t csc,
                                                            int64_t rows, int64_t cols,
@@ -666,7 +679,7 @@ __attribute__((target("avx2,fma"))) static void in_place_256(
 }
 
 __attribute__((target("avx2,fma"))) static void b_rows_256(int64_t kc, const float *restrict a,
-                                                           const float *b,
+                                                           int64_t lda, const float *b,
                                                            const int64_t *b_rows, float *c,
                                                            int64_t rsc, int64_t csc,
                                                            int64_t rows, int64_t cols,

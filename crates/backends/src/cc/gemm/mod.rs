@@ -813,6 +813,7 @@ mod tests {
             (20, 1, 3),
             (7, 17, 385),
             (9, 45, 7),
+            (12, 32, 400),
         ] {
             for layout in 0..8 {
                 let [a_t, b_t, c_t] = [1, 2, 4].map(|bit| layout & bit != 0);
