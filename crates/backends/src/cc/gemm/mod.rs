@@ -866,4 +866,73 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn the_avx2_kernel_reads_windows_of_short_runs_where_they_lie() {
+        let cpu = super::super::cpu_extensions();
+        if !(cpu.contains(&"avx2") && cpu.contains(&"fma")) {
+            eprintln!("this CPU lacks AVX2 or FMA: the AVX2 kernel is not run");
+            return;
+        }
+        let compiler = super::super::Compiler::find()
+            .expect("a C compiler (cc or $CC)")
+            .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+            .with_f32_product(F32Product::Avx2);
+        let (_library, native) = compiler.products().unwrap();
+        let sgemm = native.sgemm.expect("the AVX2 kernel");
+        // A's rows and columns through tables, as attention's heads or a convolution's windows
+        // are read: `groups` runs of `run` consecutive cells per row, the runs `gap` apart, the
+        // rows `row_gap` apart (a run past the end of B's 16 columns and a last short panel of
+        // rows included). Quarter-integers: every sum is exact in any order.
+        for (m, n, groups, run) in [(13, 20, 3, 9), (25, 16, 8, 4), (7, 5, 5, 5), (6, 33, 2, 3)] {
+            let (gap, row_gap) = (run + 2, groups * (run + 2) + 1);
+            let k = groups * run;
+            let rows: Vec<i64> = (0..m).map(|i| (i * row_gap) as i64).collect();
+            let cols: Vec<i64> = (0..groups)
+                .flat_map(|g| (0..run).map(move |e| (g * gap + e) as i64))
+                .collect();
+            let a: Vec<f32> = (0..m * row_gap)
+                .map(|i| ((i * 7) % 17) as f32 / 4.0 - 2.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 5) % 13) as f32 / 4.0 - 1.5)
+                .collect();
+            let mut c = vec![0.0f32; m * n];
+            // SAFETY: every offset the tables and strides give lies inside its matrix.
+            let failed = unsafe {
+                sgemm(
+                    m as i64,
+                    n as i64,
+                    k as i64,
+                    a.as_ptr(),
+                    0,
+                    0,
+                    rows.as_ptr(),
+                    cols.as_ptr(),
+                    b.as_ptr(),
+                    n as i64,
+                    1,
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    c.as_mut_ptr(),
+                    n as i64,
+                    1,
+                    1,
+                )
+            };
+            assert_eq!(failed, 0);
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f32 = (0..k)
+                        .map(|p| a[(rows[i] + cols[p]) as usize] * b[p * n + j])
+                        .sum();
+                    assert_eq!(
+                        c[i * n + j],
+                        want,
+                        "{m}x{n}, runs of {run}: cell ({i}, {j})"
+                    );
+                }
+            }
+        }
+    }
 }
