@@ -786,19 +786,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_avx2_kernel_handles_single_cells_empty_sums_and_every_layout() {
+    /// `products.c`'s AVX2 kernel, built for this machine, beside the library that holds it;
+    /// `None`, after saying so, on a CPU without AVX2 and FMA.
+    fn avx2_sgemm() -> Option<(Option<std::sync::Arc<libloading::Library>>, Sgemm)> {
         let cpu = super::super::cpu_extensions();
         if !(cpu.contains(&"avx2") && cpu.contains(&"fma")) {
             eprintln!("this CPU lacks AVX2 or FMA: the AVX2 kernel is not run");
-            return;
+            return None;
         }
         let compiler = super::super::Compiler::find()
             .expect("a C compiler (cc or $CC)")
             .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
             .with_f32_product(F32Product::Avx2);
-        let (_library, native) = compiler.products().unwrap();
-        let sgemm = native.sgemm.expect("the AVX2 kernel");
+        let (library, native) = compiler.products().unwrap();
+        Some((library, native.sgemm.expect("the AVX2 kernel")))
+    }
+
+    #[test]
+    fn the_avx2_kernel_handles_single_cells_empty_sums_and_every_layout() {
+        let Some((_library, sgemm)) = avx2_sgemm() else {
+            return;
+        };
         // Quarter-integers: every sum is exact, so the naive sum below is the kernel's too.
         let values = |len: usize, seed: usize| -> Vec<f32> {
             (0..len)
@@ -869,17 +877,9 @@ mod tests {
 
     #[test]
     fn the_avx2_kernel_reads_windows_of_short_runs_where_they_lie() {
-        let cpu = super::super::cpu_extensions();
-        if !(cpu.contains(&"avx2") && cpu.contains(&"fma")) {
-            eprintln!("this CPU lacks AVX2 or FMA: the AVX2 kernel is not run");
+        let Some((_library, sgemm)) = avx2_sgemm() else {
             return;
-        }
-        let compiler = super::super::Compiler::find()
-            .expect("a C compiler (cc or $CC)")
-            .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
-            .with_f32_product(F32Product::Avx2);
-        let (_library, native) = compiler.products().unwrap();
-        let sgemm = native.sgemm.expect("the AVX2 kernel");
+        };
         // A's rows and columns through tables, as attention's heads or a convolution's windows
         // are read: `groups` runs of `run` consecutive cells per row, the runs `gap` apart, the
         // rows `row_gap` apart (a run past the end of B's 16 columns and a last short panel of
