@@ -6,6 +6,7 @@
 //! `gemm`'s kernels. It also makes the default choice of backend ([`default_backend`]).
 
 pub mod codegen;
+mod flags;
 mod gemm;
 mod identity;
 mod library;
@@ -14,6 +15,7 @@ mod pool;
 mod process;
 mod target;
 
+pub use flags::DEFAULT_FLAGS;
 pub use gemm::F32Product;
 pub use library::libraries_load;
 pub use pool::kernel_threads;
@@ -35,6 +37,7 @@ use crate::phases::{self, Phase};
 use crate::settings;
 use crate::{Buffers, Interpreter};
 use codegen::{Kernel, PRELUDE, Step, generate, generate_named};
+use flags::REQUIRED_FLAGS;
 use process::CommandLine;
 
 /// A failure of the toolchain: no compiler, flags for another CPU, the compiler's errors.
@@ -60,23 +63,6 @@ impl Executable for CompiledRoutine {
         Some(&self.source)
     }
 }
-
-/// The optimization and target flags routines are compiled with unless `$RCANNL_CFLAGS` or
-/// [`Compiler::with_flags`] says otherwise: optimized for this machine.
-pub const DEFAULT_FLAGS: [&str; 2] = ["-O3", "-march=native"];
-
-/// The flags every routine is compiled with, whatever the target: math functions that need not
-/// set `errno` (so that they vectorize), no contraction of a product and a sum into one fused
-/// multiply-add (which some targets have and others lack, and which compilers apply by
-/// different rules: it would make results depend on both), `#pragma omp simd` obeyed (sums the
-/// generated code marks as free to reorder; no OpenMP runtime), position-independent for loading.
-const REQUIRED_FLAGS: [&str; 5] = [
-    "-fno-math-errno",
-    "-ffp-contract=off",
-    "-fopenmp-simd",
-    "-shared",
-    "-fPIC",
-];
 
 /// A C compiler, the flags it compiles routines with, the folder they are cached in, and how
 /// long one run of it may take.
@@ -188,7 +174,7 @@ impl Compiler {
     /// What code this compiler makes with these flags (asked of the compiler once per process).
     /// An error if the compiler rejects the flags.
     pub fn target(&self) -> Result<Target, CompileError> {
-        target::query(&self.command, &self.flags, &REQUIRED_FLAGS, self.timeout).map_err(toolchain)
+        target::query(&self.command, &self.flags, self.timeout).map_err(toolchain)
     }
 
     /// The target, checked against this CPU: an error naming the extensions the flags enable
@@ -252,6 +238,30 @@ impl Compiler {
     /// The library built from `source` (from the cache if it holds one that passes its check),
     /// loaded; and whether it came from the cache.
     fn load(&self, source: &str) -> Result<(Arc<libloading::Library>, bool), CompileError> {
+        self.load_built_by(source, &|c_file, library| self.build(c_file, library))
+    }
+
+    /// [`Compiler::load`] of `products.c`, whose build is the library built with this crate
+    /// where this compiler and flags are the ones it was built with.
+    fn load_products(&self) -> Result<(Arc<libloading::Library>, bool), CompileError> {
+        let prebuilt = self.target().is_ok_and(|target| {
+            !PREBUILT_PRODUCTS.is_empty() && target.fingerprint == PREBUILT_FOR
+        });
+        self.load_built_by(PRODUCTS, &|c_file, library| {
+            if !prebuilt {
+                return self.build(c_file, library);
+            }
+            std::fs::write(library, PREBUILT_PRODUCTS)
+                .map_err(|e| toolchain(format!("cannot write {}: {e}", library.display())))
+        })
+    }
+
+    /// The library `build` makes of `source`, or the cache's copy: see [`Compiler::load`].
+    fn load_built_by(
+        &self,
+        source: &str,
+        build: library::Build,
+    ) -> Result<(Arc<libloading::Library>, bool), CompileError> {
         let mut parts: Vec<&[u8]> = self.command.words().map(str::as_bytes).collect();
         parts.extend(self.flags.iter().map(|flag| flag.as_bytes()));
         parts.extend(REQUIRED_FLAGS.map(str::as_bytes));
@@ -262,7 +272,7 @@ impl Compiler {
             self.cache_max_bytes,
             &key,
             source,
-            &|c_file, library| phases::timed(Phase::Compilation, || self.build(c_file, library)),
+            &|c_file, library| phases::timed(Phase::Compilation, || build(c_file, library)),
         )?;
         Ok((Arc::new(library), from_cache))
     }
@@ -279,7 +289,7 @@ impl Compiler {
             return self.load(source);
         }
         std::thread::scope(|scope| {
-            let products = scope.spawn(|| self.load(PRODUCTS).map(|_| ()));
+            let products = scope.spawn(|| self.load_products().map(|_| ()));
             let loaded = self.load(source);
             // Whatever became of it, `link` loads it again and says why it cannot.
             let _ = products.join();
@@ -353,7 +363,7 @@ impl Compiler {
     /// Builds (or finds in the cache) and loads `products.c`: its vector kernels, and the f32
     /// matrix product [`F32Product::choose`] picks for the target, this CPU and the override.
     fn products(&self) -> Result<(Option<Arc<libloading::Library>>, gemm::Native), CompileError> {
-        let (library, _) = self.load(PRODUCTS)?;
+        let (library, _) = self.load_products()?;
         let missing = |name: &str, e: libloading::Error| unloadable(format!("no {name}: {e}"));
         // SAFETY: `products.c` defines these functions with exactly these signatures.
         let native = unsafe {
@@ -487,6 +497,13 @@ fn wants_products(routine: &Routine, generated: &codegen::Generated) -> bool {
 
 /// Our product kernels' source (`products.c`), built with the routines' compiler and flags.
 const PRODUCTS: &str = include_str!("products.c");
+
+/// `products.c` built when this crate was, with `cc` and [`DEFAULT_FLAGS`] (see the build
+/// script): empty where `cc` did not run.
+const PREBUILT_PRODUCTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/products.so"));
+
+/// The [`Target::fingerprint`] of the compiler and flags [`PREBUILT_PRODUCTS`] was built with.
+const PREBUILT_FOR: &str = include_str!(concat!(env!("OUT_DIR"), "/products.fingerprint"));
 
 /// The time limit `$RCANNL_CC_TIMEOUT` sets, else [`DEFAULT_TIMEOUT`] (after one warning per
 /// process when the variable is set to something else than a number of seconds above 0).
@@ -744,5 +761,58 @@ pub fn default_backend() -> Box<dyn Backend> {
             });
             Box::new(Interpreter)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes of the libraries in the cache folder `dir`.
+    fn cached_libraries(dir: &Path) -> Vec<Vec<u8>> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension() == Some(OsStr::new("so")) {
+                found.push(std::fs::read(path).unwrap());
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn products_built_with_the_crate_stand_in_only_for_the_same_compiler_and_flags() {
+        let scratch = std::env::temp_dir().join(format!("rcannl-prebuilt-{}", cache::unique()));
+        let (same, other) = (scratch.join("same"), scratch.join("other"));
+        // The compiler and flags the build script built with.
+        let compiler = Compiler {
+            command: CommandLine::program("cc"),
+            ..Compiler::from_environment().unwrap()
+        }
+        .with_flags(&DEFAULT_FLAGS)
+        .with_cache_dir(&same);
+        assert!(!PREBUILT_PRODUCTS.is_empty());
+        assert_eq!(compiler.target().unwrap().fingerprint, PREBUILT_FOR);
+        compiler.load_products().unwrap();
+        assert_eq!(cached_libraries(&same), [PREBUILT_PRODUCTS]);
+
+        let compiler = compiler
+            .with_flags(&["-O2", "-march=native"])
+            .with_cache_dir(&other);
+        assert_ne!(compiler.target().unwrap().fingerprint, PREBUILT_FOR);
+        let (library, _) = compiler.load_products().unwrap();
+        // SAFETY: `products.c` defines it with this signature.
+        let available = unsafe {
+            *library
+                .get::<unsafe extern "C" fn() -> i32>(b"rc_sgemm_available")
+                .unwrap()
+        };
+        // SAFETY: it reads nothing.
+        let available = unsafe { available() } != 0;
+        assert_eq!(available, target::cpu_extensions().contains(&"avx512f"));
+        let built = cached_libraries(&other);
+        assert_eq!(built.len(), 1);
+        assert_ne!(built[0], PREBUILT_PRODUCTS);
+        std::fs::remove_dir_all(&scratch).unwrap();
     }
 }

@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use super::flags::{code_flags, fingerprint};
 use super::process::CommandLine;
 
 /// Instruction-set extensions, with the macro a compiler predefines when its flags enable each.
@@ -53,6 +54,9 @@ pub struct Target {
     pub extensions: Vec<&'static str>,
     /// Whether the compiler generates x86-64 code.
     pub x86_64: bool,
+    /// The compiler's fingerprint under these flags (its version, the flags, the macros they
+    /// predefine): equal for compilers and flags that make the same code.
+    pub fingerprint: String,
 }
 
 impl Target {
@@ -150,6 +154,7 @@ pub fn cpu_levels() -> Vec<&'static str> {
         flags: Vec::new(),
         extensions: cpu_extensions(),
         x86_64: cfg!(target_arch = "x86_64"),
+        fingerprint: String::new(),
     };
     let Some(top) = cpu.level() else {
         return Vec::new();
@@ -159,13 +164,11 @@ pub fn cpu_levels() -> Vec<&'static str> {
     all[..count].to_vec()
 }
 
-/// The target of `command` with `flags` (and `required`, the flags every build adds), asked of
-/// the compiler once per process for each command and flags, each question answered within
-/// `timeout`.
+/// The target of `command` with `flags` (and the flags every build adds), asked of the compiler
+/// once per process for each command and flags, each question answered within `timeout`.
 pub(crate) fn query(
     command: &CommandLine,
     flags: &[String],
-    required: &[&str],
     timeout: Duration,
 ) -> Result<Target, String> {
     type Key = (CommandLine, Vec<String>);
@@ -175,7 +178,7 @@ pub(crate) fn query(
     if let Some(target) = known.lock().expect("no panics while held").get(&key) {
         return target.clone();
     }
-    let target = ask(command, flags, required, timeout);
+    let target = ask(command, flags, timeout);
     known
         .lock()
         .expect("no panics while held")
@@ -183,20 +186,11 @@ pub(crate) fn query(
     target
 }
 
-fn ask(
-    command: &CommandLine,
-    flags: &[String],
-    required: &[&str],
-    timeout: Duration,
-) -> Result<Target, String> {
+fn ask(command: &CommandLine, flags: &[String], timeout: Duration) -> Result<Target, String> {
     let version = run(command, &["--version"], timeout)?;
+    let version = version.lines().next().unwrap_or("").trim();
     let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
-    // Only the flags that can change the code; `-shared` and `-fPIC` are for linking.
-    args.extend(
-        required
-            .iter()
-            .filter(|f| !matches!(**f, "-shared" | "-fPIC")),
-    );
+    args.extend_from_slice(&code_flags());
     args.extend(["-dM", "-E", "-x", "c", "-"]);
     let macros = run(command, &args, timeout)?;
     let defined = |name: &str| {
@@ -205,7 +199,7 @@ fn ask(
             .any(|line| line.split_whitespace().nth(1) == Some(name))
     };
     Ok(Target {
-        compiler: version.lines().next().unwrap_or("").trim().to_owned(),
+        compiler: version.to_owned(),
         flags: flags.to_vec(),
         extensions: EXTENSIONS
             .iter()
@@ -213,6 +207,16 @@ fn ask(
             .map(|(name, _)| *name)
             .collect(),
         x86_64: defined("__x86_64__"),
+        // The words `$CC` puts after the program are flags too.
+        fingerprint: fingerprint(
+            version,
+            &command
+                .words()
+                .skip(1)
+                .chain(args.iter().copied())
+                .collect::<Vec<_>>(),
+            &macros,
+        ),
     })
 }
 
@@ -236,6 +240,7 @@ mod tests {
             flags: vec!["-O3".to_owned()],
             extensions: extensions.to_vec(),
             x86_64: true,
+            fingerprint: String::new(),
         }
     }
 

@@ -721,6 +721,7 @@ mod tests {
             flags: vec!["-O3".to_owned()],
             extensions: extensions.to_vec(),
             x86_64,
+            fingerprint: String::new(),
         }
     }
 
