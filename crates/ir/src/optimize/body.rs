@@ -40,6 +40,21 @@ impl Entry for Stmt {
     }
 }
 
+/// A statement borrowed, for a pass that only looks: its body indexed without a copy.
+impl Entry for &Stmt {
+    fn writes(&self) -> BTreeSet<NodeId> {
+        stmt_writes(self)
+    }
+
+    fn reads(&self) -> BTreeSet<NodeId> {
+        stmt_reads(self)
+    }
+
+    fn stmt(&self) -> Option<&Stmt> {
+        Some(self)
+    }
+}
+
 /// Top-level statements in slots, with the slots that write and read each node, in order.
 #[derive(Debug)]
 pub(super) struct Body<T = Stmt> {

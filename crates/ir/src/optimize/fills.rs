@@ -9,7 +9,7 @@
 //! their bits. Reductions are left to `accumulate`, which starts a local from the fill's value.
 
 use super::body::Body;
-use super::{PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads, with_body};
+use super::{PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
 use crate::loops::{Scalar, Stmt};
 use crate::node::NodeId;
 use crate::routine::Routine;
@@ -18,7 +18,12 @@ use crate::routine::Routine;
 /// and that statement computing from the fill's value (found through the body's index of who
 /// writes and reads each node).
 pub fn absorb_fills(routine: &Routine) -> Routine {
-    let mut body = Body::new(routine.body.clone());
+    with_fills_absorbed(routine.clone())
+}
+
+/// [`absorb_fills`] of a routine given up for it: its statements are moved, not copied.
+pub(super) fn with_fills_absorbed(mut routine: Routine) -> Routine {
+    let mut body = Body::new(std::mem::take(&mut routine.body));
     for at in 0..body.end() {
         let Stmt::Fill { node, value } = *body.stmt(at) else {
             continue;
@@ -53,7 +58,8 @@ pub fn absorb_fills(routine: &Routine) -> Routine {
             body.put(next, rewritten);
         }
     }
-    with_body(routine, body.into_stmts())
+    routine.body = body.into_stmts();
+    routine
 }
 
 /// `stmt` computing from `constant` where it reads `node`, if it is a perfect nest that

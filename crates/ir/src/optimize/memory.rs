@@ -70,9 +70,26 @@ pub const CACHED_READ_BYTES: usize = 4096;
 /// How many cell positions the coverage check enumerates per node before it gives up.
 const COVERAGE_BUDGET: usize = 1 << 20;
 
+/// A routine's statements, indexed where they lie.
+type Stmts<'a> = Body<&'a Stmt>;
+
 /// `routine` with a memory mode on every node, by the rule above.
 pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> {
-    let body = Body::new(routine.body.clone());
+    with_memory_modes(routine.clone())
+}
+
+/// [`decide_memory_modes`] of a routine given up for it: its statements are not copied.
+pub(super) fn with_memory_modes(mut routine: Routine) -> Result<Routine, OptimizeError> {
+    let modes = memory_modes(&routine)?;
+    for node in routine.nodes.values_mut() {
+        node.memory_mode = modes.get(&node.id).copied();
+    }
+    Ok(routine)
+}
+
+/// The memory mode of every node of `routine`, by the rule above.
+fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, OptimizeError> {
+    let body = Body::new(routine.body.iter().collect());
     let consumed = consumed(&routine.body);
     let first_write = |node: NodeId| body.writers(node).next();
     let first_read = |node: NodeId| body.readers(node).next();
@@ -144,11 +161,7 @@ pub fn decide_memory_modes(routine: &Routine) -> Result<Routine, OptimizeError> 
         }
     }
 
-    let mut decided = routine.clone();
-    for node in decided.nodes.values_mut() {
-        node.memory_mode = modes.get(&node.id).copied();
-    }
-    Ok(decided)
+    Ok(modes)
 }
 
 /// A virtual node as its readers see it.
@@ -217,7 +230,7 @@ fn inlined_reads(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> BTr
 /// and no statement between it and its last reader writes what it reads, directly or through
 /// the virtual nodes inlined into it.
 fn inlinable(
-    body: &Body,
+    body: &Stmts,
     node: &TensorNode,
     inlined: &HashMap<NodeId, Inlined>,
 ) -> Result<Producer, String> {
@@ -243,7 +256,7 @@ fn inlinable(
 
 /// Local when the node fits [`LOCAL_LIMIT_BYTES`] and is written everywhere before its first
 /// read, else materialized.
-fn stored_mode(body: &Body, node: &TensorNode, first_read: Option<usize>) -> MemoryMode {
+fn stored_mode(body: &Stmts, node: &TensorNode, first_read: Option<usize>) -> MemoryMode {
     let small = buffer_len(node)
         .and_then(|len| len.checked_mul(node.precision.size_in_bytes()))
         .is_some_and(|bytes| bytes <= LOCAL_LIMIT_BYTES);
@@ -281,7 +294,7 @@ fn consumed(body: &[Stmt]) -> BTreeSet<NodeId> {
 /// most [`INLINE_COST_LIMIT`] operations, and, unless it is a single operation, recomputed only
 /// once per iteration of the loops around each read (every loop there of more than one
 /// iteration moves the read).
-fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
+fn cheap_where_read(body: &Stmts, producer: &Producer, cost: usize) -> bool {
     if cost > INLINE_COST_LIMIT {
         return false;
     }
@@ -312,7 +325,7 @@ fn cheap_where_read(body: &Body, producer: &Producer, cost: usize) -> bool {
 /// go wherever the data points and do not vectorize.
 fn recomputing_moves_less(
     routine: &Routine,
-    body: &Body,
+    body: &Stmts,
     producer: &Producer,
     inlined: &HashMap<NodeId, Inlined>,
 ) -> bool {
@@ -337,11 +350,11 @@ fn recomputing_moves_less(
 
 /// The top-level statement holding the one site that reads `producer`'s node, if there is one
 /// site and each cell is read there at most once.
-fn single_site(body: &Body, producer: &Producer) -> Option<usize> {
+fn single_site(body: &Stmts, producer: &Producer) -> Option<usize> {
     single_site_at(body, producer.node, producer.position)
 }
 
-fn single_site_at(body: &Body, node: NodeId, producer: usize) -> Option<usize> {
+fn single_site_at(body: &Stmts, node: NodeId, producer: usize) -> Option<usize> {
     let mut sites = Vec::new();
     for_each_site(body, node, producer, |position, loops, index| {
         sites.push((position, visits_once(loops, index)));
@@ -355,7 +368,7 @@ fn single_site_at(body: &Body, node: NodeId, producer: usize) -> Option<usize> {
 /// Calls `site` with the top-level position, the loops around it and the index of every
 /// distinct read of `node` outside its producer's statement (at `producer`).
 fn for_each_site(
-    body: &Body,
+    body: &Stmts,
     node: NodeId,
     producer: usize,
     mut site: impl FnMut(usize, &[(LoopVar, usize)], &[Index]),
@@ -425,7 +438,7 @@ fn buffer_dims(node: &TensorNode) -> Option<Vec<usize>> {
 }
 
 /// Whether the top-level statements before `end` write every cell of `node`'s buffer.
-fn covered(body: &Body, end: usize, node: &TensorNode) -> bool {
+fn covered(body: &Stmts, end: usize, node: &TensorNode) -> bool {
     let (Some(dims), Some(len)) = (buffer_dims(node), buffer_len(node)) else {
         return false;
     };
@@ -1070,8 +1083,8 @@ mod tests {
             node: NodeId(0),
             value: 0.0,
         };
-        assert!(!covered(&Body::new(vec![interior.clone()]), 1, &padded));
-        assert!(covered(&Body::new(vec![interior, margins]), 2, &padded));
+        assert!(!covered(&Body::new(vec![&interior]), 1, &padded));
+        assert!(covered(&Body::new(vec![&interior, &margins]), 2, &padded));
         let statics = set(
             0,
             vec![Index {
@@ -1080,6 +1093,6 @@ mod tests {
             }],
             Scalar::Const(1.0),
         );
-        assert!(!covered(&Body::new(vec![statics]), 1, &node(0, &[1])));
+        assert!(!covered(&Body::new(vec![&statics]), 1, &node(0, &[1])));
     }
 }

@@ -62,25 +62,26 @@ pub enum OptimizeErrorKind {
 /// sibling loops over the same cells merged, constants folded, loop-invariant operations computed before inner loops and repeated
 /// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
-    type Pass = fn(&Routine) -> Result<Routine, OptimizeError>;
+    // A pass that changes the routine in place takes it; the others build a new one from it.
+    type Pass = fn(Routine) -> Result<Routine, OptimizeError>;
     let passes: [Pass; 10] = [
-        |r| Ok(fills::absorb_fills(r)),
-        |r| Ok(gemm::extract_gemms(r)),
-        memory::decide_memory_modes,
-        virtualize::virtualize,
-        |r| Ok(accumulate::local_accumulators(r)),
-        |r| Ok(order::order_loops(r)),
-        |r| Ok(merge::merge_loops(r)),
-        |r| Ok(simplify::simplify(r)),
-        |r| Ok(hoist::hoist_invariants(r)),
-        |r| Ok(cse::cse(r)),
+        |r| Ok(fills::with_fills_absorbed(r)),
+        |r| Ok(gemm::extract_gemms(&r)),
+        memory::with_memory_modes,
+        virtualize::with_virtual_nodes_inlined,
+        |r| Ok(accumulate::local_accumulators(&r)),
+        |r| Ok(order::order_loops(&r)),
+        |r| Ok(merge::merge_loops(&r)),
+        |r| Ok(simplify::simplify(&r)),
+        |r| Ok(hoist::hoist_invariants(&r)),
+        |r| Ok(cse::cse(&r)),
     ];
     // Each routine is dropped as soon as the next pass has made its own: a large routine's
     // intermediates, all alive at once, would hold many times its memory.
     passes
         .into_iter()
         .try_fold(constants::inline_constants(routine), |routine, pass| {
-            pass(&routine)
+            pass(routine)
         })
 }
 

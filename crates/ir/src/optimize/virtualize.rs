@@ -32,7 +32,7 @@ use super::body::{Body, Entry};
 use super::fused::{Fused, Segments, Statement, Substitution};
 use super::{
     Fresh, OptimizeError, OptimizeErrorKind, PerfectNest, Renaming, covers_each_cell_once,
-    describe, fill_constant, map_values, names, reads_node, stmt_reads, with_body,
+    describe, fill_constant, map_values, names, reads_node, stmt_reads,
 };
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
@@ -43,6 +43,11 @@ use crate::routine::Routine;
 /// `routine` with every node whose mode is `Virtual` inlined into its readers and its producer
 /// removed; an error if one cannot be. A virtual node the routine does not mention is left alone.
 pub fn virtualize(routine: &Routine) -> Result<Routine, OptimizeError> {
+    with_virtual_nodes_inlined(routine.clone())
+}
+
+/// [`virtualize`] of a routine given up for it: its statements are moved, not copied.
+pub(super) fn with_virtual_nodes_inlined(routine: Routine) -> Result<Routine, OptimizeError> {
     fuse(routine, Moves::SoleReaders)
 }
 
@@ -56,17 +61,22 @@ enum Moves {
 }
 
 /// [`virtualize`], moving producers into their sole readers as `moves` says.
-fn fuse(routine: &Routine, moves: Moves) -> Result<Routine, OptimizeError> {
-    let mut body = Body::new(routine.body.iter().cloned().map(Statement::Plain).collect());
-    let mut order: Vec<(Option<usize>, &TensorNode)> = routine
-        .nodes
+fn fuse(routine: Routine, moves: Moves) -> Result<Routine, OptimizeError> {
+    let Routine {
+        name,
+        nodes,
+        statics,
+        body: stmts,
+    } = routine;
+    let mut fresh = Fresh::new(&stmts);
+    let mut in_use = InUse::of(&stmts);
+    let mut body = Body::new(stmts.into_iter().map(Statement::Plain).collect());
+    let mut order: Vec<(Option<usize>, &TensorNode)> = nodes
         .values()
         .filter(|node| node.memory_mode == Some(MemoryMode::Virtual) && body.mentions(node.id))
         .map(|node| (body.writers(node.id).next_back(), node))
         .collect();
     order.sort_by_key(|(position, node)| (*position, node.id));
-    let mut fresh = Fresh::new(&routine.body);
-    let mut in_use = InUse::of(&routine.body);
     let mut segments = Segments::default();
     for (_, node) in order {
         if moves == Moves::SoleReaders
@@ -98,7 +108,12 @@ fn fuse(routine: &Routine, moves: Moves) -> Result<Routine, OptimizeError> {
     let body = (body.into_stmts().into_iter())
         .map(|stmt| stmt.into_stmt(&mut segments))
         .collect();
-    Ok(with_body(routine, body))
+    Ok(Routine {
+        name,
+        nodes,
+        statics,
+        body,
+    })
 }
 
 /// Inlines `node` by moving its producer into the one statement reading it, when copying would
@@ -1100,8 +1115,8 @@ mod tests {
         let mut moved = 0;
         for seed in 0..400 {
             let routine = drawn_routine(seed, 2 + (seed % 11) as u32);
-            let copied = fuse(&routine, Moves::None);
-            assert_eq!(fuse(&routine, Moves::SoleReaders), copied, "seed {seed}");
+            let copied = fuse(routine.clone(), Moves::None);
+            assert_eq!(fuse(routine, Moves::SoleReaders), copied, "seed {seed}");
             moved += usize::from(copied.is_ok());
         }
         // Enough of the routines fuse for the comparison to mean something.
