@@ -9,6 +9,7 @@
 //! statement, or anything that stands for one and says which nodes it writes and reads
 //! ([`Entry`]): fusion keeps the nests it builds in a form of its own.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
@@ -26,32 +27,18 @@ pub(super) trait Entry {
     fn stmt(&self) -> Option<&Stmt>;
 }
 
-impl Entry for Stmt {
+/// A statement, owned or borrowed (a pass that only looks indexes its body without a copy).
+impl<S: Borrow<Stmt>> Entry for S {
     fn writes(&self) -> BTreeSet<NodeId> {
-        stmt_writes(self)
+        stmt_writes(self.borrow())
     }
 
     fn reads(&self) -> BTreeSet<NodeId> {
-        stmt_reads(self)
+        stmt_reads(self.borrow())
     }
 
     fn stmt(&self) -> Option<&Stmt> {
-        Some(self)
-    }
-}
-
-/// A statement borrowed, for a pass that only looks: its body indexed without a copy.
-impl Entry for &Stmt {
-    fn writes(&self) -> BTreeSet<NodeId> {
-        stmt_writes(self)
-    }
-
-    fn reads(&self) -> BTreeSet<NodeId> {
-        stmt_reads(self)
-    }
-
-    fn stmt(&self) -> Option<&Stmt> {
-        Some(self)
+        Some(self.borrow())
     }
 }
 
