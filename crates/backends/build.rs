@@ -2,9 +2,9 @@
 //! model) with the default C compiler (`cc`) and flags while the crate is built, so that a
 //! program's first routine does not wait for it. The library is labelled with the compiler's
 //! fingerprint under those flags; at run time it stands in for a build only where the compiler
-//! the program uses has the same fingerprint (the same compiler, flags and machine: `$CC=gcc`
-//! where `cc` is that gcc, say), and `products.c` is compiled as before everywhere else. `$CC`
-//! is not read: the build does not change (nor rerun) with it. Nothing here fails the crate's
+//! the program uses has the same fingerprint (the same compiler, flags and machine), and
+//! `products.c` is compiled as before everywhere else. `$CC` is not read: the build does not
+//! change (nor rerun) with it. Nothing here fails the crate's
 //! build: without `cc`, or when cross-compiling, the library is left empty and the fingerprint
 //! blank.
 
