@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use half::f16;
 
-use super::{AddScaled, Dot, F32Product, Native, pool};
+use super::{AddScaled, Dot, F32Product, Native, Sgemm, pool};
 
 /// The element types the product runs on.
 pub(super) trait Element: Copy + Send + Sync + 'static {
@@ -87,6 +87,47 @@ pub(super) struct Kernels {
 impl Kernels {
     pub(super) fn split(self, threads: usize) -> Kernels {
         Kernels { threads, ..self }
+    }
+}
+
+/// `dst := lhs·rhs` (`dst += lhs·rhs` unless `overwrite`), `m×k` times `k×n`, on `sgemm`, one
+/// of `products.c`'s f32 kernels: nonzero where the kernel could not allocate its panels (and
+/// computed nothing).
+///
+/// # Safety
+/// As [`product`]'s, and the three matrices hold `f32`.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn on_sgemm<T>(
+    sgemm: Sgemm,
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: Matrix<T>,
+    overwrite: bool,
+    lhs: Matrix<T>,
+    rhs: Matrix<T>,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        sgemm(
+            m as i64,
+            n as i64,
+            k as i64,
+            lhs.start.cast::<f32>(),
+            lhs.rs as i64,
+            lhs.cs as i64,
+            lhs.rows,
+            lhs.cols,
+            rhs.start.cast::<f32>(),
+            rhs.rs as i64,
+            rhs.cs as i64,
+            rhs.rows,
+            rhs.cols,
+            dst.start.cast::<f32>(),
+            dst.rs as i64,
+            dst.cs as i64,
+            i32::from(overwrite),
+        )
     }
 }
 
@@ -227,27 +268,7 @@ pub(super) unsafe fn product<T: Element>(
             .filter(|_| TypeId::of::<T>() == TypeId::of::<f32>())
         {
             // SAFETY: the caller's contract, for the stretch; `T` is `f32`.
-            let failed = unsafe {
-                sgemm(
-                    m as i64,
-                    n as i64,
-                    k as i64,
-                    lhs.start.cast::<f32>(),
-                    lhs.rs as i64,
-                    lhs.cs as i64,
-                    lhs.rows,
-                    lhs.cols,
-                    rhs.start.cast::<f32>(),
-                    rhs.rs as i64,
-                    rhs.cs as i64,
-                    rhs.rows,
-                    rhs.cols,
-                    dst.start.cast::<f32>(),
-                    dst.rs as i64,
-                    dst.cs as i64,
-                    i32::from(!read_dst),
-                )
-            };
+            let failed = unsafe { on_sgemm(sgemm, m, n, k, dst, !read_dst, lhs, rhs) };
             if failed == 0 {
                 return;
             }

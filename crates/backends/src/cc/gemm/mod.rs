@@ -714,6 +714,7 @@ pub(crate) type AddScaled<T> = unsafe extern "C" fn(i64, i64, *mut T, *const T, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kernels::on_sgemm;
 
     fn target(x86_64: bool, extensions: &[&'static str]) -> Target {
         Target {
@@ -844,26 +845,20 @@ mod tests {
                             want[cell] = if overwrite { sum } else { want[cell] + sum };
                         }
                     }
+                    let strided = |start: *mut f32, rs: i64, cs: i64| {
+                        Matrix::strided(start, rs as isize, cs as isize)
+                    };
                     // SAFETY: every matrix holds the cells its sizes and strides address.
                     let failed = unsafe {
-                        sgemm(
-                            m as i64,
-                            n as i64,
-                            k as i64,
-                            a.as_ptr(),
-                            rsa,
-                            csa,
-                            std::ptr::null(),
-                            std::ptr::null(),
-                            b.as_ptr(),
-                            rsb,
-                            csb,
-                            std::ptr::null(),
-                            std::ptr::null(),
-                            c.as_mut_ptr(),
-                            rsc,
-                            csc,
-                            i32::from(overwrite),
+                        on_sgemm(
+                            sgemm,
+                            m,
+                            n,
+                            k,
+                            strided(c.as_mut_ptr(), rsc, csc),
+                            overwrite,
+                            strided(a.as_ptr().cast_mut(), rsa, csa),
+                            strided(b.as_ptr().cast_mut(), rsb, csb),
                         )
                     };
                     assert_eq!(failed, 0);
@@ -899,26 +894,21 @@ mod tests {
                 .map(|i| ((i * 5) % 13) as f32 / 4.0 - 1.5)
                 .collect();
             let mut c = vec![0.0f32; m * n];
+            let tables = [&rows, &cols].map(|table| Side {
+                stride: 0,
+                table: Some(table.clone()),
+            });
             // SAFETY: every offset the tables and strides give lies inside its matrix.
             let failed = unsafe {
-                sgemm(
-                    m as i64,
-                    n as i64,
-                    k as i64,
-                    a.as_ptr(),
-                    0,
-                    0,
-                    rows.as_ptr(),
-                    cols.as_ptr(),
-                    b.as_ptr(),
-                    n as i64,
-                    1,
-                    std::ptr::null(),
-                    std::ptr::null(),
-                    c.as_mut_ptr(),
-                    n as i64,
-                    1,
-                    1,
+                on_sgemm(
+                    sgemm,
+                    m,
+                    n,
+                    k,
+                    Matrix::row_major(c.as_mut_ptr(), n),
+                    true,
+                    Side::matrix(a.as_ptr().cast_mut(), &tables),
+                    Matrix::row_major(b.as_ptr().cast_mut(), n),
                 )
             };
             assert_eq!(failed, 0);
