@@ -12,9 +12,12 @@
 //! the result does not depend on the split). A loop that adds into the same few float cells at
 //! every iteration (a bias's gradient) is first cut into a fixed number of parts, each adding
 //! into its own scratch copy of the cells (`rcannl_ir::optimize::split_sums`), so that its
-//! parts split across threads too. A loop keeping a float maximum or minimum in a local keeps it
-//! in sixteen lanes, which vectorize (the shared writer's `extremum_in_lanes`: exact, the loop
-//! run again as written where the lanes' result is a zero or a NaN). Other statements are gathered into serial kernels
+//! parts split across threads too. A loop adding into a float local, or keeping a maximum or
+//! minimum in one, keeps it in up to sixteen lanes, which vectorize, combined pairwise (the
+//! shared writer's `in_lanes`): the order of a sum's terms is then fixed by the loop's range, the
+//! same whatever the compiler, its optimization level or the target; an extremum is exact, the
+//! loop run again as written where the lanes' result is a zero or a NaN. Other statements are
+//! gathered into serial kernels
 //! (`begin` and `end` ignored). A matrix product (`Stmt::Gemm`) is a step of its own, run by the
 //! backend's product kernels (`cc::gemm`); its nest is only checked.
 //!
@@ -35,8 +38,8 @@ use crate::nests::{Group, kernel_groups};
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
 use rcannl_ir::optimize::split_sums::{SplitSums, split_sums};
 use rcannl_ir::{
-    GemmPlan, Kind, LocalId, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode,
-    Ternop, Value, Var,
+    GemmPlan, Kind, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop,
+    Value, Var,
 };
 
 pub use crate::emit::CodegenError;
@@ -365,10 +368,6 @@ impl Dialect for C {
         true
     }
 
-    fn sum_hint(&self, id: LocalId) -> Option<String> {
-        Some(format!("#pragma omp simd reduction(+:{id})"))
-    }
-
     fn lane_array(&self, name: &str, ty: &str, len: usize) -> Option<String> {
         Some(format!("{ty} {name}[{len}];"))
     }
@@ -626,7 +625,7 @@ impl Functions<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rcannl_ir::{Binop, Index, LoopVar, Scalar};
+    use rcannl_ir::{Binop, Index, LocalId, LoopVar, Scalar};
 
     /// Row sums of a 4×8 node in `precision`: a local per row, added into along the row.
     fn row_sums(precision: Precision) -> Routine {
@@ -676,17 +675,17 @@ mod tests {
     }
 
     #[test]
-    fn float_sums_into_a_local_are_free_to_reorder_and_integer_ones_are_not() {
-        for (precision, marked) in [
-            (Precision::F32, true),
-            (Precision::F64, true),
-            (Precision::I32, false),
-            (Precision::F16, false),
+    fn float_sums_into_a_local_are_kept_in_lanes_and_integer_ones_are_not() {
+        for (precision, lanes) in [
+            (Precision::F32, Some("float v0_lanes[8];")),
+            (Precision::F64, Some("double v0_lanes[8];")),
+            (Precision::I32, None),
+            (Precision::F16, None),
         ] {
             let source = generate(&row_sums(precision)).unwrap().source;
             assert_eq!(
-                source.contains("#pragma omp simd reduction(+:v0)\n"),
-                marked,
+                lanes.is_some_and(|array| source.contains(array)),
+                lanes.is_some(),
                 "{precision:?}: {source}"
             );
         }
@@ -757,8 +756,10 @@ mod tests {
         let source = generate(&total(false)).unwrap().source;
         assert!(
             source.contains(
-                "  #pragma omp simd reduction(+:v0)\n  for (int64_t l0 = 0; l0 < 64; ++l0) {\n    \
-                 const int64_t l1 = 0;\n    const int64_t l2 = 0;\n"
+                "for (int64_t l0_group = 0; l0_group < 4; ++l0_group) {\n      \
+                 #pragma omp simd\n      for (int64_t l0_lane = 0; l0_lane < 16; ++l0_lane) {\n        \
+                 const int64_t l0 = l0_group * 16 + l0_lane; const int64_t l1 = 0; \
+                 const int64_t l2 = 0;\n"
             ),
             "{source}"
         );

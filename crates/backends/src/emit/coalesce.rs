@@ -1,6 +1,6 @@
 //! Which loops the C dialect writes as one loop, which loops only add into a local, and which
-//! only keep a maximum or minimum in one (the analyses behind `Dialect::coalesces_loops`,
-//! `Dialect::sum_hint` and `Dialect::lane_array`).
+//! only keep a maximum or minimum in one (the analyses behind `Dialect::coalesces_loops` and
+//! `Dialect::lane_array`).
 
 use std::collections::HashMap;
 
@@ -91,8 +91,8 @@ fn strides_in(routine: &Routine, stmt: &Stmt, chain: &[Loop], strides: &mut Vec<
 
 /// The local a loop's body only adds into, if that is all it does besides declaring locals of
 /// its own: `v = v + e` with `v` a float or double declared outside and `e` not reading `v`. Such
-/// a loop may add its terms in any order, so it is compiled as a vectorized sum (the order then
-/// differs from the interpreter's, as a matrix product's does).
+/// a loop may add its terms in another order than the interpreter's (as a matrix product does),
+/// so it is written as a sum in vector lanes, in an order fixed by its range.
 pub(super) fn summed_local(
     body: &[Stmt],
     declared: &HashMap<LocalId, Precision>,

@@ -9,8 +9,7 @@
 //! things are spelled: a [`Dialect`] gives the types, literals, conversions, operations, the blend
 //! primitive, loops and locals, and the few statements whose shape is the target's own (fills,
 //! vector stores, scatters). Hooks cover what only one target has: C's coalesced loop chains,
-//! vectorized sums and maxima or minima kept in vector lanes (`coalesces_loops`, `sum_hint`,
-//! `lane_array`); the GPU's locals kept in one-cell buffers across kernels ([`Writer::spill`]).
+//! sums, maxima and minima kept in vector lanes (`coalesces_loops`, `lane_array`); the GPU's locals kept in one-cell buffers across kernels ([`Writer::spill`]).
 //!
 //! The C dialect is `cc::codegen`'s, the WGSL one `rcannl_gpu::wgsl`'s; each target also
 //! assembles the written statements into its kernels (functions split across threads, compute
@@ -22,7 +21,7 @@ mod walk;
 
 pub use walk::Writer;
 
-use rcannl_ir::{Kind, LocalId, LoopVar, NodeId, Precision, Symbol, TensorNode, Ternop, Var};
+use rcannl_ir::{Kind, LoopVar, NodeId, Precision, Symbol, TensorNode, Ternop, Var};
 
 /// What kind of problem kept a routine from being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,13 +158,9 @@ pub trait Dialect {
     fn coalesces_loops(&self) -> bool {
         false
     }
-    /// A line telling the compiler that the next loop only adds into local `id`.
-    fn sum_hint(&self, _id: LocalId) -> Option<String> {
-        None
-    }
     /// The declaration of `name`, an array of `len` values of type `ty`, where the target keeps
-    /// a loop's maximum or minimum in lanes that vectorize; `None` where it runs such loops as
-    /// written.
+    /// a loop's sum, maximum or minimum in lanes that vectorize; `None` where it runs such loops
+    /// as written.
     fn lane_array(&self, _name: &str, _ty: &str, _len: usize) -> Option<String> {
         None
     }

@@ -18,9 +18,11 @@ fn lanes_of(id: LocalId) -> String {
     format!("{id}_lanes")
 }
 
-/// The lanes a loop's float maximum or minimum is kept in where the dialect vectorizes it
-/// ([`Dialect::lane_array`]): sixteen f32 fill the widest vector registers.
+/// The most lanes a loop's float sum, maximum or minimum is kept in where the dialect
+/// vectorizes it ([`Dialect::lane_array`]): sixteen f32 fill the widest vector registers.
 const LANES: usize = 16;
+/// The shortest loop whose reduction is kept in lanes; a shorter one runs as written.
+const MIN_LANES: usize = 4;
 
 /// What the generator knows of the routine while it writes statements in dialect `D`.
 #[derive(Debug)]
@@ -365,16 +367,9 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 {
                     return self.coalesced(&chain, inner, out, depth);
                 }
-                if *range >= LANES
-                    && let Some((id, op)) = extremum_local(body, &self.locals)
-                    && let Some(array) =
-                        d.lane_array(&lanes_of(id), d.compute_type(self.locals[&id]), LANES)
-                {
-                    let extremum = (id, op, array.as_str());
-                    return self.extremum_in_lanes((*var, *range), body, extremum, out, depth);
-                }
-                if let Some(hint) = summed_local(body, &self.locals).and_then(|id| d.sum_hint(id)) {
-                    writeln!(out, "{pad}{hint}").expect("writing to a string");
+                if let Some((id, op, array, lanes)) = self.lanes_for(body, *range) {
+                    let reduction = (id, op, array.as_str(), lanes);
+                    return self.in_lanes((*var, *range), &[], body, reduction, out, depth);
                 }
                 let header = d.loop_header(&var.to_string(), &d.size(0), &d.size(*range));
                 writeln!(out, "{pad}{header}").expect("writing to a string");
@@ -517,19 +512,26 @@ impl<'a, D: Dialect> Writer<'a, D> {
         })
     }
 
-    /// Writes `for var in 0..range { body }`, a loop that only keeps the maximum (or minimum,
-    /// `op`) of its terms in the float local `id`, with the extremum kept in [`LANES`] lanes
-    /// (declared by `array`), which vectorize: lane `i` takes the terms at positions `i` modulo `LANES`, then the lanes
-    /// and the terms past the last whole group are combined. The extremum of values none of
-    /// which is a zero or a NaN is one value whatever the order (equal floats but ±0 have equal
-    /// bits), so that is the loop's result; where it is a zero or a NaN (which zero, which NaN,
-    /// depends on the order: ties keep the first), the loop runs again as written, from the
-    /// local's value before it, to the interpreter's result.
-    fn extremum_in_lanes(
+    /// Writes `for var in 0..range { body }`, a loop that only adds its terms into the float
+    /// local `id` (`op` [`Binop::Add`]) or keeps their maximum or minimum in it, with the local
+    /// kept in `lanes` lanes (declared by `array`), which vectorize: lane `i` takes the terms at
+    /// positions `i` modulo `lanes`; the lanes are then combined pairwise (lane `i` with lane
+    /// `i + width`, the width halving down to one), into the local's value, followed by the
+    /// terms past the last whole group. The order depends on the range alone, so the result is
+    /// the same whatever the compiler, its optimization level or the target; `fixed` are
+    /// variables of loops of one iteration around it (a coalesced chain's), set to 0 inside.
+    ///
+    /// A sum's lanes start at −0, which leaves every term as it is. The extremum of values none
+    /// of which is a zero or a NaN is one value whatever the order (equal floats but ±0 have
+    /// equal bits), so that is the loop's result; where it is a zero or a NaN (which zero,
+    /// which NaN, depends on the order: ties keep the first), the loop runs again as written,
+    /// from the local's value before it, to the interpreter's result.
+    fn in_lanes(
         &mut self,
         (var, range): Loop,
+        fixed: &[LoopVar],
         body: &[Stmt],
-        (id, op, array): (LocalId, Binop, &str),
+        (id, op, array, lanes): (LocalId, Binop, &str, usize),
         out: &mut String,
         depth: usize,
     ) -> Result<(), CodegenError> {
@@ -537,54 +539,92 @@ impl<'a, D: Dialect> Writer<'a, D> {
         let pad = "  ".repeat(depth);
         let precision = self.locals[&id];
         let ty = d.compute_type(precision);
-        let (lanes, lane, group, kept) = (
+        let (array_name, lane, group, kept) = (
             lanes_of(id),
             format!("{var}_lane"),
             format!("{var}_group"),
             format!("{id}_kept"),
         );
-        let whole = range / LANES * LANES;
+        let whole = range / lanes * lanes;
         let header =
             |var: &str, start: usize, end: usize| d.loop_header(var, &d.size(start), &d.size(end));
-        writeln!(out, "{pad}{{\n{pad}  {array}").expect("to a string");
-        // Every lane starts from the local's value.
-        let every_lane = header(&lane, 0, LANES);
-        writeln!(out, "{pad}  {every_lane} {lanes}[{lane}] = {id}; }}").expect("to a string");
-        writeln!(out, "{pad}  {}", header(&group, 0, whole / LANES)).expect("to a string");
+        // The fixed variables' declarations, each line that opens an iteration followed by them.
+        let zeros: String = fixed
+            .iter()
+            .map(|v| format!(" {}", self.index_let(&v.to_string(), &d.size(0))))
+            .collect();
+        let opened = |line: String| format!("{line}{zeros}");
+        let start = if op == Binop::Add {
+            d.float_literal(-0.0, precision)
+        } else {
+            id.to_string()
+        };
+        writeln!(
+            out,
+            "{pad}{{
+{pad}  {array}"
+        )
+        .expect("to a string");
+        let every_lane = header(&lane, 0, lanes);
+        writeln!(
+            out,
+            "{pad}  {every_lane} {array_name}[{lane}] = {start}; }}"
+        )
+        .expect("to a string");
+        writeln!(out, "{pad}  {}", header(&group, 0, whole / lanes)).expect("to a string");
         if let Some(hint) = d.simd_hint() {
             writeln!(out, "{pad}    {hint}").expect("to a string");
         }
-        writeln!(out, "{pad}    {}", header(&lane, 0, LANES)).expect("to a string");
-        let position = self.index_let(&var.to_string(), &format!("{group} * {LANES} + {lane}"));
-        let own = d.declare(&id.to_string(), ty, &format!("{lanes}[{lane}]"), true);
-        writeln!(out, "{pad}      {position}\n{pad}      {own}").expect("to a string");
+        writeln!(out, "{pad}    {}", header(&lane, 0, lanes)).expect("to a string");
+        let position = self.index_let(&var.to_string(), &format!("{group} * {lanes} + {lane}"));
+        let own = d.declare(&id.to_string(), ty, &format!("{array_name}[{lane}]"), true);
+        writeln!(out, "{pad}      {}\n{pad}      {own}", opened(position)).expect("to a string");
         self.body_of_loop((var, range), body, out, depth + 3)?;
         writeln!(
             out,
-            "{pad}      {lanes}[{lane}] = {id};\n{pad}    }}\n{pad}  }}"
+            "{pad}      {array_name}[{lane}] = {id};\n{pad}    }}\n{pad}  }}"
         )
         .expect("to a string");
-        // The lanes, then the terms past the last whole group, into one extremum.
-        let into_kept = ops::float_binop(d, op, &kept, &format!("{lanes}[{lane}]"), precision);
-        writeln!(
-            out,
-            "{pad}  {}",
-            d.declare(&kept, ty, &id.to_string(), true)
-        )
-        .expect("to a string");
-        writeln!(out, "{pad}  {every_lane} {kept} = {into_kept}; }}").expect("to a string");
-        if whole < range {
-            writeln!(out, "{pad}  {}", header(&var.to_string(), whole, range))
+        // Lane `i` with lane `i + width`, the width halving; then the local's value with lane 0.
+        let mut width = lanes / 2;
+        while width >= 1 {
+            let pair = ops::float_binop(
+                d,
+                op,
+                &format!("{array_name}[{lane}]"),
+                &format!("{array_name}[{lane} + {width}]"),
+                precision,
+            );
+            let halves = header(&lane, 0, width);
+            writeln!(out, "{pad}  {halves} {array_name}[{lane}] = {pair}; }}")
                 .expect("to a string");
+            width /= 2;
+        }
+        let combined = ops::float_binop(
+            d,
+            op,
+            &id.to_string(),
+            &format!("{array_name}[0]"),
+            precision,
+        );
+        writeln!(out, "{pad}  {}", d.declare(&kept, ty, &combined, true)).expect("to a string");
+        if whole < range {
+            let tail = opened(header(&var.to_string(), whole, range));
+            writeln!(out, "{pad}  {tail}").expect("to a string");
             let own = d.declare(&id.to_string(), ty, &kept, true);
             writeln!(out, "{pad}    {own}").expect("to a string");
             self.body_of_loop((var, range), body, out, depth + 2)?;
             writeln!(out, "{pad}    {kept} = {id};\n{pad}  }}").expect("to a string");
         }
+        if op == Binop::Add {
+            writeln!(out, "{pad}  {id} = {kept};\n{pad}}}").expect("to a string");
+            return Ok(());
+        }
         // A zero or a NaN: the loop as written.
         let zero = d.float_literal(0.0, precision);
         writeln!(out, "{pad}  if ({kept} == {zero} || {kept} != {kept}) {{").expect("to a string");
-        writeln!(out, "{pad}    {}", header(&var.to_string(), 0, range)).expect("to a string");
+        let again = opened(header(&var.to_string(), 0, range));
+        writeln!(out, "{pad}    {again}").expect("to a string");
         self.body_of_loop((var, range), body, out, depth + 3)?;
         writeln!(
             out,
@@ -592,6 +632,22 @@ impl<'a, D: Dialect> Writer<'a, D> {
         )
         .expect("to a string");
         Ok(())
+    }
+
+    /// The local a loop over `range` reduces into (only adding into it, or keeping its maximum
+    /// or minimum), the operation, the declaration of the lanes it is kept in and their number
+    /// (the largest power of two not above the range, at most [`LANES`]), where the dialect
+    /// keeps such a local in lanes and the range has at least [`MIN_LANES`].
+    fn lanes_for(&self, body: &[Stmt], range: usize) -> Option<(LocalId, Binop, String, usize)> {
+        if range < MIN_LANES {
+            return None;
+        }
+        let lanes = LANES.min(1 << range.ilog2());
+        let (id, op) = extremum_local(body, &self.locals)
+            .or_else(|| summed_local(body, &self.locals).map(|id| (id, Binop::Add)))?;
+        let ty = self.dialect.compute_type(self.locals[&id]);
+        let array = self.dialect.lane_array(&lanes_of(id), ty, lanes)?;
+        Some((id, op, array, lanes))
     }
 
     /// Writes `body` as run by the loop of `var` over `range`, whose header is written.
@@ -630,13 +686,25 @@ impl<'a, D: Dialect> Writer<'a, D> {
             .map(|(_, range)| *range)
             .fold(1usize, usize::saturating_mul);
         let pad = "  ".repeat(depth);
-        if let Some(hint) = checked
-            .as_ref()
-            .ok()
-            .and_then(|()| summed_local(inner, &self.locals))
-            .and_then(|id| d.sum_hint(id))
+        let outer: Vec<LoopVar> = chain[..chain.len() - 1]
+            .iter()
+            .map(|&(var, _)| var)
+            .collect();
+        if checked.is_ok()
+            && let Some((id, op, array, lanes)) = self.lanes_for(inner, total)
         {
-            writeln!(out, "{pad}{hint}").expect("writing to a string");
+            for &var in &outer {
+                self.enter_loop(var, 1);
+            }
+            self.leave_loop(last);
+            let checking = std::mem::replace(&mut self.checking, false);
+            let reduction = (id, op, array.as_str(), lanes);
+            let written = self.in_lanes((last, total), &outer, inner, reduction, out, depth);
+            self.checking = checking;
+            for var in outer {
+                self.leave_loop(var);
+            }
+            return written;
         }
         let header = d.loop_header(&last.to_string(), &d.size(0), &d.size(total));
         writeln!(out, "{pad}{header}").expect("writing to a string");
