@@ -313,7 +313,11 @@ const ROUNDS: usize = 3;
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
-    let compiler = Compiler::find().expect("a C compiler (cc or $CC)");
+    // Optimized code from the first run: the cases time steady state, and the compile latency
+    // row the optimized build.
+    let compiler = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_tiers(false);
     let threads = rcannl_backends::cc::kernel_threads();
     println!("threads: {threads} (ours and numpy's); best of {ROUNDS} rounds, each a median");
     match compiler.target() {

@@ -21,6 +21,17 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
     fn source(&self) -> Option<&str> {
         None
     }
+
+    /// Waits until the routine runs the code it will keep running, where a backend first runs
+    /// code that is quicker to build (the C backend's tiers); the error is that build's.
+    fn finish_compiling(&self) -> Result<(), CompileError> {
+        Ok(())
+    }
+
+    /// Which of a backend's builds runs, where it has several (the C backend's tiers).
+    fn tier(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Something that prepares routines to run.

@@ -1,7 +1,8 @@
 //! `rcannl explain SPEC INPUT... [--op OP] [--set k=2] [--backend B]`: how one operation on
 //! concrete inputs compiles.
 //!
-//! Prints, in order: the parsed spec and what the operation computes; the inferred shapes of the
+//! Prints, in order: the parsed spec and what the operation computes; the backend, its target and
+//! which of its builds runs (the C backend's tiers); the inferred shapes of the
 //! inputs and the result; the projections (the product space with each iterator's size, each
 //! tensor's index map, the iterators reduced over, and whether the result is pre-filled and
 //! why); the padding margins of each tensor; the optimized loop nest; and the generated code: C
@@ -96,6 +97,9 @@ fn explain(args: &OpArgs) -> Result<String, CliError> {
     out += &format!("backend:   {}\n", ctx.backend_name());
     if let Some(target) = ctx.backend_target() {
         out += &format!("target:    {target}\n");
+    }
+    if let Some(tier) = routine.tier() {
+        out += &format!("build:     {tier}\n");
     }
     if args.op == Op::Special(Special::Einsum) && Op::along_path(&text, &inputs) {
         let refs: Vec<&Tensor> = inputs.iter().collect();

@@ -7,7 +7,8 @@
 //! assignments may read earlier results. Half the programs are optimized first, as the tensor
 //! layer optimizes its routines (fusion, local sums, loop order, matrix products), and their
 //! stored results compared; the others are compiled as lowered. [`check`] compiles a batch of
-//! programs into one C library; [`check_on`] compiles each on any backend.
+//! programs into one C library; [`check_on`] compiles each on any backend; [`check_tiers`]
+//! compares the C backend's optimized and quick builds bit for bit.
 
 use std::collections::HashMap;
 
@@ -293,6 +294,78 @@ pub fn check(compiler: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
         .map_err(|message| Mismatch { seed, message })?;
     }
     Ok(())
+}
+
+/// Runs the programs of `seeds` compiled by `compiler` optimized and by its quick tier (each
+/// batch in one library, on the same inputs): every stored cell must have the same bits (the
+/// optimization level changes no result: see the C backend's `tiers`); the first mismatch, if
+/// any. `None` where the compiler's flags do not optimize (there is no quick tier).
+pub fn check_tiers(compiler: &Compiler, seeds: &[u64]) -> Option<Result<(), Mismatch>> {
+    let quick = compiler.quick_tier()?;
+    let optimized = compiler.clone().with_tiers(false);
+    Some(check_tiers_of(&optimized, &quick, seeds))
+}
+
+/// [`check_tiers`] with its two compilers.
+fn check_tiers_of(optimized: &Compiler, quick: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
+    let programs: Vec<Program> = seeds.iter().map(|&s| program(s)).collect();
+    let forms = programs
+        .iter()
+        .zip(seeds)
+        .map(|(p, &seed)| compiled_form(p).map_err(|m| Mismatch { seed, ..m }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let compile = |compiler: &Compiler| {
+        compiler.compile_batch(&forms).map_err(|e| Mismatch {
+            seed: seeds[0],
+            message: format!("compiling seeds {seeds:?}: {e}"),
+        })
+    };
+    let (fast, slow) = (compile(optimized)?, compile(quick)?);
+    for (((program, form), (fast, slow)), &seed) in programs
+        .iter()
+        .zip(&forms)
+        .zip(fast.iter().zip(&slow))
+        .zip(seeds)
+    {
+        let mismatch = |message: String| Mismatch { seed, message };
+        let run = |compiled: &rcannl_backends::cc::CompiledRoutine| {
+            let mut buffers = Buffers::for_routine(form).map_err(|e| mismatch(e.message))?;
+            for (id, values) in &program.inputs {
+                buffers
+                    .set_values(*id, values)
+                    .map_err(|e| mismatch(e.message))?;
+            }
+            compiled
+                .run(&mut buffers, &HashMap::new())
+                .map_err(|e| mismatch(e.message))?;
+            Ok::<Buffers, Mismatch>(buffers)
+        };
+        let (optimized_cells, quick_cells) = (run(fast)?, run(slow)?);
+        for (id, node) in &form.nodes {
+            if node.memory_mode == Some(MemoryMode::Virtual) {
+                continue;
+            }
+            let read = |buffers: &Buffers| buffers.read_cells(*id).map_err(|e| mismatch(e.message));
+            let (want, got) = (read(&optimized_cells)?, read(&quick_cells)?);
+            for (cell, (w, g)) in want.iter().zip(&got).enumerate() {
+                if !same_bits(*w, *g) {
+                    return Err(mismatch(format!(
+                        "{id} cell {cell}: optimized {w:?}, quick {g:?}\n{form}\n{}",
+                        fast.source
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two cells hold the same bits (a float's sign of zero and NaN payload included).
+fn same_bits(a: Value, b: Value) -> bool {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (a, b) => a == b,
+    }
 }
 
 /// Runs the programs of `seeds`, in the precisions `comparison` allows, on the interpreter and

@@ -17,7 +17,9 @@
 //! compiled: the model's and the optimizer's. The chain and the MLP are built to the operation
 //! counts asked (as close as their layers allow); the transformer by blocks. Every measurement
 //! runs in a fresh process with a fresh, empty kernel cache (`RCANNL_CACHE_DIR` a new folder,
-//! removed afterwards), so that compiling is measured cold; "wall" is that process's time from an
+//! removed afterwards), so that compiling is measured cold, and compiles as a user's program does:
+//! in tiers, the C compiler's runs then the quick builds (`RCANNL_TIERED=false` times the
+//! optimized builds instead); "wall" is that process's time from an
 //! empty graph to the compiled routines, "other" what of it no phase counts (building the graph,
 //! the context's buffers and initialization, backprop's assignments, the cache's checks).
 //!

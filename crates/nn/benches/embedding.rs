@@ -48,6 +48,7 @@ fn forward_time(vocabulary: usize) -> Result<Duration, TensorError> {
     let mut ctx = Context::with_backend(&graph, default_backend());
     ctx.init_params()?;
     let forward = ctx.forward(&[&vectors])?;
+    forward.finish_compiling()?;
     for _ in 0..WARMUP {
         ctx.run(&forward)?;
     }

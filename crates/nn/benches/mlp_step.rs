@@ -98,6 +98,9 @@ fn step_seconds(engine: Engine, batch: usize, repeats: usize) -> Result<f64, Ten
     ctx.init_params()?;
     let backprop = ctx.backprop(&loss)?;
     let update = sgd.compile(&mut ctx)?;
+    // Steady-state steps: the optimized builds, waited for.
+    backprop.finish_compiling()?;
+    update.finish_compiling()?;
     let step = |ctx: &mut Context| -> Result<Duration, TensorError> {
         let start = Instant::now();
         ctx.run(&backprop)?;

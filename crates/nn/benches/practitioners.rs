@@ -180,6 +180,7 @@ fn check(chosen: &[&Model], peers: &Peers) {
 fn main() {
     let started = Instant::now();
     table::default_threads(DEFAULT_THREADS);
+    table::optimized_from_the_start();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Words after the program's name (cargo's `--bench` aside) choose models by their case.
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();

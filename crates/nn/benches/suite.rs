@@ -34,6 +34,7 @@ mod table;
 #[allow(dead_code)]
 mod workloads;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -151,9 +152,16 @@ impl Drop for Scratch {
 
 /// Our time to the first step of workload `case`, in a fresh process whose kernel cache is
 /// `cache`.
-fn our_first_step(case: &str, cache: &Path) -> Result<f64, String> {
+/// `tiered`: the environment's `tiered` setting as the user gave it, which the first step runs
+/// under (the steady-state rows build optimized code from the start).
+fn our_first_step(case: &str, cache: &Path, tiered: Option<&OsStr>) -> Result<f64, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let output = Command::new(exe)
+    let mut command = Command::new(exe);
+    match tiered {
+        Some(value) => command.env("RCANNL_TIERED", value),
+        None => command.env_remove("RCANNL_TIERED"),
+    };
+    let output = command
         .args([FIRST_STEP, case])
         .env("RCANNL_CACHE_DIR", cache)
         .stdin(Stdio::null())
@@ -190,6 +198,7 @@ fn main() -> Result<(), TensorError> {
         println!("{}", start.elapsed().as_secs_f64());
         return Ok(());
     }
+    let tiered = table::optimized_from_the_start();
     // Words after the program's name (cargo's `--bench` aside) choose workloads by their case.
     let filters: Vec<String> = std::env::args()
         .skip(1)
@@ -222,9 +231,13 @@ fn main() -> Result<(), TensorError> {
                     // The first round finds the caches empty and fills them; the second finds
                     // them full.
                     for cache_state in ["cold", "warm"] {
-                        let ours = our_first_step(case, &scratch.folder(&format!("{case}-rcannl")))
-                            .inspect_err(|e| eprintln!("{e}"))
-                            .ok();
+                        let ours = our_first_step(
+                            case,
+                            &scratch.folder(&format!("{case}-rcannl")),
+                            tiered.as_deref(),
+                        )
+                        .inspect_err(|e| eprintln!("{e}"))
+                        .ok();
                         let mut theirs = peers::Figures::new();
                         for library in peers.libraries() {
                             let cache = scratch.folder(&format!("{case}-{library}"));

@@ -187,6 +187,7 @@ fn prepare(expression: &Expression) -> Result<Prepared, TensorError> {
     let out = Tensor::einsum_np(expression.spec, &refs);
     let mut ctx = Context::new(&graph);
     let forward = ctx.forward(&[&out])?;
+    forward.finish_compiling()?;
     ctx.run(&forward)?;
     let values = ctx.values(&out)?;
     let l2 = values.iter().map(|v| v * v).sum::<f64>().sqrt();

@@ -43,6 +43,16 @@ pub(crate) fn load(
     load_in(folder, cap, key, source, build, &noexec_mount)
 }
 
+/// The library kept under `key` in the cache in `folder`, loaded, if it is there and passes its
+/// check; nothing is built.
+pub(crate) fn cached(folder: &Path, key: &str) -> Option<Library> {
+    let private = usable_folder(folder, &noexec_mount).ok()?;
+    match Entry::new(&private, key).load_verified() {
+        Cached::Loaded(library) => Some(library),
+        Cached::Missing | Cached::Unloadable(_) => None,
+    }
+}
+
 /// [`load`], with `noexec` saying whether a folder is on a mount that forbids running what is in
 /// it (a parameter so that tests can say so of any folder).
 fn load_in(

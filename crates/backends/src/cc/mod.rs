@@ -14,6 +14,7 @@ mod parts;
 mod pool;
 mod process;
 mod target;
+mod tiers;
 
 pub use flags::DEFAULT_FLAGS;
 pub use gemm::F32Product;
@@ -26,7 +27,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rcannl_ir::{NodeId, Precision, Routine, Symbol};
 
@@ -62,6 +63,14 @@ impl Executable for CompiledRoutine {
     fn source(&self) -> Option<&str> {
         Some(&self.source)
     }
+
+    fn finish_compiling(&self) -> Result<(), CompileError> {
+        CompiledRoutine::finish_compiling(self)
+    }
+
+    fn tier(&self) -> Option<String> {
+        Some(CompiledRoutine::tier(self))
+    }
 }
 
 /// A C compiler, the flags it compiles routines with, the folder they are cached in, and how
@@ -76,6 +85,9 @@ pub struct Compiler {
     timeout: Duration,
     /// The f32 product asked for in place of [`F32Product::choose`]'s pick.
     f32_product: Option<F32Product>,
+    /// Whether a routine the cache does not hold runs quick kernels while its optimized build
+    /// finishes (see `tiers`).
+    tiered: bool,
 }
 
 impl Compiler {
@@ -125,6 +137,11 @@ impl Compiler {
             }
             _ => DEFAULT_FLAGS.map(str::to_owned).to_vec(),
         };
+        let tiered = settings::flag(&settings::TIERED).unwrap_or_else(|e| {
+            static WARNED: Once = Once::new();
+            WARNED.call_once(|| eprintln!("rcannl: {e}; compiling in tiers"));
+            true
+        });
         Ok(Compiler {
             command,
             flags,
@@ -132,6 +149,7 @@ impl Compiler {
             cache_max_bytes: cache::max_bytes(),
             timeout,
             f32_product: None,
+            tiered,
         })
     }
 
@@ -196,13 +214,32 @@ impl Compiler {
         Ok(target)
     }
 
+    /// The same compiler, compiling in tiers when `tiered` (the default unless
+    /// `$RCANNL_TIERED` says otherwise: see the `tiers` module) or straight to optimized code.
+    pub fn with_tiers(mut self, tiered: bool) -> Compiler {
+        self.tiered = tiered;
+        self
+    }
+
+    /// The compiler of the quick tier: the same compiler and target, at `-Og` in place of the
+    /// optimization level, compiling straight to its own code; `None` where the flags ask for no
+    /// more than that.
+    pub fn quick_tier(&self) -> Option<Compiler> {
+        let flags = tiers::quick_flags(&self.flags)?;
+        Some(Compiler {
+            flags,
+            tiered: false,
+            ..self.clone()
+        })
+    }
+
     /// Compiles `routine` (or loads it from the cache).
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
         self.runnable_target()?;
         let generated = phases::timed(Phase::Codegen, || generate(routine))?;
         let products = wants_products(routine, &generated);
-        let (library, from_cache) = self.load_beside_products(&generated.source, products)?;
-        self.link(routine, generated, &library, from_cache)
+        let built = self.load_in_tiers(&generated.source, products)?;
+        self.link(routine, generated, &built)
     }
 
     /// Compiles several routines into one library (one run of the compiler, which costs less
@@ -227,16 +264,44 @@ impl Compiler {
             .iter()
             .zip(&generated)
             .any(|(routine, g)| wants_products(routine, g));
-        let (library, from_cache) = self.load_beside_products(&source, products)?;
+        let built = self.load_in_tiers(&source, products)?;
         routines
             .iter()
             .zip(generated)
-            .map(|(routine, g)| self.link(routine, g, &library, from_cache))
+            .map(|(routine, g)| self.link(routine, g, &built))
             .collect()
     }
 
-    /// The library built from `source` (from the cache if it holds one that passes its check),
-    /// loaded; and whether it came from the cache.
+    /// The library of `source`: the optimized one where the cache holds it or where this
+    /// compiler does not compile in tiers, else the quick one, with the optimized build to
+    /// come. `products.c` is loaded beside it when `products`.
+    fn load_in_tiers(&self, source: &str, products: bool) -> Result<Built, CompileError> {
+        let built = |(library, from_cache), upgrade| Built {
+            library,
+            from_cache,
+            upgrade,
+        };
+        let Some(quick) = self.quick_tier().filter(|_| self.tiered) else {
+            return Ok(built(
+                self.load_beside_products(products, || self.load(source))?,
+                None,
+            ));
+        };
+        if let Some(library) = library::cached(&self.cache_dir, &self.key(source)) {
+            return Ok(built((Arc::new(library), true), None));
+        }
+        let started = Instant::now();
+        let loaded = self.load_beside_products(products, || quick.load(source))?;
+        let upgrade = tiers::Upgrade::new(
+            self.clone().with_tiers(false),
+            source.to_owned(),
+            started.elapsed(),
+        );
+        Ok(built(loaded, Some(upgrade)))
+    }
+
+    /// The library compiled from `source` (from the cache if it holds one that passes its
+    /// check), loaded; and whether it came from the cache.
     fn load(&self, source: &str) -> Result<(Arc<libloading::Library>, bool), CompileError> {
         self.load_built_by(source, &|c_file, library| self.build(c_file, library))
     }
@@ -262,49 +327,53 @@ impl Compiler {
         source: &str,
         build: library::Build,
     ) -> Result<(Arc<libloading::Library>, bool), CompileError> {
-        let mut parts: Vec<&[u8]> = self.command.words().map(str::as_bytes).collect();
-        parts.extend(self.flags.iter().map(|flag| flag.as_bytes()));
-        parts.extend(REQUIRED_FLAGS.map(str::as_bytes));
-        parts.push(source.as_bytes());
-        let key = cache::key(&parts);
         let (library, from_cache) = library::load(
             &self.cache_dir,
             self.cache_max_bytes,
-            &key,
+            &self.key(source),
             source,
             &|c_file, library| phases::timed(Phase::Compilation, || build(c_file, library)),
         )?;
         Ok((Arc::new(library), from_cache))
     }
 
-    /// [`Compiler::load`] of `source`, with `products.c` built at the same time when
+    /// The cache's key of the library this compiler builds from `source`.
+    fn key(&self, source: &str) -> String {
+        let mut parts: Vec<&[u8]> = self.command.words().map(str::as_bytes).collect();
+        parts.extend(self.flags.iter().map(|flag| flag.as_bytes()));
+        parts.extend(REQUIRED_FLAGS.map(str::as_bytes));
+        parts.push(source.as_bytes());
+        cache::key(&parts)
+    }
+
+    /// `load` (a [`Compiler::load`]), with `products.c` built at the same time when
     /// `products` (a cold start would otherwise wait for the two compilers one after the
     /// other); [`Compiler::link`] then finds it in the cache, and reports a failed build.
     fn load_beside_products(
         &self,
-        source: &str,
         products: bool,
+        load: impl FnOnce() -> Result<(Arc<libloading::Library>, bool), CompileError>,
     ) -> Result<(Arc<libloading::Library>, bool), CompileError> {
         if !products {
-            return self.load(source);
+            return load();
         }
         std::thread::scope(|scope| {
             let products = scope.spawn(|| self.load_products().map(|_| ()));
-            let loaded = self.load(source);
+            let loaded = load();
             // Whatever became of it, `link` loads it again and says why it cannot.
             let _ = products.join();
             loaded
         })
     }
 
-    /// The routine's steps, with its kernels found in `library`.
+    /// The routine's steps, with its kernels found in the `built` library.
     fn link(
         &self,
         routine: &Routine,
         generated: codegen::Generated,
-        library: &Arc<libloading::Library>,
-        from_cache: bool,
+        built: &Built,
     ) -> Result<CompiledRoutine, CompileError> {
+        let library = &built.library;
         let (products_library, native) = if wants_products(routine, &generated) {
             self.products()?
         } else {
@@ -322,12 +391,7 @@ impl Compiler {
         for step in generated.steps {
             steps.push(match step {
                 Step::Kernel(kernel) => {
-                    // SAFETY: every kernel the generator writes has exactly this signature.
-                    let function: KernelFn = unsafe {
-                        *library
-                            .get::<KernelFn>(kernel.name.as_bytes())
-                            .map_err(|e| unloadable(format!("no kernel {}: {e}", kernel.name)))?
-                    };
+                    let function = kernel_in(library, &kernel.name).map_err(unloadable)?;
                     Loaded::Kernel(function, kernel)
                 }
                 Step::Gemm(plan) => Loaded::Gemm(Box::new(gemm::Prepared::new(
@@ -356,7 +420,8 @@ impl Compiler {
                 })
                 .collect(),
             source: generated.source,
-            from_cache,
+            from_cache: built.from_cache,
+            tiers: built.upgrade.clone().map(tiers::Tiered::new),
         })
     }
 
@@ -521,6 +586,26 @@ fn timeout_from_environment() -> Duration {
 
 type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 
+/// The kernel named `name` in `library`.
+fn kernel_in(library: &libloading::Library, name: &str) -> Result<KernelFn, String> {
+    // SAFETY: every kernel the generator writes has exactly this signature.
+    unsafe {
+        library
+            .get::<KernelFn>(name.as_bytes())
+            .map(|function| *function)
+            .map_err(|e| format!("no kernel {name}: {e}"))
+    }
+}
+
+/// A routine's library, loaded.
+struct Built {
+    library: Arc<libloading::Library>,
+    /// Whether it came from the cache.
+    from_cache: bool,
+    /// The optimized build to come, where the library is the quick tier's.
+    upgrade: Option<Arc<tiers::Upgrade>>,
+}
+
 /// A step ready to run.
 #[derive(Debug)]
 enum Loaded {
@@ -581,6 +666,8 @@ pub struct CompiledRoutine {
     pub source: String,
     /// Whether the library came from the cache (nothing was compiled).
     pub from_cache: bool,
+    /// Where the library is the quick tier's: the optimized build to come.
+    tiers: Option<tiers::Tiered>,
 }
 
 /// Buffer pointers handed to kernels on several threads.
@@ -615,6 +702,65 @@ impl CompiledRoutine {
     /// matrix product (the products that load `products.c`).
     pub fn f32_product(&self) -> Option<F32Product> {
         self.native.f32_product
+    }
+
+    /// Waits until the routine runs its optimized kernels, starting their build if it has not
+    /// started (see the `tiers` module); at once where it already does. The error is the
+    /// optimized build's, whose routine keeps running its quick kernels.
+    pub fn finish_compiling(&self) -> Result<(), CompileError> {
+        let Some(tiers) = &self.tiers else {
+            return Ok(());
+        };
+        tiers.finish();
+        match self.optimized_kernels() {
+            Some(_) => Ok(()),
+            None => Err(toolchain(tiers.failure().unwrap_or_else(|| {
+                "the optimized build ended without a library".to_owned()
+            }))),
+        }
+    }
+
+    /// Which code runs: the optimized build, or the quick tier's while the optimized build is
+    /// to come, is under way, or has failed.
+    pub fn tier(&self) -> String {
+        let Some(tiers) = &self.tiers else {
+            return "optimized".to_owned();
+        };
+        if self.optimized_kernels().is_some() {
+            return format!(
+                "optimized ({}), in place of the quick build it started on",
+                tiers.optimized_flags()
+            );
+        }
+        let optimized = tiers.optimized_flags();
+        let quick = format!(
+            "quick ({} in place of the optimization level)",
+            tiers::QUICK_LEVEL
+        );
+        match tiers.failure() {
+            Some(why) => format!("{quick}: the optimized build ({optimized}) failed: {why}"),
+            None if tiers.started() => {
+                format!("{quick}, while the optimized build ({optimized}) runs")
+            }
+            None => format!(
+                "{quick}; the optimized build ({optimized}) starts once the routine has run as \
+                 long as the quick build took"
+            ),
+        }
+    }
+
+    /// The routine's kernels in the optimized library, in the order of its kernel steps, once
+    /// that is built; `None` while the quick ones run (or where there are no tiers).
+    fn optimized_kernels(&self) -> Option<&[KernelFn]> {
+        self.tiers.as_ref()?.optimized(|library| {
+            self.steps
+                .iter()
+                .filter_map(|step| match step {
+                    Loaded::Kernel(_, kernel) => Some(kernel_in(library, &kernel.name)),
+                    Loaded::Gemm(_) => None,
+                })
+                .collect()
+        })
     }
 
     /// Runs the routine over `buffers`, with a value for each of its static indices, splitting
@@ -665,11 +811,17 @@ impl CompiledRoutine {
         let pointers = Pointers(&pointers);
         let statics = &static_values;
         crate::traffic::count_kernels(self.steps.len() as u64);
+        let optimized = self.optimized_kernels();
         let run_steps = |threads: usize| {
             let mut next_arguments = 0;
+            let mut kernels = 0;
             for step in &self.steps {
                 let (function, kernel) = match step {
-                    Loaded::Kernel(function, kernel) => (function, kernel),
+                    Loaded::Kernel(quick, kernel) => {
+                        let function = optimized.map_or(*quick, |functions| functions[kernels]);
+                        kernels += 1;
+                        (function, kernel)
+                    }
                     Loaded::Gemm(product) => {
                         // SAFETY: the buffers match the routine's nodes (checked above) and the
                         // product's accesses were checked against them when generating.
@@ -713,7 +865,13 @@ impl CompiledRoutine {
         };
         // Routines too small to split run on one thread and leave the team asleep.
         let threads = if self.splits { threads } else { 1 };
+        let started = Instant::now();
         pool::with_team(threads, run_steps);
+        if let Some(tiers) = &self.tiers
+            && optimized.is_none()
+        {
+            tiers.ran_quick(started.elapsed());
+        }
         Ok(())
     }
 }

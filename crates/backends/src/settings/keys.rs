@@ -178,6 +178,13 @@ keys! {
     /// is `$CC`, else `cc`).
     CFLAGS = "cflags", Kind::Words, DefaultValue::Value("-O3 -march=native");
 
+    /// Whether the C backend compiles in tiers: a routine the cache does not hold first runs
+    /// code built at `-Og`, which takes a fraction of the time to build, while the optimized
+    /// build, started once the routine has run as long as the quick build took, finishes on a
+    /// thread of its own and then takes over. Both compute the same bits. `false`: every
+    /// routine is built optimized before it first runs.
+    TIERED = "tiered", Kind::Flag, DefaultValue::Value("true");
+
     /// Seconds one run of the C compiler may take. Past it the compiler and everything it started
     /// are killed and the compilation fails with an error naming the command. A value that is no
     /// number above 0 is ignored after a warning.

@@ -76,6 +76,69 @@ fn random_routines_agree(target: &Target) {
 }
 conformance!(random_routines_agree: cc, gpu);
 
+/// The C backend's quick tier computes the optimized build's bits, for the compiler and target
+/// `$CC` and `$RCANNL_CFLAGS` choose (`.ci/matrix` runs every one): the optimization level
+/// changes no result, so that a routine that swaps its kernels mid-training stays on course.
+fn quick_and_optimized_builds_agree_bit_for_bit(target: &Target) {
+    let compiler = cached(target);
+    let seeds: Vec<u64> = (0..300).collect();
+    for batch in seeds.chunks(100) {
+        match routines::check_tiers(&compiler, batch) {
+            Some(Ok(())) => {}
+            Some(Err(mismatch)) => panic!("{mismatch}"),
+            None => {
+                println!("the C flags do not optimize: there is no quick tier to compare");
+                return;
+            }
+        }
+    }
+}
+conformance!(quick_and_optimized_builds_agree_bit_for_bit: cc);
+
+/// Long sums of products, whose result depends on the order of the terms, and maxima, in both
+/// float precisions over lengths around the lanes' widths: the quick build's bits are the
+/// optimized build's.
+fn quick_and_optimized_builds_sum_in_the_same_order(target: &Target) {
+    let compiler = cached(target).with_tiers(false);
+    let Some(quick) = compiler.quick_tier() else {
+        println!("the C flags do not optimize: there is no quick tier to compare");
+        return;
+    };
+    for precision in [Precision::F32, Precision::F64] {
+        for n in [3, 8, 13, 16, 31, 100, 1037] {
+            // Terms over seven orders of magnitude, of both signs: reordering them changes the
+            // rounding of nearly every sum.
+            let x: Vec<f64> = (0..n)
+                .map(|i| (i as f64 * 0.7).sin() * 10f64.powi(i as i32 % 7))
+                .collect();
+            let y: Vec<f64> = (0..n).map(|i| 1.0 + (i as f64 * 0.3).cos()).collect();
+            for accum in [Binop::Add, Binop::Max] {
+                let lowered = one_operation(
+                    precision,
+                    accum,
+                    Rhs::Binop(Binop::Mul, NodeId(0), NodeId(1)),
+                    2,
+                    n,
+                    true,
+                );
+                let routine = rcannl_ir::optimize::optimize(&lowered).unwrap();
+                let (want, source) = run_case(&compiler, &routine, &[&x, &y]);
+                let (got, _) = run_case(&quick, &routine, &[&x, &y]);
+                let bits = |cells: &[Value]| match cells {
+                    [Value::Float(v)] => v.to_bits(),
+                    other => panic!("one float cell, not {other:?}"),
+                };
+                assert_eq!(
+                    bits(&want),
+                    bits(&got),
+                    "{precision:?} {accum:?} over {n}: optimized {want:?}, quick {got:?}\n{source}"
+                );
+            }
+        }
+    }
+}
+conformance!(quick_and_optimized_builds_sum_in_the_same_order: cc);
+
 fn random_graphs_agree(target: &Target) {
     let check = |seed| match target.gpu() {
         Some(gpu) => graphs::check_on(Box::new(gpu.clone()), seed, &gpu_comparison(gpu)),

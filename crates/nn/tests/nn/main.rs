@@ -18,5 +18,6 @@ mod pytorch_optim;
 #[path = "../support/mod.rs"]
 mod support;
 mod threads;
+mod tiers;
 mod train;
 mod transformer;

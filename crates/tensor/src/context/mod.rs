@@ -19,7 +19,9 @@ use rcannl_shape::spec::Kind;
 
 use crate::backend_choice::configured_backend_or_refusal;
 use crate::graph::precision::{self, Resolved};
-use crate::graph::{Asg, AsgRhs, Graph, LeafKind, Ref, TensorError, error};
+use crate::graph::{
+    Asg, AsgRhs, Graph, LeafKind, Ref, TensorError, TensorErrorKind, error, error_of,
+};
 
 mod backprop;
 mod compile;
@@ -75,6 +77,26 @@ impl Routine {
     /// The code the backend generated (C on the C backend), if any.
     pub fn source(&self) -> Option<String> {
         self.executable.source().map(str::to_owned)
+    }
+
+    /// Which of the backend's builds runs, where it has several: on the C backend, a routine the
+    /// kernel cache did not hold runs a quick build while the optimized one is made (the
+    /// `tiered` setting), with the same results.
+    pub fn tier(&self) -> Option<String> {
+        self.executable.tier()
+    }
+
+    /// Waits until the routine runs the build it keeps (on the C backend, the optimized one:
+    /// see [`Routine::tier`]); for timing steady-state steps. The error is that build's; the
+    /// routine keeps running the quick build, with the same results.
+    pub fn finish_compiling(&self) -> Result<(), TensorError> {
+        self.executable.finish_compiling().map_err(|e| {
+            error_of(
+                TensorErrorKind::Compile,
+                format!("routine {}: {e}", self.executable.routine().name),
+            )
+            .caused_by(e)
+        })
     }
 }
 
