@@ -863,8 +863,14 @@ impl CompiledRoutine {
                 }
             }
         };
-        // Routines too small to split run on one thread and leave the team asleep.
-        let threads = if self.splits { threads } else { 1 };
+        // Routines too small to split run on one thread and leave the team asleep; so do quick
+        // kernels while their optimized build runs, leaving the other cores to the compiler
+        // (a team spinning beside it slows both).
+        let building = self
+            .tiers
+            .as_ref()
+            .is_some_and(|t| optimized.is_none() && t.started());
+        let threads = if self.splits && !building { threads } else { 1 };
         let started = Instant::now();
         pool::with_team(threads, run_steps);
         if let Some(tiers) = &self.tiers

@@ -5,7 +5,7 @@
 //! build took, and at least a tenth of a second (a routine run once or twice never pays for a
 //! second build; one trained for many steps does), the optimized build starts on a thread of
 //! its own, is kept in the cache, and replaces the quick kernels at the first run after it is
-//! done.
+//! done. While it runs, the routine runs on one thread, leaving the other cores to the compiler.
 //!
 //! Both tiers compute the same bits: the generated C fixes the order of every floating-point
 //! operation (sums kept in lanes combined in a fixed order, no contraction into fused
