@@ -105,8 +105,9 @@ impl Compiler {
     /// `$RCANNL_CACHE_DIR`, else `$XDG_CACHE_HOME/rcannl`, else `$HOME/.cache/rcannl`, else
     /// `rcannl-<uid>` in the temporary folder (empty variables, and relative `$XDG_CACHE_HOME`
     /// or `$HOME`, count as unset), kept under `$RCANNL_CACHE_MAX_BYTES` bytes, else
-    /// [`cache::DEFAULT_MAX_BYTES`] (see [`cache::max_bytes`]). The error says what was tried and
-    /// why it failed.
+    /// [`cache::DEFAULT_MAX_BYTES`] (see [`cache::max_bytes`]); routines are compiled in tiers
+    /// unless `$RCANNL_TIERED` is false (see [`Compiler::with_tiers`]). The error says what was
+    /// tried and why it failed.
     pub fn from_environment() -> Result<Compiler, CompileError> {
         let timeout = timeout_from_environment();
         let cc = std::env::var("CC").ok();
