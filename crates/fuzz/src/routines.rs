@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use rcannl_backends::cc::Compiler;
+use rcannl_backends::cc::{CompiledRoutine, Compiler};
 use rcannl_backends::interpreter::{RunError, run_routine};
 use rcannl_backends::{Backend, Buffers};
 use rcannl_ir::optimize::optimize;
@@ -267,19 +267,34 @@ fn agree(want: Value, got: Value, precision: Precision, tolerance: &Tolerance) -
     }
 }
 
-/// Runs the programs of `seeds` on the interpreter and, compiled in one library, on the C
-/// backend; the first mismatch, if any.
-pub fn check(compiler: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
+/// The programs of `seeds`, and each as a backend compiles it.
+fn programs_and_forms(seeds: &[u64]) -> Result<(Vec<Program>, Vec<Routine>), Mismatch> {
     let programs: Vec<Program> = seeds.iter().map(|&s| program(s)).collect();
     let forms = programs
         .iter()
         .zip(seeds)
         .map(|(p, &seed)| compiled_form(p).map_err(|m| Mismatch { seed, ..m }))
         .collect::<Result<Vec<_>, _>>()?;
-    let compiled = compiler.compile_batch(&forms).map_err(|e| Mismatch {
+    Ok((programs, forms))
+}
+
+/// `forms` (of the programs of `seeds`) compiled by `compiler` into one library.
+fn compile_batch(
+    compiler: &Compiler,
+    forms: &[Routine],
+    seeds: &[u64],
+) -> Result<Vec<CompiledRoutine>, Mismatch> {
+    compiler.compile_batch(forms).map_err(|e| Mismatch {
         seed: seeds[0],
         message: format!("compiling seeds {seeds:?}: {e}"),
-    })?;
+    })
+}
+
+/// Runs the programs of `seeds` on the interpreter and, compiled in one library, on the C
+/// backend; the first mismatch, if any.
+pub fn check(compiler: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
+    let (programs, forms) = programs_and_forms(seeds)?;
+    let compiled = compile_batch(compiler, &forms, seeds)?;
     for (((program, form), compiled), &seed) in
         programs.iter().zip(&forms).zip(&compiled).zip(seeds)
     {
@@ -308,19 +323,11 @@ pub fn check_tiers(compiler: &Compiler, seeds: &[u64]) -> Option<Result<(), Mism
 
 /// [`check_tiers`] with its two compilers.
 fn check_tiers_of(optimized: &Compiler, quick: &Compiler, seeds: &[u64]) -> Result<(), Mismatch> {
-    let programs: Vec<Program> = seeds.iter().map(|&s| program(s)).collect();
-    let forms = programs
-        .iter()
-        .zip(seeds)
-        .map(|(p, &seed)| compiled_form(p).map_err(|m| Mismatch { seed, ..m }))
-        .collect::<Result<Vec<_>, _>>()?;
-    let compile = |compiler: &Compiler| {
-        compiler.compile_batch(&forms).map_err(|e| Mismatch {
-            seed: seeds[0],
-            message: format!("compiling seeds {seeds:?}: {e}"),
-        })
-    };
-    let (fast, slow) = (compile(optimized)?, compile(quick)?);
+    let (programs, forms) = programs_and_forms(seeds)?;
+    let (fast, slow) = (
+        compile_batch(optimized, &forms, seeds)?,
+        compile_batch(quick, &forms, seeds)?,
+    );
     for (((program, form), (fast, slow)), &seed) in programs
         .iter()
         .zip(&forms)
@@ -328,7 +335,7 @@ fn check_tiers_of(optimized: &Compiler, quick: &Compiler, seeds: &[u64]) -> Resu
         .zip(seeds)
     {
         let mismatch = |message: String| Mismatch { seed, message };
-        let run = |compiled: &rcannl_backends::cc::CompiledRoutine| {
+        let run = |compiled: &CompiledRoutine| {
             let mut buffers = Buffers::for_routine(form).map_err(|e| mismatch(e.message))?;
             for (id, values) in &program.inputs {
                 buffers
