@@ -84,6 +84,33 @@ pub fn lower_with_statics(
     assignment: &Assignment,
     nodes: &HashMap<NodeId, TensorNode>,
 ) -> Result<(Vec<Stmt>, BTreeMap<Symbol, usize>), LowerError> {
+    lower_over(assignment, nodes)
+}
+
+/// Nodes by id, as lowering looks them up: a routine's own map, or a caller's table.
+pub(crate) trait Nodes {
+    /// The node `id`, if there is one.
+    fn node(&self, id: NodeId) -> Option<&TensorNode>;
+}
+
+impl Nodes for HashMap<NodeId, TensorNode> {
+    fn node(&self, id: NodeId) -> Option<&TensorNode> {
+        self.get(&id)
+    }
+}
+
+impl Nodes for BTreeMap<NodeId, TensorNode> {
+    fn node(&self, id: NodeId) -> Option<&TensorNode> {
+        self.get(&id)
+    }
+}
+
+/// [`lower_with_statics`] over any table of nodes (a routine's own map, which a copy into a
+/// hash table would double for a large graph).
+pub(crate) fn lower_over(
+    assignment: &Assignment,
+    nodes: &dyn Nodes,
+) -> Result<(Vec<Stmt>, BTreeMap<Symbol, usize>), LowerError> {
     let context = Context {
         nodes,
         next_var: Cell::new(0),
@@ -96,7 +123,7 @@ pub fn lower_with_statics(
 
 /// What one lowering shares across its assignments.
 struct Context<'a> {
-    nodes: &'a HashMap<NodeId, TensorNode>,
+    nodes: &'a dyn Nodes,
     next_var: Cell<u32>,
     statics: RefCell<BTreeMap<Symbol, usize>>,
     /// The label of the first node each static index selects along, for messages.
@@ -115,7 +142,7 @@ impl Context<'_> {
     /// backend).
     fn node(&self, id: NodeId) -> Result<&TensorNode, LowerError> {
         let node =
-            (self.nodes.get(&id)).ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
+            (self.nodes.node(id)).ok_or_else(|| error(format!("lowering: unknown node {id}")))?;
         if node.dims.len() > MAX_AXES {
             return Err(error_of(
                 LowerErrorKind::Unsupported,

@@ -1,13 +1,13 @@
 //! Routines: a body of loop IR with the nodes it touches and the static indices it takes, the
 //! unit that is optimized, compiled and run.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::assignment::Assignment;
 use crate::index::Symbol;
 use crate::loops::{Index, Stmt, Var};
-use crate::lower::{LowerError, lower_with_statics};
+use crate::lower::{LowerError, lower_over};
 use crate::node::{NodeId, TensorNode};
 
 /// A body of loop IR with the nodes it touches and the static indices it takes: the unit that is
@@ -33,9 +33,7 @@ impl Routine {
         nodes: impl IntoIterator<Item = TensorNode>,
     ) -> Result<Routine, LowerError> {
         let nodes: BTreeMap<NodeId, TensorNode> = nodes.into_iter().map(|n| (n.id, n)).collect();
-        let table: HashMap<NodeId, TensorNode> =
-            nodes.iter().map(|(id, n)| (*id, n.clone())).collect();
-        let (body, statics) = lower_with_statics(assignment, &table)?;
+        let (body, statics) = lower_over(assignment, &nodes)?;
         Ok(Routine {
             name: name.to_owned(),
             nodes,
