@@ -282,7 +282,8 @@ impl Compiler {
             from_cache,
             upgrade,
         };
-        let Some(quick) = self.quick_tier().filter(|_| self.tiered) else {
+        let quick = if self.tiered { self.quick_tier() } else { None };
+        let Some(quick) = quick else {
             return Ok(built(
                 self.load_beside_products(products, || self.load(source))?,
                 None,

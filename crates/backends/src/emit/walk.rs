@@ -24,6 +24,15 @@ const LANES: usize = 16;
 /// The shortest loop whose reduction is kept in lanes; a shorter one runs as written.
 const MIN_LANES: usize = 4;
 
+/// A loop's reduction kept in lanes: the float local it reduces into, the operation (a sum, a
+/// maximum or a minimum), the declaration of the lanes and their number.
+struct Reduction {
+    id: LocalId,
+    op: Binop,
+    array: String,
+    lanes: usize,
+}
+
 /// What the generator knows of the routine while it writes statements in dialect `D`.
 #[derive(Debug)]
 pub struct Writer<'a, D> {
@@ -367,9 +376,8 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 {
                     return self.coalesced(&chain, inner, out, depth);
                 }
-                if let Some((id, op, array, lanes)) = self.lanes_for(body, *range) {
-                    let reduction = (id, op, array.as_str(), lanes);
-                    return self.in_lanes((*var, *range), &[], body, reduction, out, depth);
+                if let Some(reduction) = self.lanes_for(body, *range) {
+                    return self.in_lanes((*var, *range), &[], body, &reduction, out, depth);
                 }
                 let header = d.loop_header(&var.to_string(), &d.size(0), &d.size(*range));
                 writeln!(out, "{pad}{header}").expect("writing to a string");
@@ -514,7 +522,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
 
     /// Writes `for var in 0..range { body }`, a loop that only adds its terms into the float
     /// local `id` (`op` [`Binop::Add`]) or keeps their maximum or minimum in it, with the local
-    /// kept in `lanes` lanes (declared by `array`), which vectorize: lane `i` takes the terms at
+    /// kept in `lanes` lanes (declared by `array`: the [`Reduction`]), which vectorize: lane `i` takes the terms at
     /// positions `i` modulo `lanes`; the lanes are then combined pairwise (lane `i` with lane
     /// `i + width`, the width halving down to one), into the local's value, followed by the
     /// terms past the last whole group. The order depends on the range alone, so the result is
@@ -531,10 +539,16 @@ impl<'a, D: Dialect> Writer<'a, D> {
         (var, range): Loop,
         fixed: &[LoopVar],
         body: &[Stmt],
-        (id, op, array, lanes): (LocalId, Binop, &str, usize),
+        reduction: &Reduction,
         out: &mut String,
         depth: usize,
     ) -> Result<(), CodegenError> {
+        let &Reduction {
+            id,
+            op,
+            ref array,
+            lanes,
+        } = reduction;
         let d = self.dialect;
         let pad = "  ".repeat(depth);
         let precision = self.locals[&id];
@@ -559,12 +573,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
         } else {
             id.to_string()
         };
-        writeln!(
-            out,
-            "{pad}{{
-{pad}  {array}"
-        )
-        .expect("to a string");
+        writeln!(out, "{pad}{{\n{pad}  {array}").expect("to a string");
         let every_lane = header(&lane, 0, lanes);
         writeln!(
             out,
@@ -634,11 +643,11 @@ impl<'a, D: Dialect> Writer<'a, D> {
         Ok(())
     }
 
-    /// The local a loop over `range` reduces into (only adding into it, or keeping its maximum
-    /// or minimum), the operation, the declaration of the lanes it is kept in and their number
-    /// (the largest power of two not above the range, at most [`LANES`]), where the dialect
-    /// keeps such a local in lanes and the range has at least [`MIN_LANES`].
-    fn lanes_for(&self, body: &[Stmt], range: usize) -> Option<(LocalId, Binop, String, usize)> {
+    /// The reduction of a loop over `range` with `body` (only adding into a local, or keeping its
+    /// maximum or minimum), in the largest power of two of lanes not above the range, at most
+    /// [`LANES`], where the dialect keeps such a local in lanes and the range has at least
+    /// [`MIN_LANES`].
+    fn lanes_for(&self, body: &[Stmt], range: usize) -> Option<Reduction> {
         if range < MIN_LANES {
             return None;
         }
@@ -647,7 +656,12 @@ impl<'a, D: Dialect> Writer<'a, D> {
             .or_else(|| summed_local(body, &self.locals).map(|id| (id, Binop::Add)))?;
         let ty = self.dialect.compute_type(self.locals[&id]);
         let array = self.dialect.lane_array(&lanes_of(id), ty, lanes)?;
-        Some((id, op, array, lanes))
+        Some(Reduction {
+            id,
+            op,
+            array,
+            lanes,
+        })
     }
 
     /// Writes `body` as run by the loop of `var` over `range`, whose header is written.
@@ -691,15 +705,14 @@ impl<'a, D: Dialect> Writer<'a, D> {
             .map(|&(var, _)| var)
             .collect();
         if checked.is_ok()
-            && let Some((id, op, array, lanes)) = self.lanes_for(inner, total)
+            && let Some(reduction) = self.lanes_for(inner, total)
         {
             for &var in &outer {
                 self.enter_loop(var, 1);
             }
             self.leave_loop(last);
             let checking = std::mem::replace(&mut self.checking, false);
-            let reduction = (id, op, array.as_str(), lanes);
-            let written = self.in_lanes((last, total), &outer, inner, reduction, out, depth);
+            let written = self.in_lanes((last, total), &outer, inner, &reduction, out, depth);
             self.checking = checking;
             for var in outer {
                 self.leave_loop(var);
@@ -708,7 +721,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
         }
         let header = d.loop_header(&last.to_string(), &d.size(0), &d.size(total));
         writeln!(out, "{pad}{header}").expect("writing to a string");
-        for &(var, _) in &chain[..chain.len() - 1] {
+        for &var in &outer {
             let fixed = self.index_let(&var.to_string(), &d.size(0));
             writeln!(out, "{pad}  {fixed}").expect("writing to a string");
             self.enter_loop(var, 1);
