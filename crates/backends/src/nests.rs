@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use rcannl_ir::{GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Stmt, Symbol, Var};
+use rcannl_ir::{
+    GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Stmt, Symbol, Var, reads_own_iteration,
+};
 
 /// A kernel of a routine: a group of its top-level statements.
 #[derive(Debug, Clone, Copy)]
@@ -151,8 +153,8 @@ fn preamble_end(
 /// Whether the iterations of a top-level loop can run in any order, on any thread: every write
 /// in it lands in a stretch of its buffer that no other iteration writes (the loop variable's
 /// stride exceeds what the inner loops span), or along an axis whose position the loop variable
-/// alone moves, and every read of a node written in it is at a position one of those writes
-/// uses.
+/// alone moves, and every read of a node written in it reads only its own iteration's cells
+/// ([`reads_own_iteration`]).
 pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
     let Stmt::For { var, body, .. } = stmt else {
         return false;
@@ -205,7 +207,7 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
             reads_ok &= !writes.keys().any(|node| value.looks_up(*node));
             value.for_each_get(&mut |node, index| {
                 if let Some(written) = writes.get(&node) {
-                    reads_ok &= written.iter().any(|w| w.as_slice() == index);
+                    reads_ok &= reads_own_iteration(*var, written, index);
                 }
             });
         }

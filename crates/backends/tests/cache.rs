@@ -619,18 +619,18 @@ fn an_invalid_time_limit_is_ignored_after_a_warning() {
     }
 }
 
-/// `t_k = k·t_0` for `k` in `1..=outputs`, each its own top-level loop over 64 cells: a long
-/// source of many small kernels.
+/// `t_k = k·t_0` over the first `64 + k` cells for `k` in `1..=outputs`, each its own top-level
+/// loop (of its own range, so that no two merge): a long source of many small kernels.
 fn many_kernels(outputs: u32) -> Routine {
-    let cells = 64;
-    let mut nodes = vec![node(0, &[cells])];
+    let cells = |k: u32| 64 + k as usize;
+    let mut nodes = vec![node(0, &[cells(outputs)])];
     let mut body = Vec::new();
     for k in 1..=outputs {
-        nodes.push(node(k, &[cells]));
+        nodes.push(node(k, &[cells(k)]));
         let at = Index::var(LoopVar(k), 0);
         body.push(Stmt::For {
             var: LoopVar(k),
-            range: cells,
+            range: cells(k),
             body: vec![Stmt::Set {
                 node: NodeId(k),
                 index: vec![at.clone()],
@@ -666,10 +666,15 @@ fn a_long_source_is_compiled_in_parts_at_once_and_leaves_only_its_entry() {
             compiled.source.len()
         );
         let mut buffers = Buffers::for_routine(&routine).unwrap();
-        buffers.set_values(NodeId(0), &range(64)).unwrap();
+        buffers
+            .set_values(NodeId(0), &range(64 + outputs as usize))
+            .unwrap();
         compiled.run(&mut buffers, &HashMap::new()).unwrap();
         for k in 1..=outputs {
-            let want: Vec<f64> = range(64).iter().map(|x| x * f64::from(k)).collect();
+            let want: Vec<f64> = range(64 + k as usize)
+                .iter()
+                .map(|x| x * f64::from(k))
+                .collect();
             assert_eq!(buffers.values(NodeId(k)), want, "t{k}");
         }
         // What the parent checks the compiler's runs against.

@@ -34,7 +34,9 @@ pub mod value;
 
 pub use assignment::{Assignment, Expr, FetchOp, Rhs};
 pub use index::{Affine, AxisIndex, Symbol};
-pub use loops::{GemmPlan, Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
+pub use loops::{
+    GemmPlan, Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop, reads_own_iteration,
+};
 pub use lower::{LowerError, LowerErrorKind, lower, lower_with_statics};
 pub use node::{MAX_AXES, MemoryMode, NodeId, TensorNode};
 pub use ops::{Binop, Ternop, Unop, threefry4x32, threefry4x32_light};

@@ -90,6 +90,27 @@ impl Index {
     }
 }
 
+/// Whether a read at `index`, inside a loop over `var` whose iterations write the read node at
+/// the positions `written` (each moving with `var` somewhere, so that iterations write apart),
+/// reads only cells its own iteration writes, or none the loop writes: it is at one of those
+/// positions, or, on an axis along which every write is at one index moving with `var` alone, at
+/// that index — the slice that only its own iteration writes (a row's cells stored by one inner
+/// loop and read by the next). The iterations may then run in any order, or interleaved with
+/// another loop's, without a read seeing another iteration's write.
+pub fn reads_own_iteration(var: LoopVar, written: &[Vec<Index>], index: &[Index]) -> bool {
+    if written.iter().any(|w| w.as_slice() == index) {
+        return true;
+    }
+    let Some(first) = written.first() else {
+        return false;
+    };
+    (0..first.len()).any(|axis| {
+        first[axis].moves_alone(var)
+            && index.get(axis) == Some(&first[axis])
+            && written.iter().all(|w| w.get(axis) == Some(&first[axis]))
+    })
+}
+
 /// A scalar local of a routine: an accumulator kept in a register, an inlined intermediate, or a
 /// shared subexpression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

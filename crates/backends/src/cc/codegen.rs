@@ -8,7 +8,9 @@
 //! written and compiled once (`cc::identity`). A
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
-//! range across threads (each cell is then computed by the same operations in the same order, so
+//! range across threads; since nothing inside an iteration runs at once, sibling loops merge
+//! there even where a chain of loops nested alone shortens (`rcannl_ir::optimize::merge`: a
+//! softmax's or a layer norm's steps over a row become one loop over the rows) (each cell is then computed by the same operations in the same order, so
 //! the result does not depend on the split). A loop that adds into the same few float cells at
 //! every iteration (a bias's gradient) is first cut into a fixed number of parts, each adding
 //! into its own scratch copy of the cells (`rcannl_ir::optimize::split_sums`), so that its
@@ -36,6 +38,7 @@ use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
+use rcannl_ir::optimize::merge::{Chains, merge_loops};
 use rcannl_ir::optimize::split_sums::{SplitSums, split_sums};
 use rcannl_ir::{
     GemmPlan, Kind, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop,
@@ -438,7 +441,8 @@ impl Dialect for C {
 
 /// The C source for `routine` (optimized or not; virtual nodes must not be accessed).
 /// Invariant operations are first hoisted out of every nested loop, the chains of loops nested
-/// alone included: a kernel splits only its top-level loop across threads.
+/// alone included, and sibling loops merged even where a chain shortens: a kernel splits only
+/// its top-level loop across threads.
 pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
     generate_named(routine, "rc_k")
 }
@@ -446,7 +450,8 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 /// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
 /// routines can share one library.
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
-    let SplitSums { routine, scratch } = split_sums(&hoist_invariants_into_nests(routine));
+    let in_order = merge_loops(hoist_invariants_into_nests(routine), Chains::MayShorten);
+    let SplitSums { routine, scratch } = split_sums(&in_order);
     let routine = &routine;
     let buffers: Vec<NodeId> = routine
         .nodes

@@ -472,7 +472,7 @@ fn double_powers_agree_with_the_interpreter_bit_for_bit_on_every_level() {
 }
 
 /// One kernel per transcendental function of f32 cells (and pow with a variable and a constant
-/// exponent), each a loop of its own.
+/// exponent), each a loop of its own: the `k`th over `cells + k` cells, so that no two merge.
 fn one_kernel_per_function(cells: usize) -> Routine {
     let read = |node: u32| get(node, vec![at(0)]);
     let mut values = transcendental_values(read);
@@ -481,8 +481,9 @@ fn one_kernel_per_function(cells: usize) -> Routine {
         read(0),
         Box::new(Scalar::Const(2.0)),
     ));
+    let inputs = cells + values.len();
     let mut nodes: Vec<TensorNode> = (0..2)
-        .map(|i| TensorNode::new(i, &format!("in{i}"), Precision::F32, &[cells]))
+        .map(|i| TensorNode::new(i, &format!("in{i}"), Precision::F32, &[inputs]))
         .collect();
     let mut body = Vec::new();
     for (k, value) in values.into_iter().enumerate() {
@@ -491,10 +492,10 @@ fn one_kernel_per_function(cells: usize) -> Routine {
             id,
             &format!("out{k}"),
             Precision::F32,
-            &[cells],
+            &[cells + k],
         ));
         body.extend(nest(
-            &[cells],
+            &[cells + k],
             vec![Stmt::Set {
                 node: NodeId(id),
                 index: vec![at(0)],
@@ -663,11 +664,17 @@ fn maxima_and_minima_kept_in_lanes_are_the_interpreters_to_the_bit() {
     }
 }
 
-/// `n{to}[l] = tanh(n{from}[l]) * scale` over 64 cells (80 from node 6 on), with its own loop
-/// variable and local.
+/// `n{to}[l] = tanh(n{from}[l] − n{from}[0]) * scale` over 64 cells (80 from node 6 on), with its
+/// own loop variable and local. The read of the first cell, which the last layer's first
+/// iteration writes, keeps the layers' loops from merging into one kernel.
 fn scaled_tanh(from: u32, to: u32, scale: f64, var: u32, local: u32) -> Stmt {
     let l = LoopVar(var);
     let index = vec![Index::var(l, 0)];
+    let centered = Scalar::Binop(
+        Binop::Sub,
+        get(from, index.clone()),
+        get(from, vec![Index::constant(0)]),
+    );
     Stmt::For {
         var: l,
         range: if from >= 6 { 80 } else { 64 },
@@ -675,7 +682,7 @@ fn scaled_tanh(from: u32, to: u32, scale: f64, var: u32, local: u32) -> Stmt {
             Stmt::Local {
                 id: LocalId(local),
                 precision: Precision::F32,
-                value: Scalar::Unop(Unop::Tanh, get(from, index.clone())),
+                value: Scalar::Unop(Unop::Tanh, Box::new(centered)),
             },
             Stmt::Set {
                 node: NodeId(to),

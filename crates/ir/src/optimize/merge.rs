@@ -7,8 +7,10 @@
 //!
 //! A loop is independent when every node it writes moves along some axis with its variable alone
 //! (so each iteration writes cells no other iteration writes), every read of a node it writes is
-//! at the very position of one of those writes (so an iteration reads only what it writes
-//! itself), it sets no local declared outside it, and it writes only by plain stores (no
+//! at the very position of one of those writes, or, on an axis along which every write of the
+//! node is at one index moving with the variable alone, at that index (so an iteration reads only
+//! cells of the slice it writes itself: a row's cells stored by one inner loop and read by the
+//! next), it sets no local declared outside it, and it writes only by plain stores (no
 //! scatter, fill or product). Two independent loops merge when the loop they make is independent
 //! too and a node both write is written at the same positions by both: then iteration `i` of the
 //! merged loop touches only the cells that iteration `i` of each loop touched, in the order the
@@ -16,10 +18,15 @@
 //! the end is what it held after the two loops, bit for bit. Requiring both loops independent
 //! also keeps a loop that could be split across threads from merging with one that could not.
 //!
-//! Two loops merge only where the loop they make nests as many loops alone as each of them did
-//! (a row's loop over a matrix's cells keeps its inner loop to itself: it does not merge with a
-//! loop over the rows only, such as a bias's update), so that no loop the GPU would have run at
-//! once becomes serial. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so
+//! For a backend that runs every loop of a chain nested alone at once (the GPU), two loops merge
+//! only where the loop they make nests as many loops alone as each of them did (a row's loop
+//! over a matrix's cells keeps its inner loop to itself: it does not merge with a loop over the
+//! rows only, such as a bias's update), so that no loop it would have run at once becomes
+//! serial ([`Chains::Kept`]). A backend that splits only a top-level loop across threads and runs
+//! everything inside an iteration in order (the C backend) lets chains shorten
+//! ([`Chains::MayShorten`]): a row's statistics, then its cells normalized by them (a softmax, a
+//! layer norm and their gradients) become one loop over the rows, each row's cells read while
+//! they are in cache, and one kernel instead of one per step. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so
 //! that a long run of mergeable loops costs linear time to merge and makes kernels of bounded
 //! size, and at most [`INLINE_TRANSCENDENTAL_LIMIT`] transcendental functions, as a virtual
 //! node's cell does (each is tens of operations in generated code, and a compiler's time on one
@@ -28,42 +35,53 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::Renaming;
 use super::memory::INLINE_TRANSCENDENTAL_LIMIT;
 use super::virtualize::is_transcendental;
-use super::{Renaming, with_body};
-use crate::loops::{Index, LocalId, Scalar, Stmt};
+use crate::loops::{Index, LocalId, Scalar, Stmt, reads_own_iteration};
 use crate::node::NodeId;
 use crate::routine::Routine;
 
 /// The most statements (nested ones counted) a merged loop holds.
 pub const MAX_MERGED_STATEMENTS: usize = 256;
 
-/// `routine` with every run of mergeable sibling loops, at any depth, merged into one loop.
-pub fn merge_loops(routine: &Routine) -> Routine {
-    with_body(routine, merged_body(&routine.body))
+/// Whether a merge must keep the chains of loops nested alone as long as they were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chains {
+    /// Kept: for a backend that runs a chain's loops all at once (the GPU).
+    Kept,
+    /// Free to shorten: for a backend that splits only a top-level loop across threads (C).
+    MayShorten,
+}
+
+/// `routine` with every run of mergeable sibling loops, at any depth, merged into one loop,
+/// the chains of loops nested alone kept or not as `chains` says.
+pub fn merge_loops(mut routine: Routine, chains: Chains) -> Routine {
+    routine.body = merged_body(std::mem::take(&mut routine.body), chains);
+    routine
 }
 
 /// `body` with its loops' bodies merged first, then its own consecutive mergeable loops.
-fn merged_body(body: &[Stmt]) -> Vec<Stmt> {
+fn merged_body(body: Vec<Stmt>, chains: Chains) -> Vec<Stmt> {
     let mut merged = Vec::with_capacity(body.len());
     for stmt in body {
         let stmt = match stmt {
             Stmt::For { var, range, body } => Stmt::For {
-                var: *var,
-                range: *range,
-                body: merged_body(body),
+                var,
+                range,
+                body: merged_body(body, chains),
             },
-            other => other.clone(),
+            other => other,
         };
-        push(&mut merged, stmt);
+        push(&mut merged, stmt, chains);
     }
     merged
 }
 
 /// Appends `stmt` to `body`, merged into `body`'s last statement where the two merge.
-fn push(body: &mut Vec<Stmt>, stmt: Stmt) {
+fn push(body: &mut Vec<Stmt>, stmt: Stmt, chains: Chains) {
     if let Some(last) = body.last()
-        && let Some(merged) = merge(last, &stmt)
+        && let Some(merged) = merge(last, &stmt, chains)
     {
         *body.last_mut().expect("a last statement") = merged;
         return;
@@ -73,7 +91,7 @@ fn push(body: &mut Vec<Stmt>, stmt: Stmt) {
 
 /// The loop running `first`'s body and then `second`'s at each iteration, with their inner
 /// loops merged where they meet, if the two are loops that may merge.
-fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
+fn merge(first: &Stmt, second: &Stmt, chains: Chains) -> Option<Stmt> {
     let (
         Stmt::For {
             var,
@@ -112,14 +130,15 @@ fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
     renaming.rebind(*second_var, *var);
     let mut body = first_body.clone();
     for stmt in second_body {
-        push(&mut body, renaming.stmt(stmt));
+        push(&mut body, renaming.stmt(stmt), chains);
     }
     let merged = Stmt::For {
         var: *var,
         range: *range,
         body,
     };
-    let keeps_chains = chain_depth(&merged) >= chain_depth(first).max(chain_depth(second));
+    let keeps_chains = chains == Chains::MayShorten
+        || chain_depth(&merged) >= chain_depth(first).max(chain_depth(second));
     (keeps_chains && independent_writes(&merged).is_some()).then_some(merged)
 }
 
@@ -214,7 +233,7 @@ fn independent_writes(stmt: &Stmt) -> Option<BTreeMap<NodeId, Vec<Vec<Index>>>> 
                 independent &= !writes.keys().any(|node| value.looks_up(*node));
                 value.for_each_get(&mut |node, index| {
                     if let Some(written) = writes.get(&node) {
-                        independent &= written.iter().any(|w| w.as_slice() == index);
+                        independent &= reads_own_iteration(*var, written, index);
                     }
                 });
             }
@@ -263,7 +282,7 @@ mod tests {
     }
 
     fn merged(body: Vec<Stmt>) -> Vec<Stmt> {
-        merged_body(&body)
+        merged_body(body, Chains::Kept)
     }
 
     #[test]
@@ -394,8 +413,26 @@ mod tests {
             3,
             vec![set(2, at(&[2, 3]), add(get(0, &[2, 3]), get(1, &[2])))],
         );
-        let body = vec![sum, scaled];
+        let body = vec![sum.clone(), scaled];
         assert_eq!(merged(body.clone()), body);
+        // Where only the top-level loop runs at once, the two are one loop over the rows: each
+        // row's sum, then its cells scaled by it.
+        let [Stmt::For { var, body: row, .. }] = &merged_body(body, Chains::MayShorten)[..] else {
+            panic!("one loop over the rows")
+        };
+        assert_eq!(*var, LoopVar(0));
+        let Stmt::For { body: sum_body, .. } = &sum else {
+            panic!("a loop")
+        };
+        assert_eq!(row[..3], sum_body[..]);
+        assert_eq!(
+            row[3],
+            Stmt::For {
+                var: LoopVar(3),
+                range: 4,
+                body: vec![set(2, at(&[0, 3]), add(get(0, &[0, 3]), get(1, &[0])))],
+            }
+        );
         let bias = Stmt::For {
             var: LoopVar(4),
             range: 3,
@@ -444,5 +481,46 @@ mod tests {
             .collect();
         assert_eq!(ranges, [None, Some(4), None, None, Some(2), None]);
         assert_eq!(body[5], set(2, at(&[0]), Scalar::Local(LocalId(1))));
+    }
+
+    #[test]
+    fn a_row_stored_by_one_inner_loop_and_summed_by_the_next_merges_where_chains_may_shorten() {
+        // A softmax's exponentials stored row by row, then summed by row: iteration `i` of the
+        // sum reads only row `i`, which only iteration `i` of the first loop writes.
+        let stored = nest(0, 1, vec![set(1, at(&[0, 1]), get(0, &[0, 1]))]);
+        let row_sum = |read: Vec<Index>| Stmt::For {
+            var: LoopVar(2),
+            range: 3,
+            body: vec![
+                Stmt::Local {
+                    id: LocalId(0),
+                    precision: crate::precision::Precision::F32,
+                    value: Scalar::Const(0.0),
+                },
+                Stmt::For {
+                    var: LoopVar(3),
+                    range: 4,
+                    body: vec![Stmt::SetLocal {
+                        id: LocalId(0),
+                        value: add(Scalar::Local(LocalId(0)), Scalar::Get(NodeId(1), read)),
+                    }],
+                },
+                set(2, at(&[2]), Scalar::Local(LocalId(0))),
+            ],
+        };
+        let body = vec![stored.clone(), row_sum(at(&[2, 3]))];
+        let [Stmt::For { body: row, .. }] = &merged_body(body.clone(), Chains::MayShorten)[..]
+        else {
+            panic!("one loop over the rows")
+        };
+        let Stmt::For { body: first, .. } = &stored else {
+            panic!("a loop")
+        };
+        assert_eq!(row.len(), 4);
+        assert_eq!(row[0], first[0]);
+        // Kept chains keep them apart, and so does a read of another row (the sum of a column).
+        assert_eq!(merged_body(body, Chains::Kept).len(), 2);
+        let by_columns = vec![stored, row_sum(at(&[3, 2]))];
+        assert_eq!(merged_body(by_columns, Chains::MayShorten).len(), 2);
     }
 }

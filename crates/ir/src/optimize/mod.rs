@@ -71,7 +71,7 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
         virtualize::with_virtual_nodes_inlined,
         |r| Ok(accumulate::local_accumulators(&r)),
         |r| Ok(order::order_loops(&r)),
-        |r| Ok(merge::merge_loops(&r)),
+        |r| Ok(merge::merge_loops(r, merge::Chains::Kept)),
         |r| Ok(simplify::simplify(&r)),
         |r| Ok(hoist::hoist_invariants(&r)),
         |r| Ok(cse::cse(&r)),
