@@ -26,19 +26,22 @@
 //! everything inside an iteration in order (the C backend) lets chains shorten
 //! ([`Chains::MayShorten`]): a row's statistics, then its cells normalized by them (a softmax, a
 //! layer norm and their gradients) become one loop over the rows, each row's cells read while
-//! they are in cache, and one kernel instead of one per step. A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so
-//! that a long run of mergeable loops costs linear time to merge and makes kernels of bounded
-//! size, and at most [`INLINE_TRANSCENDENTAL_LIMIT`] transcendental functions, as a virtual
+//! they are in cache, and one kernel instead of one per step. There, whether two loops merge
+//! depends only on what each reads and writes, so each loop's facts are found once and a run of
+//! loops grows one loop at a time, its inner loops merged afterwards.
+//!
+//! A merged loop holds at most [`MAX_MERGED_STATEMENTS`] statements, so that a long run of
+//! mergeable loops costs linear time to merge and makes kernels of bounded size, and at most [`INLINE_TRANSCENDENTAL_LIMIT`] transcendental functions, as a virtual
 //! node's cell does (each is tens of operations in generated code, and a compiler's time on one
 //! loop body grows faster than the body): a long chain of them, which the memory modes cut into
 //! loops of a few functions each, stays cut, and its loops, alike, are one kernel compiled once.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::Renaming;
 use super::memory::INLINE_TRANSCENDENTAL_LIMIT;
 use super::virtualize::is_transcendental;
-use crate::loops::{Index, LocalId, Scalar, Stmt, reads_own_iteration};
+use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, reads_own_iteration};
 use crate::node::NodeId;
 use crate::routine::Routine;
 
@@ -57,31 +60,72 @@ pub enum Chains {
 /// `routine` with every run of mergeable sibling loops, at any depth, merged into one loop,
 /// the chains of loops nested alone kept or not as `chains` says.
 pub fn merge_loops(mut routine: Routine, chains: Chains) -> Routine {
-    routine.body = merged_body(std::mem::take(&mut routine.body), chains);
+    let body = std::mem::take(&mut routine.body);
+    routine.body = match chains {
+        Chains::Kept => merged_body(body),
+        Chains::MayShorten => merged_in_order(body),
+    };
     routine
 }
 
-/// `body` with its loops' bodies merged first, then its own consecutive mergeable loops.
-fn merged_body(body: Vec<Stmt>, chains: Chains) -> Vec<Stmt> {
+/// `body` with its consecutive mergeable loops merged, then the same in each loop's body. With
+/// no chain to keep, whether two loops merge depends only on what they read and write, known
+/// before their inner loops merge: each loop's [`LoopFacts`] are found once, and a run of
+/// loops grows one loop at a time in time linear in what it holds.
+fn merged_in_order(body: Vec<Stmt>) -> Vec<Stmt> {
+    let mut merged: Vec<Stmt> = Vec::with_capacity(body.len());
+    // The facts of `merged`'s last statement, when it is a loop that may take the next one.
+    let mut last: Option<LoopFacts> = None;
+    for stmt in body {
+        let facts = LoopFacts::of(&stmt);
+        if let (Some(into), Some(facts), Some(Stmt::For { var, range, body })) =
+            (last.as_mut(), &facts, merged.last_mut())
+            && let Stmt::For {
+                var: second_var,
+                range: second_range,
+                body: second_body,
+            } = &stmt
+            && range == second_range
+            && into.absorb(facts.renamed(*second_var, *var))
+        {
+            let mut renaming = Renaming::default();
+            renaming.rebind(*second_var, *var);
+            body.extend(second_body.iter().map(|s| renaming.stmt(s)));
+            continue;
+        }
+        last = facts;
+        merged.push(stmt);
+    }
+    for stmt in &mut merged {
+        if let Stmt::For { body, .. } = stmt {
+            *body = merged_in_order(std::mem::take(body));
+        }
+    }
+    merged
+}
+
+/// `body` with its loops' bodies merged first, then its own consecutive mergeable loops, every
+/// chain of loops nested alone kept.
+fn merged_body(body: Vec<Stmt>) -> Vec<Stmt> {
     let mut merged = Vec::with_capacity(body.len());
     for stmt in body {
         let stmt = match stmt {
             Stmt::For { var, range, body } => Stmt::For {
                 var,
                 range,
-                body: merged_body(body, chains),
+                body: merged_body(body),
             },
             other => other,
         };
-        push(&mut merged, stmt, chains);
+        push(&mut merged, stmt);
     }
     merged
 }
 
 /// Appends `stmt` to `body`, merged into `body`'s last statement where the two merge.
-fn push(body: &mut Vec<Stmt>, stmt: Stmt, chains: Chains) {
+fn push(body: &mut Vec<Stmt>, stmt: Stmt) {
     if let Some(last) = body.last()
-        && let Some(merged) = merge(last, &stmt, chains)
+        && let Some(merged) = merge(last, &stmt)
     {
         *body.last_mut().expect("a last statement") = merged;
         return;
@@ -90,8 +134,9 @@ fn push(body: &mut Vec<Stmt>, stmt: Stmt, chains: Chains) {
 }
 
 /// The loop running `first`'s body and then `second`'s at each iteration, with their inner
-/// loops merged where they meet, if the two are loops that may merge.
-fn merge(first: &Stmt, second: &Stmt, chains: Chains) -> Option<Stmt> {
+/// loops merged where they meet, if the two are loops that may merge and the merge keeps every
+/// chain of loops nested alone.
+fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
     let (
         Stmt::For {
             var,
@@ -130,15 +175,14 @@ fn merge(first: &Stmt, second: &Stmt, chains: Chains) -> Option<Stmt> {
     renaming.rebind(*second_var, *var);
     let mut body = first_body.clone();
     for stmt in second_body {
-        push(&mut body, renaming.stmt(stmt), chains);
+        push(&mut body, renaming.stmt(stmt));
     }
     let merged = Stmt::For {
         var: *var,
         range: *range,
         body,
     };
-    let keeps_chains = chains == Chains::MayShorten
-        || chain_depth(&merged) >= chain_depth(first).max(chain_depth(second));
+    let keeps_chains = chain_depth(&merged) >= chain_depth(first).max(chain_depth(second));
     (keeps_chains && independent_writes(&merged).is_some()).then_some(merged)
 }
 
@@ -200,46 +244,209 @@ fn distinct_locals(first: &[Stmt], second: &[Stmt]) -> bool {
 /// The positions at which the loop `stmt` writes each node it writes, if its iterations are
 /// independent (the module's page says when).
 fn independent_writes(stmt: &Stmt) -> Option<BTreeMap<NodeId, Vec<Vec<Index>>>> {
-    let Stmt::For { var, body, .. } = stmt else {
-        return None;
-    };
-    let mut writes: BTreeMap<NodeId, Vec<Vec<Index>>> = BTreeMap::new();
-    let mut declared: HashSet<LocalId> = HashSet::new();
-    let mut independent = true;
-    for inner in body {
-        inner.walk(&mut |s| match s {
-            Stmt::Set { node, index, .. } => {
-                independent &= index.iter().any(|axis| axis.moves_alone(*var));
-                writes.entry(*node).or_default().push(index.clone());
-            }
-            Stmt::Local { id, .. } => {
-                declared.insert(*id);
-            }
-            Stmt::SetLocal { id, .. } => independent &= declared.contains(id),
-            Stmt::For { .. } => {}
-            Stmt::SetVec { .. }
-            | Stmt::ScatterAdd { .. }
-            | Stmt::Fill { .. }
-            | Stmt::FillMargins { .. }
-            | Stmt::Gemm { .. } => independent = false,
-        });
-    }
-    if !independent {
-        return None;
-    }
-    for inner in body {
-        inner.walk(&mut |s| {
-            for value in s.values() {
-                independent &= !writes.keys().any(|node| value.looks_up(*node));
-                value.for_each_get(&mut |node, index| {
-                    if let Some(written) = writes.get(&node) {
-                        independent &= reads_own_iteration(*var, written, index);
+    LoopFacts::of(stmt).map(|facts| facts.writes)
+}
+
+/// What decides whether a loop whose iterations are independent may take the next loop in: the
+/// positions it writes and reads each node at (each distinct position once), the nodes it looks
+/// cells up in, the locals it declares, and its size.
+#[derive(Debug, Clone)]
+struct LoopFacts {
+    var: LoopVar,
+    writes: BTreeMap<NodeId, Vec<Vec<Index>>>,
+    reads: BTreeMap<NodeId, Vec<Vec<Index>>>,
+    looked_up: BTreeSet<NodeId>,
+    locals: HashSet<LocalId>,
+    statements: usize,
+    transcendentals: usize,
+}
+
+impl LoopFacts {
+    /// The facts of the loop `stmt`, if its iterations are independent.
+    fn of(stmt: &Stmt) -> Option<LoopFacts> {
+        let Stmt::For { var, body, .. } = stmt else {
+            return None;
+        };
+        let mut facts = LoopFacts {
+            var: *var,
+            writes: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            looked_up: BTreeSet::new(),
+            locals: HashSet::new(),
+            statements: statement_count(stmt),
+            transcendentals: transcendentals(stmt),
+        };
+        let mut independent = true;
+        let mut set_locals = Vec::new();
+        for inner in body {
+            inner.walk(&mut |s| {
+                match s {
+                    Stmt::Set { node, index, .. } => {
+                        independent &= index.iter().any(|axis| axis.moves_alone(*var));
+                        add_position(&mut facts.writes, *node, index);
                     }
-                });
-            }
-        });
+                    Stmt::Local { id, .. } => {
+                        facts.locals.insert(*id);
+                    }
+                    Stmt::SetLocal { id, .. } => set_locals.push(*id),
+                    Stmt::For { .. } => {}
+                    Stmt::SetVec { .. }
+                    | Stmt::ScatterAdd { .. }
+                    | Stmt::Fill { .. }
+                    | Stmt::FillMargins { .. }
+                    | Stmt::Gemm { .. } => independent = false,
+                }
+                for value in s.values() {
+                    looked_up_nodes(value, &mut facts.looked_up);
+                    value.for_each_get(&mut |node, index| {
+                        add_position(&mut facts.reads, node, index);
+                    });
+                }
+            });
+        }
+        // A local set here but declared outside would carry values between iterations.
+        independent &= set_locals.iter().all(|id| facts.locals.contains(id));
+        independent &= facts
+            .looked_up
+            .iter()
+            .all(|node| !facts.writes.contains_key(node));
+        independent &= facts.reads_own_iterations(facts.reads.iter());
+        independent.then_some(facts)
     }
-    independent.then_some(writes)
+
+    /// Whether every read among `reads` of a node this loop writes reads only its own
+    /// iteration's cells.
+    fn reads_own_iterations<'a>(
+        &self,
+        reads: impl Iterator<Item = (&'a NodeId, &'a Vec<Vec<Index>>)>,
+    ) -> bool {
+        let mut own = true;
+        for (node, positions) in reads {
+            if let Some(written) = self.writes.get(node) {
+                own &= positions
+                    .iter()
+                    .all(|index| reads_own_iteration(self.var, written, index));
+            }
+        }
+        own
+    }
+
+    /// The facts of the same loop with its variable `from` renamed `to`.
+    fn renamed(&self, from: LoopVar, to: LoopVar) -> LoopFacts {
+        let mut renaming = Renaming::default();
+        renaming.rebind(from, to);
+        let rename = |map: &BTreeMap<NodeId, Vec<Vec<Index>>>| {
+            map.iter()
+                .map(|(node, positions)| {
+                    let positions = positions
+                        .iter()
+                        .map(|index| index.iter().map(|axis| renaming.index(axis)).collect())
+                        .collect();
+                    (*node, positions)
+                })
+                .collect()
+        };
+        LoopFacts {
+            var: to,
+            writes: rename(&self.writes),
+            reads: rename(&self.reads),
+            ..self.clone()
+        }
+    }
+
+    /// Takes the loop `next` describes (its variable already renamed to this loop's) into this
+    /// one, if the two may merge (the module's page says when): then these facts become the
+    /// merged loop's and the answer is `true`. It costs what `next` holds, not what this holds.
+    fn absorb(&mut self, next: LoopFacts) -> bool {
+        let fits = self.statements + next.statements <= MAX_MERGED_STATEMENTS
+            && self.transcendentals + next.transcendentals <= INLINE_TRANSCENDENTAL_LIMIT
+            && self.locals.is_disjoint(&next.locals);
+        let same_writes = next.writes.iter().all(|(node, positions)| {
+            self.writes
+                .get(node)
+                .is_none_or(|mine| mine.iter().chain(positions).all(|index| index == &mine[0]))
+        });
+        let lookups_apart = next.looked_up.iter().all(|n| !self.writes.contains_key(n))
+            && self.looked_up.iter().all(|n| !next.writes.contains_key(n));
+        if !(fits && same_writes && lookups_apart) {
+            return false;
+        }
+        // What this loop reads of the nodes only the next one writes, and what the next one
+        // reads of the nodes this one writes: where both write a node, they write it at the
+        // same positions, so the reads each loop made of its own writes stay checked.
+        let mut merged_writes = next.writes.clone();
+        merged_writes.retain(|node, _| !self.writes.contains_key(node));
+        let only_next = LoopFacts {
+            writes: merged_writes,
+            ..LoopFacts::empty(self.var)
+        };
+        let mine_read_by_next = self.reads_own_iterations(next.reads.iter());
+        let next_read_by_me = only_next.reads_own_iterations(
+            self.reads
+                .iter()
+                .filter(|(node, _)| only_next.writes.contains_key(node)),
+        );
+        if !(mine_read_by_next && next_read_by_me) {
+            return false;
+        }
+        for (node, positions) in &next.writes {
+            for index in positions {
+                add_position(&mut self.writes, *node, index);
+            }
+        }
+        for (node, positions) in &next.reads {
+            for index in positions {
+                add_position(&mut self.reads, *node, index);
+            }
+        }
+        self.looked_up.extend(next.looked_up);
+        self.locals.extend(next.locals);
+        self.statements += next.statements;
+        self.transcendentals += next.transcendentals;
+        true
+    }
+
+    /// The facts of a loop over `var` that does nothing.
+    fn empty(var: LoopVar) -> LoopFacts {
+        LoopFacts {
+            var,
+            writes: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            looked_up: BTreeSet::new(),
+            locals: HashSet::new(),
+            statements: 0,
+            transcendentals: 0,
+        }
+    }
+}
+
+/// Adds `index` to `node`'s positions in `positions`, unless it is there.
+fn add_position(positions: &mut BTreeMap<NodeId, Vec<Vec<Index>>>, node: NodeId, index: &[Index]) {
+    let known = positions.entry(node).or_default();
+    if !known.iter().any(|known| known.as_slice() == index) {
+        known.push(index.to_vec());
+    }
+}
+
+/// Adds the nodes `value` looks cells up in to `nodes`.
+fn looked_up_nodes(value: &Scalar, nodes: &mut BTreeSet<NodeId>) {
+    match value {
+        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {}
+        Scalar::Lookup(lookup) => {
+            nodes.insert(lookup.node);
+            looked_up_nodes(&lookup.id, nodes);
+        }
+        Scalar::Unop(_, a) => looked_up_nodes(a, nodes),
+        Scalar::Binop(_, a, b) => {
+            looked_up_nodes(a, nodes);
+            looked_up_nodes(b, nodes);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            looked_up_nodes(a, nodes);
+            looked_up_nodes(b, nodes);
+            looked_up_nodes(c, nodes);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -282,7 +489,7 @@ mod tests {
     }
 
     fn merged(body: Vec<Stmt>) -> Vec<Stmt> {
-        merged_body(body, Chains::Kept)
+        merged_body(body)
     }
 
     #[test]
@@ -417,7 +624,7 @@ mod tests {
         assert_eq!(merged(body.clone()), body);
         // Where only the top-level loop runs at once, the two are one loop over the rows: each
         // row's sum, then its cells scaled by it.
-        let [Stmt::For { var, body: row, .. }] = &merged_body(body, Chains::MayShorten)[..] else {
+        let [Stmt::For { var, body: row, .. }] = &merged_in_order(body)[..] else {
             panic!("one loop over the rows")
         };
         assert_eq!(*var, LoopVar(0));
@@ -509,8 +716,7 @@ mod tests {
             ],
         };
         let body = vec![stored.clone(), row_sum(at(&[2, 3]))];
-        let [Stmt::For { body: row, .. }] = &merged_body(body.clone(), Chains::MayShorten)[..]
-        else {
+        let [Stmt::For { body: row, .. }] = &merged_in_order(body.clone())[..] else {
             panic!("one loop over the rows")
         };
         let Stmt::For { body: first, .. } = &stored else {
@@ -519,8 +725,8 @@ mod tests {
         assert_eq!(row.len(), 4);
         assert_eq!(row[0], first[0]);
         // Kept chains keep them apart, and so does a read of another row (the sum of a column).
-        assert_eq!(merged_body(body, Chains::Kept).len(), 2);
+        assert_eq!(merged_body(body).len(), 2);
         let by_columns = vec![stored, row_sum(at(&[3, 2]))];
-        assert_eq!(merged_body(by_columns, Chains::MayShorten).len(), 2);
+        assert_eq!(merged_in_order(by_columns).len(), 2);
     }
 }
