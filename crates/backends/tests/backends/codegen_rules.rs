@@ -747,3 +747,139 @@ fn kernels_differing_only_in_their_buffers_are_one_function() {
         buffers.set_values(NodeId(0), &x).unwrap();
     });
 }
+
+/// `for r { local acc := init; for c { acc := acc ⊕ n{from}[r, c] }; n{to}[r] := acc }` over
+/// `rows` × `cols`, with its own loop variables and local: a row's statistic.
+fn row_statistic(from: u32, to: u32, op: Binop, init: f64, vars: (u32, u32), local: u32) -> Stmt {
+    let (r, c) = vars;
+    Stmt::For {
+        var: LoopVar(r),
+        range: SOFTMAX_ROWS,
+        body: vec![
+            Stmt::Local {
+                id: LocalId(local),
+                precision: Precision::F32,
+                value: Scalar::Const(init),
+            },
+            Stmt::For {
+                var: LoopVar(c),
+                range: SOFTMAX_COLUMNS,
+                body: vec![Stmt::SetLocal {
+                    id: LocalId(local),
+                    value: Scalar::Binop(
+                        op,
+                        Box::new(Scalar::Local(LocalId(local))),
+                        get(from, vec![at(r), at(c)]),
+                    ),
+                }],
+            },
+            Stmt::Set {
+                node: NodeId(to),
+                index: vec![at(r)],
+                value: Scalar::Local(LocalId(local)),
+            },
+        ],
+    }
+}
+
+/// `n{to}[r, c] := n{cell}[r, c] ⊕ n{row}[r]` (then `exp` when asked) over `rows` × `cols`.
+fn row_pointwise(cell: u32, row: u32, to: u32, op: Binop, exp: bool, vars: (u32, u32)) -> Stmt {
+    let (r, c) = vars;
+    let combined = Scalar::Binop(op, get(cell, vec![at(r), at(c)]), get(row, vec![at(r)]));
+    let value = if exp {
+        Scalar::Unop(Unop::Exp, Box::new(combined))
+    } else {
+        combined
+    };
+    nest_as(
+        &[(r, SOFTMAX_ROWS), (c, SOFTMAX_COLUMNS)],
+        Stmt::Set {
+            node: NodeId(to),
+            index: vec![at(r), at(c)],
+            value,
+        },
+    )
+}
+
+/// `stmt` inside loops of the given variables and ranges, the first outermost.
+fn nest_as(loops: &[(u32, usize)], stmt: Stmt) -> Stmt {
+    loops
+        .iter()
+        .rev()
+        .fold(stmt, |body, &(var, range)| Stmt::For {
+            var: LoopVar(var),
+            range,
+            body: vec![body],
+        })
+}
+
+const SOFTMAX_ROWS: usize = 24;
+const SOFTMAX_COLUMNS: usize = 37;
+
+#[test]
+fn a_softmax_over_rows_is_one_kernel_split_across_threads() {
+    // A softmax as the optimizer leaves it: the rows' maxima, the exponentials of the
+    // differences, the rows' sums, the quotients, four loops over the rows. Each later loop
+    // reads only its own row of what the earlier ones stored, so the C backend runs them as one
+    // loop over the rows, which still splits across threads.
+    let (rows, cols) = (SOFTMAX_ROWS, SOFTMAX_COLUMNS);
+    let nodes = vec![
+        TensorNode::new(0, "x", Precision::F32, &[rows, cols]),
+        TensorNode::new(1, "max", Precision::F32, &[rows]),
+        TensorNode::new(2, "exp", Precision::F32, &[rows, cols]),
+        TensorNode::new(3, "sum", Precision::F32, &[rows]),
+        TensorNode::new(4, "softmax", Precision::F32, &[rows, cols]),
+    ];
+    let body = vec![
+        row_statistic(0, 1, Binop::Max, f64::NEG_INFINITY, (0, 1), 0),
+        row_pointwise(0, 1, 2, Binop::Sub, true, (2, 3)),
+        row_statistic(2, 3, Binop::Add, 0.0, (4, 5), 1),
+        row_pointwise(2, 3, 4, Binop::Div, false, (6, 7)),
+    ];
+    let softmax = routine(nodes, body);
+    let generated = rcannl_backends::cc::codegen::generate(&softmax).unwrap();
+    let kernels: Vec<Option<usize>> = generated
+        .steps
+        .iter()
+        .map(|step| match step {
+            rcannl_backends::cc::codegen::Step::Kernel(kernel) => kernel.parallel,
+            other => panic!("a kernel: {other:?}"),
+        })
+        .collect();
+    assert_eq!(kernels, [Some(rows)], "{}", generated.source);
+    // The interpreter's values (the C backend sums a row in lanes, the interpreter in order:
+    // the sums, and the quotients by them, may differ in the last places), with maxima of
+    // either sign and rows of equal values.
+    let compiled = Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+        .compile(&softmax)
+        .unwrap();
+    for trial in 0..3 {
+        let x: Vec<f64> = (0..rows * cols)
+            .map(|i| match trial {
+                0 => ((i * 7919) % 101) as f64 / 9.0 - 5.0,
+                1 => -(((i * 31) % 17) as f64) - 1.0,
+                _ => (i / cols) as f64,
+            })
+            .collect();
+        let mut interpreted = Buffers::for_routine(&softmax).unwrap();
+        interpreted.set_values(NodeId(0), &x).unwrap();
+        let mut native = interpreted.clone();
+        run_routine(&softmax, &mut interpreted, &HashMap::new()).unwrap();
+        compiled.run(&mut native, &HashMap::new()).unwrap();
+        for id in 1..=4 {
+            let (want, got) = (interpreted.values(NodeId(id)), native.values(NodeId(id)));
+            for (cell, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert!(
+                    (w - g).abs() <= 1e-6 * w.abs().max(1.0),
+                    "trial {trial}: n{id}[{cell}]: interpreter {w}, C {g}"
+                );
+            }
+        }
+        for (row, values) in interpreted.values(NodeId(4)).chunks(cols).enumerate() {
+            let total: f64 = values.iter().sum();
+            assert!((total - 1.0).abs() < 1e-5, "row {row} sums to {total}");
+        }
+    }
+}
