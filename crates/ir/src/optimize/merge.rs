@@ -475,6 +475,40 @@ mod tests {
         }
     }
 
+    /// `for outer (3) { local := 0; for inner (range) { local += n{from}[index] }; n{node}[outer]
+    /// := local }`: a row's sum, `index` given its loop variables.
+    fn row_sum(
+        (outer, inner, range): (u32, u32, usize),
+        local: u32,
+        from: u32,
+        index: Vec<Index>,
+        node: u32,
+    ) -> Stmt {
+        Stmt::For {
+            var: LoopVar(outer),
+            range: 3,
+            body: vec![
+                Stmt::Local {
+                    id: LocalId(local),
+                    precision: crate::precision::Precision::F32,
+                    value: Scalar::Const(0.0),
+                },
+                Stmt::For {
+                    var: LoopVar(inner),
+                    range,
+                    body: vec![Stmt::SetLocal {
+                        id: LocalId(local),
+                        value: add(
+                            Scalar::Local(LocalId(local)),
+                            Scalar::Get(NodeId(from), index),
+                        ),
+                    }],
+                },
+                set(node, at(&[outer]), Scalar::Local(LocalId(local))),
+            ],
+        }
+    }
+
     /// `for outer { for inner { body } }` over 3 × 4.
     fn nest(outer: u32, inner: u32, body: Vec<Stmt>) -> Stmt {
         Stmt::For {
@@ -595,26 +629,7 @@ mod tests {
     fn a_merge_that_would_shorten_a_chain_of_loops_is_not_made() {
         // Row sums then the rows scaled by them: merged, the scaling's inner loop would no
         // longer be nested alone. Likewise a matrix's update and its bias's.
-        let sum = Stmt::For {
-            var: LoopVar(0),
-            range: 3,
-            body: vec![
-                Stmt::Local {
-                    id: LocalId(0),
-                    precision: crate::precision::Precision::F32,
-                    value: Scalar::Const(0.0),
-                },
-                Stmt::For {
-                    var: LoopVar(1),
-                    range: 4,
-                    body: vec![Stmt::SetLocal {
-                        id: LocalId(0),
-                        value: add(Scalar::Local(LocalId(0)), get(0, &[0, 1])),
-                    }],
-                },
-                set(1, at(&[0]), Scalar::Local(LocalId(0))),
-            ],
-        };
+        let sum = row_sum((0, 1, 4), 0, 0, at(&[0, 1]), 1);
         let scaled = nest(
             2,
             3,
@@ -653,25 +668,8 @@ mod tests {
     fn loops_over_rows_merge_with_their_inner_loops_kept_apart() {
         // Two row sums of different inner ranges: the rows' loops merge, the inner loops,
         // which set locals of their rows, stay as they are.
-        let row_sum = |outer: u32, inner: u32, range: usize, local: u32, node: u32| Stmt::For {
-            var: LoopVar(outer),
-            range: 3,
-            body: vec![
-                Stmt::Local {
-                    id: LocalId(local),
-                    precision: crate::precision::Precision::F32,
-                    value: Scalar::Const(0.0),
-                },
-                Stmt::For {
-                    var: LoopVar(inner),
-                    range,
-                    body: vec![Stmt::SetLocal {
-                        id: LocalId(local),
-                        value: add(Scalar::Local(LocalId(local)), get(0, &[outer, inner])),
-                    }],
-                },
-                set(node, at(&[outer]), Scalar::Local(LocalId(local))),
-            ],
+        let row_sum = |outer: u32, inner: u32, range: usize, local: u32, node: u32| {
+            row_sum((outer, inner, range), local, 0, at(&[outer, inner]), node)
         };
         let [Stmt::For { var, body, .. }] =
             &merged(vec![row_sum(0, 1, 4, 0, 1), row_sum(2, 3, 2, 1, 2)])[..]
@@ -695,26 +693,7 @@ mod tests {
         // A softmax's exponentials stored row by row, then summed by row: iteration `i` of the
         // sum reads only row `i`, which only iteration `i` of the first loop writes.
         let stored = nest(0, 1, vec![set(1, at(&[0, 1]), get(0, &[0, 1]))]);
-        let row_sum = |read: Vec<Index>| Stmt::For {
-            var: LoopVar(2),
-            range: 3,
-            body: vec![
-                Stmt::Local {
-                    id: LocalId(0),
-                    precision: crate::precision::Precision::F32,
-                    value: Scalar::Const(0.0),
-                },
-                Stmt::For {
-                    var: LoopVar(3),
-                    range: 4,
-                    body: vec![Stmt::SetLocal {
-                        id: LocalId(0),
-                        value: add(Scalar::Local(LocalId(0)), Scalar::Get(NodeId(1), read)),
-                    }],
-                },
-                set(2, at(&[2]), Scalar::Local(LocalId(0))),
-            ],
-        };
+        let row_sum = |read: Vec<Index>| row_sum((2, 3, 4), 0, 1, read, 2);
         let body = vec![stored.clone(), row_sum(at(&[2, 3]))];
         let [Stmt::For { body: row, .. }] = &merged_in_order(body.clone())[..] else {
             panic!("one loop over the rows")
