@@ -189,10 +189,9 @@ pub fn splittable(stmt: &Stmt, routine: &Routine) -> bool {
                 .enumerate()
                 .any(|(axis, index)| axis != target.axis && index.moves_alone(*var));
             safe &= stride.unsigned_abs() > span || other_axis_moves;
-            writes
-                .entry(target.node)
-                .or_default()
-                .push(target.index.clone());
+            // No position: the cell written along the target's axis is held in data, so a read
+            // of the node in the loop may be of any iteration's cell.
+            writes.entry(target.node).or_default();
         }
         Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => safe = false,
         Stmt::For { .. } | Stmt::Local { .. } | Stmt::SetLocal { .. } => {}

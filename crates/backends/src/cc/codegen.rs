@@ -8,10 +8,11 @@
 //! written and compiled once (`cc::identity`). A
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
-//! range across threads; since nothing inside an iteration runs at once, sibling loops merge
-//! there even where a chain of loops nested alone shortens (`rcannl_ir::optimize::merge`: a
-//! softmax's or a layer norm's steps over a row become one loop over the rows) (each cell is then computed by the same operations in the same order, so
-//! the result does not depend on the split). A loop that adds into the same few float cells at
+//! range across threads (each cell is then computed by the same operations in the same order, so
+//! the result does not depend on the split). Since nothing inside an iteration runs at once,
+//! sibling loops merge there even where a chain of loops nested alone shortens
+//! (`rcannl_ir::optimize::merge`: a softmax's or a layer norm's steps over a row become one loop
+//! over the rows). A loop that adds into the same few float cells at
 //! every iteration (a bias's gradient) is first cut into a fixed number of parts, each adding
 //! into its own scratch copy of the cells (`rcannl_ir::optimize::split_sums`), so that its
 //! parts split across threads too. A loop adding into a float local, or keeping a maximum or

@@ -86,12 +86,13 @@ fn merged_in_order(body: Vec<Stmt>) -> Vec<Stmt> {
                 body: second_body,
             } = &stmt
             && range == second_range
-            && into.absorb(facts.renamed(*second_var, *var))
         {
             let mut renaming = Renaming::default();
             renaming.rebind(*second_var, *var);
-            body.extend(second_body.iter().map(|s| renaming.stmt(s)));
-            continue;
+            if into.absorb(facts.renamed(&renaming, *var)) {
+                body.extend(second_body.iter().map(|s| renaming.stmt(s)));
+                continue;
+            }
         }
         last = facts;
         merged.push(stmt);
@@ -331,10 +332,8 @@ impl LoopFacts {
         own
     }
 
-    /// The facts of the same loop with its variable `from` renamed `to`.
-    fn renamed(&self, from: LoopVar, to: LoopVar) -> LoopFacts {
-        let mut renaming = Renaming::default();
-        renaming.rebind(from, to);
+    /// The facts of the same loop with its variable renamed by `renaming` to `to`.
+    fn renamed(&self, renaming: &Renaming, to: LoopVar) -> LoopFacts {
         let rename = |map: &BTreeMap<NodeId, Vec<Vec<Index>>>| {
             map.iter()
                 .map(|(node, positions)| {
@@ -350,7 +349,10 @@ impl LoopFacts {
             var: to,
             writes: rename(&self.writes),
             reads: rename(&self.reads),
-            ..self.clone()
+            looked_up: self.looked_up.clone(),
+            locals: self.locals.clone(),
+            statements: self.statements,
+            transcendentals: self.transcendentals,
         }
     }
 
@@ -371,21 +373,22 @@ impl LoopFacts {
         if !(fits && same_writes && lookups_apart) {
             return false;
         }
-        // What this loop reads of the nodes only the next one writes, and what the next one
-        // reads of the nodes this one writes: where both write a node, they write it at the
-        // same positions, so the reads each loop made of its own writes stay checked.
-        let mut merged_writes = next.writes.clone();
-        merged_writes.retain(|node, _| !self.writes.contains_key(node));
-        let only_next = LoopFacts {
-            writes: merged_writes,
-            ..LoopFacts::empty(self.var)
-        };
+        // What the next loop reads of the nodes this one writes, and what this one reads of the
+        // nodes only the next one writes (where both write a node, they write it at the same
+        // positions, so the reads each loop made of its own writes stay checked): looked up
+        // from the next loop's side, so that a merge costs what the next loop holds.
         let mine_read_by_next = self.reads_own_iterations(next.reads.iter());
-        let next_read_by_me = only_next.reads_own_iterations(
-            self.reads
-                .iter()
-                .filter(|(node, _)| only_next.writes.contains_key(node)),
-        );
+        let next_read_by_me = next
+            .writes
+            .iter()
+            .filter(|(node, _)| !self.writes.contains_key(node))
+            .all(|(node, written)| {
+                self.reads.get(node).is_none_or(|positions| {
+                    positions
+                        .iter()
+                        .all(|index| reads_own_iteration(self.var, written, index))
+                })
+            });
         if !(mine_read_by_next && next_read_by_me) {
             return false;
         }
@@ -404,19 +407,6 @@ impl LoopFacts {
         self.statements += next.statements;
         self.transcendentals += next.transcendentals;
         true
-    }
-
-    /// The facts of a loop over `var` that does nothing.
-    fn empty(var: LoopVar) -> LoopFacts {
-        LoopFacts {
-            var,
-            writes: BTreeMap::new(),
-            reads: BTreeMap::new(),
-            looked_up: BTreeSet::new(),
-            locals: HashSet::new(),
-            statements: 0,
-            transcendentals: 0,
-        }
     }
 }
 
