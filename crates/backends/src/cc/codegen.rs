@@ -384,36 +384,48 @@ impl Dialect for C {
         format!("{pad}for (int64_t i = 0; i < {len}; ++i) {node}[i] = {literal};\n")
     }
 
-    /// A loop per axis over the whole buffer, storing where any coordinate lies in a margin.
+    /// The margins as slabs, two per padded axis: the cells before or after the interior on that
+    /// axis, inside it on every axis before and anywhere on every axis after. Each margin cell
+    /// lies in exactly one slab, and each slab is a nest of plain loops whose innermost runs over
+    /// consecutive cells: no test per cell, and no visit to the interior (a convolution's padded
+    /// image is mostly interior).
     fn fill_margins(&self, pad: &str, info: &TensorNode, literal: &str) -> String {
         let node = info.id;
         let dims = info.buffer_dims();
+        let interior: Vec<(usize, usize)> = info
+            .padding
+            .iter()
+            .zip(&info.dims)
+            .map(|((before, _), dim)| (*before, before + dim))
+            .collect();
         let mut out = String::new();
-        let mut outside = Vec::new();
-        let mut flat = String::new();
-        for (axis, (dim, (before, _))) in dims.iter().zip(&info.padding).enumerate() {
-            writeln!(
-                out,
-                "{pad}for (int64_t m{axis} = 0; m{axis} < {dim}; ++m{axis})"
-            )
-            .expect("writing to a string");
-            outside.push(format!(
-                "m{axis} < {before} || m{axis} >= {}",
-                before + info.dims[axis]
-            ));
-            flat = if axis == 0 {
-                format!("m{axis}")
-            } else {
-                format!("({flat}*{dim} + m{axis})")
-            };
-        }
-        if !outside.is_empty() {
-            writeln!(
-                out,
-                "{pad}  if ({}) {node}[{flat}] = {literal};",
-                outside.join(" || ")
-            )
-            .expect("writing to a string");
+        for (axis, &(start, end)) in interior.iter().enumerate() {
+            for (from, to) in [(0, start), (end, dims[axis])] {
+                if from == to {
+                    continue;
+                }
+                let mut inner = pad.to_string();
+                let mut flat = String::new();
+                for (a, dim) in dims.iter().enumerate() {
+                    let (low, high) = match a.cmp(&axis) {
+                        std::cmp::Ordering::Less => interior[a],
+                        std::cmp::Ordering::Equal => (from, to),
+                        std::cmp::Ordering::Greater => (0, *dim),
+                    };
+                    writeln!(
+                        out,
+                        "{inner}for (int64_t m{a} = {low}; m{a} < {high}; ++m{a})"
+                    )
+                    .expect("writing to a string");
+                    inner.push_str("  ");
+                    flat = if a == 0 {
+                        format!("m{a}")
+                    } else {
+                        format!("({flat}*{dim} + m{a})")
+                    };
+                }
+                writeln!(out, "{inner}{node}[{flat}] = {literal};").expect("writing to a string");
+            }
         }
         out
     }
