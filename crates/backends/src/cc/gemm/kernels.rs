@@ -230,8 +230,31 @@ impl<T: Element> Matrix<T> {
     }
 }
 
+/// The least stretch of `k` a part of a product's sum takes when the sum is cut into parts.
+const K_PART: usize = 1024;
+/// The most parts a product's sum is cut into.
+const MAX_K_PARTS: usize = 16;
+/// The most cells of a result whose sum is cut into parts: each part sums into a copy of its own.
+const MAX_K_PART_CELLS: usize = 1 << 14;
+
+/// How many parts the sum of an `m×n` result over `k` terms is cut into: more than one only for a
+/// small result of a long sum (a weight's gradient summed over a batch's pixels or tokens), whose
+/// rows and columns are too few to share among threads evenly (sixteen columns of a first
+/// convolution's three input channels are one tile of the kernel) while its terms are many. The
+/// count depends on the shape alone, never on the threads, so that what a product computes does
+/// not depend on how many threads run it.
+pub(super) fn k_parts(m: usize, n: usize, k: usize) -> usize {
+    if m * n <= MAX_K_PART_CELLS {
+        (k / K_PART).clamp(1, MAX_K_PARTS)
+    } else {
+        1
+    }
+}
+
 /// `dst := lhs·rhs` (or `dst += lhs·rhs` when `read_dst`), `m×k` times `k×n`, split into
-/// `threads` stretches of rows (or of columns, when there are more of them) that run at once.
+/// `threads` stretches of rows (or of columns, when there are more of them) that run at once,
+/// or, for a small result of a long sum ([`k_parts`]), into parts of the sum, each computed
+/// into a copy of the result of its own and then added up in order.
 /// The `gemm` crate's own threads scale poorly on two cores; each stretch here runs one thread.
 ///
 /// # Safety
@@ -261,7 +284,13 @@ pub(super) unsafe fn product<T: Element>(
         unsafe { skinny(m, n, k, dst, read_dst, lhs, rhs, kernels) };
         return;
     }
-    let run = |m: usize, n: usize, dst: Matrix<T>, lhs: Matrix<T>, rhs: Matrix<T>| {
+    let run = |m: usize,
+               n: usize,
+               k: usize,
+               dst: Matrix<T>,
+               read_dst: bool,
+               lhs: Matrix<T>,
+               rhs: Matrix<T>| {
         if let Some(sgemm) = kernels
             .native
             .sgemm
@@ -317,6 +346,36 @@ pub(super) unsafe fn product<T: Element>(
             );
         }
     };
+    let parts = k_parts(m, n, k);
+    if parts > 1 {
+        let mut copies = vec![T::ZERO; parts * m * n];
+        // Part p's copy is rows p·m.. of one row-major matrix; the parts write apart.
+        let copy = Matrix::row_major(copies.as_mut_ptr(), n);
+        let shared = threads.min(parts);
+        pool::for_each_part(shared, &|share| {
+            for part in pool::stretch(parts, shared, share) {
+                let terms = pool::stretch(k, parts, part);
+                let (lhs, rhs) = (lhs.at(0, terms.start), rhs.at(terms.start, 0));
+                run(m, n, terms.len(), copy.rows_from(part * m), false, lhs, rhs);
+            }
+        });
+        let (first, rest) = copies.split_at_mut(m * n);
+        for later in rest.chunks_exact(m * n) {
+            for (sum, term) in first.iter_mut().zip(later) {
+                *sum = sum.add(*term);
+            }
+        }
+        for (i, row) in first.chunks_exact(n).enumerate() {
+            for (j, sum) in row.iter().enumerate() {
+                // SAFETY: (i, j) lies in `dst` (the caller's contract).
+                unsafe {
+                    let cell = dst.at(i, j).start;
+                    *cell = if read_dst { (*cell).add(*sum) } else { *sum };
+                }
+            }
+        }
+        return;
+    }
     // Split along the longer side, at multiples of the kernel's tile on that side.
     let (tile_rows, tile_columns) = kernels
         .native
@@ -331,17 +390,17 @@ pub(super) unsafe fn product<T: Element>(
     };
     let split = threads.min(side / 16).min(side.div_ceil(tile)).max(1);
     if split == 1 {
-        run(m, n, dst, lhs, rhs);
+        run(m, n, k, dst, read_dst, lhs, rhs);
         return;
     }
     pool::for_each_part(split, &|part| {
         let stretch = tiled_stretch(side, tile, split, part);
         if m >= n {
             let (dst, lhs) = (dst.at(stretch.start, 0), lhs.at(stretch.start, 0));
-            run(stretch.len(), n, dst, lhs, rhs);
+            run(stretch.len(), n, k, dst, read_dst, lhs, rhs);
         } else {
             let (dst, rhs) = (dst.at(0, stretch.start), rhs.at(0, stretch.start));
-            run(m, stretch.len(), dst, lhs, rhs);
+            run(m, stretch.len(), k, dst, read_dst, lhs, rhs);
         }
     });
 }

@@ -872,6 +872,80 @@ mod tests {
     }
 
     #[test]
+    fn a_small_result_of_a_long_sum_is_summed_in_parts_whatever_the_threads() {
+        // A first convolution's kernel gradient (27 window cells by 16 channels over a batch's
+        // pixels) is cut into parts; a large product and a short sum are not.
+        assert_eq!(kernels::k_parts(27, 16, 32768), 16);
+        assert_eq!(kernels::k_parts(16, 144, 2048), 2);
+        assert_eq!(kernels::k_parts(16, 144, 2047), 1);
+        assert_eq!(kernels::k_parts(1024, 1024, 1 << 20), 1);
+        let Some((_library, sgemm)) = avx2_sgemm() else {
+            return;
+        };
+        let (m, n, k) = (27, 16, 5000);
+        // Quarter-integers: every sum is exact in f32, so it does not depend on the parts; odd
+        // thirds: it does, on their order.
+        let exact = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * 7 + seed * 3) % 17) as f32 / 4.0 - 2.0)
+                .collect()
+        };
+        let inexact = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * 11 + seed * 5) % 29) as f32 / 3.0 - 4.7)
+                .collect()
+        };
+        for on_sgemm in [true, false] {
+            let native = Native {
+                sgemm: on_sgemm.then_some(sgemm),
+                ..Native::default()
+            };
+            for column_major in [false, true] {
+                let (rsc, csc) = strides(m, n, column_major);
+                let (a, b) = (exact(m * k, 1), exact(k * n, 2));
+                // A's columns and B's rows are the sum's terms, k apart and n apart.
+                for read_dst in [false, true] {
+                    let start = exact(m * n, 3);
+                    let mut want = start.clone();
+                    for i in 0..m {
+                        for j in 0..n {
+                            let sum: f32 = (0..k).map(|p| a[p * m + i] * b[p * n + j]).sum();
+                            let cell = i * rsc as usize + j * csc as usize;
+                            want[cell] = if read_dst { want[cell] + sum } else { sum };
+                        }
+                    }
+                    let run = |a: &[f32], b: &[f32], threads: usize| {
+                        let mut c = start.clone();
+                        pool::with_team(threads, |threads| {
+                            // SAFETY: every matrix holds the cells its sizes and strides
+                            // address.
+                            unsafe {
+                                product(
+                                    m,
+                                    n,
+                                    k,
+                                    Matrix::strided(c.as_mut_ptr(), rsc as isize, csc as isize),
+                                    read_dst,
+                                    Matrix::strided(a.as_ptr().cast_mut(), 1, m as isize),
+                                    Matrix::strided(b.as_ptr().cast_mut(), n as isize, 1),
+                                    Kernels { native, threads },
+                                )
+                            }
+                        });
+                        c
+                    };
+                    let context = format!("sgemm {on_sgemm}, column-major {column_major}");
+                    assert_eq!(run(&a, &b, 2), want, "{context}, read {read_dst}");
+                    let (a, b) = (inexact(m * k, 4), inexact(k * n, 5));
+                    let one = run(&a, &b, 1);
+                    assert_eq!(run(&a, &b, 2), one, "{context}");
+                    assert_eq!(run(&a, &b, 3), one, "{context}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_avx2_kernel_reads_windows_of_short_runs_where_they_lie() {
         let Some((_library, sgemm)) = avx2_sgemm() else {
             return;
