@@ -384,8 +384,17 @@ impl Prepared {
     ) {
         let threads = kernels.threads;
         if self.fill_first || (self.empty && self.overwrite) {
-            // SAFETY: `c` holds `len` cells of `T`.
-            unsafe { std::slice::from_raw_parts_mut(c_base.0.cast::<T>(), self.len).fill(T::ZERO) };
+            // In stretches on the threads: a whole image's gradient is megabytes, and the other
+            // threads would wait.
+            let parts = threads.min(self.len / MIN_FILL_PART).max(1);
+            pool::for_each_part(parts, &|part| {
+                let stretch = pool::stretch(self.len, parts, part);
+                // SAFETY: `c` holds `len` cells of `T`; the stretches are disjoint.
+                unsafe {
+                    let start = c_base.cells::<T>().add(stretch.start);
+                    std::slice::from_raw_parts_mut(start, stretch.len()).fill(T::ZERO);
+                }
+            });
         }
         if self.empty {
             return;
@@ -403,7 +412,7 @@ impl Prepared {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let a = a_base.0.cast::<T>();
             // SAFETY: `a` holds the cells of its buffer dims (the caller's contract).
-            Base(unsafe { widen(a, &self.a_dims, &self.a_margins, &mut copy) }.cast())
+            Base(unsafe { widen(a, &self.a_dims, &self.a_margins, &mut copy, threads) }.cast())
         };
         let [c_start, a_start, b_start] = self.starts.each_ref().map(|start| start.at(statics));
         let (m, n, k) = (self.m, self.n, self.k);
@@ -499,8 +508,13 @@ fn widened_dims(dims: &[usize], margins: &[(usize, usize)]) -> Vec<usize> {
 #[derive(Debug, Default)]
 pub(crate) struct Widened(Mutex<Vec<u64>>);
 
+/// The fewest cells a thread zeroes or copies for a product: fewer cost more to hand over than
+/// to do.
+const MIN_FILL_PART: usize = 1 << 14;
+
 /// Copies the buffer of `dims` at `start` inside `margins` of zeros around its axes, into
-/// `copy` (made the size of the widened buffer, zeroed, if it is not yet): the copy's start.
+/// `copy` (made the size of the widened buffer, zeroed, if it is not yet), in stretches on up to
+/// `threads` threads: the copy's start.
 ///
 /// # Safety
 /// `start` must hold the cells of `dims`; `copy` must have been made by this function for the
@@ -510,6 +524,7 @@ unsafe fn widen<T: Element>(
     dims: &[usize],
     margins: &[(usize, usize)],
     copy: &mut Vec<u64>,
+    threads: usize,
 ) -> *mut T {
     let wide = widened_dims(dims, margins);
     let words = (wide.iter().product::<usize>() * std::mem::size_of::<T>()).div_ceil(8);
@@ -536,27 +551,33 @@ unsafe fn widen<T: Element>(
     let (outer, inner_dims) = dims.split_at(inner);
     let run: usize = inner_dims.iter().product();
     let inner_wide: usize = wide[inner + 1..].iter().product();
-    let mut position = vec![0usize; outer.len()];
-    for source in (0..).step_by(run).take(outer.iter().product()) {
-        let target = position
-            .iter()
-            .zip(margins)
-            .zip(&wide)
-            .fold(0, |at, ((p, (before, _)), dim)| at * dim + p + before)
-            * wide[inner]
-            * inner_wide
-            + margins[inner].0 * inner_wide;
-        // SAFETY: `source` is a run of the buffer (the caller's contract); `target` a run inside
-        // the copy's margins.
-        unsafe { std::ptr::copy_nonoverlapping(start.add(source), target_start.add(target), run) };
-        for (p, dim) in position.iter_mut().zip(outer).rev() {
-            *p += 1;
-            if *p < *dim {
-                break;
+    let runs: usize = outer.iter().product();
+    let (source_start, copy_start) = (Base(start.cast_mut().cast()), Base(target_start.cast()));
+    let parts = threads.min(runs * run / MIN_FILL_PART).max(1);
+    pool::for_each_part(parts, &|part| {
+        let (source_start, copy_start) = (source_start, copy_start);
+        for index in pool::stretch(runs, parts, part) {
+            // The run's position over the outer axes, the last moving fastest.
+            let mut rest = index;
+            let mut target = 0;
+            let mut scale = wide[inner] * inner_wide;
+            for ((dim, (before, _)), wide) in outer.iter().zip(margins).zip(&wide).rev() {
+                target += (rest % dim + before) * scale;
+                rest /= dim;
+                scale *= wide;
             }
-            *p = 0;
+            target += margins[inner].0 * inner_wide;
+            // SAFETY: run `index` lies in the buffer (the caller's contract); `target` is a run
+            // inside the copy's margins, and no other run's.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    source_start.cells::<T>().add(index * run),
+                    copy_start.cells::<T>().add(target),
+                    run,
+                );
+            }
         }
-    }
+    });
     target_start
 }
 
@@ -941,6 +962,41 @@ mod tests {
                     assert_eq!(run(&a, &b, 2), one, "{context}");
                     assert_eq!(run(&a, &b, 3), one, "{context}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_widened_copy_holds_the_buffer_inside_zero_margins_whatever_the_threads() {
+        // A batch of images padded on height and width (runs of a row's pixels with their
+        // channels), and a buffer padded on its last axis (runs of single cells).
+        for (dims, margins) in [
+            (vec![2, 40, 30, 16], vec![(0, 0), (2, 1), (1, 2), (0, 0)]),
+            (vec![3, 5000], vec![(0, 0), (1, 3)]),
+        ] {
+            let wide = widened_dims(&dims, &margins);
+            let cells: usize = dims.iter().product();
+            let source: Vec<f32> = (0..cells).map(|i| i as f32 + 1.0).collect();
+            let mut want = vec![0.0f32; wide.iter().product()];
+            for (i, value) in source.iter().enumerate() {
+                let (mut rest, mut at, mut scale) = (i, 0, 1);
+                for ((dim, (before, _)), wide) in dims.iter().zip(&margins).zip(&wide).rev() {
+                    at += (rest % dim + before) * scale;
+                    rest /= dim;
+                    scale *= wide;
+                }
+                want[at] = *value;
+            }
+            for threads in [1, 2, 3] {
+                let mut copy = Vec::new();
+                let got = pool::with_team(threads, |threads| {
+                    // SAFETY: `source` holds the cells of `dims`; `copy` starts empty.
+                    let start =
+                        unsafe { widen(source.as_ptr(), &dims, &margins, &mut copy, threads) };
+                    // SAFETY: the copy holds the widened buffer's cells.
+                    unsafe { std::slice::from_raw_parts(start, want.len()) }.to_vec()
+                });
+                assert_eq!(got, want, "{dims:?} {margins:?} on {threads} threads");
             }
         }
     }
