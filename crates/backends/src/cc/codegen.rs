@@ -39,6 +39,7 @@ use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
+use rcannl_ir::optimize::margins::margins_as_loops;
 use rcannl_ir::optimize::merge::{Chains, merge_loops};
 use rcannl_ir::optimize::split_sums::{SplitSums, split_sums};
 use rcannl_ir::{
@@ -463,7 +464,8 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 /// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
 /// routines can share one library.
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
-    let in_order = merge_loops(hoist_invariants_into_nests(routine), Chains::MayShorten);
+    let looped = margins_as_loops(routine);
+    let in_order = merge_loops(hoist_invariants_into_nests(&looped), Chains::MayShorten);
     let SplitSums { routine, scratch } = split_sums(&in_order);
     let routine = &routine;
     let buffers: Vec<NodeId> = routine

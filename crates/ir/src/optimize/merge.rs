@@ -363,32 +363,36 @@ impl LoopFacts {
         let fits = self.statements + next.statements <= MAX_MERGED_STATEMENTS
             && self.transcendentals + next.transcendentals <= INLINE_TRANSCENDENTAL_LIMIT
             && self.locals.is_disjoint(&next.locals);
-        let same_writes = next.writes.iter().all(|(node, positions)| {
-            self.writes
-                .get(node)
-                .is_none_or(|mine| mine.iter().chain(positions).all(|index| index == &mine[0]))
+        // Where both loops write a node, they write it at the same positions, or apart: along
+        // an axis on which every position of both is one index moving with the variable alone,
+        // each iteration writes a slice of the node that no other iteration writes (a margin's
+        // slabs, a concatenation's parts).
+        let writes_agree = next.writes.iter().all(|(node, positions)| {
+            self.writes.get(node).is_none_or(|mine| {
+                let all = || mine.iter().chain(positions);
+                all().all(|index| index == &mine[0])
+                    || (0..mine[0].len()).any(|axis| {
+                        let at = &mine[0][axis];
+                        at.moves_alone(self.var) && all().all(|index| &index[axis] == at)
+                    })
+            })
         });
         let lookups_apart = next.looked_up.iter().all(|n| !self.writes.contains_key(n))
             && self.looked_up.iter().all(|n| !next.writes.contains_key(n));
-        if !(fits && same_writes && lookups_apart) {
+        if !(fits && writes_agree && lookups_apart) {
             return false;
         }
         // What the next loop reads of the nodes this one writes, and what this one reads of the
-        // nodes only the next one writes (where both write a node, they write it at the same
-        // positions, so the reads each loop made of its own writes stay checked): looked up
-        // from the next loop's side, so that a merge costs what the next loop holds.
+        // nodes the next one writes: looked up from the next loop's side, so that a merge costs
+        // what the next loop holds.
         let mine_read_by_next = self.reads_own_iterations(next.reads.iter());
-        let next_read_by_me = next
-            .writes
-            .iter()
-            .filter(|(node, _)| !self.writes.contains_key(node))
-            .all(|(node, written)| {
-                self.reads.get(node).is_none_or(|positions| {
-                    positions
-                        .iter()
-                        .all(|index| reads_own_iteration(self.var, written, index))
-                })
-            });
+        let next_read_by_me = next.writes.iter().all(|(node, written)| {
+            self.reads.get(node).is_none_or(|positions| {
+                positions
+                    .iter()
+                    .all(|index| reads_own_iteration(self.var, written, index))
+            })
+        });
         if !(mine_read_by_next && next_read_by_me) {
             return false;
         }
@@ -594,6 +598,49 @@ mod tests {
             nest(2, 3, vec![set(1, at(&[3, 2]), get(0, &[2, 3]))]),
         ];
         assert_eq!(merged(body.clone()), body);
+        assert_eq!(merged_in_order(body.clone()), body);
+    }
+
+    #[test]
+    fn slices_of_one_node_written_apart_merge_where_chains_may_shorten() {
+        // A margin's column and the interior beside it, `n1[i, 0] := 0` and `n1[i, j + 1] :=
+        // n0[i, j]`: iteration `i` of either writes only row `i`.
+        let column = Stmt::For {
+            var: LoopVar(0),
+            range: 3,
+            body: vec![set(
+                1,
+                vec![Index::var(LoopVar(0), 0), Index::constant(0)],
+                Scalar::Const(0.0),
+            )],
+        };
+        let interior = nest(
+            2,
+            3,
+            vec![set(
+                1,
+                vec![Index::var(LoopVar(2), 0), Index::var(LoopVar(3), 1)],
+                get(0, &[2, 3]),
+            )],
+        );
+        let body = vec![column, interior];
+        let [Stmt::For { body: row, .. }] = &merged_in_order(body.clone())[..] else {
+            panic!("one loop over the rows")
+        };
+        assert_eq!(row.len(), 2);
+        // A first row written along the columns, `n1[0, i] := 0`, is not written apart: merged,
+        // iteration 1 would overwrite what iteration 0 of the interior stored at `n1[0, 1]`.
+        let first_row = Stmt::For {
+            var: LoopVar(0),
+            range: 3,
+            body: vec![set(
+                1,
+                vec![Index::constant(0), Index::var(LoopVar(0), 0)],
+                Scalar::Const(0.0),
+            )],
+        };
+        let apart = vec![first_row, body[1].clone()];
+        assert_eq!(merged_in_order(apart.clone()), apart);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod fused;
 pub mod gather;
 pub mod gemm;
 pub mod hoist;
+pub mod margins;
 pub mod memory;
 pub mod merge;
 pub mod order;
