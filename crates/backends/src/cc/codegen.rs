@@ -389,7 +389,8 @@ impl Dialect for C {
     /// axis, inside it on every axis before and anywhere on every axis after. Each margin cell
     /// lies in exactly one slab, and each slab is a nest of plain loops whose innermost runs over
     /// consecutive cells: no test per cell, and no visit to the interior (a convolution's padded
-    /// image is mostly interior).
+    /// image is mostly interior). Only the fills that `margins_as_loops` leaves get here (a
+    /// value no constant reproduces).
     fn fill_margins(&self, pad: &str, info: &TensorNode, literal: &str) -> String {
         let node = info.id;
         let dims = info.buffer_dims();
@@ -454,9 +455,9 @@ impl Dialect for C {
 }
 
 /// The C source for `routine` (optimized or not; virtual nodes must not be accessed).
-/// Invariant operations are first hoisted out of every nested loop, the chains of loops nested
-/// alone included, and sibling loops merged even where a chain shortens: a kernel splits only
-/// its top-level loop across threads.
+/// Margin fills first become loops over their slabs, invariant operations are hoisted out of
+/// every nested loop, the chains of loops nested alone included, and sibling loops merged even
+/// where a chain shortens: a kernel splits only its top-level loop across threads.
 pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
     generate_named(routine, "rc_k")
 }
