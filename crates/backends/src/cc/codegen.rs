@@ -39,7 +39,7 @@ use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
-use rcannl_ir::optimize::margins::margins_as_loops;
+use rcannl_ir::optimize::margins::{margin_slabs, margins_as_loops};
 use rcannl_ir::optimize::merge::{Chains, merge_loops};
 use rcannl_ir::optimize::split_sums::{SplitSums, split_sums};
 use rcannl_ir::{
@@ -385,49 +385,32 @@ impl Dialect for C {
         format!("{pad}for (int64_t i = 0; i < {len}; ++i) {node}[i] = {literal};\n")
     }
 
-    /// The margins as slabs, two per padded axis: the cells before or after the interior on that
-    /// axis, inside it on every axis before and anywhere on every axis after. Each margin cell
-    /// lies in exactly one slab, and each slab is a nest of plain loops whose innermost runs over
-    /// consecutive cells: no test per cell, and no visit to the interior (a convolution's padded
-    /// image is mostly interior). Only the fills that `margins_as_loops` leaves get here (a
-    /// value no constant reproduces).
+    /// The margins slab by slab (`margin_slabs`), each a nest of plain loops whose innermost runs
+    /// over consecutive cells: no test per cell, and no visit to the interior (a convolution's
+    /// padded image is mostly interior). Only the fills that `margins_as_loops` leaves get here
+    /// (a value no constant reproduces).
     fn fill_margins(&self, pad: &str, info: &TensorNode, literal: &str) -> String {
         let node = info.id;
         let dims = info.buffer_dims();
-        let interior: Vec<(usize, usize)> = info
-            .padding
-            .iter()
-            .zip(&info.dims)
-            .map(|((before, _), dim)| (*before, before + dim))
-            .collect();
         let mut out = String::new();
-        for (axis, &(start, end)) in interior.iter().enumerate() {
-            for (from, to) in [(0, start), (end, dims[axis])] {
-                if from == to {
-                    continue;
-                }
-                let mut inner = pad.to_string();
-                let mut flat = String::new();
-                for (a, dim) in dims.iter().enumerate() {
-                    let (low, high) = match a.cmp(&axis) {
-                        std::cmp::Ordering::Less => interior[a],
-                        std::cmp::Ordering::Equal => (from, to),
-                        std::cmp::Ordering::Greater => (0, *dim),
-                    };
-                    writeln!(
-                        out,
-                        "{inner}for (int64_t m{a} = {low}; m{a} < {high}; ++m{a})"
-                    )
-                    .expect("writing to a string");
-                    inner.push_str("  ");
-                    flat = if a == 0 {
-                        format!("m{a}")
-                    } else {
-                        format!("({flat}*{dim} + m{a})")
-                    };
-                }
-                writeln!(out, "{inner}{node}[{flat}] = {literal};").expect("writing to a string");
+        for slab in margin_slabs(info) {
+            let mut inner = pad.to_string();
+            let mut flat = String::new();
+            for (a, (range, dim)) in slab.iter().zip(&dims).enumerate() {
+                let (low, high) = (range.start, range.end);
+                writeln!(
+                    out,
+                    "{inner}for (int64_t m{a} = {low}; m{a} < {high}; ++m{a})"
+                )
+                .expect("writing to a string");
+                inner.push_str("  ");
+                flat = if a == 0 {
+                    format!("m{a}")
+                } else {
+                    format!("({flat}*{dim} + m{a})")
+                };
             }
+            writeln!(out, "{inner}{node}[{flat}] = {literal};").expect("writing to a string");
         }
         out
     }

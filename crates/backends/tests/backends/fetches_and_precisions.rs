@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use crate::common::*;
-use rcannl_backends::cc::Compiler;
 use rcannl_backends::interpreter::{Buffers, run, run_routine};
 use rcannl_ir::value::uniform;
 use rcannl_ir::{
@@ -35,11 +34,7 @@ fn run_all(
     let mut buffers = Buffers::for_routine(&routine).unwrap();
     let statics: HashMap<Symbol, i64> = statics.iter().map(|&(s, v)| (Symbol(s), v)).collect();
     run_routine(&routine, &mut buffers, &statics).unwrap();
-    let compiled = Compiler::find()
-        .expect("a C compiler (cc or $CC)")
-        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
-        .compile(&routine)
-        .unwrap();
+    let compiled = cached_compiler().compile(&routine).unwrap();
     let mut native = Buffers::for_routine(&routine).unwrap();
     compiled.run(&mut native, &statics).unwrap();
     for id in routine.nodes.keys() {

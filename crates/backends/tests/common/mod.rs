@@ -13,6 +13,13 @@ use rcannl_ir::{
     Symbol, TensorNode, Unop, lower,
 };
 
+/// The C compiler, with the tests' kernel cache.
+pub fn cached_compiler() -> Compiler {
+    Compiler::find()
+        .expect("a C compiler (cc or $CC)")
+        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
+}
+
 pub fn it(n: u32) -> AxisIndex {
     AxisIndex::Iterator(Symbol(n))
 }
@@ -66,11 +73,7 @@ pub fn execute(
     let mut routine = Routine::lower("differential", assignment, nodes).unwrap();
     routine.nodes.get_mut(&NodeId(output)).unwrap().memory_mode = Some(MemoryMode::Materialized);
     let optimized = optimize(&routine).unwrap();
-    let compiled = Compiler::find()
-        .expect("a C compiler (cc or $CC)")
-        .with_cache_dir(&std::env::temp_dir().join("rcannl-test-cache"))
-        .compile(&optimized)
-        .unwrap();
+    let compiled = cached_compiler().compile(&optimized).unwrap();
     let mut native = Buffers::for_routine(&optimized).unwrap();
     for (node, values) in inputs {
         native.set_values(NodeId(*node), values).unwrap();

@@ -11,6 +11,8 @@
 //! not one of [`optimize`](super::optimize)'s passes: the fill is the compact form the GPU and
 //! the interpreter run.
 
+use std::ops::Range;
+
 use super::{Fresh, fill_constant};
 use crate::loops::{Index, Scalar, Stmt};
 use crate::node::TensorNode;
@@ -39,42 +41,52 @@ pub fn margins_as_loops(routine: &Routine) -> Routine {
     }
 }
 
-/// The nests storing `constant` in every margin cell of `info`, slab by slab (an axis of one
-/// position gets no loop).
-fn slabs(info: &TensorNode, constant: f64, fresh: &mut Fresh) -> Vec<Stmt> {
+/// The margins of `info` as slabs, each a range of positions per axis of its buffer: two per
+/// padded axis, the cells before or after the interior on that axis, inside it on every axis
+/// before and anywhere on every axis after. Each margin cell lies in exactly one slab and no
+/// interior cell in any; empty slabs are left out.
+pub fn margin_slabs(info: &TensorNode) -> Vec<Vec<Range<usize>>> {
     let dims = info.buffer_dims();
-    let interior: Vec<(usize, usize)> = info
+    let interior: Vec<Range<usize>> = info
         .padding
         .iter()
         .zip(&info.dims)
-        .map(|((before, _), dim)| (*before, before + dim))
+        .map(|((before, _), dim)| *before..before + dim)
         .collect();
-    let mut nests = Vec::new();
-    for (axis, &(start, end)) in interior.iter().enumerate() {
-        for (from, to) in [(0, start), (end, dims[axis])] {
-            if from == to {
-                continue;
-            }
-            let ranges: Vec<(usize, usize)> = (0..dims.len())
+    let mut slabs = Vec::new();
+    for (axis, inside) in interior.iter().enumerate() {
+        for margin in [0..inside.start, inside.end..dims[axis]] {
+            let slab: Vec<Range<usize>> = (0..dims.len())
                 .map(|a| match a.cmp(&axis) {
-                    std::cmp::Ordering::Less => interior[a],
-                    std::cmp::Ordering::Equal => (from, to),
-                    std::cmp::Ordering::Greater => (0, dims[a]),
+                    std::cmp::Ordering::Less => interior[a].clone(),
+                    std::cmp::Ordering::Equal => margin.clone(),
+                    std::cmp::Ordering::Greater => 0..dims[a],
                 })
                 .collect();
-            if ranges.iter().any(|(low, high)| low == high) {
-                continue;
+            if slab.iter().all(|range| !range.is_empty()) {
+                slabs.push(slab);
             }
+        }
+    }
+    slabs
+}
+
+/// The nests storing `constant` in every margin cell of `info`, slab by slab (an axis of one
+/// position gets no loop).
+fn slabs(info: &TensorNode, constant: f64, fresh: &mut Fresh) -> Vec<Stmt> {
+    margin_slabs(info)
+        .into_iter()
+        .map(|ranges| {
             let loops: Vec<_> = ranges
                 .iter()
-                .map(|&(low, high)| (high - low > 1).then(|| fresh.var()))
+                .map(|range| (range.len() > 1).then(|| fresh.var()))
                 .collect();
             let index = ranges
                 .iter()
                 .zip(&loops)
-                .map(|(&(low, _), var)| match var {
-                    Some(var) => Index::var(*var, low as i64),
-                    None => Index::constant(low as i64),
+                .map(|(range, var)| match var {
+                    Some(var) => Index::var(*var, range.start as i64),
+                    None => Index::constant(range.start as i64),
                 })
                 .collect();
             let store = Stmt::Set {
@@ -82,22 +94,20 @@ fn slabs(info: &TensorNode, constant: f64, fresh: &mut Fresh) -> Vec<Stmt> {
                 index,
                 value: Scalar::Const(constant),
             };
-            let nest = ranges
+            ranges
                 .iter()
                 .zip(&loops)
                 .rev()
-                .fold(store, |body, (&(low, high), var)| match var {
+                .fold(store, |body, (range, var)| match var {
                     Some(var) => Stmt::For {
                         var: *var,
-                        range: high - low,
+                        range: range.len(),
                         body: vec![body],
                     },
                     None => body,
-                });
-            nests.push(nest);
-        }
-    }
-    nests
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]
