@@ -98,16 +98,24 @@ impl Index {
 /// loop and read by the next). The iterations may then run in any order, or interleaved with
 /// another loop's, without a read seeing another iteration's write.
 pub fn reads_own_iteration(var: LoopVar, written: &[Vec<Index>], index: &[Index]) -> bool {
-    if written.iter().any(|w| w.as_slice() == index) {
-        return true;
-    }
-    let Some(first) = written.first() else {
-        return false;
-    };
-    (0..first.len()).any(|axis| {
-        first[axis].moves_alone(var)
-            && index.get(axis) == Some(&first[axis])
-            && written.iter().all(|w| w.get(axis) == Some(&first[axis]))
+    written.iter().any(|w| w.as_slice() == index)
+        || slice_axes(var, written.iter()).any(|axis| index.get(axis) == Some(&written[0][axis]))
+}
+
+/// The axes along which every position of `written` is at one index moving with `var` alone:
+/// there, each iteration of a loop over `var` writes a slice of the node that no other
+/// iteration writes.
+pub fn slice_axes<'a>(
+    var: LoopVar,
+    written: impl Iterator<Item = &'a Vec<Index>> + Clone,
+) -> impl Iterator<Item = usize> {
+    let first = written.clone().next();
+    first.into_iter().flat_map(move |first| {
+        let written = written.clone();
+        (0..first.len()).filter(move |&axis| {
+            first[axis].moves_alone(var)
+                && written.clone().all(|w| w.get(axis) == Some(&first[axis]))
+        })
     })
 }
 

@@ -11,6 +11,7 @@
 //! not one of [`optimize`](super::optimize)'s passes: the fill is the compact form the GPU and
 //! the interpreter run.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::{Fresh, fill_constant};
@@ -18,8 +19,18 @@ use crate::loops::{Index, Scalar, Stmt};
 use crate::node::TensorNode;
 use crate::routine::Routine;
 
-/// `routine` with each top-level margin fill that a constant reproduces turned into loops.
-pub fn margins_as_loops(routine: &Routine) -> Routine {
+/// `routine` with each top-level margin fill that a constant reproduces turned into loops;
+/// `routine` itself, not a copy, where it has none.
+pub fn margins_as_loops(routine: &Routine) -> Cow<'_, Routine> {
+    let looped = |stmt: &Stmt| match stmt {
+        Stmt::FillMargins { node, value } => {
+            fill_constant(*value, routine.nodes[node].precision).is_some()
+        }
+        _ => false,
+    };
+    if !routine.body.iter().any(looped) {
+        return Cow::Borrowed(routine);
+    }
     let mut fresh = Fresh::new(&routine.body);
     let body = routine
         .body
@@ -35,10 +46,12 @@ pub fn margins_as_loops(routine: &Routine) -> Routine {
             _ => vec![stmt.clone()],
         })
         .collect();
-    Routine {
+    Cow::Owned(Routine {
+        name: routine.name.clone(),
+        nodes: routine.nodes.clone(),
+        statics: routine.statics.clone(),
         body,
-        ..routine.clone()
-    }
+    })
 }
 
 /// The margins of `info` as slabs, each a range of positions per axis of its buffer: two per
@@ -222,7 +235,7 @@ mod tests {
     fn a_fill_that_no_constant_reproduces_stays() {
         // A NaN's payload is not a number's to give back; an integer's −∞ (its least value) is.
         let nan = padded(vec![(1, 1)], &[4], Precision::F32, f64::NAN);
-        let kept = margins_as_loops(&nan).body;
+        let kept = margins_as_loops(&nan).into_owned().body;
         assert!(
             matches!(kept[..], [Stmt::FillMargins { value, .. }] if value.is_nan()),
             "{kept:?}"

@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use super::Renaming;
 use super::memory::INLINE_TRANSCENDENTAL_LIMIT;
 use super::virtualize::is_transcendental;
-use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, reads_own_iteration};
+use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, reads_own_iteration, slice_axes};
 use crate::node::NodeId;
 use crate::routine::Routine;
 
@@ -370,11 +370,7 @@ impl LoopFacts {
         let writes_agree = next.writes.iter().all(|(node, positions)| {
             self.writes.get(node).is_none_or(|mine| {
                 let all = || mine.iter().chain(positions);
-                all().all(|index| index == &mine[0])
-                    || (0..mine[0].len()).any(|axis| {
-                        let at = &mine[0][axis];
-                        at.moves_alone(self.var) && all().all(|index| &index[axis] == at)
-                    })
+                all().all(|index| index == &mine[0]) || slice_axes(self.var, all()).next().is_some()
             })
         });
         let lookups_apart = next.looked_up.iter().all(|n| !self.writes.contains_key(n))
