@@ -43,6 +43,8 @@ use rcannl_nn::loss::sum;
 use rcannl_nn::optim::{Adam, Sgd};
 use rcannl_tensor::{Graph, Tensor, TensorError};
 
+#[path = "support/allocator.rs"]
+mod allocator;
 // The practitioners' models, for the context they are trained in.
 #[path = "practitioners/models.rs"]
 #[allow(dead_code)]

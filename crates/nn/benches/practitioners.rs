@@ -27,6 +27,8 @@
 //! torch and jax first on the `PATH` (`PATH=/path/to/venv/bin:$PATH cargo bench …`); whatever it
 //! cannot import is said in one line and its columns stay empty.
 
+#[path = "support/allocator.rs"]
+mod allocator;
 #[path = "practitioners/models.rs"]
 mod models;
 // Shared with the suite, which also times numpy.

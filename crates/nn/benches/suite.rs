@@ -21,6 +21,8 @@
 //! rows). The references need python3 with numpy,
 //! torch and jax; whatever is missing is said in one line and its columns stay empty.
 
+#[path = "support/allocator.rs"]
+mod allocator;
 #[path = "support/peers.rs"]
 mod peers;
 // Shared with the benchmarks that install a missing reference module; this one only reports it.
