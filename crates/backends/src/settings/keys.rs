@@ -92,6 +92,9 @@ pub fn parse_flag(value: &str) -> Result<bool, String> {
     }
 }
 
+/// The float precisions, as precisions print: what the precision settings take.
+pub const FLOAT_PRECISIONS: &[&str] = &["f16", "bf16", "f32", "f64"];
+
 /// What a key means when nothing sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DefaultValue {
@@ -173,6 +176,18 @@ keys! {
     /// routine, not a fallback; any other value is an error listing these three.
     BACKEND = "backend", Kind::Choice(&["gpu", "cc", "interp"]),
         DefaultValue::Unset("`cc` when a C compiler runs, else `interp` (one warning)");
+
+    /// The precision of tensors that neither a choice nor their neighbours give one (parameters
+    /// nothing of a chosen precision uses, numbers) in every graph made from then on, as
+    /// `Graph::set_default_precision`, which overrides it. Any other value is an error when the
+    /// graph is next checked or compiled.
+    DEFAULT_PRECISION = "default_precision", Kind::Choice(FLOAT_PRECISIONS), DefaultValue::Value("f32");
+
+    /// The precision of gradients whose own is not chosen, in every graph made from then on, as
+    /// `Graph::set_default_grad_precision`, which overrides it. Any other value is an error when
+    /// the graph is next checked or compiled.
+    DEFAULT_GRAD_PRECISION = "default_grad_precision", Kind::Choice(FLOAT_PRECISIONS),
+        DefaultValue::Unset("a gradient is held in its tensor's precision");
 
     /// Optimization and target flags of the C compiler, split at whitespace (the compiler itself
     /// is `$CC`, else `cc`).

@@ -94,11 +94,19 @@ impl Setting {
         })
     }
 
+    /// The value as text its key takes ([`Key::kind`]); an error naming the key when it is not.
+    pub fn checked_text(&self) -> Result<&str, SettingsError> {
+        let text = self.text()?;
+        self.key
+            .kind
+            .check(text)
+            .map_err(|why| SettingsError::new(format!("{}={text}: {why}", self.named())))?;
+        Ok(text)
+    }
+
     /// The value as a yes or no ([`Kind::Flag`]); an error naming the key when it is neither.
     pub fn flag(&self) -> Result<bool, SettingsError> {
-        let text = self.text()?;
-        parse_flag(text)
-            .map_err(|why| SettingsError::new(format!("{}={text}: {why}", self.named())))
+        parse_flag(self.checked_text()?).map_err(SettingsError::new)
     }
 }
 

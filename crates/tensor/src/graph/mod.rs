@@ -208,8 +208,11 @@ static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Default for Graph {
     fn default() -> Graph {
+        let (precision_defaults, errors) = precision::Defaults::from_settings();
         let state = State {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            precision_defaults,
+            errors,
             ..State::default()
         };
         Graph {

@@ -17,13 +17,14 @@
 //!      taking gradients holds a float, and no user's tensor holds the 128-bit random words,
 //!      whatever its users compute in. An operation converting into a precision of its own (a
 //!      cast, random draws) asks nothing of its operands, nor does a gather of its ids.
-//! 3. **Default**: the graph's default precision ([`Graph::set_default_precision`], f32
-//!    unless set) for a tensor whose direction gives nothing: a parameter nothing uses, an
-//!    operation over parameters only, a number ([`Graph::number`]).
+//! 3. **Default**: the graph's default precision ([`Graph::set_default_precision`], else the
+//!    `default_precision` setting when the graph was made, else f32) for a tensor whose
+//!    direction gives nothing: a parameter nothing uses, an operation over parameters only, a
+//!    number ([`Graph::number`]).
 //!
 //! A gradient's precision is the user's choice for it ([`Tensor::set_grad_precision`]), else
-//! the graph's default gradient precision ([`Graph::set_default_grad_precision`]) when one is
-//! set, else its tensor's precision.
+//! the graph's default gradient precision ([`Graph::set_default_grad_precision`], else the
+//! `default_grad_precision` setting) when one is set, else its tensor's precision.
 //!
 //! While the graph is being built, [`Tensor::precision`] answers from what is known so far:
 //! top-down tensors hold the default until their users are known. Precisions are fixed when a
@@ -38,6 +39,7 @@
 //! default precision rather than its users' (`x * 0.5` over f16 `x` computes in f32, unless the
 //! default is f16), and a gradient follows its tensor rather than being inferred apart from it.
 
+use rcannl_backends::settings;
 use rcannl_ir::Precision;
 
 use crate::tensor::Tensor;
@@ -86,6 +88,43 @@ impl Default for Defaults {
             grad: None,
         }
     }
+}
+
+impl Defaults {
+    /// The defaults the process's settings give a new graph (`default_precision`,
+    /// `default_grad_precision`); a value that is no float precision is an error naming where it
+    /// was given, and leaves that default as it is.
+    pub(crate) fn from_settings() -> (Defaults, Vec<TensorError>) {
+        let mut defaults = Defaults::default();
+        let mut errors = Vec::new();
+        match float_setting(&settings::DEFAULT_PRECISION) {
+            Ok(Some(precision)) => defaults.value = precision,
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+        match float_setting(&settings::DEFAULT_GRAD_PRECISION) {
+            Ok(precision) => defaults.grad = precision,
+            Err(e) => errors.push(e),
+        }
+        (defaults, errors)
+    }
+}
+
+/// The float precision the setting `key` names, where it is set.
+fn float_setting(key: &'static settings::Key) -> Result<Option<Precision>, TensorError> {
+    let Some(setting) = settings::get_or_warn(key) else {
+        return Ok(None);
+    };
+    let name = setting.checked_text().map_err(|e| error(e.message))?;
+    let precision = Precision::ALL
+        .into_iter()
+        .find(|precision| precision.is_float() && precision.to_string() == name);
+    precision.map(Some).ok_or_else(|| {
+        error(format!(
+            "{}={name}: names no float precision",
+            setting.named()
+        ))
+    })
 }
 
 impl State {
@@ -219,8 +258,8 @@ fn check_settled(data: &TensorData, made: Resolved) -> Result<(), TensorError> {
 
 impl Graph {
     /// Makes `precision` what tensors that neither a choice nor their neighbours give a
-    /// precision are held in (f32 unless set): parameters nothing of a chosen precision uses,
-    /// operations over them, numbers. It applies to the tensors whose buffers no context has
+    /// precision are held in (the `default_precision` setting, else f32): parameters nothing of
+    /// a chosen precision uses, operations over them, numbers. It applies to the tensors whose buffers no context has
     /// made yet; set it before building, since some library functions read precisions while
     /// they build. A precision that is not a float is an error.
     pub fn set_default_precision(&self, precision: Precision) {

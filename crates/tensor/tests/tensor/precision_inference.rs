@@ -5,6 +5,7 @@
 //! their data with checked gradients, on the interpreter and the C backend.
 
 use rcannl_backends::cc::Compiler;
+use rcannl_backends::settings;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_tensor::{Axes, Context, Formula, Graph, Init, Tensor, Update};
@@ -262,6 +263,101 @@ fn a_gradient_or_default_that_is_no_float_is_an_error() {
     graph.set_default_precision(Precision::U8);
     let e = graph.check().unwrap_err().message;
     assert!(e.contains("u8"), "{e}");
+}
+
+/// Set in the environment of this test binary run again by the settings' tests: the test it
+/// names then checks from inside.
+const SETTINGS_CHILD: &str = "RCANNL_TEST_PRECISION_SETTINGS_CHILD";
+
+/// Runs this module's test `name` alone, in a process of its own with `variables` set, and
+/// checks that it ran and passed.
+fn run_alone(name: &str, variables: &[(&str, &str)]) {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &format!("precision_inference::{name}")])
+        .env(SETTINGS_CHILD, "1")
+        .envs(variables.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{name}: {stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{name} did not run: {stdout}");
+}
+
+#[test]
+fn the_precision_settings_take_the_float_precisions() {
+    let floats: Vec<String> = Precision::ALL
+        .into_iter()
+        .filter(|p| p.is_float())
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(settings::FLOAT_PRECISIONS, floats);
+    for key in [
+        &settings::DEFAULT_PRECISION,
+        &settings::DEFAULT_GRAD_PRECISION,
+    ] {
+        assert_eq!(key.kind, settings::Kind::Choice(settings::FLOAT_PRECISIONS));
+    }
+}
+
+/// `default_precision` and `default_grad_precision` (OCANNL's `default_prec` and
+/// `default_grad_prec`) give every graph made under them its defaults, and the graph's own
+/// choices still win.
+#[test]
+fn the_precision_settings_are_a_new_graphs_defaults() {
+    if std::env::var_os(SETTINGS_CHILD).is_none() {
+        run_alone(
+            "the_precision_settings_are_a_new_graphs_defaults",
+            &[
+                ("RCANNL_DEFAULT_PRECISION", "f64"),
+                ("RCANNL_DEFAULT_GRAD_PRECISION", "f16"),
+            ],
+        );
+        return;
+    }
+    let graph = Graph::new();
+    assert_eq!(graph.default_precision(), Precision::F64);
+    let (x, w, b, y) = layer(&graph, None);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.backprop(&y).unwrap();
+    assert_eq!(precisions(&[&x, &w, &b, &y]), [Precision::F64; 4]);
+    assert_eq!(
+        [w.grad_precision(), y.grad_precision()],
+        [Precision::F16; 2]
+    );
+
+    let graph = Graph::new();
+    graph.set_default_precision(Precision::Bf16);
+    graph.set_default_grad_precision(Precision::F32);
+    let (_, w, _, y) = layer(&graph, None);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.backprop(&y).unwrap();
+    assert_eq!(precisions(&[&w, &y]), [Precision::Bf16; 2]);
+    assert_eq!(w.grad_precision(), Precision::F32);
+}
+
+/// A precision setting naming no float precision is an error of every graph made under it,
+/// naming the variable and what it takes; without the setting, the defaults are f32 and a
+/// gradient in its tensor's precision.
+#[test]
+fn a_precision_setting_that_names_no_float_is_an_error_of_the_graph() {
+    if std::env::var_os(SETTINGS_CHILD).is_none() {
+        run_alone(
+            "a_precision_setting_that_names_no_float_is_an_error_of_the_graph",
+            &[("RCANNL_DEFAULT_GRAD_PRECISION", "i32")],
+        );
+        return;
+    }
+    let graph = Graph::new();
+    let e = graph.check().unwrap_err().message;
+    assert!(
+        e.contains("RCANNL_DEFAULT_GRAD_PRECISION=i32") && e.contains("f16, bf16, f32, f64"),
+        "{e}"
+    );
+    let (_, w, _, y) = layer(&graph, None);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    assert_eq!(ctx.backprop(&y).unwrap_err().message, e);
+    assert_eq!([y.precision(), w.grad_precision()], [Precision::F32; 2]);
 }
 
 /// A two-layer network over data of `precision` whose parameters are given no precision, its
