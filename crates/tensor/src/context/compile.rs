@@ -16,21 +16,7 @@ impl Context {
     /// The ops computing `outputs`, in creation order (which is an order of dependencies), and
     /// the leaves they read.
     pub(super) fn ancestry(&self, outputs: &[usize]) -> (Vec<usize>, BTreeSet<usize>) {
-        let state = self.graph.state.lock();
-        let mut needed: BTreeSet<usize> = BTreeSet::new();
-        let mut stack: Vec<usize> = outputs.to_vec();
-        let mut ops = BTreeSet::new();
-        while let Some(t) = stack.pop() {
-            if !needed.insert(t) {
-                continue;
-            }
-            if let Some(op) = state.tensors[t].op
-                && state.ops[op].result == t
-            {
-                ops.insert(op);
-                stack.extend(state.ops[op].operands.iter().copied());
-            }
-        }
+        let (ops, needed) = self.graph.state.lock().subgraph(outputs);
         (ops.into_iter().collect(), needed)
     }
 

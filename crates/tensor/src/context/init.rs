@@ -18,9 +18,9 @@ impl Context {
     /// that holds no values refuses to run.
     pub fn init_params(&mut self) -> Result<(), TensorError> {
         self.concretize()?;
-        let (params, default): (Vec<(usize, Init)>, Init) = {
+        let params: Vec<(usize, Init)> = {
             let state = self.graph.state.lock();
-            let params = state
+            state
                 .tensors
                 .iter()
                 .enumerate()
@@ -29,9 +29,43 @@ impl Context {
                     Some(LeafKind::Param(init)) if data.failed.is_none() => Some((t, init.clone())),
                     _ => None,
                 })
-                .collect();
-            (params, state.default_init.clone())
+                .collect()
         };
+        self.draw_params(params)
+    }
+
+    /// Initializes `params` again, whether or not they hold values: each drawn as
+    /// [`Context::init_params`] draws it, from this context's seed (the same values unless
+    /// [`Context::set_seed`] changed it since), so that a model ([`Tensor::params`]) starts
+    /// over while the rest of the graph keeps its values. An optimizer's state for them (moments,
+    /// velocities) is left as it is. A tensor that is no parameter of this context's graph is an
+    /// error naming it, and then nothing is drawn.
+    pub fn init_params_of(&mut self, params: &[&Tensor]) -> Result<(), TensorError> {
+        self.concretize()?;
+        let mut drawn = Vec::with_capacity(params.len());
+        for param in params {
+            self.check_tensor(param)?;
+            let state = self.graph.state.lock();
+            let data = &state.tensors[param.index];
+            match &data.leaf {
+                Some(LeafKind::Param(init)) if data.failed.is_none() => {
+                    drawn.push((param.index, init.clone()));
+                }
+                _ => {
+                    return Err(error(format!(
+                        "init_params_of: '{}' is not a parameter",
+                        data.label
+                    )));
+                }
+            }
+        }
+        self.draw_params(drawn)
+    }
+
+    /// Draws `params` from their inits into their buffers, init expressions last, in creation
+    /// order; each then holds values.
+    fn draw_params(&mut self, params: Vec<(usize, Init)>) -> Result<(), TensorError> {
+        let default = self.graph.state.lock().default_init.clone();
         let mut expressions = Vec::new();
         for (t, init) in &params {
             let node = &self.nodes[&value_node(*t)];

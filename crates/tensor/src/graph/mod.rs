@@ -11,7 +11,7 @@
 //! returned when the graph is compiled ([`Graph::check`]). Every method that builds an operation
 //! also has a form returning `Result` (`try_…`) for callers who want the error at once.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,6 +119,26 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// The ops computing `outputs` and the tensors they read, `outputs` included: what a
+    /// routine computing `outputs` runs, and a model made of them holds.
+    pub(crate) fn subgraph(&self, outputs: &[usize]) -> (BTreeSet<usize>, BTreeSet<usize>) {
+        let mut tensors: BTreeSet<usize> = BTreeSet::new();
+        let mut ops = BTreeSet::new();
+        let mut stack: Vec<usize> = outputs.to_vec();
+        while let Some(t) = stack.pop() {
+            if !tensors.insert(t) {
+                continue;
+            }
+            if let Some(op) = self.tensors[t].op
+                && self.ops[op].result == t
+            {
+                ops.insert(op);
+                stack.extend(self.ops[op].operands.iter().copied());
+            }
+        }
+        (ops, tensors)
+    }
+
     /// `e`, pointing back at the source position of the expression being built, if any.
     pub(crate) fn locate(&self, e: TensorError) -> TensorError {
         match self.site {
@@ -205,6 +225,20 @@ pub struct Graph {
 
 /// Identities of graphs, unique in the process.
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Tensor {
+    /// The parameters the tensor is computed from, itself if it is one, in creation order: a
+    /// model is the tensor it computes, and these are its parameters, whatever else the graph
+    /// holds (another model, an optimizer's state). [`Context::init_params_of`] draws them
+    /// again.
+    ///
+    /// [`Context::init_params_of`]: crate::Context::init_params_of
+    pub fn params(&self) -> Vec<Tensor> {
+        let state = self.graph.state.lock();
+        let (_, tensors) = state.subgraph(&[self.index]);
+        self.graph.params_among(&state, tensors)
+    }
+}
 
 impl Default for Graph {
     fn default() -> Graph {
@@ -310,15 +344,20 @@ impl Graph {
         self.state.lock().default_init = init;
     }
 
-    /// Every parameter of the graph, in creation order.
+    /// Every parameter of the graph, in creation order; [`Tensor::params`] has those of one
+    /// model.
     pub fn params(&self) -> Vec<Tensor> {
         let state = self.state.lock();
-        state
-            .tensors
-            .iter()
-            .enumerate()
-            .filter(|(_, data)| matches!(data.leaf, Some(LeafKind::Param(_))))
-            .map(|(index, _)| Tensor {
+        let all = (0..state.tensors.len()).collect();
+        self.params_among(&state, all)
+    }
+
+    /// The parameters among `tensors`, in creation order.
+    fn params_among(&self, state: &State, tensors: BTreeSet<usize>) -> Vec<Tensor> {
+        tensors
+            .into_iter()
+            .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
+            .map(|index| Tensor {
                 graph: self.clone(),
                 index,
             })

@@ -220,3 +220,95 @@ fn data_built_with_requires_grad_takes_its_gradient() {
     ctx.run(&backprop).unwrap();
     assert_eq!(ctx.grad(&x).unwrap(), vec![6.0, -2.0]);
 }
+
+/// Two models on one graph over the same data: an encoder `h`, a head `y` on it, and another
+/// model `z` beside them.
+struct TwoModels {
+    graph: Graph,
+    x: Tensor,
+    params: [Tensor; 4],
+    h: Tensor,
+    y: Tensor,
+    z: Tensor,
+}
+
+fn two_models() -> TwoModels {
+    let graph = Graph::new();
+    let x = graph.data("x").shape("2|->3").values(vec![1.0; 6]).build();
+    let w1 = graph.param("w1").output([4]).build();
+    let b1 = graph.param("b1").build();
+    let other = graph.param("other").output([2]).build();
+    let h = (&w1 * &x + &b1).relu();
+    let w2 = graph.param("w2").output([2]).build();
+    let y = &w2 * &h;
+    let z = &other * &x;
+    TwoModels {
+        graph,
+        x,
+        params: [w1, b1, other, w2],
+        h,
+        y,
+        z,
+    }
+}
+
+fn labels(tensors: &[Tensor]) -> Vec<String> {
+    tensors.iter().map(Tensor::label).collect()
+}
+
+#[test]
+fn a_tensors_params_are_those_it_is_computed_from() {
+    let m = two_models();
+    assert_eq!(labels(&m.h.params()), ["w1", "b1"]);
+    assert_eq!(labels(&m.y.params()), ["w1", "b1", "w2"]);
+    assert_eq!(labels(&m.z.params()), ["other"]);
+    assert_eq!(labels(&m.params[3].params()), ["w2"]);
+    assert!(m.x.params().is_empty());
+    assert_eq!(labels(&m.graph.params()), ["w1", "b1", "other", "w2"]);
+}
+
+/// `init_params_of` draws a model's parameters again as `init_params` first drew them, leaves
+/// the other parameters' values alone, draws anew under another seed (as a fresh context with
+/// that seed does), and refuses a tensor that is no parameter before drawing anything.
+#[test]
+fn init_params_of_starts_a_model_over_and_leaves_the_rest() {
+    for backend in backends() {
+        let name = backend.name();
+        let m = two_models();
+        let mut ctx = Context::with_backend(&m.graph, backend);
+        ctx.forward(&[&m.y, &m.z]).unwrap();
+        ctx.init_params().unwrap();
+        let first: Vec<Vec<f64>> = m.params.iter().map(|p| ctx.values(p).unwrap()).collect();
+        let trained =
+            |p: &Tensor| vec![0.5; first[m.params.iter().position(|q| q == p).unwrap()].len()];
+        for p in &m.params {
+            ctx.set_values(p, &trained(p)).unwrap();
+        }
+        let model = m.y.params();
+        ctx.init_params_of(&model.iter().collect::<Vec<_>>())
+            .unwrap();
+        let [w1, b1, other, w2] = &m.params;
+        for (p, first) in [(w1, &first[0]), (b1, &first[1]), (w2, &first[3])] {
+            assert_eq!(&ctx.values(p).unwrap(), first, "{name}: {}", p.label());
+        }
+        assert_eq!(ctx.values(other).unwrap(), trained(other), "{name}");
+
+        ctx.set_seed(7);
+        ctx.init_params_of(&[w1]).unwrap();
+        let reseeded = ctx.values(w1).unwrap();
+        assert_ne!(reseeded, first[0], "{name}");
+        let mut fresh = Context::with_backend(&m.graph, Box::new(Interpreter));
+        fresh.set_seed(7);
+        fresh.forward(&[&m.y]).unwrap();
+        fresh.init_params().unwrap();
+        assert_eq!(fresh.values(w1).unwrap(), reseeded, "{name}");
+
+        ctx.set_values(w2, &trained(w2)).unwrap();
+        let e = ctx.init_params_of(&[w2, &m.x]).unwrap_err().message;
+        assert!(
+            e.contains("'x'") && e.contains("not a parameter"),
+            "{name}: {e}"
+        );
+        assert_eq!(ctx.values(w2).unwrap(), trained(w2), "{name}");
+    }
+}
