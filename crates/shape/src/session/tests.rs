@@ -124,6 +124,23 @@ fn a_failed_operation_leaves_the_session_as_it_was() {
 }
 
 #[test]
+fn a_label_concatenated_with_itself_takes_half_its_operand() {
+    let mut inf = Inference::new();
+    let x = inf.leaf("x", LeafDecl::data().output([6])).unwrap();
+    let (y, _) = inf.apply("y", spec("a^a => a"), &[x]).unwrap();
+    inf.finish().unwrap();
+    assert_eq!(shape_of(&inf, y), "|->3");
+
+    let mut inf = Inference::new();
+    let x = inf.leaf("x", LeafDecl::data().output([7])).unwrap();
+    let error = inf.apply("y", spec("a^a => a"), &[x]).unwrap_err();
+    assert!(
+        error.message.contains("the size 7 does not split evenly"),
+        "{error}"
+    );
+}
+
+#[test]
 fn finishing_twice_closes_what_came_after_the_first() {
     let mut inf = Inference::new();
     let x = inf.leaf("x", LeafDecl::data().output([2, 3])).unwrap();

@@ -225,8 +225,9 @@ impl Solver {
         let mut settled = Vec::new();
         for (a, b) in &self.derived_eqs {
             let (a, b) = (self.resolve_dim_plain(a), self.resolve_dim_plain(b));
-            if let Some((var, size)) = derived::missing_component(&a, &b)
-                .or_else(|| derived::missing_component(&b, &a))
+            let missing =
+                derived::missing_component(&a, &b)?.or(derived::missing_component(&b, &a)?);
+            if let Some((var, size)) = missing
                 .or_else(|| derived::smallest_input(&a, &b))
                 .or_else(|| derived::smallest_input(&b, &a))
             {

@@ -9,9 +9,11 @@
 //!
 //! Equating a derived term with a known size solves its one unknown part when the arithmetic allows
 //! (and fails when it cannot: a size not divisible by the stride, components larger than the total);
-//! with more than one unknown the equation waits. An explicitly padded axis with a stride above 1
-//! rounds: its output size follows from its input's, not the other way, so its input waits for
-//! another constraint and, when nothing gives one, closing takes the smallest that fits.
+//! with more than one unknown the equation waits. A concatenation's unknown components that are all
+//! one term are one unknown counted as often as it occurs: `a^a` of size 6 gives `a = 3`, and of
+//! size 7 is an error. An explicitly padded axis with a stride above 1 rounds: its output size
+//! follows from its input's, not the other way, so its input waits for another constraint and,
+//! when nothing gives one, closing takes the smallest that fits.
 
 use crate::error::ShapeError;
 use crate::term::{AffineDim, Basis, Border, ConvDim, Dim, ExplicitPadding};
@@ -352,17 +354,7 @@ fn solve_concat(
     total: usize,
     like_this: &Dim,
 ) -> Result<Option<Vec<(Dim, Dim)>>, ShapeError> {
-    let known: usize = components.iter().filter_map(Dim::ground_size).sum();
-    let unknown: Vec<&Dim> = components
-        .iter()
-        .filter(|c| c.ground_size().is_none())
-        .collect();
-    if known > total {
-        return Err(ShapeError::new(format!(
-            "concat: components exceed the concatenated size ({} > {total})",
-            words::dim(&Dim::Concat(components.to_vec()))
-        )));
-    }
+    let share = unknown_share(components, total)?;
     if let Err([a, b]) = named_basis(components.iter().chain([like_this])) {
         return Err(ShapeError::new(format!(
             "concat: conflicting dimension bases ({a} vs {b} in {} = {})",
@@ -370,16 +362,49 @@ fn solve_concat(
             words::dim(like_this)
         )));
     }
-    match unknown.as_slice() {
+    match share {
         // A named total with a known component already of that basis says nothing about the
-        // last one's basis (the named one wins either way): closing gives it its size.
-        [_] if basis_shared(like_this, components) => Ok(None),
-        [only] => Ok(Some(vec![(
-            (*only).clone(),
-            like(like_this, total - known),
-        )])),
-        _ => Ok(None),
+        // unknown one's basis (the named one wins either way): closing gives it its size.
+        Some(_) if basis_shared(like_this, components) => Ok(None),
+        Some((term, size)) => Ok(Some(vec![(term.clone(), like(like_this, size))])),
+        None => Ok(None),
     }
+}
+
+/// What a concatenation of `total` positions says of its unknown components. When they are all
+/// one term (`a` twice in `a^a^2`), the positions the known components leave are that term's
+/// copies end to end: its size is their number divided by its count. `None` when there is no
+/// unknown component or there are different ones: the equation waits. An error when no size
+/// fits: the known components exceed the total, or what they leave does not split evenly.
+fn unknown_share(components: &[Dim], total: usize) -> Result<Option<(&Dim, usize)>, ShapeError> {
+    let known: usize = components.iter().filter_map(Dim::ground_size).sum();
+    let shown = || words::dim(&Dim::Concat(components.to_vec()));
+    let Some(rest) = total.checked_sub(known) else {
+        return Err(ShapeError::new(format!(
+            "concat: components exceed the concatenated size ({} > {total})",
+            shown()
+        )));
+    };
+    let Some((term, copies)) = repeated_unknown(components) else {
+        return Ok(None);
+    };
+    if !rest.is_multiple_of(copies) {
+        return Err(ShapeError::new(format!(
+            "concat: the size {total} does not split evenly among {} ({copies} equal unknown \
+             components sharing {rest} positions)",
+            shown()
+        )));
+    }
+    Ok(Some((term, rest / copies)))
+}
+
+/// The one term that every unknown component of a concatenation is, and how many components
+/// it is; `None` without unknown components or with two different ones.
+fn repeated_unknown(components: &[Dim]) -> Option<(&Dim, usize)> {
+    let mut unknown = components.iter().filter(|c| !c.is_ground());
+    let term = unknown.next()?;
+    let copies = unknown.try_fold(1, |copies, other| (other == term).then_some(copies + 1))?;
+    Some((term, copies))
 }
 
 fn basis_shared(total: &Dim, components: &[Dim]) -> bool {
@@ -394,20 +419,20 @@ fn basis_shared(total: &Dim, components: &[Dim]) -> bool {
     }
 }
 
-/// The one unknown component of a concatenation equated with a known total, and its size.
-pub(super) fn missing_component(concat: &Dim, total: &Dim) -> Option<(crate::term::DimVar, usize)> {
+/// The variable that every unknown component of `concat` is, and its size, when `total` gives
+/// the concatenation a size (see [`unknown_share`]): what closing binds it to when its basis is
+/// still open.
+pub(super) fn missing_component(
+    concat: &Dim,
+    total: &Dim,
+) -> Result<Option<(crate::term::DimVar, usize)>, ShapeError> {
     let (Dim::Concat(components), Some(total)) = (concat, total.ground_size()) else {
-        return None;
+        return Ok(None);
     };
-    let mut unknown = components.iter().filter(|c| c.ground_size().is_none());
-    let Some(Dim::Var(var)) = unknown.next() else {
-        return None;
-    };
-    if unknown.next().is_some() {
-        return None;
-    }
-    let known: usize = components.iter().filter_map(Dim::ground_size).sum();
-    Some((*var, total.checked_sub(known)?))
+    Ok(match unknown_share(components, total)? {
+        Some((Dim::Var(var), size)) => Some((*var, size)),
+        _ => None,
+    })
 }
 
 fn valid_size(stride: usize, over: usize, kernel: usize, dilation: usize) -> Option<usize> {

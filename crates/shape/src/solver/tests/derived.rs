@@ -96,6 +96,91 @@ fn concatenated_sizes() {
     );
 }
 
+#[test]
+fn a_component_repeated_shares_what_the_known_ones_leave() {
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    s.add([Constraint::DimEq(
+        Dim::Concat(vec![Dim::Var(a), Dim::Var(a)]),
+        n(6),
+    )])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3));
+    // a^a^b = 8 waits for b; with b = 2, the 6 left make a = 3, whichever comes first.
+    let a_a_b = |a: DimVar, b: DimVar| Dim::Concat(vec![Dim::Var(a), Dim::Var(a), Dim::Var(b)]);
+    let mut s = Solver::new();
+    let [a, b] = fresh_dims::<2>(&mut s);
+    s.add([Constraint::DimEq(a_a_b(a, b), n(8))]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), Dim::Var(a));
+    for b_first in [false, true] {
+        let mut s = Solver::new();
+        let [a, b] = fresh_dims::<2>(&mut s);
+        let concat = Constraint::DimEq(a_a_b(a, b), n(8));
+        let b_is_2 = Constraint::DimEq(Dim::Var(b), n(2));
+        let constraints = if b_first {
+            [b_is_2, concat]
+        } else {
+            [concat, b_is_2]
+        };
+        s.add(constraints).unwrap();
+        assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3), "b first: {b_first}");
+    }
+}
+
+#[test]
+fn a_component_repeated_that_cannot_share_evenly_is_an_error() {
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        Dim::Concat(vec![Dim::Var(a), Dim::Var(a)]),
+        n(7),
+    )]));
+    assert_eq!(
+        msg,
+        "concat: the size 7 does not split evenly among ?^? (2 equal unknown components sharing \
+         7 positions)"
+    );
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    let msg = error_of(s.add([Constraint::DimEq(
+        Dim::Concat(vec![Dim::Var(a), n(3), Dim::Var(a)]),
+        n(8),
+    )]));
+    assert_eq!(
+        msg,
+        "concat: the size 8 does not split evenly among ?^3^? (2 equal unknown components sharing \
+         5 positions)"
+    );
+}
+
+#[test]
+fn different_unknown_components_wait() {
+    let mut s = Solver::new();
+    let [a, b] = fresh_dims::<2>(&mut s);
+    s.add([Constraint::DimEq(
+        Dim::Concat(vec![Dim::Var(a), Dim::Var(b), Dim::Var(a)]),
+        n(6),
+    )])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), Dim::Var(a));
+    assert_eq!(s.resolve_dim(&Dim::Var(b)), Dim::Var(b));
+}
+
+#[test]
+fn a_component_repeated_beside_the_totals_unit_is_sized_by_closing() {
+    // 2@rgb already carries the total's unit, so a's is open: only its size, 3, is certain.
+    let mut s = Solver::new();
+    let a = s.vars().dim();
+    s.add([Constraint::DimEq(
+        named(8, "rgb"),
+        Dim::Concat(vec![Dim::Var(a), named(2, "rgb"), Dim::Var(a)]),
+    )])
+    .unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), Dim::Var(a));
+    s.close(&[]).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)), n(3));
+}
+
 /// `stride*over[before,after]+dilation*kernel`, rounded up when `ceil`.
 fn padded_by(stride: usize, over: Dim, kernel: Dim, sides: (usize, usize), ceil: bool) -> Dim {
     Dim::Affine(Box::new(AffineDim {
