@@ -28,6 +28,18 @@
 //! and the file it points to replaced (keeping its permissions; the link stays a link); a
 //! folder, a device, a FIFO, a socket or a link that leads nowhere is refused and left as it is.
 //!
+//! # Appending
+//!
+//! [`append`] writes the file again with the tensors added, each replacing the entry of its label,
+//! the others' bytes kept; it reads the old file as a load does, and refuses one that fails a
+//! check.
+//!
+//! # Loading as new tensors
+//!
+//! [`load_as_new`] makes a new tensor of every entry, a parameter or a data tensor: its label,
+//! rows (from the metadata) and precision (from the dtype) as saved, so that a model loads where
+//! the program that built it is not at hand.
+//!
 //! # What a load checks
 //!
 //! A load reads a regular file (a symbolic link is followed; a device, a FIFO or a folder is
@@ -59,7 +71,7 @@ mod header;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use rcannl_ir::Value;
+use rcannl_ir::{Precision, Value};
 use rcannl_tensor::{Context, Graph, Tensor, TensorError};
 use safetensors::SafeTensors;
 
@@ -130,11 +142,24 @@ fn save_checked(
 ) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("save checkpoint {}: {what}", path.display()));
     let labels = labels(tensors).map_err(fail)?;
+    let (entries, metadata) = entries_of(ctx, tensors, &labels, finite_only).map_err(fail)?;
+    let bytes = header::file(&metadata, entries).map_err(fail)?;
+    crate::files::replace_file(path, |sink| sink.write_all(&bytes)).map_err(fail)
+}
+
+/// The entries of `tensors`, labelled `labels`, and their rows and checksums for the metadata;
+/// with `finite_only`, an error for a value that is not a finite number.
+fn entries_of<'a>(
+    ctx: &mut Context,
+    tensors: &[&Tensor],
+    labels: &'a [String],
+    finite_only: bool,
+) -> Result<(Vec<Entry<'a>>, BTreeMap<String, String>), String> {
     let mut entries = Vec::with_capacity(tensors.len());
     let mut metadata = BTreeMap::new();
-    for (t, label) in tensors.iter().zip(&labels) {
+    for (t, label) in tensors.iter().zip(labels) {
         let format = format(t.precision());
-        let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
+        let in_tensor = |e: TensorError| format!("tensor '{label}': {e}");
         let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
         let rows = ctx.rows(t).map_err(in_tensor)?;
         let cells = ctx.cells(t).map_err(in_tensor)?;
@@ -143,12 +168,12 @@ fn save_checked(
             .enumerate()
             .find(|(_, cell)| matches!(cell, Value::Float(x) if !x.is_finite()));
         if let (true, Some((at, cell))) = (finite_only, non_finite) {
-            return Err(fail(format!(
+            return Err(format!(
                 "tensor '{label}' holds {} at cell {at}: a checkpoint of values that are not \
                  finite numbers is refused (nothing was written); save_allowing_non_finite \
                  writes them",
                 cell.as_f64()
-            )));
+            ));
         }
         let mut bytes = Vec::with_capacity(cells.len() * t.precision().size_in_bytes());
         for cell in cells {
@@ -163,8 +188,119 @@ fn save_checked(
             bytes,
         });
     }
+    Ok((entries, metadata))
+}
+
+/// [`save`] into the checkpoint at `path`, keeping the tensors it holds: the file, checked as
+/// [`load`] checks it, is written again with `tensors` added, each replacing the entry of its
+/// label if there is one (OCANNL's saving with appending). Where there is no file, a [`save`].
+/// A failure leaves the file as it was.
+pub fn append(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
+    if !path.exists() {
+        return save(path, ctx, tensors);
+    }
+    let fail = |what: String| error(format!("append to checkpoint {}: {what}", path.display()));
+    let labels = labels(tensors).map_err(fail)?;
+    let file = Checked::read(path).map_err(fail)?;
+    let (mut entries, mut metadata) = entries_of(ctx, tensors, &labels, true).map_err(fail)?;
+    let kept: Vec<String> = file
+        .names()
+        .into_iter()
+        .filter(|name| !labels.contains(name))
+        .collect();
+    for name in &kept {
+        let (info, bytes) = file.entry(name).map_err(fail)?;
+        for key in [rows_key(name), checksum_key(name)] {
+            if let Some(value) = file.notes.get(&key) {
+                metadata.insert(key, value.clone());
+            }
+        }
+        entries.push(Entry {
+            label: name,
+            dtype: info.dtype,
+            dims: info.shape.clone(),
+            bytes: bytes.to_vec(),
+        });
+    }
     let bytes = header::file(&metadata, entries).map_err(fail)?;
     crate::files::replace_file(path, |sink| sink.write_all(&bytes)).map_err(fail)
+}
+
+/// A checkpoint read and checked (see the module doc): its bytes, the header's length, what the
+/// header says of each tensor, and its metadata.
+struct Checked {
+    file: Vec<u8>,
+    header_length: usize,
+    contents: safetensors::tensor::Metadata,
+    notes: std::collections::HashMap<String, String>,
+}
+
+impl Checked {
+    /// The checkpoint at `path`, once its layout, its header checksum and the checksum of every
+    /// tensor in it are checked.
+    fn read(path: &Path) -> Result<Checked, String> {
+        let file = crate::files::read_regular(path)?;
+        header::check_length(&file)?;
+        let (n, contents) = SafeTensors::read_metadata(&file).map_err(|e| {
+            format!("not a readable safetensors file ({e}): truncated or corrupted?")
+        })?;
+        header::check_header(&file, n)?;
+        let notes = contents.metadata().clone().unwrap_or_default();
+        let checked = Checked {
+            file,
+            header_length: n,
+            contents,
+            notes,
+        };
+        for name in checked.contents.offset_keys() {
+            let bytes = checked.bytes_of(&name).unwrap_or_default();
+            let Some(saved) = checked.notes.get(&checksum_key(&name)) else {
+                return Err(format!(
+                    "tensor '{name}' has no checksum: the file is corrupted"
+                ));
+            };
+            if *saved != checksum(bytes) {
+                return Err(format!(
+                    "tensor '{name}' has bytes whose checksum {} does not match the recorded \
+                     {saved}: the file is corrupted",
+                    checksum(bytes)
+                ));
+            }
+        }
+        Ok(checked)
+    }
+
+    /// The bytes of the tensor `name`, which the offsets cover exactly (`read_metadata` checked).
+    fn bytes_of(&self, name: &str) -> Option<&[u8]> {
+        let (start, end) = self.contents.info(name)?.data_offsets;
+        self.file[8 + self.header_length..].get(start..end)
+    }
+
+    /// The names of its tensors, sorted.
+    fn names(&self) -> Vec<String> {
+        let mut names = self.contents.offset_keys();
+        names.sort();
+        names
+    }
+
+    /// What the header says of the tensor `name`, and its bytes.
+    fn entry(&self, name: &str) -> Result<(&safetensors::tensor::TensorInfo, &[u8]), String> {
+        let info = self.contents.info(name).ok_or_else(|| {
+            format!(
+                "no tensor '{name}' in the file (it holds {})",
+                names(&self.contents)
+            )
+        })?;
+        Ok((info, self.bytes_of(name).unwrap_or_default()))
+    }
+
+    /// The rows recorded for the tensor `name`.
+    fn rows(&self, name: &str) -> Result<&str, String> {
+        self.notes
+            .get(&rows_key(name))
+            .map(String::as_str)
+            .ok_or_else(|| format!("tensor '{name}' has no rows recorded: the file is corrupted"))
+    }
 }
 
 /// The names of the tensors `contents` holds, quoted and sorted, for a message.
@@ -193,54 +329,15 @@ fn names(contents: &safetensors::tensor::Metadata) -> String {
 pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("load checkpoint {}: {what}", path.display()));
     let labels = labels(tensors).map_err(fail)?;
-    let file = crate::files::read_regular(path).map_err(fail)?;
-    header::check_length(&file).map_err(fail)?;
-    let (n, contents) = SafeTensors::read_metadata(&file).map_err(|e| {
-        fail(format!(
-            "not a readable safetensors file ({e}): truncated or corrupted?"
-        ))
-    })?;
-    header::check_header(&file, n).map_err(fail)?;
-    // After the header's length and the header: the tensors' bytes, which the offsets cover
-    // exactly (`read_metadata` checked).
-    let data = &file[8 + n..];
-    let bytes_of = |name: &str| {
-        let (start, end) = contents.info(name)?.data_offsets;
-        data.get(start..end)
-    };
-    let notes = contents.metadata().clone().unwrap_or_default();
-    for name in contents.offset_keys() {
-        let bytes = bytes_of(&name).unwrap_or_default();
-        let Some(saved) = notes.get(&checksum_key(&name)) else {
-            return Err(fail(format!(
-                "tensor '{name}' has no checksum: the file is corrupted"
-            )));
-        };
-        if *saved != checksum(bytes) {
-            return Err(fail(format!(
-                "tensor '{name}' has bytes whose checksum {} does not match the recorded \
-                 {saved}: the file is corrupted",
-                checksum(bytes)
-            )));
-        }
-    }
+    let file = Checked::read(path).map_err(fail)?;
     let mut loaded = Vec::with_capacity(tensors.len());
     for (t, label) in tensors.iter().zip(&labels) {
         let format = format(t.precision());
-        let Some(info) = contents.info(label) else {
-            return Err(fail(format!(
-                "no tensor '{label}' in the file (it holds {})",
-                names(&contents)
-            )));
-        };
+        let (info, bytes) = file.entry(label).map_err(fail)?;
         let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
         let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
         let rows = rows_literal(&ctx.rows(t).map_err(in_tensor)?);
-        let Some(saved_rows) = notes.get(&rows_key(label)) else {
-            return Err(fail(format!(
-                "tensor '{label}' has no rows recorded: the file is corrupted"
-            )));
-        };
+        let saved_rows = file.rows(label).map_err(fail)?;
         if info.dtype != format.dtype {
             return Err(fail(format!(
                 "tensor '{label}' is {} of dims {:?} (rows {saved_rows}) in the file, {} of dims \
@@ -251,14 +348,13 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
                 t.precision()
             )));
         }
-        if info.shape != dims || *saved_rows != rows {
+        if info.shape != dims || saved_rows != rows {
             return Err(fail(format!(
                 "tensor '{label}' has dims {:?} (rows {saved_rows}) in the file, dims {dims:?} \
                  (rows {rows}) in memory",
                 info.shape
             )));
         }
-        let bytes = bytes_of(label).unwrap_or_default();
         let size = t.precision().size_in_bytes();
         let cells: Vec<Value> = bytes.chunks_exact(size).map(format.decode).collect();
         loaded.push((*t, cells));
@@ -268,6 +364,75 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
             .map_err(|e| fail(format!("tensor '{}': {e}", t.label())))?;
     }
     Ok(())
+}
+
+/// What [`load_as_new`] makes of each tensor of a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewTensors {
+    /// Parameters starting from the saved values (`Init::Values`): a model to train on.
+    Params,
+    /// Data tensors holding the saved values: constants to compute with.
+    Data,
+}
+
+/// Every tensor of the checkpoint at `path` as a new tensor of `graph`, sorted by label: each
+/// labelled as saved, of its saved rows and precision, holding its saved values (a parameter
+/// once `Context::init_params` has run), so that a model is loaded without the program that
+/// built it. The file is checked as [`load`] checks it. A precision whose values a new tensor
+/// cannot be given (128-bit random words, 64-bit integers beyond 2⁵³) is an error naming the
+/// tensor, and then no tensor is made.
+pub fn load_as_new(
+    path: &Path,
+    graph: &Graph,
+    kind: NewTensors,
+) -> Result<Vec<Tensor>, TensorError> {
+    let fail = |what: String| error(format!("load checkpoint {}: {what}", path.display()));
+    let file = Checked::read(path).map_err(fail)?;
+    let mut leaves = Vec::new();
+    for name in file.names() {
+        let (info, bytes) = file.entry(&name).map_err(fail)?;
+        let in_tensor = |what: String| fail(format!("tensor '{name}': {what}"));
+        let precision = Precision::ALL
+            .into_iter()
+            .find(|&p| format(p).dtype == info.dtype && format(p).cell_axes.is_empty())
+            .ok_or_else(|| in_tensor(format!("{} cells make no tensor", info.dtype)))?;
+        let values: Vec<f64> = bytes
+            .chunks_exact(precision.size_in_bytes())
+            .map(|cell| exact_f64((format(precision).decode)(cell)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| in_tensor(format!("{precision} values beyond 2^53 make no tensor")))?;
+        leaves.push((
+            name.clone(),
+            precision,
+            file.rows(&name).map_err(fail)?.to_owned(),
+            values,
+        ));
+    }
+    Ok(leaves
+        .into_iter()
+        .map(|(label, precision, rows, values)| {
+            let leaf = match kind {
+                NewTensors::Params => graph.param(&label),
+                NewTensors::Data => graph.data(&label),
+            };
+            leaf.shape(&rows)
+                .precision(precision)
+                .values(values)
+                .build()
+        })
+        .collect())
+}
+
+/// `value` as an `f64` that holds it exactly.
+fn exact_f64(value: Value) -> Option<f64> {
+    match value {
+        Value::Float(x) => Some(x),
+        Value::Int(i) => {
+            let x = i as f64;
+            (x as i64 == i && x.abs() <= 2f64.powi(53)).then_some(x)
+        }
+        _ => None,
+    }
 }
 
 /// What a model's evaluation reads besides its data: every parameter of `graph`, then its state

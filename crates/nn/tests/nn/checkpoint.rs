@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rcannl_ir::Precision;
+use rcannl_ir::Value;
 use rcannl_nn::blocks::Mlp;
-use rcannl_nn::checkpoint::{load, load_params, save, save_params};
+use rcannl_nn::checkpoint::{
+    NewTensors, append, load, load_as_new, load_params, save, save_params,
+};
 use rcannl_nn::loss::mean;
 use rcannl_tensor::{Context, Formula, Graph, Tensor, TensorError, Update};
 
@@ -1158,4 +1161,126 @@ fn a_checkpoint_of_values_that_are_not_finite_needs_asking_for() {
     ctx.set_values(&w, &[0.0; 3]).expect("values");
     load(&path, &mut ctx, &[&w]).expect("load");
     assert!(ctx.values(&w).expect("values")[1].is_nan());
+}
+
+/// Appending adds tensors to a checkpoint and replaces those of the same label, keeping the
+/// others bit for bit; without a file it saves; a corrupted file is refused and left as it was.
+#[test]
+fn appending_adds_to_a_checkpoint_and_replaces_by_label() {
+    let _turn = one_at_a_time();
+    let dir = folder("append");
+    let path = dir.join("model.safetensors");
+    let trained = trained(&path);
+    let mut ctx = trained.ctx;
+    let params: Vec<&Tensor> = trained.model.params.iter().collect();
+    let velocities: Vec<&Tensor> = trained.velocities.iter().collect();
+    let saved = bits(&ctx, &[params.as_slice(), velocities.as_slice()].concat());
+
+    // A new tensor, and the first parameter changed since the save.
+    let step = trained
+        .model
+        .graph
+        .data("step")
+        .shape("|->1")
+        .values(vec![3.0])
+        .build();
+    let forward = ctx.forward(&[&step]).expect("forward");
+    ctx.run(&forward).expect("forward runs");
+    let plus_one: Vec<f64> = ctx
+        .values(params[0])
+        .unwrap()
+        .iter()
+        .map(|x| x + 1.0)
+        .collect();
+    ctx.set_values(params[0], &plus_one).unwrap();
+    let changed = ctx.values(params[0]).unwrap();
+    append(&path, &mut ctx, &[&step, params[0]]).expect("append");
+
+    let mut loaded = Context::new(&trained.model.graph);
+    loaded.set_seed(2);
+    loaded.init_params().expect("init");
+    loaded.forward(&[&step]).expect("forward");
+    loaded.update(&trained.updates).expect("step");
+    let everything: Vec<&Tensor> = [params.as_slice(), velocities.as_slice(), &[&step]].concat();
+    load(&path, &mut loaded, &everything).expect("load");
+    let mut expected = saved.clone();
+    expected[0] = changed.iter().map(|x| x.to_bits()).collect();
+    expected.push(vec![3.0f64.to_bits()]);
+    assert_eq!(bits(&loaded, &everything), expected);
+
+    let alone = dir.join("alone.safetensors");
+    append(&alone, &mut ctx, &[&step]).expect("append to no file");
+    let mut only = Context::new(&trained.model.graph);
+    only.forward(&[&step]).expect("forward");
+    only.set_values(&step, &[0.0]).unwrap();
+    load(&alone, &mut only, &[&step]).expect("load");
+    assert_eq!(only.values(&step).unwrap(), [3.0]);
+
+    let mut corrupted = fs::read(&path).unwrap();
+    let last = corrupted.len() - 1;
+    corrupted[last] ^= 1;
+    fs::write(&path, &corrupted).unwrap();
+    let e = append(&path, &mut ctx, &[&step]).unwrap_err().message;
+    assert!(
+        e.contains("append to checkpoint") && e.contains("corrupted"),
+        "{e}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), corrupted);
+}
+
+/// A checkpoint loads as new tensors of another graph, built by no program that knew the model:
+/// labels, rows, precisions and values as saved; as parameters, they hold the values once
+/// initialized, and a model computed from them gives the saved model's loss.
+#[test]
+fn a_checkpoint_loads_as_new_tensors() {
+    let _turn = one_at_a_time();
+    let path = folder("as-new").join("model.safetensors");
+    let trained = trained(&path);
+    let state = trained.state();
+
+    let graph = Graph::new();
+    let loaded = load_as_new(&path, &graph, NewTensors::Params).expect("load as new");
+    let mut labels: Vec<String> = state.iter().map(|t| t.label()).collect();
+    labels.sort();
+    assert_eq!(loaded.iter().map(Tensor::label).collect::<Vec<_>>(), labels);
+    let mut ctx = Context::new(&graph);
+    for (t, saved) in loaded.iter().zip(&labels) {
+        let original = state.iter().find(|s| s.label() == *saved).unwrap();
+        assert_eq!(t.shape(), original.shape(), "{saved}");
+        assert_eq!(t.precision(), original.precision(), "{saved}");
+        ctx.forward(&[t]).expect("forward");
+    }
+    ctx.init_params().expect("init");
+    for (t, saved) in loaded.iter().zip(&labels) {
+        let original = state.iter().find(|s| s.label() == *saved).unwrap();
+        assert_eq!(bits(&ctx, &[t]), bits(&trained.ctx, &[original]), "{saved}");
+        assert!(t.is_differentiable(), "{saved}");
+    }
+
+    let data = load_as_new(&path, &Graph::new(), NewTensors::Data).expect("load as data");
+    assert!(data.iter().all(|t| !t.is_differentiable()));
+}
+
+/// 128-bit words and 64-bit integers beyond 2^53 make no new tensor: an error naming it.
+#[test]
+fn words_and_wide_integers_do_not_load_as_new_tensors() {
+    let _turn = one_at_a_time();
+    let path = folder("as-new-wide").join("wide.safetensors");
+    let graph = Graph::new();
+    let wide = graph
+        .data("wide")
+        .shape("|->2")
+        .precision(Precision::I64)
+        .values(vec![1.0, 2.0])
+        .build();
+    let mut ctx = Context::new(&graph);
+    let forward = ctx.forward(&[&wide]).expect("forward");
+    ctx.run(&forward).expect("forward runs");
+    ctx.set_cells(&wide, &[Value::Int(1 << 60), Value::Int(5)])
+        .unwrap();
+    save(&path, &mut ctx, &[&wide]).expect("save");
+    let e = load_as_new(&path, &Graph::new(), NewTensors::Data)
+        .unwrap_err()
+        .message;
+    assert!(e.contains("'wide'") && e.contains("2^53"), "{e}");
 }
