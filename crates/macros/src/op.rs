@@ -1,6 +1,6 @@
 //! `op!`: tensor expressions with inline parameter declarations, array literals, the primitive
-//! operations by name, einsum shorthands (rewritten by `shorthand` first), and functions
-//! defining layers.
+//! operations by name, shorthands (rewritten by `shorthand` first), and functions defining
+//! layers.
 //!
 //! Every value of an expression is an `Operand` (a tensor or a number) until the end, where it
 //! becomes a tensor; every operation is built under the source position of its operator, which
@@ -258,10 +258,13 @@ impl<'a> Expander<'a> {
                         let a = self.expr(&u.expr)?;
                         quote!(#k::syntax::negate(&#g, #a, #at))
                     }
-                    UnOp::Not(_) => {
-                        let a = self.expr(&u.expr)?;
-                        quote!(#k::syntax::unary(&#g, #k::UnaryOp::Not, None, #a, #at))
-                    }
+                    UnOp::Not(_) => match shorthand::take(&u.expr)? {
+                        Some((_, index)) => self.embed_static(&index, at)?,
+                        None => {
+                            let a = self.expr(&u.expr)?;
+                            quote!(#k::syntax::unary(&#g, #k::UnaryOp::Not, None, #a, #at))
+                        }
+                    },
                     _ => {
                         return Err(syn::Error::new(
                             u.op.span(),
@@ -410,6 +413,13 @@ impl<'a> Expander<'a> {
                 let a = self.expr(left)?;
                 quote!(#k::syntax::slice(&#g, #a, &(#right), #at))
             }
+            // A marker written by hand: the rewrite puts `!@`'s after a `!`.
+            shorthand::Kind::EmbedStatic => {
+                return Err(syn::Error::new(
+                    s.span,
+                    "`!@` goes before a static index, alone: `x + !@step`",
+                ));
+            }
         };
         if s.captures.is_empty() {
             return Ok(built);
@@ -442,6 +452,22 @@ impl<'a> Expander<'a> {
             #assigns
             #k::syntax::Operand::Tensor(#t)
         }))
+    }
+
+    /// `!@index`: the static index's value as a tensor, labelled as the index is written. The
+    /// index is a Rust value; a literal or op! syntax cannot hold one, and is refused here
+    /// rather than left to a type error inside the expansion.
+    fn embed_static(&self, index: &Expr, at: TokenStream) -> syn::Result<TokenStream> {
+        if !holds_value(index) {
+            return Err(syn::Error::new(
+                index.span(),
+                "`!@` takes a static index, a Rust value such as `step` or `self.step` (a \
+                 `StaticIndex`), not a literal or an op! expression",
+            ));
+        }
+        let (k, g) = (self.krate, &self.graph);
+        let label = index.to_token_stream().to_string();
+        Ok(quote!(#k::syntax::embed_static(&#g, #label, &(#index), #at)))
     }
 
     /// A primitive applied: `relu(x)`, `relu("spec", x)`, `max(a, b)`, `einsum("spec", a, …)`.
@@ -617,6 +643,19 @@ fn transforms(e: &Expr) -> bool {
     }
 }
 
+/// Whether an expression is a Rust value that may hold a static index: a name, a field, an
+/// element, a call or a reference to one, not a literal or op! syntax.
+fn holds_value(e: &Expr) -> bool {
+    match e {
+        Expr::Paren(p) => holds_value(&p.expr),
+        Expr::Reference(r) => holds_value(&r.expr),
+        Expr::Path(_) | Expr::Field(_) | Expr::Index(_) | Expr::Call(_) | Expr::MethodCall(_) => {
+            !needs_op(e)
+        }
+        _ => false,
+    }
+}
+
 /// Whether an expression holds syntax only op! reads (an inline parameter, a primitive called
 /// by name, a power), so that as an argument of another function it is built as a tensor.
 fn needs_op(e: &Expr) -> bool {
@@ -628,7 +667,7 @@ fn needs_op(e: &Expr) -> bool {
                 || needs_op(&b.left)
                 || needs_op(&b.right)
         }
-        Expr::Unary(u) => needs_op(&u.expr),
+        Expr::Unary(u) => shorthand::marked(&u.expr) || needs_op(&u.expr),
         Expr::Paren(p) => needs_op(&p.expr),
         Expr::Call(c) => {
             ident_of(&c.func).is_some_and(|n| is_primitive(&n.to_string()))
@@ -781,5 +820,41 @@ fn define(krate: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
                 }
             }
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `op! { body }` expanded, as the tensor crate's wrapper hands it over.
+    fn expanded(body: &str) -> syn::Result<String> {
+        expand(format!("(krate) {body}").parse().unwrap()).map(|e| e.to_string())
+    }
+
+    #[test]
+    fn embedding_builds_the_index_as_written_and_labels_it_so() {
+        let text = expanded("x + !@self.step").unwrap();
+        let call = r#"embed_static (& graph , "self . step" , & (self . step) ,"#;
+        assert!(text.contains(call), "{text}");
+        // A plain `!` stays the logical not.
+        assert!(expanded("!x").unwrap().contains("UnaryOp :: Not"));
+    }
+
+    #[test]
+    fn embedding_refuses_what_cannot_hold_a_static_index() {
+        for body in [
+            "x + !@3",
+            "x + !@{ w }",
+            "x + !@relu(x)",
+            "x + !@[1.0, 2.0]",
+            "x + !@-step",
+        ] {
+            let message = expanded(body).unwrap_err().to_string();
+            assert!(
+                message.contains("`!@` takes a static index"),
+                "{body}: {message}"
+            );
+        }
     }
 }

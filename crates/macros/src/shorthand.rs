@@ -1,12 +1,14 @@
-//! The einsum shorthands of `op!`, OCANNL's `+*`, `++`, `+++`, `@^+`, `@^^`, `++^` and `@|`.
+//! The shorthands of `op!`: OCANNL's einsum operators `+*`, `++`, `+++`, `@^+`, `@^^`, `++^`,
+//! its slice `@|` and its embedded static index `!@`.
 //!
 //! Rust has none of these operators, and syn parses no expression holding them, so before the
 //! expression is parsed each is rewritten into a Rust operator of the precedence OCaml gives it
 //! (`+` for those starting with `+`; `<<`, which binds below `+ -` and above comparisons as
-//! OCaml's `@` operators do, for those starting with `@`), followed by a marker attribute holding
-//! the shorthand, its spec and its captures. syn attaches an attribute to the operand it
-//! precedes, the leftmost leaf of that operator's right operand, where [`take`] finds it back. A
-//! postfix shorthand (`x ++ "spec"`) gets `()` as its right operand.
+//! OCaml's `@` operators do, for those starting with `@`; the prefix `!`, binding tightest as
+//! OCaml's `!` operators do, for `!@`), followed by a marker attribute holding the shorthand, its
+//! spec and its captures. syn attaches an attribute to the operand it precedes, the leftmost leaf
+//! of that operator's right operand, where [`take`] finds it back. A postfix shorthand
+//! (`x ++ "spec"`) gets `()` as its right operand.
 
 use proc_macro2::{Delimiter, Group, Spacing, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
@@ -18,7 +20,7 @@ use syn::{Attribute, Expr, Ident, LitStr, Token};
 const MARKER: &str = "rcannl_shorthand";
 
 /// The shorthands, as written and what they build; a longer spelling before its prefixes.
-const SHORTHANDS: [(&str, Kind); 7] = [
+const SHORTHANDS: [(&str, Kind); 8] = [
     ("+++", Kind::OuterSum),
     ("++^", Kind::Concat),
     ("++", Kind::Einsum1),
@@ -26,6 +28,7 @@ const SHORTHANDS: [(&str, Kind); 7] = [
     ("@^+", Kind::Tropical),
     ("@^^", Kind::Einmax1),
     ("@|", Kind::Slice),
+    ("!@", Kind::EmbedStatic),
 ];
 
 /// What a shorthand builds.
@@ -45,6 +48,8 @@ pub enum Kind {
     Concat,
     /// `a @| index`: the tensor at a static index of its first batch axis.
     Slice,
+    /// `!@index`: the value of a static index, as a tensor.
+    EmbedStatic,
 }
 
 /// Where a shorthand's operands are.
@@ -55,6 +60,8 @@ enum Form {
     Postfix,
     /// A static index (plain Rust) on the right, no spec.
     Index,
+    /// No operand on the left, a static index (plain Rust) on the right.
+    Prefix,
 }
 
 impl Kind {
@@ -72,15 +79,25 @@ impl Kind {
             Kind::Einsum | Kind::OuterSum | Kind::Tropical => Form::Binary,
             Kind::Einsum1 | Kind::Einmax1 | Kind::Concat => Form::Postfix,
             Kind::Slice => Form::Index,
+            Kind::EmbedStatic => Form::Prefix,
         }
     }
 
     /// The Rust operator carrying it, spanned at `span`.
     fn carrier(self, span: Span) -> TokenStream {
-        if self.text().starts_with('+') {
-            quote_spanned!(span=> +)
+        match self.text().chars().next() {
+            Some('+') => quote_spanned!(span=> +),
+            Some('!') => quote_spanned!(span=> !),
+            _ => quote_spanned!(span=> <<),
+        }
+    }
+
+    /// How a shorthand taking a static index (`@|`, `!@`) is written, for messages.
+    fn example(self) -> &'static str {
+        if self == Kind::Slice {
+            "x @| batch"
         } else {
-            quote_spanned!(span=> <<)
+            "x + !@step"
         }
     }
 }
@@ -169,20 +186,18 @@ pub fn rewrite(tokens: TokenStream) -> syn::Result<TokenStream> {
         };
         let span = tokens[i].span();
         let text = kind.text();
-        if !ends_operand(out.last()) {
-            return Err(syn::Error::new(
-                span,
-                format!("`{text}` follows its (first) operand"),
-            ));
-        }
+        placed(kind, span, out.last())?;
         i += text.len();
         out.extend(kind.carrier(span));
         match kind.form() {
-            Form::Index => {
+            Form::Index | Form::Prefix => {
                 if operand_missing(&tokens, i) {
                     return Err(syn::Error::new(
                         span,
-                        "`@|` takes a static index on its right: `x @| batch`",
+                        format!(
+                            "`{text}` takes a static index on its right: `{}`",
+                            kind.example()
+                        ),
                     ));
                 }
                 out.extend(marker(kind, span, None, &[]));
@@ -232,6 +247,26 @@ pub fn rewrite(tokens: TokenStream) -> syn::Result<TokenStream> {
         }
     }
     Ok(out.into_iter().collect())
+}
+
+/// An error unless `kind`, at `span`, stands where it goes: after its (first) operand, or for
+/// a prefix one where no operand ends just before it (`before`, the token there).
+fn placed(kind: Kind, span: Span, before: Option<&TokenTree>) -> syn::Result<()> {
+    let text = kind.text();
+    match (matches!(kind.form(), Form::Prefix), ends_operand(before)) {
+        (false, false) => Err(syn::Error::new(
+            span,
+            format!("`{text}` follows its (first) operand"),
+        )),
+        (true, true) => Err(syn::Error::new(
+            span,
+            format!(
+                "`{text}` goes before its operand, not after another: `{}`",
+                kind.example()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The spec right after a shorthand's operator, at `tokens[i]` (a string or an identifier),
@@ -478,6 +513,13 @@ mod tests {
                     batch
                 ),
             ),
+            (
+                tokens(r#"x + !@step"#),
+                quote!(
+                    x + !#[rcannl_shorthand("!@")]
+                    step
+                ),
+            ),
             // Inside brackets too; plain operators stay.
             (
                 tokens(r#"relu(x ++ "ij=>i") + y"#),
@@ -521,6 +563,8 @@ mod tests {
             (tokens(r#"x ++ 3"#), "takes a spec"),
             (tokens(r#"x ++ "s" y"#), "on the left only"),
             (tokens(r#"x @|"#), "static index"),
+            (tokens(r#"x + !@"#), "`!@` takes a static index"),
+            (tokens(r#"x !@ step"#), "goes before its operand"),
             (tokens(r#"a +* b * c "s""#), "parenthesize"),
         ];
         for (input, want) in cases {

@@ -73,7 +73,8 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// Rust (a method called on an op! expression is called on the tensor it builds). Numbers stay
 /// numbers until they meet a tensor.
 ///
-/// **Einsum shorthands.** OCANNL's einsum operators, each the tensor call beside it:
+/// **Shorthands.** OCANNL's einsum operators and its static-index ones, each the tensor call
+/// beside it:
 ///
 /// | shorthand | builds | binds |
 /// |---|---|---|
@@ -84,13 +85,16 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// | `a @^+ "o<+k; k => o" w` | [`a.tropical(spec, &w)`](Tensor::tropical): sums, the largest kept | below `+ -` |
 /// | `a @^^ "ij=>i"` | [`a.einmax1(spec)`](Tensor::einmax1): the largest | below `+ -` |
 /// | `a @\| batch` | [`a.slice(&batch)`](Tensor::slice), `batch` a [`StaticIndex`] | below `+ -` |
+/// | `!@step` | [`graph.embed_static("step", &step)`](Graph::embed_static): the value of `step`, a [`StaticIndex`] with a range | as `!` |
 ///
 /// They bind as OCaml binds them: those starting with `+` as `+` (left to right among `+ -`,
 /// below `*`: `2.0 * a +* "ij;jk=>ik" b + c` is `((2.0 * a) +* "ij;jk=>ik" b) + c`), those
-/// starting with `@` below `+ -` and above comparisons (left to right among themselves). A spec
-/// is a string or a variable holding one; with a string, a binary shorthand may also take it
-/// after its second operand (`a +* b "ij;jk=>ik"`). A unary shorthand and its spec end the
-/// expression they apply to: `(x ++ "ij=>i") * y`.
+/// starting with `@` below `+ -` and above comparisons (left to right among themselves), and the
+/// prefix `!@` tightest, taking the Rust value after it (`!@self.step` embeds `self.step`;
+/// `(10.0 - !@step) / 10.0` is a rate falling with the step). A spec is a string or a variable
+/// holding one; with a string, a binary shorthand may also take it after its second operand
+/// (`a +* b "ij;jk=>ik"`). A unary shorthand and its spec end the expression they apply to:
+/// `(x ++ "ij=>i") * y`.
 ///
 /// A list of names after the spec, `a +* "ij;jk=>ik" ["j"] b`, captures those labels or row
 /// variables of the spec (`n` for `..n..`): each name is bound, for the code after the

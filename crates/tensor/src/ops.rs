@@ -4,14 +4,14 @@
 //! record with the slots exchanged, so broadcast axes are summed by the same emergent reduction).
 //! The operations of one or two operands that compute cell by cell live in
 //! [`crate::elementwise`]; here are the others: composition, selection, einsums, maxima, layout,
-//! slices and random draws.
+//! slices, static indices as values, and random draws.
 
 use rcannl_ir::{Binop, Expr, Ternop, Unop};
 use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::parse_einsum;
 
 use crate::define::{Formula, accumulate_formula};
-use crate::graph::{Forward, GradBuilder, GradRhs, Graph, OpSpec, TensorError, error};
+use crate::graph::{Forward, GradBuilder, GradRhs, Graph, OpSpec, StaticIndex, TensorError, error};
 // The operations of `elementwise` name it through this module too.
 pub(crate) use crate::graph::spec_logic;
 use crate::tensor::Tensor;
@@ -209,7 +209,7 @@ impl Tensor {
 
     /// The tensor at position `at` of its first batch axis (`@|`), chosen when a routine runs.
     /// A static index with a range ([`Graph::static_index_with_range`]) gives that axis its size.
-    pub fn slice(&self, at: &crate::graph::StaticIndex) -> Tensor {
+    pub fn slice(&self, at: &StaticIndex) -> Tensor {
         if at.graph != self.graph.id() {
             return self.graph.failed(crate::graph::error(format!(
                 "slice of '{}': the static index belongs to another graph",
@@ -380,6 +380,45 @@ impl Tensor {
     /// The same with 2 rounds: cheaper, weaker bits.
     pub fn threefry_light(&self, counter: &Tensor) -> Tensor {
         random_bits(self, counter, Binop::Threefry4x32Light)
+    }
+}
+
+impl Graph {
+    /// The value the static index `index` holds when a routine runs, as a tensor of one cell
+    /// that broadcasts wherever it is used (OCANNL's `embed_symbol`, `!@index` in
+    /// [`op!`](crate::op)), so that a routine computes with the position it runs at: a rate
+    /// that falls with the step, a mask that depends on the batch.
+    ///
+    /// It is the positions `0..range`, a data tensor labelled `label`, sliced at `index`: a run
+    /// checks the index's value against that range as it checks any slice's, and its errors
+    /// name `label`. So the index needs a range ([`Graph::static_index_with_range`]); one
+    /// without, or of another graph, is an error naming `label`.
+    pub fn embed_static(&self, label: &str, index: &StaticIndex) -> Tensor {
+        match self.embeddable_range(label, index) {
+            Ok(range) => self
+                .data(label)
+                .shape(&format!("{range}|->1*"))
+                .values((0..range).map(|position| position as f64).collect())
+                .build()
+                .slice(index),
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// The range of `index`, which [`Graph::embed_static`] embeds as `label`.
+    fn embeddable_range(&self, label: &str, index: &StaticIndex) -> Result<usize, TensorError> {
+        if index.graph != self.id() {
+            return Err(error(format!(
+                "embed_static '{label}': the static index belongs to another graph"
+            )));
+        }
+        index.range.ok_or_else(|| {
+            error(format!(
+                "embed_static '{label}': the static index has no range, and an embedded one \
+                 reads its value from its positions 0..range: make it with \
+                 Graph::static_index_with_range"
+            ))
+        })
     }
 }
 

@@ -299,6 +299,17 @@ pub fn slice(graph: &Graph, a: Operand, at: &StaticIndex, site: &'static str) ->
     })
 }
 
+/// The value of the static index `index` as a tensor of `graph` (`!@index`), labelled `label`
+/// (the index as written), built at `site`.
+pub fn embed_static(
+    graph: &Graph,
+    label: &str,
+    index: &StaticIndex,
+    site: &'static str,
+) -> Operand {
+    graph.at_site(site, || Operand::Tensor(graph.embed_static(label, index)))
+}
+
 /// The tensors stacked along a new leading axis of `axis`'s kind (a block literal), built at
 /// `site`.
 pub fn stack(

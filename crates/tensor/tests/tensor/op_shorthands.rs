@@ -1,10 +1,13 @@
-//! The einsum shorthands of `op!` (`+*`, `++`, `+++`, `@^+`, `@^^`, `++^`, `@|`) and their
-//! capture lists: each checked against the same computation through the tensor API (values and
-//! gradients) and against a hand computation, and their precedence against explicit parentheses.
+//! The shorthands of `op!` (the einsums `+*`, `++`, `+++`, `@^+`, `@^^`, `++^`, the slice `@|`,
+//! the embedded static index `!@`) and their capture lists: each checked against the same
+//! computation through the tensor API (values and gradients) and against a hand computation, and
+//! their precedence against explicit parentheses. A static index embedded through the API is
+//! checked on both backends, and its misuse.
 
-use rcannl_backends::Interpreter;
+use rcannl_backends::cc::Compiler;
+use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
-use rcannl_tensor::{Context, Graph, Init, StaticIndex, Tensor, TensorError, op};
+use rcannl_tensor::{Context, Graph, Init, StaticIndex, Tensor, TensorError, TensorErrorKind, op};
 
 use crate::macros::close;
 
@@ -311,6 +314,118 @@ fn slicing_at_a_static_index_matches_slice() {
         expected[6..9].fill(2.0);
         close(&grads[0], &expected, &format!("gradient (op!: {with_op})"));
     }
+}
+
+#[test]
+fn an_embedded_static_index_holds_its_value_on_both_backends() -> Result<(), TensorError> {
+    let xs = [1.0, -2.0, 0.5];
+    let backends: [Box<dyn Backend>; 2] = [
+        Box::new(Interpreter),
+        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
+    ];
+    for backend in backends {
+        let graph = Graph::new();
+        let x = graph
+            .data("x")
+            .shape("3")
+            .precision(Precision::F64)
+            .values(xs.to_vec())
+            .build();
+        let step = graph.static_index_with_range(5);
+        let embedded = graph.embed_static("step", &step);
+        let shifted = &x + &embedded;
+        // A rate falling linearly with the step, as OCANNL's schedules are written.
+        let rate = (10.0 - &embedded) / 4.0;
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&shifted, &rate])?;
+        // One routine, run at several values of the index.
+        for value in [0, 3, 4] {
+            ctx.run_with(&forward, &[(step, value)])?;
+            let v = value as f64;
+            let want: Vec<f64> = xs.iter().map(|x| x + v).collect();
+            close(
+                &ctx.values(&shifted)?,
+                &want,
+                &format!("x + step at {value}"),
+            );
+            close(&ctx.values(&rate)?, &[(10.0 - v) / 4.0], "(10 - step) / 4");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn embedding_a_static_index_matches_embed_static() {
+    let xs = [1.0, -2.0, 0.5];
+    for value in [1, 4] {
+        let v = value as f64;
+        let sides = [true, false].map(|with_op| {
+            let graph = Graph::new();
+            let x = param(&graph, "x", "3", &xs);
+            let step = graph.static_index_with_range(5);
+            // `!@` takes the whole Rust value after it: `!@held.0` is the index `held.0`.
+            let held = (step,);
+            let out = if with_op {
+                op! { pmul(x, 10.0 - !@step) + !@held.0 }
+            } else {
+                let embedded = graph.embed_static("step", &step);
+                &x.pmul(&(10.0 - &embedded)) + &embedded
+            };
+            run(&graph, &out, &[&x], &[(step, value)])
+        });
+        let [(op_values, op_grads), (api_values, api_grads)] = sides;
+        let want: Vec<f64> = xs.iter().map(|x| x * (10.0 - v) + v).collect();
+        close(
+            &op_values,
+            &want,
+            &format!("x·(10 - !@step) + !@step at {value}"),
+        );
+        close(&api_values, &want, &format!("embed_static at {value}"));
+        close(&op_grads[0], &[10.0 - v; 3], "gradient through op!");
+        close(&api_grads[0], &[10.0 - v; 3], "gradient through the API");
+    }
+}
+
+#[test]
+fn embedding_a_static_index_without_a_range_or_of_another_graph_is_an_error() {
+    let graph = Graph::new();
+    graph.embed_static("batch", &graph.static_index());
+    let message = graph.check().unwrap_err().message;
+    assert!(
+        message.contains("'batch'") && message.contains("static_index_with_range"),
+        "{message}"
+    );
+    let graph = Graph::new();
+    graph.embed_static("step", &Graph::new().static_index_with_range(3));
+    let message = graph.check().unwrap_err().message;
+    assert!(
+        message.contains("'step'") && message.contains("another graph"),
+        "{message}"
+    );
+}
+
+#[test]
+fn running_an_embedded_static_index_outside_its_range_is_an_error_naming_it() {
+    let graph = Graph::new();
+    let x = param(&graph, "x", "3", &[0.0; 3]);
+    let step = graph.static_index_with_range(5);
+    let out = op! { x + !@step };
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().unwrap();
+    let forward = ctx.forward(&[&out]).unwrap();
+    let outside = ctx.run_with(&forward, &[(step, 5)]).unwrap_err();
+    assert_eq!(outside.kind, TensorErrorKind::Run);
+    assert!(
+        outside.message.contains("'step'") && outside.message.contains("outside 0..5"),
+        "{}",
+        outside.message
+    );
+    let unset = ctx.run(&forward).unwrap_err();
+    assert!(
+        unset.message.contains("'step'") && unset.message.contains("no value"),
+        "{}",
+        unset.message
+    );
 }
 
 #[test]
