@@ -1,7 +1,7 @@
 //! Compiling routines: the operations a set of outputs needs, the fetches filling constant
 //! leaves, and the buffers a routine reads before writing them and leaves holding values.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rcannl_backends::phases::{self, Phase};
 use rcannl_ir::optimize::optimize;
@@ -68,13 +68,39 @@ impl Context {
         for a in &assignments {
             nodes_of(a, &mut used);
         }
-        let params: BTreeSet<usize> = {
+        let (params, chosen) = {
             let state = self.graph.state.lock();
-            (0..state.tensors.len())
+            let params: BTreeSet<usize> = (0..state.tensors.len())
                 .filter(|&t| matches!(state.tensors[t].leaf, Some(LeafKind::Param(_))))
-                .collect()
+                .collect();
+            let chosen: BTreeMap<NodeId, (MemoryMode, String)> = state
+                .memory_modes
+                .iter()
+                .map(|(&t, &mode)| (value_node(t), (mode, state.tensors[t].label.clone())))
+                .filter(|(id, _)| used.contains(id))
+                .collect();
+            (params, chosen)
         };
-        let kept = |id: &NodeId| keep.contains(id) || params.contains(&((id.0 / 2) as usize));
+        let kept_by_routine =
+            |id: &NodeId| keep.contains(id) || params.contains(&((id.0 / 2) as usize));
+        if let Some((_, (mode, label))) = chosen
+            .iter()
+            .find(|(id, (mode, _))| *mode != MemoryMode::Materialized && kept_by_routine(id))
+        {
+            return Err(error_of(
+                TensorErrorKind::Compile,
+                format!(
+                    "routine {name}: tensor '{label}' was made {mode}, but this routine keeps its \
+                 values (a parameter, or a tensor it hands back): it stays materialized"
+                ),
+            ));
+        }
+        let kept = |id: &NodeId| {
+            kept_by_routine(id)
+                || chosen
+                    .get(id)
+                    .is_some_and(|(mode, _)| *mode == MemoryMode::Materialized)
+        };
         let (found, written) = reads_before_writes(&assignments);
         let read_first = read_first.unwrap_or(found);
         // What it keeps without writing (a forward of a leaf) it hands back as it was.
@@ -93,6 +119,8 @@ impl Context {
             let mut node = self.nodes[id].clone();
             if kept(id) {
                 node.memory_mode = Some(MemoryMode::Materialized);
+            } else if let Some((mode, _)) = chosen.get(id) {
+                node.memory_mode = Some(*mode);
             }
             node
         });

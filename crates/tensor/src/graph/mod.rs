@@ -28,6 +28,7 @@ mod extensions;
 mod gradient;
 mod init;
 mod leaf;
+mod memory;
 pub mod precision;
 
 use extensions::Extensions;
@@ -114,6 +115,8 @@ pub(crate) struct State {
     /// The number of leading input axes that are a convolution's window, for the parameters
     /// declaring any (by tensor index): the fan-based inits count them in both fans.
     pub window_axes: HashMap<usize, usize>,
+    /// The memory modes the user chose, by tensor index (see [`memory`]).
+    pub memory_modes: HashMap<usize, rcannl_ir::MemoryMode>,
     /// What particular operations remember of the tensors they made.
     pub extensions: Extensions,
 }

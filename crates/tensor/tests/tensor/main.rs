@@ -19,6 +19,7 @@ mod inference;
 mod init_schemes;
 mod layout;
 mod macros;
+mod memory_modes;
 mod messages;
 mod micrograd;
 mod misuse;
