@@ -181,7 +181,8 @@ keys! {
     /// nothing of a chosen precision uses, numbers) in every graph made from then on, as
     /// `Graph::set_default_precision`, which overrides it. Any other value is an error when the
     /// graph is next checked or compiled.
-    DEFAULT_PRECISION = "default_precision", Kind::Choice(FLOAT_PRECISIONS), DefaultValue::Value("f32");
+    DEFAULT_PRECISION = "default_precision", Kind::Choice(FLOAT_PRECISIONS),
+        DefaultValue::Value("f32");
 
     /// The precision of gradients whose own is not chosen, in every graph made from then on, as
     /// `Graph::set_default_grad_precision`, which overrides it. Any other value is an error when

@@ -259,9 +259,9 @@ fn check_settled(data: &TensorData, made: Resolved) -> Result<(), TensorError> {
 impl Graph {
     /// Makes `precision` what tensors that neither a choice nor their neighbours give a
     /// precision are held in (the `default_precision` setting, else f32): parameters nothing of
-    /// a chosen precision uses, operations over them, numbers. It applies to the tensors whose buffers no context has
-    /// made yet; set it before building, since some library functions read precisions while
-    /// they build. A precision that is not a float is an error.
+    /// a chosen precision uses, operations over them, numbers. It applies to the tensors whose
+    /// buffers no context has made yet; set it before building, since some library functions
+    /// read precisions while they build. A precision that is not a float is an error.
     pub fn set_default_precision(&self, precision: Precision) {
         if !precision.is_float() {
             self.record(error(format!(
