@@ -1,6 +1,7 @@
 //! `cd!`: assignments `target =<accumulator> formula [~logic: "…"]`, either as updates a routine
-//! runs (a `Vec<Update>`) or, inside `fn name(x, …) { v =: …; g1 =+ …; }`, as the forward and
-//! gradient assignments of a new differentiable operation.
+//! runs (a `Vec<Update>`) or, inside `fn name(x, …) { v =: …; g1 =+ …; }`, as the statements of a
+//! new differentiable operation: its forward assignment, its gradient assignments, and the
+//! intermediates (`{ name } =: …`) they read, in the order written.
 //!
 //! Accumulators are `=` then `:` to start from the accumulator's neutral element, then the
 //! operator: `=:` sets, `=+`, `=-`, `=*`, `=/`, `=**`, `=max` (or `=@^`), `=min` (or `=@-`),
@@ -294,14 +295,26 @@ fn logic_tokens(k: &TokenStream, logic: &Expr) -> TokenStream {
     }
 }
 
-/// Where a formula is: in updates (intermediates declared so far), or in an operation's
-/// forward or gradient assignment (its tensor arguments).
+/// Where a formula is: in updates (intermediates declared so far), or in a statement of an
+/// operation definition.
 enum Scope<'a> {
     Updates,
-    Definition {
-        tensors: &'a [&'a Ident],
-        forward: bool,
-    },
+    Definition(&'a Body<'a>),
+}
+
+/// What a statement of an operation definition names, where it stands: the operation's tensor
+/// arguments, the intermediates declared before it, and the pass it runs in. Statements run in
+/// the order written, so a name is read only after the statement writing it.
+struct Body<'a> {
+    /// The tensor arguments, in order.
+    tensors: &'a [&'a Ident],
+    /// Every intermediate the definition declares, in order.
+    declared: Vec<&'a Ident>,
+    /// How many of them are declared before the statement.
+    known: usize,
+    /// Whether the statement comes after the forward assignment: in the backward pass, where
+    /// `v` and `g` are computed.
+    backward: bool,
 }
 
 fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream> {
@@ -317,7 +330,7 @@ fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream>
         },
         Expr::Field(f) => match &f.member {
             syn::Member::Named(m) if m == "grad" => {
-                if let Scope::Definition { .. } = scope {
+                if let Scope::Definition(_) = scope {
                     return Err(syn::Error::new(
                         m.span(),
                         "inside an operation definition, gradients are the slots g, g1, g2, g3",
@@ -432,18 +445,32 @@ fn identifier(k: &TokenStream, name: &Ident, scope: &Scope) -> syn::Result<Token
             }
             Ok(quote!(#k::syntax::term(&#name)))
         }
-        Scope::Definition { tensors, forward } => {
-            if let Some(i) = tensors.iter().position(|t| *t == name) {
+        Scope::Definition(body) => {
+            if let Some(i) = body.tensors.iter().position(|t| *t == name) {
                 return Ok(quote!(#k::Formula::input(#i)));
             }
+            if let Some(j) = body.declared.iter().position(|d| *d == name) {
+                if j < body.known {
+                    return Ok(quote!(#k::Formula::intermediate(#j)));
+                }
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "`{name}` is read before `{{ {name} }} =…` writes it: an operation's \
+                         statements run in the order written"
+                    ),
+                ));
+            }
+            let forward_reads = "the forward pass (the statements up to `v =: …`) reads the \
+                operands v1, v2, v3 and the intermediates before it";
             match slot(&text) {
-                Some((false, 0)) if *forward => Err(syn::Error::new(
+                Some((false, 0)) if !body.backward => Err(syn::Error::new(
                     name.span(),
-                    "the forward formula computes `v`: it reads the operands v1, v2, v3",
+                    format!("`v` is read before the forward assignment writes it: {forward_reads}"),
                 )),
-                Some((true, _)) if *forward => Err(syn::Error::new(
+                Some((true, _)) if !body.backward => Err(syn::Error::new(
                     name.span(),
-                    "the forward formula reads the operands v1, v2, v3, not gradients",
+                    format!("{forward_reads}, not gradients"),
                 )),
                 Some((true, n)) if n > 0 => Err(syn::Error::new(
                     name.span(),
@@ -451,22 +478,49 @@ fn identifier(k: &TokenStream, name: &Ident, scope: &Scope) -> syn::Result<Token
                 )),
                 Some((false, 0)) => Ok(quote!(#k::Formula::result())),
                 Some((true, _)) => Ok(quote!(#k::Formula::result_grad())),
-                Some((false, n)) if n <= tensors.len() => {
+                Some((false, n)) if n <= body.tensors.len() => {
                     let i = n - 1;
                     Ok(quote!(#k::Formula::input(#i)))
                 }
-                Some((false, _)) => Err(syn::Error::new(
+                Some((false, _)) => Err(operands_only(name, body.tensors.len())),
+                None if named_slot(&text).is_some() => Err(syn::Error::new(
                     name.span(),
                     format!(
-                        "`{text}`: the operation has {} operand{}",
-                        tensors.len(),
-                        if tensors.len() == 1 { "" } else { "s" }
+                        "unknown intermediate `{name}`: no `{{ {name} }} =: …` of the operation \
+                         declares it"
                     ),
                 )),
                 None => Ok(quote!(#k::syntax::term(&#name))),
             }
         }
     }
+}
+
+/// `name` naming an operand or its slot that an operation of `arity` operands lacks.
+fn operands_only(name: &Ident, arity: usize) -> syn::Error {
+    syn::Error::new(
+        name.span(),
+        format!(
+            "`{name}`: the operation has {arity} operand{}",
+            if arity == 1 { "" } else { "s" }
+        ),
+    )
+}
+
+/// The slot OCANNL's naming gives an intermediate of an operation, as `slot` counts them: 0 for
+/// the result's (`lhs_…`, `…_lhs`), `n` for operand `n`'s (`rhsn_…`, `…_rhsn`; `rhs_…` and
+/// `…_rhs` are operand 1's); `None` for a name without one.
+fn named_slot(name: &str) -> Option<usize> {
+    [
+        ("lhs", 0),
+        ("rhs", 1),
+        ("rhs1", 1),
+        ("rhs2", 2),
+        ("rhs3", 3),
+    ]
+    .into_iter()
+    .find(|(word, _)| name.starts_with(&format!("{word}_")) || name.ends_with(&format!("_{word}")))
+    .map(|(_, operand)| operand)
 }
 
 /// A primitive by name: its arity and its `Unop`/`Binop`/`Ternop` variant.
@@ -586,45 +640,59 @@ fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
     }))
 }
 
-/// An operation defined by its forward assignment (`v =:… formula [~logic: …]`) and gradient
-/// assignments (`gN =+ formula`).
+/// An operation defined by its statements, in the order they run: the intermediates of the
+/// forward pass (`{ name } =:… formula`), the forward assignment (`v =:… formula [~logic: …]`),
+/// then the intermediates of the backward pass and the gradient assignments (`gN =+ formula`).
 fn define(k: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
     let tensors = f.tensors();
+    let assignments = statements(f.body.clone())
+        .into_iter()
+        .map(parse_assignment)
+        .collect::<syn::Result<Vec<_>>>()?;
+    let mut body = Body {
+        tensors: &tensors,
+        declared: declarations(f, &assignments)?,
+        known: 0,
+        backward: false,
+    };
     let mut forward = None;
     let mut gradients = Vec::new();
-    for statement in statements(f.body.clone()) {
-        let a = parse_assignment(statement)?;
-        check_composition(&a)?;
+    let mut intermediates = Vec::new();
+    for a in &assignments {
+        check_composition(a)?;
+        let writes_result = matches!(
+            a.target,
+            Target::Slot {
+                gradient: false,
+                operand: 0,
+                ..
+            }
+        );
+        if let (Some(logic), false) = (&a.logic, writes_result) {
+            return Err(syn::Error::new(
+                logic.span(),
+                "only the forward assignment takes `~logic`: an operation's other statements \
+                 use its projections",
+            ));
+        }
         match &a.target {
             Target::Slot {
                 name,
                 gradient: false,
                 operand: 0,
             } => {
-                if forward.is_some() {
+                if body.backward {
                     return Err(syn::Error::new(name.span(), "a second forward assignment"));
                 }
-                if !a.accum.initialize {
-                    return Err(syn::Error::new(
-                        a.accum.span,
-                        "the result starts from the accumulator's neutral element: write `=:` \
-                         (set) or `=:+`, `=:max`, …",
-                    ));
-                }
-                let value = formula(
-                    k,
-                    &a.rhs,
-                    &Scope::Definition {
-                        tensors: &tensors,
-                        forward: true,
-                    },
-                )?;
+                from_neutral(a, "the result")?;
+                let value = formula(k, &a.rhs, &Scope::Definition(&body))?;
                 let op = Ident::new(a.accum.op.unwrap_or("Arg2"), a.accum.span);
                 let logic = match &a.logic {
                     Some(logic) => logic_tokens(k, logic),
                     None => quote!(#k::OpLogic::Pointwise),
                 };
                 forward = Some((quote!(#k::syntax::Binop::#op), value, logic));
+                body.backward = true;
             }
             Target::Slot {
                 name,
@@ -632,26 +700,18 @@ fn define(k: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
                 operand,
             } if *operand > 0 => {
                 if *operand > tensors.len() {
+                    return Err(operands_only(name, tensors.len()));
+                }
+                if !body.backward {
                     return Err(syn::Error::new(
                         name.span(),
-                        format!("`{name}`: the operation has {} operands", tensors.len()),
+                        format!(
+                            "a gradient is computed after the result: write `{name} =+ …` after \
+                             `v =: …`"
+                        ),
                     ));
                 }
-                if let Some(logic) = &a.logic {
-                    return Err(syn::Error::new(
-                        logic.span(),
-                        "gradient assignments use the forward assignment's projections: give \
-                         `~logic` there",
-                    ));
-                }
-                let value = formula(
-                    k,
-                    &a.rhs,
-                    &Scope::Definition {
-                        tensors: &tensors,
-                        forward: false,
-                    },
-                )?;
+                let value = formula(k, &a.rhs, &Scope::Definition(&body))?;
                 let value = match (a.accum.initialize, a.accum.op) {
                     (false, Some("Add")) => value,
                     (false, Some("Sub")) => quote!(-(#value)),
@@ -666,17 +726,34 @@ fn define(k: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
                 gradients.push(quote!((#i, #value)));
             }
             Target::Inline(name) => {
-                return Err(syn::Error::new(
-                    name.span(),
-                    "an operation's formulas are computed in place: nest the formula instead \
-                     of declaring an intermediate",
-                ));
+                from_neutral(a, "an intermediate")?;
+                let operand = named_slot(&name.to_string()).unwrap_or(0);
+                let slot = match operand {
+                    0 => quote!(#k::syntax::Slot::Lhs),
+                    n if n <= tensors.len() => {
+                        let i = n - 1;
+                        quote!(#k::syntax::Slot::Rhs(#i))
+                    }
+                    _ => return Err(operands_only(name, tensors.len())),
+                };
+                let value = formula(k, &a.rhs, &Scope::Definition(&body))?;
+                let op = Ident::new(a.accum.op.unwrap_or("Arg2"), a.accum.span);
+                let (text, backward) = (name.to_string(), body.backward);
+                intermediates.push(quote!(#k::define::Intermediate {
+                    name: ::std::string::String::from(#text),
+                    slot: #slot,
+                    accum: #k::syntax::Binop::#op,
+                    formula: #value,
+                    backward: #backward,
+                }));
+                body.known += 1;
             }
             _ => {
                 return Err(syn::Error::new(
                     a.span,
-                    "an operation definition assigns `v` (its result) and `g1`, `g2`, `g3` \
-                     (its operands' gradients)",
+                    "an operation definition assigns `v` (its result), `g1`, `g2`, `g3` (its \
+                     operands' gradients) and each intermediate once, where `{ name } =: …` \
+                     declares it",
                 ));
             }
         }
@@ -704,13 +781,59 @@ fn define(k: &TokenStream, f: &FnDef) -> syn::Result<TokenStream> {
         #vis fn #name(#(#args),*) -> #k::Tensor {
             let #g: #k::Graph = #k::Tensor::graph(#first).clone();
             #g.at_site(#at, || {
-                #g.define(#text, &[#(#tensors),*], #k::Definition {
-                    logic: #logic,
-                    accum: #accum,
-                    forward: #forward,
-                    gradients: ::std::vec![#(#gradients),*],
-                })
+                #g.define_with(
+                    #text,
+                    &[#(#tensors),*],
+                    #k::Definition {
+                        logic: #logic,
+                        accum: #accum,
+                        forward: #forward,
+                        gradients: ::std::vec![#(#gradients),*],
+                    },
+                    ::std::vec![#(#intermediates),*],
+                )
             })
         }
     ))
+}
+
+/// That `a`, writing `what` (the result or an intermediate), starts from the accumulator's
+/// neutral element: a definition writes each once, and what it held before is nothing the
+/// definition computed.
+fn from_neutral(a: &Assignment, what: &str) -> syn::Result<()> {
+    if a.accum.initialize {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        a.accum.span,
+        format!(
+            "{what} starts from the accumulator's neutral element: write `=:` (set) or `=:+`, \
+             `=:max`, …"
+        ),
+    ))
+}
+
+/// The intermediates an operation definition declares (`{ name } =: …`), in order: each once,
+/// under a name no argument or slot of the operation has.
+fn declarations<'a>(f: &FnDef, assignments: &'a [Assignment]) -> syn::Result<Vec<&'a Ident>> {
+    let mut declared: Vec<&Ident> = Vec::new();
+    for a in assignments {
+        let Target::Inline(name) = &a.target else {
+            continue;
+        };
+        if declared.contains(&name) {
+            return Err(syn::Error::new(
+                name.span(),
+                format!("'{name}' is declared twice"),
+            ));
+        }
+        if f.args.iter().any(|arg| arg.name == *name) || slot(&name.to_string()).is_some() {
+            return Err(syn::Error::new(
+                name.span(),
+                format!("`{name}` already names an argument or slot of the operation"),
+            ));
+        }
+        declared.push(name);
+    }
+    Ok(declared)
 }

@@ -5,10 +5,12 @@
 //! An operation's formulas are computed at every point of its product space, which its shape
 //! logic (pointwise, composition, transposition or an einsum spec) and projection inference
 //! give: the forward formula accumulates into the result, each gradient formula into its
-//! operand's gradient, through the same record with the slots exchanged. Nested formulas need no
-//! intermediate tensors: they are computed in place. An update may be given such a logic too
-//! ([`Update::with_logic`]), relating its target to the tensors it reads as an operation's
-//! result is to its operands.
+//! operand's gradient, through the same record with the slots exchanged. Nested formulas are
+//! computed in place. What several formulas read, or what must be accumulated before it is read
+//! (a window's maximum before the mask of the positions reaching it), is an intermediate tensor
+//! of the operation ([`Intermediate`]), computed over the same record. An update may be given
+//! such a logic too ([`Update::with_logic`]), relating its target to the tensors it reads as an
+//! operation's result is to its operands.
 
 use std::collections::BTreeSet;
 use std::ops;
@@ -19,7 +21,8 @@ use rcannl_shape::spec::parse_einsum;
 use rcannl_shape::{OpId, TensorId};
 
 use crate::graph::{
-    Forward, GradBuilder, GradRhs, Graph, OpSpec, Ref, Slotted, State, TensorError, error,
+    Asg, AsgRhs, Forward, GradBuilder, GradRhs, Graph, OpSpec, ProjSource, Ref, Slotted, State,
+    TensorData, TensorError, error,
 };
 use crate::tensor::Tensor;
 
@@ -32,6 +35,8 @@ pub enum Term {
     ResultGrad,
     /// The operation's `i`-th operand.
     Input(usize),
+    /// The operation's `i`-th intermediate ([`Intermediate`]).
+    Intermediate(usize),
     /// A tensor's value (in updates).
     Value(Tensor),
     /// A tensor's gradient (in updates).
@@ -67,6 +72,12 @@ impl Formula {
     /// The operation's `i`-th operand (0-based), at the point's cell.
     pub fn input(i: usize) -> Formula {
         Formula::Term(Term::Input(i))
+    }
+
+    /// The operation's `i`-th intermediate (0-based, see [`Intermediate`]), at the point's cell of
+    /// its slot.
+    pub fn intermediate(i: usize) -> Formula {
+        Formula::Term(Term::Intermediate(i))
     }
 
     /// The value of `t`, in an update.
@@ -142,6 +153,7 @@ enum TermKey {
     Result,
     ResultGrad,
     Input(usize),
+    Intermediate(usize),
     Value(usize),
     Grad(usize),
 }
@@ -152,6 +164,7 @@ impl TermKey {
             Term::Result => TermKey::Result,
             Term::ResultGrad => TermKey::ResultGrad,
             Term::Input(i) => TermKey::Input(*i),
+            Term::Intermediate(i) => TermKey::Intermediate(*i),
             Term::Value(t) => TermKey::Value(t.index),
             Term::Grad(t) => TermKey::Grad(t.index),
         }
@@ -219,15 +232,67 @@ pub struct Definition {
     /// what the result leaves out; `Binop::Max` takes the largest).
     pub accum: Binop,
     /// The formula computed at every point of the product space and accumulated into the result
-    /// with `accum`; it reads only the operands ([`Formula::input`]).
+    /// with `accum`; it reads only the operands ([`Formula::input`]) and the intermediates of the
+    /// forward pass ([`Graph::define_with`]).
     pub forward: Formula,
     /// `(operand, formula)`: the gradient of the result with respect to the operand, times `g`.
     pub gradients: Vec<(usize, Formula)>,
 }
 
+/// A tensor an operation computes besides its result, for its own formulas to read: what
+/// several of them share (`eˣ`, read by the result and by the gradient), or what has to be
+/// accumulated before it is read (each window's maximum spread over the window, before the mask
+/// of the positions equal to it). OCANNL writes it `{ mask_rhs1 } =: …` in an operation's code.
+///
+/// It is computed at every point of the operation's product space, as the result is, and is
+/// written and read through the index map of one slot of the operation's record. So it has the
+/// shape of that slot's tensor (the result's, or an operand's), which shape inference gives
+/// with nothing more to solve, and a buffer of the same layout and margins that the map
+/// addresses. It takes no gradient, and nothing but the operation's formulas reads it.
+#[derive(Debug, Clone)]
+pub struct Intermediate {
+    /// Its name; the tensor is labelled `name#n`, `n` its number.
+    pub name: String,
+    /// The slot whose map indexes it: [`Slot::Lhs`], the result's; [`Slot::Rhs`]`(i)`, operand
+    /// `i`'s.
+    pub slot: Slot,
+    /// Its accumulator, from the neutral element: `Binop::Arg2` sets; `Binop::Max` keeps the
+    /// largest of the points the slot's map sends to one cell.
+    pub accum: Binop,
+    /// What is computed at every point and accumulated into it.
+    pub formula: Formula,
+    /// Whether it is computed in the backward pass, before the gradients, rather than in the
+    /// forward pass, before the result. A forward one is computed wherever the result is; a
+    /// backward one only where gradients are, and it may read the result and its gradient.
+    pub backward: bool,
+}
+
 impl Graph {
-    /// Applies a user-defined operation to `operands`.
+    /// Applies a user-defined operation to `operands` ([`Graph::define_with`], computing no
+    /// intermediate).
     pub fn define(&self, name: &str, operands: &[&Tensor], definition: Definition) -> Tensor {
+        self.define_with(name, operands, definition, Vec::new())
+    }
+
+    /// Applies a user-defined operation computing `intermediates` besides its result
+    /// ([`Formula::intermediate`]`(i)` reads the `i`-th). Every assignment runs over the
+    /// operation's one projections record, each tensor through its slot's map, in this order:
+    /// the forward pass's intermediates, then the result; in the backward pass, the backward
+    /// pass's intermediates, then the gradients.
+    ///
+    /// A formula reads only what is computed before it. The forward formula and the forward
+    /// pass's intermediates read the operands and the forward intermediates before them; the
+    /// backward pass's intermediates and the gradient formulas also read the result, its
+    /// gradient and the backward intermediates before them. The forward formula or an
+    /// intermediate reading anything else fails the operation; a gradient formula that does is
+    /// left out, its error recorded in the graph.
+    pub fn define_with(
+        &self,
+        name: &str,
+        operands: &[&Tensor],
+        definition: Definition,
+        intermediates: Vec<Intermediate>,
+    ) -> Tensor {
         let Some(first) = operands.first() else {
             return self.failed(error(format!("operation '{name}' has no operands")));
         };
@@ -249,35 +314,276 @@ impl Graph {
                 Err(e) => return self.failed(error(format!("operation '{name}': {e}"))),
             },
         };
-        let mut terms = Vec::new();
-        let expr = definition.forward.lower(&mut terms);
-        let mut slots = Vec::new();
-        for term in &terms {
-            match term {
-                TermKey::Input(i) if *i < operands.len() => slots.push(Slot::Rhs(*i)),
-                other => {
-                    return self.failed(error(format!(
-                        "operation '{name}': the forward formula can only read the operands, \
-                         not {other:?}"
-                    )));
-                }
+        let graph = &first.graph;
+        let (statements, wrong_gradients) =
+            match Statements::of(&definition, &intermediates, operands.len()) {
+                Ok(checked) => checked,
+                Err(e) => return self.failed(error(format!("operation '{name}': {e}"))),
+            };
+        for e in wrong_gradients {
+            graph.record(error(format!("operation '{name}': {e}")));
+        }
+        // The result, related to the operands by the logic. The assignment `apply` makes only
+        // carries the record that the statements are seen through, and they replace it.
+        let placeholder = Forward::Expr(Expr::Const(0.0), Vec::new());
+        let result = graph.apply(
+            name,
+            logic,
+            operands,
+            OpSpec::new(definition.accum, placeholder),
+        );
+        let mut state = graph.state.lock();
+        let Some(op) = state.tensors[result.index].op else {
+            // A failed operation, its error recorded.
+            return result;
+        };
+        let made = state.tensors[result.index].clone();
+        let mut computed = Vec::new();
+        for intermediate in &intermediates {
+            let like = match intermediate.slot {
+                Slot::Lhs => result.index,
+                Slot::Rhs(i) => operands[i].index,
+            };
+            let index = state.tensors.len();
+            let shape = state.tensors[like].shape;
+            state.tensors.push(TensorData {
+                label: format!("{}#{index}", intermediate.name),
+                shape,
+                differentiable: false,
+                ..made.clone()
+            });
+            computed.push(Slotted {
+                what: Ref::Value(index),
+                slot: intermediate.slot,
+            });
+        }
+        let application = Application {
+            record: state.ops[op].forward[0].projections.op,
+            result: result.index,
+            operands: operands.iter().map(|t| t.index).collect(),
+            intermediates: computed,
+        };
+        let forward = statements
+            .forward
+            .iter()
+            .map(|s| application.asg(s))
+            .collect();
+        // No backward pass for a result taking no gradient, nor a gradient for an operand
+        // taking none.
+        let backward = statements
+            .backward
+            .iter()
+            .filter(|s| {
+                made.differentiable
+                    && match s.target {
+                        Role::OperandGrad(i) => state.tensors[operands[i].index].differentiable,
+                        _ => true,
+                    }
+            })
+            .map(|s| application.asg(s))
+            .collect();
+        state.ops[op].forward = forward;
+        state.ops[op].backward = backward;
+        drop(state);
+        result
+    }
+}
+
+/// A tensor of a defined operation's application, by the part it plays.
+#[derive(Clone, Copy)]
+enum Role {
+    Result,
+    ResultGrad,
+    Operand(usize),
+    OperandGrad(usize),
+    Intermediate(usize),
+}
+
+/// One assignment of a defined operation, over the roles of its tensors.
+struct Statement {
+    target: Role,
+    initialize_neutral: bool,
+    accum: Binop,
+    expr: Expr,
+    reads: Vec<Role>,
+}
+
+/// A definition's assignments, checked, in the order each pass runs them.
+struct Statements {
+    forward: Vec<Statement>,
+    backward: Vec<Statement>,
+}
+
+impl Statements {
+    /// The assignments of `definition` and `intermediates` over `arity` operands, and what is
+    /// wrong with the gradient formulas left out of them; an error where the forward formula or
+    /// an intermediate reads what it cannot.
+    fn of(
+        definition: &Definition,
+        intermediates: &[Intermediate],
+        arity: usize,
+    ) -> Result<(Statements, Vec<String>), String> {
+        let reads = Reads {
+            intermediates,
+            arity,
+        };
+        let mut statements = Statements {
+            forward: Vec::new(),
+            backward: Vec::new(),
+        };
+        for (j, intermediate) in intermediates.iter().enumerate() {
+            if let Slot::Rhs(i) = intermediate.slot
+                && i >= arity
+            {
+                return Err(format!(
+                    "intermediate '{}' has the slot of operand {i}, of {arity}",
+                    intermediate.name
+                ));
+            }
+            let what = format!("intermediate '{}'", intermediate.name);
+            let statement = reads.statement(
+                &what,
+                Role::Intermediate(j),
+                intermediate.accum,
+                &intermediate.formula,
+                intermediate.backward,
+                j,
+            )?;
+            match intermediate.backward {
+                false => statements.forward.push(statement),
+                true => statements.backward.push(statement),
             }
         }
-        let gradients = definition.gradients.clone();
-        let arity = operands.len();
-        let spec =
-            OpSpec::new(definition.accum, Forward::Expr(expr, slots)).gradient(move |grad| {
-                for (i, formula) in gradients {
-                    if i >= arity {
-                        return Err(error(format!(
-                            "a gradient formula for operand {i} of {arity}"
-                        )));
-                    }
-                    accumulate_formula(grad, i, arity, &formula)?;
-                }
-                Ok(())
-            });
-        first.graph.apply(name, logic, operands, spec)
+        let all = intermediates.len();
+        statements.forward.push(reads.statement(
+            "the forward formula",
+            Role::Result,
+            definition.accum,
+            &definition.forward,
+            false,
+            all,
+        )?);
+        let mut wrong = Vec::new();
+        for (i, formula) in &definition.gradients {
+            if *i >= arity {
+                wrong.push(format!("a gradient formula for operand {i} of {arity}"));
+                continue;
+            }
+            let what = format!("the gradient formula of operand {i}");
+            match reads.statement(&what, Role::OperandGrad(*i), Binop::Add, formula, true, all) {
+                Ok(statement) => statements.backward.push(statement),
+                Err(e) => wrong.push(e),
+            }
+        }
+        Ok((statements, wrong))
+    }
+}
+
+/// What the formulas of a definition over `arity` operands with `intermediates` may read.
+struct Reads<'a> {
+    intermediates: &'a [Intermediate],
+    arity: usize,
+}
+
+impl Reads<'_> {
+    /// `target ⟨accum⟩= formula` in the backward pass or the forward one, after the intermediates
+    /// `0..before`: a target other than an operand's gradient starts from the accumulator's
+    /// neutral element. Named `what` in the error of a term it cannot read.
+    fn statement(
+        &self,
+        what: &str,
+        target: Role,
+        accum: Binop,
+        formula: &Formula,
+        backward: bool,
+        before: usize,
+    ) -> Result<Statement, String> {
+        let mut terms = Vec::new();
+        let expr = formula.lower(&mut terms);
+        let reads = terms
+            .iter()
+            .map(|term| {
+                self.role(term, backward, before).ok_or_else(|| {
+                    format!(
+                        "{what} can only read {}, not {term:?}",
+                        if backward {
+                            "the operands, the result, its gradient and the intermediates \
+                             before it"
+                        } else {
+                            "the operands and the forward pass's intermediates before it"
+                        }
+                    )
+                })
+            })
+            .collect::<Result<Vec<Role>, String>>()?;
+        Ok(Statement {
+            target,
+            initialize_neutral: !matches!(target, Role::OperandGrad(_)),
+            accum,
+            expr,
+            reads,
+        })
+    }
+
+    /// The role a term read in the pass `backward` (or not), after the intermediates
+    /// `0..before`, names, if it may read it: the operands always; the forward pass's
+    /// intermediates before it; in the backward pass the result, its gradient and the backward
+    /// intermediates before it too, everything of the forward pass being computed by then.
+    fn role(&self, term: &TermKey, backward: bool, before: usize) -> Option<Role> {
+        match *term {
+            TermKey::Input(i) if i < self.arity => Some(Role::Operand(i)),
+            TermKey::Intermediate(j)
+                if j < before && (backward || !self.intermediates[j].backward) =>
+            {
+                Some(Role::Intermediate(j))
+            }
+            TermKey::Result if backward => Some(Role::Result),
+            TermKey::ResultGrad if backward => Some(Role::ResultGrad),
+            _ => None,
+        }
+    }
+}
+
+/// One application of a defined operation: its projections record, and its tensors with the
+/// slot of the record whose map indexes each.
+struct Application {
+    record: OpId,
+    result: usize,
+    operands: Vec<usize>,
+    intermediates: Vec<Slotted>,
+}
+
+impl Application {
+    fn slotted(&self, role: Role) -> Slotted {
+        let (what, slot) = match role {
+            Role::Result => (Ref::Value(self.result), Slot::Lhs),
+            Role::ResultGrad => (Ref::Grad(self.result), Slot::Lhs),
+            Role::Operand(i) => (Ref::Value(self.operands[i]), Slot::Rhs(i)),
+            Role::OperandGrad(i) => (Ref::Grad(self.operands[i]), Slot::Rhs(i)),
+            Role::Intermediate(j) => return self.intermediates[j],
+        };
+        Slotted { what, slot }
+    }
+
+    /// The statement over the record, seen with its target's slot written and its reads' slots
+    /// read: a gradient's view of it is the forward assignment's with the slots exchanged.
+    fn asg(&self, statement: &Statement) -> Asg {
+        let target = self.slotted(statement.target);
+        let reads: Vec<Slotted> = statement.reads.iter().map(|&r| self.slotted(r)).collect();
+        Asg {
+            lhs: target.what,
+            initialize_neutral: statement.initialize_neutral,
+            accum: statement.accum,
+            rhs: AsgRhs::Expr(
+                statement.expr.clone(),
+                reads.iter().map(|r| r.what).collect(),
+            ),
+            projections: ProjSource {
+                op: self.record,
+                view: Some((target.slot, reads.iter().map(|r| r.slot).collect())),
+                slice: None,
+            },
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! them, and are documented so that an expansion can be read.
 
 use rcannl_ir::Precision;
-pub use rcannl_ir::{Binop, Ternop, Unop};
+pub use rcannl_ir::{Binop, Slot, Ternop, Unop};
 
 use crate::activations::Activation;
 use crate::define::Formula;

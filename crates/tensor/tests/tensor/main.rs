@@ -17,6 +17,7 @@ mod empty_axes;
 mod gather;
 mod inference;
 mod init_schemes;
+mod intermediates;
 mod layout;
 mod macros;
 mod memory_modes;
