@@ -4,12 +4,13 @@
 
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
-use rcannl_ir::{Binop, Precision, Slot, Unop};
+use rcannl_ir::{Binop, Slot, Unop};
 use rcannl_tensor::define::Intermediate;
 use rcannl_tensor::gradcheck::{Inputs, check_gradients};
-use rcannl_tensor::{Context, Definition, Formula, Graph, Init, OpLogic, Tensor, cd};
+use rcannl_tensor::{Context, Definition, Formula, Graph, OpLogic, Tensor, cd};
 
 use crate::macros::close;
+use crate::op_shorthands::param;
 
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
@@ -82,16 +83,6 @@ fn backprop(backend: Box<dyn Backend>, graph: &Graph, out: &Tensor, x: &Tensor) 
     let routine = ctx.backprop(out).unwrap();
     ctx.run(&routine).unwrap();
     [ctx.values(out).unwrap(), ctx.grad(x).unwrap()]
-}
-
-/// An f64 parameter of `shape` holding `values`.
-fn param(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
-    graph
-        .param(label)
-        .shape(shape)
-        .precision(Precision::F64)
-        .init(Init::Values(values.to_vec()))
-        .build()
 }
 
 #[test]

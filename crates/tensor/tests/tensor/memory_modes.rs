@@ -8,6 +8,8 @@ use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::{MemoryMode, Precision};
 use rcannl_tensor::{Axes, Context, Graph, Tensor};
 
+use crate::macros::close;
+
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
         Box::new(Interpreter),
@@ -40,16 +42,6 @@ fn expected() -> (Vec<f64>, Vec<f64>) {
         .map(|(i, x)| sums[i / 3] * x)
         .collect();
     (h, y)
-}
-
-fn close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-12 * w.abs().max(1.0),
-            "{what}: {got:?} against {want:?}"
-        );
-    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use rcannl_tensor::{Context, Graph, Init, StaticIndex, Tensor, TensorError, Tens
 use crate::macros::close;
 
 /// An f64 parameter of `shape` holding `values` (a parameter, so that it has a gradient).
-fn param(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
+pub(crate) fn param(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
     graph
         .param(label)
         .shape(shape)
