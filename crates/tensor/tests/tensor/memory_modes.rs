@@ -73,13 +73,13 @@ fn a_materialized_intermediate_is_read_after_the_routine_computing_it() {
 #[test]
 fn a_virtual_intermediate_gives_the_same_values() {
     let (_, y_want) = expected();
-    for backend in backends() {
-        let name = backend.name();
-        for mode in [MemoryMode::Virtual, MemoryMode::Local] {
+    for mode in [MemoryMode::Virtual, MemoryMode::Local] {
+        for backend in backends() {
+            let name = backend.name();
             let graph = Graph::new();
             let (_, h, y) = model(&graph);
             h.set_memory_mode(mode);
-            let mut ctx = Context::with_backend(&graph, backend_again(name));
+            let mut ctx = Context::with_backend(&graph, backend);
             let forward = ctx.forward(&[&y]).unwrap();
             ctx.run(&forward).unwrap();
             close(&ctx.values(&y).unwrap(), &y_want, &format!("{name} {mode}"));
@@ -87,11 +87,12 @@ fn a_virtual_intermediate_gives_the_same_values() {
     }
 }
 
-fn backend_again(name: &str) -> Box<dyn Backend> {
-    backends()
-        .into_iter()
-        .find(|b| b.name() == name)
-        .expect("the backend")
+/// The error of compiling a forward of `outputs` on the interpreter.
+fn forward_error(graph: &Graph, outputs: &[&Tensor]) -> String {
+    Context::with_backend(graph, Box::new(Interpreter))
+        .forward(outputs)
+        .unwrap_err()
+        .message
 }
 
 #[test]
@@ -103,15 +104,12 @@ fn a_virtual_tensor_that_cannot_be_recomputed_where_read_is_an_error_naming_it()
     let both = Tensor::concat("r|a; r|b => r|a^b", &[&x, &h]);
     let y = &both * 2.0;
     both.set_memory_mode(MemoryMode::Virtual);
-    let e = Context::with_backend(&graph, Box::new(Interpreter))
-        .forward(&[&y])
-        .unwrap_err()
-        .message;
+    let e = forward_error(&graph, &[&y]);
     assert!(
         e.contains(&format!("'{}'", both.label())) && e.contains("cannot be inlined"),
         "{e}"
     );
-    // Left to the optimizer, it computes.
+    // As scratch storage for the run, it computes.
     both.set_memory_mode(MemoryMode::Local);
     let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
     let forward = ctx.forward(&[&y]).unwrap();
@@ -124,10 +122,7 @@ fn a_tensor_a_routine_keeps_stays_materialized() {
     let graph = Graph::new();
     let (_, h, y) = model(&graph);
     y.set_memory_mode(MemoryMode::Virtual);
-    let e = Context::with_backend(&graph, Box::new(Interpreter))
-        .forward(&[&y])
-        .unwrap_err()
-        .message;
+    let e = forward_error(&graph, &[&y]);
     assert!(
         e.contains(&format!("tensor '{}' was made virtual", y.label())),
         "{e}"
@@ -135,7 +130,6 @@ fn a_tensor_a_routine_keeps_stays_materialized() {
     let w = graph.param("w").values(vec![1.0, 2.0, 3.0]).build();
     let z = h.pmul(&w);
     w.set_memory_mode(MemoryMode::Local);
-    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
-    let e = ctx.forward(&[&z]).unwrap_err().message;
+    let e = forward_error(&graph, &[&z]);
     assert!(e.contains("tensor 'w' was made local"), "{e}");
 }
