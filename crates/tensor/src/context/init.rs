@@ -7,7 +7,7 @@ use rcannl_ir::value::uniform;
 use rcannl_ir::{Binop, Precision, Ternop, Unop, Value, VecUnop, threefry4x32};
 use rcannl_shape::spec::Kind;
 
-use crate::graph::{Draw, Init, LeafKind, TensorError, error};
+use crate::graph::{Draw, Init, LeafKind, TensorData, TensorError, error};
 use crate::tensor::Tensor;
 
 use super::{Context, value_node};
@@ -25,10 +25,7 @@ impl Context {
                 .iter()
                 .enumerate()
                 .filter(|(t, _)| !self.holds.contains(&value_node(*t)))
-                .filter_map(|(t, data)| match &data.leaf {
-                    Some(LeafKind::Param(init)) if data.failed.is_none() => Some((t, init.clone())),
-                    _ => None,
-                })
+                .filter_map(|(t, data)| Some((t, init_of(data)?)))
                 .collect()
         };
         self.draw_params(params)
@@ -47,17 +44,13 @@ impl Context {
             self.check_tensor(param)?;
             let state = self.graph.state.lock();
             let data = &state.tensors[param.index];
-            match &data.leaf {
-                Some(LeafKind::Param(init)) if data.failed.is_none() => {
-                    drawn.push((param.index, init.clone()));
-                }
-                _ => {
-                    return Err(error(format!(
-                        "init_params_of: '{}' is not a parameter",
-                        data.label
-                    )));
-                }
-            }
+            let init = init_of(data).ok_or_else(|| {
+                error(format!(
+                    "init_params_of: '{}' is not a parameter",
+                    data.label
+                ))
+            })?;
+            drawn.push((param.index, init));
         }
         self.draw_params(drawn)
     }
@@ -157,6 +150,14 @@ impl Context {
         let id = self.next_scratch;
         self.next_scratch += 1;
         id
+    }
+}
+
+/// The init of the parameter `data` is, where it is one that did not fail.
+fn init_of(data: &TensorData) -> Option<Init> {
+    match &data.leaf {
+        Some(LeafKind::Param(init)) if data.failed.is_none() => Some(init.clone()),
+        _ => None,
     }
 }
 
