@@ -3,6 +3,7 @@
 //! greatest value of an index.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use rcannl_ir::{
     GemmPlan, Index, LocalId, LoopVar, NodeId, Routine, Stmt, Symbol, Var, reads_own_iteration,
@@ -42,10 +43,11 @@ pub const MAX_SERIAL_STATEMENTS: usize = 64;
 
 /// The statements `body` (a routine's top level, or a product's nest) as kernels: each
 /// splittable loop alone (with the run of local declarations just before it when only it reads
-/// them), the runs of other statements between them together, cut every
-/// [`MAX_SERIAL_STATEMENTS`] where no local crosses the cut. A local cannot cross kernels
-/// otherwise: a statement reading a local declared at the top level stays in the serial run, and
-/// a run that declares a local extends to the last statement reading it.
+/// them), the runs of other statements between them together, a run longer than
+/// [`MAX_SERIAL_STATEMENTS`] cut where its content says ([`serial_cuts`]) and no local crosses
+/// the cut. A local cannot cross kernels otherwise: a statement reading a local declared at the
+/// top level stays in the serial run, and a run that declares a local extends to the last
+/// statement reading it.
 pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> {
     // For each top-level local, the last top-level statement reading it, and whether any
     // statement sets it after its declaration.
@@ -65,6 +67,9 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
         });
     }
     let mut serial_until = 0;
+    // Whether a serial run may be cut before each statement: no top-level local declared before
+    // it is read at or after it.
+    let mut cuttable = vec![false; body.len()];
     let mut groups = Vec::new();
     let mut start = 0;
     let mut i = 0;
@@ -73,9 +78,7 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
             .filter(|&end| splittable(&body[end], routine));
         if let Some(end) = preamble {
             if start < i {
-                groups.push(Group::Serial {
-                    stmts: &body[start..i],
-                });
+                push_serial(&mut groups, routine, body, start..i, &cuttable);
             }
             groups.push(Group::Parallel {
                 preamble: &body[i..end],
@@ -85,12 +88,7 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
             i = end + 1;
             continue;
         }
-        if i - start >= MAX_SERIAL_STATEMENTS && i > serial_until {
-            groups.push(Group::Serial {
-                stmts: &body[start..i],
-            });
-            start = i;
-        }
+        cuttable[i] = i > serial_until;
         let stmt = &body[i];
         if let Stmt::Local { id, .. } = stmt {
             serial_until = serial_until.max(last_use.get(id).copied().unwrap_or(i));
@@ -106,9 +104,7 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
         };
         if let Some(group) = group {
             if start < i {
-                groups.push(Group::Serial {
-                    stmts: &body[start..i],
-                });
+                push_serial(&mut groups, routine, body, start..i, &cuttable);
             }
             groups.push(group);
             start = i + 1;
@@ -116,11 +112,119 @@ pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> 
         i += 1;
     }
     if start < body.len() {
-        groups.push(Group::Serial {
-            stmts: &body[start..],
-        });
+        push_serial(&mut groups, routine, body, start..body.len(), &cuttable);
     }
     groups
+}
+
+/// The serial run `body[run]` as kernels, cut where [`serial_cuts`] says.
+fn push_serial<'a>(
+    groups: &mut Vec<Group<'a>>,
+    routine: &Routine,
+    body: &'a [Stmt],
+    run: std::ops::Range<usize>,
+    cuttable: &[bool],
+) {
+    let mut from = run.start;
+    for cut in serial_cuts(routine, body, run.clone(), cuttable) {
+        groups.push(Group::Serial {
+            stmts: &body[from..cut],
+        });
+        from = cut;
+    }
+    groups.push(Group::Serial {
+        stmts: &body[from..run.end],
+    });
+}
+
+/// Where a serial run `body[run]` longer than [`MAX_SERIAL_STATEMENTS`] is cut (each a position
+/// that starts a kernel), among the positions `cuttable` allows: chosen by the statements'
+/// content, not their count, so that a run repeating a pattern (a deep model's gradients zeroed
+/// layer by layer) is cut at the same place in each repetition, and its kernels are alike, one
+/// function whatever the model's depth. A cut counted every [`MAX_SERIAL_STATEMENTS`] would fall
+/// at another place in each repetition when the pattern's length does not divide it: as many
+/// functions as the pattern has statements.
+///
+/// The choice is winnowing's (as in document fingerprinting): in every window of
+/// [`MAX_SERIAL_STATEMENTS`] consecutive positions, the position whose statement's
+/// [`structure_hash`] is least, the same one while it stays in the window and no lesser one
+/// enters it. Every window holding a cuttable position has a cut, so kernels stay that short
+/// wherever cuts are allowed; a run of identical statements is cut every window's length.
+fn serial_cuts(
+    routine: &Routine,
+    body: &[Stmt],
+    run: std::ops::Range<usize>,
+    cuttable: &[bool],
+) -> Vec<usize> {
+    if run.len() <= MAX_SERIAL_STATEMENTS {
+        return Vec::new();
+    }
+    let positions: Vec<usize> = (run.start + 1..run.end).collect();
+    let hashes: Vec<u64> = positions
+        .iter()
+        .map(|&p| structure_hash(&body[p], routine))
+        .collect();
+    let window = MAX_SERIAL_STATEMENTS;
+    let mut cuts = Vec::new();
+    let mut chosen: Option<usize> = None;
+    // The windows are whole ones: the run is longer than one.
+    for end in window - 1..positions.len() {
+        let first = end + 1 - window;
+        let least = |from: usize| {
+            (from..=end)
+                .filter(|&k| cuttable[positions[k]])
+                .min_by_key(|&k| (hashes[k], std::cmp::Reverse(k)))
+        };
+        chosen = match chosen {
+            Some(k) if k >= first => {
+                if cuttable[positions[end]] && hashes[end] < hashes[k] {
+                    Some(end)
+                } else {
+                    Some(k)
+                }
+            }
+            _ => least(first),
+        };
+        if let Some(k) = chosen
+            && cuts.last() != Some(&positions[k])
+        {
+            cuts.push(positions[k]);
+        }
+    }
+    cuts
+}
+
+/// A hash of what a statement computes over which sizes, blind to which nodes, loop variables
+/// and locals it names: statements that differ only in those hash alike.
+fn structure_hash(stmt: &Stmt, routine: &Routine) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    let node = |hasher: &mut rustc_hash::FxHasher, id: &NodeId| {
+        if let Some(node) = routine.nodes.get(id) {
+            node.precision.hash(hasher);
+            node.buffer_dims().hash(hasher);
+        }
+    };
+    stmt.walk(&mut |s| {
+        std::mem::discriminant(s).hash(&mut hasher);
+        match s {
+            Stmt::For { range, .. } => range.hash(&mut hasher),
+            Stmt::Set {
+                node: id, index, ..
+            } => {
+                node(&mut hasher, id);
+                index.len().hash(&mut hasher);
+            }
+            Stmt::SetVec { node: id, .. } => node(&mut hasher, id),
+            Stmt::Fill { node: id, value } | Stmt::FillMargins { node: id, value } => {
+                node(&mut hasher, id);
+                value.to_bits().hash(&mut hasher);
+            }
+            Stmt::Local { precision, .. } => precision.hash(&mut hasher),
+            Stmt::ScatterAdd { target, .. } => node(&mut hasher, &target.node),
+            Stmt::SetLocal { .. } | Stmt::Gemm { .. } => {}
+        }
+    });
+    hasher.finish()
 }
 
 /// Where the run of local declarations starting at `body[start]` ends, if it is a preamble: a
@@ -311,22 +415,76 @@ mod tests {
             .collect()
     }
 
-    fn serial_lengths(body: &[Stmt]) -> Vec<usize> {
-        let routine = Routine {
+    /// A routine of `body` over one-cell nodes, or of the sizes `dims` gives node by node.
+    fn routine_of(body: &[Stmt], dims: impl Fn(u32) -> usize) -> Routine {
+        Routine {
             name: "r".to_owned(),
             nodes: (0..body.len() as u32)
-                .map(|id| (NodeId(id), TensorNode::new(id, "c", Precision::F32, &[1])))
+                .map(|id| {
+                    (
+                        NodeId(id),
+                        TensorNode::new(id, "c", Precision::F32, &[dims(id)]),
+                    )
+                })
                 .collect(),
             statics: Default::default(),
             body: body.to_vec(),
-        };
-        kernel_groups(&routine, body)
-            .iter()
+        }
+    }
+
+    /// The serial kernels of `routine`, each as its statements.
+    fn serial_runs(routine: &Routine) -> Vec<&[Stmt]> {
+        kernel_groups(routine, &routine.body)
+            .into_iter()
             .map(|group| match group {
-                Group::Serial { stmts } => stmts.len(),
+                Group::Serial { stmts } => stmts,
                 other => panic!("a serial run: {other:?}"),
             })
             .collect()
+    }
+
+    fn serial_lengths(body: &[Stmt]) -> Vec<usize> {
+        let routine = routine_of(body, |_| 1);
+        serial_runs(&routine).iter().map(|run| run.len()).collect()
+    }
+
+    #[test]
+    fn a_repeated_pattern_is_cut_alike_in_every_repetition_whatever_the_depth() {
+        // Fills of 15 sizes a layer, as a deep model zeroes its gradients: a count of 64 does
+        // not divide the pattern, so cuts counted every 64 would give 15 different kernels.
+        const LAYER: [usize; 15] = [
+            32, 128, 32, 16, 16, 512, 512, 32, 256, 512, 16, 16, 32, 32, 32,
+        ];
+        let kernels = |layers: u32| {
+            let routine = routine_of(&fills(15 * layers), |id| LAYER[id as usize % 15]);
+            let runs = serial_runs(&routine);
+            assert!(runs.iter().all(|run| run.len() <= MAX_SERIAL_STATEMENTS));
+            assert_eq!(
+                runs.iter().map(|run| run.len()).sum::<usize>(),
+                routine.body.len()
+            );
+            // A kernel as what identity compares: the sizes it fills, in order.
+            let sizes = |run: &[Stmt]| -> Vec<usize> {
+                run.iter()
+                    .map(|stmt| match stmt {
+                        Stmt::Fill { node, .. } => routine.nodes[node].dims[0],
+                        other => panic!("a fill: {other:?}"),
+                    })
+                    .collect()
+            };
+            let all: Vec<Vec<usize>> = runs.iter().map(|run| sizes(run)).collect();
+            // The first and last kernels start and end where the routine does.
+            let inner: HashSet<Vec<usize>> = all[1..all.len() - 1].iter().cloned().collect();
+            (all.len(), inner)
+        };
+        let (count_16, distinct_16) = kernels(16);
+        let (count_256, distinct_256) = kernels(256);
+        assert!(
+            count_256 > 4 * count_16,
+            "{count_16} and {count_256} kernels"
+        );
+        assert!(distinct_16.len() <= 3, "{distinct_16:?}");
+        assert_eq!(distinct_256, distinct_16);
     }
 
     #[test]
