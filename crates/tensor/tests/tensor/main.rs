@@ -11,6 +11,7 @@ mod conv_bases;
 mod copies;
 mod custom_ops;
 mod data_precision;
+mod dependencies;
 mod einsum_n;
 mod einsum_path;
 mod empty_axes;
