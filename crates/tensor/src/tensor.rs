@@ -34,6 +34,15 @@ impl Tensor {
         &self.graph
     }
 
+    /// The tensor's id: its number in its graph, counting from 0 in the order the graph's
+    /// tensors were made (an operation labels its result `name#n` with it). Unique in the graph,
+    /// and the same in every graph that the same program builds the same way, so it names a
+    /// tensor across runs, whatever its label: parameters' random draws are keyed by it, and
+    /// checkpoints record it (to restore tensors by id rather than by label).
+    pub fn id(&self) -> usize {
+        self.index
+    }
+
     /// The tensor's label (a leaf's name, or the expression that computed it).
     pub fn label(&self) -> String {
         self.graph.state.lock().tensors[self.index].label.clone()
