@@ -26,6 +26,11 @@ pub(super) fn rows_key(label: &str) -> String {
     format!("rows:{label}")
 }
 
+/// The metadata key of a tensor's id in the graph it was saved from.
+pub(super) fn id_key(label: &str) -> String {
+    format!("id:{label}")
+}
+
 /// The metadata key of a tensor's checksum.
 pub(super) fn checksum_key(label: &str) -> String {
     format!("checksum:{label}")

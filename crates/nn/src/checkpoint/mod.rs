@@ -1,7 +1,8 @@
-//! Checkpoints: tensors' values saved to and loaded from a safetensors file by label. This module
-//! owns the file format and the checks a load makes before it changes anything; `cells` stores
-//! each precision's cells, `header` lays out the file and computes and checks its checksums;
-//! files are read and written through [`crate::files`].
+//! Checkpoints: tensors' values saved to and loaded from a safetensors file by label, or by the
+//! tensor's id in its graph ([`load_by_id`]). This module owns the file format and the checks a
+//! load makes before it changes anything; `cells` stores each precision's cells, `header` lays
+//! out the file and computes and checks its checksums; files are read and written through
+//! [`crate::files`].
 //!
 //! # Format
 //!
@@ -15,7 +16,9 @@
 //! `{"__metadata__":{"header checksum":"fnv1a64:` and 16 hex digits: the hash of the file's first
 //! `8 + n` bytes (the length and the header) without those 16 digits. The other metadata
 //! entries follow, sorted: for each tensor `checksum:<label>` (`fnv1a64:` and the hash of its
-//! bytes in 16 hex digits) and `rows:<label>` (its `batch|input->output` sizes, `2,3|4->5`).
+//! bytes in 16 hex digits), `id:<label>` (its id in the graph it was saved from,
+//! [`Tensor::id`], in decimal; files saved before ids were recorded lack it) and `rows:<label>`
+//! (its `batch|input->output` sizes, `2,3|4->5`).
 //! The hash is FNV-1a of 64 bits: from `0xcbf29ce484222325`, each byte xored in, then a
 //! multiplication by `0x100000001b3`. Tensors' bytes lie widest element first (so each is
 //! aligned), by label among equals.
@@ -33,6 +36,16 @@
 //! [`append`] writes the file again with the tensors added, each replacing the entry of its label,
 //! the others' bytes kept; it reads the old file as a load does, and refuses one that fails a
 //! check.
+//!
+//! # Loading by id
+//!
+//! [`load_by_id`] restores each tensor asked for from the entry recorded under its id, whatever
+//! its label is now: a model rebuilt by the same program, whose labels changed or repeat,
+//! restores from a checkpoint of the model it rebuilds. A graph numbers its tensors in the order
+//! they are made, so the ids match where the program makes the same tensors in the same order;
+//! where it does not, dims or precisions that differ are refused, but a tensor of the same
+//! shape and precision would take another's values: load by label then. The checks are
+//! [`load`]'s, and an id the file lacks, or records twice, is an error naming the tensor.
 //!
 //! # Loading as new tensors
 //!
@@ -76,7 +89,7 @@ use rcannl_tensor::{Context, Graph, Tensor, TensorError};
 use safetensors::SafeTensors;
 
 use cells::format;
-use header::{Entry, checksum, checksum_key, rows_key};
+use header::{Entry, checksum, checksum_key, id_key, rows_key};
 
 fn error(message: String) -> TensorError {
     TensorError::new(message)
@@ -181,6 +194,7 @@ fn entries_of<'a>(
         }
         metadata.insert(rows_key(label), rows_literal(&rows));
         metadata.insert(checksum_key(label), checksum(&bytes));
+        metadata.insert(id_key(label), t.id().to_string());
         entries.push(Entry {
             label,
             dtype: format.dtype,
@@ -210,7 +224,7 @@ pub fn append(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(),
         .collect();
     for name in &kept {
         let (info, bytes) = file.entry(name).map_err(fail)?;
-        for key in [rows_key(name), checksum_key(name)] {
+        for key in [rows_key(name), checksum_key(name), id_key(name)] {
             if let Some(value) = file.notes.get(&key) {
                 metadata.insert(key, value.clone());
             }
@@ -294,6 +308,61 @@ impl Checked {
         Ok((info, self.bytes_of(name).unwrap_or_default()))
     }
 
+    /// The entries recorded under each id, by id (entries saved before ids were recorded have
+    /// none).
+    fn ids(&self) -> Result<BTreeMap<usize, Vec<String>>, String> {
+        let mut ids: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for name in self.names() {
+            let Some(id) = self.notes.get(&id_key(&name)) else {
+                continue;
+            };
+            let id = id.parse().map_err(|_| {
+                format!(
+                    "tensor '{name}' has the id '{id}' recorded, which is not a number: the \
+                     file is corrupted"
+                )
+            })?;
+            ids.entry(id).or_default().push(name);
+        }
+        Ok(ids)
+    }
+
+    /// The cells of the entry `name` for `t`, once its dtype, dims and rows are checked against
+    /// those `t` has in `ctx`; `what` names the tensor in a message.
+    fn cells_for(
+        &self,
+        ctx: &mut Context,
+        t: &Tensor,
+        name: &str,
+        what: &str,
+    ) -> Result<Vec<Value>, String> {
+        let format = format(t.precision());
+        let (info, bytes) = self.entry(name)?;
+        let in_tensor = |e: TensorError| format!("{what}: {e}");
+        let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
+        let rows = rows_literal(&ctx.rows(t).map_err(in_tensor)?);
+        let saved_rows = self.rows(name)?;
+        if info.dtype != format.dtype {
+            return Err(format!(
+                "{what} is {} of dims {:?} (rows {saved_rows}) in the file, {} of dims {dims:?} \
+                 (rows {rows}) in memory (precision {})",
+                info.dtype,
+                info.shape,
+                format.dtype,
+                t.precision()
+            ));
+        }
+        if info.shape != dims || saved_rows != rows {
+            return Err(format!(
+                "{what} has dims {:?} (rows {saved_rows}) in the file, dims {dims:?} (rows \
+                 {rows}) in memory",
+                info.shape
+            ));
+        }
+        let size = t.precision().size_in_bytes();
+        Ok(bytes.chunks_exact(size).map(format.decode).collect())
+    }
+
     /// The rows recorded for the tensor `name`.
     fn rows(&self, name: &str) -> Result<&str, String> {
         self.notes
@@ -332,38 +401,141 @@ pub fn load(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), T
     let file = Checked::read(path).map_err(fail)?;
     let mut loaded = Vec::with_capacity(tensors.len());
     for (t, label) in tensors.iter().zip(&labels) {
-        let format = format(t.precision());
-        let (info, bytes) = file.entry(label).map_err(fail)?;
-        let in_tensor = |e: TensorError| fail(format!("tensor '{label}': {e}"));
-        let dims = [ctx.dims(t).map_err(in_tensor)?, format.cell_axes.to_vec()].concat();
-        let rows = rows_literal(&ctx.rows(t).map_err(in_tensor)?);
-        let saved_rows = file.rows(label).map_err(fail)?;
-        if info.dtype != format.dtype {
-            return Err(fail(format!(
-                "tensor '{label}' is {} of dims {:?} (rows {saved_rows}) in the file, {} of dims \
-                 {dims:?} (rows {rows}) in memory (precision {})",
-                info.dtype,
-                info.shape,
-                format.dtype,
-                t.precision()
-            )));
-        }
-        if info.shape != dims || saved_rows != rows {
-            return Err(fail(format!(
-                "tensor '{label}' has dims {:?} (rows {saved_rows}) in the file, dims {dims:?} \
-                 (rows {rows}) in memory",
-                info.shape
-            )));
-        }
-        let size = t.precision().size_in_bytes();
-        let cells: Vec<Value> = bytes.chunks_exact(size).map(format.decode).collect();
+        let cells = file
+            .cells_for(ctx, t, label, &format!("tensor '{label}'"))
+            .map_err(fail)?;
         loaded.push((*t, cells));
     }
+    set_all(ctx, loaded).map_err(fail)
+}
+
+/// Sets each tensor's cells, all of them checked already.
+fn set_all(ctx: &mut Context, loaded: Vec<(&Tensor, Vec<Value>)>) -> Result<(), String> {
     for (t, cells) in loaded {
         ctx.set_cells(t, &cells)
-            .map_err(|e| fail(format!("tensor '{}': {e}", t.label())))?;
+            .map_err(|e| format!("tensor '{}': {e}", t.label()))?;
     }
     Ok(())
+}
+
+/// Reads the checkpoint at `path` and sets each tensor's values from the entry recorded under
+/// its id ([`Tensor::id`]), whatever the tensor's label is now and whatever it was saved as:
+/// a model rebuilt by the same program restores from a checkpoint of the model it rebuilds,
+/// though its labels changed or repeat (see the module doc on when ids match). The file and
+/// every tensor are checked as [`load`] checks them: the header checksum, the checksum of every
+/// tensor in the file, and for each tensor asked for an entry of its id with its dtype, dims and
+/// rows. An id the file lacks, or records for two entries (appended from two graphs), a tensor
+/// asked for twice, and a file saved before ids were recorded are errors too; each names the
+/// file and the tensor by its label and id (and the label it was saved as), and changes nothing
+/// in `ctx`. Entries that no tensor asks for are checked, not loaded.
+///
+/// Load after [`Context::init_params`]: initialization sets parameters that were not
+/// initialized yet, over whatever was loaded into them.
+///
+/// A model saved under one set of labels restores into the same model built under others:
+///
+/// ```
+/// use rcannl_nn::blocks::Dense;
+/// use rcannl_nn::checkpoint::{load_by_id, save};
+/// use rcannl_tensor::{Context, Graph, Tensor};
+///
+/// // Two layers, labelled after `names`: the same tensors in the same order whatever the names.
+/// fn model(graph: &Graph, names: [&str; 2]) -> (Tensor, Vec<Tensor>) {
+///     let x = graph.data("x").shape("2|->3").values(vec![1., 2., 3., 4., 5., 6.]).build();
+///     let (first, second) = (Dense::new(graph, names[0], 4), Dense::new(graph, names[1], 2));
+///     let y = second.apply(&first.apply(&x).relu());
+///     (y, [first.params(), second.params()].concat())
+/// }
+///
+/// let path = std::env::temp_dir().join("rcannl-load-by-id-example.safetensors");
+/// let graph = Graph::new();
+/// let (y, params) = model(&graph, ["encoder", "head"]);
+/// let mut ctx = Context::new(&graph);
+/// ctx.init_params()?;
+/// save(&path, &mut ctx, &params.iter().collect::<Vec<_>>())?;
+///
+/// // Rebuilt with both layers labelled alike: loading by label cannot tell their tensors apart.
+/// let rebuilt = Graph::new();
+/// let (y2, params2) = model(&rebuilt, ["layer", "layer"]);
+/// let mut ctx2 = Context::new(&rebuilt);
+/// ctx2.set_seed(7);
+/// ctx2.init_params()?;
+/// load_by_id(&path, &mut ctx2, &params2.iter().collect::<Vec<_>>())?;
+/// for (p, p2) in params.iter().zip(&params2) {
+///     assert_eq!((p.id(), ctx.values(p)?), (p2.id(), ctx2.values(p2)?));
+/// }
+/// let (f, f2) = (ctx.forward(&[&y])?, ctx2.forward(&[&y2])?);
+/// ctx.run(&f)?;
+/// ctx2.run(&f2)?;
+/// assert_eq!(ctx.values(&y)?, ctx2.values(&y2)?);
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), rcannl_tensor::TensorError>(())
+/// ```
+pub fn load_by_id(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
+    let fail = |what: String| error(format!("load checkpoint {} by id: {what}", path.display()));
+    let file = Checked::read(path).map_err(fail)?;
+    let ids = file.ids().map_err(fail)?;
+    if ids.is_empty() && !file.names().is_empty() {
+        return Err(fail(
+            "the file records no tensor ids (it was saved before checkpoints recorded them): \
+             load it by label (checkpoint::load)"
+                .to_owned(),
+        ));
+    }
+    let mut loaded = Vec::with_capacity(tensors.len());
+    for (i, t) in tensors.iter().enumerate() {
+        let (id, label) = (t.id(), t.label());
+        if tensors[..i].contains(t) {
+            return Err(fail(format!(
+                "tensor '{label}' (id {id}) is asked for twice"
+            )));
+        }
+        let name = match ids.get(&id).map(Vec::as_slice) {
+            Some([name]) => name,
+            Some(names) => {
+                let names: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+                return Err(fail(format!(
+                    "tensor '{label}' (id {id}): the file records id {id} for {} (tensors \
+                     appended from different graphs): load them by label",
+                    names.join(" and ")
+                )));
+            }
+            None => {
+                return Err(fail(format!(
+                    "tensor '{label}' (id {id}): no tensor of id {id} in the file (it records {})",
+                    recorded(&ids)
+                )));
+            }
+        };
+        let what = if *name == label {
+            format!("tensor '{label}' (id {id})")
+        } else {
+            format!("tensor '{label}' (id {id}, saved as '{name}')")
+        };
+        loaded.push((*t, file.cells_for(ctx, t, name, &what).map_err(fail)?));
+    }
+    set_all(ctx, loaded).map_err(fail)
+}
+
+/// The most entries a message lists.
+const LISTED: usize = 12;
+
+/// The ids `ids` records, each with its entries, in order of id, for a message (the first
+/// [`LISTED`] of them).
+fn recorded(ids: &BTreeMap<usize, Vec<String>>) -> String {
+    if ids.is_empty() {
+        return "no ids".to_owned();
+    }
+    let mut listed: Vec<String> = ids
+        .iter()
+        .flat_map(|(id, names)| names.iter().map(move |n| format!("id {id} for '{n}'")))
+        .collect();
+    let more = listed.len().saturating_sub(LISTED);
+    listed.truncate(LISTED);
+    if more > 0 {
+        listed.push(format!("{more} more"));
+    }
+    listed.join(", ")
 }
 
 /// What [`load_as_new`] makes of each tensor of a checkpoint.
@@ -457,4 +629,12 @@ pub fn save_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), 
 pub fn load_params(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
     let tensors = model(graph);
     load(path, ctx, &tensors.iter().collect::<Vec<_>>())
+}
+
+/// [`load_by_id`] of the model `graph` holds: every parameter and the model's state, each from
+/// the entry of its id in a checkpoint [`save_params`] wrote for the model `graph` rebuilds
+/// (a file lacking any of them is refused, naming it).
+pub fn load_params_by_id(path: &Path, ctx: &mut Context, graph: &Graph) -> Result<(), TensorError> {
+    let tensors = model(graph);
+    load_by_id(path, ctx, &tensors.iter().collect::<Vec<_>>())
 }

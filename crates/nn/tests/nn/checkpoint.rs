@@ -17,13 +17,13 @@ use rcannl_tensor::{Context, Formula, Graph, Tensor, TensorError, Update};
 
 /// The tests here compile the same routines, and the C backend builds a routine under a name of
 /// the process's, so two threads building one at once (on a cold cache) can race: they take turns.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
+pub(crate) fn one_at_a_time() -> MutexGuard<'static, ()> {
     static TURN: Mutex<()> = Mutex::new(());
     TURN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A fresh, empty folder for one test.
-fn folder(test: &str) -> PathBuf {
+pub(crate) fn folder(test: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("checkpoint-{test}"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("a test folder");
@@ -105,7 +105,7 @@ fn momentum(
 }
 
 /// The bits of every cell of every tensor.
-fn bits(ctx: &Context, tensors: &[&Tensor]) -> Vec<Vec<u64>> {
+pub(crate) fn bits(ctx: &Context, tensors: &[&Tensor]) -> Vec<Vec<u64>> {
     tensors
         .iter()
         .map(|t| {
@@ -118,7 +118,7 @@ fn bits(ctx: &Context, tensors: &[&Tensor]) -> Vec<Vec<u64>> {
         .collect()
 }
 
-fn loss_bits(ctx: &Context, loss: &Tensor) -> u64 {
+pub(crate) fn loss_bits(ctx: &Context, loss: &Tensor) -> u64 {
     ctx.values(loss).expect("the loss")[0].to_bits()
 }
 
@@ -525,7 +525,7 @@ fn words_and_wide_integers_round_trip_exactly() {
 }
 
 /// The header of a safetensors file: its JSON text.
-fn header(path: &Path) -> String {
+pub(crate) fn header(path: &Path) -> String {
     let bytes = fs::read(path).expect("read");
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
     String::from_utf8(bytes[8..8 + n].to_vec()).expect("UTF-8")
@@ -768,7 +768,7 @@ const HEADER_START: &str = r#"{"__metadata__":{"header checksum":"fnv1a64:"#;
 
 /// Records in `bytes` the header checksum of its header, as the module doc defines it: the
 /// FNV-1a hash of the first `8 + n` bytes without the digits that record it.
-fn reseal(bytes: &mut [u8]) {
+pub(crate) fn reseal(bytes: &mut [u8]) {
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
     let digits = 8 + HEADER_START.len()..8 + HEADER_START.len() + 16;
     assert!(bytes[8..].starts_with(HEADER_START.as_bytes()));

@@ -4,6 +4,7 @@
 
 mod blocks;
 mod checkpoint;
+mod checkpoint_ids;
 mod cnn;
 mod devices;
 mod losses;
