@@ -43,9 +43,15 @@ fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
     })
 }
 
-/// A tensor's checksum: `fnv1a64:` and the FNV-1a hash of its bytes in 16 hex digits.
-pub(super) fn checksum(bytes: &[u8]) -> String {
-    format!("fnv1a64:{:016x}", fnv1a64(bytes.iter().copied()))
+/// A tensor's checksum: `fnv1a64:` and, in 16 hex digits, the FNV-1a hash of its bytes followed
+/// by its id as recorded (the decimal text of `id:<label>`; nothing for a tensor saved before
+/// ids were recorded).
+pub(super) fn checksum(bytes: &[u8], id: Option<&str>) -> String {
+    let recorded = id.unwrap_or_default().bytes();
+    format!(
+        "fnv1a64:{:016x}",
+        fnv1a64(bytes.iter().copied().chain(recorded))
+    )
 }
 
 /// The header checksum's hash: of the header's length and the header (the file's first `8 + n`

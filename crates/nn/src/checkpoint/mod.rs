@@ -15,10 +15,11 @@
 //! header checksum, so every header begins with
 //! `{"__metadata__":{"header checksum":"fnv1a64:` and 16 hex digits: the hash of the file's first
 //! `8 + n` bytes (the length and the header) without those 16 digits. The other metadata
-//! entries follow, sorted: for each tensor `checksum:<label>` (`fnv1a64:` and the hash of its
-//! bytes in 16 hex digits), `id:<label>` (its id in the graph it was saved from,
-//! [`Tensor::id`], in decimal; files saved before ids were recorded lack it) and `rows:<label>`
-//! (its `batch|input->output` sizes, `2,3|4->5`).
+//! entries follow, sorted: for each tensor `checksum:<label>` (`fnv1a64:` and, in 16 hex digits,
+//! the hash of its bytes followed by the text of its id), `id:<label>` (its id in the graph it
+//! was saved from, [`Tensor::id`], in decimal; files saved before ids were recorded lack it, and
+//! their checksums hash the bytes alone) and `rows:<label>` (its `batch|input->output` sizes,
+//! `2,3|4->5`).
 //! The hash is FNV-1a of 64 bits: from `0xcbf29ce484222325`, each byte xored in, then a
 //! multiplication by `0x100000001b3`. Tensors' bytes lie widest element first (so each is
 //! aligned), by label among equals.
@@ -70,7 +71,9 @@
 //! A flip in the header's length makes safetensors read a prefix or an extension of the header,
 //! which is JSON only if what it drops or adds is spaces; then the offsets read are the same,
 //! and no longer reach the file's end exactly. More flipped bits go unnoticed only if a
-//! checksum collides (for a random change, a chance of about 2⁻⁶⁴).
+//! checksum collides (for a random change, a chance of about 2⁻⁶⁴). A tensor's id is in its
+//! checksum as its bytes are, so that an id changed or lost is refused by every load, by label
+//! or by id, even behind a header checksum computed again over the change.
 //!
 //! Safetensors files written by other programs, and checkpoints written before the header
 //! checksum, are refused ("no header checksum").
@@ -192,9 +195,10 @@ fn entries_of<'a>(
         for cell in cells {
             (format.encode)(cell, &mut bytes);
         }
+        let id = t.id().to_string();
         metadata.insert(rows_key(label), rows_literal(&rows));
-        metadata.insert(checksum_key(label), checksum(&bytes));
-        metadata.insert(id_key(label), t.id().to_string());
+        metadata.insert(checksum_key(label), checksum(&bytes, Some(&id)));
+        metadata.insert(id_key(label), id);
         entries.push(Entry {
             label,
             dtype: format.dtype,
@@ -273,11 +277,23 @@ impl Checked {
                     "tensor '{name}' has no checksum: the file is corrupted"
                 ));
             };
-            if *saved != checksum(bytes) {
+            let id = checked.notes.get(&id_key(&name)).map(String::as_str);
+            let computed = checksum(bytes, id);
+            if *saved != computed {
+                let what = if id.is_some() {
+                    "bytes and id"
+                } else {
+                    "bytes"
+                };
                 return Err(format!(
-                    "tensor '{name}' has bytes whose checksum {} does not match the recorded \
-                     {saved}: the file is corrupted",
-                    checksum(bytes)
+                    "tensor '{name}' has {what} whose checksum {computed} does not match the \
+                     recorded {saved}: the file is corrupted"
+                ));
+            }
+            if let Some(id) = id.filter(|id| id.parse::<usize>().is_err()) {
+                return Err(format!(
+                    "tensor '{name}' has the id '{id}' recorded, which is not a number: the \
+                     file is corrupted"
                 ));
             }
         }
@@ -309,22 +325,19 @@ impl Checked {
     }
 
     /// The entries recorded under each id, by id (entries saved before ids were recorded have
-    /// none).
-    fn ids(&self) -> Result<BTreeMap<usize, Vec<String>>, String> {
+    /// none; [`Checked::read`] refused an id that is not a number).
+    fn ids(&self) -> BTreeMap<usize, Vec<String>> {
         let mut ids: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for name in self.names() {
-            let Some(id) = self.notes.get(&id_key(&name)) else {
-                continue;
-            };
-            let id = id.parse().map_err(|_| {
-                format!(
-                    "tensor '{name}' has the id '{id}' recorded, which is not a number: the \
-                     file is corrupted"
-                )
-            })?;
-            ids.entry(id).or_default().push(name);
+            let id = self
+                .notes
+                .get(&id_key(&name))
+                .and_then(|id| id.parse().ok());
+            if let Some(id) = id {
+                ids.entry(id).or_default().push(name);
+            }
         }
-        Ok(ids)
+        ids
     }
 
     /// The cells of the entry `name` for `t`, once its dtype, dims and rows are checked against
@@ -474,7 +487,7 @@ fn set_all(ctx: &mut Context, loaded: Vec<(&Tensor, Vec<Value>)>) -> Result<(), 
 pub fn load_by_id(path: &Path, ctx: &mut Context, tensors: &[&Tensor]) -> Result<(), TensorError> {
     let fail = |what: String| error(format!("load checkpoint {} by id: {what}", path.display()));
     let file = Checked::read(path).map_err(fail)?;
-    let ids = file.ids().map_err(fail)?;
+    let ids = file.ids();
     if ids.is_empty() && !file.names().is_empty() {
         return Err(fail(
             "the file records no tensor ids (it was saved before checkpoints recorded them): \

@@ -567,7 +567,8 @@ fn the_file_is_safetensors_with_rows_and_checksums() {
             "{text}"
         );
     }
-    // Twelve zero bytes of f32 hash to FNV-1a's value for them.
+    // Twelve zero bytes of f32, then the id of `z`, the first tensor of its graph ("0"), hash to
+    // FNV-1a's value for them.
     let one = Graph::new();
     let z = one.data("z").shape("3").values(vec![0.0; 3]).build();
     let mut ctx = Context::new(&one);
@@ -575,11 +576,13 @@ fn the_file_is_safetensors_with_rows_and_checksums() {
     let zeros = (0..12).fold(0xcbf2_9ce4_8422_2325_u64, |h, _| {
         h.wrapping_mul(0x0100_0000_01b3)
     });
+    let then_id = (zeros ^ u64::from(b'0')).wrapping_mul(0x0100_0000_01b3);
     let text = header(&path);
     assert!(
-        text.contains(&format!("\"checksum:z\":\"fnv1a64:{zeros:016x}\"")),
+        text.contains(&format!("\"checksum:z\":\"fnv1a64:{then_id:016x}\"")),
         "{text}"
     );
+    assert!(text.contains("\"id:z\":\"0\""), "{text}");
 }
 
 #[test]
@@ -709,7 +712,7 @@ fn every_one_bit_flip_is_refused() {
 }
 
 /// An FNV-1a checksum, as the module doc defines it: `fnv1a64:` and 16 hex digits.
-fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> String {
+pub(crate) fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> String {
     let hash = bytes.into_iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });

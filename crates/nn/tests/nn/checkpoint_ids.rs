@@ -2,7 +2,8 @@
 //! other labels, or under labels that repeat, takes the saved values and computes the saved
 //! loss; an id the file lacks or records twice, dims or a precision that differ, a tensor asked
 //! for twice and a file saved before ids were recorded are refused with errors naming the
-//! tensors, and change nothing in memory.
+//! tensors, and change nothing in memory. Such a file still loads by label, and an id changed
+//! in a file fails its tensor's checksum, whichever way the file is loaded.
 
 use std::fs;
 use std::path::Path;
@@ -15,7 +16,7 @@ use rcannl_nn::checkpoint::{
 use rcannl_nn::loss::mean;
 use rcannl_tensor::{Context, Graph, Tensor};
 
-use crate::checkpoint::{bits, folder, header, loss_bits, one_at_a_time, reseal};
+use crate::checkpoint::{bits, fnv1a64, folder, header, loss_bits, one_at_a_time, reseal};
 
 /// Two dense layers labelled `names`, of widths `widths` and parameters of `precision`, on data
 /// of shape `4|->5`, and the mean squared error of their output against fixed targets.
@@ -216,14 +217,32 @@ fn a_checkpoint_saved_before_ids_were_recorded_loads_by_label_only() {
     let (tensors, mut ctx) = pair(&path);
     let tensors: Vec<&Tensor> = tensors.iter().collect();
     // The header as a version recording no ids wrote it: each id entry blanked out (JSON
-    // allows the spaces), and the header checksum recomputed.
+    // allows the spaces), each tensor's checksum that of its bytes alone, and the header
+    // checksum recomputed.
     let mut bytes = fs::read(&path).expect("read");
+    let find = |bytes: &[u8], text: &str| {
+        bytes
+            .windows(text.len())
+            .position(|w| w == text.as_bytes())
+            .unwrap_or_else(|| panic!("{text} in the header"))
+    };
     for entry in [",\"id:a\":\"0\"", ",\"id:b\":\"1\""] {
-        let at = bytes
-            .windows(entry.len())
-            .position(|w| w == entry.as_bytes())
-            .unwrap_or_else(|| panic!("{entry} in the header"));
+        let at = find(&bytes, entry);
         bytes[at..at + entry.len()].fill(b' ');
+    }
+    let a: Vec<u8> = [1.5f32, -2.25, 0.125]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [0.5f64, -8.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    for (label, cells) in [("a", a), ("b", b)] {
+        let key = format!("\"checksum:{label}\":\"");
+        let at = find(&bytes, &key) + key.len();
+        let checksum = fnv1a64(cells);
+        bytes[at..at + checksum.len()].copy_from_slice(checksum.as_bytes());
     }
     reseal(&mut bytes);
     let old = dir.join("old.safetensors");
@@ -280,4 +299,31 @@ fn appending_keeps_ids_and_an_id_recorded_twice_is_refused() {
     refused(&path, &mut ctx, &[b], &["records id 1 for 'b' and 'c'"]);
     load_by_id(&path, &mut ctx, &[a]).expect("id 0 is `a`'s alone again");
     assert_eq!(ctx.values(a).unwrap(), [1.5, -2.25, 0.125]);
+}
+
+#[test]
+fn a_changed_id_is_refused_by_every_load() {
+    let _turn = one_at_a_time();
+    let dir = folder("changed-id");
+    let path = dir.join("pair.safetensors");
+    let (tensors, mut ctx) = pair(&path);
+    let tensors: Vec<&Tensor> = tensors.iter().collect();
+    // `b`'s id 1 becomes 3, with the header checksum recomputed: `b`'s checksum, which covers
+    // its id, no longer matches.
+    let mut bytes = fs::read(&path).expect("read");
+    let entry = "\"id:b\":\"1\"";
+    let at = bytes
+        .windows(entry.len())
+        .position(|w| w == entry.as_bytes())
+        .expect("b's id in the header");
+    bytes[at + entry.len() - 2] = b'3';
+    reseal(&mut bytes);
+    let changed = dir.join("changed.safetensors");
+    fs::write(&changed, &bytes).expect("write");
+    let expected = "tensor 'b' has bytes and id whose checksum";
+    refused(&changed, &mut ctx, &tensors, &[expected]);
+    let before = bits(&ctx, &tensors);
+    let e = load(&changed, &mut ctx, &tensors).expect_err("by label too");
+    assert!(e.message.contains(expected), "{e}");
+    assert_eq!(bits(&ctx, &tensors), before);
 }
