@@ -108,6 +108,14 @@ pub enum Assignment {
     Noop,
     /// The parts, one after another.
     Seq(Vec<Assignment>),
+    /// `body`, with a comment saying what it is (OCANNL's `Block_comment`): it computes what
+    /// `body` computes, and lowers to `body`'s loops; printed code shows the comment over it.
+    BlockComment {
+        /// What the code does, in words.
+        text: String,
+        /// The code commented.
+        body: Box<Assignment>,
+    },
     /// `lhs =:accum rhs` (`initialize_neutral`: the cells start from the accumulator's neutral
     /// element) or `lhs =accum rhs` (accumulating into what is there).
     Accum {
@@ -240,6 +248,13 @@ impl fmt::Display for Assignment {
                 let lines: Vec<String> = parts.iter().map(ToString::to_string).collect();
                 f.write_str(&lines.join("\n"))
             }
+            Assignment::BlockComment { text, body } => {
+                write!(f, "~~({text:?};")?;
+                for line in body.to_string().lines() {
+                    write!(f, "\n  {line}")?;
+                }
+                f.write_str("\n)")
+            }
             Assignment::Accum {
                 initialize_neutral,
                 accum,
@@ -340,5 +355,48 @@ impl fmt::Display for Assignment {
                 FetchOp::FromHost => write!(f, "{node} =: host data"),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::lower::lower;
+    use crate::node::TensorNode;
+    use crate::precision::Precision;
+
+    #[test]
+    fn a_block_comment_lowers_as_its_body_and_prints_over_it() {
+        let nodes: HashMap<NodeId, TensorNode> = [TensorNode::new(0, "x", Precision::F32, &[3])]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect();
+        let body = Assignment::Seq(vec![
+            Assignment::Fetch {
+                node: NodeId(0),
+                op: FetchOp::Constant(1.0),
+            },
+            Assignment::Fetch {
+                node: NodeId(0),
+                op: FetchOp::RangeOverOffsets,
+            },
+        ]);
+        let commented = Assignment::BlockComment {
+            text: "fill \"x\"".to_owned(),
+            body: Box::new(body.clone()),
+        };
+        assert_eq!(
+            lower(&commented, &nodes).unwrap(),
+            lower(&body, &nodes).unwrap()
+        );
+        assert_eq!(
+            commented.to_string(),
+            format!(
+                "~~(\"fill \\\"x\\\"\";\n  {}\n  {}\n)",
+                "n0 =: 1", "n0 =: range_over_offsets"
+            )
+        );
     }
 }

@@ -188,6 +188,7 @@ impl Context<'_> {
                 }
                 Ok(stmts)
             }
+            Assignment::BlockComment { body, .. } => self.lower(body),
             Assignment::Accum {
                 initialize_neutral,
                 accum,

@@ -213,9 +213,10 @@ impl Context {
 
 /// Every node `assignment` reads or writes.
 fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
-    if let Assignment::Seq(parts) = assignment {
-        parts.iter().for_each(|a| nodes_of(a, nodes));
-        return;
+    match assignment {
+        Assignment::Seq(parts) => return parts.iter().for_each(|a| nodes_of(a, nodes)),
+        Assignment::BlockComment { body, .. } => return nodes_of(body, nodes),
+        _ => {}
     }
     let (reads, writes) = accesses(assignment);
     nodes.extend(reads);
@@ -228,9 +229,10 @@ pub(super) fn reads_before_writes(
     assignments: &[Assignment],
 ) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
     fn walk(a: &Assignment, first: &mut BTreeSet<NodeId>, written: &mut BTreeSet<NodeId>) {
-        if let Assignment::Seq(parts) = a {
-            parts.iter().for_each(|part| walk(part, first, written));
-            return;
+        match a {
+            Assignment::Seq(parts) => return parts.iter().for_each(|p| walk(p, first, written)),
+            Assignment::BlockComment { body, .. } => return walk(body, first, written),
+            _ => {}
         }
         let (reads, writes) = accesses(a);
         first.extend(reads.into_iter().filter(|n| !written.contains(n)));
@@ -254,7 +256,9 @@ fn accesses(a: &Assignment) -> (Vec<NodeId>, Vec<NodeId>) {
         }
     };
     match a {
-        Assignment::Noop | Assignment::Seq(_) => (Vec::new(), Vec::new()),
+        Assignment::Noop | Assignment::Seq(_) | Assignment::BlockComment { .. } => {
+            (Vec::new(), Vec::new())
+        }
         Assignment::Accum {
             initialize_neutral,
             accum,

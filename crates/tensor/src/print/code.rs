@@ -8,6 +8,15 @@
 //! one. The same assignments print in the IR's own form with node ids (`Assignment`'s
 //! `Display`); this form is for reading them as they were written.
 //!
+//! A block comment (`cd!`'s `~~("text"; …)`, OCANNL's `Block_comment`) prints as it is written,
+//! its scope's lines indented under it:
+//!
+//! ```text
+//! ~~("loss step";
+//!   loss =:+ …;
+//! );
+//! ```
+//!
 //! A few assignments have no `cd!` spelling, and print in the IR's words: concatenations
 //! (`y =: [a; b] ~logic:"…"`, and `[a.grad; b.grad] =+ y.grad` back), gathers
 //! (`gather(table, ids)`, `scatter(table.grad, ids) =+ …`) and fetches (`=: range_over_offsets()`,
@@ -56,20 +65,32 @@ impl Notation {
     }
 
     /// The assignments, one a line (a sequence's parts on lines of their own), each ending in
-    /// `;` and a newline.
+    /// `;` and a newline; a block comment's scope indented by two spaces under it.
     pub fn assignments<'a>(&self, assignments: impl IntoIterator<Item = &'a Assignment>) -> String {
         let mut out = String::new();
         for a in assignments {
-            self.write(a, &mut out);
+            self.write(a, 0, &mut out);
         }
         out
     }
 
-    fn write(&self, a: &Assignment, out: &mut String) {
+    /// `a`'s lines, indented by `depth` levels.
+    fn write(&self, a: &Assignment, depth: usize, out: &mut String) {
+        let indent = "  ".repeat(depth);
         let line = match a {
             Assignment::Noop => return,
             Assignment::Seq(parts) => {
-                parts.iter().for_each(|part| self.write(part, out));
+                parts.iter().for_each(|part| self.write(part, depth, out));
+                return;
+            }
+            Assignment::BlockComment { text, body } => {
+                let mut scope = String::new();
+                self.write(body, depth + 1, &mut scope);
+                if scope.is_empty() {
+                    out.push_str(&format!("{indent}~~({text:?});\n"));
+                } else {
+                    out.push_str(&format!("{indent}~~({text:?};\n{scope}{indent});\n"));
+                }
                 return;
             }
             Assignment::Accum {
@@ -171,6 +192,7 @@ impl Notation {
                 format!("{} =: {value}", self.node(*node))
             }
         };
+        out.push_str(&indent);
         out.push_str(&line);
         out.push_str(";\n");
     }
@@ -363,6 +385,40 @@ mod tests {
             Box::new(Expr::Const(0.0)),
         );
         assert_eq!(formula(&chosen, &ab).0, "where_(a < 0.0, b.grad, 0.0)");
+    }
+
+    #[test]
+    fn block_comments_print_over_their_scopes_indented() {
+        let fill = |id: u32| Assignment::Fetch {
+            node: NodeId(id),
+            op: FetchOp::Constant(1.0),
+        };
+        let comment = |text: &str, body: Vec<Assignment>| Assignment::BlockComment {
+            text: text.to_owned(),
+            body: Box::new(Assignment::Seq(body)),
+        };
+        let code = [
+            comment(
+                "outer \"step\"",
+                vec![
+                    fill(0),
+                    comment("inner", vec![fill(1)]),
+                    comment("empty", vec![]),
+                ],
+            ),
+            fill(2),
+        ];
+        assert_eq!(
+            Notation::default().assignments(&code),
+            "~~(\"outer \\\"step\\\"\";\n  \
+             n0 =: 1.0;\n  \
+             ~~(\"inner\";\n    \
+             n1 =: 1.0;\n  \
+             );\n  \
+             ~~(\"empty\");\n\
+             );\n\
+             n2 =: 1.0;\n"
+        );
     }
 
     #[test]
