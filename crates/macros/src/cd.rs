@@ -1,7 +1,8 @@
 //! `cd!`: assignments `target =<accumulator> formula [~logic: "…"]`, either as updates a routine
-//! runs (a `Vec<Update>`) or, inside `fn name(x, …) { v =: …; g1 =+ …; }`, as the statements of a
-//! new differentiable operation: its forward assignment, its gradient assignments, and the
-//! intermediates (`{ name } =: …`) they read, in the order written.
+//! runs (a `Vec<Update>`), among the pieces of a routine's code (`t.forward`, `t.backprop`, block
+//! comments, …: see `compose`), or, inside `fn name(x, …) { v =: …; g1 =+ …; }`, as the
+//! statements of a new differentiable operation: its forward assignment, its gradient
+//! assignments, and the intermediates (`{ name } =: …`) they read, in the order written.
 //!
 //! Accumulators are `=` then `:` to start from the accumulator's neutral element, then the
 //! operator: `=:` sets, `=+`, `=-`, `=*`, `=/`, `=**`, `=max` (or `=@^`), `=min` (or `=@-`),
@@ -17,6 +18,7 @@ use syn::{BinOp, Expr, Ident, UnOp};
 use crate::common::{
     FnDef, as_power, at_sign_or, ident_of, power, site, slot, split_crate, starts_fn, unary,
 };
+use crate::compose;
 
 /// What cd! writes for PyTorch's `a @ b`.
 const MATRIX_PRODUCT: &str = "in cd! a matrix product is `*` under `~logic: \"@\"` (`c =:+ a * \
@@ -46,7 +48,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
 }
 
 /// What an assignment writes.
-enum Target {
+pub(crate) enum Target {
     /// A tensor (an expression).
     Tensor(Expr),
     /// `{ name }`: an intermediate declared here.
@@ -60,22 +62,23 @@ enum Target {
 }
 
 /// `=`, `:` or not, the operator (a `Binop` variant's name; none for `=:` alone).
-struct Accumulator {
-    initialize: bool,
-    op: Option<&'static str>,
-    span: Span,
+pub(crate) struct Accumulator {
+    pub initialize: bool,
+    pub op: Option<&'static str>,
+    pub span: Span,
 }
 
-struct Assignment {
-    target: Target,
-    accum: Accumulator,
-    rhs: Expr,
-    logic: Option<Expr>,
-    span: Span,
+/// `target =<accumulator> rhs [~logic: …]`.
+pub(crate) struct Assignment {
+    pub target: Target,
+    pub accum: Accumulator,
+    pub rhs: Expr,
+    pub logic: Option<Expr>,
+    pub span: Span,
 }
 
 /// Splits tokens at top-level `;`.
-fn statements(tokens: TokenStream) -> Vec<Vec<TokenTree>> {
+pub(crate) fn statements(tokens: TokenStream) -> Vec<Vec<TokenTree>> {
     let mut out = vec![Vec::new()];
     for t in tokens {
         match &t {
@@ -87,14 +90,14 @@ fn statements(tokens: TokenStream) -> Vec<Vec<TokenTree>> {
     out
 }
 
-fn punct(t: Option<&TokenTree>) -> Option<char> {
+pub(crate) fn punct(t: Option<&TokenTree>) -> Option<char> {
     match t {
         Some(TokenTree::Punct(p)) => Some(p.as_char()),
         _ => None,
     }
 }
 
-fn parse_assignment(tokens: Vec<TokenTree>) -> syn::Result<Assignment> {
+pub(crate) fn parse_assignment(tokens: Vec<TokenTree>) -> syn::Result<Assignment> {
     let span = tokens[0].span();
     let Some(eq) = tokens.iter().position(|t| punct(Some(t)) == Some('=')) else {
         return Err(syn::Error::new(
@@ -297,7 +300,7 @@ fn logic_tokens(k: &TokenStream, logic: &Expr) -> TokenStream {
 
 /// Where a formula is: in updates (intermediates declared so far), or in a statement of an
 /// operation definition.
-enum Scope<'a> {
+pub(crate) enum Scope<'a> {
     Updates,
     Definition(&'a Body<'a>),
 }
@@ -305,7 +308,7 @@ enum Scope<'a> {
 /// What a statement of an operation definition names, where it stands: the operation's tensor
 /// arguments, the intermediates declared before it, and the pass it runs in. Statements run in
 /// the order written, so a name is read only after the statement writing it.
-struct Body<'a> {
+pub(crate) struct Body<'a> {
     /// The tensor arguments, in order.
     tensors: &'a [&'a Ident],
     /// Every intermediate the definition declares, in order.
@@ -317,7 +320,7 @@ struct Body<'a> {
     backward: bool,
 }
 
-fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream> {
+pub(crate) fn formula(k: &TokenStream, e: &Expr, scope: &Scope) -> syn::Result<TokenStream> {
     let rec = |e: &Expr| formula(k, e, scope);
     Ok(match e {
         Expr::Lit(lit) => match &lit.lit {
@@ -553,7 +556,9 @@ fn primitive(name: &str) -> Option<(usize, &'static str)> {
     })
 }
 
-/// Updates: `[in graph;] a =… f; b =… f; …` as a `Vec<Update>`.
+/// Updates: `[in graph;] a =… f; b =… f; …` as a `Vec<Update>`; with a piece among them
+/// (`t.forward`, `t.backprop`, `t.zero_grads`, a seed `t.grad =: …`, a block comment
+/// `~~("…"; …)` or code spliced in), a routine's code as a `Vec<Piece>` (see `compose`).
 fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
     let mut tokens: Vec<TokenTree> = tokens.into_iter().collect();
     let mut graph = None;
@@ -566,70 +571,27 @@ fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
         graph = Some(syn::parse2::<Expr>(named)?);
         tokens.drain(..=end);
     }
-    let updates = Ident::new("updates", Span::mixed_site());
+    let statements = statements(tokens.into_iter().collect())
+        .into_iter()
+        .map(compose::parse_statement)
+        .collect::<syn::Result<Vec<_>>>()?;
     let mut declared = HashSet::new();
+    let plain: Option<Vec<&Assignment>> = statements
+        .iter()
+        .map(|s| match s {
+            compose::Statement::Assign(a) => Some(&**a),
+            _ => None,
+        })
+        .collect();
+    let Some(assignments) = plain else {
+        return compose::expand(k, &statements, &graph, &mut declared);
+    };
+    let updates = Ident::new("updates", Span::mixed_site());
     let mut body = TokenStream::new();
-    for statement in statements(tokens.into_iter().collect()) {
-        let a = parse_assignment(statement)?;
-        check_composition(&a)?;
-        let f = formula(k, &a.rhs, &Scope::Updates)?;
-        let at = site(a.accum.span);
-        let value = Ident::new("formula", Span::mixed_site());
-        let (target_binding, target) = match &a.target {
-            Target::Tensor(Expr::Field(field)) if matches!(&field.member, syn::Member::Named(m) if m == "grad") =>
-            {
-                return Err(syn::Error::new(
-                    field.member.span(),
-                    "updates write tensors' values; gradients are written by operation \
-                     definitions (`g1 =+ …`)",
-                ));
-            }
-            Target::Tensor(e) => (quote!(), quote!(&#e)),
-            Target::Slot { name, .. } => return Err(slot_outside_definition(name)),
-            Target::Inline(name) => {
-                let text = name.to_string();
-                if !declared.insert(text.clone()) {
-                    return Err(syn::Error::new(
-                        name.span(),
-                        format!("'{name}' is declared twice"),
-                    ));
-                }
-                let find = match &graph {
-                    Some(g) => quote!(#k::syntax::graph(&#g)),
-                    None => quote!(#k::syntax::graph_of_terms(&[&#value], #text, #at)),
-                };
-                (
-                    quote!(let #name: #k::Tensor = #k::syntax::intermediate(&#find, #text);),
-                    quote!(&#name),
-                )
-            }
-        };
-        let constructor = match (a.accum.initialize, a.accum.op) {
-            (true, None) => quote!(#k::Update::set(#target, #value)),
-            (true, Some(op)) => {
-                let op = Ident::new(op, a.accum.span);
-                quote!(#k::Update::reduce(#target, #k::syntax::Binop::#op, #value))
-            }
-            (false, Some(op)) => {
-                let op = Ident::new(op, a.accum.span);
-                quote!(#k::Update::accumulate(#target, #k::syntax::Binop::#op, #value))
-            }
-            (false, None) => unreachable!("rejected when parsed"),
-        };
-        let logic = match (&a.logic, &a.target) {
-            (Some(logic), _) => Some(logic_tokens(k, logic)),
-            (None, Target::Inline(_)) => Some(quote!(#k::OpLogic::Pointwise)),
-            (None, _) => None,
-        };
-        let update = match logic {
-            Some(logic) => quote!(
-                #k::Tensor::graph(#target).at_site(#at, || #constructor.with_logic(#logic))
-            ),
-            None => constructor,
-        };
+    for a in assignments {
+        let (bindings, update) = update(k, a, &mut declared, &graph)?;
         body.extend(quote!(
-            let #value: #k::Formula = #f;
-            #target_binding
+            #bindings
             #updates.push(#update);
         ));
     }
@@ -638,6 +600,80 @@ fn updates(k: &TokenStream, tokens: TokenStream) -> syn::Result<TokenStream> {
         #body
         #updates
     }))
+}
+
+/// The update an assignment writes: the bindings it needs first (its formula, and the
+/// intermediate it declares, named in `declared`), and the `Update` itself.
+pub(crate) fn update(
+    k: &TokenStream,
+    a: &Assignment,
+    declared: &mut HashSet<String>,
+    graph: &Option<Expr>,
+) -> syn::Result<(TokenStream, TokenStream)> {
+    check_composition(a)?;
+    let f = formula(k, &a.rhs, &Scope::Updates)?;
+    let at = site(a.accum.span);
+    let value = Ident::new("formula", Span::mixed_site());
+    let (target_binding, target) = match &a.target {
+        Target::Tensor(Expr::Field(field)) if matches!(&field.member, syn::Member::Named(m) if m == "grad") =>
+        {
+            return Err(syn::Error::new(
+                field.member.span(),
+                "updates write tensors' values; a gradient is seeded with `=:` (`t.grad =: 1` \
+                 before `t.backprop`), and accumulated by backprop and by operation definitions \
+                 (`g1 =+ …`)",
+            ));
+        }
+        Target::Tensor(e) => (quote!(), quote!(&#e)),
+        Target::Slot { name, .. } => return Err(slot_outside_definition(name)),
+        Target::Inline(name) => {
+            let text = name.to_string();
+            if !declared.insert(text.clone()) {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!("'{name}' is declared twice"),
+                ));
+            }
+            let find = match graph {
+                Some(g) => quote!(#k::syntax::graph(&#g)),
+                None => quote!(#k::syntax::graph_of_terms(&[&#value], #text, #at)),
+            };
+            (
+                quote!(let #name: #k::Tensor = #k::syntax::intermediate(&#find, #text);),
+                quote!(&#name),
+            )
+        }
+    };
+    let constructor = match (a.accum.initialize, a.accum.op) {
+        (true, None) => quote!(#k::Update::set(#target, #value)),
+        (true, Some(op)) => {
+            let op = Ident::new(op, a.accum.span);
+            quote!(#k::Update::reduce(#target, #k::syntax::Binop::#op, #value))
+        }
+        (false, Some(op)) => {
+            let op = Ident::new(op, a.accum.span);
+            quote!(#k::Update::accumulate(#target, #k::syntax::Binop::#op, #value))
+        }
+        (false, None) => unreachable!("rejected when parsed"),
+    };
+    let logic = match (&a.logic, &a.target) {
+        (Some(logic), _) => Some(logic_tokens(k, logic)),
+        (None, Target::Inline(_)) => Some(quote!(#k::OpLogic::Pointwise)),
+        (None, _) => None,
+    };
+    let update = match logic {
+        Some(logic) => quote!(
+            #k::Tensor::graph(#target).at_site(#at, || #constructor.with_logic(#logic))
+        ),
+        None => constructor,
+    };
+    Ok((
+        quote!(
+            let #value: #k::Formula = #f;
+            #target_binding
+        ),
+        update,
+    ))
 }
 
 /// An operation defined by its statements, in the order they run: the intermediates of the

@@ -7,6 +7,7 @@
 
 mod cd;
 mod common;
+mod compose;
 mod op;
 mod shorthand;
 

@@ -183,13 +183,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// What a model needs: graphs and tensors, the axes reductions reduce and reshapes name,
 /// activations, contexts and the shaped results they read, parameter inits, formulas for new
-/// operations and updates, the `op!` and `cd!` macros, precisions and memory modes, and what
-/// printing takes.
+/// operations and updates, the pieces routines are composed of, the `op!` and `cd!` macros,
+/// precisions and memory modes, and what printing takes.
 pub mod prelude {
     pub use rcannl_ir::{MemoryMode, Precision};
     pub use rcannl_tensor::print::{PrintOptions, TreeOptions};
     pub use rcannl_tensor::{
         Activation, Array, Axes, Axis, AxisKind, Capture, Context, Definition, Formula, Graph,
-        Init, OpLogic, Routine, StaticIndex, Tensor, TensorError, Term, Traced, Update, cd, op,
+        Init, OpLogic, Piece, Routine, StaticIndex, Tensor, TensorError, Term, Traced, Update, cd,
+        op,
     };
 }

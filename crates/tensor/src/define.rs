@@ -649,6 +649,9 @@ pub struct Update {
 #[derive(Debug, Clone)]
 pub(crate) struct LoweredUpdate {
     pub target: usize,
+    /// Whether it writes the target's gradient rather than its value (a seed of backprop,
+    /// [`Piece::Seed`](crate::compose::Piece::Seed)).
+    pub grad: bool,
     pub accum: Binop,
     pub initialize_neutral: bool,
     pub expr: Expr,
@@ -951,6 +954,7 @@ impl Update {
         let relation = self.relation(&refs)?;
         Ok(LoweredUpdate {
             target: self.target.index,
+            grad: false,
             accum: self.accum,
             initialize_neutral: self.initialize_neutral,
             expr,

@@ -6,7 +6,8 @@
 //! operation's projection record with the slots exchanged. A [`Context`] finishes inference,
 //! gives tensors buffers on a backend (`backend_choice`: the one `RCANNL_BACKEND` names, else the
 //! default), and compiles and runs routines: forward, backprop,
-//! parameter init. Reductions over chosen axes are in `reduce` ([`Axes`]); a context reads a
+//! parameter init, and routines composed of such pieces, updates and block comments
+//! (`compose`). Reductions over chosen axes are in `reduce` ([`Axes`]); a context reads a
 //! tensor as an [`Array`] (values with their dims) and saves and loads `.npy` files (`npy`,
 //! written through `files`). `print` shows what the compiler did: values laid out by axis kind,
 //! trees of the graph, assignments in `cd!` notation.
@@ -23,6 +24,7 @@ pub mod activations;
 pub mod array;
 pub mod backend_choice;
 pub mod capture;
+pub mod compose;
 pub mod context;
 pub mod define;
 pub mod elementwise;
@@ -46,6 +48,7 @@ pub use activations::Activation;
 pub use array::Array;
 pub use backend_choice::{BackendChoice, chosen_backend};
 pub use capture::Capture;
+pub use compose::{IntoPieces, Piece};
 pub use context::{Context, Routine};
 pub use define::{Definition, Formula, OpLogic, Term, Update};
 pub use elementwise::{BinaryOp, UnaryOp};
@@ -175,6 +178,40 @@ macro_rules! op {
 /// **Updates.** `cd! { p =- lr * p.grad }` or `cd! { a =: …; b =+ …; }` gives a `Vec<`[`Update`]`>`
 /// for [`Context::update`] or [`Context::train_step`]. `{ name } =: formula` declares an
 /// intermediate tensor shaped by its assignment, which later assignments read by name.
+///
+/// **Routines.** With a piece among its statements, `cd!` gives a `Vec<`[`Piece`]`>`, one
+/// routine's code for [`Context::compose`], in the order written (see [`compose`] for what each
+/// piece computes): `t.forward` computes `t`; `t.zero_grads` zeroes the gradients of `t`'s
+/// subgraph; `t.backprop` computes them from `t`'s seed (`t.grad =: formula`, or 1 for a `t` of
+/// one cell); `~~("words" t t.grad; statements…)` is a block comment, its words strings and
+/// tensors (named by their labels), scoping the statements after its first `;`, which the
+/// routine's printed code ([`Routine::code`]) shows over them; and any other expression is code
+/// spliced in (an optimizer's `Vec<Update>`, another `Vec<Piece>`: [`IntoPieces`]). A training
+/// step written so is [`Context::train_step`]'s, without its guard against a loss that is not
+/// finite:
+///
+/// ```
+/// use rcannl_tensor::{Context, Graph, TensorError, cd};
+///
+/// let graph = Graph::new();
+/// let w = graph.param("w").shape("2").values(vec![3.0, -1.0]).build();
+/// let loss = w.pmul(&w).einsum1("i=>");
+/// let sgd = cd! { w =- 0.25 * w.grad };
+/// let step = cd! {
+///     ~~(loss "step";
+///         ~~("forward"; loss.forward);
+///         ~~("zero grads and backprop"; loss.zero_grads; loss.backprop);
+///         sgd;
+///     );
+/// };
+/// let mut ctx = Context::new(&graph);
+/// ctx.init_params()?;
+/// let routine = ctx.compose(&step)?;
+/// ctx.run(&routine)?;
+/// assert_eq!(ctx.values(&w)?, vec![1.5, -0.5]);
+/// assert!(routine.code().contains("  ~~(\"zero grads and backprop\";\n    w.grad =: 0.0;\n"));
+/// # Ok::<(), TensorError>(())
+/// ```
 ///
 /// **Operations.** `cd! { fn name(x, y, config: T) { v =: …; g1 =+ …; g2 =+ …; } }` defines
 /// `fn name(x: &Tensor, y: &Tensor, config: T) -> Tensor`. The forward assignment writes the

@@ -1,7 +1,8 @@
 //! What the `op!` and `cd!` macros expand to: values that are a tensor or a number until they
 //! meet (`Operand`), the operations of `op!` on them, inline parameter declarations
 //! (`ParamDecl`), array literals, parameters shared by a defined function's applications, and
-//! the terms of `cd!`'s formulas (`AsTerm`).
+//! the terms of `cd!`'s formulas (`AsTerm`), and the words of its block comments
+//! (`CommentWord`).
 //!
 //! The macros are the interface; these items are public so that their expansions can name
 //! them, and are documented so that an expansion can be read.
@@ -589,4 +590,50 @@ pub fn logic(logic: &str) -> crate::define::OpLogic {
         "T" => OpLogic::Transpose,
         spec => OpLogic::Spec(spec.to_owned()),
     }
+}
+
+/// What a word of a `cd!` block comment may be: a string, or a tensor (named by its label).
+pub trait CommentWord {
+    /// The word as the comment writes it.
+    fn comment_word(&self) -> String;
+}
+
+impl CommentWord for Tensor {
+    fn comment_word(&self) -> String {
+        self.label()
+    }
+}
+
+impl CommentWord for str {
+    fn comment_word(&self) -> String {
+        self.to_owned()
+    }
+}
+
+impl CommentWord for String {
+    fn comment_word(&self) -> String {
+        self.clone()
+    }
+}
+
+impl<T: CommentWord + ?Sized> CommentWord for &T {
+    fn comment_word(&self) -> String {
+        (**self).comment_word()
+    }
+}
+
+/// A word of a block comment (`~~("step of" loss; …)`): a tensor's label, or a string.
+pub fn comment_word<T: CommentWord + ?Sized>(x: &T) -> String {
+    x.comment_word()
+}
+
+/// The word of a block comment naming a tensor's gradient (`t.grad`): `label.grad`, as printed
+/// code names it.
+pub fn comment_grad(t: &Tensor) -> String {
+    format!("{}.grad", t.label())
+}
+
+/// A block comment's text: its words, a space between two.
+pub fn comment(words: &[String]) -> String {
+    words.join(" ")
 }

@@ -114,7 +114,10 @@ impl Context {
     /// An assignment summing `loss`'s cells times zero into a one-cell node of this context:
     /// 0 when every cell is a finite number, NaN otherwise (no overflow either way), and that
     /// node.
-    fn finite_check(&mut self, loss: usize) -> Result<(Assignment, NodeId), TensorError> {
+    pub(super) fn finite_check(
+        &mut self,
+        loss: usize,
+    ) -> Result<(Assignment, NodeId), TensorError> {
         let loss_node = self.nodes[&value_node(loss)].clone();
         let id = match self.finite_checks.get(&loss) {
             Some(id) => *id,
@@ -249,7 +252,7 @@ impl Context {
 /// finite check) is 0: a set falls back to the target's cell, an accumulation to its
 /// accumulator's neutral element. An update resetting its target first has no such fallback
 /// and is left as it is.
-fn guard_by(assignment: &mut Assignment, ok: NodeId) {
+pub(super) fn guard_by(assignment: &mut Assignment, ok: NodeId) {
     let Assignment::Accum {
         initialize_neutral,
         accum,

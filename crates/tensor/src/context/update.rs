@@ -110,7 +110,10 @@ impl Context {
         }
         let mut keep = BTreeSet::new();
         for update in updates {
-            let target = value_node(update.target);
+            let target = match update.grad {
+                false => value_node(update.target),
+                true => grad_node(update.target),
+            };
             let assignment = match update.relation {
                 None => {
                     let projections = self.update_projections(update, target)?;
@@ -128,7 +131,10 @@ impl Context {
                 Some(op) => {
                     self.check_related_reduction(update, op)?;
                     self.assignment(&Asg {
-                        lhs: Ref::Value(update.target),
+                        lhs: match update.grad {
+                            false => Ref::Value(update.target),
+                            true => Ref::Grad(update.target),
+                        },
                         initialize_neutral: update.initialize_neutral,
                         accum: update.accum,
                         rhs: AsgRhs::Expr(update.expr.clone(), update.refs.clone()),

@@ -7,6 +7,7 @@
 
 mod activations;
 mod arrays;
+mod composed;
 mod conv_bases;
 mod copies;
 mod custom_ops;

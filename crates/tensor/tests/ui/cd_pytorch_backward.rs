@@ -1,0 +1,8 @@
+use rcannl_tensor::{Graph, cd};
+
+fn main() {
+    let graph = Graph::new();
+    let w = graph.param("w").shape("3").build();
+    let loss = w.pmul(&w).einsum1("i=>");
+    let _step = cd! { loss.forward; loss.backward() };
+}
