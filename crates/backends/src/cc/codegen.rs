@@ -448,9 +448,9 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 /// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
 /// routines can share one library.
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
-    let looped = margins_as_loops(routine);
-    let in_order = merge_loops(hoist_invariants_into_nests(&looped), Chains::MayShorten);
-    let SplitSums { routine, scratch } = split_sums(&in_order);
+    let looped = margins_as_loops(routine).into_owned();
+    let in_order = merge_loops(hoist_invariants_into_nests(looped), Chains::MayShorten);
+    let SplitSums { routine, scratch } = split_sums(in_order);
     let routine = &routine;
     let buffers: Vec<NodeId> = routine
         .nodes

@@ -68,14 +68,14 @@ fn body_text(routine: &Routine) -> String {
 }
 
 /// A hoisting pass.
-type Pass = fn(&Routine) -> Routine;
+type Pass = fn(Routine) -> Routine;
 
 /// Hoists `before` with `pass`, checks the printed body of the result, runs both on `inputs` and
 /// checks that every node holds the same bits; returns the hoisted run's buffers.
 fn hoists_to(pass: Pass, before: &Routine, expected: &str, inputs: &[(u32, Vec<f64>)]) -> Buffers {
-    let after = pass(before);
+    let after = pass(before.clone());
     assert_eq!(body_text(&after), expected);
-    assert_eq!(pass(&after), after, "hoisting again moves nothing");
+    assert_eq!(pass(after.clone()), after, "hoisting again moves nothing");
     let expected_run = run_routine_on(before, inputs);
     let got = run_routine_on(&after, inputs);
     let bits = |values: Vec<f64>| values.into_iter().map(f64::to_bits).collect::<Vec<_>>();
@@ -227,7 +227,7 @@ for l0 in 0..5 {
     assert_eq!(after.values(NodeId(0)), vec![f64::from(0.5f32.exp()); 5]);
     // The local is the preamble of the loop's kernel, which each thread runs before its part
     // of the range: the kernel is still split.
-    let generated = generate(&hoist_invariants(&before)).unwrap();
+    let generated = generate(&hoist_invariants(before.clone())).unwrap();
     let [Step::Kernel(kernel)] = generated.steps.as_slice() else {
         panic!("one kernel: {:?}", generated.steps)
     };
@@ -291,7 +291,7 @@ fn the_pass_for_every_backend_keeps_chains_of_loops_nested_alone() {
         )],
     );
     let chain = update(vec![inner.clone()]);
-    assert_eq!(hoist_invariants(&chain), chain);
+    assert_eq!(hoist_invariants(chain.clone()), chain);
     let inputs = [(0, values(12, 0.37, -1.1)), (2, values(4, 0.2, -0.3))];
     let hoisted = "\
 for l0 in 0..4 {
@@ -510,8 +510,8 @@ fn integer_statements_stay() {
             )],
         )],
     );
-    assert_eq!(hoist_invariants_into_nests(&before), before);
-    assert_eq!(hoist_invariants(&before), before);
+    assert_eq!(hoist_invariants_into_nests(before.clone()), before);
+    assert_eq!(hoist_invariants(before.clone()), before);
 }
 
 #[test]

@@ -15,27 +15,26 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{fill_constant, map_values, stmt_reads, with_body};
+use super::{fill_constant, for_each_value_mut, stmt_reads};
 use crate::loops::{Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId};
 use crate::precision::Precision;
 use crate::routine::Routine;
 
 /// `routine` with every node that only a fill writes read as the fill's constant.
-pub fn inline_constants(routine: &Routine) -> Routine {
-    let constants = constant_nodes(routine);
+pub fn inline_constants(mut routine: Routine) -> Routine {
+    let constants = constant_nodes(&routine);
     if constants.is_empty() {
-        return routine.clone();
+        return routine;
     }
-    let body = routine
+    routine
         .body
-        .iter()
-        .filter(|stmt| !matches!(stmt, Stmt::Fill { node, .. } if constants.contains_key(node)))
-        .map(|stmt| with_constants(stmt, &constants))
-        .collect();
-    let mut inlined = with_body(routine, body);
-    inlined.nodes.retain(|id, _| !constants.contains_key(id));
-    inlined
+        .retain(|stmt| !matches!(stmt, Stmt::Fill { node, .. } if constants.contains_key(node)));
+    for stmt in &mut routine.body {
+        with_constants(stmt, &constants);
+    }
+    routine.nodes.retain(|id, _| !constants.contains_key(id));
+    routine
 }
 
 /// The nodes read as constants, with the constant each one's cells hold.
@@ -98,32 +97,38 @@ fn constant_nodes(routine: &Routine) -> HashMap<NodeId, f64> {
         .collect()
 }
 
-/// `stmt` with its reads of `constants` replaced by their constants.
-fn with_constants(stmt: &Stmt, constants: &HashMap<NodeId, f64>) -> Stmt {
+/// Replaces the reads of `constants` in `stmt` by their constants.
+fn with_constants(stmt: &mut Stmt, constants: &HashMap<NodeId, f64>) {
     match stmt {
-        Stmt::For { var, range, body } => Stmt::For {
-            var: *var,
-            range: *range,
-            body: body.iter().map(|s| with_constants(s, constants)).collect(),
-        },
-        _ => map_values(stmt, |value| substituted(value, constants)),
+        Stmt::For { body, .. } => {
+            for stmt in body {
+                with_constants(stmt, constants);
+            }
+        }
+        _ => for_each_value_mut(stmt, &mut |value| substitute(value, constants)),
     }
 }
 
-/// `scalar` with its reads of `constants` replaced by their constants.
-fn substituted(scalar: &Scalar, constants: &HashMap<NodeId, f64>) -> Scalar {
-    let inner = |s: &Scalar| Box::new(substituted(s, constants));
+/// Replaces the reads of `constants` in `scalar` by their constants.
+fn substitute(scalar: &mut Scalar, constants: &HashMap<NodeId, f64>) {
     match scalar {
-        Scalar::Get(node, _) if constants.contains_key(node) => Scalar::Const(constants[node]),
-        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => scalar.clone(),
-        Scalar::Lookup(lookup) => {
-            let mut lookup = lookup.clone();
-            lookup.id = substituted(&lookup.id, constants);
-            Scalar::Lookup(lookup)
+        Scalar::Get(node, _) => {
+            if let Some(&constant) = constants.get(node) {
+                *scalar = Scalar::Const(constant);
+            }
         }
-        Scalar::Unop(op, a) => Scalar::Unop(*op, inner(a)),
-        Scalar::Binop(op, a, b) => Scalar::Binop(*op, inner(a), inner(b)),
-        Scalar::Ternop(op, a, b, c) => Scalar::Ternop(*op, inner(a), inner(b), inner(c)),
+        Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
+        Scalar::Lookup(lookup) => substitute(&mut lookup.id, constants),
+        Scalar::Unop(_, a) => substitute(a, constants),
+        Scalar::Binop(_, a, b) => {
+            substitute(a, constants);
+            substitute(b, constants);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            substitute(a, constants);
+            substitute(b, constants);
+            substitute(c, constants);
+        }
     }
 }
 
@@ -194,7 +199,7 @@ mod tests {
     #[test]
     fn a_filled_number_is_read_as_the_constant_its_cells_hold() {
         let r = routine(number(Precision::F32), vec![fill(NUMBER, 0.9), scale()]);
-        let inlined = inline_constants(&r);
+        let inlined = inline_constants(r.clone());
         // The cell holds 0.9 rounded to f32, which is what the read gives.
         assert!(reads_constant(&inlined, f64::from(0.9f32)));
         assert_eq!(inlined.body.len(), 1, "the fill is gone");
@@ -237,7 +242,7 @@ mod tests {
             ),
         ];
         for r in cases {
-            assert_eq!(inline_constants(&r), r);
+            assert_eq!(inline_constants(r.clone()), r);
         }
     }
 }

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::cse::{depends_on_precision, is_operation, operands, wide};
-use super::{Fresh, local_precisions, map_values, stmt_precision, stmt_writes, with_body};
+use super::{Fresh, for_each_value_mut, local_precisions, stmt_precision, stmt_writes};
 use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
 use crate::node::NodeId;
 use crate::ops::{Binop, Unop};
@@ -40,14 +40,14 @@ use crate::value::Kind;
 
 /// `routine` with the invariant operations of each loop nested in another loop, outside the
 /// chains of loops nested alone under top-level loops, computed once just before that loop.
-pub fn hoist_invariants(routine: &Routine) -> Routine {
+pub fn hoist_invariants(routine: Routine) -> Routine {
     hoist(routine, Reach::BelowLoopChains)
 }
 
 /// `routine` with the invariant operations of each loop nested in another loop computed once,
 /// just before that loop: for backends that run a top-level loop's iterations on threads and
 /// everything inside it serially.
-pub fn hoist_invariants_into_nests(routine: &Routine) -> Routine {
+pub fn hoist_invariants_into_nests(routine: Routine) -> Routine {
     hoist(routine, Reach::EveryNestedLoop)
 }
 
@@ -59,15 +59,18 @@ enum Reach {
     EveryNestedLoop,
 }
 
-fn hoist(routine: &Routine, reach: Reach) -> Routine {
+fn hoist(mut routine: Routine, reach: Reach) -> Routine {
+    // The statements move through the pass; what it leaves alone is neither copied nor rebuilt.
+    let body = std::mem::take(&mut routine.body);
     let mut hoisting = Hoisting {
-        routine,
+        routine: &routine,
         reach,
-        locals: local_precisions(&routine.body),
-        fresh: Fresh::new(&routine.body),
+        locals: local_precisions(&body),
+        fresh: Fresh::new(&body),
     };
-    let body = hoisting.block(&routine.body, Level::Top);
-    with_body(routine, body)
+    let body = hoisting.block(body, Level::Top);
+    routine.body = body;
+    routine
 }
 
 struct Hoisting<'a> {
@@ -156,7 +159,7 @@ enum Level {
 
 impl Hoisting<'_> {
     /// `stmts` (lying at `level`) with every loop in them hoisted out of where allowed.
-    fn block(&mut self, stmts: &[Stmt], level: Level) -> Vec<Stmt> {
+    fn block(&mut self, stmts: Vec<Stmt>, level: Level) -> Vec<Stmt> {
         let mut out = Vec::with_capacity(stmts.len());
         // A loop alone in a chain's loop body continues the chain.
         let inner_level = match level {
@@ -171,8 +174,8 @@ impl Hoisting<'_> {
         };
         for stmt in stmts {
             match stmt {
-                Stmt::For { var, range, body } if may_hoist && *range >= 2 => {
-                    let variant = Variant::of(*var, body);
+                Stmt::For { var, range, body } if may_hoist && range >= 2 => {
+                    let variant = Variant::of(var, &body);
                     let mut hoisted = Hoisted::new();
                     let body = self.rewrite_block(body, &variant, &mut hoisted);
                     out.extend(hoisted.into_iter().map(|(value, precision, id)| {
@@ -184,17 +187,17 @@ impl Hoisting<'_> {
                         }
                     }));
                     out.push(Stmt::For {
-                        var: *var,
-                        range: *range,
-                        body: self.block(&body, inner_level),
+                        var,
+                        range,
+                        body: self.block(body, inner_level),
                     });
                 }
                 Stmt::For { var, range, body } => out.push(Stmt::For {
-                    var: *var,
-                    range: *range,
+                    var,
+                    range,
                     body: self.block(body, inner_level),
                 }),
-                _ => out.push(stmt.clone()),
+                stmt => out.push(stmt),
             }
         }
         out
@@ -204,27 +207,36 @@ impl Hoisting<'_> {
     /// from the locals of `hoisted`.
     fn rewrite_block(
         &mut self,
-        stmts: &[Stmt],
+        stmts: Vec<Stmt>,
         variant: &Variant,
         hoisted: &mut Hoisted,
     ) -> Vec<Stmt> {
         stmts
-            .iter()
+            .into_iter()
             .map(|stmt| match stmt {
-                Stmt::For { var, range, body } if *range > 0 => Stmt::For {
-                    var: *var,
-                    range: *range,
+                Stmt::For { var, range, body } if range > 0 => Stmt::For {
+                    var,
+                    range,
                     body: self.rewrite_block(body, variant, hoisted),
                 },
-                Stmt::For { .. } | Stmt::Gemm { .. } => stmt.clone(),
+                Stmt::For { .. } | Stmt::Gemm { .. } => stmt,
                 // Integer statements stay: their local would be an i64, which the GPU lacks.
-                _ => match stmt_precision(stmt, self.routine, &self.locals) {
+                mut stmt => match stmt_precision(&stmt, self.routine, &self.locals) {
                     Some(precision) if precision.kind() == Kind::Float => {
-                        map_values(stmt, |value| {
-                            self.rewrite(value, precision, false, wide(precision), variant, hoisted)
-                        })
+                        for_each_value_mut(&mut stmt, &mut |value| {
+                            let taken = std::mem::replace(value, Scalar::Const(0.0));
+                            *value = self.rewrite(
+                                taken,
+                                precision,
+                                false,
+                                wide(precision),
+                                variant,
+                                hoisted,
+                            );
+                        });
+                        stmt
                     }
-                    _ => stmt.clone(),
+                    _ => stmt,
                 },
             })
             .collect()
@@ -236,47 +248,64 @@ impl Hoisting<'_> {
     /// may run where f64 is lacking (the GPU).
     fn rewrite(
         &mut self,
-        scalar: &Scalar,
+        scalar: Scalar,
         precision: Precision,
         conditional: bool,
         width: Precision,
         variant: &Variant,
         hoisted: &mut Hoisted,
     ) -> Scalar {
+        // Invariance first: it fails at the first operand that varies, while being worth
+        // hoisting looks through the whole expression, which at every level of a deep
+        // expression would make the rewrite quadratic in its depth.
         if !conditional
             && wide(precision) == width
-            && worth_hoisting(scalar, precision)
-            && variant.is_invariant(scalar)
+            && variant.is_invariant(&scalar)
+            && worth_hoisting(&scalar, precision)
         {
             let id = match hoisted
                 .iter()
-                .find(|(value, p, _)| value == scalar && *p == width)
+                .find(|(value, p, _)| *value == scalar && *p == width)
             {
                 Some((_, _, id)) => *id,
                 None => {
                     let id = self.fresh.local();
-                    hoisted.push((scalar.clone(), width, id));
+                    hoisted.push((scalar, width, id));
                     id
                 }
             };
             return Scalar::Local(id);
         }
-        let mut rewritten = operands(scalar, precision, conditional)
+        // Each operand's precision and whether a branch alone computes it, then the operands
+        // rewritten in their boxes.
+        let facts: Vec<(Precision, bool)> = operands(&scalar, precision, conditional)
             .into_iter()
-            .map(|(s, p, c)| Box::new(self.rewrite(s, p, c, width, variant, hoisted)))
-            .collect::<Vec<_>>()
-            .into_iter();
-        let mut next = || rewritten.next().expect("one rewrite per operand");
-        match scalar {
+            .map(|(_, p, c)| (p, c))
+            .collect();
+        let mut scalar = scalar;
+        let mut rewrite_at = |i: usize, operand: &mut Box<Scalar>| {
+            let (p, c) = facts[i];
+            let taken = std::mem::replace(&mut **operand, Scalar::Const(0.0));
+            **operand = self.rewrite(taken, p, c, width, variant, hoisted);
+        };
+        match &mut scalar {
             Scalar::Const(_)
             | Scalar::Get(..)
             | Scalar::Lookup(_)
             | Scalar::Embed(_)
-            | Scalar::Local(_) => scalar.clone(),
-            Scalar::Unop(op, _) => Scalar::Unop(*op, next()),
-            Scalar::Binop(op, _, _) => Scalar::Binop(*op, next(), next()),
-            Scalar::Ternop(op, _, _, _) => Scalar::Ternop(*op, next(), next(), next()),
+            | Scalar::Local(_) => {}
+            Scalar::Unop(_, a) => rewrite_at(0, a),
+            Scalar::Binop(_, a, b) => {
+                rewrite_at(0, a);
+                rewrite_at(1, b);
+            }
+            Scalar::Ternop(_, a, b, c) => {
+                rewrite_at(0, a);
+                rewrite_at(1, b);
+                rewrite_at(2, c);
+            }
         }
+        scalar
     }
 }
 

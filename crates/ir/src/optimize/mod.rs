@@ -63,6 +63,12 @@ pub enum OptimizeErrorKind {
 /// sibling loops over the same cells merged, constants folded, loop-invariant operations computed before inner loops and repeated
 /// subexpressions shared.
 pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
+    optimize_owned(routine.clone())
+}
+
+/// [`optimize`] of a routine the caller no longer needs: its statements move through the passes
+/// that change them in place instead of being copied first.
+pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
     // A pass that changes the routine in place takes it; the others build a new one from it.
     type Pass = fn(Routine) -> Result<Routine, OptimizeError>;
     let passes: [Pass; 10] = [
@@ -74,7 +80,7 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
         |r| Ok(order::order_loops(&r)),
         |r| Ok(merge::merge_loops(r, merge::Chains::Kept)),
         |r| Ok(simplify::simplify(&r)),
-        |r| Ok(hoist::hoist_invariants(&r)),
+        |r| Ok(hoist::hoist_invariants(r)),
         |r| Ok(cse::cse(&r)),
     ];
     // Each routine is dropped as soon as the next pass has made its own: a large routine's
@@ -223,6 +229,23 @@ fn map_values(stmt: &Stmt, mut rewrite: impl FnMut(&Scalar) -> Scalar) -> Stmt {
         Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
             stmt.clone()
         }
+    }
+}
+
+/// Calls `rewrite` on every value `stmt` computes itself (not those of nested statements), in
+/// place: for a pass that owns the routine and changes some values, so that the rest of each
+/// statement stays where it is.
+fn for_each_value_mut(stmt: &mut Stmt, rewrite: &mut impl FnMut(&mut Scalar)) {
+    match stmt {
+        Stmt::Set { value, .. }
+        | Stmt::Local { value, .. }
+        | Stmt::SetLocal { value, .. }
+        | Stmt::SetVec { arg: value, .. } => rewrite(value),
+        Stmt::ScatterAdd { target, value } => {
+            rewrite(&mut target.id);
+            rewrite(value);
+        }
+        Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {}
     }
 }
 

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{Fresh, Renaming, with_body};
+use super::{Fresh, Renaming};
 use crate::loops::{Index, LocalId, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::ops::Binop;
@@ -57,37 +57,38 @@ pub struct SplitSums {
 /// `routine` with every top-level loop that adds into the same few float cells at each iteration
 /// cut into parts (see the module's documentation); the routine unchanged, with no scratch
 /// nodes, where there is none.
-pub fn split_sums(routine: &Routine) -> SplitSums {
-    let mut fresh = Fresh::new(&routine.body);
+pub fn split_sums(mut routine: Routine) -> SplitSums {
+    // The statements move through the pass: what it leaves alone is not copied.
+    let body = std::mem::take(&mut routine.body);
+    let mut fresh = Fresh::new(&body);
     // Scratch ids follow the routine's largest (none is left for them after `u32::MAX`).
     let mut next_id = routine
         .nodes
         .keys()
         .last()
         .map_or(Some(0), |id| id.0.checked_add(1));
-    let mut split = with_body(routine, Vec::with_capacity(routine.body.len()));
-    let mut scratch = Vec::new();
-    let mut stmts = routine.body.iter().peekable();
+    let mut split = Vec::with_capacity(body.len());
+    let mut scratch_nodes = Vec::new();
+    let mut stmts = body.into_iter().peekable();
     while let Some(stmt) = stmts.next() {
         if let (Some(next), Some(id)) = (stmts.peek(), next_id)
-            && let Some(sum) = LocalSum::of(stmt, next)
+            && let Some(sum) = LocalSum::of(&stmt, next)
         {
             let copy = NodeId(id);
             next_id = id.checked_add(1);
             let label = format!("{} parts", sum.local);
             let mut node = TensorNode::new(copy.0, &label, sum.precision, &[sum.parts]);
             node.memory_mode = Some(MemoryMode::Local);
-            split.nodes.insert(copy, node);
-            scratch.push(copy);
-            split.body.extend(sum.split(copy, &mut fresh));
+            scratch_nodes.push(node);
+            split.extend(sum.split(copy, &mut fresh));
             stmts.next();
             continue;
         }
-        let sum = Sum::of(stmt, routine).filter(|sum| {
+        let sum = Sum::of(&stmt, &routine).filter(|sum| {
             next_id.is_some_and(|next| next.checked_add(sum.targets.len() as u32).is_some())
         });
         let (Some(sum), Some(first)) = (sum, next_id) else {
-            split.body.push(stmt.clone());
+            split.push(stmt);
             continue;
         };
         let mut copies = BTreeMap::new();
@@ -101,16 +102,17 @@ pub fn split_sums(routine: &Routine) -> SplitSums {
             let label = format!("{} parts", node.label);
             let mut copy = TensorNode::new(id.0, &label, node.precision, &dims);
             copy.memory_mode = Some(MemoryMode::Local);
-            split.nodes.insert(id, copy);
+            scratch_nodes.push(copy);
             copies.insert(*target, id);
-            scratch.push(id);
         }
-        split.body.extend(sum.split(routine, &copies, &mut fresh));
+        split.extend(sum.split(&routine, &copies, &mut fresh));
     }
-    SplitSums {
-        routine: split,
-        scratch,
-    }
+    let scratch = scratch_nodes.iter().map(|node| node.id).collect();
+    routine
+        .nodes
+        .extend(scratch_nodes.into_iter().map(|node| (node.id, node)));
+    routine.body = split;
+    SplitSums { routine, scratch }
 }
 
 /// A top-level loop that only adds into cells its variable does not move, of float nodes.
@@ -530,7 +532,7 @@ mod tests {
     fn rows_summed_into_a_few_cells_are_cut_into_parts_each_with_its_copy() {
         // 4096 rows of 16: 65,536 cells stored, 16 parts of 4096.
         let routine = column_sums(4096, 1, Precision::F32, None);
-        let split = split_sums(&routine);
+        let split = split_sums(routine.clone());
         assert_eq!(split.scratch, vec![NodeId(2)]);
         let copy = &split.routine.nodes[&NodeId(2)];
         assert_eq!(copy.dims, vec![MAX_PARTS, 2, 16]);
@@ -554,17 +556,17 @@ mod tests {
     #[test]
     fn the_parts_are_as_many_as_the_work_pays_for_and_divide_the_range() {
         // 1024 × 16 cells stored: 4 parts of 4096.
-        let split = split_sums(&column_sums(1024, 0, Precision::F64, None));
+        let split = split_sums(column_sums(1024, 0, Precision::F64, None));
         assert_eq!(split.routine.nodes[&NodeId(2)].dims[0], 4);
         // 1000 rows: the most parts that divide 1000 and each get 4096 cells or more are 2.
-        let split = split_sums(&column_sums(1000, 0, Precision::F32, None));
+        let split = split_sums(column_sums(1000, 0, Precision::F32, None));
         assert_eq!(split.routine.nodes[&NodeId(2)].dims[0], 2);
     }
 
     #[test]
     fn loops_that_are_no_float_sums_or_too_small_are_left_alone() {
         let unsplit = |routine: Routine| {
-            let split = split_sums(&routine);
+            let split = split_sums(routine.clone());
             assert!(split.scratch.is_empty());
             assert_eq!(split.routine, routine);
         };
@@ -650,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_sum_into_a_local_is_cut_into_parts_each_with_its_own_local() {
-        let split = split_sums(&total(1 << 16, 1.5));
+        let split = split_sums(total(1 << 16, 1.5));
         assert_eq!(split.scratch, vec![NodeId(2)]);
         assert_eq!(split.routine.nodes[&NodeId(2)].dims, vec![MAX_PARTS]);
         let [
@@ -692,7 +694,7 @@ mod tests {
 
     #[test]
     fn a_small_sum_into_a_local_or_one_reading_it_stays_whole() {
-        let unsplit = |routine: Routine| assert_eq!(split_sums(&routine).routine, routine);
+        let unsplit = |routine: Routine| assert_eq!(split_sums(routine.clone()).routine, routine);
         unsplit(total(4096, 0.0));
         let mut reads_itself = total(1 << 16, 0.0);
         let Stmt::For { body, .. } = &mut reads_itself.body[1] else {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rcannl_backends::phases::{self, Phase};
-use rcannl_ir::optimize::optimize;
+use rcannl_ir::optimize::optimize_owned;
 use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine};
 
 use crate::graph::{Asg, LeafKind, TensorError, TensorErrorKind, error_of};
@@ -144,21 +144,16 @@ impl Context {
         writes: Vec<NodeId>,
         code: String,
     ) -> Result<Routine, TensorError> {
-        let optimized = phases::timed(Phase::Optimization, || optimize(&routine)).map_err(|e| {
-            error_of(
-                TensorErrorKind::Compile,
-                format!("routine {}: {e}", routine.name),
-            )
-            .caused_by(e)
-        })?;
+        let lowered = dump::lowered_if_asked(&routine);
+        let name = routine.name.clone();
+        let optimized =
+            phases::timed(Phase::Optimization, || optimize_owned(routine)).map_err(|e| {
+                error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
+            })?;
         for node in optimized.nodes.values() {
             if node.memory_mode != Some(MemoryMode::Virtual) && !self.nodes.contains_key(&node.id) {
                 self.buffers.insert(node.clone()).map_err(|e| {
-                    error_of(
-                        TensorErrorKind::Compile,
-                        format!("routine {}: {e}", routine.name),
-                    )
-                    .caused_by(e)
+                    error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
                 })?;
             }
         }
@@ -176,7 +171,7 @@ impl Context {
         );
         dump::write_if_asked(&dump::Compiled {
             code: &code,
-            lowered: &routine,
+            lowered,
             optimized: &optimized,
             source: executable.source(),
             backend: self.backend.name(),

@@ -23,14 +23,20 @@ use crate::graph::{TensorError, TensorErrorKind, error_of};
 pub(super) struct Compiled<'a> {
     /// The assignments, in `cd!` notation.
     pub code: &'a str,
-    /// The routine as lowered.
-    pub lowered: &'a IrRoutine,
+    /// The routine as lowered, printed ([`lowered_if_asked`]).
+    pub lowered: Option<String>,
     /// The routine as optimized, which the backend compiled.
     pub optimized: &'a IrRoutine,
     /// The code the backend generated, if it generates any.
     pub source: Option<&'a str>,
     /// The backend's name, which says the language of `source`.
     pub backend: &'a str,
+}
+
+/// `lowered` printed, where the `debug_dir` setting asks for routines to be written: taken
+/// before optimizing, which consumes the lowered routine.
+pub(super) fn lowered_if_asked(lowered: &IrRoutine) -> Option<String> {
+    settings::get_or_warn(&settings::DEBUG_DIR).map(|_| lowered.to_string())
 }
 
 /// Writes `compiled` into the folder the `debug_dir` setting names, if it names one (see the
@@ -42,7 +48,10 @@ pub(super) fn write_if_asked(compiled: &Compiled<'_>) -> Result<(), TensorError>
     let folder = routine_folder(Path::new(&setting.value), &compiled.optimized.name);
     let files = [
         ("assignments.cd", compiled.code.to_owned()),
-        ("lowered.loops", compiled.lowered.to_string()),
+        (
+            "lowered.loops",
+            compiled.lowered.clone().unwrap_or_default(),
+        ),
         ("optimized.loops", compiled.optimized.to_string()),
     ];
     let generated = compiled
