@@ -41,7 +41,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::body::Body;
 use super::virtualize::{Producer, hazard};
-use super::{OptimizeError, OptimizeErrorKind, describe, stmt_writes};
+use super::{OptimizeError, OptimizeErrorKind, covers_each_cell_once, describe, stmt_writes};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::routine::Routine;
@@ -493,6 +493,15 @@ impl Cover<'_> {
                         self.marks[cell] = true;
                     }
                 }
+                true
+            }
+            // Each axis a loop over all of it: every cell, with no need to enumerate them.
+            Stmt::Set { node, index, .. }
+                if *node == id
+                    && loops.iter().all(|(_, range)| *range > 0)
+                    && covers_each_cell_once(index, loops, &self.dims) =>
+            {
+                self.marks.fill(true);
                 true
             }
             Stmt::Set { node, index, .. } if *node == id && index.len() == self.dims.len() => {

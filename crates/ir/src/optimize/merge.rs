@@ -106,9 +106,12 @@ fn merged_in_order(body: Vec<Stmt>) -> Vec<Stmt> {
 }
 
 /// `body` with its loops' bodies merged first, then its own consecutive mergeable loops, every
-/// chain of loops nested alone kept.
+/// chain of loops nested alone kept. Each loop's [`LoopFacts`] are found once, and those of a
+/// loop grown by a merge once per merge, whatever the number of loops it is then tried with.
 fn merged_body(body: Vec<Stmt>) -> Vec<Stmt> {
-    let mut merged = Vec::with_capacity(body.len());
+    let mut merged: Vec<Stmt> = Vec::with_capacity(body.len());
+    // The facts of `merged`'s last statement, when it is an independent loop.
+    let mut last: Option<LoopFacts> = None;
     for stmt in body {
         let stmt = match stmt {
             Stmt::For { var, range, body } => Stmt::For {
@@ -118,7 +121,18 @@ fn merged_body(body: Vec<Stmt>) -> Vec<Stmt> {
             },
             other => other,
         };
-        push(&mut merged, stmt);
+        let facts = LoopFacts::of(&stmt);
+        if let (Some(first), Some(first_facts), Some(second_facts)) =
+            (merged.last(), last.as_ref(), facts.as_ref())
+            && let Some((joined, joined_facts)) =
+                merge_known(first, first_facts, &stmt, second_facts)
+        {
+            *merged.last_mut().expect("a last statement") = joined;
+            last = Some(joined_facts);
+            continue;
+        }
+        merged.push(stmt);
+        last = facts;
     }
     merged
 }
@@ -138,6 +152,18 @@ fn push(body: &mut Vec<Stmt>, stmt: Stmt) {
 /// loops merged where they meet, if the two are loops that may merge and the merge keeps every
 /// chain of loops nested alone.
 fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
+    let first_facts = LoopFacts::of(first)?;
+    let second_facts = LoopFacts::of(second)?;
+    merge_known(first, &first_facts, second, &second_facts).map(|(merged, _)| merged)
+}
+
+/// [`merge`] of two independent loops whose facts are known, with the merged loop's facts.
+fn merge_known(
+    first: &Stmt,
+    first_facts: &LoopFacts,
+    second: &Stmt,
+    second_facts: &LoopFacts,
+) -> Option<(Stmt, LoopFacts)> {
     let (
         Stmt::For {
             var,
@@ -154,22 +180,20 @@ fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
         return None;
     };
     if range != second_range
-        || statement_count(first) + statement_count(second) > MAX_MERGED_STATEMENTS
-        || transcendentals(first) + transcendentals(second) > INLINE_TRANSCENDENTAL_LIMIT
+        || first_facts.statements + second_facts.statements > MAX_MERGED_STATEMENTS
+        || first_facts.transcendentals + second_facts.transcendentals > INLINE_TRANSCENDENTAL_LIMIT
     {
         return None;
     }
-    let first_writes = independent_writes(first)?;
-    let second_writes = independent_writes(second)?;
-    let same_writes = first_writes.iter().all(|(node, indices)| {
-        second_writes.get(node).is_none_or(|others| {
+    let same_writes = first_facts.writes.iter().all(|(node, indices)| {
+        second_facts.writes.get(node).is_none_or(|others| {
             indices
                 .iter()
                 .chain(others)
                 .all(|index| index == &indices[0])
         })
     });
-    if !same_writes || !distinct_locals(first_body, second_body) {
+    if !same_writes || !first_facts.locals.is_disjoint(&second_facts.locals) {
         return None;
     }
     let mut renaming = Renaming::default();
@@ -183,8 +207,11 @@ fn merge(first: &Stmt, second: &Stmt) -> Option<Stmt> {
         range: *range,
         body,
     };
-    let keeps_chains = chain_depth(&merged) >= chain_depth(first).max(chain_depth(second));
-    (keeps_chains && independent_writes(&merged).is_some()).then_some(merged)
+    if chain_depth(&merged) < chain_depth(first).max(chain_depth(second)) {
+        return None;
+    }
+    let facts = LoopFacts::of(&merged)?;
+    Some((merged, facts))
 }
 
 /// How many loops `stmt` nests alone: 1 for a loop whose body is not a single loop, one more
@@ -224,28 +251,6 @@ fn transcendentals(stmt: &Stmt) -> usize {
         }
     });
     count
-}
-
-/// Whether no local is declared in both bodies.
-fn distinct_locals(first: &[Stmt], second: &[Stmt]) -> bool {
-    let declared = |body: &[Stmt]| {
-        let mut ids = HashSet::new();
-        for stmt in body {
-            stmt.walk(&mut |s| {
-                if let Stmt::Local { id, .. } = s {
-                    ids.insert(*id);
-                }
-            });
-        }
-        ids
-    };
-    declared(first).is_disjoint(&declared(second))
-}
-
-/// The positions at which the loop `stmt` writes each node it writes, if its iterations are
-/// independent (the module's page says when).
-fn independent_writes(stmt: &Stmt) -> Option<BTreeMap<NodeId, Vec<Vec<Index>>>> {
-    LoopFacts::of(stmt).map(|facts| facts.writes)
 }
 
 /// What decides whether a loop whose iterations are independent may take the next loop in: the
