@@ -64,13 +64,19 @@ impl Storage {
             )));
         }
         let n_lines = bytes.div_ceil(64).max(1);
-        let mut lines = Vec::new();
-        lines.try_reserve_exact(n_lines).map_err(|e| {
-            too_large(format!(
-                "needs {bytes} bytes, which cannot be allocated: {e}"
-            ))
-        })?;
-        lines.resize(n_lines, Line([0; 64]));
+        let cannot = || too_large(format!("needs {bytes} bytes, which cannot be allocated"));
+        // Allocated zeroed rather than allocated then zeroed: memory fresh from the system is
+        // zero already, and a model's thousands of buffers are not written twice (once with
+        // zeros, then by the routine that computes them) nor all touched before a run.
+        let layout = std::alloc::Layout::array::<Line>(n_lines).map_err(|_| cannot())?;
+        // SAFETY: the layout's size is not zero (`n_lines` ≥ 1 lines of 64 bytes).
+        let start = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Line>();
+        if start.is_null() {
+            return Err(cannot());
+        }
+        // SAFETY: `start` was allocated by the global allocator with the layout of `n_lines`
+        // lines, each all zero bytes, which is a valid `Line`; the vector owns it from here.
+        let lines = unsafe { Vec::from_raw_parts(start, n_lines, n_lines) };
         Ok(Storage {
             precision,
             len,

@@ -69,10 +69,19 @@ impl std::error::Error for CodegenError {}
 
 /// The name a loop variable or a static index has in every target's source: `l3`, `s1`.
 pub fn var_name(var: Var) -> String {
+    let mut name = String::new();
+    write_var_name(&mut name, var);
+    name
+}
+
+/// [`var_name`] appended to `out`.
+pub fn write_var_name(out: &mut String, var: Var) {
+    use std::fmt::Write;
     match var {
-        Var::Loop(LoopVar(v)) => format!("l{v}"),
-        Var::Static(Symbol(s)) => format!("s{s}"),
+        Var::Loop(LoopVar(v)) => write!(out, "l{v}"),
+        Var::Static(Symbol(s)) => write!(out, "s{s}"),
     }
+    .expect("writing to a string");
 }
 
 /// How a target language spells what [`Writer`] writes. Every `value` argument is an expression

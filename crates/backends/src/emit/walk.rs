@@ -10,7 +10,7 @@ use rcannl_ir::{
 };
 
 use super::coalesce::{Loop, coalescible, extremum_local, summed_local};
-use super::{CodegenError, CodegenErrorKind, Dialect, ops, var_name};
+use super::{CodegenError, CodegenErrorKind, Dialect, ops, write_var_name};
 use crate::nests::index_bounds;
 
 /// The name of the array of lanes local `id` is kept in.
@@ -129,18 +129,26 @@ impl<'a, D: Dialect> Writer<'a, D> {
 
     /// A position, in the dialect's arithmetic.
     pub fn index_expr(&self, index: &Index) -> String {
-        let mut parts: Vec<String> = index
-            .terms
-            .iter()
-            .map(|(c, var)| match c {
-                1 => var_name(*var),
-                c => format!("{}*{}", self.dialect.index_constant(*c), var_name(*var)),
-            })
-            .collect();
-        if index.offset != 0 || parts.is_empty() {
-            parts.push(self.dialect.index_constant(index.offset));
+        // Written into one string: a kernel's text is mostly offsets.
+        let mut out = String::from("(");
+        for (i, (c, var)) in index.terms.iter().enumerate() {
+            if i > 0 {
+                out.push_str(" + ");
+            }
+            if *c != 1 {
+                out.push_str(&self.dialect.index_constant(*c));
+                out.push('*');
+            }
+            write_var_name(&mut out, *var);
         }
-        format!("({})", parts.join(" + "))
+        if index.offset != 0 || index.terms.is_empty() {
+            if !index.terms.is_empty() {
+                out.push_str(" + ");
+            }
+            out.push_str(&self.dialect.index_constant(index.offset));
+        }
+        out.push(')');
+        out
     }
 
     /// The declaration of the constant position `name`, holding `value` (a loop variable fixed, or
