@@ -213,16 +213,17 @@ fn mlp(n: usize) -> (Vec<Assignment>, Vec<TensorNode>) {
 
 /// Each pass's time on `routine`, in [`PASSES`]' order, then the time to clone `routine`. Each
 /// pass's result is dropped once the next pass has run, untimed, so that only two routines are
-/// alive at a time. Hoisting and cutting sums take their routine and change it in place: their
+/// alive at a time. Finding products, local accumulators, loop order, hoisting and cutting sums
+/// take their routine and change it in place: their
 /// times include a clone of their input, which the last figure measures alone.
 fn time_passes(routine: &Routine) -> Times {
     let passes: [fn(&Routine) -> Routine; PASSES.len()] = [
         fills::absorb_fills,
-        gemm::extract_gemms,
+        |r| gemm::extract_gemms(r.clone()),
         |r| memory::decide_memory_modes(r).unwrap(),
         |r| virtualize::virtualize(r).unwrap(),
-        accumulate::local_accumulators,
-        order::order_loops,
+        |r| accumulate::local_accumulators(r.clone()),
+        |r| order::order_loops(r.clone()),
         simplify::simplify,
         |r| hoist::hoist_invariants(r.clone()),
         cse::cse,

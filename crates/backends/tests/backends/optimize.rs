@@ -535,7 +535,7 @@ for l0 in 0..2 {
 }
 ",
     );
-    let moved = accumulate::local_accumulators(&before);
+    let moved = accumulate::local_accumulators(before.clone());
     shows(
         &moved,
         "\

@@ -22,29 +22,30 @@
 //! every cell exactly once, the local starts from the fill's value and the fill is dropped.
 
 use super::gemm::{flat_coefficients, injective};
-use super::{
-    Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads, with_body,
-};
+use super::{Fresh, PerfectNest, covers_each_cell_once, fill_constant, reads_node, stmt_reads};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::MemoryMode;
 use crate::routine::Routine;
 
 /// `routine` with every reduction nest it can rewrite accumulating into a local.
-pub fn local_accumulators(routine: &Routine) -> Routine {
-    let mut fresh = Fresh::new(&routine.body);
-    let mut body: Vec<Stmt> = Vec::with_capacity(routine.body.len());
-    for stmt in &routine.body {
-        match accumulator(stmt, body.last(), routine, &mut fresh) {
-            Some((stmts, drops_fill)) => {
+pub fn local_accumulators(mut routine: Routine) -> Routine {
+    // The statements move through the pass: those it leaves alone are not copied.
+    let stmts = std::mem::take(&mut routine.body);
+    let mut fresh = Fresh::new(&stmts);
+    let mut body: Vec<Stmt> = Vec::with_capacity(stmts.len());
+    for stmt in stmts {
+        match accumulator(&stmt, body.last(), &routine, &mut fresh) {
+            Some((rewritten, drops_fill)) => {
                 if drops_fill {
                     body.pop();
                 }
-                body.extend(stmts);
+                body.extend(rewritten);
             }
-            None => body.push(stmt.clone()),
+            None => body.push(stmt),
         }
     }
-    with_body(routine, body)
+    routine.body = body;
+    routine
 }
 
 /// The rewritten nest, and whether it replaces the fill `before` it.
@@ -299,7 +300,7 @@ mod tests {
     #[test]
     fn the_reduction_moves_innermost_and_the_fill_starts_the_local() {
         // The integer node filled with −∞ holds i32::MIN: the local starts there.
-        let rewritten = local_accumulators(&maxima(Some(f64::NEG_INFINITY), Read::Rows));
+        let rewritten = local_accumulators(maxima(Some(f64::NEG_INFINITY), Read::Rows));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
@@ -309,7 +310,7 @@ mod tests {
 
     #[test]
     fn without_a_fill_the_local_starts_from_the_cell() {
-        let rewritten = local_accumulators(&maxima(None, Read::Rows));
+        let rewritten = local_accumulators(maxima(None, Read::Rows));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := n1[l0]\n  for l1 in 0..3 {\n    \
@@ -322,7 +323,7 @@ mod tests {
         // Column maxima: the reduction reads down a column, the kept loop stores consecutive
         // cells; it goes innermost, the fill stays, no local.
         let column = maxima(Some(f64::NEG_INFINITY), Read::Columns);
-        let rewritten = local_accumulators(&column);
+        let rewritten = local_accumulators(column.clone());
         assert_eq!(
             shown(&rewritten),
             "fill n1 with -inf\nfor l1 in 0..3 {\n  for l0 in 0..2 {\n    \
@@ -363,13 +364,10 @@ mod tests {
     fn a_strided_reduction_into_few_cells_runs_outermost() {
         // 2 × 4 cells stay in the cache: each plane's pass over them stores different cells one
         // after another, where a row's pass would store its 4 cells k times in a row.
-        assert_eq!(
-            loop_order(&local_accumulators(&plane_sums(2, 8))),
-            [1, 0, 2]
-        );
+        assert_eq!(loop_order(&local_accumulators(plane_sums(2, 8))), [1, 0, 2]);
         // 4096 × 4 cells of f32 (64 KiB) do not: the rows stay outside, for threads to share.
         assert_eq!(
-            loop_order(&local_accumulators(&plane_sums(4096, 8))),
+            loop_order(&local_accumulators(plane_sums(4096, 8))),
             [0, 1, 2]
         );
     }
@@ -429,19 +427,19 @@ mod tests {
         // One window's 3 × 4 cells are few: the reduction runs outside them, so that its
         // consecutive stores go to different cells; all 4096 windows' cells are not.
         assert_eq!(
-            loop_order(&local_accumulators(&gradient(4096))),
+            loop_order(&local_accumulators(gradient(4096))),
             [0, 3, 1, 2]
         );
         // Two windows' cells are few too, but they overlap: the reduction stays inside the
         // window loop, so that a shared cell receives its terms in the order it did.
-        assert_eq!(loop_order(&local_accumulators(&gradient(2))), [0, 3, 1, 2]);
+        assert_eq!(loop_order(&local_accumulators(gradient(2))), [0, 3, 1, 2]);
     }
 
     #[test]
     fn a_kept_loop_reading_with_a_larger_stride_stays_outside() {
         // Diagonal maxima: the reduction reads with stride 4, the kept loop with stride 9, so
         // moving it innermost would not help; the reduction gets a local as usual.
-        let rewritten = local_accumulators(&maxima(Some(f64::NEG_INFINITY), Read::Diagonals));
+        let rewritten = local_accumulators(maxima(Some(f64::NEG_INFINITY), Read::Diagonals));
         assert_eq!(
             shown(&rewritten),
             "for l0 in 0..2 {\n  local v0: i32 := -2147483648\n  for l1 in 0..3 {\n    \
@@ -495,7 +493,7 @@ mod tests {
             body,
         );
         assert_eq!(
-            shown(&local_accumulators(&routine)),
+            shown(&local_accumulators(routine.clone())),
             "for l0 in 0..2 {\n  local v1: f32 := n1[l0]\n  for l1 in 0..3 {\n    \
              local v0: f32 := n0[l0, l1]\n    v1 := (v1 + (v0 * v0))\n  }\n  n1[l0] := v1\n}\n"
         );
@@ -536,7 +534,7 @@ mod tests {
             body,
         );
         assert_eq!(
-            shown(&local_accumulators(&routine)),
+            shown(&local_accumulators(routine.clone())),
             "for l1 in 0..3 {\n  for l0 in 0..2 {\n    \
              n1[l0] := (n1[l0] + ((n0[l1, l0] + n2[l0]) * n3[l1]))\n  }\n}\n"
         );

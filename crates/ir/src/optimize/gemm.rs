@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{PerfectNest, gather, stmt_reads, stmt_writes, with_body};
+use super::{PerfectNest, gather, stmt_reads, stmt_writes};
 use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Binop;
@@ -24,16 +24,17 @@ use crate::routine::Routine;
 pub const MIN_GEMM_WORK: usize = 1 << 12;
 
 /// `routine` with its matrix-product nests recognized.
-pub fn extract_gemms(routine: &Routine) -> Routine {
-    let mut result = with_body(routine, Vec::new());
-    let written: HashSet<NodeId> = routine.body.iter().flat_map(stmt_writes).collect();
+pub fn extract_gemms(mut routine: Routine) -> Routine {
+    // The statements move through the pass: those it leaves alone are not copied.
+    let stmts = std::mem::take(&mut routine.body);
+    let written: HashSet<NodeId> = stmts.iter().flat_map(stmt_writes).collect();
     let mut body = Emitted::default();
-    for stmt in &routine.body {
-        let Some(mut plan) = plan_of(stmt, routine) else {
-            body.push(stmt.clone());
+    for stmt in stmts {
+        let Some(mut plan) = plan_of(&stmt, &routine) else {
+            body.push(stmt);
             continue;
         };
-        let mut nest = vec![stmt.clone()];
+        let mut nest = vec![stmt];
         // A fill of zeros a few statements back, none between them mentioning `c`, moves into
         // the product (which then writes its sums instead of adding them).
         if let Some(&at) = body.last_mention.get(&plan.c)
@@ -45,7 +46,7 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
             nest.splice(0..0, body.slots[at].take());
         }
         for operand in [plan.a, plan.b, plan.c] {
-            let node = result.nodes.get_mut(&operand).expect("checked by plan_of");
+            let node = routine.nodes.get_mut(&operand).expect("checked by plan_of");
             if node.memory_mode.is_none() && (written.contains(&operand) || operand == plan.c) {
                 node.memory_mode = Some(MemoryMode::Materialized);
             }
@@ -55,8 +56,8 @@ pub fn extract_gemms(routine: &Routine) -> Routine {
             nest,
         });
     }
-    result.body = body.slots.into_iter().flatten().collect();
-    result
+    routine.body = body.slots.into_iter().flatten().collect();
+    routine
 }
 
 /// The statements written so far, in slots (a fill moved into a product leaves its slot empty),
@@ -286,13 +287,13 @@ mod tests {
             statics: Default::default(),
             body,
         };
-        let moved = extract_gemms(&routine(vec![fill(c), fill(d), product.clone()]));
+        let moved = extract_gemms(routine(vec![fill(c), fill(d), product.clone()]));
         let [Stmt::Fill { node, .. }, Stmt::Gemm { plan, nest }] = &moved.body[..] else {
             panic!("the fill of d, then the product: {moved}");
         };
         assert_eq!((*node, plan.zero_first), (d, true));
         assert_eq!(nest[..], [fill(c), product.clone()]);
-        let kept = extract_gemms(&routine(vec![fill(c), copy_of_c, product]));
+        let kept = extract_gemms(routine(vec![fill(c), copy_of_c, product]));
         let [
             Stmt::Fill { .. },
             Stmt::For { .. },

@@ -73,11 +73,11 @@ pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
     type Pass = fn(Routine) -> Result<Routine, OptimizeError>;
     let passes: [Pass; 10] = [
         |r| Ok(fills::with_fills_absorbed(r)),
-        |r| Ok(gemm::extract_gemms(&r)),
+        |r| Ok(gemm::extract_gemms(r)),
         memory::with_memory_modes,
         virtualize::with_virtual_nodes_inlined,
-        |r| Ok(accumulate::local_accumulators(&r)),
-        |r| Ok(order::order_loops(&r)),
+        |r| Ok(accumulate::local_accumulators(r)),
+        |r| Ok(order::order_loops(r)),
         |r| Ok(merge::merge_loops(r, merge::Chains::Kept)),
         |r| Ok(simplify::simplify(&r)),
         |r| Ok(hoist::hoist_invariants(r)),

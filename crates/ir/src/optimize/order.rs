@@ -11,7 +11,7 @@
 //! Every iteration computes its cell from the loop values and that cell alone, so the order
 //! changes nothing the interpreter computes.
 
-use super::{Fresh, PerfectNest, Renaming, reads_node, stmt_reads, with_body};
+use super::{Fresh, PerfectNest, Renaming, reads_node, stmt_reads};
 use crate::loops::{Index, LoopVar, Stmt, Var};
 use crate::optimize::gemm::{flat_coefficients, injective};
 use crate::routine::Routine;
@@ -20,14 +20,15 @@ use crate::routine::Routine;
 pub const TILE: (usize, usize) = (32, 8);
 
 /// `routine` with its plain-store nests ordered for unit-stride stores, transposing ones tiled.
-pub fn order_loops(routine: &Routine) -> Routine {
-    let mut fresh = Fresh::new(&routine.body);
-    let body = routine
-        .body
-        .iter()
-        .map(|stmt| reordered(stmt, routine, &mut fresh).unwrap_or_else(|| stmt.clone()))
+pub fn order_loops(mut routine: Routine) -> Routine {
+    // The statements move through the pass: those it leaves alone are not copied.
+    let stmts = std::mem::take(&mut routine.body);
+    let mut fresh = Fresh::new(&stmts);
+    routine.body = stmts
+        .into_iter()
+        .map(|stmt| reordered(&stmt, &routine, &mut fresh).unwrap_or(stmt))
         .collect();
-    with_body(routine, body)
+    routine
 }
 
 fn reordered(stmt: &Stmt, routine: &Routine, fresh: &mut Fresh) -> Option<Stmt> {
@@ -195,7 +196,7 @@ mod tests {
             statics: Default::default(),
             body: vec![before.clone()],
         };
-        let after = order_loops(&routine);
+        let after = order_loops(routine.clone());
         assert_eq!(
             after.body,
             vec![nest(
@@ -210,7 +211,7 @@ mod tests {
             "for l1 in 0..4 {\n  for l0 in 0..3 {\n    n1[l1, l0] := n0[l0, l1]\n  }\n}\n"
         );
         // Already in order: left alone.
-        assert_eq!(order_loops(&after).body, after.body);
+        assert_eq!(order_loops(after.clone()).body, after.body);
         // A store reading its own cell, each iteration another (`g += …`), is ordered too.
         let own_cell = || Scalar::Get(NodeId(1), vec![Index::var(j, 0), Index::var(i, 0)]);
         let accumulating = Routine {
@@ -218,7 +219,7 @@ mod tests {
             ..routine.clone()
         };
         assert_eq!(
-            order_loops(&accumulating).body,
+            order_loops(accumulating.clone()).body,
             vec![nest((1, 4), (0, 3), after_index(), own_cell())]
         );
         // Reading another cell of the stored node, or storing a cell more than once (a sum
@@ -234,7 +235,7 @@ mod tests {
                 body: vec![kept.clone()],
                 ..routine.clone()
             };
-            assert_eq!(order_loops(&routine).body, vec![kept]);
+            assert_eq!(order_loops(routine.clone()).body, vec![kept]);
         }
     }
 
@@ -270,7 +271,7 @@ mod tests {
                 plus_one,
             )],
         };
-        let after = order_loops(&routine);
+        let after = order_loops(routine.clone());
         assert_eq!(
             after.body[0].to_string(),
             "for l2 in 0..3 {\n  for l4 in 0..8 {\n    for l3 in 0..32 {\n      \
@@ -278,6 +279,6 @@ mod tests {
              }\n    }\n  }\n}\n"
         );
         // A tiled nest is left as it is.
-        assert_eq!(order_loops(&after).body, after.body);
+        assert_eq!(order_loops(after.clone()).body, after.body);
     }
 }
