@@ -1,7 +1,8 @@
 //! The projections record of one assignment: its product space (how its loops run), the dims of
 //! every tensor it touches, and each tensor's index map. Also what lowering reads off the record
-//! (reduction symbols, surjectivity and injectivity of the written map) and the slot views that
-//! give gradient assignments their records without inferring anything again.
+//! (reduction symbols, surjectivity and injectivity of the written map, whether a read of the
+//! written tensor sees its prior values) and the slot views that give gradient assignments their
+//! records without inferring anything again.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -180,6 +181,21 @@ impl Projections {
             .iter()
             .enumerate()
             .all(|(factor, used)| used.len() <= 1 || concat_factors.contains(&factor))
+    }
+
+    /// Whether read tensor `i`, were it the written tensor itself (an update reading its own
+    /// target), would be read only at cells that still hold what they held before the
+    /// assignment: read through the written map (the same dims, index and margins), by a write
+    /// that reaches no cell twice (else a later point reads what an earlier one accumulated), and
+    /// with no fill first (under `initialize_neutral`, lowering fills the written tensor unless
+    /// its map is surjective and injective). Conservative: `false` may be a read that sees the
+    /// prior values all the same.
+    pub fn reads_prior_values(&self, i: usize, initialize_neutral: bool) -> bool {
+        self.rhs_dims[i] == self.lhs_dims
+            && self.rhs_index[i] == self.lhs_index
+            && self.rhs_padding[i] == self.lhs_padding
+            && self.is_injective()
+            && (!initialize_neutral || self.is_surjective())
     }
 
     /// Whether the product space has no point: a factor whose ranges are all 0 (an empty axis).

@@ -1,5 +1,6 @@
 //! The worked examples of the projection seeds, as hand-written records: what lowering reads off
-//! each (reductions, surjectivity, injectivity) and the slot views of the matmul gradients.
+//! each (reductions, surjectivity, injectivity, reads of the written tensor) and the slot views
+//! of the matmul gradients.
 
 use rcannl_ir::{AxisIndex, Factor, Projections, Slot, Symbol};
 
@@ -171,6 +172,42 @@ fn a_diagonal_write_is_not_surjective() {
         vec![(vec![3], vec![it(I)])],
     );
     assert!(diagonal.is_injective() && !diagonal.is_surjective());
+}
+
+#[test]
+fn a_read_of_the_written_tensor_sees_prior_values_only_at_the_cell_each_point_writes_once() {
+    // t[i,j] ⊕= t[i,j] * s: the written cell, read before it is written.
+    let own = record(
+        vec![Factor::single(I, 2), Factor::single(J, 3)],
+        (vec![2, 3], vec![it(I), it(J)]),
+        vec![
+            (vec![2, 3], vec![it(I), it(J)]),
+            (vec![1], vec![AxisIndex::Fixed(0)]),
+        ],
+    );
+    assert!(own.reads_prior_values(0, false) && own.reads_prior_values(0, true));
+    // t[i,j] := t[j,i]: another cell, which an earlier point may have written.
+    let transposed = record(
+        vec![Factor::single(I, 2), Factor::single(J, 2)],
+        (vec![2, 2], vec![it(I), it(J)]),
+        vec![(vec![2, 2], vec![it(J), it(I)])],
+    );
+    assert!(!transposed.reads_prior_values(0, true));
+    // n[0] ⊕= n[0] * g[k]: the written map, but every point writes the one cell.
+    let reduced = record(
+        vec![Factor::single(K, 4)],
+        (vec![1], vec![AxisIndex::Fixed(0)]),
+        vec![(vec![1], vec![AxisIndex::Fixed(0)]), (vec![4], vec![it(K)])],
+    );
+    assert!(!reduced.reads_prior_values(0, false));
+    // t[i,0] =:+ t[i,0]: written once, but the fill before the loops resets the rest of t.
+    let column = record(
+        vec![Factor::single(I, 2)],
+        (vec![2, 3], vec![it(I), AxisIndex::Fixed(0)]),
+        vec![(vec![2, 3], vec![it(I), AxisIndex::Fixed(0)])],
+    );
+    assert!(column.reads_prior_values(0, false));
+    assert!(!column.reads_prior_values(0, true));
 }
 
 const A: Symbol = Symbol(10);

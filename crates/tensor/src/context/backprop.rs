@@ -88,8 +88,12 @@ impl Context {
         let mut assignments = step.assignments;
         let mut nodes = step.nodes;
         if !lowered.is_empty() {
-            let (mut update_assignments, updated) =
-                self.lowered_update_parts(&lowered, &step.ops, &step.differentiable)?;
+            let (mut update_assignments, updated) = self.lowered_update_parts(
+                &lowered,
+                &step.ops,
+                &step.differentiable,
+                &step.tensors,
+            )?;
             // What the step reads is what it reads unguarded: a fallback to what a target held
             // is no read of a value the step needs.
             let mut unguarded = assignments.clone();

@@ -329,6 +329,7 @@ impl Context {
                 std::slice::from_ref(update),
                 &composed.computed,
                 &composed.grads,
+                &composed.fetched,
             )?;
             for mut assignment in assignments {
                 composed.unguarded.push(assignment.clone());

@@ -121,6 +121,9 @@ pub struct Context {
     /// For each loss a training step computes (by tensor index), the one-cell node telling
     /// whether its cells are finite.
     finite_checks: HashMap<usize, NodeId>,
+    /// For each node an update reads as it was before the update, the scratch node holding
+    /// that copy.
+    prior_copies: HashMap<NodeId, NodeId>,
     seed: u64,
     next_scratch: u32,
     /// The numbers of tensors, inference operations, constraints on captures and precision
@@ -179,6 +182,7 @@ impl Context {
             holds: HashSet::new(),
             grads_kept: HashSet::new(),
             finite_checks: HashMap::new(),
+            prior_copies: HashMap::new(),
             seed: 42,
             next_scratch: FIRST_SCRATCH,
             concrete: (0, 0, 0, 0),

@@ -1,10 +1,11 @@
 //! Update routines (optimizer steps): updates lowered over the tensors they read, the forward of
-//! the computed tensors among those, and the projections of updates without a logic.
+//! the computed tensors among those and the fills of the constants, the projections of updates
+//! without a logic, and the copy of a target an update reads as it was before it.
 
 use std::collections::BTreeSet;
 
 use rcannl_ir::{
-    Assignment, AxisIndex, Binop, FetchOp, NodeId, Projections, Rhs, Symbol, TensorNode,
+    Assignment, AxisIndex, Binop, FetchOp, NodeId, Projections, Rhs, Symbol, TensorNode, Unop,
 };
 use rcannl_shape::OpId;
 
@@ -21,11 +22,18 @@ impl Context {
     ///
     /// A computed tensor an update reads is computed in the routine, before the updates, from
     /// the values the data and parameters hold then (as OCANNL's `%cd` embeds the forward code
-    /// of the tensors an assignment reads); a gradient it reads must be one a backprop keeps.
+    /// of the tensors an assignment reads), and a constant it reads is filled; a gradient it
+    /// reads must be one a backprop keeps.
+    ///
+    /// An update reads its own target as it was before the update, as NumPy's `t[:] = t.T` and
+    /// `x = a @ x` do: where it would read cells it has already written (through another index
+    /// map, or reducing into a cell it reads) or reset (a neutral fill before accumulating), it
+    /// reads a copy of the target taken just before it. An update reading only the cell each
+    /// point writes (`w =- lr * w.grad`, `m =: beta * m + …`) reads the target itself.
     pub fn update(&mut self, updates: &[Update]) -> Result<Routine, TensorError> {
         let lowered = self.lower_updates(updates)?;
-        let (assignments, keep) =
-            self.lowered_update_parts(&lowered, &BTreeSet::new(), &BTreeSet::new())?;
+        let none = BTreeSet::new();
+        let (assignments, keep) = self.lowered_update_parts(&lowered, &none, &none, &none)?;
         self.compile("update", assignments, &keep)
     }
 
@@ -53,13 +61,16 @@ impl Context {
     }
 
     /// The assignments of `updates` in a routine that already computes the operations
-    /// `computed_ops` and the gradients of `computed_grads`: first the forward of every other
-    /// computed tensor they read, then the updates; and the nodes they update.
+    /// `computed_ops` and the gradients of `computed_grads`, and has filled the constant leaves
+    /// among `filled`: first the fills of the other constant leaves they read and the forward of
+    /// every other computed tensor they read, then the updates (each reading its target as it
+    /// was before it, see [`Context::update`]); and the nodes they update.
     pub(super) fn lowered_update_parts(
         &mut self,
         updates: &[LoweredUpdate],
         computed_ops: &BTreeSet<usize>,
         computed_grads: &BTreeSet<usize>,
+        filled: &BTreeSet<usize>,
     ) -> Result<(Vec<Assignment>, BTreeSet<NodeId>), TensorError> {
         let mut read_values = Vec::new();
         {
@@ -68,10 +79,11 @@ impl Context {
                 for r in &update.refs {
                     match *r {
                         Ref::Value(t) => {
-                            let computed_here = state.tensors[t]
-                                .op
-                                .is_none_or(|op| computed_ops.contains(&op));
-                            if !computed_here {
+                            let held = match state.tensors[t].op {
+                                Some(op) => computed_ops.contains(&op),
+                                None => filled.contains(&t),
+                            };
+                            if !held {
                                 read_values.push(t);
                             }
                         }
@@ -96,7 +108,8 @@ impl Context {
         let mut assignments = Vec::new();
         if !read_values.is_empty() {
             let (ops, tensors) = self.ancestry(&read_values);
-            assignments.extend(self.leaf_fetches(&tensors));
+            let unfilled = tensors.difference(filled).copied().collect();
+            assignments.extend(self.leaf_fetches(&unfilled));
             let forward: Vec<Asg> = {
                 let state = self.graph.state.lock();
                 ops.iter()
@@ -146,10 +159,99 @@ impl Context {
                     })?
                 }
             };
-            assignments.push(assignment);
+            assignments.extend(self.reading_prior_target(assignment)?);
             keep.insert(target);
         }
         Ok((assignments, keep))
+    }
+
+    /// `assignment`, an update of its target, reading the target as it was before the update
+    /// wherever a read of it would not see those values ([`Projections::reads_prior_values`]:
+    /// another cell than the one written, a cell written at several points, or a target reset
+    /// first): such reads go to a copy of the target taken just before. An update reading only
+    /// what each point's cell held is left as it is, with no copy.
+    fn reading_prior_target(
+        &mut self,
+        assignment: Assignment,
+    ) -> Result<Vec<Assignment>, TensorError> {
+        let Assignment::Accum {
+            initialize_neutral,
+            accum,
+            lhs,
+            rhs: Rhs::Expr(expr, mut operands),
+            projections,
+        } = assignment
+        else {
+            return Ok(vec![assignment]);
+        };
+        let stale: Vec<usize> = (0..operands.len())
+            .filter(|&i| {
+                operands[i] == lhs && !projections.reads_prior_values(i, initialize_neutral)
+            })
+            .collect();
+        let mut assignments = Vec::new();
+        if !stale.is_empty() {
+            let prior = self.prior_copy(lhs)?;
+            let dims = &self.nodes[&lhs].dims;
+            let every: Vec<AxisIndex> = (0..dims.len() as u32)
+                .map(|s| AxisIndex::Iterator(Symbol(s)))
+                .collect();
+            // A copy, not an update: the finite guard of a training step, which rewrites the
+            // formulas of updates, leaves it as it is.
+            assignments.push(Assignment::Accum {
+                initialize_neutral: true,
+                accum: Binop::Arg2,
+                lhs: prior,
+                rhs: Rhs::Unop(Unop::Identity, lhs),
+                projections: Projections {
+                    product_space: dims
+                        .iter()
+                        .enumerate()
+                        .map(|(s, d)| rcannl_ir::Factor::single(Symbol(s as u32), *d))
+                        .collect(),
+                    lhs_dims: dims.clone(),
+                    rhs_dims: vec![dims.clone()],
+                    lhs_index: every.clone(),
+                    rhs_index: vec![every],
+                    lhs_padding: vec![(0, 0); dims.len()],
+                    rhs_padding: vec![vec![(0, 0); dims.len()]],
+                    label: "copy".to_owned(),
+                },
+            });
+            for i in stale {
+                operands[i] = prior;
+            }
+        }
+        assignments.push(Assignment::Accum {
+            initialize_neutral,
+            accum,
+            lhs,
+            rhs: Rhs::Expr(expr, operands),
+            projections,
+        });
+        Ok(assignments)
+    }
+
+    /// The scratch node holding a copy of `target` for the updates reading it as it was (one per
+    /// target, made the first time): its dims, margins and precision.
+    fn prior_copy(&mut self, target: NodeId) -> Result<NodeId, TensorError> {
+        if let Some(&id) = self.prior_copies.get(&target) {
+            return Ok(id);
+        }
+        let of = self.nodes[&target].clone();
+        let mut node = TensorNode::new(
+            self.scratch(),
+            &format!("{} before the update", of.label),
+            of.precision,
+            &of.dims,
+        );
+        node.padding = of.padding;
+        self.buffers
+            .insert(node.clone())
+            .map_err(|e| error(format!("'{}': {e}", of.label)))?;
+        self.prior_copies.insert(target, node.id);
+        self.nodes.insert(node.id, node.clone());
+        Ok(node.id)
     }
 
     /// The label of the graph's tensor `t`.

@@ -44,3 +44,4 @@ mod threads;
 mod traced;
 mod update_logic;
 mod update_reductions;
+mod update_self_reads;
