@@ -2,6 +2,7 @@
 //! primitive operations by name, array literals, function signatures, and the error for
 //! PyTorch's `@`.
 
+use crate::basis;
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
@@ -148,8 +149,9 @@ impl AxisKind {
 }
 
 /// The elements of `e` if it is a bracket of a kind: `[a, b]`, `(a, b)` (a tuple), `vec![a, b]`.
+/// A basis annotation around the bracket (`([a, b] : rgb)`) is seen through.
 pub fn bracket(e: &Expr) -> syn::Result<Option<(AxisKind, Vec<Expr>)>> {
-    Ok(match e {
+    Ok(match basis::unannotated(e) {
         Expr::Array(a) => Some((AxisKind::Output, a.elems.iter().cloned().collect())),
         Expr::Tuple(t) if !t.elems.is_empty() => {
             Some((AxisKind::Input, t.elems.iter().cloned().collect()))
@@ -186,16 +188,43 @@ pub fn first_leaf_is_number(e: &Expr) -> syn::Result<bool> {
     }
 }
 
-/// An array literal of numbers: its axes by kind and its cells, row-major.
+/// An array literal of numbers: its axes by kind, with the bases annotations name, and its
+/// cells, row-major.
 pub struct ArrayLiteral {
-    pub dims: Vec<(AxisKind, usize)>,
+    pub dims: Vec<LiteralAxis>,
     pub cells: Vec<Expr>,
+}
+
+/// One axis of an array literal: its kind, its size, the basis an annotation names.
+#[derive(Clone)]
+pub struct LiteralAxis {
+    pub kind: AxisKind,
+    pub size: usize,
+    pub basis: Option<Ident>,
+}
+
+impl PartialEq for LiteralAxis {
+    fn eq(&self, other: &LiteralAxis) -> bool {
+        self.kind == other.kind
+            && self.size == other.size
+            && self.basis.as_ref().map(Ident::to_string)
+                == other.basis.as_ref().map(Ident::to_string)
+    }
 }
 
 impl ArrayLiteral {
     /// `e` as an array of numbers, if its first leaf is a number written as one; an error if
-    /// it is ragged or nests its kinds out of order.
+    /// it is ragged, nests its kinds out of order, or annotates what has no axis.
     pub fn parse(e: &Expr) -> syn::Result<Option<ArrayLiteral>> {
+        let basis = basis::annotation(e).map(|(name, _)| name.clone());
+        if let Some((name, inner)) = basis::annotation(e)
+            && basis::annotation(inner).is_some()
+        {
+            return Err(syn::Error::new(
+                name.span(),
+                "an axis has one basis: annotate each level of brackets once",
+            ));
+        }
         let Some((kind, elems)) = bracket(e)? else {
             return Ok(None);
         };
@@ -208,11 +237,28 @@ impl ArrayLiteral {
         if !first_leaf_is_number(first)? {
             return Ok(None);
         }
+        if let Some(name) = &basis
+            && name == basis::CLAIM_FREE
+            && elems.len() != 1
+        {
+            return Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "only an axis of size 1 can be the claim-free unit `{}`; this one has {}",
+                    basis::CLAIM_FREE,
+                    elems.len()
+                ),
+            ));
+        }
         let mut literal = ArrayLiteral {
-            dims: vec![(kind, elems.len())],
+            dims: vec![LiteralAxis {
+                kind,
+                size: elems.len(),
+                basis,
+            }],
             cells: Vec::new(),
         };
-        let mut inner: Option<Vec<(AxisKind, usize)>> = None;
+        let mut inner: Option<Vec<LiteralAxis>> = None;
         for elem in &elems {
             let (dims, cells) = match ArrayLiteral::parse(elem)? {
                 Some(sub) => (sub.dims, sub.cells),
@@ -222,10 +268,19 @@ impl ArrayLiteral {
                         "an array literal holds numbers, or arrays of numbers, throughout",
                     ));
                 }
-                None => (Vec::new(), vec![elem.clone()]),
+                None => {
+                    if let Some((name, _)) = basis::annotation(elem) {
+                        return Err(syn::Error::new(
+                            name.span(),
+                            "a basis names an axis: annotate the brackets around the numbers \
+                             (`([1.0, 2.0] : rgb)`), not a number inside them",
+                        ));
+                    }
+                    (Vec::new(), vec![elem.clone()])
+                }
             };
-            if let Some(&(outer, _)) = dims.first()
-                && outer < kind
+            if let Some(outer) = dims.first()
+                && outer.kind < kind
             {
                 return Err(syn::Error::new(
                     elem.span(),
@@ -236,9 +291,19 @@ impl ArrayLiteral {
             match &inner {
                 None => inner = Some(dims),
                 Some(expected) if *expected != dims => {
+                    let bases_only = expected.len() == dims.len()
+                        && expected
+                            .iter()
+                            .zip(&dims)
+                            .all(|(a, b)| a.kind == b.kind && a.size == b.size);
                     return Err(syn::Error::new(
                         elem.span(),
-                        "a ragged array literal: every element has the same axes",
+                        if bases_only {
+                            "the elements of an array literal annotate the same bases on the \
+                             same axes"
+                        } else {
+                            "a ragged array literal: every element has the same axes"
+                        },
                     ));
                 }
                 Some(_) => {}
@@ -249,14 +314,28 @@ impl ArrayLiteral {
         Ok(Some(literal))
     }
 
+    /// A number standing alone under an annotation (`(2.0 : q)`): one output axis of size 1 of
+    /// the basis named.
+    pub fn annotated_number(e: &Expr) -> Option<ArrayLiteral> {
+        let (name, inner) = basis::annotation(e)?;
+        is_number(inner).then(|| ArrayLiteral {
+            dims: vec![LiteralAxis {
+                kind: AxisKind::Output,
+                size: 1,
+                basis: Some(name.clone()),
+            }],
+            cells: vec![inner.clone()],
+        })
+    }
+
     /// The expansion's `LiteralDims` and `Vec<f64>` of cells.
     pub fn tokens(&self, krate: &TokenStream) -> (TokenStream, TokenStream) {
         let of = |kind: AxisKind| {
             let sizes = self
                 .dims
                 .iter()
-                .filter(|(k, _)| *k == kind)
-                .map(|(_, n)| *n);
+                .filter(|axis| axis.kind == kind)
+                .map(|axis| axis.size);
             quote!(::std::vec![#(#sizes),*])
         };
         let (batch, output, input) = (
@@ -264,9 +343,27 @@ impl ArrayLiteral {
             of(AxisKind::Output),
             of(AxisKind::Input),
         );
+        let bases = [AxisKind::Batch, AxisKind::Output, AxisKind::Input]
+            .into_iter()
+            .flat_map(|kind| {
+                let axis = kind.stack_axis(krate);
+                self.dims
+                    .iter()
+                    .filter(move |a| a.kind == kind)
+                    .enumerate()
+                    .filter_map(move |(i, a)| {
+                        let name = a.basis.as_ref()?.to_string();
+                        Some(quote!((#axis, #i, #name)))
+                    })
+            });
         let cells = &self.cells;
         (
-            quote!(#krate::syntax::LiteralDims { batch: #batch, output: #output, input: #input }),
+            quote!(#krate::syntax::LiteralDims {
+                batch: #batch,
+                output: #output,
+                input: #input,
+                bases: ::std::vec![#(#bases),*],
+            }),
             quote!(::std::vec![#((#cells) as f64),*]),
         )
     }

@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+mod basis;
 mod cd;
 mod common;
 mod compose;

@@ -14,6 +14,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, ExprBlock, Ident, Stmt, Token, UnOp};
 
+use crate::basis;
 use crate::common::{
     ArrayLiteral, FnDef, as_power, at_sign_or, bracket, ident_of, power, site, split_crate,
     starts_fn, unary,
@@ -79,7 +80,7 @@ impl Parse for Input {
 
 pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let (krate, rest) = split_crate(input)?;
-    let rest = shorthand::rewrite(rest)?;
+    let rest = basis::rewrite(shorthand::rewrite(rest)?)?;
     let input =
         syn::parse2::<Input>(rest.clone()).map_err(|e| at_sign_or(e, &rest, MATRIX_PRODUCT))?;
     match input {
@@ -309,6 +310,7 @@ impl<'a> Expander<'a> {
             Expr::Array(_) | Expr::Tuple(_) | Expr::Macro(_) if bracket(e)?.is_some() => {
                 self.bracket(e)?
             }
+            Expr::Cast(_) if basis::annotation(e).is_some() => self.bracket(e)?,
             other => quote!(#k::syntax::operand(&(#other))),
         })
     }
@@ -546,10 +548,19 @@ impl<'a> Expander<'a> {
         let k = self.krate;
         let g = self.graph.clone();
         let at = site(e.span());
-        if let Some(literal) = ArrayLiteral::parse(e)? {
+        if let Some(literal) = ArrayLiteral::parse(e)?.or_else(|| ArrayLiteral::annotated_number(e))
+        {
             let (dims, cells) = literal.tokens(k);
-            let label = e.to_token_stream().to_string();
+            let label = basis::label(e);
             return Ok(quote!(#k::syntax::literal(&#g, #label, #dims, #cells, #at)));
+        }
+        if let Some((name, _)) = basis::annotation(e) {
+            return Err(syn::Error::new(
+                name.span(),
+                "a basis annotation labels an axis of an array literal of numbers \
+                 (`([1.0, 2.0, 3.0] : rgb)`) or a number standing alone (`(2.0 : q)`), not a \
+                 tensor",
+            ));
         }
         let (kind, elems) = bracket(e)?.expect("a bracket");
         let operands = elems
@@ -592,7 +603,14 @@ impl<'a> Expander<'a> {
         };
         let mut decl = quote!(#k::syntax::ParamDecl::new(#label));
         if let Some(init) = init {
-            decl.extend(match ArrayLiteral::parse(init)? {
+            let literal =
+                ArrayLiteral::parse(init)?.or_else(|| ArrayLiteral::annotated_number(init));
+            if literal.is_none()
+                && let Some((name, _)) = basis::annotation(init)
+            {
+                return Err(syn::Error::new(name.span(), basis::FORM));
+            }
+            decl.extend(match literal {
                 Some(literal) => {
                     let (dims, cells) = literal.tokens(k);
                     quote!(.values(#dims, #cells))
@@ -636,6 +654,7 @@ impl<'a> Expander<'a> {
 fn transforms(e: &Expr) -> bool {
     match e {
         Expr::Block(_) | Expr::Binary(_) | Expr::Unary(_) | Expr::Array(_) | Expr::Tuple(_) => true,
+        Expr::Cast(_) => basis::annotation(e).is_some(),
         Expr::Paren(p) => transforms(&p.expr),
         Expr::Call(c) => ident_of(&c.func).is_some_and(|n| is_primitive(&n.to_string())),
         Expr::MethodCall(m) => transforms(&m.receiver),
@@ -676,6 +695,7 @@ fn needs_op(e: &Expr) -> bool {
         Expr::MethodCall(m) => needs_op(&m.receiver),
         Expr::Array(a) => a.elems.iter().any(needs_op),
         Expr::Tuple(t) => t.elems.iter().any(needs_op),
+        Expr::Cast(_) => basis::annotation(e).is_some(),
         _ => false,
     }
 }

@@ -115,7 +115,14 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 ///
 /// **Array literals.** `[..]` is an output axis, `(.., ..)` an input axis, `vec![..]` a batch
 /// axis, nested outer to inner: `[(1.0, 2.0), (3.0, 4.0)]` is a 2×2 matrix mapping 2-vectors to
-/// 2-vectors. Brackets of tensors stack them along a new axis of that kind.
+/// 2-vectors. Brackets of tensors stack them along a new axis of that kind. A basis annotation
+/// in parentheses names the basis of the axis a level of brackets makes, as OCANNL's type
+/// annotation does: `([1.0, 2.0, 3.0] : rgb)` has the output axis `3@rgb`, `((1.0, 2.0) : feat)`
+/// the input axis `2@feat`, `(vec![..] : examples)` a batch axis, `[((1.0, 2.0) : feat), ..]`
+/// the inner axis only, and `(2.0 : q)` is the literal `[2.0]` of basis `q` (a tensor, where a
+/// bare `2.0` is a number that broadcasts). Unannotated axes are of the `default` basis, and
+/// `bcast_if_1` on an axis of size 1 is the claim-free unit `1*`. Outside `op!` the same rows
+/// are a shape literal: `graph.data("c").shape("3@rgb").values(..)`.
 ///
 /// **Forms.** An expression gives a [`Tensor`] (the graph is the first tensor's the expression
 /// names, or `op! { in graph; … }`); `op! { let a = …; let b = …; }` binds `a`, `b` and every

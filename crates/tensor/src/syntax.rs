@@ -9,6 +9,7 @@
 
 use rcannl_ir::Precision;
 pub use rcannl_ir::{Binop, Slot, Ternop, Unop};
+use rcannl_shape::spec::{DimLiteral, ShapeLiteral};
 
 use crate::activations::Activation;
 use crate::define::Formula;
@@ -330,7 +331,7 @@ pub fn stack(
 }
 
 /// The axes of an array literal by kind: `vec![…]` batch, `[…]` output, `(…)` input, outermost
-/// first.
+/// first; and the bases annotations name (`([1.0, 2.0, 3.0] : rgb)`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LiteralDims {
     /// The batch axes' sizes, outermost first.
@@ -339,10 +340,45 @@ pub struct LiteralDims {
     pub output: Vec<usize>,
     /// The input axes' sizes.
     pub input: Vec<usize>,
+    /// The annotated axes: the kind, the axis's position among the axes of its kind, the basis
+    /// named. The other axes are of the `default` basis.
+    pub bases: Vec<(StackAxis, usize, &'static str)>,
+}
+
+impl LiteralDims {
+    /// The axes as the shape literal that says the same (`([1.0, 2.0, 3.0] : rgb)` is
+    /// `"3@rgb"`): a basis is read as in a shape literal (`default` is the default basis), and
+    /// `bcast_if_1` on an axis of size 1 is the claim-free unit `1*`.
+    pub fn shape_literal(&self) -> ShapeLiteral {
+        let row = |kind: StackAxis, sizes: &[usize]| -> Vec<DimLiteral> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| {
+                    let named = self
+                        .bases
+                        .iter()
+                        .rev()
+                        .find(|&&(k, at, _)| k == kind && at == i)
+                        .map(|&(_, _, name)| name);
+                    match named {
+                        None => DimLiteral::new(size),
+                        Some("bcast_if_1") if size == 1 => DimLiteral::claim_free(),
+                        Some(name) => DimLiteral::named(size, name),
+                    }
+                })
+                .collect()
+        };
+        ShapeLiteral {
+            batch: row(StackAxis::Batch, &self.batch),
+            input: row(StackAxis::Input, &self.input),
+            output: row(StackAxis::Output, &self.output),
+        }
+    }
 }
 
 /// A data tensor holding an array literal's `values` (row-major in memory order: batch, output,
-/// input), of exactly the literal's axes.
+/// input), of exactly the literal's axes and bases.
 pub fn literal(
     graph: &Graph,
     label: &str,
@@ -354,9 +390,7 @@ pub fn literal(
         Operand::Tensor(
             graph
                 .data(label)
-                .batch(dims.batch)
-                .output(dims.output)
-                .input(dims.input)
+                .rows_of(&dims.shape_literal())
                 .values(values)
                 .build(),
         )
@@ -371,6 +405,8 @@ pub struct ParamDecl {
     batch: Option<Vec<usize>>,
     output: Option<Vec<usize>>,
     input: Option<Vec<usize>>,
+    /// Every row with its bases, from an array literal's axes; the rows given after override it.
+    rows: Option<ShapeLiteral>,
     init: Option<Init>,
     precision: Option<Precision>,
 }
@@ -409,6 +445,7 @@ impl ParamDecl {
             batch: None,
             output: None,
             input: None,
+            rows: None,
             init: None,
             precision: None,
         }
@@ -441,9 +478,8 @@ impl ParamDecl {
     /// The values of an array literal (`= [[1.0, 2.0], [3.0, 4.0]]`): the cells and the exact
     /// axes.
     pub fn values(mut self, dims: LiteralDims, values: Vec<f64>) -> ParamDecl {
-        self.batch = Some(dims.batch);
-        self.output = Some(dims.output);
-        self.input = Some(dims.input);
+        self.rows = Some(dims.shape_literal());
+        (self.batch, self.output, self.input) = (None, None, None);
         self.init = Some(Init::Values(values));
         self
     }
@@ -458,6 +494,9 @@ impl ParamDecl {
     pub fn build(self, graph: &Graph, site: &'static str) -> Tensor {
         graph.at_site(site, || {
             let mut builder = graph.param(&self.label);
+            if let Some(rows) = &self.rows {
+                builder = builder.rows_of(rows);
+            }
             if let Some(dims) = self.batch {
                 builder = builder.batch(dims);
             }

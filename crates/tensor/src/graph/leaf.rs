@@ -4,6 +4,7 @@
 use rcannl_ir::{Precision, Symbol};
 use rcannl_shape::LeafDecl;
 use rcannl_shape::logic::TerminalInit;
+use rcannl_shape::spec::ShapeLiteral;
 use rcannl_shape::term::Dim;
 
 use crate::tensor::Tensor;
@@ -67,21 +68,27 @@ impl LeafBuilder {
     }
 
     /// Every row exactly as a shape literal gives it (`"32|->2"`, `"2,3"`, `"|5->@rgb"`).
-    pub fn shape(mut self, literal: &str) -> LeafBuilder {
+    pub fn shape(self, literal: &str) -> LeafBuilder {
         match rcannl_shape::spec::parse_shape_literal(literal) {
-            Ok(literal) => {
-                let is_param = matches!(self.kind, LeafKind::Param(_));
-                let mut decl = LeafDecl::literal(&literal);
-                if is_param {
-                    decl = decl.as_param();
-                }
-                self.decl = decl;
+            Ok(literal) => self.rows_of(&literal),
+            Err(e) => {
+                self.graph.record(error(format!(
+                    "leaf '{}': bad shape literal {literal:?}: {e}",
+                    self.label
+                )));
+                self
             }
-            Err(e) => self.graph.record(error(format!(
-                "leaf '{}': bad shape literal {literal:?}: {e}",
-                self.label
-            ))),
         }
+    }
+
+    /// Every row exactly as a parsed shape literal gives it, bases included.
+    pub(crate) fn rows_of(mut self, literal: &ShapeLiteral) -> LeafBuilder {
+        let is_param = matches!(self.kind, LeafKind::Param(_));
+        let mut decl = LeafDecl::literal(literal);
+        if is_param {
+            decl = decl.as_param();
+        }
+        self.decl = decl;
         self
     }
 

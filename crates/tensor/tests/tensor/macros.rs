@@ -6,6 +6,7 @@ use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_tensor::gradcheck::{Inputs, check_gradients};
+use rcannl_tensor::print::PrintOptions;
 use rcannl_tensor::{Context, Graph, Init, Tensor, cd, op};
 
 fn backends() -> Vec<Box<dyn Backend>> {
@@ -119,6 +120,81 @@ fn array_literals_give_axes_by_bracket_kind() {
         &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
         "cells in memory order",
     );
+}
+
+#[test]
+fn annotated_literals_name_the_bases_of_their_axes() {
+    let graph = Graph::new();
+    let rgb = op! { in graph; ([1.0, 2.0, 3.0] : rgb) };
+    assert_eq!(rgb.shape(), "|->3@rgb");
+    let features = op! { in graph; ((1.0, 2.0) : feat) };
+    assert_eq!(features.shape(), "|2@feat->");
+    // Annotations compose with nesting; unannotated axes keep `default`.
+    let matrix = op! { in graph; [((1.0, 2.0) : feat), ((3.0, 4.0) : feat)] };
+    assert_eq!(matrix.shape(), "|2@feat->2");
+    let both = op! { in graph; ([((1.0, 2.0) : feat), ((3.0, 4.0) : feat)] : out) };
+    assert_eq!(both.shape(), "|2@feat->2@out");
+    let examples = op! { in graph; (vec![[1.0], [2.0], [3.0]] : examples) };
+    assert_eq!(examples.shape(), "3@examples|->1");
+    let scalar = op! { in graph; (2.0 : q) };
+    assert_eq!(scalar.shape(), "|->1@q");
+    let unnamed = op! { in graph; ([1.0, 2.0] : default) };
+    assert_eq!(unnamed.shape(), "|->2");
+    // The same rows as the shape literal spelling the bases.
+    let spelled = graph
+        .data("spelled")
+        .shape("|2@feat->2@out")
+        .values(vec![1.0, 2.0, 3.0, 4.0])
+        .build();
+    assert_eq!(spelled.shape(), both.shape());
+    let w = op! { in graph; { w = ([0.5, -0.5] : rgb) } };
+    assert_eq!(w.shape(), "|->2@rgb");
+    graph.check().unwrap();
+    close(
+        &forward(&graph, &both),
+        &[1.0, 2.0, 3.0, 4.0],
+        "an annotated literal's cells",
+    );
+}
+
+#[test]
+fn annotated_literals_meet_tensors_of_the_same_basis() {
+    let graph = Graph::new();
+    let x = data(&graph, "x", "3@rgb", &[1.0, 2.0, 3.0]);
+    let y = op! { pmul(([1.0, 2.0, 3.0] : rgb), x) };
+    let z = op! { ([10.0, 20.0, 30.0] : rgb) + x };
+    let m = data(&graph, "m", "|3@rgb->2", &[1.0, 0.0, 0.0, 0.0, 1.0, 1.0]);
+    let applied = op! { m * ([1.0, 2.0, 3.0] : rgb) };
+    settle(&graph);
+    assert_eq!(y.shape(), "|->3@rgb");
+    assert_eq!(applied.shape(), "|->2");
+    close(&forward(&graph, &y), &[1.0, 4.0, 9.0], "rgb times rgb");
+    close(&forward(&graph, &z), &[11.0, 22.0, 33.0], "rgb plus rgb");
+    close(&forward(&graph, &applied), &[1.0, 5.0], "a matrix applied");
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let f = ctx.forward(&[&z]).unwrap();
+    ctx.run(&f).unwrap();
+    let printed = ctx.print(&z, &PrintOptions::default()).unwrap();
+    assert!(printed.contains("o0@rgb"), "{printed}");
+}
+
+#[test]
+fn a_literal_of_another_basis_is_a_shape_error_naming_the_tensors() {
+    for (shape, other) in [("3@hsv", "hsv"), ("3", "default")] {
+        let graph = Graph::new();
+        let x = data(&graph, "x", shape, &[1.0, 2.0, 3.0]);
+        let _ = op! { ([1.0, 2.0, 3.0] : rgb) + x };
+        let message = graph.check().unwrap_err().message;
+        assert!(message.contains("do not broadcast"), "{shape}: {message}");
+        assert!(
+            message.contains("'x'") && message.contains("'[1.0, 2.0, 3.0] : rgb'"),
+            "{shape}: {message}"
+        );
+        assert!(
+            message.contains("3@rgb") && (other == "default" || message.contains(other)),
+            "{shape}: {message}"
+        );
+    }
 }
 
 #[test]
