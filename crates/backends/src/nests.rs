@@ -44,8 +44,8 @@ pub const MAX_SERIAL_STATEMENTS: usize = 64;
 /// The statements `body` (a routine's top level, or a product's nest) as kernels: each
 /// splittable loop alone (with the run of local declarations just before it when only it reads
 /// them), the runs of other statements between them together, a run longer than
-/// [`MAX_SERIAL_STATEMENTS`] cut where its content says ([`serial_cuts`]) and no local crosses
-/// the cut. A local cannot cross kernels otherwise: a statement reading a local declared at the
+/// [`MAX_SERIAL_STATEMENTS`] cut where its content says (the same place in each repetition of a
+/// pattern, whatever the depth of the model repeating it) and no local crosses the cut. A local cannot cross kernels otherwise: a statement reading a local declared at the
 /// top level stays in the serial run, and a run that declares a local extends to the last
 /// statement reading it.
 pub fn kernel_groups<'a>(routine: &Routine, body: &'a [Stmt]) -> Vec<Group<'a>> {
