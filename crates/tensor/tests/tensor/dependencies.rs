@@ -7,27 +7,9 @@
 //! each run, and before their parent changes (the reading half of OCANNL's `test_slice_alias`).
 //! Each intermediate is tried under every memory mode; a virtual one that would be recomputed
 //! after what it reads has changed is refused, naming it.
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter};
+use crate::cpu::{backends, data};
 use rcannl_ir::{Binop, MemoryMode, Precision};
 use rcannl_tensor::{Axes, Context, Formula, Graph, Init, Tensor, Update};
-
-fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
-}
-
-/// A data tensor of f64 cells, of this shape literal and these values.
-fn data(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
-    graph
-        .data(label)
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(values.to_vec())
-        .build()
-}
 
 /// The memory modes a computed intermediate is tried under: the optimizer's choice, and each
 /// one a user can ask for.

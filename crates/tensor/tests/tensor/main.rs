@@ -10,6 +10,7 @@ mod arrays;
 mod composed;
 mod conv_bases;
 mod copies;
+mod cpu;
 mod custom_ops;
 mod data_precision;
 mod dependencies;

@@ -4,27 +4,10 @@
 //! computation on both CPU backends; relations that cannot hold, a reduction that would only
 //! overwrite, and a formula changed after its relation are refused with errors naming the update.
 
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter};
+use crate::cpu::{backends, data};
+use rcannl_backends::Interpreter;
 use rcannl_ir::{Binop, Precision};
 use rcannl_tensor::{Context, Formula, Graph, Init, OpLogic, Tensor, Update};
-
-fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
-}
-
-/// A data tensor of f64 cells, of this shape literal and these values.
-fn data(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
-    graph
-        .data(label)
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(values.to_vec())
-        .build()
-}
 
 /// A data tensor of f64 cells whose shape its relations give.
 fn unshaped(graph: &Graph, label: &str) -> Tensor {

@@ -5,27 +5,10 @@
 //! reads, a sum over an axis of the target stored back into it. A pointwise update reading only
 //! the cell it writes (an optimizer's) takes no copy. Constants an update reads are filled, in a
 //! routine of updates, a training step and a composed routine alike.
-use rcannl_backends::cc::Compiler;
-use rcannl_backends::{Backend, Interpreter};
+use crate::cpu::{backends, data};
+use rcannl_backends::Interpreter;
 use rcannl_ir::{Binop, Precision};
 use rcannl_tensor::{Axes, Context, Formula, Graph, Init, OpLogic, Tensor, Update};
-
-fn backends() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
-    ]
-}
-
-/// A data tensor of f64 cells, of this shape literal and these values.
-fn data(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
-    graph
-        .data(label)
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(values.to_vec())
-        .build()
-}
 
 fn spec(spec: &str) -> OpLogic {
     OpLogic::Spec(spec.to_owned())
