@@ -35,6 +35,7 @@ use crate::loops::{Index, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
 use crate::node::{MAX_AXES, NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
+use crate::routine::UNRANGED_STATIC;
 
 /// Why an assignment cannot be lowered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -169,6 +170,11 @@ impl Context<'_> {
         let mut first = self.static_nodes.borrow_mut();
         let before = first.entry(symbol).or_insert_with(|| node.label.clone());
         match statics.insert(symbol, range) {
+            // An embedding alone gave it no range of its own: the slice's is the range.
+            Some(UNRANGED_STATIC) => {
+                *before = node.label.clone();
+                Ok(())
+            }
             Some(other) if other != range => Err(error(format!(
                 "lowering: a static index selects along an axis of {other} positions of '{before}' \
                  and along one of {range} of '{}'",
@@ -482,13 +488,10 @@ impl Context<'_> {
                 })
             }
             FetchOp::EmbedStatic(symbol) => {
-                if !self.statics.borrow().contains_key(symbol) {
-                    return Err(error(format!(
-                        "lowering: {id} '{}' embeds a static index with which no slice of this \
-                         routine selects",
-                        node.label
-                    )));
-                }
+                // Where no slice selects with it (before or after), any position may be embedded.
+                (self.statics.borrow_mut())
+                    .entry(*symbol)
+                    .or_insert(UNRANGED_STATIC);
                 each_cell(&|_| {
                     Scalar::Embed(Index {
                         terms: vec![(1, Var::Static(*symbol))],

@@ -88,7 +88,7 @@ pub use rcannl_macros::{cd as cd_impl, op as op_impl};
 /// | `a @^+ "o<+k; k => o" w` | [`a.tropical(spec, &w)`](Tensor::tropical): sums, the largest kept | below `+ -` |
 /// | `a @^^ "ij=>i"` | [`a.einmax1(spec)`](Tensor::einmax1): the largest | below `+ -` |
 /// | `a @\| batch` | [`a.slice(&batch)`](Tensor::slice), `batch` a [`StaticIndex`] | below `+ -` |
-/// | `!@step` | [`graph.embed_static("step", &step)`](Graph::embed_static): the value of `step`, a [`StaticIndex`] with a range | as `!` |
+/// | `!@step` | [`graph.embed_static("step", &step)`](Graph::embed_static): the value of `step`, a [`StaticIndex`] | as `!` |
 ///
 /// They bind as OCaml binds them: those starting with `+` as `+` (left to right among `+ -`,
 /// below `*`: `2.0 * a +* "ij;jk=>ik" b + c` is `((2.0 * a) +* "ij;jk=>ik" b) + c`), those

@@ -389,36 +389,31 @@ impl Graph {
     /// [`op!`](crate::op)), so that a routine computes with the position it runs at: a rate
     /// that falls with the step, a mask that depends on the batch.
     ///
-    /// It is the positions `0..range`, a data tensor labelled `label`, sliced at `index`: a run
-    /// checks the index's value against that range as it checks any slice's, and its errors
-    /// name `label`. So the index needs a range ([`Graph::static_index_with_range`]); one
-    /// without, or of another graph, is an error naming `label`.
+    /// An index without a range ([`Graph::static_index`]) is embedded directly: the tensor
+    /// labelled `label` holds the index's value, read when the routine runs. Such a value is a
+    /// position from 0 below 2³¹ (a run with another is an error naming the tensor), or one
+    /// within the range of a slice the routine also selects with that index.
+    ///
+    /// An index with a range ([`Graph::static_index_with_range`]) is the positions `0..range`, a
+    /// data tensor labelled `label`, sliced at `index`: a run checks the index's value against
+    /// that range as it checks any slice's, and its errors name `label`.
+    ///
+    /// An index of another graph is an error naming `label`.
     pub fn embed_static(&self, label: &str, index: &StaticIndex) -> Tensor {
-        match self.embeddable_range(label, index) {
-            Ok(range) => self
+        if index.graph != self.id() {
+            return self.failed(error(format!(
+                "embed_static '{label}': the static index belongs to another graph"
+            )));
+        }
+        match index.range {
+            Some(range) => self
                 .data(label)
                 .shape(&format!("{range}|->1*"))
                 .values((0..range).map(|position| position as f64).collect())
                 .build()
                 .slice(index),
-            Err(e) => self.failed(e),
+            None => self.static_leaf(label, index.symbol),
         }
-    }
-
-    /// The range of `index`, which [`Graph::embed_static`] embeds as `label`.
-    fn embeddable_range(&self, label: &str, index: &StaticIndex) -> Result<usize, TensorError> {
-        if index.graph != self.id() {
-            return Err(error(format!(
-                "embed_static '{label}': the static index belongs to another graph"
-            )));
-        }
-        index.range.ok_or_else(|| {
-            error(format!(
-                "embed_static '{label}': the static index has no range, and an embedded one \
-                 reads its value from its positions 0..range: make it with \
-                 Graph::static_index_with_range"
-            ))
-        })
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::common::*;
 use rcannl_backends::interpreter::{Buffers, run, run_routine};
+use rcannl_ir::routine::UNRANGED_STATIC;
 use rcannl_ir::value::uniform;
 use rcannl_ir::{
     Assignment, AxisIndex, Binop, FetchOp, Index, LoopVar, NodeId, Precision, Rhs, Routine, Scalar,
@@ -294,6 +295,49 @@ fn a_batch_slice_reads_at_the_static_index() {
     )
     .unwrap_err();
     assert!(error.message.contains("cannot be a slice"), "{error}");
+}
+
+#[test]
+fn an_embedded_static_index_no_slice_selects_with_takes_any_position() {
+    let embed = fetch(0, FetchOp::EmbedStatic(Symbol(9)));
+    let slice = fetch(
+        2,
+        FetchOp::Slice {
+            source: NodeId(1),
+            batch: Symbol(9),
+        },
+    );
+    let nodes = || {
+        vec![
+            typed(0, Precision::I64, &[1]),
+            typed(1, Precision::F64, &[3, 2]),
+            typed(2, Precision::F64, &[2]),
+        ]
+    };
+    let alone = Routine::lower("embed", &embed, nodes()).unwrap();
+    assert_eq!(alone.statics, [(Symbol(9), UNRANGED_STATIC)].into());
+    for value in [0i64, 5, (1 << 31) - 1] {
+        let mut buffers = Buffers::for_routine(&alone).unwrap();
+        run_routine(&alone, &mut buffers, &[(Symbol(9), value)].into()).unwrap();
+        assert_eq!(buffers.values(NodeId(0)), [value as f64]);
+    }
+    let mut buffers = Buffers::for_routine(&alone).unwrap();
+    let negative = run_routine(&alone, &mut buffers, &[(Symbol(9), -1)].into()).unwrap_err();
+    // Named by the tensor holding its value.
+    assert!(
+        negative
+            .message
+            .contains("the static index embedded in 't0' is -1, outside 0..2147483648"),
+        "{negative}"
+    );
+    // A slice selecting with it gives it its range, before or after the embedding.
+    for program in [
+        Assignment::Seq(vec![embed.clone(), slice.clone()]),
+        Assignment::Seq(vec![slice.clone(), embed.clone()]),
+    ] {
+        let both = Routine::lower("both", &program, nodes()).unwrap();
+        assert_eq!(both.statics, [(Symbol(9), 3)].into());
+    }
 }
 
 #[test]

@@ -31,6 +31,7 @@ impl Context {
                     LeafKind::RangeOverOffsets => FetchOp::RangeOverOffsets,
                     LeafKind::SelfId => FetchOp::EmbedSelfId,
                     LeafKind::Seed => FetchOp::Constant(self.seed as f64),
+                    LeafKind::Static(symbol) => FetchOp::EmbedStatic(*symbol),
                     LeafKind::Dim(capture) => {
                         FetchOp::EmbedDim(state.inference.capture_value(capture).unwrap_or(0))
                     }

@@ -267,6 +267,7 @@ fn leaf_kind(leaf: &LeafKind) -> String {
         LeafKind::SelfId => "self id".to_owned(),
         LeafKind::Dim(_) => "dim".to_owned(),
         LeafKind::Seed => "seed".to_owned(),
+        LeafKind::Static(symbol) => format!("static index s{}", symbol.0),
     }
 }
 

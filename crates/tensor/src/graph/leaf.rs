@@ -30,6 +30,8 @@ pub(crate) enum LeafKind {
     Dim(rcannl_shape::Capture),
     /// The context's random seed, as a 128-bit word.
     Seed,
+    /// The value a static index holds when the routine runs (one without a range).
+    Static(Symbol),
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.
@@ -268,6 +270,21 @@ impl Graph {
                 .output([Dim::Unit]),
             LeafKind::Seed,
             Precision::Uint4x32,
+            false,
+        )
+    }
+
+    /// A tensor of one cell holding the value of the static index `symbol` when a routine runs
+    /// ([`Graph::embed_static`] of an index without a range), in its users' precision.
+    pub(crate) fn static_leaf(&self, label: &str, symbol: Symbol) -> Tensor {
+        self.leaf(
+            label,
+            LeafDecl::data()
+                .batch([0usize; 0])
+                .input([0usize; 0])
+                .output([Dim::Unit]),
+            LeafKind::Static(symbol),
+            PrecisionRule::FromUsers,
             false,
         )
     }

@@ -7,7 +7,9 @@
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
-use rcannl_tensor::{Context, Graph, Init, StaticIndex, Tensor, TensorError, TensorErrorKind, op};
+use rcannl_tensor::{
+    Context, Formula, Graph, Init, StaticIndex, Tensor, TensorError, TensorErrorKind, Update, op,
+};
 
 use crate::macros::close;
 
@@ -387,19 +389,149 @@ fn embedding_a_static_index_matches_embed_static() {
 }
 
 #[test]
-fn embedding_a_static_index_without_a_range_or_of_another_graph_is_an_error() {
+fn a_rate_falling_with_an_unranged_step_trains_on_both_backends() -> Result<(), TensorError> {
+    let (start, target) = ([2.0, -1.0], [0.5, 0.25]);
+    for backend in crate::cpu::backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        // The numbers of the rate in f64, as the host's expected values.
+        graph.set_default_precision(Precision::F64);
+        let w = param(&graph, "w", "2", &start);
+        let goal = crate::cpu::data(&graph, "goal", "2", &target);
+        // An index without a range, embedded directly: the step counts up without a bound.
+        let step = graph.static_index();
+        let embedded = graph.embed_static("step", &step);
+        let rate = 0.5 / &(1.0 + &embedded);
+        let error = &w - &goal;
+        let loss = error.pmul(&error);
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params()?;
+        let train = ctx.train_step(
+            &loss,
+            &[Update::subtract(
+                &w,
+                Formula::value(&rate) * Formula::grad(&w),
+            )],
+        )?;
+        let forward = ctx.forward(&[&rate])?;
+        let mut want = start;
+        for k in 0..6i64 {
+            ctx.run_with(&train, &[(step, k)])?;
+            ctx.run_with(&forward, &[(step, k)])?;
+            let rate_k = 0.5 / (1.0 + k as f64);
+            close(
+                &ctx.values(&rate)?,
+                &[rate_k],
+                &format!("{name}: rate at step {k}"),
+            );
+            for (w, t) in want.iter_mut().zip(target) {
+                *w -= rate_k * 2.0 * (*w - t);
+            }
+            close(
+                &ctx.values(&w)?,
+                &want,
+                &format!("{name}: w after step {k}"),
+            );
+        }
+        // Far past any slice's range: the index has none.
+        ctx.run_with(&forward, &[(step, 1_000_000)])?;
+        close(
+            &ctx.values(&rate)?,
+            &[0.5 / 1_000_001.0],
+            &format!("{name}: a far step"),
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn bang_at_embeds_an_index_without_a_range() -> Result<(), TensorError> {
+    let xs = [1.0, -2.0, 0.5];
+    for backend in crate::cpu::backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let x = param(&graph, "x", "3", &xs);
+        let i = graph.static_index();
+        let out = op! { pmul(x, !@i) + 2.0 * !@i };
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.init_params()?;
+        let backprop = ctx.backprop(&out)?;
+        for value in [0i64, 7, 40] {
+            ctx.run_with(&backprop, &[(i, value)])?;
+            let v = value as f64;
+            let want: Vec<f64> = xs.iter().map(|x| x * v + 2.0 * v).collect();
+            close(
+                &ctx.values(&out)?,
+                &want,
+                &format!("{name}: x·i + 2i at {value}"),
+            );
+            close(
+                &ctx.grad(&x)?,
+                &[v; 3],
+                &format!("{name}: gradient at {value}"),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn an_unranged_index_also_slicing_takes_the_slices_range() -> Result<(), TensorError> {
     let graph = Graph::new();
-    graph.embed_static("batch", &graph.static_index());
-    let message = graph.check().unwrap_err().message;
-    assert!(
-        message.contains("'batch'") && message.contains("static_index_with_range"),
-        "{message}"
+    let rows = crate::cpu::data(
+        &graph,
+        "rows",
+        "4|->2",
+        &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
     );
+    let i = graph.static_index();
+    let out = op! { (rows @| i) + !@i };
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    let forward = ctx.forward(&[&out])?;
+    ctx.run_with(&forward, &[(i, 3)])?;
+    close(&ctx.values(&out)?, &[9.0, 10.0], "row 3 plus 3");
+    let outside = ctx.run_with(&forward, &[(i, 4)]).unwrap_err();
+    assert!(
+        outside.message.contains("'rows'") && outside.message.contains("outside 0..4"),
+        "{}",
+        outside.message
+    );
+    Ok(())
+}
+
+#[test]
+fn embedding_an_unranged_index_checks_its_value_and_its_graph() {
+    let graph = Graph::new();
+    let x = param(&graph, "x", "3", &[0.0; 3]);
+    let step = graph.static_index();
+    let embedded = graph.embed_static("lr_step", &step);
+    let out = &x + &embedded;
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().unwrap();
+    let forward = ctx.forward(&[&out]).unwrap();
+    for bad in [-1, 1 << 31] {
+        let error = ctx.run_with(&forward, &[(step, bad)]).unwrap_err();
+        assert!(
+            error.message.contains("embedded in")
+                && error.message.contains("outside 0..2147483648"),
+            "{}",
+            error.message
+        );
+    }
+    let unset = ctx.run(&forward).unwrap_err();
+    assert!(unset.message.contains("no value"), "{}", unset.message);
     let graph = Graph::new();
     graph.embed_static("step", &Graph::new().static_index_with_range(3));
     let message = graph.check().unwrap_err().message;
     assert!(
         message.contains("'step'") && message.contains("another graph"),
+        "{message}"
+    );
+    let graph = Graph::new();
+    graph.embed_static("batch", &Graph::new().static_index());
+    let message = graph.check().unwrap_err().message;
+    assert!(
+        message.contains("'batch'") && message.contains("another graph"),
         "{message}"
     );
 }
