@@ -24,6 +24,7 @@ mod numpy_draws;
 mod precisions;
 mod random;
 mod random_einsum;
+mod statics;
 // Shared with the nn crate's tests: its models and checks, run here on every backend.
 #[path = "../../../nn/tests/support/mod.rs"]
 mod support;
