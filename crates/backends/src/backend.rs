@@ -2,12 +2,15 @@
 //! reference interpreter as one.
 
 use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
 
 use rcannl_ir::{Routine, Symbol};
 
 use crate::Buffers;
 use crate::error::{CompileError, RunError};
-use crate::interpreter::run_routine;
+use crate::interpreter::{run_routine, run_routine_traced};
+use crate::trace::{self, Sink};
 
 /// A routine ready to run.
 pub trait Executable: std::fmt::Debug + Send + Sync {
@@ -32,6 +35,10 @@ pub trait Executable: std::fmt::Debug + Send + Sync {
     fn tier(&self) -> Option<String> {
         None
     }
+
+    /// Sends the lines of a routine built in its tracing form to `sink` from its next run on
+    /// (see [`crate::trace`]); a routine built without tracing has none and ignores it.
+    fn trace_into(&mut self, _sink: Sink) {}
 }
 
 /// Something that prepares routines to run.
@@ -51,7 +58,23 @@ pub trait Backend: std::fmt::Debug + Send + Sync {
     }
 
     /// Prepares `routine` (optimized or not) to run; an error says why this backend cannot run it.
+    /// Where the `trace_stores` setting is on, a backend that can trace builds the routine as
+    /// [`Backend::compile_traced`] does, its lines going to standard error.
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError>;
+
+    /// Prepares `routine` to run in its tracing form, logging every store to `sink` (see
+    /// [`crate::trace`]); an error naming the `trace_stores` setting where this backend cannot.
+    fn compile_traced(
+        &self,
+        routine: &Routine,
+        _sink: Sink,
+    ) -> Result<Box<dyn Executable>, CompileError> {
+        Err(trace::unsupported(
+            self.name(),
+            routine,
+            "it has no way to print",
+        ))
+    }
 }
 
 /// The reference interpreter as a backend: nothing to compile.
@@ -59,15 +82,35 @@ pub trait Backend: std::fmt::Debug + Send + Sync {
 pub struct Interpreter;
 
 #[derive(Debug)]
-struct Interpreted(Routine);
+struct Interpreted {
+    routine: Routine,
+    /// Where the routine is traced: its tracing form, and where its lines go.
+    traced: Option<(Routine, Sink)>,
+}
 
 impl Executable for Interpreted {
     fn run(&self, buffers: &mut Buffers, statics: &HashMap<Symbol, i64>) -> Result<(), RunError> {
-        run_routine(&self.0, buffers, statics)
+        match &self.traced {
+            None => run_routine(&self.routine, buffers, statics),
+            Some((form, sink)) => {
+                let mut out = sink.open()?;
+                run_routine_traced(form, buffers, statics, &mut out)?;
+                out.flush().map_err(|e| match sink {
+                    Sink::File(path) => trace::unwritable(path, &e),
+                    Sink::StandardError => trace::unwritable(Path::new("standard error"), &e),
+                })
+            }
+        }
     }
 
     fn routine(&self) -> &Routine {
-        &self.0
+        &self.routine
+    }
+
+    fn trace_into(&mut self, sink: Sink) {
+        if let Some((_, own)) = &mut self.traced {
+            *own = sink;
+        }
     }
 }
 
@@ -77,6 +120,23 @@ impl Backend for Interpreter {
     }
 
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
-        Ok(Box::new(Interpreted(routine.clone())))
+        if trace::requested()? {
+            return self.compile_traced(routine, Sink::StandardError);
+        }
+        Ok(Box::new(Interpreted {
+            routine: routine.clone(),
+            traced: None,
+        }))
+    }
+
+    fn compile_traced(
+        &self,
+        routine: &Routine,
+        sink: Sink,
+    ) -> Result<Box<dyn Executable>, CompileError> {
+        Ok(Box::new(Interpreted {
+            routine: routine.clone(),
+            traced: Some((trace::tracing_form(routine), sink)),
+        }))
     }
 }

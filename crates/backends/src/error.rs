@@ -25,6 +25,9 @@ pub enum CompileErrorKind {
     Device,
     /// The backend is not part of this build.
     Unavailable,
+    /// A setting asks for what the backend cannot do (`trace_stores` on the GPU), or has a value
+    /// not of its kind.
+    Setting,
 }
 
 /// Why a routine cannot be compiled.
@@ -97,6 +100,8 @@ pub enum RunErrorKind {
     Malformed,
     /// The device failed: lost, out of memory, a copy that did not complete.
     Device,
+    /// A file the run writes (a traced routine's log) cannot be written.
+    Io,
 }
 
 /// Why a routine cannot run.

@@ -8,6 +8,7 @@
 //! `i64`, wrapped to their width on the store; 128-bit words as words.
 
 use std::collections::HashMap;
+use std::io::Write;
 
 use rcannl_ir::value::{uniform, uniform1};
 use rcannl_ir::{
@@ -19,6 +20,7 @@ pub use crate::buffers::Buffers;
 use crate::buffers::Storage;
 pub use crate::error::RunError;
 use crate::error::{RunErrorKind, static_values};
+use crate::trace;
 
 fn error(kind: RunErrorKind, message: String) -> RunError {
     RunError::new(kind, message)
@@ -32,6 +34,7 @@ pub fn run(stmts: &[Stmt], buffers: &mut Buffers) -> Result<(), RunError> {
         loops: HashMap::new(),
         statics: HashMap::new(),
         locals: HashMap::new(),
+        trace: None,
     };
     state.block(stmts)
 }
@@ -49,6 +52,38 @@ pub fn run_routine(
         loops: HashMap::new(),
         statics: statics.clone(),
         locals: HashMap::new(),
+        trace: None,
+    };
+    state.block(&routine.body)
+}
+
+/// [`run_routine`] of a routine in its tracing form ([`trace::tracing_form`]), writing a line to
+/// `out` for every store into a buffer as it is made ([`trace::line`]). An error for a routine
+/// not in that form, and for lines that cannot be written.
+pub fn run_routine_traced(
+    routine: &Routine,
+    buffers: &mut Buffers,
+    statics: &HashMap<Symbol, i64>,
+    out: &mut dyn Write,
+) -> Result<(), RunError> {
+    if routine.body.iter().any(trace::untraceable) {
+        return Err(error(
+            RunErrorKind::Malformed,
+            format!(
+                "routine {}: traced, but not in its tracing form (a fill or a matrix product \
+                 remains)",
+                routine.name
+            ),
+        ));
+    }
+    static_values(routine, statics)?;
+    buffers.hand_to_host()?;
+    let mut state = State {
+        buffers,
+        loops: HashMap::new(),
+        statics: statics.clone(),
+        locals: HashMap::new(),
+        trace: Some((&routine.name, out)),
     };
     state.block(&routine.body)
 }
@@ -58,6 +93,8 @@ struct State<'a> {
     loops: HashMap<LoopVar, i64>,
     statics: HashMap<Symbol, i64>,
     locals: HashMap<LocalId, (Precision, Value)>,
+    /// Where stores are traced: the routine's name and where its lines go.
+    trace: Option<(&'a str, &'a mut dyn Write)>,
 }
 
 impl State<'_> {
@@ -82,6 +119,7 @@ impl State<'_> {
                 let value = self.eval(value, precision)?.stored_as(precision);
                 let position = self.position(*node, index)?;
                 self.data(*node).set(position, value);
+                self.traced(*node, position)?;
             }
             Stmt::SetVec {
                 node,
@@ -101,11 +139,11 @@ impl State<'_> {
                         format!("{node}: vector store at offset {start}"),
                     ));
                 }
-                let data = self.data(*node);
                 for (k, value) in uniform(word, precision).into_iter().enumerate() {
                     let position = start as usize + k;
                     if position < len {
-                        data.set(position, value.stored_as(precision));
+                        self.data(*node).set(position, value.stored_as(precision));
+                        self.traced(*node, position)?;
                     }
                 }
             }
@@ -160,6 +198,7 @@ impl State<'_> {
                 let sum = self.eval(&sum, precision)?.stored_as(precision);
                 let position = self.position(target.node, &index)?;
                 self.data(target.node).set(position, sum);
+                self.traced(target.node, position)?;
             }
             Stmt::SetLocal { id, value } => {
                 let (precision, _) = *self.local(*id)?;
@@ -168,6 +207,25 @@ impl State<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Writes the line of the store just made into `node` at `position`, where stores are
+    /// traced.
+    fn traced(&mut self, node: NodeId, position: usize) -> Result<(), RunError> {
+        let Some((routine, out)) = &mut self.trace else {
+            return Ok(());
+        };
+        let value = (self.buffers.storage_mut(node))
+            .expect("checked by the caller")
+            .get(position);
+        let info = self.buffers.node(node)?;
+        let line = trace::line(routine, info, position, value);
+        out.write_all(line.as_bytes()).map_err(|e| {
+            error(
+                RunErrorKind::Io,
+                format!("the trace of stores of routine {routine}: {e}"),
+            )
+        })
     }
 
     fn data(&mut self, node: NodeId) -> &mut Storage {

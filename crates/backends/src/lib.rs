@@ -8,6 +8,7 @@
 //! shares, a target language being a `Dialect` of it; `nests` groups a routine's statements into
 //! kernels. `cc` writes C, compiles, caches and loads it, splits kernels across threads, and
 //! makes the default choice of backend (C when a compiler runs, else the interpreter).
+//! `trace` builds routines that log every store as they run (the `trace_stores` setting);
 //! `traffic` counts what the compiled backends run, copy and hold; `phases` times the phases of
 //! turning a graph into running code. `settings` holds the one list of settings every crate reads
 //! (from the command line, the environment and a config file) and the per-module logger. This
@@ -25,6 +26,7 @@ pub mod interpreter;
 pub mod nests;
 pub mod phases;
 pub mod settings;
+pub mod trace;
 pub mod traffic;
 
 pub use backend::{Backend, Executable, Interpreter};

@@ -67,6 +67,12 @@ fn device_error(error: GpuError) -> CompileError {
     CompileError::new(CompileErrorKind::Device, error.message)
 }
 
+/// The error of a routine compiled here with the `trace_stores` setting on: WGSL has no output
+/// but buffers, so no store can be logged as it runs.
+fn not_traced(routine: &Routine) -> CompileError {
+    rcannl_backends::trace::unsupported("gpu", routine, "WGSL has no way to print as a kernel runs")
+}
+
 impl Backend for Gpu {
     fn name(&self) -> &'static str {
         "gpu"
@@ -76,7 +82,20 @@ impl Backend for Gpu {
         Some(self.device.describe())
     }
 
+    fn compile_traced(
+        &self,
+        routine: &Routine,
+        _sink: rcannl_backends::trace::Sink,
+    ) -> Result<Box<dyn Executable>, CompileError> {
+        Err(not_traced(routine))
+    }
+
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
+        // Refused, not run untraced nor moved to the host: the setting asks for what this
+        // backend cannot do.
+        if rcannl_backends::trace::requested()? {
+            return Err(not_traced(routine));
+        }
         let features = self.device.features;
         let kept_held = routine
             .nodes

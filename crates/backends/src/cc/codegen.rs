@@ -41,7 +41,7 @@ use crate::nests::{Group, kernel_groups};
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
 use rcannl_ir::optimize::margins::{margin_slabs, margins_as_loops};
 use rcannl_ir::optimize::merge::{Chains, merge_loops};
-use rcannl_ir::optimize::split_sums::{SplitSums, split_sums};
+use rcannl_ir::optimize::split_sums::split_sums;
 use rcannl_ir::{
     GemmPlan, Kind, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop,
     Value, Var,
@@ -435,6 +435,10 @@ impl Dialect for C {
     fn scatter_store(&self, pad: &str, node: NodeId, offset: &str, value: &str) -> String {
         format!("{pad}{{ int64_t o = {offset}; {node}[o] = {value}; }}\n")
     }
+
+    fn trace_store(&self, info: &TensorNode, offset: &str, value: &str) -> Option<String> {
+        Some(super::trace::store(info, offset, value))
+    }
 }
 
 /// The C source for `routine` (optimized or not; virtual nodes must not be accessed).
@@ -450,8 +454,26 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
     let looped = margins_as_loops(routine).into_owned();
     let in_order = merge_loops(hoist_invariants_into_nests(looped), Chains::MayShorten);
-    let SplitSums { routine, scratch } = split_sums(in_order);
-    let routine = &routine;
+    let split = split_sums(in_order);
+    generate_kernels(&split.routine, &split.scratch, prefix, false)
+}
+
+/// The C source for `routine` in its tracing form (`crate::trace::tracing_form`), every store
+/// followed by the call logging it (`cc::trace`). The passes that move or cut stores are left
+/// out (merging loops, hoisting, cutting sums into parts), so that the stores run in the
+/// routine's order, as the interpreter runs them; the caller runs every kernel on one thread.
+pub fn generate_traced(routine: &Routine) -> Result<Generated, CodegenError> {
+    generate_kernels(routine, &[], "rc_k", true)
+}
+
+/// The kernels of `routine` whose `scratch` nodes are passed after its buffers, traced where
+/// `traced`.
+fn generate_kernels(
+    routine: &Routine,
+    scratch: &[NodeId],
+    prefix: &str,
+    traced: bool,
+) -> Result<Generated, CodegenError> {
     let buffers: Vec<NodeId> = routine
         .nodes
         .values()
@@ -459,7 +481,7 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
         .map(|n| n.id)
         .collect();
     // The scratch nodes' pointers follow the buffers'.
-    let pointers: Vec<NodeId> = buffers.iter().chain(&scratch).copied().collect();
+    let pointers: Vec<NodeId> = buffers.iter().chain(scratch).copied().collect();
     let statics: Vec<Symbol> = routine.statics.keys().copied().collect();
     let mut functions = Functions {
         prefix,
@@ -473,8 +495,14 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
         names: HashMap::new(),
         source: String::from(PRELUDE),
     };
+    if traced {
+        functions.source.push_str(super::trace::HELPERS);
+    }
     let mut steps = Vec::new();
     let mut writer = Writer::new(routine, &C);
+    if traced {
+        writer = writer.tracing();
+    }
     for group in kernel_groups(routine, &routine.body) {
         let mut body = String::new();
         match group {

@@ -3,7 +3,9 @@
 //! into a shared library kept in the cache folder, where every library is checked before it is
 //! loaded (`library`), loads it, and runs its kernels over [`Buffers`], splitting each splittable
 //! kernel's outer loop across the threads of a pool of our own (`pool`); matrix products run on
-//! `gemm`'s kernels. It also makes the default choice of backend ([`default_backend`]).
+//! `gemm`'s kernels. It also makes the default choice of backend ([`default_backend`]). A
+//! routine built traced ([`Compiler::compile_traced`], the `trace_stores` setting) logs every
+//! store through the helpers of `trace` and runs on one thread (see [`crate::trace`]).
 
 pub mod codegen;
 mod flags;
@@ -15,6 +17,7 @@ mod pool;
 mod process;
 mod target;
 mod tiers;
+mod trace;
 
 pub use flags::DEFAULT_FLAGS;
 pub use gemm::F32Product;
@@ -70,6 +73,12 @@ impl Executable for CompiledRoutine {
 
     fn tier(&self) -> Option<String> {
         Some(CompiledRoutine::tier(self))
+    }
+
+    fn trace_into(&mut self, sink: crate::trace::Sink) {
+        if let Some(traced) = &mut self.traced {
+            traced.sink = sink;
+        }
     }
 }
 
@@ -241,6 +250,30 @@ impl Compiler {
         let products = wants_products(routine, &generated);
         let built = self.load_in_tiers(&generated.source, products)?;
         self.link(routine, generated, &built)
+    }
+
+    /// Compiles `routine` in its tracing form (see [`crate::trace`]), its runs logging every
+    /// store to `sink`: built at once at the optimization level of the flags (no tiers), its
+    /// kernels run on one thread, in the routine's order.
+    pub fn compile_traced(
+        &self,
+        routine: &Routine,
+        sink: crate::trace::Sink,
+    ) -> Result<CompiledRoutine, CompileError> {
+        self.runnable_target()?;
+        let form = crate::trace::tracing_form(routine);
+        let generated = phases::timed(Phase::Codegen, || codegen::generate_traced(&form))?;
+        let (library, from_cache) = self.load(&generated.source)?;
+        let traced = trace::Traced::new(&library, &routine.name, sink)?;
+        let built = Built {
+            library,
+            from_cache,
+            upgrade: None,
+        };
+        let mut compiled = self.link(&form, generated, &built)?;
+        compiled.routine = routine.clone();
+        compiled.traced = Some(traced);
+        Ok(compiled)
     }
 
     /// Compiles several routines into one library (one run of the compiler, which costs less
@@ -424,6 +457,7 @@ impl Compiler {
             source: generated.source,
             from_cache: built.from_cache,
             tiers: built.upgrade.clone().map(tiers::Tiered::new),
+            traced: None,
         })
     }
 
@@ -670,6 +704,8 @@ pub struct CompiledRoutine {
     pub from_cache: bool,
     /// Where the library is the quick tier's: the optimized build to come.
     tiers: Option<tiers::Tiered>,
+    /// Where the routine is traced: the library's entry points and where its lines go.
+    traced: Option<trace::Traced>,
 }
 
 /// Buffer pointers handed to kernels on several threads.
@@ -873,6 +909,10 @@ impl CompiledRoutine {
             .as_ref()
             .is_some_and(|t| optimized.is_none() && t.started());
         let threads = if self.splits && !building { threads } else { 1 };
+        if let Some(traced) = &self.traced {
+            // One thread, the routine's order: the lines come as the interpreter writes them.
+            return traced.around(|| pool::with_team(1, run_steps));
+        }
         let started = Instant::now();
         pool::with_team(threads, run_steps);
         if let Some(tiers) = &self.tiers
@@ -897,7 +937,19 @@ impl Backend for Compiler {
     }
 
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
+        if crate::trace::requested()? {
+            let sink = crate::trace::Sink::StandardError;
+            return Ok(Box::new(Compiler::compile_traced(self, routine, sink)?));
+        }
         Ok(Box::new(Compiler::compile(self, routine)?))
+    }
+
+    fn compile_traced(
+        &self,
+        routine: &Routine,
+        sink: crate::trace::Sink,
+    ) -> Result<Box<dyn Executable>, CompileError> {
+        Ok(Box::new(Compiler::compile_traced(self, routine, sink)?))
     }
 }
 

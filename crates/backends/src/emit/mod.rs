@@ -10,6 +10,8 @@
 //! primitive, loops and locals, and the few statements whose shape is the target's own (fills,
 //! vector stores, scatters). Hooks cover what only one target has: C's coalesced loop chains,
 //! sums, maxima and minima kept in vector lanes (`coalesces_loops`, `lane_array`); the GPU's locals kept in one-cell buffers across kernels ([`Writer::spill`]).
+//! A writer made [`Writer::tracing`] follows every store with the statement that logs it
+//! ([`Dialect::trace_store`]), which only a target that can print has.
 //!
 //! The C dialect is `cc::codegen`'s, the WGSL one `rcannl_gpu::wgsl`'s; each target also
 //! assembles the written statements into its kernels (functions split across threads, compute
@@ -194,6 +196,13 @@ pub trait Dialect {
     /// is an array of its own.
     fn cell(&self, node: NodeId, offset: &str) -> String {
         format!("{node}[{offset}]")
+    }
+    /// The statement logging a store into the cell at flat position `offset` of `info`'s
+    /// buffer, which now holds `value` (in the compute type of its precision): the line
+    /// [`crate::trace::line`] writes, to where the run's trace goes. `None` where the target
+    /// cannot print, the default.
+    fn trace_store(&self, _info: &TensorNode, _offset: &str, _value: &str) -> Option<String> {
+        None
     }
     /// The memory cell holding the `slot`-th spilled local of compute kind `kind` (see
     /// [`Writer::spill`]); only a target that splits a statement across kernels spills.

@@ -50,6 +50,8 @@ pub struct Writer<'a, D> {
     /// Whether accesses are checked against their axes; off while writing a coalesced chain,
     /// whose accesses were checked on the nest as written.
     checking: bool,
+    /// Whether every store into a buffer is followed by its trace ([`Dialect::trace_store`]).
+    tracing: bool,
 }
 
 impl<'a, D: Dialect> Writer<'a, D> {
@@ -62,7 +64,40 @@ impl<'a, D: Dialect> Writer<'a, D> {
             spilled: HashMap::new(),
             loops: HashMap::new(),
             checking: true,
+            tracing: false,
         }
+    }
+
+    /// The same writer, following every store into a buffer with the statement that logs it
+    /// ([`Dialect::trace_store`]): for a routine in its tracing form
+    /// ([`crate::trace::tracing_form`]), whose fills and matrix products are loops of stores.
+    /// Writing a statement that stores otherwise is then an error, as is a dialect that cannot
+    /// print.
+    pub fn tracing(mut self) -> Writer<'a, D> {
+        self.tracing = true;
+        self
+    }
+
+    /// The statement logging the store just made into the cell at flat `offset` of `node`,
+    /// indented by `pad`, where stores are traced; nothing otherwise.
+    fn trace_line(&self, pad: &str, node: NodeId, offset: &str) -> Result<String, CodegenError> {
+        if !self.tracing {
+            return Ok(String::new());
+        }
+        let info = &self.routine.nodes[&node];
+        let d = self.dialect;
+        let value = d.loaded(&d.cell(node, offset), info.precision);
+        let statement = d.trace_store(info, offset, &value).ok_or_else(|| {
+            self.error(
+                CodegenErrorKind::Unsupported,
+                format!(
+                    "cannot trace the stores into {node} '{}': the target has no way to print \
+                     (the trace_stores setting)",
+                    info.label
+                ),
+            )
+        })?;
+        Ok(format!("{pad}{statement}\n"))
     }
 
     fn error(&self, kind: CodegenErrorKind, message: impl std::fmt::Display) -> CodegenError {
@@ -395,13 +430,15 @@ impl<'a, D: Dialect> Writer<'a, D> {
             Stmt::Set { node, index, value } => {
                 let precision = self.precision(*node)?;
                 let value = self.expr(value, precision)?;
+                let offset = self.offset(*node, index)?;
                 writeln!(
                     out,
                     "{pad}{} = {};",
-                    d.cell(*node, &self.offset(*node, index)?),
+                    d.cell(*node, &offset),
                     d.stored(&value, precision)
                 )
                 .expect("writing to a string");
+                out.push_str(&self.trace_line(&pad, *node, &offset)?);
             }
             Stmt::SetVec {
                 node,
@@ -432,11 +469,26 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 for k in 0..op.length(precision) {
                     let value = d.stored(&uniform(d, precision, "w", k), precision);
                     let k = d.size(k);
-                    let store = format!("{} = {value};", d.cell(*node, &format!("o + {k}")));
+                    let at = format!("o + {k}");
+                    let mut store = format!("{} = {value};", d.cell(*node, &at));
+                    if self.tracing {
+                        store =
+                            format!("{{ {store} {} }}", self.trace_line("", *node, &at)?.trim());
+                    }
                     let guarded = d.guarded(&format!("o + {k} < {len}"), &store);
                     writeln!(out, "{pad}  {guarded}").expect("writing to a string");
                 }
                 writeln!(out, "{pad}}}").expect("writing to a string");
+            }
+            Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } if self.tracing => {
+                return Err(self.error(
+                    CodegenErrorKind::Malformed,
+                    format!(
+                        "routine {}: traced, but not in its tracing form (a fill or a matrix \
+                         product remains)",
+                        self.routine.name
+                    ),
+                ));
             }
             Stmt::Fill { node, value } => {
                 let info = &self.routine.nodes[node];
@@ -504,6 +556,12 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 // the store happens whatever the data, and changes nothing there.
                 let stored = d.stored(&d.blend(precision, &ok, &sum, &old), precision);
                 out.push_str(&d.scatter_store(&pad, node, &offset, &stored));
+                // Traced only where the id selects a cell, as the interpreter stores only there.
+                let traced = self.trace_line("", node, &offset)?;
+                if !traced.is_empty() {
+                    writeln!(out, "{pad}{}", d.guarded(&ok, traced.trim()))
+                        .expect("writing to a string");
+                }
             }
             Stmt::Gemm { nest, .. } => {
                 // A product inside other statements runs as the nest it stands for.

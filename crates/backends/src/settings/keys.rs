@@ -171,6 +171,14 @@ keys! {
     /// backend generated (`generated.c`, `generated.wgsl`).
     DEBUG_DIR = "debug_dir", Kind::Path, DefaultValue::Unset("nothing is written");
 
+    /// Builds every routine run on the interpreter or the C backend so that it logs each store
+    /// into a tensor's buffer as it runs: the routine, the tensor's label, the cell's position
+    /// and the value stored, a line each (OCANNL's `debug_log_from_routines`). The lines go to
+    /// `trace.log` in the routine's folder of `debug_dir` where that is set, else to standard
+    /// error. Traced routines run on one thread, in the routine's order; the GPU cannot print,
+    /// and compiling there is an error naming this setting.
+    TRACE_STORES = "trace_stores", Kind::Flag, DefaultValue::Value("false");
+
     /// The backend of every `Context::new` and of `rcannl einsum`/`explain` without `--backend`.
     /// A backend that cannot be had here (no GPU adapter, no C compiler) is an error at the first
     /// routine, not a fallback; any other value is an error listing these three.

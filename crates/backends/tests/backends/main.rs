@@ -11,6 +11,7 @@ mod gemm;
 mod hoist;
 mod interpreter;
 mod optimize;
+mod trace;
 // Shared with backend_choice and cache.
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,7 +1,8 @@
 //! Settings on the command line: `--setting KEY=VALUE` over the environment over `rcannl.toml`
 //! in the working folder, as `rcannl settings` lists them; a wrong key or value, on the command
 //! line or in the file, is a usage error naming it and where it was given; `debug_dir` gets a
-//! folder per compiled routine holding what `explain` shows of it.
+//! folder per compiled routine holding what `explain` shows of it; `trace_stores` writes the same
+//! lines on both CPU backends, into that folder's `trace.log` or onto standard error.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -252,4 +253,50 @@ fn an_unwritable_debug_folder_is_an_error_naming_it() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn traced_stores_are_the_same_lines_on_both_cpu_backends() {
+    let folder = fresh_dir("settings-trace-stores");
+    let args = |backend: &'static str| {
+        [
+            "--setting",
+            "trace_stores=true",
+            "einsum",
+            "ij;jk=>ik",
+            "range:3,4",
+            "range:4,5",
+            "--backend",
+            backend,
+        ]
+    };
+    let traced = |backend: &'static str| {
+        let dump = folder.join(backend);
+        let env = [("RCANNL_DEBUG_DIR", dump.to_str().unwrap())];
+        succeeded(&rcannl_in(&folder, &env, &args(backend)));
+        std::fs::read_to_string(dump.join("0001-forward").join("trace.log")).unwrap()
+    };
+    let interpreted = traced("interp");
+    assert_eq!(interpreted, traced("cc"));
+    // The product's cells from 0 (its fill), then each term added; the last is the sum
+    // Σ_j (4·2 + j)·(5·j + 4) = 8·(0 + 5 + 10 + 15 + 16) + … of row 2, column 4.
+    let last_of_2_4 = interpreted
+        .lines()
+        .rev()
+        .find(|line| line.contains("[2, 4] = "))
+        .unwrap();
+    let want: i64 = (0..4).map(|j| (8 + j) * (5 * j + 4)).sum();
+    assert!(
+        last_of_2_4.starts_with("forward '") && last_of_2_4.ends_with(&format!("= {want}")),
+        "{interpreted}"
+    );
+    assert_eq!(
+        interpreted.lines().count(),
+        3 * 5 * (1 + 4),
+        "a fill and four terms per cell:\n{interpreted}"
+    );
+    // Without a debug folder, on standard error.
+    let output = rcannl_in(&folder, &[], &args("interp"));
+    succeeded(&output);
+    assert!(stderr(&output).contains(last_of_2_4), "{}", stderr(&output));
 }

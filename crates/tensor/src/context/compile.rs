@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rcannl_backends::phases::{self, Phase};
+use rcannl_backends::trace::{Sink, TRACE_FILE};
 use rcannl_ir::optimize::optimize_owned;
 use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine};
 
@@ -158,7 +159,7 @@ impl Context {
                 })?;
             }
         }
-        let executable = self.backend.compile(&optimized).map_err(|e| {
+        let mut executable = self.backend.compile(&optimized).map_err(|e| {
             error_of(
                 TensorErrorKind::Compile,
                 format!("routine {}: {e}", optimized.name),
@@ -170,13 +171,17 @@ impl Context {
             optimized.name,
             self.backend.name()
         );
-        dump::write_if_asked(&dump::Compiled {
+        let folder = dump::write_if_asked(&dump::Compiled {
             code: &code,
             lowered,
             optimized: &optimized,
             source: executable.source(),
             backend: self.backend.name(),
         })?;
+        if let Some(folder) = folder {
+            // A traced routine's lines go beside its code.
+            executable.trace_into(Sink::File(folder.join(TRACE_FILE)));
+        }
         Ok(Routine {
             executable,
             context: self.id,

@@ -6,7 +6,9 @@
 //! - `lowered.loops`: the loops they lowered to, before optimization;
 //! - `optimized.loops`: the loops that were compiled ([`Routine::describe`](super::Routine::describe));
 //! - `generated.c` or `generated.wgsl`: the code the backend generated, for a backend that
-//!   generates code ([`Routine::source`](super::Routine::source)).
+//!   generates code ([`Routine::source`](super::Routine::source));
+//! - `trace.log`, where the `trace_stores` setting is on: a line per store of every run of the
+//!   routine, appended as it runs (see `rcannl_backends::trace`).
 //!
 //! The folder is created where missing and never emptied: a later run's routines replace the
 //! folders of the same numbers.
@@ -40,10 +42,11 @@ pub(super) fn lowered_if_asked(lowered: &IrRoutine) -> Option<String> {
 }
 
 /// Writes `compiled` into the folder the `debug_dir` setting names, if it names one (see the
-/// module's documentation); the error names the file that could not be written.
-pub(super) fn write_if_asked(compiled: &Compiled<'_>) -> Result<(), TensorError> {
+/// module's documentation), and returns the routine's folder there; the error names the file
+/// that could not be written.
+pub(super) fn write_if_asked(compiled: &Compiled<'_>) -> Result<Option<PathBuf>, TensorError> {
     let Some(setting) = settings::get_or_warn(&settings::DEBUG_DIR) else {
-        return Ok(());
+        return Ok(None);
     };
     let folder = routine_folder(Path::new(&setting.value), &compiled.optimized.name);
     let files = [
@@ -78,7 +81,7 @@ pub(super) fn write_if_asked(compiled: &Compiled<'_>) -> Result<(), TensorError>
         compiled.optimized.name,
         folder.display()
     );
-    Ok(())
+    Ok(Some(folder))
 }
 
 /// The folder of the next routine named `name` in `debug_dir`: its number in the process's order

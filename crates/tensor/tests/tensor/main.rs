@@ -42,6 +42,7 @@ mod reshape;
 mod set_grad;
 mod spec_ops;
 mod threads;
+mod trace;
 mod traced;
 mod update_logic;
 mod update_reductions;

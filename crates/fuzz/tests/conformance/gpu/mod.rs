@@ -1,13 +1,14 @@
 //! Cases of the GPU backend itself, instantiated for the GPU alone: matrix products on its tiled
 //! product kernel, loops longer than one invocation may run, models of many tensors in its
-//! arenas, the programs it keeps on disk, and a GPU opened on a chosen adapter training beside
-//! the C backend.
+//! arenas, the programs it keeps on disk, a GPU opened on a chosen adapter training beside
+//! the C backend, and its refusal to trace stores.
 
 mod arenas;
 mod devices;
 mod long_loops;
 mod products;
 mod program_cache;
+mod trace;
 
 use rcannl_gpu::Gpu;
 
