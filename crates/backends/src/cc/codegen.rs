@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::identity::{self, Renamed};
+use super::in_parallel::map_in_order;
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
 
@@ -498,69 +499,23 @@ fn generate_kernels(
     if traced {
         functions.source.push_str(super::trace::HELPERS);
     }
-    let mut steps = Vec::new();
-    let mut writer = Writer::new(routine, &C);
-    if traced {
-        writer = writer.tracing();
-    }
-    for group in kernel_groups(routine, &routine.body) {
-        let mut body = String::new();
-        match group {
-            Group::Gemm { plan, nest } => {
-                // The bounds of every access are checked on the nest the plan stands for, and on
-                // the plan itself where its indices are its own.
-                writer.check(nest)?;
-                if !plan.a_margins.is_empty() && !super::gemm::in_bounds(plan, routine) {
-                    return Err(CodegenError::new(
-                        CodegenErrorKind::OutOfBounds,
-                        format!(
-                            "codegen: the matrix product into {} reads outside a buffer",
-                            plan.c
-                        ),
-                    ));
-                }
-                steps.push(Step::Gemm(plan.clone()));
-                continue;
-            }
-            Group::Parallel { preamble, stmt } => {
-                let Stmt::For {
-                    var,
-                    range,
-                    body: inner,
-                } = stmt
-                else {
-                    unreachable!("parallel groups are loops");
-                };
-                // The preamble's locals live through the loop.
-                writer.scoped(|writer| {
-                    for stmt in preamble {
-                        writer.stmt(stmt, &mut body, 1)?;
-                    }
-                    let header = C.loop_header(&var.to_string(), "begin", "end");
-                    writeln!(body, "  {header}").expect("writing to a string");
-                    writer.enter_loop(*var, *range);
-                    writer.body(inner, &mut body, 2)?;
-                    writer.leave_loop(*var);
-                    Ok::<(), CodegenError>(())
-                })?;
-                body.push_str("  }\n");
-                let work_per_iteration = inner.iter().map(Stmt::stored_cells).sum();
-                steps.push(Step::Kernel(functions.kernel(
-                    &body,
-                    Some(*range),
-                    work_per_iteration,
-                )?));
-            }
-            Group::Serial { stmts } => {
-                writer.body(stmts, &mut body, 1)?;
-                let work_per_iteration = stmts.iter().map(Stmt::stored_cells).sum();
-                steps.push(Step::Kernel(functions.kernel(
-                    &body,
-                    None,
-                    work_per_iteration,
-                )?));
-            }
-        }
+    // A kernel's writer starts outside every loop and forgets its locals at the kernel's end, so
+    // kernels are written each on its own, on every core, then named in order: the source and
+    // the steps are the same however the work was split, and an error is the first kernel's.
+    let groups = kernel_groups(routine, &routine.body);
+    let written = map_in_order(&groups, super::kernel_threads(), |group| {
+        write_group(routine, *group, traced)
+    });
+    let mut steps = Vec::with_capacity(written.len());
+    for written in written {
+        steps.push(match written? {
+            Written::Gemm(plan) => Step::Gemm(plan),
+            Written::Kernel {
+                renamed,
+                parallel,
+                work_per_iteration,
+            } => Step::Kernel(functions.kernel(renamed, parallel, work_per_iteration)?),
+        });
     }
     let scratch = scratch.iter().map(|id| routine.nodes[id].clone()).collect();
     Ok(Generated {
@@ -569,6 +524,77 @@ fn generate_kernels(
         buffers,
         scratch,
         statics,
+    })
+}
+
+/// A kernel group as written: a matrix product's plan, or a kernel's statements with their own
+/// names.
+enum Written {
+    Gemm(GemmPlan),
+    Kernel {
+        renamed: Renamed,
+        parallel: Option<usize>,
+        work_per_iteration: usize,
+    },
+}
+
+/// Writes `group` of `routine`'s statements (checking every access, tracing every store where
+/// `traced`), with its own names.
+fn write_group(routine: &Routine, group: Group<'_>, traced: bool) -> Result<Written, CodegenError> {
+    let mut writer = Writer::new(routine, &C);
+    if traced {
+        writer = writer.tracing();
+    }
+    let mut body = String::new();
+    let (parallel, work_per_iteration) = match group {
+        Group::Gemm { plan, nest } => {
+            // The bounds of every access are checked on the nest the plan stands for, and on
+            // the plan itself where its indices are its own.
+            writer.check(nest)?;
+            if !plan.a_margins.is_empty() && !super::gemm::in_bounds(plan, routine) {
+                return Err(CodegenError::new(
+                    CodegenErrorKind::OutOfBounds,
+                    format!(
+                        "codegen: the matrix product into {} reads outside a buffer",
+                        plan.c
+                    ),
+                ));
+            }
+            return Ok(Written::Gemm(plan.clone()));
+        }
+        Group::Parallel { preamble, stmt } => {
+            let Stmt::For {
+                var,
+                range,
+                body: inner,
+            } = stmt
+            else {
+                unreachable!("parallel groups are loops");
+            };
+            // The preamble's locals live through the loop.
+            writer.scoped(|writer| {
+                for stmt in preamble {
+                    writer.stmt(stmt, &mut body, 1)?;
+                }
+                let header = C.loop_header(&var.to_string(), "begin", "end");
+                writeln!(body, "  {header}").expect("writing to a string");
+                writer.enter_loop(*var, *range);
+                writer.body(inner, &mut body, 2)?;
+                writer.leave_loop(*var);
+                Ok::<(), CodegenError>(())
+            })?;
+            body.push_str("  }\n");
+            (Some(*range), inner.iter().map(Stmt::stored_cells).sum())
+        }
+        Group::Serial { stmts } => {
+            writer.body(stmts, &mut body, 1)?;
+            (None, stmts.iter().map(Stmt::stored_cells).sum())
+        }
+    };
+    Ok(Written::Kernel {
+        renamed: identity::rename(&body),
+        parallel,
+        work_per_iteration,
     })
 }
 
@@ -590,11 +616,10 @@ impl Functions<'_> {
     /// names): a new function unless a kernel of the same text is one already.
     fn kernel(
         &mut self,
-        body: &str,
+        Renamed { body, nodes }: Renamed,
         parallel: Option<usize>,
         work_per_iteration: usize,
     ) -> Result<Kernel, CodegenError> {
-        let Renamed { body, nodes } = identity::rename(body);
         let arguments = nodes
             .iter()
             .map(|node| {

@@ -11,6 +11,7 @@ pub mod codegen;
 mod flags;
 mod gemm;
 mod identity;
+mod in_parallel;
 mod library;
 mod parts;
 mod pool;
