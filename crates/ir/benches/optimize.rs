@@ -226,7 +226,7 @@ fn time_passes(routine: &Routine) -> Times {
         |r| order::order_loops(r.clone()),
         simplify::simplify,
         |r| hoist::hoist_invariants(r.clone()),
-        cse::cse,
+        |r| cse::cse(r.clone()),
         |r| split_sums::split_sums(r.clone()).routine,
     ];
     let mut times = [Duration::ZERO; PASSES.len() + 1];

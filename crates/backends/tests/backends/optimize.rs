@@ -743,7 +743,7 @@ for l0 in 0..4 {
 }
 ",
     );
-    let after = cse::cse(&before);
+    let after = cse::cse(before.clone());
     shows(
         &after,
         "\

@@ -81,7 +81,7 @@ pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
         |r| Ok(merge::merge_loops(r, merge::Chains::Kept)),
         |r| Ok(simplify::simplify(&r)),
         |r| Ok(hoist::hoist_invariants(r)),
-        |r| Ok(cse::cse(&r)),
+        |r| Ok(cse::cse(r)),
     ];
     // Each routine is dropped as soon as the next pass has made its own: a large routine's
     // intermediates, all alive at once, would hold many times its memory.
