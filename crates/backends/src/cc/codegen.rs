@@ -35,8 +35,8 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::identity::{self, Renamed};
-use super::in_parallel::map_in_order;
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
+use crate::in_parallel::map_in_order;
 use crate::nests::{Group, kernel_groups};
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;

@@ -11,7 +11,6 @@ pub mod codegen;
 mod flags;
 mod gemm;
 mod identity;
-mod in_parallel;
 mod library;
 mod parts;
 mod pool;

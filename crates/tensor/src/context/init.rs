@@ -2,6 +2,8 @@
 //! in f64 and stored into the parameters' buffers, so every backend holds the same bits and no
 //! routine is compiled for them; then init expressions, in creation order.
 
+use rcannl_backends::cc::kernel_threads;
+use rcannl_backends::in_parallel::map_in_order;
 use rcannl_ir::precision::to_uint4x32;
 use rcannl_ir::value::uniform;
 use rcannl_ir::{Binop, Precision, Ternop, Unop, Value, VecUnop, threefry4x32};
@@ -56,31 +58,32 @@ impl Context {
     }
 
     /// Draws `params` from their inits into their buffers, init expressions last, in creation
-    /// order; each then holds values.
+    /// order; each then holds values. The random draws, each a pure function of the seed, the
+    /// parameter and the cell, are computed on every core.
     fn draw_params(&mut self, params: Vec<(usize, Init)>) -> Result<(), TensorError> {
         let default = self.graph.state.lock().default_init.clone();
         let mut expressions = Vec::new();
+        let mut draws = Vec::with_capacity(params.len());
         for (t, init) in &params {
-            let node = &self.nodes[&value_node(*t)];
-            let (id, cells, label) = (node.id, node.len(), node.label.clone());
+            let cells = self.nodes[&value_node(*t)].len();
             let (fan_in, fan_out) = self.fans_of(*t)?;
-            let values = match init.draw(&default, fan_in, fan_out) {
-                Draw::Values(values) => values,
-                Draw::Fill(value) => vec![value; cells],
-                Draw::Uniform(low, high) => {
-                    random_values(self.seed, *t, cells, Random::Uniform(low, high))
-                }
-                Draw::Normal(mean, std) => {
-                    random_values(self.seed, *t, cells, Random::Normal(mean, std))
-                }
-                Draw::Expr(e) => {
-                    expressions.push((*t, e));
-                    continue;
-                }
-            };
-            self.buffers
-                .set_values(id, &values)
-                .map_err(|e| error(format!("parameter '{label}': {e}")))?;
+            match init.draw(&default, fan_in, fan_out) {
+                Draw::Expr(e) => expressions.push((*t, e)),
+                Draw::Values(values) => self.set_param(*t, &values)?,
+                draw => draws.push((*t, cells, draw)),
+            }
+        }
+        let seed = self.seed;
+        let values = map_in_order(&draws, kernel_threads(), |(t, cells, draw)| match draw {
+            Draw::Fill(value) => vec![*value; *cells],
+            Draw::Uniform(low, high) => {
+                random_values(seed, *t, *cells, Random::Uniform(*low, *high))
+            }
+            Draw::Normal(mean, std) => random_values(seed, *t, *cells, Random::Normal(*mean, *std)),
+            Draw::Values(_) | Draw::Expr(_) => unreachable!("set before the draws"),
+        });
+        for ((t, _, _), values) in draws.iter().zip(values) {
+            self.set_param(*t, &values)?;
         }
         self.holds.extend(
             params
@@ -105,6 +108,14 @@ impl Context {
             self.holds.insert(value_node(t));
         }
         Ok(())
+    }
+
+    /// Stores `values` into the buffer of the parameter of tensor index `t`.
+    fn set_param(&mut self, t: usize, values: &[f64]) -> Result<(), TensorError> {
+        let node = &self.nodes[&value_node(t)];
+        self.buffers
+            .set_values(node.id, values)
+            .map_err(|e| error(format!("parameter '{}': {e}", node.label)))
     }
 
     /// The fan-in and fan-out of `param` as the fan-based [`Init`]s read them, PyTorch's

@@ -1,7 +1,8 @@
-//! Work spread over the machine's cores for the time of one call: scoped threads (as many as
-//! compiled routines run on, [`kernel_threads`](super::kernel_threads)) take items a batch at a
-//! time, and the results come back in the items' order, so that what is made from them does not
-//! depend on how the work was split. No thread outlives the call.
+//! Work spread over the machine's cores for the time of one call (writing a routine's kernels,
+//! drawing parameters' initial values): scoped threads take items a batch at a time, and the
+//! results come back in the items' order, so that what is made from them does not depend on how
+//! the work was split. No thread outlives the call. Callers ask for as many threads as compiled
+//! routines run on ([`kernel_threads`](crate::cc::kernel_threads)).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const BATCH: usize = 16;
 
 /// `f` of every item of `items`, in order, computed on up to `threads` threads.
-pub(super) fn map_in_order<T: Sync, R: Send>(
+pub fn map_in_order<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     f: impl Fn(&T) -> R + Sync,
