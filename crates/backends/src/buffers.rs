@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use rustc_hash::FxHashMap;
 
 use half::{bf16, f16};
-use rcannl_ir::{MemoryMode, NodeId, Precision, Routine, TensorNode, Value};
+use rcannl_ir::{Kind, MemoryMode, NodeId, Precision, Routine, TensorNode, Value};
 
 use crate::error::{RunError, RunErrorKind};
 
@@ -122,11 +122,16 @@ impl Storage {
         match self.precision {
             Precision::U8 => Value::Int(i64::from(b[0])),
             Precision::I8 => Value::Int(i64::from(b[0] as i8)),
+            Precision::U16 => Value::Int(i64::from(u16::from_ne_bytes(
+                b.try_into().expect("2 bytes"),
+            ))),
             Precision::I32 => Value::Int(i64::from(i32::from_ne_bytes(
                 b.try_into().expect("4 bytes"),
             ))),
             Precision::U32 => Value::Int(i64::from(word(0))),
-            Precision::I64 => Value::Int(i64::from_ne_bytes(array(b))),
+            // A u64's bits, held in the i64 (see `Precision::U64`).
+            Precision::I64 | Precision::U64 => Value::Int(i64::from_ne_bytes(array(b))),
+            Precision::Fp8 => Value::Float(rcannl_ir::fp8_value(b[0])),
             Precision::F16 => Value::Float(
                 f16::from_bits(u16::from_ne_bytes(b.try_into().expect("2 bytes"))).to_f64(),
             ),
@@ -189,9 +194,13 @@ impl Storage {
         match precision {
             Precision::U8 => b[0] = value.as_i64() as u8,
             Precision::I8 => b[0] = value.as_i64() as i8 as u8,
+            Precision::U16 => b.copy_from_slice(&(value.as_i64() as u16).to_ne_bytes()),
             Precision::I32 => b.copy_from_slice(&(value.as_i64() as i32).to_ne_bytes()),
             Precision::U32 => b.copy_from_slice(&(value.as_i64() as u32).to_ne_bytes()),
-            Precision::I64 => b.copy_from_slice(&value.as_i64().to_ne_bytes()),
+            Precision::I64 | Precision::U64 => {
+                b.copy_from_slice(&value.as_i64().to_ne_bytes());
+            }
+            Precision::Fp8 => b[0] = rcannl_ir::fp8_bits(value.as_f64()),
             Precision::F16 => {
                 b.copy_from_slice(&f16::from_f64(value.as_f64()).to_bits().to_ne_bytes());
             }
@@ -454,9 +463,10 @@ impl Buffers {
             .collect())
     }
 
-    /// [`Buffers::read_cells`] as numbers (a word as its first 32-bit word).
+    /// [`Buffers::read_cells`] as numbers (a word as its first 32-bit word, a u64 unsigned).
     pub fn read_values(&self, node: NodeId) -> Result<Vec<f64>, RunError> {
         let info = self.node(node)?;
+        let precision = info.precision;
         if unpadded(info)
             && let Some(values) = self.current(node)?.floats()
             && values.len() == info.len()
@@ -467,7 +477,7 @@ impl Buffers {
         Ok(self
             .read_cells(node)?
             .into_iter()
-            .map(Value::as_f64)
+            .map(|cell| number(cell, precision))
             .collect())
     }
 
@@ -479,12 +489,21 @@ impl Buffers {
         self.read_cells(node).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// The cells inside the margins as numbers (a word as its first 32-bit word).
+    /// The cells inside the margins as numbers (a word as its first 32-bit word, a u64
+    /// unsigned).
     ///
     /// # Panics
     /// As [`Buffers::cells`].
     pub fn values(&self, node: NodeId) -> Vec<f64> {
-        self.cells(node).into_iter().map(Value::as_f64).collect()
+        self.read_values(node).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// A cell of `precision` as a number: a u64's bits count as unsigned.
+fn number(cell: Value, precision: Precision) -> f64 {
+    match cell {
+        Value::Int(_) => cell.to_kind(Kind::Float, precision).as_f64(),
+        other => other.as_f64(),
     }
 }
 

@@ -207,6 +207,35 @@ fn flags_read_yes_and_no_in_their_usual_spellings() {
 }
 
 #[test]
+fn the_half_precision_cutoff_takes_a_number_above_zero_or_none() {
+    let key = &settings::CHECK_HALF_PREC_CONSTANTS_CUTOFF;
+    let limit = |command_line: &[&str]| settings(command_line, &[]).get(key).unwrap();
+    assert!(limit(&[]).is_none(), "unset here: the default applies");
+    assert_eq!(key.default, DefaultValue::Value("16384"));
+    let set = limit(&["check_half_prec_constants_cutoff=1.5e3"]).unwrap();
+    assert_eq!(set.limit(), Ok(Some(1500.0)));
+    let off = limit(&["check_half_prec_constants_cutoff=None"]).unwrap();
+    assert_eq!(off.limit(), Ok(None));
+    for bad in ["0", "-3", "inf", "lots"] {
+        let given = format!("check_half_prec_constants_cutoff={bad}");
+        let e = match parse_command_line(std::slice::from_ref(&given)) {
+            // Checked where it is given, or else where it is read.
+            Err(e) => e.message,
+            Ok(_) => {
+                limit(&[given.as_str()])
+                    .unwrap()
+                    .limit()
+                    .unwrap_err()
+                    .message
+            }
+        };
+        assert!(e.contains("check_half_prec_constants_cutoff"), "{e}");
+        assert!(e.contains("not a number above 0"), "{e}");
+    }
+    assert_eq!(settings::parse_limit(" 16384 "), Ok(Some(16384.0)));
+}
+
+#[test]
 fn keys_are_unique_lower_case_and_their_default_values_are_of_their_kind() {
     for (i, key) in KEYS.iter().enumerate() {
         assert!(

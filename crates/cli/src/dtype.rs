@@ -4,10 +4,11 @@
 //! Every dtype is computed in a precision of the IR (`rcannl_ir::Precision`), exactly where one
 //! matches it. The others are computed so that an einsum gives numpy's values all the same:
 //!
-//! - `int16` and `uint16` in 32 bits (i32, u32), wrapped to 16 bits when read back: sums and
-//!   products wrap alike in any width of at least 16 bits;
-//! - `uint64` in i64, its 64 bits read back as unsigned: sums and products wrap alike, signed or
-//!   not (comparisons do not, so maxima refuse it, see [`Dtype::refused_by`]);
+//! - `int16` in 32 bits (i32), wrapped to 16 bits when read back: sums and products wrap alike
+//!   in any width of at least 16 bits;
+//! - `uint16` and `uint64` have their own precisions (u16, u64); u64 computes in wrapping 64-bit
+//!   arithmetic, whose sums and products are exact modulo 2^64, but whose comparisons read values
+//!   from 2^63 up as negative (so maxima refuse uint64, see [`Dtype::refused_by`]);
 //! - `float16` in f32, rounded to float16 when read back: a sum of float16 products is then
 //!   computed as numpy's einsum computes a sum into one cell and as its matrix products do (in
 //!   float32, rounded once), on every backend and at every size; rounding every partial sum to
@@ -199,9 +200,11 @@ impl Dtype {
         match self {
             Dtype::Int8 => Precision::I8,
             Dtype::Int16 | Dtype::Int32 => Precision::I32,
-            Dtype::Int64 | Dtype::Uint64 => Precision::I64,
+            Dtype::Int64 => Precision::I64,
+            Dtype::Uint64 => Precision::U64,
             Dtype::Uint8 => Precision::U8,
-            Dtype::Uint16 | Dtype::Uint32 => Precision::U32,
+            Dtype::Uint16 => Precision::U16,
+            Dtype::Uint32 => Precision::U32,
             Dtype::Float16 | Dtype::Float32 => Precision::F32,
             Dtype::Bool | Dtype::Float64 => Precision::F64,
         }
@@ -210,8 +213,9 @@ impl Dtype {
     /// Why `op` cannot compute in this dtype, if it cannot. Bools are counts (see the module
     /// doc), which only sums, products, maxima and selections keep meaning as logic; integers
     /// have no exponentials, logarithms, roots, true division or fractional powers (numpy
-    /// computes those in floats); and uint64 values from 2^63 up compare as the negative numbers
-    /// their bits make in i64, so nothing that compares or divides takes them.
+    /// computes those in floats); and u64 values from 2^63 up compare as the negative numbers
+    /// their bits make in i64 (see `Precision::U64`), so nothing that compares or divides takes
+    /// them.
     pub fn refused_by(self, op: Op) -> Option<String> {
         let logical = matches!(
             op,
@@ -236,7 +240,7 @@ impl Dtype {
         } else if !self.is_float() && float_only {
             "it computes in floats"
         } else if self == Dtype::Uint64 && compares {
-            "it compares values, and uint64 is computed in 64-bit signed integers"
+            "it compares values, and uint64 compares as 64-bit signed integers"
         } else {
             return None;
         };

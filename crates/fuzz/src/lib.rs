@@ -57,7 +57,8 @@ pub enum Precisions {
     /// Every precision a generator knows.
     All,
     /// Those a GPU holds: f32, i32, u32 and 128-bit words, and f16 where `f16` says the device
-    /// has it. A float precision beyond them is drawn as f32, an integer one as i32, so that a
+    /// has it (`rcannl_gpu::holds` decides the same). A float precision beyond them (fp8, bf16,
+    /// f64) is drawn as f32, an integer one (u8, i8, u16, i64, u64) as i32, so that a
     /// seed makes the same case otherwise (the same draws follow). Integers stay within the 32
     /// bits a GPU computes them in: no integer program takes an exponential, a reciprocal or a
     /// logarithm (which leave 32 bits at 0 and beyond), the identity instead.
@@ -96,7 +97,8 @@ impl Precisions {
 /// precision a result is stored in; integers and random bits always agree exactly.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tolerance {
-    /// f16 and bf16 results.
+    /// f16 and bf16 results (fp8 results to at least a quarter, its step: see
+    /// [`Tolerance::of`]).
     pub half: f64,
     /// f32 results.
     pub single: f64,
@@ -114,9 +116,12 @@ impl Tolerance {
         double: 1e-9,
     };
 
-    /// The relative tolerance on a result stored in `precision`.
+    /// The relative tolerance on a result stored in `precision`: fp8's 2 significand bits make
+    /// one rounding that a sum in another order takes a different way up to a quarter of the
+    /// value.
     pub fn of(&self, precision: Precision) -> f64 {
         match precision {
+            Precision::Fp8 => self.half.max(0.25),
             Precision::F16 | Precision::Bf16 => self.half,
             Precision::F32 => self.single,
             _ => self.double,
@@ -166,9 +171,12 @@ mod tests {
         let expected = [
             (Precision::U8, Precision::I32, Precision::I32),
             (Precision::I8, Precision::I32, Precision::I32),
+            (Precision::U16, Precision::I32, Precision::I32),
             (Precision::I32, Precision::I32, Precision::I32),
             (Precision::U32, Precision::U32, Precision::U32),
             (Precision::I64, Precision::I32, Precision::I32),
+            (Precision::U64, Precision::I32, Precision::I32),
+            (Precision::Fp8, Precision::F32, Precision::F32),
             (Precision::F16, Precision::F32, Precision::F16),
             (Precision::Bf16, Precision::F32, Precision::F32),
             (Precision::F32, Precision::F32, Precision::F32),

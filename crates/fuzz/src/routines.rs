@@ -59,12 +59,15 @@ const BINOPS: [Binop; 14] = [
 /// Defined on floats only here (an integer division by zero is an error in the interpreter).
 const FLOAT_BINOPS: [Binop; 3] = [Binop::Div, Binop::Mod, Binop::Pow];
 const ACCUMULATORS: [Binop; 5] = [Binop::Add, Binop::Max, Binop::Min, Binop::Arg2, Binop::Mul];
-const PRECISIONS: [Precision; 5] = [
+const PRECISIONS: [Precision; 8] = [
     Precision::F32,
     Precision::F64,
     Precision::I32,
     Precision::F16,
     Precision::I64,
+    Precision::U16,
+    Precision::U64,
+    Precision::Fp8,
 ];
 
 /// A random program: the routine, its input nodes and the values to fill them with.

@@ -55,7 +55,14 @@ pub fn holds(precision: Precision, features: DeviceFeatures) -> bool {
     match precision {
         Precision::F32 | Precision::I32 | Precision::U32 | Precision::Uint4x32 => true,
         Precision::F16 => features.f16,
-        Precision::U8 | Precision::I8 | Precision::I64 | Precision::Bf16 | Precision::F64 => false,
+        Precision::U8
+        | Precision::I8
+        | Precision::U16
+        | Precision::I64
+        | Precision::U64
+        | Precision::Fp8
+        | Precision::Bf16
+        | Precision::F64 => false,
     }
 }
 

@@ -8,7 +8,8 @@
 //! the tables that list each primitive once (`op_table`), with f32's transcendental functions as
 //! the interpreter and compiled C compute them (`fmath`); typed values and their conversions
 //! (`value`); tensor nodes (`node`), assignments (`assignment`), the loop IR (`loops`), lowering
-//! (`lower`) and routines (`routine`). The optimizer (`optimize`)
+//! (`lower`) and routines (`routine`), and OCANNL's check of large constants in half precision
+//! computations (`half_cutoff`). The optimizer (`optimize`)
 //! recognizes matrix products, decides each node's memory mode and rewrites a routine's loops:
 //! fusion of virtual nodes, local accumulators, simplification and shared subexpressions. It
 //! depends on no other rcannl crate: shape inference produces its projection records, backends
@@ -18,6 +19,7 @@
 
 pub mod assignment;
 pub mod fmath;
+pub mod half_cutoff;
 pub mod index;
 pub mod loops;
 pub mod lower;
@@ -33,6 +35,7 @@ pub mod routine;
 pub mod value;
 
 pub use assignment::{Assignment, Expr, FetchOp, Rhs};
+pub use half_cutoff::{CutoffError, check_half_prec_constants};
 pub use index::{Affine, AxisIndex, Symbol};
 pub use loops::{
     GemmPlan, Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop, reads_own_iteration,
@@ -43,7 +46,7 @@ pub use ops::{Binop, Ternop, Unop, threefry4x32, threefry4x32_light};
 pub use optimize::{OptimizeError, OptimizeErrorKind, optimize};
 pub use padding::{MarginError, MarginErrorKind, Margins};
 pub use plan_operand::{PlanLoop, PlanOperand};
-pub use precision::Precision;
+pub use precision::{Precision, fp8_bits, fp8_value};
 pub use projections::{Factor, Projections, Slot};
 pub use routine::Routine;
 pub use value::{Kind, Value};

@@ -4,6 +4,9 @@
 //! Values travel between precisions as `f64` (exact for every precision but `i64` beyond 2⁵³ and
 //! the 128-bit word), rounded by [`Precision::round`]; the 128-bit `uint4x32` word has its own
 //! conversions ([`to_uint4x32`]), which the counter-based random numbers rely on bit for bit.
+//!
+//! fp8 is OCANNL's 8-bit float, E5M2: f16's sign and 5 exponent bits with 2 significand bits, so
+//! that its byte is the upper byte of the f16 of the same value (infinities and NaNs as IEEE's).
 
 use std::fmt;
 
@@ -25,12 +28,21 @@ pub enum Precision {
     U8,
     /// Signed 8-bit integer.
     I8,
+    /// Unsigned 16-bit integer.
+    U16,
     /// Signed 32-bit integer.
     I32,
     /// Unsigned 32-bit integer.
     U32,
     /// Signed 64-bit integer.
     I64,
+    /// Unsigned 64-bit integer. It computes as the other integers do, in wrapping 64-bit
+    /// arithmetic: sums, differences, products and negations are exact modulo 2⁶⁴, and its values
+    /// convert to floats as unsigned; comparisons, division, remainders, `max`/`min` and
+    /// conversions from floats read a value from 2⁶³ up as the `i64` of the same bits.
+    U64,
+    /// 8-bit float, E5M2: 5 exponent bits (bias 15), 2 significand bits, computed in f32.
+    Fp8,
     /// IEEE half precision: 5 exponent bits, 10 significand bits.
     F16,
     /// bfloat16: f32's 8 exponent bits, 7 significand bits.
@@ -45,12 +57,15 @@ pub enum Precision {
 
 impl Precision {
     /// Every precision: integers, floats, then the 128-bit word.
-    pub const ALL: [Precision; 10] = [
+    pub const ALL: [Precision; 13] = [
         Precision::U8,
         Precision::I8,
+        Precision::U16,
         Precision::I32,
         Precision::U32,
         Precision::I64,
+        Precision::U64,
+        Precision::Fp8,
         Precision::F16,
         Precision::Bf16,
         Precision::F32,
@@ -61,20 +76,27 @@ impl Precision {
     /// The size of one cell, in bytes.
     pub fn size_in_bytes(self) -> usize {
         match self {
-            Precision::U8 | Precision::I8 => 1,
-            Precision::F16 | Precision::Bf16 => 2,
+            Precision::U8 | Precision::I8 | Precision::Fp8 => 1,
+            Precision::U16 | Precision::F16 | Precision::Bf16 => 2,
             Precision::I32 | Precision::U32 | Precision::F32 => 4,
-            Precision::I64 | Precision::F64 => 8,
+            Precision::I64 | Precision::U64 | Precision::F64 => 8,
             Precision::Uint4x32 => 16,
         }
     }
 
-    /// Whether values are floating point (f16, bf16, f32, f64).
+    /// Whether values are floating point (fp8, f16, bf16, f32, f64).
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            Precision::F16 | Precision::Bf16 | Precision::F32 | Precision::F64
+            Precision::Fp8 | Precision::F16 | Precision::Bf16 | Precision::F32 | Precision::F64
         )
+    }
+
+    /// Whether this is a half precision or narrower float whose range ends near 2¹⁶ (fp8 and
+    /// f16; bf16 has f32's range): the precisions OCANNL's `check_half_prec_constants_cutoff`
+    /// guards against constants that would overflow them.
+    pub fn is_up_to_fp16(self) -> bool {
+        matches!(self, Precision::Fp8 | Precision::F16)
     }
 
     /// Rank in the promotion order: when operands differ, the higher one is computed in. The
@@ -84,14 +106,17 @@ impl Precision {
         match self {
             Precision::I8 => 0,
             Precision::U8 => 1,
-            Precision::I32 => 2,
-            Precision::U32 => 3,
-            Precision::I64 => 4,
-            Precision::F16 => 5,
-            Precision::Bf16 => 6,
-            Precision::F32 => 7,
-            Precision::F64 => 8,
-            Precision::Uint4x32 => 9,
+            Precision::U16 => 2,
+            Precision::I32 => 3,
+            Precision::U32 => 4,
+            Precision::I64 => 5,
+            Precision::U64 => 6,
+            Precision::Fp8 => 7,
+            Precision::F16 => 8,
+            Precision::Bf16 => 9,
+            Precision::F32 => 10,
+            Precision::F64 => 11,
+            Precision::Uint4x32 => 12,
         }
     }
 
@@ -113,14 +138,56 @@ impl Precision {
             Precision::F32 => f64::from(x as f32),
             Precision::F16 => f16::from_f64(sticky_upper_half(x)).to_f64(),
             Precision::Bf16 => bf16::from_f64(sticky_upper_half(x)).to_f64(),
+            Precision::Fp8 => round_fp8(x),
             // `as` from a float truncates toward zero and saturates, NaN to 0.
             Precision::U8 => f64::from(x as u8),
             Precision::I8 => f64::from(x as i8),
+            Precision::U16 => f64::from(x as u16),
             Precision::I32 => f64::from(x as i32),
             Precision::U32 | Precision::Uint4x32 => f64::from(x as u32),
             Precision::I64 => (x as i64) as f64,
+            Precision::U64 => (x as u64) as f64,
         }
     }
+}
+
+/// The largest finite fp8 (E5M2): 1.75 · 2¹⁵.
+pub const FP8_MAX: f64 = 57344.0;
+
+/// `x` rounded to the nearest fp8 (E5M2), ties to even: beyond the largest finite value by half a
+/// step or more it is an infinity, below 2⁻¹⁴ the step is that of the subnormals, 2⁻¹⁶.
+fn round_fp8(x: f64) -> f64 {
+    if x.is_nan() || x.is_infinite() {
+        return x;
+    }
+    let a = x.abs();
+    // Halfway between the largest finite value and the next power of two, 2¹⁶, ties to the
+    // even one, which is beyond the range.
+    if a >= 61440.0 {
+        return f64::INFINITY.copysign(x);
+    }
+    // The binary exponent of `a` (f64 subnormals are far below fp8's and round to 0 alike).
+    let exponent = ((a.to_bits() >> 52) as i32 - 1023).max(-14);
+    // Two significand bits after the leading one: steps of 2^(e-2). Scaling by a power of two is
+    // exact, so the only rounding is `round_ties_even`'s.
+    let step = 2f64.powi(exponent - 2);
+    ((a / step).round_ties_even() * step).copysign(x)
+}
+
+/// The byte of an fp8 value: `x` rounded to fp8, as the upper byte of its f16 (exact, as every
+/// fp8 value is an f16). A NaN is the quiet one, `0x7E`, with its sign, as the C backend writes
+/// it.
+pub fn fp8_bits(x: f64) -> u8 {
+    let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+    if x.is_nan() {
+        return sign | 0x7E;
+    }
+    (f16::from_f64(round_fp8(x)).to_bits() >> 8) as u8
+}
+
+/// The value of an fp8 byte.
+pub fn fp8_value(bits: u8) -> f64 {
+    f16::from_bits(u16::from(bits) << 8).to_f64()
 }
 
 impl fmt::Display for Precision {
@@ -129,8 +196,11 @@ impl fmt::Display for Precision {
             Precision::U8 => "u8",
             Precision::I8 => "i8",
             Precision::I32 => "i32",
+            Precision::U16 => "u16",
             Precision::U32 => "u32",
             Precision::I64 => "i64",
+            Precision::U64 => "u64",
+            Precision::Fp8 => "fp8",
             Precision::F16 => "f16",
             Precision::Bf16 => "bf16",
             Precision::F32 => "f32",
@@ -154,18 +224,19 @@ pub fn to_uint4x32(x: f64, from: Precision) -> [u32; 4] {
             };
             [u, u ^ 0x9E37_79B9, u ^ 0x6C07_8965, u ^ u.rotate_left(16)]
         }
-        Precision::I64 | Precision::F64 => {
-            let bits = if from == Precision::I64 {
-                (x as i64) as u64
-            } else {
-                x.to_bits()
+        Precision::I64 | Precision::U64 | Precision::F64 => {
+            let bits = match from {
+                Precision::I64 => (x as i64) as u64,
+                Precision::U64 => x as u64,
+                _ => x.to_bits(),
             };
             [bits as u32, (bits >> 32) as u32, 0, 0]
         }
         Precision::F32 => [(x as f32).to_bits(), 0, 0, 0],
         Precision::F16 => [u32::from(f16::from_f64(x).to_bits()), 0, 0, 0],
         Precision::Bf16 => [u32::from(bf16::from_f64(x).to_bits()), 0, 0, 0],
-        Precision::U8 | Precision::I8 | Precision::Uint4x32 => [x as u32, 0, 0, 0],
+        Precision::Fp8 => [u32::from(fp8_bits(x)), 0, 0, 0],
+        Precision::U8 | Precision::I8 | Precision::U16 | Precision::Uint4x32 => [x as u32, 0, 0, 0],
     }
 }
 
@@ -176,7 +247,7 @@ mod tests {
     #[test]
     fn sizes_and_kinds() {
         let bytes: Vec<usize> = Precision::ALL.iter().map(|p| p.size_in_bytes()).collect();
-        assert_eq!(bytes, vec![1, 1, 4, 4, 8, 2, 2, 4, 8, 16]);
+        assert_eq!(bytes, vec![1, 1, 2, 4, 4, 8, 8, 1, 2, 2, 4, 8, 16]);
         let floats: Vec<Precision> = Precision::ALL
             .into_iter()
             .filter(|p| p.is_float())
@@ -184,12 +255,96 @@ mod tests {
         assert_eq!(
             floats,
             vec![
+                Precision::Fp8,
                 Precision::F16,
                 Precision::Bf16,
                 Precision::F32,
                 Precision::F64
             ]
         );
+    }
+
+    /// Every fp8 byte, in order of value, paired with its value: the finite ones, positive.
+    fn finite_fp8_ascending() -> Vec<(u8, f64)> {
+        (0u8..0x7C).map(|bits| (bits, fp8_value(bits))).collect()
+    }
+
+    #[test]
+    fn every_fp8_byte_is_its_own_rounding() {
+        for bits in 0..=255u8 {
+            let x = fp8_value(bits);
+            if x.is_nan() {
+                // E5M2 NaNs: exponent all ones, significand not zero.
+                assert_eq!(bits & 0x7C, 0x7C, "{bits:#04x}");
+                assert_ne!(bits & 3, 0, "{bits:#04x}");
+                assert!(Precision::Fp8.round(x).is_nan());
+                assert_eq!(fp8_bits(x) & 0x7F, 0x7E, "a NaN stays a NaN");
+                continue;
+            }
+            assert_eq!(
+                Precision::Fp8.round(x).to_bits(),
+                x.to_bits(),
+                "{bits:#04x}"
+            );
+            assert_eq!(fp8_bits(x), bits, "{bits:#04x} = {x}");
+            // As an f32 (the C backend's compute type) too.
+            let y = f64::from(x as f32);
+            assert_eq!(Precision::Fp8.round(y).to_bits(), x.to_bits());
+        }
+        assert_eq!(fp8_value(0x7B), FP8_MAX);
+        assert_eq!(fp8_value(0x7C), f64::INFINITY);
+        assert_eq!(fp8_value(0xFC), f64::NEG_INFINITY);
+        assert_eq!(fp8_value(0x01), 2f64.powi(-16));
+        assert_eq!(fp8_value(0x04), 2f64.powi(-14));
+        assert_eq!(fp8_value(0x3C), 1.0);
+        assert_eq!(fp8_bits(-0.0), 0x80);
+    }
+
+    #[test]
+    fn fp8_rounds_to_nearest_with_ties_to_even() {
+        let values = finite_fp8_ascending();
+        for pair in values.windows(2) {
+            let ((low_bits, low), (_, high)) = (pair[0], pair[1]);
+            let middle = (low + high) / 2.0;
+            let even = if low_bits % 2 == 0 { low } else { high };
+            for sign in [1.0, -1.0] {
+                assert_eq!(Precision::Fp8.round(sign * middle), sign * even, "{middle}");
+                let below = middle - (high - low) / 1024.0;
+                let above = middle + (high - low) / 1024.0;
+                assert_eq!(Precision::Fp8.round(sign * below), sign * low, "{below}");
+                assert_eq!(Precision::Fp8.round(sign * above), sign * high, "{above}");
+            }
+        }
+        // Past the largest finite value: halfway to 2^16 ties to the (infinite) even.
+        assert_eq!(Precision::Fp8.round(61439.0), FP8_MAX);
+        assert_eq!(Precision::Fp8.round(61440.0), f64::INFINITY);
+        assert_eq!(Precision::Fp8.round(-1e300), f64::NEG_INFINITY);
+        // Below the smallest subnormal's half: zero, keeping the sign.
+        assert_eq!(Precision::Fp8.round(2f64.powi(-17)).to_bits(), 0);
+        assert_eq!(
+            Precision::Fp8.round(-2f64.powi(-18)).to_bits(),
+            (-0.0f64).to_bits()
+        );
+        assert_eq!(Precision::Fp8.round(1e-320), 0.0);
+    }
+
+    #[test]
+    fn sixteen_and_sixty_four_bit_unsigned_integers_truncate_and_saturate() {
+        assert_eq!(Precision::U16.round(65535.9), 65535.0);
+        assert_eq!(Precision::U16.round(65536.0), 65535.0);
+        assert_eq!(Precision::U16.round(-3.5), 0.0);
+        assert_eq!(Precision::U16.round(f64::NAN), 0.0);
+        assert_eq!(Precision::U64.round(1.8e19), 1.8e19);
+        assert_eq!(Precision::U64.round(1e20), u64::MAX as f64);
+        assert_eq!(Precision::U64.round(-1.0), 0.0);
+        assert_eq!(to_uint4x32(65535.0, Precision::U16), [65535, 0, 0, 0]);
+        assert_eq!(
+            to_uint4x32(2f64.powi(63), Precision::U64),
+            [0, 0x8000_0000, 0, 0]
+        );
+        assert_eq!(to_uint4x32(1.0, Precision::Fp8), [0x3C, 0, 0, 0]);
+        assert!(Precision::Fp8.is_up_to_fp16() && Precision::F16.is_up_to_fp16());
+        assert!(!Precision::Bf16.is_up_to_fp16() && !Precision::U8.is_up_to_fp16());
     }
 
     #[test]

@@ -22,16 +22,22 @@ impl Precision {
     /// How values of this precision are computed: as floats, integers or 128-bit words.
     pub fn kind(self) -> Kind {
         match self {
-            Precision::F16 | Precision::Bf16 | Precision::F32 | Precision::F64 => Kind::Float,
-            Precision::U8 | Precision::I8 | Precision::I32 | Precision::U32 | Precision::I64 => {
-                Kind::Int
+            Precision::Fp8 | Precision::F16 | Precision::Bf16 | Precision::F32 | Precision::F64 => {
+                Kind::Float
             }
+            Precision::U8
+            | Precision::I8
+            | Precision::U16
+            | Precision::I32
+            | Precision::U32
+            | Precision::I64
+            | Precision::U64 => Kind::Int,
             Precision::Uint4x32 => Kind::Word,
         }
     }
 
-    /// The precision values of this one are computed in, as C computes them: f16, bf16 and f32
-    /// in f32, f64 in f64, integers in i64, words as words.
+    /// The precision values of this one are computed in, as C computes them: fp8, f16, bf16 and
+    /// f32 in f32, f64 in f64, integers in i64, words as words.
     pub fn compute(self) -> Precision {
         match self.kind() {
             Kind::Float if self == Precision::F64 => Precision::F64,
@@ -79,7 +85,7 @@ impl Value {
             Value::Word(w) => w,
             Value::Float(x) => to_uint4x32(x, from),
             Value::Int(i) => match from {
-                Precision::I64 => [i as u32, ((i as u64) >> 32) as u32, 0, 0],
+                Precision::I64 | Precision::U64 => [i as u32, ((i as u64) >> 32) as u32, 0, 0],
                 Precision::I32 => to_uint4x32(f64::from(i as i32), from),
                 Precision::U32 => to_uint4x32(f64::from(i as u32), from),
                 _ => [i as u32, 0, 0, 0],
@@ -87,10 +93,14 @@ impl Value {
         }
     }
 
-    /// The value converted to `kind`, held in a cell of precision `from`.
+    /// The value converted to `kind`, held in a cell of precision `from`: a u64's integer is
+    /// its bits, which count as unsigned.
     pub fn to_kind(self, kind: Kind, from: Precision) -> Value {
         match kind {
-            Kind::Float => Value::Float(self.as_f64()),
+            Kind::Float => Value::Float(match (self, from) {
+                (Value::Int(i), Precision::U64) => i as u64 as f64,
+                _ => self.as_f64(),
+            }),
             Kind::Int => Value::Int(self.as_i64()),
             Kind::Word => Value::Word(self.as_word(from)),
         }
@@ -101,12 +111,17 @@ impl Value {
     pub fn stored_as(self, precision: Precision) -> Value {
         match (precision.kind(), self) {
             (Kind::Float, value) => Value::Float(precision.round(value.as_f64())),
+            // A u64 holds its bits in the `i64`.
+            (Kind::Int, Value::Float(x)) if precision == Precision::U64 => {
+                Value::Int(x as u64 as i64)
+            }
             (Kind::Int, Value::Float(x)) => Value::Int(precision.round(x) as i64),
             (Kind::Int, value) => {
                 let i = value.as_i64();
                 Value::Int(match precision {
                     Precision::U8 => i64::from(i as u8),
                     Precision::I8 => i64::from(i as i8),
+                    Precision::U16 => i64::from(i as u16),
                     Precision::I32 => i64::from(i as i32),
                     Precision::U32 => i64::from(i as u32),
                     _ => i,
@@ -119,7 +134,8 @@ impl Value {
 
 /// The values one 128-bit word of random bits makes in `precision`, as many as its bits fill
 /// (16 bytes, 8 half-words, 4 words, 2 double-words, or the word itself). Floats are uniform in
-/// [0, 1) (the top bits of each part, scaled, so that 1 is never reached after rounding);
+/// [0, 1) (the top bits of each part, as many as the precision holds exactly, scaled, so that 1
+/// is never reached after rounding: fp8 takes the top 3 bits of each byte);
 /// integers take the bits as they are.
 pub fn uniform(word: [u32; 4], precision: Precision) -> Vec<Value> {
     let halves = || word.iter().flat_map(|w| [*w & 0xFFFF, *w >> 16]);
@@ -144,6 +160,13 @@ pub fn uniform(word: [u32; 4], precision: Precision) -> Vec<Value> {
         Precision::Bf16 => halves()
             .map(|h| Value::Float(bf16::from_f64(f64::from(h >> 8) * 2f64.powi(-8)).to_f64()))
             .collect(),
+        Precision::Fp8 => word
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .map(|byte| Value::Float(f64::from(byte >> 5) * 0.125))
+            .collect(),
+        Precision::U16 => halves().map(|h| Value::Int(i64::from(h))).collect(),
+        Precision::U64 => pairs().into_iter().map(|x| Value::Int(x as i64)).collect(),
         Precision::U8 | Precision::I8 => word
             .iter()
             .flat_map(|w| w.to_le_bytes())
@@ -181,9 +204,15 @@ mod tests {
             let values = uniform(ones, precision);
             assert_eq!(values.len(), 16 / precision.size_in_bytes(), "{precision}");
             if precision.is_float() {
+                // fp8 holds 3 significant bits: its largest draw is 7/8.
+                let largest = if precision == Precision::Fp8 {
+                    0.875
+                } else {
+                    0.99
+                };
                 for value in &values {
                     let x = value.as_f64();
-                    assert!(x < 1.0 && x > 0.99, "{precision}: {x}");
+                    assert!(x < 1.0 && x >= largest, "{precision}: {x}");
                     assert_eq!(precision.round(x), x, "{precision}: {x} is exact");
                 }
             }
@@ -217,6 +246,42 @@ mod tests {
         assert_eq!(
             uniform1([0x0000_0100, 0, 0, 0], Precision::F32),
             Value::Float(2f64.powi(-24))
+        );
+    }
+
+    #[test]
+    fn sixteen_and_sixty_four_bit_unsigned_values_wrap_and_read_as_unsigned() {
+        assert_eq!(
+            Value::Int(65536 + 7).stored_as(Precision::U16),
+            Value::Int(7)
+        );
+        assert_eq!(Value::Int(-1).stored_as(Precision::U16), Value::Int(65535));
+        // u64 keeps its 64 bits in the i64: -1 is 2^64 - 1, read as a float unsigned.
+        let all_ones = Value::Int(-1).stored_as(Precision::U64);
+        assert_eq!(all_ones, Value::Int(-1));
+        assert_eq!(
+            all_ones.to_kind(Kind::Float, Precision::U64),
+            Value::Float(u64::MAX as f64)
+        );
+        assert_eq!(
+            Value::Float(1.5e19).stored_as(Precision::U64),
+            Value::Int(15_000_000_000_000_000_000u64 as i64)
+        );
+        assert_eq!(
+            Value::Float(1.0).stored_as(Precision::Fp8),
+            Value::Float(1.0)
+        );
+        assert_eq!(
+            Value::Float(1.2).stored_as(Precision::Fp8),
+            Value::Float(1.25)
+        );
+        assert_eq!(
+            uniform([0xFFFF_0001, 0, 0, 0], Precision::U16)[..2],
+            [Value::Int(1), Value::Int(0xFFFF)]
+        );
+        assert_eq!(
+            uniform([0x0000_00E0, 0, 0, 0], Precision::Fp8)[..2],
+            [Value::Float(0.875), Value::Float(0.0)]
         );
     }
 

@@ -136,11 +136,15 @@ impl Dtype {
     }
 
     /// The dtype that holds every value of `precision` exactly: its own, but bf16 (which numpy
-    /// lacks) widens to f4; `None` for the 128-bit word, which is not a number.
+    /// lacks) widens to f4 and fp8 (which it lacks too) to f2; `None` for the 128-bit word, which
+    /// is not a number.
     pub fn of_precision(precision: Precision) -> Option<Dtype> {
         let (kind, size) = match precision {
             Precision::U8 => (NumberKind::Uint, 1),
             Precision::I8 => (NumberKind::Int, 1),
+            Precision::U16 => (NumberKind::Uint, 2),
+            Precision::U64 => (NumberKind::Uint, 8),
+            Precision::Fp8 => (NumberKind::Float, 2),
             Precision::I32 => (NumberKind::Int, 4),
             Precision::U32 => (NumberKind::Uint, 4),
             Precision::I64 => (NumberKind::Int, 8),

@@ -112,9 +112,12 @@ fn storage_type(precision: Precision) -> &'static str {
     match precision {
         Precision::U8 => "uint8_t",
         Precision::I8 => "int8_t",
+        Precision::U16 => "uint16_t",
         Precision::I32 => "int32_t",
         Precision::U32 => "uint32_t",
         Precision::I64 => "int64_t",
+        Precision::U64 => "uint64_t",
+        Precision::Fp8 => "uint8_t",
         Precision::F16 | Precision::Bf16 => "uint16_t",
         Precision::F32 => "float",
         Precision::F64 => "double",
@@ -155,10 +158,10 @@ impl Dialect for C {
         "codegen"
     }
 
-    /// f16, bf16 and f32 compute in `float`, f64 in `double`, integers in `int64_t`.
+    /// fp8, f16, bf16 and f32 compute in `float`, f64 in `double`, integers in `int64_t`.
     fn compute_type(&self, precision: Precision) -> &'static str {
         match precision {
-            Precision::F16 | Precision::Bf16 | Precision::F32 => "float",
+            Precision::Fp8 | Precision::F16 | Precision::Bf16 | Precision::F32 => "float",
             Precision::F64 => "double",
             Precision::Uint4x32 => "rc_word",
             _ => "int64_t",
@@ -188,10 +191,11 @@ impl Dialect for C {
         )
     }
 
-    /// f16 and bf16 cells are their bits.
+    /// fp8, f16 and bf16 cells are their bits.
     fn storage_literal(&self, c: f64, precision: Precision) -> String {
         match Value::Float(c).stored_as(precision) {
             Value::Float(x) => match precision {
+                Precision::Fp8 => format!("{}u", rcannl_ir::fp8_bits(x)),
                 Precision::F16 => format!("{}u", half::f16::from_f64(x).to_bits()),
                 Precision::Bf16 => format!("{}u", half::bf16::from_f64(x).to_bits()),
                 _ => float_literal(x, precision == Precision::F64),
@@ -209,9 +213,10 @@ impl Dialect for C {
         n.to_string()
     }
 
-    /// f16 and bf16 through the prelude's round-to-nearest-even helpers.
+    /// fp8, f16 and bf16 through the prelude's round-to-nearest-even helpers.
     fn stored(&self, value: &str, precision: Precision) -> String {
         match precision {
+            Precision::Fp8 => format!("rc_f32_to_fp8({value})"),
             Precision::F16 => format!("rc_f32_to_f16({value})"),
             Precision::Bf16 => format!("rc_f32_to_bf16({value})"),
             Precision::F32 | Precision::F64 | Precision::I64 | Precision::Uint4x32 => {
@@ -223,6 +228,7 @@ impl Dialect for C {
 
     fn loaded(&self, cell: &str, precision: Precision) -> String {
         match precision {
+            Precision::Fp8 => format!("rc_fp8_to_f32({cell})"),
             Precision::F16 => format!("rc_f16_to_f32({cell})"),
             Precision::Bf16 => format!("rc_bf16_to_f32({cell})"),
             Precision::F32 | Precision::F64 | Precision::Uint4x32 => cell.to_owned(),
@@ -232,10 +238,12 @@ impl Dialect for C {
 
     fn round_to(&self, value: &str, precision: Precision) -> String {
         match precision {
-            Precision::F16
+            Precision::Fp8
+            | Precision::F16
             | Precision::Bf16
             | Precision::U8
             | Precision::I8
+            | Precision::U16
             | Precision::I32
             | Precision::U32 => self.loaded(&self.stored(value, precision), precision),
             _ => value.to_owned(),
@@ -248,18 +256,23 @@ impl Dialect for C {
             return value.to_owned();
         }
         match (from.kind(), to.kind()) {
+            // A u64's bits count as unsigned.
+            (Kind::Int, Kind::Float) if from == Precision::U64 => {
+                format!("({target})(uint64_t)({value})")
+            }
             (Kind::Float, Kind::Float) | (Kind::Int, Kind::Float) => {
                 format!("({target})({value})")
             }
             (Kind::Float, Kind::Int) => format!("rc_f2i((double)({value}))"),
             (Kind::Word, _) => format!("({target})({value}).w[0]"),
             (_, Kind::Word) => match from {
+                Precision::Fp8 => format!("rc_word_bits(rc_f32_to_fp8({value}))"),
                 Precision::F16 => format!("rc_word_bits(rc_f32_to_f16({value}))"),
                 Precision::Bf16 => format!("rc_word_bits(rc_f32_to_bf16({value}))"),
                 Precision::F32 => format!("rc_word_f32({value})"),
                 Precision::F64 => format!("rc_word_f64({value})"),
                 Precision::I32 | Precision::U32 => format!("rc_word_u32((uint32_t)({value}))"),
-                Precision::I64 => format!("rc_word_i64({value})"),
+                Precision::I64 | Precision::U64 => format!("rc_word_i64({value})"),
                 _ => format!("rc_word_bits((uint32_t)({value}))"),
             },
             // Integers all compute in `int64_t`: returned above.

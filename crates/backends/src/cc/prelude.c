@@ -140,6 +140,29 @@ static inline uint16_t rc_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+/* fp8 (E5M2) is the upper byte of the f16 of the same value. */
+static inline float rc_fp8_to_f32(uint8_t b) { return rc_f16_to_f32((uint16_t)((uint32_t)b << 8)); }
+
+/* Round to nearest, ties to even, straight from f32 (through f16 would round twice); 61440 and
+   above overflow to infinity; below 2^-14 the step is the subnormals', 2^-16. */
+static inline uint8_t rc_f32_to_fp8(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 24) & 0x80u;
+  uint32_t magnitude = x & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) return (uint8_t)(sign | 0x7Eu);
+  if (magnitude >= 0x47700000u) return (uint8_t)(sign | 0x7Cu);
+  if (magnitude < 0x38800000u) {
+    float a;
+    memcpy(&a, &magnitude, 4);
+    return (uint8_t)(sign | (uint32_t)nearbyintf(a * 65536.0f));
+  }
+  uint32_t b = ((magnitude >> 23) - 112) << 2 | ((magnitude & 0x7FFFFFu) >> 21);
+  uint32_t rest = magnitude & 0x1FFFFFu;
+  if (rest > 0x100000u || (rest == 0x100000u && (b & 1u))) b += 1;
+  return (uint8_t)(sign | b);
+}
+
 /* Floats into integers truncate toward zero and saturate; NaN is 0. (Branches on the value every
    path reads: C's conversion of an out-of-range float is undefined, so it must not run.) */
 static inline int64_t rc_f2i(double x) {
@@ -249,6 +272,9 @@ static inline double rc_uniform_f64(rc_word w, int k) {
 }
 static inline float rc_uniform_f16(rc_word w, int k) { return (float)(rc_half_word(w, k) >> 5) * 4.8828125e-4f; }
 static inline float rc_uniform_bf16(rc_word w, int k) { return (float)(rc_half_word(w, k) >> 8) * 3.90625e-3f; }
+static inline float rc_uniform_fp8(rc_word w, int k) { return (float)((w.w[k / 4] >> (8 * (k % 4) + 5)) & 7u) * 0.125f; }
+static inline int64_t rc_uniform_u16(rc_word w, int k) { return (int64_t)rc_half_word(w, k); }
+static inline int64_t rc_uniform_u64(rc_word w, int k) { return (int64_t)rc_double_word(w, k); }
 static inline int64_t rc_uniform_u8(rc_word w, int k) { return (int64_t)((w.w[k / 4] >> (8 * (k % 4))) & 0xFFu); }
 static inline int64_t rc_uniform_i8(rc_word w, int k) { return (int64_t)(int8_t)rc_uniform_u8(w, k); }
 static inline int64_t rc_uniform_i32(rc_word w, int k) { return (int64_t)(int32_t)w.w[k]; }

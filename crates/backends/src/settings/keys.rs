@@ -19,6 +19,8 @@ pub enum Kind {
     Seconds,
     /// `true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`).
     Flag,
+    /// A number above 0 (fractions and exponents allowed), or `none` for no limit.
+    Limit,
     /// A path to a file or folder.
     Path,
     /// Any text.
@@ -43,6 +45,7 @@ impl Kind {
             Kind::Size => crate::cache::parse_size(value).map(drop),
             Kind::Seconds => parse_seconds(value).map(drop),
             Kind::Flag => parse_flag(value).map(drop),
+            Kind::Limit => parse_limit(value).map(drop),
             Kind::Path | Kind::Text | Kind::Words => Ok(()),
             Kind::LogLevels => logging::Filter::parse(value).map(drop),
         }
@@ -64,6 +67,7 @@ impl Kind {
             Kind::Size => "a size (`512K`, `200M`, `2G`)".to_owned(),
             Kind::Seconds => "seconds".to_owned(),
             Kind::Flag => "`true` or `false`".to_owned(),
+            Kind::Limit => "a number above 0, or `none`".to_owned(),
             Kind::Path => "a path".to_owned(),
             Kind::Text => "text".to_owned(),
             Kind::Words => "words".to_owned(),
@@ -92,8 +96,23 @@ pub fn parse_flag(value: &str) -> Result<bool, String> {
     }
 }
 
+/// A number above 0 such as `16384` or `1.5e4`, or `none` (any case) for no limit; an error
+/// says what is wrong with it.
+pub fn parse_limit(value: &str) -> Result<Option<f64>, String> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|limit| *limit > 0.0 && limit.is_finite())
+        .map(Some)
+        .ok_or_else(|| "not a number above 0, nor `none`".to_owned())
+}
+
 /// The float precisions, as precisions print: what the precision settings take.
-pub const FLOAT_PRECISIONS: &[&str] = &["f16", "bf16", "f32", "f64"];
+pub const FLOAT_PRECISIONS: &[&str] = &["fp8", "f16", "bf16", "f32", "f64"];
 
 /// What a key means when nothing sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +216,14 @@ keys! {
     /// the graph is next checked or compiled.
     DEFAULT_GRAD_PRECISION = "default_grad_precision", Kind::Choice(FLOAT_PRECISIONS),
         DefaultValue::Unset("a gradient is held in its tensor's precision");
+
+    /// A constant of magnitude this or more, in what an fp8 or f16 tensor computes (after the
+    /// optimizer folds constants), is an error naming the tensor when its routine is compiled,
+    /// rather than a value that overflows to infinity there: give that tensor a wider precision.
+    /// bf16 has f32's range and is not checked; `none` checks nothing. OCANNL's setting of the
+    /// same name, with its default (2^14).
+    CHECK_HALF_PREC_CONSTANTS_CUTOFF = "check_half_prec_constants_cutoff", Kind::Limit,
+        DefaultValue::Value("16384");
 
     /// Optimization and target flags of the C compiler, split at whitespace (the compiler itself
     /// is `$CC`, else `cc`).

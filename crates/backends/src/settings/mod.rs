@@ -108,6 +108,12 @@ impl Setting {
     pub fn flag(&self) -> Result<bool, SettingsError> {
         parse_flag(self.checked_text()?).map_err(SettingsError::new)
     }
+
+    /// The value as a limit ([`Kind::Limit`]): `None` for `none`; an error naming the key when
+    /// it is neither a number above 0 nor `none`.
+    pub fn limit(&self) -> Result<Option<f64>, SettingsError> {
+        parse_limit(self.checked_text()?).map_err(SettingsError::new)
+    }
 }
 
 /// A config file or command line that does not say what settings it means: an unknown key, a
@@ -310,6 +316,18 @@ pub fn flag(key: &'static Key) -> Result<bool, SettingsError> {
         None => {
             Ok(matches!(key.default, DefaultValue::Value(text) if parse_flag(text) == Ok(true)))
         }
+    }
+}
+
+/// The limit `key` ([`Kind::Limit`]) sets in this process: its value's, else its default's
+/// (`None` for `none`); an error names a value that is neither a number above 0 nor `none`.
+pub fn limit(key: &'static Key) -> Result<Option<f64>, SettingsError> {
+    match get(key)? {
+        Some(setting) => setting.limit(),
+        None => Ok(match key.default {
+            DefaultValue::Value(text) => parse_limit(text).ok().flatten(),
+            DefaultValue::Unset(_) => None,
+        }),
     }
 }
 

@@ -1,9 +1,11 @@
-//! What compiled backends hold and compute in: integers exactly as the interpreter, f16 cells
-//! rounded as f16, and, on a GPU, a precision it lacks refused naming the tensor; host writes
+//! What compiled backends hold and compute in: integers exactly as the interpreter (u16 and u64
+//! too), f16 cells rounded as f16, fp8 cells as the interpreter rounds them, and, on a GPU, a
+//! precision it lacks refused naming the tensor; host writes
 //! between runs reach the backend's buffers and its results reach the host, on every backend.
 
 use rcannl_backends::{Backend, Interpreter};
-use rcannl_ir::Precision;
+use rcannl_gpu::wgsl::DeviceFeatures;
+use rcannl_ir::{Precision, Value};
 use rcannl_tensor::{BinaryOp, Context, Graph};
 
 use crate::target::Target;
@@ -65,6 +67,88 @@ fn integers_compute_exactly(target: &Target) {
     }
 }
 conformance!(integers_compute_exactly: cc, gpu);
+
+/// `binary_results` with `a` and `b` given as cells, compared as cells (a u64's bits, an fp8's
+/// value): bit for bit.
+fn binary_cells(
+    backend: Box<dyn Backend>,
+    precision: Precision,
+    ops: &[BinaryOp],
+    a: &[Value],
+    b: &[Value],
+) -> Result<Vec<Vec<Value>>, String> {
+    let graph = Graph::new();
+    let shape = a.len().to_string();
+    let x = graph.data("a").shape(&shape).precision(precision).build();
+    let y = graph.data("b").shape(&shape).precision(precision).build();
+    let mut outs: Vec<_> = ops.iter().map(|op| x.binary(*op, &y)).collect();
+    outs.push(x.einsum("i;i=>", &y));
+    let mut ctx = Context::with_backend(&graph, backend);
+    let forward = ctx
+        .forward(&outs.iter().collect::<Vec<_>>())
+        .map_err(|e| e.message)?;
+    ctx.set_cells(&x, a).unwrap();
+    ctx.set_cells(&y, b).unwrap();
+    ctx.run(&forward).unwrap();
+    Ok(outs.iter().map(|t| ctx.cells(t).unwrap()).collect())
+}
+
+/// u16, u64 and fp8 compute as the interpreter computes them, bit for bit. A GPU computes in
+/// those it says it holds (`rcannl_gpu::wgsl::holds`, asked of the device); a routine over one
+/// it does not hold is refused naming the tensor and the precision.
+fn u16_u64_and_fp8_compute_as_the_interpreter(target: &Target) {
+    let ops = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Max,
+        BinaryOp::Lt,
+    ];
+    let ints = |v: &[i64]| -> Vec<Value> { v.iter().map(|&i| Value::Int(i)).collect() };
+    let floats = |v: &[f64]| -> Vec<Value> { v.iter().map(|&x| Value::Float(x)).collect() };
+    let cases = [
+        (
+            Precision::U16,
+            ints(&[65535, 300, 7, 0, 40000]),
+            ints(&[2, 300, 9, 1, 40000]),
+        ),
+        (
+            Precision::U64,
+            ints(&[-1, i64::MIN + 5, 1 << 62, 3, 12]),
+            ints(&[1, i64::MIN, 2, 4, -7]),
+        ),
+        (
+            Precision::Fp8,
+            floats(&[1.25, 3.0, -0.75, 57344.0, 2f64.powi(-16)]),
+            floats(&[1.5, 0.875, 0.625, 8192.0, 2f64.powi(-16)]),
+        ),
+    ];
+    for (precision, a, b) in cases {
+        let held = match target.gpu() {
+            Some(gpu) => rcannl_gpu::wgsl::holds(
+                precision,
+                DeviceFeatures {
+                    f16: gpu.0.device().has_f16(),
+                },
+            ),
+            None => true,
+        };
+        let got = binary_cells(target.backend(), precision, &ops, &a, &b);
+        if !held {
+            let e = got.expect_err("a precision the device does not hold");
+            assert!(e.contains("'a'") || e.contains("'b'"), "{e}");
+            assert!(e.contains(&precision.to_string()), "{e}");
+            continue;
+        }
+        assert_eq!(
+            got.unwrap(),
+            binary_cells(Box::new(Interpreter), precision, &ops, &a, &b).unwrap(),
+            "{precision} on {}",
+            target.name()
+        );
+    }
+}
+conformance!(u16_u64_and_fp8_compute_as_the_interpreter: cc, gpu);
 
 fn f16_cells_round_as_f16(target: &Target) {
     if let Some(gpu) = target.gpu()

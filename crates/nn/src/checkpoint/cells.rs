@@ -40,6 +40,11 @@ pub(super) fn format(precision: Precision) -> Format {
             |v, out| out.extend((v.as_i64() as i8).to_le_bytes()),
             |b| Value::Int(i64::from(b[0] as i8)),
         ),
+        Precision::U16 => (
+            Dtype::U16,
+            |v, out| out.extend((v.as_i64() as u16).to_le_bytes()),
+            |b| Value::Int(i64::from(u16::from_le_bytes(le(b)))),
+        ),
         Precision::I32 => (
             Dtype::I32,
             |v, out| out.extend((v.as_i64() as i32).to_le_bytes()),
@@ -54,6 +59,18 @@ pub(super) fn format(precision: Precision) -> Format {
             Dtype::I64,
             |v, out| out.extend(v.as_i64().to_le_bytes()),
             |b| Value::Int(i64::from_le_bytes(le(b))),
+        ),
+        // The cell holds the u64's bits (see `Precision::U64`).
+        Precision::U64 => (
+            Dtype::U64,
+            |v, out| out.extend(v.as_i64().to_le_bytes()),
+            |b| Value::Int(i64::from_le_bytes(le(b))),
+        ),
+        // safetensors' F8_E5M2 is OCANNL's fp8, byte for byte.
+        Precision::Fp8 => (
+            Dtype::F8_E5M2,
+            |v, out| out.push(rcannl_ir::fp8_bits(v.as_f64())),
+            |b| Value::Float(rcannl_ir::fp8_value(b[0])),
         ),
         Precision::F16 => (
             Dtype::F16,

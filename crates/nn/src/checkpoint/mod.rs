@@ -8,9 +8,10 @@
 //!
 //! A safetensors file: the header's length `n` (8 bytes, little-endian), `n` bytes of JSON
 //! header (padded with spaces to a multiple of 8), then the tensors' bytes. Each tensor is stored
-//! under its label, in its precision's dtype (`u8`, `i8`, `i32`, `u32`, `i64`, `f16`, `bf16`,
-//! `f32`, `f64` as `U8`, `I8`, `I32`, `U32`, `I64`, `F16`, `BF16`, `F32`, `F64`; a 128-bit word as
-//! four `U32`, along one more axis of 4), with its dims in memory order (batch, output, input);
+//! under its label, in its precision's dtype (`u8`, `i8`, `u16`, `i32`, `u32`, `i64`, `u64`,
+//! `fp8`, `f16`, `bf16`, `f32`, `f64` as `U8`, `I8`, `U16`, `I32`, `U32`, `I64`, `U64`,
+//! `F8_E5M2`, `F16`, `BF16`, `F32`, `F64`; a 128-bit word as four `U32`, along one more axis of
+//! 4), with its dims in memory order (batch, output, input);
 //! its bytes are little-endian. The header starts with its metadata, and the metadata with the
 //! header checksum, so every header begins with
 //! `{"__metadata__":{"header checksum":"fnv1a64:` and 16 hex digits: the hash of the file's first
@@ -583,7 +584,7 @@ pub fn load_as_new(
             .ok_or_else(|| in_tensor(format!("{} cells make no tensor", info.dtype)))?;
         let values: Vec<f64> = bytes
             .chunks_exact(precision.size_in_bytes())
-            .map(|cell| exact_f64((format(precision).decode)(cell)))
+            .map(|cell| exact_f64((format(precision).decode)(cell), precision))
             .collect::<Option<_>>()
             .ok_or_else(|| in_tensor(format!("{precision} values beyond 2^53 make no tensor")))?;
         leaves.push((
@@ -609,9 +610,11 @@ pub fn load_as_new(
 }
 
 /// `value` as an `f64` that holds it exactly.
-fn exact_f64(value: Value) -> Option<f64> {
+fn exact_f64(value: Value, precision: Precision) -> Option<f64> {
     match value {
         Value::Float(x) => Some(x),
+        // A u64 from 2^63 up, whose bits read as a negative i64, is beyond 2^53 too.
+        Value::Int(i) if precision == Precision::U64 && i < 0 => None,
         Value::Int(i) => {
             let x = i as f64;
             (x as i64 == i && x.abs() <= 2f64.powi(53)).then_some(x)

@@ -426,6 +426,9 @@ fn every_precision(graph: &Graph) -> Vec<Tensor> {
         Precision::I32,
         Precision::U32,
         Precision::I64,
+        Precision::U16,
+        Precision::U64,
+        Precision::Fp8,
     ]
     .into_iter()
     .map(|p| {
@@ -508,20 +511,51 @@ fn words_and_wide_integers_round_trip_exactly() {
         .map(|k| Value::Word([k, 0xdead_beef, u32::MAX - k, 7 * k]))
         .collect();
     let beyond = vec![Value::Int((1 << 53) + 1), Value::Int(i64::MIN + 3)];
+    let unsigned = graph
+        .data("unsigned")
+        .shape("2")
+        .precision(Precision::U64)
+        .build();
+    let eighths = graph
+        .data("eighths")
+        .shape("3")
+        .precision(Precision::Fp8)
+        .build();
+    // u64::MAX and 2^63 + 1, as their bits.
+    let top = vec![Value::Int(-1), Value::Int(i64::MIN + 1)];
+    let small = vec![
+        Value::Float(0.1),
+        Value::Float(-57344.0),
+        Value::Float(2f64.powi(-16)),
+    ];
     let mut a = Context::new(&graph);
     a.set_cells(&words, &counters).expect("cells");
     a.set_cells(&wide, &beyond).expect("cells");
-    save(&path, &mut a, &[&words, &wide]).expect("save");
+    a.set_cells(&unsigned, &top).expect("cells");
+    a.set_cells(&eighths, &small).expect("cells");
+    save(&path, &mut a, &[&words, &wide, &unsigned, &eighths]).expect("save");
     // A word is four u32 along one more axis.
     let text = header(&path);
     assert!(
         text.contains("\"counters\":{\"dtype\":\"U32\",\"shape\":[3,4],"),
         "{text}"
     );
+    // u64 and fp8 as safetensors names them (fp8 is E5M2, byte for byte).
+    assert!(text.contains("\"unsigned\":{\"dtype\":\"U64\""), "{text}");
+    assert!(
+        text.contains("\"eighths\":{\"dtype\":\"F8_E5M2\""),
+        "{text}"
+    );
     let mut b = Context::new(&graph);
-    load(&path, &mut b, &[&words, &wide]).expect("load");
+    load(&path, &mut b, &[&words, &wide, &unsigned, &eighths]).expect("load");
     assert_eq!(b.cells(&words).expect("cells"), counters);
     assert_eq!(b.cells(&wide).expect("cells"), beyond);
+    assert_eq!(b.cells(&unsigned).expect("cells"), top);
+    // 0.1 is held as the nearest fp8, 0.09375.
+    assert_eq!(
+        b.values(&eighths).expect("values"),
+        [0.09375, -57344.0, 2f64.powi(-16)]
+    );
 }
 
 /// The header of a safetensors file: its JSON text.
@@ -1286,4 +1320,42 @@ fn words_and_wide_integers_do_not_load_as_new_tensors() {
         .unwrap_err()
         .message;
     assert!(e.contains("'wide'") && e.contains("2^53"), "{e}");
+}
+
+/// A u64 from 2^63 up (its bits a negative i64) makes no new tensor either, rather than a
+/// negative number; small u64, u16 and fp8 values load as new tensors of their precisions.
+#[test]
+fn u64_beyond_2_53_does_not_load_as_a_new_tensor_and_narrow_precisions_do() {
+    let _turn = one_at_a_time();
+    let path = folder("as-new-u64").join("u64.safetensors");
+    let graph = Graph::new();
+    let tensors: Vec<Tensor> = [Precision::U64, Precision::U16, Precision::Fp8]
+        .into_iter()
+        .map(|p| {
+            graph
+                .data(&format!("x {p}"))
+                .shape("2")
+                .precision(p)
+                .build()
+        })
+        .collect();
+    let refs: Vec<&Tensor> = tensors.iter().collect();
+    let mut ctx = Context::new(&graph);
+    ctx.set_cells(&tensors[0], &[Value::Int(-1), Value::Int(5)])
+        .unwrap();
+    ctx.set_values(&tensors[1], &[65535.0, 1.0]).unwrap();
+    ctx.set_values(&tensors[2], &[0.75, -3.0]).unwrap();
+    save(&path, &mut ctx, &refs).expect("save");
+    let e = load_as_new(&path, &Graph::new(), NewTensors::Data)
+        .unwrap_err()
+        .message;
+    assert!(e.contains("'x u64'") && e.contains("2^53"), "{e}");
+    ctx.set_cells(&tensors[0], &[Value::Int(7), Value::Int(5)])
+        .unwrap();
+    save(&path, &mut ctx, &refs).expect("save");
+    let loaded = load_as_new(&path, &Graph::new(), NewTensors::Data).expect("loads");
+    let precisions: Vec<Precision> = loaded.iter().map(Tensor::precision).collect();
+    for p in [Precision::U64, Precision::U16, Precision::Fp8] {
+        assert!(precisions.contains(&p), "{precisions:?}");
+    }
 }

@@ -4,9 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rcannl_backends::phases::{self, Phase};
+use rcannl_backends::settings;
 use rcannl_backends::trace::{Sink, TRACE_FILE};
 use rcannl_ir::optimize::optimize_owned;
-use rcannl_ir::{Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine};
+use rcannl_ir::{
+    Assignment, Binop, FetchOp, MemoryMode, NodeId, Routine as IrRoutine, check_half_prec_constants,
+};
 
 use crate::graph::{Asg, LeafKind, TensorError, TensorErrorKind, error_of};
 use crate::tensor::Tensor;
@@ -152,6 +155,12 @@ impl Context {
             phases::timed(Phase::Optimization, || optimize_owned(routine)).map_err(|e| {
                 error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
             })?;
+        // OCANNL's check of large constants in fp8 and f16 computations, after folding.
+        let cutoff = settings::limit(&settings::CHECK_HALF_PREC_CONSTANTS_CUTOFF)
+            .map_err(|e| error_of(TensorErrorKind::Compile, e.message))?;
+        check_half_prec_constants(&optimized, cutoff).map_err(|e| {
+            error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
+        })?;
         for node in optimized.nodes.values() {
             if node.memory_mode != Some(MemoryMode::Virtual) && !self.nodes.contains_key(&node.id) {
                 self.buffers.insert(node.clone()).map_err(|e| {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use rcannl_ir::{Assignment, Projections, Value};
+use rcannl_ir::{Assignment, Precision, Projections, Value};
 use rcannl_shape::spec::Kind;
 
 use crate::array::Array;
@@ -234,8 +234,8 @@ impl Context {
 
     /// Writes the tensor's values to `path` as a `.npy` array, replacing the file whole or not
     /// at all: its dims in memory order (batch, output, input), the dtype of its precision
-    /// ([`npy::Dtype::of_precision`]: bf16, which numpy lacks, widens exactly to float32; the
-    /// 128-bit word, not a number, is refused).
+    /// ([`npy::Dtype::of_precision`]: bf16, which numpy lacks, widens exactly to float32, fp8
+    /// to float16; the 128-bit word, not a number, is refused).
     pub fn save_npy(&mut self, t: &Tensor, path: impl AsRef<Path>) -> Result<(), TensorError> {
         let path = path.as_ref();
         let about = |why: &str| format!("save_npy of '{}' to {}: {why}", t.label(), path.display());
@@ -282,9 +282,17 @@ impl Context {
                 )),
             ));
         }
-        let (_, cells) = reader
-            .read_cells(dims.iter().product())
-            .map_err(unreadable)?;
+        // A u64 tensor takes a uint64 file's cells as their bits: every one exactly, where the
+        // numbers from 2^63 up would be the nearest floats.
+        let as_stored = t.precision() == Precision::U64
+            && header.dtype.kind == npy::NumberKind::Uint
+            && header.dtype.size == 8;
+        let (_, cells) = if as_stored {
+            reader.read_cells_as_stored(dims.iter().product())
+        } else {
+            reader.read_cells(dims.iter().product())
+        }
+        .map_err(unreadable)?;
         self.set_cells(t, &cells).map_err(|e| {
             let message = about(&e.message);
             e.reworded(message)

@@ -44,6 +44,7 @@ mod spec_ops;
 mod threads;
 mod trace;
 mod traced;
+mod u16_u64_fp8;
 mod update_logic;
 mod update_reductions;
 mod update_self_reads;

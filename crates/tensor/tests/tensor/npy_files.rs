@@ -252,6 +252,60 @@ fn unsigned_64_bit_values_load_as_the_numbers_they_are() {
 }
 
 #[test]
+fn u16_u64_and_fp8_round_trip_through_their_numpy_dtypes() {
+    // u64::MAX and 2^63 + 1 as their bits, 65535, and fp8 values (0.1 is held as 0.09375).
+    let cases: [(Precision, &str, Vec<Value>); 3] = [
+        (
+            Precision::U16,
+            "'<u2'",
+            vec![Value::Int(65535), Value::Int(0), Value::Int(300)],
+        ),
+        (
+            Precision::U64,
+            "'<u8'",
+            vec![Value::Int(-1), Value::Int(i64::MIN + 1), Value::Int(7)],
+        ),
+        // numpy has no fp8: its values are float16 values, which the file holds exactly.
+        (
+            Precision::Fp8,
+            "'<f2'",
+            vec![
+                Value::Float(0.09375),
+                Value::Float(-57344.0),
+                Value::Float(2f64.powi(-16)),
+            ],
+        ),
+    ];
+    for backend in backends() {
+        let name = backend.name();
+        let dir = folder(&format!("narrow-{name}"));
+        let graph = Graph::new();
+        let tensors: Vec<Tensor> = (cases.iter())
+            .map(|(precision, _, _)| {
+                graph
+                    .data(&format!("x {precision}"))
+                    .shape("3")
+                    .precision(*precision)
+                    .build()
+            })
+            .collect();
+        let mut ctx = context(&graph, backend, &tensors.iter().collect::<Vec<_>>());
+        for ((precision, descr, cells), t) in cases.iter().zip(&tensors) {
+            let path = dir.join(format!("{precision}.npy"));
+            ctx.set_cells(t, cells).unwrap();
+            ctx.save_npy(t, &path).unwrap();
+            let file = read_with_npyz(&path);
+            assert_eq!(file.dtype().descr(), *descr, "{precision} on {name}");
+            ctx.set_cells(t, &[Value::Int(1), Value::Int(1), Value::Int(1)])
+                .unwrap();
+            ctx.load_npy(t, &path).unwrap();
+            assert_eq!(ctx.cells(t).unwrap(), *cells, "{precision} on {name}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
 fn more_than_64_dims_are_refused_quickly() {
     let dir = folder("many-dims");
     let path = dir.join("unit-dims.npy");

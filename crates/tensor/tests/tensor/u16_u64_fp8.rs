@@ -1,0 +1,274 @@
+//! u16, u64 and fp8 tensors compute on the interpreter and the C backend alike, cell for cell:
+//! u16 wrapping at 16 bits, u64 keeping all 64 bits, fp8 rounding to nearest even at every
+//! store; and a constant too large for fp8 or f16 is an error naming the tensor.
+
+use rcannl_backends::Backend;
+use rcannl_ir::{Precision, Value};
+use rcannl_tensor::{BinaryOp, Context, Graph, Tensor, TensorErrorKind, UnaryOp};
+
+use crate::cpu::backends;
+
+/// The cells of `a op b` for each of `ops`, a contraction `a·b` over the one axis, and the
+/// random values of a counter, in `precision`, with `a` and `b` holding `cells`.
+fn computed(
+    backend: Box<dyn Backend>,
+    precision: Precision,
+    a: &[Value],
+    b: &[Value],
+    ops: &[BinaryOp],
+) -> Vec<Vec<Value>> {
+    let graph = Graph::new();
+    let n = a.len().to_string();
+    let x = graph.data("x").shape(&n).precision(precision).build();
+    let y = graph.data("y").shape(&n).precision(precision).build();
+    let mut outs: Vec<Tensor> = ops.iter().map(|op| x.binary(*op, &y)).collect();
+    outs.push(x.einsum("i;i=>", &y));
+    outs.push(x.unary(UnaryOp::Relu).binary(BinaryOp::Add, &y));
+    let counters = graph
+        .data("counters")
+        .shape("2")
+        .precision(Precision::U32)
+        .values(vec![0.0, 1.0])
+        .build();
+    let drawn = graph.seed().threefry(&counters).to_uniform(precision);
+    // As many cells as two words make in `precision`.
+    let cells = 32 / precision.size_in_bytes();
+    let zeros = graph
+        .data("zeros")
+        .shape(&cells.to_string())
+        .precision(precision)
+        .values(vec![0.0; cells])
+        .build();
+    outs.push(drawn.binary(BinaryOp::Add, &zeros));
+    let mut ctx = Context::with_backend(&graph, backend);
+    let routine = ctx
+        .forward(&outs.iter().collect::<Vec<_>>())
+        .expect("the routine compiles");
+    ctx.set_cells(&x, a).unwrap();
+    ctx.set_cells(&y, b).unwrap();
+    ctx.run(&routine).expect("the routine runs");
+    for out in &outs {
+        assert_eq!(out.precision(), precision);
+    }
+    outs.iter().map(|t| ctx.cells(t).unwrap()).collect()
+}
+
+fn ints(values: &[i64]) -> Vec<Value> {
+    values.iter().map(|&i| Value::Int(i)).collect()
+}
+
+fn floats(values: &[f64]) -> Vec<Value> {
+    values.iter().map(|&x| Value::Float(x)).collect()
+}
+
+/// The results on each CPU backend, which must agree cell for cell.
+fn on_both(precision: Precision, a: &[Value], b: &[Value], ops: &[BinaryOp]) -> Vec<Vec<Value>> {
+    let mut results = backends()
+        .into_iter()
+        .map(|backend| computed(backend, precision, a, b, ops));
+    let interpreted = results.next().expect("the interpreter");
+    let compiled = results.next().expect("the C backend");
+    assert_eq!(
+        interpreted, compiled,
+        "{precision}: the interpreter, then C"
+    );
+    interpreted
+}
+
+const INTEGER_OPS: [BinaryOp; 5] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Max,
+    BinaryOp::Lt,
+];
+
+#[test]
+fn u16_wraps_at_sixteen_bits_on_both_backends() {
+    let a = ints(&[65535, 300, 7, 0]);
+    let b = ints(&[2, 300, 9, 1]);
+    let results = on_both(Precision::U16, &a, &b, &INTEGER_OPS);
+    assert_eq!(results[0], ints(&[1, 600, 16, 1]), "sums wrap");
+    assert_eq!(
+        results[1],
+        ints(&[65533, 0, 65534, 65535]),
+        "differences wrap"
+    );
+    assert_eq!(results[2], ints(&[65534, 24464, 63, 0]), "products wrap");
+    assert_eq!(results[3], ints(&[65535, 300, 9, 1]));
+    assert_eq!(results[4], ints(&[0, 0, 1, 1]));
+    // 65535·2 + 300·300 + 7·9 = 221133, modulo 2^16.
+    assert_eq!(results[5], ints(&[221_133 % 65536]));
+    assert!(
+        results[7]
+            .iter()
+            .all(|v| matches!(v, Value::Int(i) if (0..65536).contains(i)))
+    );
+}
+
+#[test]
+fn u64_keeps_all_sixty_four_bits_on_both_backends() {
+    let top = 1i64 << 62;
+    // u64::MAX, 2^63 + 5 and 2^62, as their bits.
+    let a = ints(&[-1, i64::MIN + 5, top, 3]);
+    let b = ints(&[1, i64::MIN, 2, 4]);
+    let ops = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul];
+    let results = on_both(Precision::U64, &a, &b, &ops);
+    assert_eq!(results[0], ints(&[0, 5, top + 2, 7]), "sums wrap at 2^64");
+    assert_eq!(results[1], ints(&[-2, 5, top - 2, -1]));
+    assert_eq!(results[2], ints(&[-1, i64::MIN, i64::MIN, 12]));
+    // Read as numbers, the bits are unsigned on both backends.
+    for backend in backends() {
+        let graph = Graph::new();
+        let x = graph.data("x").shape("2").precision(Precision::U64).build();
+        let wide = x.binary(BinaryOp::Add, &graph.number_in(0.0, Precision::U64));
+        let as_float = graph.data("f").shape("2").precision(Precision::F64).build();
+        let converted = wide.binary(BinaryOp::Add, &as_float);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx.forward(&[&converted]).unwrap();
+        ctx.set_cells(&x, &ints(&[-1, i64::MIN])).unwrap();
+        ctx.set_values(&as_float, &[0.0, 0.0]).unwrap();
+        ctx.run(&routine).unwrap();
+        assert_eq!(
+            ctx.values(&converted).unwrap(),
+            vec![u64::MAX as f64, 2f64.powi(63)]
+        );
+        assert_eq!(
+            ctx.values(&x).unwrap(),
+            vec![u64::MAX as f64, 2f64.powi(63)]
+        );
+    }
+}
+
+#[test]
+fn fp8_rounds_every_store_to_nearest_even_on_both_backends() {
+    let a = floats(&[1.25, 3.0, -0.75, 57344.0, 2f64.powi(-16), 0.1]);
+    let b = floats(&[1.5, 0.875, 0.625, 8192.0, 2f64.powi(-16), -0.3]);
+    let ops = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+    ];
+    let results = on_both(Precision::Fp8, &a, &b, &ops);
+    let values = |cells: &[Value]| -> Vec<f64> { cells.iter().map(|v| v.as_f64()).collect() };
+    // 0.1 is stored as 0.09375 and -0.3 as -0.3125 (nearest fp8 values).
+    // 1.25 + 1.5 = 2.75 → 3 (tie between 2.5 and 3, to even); 3 + 0.875 = 3.875 → 4;
+    // 57344 + 8192 = 65536 → infinity; 2^-16 + 2^-16 is the subnormal 2^-15.
+    assert_eq!(
+        values(&results[0]),
+        [3.0, 4.0, -0.125, f64::INFINITY, 2f64.powi(-15), -0.21875]
+    );
+    // 1.25 · 1.5 = 1.875 → 2 and 0.75 · 0.625 = 0.46875 → 0.5 (ties between 1.75 and 2, 0.4375
+    // and 0.5, to even); 3 · 0.875 = 2.625 → 2.5 (nearest); 2^-32 → 0.
+    assert_eq!(values(&results[2])[..3], [2.0, 2.5, -0.5]);
+    assert_eq!(values(&results[2])[4], 0.0);
+    for cells in &results {
+        for cell in cells {
+            let x = cell.as_f64();
+            assert!(
+                x.is_nan() || Precision::Fp8.round(x) == x,
+                "{x} is an fp8 value"
+            );
+        }
+    }
+    let drawn = values(&results[ops.len() + 2]);
+    assert_eq!(drawn.len(), 32, "16 values a word");
+    assert!(drawn.iter().any(|x| *x > 0.0), "{drawn:?}");
+    assert!(drawn.iter().all(|x| (0.0..1.0).contains(x)), "{drawn:?}");
+}
+
+#[test]
+fn a_constant_too_large_for_half_precision_is_an_error_naming_the_tensor() {
+    for precision in [Precision::F16, Precision::Fp8] {
+        for backend in backends() {
+            let graph = Graph::new();
+            let x = graph.data("x").shape("3").precision(precision).build();
+            let scaled = x.binary(BinaryOp::Mul, &graph.number_in(20000.0, precision));
+            let mut ctx = Context::with_backend(&graph, backend);
+            let e = ctx.forward(&[&scaled]).unwrap_err();
+            assert_eq!(e.kind, TensorErrorKind::Compile, "{}", e.message);
+            assert!(
+                e.message.contains("check_half_prec_constants_cutoff"),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("tensor '"), "{}", e.message);
+            assert!(
+                e.message.contains(&format!("precision {precision}")),
+                "{}",
+                e.message
+            );
+        }
+        // Below the cut-off, and in bf16 (f32's range) whatever its size, it computes.
+        for (c, p) in [(12000.0, precision), (1e6, Precision::Bf16)] {
+            let graph = Graph::new();
+            let x = graph
+                .data("x")
+                .shape("1")
+                .precision(p)
+                .values(vec![1.0])
+                .build();
+            let scaled = x.binary(BinaryOp::Mul, &graph.number_in(c, p));
+            let mut ctx = Context::with_backend(&graph, backends().remove(0));
+            let routine = ctx
+                .forward(&[&scaled])
+                .expect("no constant beyond the cut-off");
+            ctx.run(&routine).unwrap();
+            assert_eq!(ctx.values(&scaled).unwrap(), vec![p.round(c)], "{c} in {p}");
+        }
+    }
+}
+
+#[test]
+fn f32_values_cast_to_fp8_alike_on_both_backends() {
+    // Every fp8 value, the midpoints between neighbours and a hair to either side of them (as
+    // f32), and f32 values spread over its whole range of exponents, of either sign.
+    let mut values: Vec<f64> = Vec::new();
+    let finite: Vec<f64> = (0u8..0x7C).map(rcannl_ir::fp8_value).collect();
+    for pair in finite.windows(2) {
+        let middle = (pair[0] + pair[1]) / 2.0;
+        let hair = (pair[1] - pair[0]) / 4096.0;
+        values.extend([pair[0], middle, middle - hair, middle + hair]);
+    }
+    values.extend([61439.0, 61440.0, 1e30, f64::INFINITY, 1e-40, 2f64.powi(-17)]);
+    let mut bits = 0x1234_5678u32;
+    for _ in 0..4000 {
+        // A xorshift's f32 bit patterns, NaNs left out (their payloads are not compared).
+        bits ^= bits << 13;
+        bits ^= bits >> 17;
+        bits ^= bits << 5;
+        let x = f32::from_bits(bits);
+        if !x.is_nan() {
+            values.push(f64::from(x));
+        }
+    }
+    let negated: Vec<f64> = values.iter().map(|x| -x).collect();
+    values.extend(negated);
+    let values: Vec<f64> = values.iter().map(|x| f64::from(*x as f32)).collect();
+    let mut results = Vec::new();
+    for backend in backends() {
+        let graph = Graph::new();
+        let x = graph
+            .data("x")
+            .shape(&values.len().to_string())
+            .precision(Precision::F32)
+            .build();
+        let cast = x.cast(Precision::Fp8);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx.forward(&[&cast]).unwrap();
+        ctx.set_values(&x, &values).unwrap();
+        ctx.run(&routine).unwrap();
+        let cells = ctx.values(&cast).unwrap();
+        for (x, cell) in values.iter().zip(&cells) {
+            assert_eq!(
+                cell.to_bits(),
+                Precision::Fp8.round(*x).to_bits(),
+                "{x} as fp8"
+            );
+        }
+        results.push(cells);
+    }
+    assert_eq!(results[0].len(), values.len());
+}
