@@ -45,16 +45,7 @@ pub fn run_routine(
     buffers: &mut Buffers,
     statics: &HashMap<Symbol, i64>,
 ) -> Result<(), RunError> {
-    static_values(routine, statics)?;
-    buffers.hand_to_host()?;
-    let mut state = State {
-        buffers,
-        loops: HashMap::new(),
-        statics: statics.clone(),
-        locals: HashMap::new(),
-        trace: None,
-    };
-    state.block(&routine.body)
+    run_writing(routine, buffers, statics, None)
 }
 
 /// [`run_routine`] of a routine in its tracing form ([`trace::tracing_form`]), writing a line to
@@ -76,6 +67,16 @@ pub fn run_routine_traced(
             ),
         ));
     }
+    run_writing(routine, buffers, statics, Some((&routine.name, out)))
+}
+
+/// Runs `routine` over `buffers`, writing each store's line to `trace` where given.
+fn run_writing<'a>(
+    routine: &Routine,
+    buffers: &'a mut Buffers,
+    statics: &HashMap<Symbol, i64>,
+    trace: Option<(&'a str, &'a mut dyn Write)>,
+) -> Result<(), RunError> {
     static_values(routine, statics)?;
     buffers.hand_to_host()?;
     let mut state = State {
@@ -83,7 +84,7 @@ pub fn run_routine_traced(
         loops: HashMap::new(),
         statics: statics.clone(),
         locals: HashMap::new(),
-        trace: Some((&routine.name, out)),
+        trace,
     };
     state.block(&routine.body)
 }

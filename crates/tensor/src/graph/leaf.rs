@@ -216,10 +216,7 @@ impl Graph {
     fn constant_leaf(&self, value: f64, precision: PrecisionRule) -> Tensor {
         self.leaf(
             &format!("{value}"),
-            LeafDecl::data()
-                .batch([0usize; 0])
-                .input([0usize; 0])
-                .output([Dim::Unit]),
+            one_cell(),
             LeafKind::Constant(value),
             precision,
             false,
@@ -249,10 +246,7 @@ impl Graph {
     pub fn embed_self_id(&self, label: &str) -> Tensor {
         self.leaf(
             label,
-            LeafDecl::data()
-                .batch([0usize; 0])
-                .input([0usize; 0])
-                .output([Dim::Unit]),
+            one_cell(),
             LeafKind::SelfId,
             Precision::Uint4x32,
             false,
@@ -264,10 +258,7 @@ impl Graph {
     pub fn seed(&self) -> Tensor {
         self.leaf(
             "seed",
-            LeafDecl::data()
-                .batch([0usize; 0])
-                .input([0usize; 0])
-                .output([Dim::Unit]),
+            one_cell(),
             LeafKind::Seed,
             Precision::Uint4x32,
             false,
@@ -279,10 +270,7 @@ impl Graph {
     pub(crate) fn static_leaf(&self, label: &str, symbol: Symbol) -> Tensor {
         self.leaf(
             label,
-            LeafDecl::data()
-                .batch([0usize; 0])
-                .input([0usize; 0])
-                .output([Dim::Unit]),
+            one_cell(),
             LeafKind::Static(symbol),
             PrecisionRule::FromUsers,
             false,
@@ -373,4 +361,13 @@ pub struct StaticIndex {
     pub(crate) graph: u64,
     /// The number of positions it ranges over, when fixed.
     pub(crate) range: Option<usize>,
+}
+
+/// The declaration of a leaf of one cell that broadcasts wherever it is used: no batch or input
+/// axes, one output axis of size 1.
+fn one_cell() -> LeafDecl {
+    LeafDecl::data()
+        .batch([0usize; 0])
+        .input([0usize; 0])
+        .output([Dim::Unit])
 }
