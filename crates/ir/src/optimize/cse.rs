@@ -145,19 +145,26 @@ impl Sharing<'_> {
             .collect();
         // The first of the largest, reading left to right.
         candidates.sort_by_key(|(scalar, _)| std::cmp::Reverse(size(scalar)));
+        // The operations of each statement of the window, found once for every candidate.
+        let window: Vec<Vec<(&Scalar, Precision)>> = stmts
+            [at + 1..stmts.len().min(at + 1 + WINDOW)]
+            .iter()
+            .map(|stmt| {
+                let mut found = Vec::new();
+                if let Some(p) = stmt_precision(stmt, self.routine, &self.locals) {
+                    for value in stmt.values() {
+                        operations(value, p, &mut found);
+                    }
+                }
+                found
+            })
+            .collect();
         for (candidate, context) in candidates {
             let (nodes, locals) = reads(candidate);
             let mut later = Vec::new();
-            for j in at + 1..stmts.len().min(at + 1 + WINDOW) {
+            for (j, found) in (at + 1..).zip(&window) {
                 if writes_any_of(&stmts[j - 1], &nodes, &locals) {
                     break;
-                }
-                let Some(p) = stmt_precision(&stmts[j], self.routine, &self.locals) else {
-                    continue;
-                };
-                let mut found = Vec::new();
-                for value in stmts[j].values() {
-                    operations(value, p, &mut found);
                 }
                 if found.iter().any(|(s, c)| *s == candidate && *c == context) {
                     later.push(j);
