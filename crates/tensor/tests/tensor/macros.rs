@@ -9,6 +9,8 @@ use rcannl_tensor::gradcheck::{Inputs, check_gradients};
 use rcannl_tensor::print::PrintOptions;
 use rcannl_tensor::{Context, Graph, Init, Tensor, cd, op};
 
+use crate::cpu::data;
+
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
         Box::new(Interpreter),
@@ -40,15 +42,6 @@ fn settle(graph: &Graph) {
     Context::with_backend(graph, Box::new(Interpreter))
         .init_params()
         .unwrap();
-}
-
-fn data(graph: &Graph, label: &str, shape: &str, values: &[f64]) -> Tensor {
-    graph
-        .data(label)
-        .shape(shape)
-        .precision(Precision::F64)
-        .values(values.to_vec())
-        .build()
 }
 
 #[test]
