@@ -656,17 +656,15 @@ pub(crate) fn update(
         }
         (false, None) => unreachable!("rejected when parsed"),
     };
-    let logic = match (&a.logic, &a.target) {
-        (Some(logic), _) => Some(logic_tokens(k, logic)),
-        (None, Target::Inline(_)) => Some(quote!(#k::OpLogic::Pointwise)),
-        (None, _) => None,
+    // Without a logic, pointwise (but for tensors of one cell: `Update::with_default_logic`).
+    let related = match (&a.logic, &a.target) {
+        (Some(logic), _) => {
+            let logic = logic_tokens(k, logic);
+            quote!(#constructor.with_logic(#logic))
+        }
+        (None, _) => quote!(#constructor.with_default_logic()),
     };
-    let update = match logic {
-        Some(logic) => quote!(
-            #k::Tensor::graph(#target).at_site(#at, || #constructor.with_logic(#logic))
-        ),
-        None => constructor,
-    };
+    let update = quote!(#k::Tensor::graph(#target).at_site(#at, || #related));
     Ok((
         quote!(
             let #value: #k::Formula = #f;

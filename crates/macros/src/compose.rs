@@ -347,7 +347,9 @@ mod tests {
             "krate :: Piece :: forward (& (loss))",
             "krate :: Piece :: zero_grads (& (loss))",
             "krate :: Piece :: backprop (& (loss))",
-            "krate :: Piece :: Update (krate :: Update :: accumulate",
+            "krate :: Piece :: Update (krate :: Tensor :: graph (& w)",
+            "krate :: Update :: accumulate (& w , krate :: syntax :: Binop :: Sub , formula) . \
+             with_default_logic ()",
         ] {
             assert!(code.contains(piece), "{piece} in {code}");
         }

@@ -58,10 +58,10 @@ fn layer(
         .apply(format!("z{index}"), Logic::Compose, &[w, h])
         .unwrap();
     let (zb, _) = inf
-        .apply(format!("zb{index}"), Logic::PointwiseBinary, &[z, b])
+        .apply(format!("zb{index}"), Logic::Pointwise(2), &[z, b])
         .unwrap();
     let (a, _) = inf
-        .apply(format!("a{index}"), Logic::PointwiseUnary, &[zb])
+        .apply(format!("a{index}"), Logic::Pointwise(1), &[zb])
         .unwrap();
     // A residual connection to a same-width tensor: the activation, moved to the input row and back.
     let (t, _) = inf
@@ -79,7 +79,7 @@ fn layer(
         inf.set_dim(&width_of_p, width).unwrap();
         r
     } else {
-        inf.apply(format!("s{index}"), Logic::PointwiseBinary, &[a, tt])
+        inf.apply(format!("s{index}"), Logic::Pointwise(2), &[a, tt])
             .unwrap()
             .0
     }

@@ -17,7 +17,7 @@ use std::ops;
 
 use rcannl_ir::{Binop, Expr, Slot, Ternop, Unop};
 use rcannl_shape::logic::Logic;
-use rcannl_shape::spec::parse_einsum;
+use rcannl_shape::spec::{Kind, parse_einsum};
 use rcannl_shape::{OpId, TensorId};
 
 use crate::graph::{
@@ -298,9 +298,9 @@ impl Graph {
         };
         let logic = match &definition.logic {
             OpLogic::Pointwise => match operands.len() {
-                1 => Logic::PointwiseUnary,
-                2 => Logic::PointwiseBinary,
-                3 => Logic::PointwiseTernary,
+                1 => Logic::Pointwise(1),
+                2 => Logic::Pointwise(2),
+                3 => Logic::Pointwise(3),
                 n => {
                     return self.failed(error(format!(
                         "operation '{name}': pointwise operations take 1 to 3 operands, not {n}"
@@ -626,7 +626,8 @@ pub(crate) fn accumulate_formula(
 /// With a logic ([`Update::with_logic`], OCANNL's `c =:+ a * b ~logic:"@"`), the update is
 /// related to the tensors it reads as an operation is to its operands: shape inference relates
 /// their shapes, and the update's space is the product space of that relation, which may
-/// broadcast, contract and reduce as the operation would.
+/// broadcast, contract and reduce as the operation would. `cd!` relates an assignment written
+/// without `~logic` pointwise ([`Update::with_default_logic`]).
 #[derive(Debug, Clone)]
 pub struct Update {
     /// The tensor the update writes (its value).
@@ -656,8 +657,18 @@ pub(crate) struct LoweredUpdate {
     pub initialize_neutral: bool,
     pub expr: Expr,
     pub refs: Vec<Ref>,
-    /// The inference operation whose projections it runs over, if it was given a logic.
-    pub relation: Option<OpId>,
+    /// The relation it runs over, if it was given a logic.
+    pub relation: Option<Related>,
+}
+
+/// The relation an update runs over: an operation of the inference session.
+#[derive(Debug, Clone)]
+pub(crate) struct Related {
+    /// The operation, whose projections the update runs over.
+    pub op: OpId,
+    /// The positions, among the tensors the formula reads, of those left out of the operation
+    /// (read at their one cell everywhere: [`Update::with_default_logic`]), in increasing order.
+    pub one_cell: Vec<usize>,
 }
 
 /// The updates every training step runs whose loss depends on an anchor tensor (by index), kept
@@ -722,15 +733,27 @@ impl Graph {
     }
 }
 
+/// Whether the shape of the tensor of index `t`, as inference knows it now, is one cell: closed
+/// rows whose axes all have size 1.
+fn one_cell(state: &State, t: usize) -> bool {
+    let shape = state.inference.shape(state.tensors[t].shape);
+    Kind::ALL.iter().all(|&kind| {
+        let row = shape.row(kind);
+        row.var.is_none() && row.dims().all(|d| d.ground_size() == Some(1))
+    })
+}
+
 /// An update's shape relation.
 #[derive(Debug, Clone)]
 enum Relation {
     /// An operation of the inference session relating the target (its result) to `refs` (its
-    /// operands, in the order the formula reads them), whose projections the update runs over.
+    /// operands, in the order the formula reads them; but for those at the positions
+    /// `one_cell`), whose projections the update runs over.
     Related {
         op: OpId,
         target: usize,
         refs: Vec<Ref>,
+        one_cell: Vec<usize>,
     },
     /// The relation could not be made; the graph records the error too.
     Failed(TensorError),
@@ -782,9 +805,8 @@ impl Update {
     /// two operands, each of the tensor's shape). The update then runs over the relation's
     /// product space, as that operation would:
     ///
-    /// - [`OpLogic::Pointwise`]: every operand broadcasts to the target (OCANNL's `"."`). Over
-    ///   more than three operands, every operand has the target's shape (a spec of one
-    ///   `...|...->...` slot per operand). A formula reading no tensor stays a plain update.
+    /// - [`OpLogic::Pointwise`]: every operand broadcasts to the target (OCANNL's `"."`), however
+    ///   many the formula reads. A formula reading no tensor stays a plain update.
     /// - [`OpLogic::Compose`]: two operands `a`, `b` (`"@"`): `a`'s input axes contract with
     ///   `b`'s output axes; the target has `a`'s output axes and `b`'s input axes. Under
     ///   `Binop::Add` the update is a matrix product.
@@ -822,12 +844,54 @@ impl Update {
     /// # Ok::<(), rcannl_tensor::TensorError>(())
     /// ```
     pub fn with_logic(mut self, logic: OpLogic) -> Update {
-        self.relation = self.relate(&logic);
+        self.relation = self.relate(&logic, false);
         self
     }
 
-    /// The relation of [`Update::with_logic`]: `None` for a pointwise formula reading no tensor.
-    fn relate(&self, logic: &OpLogic) -> Option<Relation> {
+    /// The logic of an assignment written without one, as `cd!` reads `target =… formula`
+    /// (the design's default, OCANNL's `"."`): [`OpLogic::Pointwise`], so that the update takes
+    /// part in shape inference as a pointwise operation does — a target declared with no shape
+    /// takes the broadcast shape of what it reads, and every tensor it reads broadcasts to it.
+    ///
+    /// Tensors of one cell are the exception, read or written. A tensor is of one cell when its
+    /// shape, as far as it is known when the update is made, has closed rows of axes of size 1
+    /// (`"1"`, or no axes): its one cell is what [`Update`] broadcasts and reduces into, while a
+    /// pointwise relation would refuse its declared axis of size 1 beside larger ones.
+    /// - A tensor of one cell read is left out of the relation and read at its one cell
+    ///   everywhere: `w =- lr * w.grad` with a learning rate of shape `"1"`.
+    /// - A target of one cell makes the update a plain one: every cell it reads accumulates
+    ///   into that cell, so `norm =:+ w.grad * w.grad` is a sum of squares.
+    ///
+    /// ```
+    /// use rcannl_backends::Interpreter;
+    /// use rcannl_tensor::{Context, Formula, Graph, Update};
+    ///
+    /// let graph = Graph::new();
+    /// let g = graph.data("g").shape("2, 3").values(vec![1., 2., 3., 4., 5., 6.]).build();
+    /// let bias = graph.data("bias").shape("3").values(vec![10., 20., 30.]).build();
+    /// // Optimizer state declared with no shape takes the shape of the update's operands.
+    /// let m = graph.data("m").build();
+    /// let update =
+    ///     Update::set(&m, Formula::value(&g) + Formula::value(&bias)).with_default_logic();
+    /// let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    /// let routine = ctx.update(&[update])?;
+    /// ctx.run(&routine)?;
+    /// assert_eq!(ctx.dims(&m)?, vec![2, 3]);
+    /// assert_eq!(ctx.values(&m)?, vec![11., 22., 33., 14., 25., 36.]);
+    /// # Ok::<(), rcannl_tensor::TensorError>(())
+    /// ```
+    pub fn with_default_logic(mut self) -> Update {
+        if one_cell(&self.target.graph.state.lock(), self.target.index) {
+            return self;
+        }
+        self.relation = self.relate(&OpLogic::Pointwise, true);
+        self
+    }
+
+    /// The relation of [`Update::with_logic`], leaving out the tensors of one cell it reads
+    /// where `by_default` ([`Update::with_default_logic`]): `None` for a pointwise formula
+    /// reading no tensor (none but tensors of one cell, `by_default`).
+    fn relate(&self, logic: &OpLogic, by_default: bool) -> Option<Relation> {
         let graph = &self.target.graph;
         let name = self.target.label();
         let context = format!("update of '{name}'");
@@ -845,9 +909,19 @@ impl Update {
             Ok((_, refs)) => refs,
             Err(e) => return failed(e),
         };
-        let n = refs.len();
         let state = graph.state.lock();
-        let read: Vec<String> = refs
+        let one_cell: Vec<usize> = match by_default {
+            true => (0..refs.len())
+                .filter(|&i| one_cell(&state, refs[i].tensor()))
+                .collect(),
+            false => Vec::new(),
+        };
+        let related: Vec<Ref> = (0..refs.len())
+            .filter(|i| !one_cell.contains(i))
+            .map(|i| refs[i])
+            .collect();
+        let n = related.len();
+        let read: Vec<String> = related
             .iter()
             .map(|r| match r {
                 Ref::Value(t) => format!("'{}'", state.tensors[*t].label),
@@ -867,16 +941,7 @@ impl Update {
         let logic = match logic {
             OpLogic::Pointwise => match n {
                 0 => return None,
-                1 => Logic::PointwiseUnary,
-                2 => Logic::PointwiseBinary,
-                3 => Logic::PointwiseTernary,
-                n => {
-                    let slots = vec!["...|...->..."; n].join("; ");
-                    match parse_einsum(&format!("{slots} => ...|...->...")) {
-                        Ok(spec) => Logic::Spec(spec),
-                        Err(e) => return failed(error(format!("{context}: {e}"))),
-                    }
-                }
+                n => Logic::Pointwise(n),
             },
             OpLogic::Compose if n != 2 => return failed(arity("composition", 2)),
             OpLogic::Compose => Logic::Compose,
@@ -893,23 +958,24 @@ impl Update {
         let mut state = graph.state.lock();
         let target = self.target.index;
         let inherited = std::iter::once(target)
-            .chain(refs.iter().map(|r| match r {
-                Ref::Value(t) | Ref::Grad(t) => *t,
-            }))
+            .chain(refs.iter().map(|r| r.tensor()))
             .find_map(|t| state.tensors[t].failed.clone());
         if let Some(e) = inherited {
             // Already recorded, where it happened.
             return Some(Relation::Failed(e));
         }
-        let shapes: Vec<TensorId> = refs
+        let shapes: Vec<TensorId> = related
             .iter()
-            .map(|r| match r {
-                Ref::Value(t) | Ref::Grad(t) => state.tensors[*t].shape,
-            })
+            .map(|r| state.tensors[r.tensor()].shape)
             .collect();
         let target_shape = state.tensors[target].shape;
         match state.inference.relate(logic, target_shape, &shapes) {
-            Ok(op) => Some(Relation::Related { op, target, refs }),
+            Ok(op) => Some(Relation::Related {
+                op,
+                target,
+                refs,
+                one_cell,
+            }),
             Err(e) => {
                 let e = state.locate(error(format!("{context}: {e}")));
                 state.errors.push(e.clone());
@@ -929,7 +995,7 @@ impl Update {
 
     /// The inference operation whose projections the update runs over (`None` for an update
     /// without a logic), given the references its formula reads now.
-    pub(crate) fn relation(&self, refs: &[Ref]) -> Result<Option<OpId>, TensorError> {
+    pub(crate) fn relation(&self, refs: &[Ref]) -> Result<Option<Related>, TensorError> {
         match &self.relation {
             None => Ok(None),
             Some(Relation::Failed(e)) => Err(e.clone()),
@@ -939,7 +1005,11 @@ impl Update {
                 op,
                 target,
                 refs: related,
-            }) if *target == self.target.index && related == refs => Ok(Some(*op)),
+                one_cell,
+            }) if *target == self.target.index && related == refs => Ok(Some(Related {
+                op: *op,
+                one_cell: one_cell.clone(),
+            })),
             Some(Relation::Related { .. }) => Err(error(format!(
                 "update of '{}': its target or formula changed after `with_logic` related \
                  them; call `with_logic` again",

@@ -216,7 +216,7 @@ impl BinaryOp {
 impl Tensor {
     /// `op` of every cell (pointwise; see [`UnaryOp`]).
     pub fn unary(&self, op: UnaryOp) -> Tensor {
-        unary_op(self, op, Logic::PointwiseUnary, Formula::result())
+        unary_op(self, op, Logic::Pointwise(1), Formula::result())
     }
 
     /// `op` following `spec`, a spec of one operand (`"ij=>ji"`, `"ij=>i"`, `"ii=>i"`): at
@@ -234,7 +234,7 @@ impl Tensor {
 
     /// `op` of the two tensors' cells, pointwise with broadcasting (see [`BinaryOp`]).
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Tensor {
-        binary_op(self, other, op, Logic::PointwiseBinary, Formula::result())
+        binary_op(self, other, op, Logic::Pointwise(2), Formula::result())
     }
 
     /// `op` following `spec`, a spec of two operands (`"i;j=>ij"`, `"ij;jk=>ik"`): at every

@@ -177,7 +177,10 @@ macro_rules! op {
 /// `relu_gate(a, b)`, `where_(c, a, b)`, `fma(a, b, c)`, `id(a)`). The logic gives the
 /// projections: `"."` pointwise, `"@"` composition (`a`'s input axes with `b`'s output axes),
 /// `"T"` transposition, or an einsum spec; `/` and `**` under `"@"` are refused, as OCANNL
-/// refuses them (they read as matrix inverse and power).
+/// refuses them (they read as matrix inverse and power). Without a logic an update is pointwise
+/// and takes part in shape inference, but for the tensors of one cell it reads (broadcast
+/// everywhere) and a target of one cell (which every cell read accumulates into):
+/// [`Update::with_default_logic`].
 ///
 /// Invoke it with braces, `cd! { … }`: rustfmt reads `cd!(p =- x)` as the Rust assignment
 /// `p = -x` and would space it so (which reads the same to `cd!`, but hides the accumulator).

@@ -19,7 +19,7 @@ use crate::tensor::Tensor;
 use GradRhs::{Binop as B, Ternop as T, Unop as U};
 
 fn pointwise_unary(t: &Tensor, op: Unop, spec: OpSpec) -> Tensor {
-    t.graph.apply(op.name(), Logic::PointwiseUnary, &[t], spec)
+    t.graph.apply(op.name(), Logic::Pointwise(1), &[t], spec)
 }
 
 impl Tensor {
@@ -38,8 +38,7 @@ impl Tensor {
         } else {
             spec.not_differentiable()
         };
-        self.graph
-            .apply("cast", Logic::PointwiseUnary, &[self], spec)
+        self.graph.apply("cast", Logic::Pointwise(1), &[self], spec)
     }
 
     /// `self(other(x))`: `self`'s input axes contract with `other`'s output axes (a matrix
@@ -70,7 +69,7 @@ impl Tensor {
     /// `then` where `condition` is nonzero, else `otherwise` (pointwise, broadcasting); the
     /// condition takes no gradient.
     pub fn where_(condition: &Tensor, then: &Tensor, otherwise: &Tensor) -> Tensor {
-        select(condition, then, otherwise, Logic::PointwiseTernary)
+        select(condition, then, otherwise, Logic::Pointwise(3))
     }
 
     /// `where` following `spec`, a spec of three operands (`"i;i;i=>i"`, `"p;ij;ij=>i"`): at
@@ -87,7 +86,7 @@ impl Tensor {
 
     /// `a·b + c`, pointwise with broadcasting.
     pub fn fma(a: &Tensor, b: &Tensor, c: &Tensor) -> Tensor {
-        fused_multiply_add(a, b, c, Logic::PointwiseTernary)
+        fused_multiply_add(a, b, c, Logic::Pointwise(3))
     }
 
     /// `fma` following `spec`, a spec of three operands (`"i;i;i=>i"`, `"ij;jk;ik=>ik"`): at
@@ -420,7 +419,7 @@ impl Graph {
 fn random_bits(key: &Tensor, counter: &Tensor, op: Binop) -> Tensor {
     key.graph.apply(
         op.name(),
-        Logic::PointwiseBinary,
+        Logic::Pointwise(2),
         &[key, counter],
         OpSpec::new(Binop::Arg2, Forward::Binop(op))
             .precision(rcannl_ir::Precision::Uint4x32)
@@ -566,7 +565,7 @@ impl Graph {
         let mut state = self.state.lock();
         let (sa, sb) = (state.tensors[a.index].shape, state.tensors[b.index].shape);
         for (x, y) in [(sa, sb), (sb, sa)] {
-            if let Err(e) = state.inference.relate(Logic::PointwiseUnary, x, &[y]) {
+            if let Err(e) = state.inference.relate(Logic::Pointwise(1), x, &[y]) {
                 return Err(state.locate(e.into()));
             }
         }

@@ -36,12 +36,9 @@ use elaborate::spec_equalities;
 /// The shape logic of an operation: how its result's shape relates to its operands' shapes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Logic {
-    /// One operand; every row of the result refines the operand's row of the same kind.
-    PointwiseUnary,
-    /// Two operands, each broadcast like [`Logic::PointwiseUnary`].
-    PointwiseBinary,
-    /// Three operands, each broadcast like [`Logic::PointwiseUnary`].
-    PointwiseTernary,
+    /// This many operands, each broadcast to the result: every row of the result refines each
+    /// operand's row of the same kind.
+    Pointwise(usize),
     /// `a * b`, i.e. `a(b(x))`: A's input row refines B's output row (the contracted axes); the
     /// result takes its input row from B, its output row from A, its batch row from both.
     Compose,
@@ -70,12 +67,10 @@ impl Logic {
     /// The number of operands the logic takes (for a spec, its number of right-hand sides).
     pub fn arity(&self) -> usize {
         match self {
-            Logic::PointwiseUnary
-            | Logic::Transpose
-            | Logic::BatchSlice { .. }
-            | Logic::Uint4x32ToPrec { .. } => 1,
-            Logic::PointwiseBinary | Logic::Compose => 2,
-            Logic::PointwiseTernary | Logic::ComposeAccumulate => 3,
+            Logic::Pointwise(arity) => *arity,
+            Logic::Transpose | Logic::BatchSlice { .. } | Logic::Uint4x32ToPrec { .. } => 1,
+            Logic::Compose => 2,
+            Logic::ComposeAccumulate => 3,
             Logic::Spec(spec) | Logic::Block(spec) => spec.arity(),
         }
     }
@@ -85,9 +80,10 @@ impl std::fmt::Display for Logic {
     /// The operation's kind as users name it, with its spec: `compose`, `einsum "i,j;j,k=>i,k"`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Logic::PointwiseUnary => f.write_str("pointwise unary"),
-            Logic::PointwiseBinary => f.write_str("pointwise binary"),
-            Logic::PointwiseTernary => f.write_str("pointwise ternary"),
+            Logic::Pointwise(1) => f.write_str("pointwise unary"),
+            Logic::Pointwise(2) => f.write_str("pointwise binary"),
+            Logic::Pointwise(3) => f.write_str("pointwise ternary"),
+            Logic::Pointwise(n) => write!(f, "pointwise over {n} operands"),
             Logic::Compose => f.write_str("compose"),
             Logic::ComposeAccumulate => f.write_str("compose-accumulate"),
             Logic::Transpose => f.write_str("transpose"),
@@ -170,9 +166,7 @@ pub(crate) fn generate_from(
 ) -> Result<Generated, ShapeError> {
     check_arity(logic, operands.len())?;
     let constraints = match logic {
-        Logic::PointwiseUnary | Logic::PointwiseBinary | Logic::PointwiseTernary => {
-            broadcast_each(result, operands)
-        }
+        Logic::Pointwise(_) => broadcast_each(result, operands),
         Logic::Compose => compose(result, operands[0], operands[1]),
         Logic::ComposeAccumulate => {
             let mut constraints = compose(result, operands[0], operands[1]);
@@ -334,7 +328,7 @@ fn check_arity(logic: &Logic, given: usize) -> Result<(), ShapeError> {
         )),
         _ => ShapeError::of_kind(
             ShapeErrorKind::Arity,
-            format!("{logic:?} takes {expected} operand(s); {context}"),
+            format!("{logic} takes {expected} operand(s); {context}"),
         ),
     };
     Err(error)

@@ -136,12 +136,12 @@ fn dim_vars(ids: &[u32]) -> Vec<DimVar> {
 fn broadcasting_logics() {
     #[rustfmt::skip]
     let cases: [(Logic, &[&str]); 6] = [
-        (Logic::PointwiseUnary, &["C.b ≤ A.b", "C.i ≤ A.i", "C.o ≤ A.o"]),
-        (Logic::PointwiseBinary, &[
+        (Logic::Pointwise(1), &["C.b ≤ A.b", "C.i ≤ A.i", "C.o ≤ A.o"]),
+        (Logic::Pointwise(2), &[
             "C.b ≤ A.b", "C.i ≤ A.i", "C.o ≤ A.o",
             "C.b ≤ B.b", "C.i ≤ B.i", "C.o ≤ B.o",
         ]),
-        (Logic::PointwiseTernary, &[
+        (Logic::Pointwise(3), &[
             "C.b ≤ A.b", "C.i ≤ A.i", "C.o ≤ A.o",
             "C.b ≤ B.b", "C.i ≤ B.i", "C.o ≤ B.o",
             "C.b ≤ D.b", "C.i ≤ D.i", "C.o ≤ D.o",
@@ -412,14 +412,14 @@ fn arity_errors() {
             "Invalid block spec (expected 3 arguments): a; b => a^b",
         ),
         (
-            Logic::PointwiseBinary,
+            Logic::Pointwise(2),
             1,
-            "PointwiseBinary takes 2 operand(s); the operation was given 1 operand(s)",
+            "pointwise binary takes 2 operand(s); the operation was given 1 operand(s)",
         ),
         (
             Logic::BatchSlice { static_range: None },
             0,
-            "BatchSlice { static_range: None } takes 1 operand(s); the operation was given 0 \
+            "batch slice takes 1 operand(s); the operation was given 0 \
              operand(s)",
         ),
     ];

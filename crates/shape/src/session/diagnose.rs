@@ -71,9 +71,7 @@ pub(super) fn diagnose(
                 .or_else(|| span_clash(&spans))
                 .map(|clash| format!("{logic}: {clash}"))
         }
-        Logic::PointwiseUnary | Logic::PointwiseBinary | Logic::PointwiseTernary => {
-            broadcast_clash(operands).map(|clash| format!("{logic}: {clash}"))
-        }
+        Logic::Pointwise(_) => broadcast_clash(operands).map(|clash| format!("{logic}: {clash}")),
         _ => None,
     }
 }

@@ -27,7 +27,7 @@
 //! let w = inf.leaf("w", LeafDecl::param().output([16]))?;
 //! let b = inf.leaf("b", LeafDecl::param())?;
 //! let (wx, _) = inf.apply("wx", Logic::Compose, &[w, x])?;
-//! let (h, _) = inf.apply("h", Logic::PointwiseBinary, &[wx, b])?;
+//! let (h, _) = inf.apply("h", Logic::Pointwise(2), &[wx, b])?;
 //! inf.finish()?;
 //! assert_eq!(inf.closed_shape(w)?.to_string(), "|2->16");
 //! assert_eq!(inf.closed_shape(b)?.to_string(), "|->16");

@@ -29,8 +29,8 @@ fn an_mlp_gets_its_parameter_shapes_from_use() {
     let w1 = inf.leaf("w1", LeafDecl::param().output([16])).unwrap();
     let b1 = inf.leaf("b1", LeafDecl::param()).unwrap();
     let (wx, _) = inf.apply("w1x", Logic::Compose, &[w1, x]).unwrap();
-    let (pre, _) = inf.apply("pre", Logic::PointwiseBinary, &[wx, b1]).unwrap();
-    let (h, _) = inf.apply("h", Logic::PointwiseUnary, &[pre]).unwrap();
+    let (pre, _) = inf.apply("pre", Logic::Pointwise(2), &[wx, b1]).unwrap();
+    let (h, _) = inf.apply("h", Logic::Pointwise(1), &[pre]).unwrap();
     let w2 = inf.leaf("w2", LeafDecl::param().output([1])).unwrap();
     let (y, _) = inf.apply("y", Logic::Compose, &[w2, h]).unwrap();
     inf.finish().unwrap();
@@ -117,7 +117,7 @@ fn a_failed_operation_leaves_the_session_as_it_was() {
     assert_eq!(inf.ops().count(), 0);
     // Still open: the next operation decides it.
     assert!(inf.shape(p).output.var.is_some());
-    let (c, _) = inf.apply("c", Logic::PointwiseBinary, &[p, b]).unwrap();
+    let (c, _) = inf.apply("c", Logic::Pointwise(2), &[p, b]).unwrap();
     inf.finish().unwrap();
     assert_eq!(shape_of(&inf, p), "|->4");
     assert_eq!(shape_of(&inf, c), "|->4");
@@ -265,7 +265,7 @@ fn capture_errors() {
         error.to_string().contains("dimension labels (i)"),
         "{error}"
     );
-    let (_, relu) = inf.apply("r", Logic::PointwiseUnary, &[x]).unwrap();
+    let (_, relu) = inf.apply("r", Logic::Pointwise(1), &[x]).unwrap();
     let error = inf.capture(relu, "i").unwrap_err();
     assert!(error.message.contains("has no spec"), "{error}");
 }

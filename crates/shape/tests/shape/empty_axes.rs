@@ -27,7 +27,7 @@ fn an_element_count_of_zero_leaves_the_other_axes_to_other_constraints() {
     let w = inf.leaf("w", LeafDecl::data().output([0])).unwrap();
     let v = inf.leaf("v", LeafDecl::data().output([4])).unwrap();
     let (y, _) = inf.apply("y", spec("i,j;i=>j"), &[x, w]).unwrap();
-    inf.apply("z", Logic::PointwiseBinary, &[y, v]).unwrap();
+    inf.apply("z", Logic::Pointwise(2), &[y, v]).unwrap();
     inf.finish().unwrap();
     assert_eq!(shape_of(&inf, x), "|->0,4");
     assert_eq!(shape_of(&inf, y), "|->4");

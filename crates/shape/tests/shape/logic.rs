@@ -264,9 +264,9 @@ fn concatenation_and_its_slice() {
 #[test]
 fn every_logic_with_the_wrong_number_of_operands_is_an_error() {
     let logics = [
-        Logic::PointwiseUnary,
-        Logic::PointwiseBinary,
-        Logic::PointwiseTernary,
+        Logic::Pointwise(1),
+        Logic::Pointwise(2),
+        Logic::Pointwise(3),
         Logic::Compose,
         Logic::ComposeAccumulate,
         Logic::Transpose,

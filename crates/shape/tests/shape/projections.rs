@@ -56,7 +56,7 @@ fn matmul_contracts_the_shared_axis_and_its_gradients_move_the_contraction() {
 #[test]
 fn a_size_one_operand_axis_broadcasts_at_zero() {
     let r = derive_projections(
-        &Logic::PointwiseBinary,
+        &Logic::Pointwise(2),
         &out(&[3, 5]),
         &[out(&[1]), out(&[3, 5])],
         0,
@@ -194,7 +194,7 @@ fn what_is_not_built_yet_and_open_shapes_are_errors() {
         output: Row::var(rcannl_shape::term::RowVarId(0)),
         ..Shape::default()
     };
-    let err = derive_projections(&Logic::PointwiseUnary, &out(&[3]), &[open], 0, None);
+    let err = derive_projections(&Logic::Pointwise(1), &out(&[3]), &[open], 0, None);
     assert!(err.unwrap_err().message.contains("closed shapes"));
     let slice = derive_projections(
         &Logic::BatchSlice { static_range: None },
@@ -219,7 +219,7 @@ fn a_layer_solved_by_the_session_gets_its_loops() {
         .leaf("bias", LeafDecl::data().batch(no_axes).output([4]))
         .unwrap();
     let (z, compose) = inf.apply("z", Logic::Compose, &[w, x]).unwrap();
-    let (_, add) = inf.apply("zb", Logic::PointwiseBinary, &[z, bias]).unwrap();
+    let (_, add) = inf.apply("zb", Logic::Pointwise(2), &[z, bias]).unwrap();
     inf.finish().unwrap();
     let z = inf.projections(compose, 0, None).unwrap();
     // z[b, o] =+ w[o, i] * x[b, i]: batch 8, output 4, contracted input 3.
@@ -247,14 +247,8 @@ fn an_operand_broadcasts_in_the_middle_at_its_marker() {
         },
         ..Shape::default()
     };
-    let r = derive_projections(
-        &Logic::PointwiseUnary,
-        &out(&[2, 3, 5]),
-        &[operand],
-        0,
-        None,
-    )
-    .unwrap();
+    let r =
+        derive_projections(&Logic::Pointwise(1), &out(&[2, 3, 5]), &[operand], 0, None).unwrap();
     assert_eq!(r.lhs_index, vec![it(0), it(1), it(2)]);
     assert_eq!(r.rhs_index, vec![vec![it(0), it(2)]]);
 }
@@ -531,7 +525,7 @@ fn sizes_forced_equal_elsewhere_do_not_share_a_loop_here() {
     let v = inf
         .leaf("v", LeafDecl::data().batch(no_axes).input(no_axes))
         .unwrap();
-    inf.apply("sum", Logic::PointwiseBinary, &[u, v]).unwrap();
+    inf.apply("sum", Logic::Pointwise(2), &[u, v]).unwrap();
     let (_, outer) = inf.apply("outer", spec("i;j=>ij"), &[u, v]).unwrap();
     inf.finish().unwrap();
     let p = inf.projections(outer, 0, None).unwrap();

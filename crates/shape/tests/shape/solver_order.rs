@@ -320,11 +320,11 @@ impl Graph {
         let t = self.tensors[x].truth.clone();
         let variant = u32::from(step.variant);
         let added = match step.op {
-            1 => Some(self.op(Logic::PointwiseUnary, &[x], t.clone())),
+            1 => Some(self.op(Logic::Pointwise(1), &[x], t.clone())),
             2 => {
                 let y = self.broadcast_partner(&t, variant, &mut choices);
                 let truth = broadcast(&t, &self.tensors[y].truth);
-                truth.map(|truth| self.op(Logic::PointwiseBinary, &[x, y], truth))
+                truth.map(|truth| self.op(Logic::Pointwise(2), &[x, y], truth))
             }
             3 => Some(self.compose(x, &t, variant, &mut choices)),
             4 => {
@@ -346,7 +346,7 @@ impl Graph {
                 let z = self.broadcast_partner(&t, variant / 4, &mut choices);
                 let truth = broadcast(&t, &self.tensors[y].truth)
                     .and_then(|t| broadcast(&t, &self.tensors[z].truth));
-                truth.map(|truth| self.op(Logic::PointwiseTernary, &[x, y, z], truth))
+                truth.map(|truth| self.op(Logic::Pointwise(3), &[x, y, z], truth))
             }
             _ => {
                 let axes: Vec<&Dim> = t.iter().flatten().collect();
@@ -362,7 +362,7 @@ impl Graph {
             }
         };
         if added.is_none() {
-            self.op(Logic::PointwiseUnary, &[x], t);
+            self.op(Logic::Pointwise(1), &[x], t);
         }
     }
 

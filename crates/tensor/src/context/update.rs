@@ -9,7 +9,7 @@ use rcannl_ir::{
 };
 use rcannl_shape::OpId;
 
-use crate::define::{LoweredUpdate, Update};
+use crate::define::{LoweredUpdate, Related, Update};
 use crate::graph::{Asg, AsgRhs, ProjSource, Ref, TensorError, error};
 use crate::tensor::Tensor;
 
@@ -141,7 +141,7 @@ impl Context {
                         projections,
                     }
                 }
-                Some(op) => {
+                Some(Related { op, ref one_cell }) if one_cell.is_empty() => {
                     self.check_related_reduction(update, op)?;
                     self.assignment(&Asg {
                         lhs: match update.grad {
@@ -157,6 +157,19 @@ impl Context {
                             slice: None,
                         },
                     })?
+                }
+                Some(Related { op, ref one_cell }) => {
+                    self.check_related_reduction(update, op)?;
+                    Assignment::Accum {
+                        initialize_neutral: update.initialize_neutral,
+                        accum: update.accum,
+                        lhs: target,
+                        rhs: Rhs::Expr(
+                            update.expr.clone(),
+                            update.refs.iter().map(|r| node_of(*r)).collect(),
+                        ),
+                        projections: self.with_one_cell_reads(op, one_cell, &update.refs),
+                    }
                 }
             };
             assignments.extend(self.reading_prior_target(assignment)?);
@@ -283,6 +296,19 @@ impl Context {
             p.label,
             update.accum
         )))
+    }
+
+    /// The projections of the operation `op`, over the tensors `refs` but those at the
+    /// positions `one_cell` (increasing), with those read at their one cell at every point.
+    fn with_one_cell_reads(&self, op: OpId, one_cell: &[usize], refs: &[Ref]) -> Projections {
+        let mut p = self.projections[&op].clone();
+        for &i in one_cell {
+            let dims = self.nodes[&node_of(refs[i])].dims.clone();
+            p.rhs_index.insert(i, vec![AxisIndex::Fixed(0); dims.len()]);
+            p.rhs_padding.insert(i, vec![(0, 0); dims.len()]);
+            p.rhs_dims.insert(i, dims);
+        }
+        p
     }
 
     /// The projections of an update over the dims its target and operands share; a target of

@@ -23,6 +23,15 @@ pub enum Ref {
     Grad(usize),
 }
 
+impl Ref {
+    /// The index of the tensor whose value or gradient this is.
+    pub(crate) fn tensor(self) -> usize {
+        match self {
+            Ref::Value(t) | Ref::Grad(t) => t,
+        }
+    }
+}
+
 /// The right-hand side of an assignment over tensor references.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AsgRhs {

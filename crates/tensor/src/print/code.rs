@@ -39,7 +39,7 @@ pub(crate) struct Notation {
 /// default).
 pub(crate) fn cd_logic(logic: &Logic) -> Option<String> {
     match logic {
-        Logic::PointwiseUnary | Logic::PointwiseBinary | Logic::PointwiseTernary => None,
+        Logic::Pointwise(_) => None,
         Logic::Compose | Logic::ComposeAccumulate => Some("@".to_owned()),
         Logic::Transpose => Some("T".to_owned()),
         Logic::Spec(spec) | Logic::Block(spec) => Some(spec.to_string()),

@@ -45,6 +45,7 @@ mod threads;
 mod trace;
 mod traced;
 mod u16_u64_fp8;
+mod update_default_logic;
 mod update_logic;
 mod update_reductions;
 mod update_self_reads;
