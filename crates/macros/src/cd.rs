@@ -639,7 +639,7 @@ pub(crate) fn update(
                 None => quote!(#k::syntax::graph_of_terms(&[&#value], #text, #at)),
             };
             (
-                quote!(let #name: #k::Tensor = #k::syntax::intermediate(&#find, #text);),
+                quote!(let #name: #k::Tensor = #k::syntax::intermediate(&#find, #text, &#value);),
                 quote!(&#name),
             )
         }

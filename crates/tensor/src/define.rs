@@ -845,6 +845,7 @@ impl Update {
     /// ```
     pub fn with_logic(mut self, logic: OpLogic) -> Update {
         self.relation = self.relate(&logic, false);
+        self.record_writes();
         self
     }
 
@@ -881,11 +882,33 @@ impl Update {
     /// # Ok::<(), rcannl_tensor::TensorError>(())
     /// ```
     pub fn with_default_logic(mut self) -> Update {
+        self.record_writes();
         if one_cell(&self.target.graph.state.lock(), self.target.index) {
             return self;
         }
         self.relation = self.relate(&OpLogic::Pointwise, true);
         self
+    }
+
+    /// Records the tensors the formula reads as what the target is written from: a data
+    /// tensor given no precision that nothing is computed from takes theirs (see
+    /// `TensorData::written_from`), as an optimizer's state declared with none follows its
+    /// parameter.
+    fn record_writes(&self) {
+        let graph = &self.target.graph;
+        let read = self.formula.tensors();
+        // A tensor of another graph is refused with the relation, naming it.
+        if !read.iter().all(|t| graph.owns(t)) || !graph.owns(&self.target) {
+            return;
+        }
+        let target = self.target.index;
+        let mut state = graph.state.lock();
+        let written = &mut state.tensors[target].written_from;
+        for t in read {
+            if t.index != target && !written.contains(&t.index) {
+                written.push(t.index);
+            }
+        }
     }
 
     /// The relation of [`Update::with_logic`], leaving out the tensors of one cell it reads

@@ -613,10 +613,17 @@ pub fn graph(graph: &Graph) -> Graph {
     graph.clone()
 }
 
-/// An intermediate tensor declared in a `cd!` assignment (`{ name } =: …`): a data tensor of
-/// `graph` whose shape the assignment gives.
-pub fn intermediate(graph: &Graph, label: &str) -> Tensor {
-    graph.data(label).build()
+/// An intermediate tensor declared in a `cd!` assignment (`{ name } =: formula`): a tensor of
+/// `graph` whose shape the assignment gives, computed in the precision of what `formula` reads,
+/// as an operation over those tensors is (an intermediate over f64 tensors holds f64).
+pub fn intermediate(graph: &Graph, label: &str, formula: &Formula) -> Tensor {
+    let t = graph.data(label).build();
+    let tensors = formula.tensors();
+    // A tensor of another graph is refused with the assignment's relation, naming it.
+    if tensors.iter().all(|read| graph.owns(read)) {
+        graph.compute_from(&t, &tensors);
+    }
+    t
 }
 
 /// A `~logic` given as a value rather than written in place: `"."` pointwise, `"@"`

@@ -7,7 +7,9 @@
 //! `torch.nn.functional.huber_loss`, differentiated by autograd) on the interpreter and the C
 //! backend, in f64 within 1e-10, from the same parameters and data: the hidden activations, the
 //! predictions, the loss and the gradient of every parameter; every parameter after three Adam
-//! steps, taken by `nn::optim::Adam` and by the same updates written with `cd!`.
+//! steps, taken by `nn::optim::Adam` and by the same updates written with `cd!`; and every
+//! parameter after three steps of centered RMSprop with momentum and weight decay, an optimizer
+//! the library lacks, written with `cd!` over state declared with no shape.
 
 use rcannl::nn::loss::mean;
 use rcannl::nn::optim::Adam;
@@ -26,6 +28,11 @@ const LR: f64 = 0.05;
 const BETA1: f64 = 0.9;
 const BETA2: f64 = 0.999;
 const EPSILON: f64 = 1e-8;
+const RMS_LR: f64 = 0.01;
+const RMS_ALPHA: f64 = 0.99;
+const RMS_EPSILON: f64 = 1e-8;
+const RMS_MOMENTUM: f64 = 0.9;
+const RMS_DECAY: f64 = 0.01;
 
 cd! {
     /// Swish, `x·σ(x) = x/(1 + e⁻ˣ)`; its derivative `σ(x)·(1 + x·(1 − σ(x)))` written out as
@@ -164,8 +171,8 @@ fn zeros_like(program: &mut Program, w: &Tensor, name: &str) -> Tensor {
 }
 
 /// Runs `step` three times, then checks every parameter against PyTorch's after its three
-/// steps.
-fn check_steps(on: &str, program: &mut Program, step: &Routine) {
+/// steps (`{stepped}.<label>.npy`).
+fn check_steps(on: &str, program: &mut Program, step: &Routine, stepped: &str) {
     for _ in 0..STEPS {
         program.ctx.run(step).expect("step runs");
     }
@@ -177,7 +184,7 @@ fn check_steps(on: &str, program: &mut Program, step: &Routine) {
             &what,
             &values,
             PROGRAM,
-            &format!("trained.{label}"),
+            &format!("{stepped}.{label}"),
             Precision::F64,
         );
     }
@@ -195,7 +202,7 @@ fn custom_op_adam_steps_match_pytorch() {
         let step = adam
             .compile_step(&mut program.ctx, &program.loss)
             .expect("step");
-        check_steps(&on, &mut program, &step);
+        check_steps(&on, &mut program, &step, "trained");
     }
 }
 
@@ -229,6 +236,57 @@ fn custom_op_adam_written_with_cd_matches_pytorch() {
             .ctx
             .train_step(&program.loss, &updates)
             .expect("step");
-        check_steps(&on, &mut program, &step);
+        check_steps(&on, &mut program, &step, "trained");
+    }
+}
+
+/// Centered RMSprop with momentum and weight decay (`torch.optim.RMSprop(…, centered=True)`),
+/// written with `cd!` as a user adds an optimizer: its state declared with no shape and no
+/// precision, starting at zero, each tensor taking its parameter's shape and precision (f64) from
+/// the assignment that writes it (`cd!`'s pointwise default); the decayed gradient an
+/// intermediate of each step.
+#[test]
+fn custom_op_rmsprop_written_with_cd_over_unshaped_state_matches_pytorch() {
+    for backend in backends(Precision::F64) {
+        let on = format!("{}, RMSprop written with cd!", backend.name());
+        let mut program = Program::new(backend);
+        let graph = program.graph.clone();
+        let state = |w: &Tensor, name: &str| {
+            graph
+                .data(&format!("{} {name}", w.label()))
+                .init(Init::Constant(0.0))
+                .build()
+        };
+        let mut updates = Vec::new();
+        let mut states = Vec::new();
+        for w in graph.params() {
+            let square_avg = state(&w, "square average");
+            let grad_avg = state(&w, "gradient average");
+            let velocity = state(&w, "momentum buffer");
+            states.extend([&square_avg, &grad_avg, &velocity].map(|s| (w.clone(), s.clone())));
+            updates.extend(cd! {
+                { decayed } =: w.grad + RMS_DECAY * w;
+                square_avg =: RMS_ALPHA * square_avg + (1 - RMS_ALPHA) * decayed * decayed;
+                grad_avg =: RMS_ALPHA * grad_avg + (1 - RMS_ALPHA) * decayed;
+                velocity =: RMS_MOMENTUM * velocity
+                    + decayed / (sqrt(square_avg - grad_avg * grad_avg) + RMS_EPSILON);
+                w =- RMS_LR * velocity;
+            });
+        }
+        let step = program
+            .ctx
+            .train_step(&program.loss, &updates)
+            .expect("step");
+        for (w, s) in &states {
+            let dims = program.ctx.dims(s).expect("dims");
+            assert_eq!(
+                dims,
+                program.ctx.dims(w).expect("dims"),
+                "{on}: '{}'",
+                s.label()
+            );
+            assert_eq!(s.precision(), Precision::F64, "{on}: '{}'", s.label());
+        }
+        check_steps(&on, &mut program, &step, "rmsprop");
     }
 }

@@ -20,7 +20,7 @@ use rcannl_shape::spec::Kind;
 use crate::backend_choice::configured_backend_or_refusal;
 use crate::graph::precision::{self, Resolved};
 use crate::graph::{
-    Asg, AsgRhs, Graph, LeafKind, Ref, TensorError, TensorErrorKind, error, error_of,
+    Asg, AsgRhs, DataStart, Graph, LeafKind, Ref, TensorError, TensorErrorKind, error, error_of,
 };
 
 mod backprop;
@@ -299,12 +299,21 @@ impl Context {
                         self.buffers.insert(node.clone()).map_err(|e| {
                             error(format!("tensor '{}' ({shape}): {e}", data.label))
                         })?;
+                        // Its buffer exists: its number of cells fits in memory.
+                        let cells = node.len();
                         self.nodes.insert(id, node);
-                        if let (Some(LeafKind::Data(Some(values))), true) =
-                            (&data.leaf, id == value_node(t))
-                        {
+                        let start = match (&data.leaf, id == value_node(t)) {
+                            (Some(LeafKind::Data(DataStart::Values(values))), true) => {
+                                Some(values.clone())
+                            }
+                            (Some(LeafKind::Data(DataStart::Fill(c))), true) => {
+                                Some(vec![*c; cells])
+                            }
+                            _ => None,
+                        };
+                        if let Some(values) = start {
                             self.buffers
-                                .set_values(id, values)
+                                .set_values(id, &values)
                                 .map_err(|e| error(e.message))?;
                             self.holds.insert(id);
                         }

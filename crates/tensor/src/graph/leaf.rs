@@ -17,7 +17,7 @@ use super::{Graph, PrecisionRule, TensorData};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LeafKind {
     /// Set from the host (given at creation, or later through a context).
-    Data(Option<Vec<f64>>),
+    Data(DataStart),
     /// Every cell holds the constant.
     Constant(f64),
     /// A parameter, initialized once per context.
@@ -32,6 +32,17 @@ pub(crate) enum LeafKind {
     Seed,
     /// The value a static index holds when the routine runs (one without a range).
     Static(Symbol),
+}
+
+/// What a data tensor holds before a context sets it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DataStart {
+    /// Nothing: reading it before it is set is an error.
+    Unset,
+    /// These values, row-major in memory order.
+    Values(Vec<f64>),
+    /// This value in every cell, however many its inferred shape has.
+    Fill(f64),
 }
 
 /// Static symbols live far above the iterators projection inference numbers from 0.
@@ -108,26 +119,46 @@ impl LeafBuilder {
         self.decl = self.decl.init(TerminalInit::NElements(values.len()));
         self.kind = match self.kind {
             LeafKind::Param(_) => LeafKind::Param(Init::Values(values)),
-            _ => LeafKind::Data(Some(values)),
+            _ => LeafKind::Data(DataStart::Values(values)),
         };
         self
     }
 
     /// How a parameter starts (see [`Init`]). Bounds, means and deviations must be finite, a
     /// uniform range not empty (`low < high`) and a deviation not negative.
+    ///
+    /// A data tensor starts from [`Init::Constant`] or [`Init::Values`]: a constant fills every
+    /// cell of the shape inference gives it, when a context first holds it, so that state
+    /// declared with no shape (an optimizer's moments, `m =: beta * m + …` in `cd!`) starts at
+    /// zero. It is set once, as given values are; routines then change it. Any other init of a
+    /// data tensor is an error (random draws are for parameters).
     pub fn init(mut self, init: Init) -> LeafBuilder {
+        let kind = match self.kind {
+            LeafKind::Param(_) => "parameter",
+            _ => "data tensor",
+        };
         if let Some(problem) = init.problem() {
             self.graph.record(error(format!(
-                "parameter '{}': {init:?} {problem}",
+                "{kind} '{}': {init:?} {problem}",
                 self.label
             )));
         }
         if let Init::Values(values) = &init {
             self.decl = self.decl.init(TerminalInit::NElements(values.len()));
         }
-        if matches!(self.kind, LeafKind::Param(_)) {
-            self.kind = LeafKind::Param(init);
-        }
+        self.kind = match (self.kind, init) {
+            (LeafKind::Param(_), init) => LeafKind::Param(init),
+            (LeafKind::Data(_), Init::Constant(c)) => LeafKind::Data(DataStart::Fill(c)),
+            (LeafKind::Data(_), Init::Values(values)) => LeafKind::Data(DataStart::Values(values)),
+            (kind, init) => {
+                self.graph.record(error(format!(
+                    "data tensor '{}': {init:?}: a data tensor starts from values or a constant \
+                     (Init::Values, Init::Constant); random draws are for parameters",
+                    self.label
+                )));
+                kind
+            }
+        };
         self
     }
 
@@ -182,7 +213,7 @@ impl LeafBuilder {
 impl Graph {
     /// A data tensor: values from the host; rows not given are inferred.
     pub fn data(&self, label: &str) -> LeafBuilder {
-        self.builder(label, LeafDecl::data(), LeafKind::Data(None))
+        self.builder(label, LeafDecl::data(), LeafKind::Data(DataStart::Unset))
     }
 
     /// A parameter: no batch axes; sizes not given come from its uses (and are never guessed).
@@ -337,6 +368,7 @@ impl Graph {
             precision,
             precision_rule,
             precision_from: Vec::new(),
+            written_from: Vec::new(),
             grad_precision: None,
             grad_resolved: None,
             leaf: Some(kind),

@@ -41,7 +41,7 @@ pub(crate) use error::{error, error_of, foreign};
 pub(crate) use gradient::{GradBuilder, GradRhs, Slotted};
 pub(crate) use init::Draw;
 pub use init::Init;
-pub(crate) use leaf::LeafKind;
+pub(crate) use leaf::{DataStart, LeafKind};
 pub use leaf::{LeafBuilder, StaticIndex};
 pub(crate) use precision::PrecisionRule;
 
@@ -58,6 +58,13 @@ pub(crate) struct TensorData {
     /// it when they follow their users: every operand, none for an operation converting into a
     /// precision of its own (a cast, random bits), the table for a gather.
     pub precision_from: Vec<usize>,
+    /// The tensors the updates into it read ([`Update::with_logic`],
+    /// [`Update::with_default_logic`]): the precision a data tensor given none takes when no
+    /// tensor is computed from it (an optimizer's state in the precision of its parameter).
+    ///
+    /// [`Update::with_logic`]: crate::Update::with_logic
+    /// [`Update::with_default_logic`]: crate::Update::with_default_logic
+    pub written_from: Vec<usize>,
     /// The precision chosen for its gradient, if any.
     pub grad_precision: Option<Precision>,
     /// Its gradient's precision as [`precision::resolve`] last fixed it, if it did.

@@ -127,6 +127,25 @@ fn float_setting(key: &'static settings::Key) -> Result<Option<Precision>, Tenso
     })
 }
 
+impl Graph {
+    /// Makes `t`, built with no precision, a tensor computed from `from` as far as precision
+    /// goes: bottom-up, its precision is theirs promoted (and they take it as a user's need).
+    pub(crate) fn compute_from(&self, t: &Tensor, from: &[&Tensor]) {
+        let mut state = self.state.lock();
+        let mut indices: Vec<usize> = from.iter().map(|read| read.index).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        if indices.is_empty() || state.tensors[t.index].precision_rule != PrecisionRule::FromUsers {
+            return;
+        }
+        let precision = state.provisional_precision(PrecisionRule::FromOperands, &indices);
+        let data = &mut state.tensors[t.index];
+        data.precision_rule = PrecisionRule::FromOperands;
+        data.precision_from = indices;
+        data.precision = precision;
+    }
+}
+
 impl State {
     /// The precision of a tensor about to be built under `rule` from the operands `from`, as far
     /// as the graph knows now: [`resolve`]'s bottom-up step, with the precisions tensors hold
@@ -212,8 +231,13 @@ pub(crate) fn resolve(
     }
     for (index, data) in tensors.iter().enumerate() {
         if data.precision_rule == PrecisionRule::FromUsers && settled(index).is_none() {
+            // What the updates into a data tensor read, where nothing is computed from it.
+            let written = (!data.differentiable)
+                .then(|| promoted(data.written_from.iter().map(|&w| values[w])))
+                .flatten();
             values[index] = match users[index] {
-                Some(Precision::Uint4x32) | None => defaults.value,
+                None => written.unwrap_or(defaults.value),
+                Some(Precision::Uint4x32) => defaults.value,
                 Some(need) if data.differentiable && !need.is_float() => defaults.value,
                 Some(need) => need,
             };

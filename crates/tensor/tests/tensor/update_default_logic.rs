@@ -7,7 +7,7 @@
 use crate::cpu::{backends, data};
 use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
-use rcannl_tensor::{Context, Graph, Tensor, cd};
+use rcannl_tensor::{Context, Graph, Init, Tensor, cd};
 
 const G: [f64; 6] = [1.0, -2.0, 3.5, 0.5, -1.5, 2.0];
 const BIAS: [f64; 3] = [10.0, -20.0, 0.25];
@@ -125,4 +125,79 @@ fn a_target_its_operands_cannot_broadcast_to_is_an_error_naming_it() {
         message.contains(&format!("update_default_logic.rs:{line}")),
         "{message}"
     );
+}
+
+#[test]
+fn state_declared_without_a_shape_starts_from_its_constant() {
+    let first: Vec<f64> = G.to_vec();
+    let second: Vec<f64> = G.iter().map(|g| 0.5 * g + g).collect();
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let grad = data(&graph, "grad", "2, 3", &G);
+        let m = graph
+            .data("m")
+            .precision(Precision::F64)
+            .init(Init::Constant(0.0))
+            .build();
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx.update(&cd! { m =: 0.5 * m + grad }).unwrap();
+        ctx.run(&routine).unwrap();
+        assert_close(&ctx.values(&m).unwrap(), &first, name);
+        ctx.run(&routine).unwrap();
+        assert_close(&ctx.values(&m).unwrap(), &second, name);
+    }
+}
+
+#[test]
+fn a_data_tensor_refuses_a_random_init_naming_it() {
+    let graph = Graph::new();
+    let m = graph.data("m").init(Init::Uniform(0.0, 1.0)).build();
+    let message = graph.check().unwrap_err().message;
+    assert!(message.contains("data tensor 'm'"), "{message}");
+    assert!(
+        message.contains("random draws are for parameters"),
+        "{message}"
+    );
+    // Nothing stands in for the values it was not given.
+    let ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    assert!(ctx.values(&m).is_err());
+}
+
+#[test]
+fn an_intermediate_computes_in_the_precision_of_what_it_reads() {
+    // A third in f32 is 0.3333333432674408: an intermediate held in f32 would carry that.
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let one = data(&graph, "one", "2", &[1.0, 2.0]);
+        let out = unshaped(&graph, "out");
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx
+            .update(&cd! { { third } =: one / 3; out =: third })
+            .unwrap();
+        ctx.run(&routine).unwrap();
+        assert_eq!(ctx.values(&out).unwrap(), [1.0 / 3.0, 2.0 / 3.0], "{name}");
+    }
+}
+
+#[test]
+fn state_given_no_precision_takes_that_of_what_it_is_written_from() {
+    // A third in f32 is 0.3333333432674408: state held in f32 would carry that.
+    let thirds = [1.0 / 3.0, 2.0 / 3.0];
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let grad = data(&graph, "grad", "2", &thirds);
+        let m = graph.data("m").init(Init::Constant(0.0)).build();
+        let norm = graph.data("norm").shape("1").values(vec![0.0]).build();
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx
+            .update(&cd! { m =: 0.5 * m + grad; norm =:+ grad })
+            .unwrap();
+        ctx.run(&routine).unwrap();
+        assert_eq!(ctx.values(&m).unwrap(), thirds, "{name}");
+        assert_eq!(ctx.values(&norm).unwrap(), [1.0], "{name}");
+        assert_eq!(m.precision(), Precision::F64, "{name}");
+    }
 }

@@ -14,7 +14,10 @@ then output, then input axes, row-major; a weight `|in->out` is [out, in], as to
 - the hidden activations, the predictions and the loss, and the gradient of the loss with
   respect to every parameter (`grad.<label>.npy`);
 - every parameter after three Adam steps (lr 0.05, betas 0.9 and 0.999, eps 1e-8) on the same
-  batch (`trained.<label>.npy`).
+  batch (`trained.<label>.npy`);
+- every parameter after three steps of centered RMSprop with momentum and weight decay (lr 0.01,
+  alpha 0.99, eps 1e-8, momentum 0.9, weight decay 0.01), which the Rust program writes with
+  `cd!` over state declared with no shape (`rmsprop.<label>.npy`).
 
 Regenerate (from the repository root):
 
@@ -32,6 +35,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 BATCH, INPUTS, HIDDEN, OUTPUTS = 8, 3, 5, 2
 DELTA, LR, STEPS = 1.0, 0.05, 3
+RMS_LR, RMS_ALPHA, RMS_EPS, RMS_MOMENTUM, RMS_DECAY = 0.01, 0.99, 1e-8, 0.9, 0.01
 
 torch.set_default_dtype(torch.float64)
 rng = np.random.default_rng(7)
@@ -103,3 +107,23 @@ for _ in range(STEPS):
     optimizer.step()
 for name, value in p.items():
     save(f"trained.{name}", value.detach().numpy())
+
+# Three steps of centered RMSprop with momentum and weight decay on the batch.
+p = fresh()
+optimizer = torch.optim.RMSprop(
+    p.values(),
+    lr=RMS_LR,
+    alpha=RMS_ALPHA,
+    eps=RMS_EPS,
+    weight_decay=RMS_DECAY,
+    momentum=RMS_MOMENTUM,
+    centered=True,
+)
+for _ in range(STEPS):
+    optimizer.zero_grad()
+    _, prediction = model(p)
+    assert (((prediction - torch.as_tensor(targets)).abs() - DELTA).abs() > 1e-3).all()
+    loss_of(prediction).backward()
+    optimizer.step()
+for name, value in p.items():
+    save(f"rmsprop.{name}", value.detach().numpy())
