@@ -16,7 +16,10 @@
 //!      an f16 parameter, not an f32 one promoting the whole expression to f32. A tensor
 //!      taking gradients holds a float, and no user's tensor holds the 128-bit random words,
 //!      whatever its users compute in. An operation converting into a precision of its own (a
-//!      cast, random draws) asks nothing of its operands, nor does a gather of its ids.
+//!      cast, random draws) asks nothing of its operands, nor does a gather of its ids. A data
+//!      tensor nothing is computed from holds, instead, what the updates related into it read
+//!      (`Update::with_logic`, `Update::with_default_logic`: an optimizer's state follows its
+//!      parameter); a `cd!` intermediate is computed bottom-up from what its formula reads.
 //! 3. **Default**: the graph's default precision ([`Graph::set_default_precision`], else the
 //!    `default_precision` setting when the graph was made, else f32) for a tensor whose
 //!    direction gives nothing: a parameter nothing uses, an operation over parameters only, a
