@@ -502,9 +502,12 @@ fn spec_op(
 }
 
 impl Graph {
-    /// Uniform values in [0, 1) (f32), keyed by the context's seed and this tensor's id and
-    /// counted by cell, in the shape its uses give it: one 128-bit draw per cell. The same seed
-    /// gives the same values on every run and backend.
+    /// Uniform values in [0, 1), keyed by the context's seed and this tensor's id and counted by
+    /// cell, in the shape its uses give it: one 128-bit draw per cell. The same seed gives the
+    /// same values on every run and backend. They are drawn in the float precision their users
+    /// compute in (the widest; the default precision where none computes in a float), as
+    /// OCANNL's `uniform1` is: 53 random bits in f64, 24 in f32, 11 in f16, 8 in bf16, and no
+    /// f32 draw promotes a bf16 model's arithmetic to f32.
     pub fn uniform(&self, label: &str) -> Tensor {
         self.uniform_keyed(label, None)
     }
@@ -529,15 +532,15 @@ impl Graph {
             &bits,
             Unop::Uint4x32ToPrecUniform1,
             OpSpec::new(Binop::Arg2, Forward::Unop(Unop::Uint4x32ToPrecUniform1))
-                .precision(rcannl_ir::Precision::F32)
+                .precision_of_users()
                 .not_differentiable(),
         );
         self.same_shape(&u, &counters);
         u
     }
 
-    /// Standard normal values (f32) by Box–Muller from two uniform draws, in the shape its uses
-    /// give it (a multiple of 4 cells).
+    /// Standard normal values by Box–Muller from two uniform draws, in the shape its uses give
+    /// it, computed in the graph's default precision (the precision of its numbers).
     pub fn normal(&self, label: &str) -> Tensor {
         let u1 = self.uniform(&format!("{label} u1"));
         let u2 = self.uniform(&format!("{label} u2"));

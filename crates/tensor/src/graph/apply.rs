@@ -118,6 +118,7 @@ impl Graph {
             ResultPrecision::Promoted => (PrecisionRule::FromOperands, indices.clone()),
             ResultPrecision::PromotedFrom(from) => (PrecisionRule::FromOperands, from),
             ResultPrecision::Converted(precision) => (PrecisionRule::Given(precision), Vec::new()),
+            ResultPrecision::ToUsers => (PrecisionRule::FromUsers, Vec::new()),
         };
         let precision = state.provisional_precision(precision_rule, &precision_from);
         let inherited = indices
@@ -361,6 +362,9 @@ pub(crate) enum ResultPrecision {
     PromotedFrom(Vec<usize>),
     /// Its own: the operation converts into it (a cast, random bits).
     Converted(Precision),
+    /// Its users': the operation converts into whatever they compute in, a float (OCANNL's
+    /// `uniform1` under `top_down_prec`).
+    ToUsers,
 }
 
 /// Builds the gradient assignments of one operation.
@@ -405,6 +409,13 @@ impl OpSpec {
     /// The result is converted into `precision`, whatever its operands hold.
     pub fn precision(mut self, precision: Precision) -> OpSpec {
         self.precision = ResultPrecision::Converted(precision);
+        self
+    }
+
+    /// The result is converted into the float its users compute in (the widest, if several;
+    /// the default precision where none is a float).
+    pub fn precision_of_users(mut self) -> OpSpec {
+        self.precision = ResultPrecision::ToUsers;
         self
     }
 

@@ -241,7 +241,11 @@ pub(crate) fn resolve(
             values[index] = match users[index] {
                 None => written.unwrap_or(defaults.value),
                 Some(Precision::Uint4x32) => defaults.value,
-                Some(need) if data.differentiable && !need.is_float() => defaults.value,
+                // A tensor taking gradients, or one an operation draws (random values), holds a
+                // float.
+                Some(need) if (data.differentiable || data.op.is_some()) && !need.is_float() => {
+                    defaults.value
+                }
                 Some(need) => need,
             };
         }

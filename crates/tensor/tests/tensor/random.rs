@@ -1,9 +1,70 @@
-//! Counter-based randomness on the host: parameters are initialized once, and random words fan
-//! out into four floats each. That every backend draws the same bits is the conformance suite's
-//! (`rcannl-fuzz`'s `tests/conformance/random.rs`).
+//! Counter-based randomness on the host: parameters are initialized once, random words fan
+//! out into four floats each, and uniform draws take the precision their users compute in. That
+//! every backend draws the same bits is the conformance suite's (`rcannl-fuzz`'s
+//! `tests/conformance/random.rs`).
 
 use rcannl_backends::cc::Compiler;
+use rcannl_ir::Precision;
 use rcannl_tensor::{Context, Graph, Init};
+
+use crate::cpu::backends;
+
+/// `x + u` for `x` of zeros in `precision` and `u` uniform draws of its shape, on every CPU
+/// backend: the draws as computed, and the sum's precision.
+fn uniform_beside(precision: Precision) -> Vec<(Vec<f64>, Precision)> {
+    backends()
+        .into_iter()
+        .map(|backend| {
+            let graph = Graph::new();
+            let x = graph
+                .data("x")
+                .shape("64")
+                .precision(precision)
+                .values(vec![0.0; 64])
+                .build();
+            let y = &x + &x.uniform_like();
+            let mut ctx = Context::with_backend(&graph, backend);
+            let routine = ctx.forward(&[&y]).unwrap();
+            ctx.run(&routine).unwrap();
+            (ctx.values(&y).unwrap(), y.precision())
+        })
+        .collect()
+}
+
+#[test]
+fn uniform_draws_take_the_precision_their_users_compute_in() {
+    // f64: 53 random bits, most draws beyond f32's 24.
+    let f64_draws = uniform_beside(Precision::F64);
+    for (values, precision) in &f64_draws {
+        assert_eq!(*precision, Precision::F64);
+        assert!(values.iter().all(|u| (0.0..1.0).contains(u)), "{values:?}");
+        let beyond_f32 = values
+            .iter()
+            .filter(|u| f64::from(**u as f32) != **u)
+            .count();
+        assert!(
+            beyond_f32 > 32,
+            "{beyond_f32} of 64 draws need more than f32: {values:?}"
+        );
+    }
+    // bf16: the draws do not promote the sum to f32; each is a multiple of 2⁻⁸.
+    for (values, precision) in uniform_beside(Precision::Bf16) {
+        assert_eq!(precision, Precision::Bf16);
+        assert!(
+            values
+                .iter()
+                .all(|u| (u * 256.0).fract() == 0.0 && *u < 1.0),
+            "{values:?}"
+        );
+    }
+    // f32, the default: 24 bits, as before.
+    for (values, precision) in uniform_beside(Precision::F32) {
+        assert_eq!(precision, Precision::F32);
+        assert!(values.iter().all(|u| (u * 2f64.powi(24)).fract() == 0.0));
+    }
+    // The interpreter and the C backend draw the same bits.
+    assert_eq!(f64_draws[0].0, f64_draws[1].0);
+}
 
 #[test]
 fn parameters_are_initialized_once() {
