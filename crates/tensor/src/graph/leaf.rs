@@ -101,6 +101,12 @@ impl LeafBuilder {
         if is_param {
             decl = decl.as_param();
         }
+        // Values given before the rows still constrain them (`.values(v).shape("2")`).
+        if let LeafKind::Data(DataStart::Values(values)) | LeafKind::Param(Init::Values(values)) =
+            &self.kind
+        {
+            decl = decl.init(TerminalInit::NElements(values.len()));
+        }
         self.decl = decl;
         self
     }

@@ -116,17 +116,24 @@ fn a_composition_that_needed_a_pointwise_product_suggests_pmul() {
 
 #[test]
 fn an_element_count_that_does_not_fit_says_so_in_words() {
-    let graph = Graph::new();
-    let _ = graph.data("d").shape("2,3").values(vec![0.0; 5]).build();
-    let message = build_error(&graph);
-    assert!(
-        message.starts_with(
-            "wrong number of elements: the axes |->2,3 have 6 elements but 5 are needed"
-        ),
-        "{message}"
-    );
-    for symbol in ["⊑", "ρ", "$", "Total_elems", "failing constraint"] {
-        assert!(!message.contains(symbol), "{symbol} in {message}");
+    // The values constrain the rows whichever the builder was given first.
+    for values_first in [false, true] {
+        let graph = Graph::new();
+        let _ = match values_first {
+            false => graph.data("d").shape("2,3").values(vec![0.0; 5]).build(),
+            true => graph.data("d").values(vec![0.0; 5]).shape("2,3").build(),
+        };
+        let message = build_error(&graph);
+        assert!(
+            message.starts_with(
+                "wrong number of elements: the axes |->2,3 have 6 elements but 5 are needed"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("'d'"), "{message}");
+        for symbol in ["⊑", "ρ", "$", "Total_elems", "failing constraint"] {
+            assert!(!message.contains(symbol), "{symbol} in {message}");
+        }
     }
 }
 
