@@ -264,7 +264,7 @@ impl State<'_> {
                 self.buffers
                     .storage(*node)?
                     .get(position)
-                    .to_kind(kind, from)
+                    .to_compute(precision, from)
             }
             Scalar::Lookup(lookup) => {
                 let from = self.buffers.node(lookup.node)?.precision;
@@ -274,7 +274,7 @@ impl State<'_> {
                         self.buffers
                             .storage(lookup.node)?
                             .get(position)
-                            .to_kind(kind, from)
+                            .to_compute(precision, from)
                     }
                     None => Value::Float(0.0).to_kind(kind, Precision::I64),
                 }
@@ -284,7 +284,7 @@ impl State<'_> {
             }
             Scalar::Local(id) => {
                 let (from, value) = *self.local(*id)?;
-                value.to_kind(kind, from)
+                value.to_compute(precision, from)
             }
             Scalar::Unop(Unop::Uint4x32ToPrecUniform1, x) => {
                 let word = self

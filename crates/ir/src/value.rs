@@ -106,6 +106,20 @@ impl Value {
         }
     }
 
+    /// The value converted to what `precision` computes in ([`Precision::compute`]), held in a
+    /// cell of precision `from`: as [`Value::to_kind`], but an integer into an f32 computation
+    /// is rounded to f32 once, from the integer, as C's conversion is (through f64, an integer
+    /// beyond 2⁵³ would be rounded twice, and could land a bit away).
+    pub fn to_compute(self, precision: Precision, from: Precision) -> Value {
+        match (self, precision.compute()) {
+            (Value::Int(i), Precision::F32) => Value::Float(f64::from(match from {
+                Precision::U64 => i as u64 as f32,
+                _ => i as f32,
+            })),
+            _ => self.to_kind(precision.kind(), from),
+        }
+    }
+
     /// The value as a cell of `precision` holds it: floats rounded to nearest, floats into
     /// integers truncated and saturated, integers into narrower integers wrapped.
     pub fn stored_as(self, precision: Precision) -> Value {

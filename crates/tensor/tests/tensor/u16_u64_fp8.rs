@@ -141,6 +141,39 @@ fn u64_keeps_all_sixty_four_bits_on_both_backends() {
 }
 
 #[test]
+fn wide_integers_convert_to_f32_rounded_once_on_both_backends() {
+    // 2⁶⁰ + 2³⁶ + 1 lies just above the midpoint of two f32s; through f64 it would round to the
+    // midpoint and then to the even one below it.
+    let just_above = (1i64 << 60) + (1 << 36) + 1;
+    let up = 2f64.powi(60) + 2f64.powi(37);
+    for (precision, cells, want) in [
+        (Precision::I64, [just_above, -just_above], [up, -up]),
+        // u64: 2⁶³ + 2³⁹ + 1 as its bits, above the midpoint of 2⁶³ and 2⁶³ + 2⁴⁰.
+        (
+            Precision::U64,
+            [i64::MIN + (1 << 39) + 1, just_above],
+            [2f64.powi(63) + 2f64.powi(40), up],
+        ),
+    ] {
+        for backend in backends() {
+            let name = backend.name();
+            let graph = Graph::new();
+            let x = graph.data("x").shape("2").precision(precision).build();
+            let converted = x.cast(Precision::F32);
+            let mut ctx = Context::with_backend(&graph, backend);
+            let routine = ctx.forward(&[&converted]).unwrap();
+            ctx.set_cells(&x, &ints(&cells)).unwrap();
+            ctx.run(&routine).unwrap();
+            assert_eq!(
+                ctx.values(&converted).unwrap(),
+                want,
+                "{precision} on {name}"
+            );
+        }
+    }
+}
+
+#[test]
 fn fp8_rounds_every_store_to_nearest_even_on_both_backends() {
     let a = floats(&[1.25, 3.0, -0.75, 57344.0, 2f64.powi(-16), 0.1]);
     let b = floats(&[1.5, 0.875, 0.625, 8192.0, 2f64.powi(-16), -0.3]);
