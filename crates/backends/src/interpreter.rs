@@ -294,7 +294,7 @@ impl State<'_> {
             }
             Scalar::Unop(op, x) => match (kind, self.eval(x, precision)?) {
                 (Kind::Float, x) => Value::Float(op.apply_in(precision, x.as_f64())),
-                (Kind::Int, x) => Value::Int(op.apply_int(x.as_i64())),
+                (Kind::Int, x) => Value::Int(op.apply_int_in(precision, x.as_i64())),
                 (Kind::Word, word) if *op == Unop::Identity => word,
                 (Kind::Word, _) => return Err(undefined_on_words(op.name())),
             },
@@ -319,14 +319,15 @@ impl State<'_> {
                 let (a, b) = (self.eval(a, precision)?, self.eval(b, precision)?);
                 match kind {
                     Kind::Float => Value::Float(op.apply_in(precision, a.as_f64(), b.as_f64())),
-                    Kind::Int => {
-                        Value::Int(op.apply_int(a.as_i64(), b.as_i64()).ok_or_else(|| {
-                            error(
-                                RunErrorKind::Arithmetic,
-                                format!("{op}: integer division by zero ({precision})"),
-                            )
-                        })?)
-                    }
+                    Kind::Int => Value::Int(
+                        op.apply_int_in(precision, a.as_i64(), b.as_i64())
+                            .ok_or_else(|| {
+                                error(
+                                    RunErrorKind::Arithmetic,
+                                    format!("{op}: integer division by zero ({precision})"),
+                                )
+                            })?,
+                    ),
                     Kind::Word => match op {
                         Binop::Arg1 => a,
                         Binop::Arg2 => b,

@@ -8,8 +8,8 @@
 //!   in any width of at least 16 bits;
 //! - `uint16` and `uint64` have their own precisions (u16, u64; uint16 in u32 on the GPU, which
 //!   holds no u16, wrapped when read back as int16 is); u64 computes in wrapping 64-bit
-//!   arithmetic, whose sums and products are exact modulo 2^64, but whose comparisons read values
-//!   from 2^63 up as negative (so maxima refuse uint64, see [`Dtype::refused_by`]);
+//!   arithmetic, whose sums and products are exact modulo 2^64 and whose comparisons and maxima
+//!   are unsigned;
 //! - `float16` in f32, rounded to float16 when read back: a sum of float16 products is then
 //!   computed as numpy's einsum computes a sum into one cell and as its matrix products do (in
 //!   float32, rounded once), on every backend and at every size; rounding every partial sum to
@@ -21,7 +21,7 @@
 use rcannl_ir::Precision;
 use rcannl_tensor::{BinaryOp, UnaryOp};
 
-use crate::op::{Op, Special};
+use crate::op::Op;
 
 /// A dtype of numpy's that the command reads, computes and writes (`--dtype` takes its name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -224,9 +224,7 @@ impl Dtype {
     /// Why `op` cannot compute in this dtype, if it cannot. Bools are counts (see the module
     /// doc), which only sums, products, maxima and selections keep meaning as logic; integers
     /// have no exponentials, logarithms, roots, true division or fractional powers (numpy
-    /// computes those in floats); and u64 values from 2^63 up compare as the negative numbers
-    /// their bits make in i64 (see `Precision::U64`), so nothing that compares or divides takes
-    /// them.
+    /// computes those in floats).
     pub fn refused_by(self, op: Op) -> Option<String> {
         let logical = matches!(
             op,
@@ -240,30 +238,17 @@ impl Dtype {
             // numpy's true division, and powers that may be fractional.
             Op::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
         };
-        let compares = matches!(
-            op,
-            Op::Special(Special::Tropical | Special::Einmax)
-                | Op::Unary(UnaryOp::Relu | UnaryOp::Sat01)
-                | Op::Binary(BinaryOp::Max | BinaryOp::Min | BinaryOp::Lt)
-        );
         let why = if self == Dtype::Bool && !logical {
             "bools are computed as counts, which it would not keep true or false"
         } else if !self.is_float() && float_only {
             "it computes in floats"
-        } else if self == Dtype::Uint64 && compares {
-            "it compares values, and uint64 compares as 64-bit signed integers"
         } else {
             return None;
         };
         Some(format!(
-            "--op {} cannot compute in {}: {why} (pass --dtype float64{})",
+            "--op {} cannot compute in {}: {why} (pass --dtype float64)",
             op.name(),
             self.name(),
-            if self == Dtype::Uint64 {
-                " or int64"
-            } else {
-                ""
-            }
         ))
     }
 }

@@ -299,6 +299,32 @@ impl Binop {
         })
     }
 
+    /// [`Binop::apply_int`] in a computation of `precision`: for u64, whose cells hold their
+    /// bits in the `i64`, the operations that read a sign read them as unsigned (quotients,
+    /// remainders, powers, extrema, comparisons, the relu gate).
+    pub fn apply_int_in(self, precision: Precision, a: i64, b: i64) -> Option<i64> {
+        if precision != Precision::U64 {
+            return self.apply_int(a, b);
+        }
+        let (x, y) = (a as u64, b as u64);
+        Some(match self {
+            Binop::Div => x.checked_div(y)? as i64,
+            Binop::Mod => x.checked_rem(y)? as i64,
+            Binop::Pow => wrapping_pow(x, y) as i64,
+            Binop::Max => x.max(y) as i64,
+            Binop::Min => x.min(y) as i64,
+            Binop::Lt => i64::from(x < y),
+            Binop::ReluGate => {
+                if x > 0 {
+                    b
+                } else {
+                    0
+                }
+            }
+            _ => return self.apply_int(a, b),
+        })
+    }
+
     /// As an accumulator, the value a cell starts from so that accumulating `x` into it gives
     /// `x`: 0 for sums, 1 for products, −∞ for maxima, +∞ for minima. `None` for operations that
     /// are no accumulators of that kind (an `Arg2` assignment overwrites: any start works).
@@ -363,6 +389,22 @@ impl Unop {
     pub fn apply_int(self, x: i64) -> i64 {
         self.apply_exact_int(x)
             .unwrap_or_else(|| self.apply(x as f64) as i64)
+    }
+
+    /// [`Unop::apply_int`] in a computation of `precision`: for u64, whose cells hold their
+    /// bits in the `i64`, the bits read as unsigned (every value is its own relu), and a value
+    /// computed on floats converted back saturating into u64's range.
+    pub fn apply_int_in(self, precision: Precision, x: i64) -> i64 {
+        if precision != Precision::U64 {
+            return self.apply_int(x);
+        }
+        match self {
+            Unop::Relu => x,
+            Unop::Sat01 => i64::from(x != 0),
+            _ => self
+                .apply_exact_int(x)
+                .unwrap_or_else(|| self.apply(x as u64 as f64) as u64 as i64),
+        }
     }
 
     /// Whether the operation has a meaning on integers, computed exactly (`neg`, `relu`, `not`,
@@ -464,6 +506,19 @@ fn threefry4x32_rounds(key: [u32; 4], counter: [u32; 4], rounds: usize) -> [u32;
         }
     }
     x
+}
+
+/// `base` to the power `exponent`, wrapping at 2⁶⁴, by squaring (any exponent, as C's loop).
+fn wrapping_pow(mut base: u64, mut exponent: u64) -> u64 {
+    let mut result: u64 = 1;
+    while exponent > 0 {
+        if exponent & 1 == 1 {
+            result = result.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        exponent >>= 1;
+    }
+    result
 }
 
 #[cfg(test)]

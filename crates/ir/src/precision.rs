@@ -36,10 +36,10 @@ pub enum Precision {
     U32,
     /// Signed 64-bit integer.
     I64,
-    /// Unsigned 64-bit integer. It computes as the other integers do, in wrapping 64-bit
-    /// arithmetic: sums, differences, products and negations are exact modulo 2⁶⁴, and its values
-    /// convert to floats as unsigned; comparisons, division, remainders, `max`/`min` and
-    /// conversions from floats read a value from 2⁶³ up as the `i64` of the same bits.
+    /// Unsigned 64-bit integer, its bits held in the `i64` the other integers compute in: sums,
+    /// differences, products and negations wrap modulo 2⁶⁴, and what a sign would change reads
+    /// the bits as unsigned (comparisons, quotients, remainders, powers, extrema, relu,
+    /// conversions to and from floats, which saturate into its range).
     U64,
     /// 8-bit float, E5M2: 5 exponent bits (bias 15), 2 significand bits, computed in f32.
     Fp8,

@@ -110,12 +110,16 @@ impl Value {
     /// cell of precision `from`: as [`Value::to_kind`], but an integer into an f32 computation
     /// is rounded to f32 once, from the integer, as C's conversion is (through f64, an integer
     /// beyond 2⁵³ would be rounded twice, and could land a bit away).
+    ///
+    /// A float into a u64 computation is truncated into u64's range (saturating, NaN to 0), as
+    /// it is stored.
     pub fn to_compute(self, precision: Precision, from: Precision) -> Value {
         match (self, precision.compute()) {
             (Value::Int(i), Precision::F32) => Value::Float(f64::from(match from {
                 Precision::U64 => i as u64 as f32,
                 _ => i as f32,
             })),
+            (Value::Float(x), _) if precision == Precision::U64 => Value::Int(x as u64 as i64),
             _ => self.to_kind(precision.kind(), from),
         }
     }

@@ -263,6 +263,9 @@ impl Dialect for C {
             (Kind::Float, Kind::Float) | (Kind::Int, Kind::Float) => {
                 format!("({target})({value})")
             }
+            (Kind::Float, Kind::Int) if to == Precision::U64 => {
+                format!("rc_f2u((double)({value}))")
+            }
             (Kind::Float, Kind::Int) => format!("rc_f2i((double)({value}))"),
             (Kind::Word, _) => format!("({target})({value}).w[0]"),
             (_, Kind::Word) => match from {

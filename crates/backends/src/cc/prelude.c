@@ -198,6 +198,35 @@ static inline int64_t rc_ipow(int64_t a, int64_t b) {
   }
   return (int64_t)result;
 }
+/* u64 cells hold their bits in int64_t; these read them as unsigned where a sign matters, as the
+   interpreter does (Binop::apply_int_in). A division or remainder by zero gives 0, as above. */
+static inline int64_t rc_iudiv(int64_t a, int64_t b) {
+  uint64_t q = (uint64_t)a / (uint64_t)rc_iselect(b == 0, 1, b);
+  return rc_iselect(b == 0, 0, (int64_t)q);
+}
+static inline int64_t rc_iumod(int64_t a, int64_t b) {
+  uint64_t r = (uint64_t)a % (uint64_t)rc_iselect(b == 0, 1, b);
+  return rc_iselect(b == 0, 0, (int64_t)r);
+}
+static inline int64_t rc_iupow(int64_t a, int64_t b) {
+  uint64_t result = 1, base = (uint64_t)a, exponent = (uint64_t)b;
+  while (exponent > 0) {
+    if (exponent & 1) result *= base;
+    base *= base;
+    exponent >>= 1;
+  }
+  return (int64_t)result;
+}
+static inline int64_t rc_iumax(int64_t a, int64_t b) { return rc_iselect((uint64_t)a > (uint64_t)b, a, b); }
+static inline int64_t rc_iumin(int64_t a, int64_t b) { return rc_iselect((uint64_t)a < (uint64_t)b, a, b); }
+static inline int64_t rc_iult(int64_t a, int64_t b) { return (int64_t)((uint64_t)a < (uint64_t)b); }
+static inline int64_t rc_iurelu_gate(int64_t a, int64_t b) { return rc_iselect(a != 0, b, 0); }
+/* A float into u64's range, as Rust's `as u64`: NaN and negatives 0, beyond it the largest. */
+static inline int64_t rc_f2u(double x) {
+  if (x != x || x <= 0) return 0;
+  if (x >= 18446744073709551616.0) return -1;
+  return (int64_t)(uint64_t)x;
+}
 static inline double rc_fmod(double a, double b) {
   double r = fmod(a, b);
   return rc_select((r != 0) & ((r < 0) != (b < 0)), r + b, r);

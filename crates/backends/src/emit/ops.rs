@@ -40,6 +40,21 @@ fn helper_name(op: Binop, kind: Kind) -> &'static str {
     }
 }
 
+/// The name of the prelude's helper computing `op` on u64 bits read as unsigned, for the
+/// operations that read a sign.
+fn unsigned_helper_name(op: Binop) -> Option<&'static str> {
+    Some(match op {
+        Binop::Div => "udiv",
+        Binop::Mod => "umod",
+        Binop::Pow => "upow",
+        Binop::Max => "umax",
+        Binop::Min => "umin",
+        Binop::Lt => "ult",
+        Binop::ReluGate => "urelu_gate",
+        _ => return None,
+    })
+}
+
 /// `op` of `a` and `b`, values of the float `precision`.
 pub(super) fn float_binop(d: &impl Dialect, op: Binop, a: &str, b: &str, p: Precision) -> String {
     match op {
@@ -55,9 +70,20 @@ pub(super) fn float_binop(d: &impl Dialect, op: Binop, a: &str, b: &str, p: Prec
     }
 }
 
-/// `op` of `a` and `b`, integers (wrapping, as the interpreter's `i64` arithmetic).
-pub(super) fn int_binop(d: &impl Dialect, op: Binop, a: &str, b: &str) -> String {
+/// `op` of `a` and `b`, integers of a computation of `precision` (wrapping, as the
+/// interpreter's `i64` arithmetic). A u64's bits, held in the compute type, are read as unsigned
+/// where a sign matters (`Binop::apply_int_in`).
+pub(super) fn int_binop(
+    d: &impl Dialect,
+    op: Binop,
+    a: &str,
+    b: &str,
+    precision: Precision,
+) -> String {
     let p = Precision::I64;
+    if let (Precision::U64, Some(name)) = (precision, unsigned_helper_name(op)) {
+        return d.helper(Kind::Int, name, p, &[a, b]);
+    }
     match op {
         Binop::Add | Binop::Sub | Binop::Mul => {
             d.wrapping(helper_name(op, Kind::Int), symbol(op), a, b)
@@ -110,19 +136,26 @@ pub(super) fn float_unop(d: &impl Dialect, op: Unop, x: &str, p: Precision) -> S
     }
 }
 
-/// `op` of `x`, an integer of `precision`.
+/// `op` of `x`, an integer of `precision` (a u64's bits read as unsigned:
+/// `Unop::apply_int_in`).
 pub(super) fn int_unop(d: &impl Dialect, op: Unop, x: &str, p: Precision) -> String {
+    let unsigned = p == Precision::U64;
     match op {
         Unop::Identity | Unop::Trunc => x.to_owned(),
         Unop::Neg => d.wrapping("sub", "-", d.zero(Kind::Int), x),
+        Unop::Relu if unsigned => x.to_owned(),
         Unop::Relu => d.helper(Kind::Int, "relu", p, &[x]),
+        Unop::Sat01 if unsigned => d.truth_value(p, &format!("{x} != {}", d.zero(Kind::Int))),
         Unop::Sat01 => d.helper(Kind::Int, "sat01", p, &[x]),
         Unop::Not => d.truth_value(p, &format!("{x} == {}", d.zero(Kind::Int))),
-        // No integer meaning: computed in the dialect's widest float and truncated.
+        // No integer meaning: computed in the dialect's widest float and truncated, saturating.
         other => {
             let float = d.condition_precision();
             let value = float_unop(d, other, &d.convert(x, p, float), float);
-            format!("rc_f2i({value})")
+            match unsigned {
+                true => format!("rc_f2u({value})"),
+                false => format!("rc_f2i({value})"),
+            }
         }
     }
 }

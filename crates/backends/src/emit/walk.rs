@@ -376,7 +376,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
                         ));
                     }
                     (Kind::Float, op) => ops::float_binop(d, *op, &a, &b, precision),
-                    (Kind::Int, op) => ops::int_binop(d, *op, &a, &b),
+                    (Kind::Int, op) => ops::int_binop(d, *op, &a, &b, precision),
                     (Kind::Word, op) => return Err(self.on_words(op)),
                 }
             }
@@ -544,7 +544,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 );
                 let sum = match precision.kind() {
                     Kind::Float => ops::float_binop(d, Binop::Add, &old, &value, precision),
-                    Kind::Int => ops::int_binop(d, Binop::Add, &old, &value),
+                    Kind::Int => ops::int_binop(d, Binop::Add, &old, &value, precision),
                     Kind::Word => {
                         return Err(self.error(
                             CodegenErrorKind::Unsupported,

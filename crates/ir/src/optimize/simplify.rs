@@ -223,7 +223,7 @@ pub fn fold(scalar: &Scalar, precision: Precision) -> Scalar {
                 (op, Scalar::Const(c)) if numbers && *op != Unop::Uint4x32ToPrecUniform1 => {
                     match kind {
                         Kind::Float => Scalar::Const(op.apply_in(precision, c)),
-                        _ => integer(op.apply_int(c as i64))
+                        _ => integer(op.apply_int_in(precision, c as i64))
                             .unwrap_or_else(|| Scalar::Unop(*op, Box::new(Scalar::Const(c)))),
                     }
                 }
@@ -283,7 +283,9 @@ fn binop(op: Binop, a: Scalar, b: Scalar, precision: Precision) -> Scalar {
             if let (Scalar::Const(x), Scalar::Const(y)) = (&a, &b) {
                 let folded = match kind {
                     Kind::Float => Some(Scalar::Const(op.apply_in(precision, *x, *y))),
-                    _ => op.apply_int(*x as i64, *y as i64).and_then(integer),
+                    _ => op
+                        .apply_int_in(precision, *x as i64, *y as i64)
+                        .and_then(integer),
                 };
                 if let Some(folded) = folded {
                     return folded;

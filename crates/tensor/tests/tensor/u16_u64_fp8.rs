@@ -3,8 +3,8 @@
 //! store; and a constant too large for fp8 or f16 is an error naming the tensor.
 
 use rcannl_backends::Backend;
-use rcannl_ir::{Precision, Value};
-use rcannl_tensor::{BinaryOp, Context, Graph, Tensor, TensorErrorKind, UnaryOp};
+use rcannl_ir::{Binop, Precision, Value};
+use rcannl_tensor::{BinaryOp, Context, Formula, Graph, Tensor, TensorErrorKind, UnaryOp, Update};
 
 use crate::cpu::backends;
 
@@ -136,6 +136,94 @@ fn u64_keeps_all_sixty_four_bits_on_both_backends() {
         assert_eq!(
             ctx.values(&x).unwrap(),
             vec![u64::MAX as f64, 2f64.powi(63)]
+        );
+    }
+}
+
+#[test]
+fn u64_reads_its_bits_as_unsigned_where_a_sign_matters_on_both_backends() {
+    let a: [u64; 4] = [(1 << 63) + 5, u64::MAX, 7, 1 << 63];
+    let b: [u64; 4] = [3, (1 << 63) + 1, 1 << 63, 2];
+    let bits = |values: &[u64]| {
+        values
+            .iter()
+            .map(|&u| Value::Int(u as i64))
+            .collect::<Vec<_>>()
+    };
+    let each = |f: &dyn Fn(u64, u64) -> u64| -> Vec<Value> {
+        bits(&a.iter().zip(&b).map(|(&x, &y)| f(x, y)).collect::<Vec<_>>())
+    };
+    let ops = [
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Lt,
+        BinaryOp::Pow,
+    ];
+    let results = on_both(Precision::U64, &bits(&a), &bits(&b), &ops);
+    // x^y wrapping at 2⁶⁴: the product of x^(2^i) over the bits i of y.
+    let power = |x: u64, y: u64| {
+        (0..64).filter(|i| y >> i & 1 == 1).fold(1u64, |r, i| {
+            r.wrapping_mul((0..i).fold(x, |p: u64, _| p.wrapping_mul(p)))
+        })
+    };
+    assert_eq!(results[0], each(&|x, y| x / y), "quotients");
+    assert_eq!(results[1], each(&|x, y| x.max(y)), "maxima");
+    assert_eq!(results[2], each(&|x, y| x.min(y)), "minima");
+    assert_eq!(results[3], each(&|x, y| u64::from(x < y)), "comparisons");
+    assert_eq!(results[4], each(&power), "powers");
+    // The remainder and relu's gate, which updates reach.
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let [x, y, rem, gate] = ["x", "y", "rem", "gate"].map(|label| {
+            graph
+                .data(label)
+                .shape("4")
+                .precision(Precision::U64)
+                .build()
+        });
+        let formula = |op| Formula::value(&x).binop(op, Formula::value(&y));
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.set_cells(&x, &bits(&a)).unwrap();
+        ctx.set_cells(&y, &bits(&b)).unwrap();
+        let routine = ctx
+            .update(&[
+                Update::set(&rem, formula(Binop::Mod)),
+                Update::set(&gate, formula(Binop::ReluGate)),
+            ])
+            .unwrap();
+        ctx.run(&routine).unwrap();
+        assert_eq!(
+            ctx.cells(&rem).unwrap(),
+            each(&|x, y| x % y),
+            "remainders on {name}"
+        );
+        let gated = each(&|x, y| if x > 0 { y } else { 0 });
+        assert_eq!(ctx.cells(&gate).unwrap(), gated, "relu gates on {name}");
+    }
+    // One operand: every value is its own relu; a function of reals saturates into the range.
+    for backend in backends() {
+        let name = backend.name();
+        let graph = Graph::new();
+        let x = graph.data("x").shape("3").precision(Precision::U64).build();
+        let outs = [UnaryOp::Relu, UnaryOp::Sat01, UnaryOp::Sqrt].map(|op| x.unary(op));
+        let mut ctx = Context::with_backend(&graph, backend);
+        let routine = ctx.forward(&outs.iter().collect::<Vec<_>>()).unwrap();
+        ctx.set_cells(&x, &bits(&[(1 << 63) + 5, 0, u64::MAX]))
+            .unwrap();
+        ctx.run(&routine).unwrap();
+        let cells: Vec<Vec<Value>> = outs.iter().map(|t| ctx.cells(t).unwrap()).collect();
+        assert_eq!(
+            cells[0],
+            bits(&[(1 << 63) + 5, 0, u64::MAX]),
+            "relu on {name}"
+        );
+        assert_eq!(cells[1], bits(&[1, 0, 1]), "sat01 on {name}");
+        assert_eq!(
+            cells[2],
+            bits(&[3_037_000_499, 0, 1 << 32]),
+            "sqrt on {name}"
         );
     }
 }
