@@ -10,7 +10,7 @@ use rcannl_ir::{
 use rcannl_shape::OpId;
 
 use crate::define::{LoweredUpdate, Related, Update};
-use crate::graph::{Asg, AsgRhs, ProjSource, Ref, TensorError, error};
+use crate::graph::{Asg, Ref, TensorError, error};
 use crate::tensor::Tensor;
 
 use super::{Context, Routine, grad_node, node_of, value_node};
@@ -127,50 +127,22 @@ impl Context {
                 false => value_node(update.target),
                 true => grad_node(update.target),
             };
-            let assignment = match update.relation {
-                None => {
-                    let projections = self.update_projections(update, target)?;
-                    Assignment::Accum {
-                        initialize_neutral: update.initialize_neutral,
-                        accum: update.accum,
-                        lhs: target,
-                        rhs: Rhs::Expr(
-                            update.expr.clone(),
-                            update.refs.iter().map(|r| node_of(*r)).collect(),
-                        ),
-                        projections,
-                    }
-                }
-                Some(Related { op, ref one_cell }) if one_cell.is_empty() => {
-                    self.check_related_reduction(update, op)?;
-                    self.assignment(&Asg {
-                        lhs: match update.grad {
-                            false => Ref::Value(update.target),
-                            true => Ref::Grad(update.target),
-                        },
-                        initialize_neutral: update.initialize_neutral,
-                        accum: update.accum,
-                        rhs: AsgRhs::Expr(update.expr.clone(), update.refs.clone()),
-                        projections: ProjSource {
-                            op,
-                            view: None,
-                            slice: None,
-                        },
-                    })?
-                }
+            let projections = match update.relation {
+                None => self.update_projections(update, target)?,
                 Some(Related { op, ref one_cell }) => {
                     self.check_related_reduction(update, op)?;
-                    Assignment::Accum {
-                        initialize_neutral: update.initialize_neutral,
-                        accum: update.accum,
-                        lhs: target,
-                        rhs: Rhs::Expr(
-                            update.expr.clone(),
-                            update.refs.iter().map(|r| node_of(*r)).collect(),
-                        ),
-                        projections: self.with_one_cell_reads(op, one_cell, &update.refs),
-                    }
+                    self.with_one_cell_reads(op, one_cell, &update.refs)
                 }
+            };
+            let assignment = Assignment::Accum {
+                initialize_neutral: update.initialize_neutral,
+                accum: update.accum,
+                lhs: target,
+                rhs: Rhs::Expr(
+                    update.expr.clone(),
+                    update.refs.iter().map(|r| node_of(*r)).collect(),
+                ),
+                projections,
             };
             assignments.extend(self.reading_prior_target(assignment)?);
             keep.insert(target);
@@ -299,7 +271,8 @@ impl Context {
     }
 
     /// The projections of the operation `op`, over the tensors `refs` but those at the
-    /// positions `one_cell` (increasing), with those read at their one cell at every point.
+    /// positions `one_cell` (increasing, often none), with those read at their one cell at every
+    /// point.
     fn with_one_cell_reads(&self, op: OpId, one_cell: &[usize], refs: &[Ref]) -> Projections {
         let mut p = self.projections[&op].clone();
         for &i in one_cell {

@@ -10,6 +10,8 @@ use rcannl_backends::{Backend, Interpreter};
 use rcannl_ir::Precision;
 use rcannl_tensor::{BinaryOp, Context, Graph, Tensor, UnaryOp};
 
+use crate::cpu::assert_close;
+
 fn backends() -> Vec<Box<dyn Backend>> {
     vec![
         Box::new(Interpreter),
@@ -75,16 +77,6 @@ fn forward(graph: &Graph, backend: Box<dyn Backend>, out: &Tensor) -> Vec<f64> {
     let routine = ctx.forward(&[out]).unwrap();
     ctx.run(&routine).unwrap();
     ctx.values(out).unwrap()
-}
-
-fn assert_close(got: &[f64], expected: &[f64], what: &str) {
-    assert_eq!(got.len(), expected.len(), "{what}: {got:?} vs {expected:?}");
-    for (g, e) in got.iter().zip(expected) {
-        assert!(
-            (g - e).abs() <= 1e-9 * e.abs().max(1.0),
-            "{what}: got {got:?}, expected {expected:?}"
-        );
-    }
 }
 
 #[test]

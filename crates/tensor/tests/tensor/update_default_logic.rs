@@ -4,28 +4,13 @@
 //! reduces; a target its operands cannot broadcast to is an error naming it and the assignment's
 //! line. Each against hand computation on both CPU backends.
 
-use crate::cpu::{backends, data};
+use crate::cpu::{assert_close, backends, data, unshaped};
 use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
-use rcannl_tensor::{Context, Graph, Init, Tensor, cd};
+use rcannl_tensor::{Context, Graph, Init, cd};
 
 const G: [f64; 6] = [1.0, -2.0, 3.5, 0.5, -1.5, 2.0];
 const BIAS: [f64; 3] = [10.0, -20.0, 0.25];
-
-/// A data tensor of f64 cells declared with no shape.
-fn unshaped(graph: &Graph, label: &str) -> Tensor {
-    graph.data(label).precision(Precision::F64).build()
-}
-
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-9 * w.abs().max(1.0),
-            "{what}: {got:?} vs {want:?}"
-        );
-    }
-}
 
 #[test]
 fn state_declared_without_a_shape_takes_the_shape_of_what_it_reads() {

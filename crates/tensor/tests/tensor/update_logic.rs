@@ -4,25 +4,10 @@
 //! computation on both CPU backends; relations that cannot hold, a reduction that would only
 //! overwrite, and a formula changed after its relation are refused with errors naming the update.
 
-use crate::cpu::{backends, data};
+use crate::cpu::{assert_close, backends, data, unshaped};
 use rcannl_backends::Interpreter;
 use rcannl_ir::{Binop, Precision};
 use rcannl_tensor::{Context, Formula, Graph, Init, OpLogic, Tensor, Update};
-
-/// A data tensor of f64 cells whose shape its relations give.
-fn unshaped(graph: &Graph, label: &str) -> Tensor {
-    graph.data(label).precision(Precision::F64).build()
-}
-
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-9 * w.abs().max(1.0),
-            "{what}: {got:?} vs {want:?}"
-        );
-    }
-}
 
 /// `a · b` for row-major `a` (n×m) and `b` (m×p).
 fn matmul(a: &[f64], b: &[f64], n: usize, m: usize, p: usize) -> Vec<f64> {

@@ -95,35 +95,33 @@ save("loss", loss.detach().numpy().reshape(1))
 for name, value in p.items():
     save(f"grad.{name}", value.grad.numpy())
 
-# Three Adam steps on the batch.
-p = fresh()
-optimizer = torch.optim.Adam(p.values(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
-for _ in range(STEPS):
-    optimizer.zero_grad()
-    _, prediction = model(p)
-    # No residual is near the Huber loss's switch at any step.
-    assert (((prediction - torch.as_tensor(targets)).abs() - DELTA).abs() > 1e-3).all()
-    loss_of(prediction).backward()
-    optimizer.step()
-for name, value in p.items():
-    save(f"trained.{name}", value.detach().numpy())
 
-# Three steps of centered RMSprop with momentum and weight decay on the batch.
-p = fresh()
-optimizer = torch.optim.RMSprop(
-    p.values(),
-    lr=RMS_LR,
-    alpha=RMS_ALPHA,
-    eps=RMS_EPS,
-    weight_decay=RMS_DECAY,
-    momentum=RMS_MOMENTUM,
-    centered=True,
+def train(make_optimizer, saved_as):
+    """Three steps on the batch from the starting parameters, each saved as `saved_as.<name>`."""
+    p = fresh()
+    optimizer = make_optimizer(p.values())
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        _, prediction = model(p)
+        # No residual is near the Huber loss's switch at any step.
+        assert (((prediction - torch.as_tensor(targets)).abs() - DELTA).abs() > 1e-3).all()
+        loss_of(prediction).backward()
+        optimizer.step()
+    for name, value in p.items():
+        save(f"{saved_as}.{name}", value.detach().numpy())
+
+
+train(lambda ps: torch.optim.Adam(ps, lr=LR, betas=(0.9, 0.999), eps=1e-8), "trained")
+# Centered RMSprop with momentum and weight decay.
+train(
+    lambda ps: torch.optim.RMSprop(
+        ps,
+        lr=RMS_LR,
+        alpha=RMS_ALPHA,
+        eps=RMS_EPS,
+        weight_decay=RMS_DECAY,
+        momentum=RMS_MOMENTUM,
+        centered=True,
+    ),
+    "rmsprop",
 )
-for _ in range(STEPS):
-    optimizer.zero_grad()
-    _, prediction = model(p)
-    assert (((prediction - torch.as_tensor(targets)).abs() - DELTA).abs() > 1e-3).all()
-    loss_of(prediction).backward()
-    optimizer.step()
-for name, value in p.items():
-    save(f"rmsprop.{name}", value.detach().numpy())
