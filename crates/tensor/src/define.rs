@@ -298,9 +298,7 @@ impl Graph {
         };
         let logic = match &definition.logic {
             OpLogic::Pointwise => match operands.len() {
-                1 => Logic::Pointwise(1),
-                2 => Logic::Pointwise(2),
-                3 => Logic::Pointwise(3),
+                n @ 1..=3 => Logic::Pointwise(n),
                 n => {
                     return self.failed(error(format!(
                         "operation '{name}': pointwise operations take 1 to 3 operands, not {n}"
