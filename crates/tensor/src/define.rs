@@ -746,12 +746,11 @@ fn one_cell(state: &State, t: usize) -> bool {
 enum Relation {
     /// An operation of the inference session relating the target (its result) to `refs` (its
     /// operands, in the order the formula reads them; but for those at the positions
-    /// `one_cell`), whose projections the update runs over.
+    /// `related.one_cell`), whose projections the update runs over.
     Related {
-        op: OpId,
+        related: Related,
         target: usize,
         refs: Vec<Ref>,
-        one_cell: Vec<usize>,
     },
     /// The relation could not be made; the graph records the error too.
     Failed(TensorError),
@@ -992,10 +991,9 @@ impl Update {
         let target_shape = state.tensors[target].shape;
         match state.inference.relate(logic, target_shape, &shapes) {
             Ok(op) => Some(Relation::Related {
-                op,
+                related: Related { op, one_cell },
                 target,
                 refs,
-                one_cell,
             }),
             Err(e) => {
                 let e = state.locate(error(format!("{context}: {e}")));
@@ -1023,14 +1021,10 @@ impl Update {
             // The fields are public: a target or formula changed since the relation was made
             // would not match its projections.
             Some(Relation::Related {
-                op,
+                related,
                 target,
-                refs: related,
-                one_cell,
-            }) if *target == self.target.index && related == refs => Ok(Some(Related {
-                op: *op,
-                one_cell: one_cell.clone(),
-            })),
+                refs: read,
+            }) if *target == self.target.index && read == refs => Ok(Some(related.clone())),
             Some(Relation::Related { .. }) => Err(error(format!(
                 "update of '{}': its target or formula changed after `with_logic` related \
                  them; call `with_logic` again",

@@ -302,18 +302,20 @@ impl Context {
                         // Its buffer exists: its number of cells fits in memory.
                         let cells = node.len();
                         self.nodes.insert(id, node);
+                        let filled;
                         let start = match (&data.leaf, id == value_node(t)) {
                             (Some(LeafKind::Data(DataStart::Values(values))), true) => {
-                                Some(values.clone())
+                                Some(values.as_slice())
                             }
                             (Some(LeafKind::Data(DataStart::Fill(c))), true) => {
-                                Some(vec![*c; cells])
+                                filled = vec![*c; cells];
+                                Some(filled.as_slice())
                             }
                             _ => None,
                         };
                         if let Some(values) = start {
                             self.buffers
-                                .set_values(id, &values)
+                                .set_values(id, values)
                                 .map_err(|e| error(e.message))?;
                             self.holds.insert(id);
                         }

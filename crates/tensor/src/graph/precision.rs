@@ -234,12 +234,12 @@ pub(crate) fn resolve(
     }
     for (index, data) in tensors.iter().enumerate() {
         if data.precision_rule == PrecisionRule::FromUsers && settled(index).is_none() {
-            // What the updates into a data tensor read, where nothing is computed from it.
-            let written = (!data.differentiable)
-                .then(|| promoted(data.written_from.iter().map(|&w| values[w])))
-                .flatten();
             values[index] = match users[index] {
-                None => written.unwrap_or(defaults.value),
+                // What the updates into a data tensor read, where nothing is computed from it.
+                None => (!data.differentiable)
+                    .then(|| promoted(data.written_from.iter().map(|&w| values[w])))
+                    .flatten()
+                    .unwrap_or(defaults.value),
                 Some(Precision::Uint4x32) => defaults.value,
                 // A tensor taking gradients, or one an operation draws (random values), holds a
                 // float.
