@@ -106,24 +106,32 @@ static inline float rc_f16_to_f32(uint16_t h) {
   return f;
 }
 
-/* Round to nearest, ties to even; 65520 and above overflow to infinity. */
-static inline uint16_t rc_f32_to_f16(float f) {
+/* f32 to a float of 5 exponent bits and `m` significand bits, as its bits (f16: m = 10; fp8,
+   E5M2: m = 2): rounded to nearest, ties to even, straight from f32 (through a wider format
+   would round twice). From the largest finite value plus half a step up it overflows to infinity;
+   below 2^-14 the step is the subnormals', 2^-(14 + m). */
+static inline uint32_t rc_f32_to_e5(float f, uint32_t m) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t sign = (x >> 31) << (5 + m);
   uint32_t magnitude = x & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);
-  if (magnitude >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);
+  uint32_t infinity = 0x1Fu << m;
+  if (magnitude > 0x7F800000u) return sign | infinity | (1u << (m - 1));
+  uint32_t overflow = (142u << 23) | (((1u << m) - 1) << (23 - m)) | (1u << (22 - m));
+  if (magnitude >= overflow) return sign | infinity;
   if (magnitude < 0x38800000u) {
     float a;
     memcpy(&a, &magnitude, 4);
-    return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+    return sign | (uint32_t)nearbyintf(a * (float)(1u << (14 + m)));
   }
-  uint32_t h = ((magnitude >> 23) - 112) << 10 | ((magnitude & 0x7FFFFFu) >> 13);
-  uint32_t rest = magnitude & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;
-  return (uint16_t)(sign | h);
+  uint32_t bits = ((magnitude >> 23) - 112) << m | ((magnitude & 0x7FFFFFu) >> (23 - m));
+  uint32_t rest = magnitude & ((1u << (23 - m)) - 1);
+  uint32_t half = 1u << (22 - m);
+  if (rest > half || (rest == half && (bits & 1u))) bits += 1;
+  return sign | bits;
 }
+
+static inline uint16_t rc_f32_to_f16(float f) { return (uint16_t)rc_f32_to_e5(f, 10); }
 
 static inline float rc_bf16_to_f32(uint16_t h) {
   uint32_t x = (uint32_t)h << 16;
@@ -143,25 +151,7 @@ static inline uint16_t rc_f32_to_bf16(float f) {
 /* fp8 (E5M2) is the upper byte of the f16 of the same value. */
 static inline float rc_fp8_to_f32(uint8_t b) { return rc_f16_to_f32((uint16_t)((uint32_t)b << 8)); }
 
-/* Round to nearest, ties to even, straight from f32 (through f16 would round twice); 61440 and
-   above overflow to infinity; below 2^-14 the step is the subnormals', 2^-16. */
-static inline uint8_t rc_f32_to_fp8(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 24) & 0x80u;
-  uint32_t magnitude = x & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return (uint8_t)(sign | 0x7Eu);
-  if (magnitude >= 0x47700000u) return (uint8_t)(sign | 0x7Cu);
-  if (magnitude < 0x38800000u) {
-    float a;
-    memcpy(&a, &magnitude, 4);
-    return (uint8_t)(sign | (uint32_t)nearbyintf(a * 65536.0f));
-  }
-  uint32_t b = ((magnitude >> 23) - 112) << 2 | ((magnitude & 0x7FFFFFu) >> 21);
-  uint32_t rest = magnitude & 0x1FFFFFu;
-  if (rest > 0x100000u || (rest == 0x100000u && (b & 1u))) b += 1;
-  return (uint8_t)(sign | b);
-}
+static inline uint8_t rc_f32_to_fp8(float f) { return (uint8_t)rc_f32_to_e5(f, 2); }
 
 /* Floats into integers truncate toward zero and saturate; NaN is 0. (Branches on the value every
    path reads: C's conversion of an out-of-range float is undefined, so it must not run.) */
