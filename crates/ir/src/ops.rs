@@ -264,10 +264,9 @@ impl Binop {
             Binop::Div => a
                 .checked_div(b)
                 .or_else(|| (b == -1).then(|| a.wrapping_neg()))?,
-            Binop::Pow => match u32::try_from(b) {
-                Ok(exponent) => a.wrapping_pow(exponent),
-                Err(_) => (a as f64).powf(b as f64) as i64,
-            },
+            // Any exponent that is no fraction, as C's loop over its bits.
+            Binop::Pow if b >= 0 => wrapping_pow(a as u64, b as u64) as i64,
+            Binop::Pow => (a as f64).powf(b as f64) as i64,
             Binop::Max => a.max(b),
             Binop::Min => a.min(b),
             Binop::ReluGate => {

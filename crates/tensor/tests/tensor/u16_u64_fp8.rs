@@ -229,6 +229,23 @@ fn u64_reads_its_bits_as_unsigned_where_a_sign_matters_on_both_backends() {
 }
 
 #[test]
+fn integer_powers_of_any_exponent_wrap_alike_on_both_backends() {
+    // Exponents of 2³² and more: past what a u32 holds, still a wrapping integer power.
+    let a = [3i64, -5, 7];
+    let b = [1i64 << 32, (1 << 33) + 1, 2];
+    let results = on_both(Precision::I64, &ints(&a), &ints(&b), &[BinaryOp::Pow]);
+    let power = |x: i64, y: i64| (0..y).fold(1i64, |p, _| p.wrapping_mul(x));
+    // 3^(2³²) and (−5)^(2³³ + 1) by squaring: x^(2^k) is x squared k times.
+    let squared = |x: i64, k: u32| (0..k).fold(x, |p, _| p.wrapping_mul(p));
+    let want = [
+        squared(3, 32),
+        squared(-5, 33).wrapping_mul(-5),
+        power(7, 2),
+    ];
+    assert_eq!(results[0], ints(&want));
+}
+
+#[test]
 fn wide_integers_convert_to_f32_rounded_once_on_both_backends() {
     // 2⁶⁰ + 2³⁶ + 1 lies just above the midpoint of two f32s; through f64 it would round to the
     // midpoint and then to the even one below it.
