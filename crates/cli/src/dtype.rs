@@ -6,8 +6,7 @@
 //!
 //! - `int16` in 32 bits (i32), wrapped to 16 bits when read back: sums and products wrap alike
 //!   in any width of at least 16 bits;
-//! - `uint16` and `uint64` have their own precisions (u16, u64; uint16 in u32 on the GPU, which
-//!   holds no u16, wrapped when read back as int16 is); u64 computes in wrapping 64-bit
+//! - `uint16` and `uint64` have their own precisions (u16, u64); u64 computes in wrapping 64-bit
 //!   arithmetic, whose sums and products are exact modulo 2^64 and whose comparisons and maxima
 //!   are unsigned;
 //! - `float16` in f32, rounded to float16 when read back: a sum of float16 products is then
@@ -211,16 +210,6 @@ impl Dtype {
         }
     }
 
-    /// The precision the dtype is computed in on a backend: [`Dtype::precision`], but uint16 in
-    /// u32 on the GPU, which holds no u16 (read back wrapped to 16 bits: sums and products wrap
-    /// alike in any width of at least 16 bits).
-    pub fn precision_on(self, gpu: bool) -> Precision {
-        match self {
-            Dtype::Uint16 if gpu => Precision::U32,
-            _ => self.precision(),
-        }
-    }
-
     /// Why `op` cannot compute in this dtype, if it cannot. Bools are counts (see the module
     /// doc), which only sums, products, maxima and selections keep meaning as logic; integers
     /// have no exponentials, logarithms, roots, true division or fractional powers (numpy
@@ -283,19 +272,6 @@ mod tests {
         assert_eq!(Dtype::Float32.npy().descr(), "<f4");
         assert_eq!(Dtype::Bool.npy().descr(), "|b1");
         assert_eq!(Dtype::from_kind_and_size('f', 1), None);
-    }
-
-    #[test]
-    fn uint16_computes_in_u16_but_in_u32_on_the_gpu() {
-        assert_eq!(Dtype::Uint16.precision(), Precision::U16);
-        assert_eq!(Dtype::Uint16.precision_on(true), Precision::U32);
-        assert_eq!(Dtype::Uint64.precision(), Precision::U64);
-        for dtype in Dtype::ALL {
-            assert_eq!(dtype.precision_on(false), dtype.precision());
-            if dtype != Dtype::Uint16 {
-                assert_eq!(dtype.precision_on(true), dtype.precision());
-            }
-        }
     }
 
     #[test]

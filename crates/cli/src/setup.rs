@@ -219,7 +219,7 @@ impl Setup {
         if dtype == Dtype::Bool {
             check_bool_counts(&inputs)?;
         }
-        let precision = dtype.precision_on(on_gpu(args.backend));
+        let precision = dtype.precision();
         let graph = Graph::new();
         let (inputs, cells): (Vec<Tensor>, Vec<Cells>) = inputs
             .into_iter()
@@ -394,18 +394,6 @@ pub fn shape_error(err: TensorError) -> CliError {
 
 pub fn run_error(err: TensorError) -> CliError {
     CliError::new(ErrorKind::Run, err.message)
-}
-
-/// Whether the operation runs on the GPU: `--backend gpu`, else the `backend` setting's `gpu` (a
-/// setting naming no backend is reported where the backend is made).
-fn on_gpu(choice: Option<BackendChoice>) -> bool {
-    match choice {
-        Some(choice) => choice == BackendChoice::Gpu,
-        None => matches!(
-            rcannl_tensor::BackendChoice::from_environment(),
-            Ok(Some(rcannl_tensor::BackendChoice::Gpu))
-        ),
-    }
 }
 
 /// The backend `--backend` names, else the one `RCANNL_BACKEND` names (a value naming none is

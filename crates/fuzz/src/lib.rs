@@ -56,10 +56,10 @@ pub fn close(a: f64, b: f64, relative: f64) -> bool {
 pub enum Precisions {
     /// Every precision a generator knows.
     All,
-    /// Those a GPU holds: f32, i32, u32 and 128-bit words, and f16 where `f16` says the device
-    /// has it (`rcannl_gpu::holds` decides the same). A float precision beyond them (fp8, bf16,
-    /// f64) is drawn as f32, an integer one (u8, i8, u16, i64, u64) as i32, so that a
-    /// seed makes the same case otherwise (the same draws follow). Integers stay within the 32
+    /// Those a GPU holds: f32, bf16, fp8, i32, u32, u16, u8, i8 and 128-bit words, and f16 where
+    /// `f16` says the device has it (`rcannl_gpu::holds` decides the same). A 64-bit precision
+    /// is drawn as f32 (f64) or i32 (i64, u64), and f16 elsewhere as f32, so that a seed makes
+    /// the same case otherwise (the same draws follow). Integers stay within the 32
     /// bits a GPU computes them in: no integer program takes an exponential, a reciprocal or a
     /// logarithm (which leave 32 bits at 0 and beyond), the identity instead.
     Gpu { f16: bool },
@@ -82,7 +82,15 @@ impl Precisions {
             (Precisions::All, p) => p,
             (
                 Precisions::Gpu { .. },
-                p @ (Precision::F32 | Precision::I32 | Precision::U32 | Precision::Uint4x32),
+                p @ (Precision::F32
+                | Precision::Bf16
+                | Precision::Fp8
+                | Precision::I32
+                | Precision::U32
+                | Precision::U16
+                | Precision::U8
+                | Precision::I8
+                | Precision::Uint4x32),
             ) => p,
             (Precisions::Gpu { f16: true }, Precision::F16) => Precision::F16,
             (Precisions::Gpu { .. }, p) => match p.kind() {
@@ -169,16 +177,16 @@ mod tests {
         let without_f16 = Precisions::Gpu { f16: false };
         let with_f16 = Precisions::Gpu { f16: true };
         let expected = [
-            (Precision::U8, Precision::I32, Precision::I32),
-            (Precision::I8, Precision::I32, Precision::I32),
-            (Precision::U16, Precision::I32, Precision::I32),
+            (Precision::U8, Precision::U8, Precision::U8),
+            (Precision::I8, Precision::I8, Precision::I8),
+            (Precision::U16, Precision::U16, Precision::U16),
             (Precision::I32, Precision::I32, Precision::I32),
             (Precision::U32, Precision::U32, Precision::U32),
             (Precision::I64, Precision::I32, Precision::I32),
             (Precision::U64, Precision::I32, Precision::I32),
-            (Precision::Fp8, Precision::F32, Precision::F32),
+            (Precision::Fp8, Precision::Fp8, Precision::Fp8),
             (Precision::F16, Precision::F32, Precision::F16),
-            (Precision::Bf16, Precision::F32, Precision::F32),
+            (Precision::Bf16, Precision::Bf16, Precision::Bf16),
             (Precision::F32, Precision::F32, Precision::F32),
             (Precision::F64, Precision::F32, Precision::F32),
             (

@@ -487,7 +487,11 @@ mod tests {
             let (host, device) = (program(seed), program_in(seed, gpu));
             for node in device.routine.nodes.values() {
                 assert!(
-                    matches!(node.precision, Precision::F32 | Precision::I32),
+                    node.precision == gpu.fit(node.precision)
+                        && !matches!(
+                            node.precision,
+                            Precision::F16 | Precision::F64 | Precision::I64 | Precision::U64
+                        ),
                     "seed {seed}: {}",
                     node.precision
                 );

@@ -42,15 +42,22 @@ impl Class {
     /// Every class, in the order kernels bind them.
     pub const ALL: [Class; 5] = [Class::F32, Class::F16, Class::I32, Class::U32, Class::Word];
 
-    /// The class cells of `precision` are stored in (for the precisions a device holds).
+    /// The class cells of `precision` are stored in (for the precisions a device holds): bf16
+    /// and fp8 widened to `f32`, u8, i8 and u16 to `i32` (see [`Class::widens`]).
     pub fn of(precision: Precision) -> Class {
         match precision {
             Precision::F16 => Class::F16,
-            Precision::I32 => Class::I32,
+            Precision::I32 | Precision::U8 | Precision::I8 | Precision::U16 => Class::I32,
             Precision::U32 => Class::U32,
             Precision::Uint4x32 => Class::Word,
             _ => Class::F32,
         }
+    }
+
+    /// Whether cells of `precision` are held in a wider class than their own: their bytes on
+    /// the device differ from the host's.
+    pub fn widens(precision: Precision) -> bool {
+        Class::of(precision).cell_bytes() != precision.size_in_bytes() as u64
     }
 
     /// The WGSL type of a cell.

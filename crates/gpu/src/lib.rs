@@ -6,7 +6,8 @@
 //! product) and `cache` keeps them on disk; `device` lists the adapters, opens devices on them
 //! and keeps the process's shared device, each device's compiled pipelines and the errors it
 //! reports; `memory` keeps the buffers' device copies in arenas, attached to
-//! [`rcannl_backends::Buffers`], so that values stay on the device across routines; `backend` is
+//! [`rcannl_backends::Buffers`], so that values stay on the device across routines (`widened`
+//! converts the cells held in a wider type than their own); `backend` is
 //! the [`rcannl_backends::Backend`] that compiles and runs routines, counting what it
 //! dispatches, copies and holds in [`rcannl_backends::traffic`].
 
@@ -20,6 +21,7 @@ mod memory;
 mod product;
 mod schedule;
 pub mod wgsl;
+mod widened;
 
 pub use backend::{Gpu, SOURCE_FOLDER};
 pub use device::{Adapter, Device, GpuError, GpuErrorKind};

@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcannl_backends::DeviceCopies;
 use rcannl_backends::{RunError, RunErrorKind};
-use rcannl_ir::{NodeId, TensorNode};
+use rcannl_ir::{NodeId, Precision, TensorNode};
 
 use crate::device::Device;
 use crate::kernel::{Arena, Class, Placement};
+use crate::widened;
 use rcannl_backends::traffic;
 
 /// Places in an arena are multiples of this (the largest cell, a 128-bit word), and so are
@@ -47,6 +48,13 @@ pub(crate) struct Place {
     pub(crate) offset: u64,
 }
 
+/// A tensor's place and the precision of its cells, which says how they are held there.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    place: Place,
+    precision: Precision,
+}
+
 #[derive(Debug)]
 struct ArenaBuffer {
     buffer: wgpu::Buffer,
@@ -62,7 +70,7 @@ pub(crate) struct DeviceMemory {
     pub(crate) generation: u64,
     device: Arc<Device>,
     arenas: BTreeMap<Class, Vec<ArenaBuffer>>,
-    places: HashMap<NodeId, Place>,
+    places: HashMap<NodeId, Placed>,
 }
 
 impl Drop for DeviceMemory {
@@ -92,7 +100,7 @@ impl DeviceMemory {
     pub(crate) fn place(&self, node: NodeId) -> Result<Place, RunError> {
         self.places
             .get(&node)
-            .copied()
+            .map(|placed| placed.place)
             .ok_or_else(|| run_error(format!("{node} has no copy on the GPU")))
     }
 
@@ -109,8 +117,8 @@ impl DeviceMemory {
     pub(crate) fn placement(&self, nodes: impl Iterator<Item = NodeId>) -> Placement {
         nodes
             .filter_map(|n| {
-                let place = self.places.get(&n)?;
-                (place.arena.index != 0).then_some((n, place.arena.index))
+                let arena = self.places.get(&n)?.place.arena;
+                (arena.index != 0).then_some((n, arena.index))
             })
             .collect()
     }
@@ -200,10 +208,15 @@ impl DeviceMemory {
 
 impl DeviceCopies for DeviceMemory {
     fn read(&self, node: NodeId, bytes: &mut [u8]) -> Result<(), RunError> {
-        let place = self.place(node)?;
+        let Placed { place, precision } = *self
+            .places
+            .get(&node)
+            .ok_or_else(|| run_error(format!("{node} has no copy on the GPU")))?;
         let buffer = self.arena(place.arena)?;
         let device = &self.device;
-        let size = device_size(bytes.len());
+        let widened = Class::widens(precision)
+            .then(|| widened::device_bytes(precision, bytes.len() / precision.size_in_bytes()));
+        let size = device_size(widened.unwrap_or(bytes.len()));
         let staging = device.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("rcannl read-back"),
             size,
@@ -235,7 +248,10 @@ impl DeviceCopies for DeviceMemory {
                 .slice(..)
                 .get_mapped_range()
                 .map_err(|e| run_error(format!("reading {node} back from the GPU: {e}")))?;
-            bytes.copy_from_slice(&view[..bytes.len()]);
+            match widened {
+                Some(held) => widened::narrow(precision, &view[..held], bytes),
+                None => bytes.copy_from_slice(&view[..bytes.len()]),
+            }
         }
         staging.unmap();
         traffic::count_from_device(bytes.len() as u64);
@@ -248,7 +264,10 @@ impl DeviceCopies for DeviceMemory {
         self.places.contains_key(&node)
     }
 
-    fn write(&mut self, node: &TensorNode, bytes: &[u8]) -> Result<(), RunError> {
+    fn write(&mut self, node: &TensorNode, host: &[u8]) -> Result<(), RunError> {
+        let precision = node.precision;
+        let widened = widened::widen(precision, host);
+        let bytes = widened.as_deref().unwrap_or(host);
         let size = device_size(bytes.len());
         let cap = self.device.arena_bytes();
         if size > cap {
@@ -259,10 +278,10 @@ impl DeviceCopies for DeviceMemory {
             )));
         }
         let place = match self.places.get(&node.id) {
-            Some(place) => *place,
+            Some(placed) => placed.place,
             None => {
-                let place = self.allocate(Class::of(node.precision), size);
-                self.places.insert(node.id, place);
+                let place = self.allocate(Class::of(precision), size);
+                self.places.insert(node.id, Placed { place, precision });
                 place
             }
         };
@@ -276,7 +295,7 @@ impl DeviceCopies for DeviceMemory {
                 .queue
                 .write_buffer(buffer, place.offset, &padded);
         }
-        traffic::count_to_device(bytes.len() as u64);
+        traffic::count_to_device(host.len() as u64);
         Ok(())
     }
 

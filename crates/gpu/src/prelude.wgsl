@@ -142,6 +142,71 @@ fn rc_uniform_f32(w: vec4<u32>, k: u32) -> f32 { return f32(w[k] >> 8u) * 5.9604
 fn rc_uniform_f16(w: vec4<u32>, k: u32) -> f32 {
   return f32(((w[k / 2u] >> (16u * (k % 2u))) & 0xFFFFu) >> 5u) * 4.8828125e-4;
 }
+fn rc_uniform_bf16(w: vec4<u32>, k: u32) -> f32 {
+  return f32(((w[k / 2u] >> (16u * (k % 2u))) & 0xFFFFu) >> 8u) * 3.90625e-3;
+}
+fn rc_uniform_fp8(w: vec4<u32>, k: u32) -> f32 {
+  return f32((w[k / 4u] >> (8u * (k % 4u) + 5u)) & 7u) * 0.125;
+}
+fn rc_uniform_u8(w: vec4<u32>, k: u32) -> i32 { return i32((w[k / 4u] >> (8u * (k % 4u))) & 0xFFu); }
+fn rc_uniform_i8(w: vec4<u32>, k: u32) -> i32 { return rc_wrap_i8(rc_uniform_u8(w, k)); }
+fn rc_uniform_u16(w: vec4<u32>, k: u32) -> i32 { return i32((w[k / 2u] >> (16u * (k % 2u))) & 0xFFFFu); }
 fn rc_uniform_i32(w: vec4<u32>, k: u32) -> i32 { return bitcast<i32>(w[k]); }
 fn rc_uniform_u32(w: vec4<u32>, k: u32) -> i32 { return bitcast<i32>(w[k]); }
 fn rc_uniform_uint4x32(w: vec4<u32>, k: u32) -> vec4<u32> { return w; }
+
+// Cells WGSL has no type for, held widened: bf16 and fp8 in f32 cells, u8, i8 and u16 in i32
+// cells, each value rounded or wrapped to its precision where it is stored, so that a cell holds
+// exactly what the precision's own cell would (the host narrows it back when it reads).
+// Functions rather than expressions: a shift or a mask of a constant would be evaluated when the
+// shader is made, where an overflow is an error.
+fn rc_wrap_u8(v: i32) -> i32 { return v & 255; }
+fn rc_wrap_i8(v: i32) -> i32 { return ((v & 255) ^ 128) - 128; }
+fn rc_wrap_u16(v: i32) -> i32 { return v & 65535; }
+
+// bf16's bits: the upper half of the f32's, rounded to nearest, ties to even; a NaN stays quiet.
+fn rc_bf16_bits(f: f32) -> u32 {
+  let x = bitcast<u32>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) { return (x >> 16u) | 0x40u; }
+  return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
+}
+fn rc_bf16(f: f32) -> f32 { return bitcast<f32>(rc_bf16_bits(f) << 16u); }
+
+// The bits of f32 `f` as a float of 5 exponent bits and `m` significand bits (fp8, E5M2: m = 2),
+// rounded to nearest, ties to even, as the C prelude's rc_f32_to_e5: from the largest finite
+// value plus half a step up it overflows to infinity; below 2^-14 the step is the subnormals'.
+fn rc_e5_bits(f: f32, m: u32) -> u32 {
+  let x = bitcast<u32>(f);
+  let sign = (x >> 31u) << (5u + m);
+  let magnitude = x & 0x7fffffffu;
+  let infinity = 0x1fu << m;
+  if (magnitude > 0x7f800000u) { return sign | infinity | (1u << (m - 1u)); }
+  let overflow = (142u << 23u) | (((1u << m) - 1u) << (23u - m)) | (1u << (22u - m));
+  if (magnitude >= overflow) { return sign | infinity; }
+  if (magnitude < 0x38800000u) {
+    // round() takes ties to even.
+    return sign | u32(round(bitcast<f32>(magnitude) * bitcast<f32>((127u + 14u + m) << 23u)));
+  }
+  var bits = (((magnitude >> 23u) - 112u) << m) | ((magnitude & 0x7fffffu) >> (23u - m));
+  let rest = magnitude & ((1u << (23u - m)) - 1u);
+  let half = 1u << (22u - m);
+  if (rest > half || (rest == half && (bits & 1u) == 1u)) { bits += 1u; }
+  return sign | bits;
+}
+
+// The value of `bits`, a float of 5 exponent bits and `m` significand bits: exact in f32.
+fn rc_e5_value(bits: u32, m: u32) -> f32 {
+  let negative = ((bits >> (5u + m)) & 1u) == 1u;
+  let exponent = (bits >> m) & 31u;
+  let mantissa = bits & ((1u << m) - 1u);
+  var magnitude: f32;
+  if (exponent == 31u) {
+    magnitude = select(rc_inf(), rc_nan(), mantissa != 0u);
+  } else if (exponent == 0u) {
+    magnitude = f32(mantissa) * bitcast<f32>((127u - 14u - m) << 23u);
+  } else {
+    magnitude = bitcast<f32>(((exponent + 112u) << 23u) | (mantissa << (23u - m)));
+  }
+  return select(magnitude, -magnitude, negative);
+}
+fn rc_fp8(f: f32) -> f32 { return rc_e5_value(rc_e5_bits(f, 2u), 2u); }

@@ -9,11 +9,13 @@
 //! matrix product of f32 or f16 cells runs on the tiled kernel of the `product` module; one of
 //! another precision runs as the nest it was recognized in.
 //!
-//! Values are computed as the interpreter computes them, in WGSL's types: f32 and f16 in `f32`
-//! (f16 cells converted on load and rounded on store), integers in `i32` (wrapping: WGSL has no
-//! 64-bit integers, so results agree with the interpreter's `i64` while every intermediate fits in
-//! 32 bits), 128-bit words in `vec4<u32>`. A precision WGSL lacks (f64, bf16, i64, 8-bit
-//! integers), and f16 on a device without `shader-f16`, is an error naming the tensor.
+//! Values are computed as the interpreter computes them, in WGSL's types: floats in `f32` (f16
+//! cells converted on load and rounded on store), integers in `i32` (wrapping: WGSL has no 64-bit
+//! integers, so results agree with the interpreter's `i64` while every intermediate fits in 32
+//! bits), 128-bit words in `vec4<u32>`. Precisions WGSL has no type for are held widened (bf16 and
+//! fp8 in `f32` cells, u8, i8 and u16 in `i32` cells), rounded or wrapped where they are stored.
+//! A 64-bit precision (f64, i64, u64), and f16 on a device without `shader-f16`, is an error
+//! naming the tensor.
 
 use std::fmt::Write;
 
@@ -54,15 +56,10 @@ pub(crate) struct Wgsl<'a> {
 pub fn holds(precision: Precision, features: DeviceFeatures) -> bool {
     match precision {
         Precision::F32 | Precision::I32 | Precision::U32 | Precision::Uint4x32 => true,
+        // Held widened: see `Class::of`.
+        Precision::Bf16 | Precision::Fp8 | Precision::U8 | Precision::I8 | Precision::U16 => true,
         Precision::F16 => features.f16,
-        Precision::U8
-        | Precision::I8
-        | Precision::U16
-        | Precision::I64
-        | Precision::U64
-        | Precision::Fp8
-        | Precision::Bf16
-        | Precision::F64 => false,
+        Precision::I64 | Precision::U64 | Precision::F64 => false,
     }
 }
 
@@ -77,7 +74,7 @@ pub(crate) fn lacks(node: NodeId, label: &str, precision: Precision) -> CodegenE
         CodegenErrorKind::Unsupported,
         format!(
             "the GPU cannot hold tensor '{label}' ({node}) in {precision}: {why}; compute it in \
-             f32 (f32, i32, u32{} are held)",
+             f32 (f32, bf16, fp8, i32, u32, u16, u8, i8{} are held)",
             if precision == Precision::F16 {
                 ""
             } else {
@@ -171,12 +168,13 @@ impl Dialect for Wgsl<'_> {
         format!("{n}i")
     }
 
-    /// f16 cells converted on store; u32 cells hold the i32's bits.
+    /// f16 cells converted on store; u32 cells hold the i32's bits; widened cells the value
+    /// rounded or wrapped to their precision.
     fn stored(&self, value: &str, precision: Precision) -> String {
         match precision {
             Precision::F16 => format!("f16({value})"),
             Precision::U32 => format!("bitcast<u32>({value})"),
-            _ => value.to_owned(),
+            _ => self.round_to(value, precision),
         }
     }
 
@@ -191,6 +189,11 @@ impl Dialect for Wgsl<'_> {
     fn round_to(&self, value: &str, precision: Precision) -> String {
         match precision {
             Precision::F16 => format!("f32(f16({value}))"),
+            Precision::Bf16 => format!("rc_bf16({value})"),
+            Precision::Fp8 => format!("rc_fp8({value})"),
+            Precision::U8 => format!("rc_wrap_u8({value})"),
+            Precision::I8 => format!("rc_wrap_i8({value})"),
+            Precision::U16 => format!("rc_wrap_u16({value})"),
             _ => value.to_owned(),
         }
     }
@@ -204,6 +207,8 @@ impl Dialect for Wgsl<'_> {
             (Kind::Word, Kind::Int) => format!("bitcast<i32>(({value}).x)"),
             (_, Kind::Word) => match from {
                 Precision::F16 => format!("rc_word_f16({value})"),
+                Precision::Bf16 => format!("vec4<u32>(rc_bf16_bits({value}), 0u, 0u, 0u)"),
+                Precision::Fp8 => format!("vec4<u32>(rc_e5_bits({value}, 2u), 0u, 0u, 0u)"),
                 Precision::I32 | Precision::U32 => format!("rc_word_u32(bitcast<u32>({value}))"),
                 Precision::F32 => format!("rc_word_f32({value})"),
                 _ => format!("vec4<u32>(bitcast<u32>({value}), 0u, 0u, 0u)"),

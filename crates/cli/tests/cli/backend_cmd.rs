@@ -93,6 +93,22 @@ const EXACT: &[&[&str]] = &[
         "--dtype",
         "int32",
     ],
+    // Integers narrower than 32 bits, wrapping: held widened on the GPU, wrapped on the store.
+    &["ij;jk=>ik", "range:4,5", "range:5,3", "--dtype", "uint8"],
+    &[
+        "i;i=>",
+        "values:100,100,-7:3",
+        "values:2,1,3:3",
+        "--dtype",
+        "int8",
+    ],
+    &[
+        "ij;jk=>ik",
+        "range:16,16",
+        "range:16,16",
+        "--dtype",
+        "uint16",
+    ],
 ];
 
 #[test]

@@ -3,7 +3,7 @@
 //! `rcannl-fuzz` binary runs the same checks at any budget). On the C backend, for the compiler
 //! and flags `$CC` and `$RCANNL_CFLAGS` choose (`.ci/matrix` runs this for every target and
 //! compiler), in every precision; on a GPU, in the precisions the device holds: a seed that
-//! draws f64, bf16 or i64 (or f16 on a device without it) makes the same case in f32 or i32.
+//! draws f64, i64 or u64 (or f16 on a device without it) makes the same case in f32 or i32.
 //!
 //! Cases the fuzzers found, reduced to one operation each over a handful of cells, pin what
 //! failed, on every backend: NaN through choices and conversions, and floats beyond 32 bits into

@@ -1,11 +1,15 @@
-//! What compiled backends hold and compute in: integers exactly as the interpreter (u16 and u64
-//! too), f16 cells rounded as f16, fp8 cells as the interpreter rounds them, and, on a GPU, a
-//! precision it lacks refused naming the tensor; host writes
-//! between runs reach the backend's buffers and its results reach the host, on every backend.
+//! What compiled backends hold and compute in: integers exactly as the interpreter (u8, i8, u16
+//! and u64 too), f16 cells rounded as f16, bf16 and fp8 cells as the interpreter rounds them, a
+//! bf16 network trained as on the interpreter, and, on a GPU, a precision it lacks refused
+//! naming the tensor; host writes between runs reach the backend's buffers and its results reach
+//! the host, on every backend.
 
 use rcannl_backends::{Backend, Interpreter};
 use rcannl_gpu::wgsl::DeviceFeatures;
 use rcannl_ir::{Precision, Value};
+use rcannl_nn::blocks::Mlp;
+use rcannl_nn::loss::hinge;
+use rcannl_nn::optim::Sgd;
 use rcannl_tensor::{BinaryOp, Context, Graph};
 
 use crate::target::Target;
@@ -93,10 +97,11 @@ fn binary_cells(
     Ok(outs.iter().map(|t| ctx.cells(t).unwrap()).collect())
 }
 
-/// u16, u64 and fp8 compute as the interpreter computes them, bit for bit. A GPU computes in
-/// those it says it holds (`rcannl_gpu::wgsl::holds`, asked of the device); a routine over one
-/// it does not hold is refused naming the tensor and the precision.
-fn u16_u64_and_fp8_compute_as_the_interpreter(target: &Target) {
+/// The precisions C has a type for and WGSL has not (u8, i8, u16, u64, bf16, fp8) compute as the
+/// interpreter computes them, bit for bit: wrapping, rounding and ties to even included. A GPU
+/// computes in those it says it holds (`rcannl_gpu::wgsl::holds`, asked of the device); a
+/// routine over one it does not hold is refused naming the tensor and the precision.
+fn narrow_and_64_bit_precisions_compute_as_the_interpreter(target: &Target) {
     let ops = [
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -107,6 +112,22 @@ fn u16_u64_and_fp8_compute_as_the_interpreter(target: &Target) {
     let ints = |v: &[i64]| -> Vec<Value> { v.iter().map(|&i| Value::Int(i)).collect() };
     let floats = |v: &[f64]| -> Vec<Value> { v.iter().map(|&x| Value::Float(x)).collect() };
     let cases = [
+        (
+            Precision::U8,
+            ints(&[255, 200, 7, 0, 128]),
+            ints(&[2, 100, 9, 1, 128]),
+        ),
+        (
+            Precision::I8,
+            ints(&[127, -128, -56, 5, 100]),
+            ints(&[1, -1, 3, -7, 100]),
+        ),
+        (
+            Precision::Bf16,
+            // 1 + 2⁻⁷ + 1.5 lies halfway between two bf16 values: ties to even.
+            floats(&[1.0078125, 3.0, -0.75, 3.3895313892515355e38, 1.5e-30]),
+            floats(&[1.5, 0.875, 0.625, 3.3895313892515355e38, -2.5e-30]),
+        ),
         (
             Precision::U16,
             ints(&[65535, 300, 7, 0, 40000]),
@@ -148,7 +169,7 @@ fn u16_u64_and_fp8_compute_as_the_interpreter(target: &Target) {
         );
     }
 }
-conformance!(u16_u64_and_fp8_compute_as_the_interpreter: cc, gpu);
+conformance!(narrow_and_64_bit_precisions_compute_as_the_interpreter: cc, gpu);
 
 fn f16_cells_round_as_f16(target: &Target) {
     if let Some(gpu) = target.gpu()
@@ -212,3 +233,51 @@ fn host_writes_between_runs_reach_the_backend_and_results_reach_the_host(target:
     }
 }
 conformance!(host_writes_between_runs_reach_the_backend_and_results_reach_the_host);
+
+/// Each parameter's cells, then the loss, after `steps` SGD steps of a small MLP held in bf16
+/// (the graph's default precision) on `backend`.
+fn bf16_training(backend: Box<dyn Backend>, steps: usize) -> Vec<Vec<f64>> {
+    let graph = Graph::new();
+    graph.set_default_precision(Precision::Bf16);
+    let points: Vec<f64> = (0..16).map(|i| ((i * 7 % 11) as f64 - 5.0) / 4.0).collect();
+    let labels: Vec<f64> = points
+        .chunks(2)
+        .map(|p| if p[0] * p[1] > 0.0 { 1.0 } else { -1.0 })
+        .collect();
+    let x = graph.data("x").shape("8|->2").values(points).build();
+    let y = graph.data("y").shape("8|->1").values(labels).build();
+    let model = Mlp::with_precision(&graph, "mlp", &[8, 1], Precision::Bf16);
+    let loss = hinge(&model.apply(&x), &y);
+    let mut sgd = Sgd::new(&graph, &model.params(), 0.1, 0.9);
+    let mut ctx = Context::with_backend(&graph, backend);
+    ctx.init_params().unwrap();
+    let backprop = ctx.backprop(&loss).unwrap();
+    let step = sgd.compile(&mut ctx).unwrap();
+    for _ in 0..steps {
+        ctx.run(&backprop).unwrap();
+        ctx.run(&step).unwrap();
+    }
+    let params = model.params();
+    assert!(params.iter().all(|p| p.precision() == Precision::Bf16));
+    params
+        .iter()
+        .chain([&loss])
+        .map(|t| ctx.values(t).unwrap())
+        .collect()
+}
+
+/// A network held in bf16 trains as on the interpreter: its parameters and loss after a few
+/// steps within a few of bf16's roundings (0.4% each), which a backend computing in another
+/// order may take the other way.
+fn a_bf16_network_trains_as_on_the_interpreter(target: &Target) {
+    let got = bf16_training(target.backend(), 5);
+    let want = bf16_training(Box::new(Interpreter), 5);
+    for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+        assert!(
+            rcannl_fuzz::close(*g, *w, 2e-2),
+            "{g} against the interpreter's {w} on {}",
+            target.name()
+        );
+    }
+}
+conformance!(a_bf16_network_trains_as_on_the_interpreter: cc, gpu);
