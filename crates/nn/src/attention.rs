@@ -327,14 +327,21 @@ pub struct Rotary {
 }
 
 impl Rotary {
-    /// The cosine and sine tables (`time, head`) of `time` positions, in f32.
+    /// The cosine and sine tables (`time, head`) of `time` positions, in the precision of what
+    /// they rotate.
     pub fn new(graph: &Graph, time: usize, head: usize) -> Rotary {
-        Rotary::with_precision(graph, time, head, Precision::F32)
+        Rotary::with_precision(graph, time, head, None)
     }
 
     /// The tables in `precision` (that of the queries and keys they rotate: an f64 model's
     /// angles keep every digit).
-    pub fn with_precision(graph: &Graph, time: usize, head: usize, precision: Precision) -> Rotary {
+    pub fn with_precision(
+        graph: &Graph,
+        time: usize,
+        head: usize,
+        precision: impl Into<Option<Precision>>,
+    ) -> Rotary {
+        let precision = precision.into();
         let angle = |t: usize, e: usize| {
             let pair = (e / 2) as f64;
             t as f64 * 10_000f64.powf(-2.0 * pair / head as f64)
@@ -393,7 +400,8 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// The f32 projections of `label`, initialized by their fan-in.
+    /// The projections of `label`, initialized by their fan-in, of the precision inferred from
+    /// use.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -402,7 +410,7 @@ impl Attention {
         head: usize,
         causal: bool,
     ) -> Attention {
-        Attention::with_precision(graph, label, model, heads, head, causal, Precision::F32)
+        Attention::with_precision(graph, label, model, heads, head, causal, None)
     }
 
     /// The same with projections of `precision`.
@@ -413,8 +421,9 @@ impl Attention {
         heads: usize,
         head: usize,
         causal: bool,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Attention {
+        let precision = precision.into();
         let param = |name: &str| graph.param(&format!("{label}.{name}")).precision(precision);
         let projection = |name: &str| param(name).output([heads, head]).build();
         Attention {
@@ -508,8 +517,9 @@ impl AttentionBiases {
         graph: &Graph,
         label: &str,
         [model, heads, head]: [usize; 3],
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> AttentionBiases {
+        let precision = precision.into();
         let bias = |name: &str, dims: &[usize]| {
             graph
                 .param(&format!("{label}.{name}_bias"))
@@ -549,7 +559,7 @@ pub struct MultiheadAttention {
 }
 
 impl MultiheadAttention {
-    /// The attention of `label` with f32 parameters: `heads` heads of `model / heads` values,
+    /// The attention of `label`, its parameters of the precision inferred from use: `heads` heads of `model / heads` values,
     /// with biases if `bias`; an error unless `heads` (at least 1) divides `model`.
     pub fn new(
         graph: &Graph,
@@ -558,7 +568,7 @@ impl MultiheadAttention {
         heads: usize,
         bias: bool,
     ) -> Result<MultiheadAttention, TensorError> {
-        MultiheadAttention::with_precision(graph, label, [model, heads], bias, Precision::F32)
+        MultiheadAttention::with_precision(graph, label, [model, heads], bias, None)
     }
 
     /// The same with parameters of `precision`.
@@ -567,8 +577,9 @@ impl MultiheadAttention {
         label: &str,
         [model, heads]: [usize; 2],
         bias: bool,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Result<MultiheadAttention, TensorError> {
+        let precision = precision.into();
         if heads == 0 || !model.is_multiple_of(heads) {
             return Err(TensorError::new(format!(
                 "MultiheadAttention '{label}': {heads} heads do not divide the model width {model}"
@@ -642,9 +653,9 @@ pub struct PositionDense {
 }
 
 impl PositionDense {
-    /// The f32 weights and bias of `label`; the input width comes from use.
+    /// The weights and bias of `label`; their precision and the input width come from use.
     pub fn new(graph: &Graph, label: &str, width: usize) -> PositionDense {
-        PositionDense::with_precision(graph, label, width, Precision::F32)
+        PositionDense::with_precision(graph, label, width, None)
     }
 
     /// The same with weights and bias of `precision`.
@@ -652,8 +663,9 @@ impl PositionDense {
         graph: &Graph,
         label: &str,
         width: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> PositionDense {
+        let precision = precision.into();
         let param = |name: &str| {
             graph
                 .param(&format!("{label}.{name}"))
@@ -699,7 +711,7 @@ pub struct TransformerBlock {
 }
 
 impl TransformerBlock {
-    /// The block of `label` with f32 parameters: `heads` heads of `model / heads` values, causal
+    /// The block of `label`, its parameters of the precision inferred from use: `heads` heads of `model / heads` values, causal
     /// if asked.
     pub fn new(
         graph: &Graph,
@@ -709,7 +721,7 @@ impl TransformerBlock {
         hidden: usize,
         causal: bool,
     ) -> TransformerBlock {
-        TransformerBlock::with_precision(graph, label, model, heads, hidden, causal, Precision::F32)
+        TransformerBlock::with_precision(graph, label, model, heads, hidden, causal, None)
     }
 
     /// The same with every parameter (attention, norms, MLP) of `precision`.
@@ -720,8 +732,9 @@ impl TransformerBlock {
         heads: usize,
         hidden: usize,
         causal: bool,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> TransformerBlock {
+        let precision = precision.into();
         let sub = |name: &str| format!("{label}.{name}");
         TransformerBlock {
             attention: Attention::with_precision(

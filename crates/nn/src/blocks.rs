@@ -16,16 +16,22 @@ pub struct Dense {
 }
 
 impl Dense {
-    /// A layer of `width` outputs in f32: the parameters `<label>.w` (output axis `width`, input
+    /// A layer of `width` outputs, of the precision inferred from use: the parameters `<label>.w` (output axis `width`, input
     /// axes from use, no batch axes) and `<label>.b` (rows from use), both starting from the
     /// graph's default [`Init`](rcannl_tensor::Init) (LeCun uniform unless changed), under which
     /// the bias, which has no input axes, starts at 0.
     pub fn new(graph: &Graph, label: &str, width: usize) -> Dense {
-        Dense::with_precision(graph, label, width, Precision::F32)
+        Dense::with_precision(graph, label, width, None)
     }
 
     /// The same with parameters of `precision`.
-    pub fn with_precision(graph: &Graph, label: &str, width: usize, precision: Precision) -> Dense {
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        width: usize,
+        precision: impl Into<Option<Precision>>,
+    ) -> Dense {
+        let precision = precision.into();
         let param = |name: &str| graph.param(&format!("{label}.{name}")).precision(precision);
         Dense {
             w: param("w").output([width]).build(),
@@ -87,8 +93,9 @@ pub struct LinearOptions {
     pub contracted_axes: usize,
     /// Whether the layer adds a bias (true by default, as PyTorch's `bias=True`).
     pub bias: bool,
-    /// The parameters' precision (f32 by default).
-    pub precision: Precision,
+    /// The parameters' precision; `None` (the default) leaves it to precision inference: what
+    /// the layer's users compute in, else the graph's default precision.
+    pub precision: Option<Precision>,
 }
 
 impl Default for LinearOptions {
@@ -96,13 +103,13 @@ impl Default for LinearOptions {
         LinearOptions {
             contracted_axes: 1,
             bias: true,
-            precision: Precision::F32,
+            precision: None,
         }
     }
 }
 
 impl LinearOptions {
-    /// One contracted axis, a bias, f32 parameters.
+    /// One contracted axis, a bias, parameters of the precision inferred from use.
     pub fn new() -> LinearOptions {
         LinearOptions::default()
     }
@@ -119,9 +126,9 @@ impl LinearOptions {
         self
     }
 
-    /// The same with parameters of `precision`.
-    pub fn precision(mut self, precision: Precision) -> LinearOptions {
-        self.precision = precision;
+    /// The same with parameters of `precision` (`None`: inferred from use).
+    pub fn precision(mut self, precision: impl Into<Option<Precision>>) -> LinearOptions {
+        self.precision = precision.into();
         self
     }
 }
@@ -169,7 +176,8 @@ pub(crate) fn dense_over_trailing_axes(
 }
 
 impl Linear {
-    /// A layer of `width` outputs over the last axis, with a bias, in f32: the parameters
+    /// A layer of `width` outputs over the last axis, with a bias, of the precision inferred
+    /// from use: the parameters
     /// `<label>.w` (LeCun uniform unless the graph's default [`Init`](rcannl_tensor::Init) was
     /// changed) and `<label>.b` (starting at 0).
     pub fn new(graph: &Graph, label: &str, width: usize) -> Linear {
@@ -229,11 +237,11 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// One f32 [`Dense`] layer per entry of `widths`, in order, labelled `<label>.0`,
+    /// One [`Dense`] layer per entry of `widths`, in order, labelled `<label>.0`,
     /// `<label>.1`, …; each layer's input width comes from the one before it (the first's from
     /// use).
     pub fn new(graph: &Graph, label: &str, widths: &[usize]) -> Mlp {
-        Mlp::with_precision(graph, label, widths, Precision::F32)
+        Mlp::with_precision(graph, label, widths, None)
     }
 
     /// The same with every layer's parameters of `precision`.
@@ -241,8 +249,9 @@ impl Mlp {
         graph: &Graph,
         label: &str,
         widths: &[usize],
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Mlp {
+        let precision = precision.into();
         Mlp {
             layers: widths
                 .iter()

@@ -22,7 +22,7 @@ fn kernel(
     size: usize,
     in_channels: usize,
     out_channels: usize,
-    precision: Precision,
+    precision: Option<Precision>,
 ) -> Tensor {
     graph
         .param(&format!("{label}.kernel"))
@@ -49,7 +49,7 @@ pub struct ConvBn {
 
 impl ConvBn {
     /// A convolution from `in_channels` to `out_channels` channels with `size × size` windows
-    /// `stride` apart, then batch normalization, in f32.
+    /// `stride` apart, then batch normalization, of the precision inferred from use.
     pub fn new(
         graph: &Graph,
         label: &str,
@@ -59,7 +59,7 @@ impl ConvBn {
         stride: usize,
     ) -> ConvBn {
         let channels = [in_channels, out_channels];
-        ConvBn::with_precision(graph, label, channels, size, stride, Precision::F32)
+        ConvBn::with_precision(graph, label, channels, size, stride, None)
     }
 
     /// The same with parameters and running statistics of `precision`; `channels` are the input
@@ -70,8 +70,9 @@ impl ConvBn {
         [in_channels, out_channels]: [usize; 2],
         size: usize,
         stride: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> ConvBn {
+        let precision = precision.into();
         let norm = format!("{label}.norm");
         ConvBn {
             kernel: kernel(graph, label, size, in_channels, out_channels, precision),
@@ -122,7 +123,7 @@ impl ConvBnRelu {
         stride: usize,
     ) -> ConvBnRelu {
         let channels = [in_channels, out_channels];
-        ConvBnRelu::with_precision(graph, label, channels, size, stride, Precision::F32)
+        ConvBnRelu::with_precision(graph, label, channels, size, stride, None)
     }
 
     /// The same with parameters and running statistics of `precision`; `channels` are the input
@@ -133,8 +134,9 @@ impl ConvBnRelu {
         channels: [usize; 2],
         size: usize,
         stride: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> ConvBnRelu {
+        let precision = precision.into();
         ConvBnRelu {
             conv_bn: ConvBn::with_precision(graph, label, channels, size, stride, precision),
         }
@@ -184,7 +186,7 @@ impl ResidualBlock {
         stride: usize,
     ) -> ResidualBlock {
         let channels = [in_channels, out_channels];
-        ResidualBlock::with_precision(graph, label, channels, stride, Precision::F32)
+        ResidualBlock::with_precision(graph, label, channels, stride, None)
     }
 
     /// The same with parameters and running statistics of `precision`; `channels` are the input
@@ -194,8 +196,9 @@ impl ResidualBlock {
         label: &str,
         [in_channels, out_channels]: [usize; 2],
         stride: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> ResidualBlock {
+        let precision = precision.into();
         let name = |part: &str| format!("{label}.{part}");
         let projection = (in_channels != out_channels || stride != 1).then(|| {
             let channels = [in_channels, out_channels];
@@ -263,7 +266,7 @@ pub struct VggBlock {
 impl VggBlock {
     /// `convs` convolutions of `channels` filters; the input channels come from use.
     pub fn new(graph: &Graph, label: &str, convs: usize, channels: usize) -> VggBlock {
-        VggBlock::with_precision(graph, label, convs, channels, Precision::F32)
+        VggBlock::with_precision(graph, label, convs, channels, None)
     }
 
     /// The same with parameters of `precision`.
@@ -272,8 +275,9 @@ impl VggBlock {
         label: &str,
         convs: usize,
         channels: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> VggBlock {
+        let precision = precision.into();
         let same = ConvOptions::default()
             .padding(Padding::Same)
             .precision(precision);
@@ -319,7 +323,7 @@ pub struct LeNet {
 impl LeNet {
     /// LeNet for `classes` classes; the image's size and channels come from use.
     pub fn new(graph: &Graph, label: &str, classes: usize) -> LeNet {
-        LeNet::with_precision(graph, label, classes, Precision::F32)
+        LeNet::with_precision(graph, label, classes, None)
     }
 
     /// The same with parameters of `precision`.
@@ -327,8 +331,9 @@ impl LeNet {
         graph: &Graph,
         label: &str,
         classes: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> LeNet {
+        let precision = precision.into();
         let same = ConvOptions::default()
             .padding(Padding::Same)
             .precision(precision);
@@ -389,7 +394,7 @@ impl DepthwiseSeparable {
         stride: usize,
     ) -> DepthwiseSeparable {
         let channels = [in_channels, out_channels];
-        DepthwiseSeparable::with_precision(graph, label, channels, size, stride, Precision::F32)
+        DepthwiseSeparable::with_precision(graph, label, channels, size, stride, None)
     }
 
     /// The same with parameters and running statistics of `precision`; `channels` are the input
@@ -400,8 +405,9 @@ impl DepthwiseSeparable {
         [in_channels, out_channels]: [usize; 2],
         size: usize,
         stride: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> DepthwiseSeparable {
+        let precision = precision.into();
         let name = |part: &str| format!("{label}.{part}");
         let channels = [in_channels, out_channels];
         DepthwiseSeparable {

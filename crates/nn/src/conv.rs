@@ -83,8 +83,9 @@ pub struct ConvOptions {
     pub groups: usize,
     /// Whether [`Conv2d`] adds a bias per output channel.
     pub bias: bool,
-    /// The precision of [`Conv2d`]'s kernel and bias.
-    pub precision: Precision,
+    /// The precision of [`Conv2d`]'s kernel and bias; `None` (the default) leaves it to
+    /// precision inference: what the convolution's users compute in, else the graph's default.
+    pub precision: Option<Precision>,
 }
 
 impl Default for ConvOptions {
@@ -95,7 +96,7 @@ impl Default for ConvOptions {
             dilation: Pair(1, 1),
             groups: 1,
             bias: true,
-            precision: Precision::F32,
+            precision: None,
         }
     }
 }
@@ -135,9 +136,12 @@ impl ConvOptions {
         ConvOptions { bias, ..self }
     }
 
-    /// With the kernel and bias in `precision`.
-    pub fn precision(self, precision: Precision) -> ConvOptions {
-        ConvOptions { precision, ..self }
+    /// With the kernel and bias in `precision` (`None`: inferred from use).
+    pub fn precision(self, precision: impl Into<Option<Precision>>) -> ConvOptions {
+        ConvOptions {
+            precision: precision.into(),
+            ..self
+        }
     }
 }
 
@@ -626,7 +630,7 @@ pub struct DepthwiseConv2d {
 impl DepthwiseConv2d {
     /// A depthwise convolution with `size × size` windows `stride` apart.
     pub fn new(graph: &Graph, label: &str, size: usize, stride: usize, padded: bool) -> Self {
-        DepthwiseConv2d::with_precision(graph, label, size, stride, padded, Precision::F32)
+        DepthwiseConv2d::with_precision(graph, label, size, stride, padded, None)
     }
 
     /// The same with a kernel and bias of `precision`.
@@ -636,8 +640,9 @@ impl DepthwiseConv2d {
         size: usize,
         stride: usize,
         padded: bool,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Self {
+        let precision = precision.into();
         DepthwiseConv2d {
             kernel: graph
                 .param(&format!("{label}.kernel"))

@@ -26,9 +26,10 @@ pub struct Embedding {
 }
 
 impl Embedding {
-    /// The table `| vocabulary -> width`, an f32 parameter labelled `<label>.table`.
+    /// The table `| vocabulary -> width`, a parameter labelled `<label>.table` of the precision
+    /// inferred from use.
     pub fn new(graph: &Graph, label: &str, vocabulary: usize, width: usize) -> Embedding {
-        Embedding::with_precision(graph, label, vocabulary, width, Precision::F32)
+        Embedding::with_precision(graph, label, vocabulary, width, None)
     }
 
     /// The same with a table of `precision` (the vectors come out in it).
@@ -37,8 +38,9 @@ impl Embedding {
         label: &str,
         vocabulary: usize,
         width: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Embedding {
+        let precision = precision.into();
         Embedding {
             table: graph
                 .param(&format!("{label}.table"))

@@ -19,6 +19,15 @@
 //! GPU adapter), `distributed` data-parallel training over MPI (with the `mpi` feature), and
 //! `plot` PNG plots (a loss curve, decision regions).
 //!
+//! # Precision
+//!
+//! A block's `new` leaves its parameters' precision (and its tables' and statistics') to
+//! precision inference, as OCANNL's layers do: they hold what their users compute in — f32
+//! beside f32 data, f16 beside f16 data — and the graph's default precision
+//! (`Graph::set_default_precision`, f32 unless changed) where nothing decides, so that a model
+//! built after `graph.set_default_precision(Precision::Bf16)` is a bf16 model. A block's
+//! `with_precision` (or an options struct's `precision`) chooses one instead.
+//!
 //! # Features
 //!
 //! - `plot` (default): the `plot` module, drawn with plotters. Without it the module is absent,

@@ -187,7 +187,7 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// A layer norm of `label`: the f32 parameters `<label>.gain` (starting at 1) and
+    /// A layer norm of `label`: the parameters `<label>.gain` (starting at 1) and
     /// `<label>.bias` (at 0), sized by use, and `epsilon` 1e-5.
     pub fn new(graph: &Graph, label: &str) -> LayerNorm {
         LayerNorm {
@@ -204,7 +204,12 @@ impl LayerNorm {
     }
 
     /// The same with parameters of `precision`.
-    pub fn with_precision(graph: &Graph, label: &str, precision: Precision) -> LayerNorm {
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        precision: impl Into<Option<Precision>>,
+    ) -> LayerNorm {
+        let precision = precision.into();
         LayerNorm {
             gain: graph
                 .param(&format!("{label}.gain"))
@@ -303,7 +308,7 @@ fn per_channel_param(
     label: &str,
     channels: usize,
     value: f64,
-    precision: Precision,
+    precision: Option<Precision>,
 ) -> Tensor {
     graph
         .param(label)
@@ -358,9 +363,10 @@ pub struct BatchNorm {
 }
 
 impl BatchNorm {
-    /// Batch normalization of `channels` channels with f32 parameters and statistics.
+    /// Batch normalization of `channels` channels, its parameters and statistics of the precision
+    /// inferred from use.
     pub fn new(graph: &Graph, label: &str, channels: usize) -> BatchNorm {
-        BatchNorm::with_precision(graph, label, channels, Precision::F32)
+        BatchNorm::with_precision(graph, label, channels, None)
     }
 
     /// The same with parameters and running statistics of `precision`.
@@ -368,8 +374,9 @@ impl BatchNorm {
         graph: &Graph,
         label: &str,
         channels: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> BatchNorm {
+        let precision = precision.into();
         BatchNorm::build(graph, label, channels, precision, false)
     }
 
@@ -380,8 +387,9 @@ impl BatchNorm {
         graph: &Graph,
         label: &str,
         channels: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> BatchNorm {
+        let precision = precision.into();
         BatchNorm::build(graph, label, channels, precision, true)
     }
 
@@ -391,7 +399,7 @@ impl BatchNorm {
         graph: &Graph,
         label: &str,
         channels: usize,
-        precision: Precision,
+        precision: Option<Precision>,
         cumulative: bool,
     ) -> BatchNorm {
         let statistic = |name: &str, value: f64| {
@@ -572,7 +580,8 @@ const GROUP_TO_CHANNELS: &str = "...|...->g; c, g => ...|...->c";
 const PER_EXAMPLE_CHANNEL: &str = "...|...->..s.., c; ...|...->c => ...|...->..s.., c";
 
 impl GroupNorm {
-    /// Group normalization of `channels` channels in `groups` groups, with f32 parameters; an
+    /// Group normalization of `channels` channels in `groups` groups, its parameters of the
+    /// precision inferred from use; an
     /// error unless `groups` is at least 1 and divides `channels`.
     pub fn new(
         graph: &Graph,
@@ -580,7 +589,7 @@ impl GroupNorm {
         channels: usize,
         groups: usize,
     ) -> Result<GroupNorm, TensorError> {
-        GroupNorm::with_precision(graph, label, channels, groups, Precision::F32)
+        GroupNorm::with_precision(graph, label, channels, groups, None)
     }
 
     /// The same with parameters of `precision`.
@@ -589,8 +598,9 @@ impl GroupNorm {
         label: &str,
         channels: usize,
         groups: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Result<GroupNorm, TensorError> {
+        let precision = precision.into();
         if groups == 0 || !channels.is_multiple_of(groups) {
             return Err(TensorError::new(format!(
                 "GroupNorm '{label}': {groups} groups do not divide {channels} channels"
@@ -670,13 +680,18 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    /// RMS normalization with an f32 gain.
+    /// RMS normalization with a gain of the precision inferred from use.
     pub fn new(graph: &Graph, label: &str) -> RmsNorm {
-        RmsNorm::with_precision(graph, label, Precision::F32)
+        RmsNorm::with_precision(graph, label, None)
     }
 
     /// The same with a gain of `precision`.
-    pub fn with_precision(graph: &Graph, label: &str, precision: Precision) -> RmsNorm {
+    pub fn with_precision(
+        graph: &Graph,
+        label: &str,
+        precision: impl Into<Option<Precision>>,
+    ) -> RmsNorm {
+        let precision = precision.into();
         RmsNorm {
             gain: graph
                 .param(&format!("{label}.gain"))

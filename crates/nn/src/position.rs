@@ -13,9 +13,9 @@ pub struct Sinusoidal {
 }
 
 impl Sinusoidal {
-    /// The table of `time` positions of `model` values, in f32.
+    /// The table of `time` positions of `model` values, in the precision of what it is added to.
     pub fn new(graph: &Graph, time: usize, model: usize) -> Sinusoidal {
-        Sinusoidal::with_precision(graph, time, model, Precision::F32)
+        Sinusoidal::with_precision(graph, time, model, None)
     }
 
     /// The table of `time` positions of `model` values in `precision` (that of the model it is
@@ -24,8 +24,9 @@ impl Sinusoidal {
         graph: &Graph,
         time: usize,
         model: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Sinusoidal {
+        let precision = precision.into();
         let value = |p: usize, e: usize| {
             let pair = (e / 2 * 2) as f64;
             let angle = p as f64 / 10_000f64.powf(pair / model as f64);
@@ -66,9 +67,10 @@ pub struct LearnedPositions {
 }
 
 impl LearnedPositions {
-    /// The f32 table of `label`: `time` positions of `model` values.
+    /// The table of `label`: `time` positions of `model` values, of the precision inferred from
+    /// use.
     pub fn new(graph: &Graph, label: &str, time: usize, model: usize) -> LearnedPositions {
-        LearnedPositions::with_precision(graph, label, time, model, Precision::F32)
+        LearnedPositions::with_precision(graph, label, time, model, None)
     }
 
     /// The same with a table of `precision`.
@@ -77,8 +79,9 @@ impl LearnedPositions {
         label: &str,
         time: usize,
         model: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> LearnedPositions {
+        let precision = precision.into();
         LearnedPositions {
             table: graph
                 .param(&format!("{label}.table"))
@@ -121,7 +124,7 @@ pub enum Positions {
 }
 
 impl Positions {
-    /// An encoding of `kind` for `time` positions of `model` values in f32 (`label` names a
+    /// An encoding of `kind` for `time` positions of `model` values, of the precision inferred from use (`label` names a
     /// learned table).
     pub fn new(
         graph: &Graph,
@@ -130,7 +133,7 @@ impl Positions {
         time: usize,
         model: usize,
     ) -> Positions {
-        Positions::with_precision(graph, label, kind, time, model, Precision::F32)
+        Positions::with_precision(graph, label, kind, time, model, None)
     }
 
     /// [`Positions::new`] with a table (fixed or learned) of `precision`.
@@ -140,8 +143,9 @@ impl Positions {
         kind: PositionKind,
         time: usize,
         model: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> Positions {
+        let precision = precision.into();
         match kind {
             PositionKind::Sinusoidal => {
                 Positions::Sinusoidal(Sinusoidal::with_precision(graph, time, model, precision))

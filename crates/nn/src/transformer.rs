@@ -43,9 +43,9 @@ pub struct FeedForward {
 }
 
 impl FeedForward {
-    /// The f32 layers of `label`, `hidden` wide inside, back to `model`.
+    /// The layers of `label`, of the precision inferred from use, `hidden` wide inside, back to `model`.
     pub fn new(graph: &Graph, label: &str, model: usize, hidden: usize) -> FeedForward {
-        FeedForward::with_precision(graph, label, model, hidden, Precision::F32)
+        FeedForward::with_precision(graph, label, model, hidden, None)
     }
 
     /// The same with parameters of `precision`.
@@ -54,8 +54,9 @@ impl FeedForward {
         label: &str,
         model: usize,
         hidden: usize,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> FeedForward {
+        let precision = precision.into();
         FeedForward {
             up: PositionDense::with_precision(graph, &format!("{label}.up"), hidden, precision),
             down: PositionDense::with_precision(graph, &format!("{label}.down"), model, precision),
@@ -95,7 +96,7 @@ pub struct EncoderBlock {
 }
 
 impl EncoderBlock {
-    /// The block of `label` with f32 parameters: `heads` heads of `model / heads` values, an MLP
+    /// The block of `label`, its parameters of the precision inferred from use: `heads` heads of `model / heads` values, an MLP
     /// `hidden` wide.
     pub fn new(
         graph: &Graph,
@@ -105,15 +106,7 @@ impl EncoderBlock {
         hidden: usize,
         placement: Placement,
     ) -> EncoderBlock {
-        EncoderBlock::with_precision(
-            graph,
-            label,
-            model,
-            heads,
-            hidden,
-            placement,
-            Precision::F32,
-        )
+        EncoderBlock::with_precision(graph, label, model, heads, hidden, placement, None)
     }
 
     /// The same with every parameter (attention, MLP, norms) of `precision`.
@@ -124,8 +117,9 @@ impl EncoderBlock {
         heads: usize,
         hidden: usize,
         placement: Placement,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> EncoderBlock {
+        let precision = precision.into();
         let sub = |name: &str| format!("{label}.{name}");
         EncoderBlock {
             attention: Attention::with_precision(
@@ -191,7 +185,7 @@ pub struct DecoderBlock {
 }
 
 impl DecoderBlock {
-    /// The block of `label` with f32 parameters: `heads` heads of `model / heads` values in both
+    /// The block of `label`, its parameters of the precision inferred from use: `heads` heads of `model / heads` values in both
     /// attentions, an MLP `hidden` wide.
     pub fn new(
         graph: &Graph,
@@ -201,15 +195,7 @@ impl DecoderBlock {
         hidden: usize,
         placement: Placement,
     ) -> DecoderBlock {
-        DecoderBlock::with_precision(
-            graph,
-            label,
-            model,
-            heads,
-            hidden,
-            placement,
-            Precision::F32,
-        )
+        DecoderBlock::with_precision(graph, label, model, heads, hidden, placement, None)
     }
 
     /// The same with every parameter (both attentions, MLP, norms) of `precision`.
@@ -220,8 +206,9 @@ impl DecoderBlock {
         heads: usize,
         hidden: usize,
         placement: Placement,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> DecoderBlock {
+        let precision = precision.into();
         let sub = |name: &str| format!("{label}.{name}");
         let attention = |name: &str| {
             Attention::with_precision(
@@ -355,9 +342,10 @@ pub struct EncoderDecoder {
 }
 
 impl EncoderDecoder {
-    /// The model of `label` as `config` says, with f32 parameters and positional tables.
+    /// The model of `label` as `config` says, with parameters and positional tables of
+    /// the precision inferred from use.
     pub fn new(graph: &Graph, label: &str, config: EncoderDecoderConfig) -> EncoderDecoder {
-        EncoderDecoder::with_precision(graph, label, config, Precision::F32)
+        EncoderDecoder::with_precision(graph, label, config, None)
     }
 
     /// The same with every parameter and the positional tables (fixed or learned) of
@@ -367,8 +355,9 @@ impl EncoderDecoder {
         graph: &Graph,
         label: &str,
         config: EncoderDecoderConfig,
-        precision: Precision,
+        precision: impl Into<Option<Precision>>,
     ) -> EncoderDecoder {
+        let precision = precision.into();
         let c = config;
         let sub = |name: &str| format!("{label}.{name}");
         let embedding = |name: &str, vocabulary: usize| {

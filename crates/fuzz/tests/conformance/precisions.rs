@@ -246,7 +246,7 @@ fn bf16_training(backend: Box<dyn Backend>, steps: usize) -> Vec<Vec<f64>> {
         .collect();
     let x = graph.data("x").shape("8|->2").values(points).build();
     let y = graph.data("y").shape("8|->1").values(labels).build();
-    let model = Mlp::with_precision(&graph, "mlp", &[8, 1], Precision::Bf16);
+    let model = Mlp::new(&graph, "mlp", &[8, 1]);
     let loss = hinge(&model.apply(&x), &y);
     let mut sgd = Sgd::new(&graph, &model.params(), 0.1, 0.9);
     let mut ctx = Context::with_backend(&graph, backend);

@@ -1,6 +1,7 @@
 //! Every block built `with_precision` holds its parameters and fixed tables in that precision and
 //! computes in it: f64 blocks over f64 inputs give f64 outputs, rotary embeddings in f64 match
-//! their formula to the last digits, and `new` still builds f32 blocks.
+//! their formula to the last digits; `new` builds blocks of the precision their users compute
+//! in (the graph's default where nothing decides).
 
 use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
@@ -224,53 +225,91 @@ fn f64_rotary_embeddings_match_their_formula() {
 }
 
 #[test]
-fn new_builds_f32_blocks() {
+fn new_builds_blocks_of_their_users_precision() {
+    // Used beside f64 data, a block built by `new` holds f64, its tables too, once a context
+    // settles the precisions (until then a parameter answers the default).
     let graph = Graph::new();
-    let blocks: [(&str, Vec<Tensor>); 10] = [
-        ("Dense", Dense::new(&graph, "dense", 3).params()),
-        ("Mlp", Mlp::new(&graph, "mlp", &[3, 2]).params()),
+    let x = sequence(&graph);
+    let (dense, mlp) = (
+        Dense::new(&graph, "dense", 3),
+        Mlp::new(&graph, "mlp", &[3, 2]),
+    );
+    let block = TransformerBlock::new(&graph, "block", 4, 2, 8, true);
+    let positions = LearnedPositions::new(&graph, "positions", 3, 4);
+    let rotary = Rotary::new(&graph, 3, 2);
+    let outs = [
         (
-            "Embedding",
-            Embedding::new(&graph, "embedding", 5, 4).params(),
+            "Dense",
+            dense.params(),
+            dense.apply(&data(&graph, "v", "2|->3", test_values(6, 2))),
         ),
         (
-            "LearnedPositions",
-            LearnedPositions::new(&graph, "positions", 3, 4).params(),
+            "Mlp",
+            mlp.params(),
+            mlp.apply(&data(&graph, "w", "2|->3", test_values(6, 4))),
         ),
+        ("TransformerBlock", block.params(), block.apply(&x, 3, None)),
+        ("LearnedPositions", positions.params(), positions.apply(&x)),
         (
-            "Attention",
-            Attention::new(&graph, "attention", 4, 2, 2, false).params(),
-        ),
-        (
-            "PositionDense",
-            PositionDense::new(&graph, "pd", 4).params(),
-        ),
-        (
-            "TransformerBlock",
-            TransformerBlock::new(&graph, "block", 4, 2, 8, false).params(),
-        ),
-        ("FeedForward", FeedForward::new(&graph, "ff", 4, 6).params()),
-        (
-            "EncoderBlock",
-            EncoderBlock::new(&graph, "encoder", 4, 2, 6, Placement::Pre).params(),
-        ),
-        (
-            "DecoderBlock",
-            DecoderBlock::new(&graph, "decoder", 4, 2, 6, Placement::Post).params(),
+            "Rotary",
+            vec![],
+            rotary.apply(&data(&graph, "r", "1|->1,3,2", test_values(6, 6))),
         ),
     ];
-    for (block, params) in blocks {
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.init_params().unwrap();
+    let routine = ctx
+        .forward(&outs.iter().map(|(_, _, out)| out).collect::<Vec<_>>())
+        .unwrap();
+    ctx.run(&routine).unwrap();
+    for (block, params, out) in &outs {
         for p in params {
-            assert_eq!(p.precision(), Precision::F32, "{block}: '{}'", p.label());
+            assert_eq!(p.precision(), F64, "{block}: parameter '{}'", p.label());
+        }
+        assert_eq!(out.precision(), F64, "{block}: output");
+        assert!(
+            ctx.values(out).unwrap().iter().all(|v| v.is_finite()),
+            "{block}"
+        );
+    }
+
+    // Beside nothing that decides, the graph's default: f32 unless changed, bf16 here.
+    for default in [None, Some(Precision::Bf16)] {
+        let graph = Graph::new();
+        if let Some(precision) = default {
+            graph.set_default_precision(precision);
+        }
+        let expected = default.unwrap_or(Precision::F32);
+        let blocks: [(&str, Vec<Tensor>); 4] = [
+            ("Dense", Dense::new(&graph, "dense", 3).params()),
+            (
+                "Embedding",
+                Embedding::new(&graph, "embedding", 5, 4).params(),
+            ),
+            ("FeedForward", FeedForward::new(&graph, "ff", 4, 6).params()),
+            (
+                "DecoderBlock",
+                DecoderBlock::new(&graph, "decoder", 4, 2, 6, Placement::Post).params(),
+            ),
+        ];
+        for (block, params) in blocks {
+            for p in params {
+                assert_eq!(p.precision(), expected, "{block}: '{}'", p.label());
+            }
         }
     }
-    let rotary = Rotary::new(&graph, 3, 2);
-    let x = graph
-        .data("x")
-        .shape("1|->1,3,2")
-        .values(vec![1.0; 6])
-        .build();
-    assert_eq!(rotary.apply(&x).precision(), Precision::F32);
+
+    // A precision chosen is kept whatever the users: an f32 layer over f64 data.
+    let graph = Graph::new();
+    let chosen = Dense::with_precision(&graph, "chosen", 3, Precision::F32);
+    let out = chosen.apply(&data(&graph, "v", "2|->3", test_values(6, 2)));
+    assert!(
+        chosen
+            .params()
+            .iter()
+            .all(|p| p.precision() == Precision::F32)
+    );
+    assert_eq!(out.precision(), F64);
 }
 
 #[test]

@@ -111,11 +111,11 @@ impl LeafBuilder {
         self
     }
 
-    /// The precision of the tensor's cells. Without it, a parameter or data tensor holds what
-    /// its users compute in, and another leaf the graph's default precision (see
-    /// [`crate::graph::precision`]).
-    pub fn precision(mut self, precision: Precision) -> LeafBuilder {
-        self.precision = Some(precision);
+    /// The precision of the tensor's cells. Without it (or given `None`), a parameter or data
+    /// tensor holds what its users compute in, and another leaf the graph's default precision
+    /// (see [`crate::graph::precision`]).
+    pub fn precision(mut self, precision: impl Into<Option<Precision>>) -> LeafBuilder {
+        self.precision = precision.into();
         self
     }
 

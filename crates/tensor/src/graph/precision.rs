@@ -30,7 +30,8 @@
 //! `default_grad_precision` setting) when one is set, else its tensor's precision.
 //!
 //! While the graph is being built, [`Tensor::precision`] answers from what is known so far:
-//! top-down tensors hold the default until their users are known. Precisions are fixed when a
+//! bottom-up tensors their operands' promotion as it stands, top-down tensors the default until
+//! a context settles them (a parameter used beside f64 data answers f32 until then). Precisions are fixed when a
 //! context first makes a tensor's buffer, as it finishes shape inference, before anything is
 //! lowered. From then on that tensor's precision is settled in that context: a later use does
 //! not change it, and a later choice that differs is an error naming the tensor. Precisions
