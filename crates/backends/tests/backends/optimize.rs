@@ -4,7 +4,7 @@
 use crate::common::*;
 
 use rcannl_backends::interpreter::Buffers;
-use rcannl_ir::optimize::{accumulate, cse, fills, memory, simplify, virtualize};
+use rcannl_ir::optimize::{accumulate, cse, fills, memory, simplify, slices, virtualize};
 use rcannl_ir::{
     Assignment, Binop, FetchOp, Index, LocalId, LoopVar, MemoryMode, NodeId, Precision,
     Projections, Routine, Scalar, Stmt, TensorNode, Ternop, Unop, Var, optimize,
@@ -1152,4 +1152,94 @@ fn a_zero_fill_is_dropped_where_the_first_contribution_writes_every_cell() {
         "{absorbed}"
     );
     same_results(&tenth, &absorbed, &[(0, small_values(6, 0.3))]);
+}
+
+/// `n1 := xs[s]` (a row of `n0`, 4 × 3, chosen by the static index `s`), then `n2 := n1 · 2`,
+/// with `between` run after the copy.
+fn sliced_then_doubled(between: Vec<Stmt>) -> Routine {
+    let s = rcannl_ir::Symbol(0);
+    let row = |var: u32| {
+        vec![
+            Index {
+                terms: vec![(1, Var::Static(s))],
+                offset: 0,
+            },
+            at(var),
+        ]
+    };
+    let mut body = vec![Stmt::For {
+        var: LoopVar(0),
+        range: 3,
+        body: vec![Stmt::Set {
+            node: NodeId(1),
+            index: vec![at(0)],
+            value: *un(Unop::Identity, Box::new(Scalar::Get(NodeId(0), row(0)))),
+        }],
+    }];
+    body.extend(between);
+    body.push(Stmt::For {
+        var: LoopVar(1),
+        range: 3,
+        body: vec![Stmt::Set {
+            node: NodeId(2),
+            index: vec![at(1)],
+            value: *bin(Binop::Mul, get(1, vec![at(1)]), c(2.0)),
+        }],
+    });
+    let mut routine = hand_built(
+        vec![
+            f32_node(0, "xs", &[4, 3]),
+            f32_node(1, "x", &[3]),
+            f32_node(2, "y", &[3]).with_mode(MemoryMode::Materialized),
+        ],
+        body,
+    );
+    routine.statics.insert(s, 4);
+    routine
+}
+
+#[test]
+fn a_slice_is_read_where_it_lies_unless_its_source_changes_or_it_is_kept() {
+    let forwarded = slices::forward_slices(&sliced_then_doubled(vec![]));
+    shows(
+        &forwarded,
+        "\
+routine r(s0 < 4):
+  n0 'xs': f32 [4, 3]
+  n1 'x': f32 [3] virtual
+  n2 'y': f32 [3] materialized
+for l1 in 0..3 {
+  n2[l1] := (n0[s0, l1] * 2)
+}
+",
+    );
+    let xs: Vec<f64> = (0..12).map(f64::from).collect();
+    for s in 0..4 {
+        let statics = std::collections::HashMap::from([(rcannl_ir::Symbol(0), s)]);
+        let run = |routine: &Routine| {
+            let mut buffers = Buffers::for_routine(routine).unwrap();
+            buffers.set_values(NodeId(0), &xs).unwrap();
+            rcannl_backends::interpreter::run_routine(routine, &mut buffers, &statics).unwrap();
+            buffers.values(NodeId(2))
+        };
+        let expected: Vec<f64> = (0..3).map(|i| 2.0 * xs[3 * s as usize + i]).collect();
+        assert_eq!(run(&forwarded), expected);
+        assert_eq!(run(&sliced_then_doubled(vec![])), expected);
+    }
+
+    // The source written between the copy and its reader: the copy holds the old cells.
+    let rewritten = sliced_then_doubled(vec![Stmt::Fill {
+        node: NodeId(0),
+        value: 0.0,
+    }]);
+    assert_eq!(slices::forward_slices(&rewritten), rewritten);
+    // A slice whose mode was chosen (kept by the routine, or by its user) stays a buffer.
+    let mut kept = sliced_then_doubled(vec![]);
+    kept.nodes.get_mut(&NodeId(1)).unwrap().memory_mode = Some(MemoryMode::Materialized);
+    assert_eq!(slices::forward_slices(&kept), kept);
+    // A slice read before the copy holds what an earlier run left.
+    let mut early = sliced_then_doubled(vec![]);
+    let reader = early.body.pop().unwrap();
+    early.body.insert(0, reader);
+    assert_eq!(slices::forward_slices(&early), early);
 }

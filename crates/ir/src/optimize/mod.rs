@@ -1,5 +1,6 @@
 //! The loop-IR optimizer: `optimize` runs its passes in order (numbers that only a fill writes
-//! read as constants, fills a first write makes useless dropped, matrix products recognized, memory modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
+//! read as constants, fills a first write makes useless dropped, slices read where they lie
+//! instead of copied, matrix products recognized, memory modes, fusion of virtual nodes, local accumulators, loop order for unit-stride stores,
 //! sibling loops merged, simplification, loop-invariant hoisting, shared subexpressions), and this module holds what
 //! they share: the error, fresh loop variables and locals, substitution into indices, the shape of
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
@@ -26,6 +27,7 @@ pub mod memory;
 pub mod merge;
 pub mod order;
 pub mod simplify;
+pub mod slices;
 pub mod split_sums;
 pub mod virtualize;
 
@@ -57,7 +59,7 @@ pub enum OptimizeErrorKind {
 }
 
 /// `routine` with its numbers read as constants, the fills its first writes overwrite dropped,
-/// its matrix products recognized,
+/// its slices read where they lie, its matrix products recognized,
 /// a memory mode on every node, virtual nodes
 /// inlined where they are read, local accumulators for reductions, unit-stride stores innermost,
 /// sibling loops over the same cells merged, constants folded, loop-invariant operations computed before inner loops and repeated
@@ -71,8 +73,9 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
 pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
     // A pass that changes the routine in place takes it; the others build a new one from it.
     type Pass = fn(Routine) -> Result<Routine, OptimizeError>;
-    let passes: [Pass; 10] = [
+    let passes: [Pass; 11] = [
         |r| Ok(fills::with_fills_absorbed(r)),
+        |r| Ok(slices::with_slices_forwarded(r)),
         |r| Ok(gemm::extract_gemms(r)),
         memory::with_memory_modes,
         virtualize::with_virtual_nodes_inlined,
