@@ -93,8 +93,6 @@ pub enum RunErrorKind {
     Buffers,
     /// A position outside its buffer.
     OutOfBounds,
-    /// An operation without a result: an integer division by zero.
-    Arithmetic,
     /// The routine is not well formed: a local read before it is declared, an index of the
     /// wrong number of axes, arithmetic on 128-bit words.
     Malformed,

@@ -323,8 +323,8 @@ impl State<'_> {
                         op.apply_int_in(precision, a.as_i64(), b.as_i64())
                             .ok_or_else(|| {
                                 error(
-                                    RunErrorKind::Arithmetic,
-                                    format!("{op}: integer division by zero ({precision})"),
+                                    RunErrorKind::Malformed,
+                                    format!("{op} has no meaning on integers ({precision})"),
                                 )
                             })?,
                     ),

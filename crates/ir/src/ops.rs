@@ -250,9 +250,10 @@ impl Binop {
         }
     }
 
-    /// The value on integers, wrapping on overflow; `None` for a division or remainder by zero
-    /// and for operations on words. Operations without an integer meaning (`**` with a negative
-    /// exponent) compute on floats and truncate.
+    /// The value on integers, wrapping on overflow; `None` for operations on words. A division
+    /// or remainder by zero gives 0, as compiled code computes it on every backend (which cannot
+    /// trap). Operations without an integer meaning (`**` with a negative exponent) compute on
+    /// floats and truncate.
     pub fn apply_int(self, a: i64, b: i64) -> Option<i64> {
         let truth = |t: bool| i64::from(t);
         Some(match self {
@@ -261,9 +262,8 @@ impl Binop {
             Binop::Add => a.wrapping_add(b),
             Binop::Sub => a.wrapping_sub(b),
             Binop::Mul => a.wrapping_mul(b),
-            Binop::Div => a
-                .checked_div(b)
-                .or_else(|| (b == -1).then(|| a.wrapping_neg()))?,
+            Binop::Div if b == 0 => 0,
+            Binop::Div => a.checked_div(b).unwrap_or_else(|| a.wrapping_neg()),
             // Any exponent that is no fraction, as C's loop over its bits.
             Binop::Pow if b >= 0 => wrapping_pow(a as u64, b as u64) as i64,
             Binop::Pow => (a as f64).powf(b as f64) as i64,
@@ -283,10 +283,8 @@ impl Binop {
             Binop::Lt => truth(a < b),
             Binop::Eq => truth(a == b),
             Binop::Ne => truth(a != b),
+            Binop::Mod if b == 0 => 0,
             Binop::Mod => {
-                if b == 0 {
-                    return None;
-                }
                 let r = a.wrapping_rem(b);
                 if r != 0 && (r < 0) != (b < 0) {
                     r + b
@@ -307,8 +305,8 @@ impl Binop {
         }
         let (x, y) = (a as u64, b as u64);
         Some(match self {
-            Binop::Div => x.checked_div(y)? as i64,
-            Binop::Mod => x.checked_rem(y)? as i64,
+            Binop::Div => x.checked_div(y).unwrap_or(0) as i64,
+            Binop::Mod => x.checked_rem(y).unwrap_or(0) as i64,
             Binop::Pow => wrapping_pow(x, y) as i64,
             Binop::Max => x.max(y) as i64,
             Binop::Min => x.min(y) as i64,

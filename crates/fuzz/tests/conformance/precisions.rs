@@ -72,6 +72,36 @@ fn integers_compute_exactly(target: &Target) {
 }
 conformance!(integers_compute_exactly: cc, gpu);
 
+/// An integer quotient by zero is 0 on every backend, the interpreter included: compiled code
+/// cannot trap, and the backends agree rather than one stopping where the others go on.
+fn integer_quotients_by_zero_are_zero(target: &Target) {
+    let (a, b) = ([7.0, -7.0, 0.0, 9.0], [0.0, 0.0, 0.0, 2.0]);
+    let precisions: &[Precision] = match target.gpu() {
+        // The GPU holds no u64.
+        Some(_) => &[Precision::I32, Precision::U16],
+        None => &[
+            Precision::I32,
+            Precision::U16,
+            Precision::U64,
+            Precision::I64,
+        ],
+    };
+    for &precision in precisions {
+        let (a, b) = match precision {
+            Precision::I32 | Precision::I64 => (a.to_vec(), b.to_vec()),
+            _ => (a.map(f64::abs).to_vec(), b.to_vec()),
+        };
+        let got = binary_results(target.backend(), precision, &[BinaryOp::Div], &a, &b);
+        let expected: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| if *y == 0.0 { 0.0 } else { (x / y).trunc() })
+            .collect();
+        assert_eq!(got, [expected], "{precision} on {}", target.name());
+    }
+}
+conformance!(integer_quotients_by_zero_are_zero);
+
 /// `binary_results` with `a` and `b` given as cells, compared as cells (a u64's bits, an fp8's
 /// value): bit for bit.
 fn binary_cells(
