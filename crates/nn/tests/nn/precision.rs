@@ -226,8 +226,8 @@ fn f64_rotary_embeddings_match_their_formula() {
 
 #[test]
 fn new_builds_blocks_of_their_users_precision() {
-    // Used beside f64 data, a block built by `new` holds f64, its tables too, once a context
-    // settles the precisions (until then a parameter answers the default).
+    // Used beside f64 data, a block built by `new` holds f64, its tables too: as the graph is
+    // built, and as a context settles the precisions.
     let graph = Graph::new();
     let x = sequence(&graph);
     let (dense, mlp) = (
@@ -256,6 +256,17 @@ fn new_builds_blocks_of_their_users_precision() {
             rotary.apply(&data(&graph, "r", "1|->1,3,2", test_values(6, 6))),
         ),
     ];
+    for (block, params, out) in &outs {
+        for p in params {
+            assert_eq!(
+                p.precision(),
+                F64,
+                "{block}: parameter '{}' as built",
+                p.label()
+            );
+        }
+        assert_eq!(out.precision(), F64, "{block}: output as built");
+    }
     let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
     ctx.init_params().unwrap();
     let routine = ctx

@@ -149,6 +149,7 @@ impl Graph {
                     precision,
                     precision_rule,
                     precision_from,
+                    precision_users: Vec::new(),
                     written_from: Vec::new(),
                     grad_precision: None,
                     grad_resolved: None,
@@ -157,6 +158,7 @@ impl Graph {
                     failed: Some(e),
                     op: None,
                 });
+                state.link_precision_users(index);
                 state.note_site(index);
                 drop(state);
                 return Err(Tensor {
@@ -174,6 +176,7 @@ impl Graph {
             precision,
             precision_rule,
             precision_from,
+            precision_users: Vec::new(),
             written_from: Vec::new(),
             grad_precision: None,
             grad_resolved: None,
@@ -182,6 +185,7 @@ impl Graph {
             failed: None,
             op: Some(op_index),
         });
+        state.link_precision_users(index);
         state.note_site(index);
         let source = ProjSource {
             op: shape_op,

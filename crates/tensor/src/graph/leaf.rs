@@ -374,6 +374,7 @@ impl Graph {
             precision,
             precision_rule,
             precision_from: Vec::new(),
+            precision_users: Vec::new(),
             written_from: Vec::new(),
             grad_precision: None,
             grad_resolved: None,

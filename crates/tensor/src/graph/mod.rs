@@ -58,6 +58,9 @@ pub(crate) struct TensorData {
     /// it when they follow their users: every operand, none for an operation converting into a
     /// precision of its own (a cast, random bits), the table for a gather.
     pub precision_from: Vec<usize>,
+    /// The tensors whose `precision_from` holds it: its users, whose needs it follows when it
+    /// follows its users.
+    pub precision_users: Vec<usize>,
     /// The tensors the updates into it read ([`Update::with_logic`],
     /// [`Update::with_default_logic`]): the precision a data tensor given none takes when no
     /// tensor is computed from it (an optimizer's state in the precision of its parameter).

@@ -30,8 +30,8 @@
 //! `default_grad_precision` setting) when one is set, else its tensor's precision.
 //!
 //! While the graph is being built, [`Tensor::precision`] answers from what is known so far:
-//! bottom-up tensors their operands' promotion as it stands, top-down tensors the default until
-//! a context settles them (a parameter used beside f64 data answers f32 until then). Precisions are fixed when a
+//! bottom-up tensors their operands' promotion as it stands, top-down tensors their users'
+//! precisions as they stand (a parameter used beside f64 data answers f64 before any context). Precisions are fixed when a
 //! context first makes a tensor's buffer, as it finishes shape inference, before anything is
 //! lowered. From then on that tensor's precision is settled in that context: a later use does
 //! not change it, and a later choice that differs is an error naming the tensor. Precisions
@@ -147,10 +147,31 @@ impl Graph {
         data.precision_rule = PrecisionRule::FromOperands;
         data.precision_from = indices;
         data.precision = precision;
+        state.link_precision_users(t.index);
     }
 }
 
 impl State {
+    /// Records tensor `index` as a user of each tensor its precision is computed from.
+    pub(crate) fn link_precision_users(&mut self, index: usize) {
+        for operand in self.tensors[index].precision_from.clone() {
+            self.tensors[operand].precision_users.push(index);
+        }
+    }
+
+    /// The precision of tensor `index`, which follows its users, as far as the graph knows now:
+    /// [`resolve`]'s top-down step over its users' precisions as they stand.
+    fn precision_following_users(&self, index: usize) -> Precision {
+        let data = &self.tensors[index];
+        let now = |tensors: &[usize]| promoted(tensors.iter().map(|&t| self.tensors[t].precision));
+        following_users(
+            data,
+            now(&data.precision_users),
+            now(&data.written_from),
+            self.precision_defaults.value,
+        )
+    }
+
     /// The precision of a tensor about to be built under `rule` from the operands `from`, as far
     /// as the graph knows now: [`resolve`]'s bottom-up step, with the precisions tensors hold
     /// now.
@@ -166,6 +187,27 @@ impl State {
                 from_operands(operands, holds_float, self.precision_defaults.value)
             }
         }
+    }
+}
+
+/// What `data`, which follows its users, holds: `need`, what they compute in (the widest), if
+/// any uses it; else `written`, what the updates into it read, for a data tensor; else
+/// `default`. A tensor taking gradients, or one an operation draws (random values), holds a
+/// float, and no user's tensor holds the 128-bit random words.
+fn following_users(
+    data: &TensorData,
+    need: Option<Precision>,
+    written: Option<Precision>,
+    default: Precision,
+) -> Precision {
+    match need {
+        None => (!data.differentiable)
+            .then_some(written)
+            .flatten()
+            .unwrap_or(default),
+        Some(Precision::Uint4x32) => default,
+        Some(need) if (data.differentiable || data.op.is_some()) && !need.is_float() => default,
+        Some(need) => need,
     }
 }
 
@@ -235,20 +277,8 @@ pub(crate) fn resolve(
     }
     for (index, data) in tensors.iter().enumerate() {
         if data.precision_rule == PrecisionRule::FromUsers && settled(index).is_none() {
-            values[index] = match users[index] {
-                // What the updates into a data tensor read, where nothing is computed from it.
-                None => (!data.differentiable)
-                    .then(|| promoted(data.written_from.iter().map(|&w| values[w])))
-                    .flatten()
-                    .unwrap_or(defaults.value),
-                Some(Precision::Uint4x32) => defaults.value,
-                // A tensor taking gradients, or one an operation draws (random values), holds a
-                // float.
-                Some(need) if (data.differentiable || data.op.is_some()) && !need.is_float() => {
-                    defaults.value
-                }
-                Some(need) => need,
-            };
+            let written = promoted(data.written_from.iter().map(|&w| values[w]));
+            values[index] = following_users(data, users[index], written, defaults.value);
         }
     }
     let mut resolved = Vec::with_capacity(tensors.len());
@@ -331,7 +361,12 @@ impl Tensor {
     /// The precision of the tensor's cells: once a context has made its buffer, the one it was
     /// made in; before that, as far as the graph knows now (see [`crate::graph::precision`]).
     pub fn precision(&self) -> Precision {
-        self.graph.state.lock().tensors[self.index].precision
+        let state = self.graph.state.lock();
+        let data = &state.tensors[self.index];
+        if data.precision_rule == PrecisionRule::FromUsers && data.grad_resolved.is_none() {
+            return state.precision_following_users(self.index);
+        }
+        data.precision
     }
 
     /// The precision of the tensor's gradient: its own if chosen; else, once a context has made

@@ -156,6 +156,38 @@ fn the_widest_user_wins_and_a_tensor_nothing_uses_holds_the_default() {
     );
 }
 
+/// While the graph is built, a tensor following its users answers what they compute in as it
+/// stands (the widest), before any context, and what a context settled once one did.
+#[test]
+fn a_parameter_answers_its_users_precision_as_the_graph_is_built() {
+    let graph = Graph::new();
+    let w = graph.param("w").build();
+    assert_eq!(w.precision(), Precision::F32, "nothing uses it yet");
+    let half = graph
+        .data("half")
+        .shape("3")
+        .precision(Precision::F16)
+        .build();
+    let narrow = &w + &half;
+    assert_eq!(w.precision(), Precision::F16);
+    let double = graph
+        .data("double")
+        .shape("3")
+        .precision(Precision::F64)
+        .build();
+    let wide = w.pmul(&double);
+    assert_eq!(
+        precisions(&[&w, &narrow, &wide]),
+        [Precision::F64, Precision::F16, Precision::F64]
+    );
+    // Numbers combined with it follow what it answers: held in f64 beside an f64 parameter.
+    let scaled = &w * 0.1;
+    assert_eq!(scaled.precision(), Precision::F64);
+    let mut ctx = Context::with_backend(&graph, Box::new(Interpreter));
+    ctx.forward(&[&narrow, &wide, &scaled]).unwrap();
+    assert_eq!(w.precision(), Precision::F64);
+}
+
 #[test]
 fn a_choice_wins_over_inference() {
     let graph = Graph::new();
