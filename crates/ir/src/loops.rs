@@ -248,6 +248,30 @@ impl Scalar {
         }
     }
 
+    /// Replaces each read `node[index]` of this expression (those inside a lookup's id too, not
+    /// the lookup's own read of its table) by `read(node, index)`, where that gives a value.
+    pub fn replace_gets(&mut self, read: &mut impl FnMut(NodeId, &[Index]) -> Option<Scalar>) {
+        match self {
+            Scalar::Get(node, index) => {
+                if let Some(value) = read(*node, index) {
+                    *self = value;
+                }
+            }
+            Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
+            Scalar::Lookup(lookup) => lookup.id.replace_gets(read),
+            Scalar::Unop(_, a) => a.replace_gets(read),
+            Scalar::Binop(_, a, b) => {
+                a.replace_gets(read);
+                b.replace_gets(read);
+            }
+            Scalar::Ternop(_, a, b, c) => {
+                a.replace_gets(read);
+                b.replace_gets(read);
+                c.replace_gets(read);
+            }
+        }
+    }
+
     /// Calls `visit` on every node this expression reads, with the index read.
     pub fn for_each_get(&self, visit: &mut impl FnMut(NodeId, &[Index])) {
         match self {

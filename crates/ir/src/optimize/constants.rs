@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{fill_constant, for_each_value_mut, stmt_reads};
+use super::{fill_constant, replace_reads, stmt_reads};
 use crate::loops::{Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId};
 use crate::precision::Precision;
@@ -31,7 +31,11 @@ pub fn inline_constants(mut routine: Routine) -> Routine {
         .body
         .retain(|stmt| !matches!(stmt, Stmt::Fill { node, .. } if constants.contains_key(node)));
     for stmt in &mut routine.body {
-        with_constants(stmt, &constants);
+        replace_reads(stmt, &mut |node, _| {
+            constants
+                .get(&node)
+                .map(|&constant| Scalar::Const(constant))
+        });
     }
     routine.nodes.retain(|id, _| !constants.contains_key(id));
     routine
@@ -95,41 +99,6 @@ fn constant_nodes(routine: &Routine) -> HashMap<NodeId, f64> {
         .into_iter()
         .map(|(node, (_, constant))| (node, constant))
         .collect()
-}
-
-/// Replaces the reads of `constants` in `stmt` by their constants.
-fn with_constants(stmt: &mut Stmt, constants: &HashMap<NodeId, f64>) {
-    match stmt {
-        Stmt::For { body, .. } => {
-            for stmt in body {
-                with_constants(stmt, constants);
-            }
-        }
-        _ => for_each_value_mut(stmt, &mut |value| substitute(value, constants)),
-    }
-}
-
-/// Replaces the reads of `constants` in `scalar` by their constants.
-fn substitute(scalar: &mut Scalar, constants: &HashMap<NodeId, f64>) {
-    match scalar {
-        Scalar::Get(node, _) => {
-            if let Some(&constant) = constants.get(node) {
-                *scalar = Scalar::Const(constant);
-            }
-        }
-        Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
-        Scalar::Lookup(lookup) => substitute(&mut lookup.id, constants),
-        Scalar::Unop(_, a) => substitute(a, constants),
-        Scalar::Binop(_, a, b) => {
-            substitute(a, constants);
-            substitute(b, constants);
-        }
-        Scalar::Ternop(_, a, b, c) => {
-            substitute(a, constants);
-            substitute(b, constants);
-            substitute(c, constants);
-        }
-    }
 }
 
 #[cfg(test)]

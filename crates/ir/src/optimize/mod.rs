@@ -252,6 +252,19 @@ fn for_each_value_mut(stmt: &mut Stmt, rewrite: &mut impl FnMut(&mut Scalar)) {
     }
 }
 
+/// `stmt`, with the statements nested in its loops, each read `node[index]` replaced by
+/// `read(node, index)` where that gives a value (see [`Scalar::replace_gets`]).
+fn replace_reads(stmt: &mut Stmt, read: &mut impl FnMut(NodeId, &[Index]) -> Option<Scalar>) {
+    match stmt {
+        Stmt::For { body, .. } => {
+            for stmt in body {
+                replace_reads(stmt, read);
+            }
+        }
+        _ => for_each_value_mut(stmt, &mut |value| value.replace_gets(read)),
+    }
+}
+
 /// Calls `visit` on every index `stmt` evaluates itself: its store's and its reads'.
 fn for_each_index(stmt: &Stmt, visit: &mut impl FnMut(&Index)) {
     match stmt {

@@ -14,7 +14,7 @@
 //! so that a product reads the source directly.
 
 use super::body::Body;
-use super::{PerfectNest, Renaming, covers_each_cell_once, for_each_value_mut};
+use super::{PerfectNest, Renaming, covers_each_cell_once, replace_reads};
 use crate::loops::{Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Unop;
@@ -38,7 +38,9 @@ pub(super) fn with_slices_forwarded(mut routine: Routine) -> Routine {
         let readers: Vec<usize> = body.readers(slice.node).collect();
         for slot in readers {
             let mut stmt = body.take(slot);
-            forward_in(&mut stmt, &slice);
+            replace_reads(&mut stmt, &mut |node, index| {
+                (node == slice.node).then(|| slice.read_at(index))
+            });
             body.put(slot, stmt);
         }
         body.take(at);
@@ -152,32 +154,4 @@ fn forwardable(body: &Body, at: usize, slice: &Slice) -> bool {
         });
         in_place
     })
-}
-
-/// `stmt` (with everything nested in it) reading `slice`'s source wherever it read the slice.
-fn forward_in(stmt: &mut Stmt, slice: &Slice) {
-    for_each_value_mut(stmt, &mut |value| forward_reads(value, slice));
-    if let Stmt::For { body, .. } = stmt {
-        for inner in body {
-            forward_in(inner, slice);
-        }
-    }
-}
-
-fn forward_reads(scalar: &mut Scalar, slice: &Slice) {
-    match scalar {
-        Scalar::Get(node, index) if *node == slice.node => *scalar = slice.read_at(index),
-        Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {}
-        Scalar::Lookup(lookup) => forward_reads(&mut lookup.id, slice),
-        Scalar::Unop(_, a) => forward_reads(a, slice),
-        Scalar::Binop(_, a, b) => {
-            forward_reads(a, slice);
-            forward_reads(b, slice);
-        }
-        Scalar::Ternop(_, a, b, c) => {
-            forward_reads(a, slice);
-            forward_reads(b, slice);
-            forward_reads(c, slice);
-        }
-    }
 }
