@@ -254,7 +254,7 @@ impl DeviceCopies for DeviceMemory {
             }
         }
         staging.unmap();
-        traffic::count_from_device(bytes.len() as u64);
+        traffic::count_from_device(widened.unwrap_or(bytes.len()) as u64);
         device
             .take_errors(&format!("reading {node} back"))
             .map_err(|e| run_error(e.message))
@@ -295,7 +295,7 @@ impl DeviceCopies for DeviceMemory {
                 .queue
                 .write_buffer(buffer, place.offset, &padded);
         }
-        traffic::count_to_device(host.len() as u64);
+        traffic::count_to_device(bytes.len() as u64);
         Ok(())
     }
 
