@@ -27,6 +27,14 @@ pub fn forward_slices(routine: &Routine) -> Routine {
 
 /// [`forward_slices`] of a routine given up for it: its statements are moved, not copied.
 pub(super) fn with_slices_forwarded(mut routine: Routine) -> Routine {
+    // Most routines slice nothing: they are not indexed for nothing.
+    if !routine
+        .body
+        .iter()
+        .any(|stmt| Slice::of(stmt, &routine).is_some())
+    {
+        return routine;
+    }
     let mut body = Body::new(std::mem::take(&mut routine.body));
     for at in 0..body.end() {
         let Some(slice) = Slice::of(body.stmt(at), &routine) else {
