@@ -1,6 +1,8 @@
 //! Random loop programs, run compiled and interpreted.
 //!
-//! A program is one to five assignments over random product spaces: each reads one to three
+//! A program holds tensors of one precision, drawn among every float and integer precision but
+//! u32 (fp8, f16, bf16, f32, f64; u8, i8, u16, i32, i64, u64), and is one to five assignments
+//! over random product spaces: each reads one to three
 //! tensors through iterators, strided windows (`2·s + t`) or fixed positions, computes one
 //! operation, and accumulates into a tensor that keeps some of the product's symbols (the others
 //! are reduced) with one of the accumulators, with or without a neutral pre-fill. Later
@@ -60,7 +62,7 @@ const BINOPS: [Binop; 14] = [
 /// own on every backend (the conformance suite).
 const FLOAT_BINOPS: [Binop; 3] = [Binop::Div, Binop::Mod, Binop::Pow];
 const ACCUMULATORS: [Binop; 5] = [Binop::Add, Binop::Max, Binop::Min, Binop::Arg2, Binop::Mul];
-const PRECISIONS: [Precision; 8] = [
+const PRECISIONS: [Precision; 11] = [
     Precision::F32,
     Precision::F64,
     Precision::I32,
@@ -69,6 +71,9 @@ const PRECISIONS: [Precision; 8] = [
     Precision::U16,
     Precision::U64,
     Precision::Fp8,
+    Precision::Bf16,
+    Precision::U8,
+    Precision::I8,
 ];
 
 /// A random program: the routine, its input nodes and the values to fill them with.
