@@ -98,9 +98,14 @@ impl DeviceMemory {
 
     /// Where `node` lies, once [`rcannl_backends::Buffers::to_device`] placed it.
     pub(crate) fn place(&self, node: NodeId) -> Result<Place, RunError> {
+        self.placed(node).map(|placed| placed.place)
+    }
+
+    /// [`DeviceMemory::place`], with the precision its cells are held for.
+    fn placed(&self, node: NodeId) -> Result<Placed, RunError> {
         self.places
             .get(&node)
-            .map(|placed| placed.place)
+            .copied()
             .ok_or_else(|| run_error(format!("{node} has no copy on the GPU")))
     }
 
@@ -208,14 +213,10 @@ impl DeviceMemory {
 
 impl DeviceCopies for DeviceMemory {
     fn read(&self, node: NodeId, bytes: &mut [u8]) -> Result<(), RunError> {
-        let Placed { place, precision } = *self
-            .places
-            .get(&node)
-            .ok_or_else(|| run_error(format!("{node} has no copy on the GPU")))?;
+        let Placed { place, precision } = self.placed(node)?;
         let buffer = self.arena(place.arena)?;
         let device = &self.device;
-        let widened = Class::widens(precision)
-            .then(|| widened::device_bytes(precision, bytes.len() / precision.size_in_bytes()));
+        let widened = widened::widened_bytes(precision, bytes.len());
         let size = device_size(widened.unwrap_or(bytes.len()));
         let staging = device.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("rcannl read-back"),

@@ -31,9 +31,11 @@ pub(crate) fn widen(precision: Precision, host: &[u8]) -> Option<Vec<u8>> {
     Some(device)
 }
 
-/// The bytes, in the device's class, of `cells` cells of `precision`.
-pub(crate) fn device_bytes(precision: Precision, cells: usize) -> usize {
-    cells * Class::of(precision).cell_bytes() as usize
+/// The device's bytes for `host` bytes of cells of `precision`, where it holds them widened;
+/// `None` where the class is the precision's own.
+pub(crate) fn widened_bytes(precision: Precision, host: usize) -> Option<usize> {
+    Class::widens(precision)
+        .then(|| host / precision.size_in_bytes() * Class::of(precision).cell_bytes() as usize)
 }
 
 /// Narrows `device`, cells of `precision` as the device holds them, into `host`, their host
@@ -74,10 +76,7 @@ mod tests {
                 _ => (0..=u16::MAX).flat_map(u16::to_ne_bytes).collect(),
             };
             let device = widen(precision, &host).expect("widened");
-            assert_eq!(
-                device.len(),
-                device_bytes(precision, host.len() / precision.size_in_bytes())
-            );
+            assert_eq!(Some(device.len()), widened_bytes(precision, host.len()));
             let mut back = vec![0; host.len()];
             narrow(precision, &device, &mut back);
             // NaNs narrow to a NaN, not always to the same bits.
@@ -105,6 +104,7 @@ mod tests {
         let device = widen(Precision::Fp8, &[0x3D]).expect("widened");
         assert_eq!(f32::from_ne_bytes(device.try_into().unwrap()), 1.25);
         assert_eq!(widen(Precision::F32, &[0; 4]), None);
+        assert_eq!(widened_bytes(Precision::F32, 4), None);
         assert_eq!(widen(Precision::F16, &[0; 2]), None);
     }
 }
