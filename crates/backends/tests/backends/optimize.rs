@@ -1243,3 +1243,84 @@ for l1 in 0..3 {
     early.body.insert(0, reader);
     assert_eq!(slices::forward_slices(&early), early);
 }
+
+/// A deep stack optimized in chunks computes what it computes lowered, bit for bit: each layer
+/// `h = x * w`, `y = tanh(h) + x` (the next layer's `x`), then, layer by layer backwards, `g =
+/// h * g' + y`: each `h` is cheap enough to be virtual, so the backward nests, hundreds of
+/// statements after the layer's forward (in other chunks), compute it again from `x` and `w`.
+#[test]
+fn a_deep_stack_read_again_far_below_computes_as_lowered() {
+    const LAYERS: u32 = 200;
+    let dims = [3, 4];
+    let cells = 12;
+    // Per layer: w, h, y; then each layer's backward value g.
+    let (w, h, y) = (|l: u32| 1 + 3 * l, |l: u32| 2 + 3 * l, |l: u32| 3 + 3 * l);
+    let x = |l: u32| if l == 0 { 0 } else { y(l - 1) };
+    let g = |l: u32| 1 + 3 * LAYERS + l;
+    let mut nodes = vec![f32_node(0, "x", &dims)];
+    let mut assignments = Vec::new();
+    let mut inputs = vec![(0, small_values(cells, 0.2))];
+    for l in 0..LAYERS {
+        nodes.push(f32_node(w(l), &format!("w{l}"), &dims));
+        nodes.push(f32_node(h(l), &format!("h{l}"), &dims));
+        nodes.push(f32_node(y(l), &format!("y{l}"), &dims));
+        inputs.push((w(l), small_values(cells, 0.01 * f64::from(l % 7 + 1))));
+        assignments.push(binary(
+            true,
+            Binop::Arg2,
+            h(l),
+            Binop::Mul,
+            (x(l), w(l)),
+            pointwise(&dims, 2),
+        ));
+        assignments.push(unary(
+            true,
+            Binop::Arg2,
+            9_000 + l,
+            Unop::Tanh,
+            h(l),
+            pointwise(&dims, 1),
+        ));
+        nodes.push(f32_node(9_000 + l, &format!("t{l}"), &dims));
+        assignments.push(binary(
+            true,
+            Binop::Arg2,
+            y(l),
+            Binop::Add,
+            (9_000 + l, x(l)),
+            pointwise(&dims, 2),
+        ));
+    }
+    for l in (0..LAYERS).rev() {
+        nodes.push(f32_node(g(l), &format!("g{l}"), &dims));
+        let below = if l + 1 == LAYERS { y(l) } else { g(l + 1) };
+        nodes.push(f32_node(12_000 + l, &format!("p{l}"), &dims));
+        assignments.push(binary(
+            true,
+            Binop::Arg2,
+            12_000 + l,
+            Binop::Mul,
+            (h(l), below),
+            pointwise(&dims, 2),
+        ));
+        assignments.push(binary(
+            true,
+            Binop::Arg2,
+            g(l),
+            Binop::Add,
+            (12_000 + l, y(l)),
+            pointwise(&dims, 2),
+        ));
+    }
+    let before = lowered(assignments, nodes);
+    // Well past the size from which the optimizer works chunk by chunk.
+    assert!(
+        before.body.len() >= 1_000,
+        "{} statements",
+        before.body.len()
+    );
+    let after = optimize(&before).unwrap();
+    assert_eq!(mode(&after, h(0)), MemoryMode::Virtual);
+    assert!(!writes(&after, h(0)));
+    same_results(&before, &after, &inputs);
+}

@@ -6,7 +6,9 @@
 //! a perfect nest, and the reads and writes of statements; `body` indexes a body's statements by
 //! the nodes they write and read, so that a pass asking about one node looks at its statements only;
 //! `fused` keeps the nests fusion builds link by link down a chain, so that the chain fuses in time
-//! linear in its length.
+//! linear in its length; `repeats` runs the passes after the memory modes chunk by chunk on a
+//! large routine, each distinct chunk once, so that a deep model's repeated layers are
+//! transformed once.
 //!
 //! Every pass is a pure function from a routine to a routine, public so that it can be run alone.
 //! None changes what the reference interpreter computes, bit for bit, except where a pass's own
@@ -26,6 +28,7 @@ pub mod margins;
 pub mod memory;
 pub mod merge;
 pub mod order;
+mod repeats;
 pub mod simplify;
 pub mod slices;
 pub mod split_sums;
@@ -71,13 +74,39 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
 /// [`optimize`] of a routine the caller no longer needs: its statements move through the passes
 /// that change them in place instead of being copied first.
 pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
+    let decided = decided(routine)?;
+    if decided.body.len() < repeats::CHUNKED_FROM {
+        return transformed(decided);
+    }
+    repeats::transform_in_chunks(decided, transformed)
+}
+
+/// The passes up to the memory modes, which decide over the whole routine: constants, fills,
+/// slices, matrix products, and where each node lives.
+fn decided(routine: Routine) -> Result<Routine, OptimizeError> {
     // A pass that changes the routine in place takes it; the others build a new one from it.
-    type Pass = fn(Routine) -> Result<Routine, OptimizeError>;
-    let passes: [Pass; 11] = [
+    // Each routine is dropped as soon as the next pass has made its own: a large routine's
+    // intermediates, all alive at once, would hold many times its memory.
+    let decisions: [Pass; 4] = [
         |r| Ok(fills::with_fills_absorbed(r)),
         |r| Ok(slices::with_slices_forwarded(r)),
         |r| Ok(gemm::extract_gemms(r)),
         memory::with_memory_modes,
+    ];
+    decisions
+        .into_iter()
+        .try_fold(constants::inline_constants(routine), |routine, pass| {
+            pass(routine)
+        })
+}
+
+/// A pass of `optimize`.
+type Pass = fn(Routine) -> Result<Routine, OptimizeError>;
+
+/// The passes that follow the memory modes: each rewrites nests by what the modes decided and
+/// what the nests themselves hold.
+fn transformed(routine: Routine) -> Result<Routine, OptimizeError> {
+    let passes: [Pass; 7] = [
         virtualize::with_virtual_nodes_inlined,
         |r| Ok(accumulate::local_accumulators(r)),
         |r| Ok(order::order_loops(r)),
@@ -86,13 +115,9 @@ pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
         |r| Ok(hoist::hoist_invariants(r)),
         |r| Ok(cse::cse(r)),
     ];
-    // Each routine is dropped as soon as the next pass has made its own: a large routine's
-    // intermediates, all alive at once, would hold many times its memory.
     passes
         .into_iter()
-        .try_fold(constants::inline_constants(routine), |routine, pass| {
-            pass(routine)
-        })
+        .try_fold(routine, |routine, pass| pass(routine))
 }
 
 /// `routine`'s name, nodes and static indices around `body`: what a pass returns, without

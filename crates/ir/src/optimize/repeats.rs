@@ -1,0 +1,736 @@
+//! Repeated work transformed once. A deep model's step repeats each layer's nests once per layer
+//! (its forward, its gradients, the optimizer's updates of its parameters): the same nests over
+//! other nodes. Once the whole routine's memory modes are decided, a routine of at least
+//! [`CHUNKED_FROM`] top-level statements is cut into chunks for the passes that follow (fusion,
+//! local accumulators, loop order, merging, simplification, hoisting, shared subexpressions),
+//! and chunks that are the same but for their names (nodes, loop variables, locals) are
+//! transformed once: the first one's result, renamed, stands for the others. Those passes then
+//! take time with the distinct chunks rather than with the layers.
+//!
+//! - Where to cut is read from the statements themselves, so that every copy of a repeated run
+//!   of statements is cut alike wherever it lies (as content-defined chunking cuts files): a
+//!   boundary goes where the fewest nodes of short life cross it, ties to the least hash of the
+//!   last few statements' name-free signatures, the least around it.
+//! - Every node keeps the mode the whole routine decided. A chunk reading a virtual node that an
+//!   earlier chunk writes starts with copies of the statements writing it (and of those writing
+//!   the virtual nodes they read): inlining them into the chunk's readers computes what
+//!   inlining the originals would, as nothing between writes what they read (the memory modes
+//!   checked that over the whole routine). So the chunks together compute what the whole
+//!   routine does, with the same nodes in memory; what is given up is merging loops across a
+//!   boundary.
+//! - Two chunks are the same when their statements, their names numbered in the order the
+//!   statements first use them, and their nodes (precision, dims, margins, mode; labels aside)
+//!   are equal.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::mem::discriminant;
+use std::ops::Range;
+
+use super::{Fresh, OptimizeError};
+use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
+use crate::node::{MemoryMode, NodeId, TensorNode};
+use crate::routine::Routine;
+
+/// Routines of fewer top-level statements are transformed whole.
+pub const CHUNKED_FROM: usize = 512;
+/// How far either side a boundary's hash is the least: about one boundary in this many
+/// statements.
+const SPAN: usize = 32;
+/// How far apart (in top-level statements) a node's first and last mention may lie for a
+/// boundary between them to count against it.
+const SHORT_LIFE: usize = 64;
+/// How many statements' signatures make the hash a boundary is chosen by.
+const WINDOW: usize = 3;
+/// The fewest statements of a chunk (but the last): fewer boundaries, less given up at them.
+const SHORTEST_CHUNK: usize = 8;
+/// The most statements of a chunk, so that a routine without repeats is still cut.
+const LONGEST_CHUNK: usize = 1024;
+
+/// `routine`, its memory modes decided, transformed chunk by chunk by `transform` (the passes
+/// after the memory modes), each distinct chunk once.
+pub(super) fn transform_in_chunks(
+    mut routine: Routine,
+    transform: fn(Routine) -> Result<Routine, OptimizeError>,
+) -> Result<Routine, OptimizeError> {
+    let ranges = chunks(&routine.body);
+    let is_virtual = |node: NodeId| {
+        routine.nodes.get(&node).and_then(|n| n.memory_mode) == Some(MemoryMode::Virtual)
+    };
+    // The top-level statements writing each virtual node: a chunk reading one that an earlier
+    // chunk writes starts with copies of them.
+    let mut producers: HashMap<NodeId, Vec<usize>> = HashMap::new();
+    for (at, stmt) in routine.body.iter().enumerate() {
+        for node in written_nodes(stmt) {
+            if is_virtual(node) {
+                producers.entry(node).or_default().push(at);
+            }
+        }
+    }
+    let mut chunks = Vec::with_capacity(ranges.len());
+    for range in &ranges {
+        let Some(copied) = producers_to_copy(&routine.body, range, &producers, &is_virtual) else {
+            return transform(routine);
+        };
+        chunks.push(copied);
+    }
+    let mut optimized: HashMap<u64, Vec<Optimized>> = HashMap::new();
+    let mut out = Vec::with_capacity(routine.body.len());
+    let (mut next_var, mut next_local) = (0u32, 0u32);
+    // The statements copied into later chunks, copied once each; the others move.
+    let originals: HashMap<usize, Stmt> = chunks
+        .iter()
+        .flatten()
+        .map(|&at| (at, routine.body[at].clone()))
+        .collect();
+    let mut body = std::mem::take(&mut routine.body).into_iter();
+    for (range, copied) in ranges.into_iter().zip(chunks) {
+        let mut stmts: Vec<Stmt> = copied.iter().map(|at| originals[at].clone()).collect();
+        stmts.extend(body.by_ref().take(range.len()));
+        let mut canonical = Canonical::default();
+        for stmt in &mut stmts {
+            rename_stmt(stmt, &mut canonical);
+        }
+        let nodes: BTreeMap<NodeId, TensorNode> = canonical
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(own, real)| {
+                let mut node = routine.nodes[real].clone();
+                node.id = NodeId(own as u32);
+                (node.id, node)
+            })
+            .collect();
+        let key = key_of(&stmts, &nodes);
+        let candidates = optimized.entry(key).or_default();
+        let found = candidates
+            .iter()
+            .position(|c| c.stmts == stmts && same_nodes(&c.nodes, &nodes));
+        let done = match found {
+            Some(at) => &candidates[at],
+            None => {
+                let chunk = Routine {
+                    name: routine.name.clone(),
+                    nodes: nodes.clone(),
+                    statics: routine.statics.clone(),
+                    body: stmts.clone(),
+                };
+                let result = transform(chunk)?;
+                let fresh = Fresh::new(&result.body);
+                candidates.push(Optimized {
+                    stmts,
+                    nodes,
+                    fresh: (fresh.next_var, fresh.next_local),
+                    result,
+                });
+                candidates.last().expect("just pushed")
+            }
+        };
+        let mut back = Back {
+            nodes: &canonical.nodes,
+            var_base: next_var,
+            local_base: next_local,
+        };
+        for stmt in &done.result.body {
+            let mut stmt = stmt.clone();
+            rename_stmt(&mut stmt, &mut back);
+            out.push(stmt);
+        }
+        next_var = next_var.saturating_add(done.fresh.0);
+        next_local = next_local.saturating_add(done.fresh.1);
+    }
+
+    routine.body = out;
+    Ok(routine)
+}
+
+/// The statements (by position, in order) that a chunk over `range` starts with: those writing
+/// the virtual nodes it reads that earlier chunks write, and theirs in turn. `None` where that
+/// cannot be done alike for every chunk: a node both written before the chunk and in it, or a
+/// statement to copy that writes a node kept in memory.
+fn producers_to_copy(
+    body: &[Stmt],
+    range: &Range<usize>,
+    producers: &HashMap<NodeId, Vec<usize>>,
+    is_virtual: &impl Fn(NodeId) -> bool,
+) -> Option<Vec<usize>> {
+    let mut wanted: Vec<NodeId> = Vec::new();
+    for stmt in &body[range.clone()] {
+        for_each_read(stmt, &mut |node| {
+            if is_virtual(node) && producers.get(&node).is_some_and(|p| p[0] < range.start) {
+                wanted.push(node);
+            }
+        });
+    }
+    let mut copied: Vec<usize> = Vec::new();
+    let mut seen: HashSet<NodeId> = HashSet::new();
+    while let Some(node) = wanted.pop() {
+        if !seen.insert(node) {
+            continue;
+        }
+        for &at in &producers[&node] {
+            if at >= range.start {
+                return None;
+            }
+            if copied.contains(&at) {
+                continue;
+            }
+            if written_nodes(&body[at])
+                .iter()
+                .any(|&written| !is_virtual(written))
+            {
+                return None;
+            }
+            copied.push(at);
+            for_each_read(&body[at], &mut |read| {
+                if is_virtual(read) {
+                    wanted.push(read);
+                }
+            });
+        }
+    }
+    copied.sort_unstable();
+    Some(copied)
+}
+
+/// Whether two chunks' nodes are alike but for their labels.
+fn same_nodes(a: &BTreeMap<NodeId, TensorNode>, b: &BTreeMap<NodeId, TensorNode>) -> bool {
+    a.len() == b.len()
+        && a.values().zip(b.values()).all(|(x, y)| {
+            (x.id, x.precision, &x.dims, &x.padding, x.memory_mode)
+                == (y.id, y.precision, &y.dims, &y.padding, y.memory_mode)
+        })
+}
+
+/// A distinct chunk: its statements and nodes in its own names, and their optimization.
+struct Optimized {
+    stmts: Vec<Stmt>,
+    nodes: BTreeMap<NodeId, TensorNode>,
+    /// The loop variables and locals the optimized statements number, from 0.
+    fresh: (u32, u32),
+    result: Routine,
+}
+
+/// The chunks `body` is cut into, in order, covering it. A boundary follows a statement where
+/// the fewest nodes of short life cross (written or read before it and again after it, within
+/// [`SHORT_LIFE`] statements: what the whole routine could keep out of memory), ties going to
+/// the least window hash, the least within [`SPAN`] statements either side (ties again
+/// included, so that a run repeating with a short period offers a boundary in each period);
+/// once the chunk has [`SHORTEST_CHUNK`] statements.
+fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
+    let signatures: Vec<u64> = body.iter().map(signature).collect();
+    let mut span_of: HashMap<NodeId, (usize, usize)> = HashMap::new();
+    for (at, stmt) in body.iter().enumerate() {
+        for_each_node(stmt, &mut |node| {
+            span_of.entry(node).or_insert((at, at)).1 = at;
+        });
+    }
+    // Crossing after each statement: +1 where a short life starts, -1 where it ends.
+    let mut change = vec![0i64; body.len() + 1];
+    for &(first, last) in span_of.values() {
+        if last > first && last - first <= SHORT_LIFE {
+            change[first] += 1;
+            change[last] -= 1;
+        }
+    }
+    let mut crossing = 0i64;
+    let keys: Vec<(i64, u64)> = (0..body.len())
+        .map(|at| {
+            crossing += change[at];
+            let mut window = DefaultHasher::new();
+            signatures[(at + 1).saturating_sub(WINDOW)..=at].hash(&mut window);
+            (crossing, window.finish())
+        })
+        .collect();
+    let least = |at: usize| {
+        let around = at.saturating_sub(SPAN)..(at + SPAN + 1).min(keys.len());
+        keys[around].iter().all(|key| *key >= keys[at])
+    };
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    for at in 0..body.len() {
+        let len = at + 1 - start;
+        if (len >= SHORTEST_CHUNK && least(at)) || len >= LONGEST_CHUNK {
+            chunks.push(start..at + 1);
+            start = at + 1;
+        }
+    }
+    if start < body.len() {
+        chunks.push(start..body.len());
+    }
+    chunks
+}
+
+/// The nodes `stmt` (with everything nested in it) writes.
+fn written_nodes(stmt: &Stmt) -> Vec<NodeId> {
+    let mut written = Vec::new();
+    stmt.walk(&mut |s| {
+        if let Some(node) = s.written_node() {
+            written.push(node);
+        }
+        if let Stmt::Gemm { plan, .. } = s {
+            written.push(plan.c);
+        }
+    });
+    written
+}
+
+/// Calls `visit` on every node `stmt` (with everything nested in it) reads.
+fn for_each_read(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
+    stmt.walk(&mut |s| {
+        if let Stmt::Gemm { plan, .. } = s {
+            visit(plan.a);
+            visit(plan.b);
+        }
+        for value in s.values() {
+            value.for_each_get(&mut |node, _| visit(node));
+        }
+    });
+}
+
+/// Calls `visit` on every node `stmt` (with everything nested in it) writes or reads.
+fn for_each_node(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
+    stmt.walk(&mut |s| {
+        if let Some(node) = s.written_node() {
+            visit(node);
+        }
+        if let Stmt::Gemm { plan, .. } = s {
+            visit(plan.a);
+            visit(plan.b);
+            visit(plan.c);
+        }
+        for value in s.values() {
+            value.for_each_get(&mut |node, _| visit(node));
+        }
+    });
+}
+
+/// A hash of `stmt`'s form without its names: its statements' and expressions' kinds, loop
+/// ranges and operations.
+fn signature(stmt: &Stmt) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    stmt.walk(&mut |s| {
+        discriminant(s).hash(&mut hasher);
+        if let Stmt::For { range, .. } = s {
+            range.hash(&mut hasher);
+        }
+        for value in s.values() {
+            scalar_signature(value, &mut hasher);
+        }
+    });
+    hasher.finish()
+}
+
+fn scalar_signature(scalar: &Scalar, hasher: &mut DefaultHasher) {
+    discriminant(scalar).hash(hasher);
+    match scalar {
+        Scalar::Unop(op, a) => {
+            op.hash(hasher);
+            scalar_signature(a, hasher);
+        }
+        Scalar::Binop(op, a, b) => {
+            op.hash(hasher);
+            scalar_signature(a, hasher);
+            scalar_signature(b, hasher);
+        }
+        Scalar::Ternop(op, a, b, c) => {
+            op.hash(hasher);
+            scalar_signature(a, hasher);
+            scalar_signature(b, hasher);
+            scalar_signature(c, hasher);
+        }
+        Scalar::Get(_, index) => index.len().hash(hasher),
+        Scalar::Const(_) | Scalar::Lookup(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
+    }
+}
+
+/// A hash of a chunk's statements and nodes, in its own names (labels aside).
+fn key_of(stmts: &[Stmt], nodes: &BTreeMap<NodeId, TensorNode>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for stmt in stmts {
+        hash_stmt(stmt, &mut hasher);
+    }
+    for node in nodes.values() {
+        (node.precision, &node.dims, &node.padding, node.memory_mode).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+fn hash_stmt(stmt: &Stmt, h: &mut DefaultHasher) {
+    discriminant(stmt).hash(h);
+    match stmt {
+        Stmt::For { var, range, body } => {
+            (var, range).hash(h);
+            body.iter().for_each(|s| hash_stmt(s, h));
+        }
+        Stmt::Set { node, index, value } => {
+            (node, index).hash(h);
+            hash_scalar(value, h);
+        }
+        Stmt::SetVec {
+            node,
+            offset,
+            op,
+            arg,
+        } => {
+            (node, offset, op).hash(h);
+            hash_scalar(arg, h);
+        }
+        Stmt::Fill { node, value } | Stmt::FillMargins { node, value } => {
+            (node, value.to_bits()).hash(h);
+        }
+        Stmt::Local {
+            id,
+            precision,
+            value,
+        } => {
+            (id, precision).hash(h);
+            hash_scalar(value, h);
+        }
+        Stmt::SetLocal { id, value } => {
+            id.hash(h);
+            hash_scalar(value, h);
+        }
+        Stmt::ScatterAdd { target, value } => {
+            hash_lookup(target, h);
+            hash_scalar(value, h);
+        }
+        Stmt::Gemm { plan, nest } => {
+            (plan.c, plan.a, plan.b, plan.zero_first).hash(h);
+            (&plan.batch, &plan.m, &plan.n, &plan.k).hash(h);
+            (&plan.c_index, &plan.a_index, &plan.b_index, &plan.a_margins).hash(h);
+            nest.iter().for_each(|s| hash_stmt(s, h));
+        }
+    }
+}
+
+fn hash_scalar(scalar: &Scalar, h: &mut DefaultHasher) {
+    discriminant(scalar).hash(h);
+    match scalar {
+        Scalar::Const(c) => c.to_bits().hash(h),
+        Scalar::Get(node, index) => (node, index).hash(h),
+        Scalar::Lookup(lookup) => hash_lookup(lookup, h),
+        Scalar::Embed(index) => index.hash(h),
+        Scalar::Local(id) => id.hash(h),
+        Scalar::Unop(op, a) => {
+            op.hash(h);
+            hash_scalar(a, h);
+        }
+        Scalar::Binop(op, a, b) => {
+            op.hash(h);
+            hash_scalar(a, h);
+            hash_scalar(b, h);
+        }
+        Scalar::Ternop(op, a, b, c) => {
+            op.hash(h);
+            hash_scalar(a, h);
+            hash_scalar(b, h);
+            hash_scalar(c, h);
+        }
+    }
+}
+
+fn hash_lookup(lookup: &Lookup, h: &mut DefaultHasher) {
+    (lookup.node, &lookup.index, lookup.axis, lookup.size).hash(h);
+    hash_scalar(&lookup.id, h);
+}
+
+/// What each name of a statement becomes.
+trait Names {
+    fn node(&mut self, node: NodeId) -> NodeId;
+    fn var(&mut self, var: LoopVar) -> LoopVar;
+    fn local(&mut self, id: LocalId) -> LocalId;
+}
+
+/// Names numbered in the order of their first use: a chunk's own names.
+#[derive(Default)]
+struct Canonical {
+    /// The routine's node behind each own number.
+    nodes: Vec<NodeId>,
+    node_numbers: HashMap<NodeId, u32>,
+    vars: HashMap<LoopVar, u32>,
+    locals: HashMap<LocalId, u32>,
+}
+
+impl Names for Canonical {
+    fn node(&mut self, node: NodeId) -> NodeId {
+        let next = self.nodes.len() as u32;
+        let own = *self.node_numbers.entry(node).or_insert(next);
+        if own == next {
+            self.nodes.push(node);
+        }
+        NodeId(own)
+    }
+
+    fn var(&mut self, var: LoopVar) -> LoopVar {
+        let next = self.vars.len() as u32;
+        LoopVar(*self.vars.entry(var).or_insert(next))
+    }
+
+    fn local(&mut self, id: LocalId) -> LocalId {
+        let next = self.locals.len() as u32;
+        LocalId(*self.locals.entry(id).or_insert(next))
+    }
+}
+
+/// A chunk's own names back in the routine: its nodes, and loop variables and locals past
+/// those of the chunks before it.
+struct Back<'a> {
+    nodes: &'a [NodeId],
+    var_base: u32,
+    local_base: u32,
+}
+
+impl Names for Back<'_> {
+    fn node(&mut self, node: NodeId) -> NodeId {
+        self.nodes[node.0 as usize]
+    }
+
+    fn var(&mut self, var: LoopVar) -> LoopVar {
+        LoopVar(self.var_base.saturating_add(var.0))
+    }
+
+    fn local(&mut self, id: LocalId) -> LocalId {
+        LocalId(self.local_base.saturating_add(id.0))
+    }
+}
+
+/// `stmt` with every name renamed by `names`, in the order the statement is written.
+fn rename_stmt(stmt: &mut Stmt, names: &mut impl Names) {
+    match stmt {
+        Stmt::For { var, body, .. } => {
+            *var = names.var(*var);
+            for stmt in body {
+                rename_stmt(stmt, names);
+            }
+        }
+        Stmt::Set { node, index, value } => {
+            *node = names.node(*node);
+            rename_indices(index, names);
+            rename_scalar(value, names);
+        }
+        Stmt::SetVec {
+            node, offset, arg, ..
+        } => {
+            *node = names.node(*node);
+            rename_index(offset, names);
+            rename_scalar(arg, names);
+        }
+        Stmt::Fill { node, .. } | Stmt::FillMargins { node, .. } => *node = names.node(*node),
+        Stmt::Local { id, value, .. } | Stmt::SetLocal { id, value } => {
+            *id = names.local(*id);
+            rename_scalar(value, names);
+        }
+        Stmt::ScatterAdd { target, value } => {
+            rename_lookup(target, names);
+            rename_scalar(value, names);
+        }
+        Stmt::Gemm { plan, nest } => {
+            plan.c = names.node(plan.c);
+            plan.a = names.node(plan.a);
+            plan.b = names.node(plan.b);
+            for (var, _) in plan
+                .batch
+                .iter_mut()
+                .chain(&mut plan.m)
+                .chain(&mut plan.n)
+                .chain(&mut plan.k)
+            {
+                *var = names.var(*var);
+            }
+            rename_indices(&mut plan.c_index, names);
+            rename_indices(&mut plan.a_index, names);
+            rename_indices(&mut plan.b_index, names);
+            for stmt in nest {
+                rename_stmt(stmt, names);
+            }
+        }
+    }
+}
+
+fn rename_scalar(scalar: &mut Scalar, names: &mut impl Names) {
+    match scalar {
+        Scalar::Const(_) => {}
+        Scalar::Get(node, index) => {
+            *node = names.node(*node);
+            rename_indices(index, names);
+        }
+        Scalar::Lookup(lookup) => rename_lookup(lookup, names),
+        Scalar::Embed(index) => rename_index(index, names),
+        Scalar::Local(id) => *id = names.local(*id),
+        Scalar::Unop(_, a) => rename_scalar(a, names),
+        Scalar::Binop(_, a, b) => {
+            rename_scalar(a, names);
+            rename_scalar(b, names);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            rename_scalar(a, names);
+            rename_scalar(b, names);
+            rename_scalar(c, names);
+        }
+    }
+}
+
+fn rename_lookup(lookup: &mut Lookup, names: &mut impl Names) {
+    lookup.node = names.node(lookup.node);
+    rename_indices(&mut lookup.index, names);
+    rename_scalar(&mut lookup.id, names);
+}
+
+fn rename_indices(index: &mut [Index], names: &mut impl Names) {
+    for axis in index {
+        rename_index(axis, names);
+    }
+}
+
+fn rename_index(index: &mut Index, names: &mut impl Names) {
+    for (_, var) in &mut index.terms {
+        if let Var::Loop(l) = var {
+            *l = names.var(*l);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::decided;
+    use super::*;
+    use crate::ops::{Binop, Unop};
+    use crate::precision::Precision;
+
+    /// How many routines `counted` has transformed.
+    static OPTIMIZED: AtomicUsize = AtomicUsize::new(0);
+
+    fn counted(routine: Routine) -> Result<Routine, OptimizeError> {
+        OPTIMIZED.fetch_add(1, Ordering::Relaxed);
+        super::super::transformed(routine)
+    }
+
+    /// `layers` residual layers `y := tanh(x * w) + x` over 4×4 cells, each layer's input the
+    /// previous one's output: two top-level nests a layer, the same but for their names.
+    fn layers(layers: u32) -> Routine {
+        let mut nodes = BTreeMap::new();
+        let mut node = |id: u32| {
+            nodes.insert(
+                NodeId(id),
+                TensorNode::new(id, &format!("n{id}"), Precision::F32, &[4, 4]),
+            );
+            NodeId(id)
+        };
+        let mut next_var = 0;
+        let mut nest = |value: &dyn Fn(Vec<Index>) -> Scalar, target: NodeId| {
+            let (a, b) = (LoopVar(next_var), LoopVar(next_var + 1));
+            next_var += 2;
+            let index = vec![Index::var(a, 0), Index::var(b, 0)];
+            Stmt::For {
+                var: a,
+                range: 4,
+                body: vec![Stmt::For {
+                    var: b,
+                    range: 4,
+                    body: vec![Stmt::Set {
+                        node: target,
+                        index: index.clone(),
+                        value: value(index),
+                    }],
+                }],
+            }
+        };
+        let mut body = Vec::new();
+        let mut x = node(0);
+        for layer in 0..layers {
+            let (w, h, y) = (
+                node(3 * layer + 1),
+                node(3 * layer + 2),
+                node(3 * layer + 3),
+            );
+            body.push(nest(
+                &|i| {
+                    Scalar::Binop(
+                        Binop::Mul,
+                        Box::new(Scalar::Get(x, i.clone())),
+                        Box::new(Scalar::Get(w, i)),
+                    )
+                },
+                h,
+            ));
+            body.push(nest(
+                &|i| {
+                    Scalar::Binop(
+                        Binop::Add,
+                        Box::new(Scalar::Unop(
+                            Unop::Tanh,
+                            Box::new(Scalar::Get(h, i.clone())),
+                        )),
+                        Box::new(Scalar::Get(x, i)),
+                    )
+                },
+                y,
+            ));
+            x = y;
+        }
+        Routine {
+            name: "layers".to_owned(),
+            nodes,
+            statics: BTreeMap::new(),
+            body,
+        }
+    }
+
+    #[test]
+    fn repeated_layers_are_transformed_once_each_kind_of_chunk() {
+        let routine = layers(400);
+        let chunk_count = chunks(&routine.body).len();
+        assert!(chunk_count >= 20, "{chunk_count} chunks");
+        OPTIMIZED.store(0, Ordering::Relaxed);
+        let optimized = transform_in_chunks(decided(routine).unwrap(), counted).unwrap();
+        let distinct = OPTIMIZED.load(Ordering::Relaxed);
+        assert!(
+            distinct * 4 <= chunk_count,
+            "{distinct} of {chunk_count} chunks transformed"
+        );
+        // Each layer's intermediate lives on in its chunk's nest (virtual), and its output,
+        // which the next layer reads, keeps a buffer.
+        assert_eq!(
+            optimized.nodes[&NodeId(2)].memory_mode,
+            Some(MemoryMode::Virtual)
+        );
+        assert_eq!(
+            optimized.nodes[&NodeId(3 * 400)].memory_mode,
+            Some(MemoryMode::Materialized)
+        );
+        // Every loop variable and local is bound once in the routine, as one chunk after
+        // another renamed them.
+        let mut vars = HashSet::new();
+        let mut locals = HashSet::new();
+        for stmt in &optimized.body {
+            stmt.walk(&mut |s| match s {
+                Stmt::For { var, .. } => assert!(vars.insert(*var), "{var} bound twice"),
+                Stmt::Local { id, .. } => assert!(locals.insert(*id), "{id} declared twice"),
+                _ => {}
+            });
+        }
+        assert!(!vars.is_empty());
+    }
+
+    #[test]
+    fn copies_of_a_run_of_statements_are_cut_alike() {
+        let routine = layers(400);
+        let (body, mut seen) = (&routine.body, HashSet::new());
+        let mut kinds = 0;
+        for range in chunks(body) {
+            let mut stmts = body[range].to_vec();
+            let mut canonical = Canonical::default();
+            for stmt in &mut stmts {
+                rename_stmt(stmt, &mut canonical);
+            }
+            if seen.insert(format!("{stmts:?}")) {
+                kinds += 1;
+            }
+        }
+        // A few kinds at the start, before the boundaries fall into step, then one or two.
+        assert!(kinds <= 6, "{kinds} kinds of chunk");
+    }
+}
