@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod assignment;
+pub mod canonical;
 pub mod fmath;
 pub mod half_cutoff;
 pub mod index;

@@ -5,7 +5,8 @@
 //! `buffers` are the kernel's own, in the order it first names them (it passes them on as the
 //! `restrict` parameters of the function holding the statements, `rc_kN_cells`): kernels that
 //! differ only in which buffers they read and write (a deep model's layers) are one function,
-//! written and compiled once (`cc::identity`). A
+//! written and compiled once (`cc::identity`); a group of statements alike an earlier group in
+//! their own names (`rcannl_ir::canonical`) is not even written again. A
 //! top-level loop whose iterations write disjoint cells and read nothing another iteration writes
 //! is a kernel of its own that runs `begin..end` of its range, so that the caller can split the
 //! range across threads (each cell is then computed by the same operations in the same order, so
@@ -38,6 +39,7 @@ use super::identity::{self, Renamed};
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::in_parallel::map_in_order;
 use crate::nests::{Group, kernel_groups};
+use rcannl_ir::canonical::OwnNames;
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
 use rcannl_ir::optimize::margins::{margin_slabs, margins_as_loops};
@@ -519,18 +521,62 @@ fn generate_kernels(
     // kernels are written each on its own, on every core, then named in order: the source and
     // the steps are the same however the work was split, and an error is the first kernel's.
     let groups = kernel_groups(routine, &routine.body);
-    let written = map_in_order(&groups, super::kernel_threads(), |group| {
-        write_group(routine, *group, traced)
-    });
-    let mut steps = Vec::with_capacity(written.len());
-    for written in written {
-        steps.push(match written? {
+    // A group alike an earlier one in its own names is that one's kernel over its own buffers:
+    // only the first of each kind is written. (A traced kernel names its tensors: each is
+    // written.)
+    let own: Vec<Option<OwnNames>> = groups
+        .iter()
+        .map(|group| match group {
+            _ if traced => None,
+            Group::Gemm { .. } => None,
+            Group::Parallel { preamble, stmt } => Some(OwnNames::of(
+                preamble.iter().chain([*stmt]).cloned().collect(),
+            )),
+            Group::Serial { stmts } => Some(OwnNames::of(stmts.to_vec())),
+        })
+        .collect();
+    let first_alike = first_alike(routine, &own);
+    let firsts: Vec<usize> = (0..groups.len()).filter(|&i| first_alike[i] == i).collect();
+    let mut written = map_in_order(&firsts, super::kernel_threads(), |&i| {
+        write_group(routine, groups[i], traced)
+    })
+    .into_iter();
+    let mut steps = Vec::with_capacity(groups.len());
+    // Each first kernel's nodes, in its function's order, and the kernel.
+    let mut kernels: HashMap<usize, (Vec<NodeId>, Kernel)> = HashMap::new();
+    for (i, &first) in first_alike.iter().enumerate() {
+        if first != i {
+            let (first_nodes, kernel) = &kernels[&first];
+            let (mine, theirs) = (&own[i], &own[first]);
+            let (Some(mine), Some(theirs)) = (mine, theirs) else {
+                unreachable!("only groups in their own names are alike")
+            };
+            let nodes: Vec<NodeId> = first_nodes
+                .iter()
+                .map(|node| {
+                    let number = theirs.nodes.iter().position(|n| n == node);
+                    mine.nodes[number.expect("a kernel names its statements' nodes")]
+                })
+                .collect();
+            steps.push(Step::Kernel(Kernel {
+                arguments: functions.arguments(&nodes)?,
+                ..kernel.clone()
+            }));
+            continue;
+        }
+        let written = written.next().expect("one written group per first")?;
+        steps.push(match written {
             Written::Gemm(plan) => Step::Gemm(plan),
             Written::Kernel {
                 renamed,
                 parallel,
                 work_per_iteration,
-            } => Step::Kernel(functions.kernel(renamed, parallel, work_per_iteration)?),
+            } => {
+                let nodes = renamed.nodes.clone();
+                let kernel = functions.kernel(renamed, parallel, work_per_iteration)?;
+                kernels.insert(i, (nodes, kernel.clone()));
+                Step::Kernel(kernel)
+            }
         });
     }
     let scratch = scratch.iter().map(|id| routine.nodes[id].clone()).collect();
@@ -636,17 +682,7 @@ impl Functions<'_> {
         parallel: Option<usize>,
         work_per_iteration: usize,
     ) -> Result<Kernel, CodegenError> {
-        let arguments = nodes
-            .iter()
-            .map(|node| {
-                self.position.get(node).copied().ok_or_else(|| {
-                    CodegenError::new(
-                        CodegenErrorKind::Malformed,
-                        format!("codegen: a kernel reads {node}, which has no buffer"),
-                    )
-                })
-            })
-            .collect::<Result<Vec<usize>, CodegenError>>()?;
+        let arguments = self.arguments(&nodes)?;
         // The buffers are the statements' function's parameters, declared `restrict`: compilers
         // trust `restrict` on parameters, and on pointers declared in a body only in part, so
         // that there a loop storing to several buffers is compiled for their overlap too, or
@@ -693,12 +729,50 @@ impl Functions<'_> {
             arguments,
         })
     }
+
+    /// The positions of `nodes`' buffers among the routine's pointers.
+    fn arguments(&self, nodes: &[NodeId]) -> Result<Vec<usize>, CodegenError> {
+        nodes
+            .iter()
+            .map(|node| {
+                self.position.get(node).copied().ok_or_else(|| {
+                    CodegenError::new(
+                        CodegenErrorKind::Malformed,
+                        format!("codegen: a kernel reads {node}, which has no buffer"),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// For each group, the first group alike it in its own names (`own`; itself where none is, or
+/// where it has no own names).
+fn first_alike(routine: &Routine, own: &[Option<OwnNames>]) -> Vec<usize> {
+    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut first = (0..own.len()).collect::<Vec<usize>>();
+    for (i, names) in own.iter().enumerate() {
+        let Some(names) = names else {
+            continue;
+        };
+        let seen = by_hash.entry(names.hash(&routine.nodes)).or_default();
+        let earlier = seen.iter().copied().find(|&j| {
+            own[j]
+                .as_ref()
+                .is_some_and(|other| other.alike(&routine.nodes, names, &routine.nodes))
+        });
+        match earlier {
+            Some(j) => first[i] = j,
+            None => seen.push(i),
+        }
+    }
+    first
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rcannl_ir::{Binop, Index, LocalId, LoopVar, Scalar};
+    use rcannl_ir::{Binop, Index, LocalId, LoopVar, Scalar, Unop};
 
     /// Row sums of a 4×8 node in `precision`: a local per row, added into along the row.
     fn row_sums(precision: Precision) -> Routine {
@@ -822,6 +896,68 @@ mod tests {
             statics: Default::default(),
             body,
         }
+    }
+
+    /// `target[l] := tanh(source[l]) + source[l]` over `cells` cells, in loop variable `var`.
+    fn tanh_plus(var: u32, source: u32, target: u32, cells: usize) -> Stmt {
+        let at = |var: u32| Index::var(LoopVar(var), 0);
+        let read = || Box::new(Scalar::Get(NodeId(source), vec![at(var)]));
+        Stmt::For {
+            var: LoopVar(var),
+            range: cells,
+            body: vec![Stmt::Set {
+                node: NodeId(target),
+                index: vec![at(var)],
+                value: Scalar::Binop(
+                    Binop::Add,
+                    Box::new(Scalar::Unop(Unop::Tanh, read())),
+                    read(),
+                ),
+            }],
+        }
+    }
+
+    #[test]
+    fn kernels_alike_in_their_own_names_share_a_function_over_their_own_buffers() {
+        // n0 → n1 and n2 → n3 alike; n4 → n5 the same over f64 cells.
+        let precision = |i: u32| {
+            if i < 4 {
+                Precision::F32
+            } else {
+                Precision::F64
+            }
+        };
+        let routine = Routine {
+            name: "r".to_owned(),
+            nodes: (0..6)
+                .map(|i| TensorNode::new(i, &format!("t{i}"), precision(i), &[8]))
+                .map(|n| (n.id, n))
+                .collect(),
+            statics: Default::default(),
+            body: vec![
+                tanh_plus(0, 0, 1, 8),
+                tanh_plus(1, 2, 3, 8),
+                tanh_plus(2, 4, 5, 8),
+            ],
+        };
+        // Written as they stand (`generate` would first merge the two loops over 8 cells).
+        let generated = generate_kernels(&routine, &[], "rc_k", false).unwrap();
+        let kernels: Vec<&Kernel> = (generated.steps.iter())
+            .map(|step| match step {
+                Step::Kernel(kernel) => kernel,
+                Step::Gemm(_) => panic!("no product here"),
+            })
+            .collect();
+        let position = |node: u32| generated.buffers.iter().position(|&n| n == NodeId(node));
+        let arguments = |nodes: [u32; 2]| nodes.map(|n| position(n).unwrap()).to_vec();
+        assert_eq!(kernels.len(), 3);
+        assert_eq!(kernels[0].name, kernels[1].name);
+        assert_ne!(kernels[0].name, kernels[2].name);
+        // In the order the function names them: the target first.
+        assert_eq!(kernels[0].arguments, arguments([1, 0]));
+        assert_eq!(kernels[1].arguments, arguments([3, 2]));
+        assert_eq!(kernels[2].arguments, arguments([5, 4]));
+        assert_eq!(generated.source.matches("_cells(").count(), 2 * 2);
     }
 
     #[test]

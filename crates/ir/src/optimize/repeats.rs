@@ -28,7 +28,8 @@ use std::mem::discriminant;
 use std::ops::Range;
 
 use super::{Fresh, OptimizeError};
-use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
+use crate::canonical::{OwnNames, in_routine};
+use crate::loops::{Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::routine::Routine;
 
@@ -87,38 +88,34 @@ pub(super) fn transform_in_chunks(
     for (range, copied) in ranges.into_iter().zip(chunks) {
         let mut stmts: Vec<Stmt> = copied.iter().map(|at| originals[at].clone()).collect();
         stmts.extend(body.by_ref().take(range.len()));
-        let mut canonical = Canonical::default();
-        for stmt in &mut stmts {
-            rename_stmt(stmt, &mut canonical);
-        }
-        let nodes: BTreeMap<NodeId, TensorNode> = canonical
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(own, real)| {
-                let mut node = routine.nodes[real].clone();
-                node.id = NodeId(own as u32);
-                (node.id, node)
-            })
-            .collect();
-        let key = key_of(&stmts, &nodes);
+        let own = OwnNames::of(stmts);
+        let key = own.hash(&routine.nodes);
         let candidates = optimized.entry(key).or_default();
-        let found = candidates
-            .iter()
-            .position(|c| c.stmts == stmts && same_nodes(&c.nodes, &nodes));
+        let found = (candidates.iter()).position(|c| c.own.alike(&c.nodes, &own, &routine.nodes));
         let done = match found {
             Some(at) => &candidates[at],
             None => {
+                // The chunk as a routine of its own, over its nodes in its own numbers.
+                let nodes: BTreeMap<NodeId, TensorNode> = (own.nodes.iter().enumerate())
+                    .map(|(number, node)| {
+                        let mut node = routine.nodes[node].clone();
+                        node.id = NodeId(number as u32);
+                        (node.id, node)
+                    })
+                    .collect();
                 let chunk = Routine {
                     name: routine.name.clone(),
                     nodes: nodes.clone(),
                     statics: routine.statics.clone(),
-                    body: stmts.clone(),
+                    body: own.stmts.clone(),
                 };
                 let result = transform(chunk)?;
                 let fresh = Fresh::new(&result.body);
                 candidates.push(Optimized {
-                    stmts,
+                    own: OwnNames {
+                        stmts: own.stmts.clone(),
+                        nodes: (0..own.nodes.len() as u32).map(NodeId).collect(),
+                    },
                     nodes,
                     fresh: (fresh.next_var, fresh.next_local),
                     result,
@@ -126,20 +123,15 @@ pub(super) fn transform_in_chunks(
                 candidates.last().expect("just pushed")
             }
         };
-        let mut back = Back {
-            nodes: &canonical.nodes,
-            var_base: next_var,
-            local_base: next_local,
-        };
-        for stmt in &done.result.body {
-            let mut stmt = stmt.clone();
-            rename_stmt(&mut stmt, &mut back);
-            out.push(stmt);
-        }
+        out.extend(in_routine(
+            &done.result.body,
+            &own.nodes,
+            next_var,
+            next_local,
+        ));
         next_var = next_var.saturating_add(done.fresh.0);
         next_local = next_local.saturating_add(done.fresh.1);
     }
-
     routine.body = out;
     Ok(routine)
 }
@@ -193,20 +185,12 @@ fn producers_to_copy(
     Some(copied)
 }
 
-/// Whether two chunks' nodes are alike but for their labels.
-fn same_nodes(a: &BTreeMap<NodeId, TensorNode>, b: &BTreeMap<NodeId, TensorNode>) -> bool {
-    a.len() == b.len()
-        && a.values().zip(b.values()).all(|(x, y)| {
-            (x.id, x.precision, &x.dims, &x.padding, x.memory_mode)
-                == (y.id, y.precision, &y.dims, &y.padding, y.memory_mode)
-        })
-}
-
-/// A distinct chunk: its statements and nodes in its own names, and their optimization.
+/// A distinct chunk: its statements in its own names over its nodes (numbered alike), and their
+/// transformation.
 struct Optimized {
-    stmts: Vec<Stmt>,
+    own: OwnNames,
     nodes: BTreeMap<NodeId, TensorNode>,
-    /// The loop variables and locals the optimized statements number, from 0.
+    /// The loop variables and locals the transformed statements number, from 0.
     fresh: (u32, u32),
     result: Routine,
 }
@@ -344,259 +328,13 @@ fn scalar_signature(scalar: &Scalar, hasher: &mut DefaultHasher) {
     }
 }
 
-/// A hash of a chunk's statements and nodes, in its own names (labels aside).
-fn key_of(stmts: &[Stmt], nodes: &BTreeMap<NodeId, TensorNode>) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    for stmt in stmts {
-        hash_stmt(stmt, &mut hasher);
-    }
-    for node in nodes.values() {
-        (node.precision, &node.dims, &node.padding, node.memory_mode).hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
-fn hash_stmt(stmt: &Stmt, h: &mut DefaultHasher) {
-    discriminant(stmt).hash(h);
-    match stmt {
-        Stmt::For { var, range, body } => {
-            (var, range).hash(h);
-            body.iter().for_each(|s| hash_stmt(s, h));
-        }
-        Stmt::Set { node, index, value } => {
-            (node, index).hash(h);
-            hash_scalar(value, h);
-        }
-        Stmt::SetVec {
-            node,
-            offset,
-            op,
-            arg,
-        } => {
-            (node, offset, op).hash(h);
-            hash_scalar(arg, h);
-        }
-        Stmt::Fill { node, value } | Stmt::FillMargins { node, value } => {
-            (node, value.to_bits()).hash(h);
-        }
-        Stmt::Local {
-            id,
-            precision,
-            value,
-        } => {
-            (id, precision).hash(h);
-            hash_scalar(value, h);
-        }
-        Stmt::SetLocal { id, value } => {
-            id.hash(h);
-            hash_scalar(value, h);
-        }
-        Stmt::ScatterAdd { target, value } => {
-            hash_lookup(target, h);
-            hash_scalar(value, h);
-        }
-        Stmt::Gemm { plan, nest } => {
-            (plan.c, plan.a, plan.b, plan.zero_first).hash(h);
-            (&plan.batch, &plan.m, &plan.n, &plan.k).hash(h);
-            (&plan.c_index, &plan.a_index, &plan.b_index, &plan.a_margins).hash(h);
-            nest.iter().for_each(|s| hash_stmt(s, h));
-        }
-    }
-}
-
-fn hash_scalar(scalar: &Scalar, h: &mut DefaultHasher) {
-    discriminant(scalar).hash(h);
-    match scalar {
-        Scalar::Const(c) => c.to_bits().hash(h),
-        Scalar::Get(node, index) => (node, index).hash(h),
-        Scalar::Lookup(lookup) => hash_lookup(lookup, h),
-        Scalar::Embed(index) => index.hash(h),
-        Scalar::Local(id) => id.hash(h),
-        Scalar::Unop(op, a) => {
-            op.hash(h);
-            hash_scalar(a, h);
-        }
-        Scalar::Binop(op, a, b) => {
-            op.hash(h);
-            hash_scalar(a, h);
-            hash_scalar(b, h);
-        }
-        Scalar::Ternop(op, a, b, c) => {
-            op.hash(h);
-            hash_scalar(a, h);
-            hash_scalar(b, h);
-            hash_scalar(c, h);
-        }
-    }
-}
-
-fn hash_lookup(lookup: &Lookup, h: &mut DefaultHasher) {
-    (lookup.node, &lookup.index, lookup.axis, lookup.size).hash(h);
-    hash_scalar(&lookup.id, h);
-}
-
-/// What each name of a statement becomes.
-trait Names {
-    fn node(&mut self, node: NodeId) -> NodeId;
-    fn var(&mut self, var: LoopVar) -> LoopVar;
-    fn local(&mut self, id: LocalId) -> LocalId;
-}
-
-/// Names numbered in the order of their first use: a chunk's own names.
-#[derive(Default)]
-struct Canonical {
-    /// The routine's node behind each own number.
-    nodes: Vec<NodeId>,
-    node_numbers: HashMap<NodeId, u32>,
-    vars: HashMap<LoopVar, u32>,
-    locals: HashMap<LocalId, u32>,
-}
-
-impl Names for Canonical {
-    fn node(&mut self, node: NodeId) -> NodeId {
-        let next = self.nodes.len() as u32;
-        let own = *self.node_numbers.entry(node).or_insert(next);
-        if own == next {
-            self.nodes.push(node);
-        }
-        NodeId(own)
-    }
-
-    fn var(&mut self, var: LoopVar) -> LoopVar {
-        let next = self.vars.len() as u32;
-        LoopVar(*self.vars.entry(var).or_insert(next))
-    }
-
-    fn local(&mut self, id: LocalId) -> LocalId {
-        let next = self.locals.len() as u32;
-        LocalId(*self.locals.entry(id).or_insert(next))
-    }
-}
-
-/// A chunk's own names back in the routine: its nodes, and loop variables and locals past
-/// those of the chunks before it.
-struct Back<'a> {
-    nodes: &'a [NodeId],
-    var_base: u32,
-    local_base: u32,
-}
-
-impl Names for Back<'_> {
-    fn node(&mut self, node: NodeId) -> NodeId {
-        self.nodes[node.0 as usize]
-    }
-
-    fn var(&mut self, var: LoopVar) -> LoopVar {
-        LoopVar(self.var_base.saturating_add(var.0))
-    }
-
-    fn local(&mut self, id: LocalId) -> LocalId {
-        LocalId(self.local_base.saturating_add(id.0))
-    }
-}
-
-/// `stmt` with every name renamed by `names`, in the order the statement is written.
-fn rename_stmt(stmt: &mut Stmt, names: &mut impl Names) {
-    match stmt {
-        Stmt::For { var, body, .. } => {
-            *var = names.var(*var);
-            for stmt in body {
-                rename_stmt(stmt, names);
-            }
-        }
-        Stmt::Set { node, index, value } => {
-            *node = names.node(*node);
-            rename_indices(index, names);
-            rename_scalar(value, names);
-        }
-        Stmt::SetVec {
-            node, offset, arg, ..
-        } => {
-            *node = names.node(*node);
-            rename_index(offset, names);
-            rename_scalar(arg, names);
-        }
-        Stmt::Fill { node, .. } | Stmt::FillMargins { node, .. } => *node = names.node(*node),
-        Stmt::Local { id, value, .. } | Stmt::SetLocal { id, value } => {
-            *id = names.local(*id);
-            rename_scalar(value, names);
-        }
-        Stmt::ScatterAdd { target, value } => {
-            rename_lookup(target, names);
-            rename_scalar(value, names);
-        }
-        Stmt::Gemm { plan, nest } => {
-            plan.c = names.node(plan.c);
-            plan.a = names.node(plan.a);
-            plan.b = names.node(plan.b);
-            for (var, _) in plan
-                .batch
-                .iter_mut()
-                .chain(&mut plan.m)
-                .chain(&mut plan.n)
-                .chain(&mut plan.k)
-            {
-                *var = names.var(*var);
-            }
-            rename_indices(&mut plan.c_index, names);
-            rename_indices(&mut plan.a_index, names);
-            rename_indices(&mut plan.b_index, names);
-            for stmt in nest {
-                rename_stmt(stmt, names);
-            }
-        }
-    }
-}
-
-fn rename_scalar(scalar: &mut Scalar, names: &mut impl Names) {
-    match scalar {
-        Scalar::Const(_) => {}
-        Scalar::Get(node, index) => {
-            *node = names.node(*node);
-            rename_indices(index, names);
-        }
-        Scalar::Lookup(lookup) => rename_lookup(lookup, names),
-        Scalar::Embed(index) => rename_index(index, names),
-        Scalar::Local(id) => *id = names.local(*id),
-        Scalar::Unop(_, a) => rename_scalar(a, names),
-        Scalar::Binop(_, a, b) => {
-            rename_scalar(a, names);
-            rename_scalar(b, names);
-        }
-        Scalar::Ternop(_, a, b, c) => {
-            rename_scalar(a, names);
-            rename_scalar(b, names);
-            rename_scalar(c, names);
-        }
-    }
-}
-
-fn rename_lookup(lookup: &mut Lookup, names: &mut impl Names) {
-    lookup.node = names.node(lookup.node);
-    rename_indices(&mut lookup.index, names);
-    rename_scalar(&mut lookup.id, names);
-}
-
-fn rename_indices(index: &mut [Index], names: &mut impl Names) {
-    for axis in index {
-        rename_index(axis, names);
-    }
-}
-
-fn rename_index(index: &mut Index, names: &mut impl Names) {
-    for (_, var) in &mut index.terms {
-        if let Var::Loop(l) = var {
-            *l = names.var(*l);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::super::decided;
     use super::*;
+    use crate::loops::{Index, LoopVar};
     use crate::ops::{Binop, Unop};
     use crate::precision::Precision;
 
@@ -721,12 +459,8 @@ mod tests {
         let (body, mut seen) = (&routine.body, HashSet::new());
         let mut kinds = 0;
         for range in chunks(body) {
-            let mut stmts = body[range].to_vec();
-            let mut canonical = Canonical::default();
-            for stmt in &mut stmts {
-                rename_stmt(stmt, &mut canonical);
-            }
-            if seen.insert(format!("{stmts:?}")) {
+            let own = OwnNames::of(body[range].to_vec());
+            if seen.insert(format!("{:?}", own.stmts)) {
                 kinds += 1;
             }
         }

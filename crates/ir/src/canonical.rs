@@ -1,0 +1,328 @@
+//! Statements in their own names. A deep model repeats the same nests over other nodes; the
+//! optimizer and the code generators do each distinct nest's work once by comparing statements
+//! with their names (nodes, loop variables, locals) numbered in the order the statements first
+//! use them: two runs of statements alike in their own names, over nodes alike (precision,
+//! dims, margins, memory mode; labels aside), compute alike, and the work done for one, renamed
+//! ([`in_routine`]), stands for the other.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::mem::discriminant;
+
+use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
+use crate::node::{MemoryMode, NodeId, TensorNode};
+use crate::precision::Precision;
+
+/// Statements in their own names, with the routine's nodes behind their numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnNames {
+    /// The statements, every node, loop variable and local numbered from 0 in the order of its
+    /// first use.
+    pub stmts: Vec<Stmt>,
+    /// The routine's node behind each number: `nodes[i]` is the statements' `NodeId(i)`.
+    pub nodes: Vec<NodeId>,
+}
+
+impl OwnNames {
+    /// `stmts` in their own names.
+    pub fn of(mut stmts: Vec<Stmt>) -> OwnNames {
+        let mut numbering = Numbering::default();
+        for stmt in &mut stmts {
+            rename_stmt(stmt, &mut numbering);
+        }
+        OwnNames {
+            stmts,
+            nodes: numbering.nodes,
+        }
+    }
+
+    /// A hash of the statements and of their nodes as `nodes` (the routine's) describes them:
+    /// the same for statements alike.
+    pub fn hash(&self, nodes: &BTreeMap<NodeId, TensorNode>) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        for stmt in &self.stmts {
+            hash_stmt(stmt, &mut hasher);
+        }
+        for node in &self.nodes {
+            nodes.get(node).map(described).hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    /// Whether these statements over `nodes` and `other` over `other_nodes` are alike.
+    pub fn alike(
+        &self,
+        nodes: &BTreeMap<NodeId, TensorNode>,
+        other: &OwnNames,
+        other_nodes: &BTreeMap<NodeId, TensorNode>,
+    ) -> bool {
+        self.stmts == other.stmts
+            && self.nodes.len() == other.nodes.len()
+            && (self.nodes.iter().zip(&other.nodes))
+                .all(|(a, b)| nodes.get(a).map(described) == other_nodes.get(b).map(described))
+    }
+}
+
+/// What of a node the statements over it depend on: all but its id and label.
+type Described<'a> = (
+    Precision,
+    &'a [usize],
+    &'a [(usize, usize)],
+    Option<MemoryMode>,
+);
+
+fn described(node: &TensorNode) -> Described<'_> {
+    (node.precision, &node.dims, &node.padding, node.memory_mode)
+}
+
+/// `stmts`, in their own names, renamed into a routine: node `i` becomes `nodes[i]`, loop
+/// variable `v` becomes `var_base + v` and local `l` becomes `local_base + l`.
+pub fn in_routine(stmts: &[Stmt], nodes: &[NodeId], var_base: u32, local_base: u32) -> Vec<Stmt> {
+    let mut back = Back {
+        nodes,
+        var_base,
+        local_base,
+    };
+    stmts
+        .iter()
+        .map(|stmt| {
+            let mut stmt = stmt.clone();
+            rename_stmt(&mut stmt, &mut back);
+            stmt
+        })
+        .collect()
+}
+
+fn hash_stmt(stmt: &Stmt, h: &mut DefaultHasher) {
+    discriminant(stmt).hash(h);
+    match stmt {
+        Stmt::For { var, range, body } => {
+            (var, range).hash(h);
+            body.iter().for_each(|s| hash_stmt(s, h));
+        }
+        Stmt::Set { node, index, value } => {
+            (node, index).hash(h);
+            hash_scalar(value, h);
+        }
+        Stmt::SetVec {
+            node,
+            offset,
+            op,
+            arg,
+        } => {
+            (node, offset, op).hash(h);
+            hash_scalar(arg, h);
+        }
+        Stmt::Fill { node, value } | Stmt::FillMargins { node, value } => {
+            (node, value.to_bits()).hash(h);
+        }
+        Stmt::Local {
+            id,
+            precision,
+            value,
+        } => {
+            (id, precision).hash(h);
+            hash_scalar(value, h);
+        }
+        Stmt::SetLocal { id, value } => {
+            id.hash(h);
+            hash_scalar(value, h);
+        }
+        Stmt::ScatterAdd { target, value } => {
+            hash_lookup(target, h);
+            hash_scalar(value, h);
+        }
+        Stmt::Gemm { plan, nest } => {
+            (plan.c, plan.a, plan.b, plan.zero_first).hash(h);
+            (&plan.batch, &plan.m, &plan.n, &plan.k).hash(h);
+            (&plan.c_index, &plan.a_index, &plan.b_index, &plan.a_margins).hash(h);
+            nest.iter().for_each(|s| hash_stmt(s, h));
+        }
+    }
+}
+
+fn hash_scalar(scalar: &Scalar, h: &mut DefaultHasher) {
+    discriminant(scalar).hash(h);
+    match scalar {
+        Scalar::Const(c) => c.to_bits().hash(h),
+        Scalar::Get(node, index) => (node, index).hash(h),
+        Scalar::Lookup(lookup) => hash_lookup(lookup, h),
+        Scalar::Embed(index) => index.hash(h),
+        Scalar::Local(id) => id.hash(h),
+        Scalar::Unop(op, a) => {
+            op.hash(h);
+            hash_scalar(a, h);
+        }
+        Scalar::Binop(op, a, b) => {
+            op.hash(h);
+            hash_scalar(a, h);
+            hash_scalar(b, h);
+        }
+        Scalar::Ternop(op, a, b, c) => {
+            op.hash(h);
+            hash_scalar(a, h);
+            hash_scalar(b, h);
+            hash_scalar(c, h);
+        }
+    }
+}
+
+fn hash_lookup(lookup: &Lookup, h: &mut DefaultHasher) {
+    (lookup.node, &lookup.index, lookup.axis, lookup.size).hash(h);
+    hash_scalar(&lookup.id, h);
+}
+
+/// What each name of a statement becomes.
+trait Names {
+    fn node(&mut self, node: NodeId) -> NodeId;
+    fn var(&mut self, var: LoopVar) -> LoopVar;
+    fn local(&mut self, id: LocalId) -> LocalId;
+}
+
+/// Names numbered in the order of their first use.
+#[derive(Default)]
+struct Numbering {
+    /// The routine's node behind each own number.
+    nodes: Vec<NodeId>,
+    node_numbers: HashMap<NodeId, u32>,
+    vars: HashMap<LoopVar, u32>,
+    locals: HashMap<LocalId, u32>,
+}
+
+impl Names for Numbering {
+    fn node(&mut self, node: NodeId) -> NodeId {
+        let next = self.nodes.len() as u32;
+        let own = *self.node_numbers.entry(node).or_insert(next);
+        if own == next {
+            self.nodes.push(node);
+        }
+        NodeId(own)
+    }
+
+    fn var(&mut self, var: LoopVar) -> LoopVar {
+        let next = self.vars.len() as u32;
+        LoopVar(*self.vars.entry(var).or_insert(next))
+    }
+
+    fn local(&mut self, id: LocalId) -> LocalId {
+        let next = self.locals.len() as u32;
+        LocalId(*self.locals.entry(id).or_insert(next))
+    }
+}
+
+/// Own names back in a routine.
+struct Back<'a> {
+    nodes: &'a [NodeId],
+    var_base: u32,
+    local_base: u32,
+}
+
+impl Names for Back<'_> {
+    fn node(&mut self, node: NodeId) -> NodeId {
+        self.nodes[node.0 as usize]
+    }
+
+    fn var(&mut self, var: LoopVar) -> LoopVar {
+        LoopVar(self.var_base.saturating_add(var.0))
+    }
+
+    fn local(&mut self, id: LocalId) -> LocalId {
+        LocalId(self.local_base.saturating_add(id.0))
+    }
+}
+
+/// `stmt` with every name renamed by `names`, in the order the statement is written.
+fn rename_stmt(stmt: &mut Stmt, names: &mut impl Names) {
+    match stmt {
+        Stmt::For { var, body, .. } => {
+            *var = names.var(*var);
+            for stmt in body {
+                rename_stmt(stmt, names);
+            }
+        }
+        Stmt::Set { node, index, value } => {
+            *node = names.node(*node);
+            rename_indices(index, names);
+            rename_scalar(value, names);
+        }
+        Stmt::SetVec {
+            node, offset, arg, ..
+        } => {
+            *node = names.node(*node);
+            rename_index(offset, names);
+            rename_scalar(arg, names);
+        }
+        Stmt::Fill { node, .. } | Stmt::FillMargins { node, .. } => *node = names.node(*node),
+        Stmt::Local { id, value, .. } | Stmt::SetLocal { id, value } => {
+            *id = names.local(*id);
+            rename_scalar(value, names);
+        }
+        Stmt::ScatterAdd { target, value } => {
+            rename_lookup(target, names);
+            rename_scalar(value, names);
+        }
+        Stmt::Gemm { plan, nest } => {
+            plan.c = names.node(plan.c);
+            plan.a = names.node(plan.a);
+            plan.b = names.node(plan.b);
+            for (var, _) in plan
+                .batch
+                .iter_mut()
+                .chain(&mut plan.m)
+                .chain(&mut plan.n)
+                .chain(&mut plan.k)
+            {
+                *var = names.var(*var);
+            }
+            rename_indices(&mut plan.c_index, names);
+            rename_indices(&mut plan.a_index, names);
+            rename_indices(&mut plan.b_index, names);
+            for stmt in nest {
+                rename_stmt(stmt, names);
+            }
+        }
+    }
+}
+
+fn rename_scalar(scalar: &mut Scalar, names: &mut impl Names) {
+    match scalar {
+        Scalar::Const(_) => {}
+        Scalar::Get(node, index) => {
+            *node = names.node(*node);
+            rename_indices(index, names);
+        }
+        Scalar::Lookup(lookup) => rename_lookup(lookup, names),
+        Scalar::Embed(index) => rename_index(index, names),
+        Scalar::Local(id) => *id = names.local(*id),
+        Scalar::Unop(_, a) => rename_scalar(a, names),
+        Scalar::Binop(_, a, b) => {
+            rename_scalar(a, names);
+            rename_scalar(b, names);
+        }
+        Scalar::Ternop(_, a, b, c) => {
+            rename_scalar(a, names);
+            rename_scalar(b, names);
+            rename_scalar(c, names);
+        }
+    }
+}
+
+fn rename_lookup(lookup: &mut Lookup, names: &mut impl Names) {
+    lookup.node = names.node(lookup.node);
+    rename_indices(&mut lookup.index, names);
+    rename_scalar(&mut lookup.id, names);
+}
+
+fn rename_indices(index: &mut [Index], names: &mut impl Names) {
+    for axis in index {
+        rename_index(axis, names);
+    }
+}
+
+fn rename_index(index: &mut Index, names: &mut impl Names) {
+    for (_, var) in &mut index.terms {
+        if let Var::Loop(l) = var {
+            *l = names.var(*l);
+        }
+    }
+}
