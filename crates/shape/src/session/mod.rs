@@ -38,6 +38,8 @@
 mod capture;
 mod diagnose;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Range;
 
 use crate::chunked::ChunkedVec;
@@ -244,6 +246,10 @@ pub struct Inference {
     closed: usize,
     /// `set_equal` between a dimension and a row: reported by name if closing cannot decide it.
     pending_equal: Vec<(Capture, Capture)>,
+    /// Projections derived, by what they are derived from (the logic, the closed shapes, the
+    /// labels' sizes, the first symbol, the slice): a deep model's layers derive the same ones
+    /// over and over.
+    derived: RefCell<HashMap<String, rcannl_ir::Projections>>,
 }
 
 impl Inference {
@@ -389,13 +395,19 @@ impl Inference {
 
     /// The tensor's shape, which must be fully known (after [`Inference::finish`]).
     pub fn closed_shape(&self, tensor: TensorId) -> Result<Shape, ShapeError> {
+        self.ground_shape(tensor)
+            .map(|shape| shape.without_markers())
+    }
+
+    /// [`Inference::closed_shape`] with its broadcast points (where broadcasting aligns).
+    fn ground_shape(&self, tensor: TensorId) -> Result<Shape, ShapeError> {
         let shape = self.shape(tensor);
         let ground = Kind::ALL.iter().all(|&kind| {
             let row = shape.row(kind);
             row.var.is_none() && row.dims().all(Dim::is_ground)
         });
         if ground {
-            return Ok(shape.without_markers());
+            return Ok(shape);
         }
         Err(ShapeError::of_kind(
             ShapeErrorKind::Underdetermined,
@@ -446,17 +458,13 @@ impl Inference {
             )
         };
         // Closed, and with their broadcast points: broadcasting aligns at them.
-        let shape = |tensor: TensorId| {
-            self.closed_shape(tensor)
-                .map(|_| self.shape(tensor))
-                .map_err(context)
-        };
+        let shape = |tensor: TensorId| self.ground_shape(tensor).map_err(context);
         let operands = info
             .operands
             .iter()
             .map(|&t| shape(t))
             .collect::<Result<Vec<_>, _>>()?;
-        let label_sizes = info
+        let label_sizes: HashMap<String, usize> = info
             .generated
             .labels
             .iter()
@@ -465,15 +473,27 @@ impl Inference {
                 Some((name.clone(), size))
             })
             .collect();
-        crate::projection::derive::derive_projections_with_labels(
+        let result = shape(info.result)?;
+        let mut sizes: Vec<(&String, &usize)> = label_sizes.iter().collect();
+        sizes.sort_unstable();
+        let key = format!(
+            "{:?}|{result:?}|{operands:?}|{sizes:?}|{first_symbol}|{slice:?}",
+            info.logic
+        );
+        if let Some(projections) = self.derived.borrow().get(&key) {
+            return Ok(projections.clone());
+        }
+        let projections = crate::projection::derive::derive_projections_with_labels(
             &info.logic,
-            &shape(info.result)?,
+            &result,
             &operands,
             &label_sizes,
             first_symbol,
             slice,
         )
-        .map_err(context)
+        .map_err(context)?;
+        self.derived.borrow_mut().insert(key, projections.clone());
+        Ok(projections)
     }
 
     /// The padding margins of `tensor`'s buffer: the running maximum, over every operation that
