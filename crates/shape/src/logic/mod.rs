@@ -34,7 +34,7 @@ pub use discardable::discardable_labels;
 use elaborate::spec_equalities;
 
 /// The shape logic of an operation: how its result's shape relates to its operands' shapes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Logic {
     /// This many operands, each broadcast to the result: every row of the result refines each
     /// operand's row of the same kind.

@@ -249,7 +249,19 @@ pub struct Inference {
     /// Projections derived, by what they are derived from (the logic, the closed shapes, the
     /// labels' sizes, the first symbol, the slice): a deep model's layers derive the same ones
     /// over and over.
-    derived: RefCell<HashMap<String, rcannl_ir::Projections>>,
+    derived: RefCell<HashMap<DerivedFrom, rcannl_ir::Projections>>,
+}
+
+/// Everything an operation's projections are derived from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct DerivedFrom {
+    logic: Logic,
+    result: Shape,
+    operands: Vec<Shape>,
+    /// The sizes of the spec's labels, by name.
+    sizes: Vec<(String, usize)>,
+    first_symbol: u32,
+    slice: Option<rcannl_ir::Symbol>,
 }
 
 impl Inference {
@@ -474,12 +486,16 @@ impl Inference {
             })
             .collect();
         let result = shape(info.result)?;
-        let mut sizes: Vec<(&String, &usize)> = label_sizes.iter().collect();
+        let mut sizes: Vec<(String, usize)> = label_sizes.clone().into_iter().collect();
         sizes.sort_unstable();
-        let key = format!(
-            "{:?}|{result:?}|{operands:?}|{sizes:?}|{first_symbol}|{slice:?}",
-            info.logic
-        );
+        let key = DerivedFrom {
+            logic: info.logic.clone(),
+            result: result.clone(),
+            operands: operands.clone(),
+            sizes,
+            first_symbol,
+            slice,
+        };
         if let Some(projections) = self.derived.borrow().get(&key) {
             return Ok(projections.clone());
         }
