@@ -39,14 +39,17 @@ impl OwnNames {
     /// A hash of the statements and of their nodes as `nodes` (the routine's) describes them:
     /// the same for statements alike.
     pub fn hash(&self, nodes: &BTreeMap<NodeId, TensorNode>) -> u64 {
-        let mut hasher = DefaultHasher::new();
+        let mut hashing = Hashing {
+            hasher: DefaultHasher::new(),
+            names: true,
+        };
         for stmt in &self.stmts {
-            hash_stmt(stmt, &mut hasher);
+            hashing.stmt(stmt);
         }
         for node in &self.nodes {
-            nodes.get(node).map(described).hash(&mut hasher);
+            nodes.get(node).map(described).hash(&mut hashing.hasher);
         }
-        hasher.finish()
+        hashing.hasher.finish()
     }
 
     /// Whether these statements over `nodes` and `other` over `other_nodes` are alike.
@@ -93,83 +96,149 @@ pub fn in_routine(stmts: &[Stmt], nodes: &[NodeId], var_base: u32, local_base: u
         .collect()
 }
 
-fn hash_stmt(stmt: &Stmt, h: &mut DefaultHasher) {
-    discriminant(stmt).hash(h);
-    match stmt {
-        Stmt::For { var, range, body } => {
-            (var, range).hash(h);
-            body.iter().for_each(|s| hash_stmt(s, h));
-        }
-        Stmt::Set { node, index, value } => {
-            (node, index).hash(h);
-            hash_scalar(value, h);
-        }
-        Stmt::SetVec {
-            node,
-            offset,
-            op,
-            arg,
-        } => {
-            (node, offset, op).hash(h);
-            hash_scalar(arg, h);
-        }
-        Stmt::Fill { node, value } | Stmt::FillMargins { node, value } => {
-            (node, value.to_bits()).hash(h);
-        }
-        Stmt::Local {
-            id,
-            precision,
-            value,
-        } => {
-            (id, precision).hash(h);
-            hash_scalar(value, h);
-        }
-        Stmt::SetLocal { id, value } => {
-            id.hash(h);
-            hash_scalar(value, h);
-        }
-        Stmt::ScatterAdd { target, value } => {
-            hash_lookup(target, h);
-            hash_scalar(value, h);
-        }
-        Stmt::Gemm { plan, nest } => {
-            (plan.c, plan.a, plan.b, plan.zero_first).hash(h);
-            (&plan.batch, &plan.m, &plan.n, &plan.k).hash(h);
-            (&plan.c_index, &plan.a_index, &plan.b_index, &plan.a_margins).hash(h);
-            nest.iter().for_each(|s| hash_stmt(s, h));
-        }
-    }
+/// A hash of `stmt`'s form: all of it but its names (nodes, loop variables, locals), so that
+/// statements alike in their own names have the same form (and others most often not).
+pub fn form(stmt: &Stmt) -> u64 {
+    let mut hashing = Hashing {
+        hasher: DefaultHasher::new(),
+        names: false,
+    };
+    hashing.stmt(stmt);
+    hashing.hasher.finish()
 }
 
-fn hash_scalar(scalar: &Scalar, h: &mut DefaultHasher) {
-    discriminant(scalar).hash(h);
-    match scalar {
-        Scalar::Const(c) => c.to_bits().hash(h),
-        Scalar::Get(node, index) => (node, index).hash(h),
-        Scalar::Lookup(lookup) => hash_lookup(lookup, h),
-        Scalar::Embed(index) => index.hash(h),
-        Scalar::Local(id) => id.hash(h),
-        Scalar::Unop(op, a) => {
-            op.hash(h);
-            hash_scalar(a, h);
-        }
-        Scalar::Binop(op, a, b) => {
-            op.hash(h);
-            hash_scalar(a, h);
-            hash_scalar(b, h);
-        }
-        Scalar::Ternop(op, a, b, c) => {
-            op.hash(h);
-            hash_scalar(a, h);
-            hash_scalar(b, h);
-            hash_scalar(c, h);
-        }
-    }
+/// A hasher of statements, with their names or without.
+struct Hashing {
+    hasher: DefaultHasher,
+    names: bool,
 }
 
-fn hash_lookup(lookup: &Lookup, h: &mut DefaultHasher) {
-    (lookup.node, &lookup.index, lookup.axis, lookup.size).hash(h);
-    hash_scalar(&lookup.id, h);
+impl Hashing {
+    fn name(&mut self, name: impl Hash) {
+        if self.names {
+            name.hash(&mut self.hasher);
+        }
+    }
+
+    fn index(&mut self, index: &Index) {
+        index.offset.hash(&mut self.hasher);
+        for (coefficient, var) in &index.terms {
+            coefficient.hash(&mut self.hasher);
+            match var {
+                Var::Loop(var) => self.name(var),
+                Var::Static(symbol) => symbol.hash(&mut self.hasher),
+            }
+        }
+    }
+
+    fn indices(&mut self, index: &[Index]) {
+        index.len().hash(&mut self.hasher);
+        index.iter().for_each(|axis| self.index(axis));
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        discriminant(stmt).hash(&mut self.hasher);
+        match stmt {
+            Stmt::For { var, range, body } => {
+                self.name(var);
+                range.hash(&mut self.hasher);
+                body.len().hash(&mut self.hasher);
+                body.iter().for_each(|s| self.stmt(s));
+            }
+            Stmt::Set { node, index, value } => {
+                self.name(node);
+                self.indices(index);
+                self.scalar(value);
+            }
+            Stmt::SetVec {
+                node,
+                offset,
+                op,
+                arg,
+            } => {
+                self.name(node);
+                self.index(offset);
+                op.hash(&mut self.hasher);
+                self.scalar(arg);
+            }
+            Stmt::Fill { node, value } | Stmt::FillMargins { node, value } => {
+                self.name(node);
+                value.to_bits().hash(&mut self.hasher);
+            }
+            Stmt::Local {
+                id,
+                precision,
+                value,
+            } => {
+                self.name(id);
+                precision.hash(&mut self.hasher);
+                self.scalar(value);
+            }
+            Stmt::SetLocal { id, value } => {
+                self.name(id);
+                self.scalar(value);
+            }
+            Stmt::ScatterAdd { target, value } => {
+                self.lookup(target);
+                self.scalar(value);
+            }
+            Stmt::Gemm { plan, nest } => {
+                [plan.c, plan.a, plan.b]
+                    .iter()
+                    .for_each(|node| self.name(node));
+                plan.zero_first.hash(&mut self.hasher);
+                for loops in [&plan.batch, &plan.m, &plan.n, &plan.k] {
+                    loops.len().hash(&mut self.hasher);
+                    for (var, range) in loops {
+                        self.name(var);
+                        range.hash(&mut self.hasher);
+                    }
+                }
+                for index in [&plan.c_index, &plan.a_index, &plan.b_index] {
+                    self.indices(index);
+                }
+                plan.a_margins.hash(&mut self.hasher);
+                nest.len().hash(&mut self.hasher);
+                nest.iter().for_each(|s| self.stmt(s));
+            }
+        }
+    }
+
+    fn scalar(&mut self, scalar: &Scalar) {
+        discriminant(scalar).hash(&mut self.hasher);
+        match scalar {
+            Scalar::Const(c) => c.to_bits().hash(&mut self.hasher),
+            Scalar::Get(node, index) => {
+                self.name(node);
+                self.indices(index);
+            }
+            Scalar::Lookup(lookup) => self.lookup(lookup),
+            Scalar::Embed(index) => self.index(index),
+            Scalar::Local(id) => self.name(id),
+            Scalar::Unop(op, a) => {
+                op.hash(&mut self.hasher);
+                self.scalar(a);
+            }
+            Scalar::Binop(op, a, b) => {
+                op.hash(&mut self.hasher);
+                self.scalar(a);
+                self.scalar(b);
+            }
+            Scalar::Ternop(op, a, b, c) => {
+                op.hash(&mut self.hasher);
+                self.scalar(a);
+                self.scalar(b);
+                self.scalar(c);
+            }
+        }
+    }
+
+    fn lookup(&mut self, lookup: &Lookup) {
+        self.name(lookup.node);
+        self.indices(&lookup.index);
+        (lookup.axis, lookup.size).hash(&mut self.hasher);
+        self.scalar(&lookup.id);
+    }
 }
 
 /// What each name of a statement becomes.

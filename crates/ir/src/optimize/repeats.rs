@@ -10,7 +10,7 @@
 //! - Where to cut is read from the statements themselves, so that every copy of a repeated run
 //!   of statements is cut alike wherever it lies (as content-defined chunking cuts files): a
 //!   boundary goes where the fewest nodes of short life cross it, ties to the least hash of the
-//!   last few statements' name-free signatures, the least around it.
+//!   last few statements' forms (all of them but their names), the least around it.
 //! - Every node keeps the mode the whole routine decided. A chunk reading a virtual node that an
 //!   earlier chunk writes starts with copies of the statements writing it (and of those writing
 //!   the virtual nodes they read): inlining them into the chunk's readers computes what
@@ -24,12 +24,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::mem::discriminant;
 use std::ops::Range;
 
 use super::{Fresh, OptimizeError};
-use crate::canonical::{OwnNames, in_routine};
-use crate::loops::{Scalar, Stmt};
+use crate::canonical::{OwnNames, form, in_routine};
+use crate::loops::Stmt;
 use crate::node::{MemoryMode, NodeId, TensorNode};
 use crate::routine::Routine;
 
@@ -41,7 +40,7 @@ const SPAN: usize = 32;
 /// How far apart (in top-level statements) a node's first and last mention may lie for a
 /// boundary between them to count against it.
 const SHORT_LIFE: usize = 64;
-/// How many statements' signatures make the hash a boundary is chosen by.
+/// How many statements' forms make the hash a boundary is chosen by.
 const WINDOW: usize = 3;
 /// The fewest statements of a chunk (but the last): fewer boundaries, less given up at them.
 const SHORTEST_CHUNK: usize = 8;
@@ -202,7 +201,7 @@ struct Optimized {
 /// included, so that a run repeating with a short period offers a boundary in each period);
 /// once the chunk has [`SHORTEST_CHUNK`] statements.
 fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
-    let signatures: Vec<u64> = body.iter().map(signature).collect();
+    let forms: Vec<u64> = body.iter().map(form).collect();
     let mut span_of: HashMap<NodeId, (usize, usize)> = HashMap::new();
     for (at, stmt) in body.iter().enumerate() {
         for_each_node(stmt, &mut |node| {
@@ -222,7 +221,7 @@ fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
         .map(|at| {
             crossing += change[at];
             let mut window = DefaultHasher::new();
-            signatures[(at + 1).saturating_sub(WINDOW)..=at].hash(&mut window);
+            forms[(at + 1).saturating_sub(WINDOW)..=at].hash(&mut window);
             (crossing, window.finish())
         })
         .collect();
@@ -289,52 +288,13 @@ fn for_each_node(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
     });
 }
 
-/// A hash of `stmt`'s form without its names: its statements' and expressions' kinds, loop
-/// ranges and operations.
-fn signature(stmt: &Stmt) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    stmt.walk(&mut |s| {
-        discriminant(s).hash(&mut hasher);
-        if let Stmt::For { range, .. } = s {
-            range.hash(&mut hasher);
-        }
-        for value in s.values() {
-            scalar_signature(value, &mut hasher);
-        }
-    });
-    hasher.finish()
-}
-
-fn scalar_signature(scalar: &Scalar, hasher: &mut DefaultHasher) {
-    discriminant(scalar).hash(hasher);
-    match scalar {
-        Scalar::Unop(op, a) => {
-            op.hash(hasher);
-            scalar_signature(a, hasher);
-        }
-        Scalar::Binop(op, a, b) => {
-            op.hash(hasher);
-            scalar_signature(a, hasher);
-            scalar_signature(b, hasher);
-        }
-        Scalar::Ternop(op, a, b, c) => {
-            op.hash(hasher);
-            scalar_signature(a, hasher);
-            scalar_signature(b, hasher);
-            scalar_signature(c, hasher);
-        }
-        Scalar::Get(_, index) => index.len().hash(hasher),
-        Scalar::Const(_) | Scalar::Lookup(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::super::decided;
     use super::*;
-    use crate::loops::{Index, LoopVar};
+    use crate::loops::{Index, LoopVar, Scalar};
     use crate::ops::{Binop, Unop};
     use crate::precision::Precision;
 
