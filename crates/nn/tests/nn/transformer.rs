@@ -4,7 +4,9 @@
 
 use rcannl_backends::Interpreter;
 use rcannl_ir::Precision;
-use rcannl_nn::attention::{AttendOptions, attend, attend_with, attention_weights, causal_mask};
+use rcannl_nn::attention::{
+    AttendOptions, TransformerBlock, attend, attend_with, attention_weights, causal_mask,
+};
 use rcannl_nn::embedding::Embedding;
 use rcannl_nn::loss::sequence_cross_entropy;
 use rcannl_nn::norm::{
@@ -185,6 +187,20 @@ fn cross_attention_gradients() {
         let options = AttendOptions::new().mask(&padding(g)).temperature(2.0);
         let out = attend_with(&p[0], &p[1], projections(&p[2..]), 2, &options);
         out.pmul(&weights(g, "2|->3,4", 24))
+    });
+}
+
+/// A deep stack, built as the compile benchmark builds one: its backprop routine is long
+/// enough (over a thousand top-level statements) that the optimizer works on it chunk by chunk,
+/// each repeated block's chunks once.
+#[test]
+fn a_deep_stack_of_blocks_gradients() {
+    check("eight causal transformer blocks", &["2|->5,4"], |g, p| {
+        (0..8)
+            .fold(p[0].clone(), |h, i| {
+                TransformerBlock::new(g, &format!("block{i}"), 4, 2, 8, true).apply(&h, 5, None)
+            })
+            .pmul(&weights(g, "2|->5,4", 40))
     });
 }
 
