@@ -335,14 +335,20 @@ fn reads_node(scalar: &Scalar, node: NodeId) -> bool {
 /// The nodes `stmt` (with everything nested in it) reads.
 fn stmt_reads(stmt: &Stmt) -> BTreeSet<NodeId> {
     let mut reads = BTreeSet::new();
-    stmt.walk(&mut |s| {
-        for value in s.values() {
-            value.for_each_get(&mut |node, _| {
-                reads.insert(node);
-            });
-        }
+    for_each_read(stmt, &mut |node| {
+        reads.insert(node);
     });
     reads
+}
+
+/// Calls `visit` on each node `stmt` (with everything nested in it) reads, once per read (a
+/// matrix product's through the nest it keeps).
+fn for_each_read(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
+    stmt.walk(&mut |s| {
+        for value in s.values() {
+            value.for_each_get(&mut |node, _| visit(node));
+        }
+    });
 }
 
 /// The nodes `stmt` (with everything nested in it) writes.

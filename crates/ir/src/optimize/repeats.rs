@@ -22,14 +22,14 @@
 //!   statements first use them, and their nodes (precision, dims, margins, mode; labels aside)
 //!   are equal.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 
-use super::{Fresh, OptimizeError};
+use super::{Fresh, OptimizeError, for_each_read, stmt_writes};
 use crate::canonical::{OwnNames, form, in_routine};
 use crate::loops::Stmt;
-use crate::node::{MemoryMode, NodeId, TensorNode};
+use crate::node::{MemoryMode, NodeId};
 use crate::routine::Routine;
 
 /// Routines of fewer top-level statements are transformed whole.
@@ -61,7 +61,7 @@ pub(super) fn transform_in_chunks(
     // chunk writes starts with copies of them.
     let mut producers: HashMap<NodeId, Vec<usize>> = HashMap::new();
     for (at, stmt) in routine.body.iter().enumerate() {
-        for node in written_nodes(stmt) {
+        for node in stmt_writes(stmt) {
             if is_virtual(node) {
                 producers.entry(node).or_default().push(at);
             }
@@ -90,32 +90,28 @@ pub(super) fn transform_in_chunks(
         let own = OwnNames::of(stmts);
         let key = own.hash(&routine.nodes);
         let candidates = optimized.entry(key).or_default();
-        let found = (candidates.iter()).position(|c| c.own.alike(&c.nodes, &own, &routine.nodes));
+        let found =
+            (candidates.iter()).position(|c| c.own.alike(&routine.nodes, &own, &routine.nodes));
         let done = match found {
             Some(at) => &candidates[at],
             None => {
                 // The chunk as a routine of its own, over its nodes in its own numbers.
-                let nodes: BTreeMap<NodeId, TensorNode> = (own.nodes.iter().enumerate())
-                    .map(|(number, node)| {
-                        let mut node = routine.nodes[node].clone();
-                        node.id = NodeId(number as u32);
-                        (node.id, node)
-                    })
-                    .collect();
                 let chunk = Routine {
                     name: routine.name.clone(),
-                    nodes: nodes.clone(),
+                    nodes: (own.nodes.iter().enumerate())
+                        .map(|(number, node)| {
+                            let mut node = routine.nodes[node].clone();
+                            node.id = NodeId(number as u32);
+                            (node.id, node)
+                        })
+                        .collect(),
                     statics: routine.statics.clone(),
                     body: own.stmts.clone(),
                 };
                 let result = transform(chunk)?;
                 let fresh = Fresh::new(&result.body);
                 candidates.push(Optimized {
-                    own: OwnNames {
-                        stmts: own.stmts.clone(),
-                        nodes: (0..own.nodes.len() as u32).map(NodeId).collect(),
-                    },
-                    nodes,
+                    own: own.clone(),
                     fresh: (fresh.next_var, fresh.next_local),
                     result,
                 });
@@ -166,7 +162,7 @@ fn producers_to_copy(
             if copied.contains(&at) {
                 continue;
             }
-            if written_nodes(&body[at])
+            if stmt_writes(&body[at])
                 .iter()
                 .any(|&written| !is_virtual(written))
             {
@@ -184,11 +180,10 @@ fn producers_to_copy(
     Some(copied)
 }
 
-/// A distinct chunk: its statements in its own names over its nodes (numbered alike), and their
-/// transformation.
+/// A distinct chunk: the first of its kind in its own names (the routine's nodes keep their
+/// modes while the chunks are transformed), and its transformation.
 struct Optimized {
     own: OwnNames,
-    nodes: BTreeMap<NodeId, TensorNode>,
     /// The loop variables and locals the transformed statements number, from 0.
     fresh: (u32, u32),
     result: Routine,
@@ -204,9 +199,9 @@ fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
     let forms: Vec<u64> = body.iter().map(form).collect();
     let mut span_of: HashMap<NodeId, (usize, usize)> = HashMap::new();
     for (at, stmt) in body.iter().enumerate() {
-        for_each_node(stmt, &mut |node| {
-            span_of.entry(node).or_insert((at, at)).1 = at;
-        });
+        let mut mention = |node| span_of.entry(node).or_insert((at, at)).1 = at;
+        stmt_writes(stmt).into_iter().for_each(&mut mention);
+        for_each_read(stmt, &mut mention);
     }
     // Crossing after each statement: +1 where a short life starts, -1 where it ends.
     let mut change = vec![0i64; body.len() + 1];
@@ -244,57 +239,15 @@ fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
     chunks
 }
 
-/// The nodes `stmt` (with everything nested in it) writes.
-fn written_nodes(stmt: &Stmt) -> Vec<NodeId> {
-    let mut written = Vec::new();
-    stmt.walk(&mut |s| {
-        if let Some(node) = s.written_node() {
-            written.push(node);
-        }
-        if let Stmt::Gemm { plan, .. } = s {
-            written.push(plan.c);
-        }
-    });
-    written
-}
-
-/// Calls `visit` on every node `stmt` (with everything nested in it) reads.
-fn for_each_read(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
-    stmt.walk(&mut |s| {
-        if let Stmt::Gemm { plan, .. } = s {
-            visit(plan.a);
-            visit(plan.b);
-        }
-        for value in s.values() {
-            value.for_each_get(&mut |node, _| visit(node));
-        }
-    });
-}
-
-/// Calls `visit` on every node `stmt` (with everything nested in it) writes or reads.
-fn for_each_node(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
-    stmt.walk(&mut |s| {
-        if let Some(node) = s.written_node() {
-            visit(node);
-        }
-        if let Stmt::Gemm { plan, .. } = s {
-            visit(plan.a);
-            visit(plan.b);
-            visit(plan.c);
-        }
-        for value in s.values() {
-            value.for_each_get(&mut |node, _| visit(node));
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::super::decided;
     use super::*;
     use crate::loops::{Index, LoopVar, Scalar};
+    use crate::node::TensorNode;
     use crate::ops::{Binop, Unop};
     use crate::precision::Precision;
 
