@@ -5,9 +5,11 @@
 //! dims, margins, memory mode; labels aside), compute alike, and the work done for one, renamed
 //! ([`in_routine`]), stands for the other.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::mem::discriminant;
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId, TensorNode};
@@ -40,7 +42,7 @@ impl OwnNames {
     /// the same for statements alike.
     pub fn hash(&self, nodes: &BTreeMap<NodeId, TensorNode>) -> u64 {
         let mut hashing = Hashing {
-            hasher: DefaultHasher::new(),
+            hasher: FxHasher::default(),
             names: true,
         };
         for stmt in &self.stmts {
@@ -100,16 +102,18 @@ pub fn in_routine(stmts: &[Stmt], nodes: &[NodeId], var_base: u32, local_base: u
 /// statements alike in their own names have the same form (and others most often not).
 pub fn form(stmt: &Stmt) -> u64 {
     let mut hashing = Hashing {
-        hasher: DefaultHasher::new(),
+        hasher: FxHasher::default(),
         names: false,
     };
     hashing.stmt(stmt);
     hashing.hasher.finish()
 }
 
-/// A hasher of statements, with their names or without.
+/// A hasher of statements, with their names or without. A fast hasher rather than a
+/// collision-resistant one: a form only places chunk boundaries, and statements of equal
+/// own-name hashes are compared before one stands for the other.
 struct Hashing {
-    hasher: DefaultHasher,
+    hasher: FxHasher,
     names: bool,
 }
 
@@ -253,9 +257,9 @@ trait Names {
 struct Numbering {
     /// The routine's node behind each own number.
     nodes: Vec<NodeId>,
-    node_numbers: HashMap<NodeId, u32>,
-    vars: HashMap<LoopVar, u32>,
-    locals: HashMap<LocalId, u32>,
+    node_numbers: FxHashMap<NodeId, u32>,
+    vars: FxHashMap<LoopVar, u32>,
+    locals: FxHashMap<LocalId, u32>,
 }
 
 impl Names for Numbering {

@@ -474,23 +474,25 @@ impl Stmt {
         let mut found = false;
         self.walk(&mut |s| {
             found |= matches!(s, Stmt::ScatterAdd { target, .. } if target.node == node)
-                || s.values().iter().any(|v| v.looks_up(node));
+                || s.values().any(|v| v.looks_up(node));
         });
         found
     }
 
-    /// The expressions the statement evaluates itself (not those of nested statements).
-    pub fn values(&self) -> Vec<&Scalar> {
-        match self {
+    /// The expressions the statement evaluates itself (not those of nested statements). Asked of
+    /// every statement by most passes: no allocation.
+    pub fn values(&self) -> impl Iterator<Item = &Scalar> {
+        let (first, second) = match self {
             Stmt::Set { value, .. } | Stmt::Local { value, .. } | Stmt::SetLocal { value, .. } => {
-                vec![value]
+                (Some(value), None)
             }
-            Stmt::SetVec { arg, .. } => vec![arg],
-            Stmt::ScatterAdd { target, value } => vec![&target.id, value],
+            Stmt::SetVec { arg, .. } => (Some(arg), None),
+            Stmt::ScatterAdd { target, value } => (Some(&target.id), Some(value)),
             Stmt::For { .. } | Stmt::Fill { .. } | Stmt::FillMargins { .. } | Stmt::Gemm { .. } => {
-                Vec::new()
+                (None, None)
             }
-        }
+        };
+        first.into_iter().chain(second)
     }
 }
 

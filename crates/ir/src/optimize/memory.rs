@@ -94,7 +94,7 @@ fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, Optimi
     let first_write = |node: NodeId| body.writers(node).next();
     let first_read = |node: NodeId| body.readers(node).next();
     let mut order: Vec<&TensorNode> = routine.nodes.values().collect();
-    order.sort_by_key(|node| (first_write(node.id), node.id));
+    order.sort_by_cached_key(|node| (first_write(node.id), node.id));
 
     let mut modes: HashMap<NodeId, MemoryMode> = HashMap::new();
     let mut inlined: HashMap<NodeId, Inlined> = HashMap::new();

@@ -238,7 +238,7 @@ fn statement_count(stmt: &Stmt) -> usize {
 fn transcendentals(stmt: &Stmt) -> usize {
     let mut count = 0;
     stmt.walk(&mut |stmt| {
-        let mut stack = stmt.values();
+        let mut stack: Vec<&Scalar> = stmt.values().collect();
         while let Some(scalar) = stack.pop() {
             count += usize::from(is_transcendental(scalar));
             match scalar {

@@ -22,11 +22,13 @@
 //!   statements first use them, and their nodes (precision, dims, margins, mode; labels aside)
 //!   are equal.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 
-use super::{Fresh, OptimizeError, for_each_read, stmt_writes};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::{Fresh, OptimizeError};
 use crate::canonical::{OwnNames, form, in_routine};
 use crate::loops::Stmt;
 use crate::node::{MemoryMode, NodeId};
@@ -53,15 +55,16 @@ pub(super) fn transform_in_chunks(
     mut routine: Routine,
     transform: fn(Routine) -> Result<Routine, OptimizeError>,
 ) -> Result<Routine, OptimizeError> {
-    let ranges = chunks(&routine.body);
+    let accesses: Vec<Accesses> = routine.body.iter().map(Accesses::of).collect();
+    let ranges = chunks(&routine.body, &accesses);
     let is_virtual = |node: NodeId| {
         routine.nodes.get(&node).and_then(|n| n.memory_mode) == Some(MemoryMode::Virtual)
     };
     // The top-level statements writing each virtual node: a chunk reading one that an earlier
     // chunk writes starts with copies of them.
-    let mut producers: HashMap<NodeId, Vec<usize>> = HashMap::new();
-    for (at, stmt) in routine.body.iter().enumerate() {
-        for node in stmt_writes(stmt) {
+    let mut producers: FxHashMap<NodeId, Vec<usize>> = FxHashMap::default();
+    for (at, access) in accesses.iter().enumerate() {
+        for &node in &access.writes {
             if is_virtual(node) {
                 producers.entry(node).or_default().push(at);
             }
@@ -69,7 +72,7 @@ pub(super) fn transform_in_chunks(
     }
     let mut chunks = Vec::with_capacity(ranges.len());
     for range in &ranges {
-        let Some(copied) = producers_to_copy(&routine.body, range, &producers, &is_virtual) else {
+        let Some(copied) = producers_to_copy(&accesses, range, &producers, &is_virtual) else {
             return transform(routine);
         };
         chunks.push(copied);
@@ -136,21 +139,21 @@ pub(super) fn transform_in_chunks(
 /// cannot be done alike for every chunk: a node both written before the chunk and in it, or a
 /// statement to copy that writes a node kept in memory.
 fn producers_to_copy(
-    body: &[Stmt],
+    accesses: &[Accesses],
     range: &Range<usize>,
-    producers: &HashMap<NodeId, Vec<usize>>,
+    producers: &FxHashMap<NodeId, Vec<usize>>,
     is_virtual: &impl Fn(NodeId) -> bool,
 ) -> Option<Vec<usize>> {
-    let mut wanted: Vec<NodeId> = Vec::new();
-    for stmt in &body[range.clone()] {
-        for_each_read(stmt, &mut |node| {
-            if is_virtual(node) && producers.get(&node).is_some_and(|p| p[0] < range.start) {
-                wanted.push(node);
-            }
-        });
-    }
+    let mut wanted: Vec<NodeId> = accesses[range.clone()]
+        .iter()
+        .flat_map(|access| &access.reads)
+        .copied()
+        .filter(|&node| {
+            is_virtual(node) && producers.get(&node).is_some_and(|p| p[0] < range.start)
+        })
+        .collect();
     let mut copied: Vec<usize> = Vec::new();
-    let mut seen: HashSet<NodeId> = HashSet::new();
+    let mut seen: FxHashSet<NodeId> = FxHashSet::default();
     while let Some(node) = wanted.pop() {
         if !seen.insert(node) {
             continue;
@@ -162,22 +165,49 @@ fn producers_to_copy(
             if copied.contains(&at) {
                 continue;
             }
-            if stmt_writes(&body[at])
+            if accesses[at]
+                .writes
                 .iter()
                 .any(|&written| !is_virtual(written))
             {
                 return None;
             }
             copied.push(at);
-            for_each_read(&body[at], &mut |read| {
-                if is_virtual(read) {
-                    wanted.push(read);
-                }
-            });
+            wanted.extend(
+                accesses[at]
+                    .reads
+                    .iter()
+                    .copied()
+                    .filter(|&read| is_virtual(read)),
+            );
         }
     }
     copied.sort_unstable();
     Some(copied)
+}
+
+/// The nodes a top-level statement (with everything nested in it) writes and reads, each
+/// once: what cutting and copying ask of every statement, gathered in one walk.
+struct Accesses {
+    writes: Vec<NodeId>,
+    reads: Vec<NodeId>,
+}
+
+impl Accesses {
+    fn of(stmt: &Stmt) -> Accesses {
+        let (mut writes, mut reads) = (Vec::new(), Vec::new());
+        stmt.walk(&mut |s| {
+            writes.extend(s.written_node());
+            for value in s.values() {
+                value.for_each_get(&mut |node, _| reads.push(node));
+            }
+        });
+        for nodes in [&mut writes, &mut reads] {
+            nodes.sort_unstable();
+            nodes.dedup();
+        }
+        Accesses { writes, reads }
+    }
 }
 
 /// A distinct chunk: the first of its kind in its own names (the routine's nodes keep their
@@ -195,13 +225,13 @@ struct Optimized {
 /// the least window hash, the least within [`SPAN`] statements either side (ties again
 /// included, so that a run repeating with a short period offers a boundary in each period);
 /// once the chunk has [`SHORTEST_CHUNK`] statements.
-fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
+fn chunks(body: &[Stmt], accesses: &[Accesses]) -> Vec<Range<usize>> {
     let forms: Vec<u64> = body.iter().map(form).collect();
-    let mut span_of: HashMap<NodeId, (usize, usize)> = HashMap::new();
-    for (at, stmt) in body.iter().enumerate() {
-        let mut mention = |node| span_of.entry(node).or_insert((at, at)).1 = at;
-        stmt_writes(stmt).into_iter().for_each(&mut mention);
-        for_each_read(stmt, &mut mention);
+    let mut span_of: FxHashMap<NodeId, (usize, usize)> = FxHashMap::default();
+    for (at, access) in accesses.iter().enumerate() {
+        for &node in access.writes.iter().chain(&access.reads) {
+            span_of.entry(node).or_insert((at, at)).1 = at;
+        }
     }
     // Crossing after each statement: +1 where a short life starts, -1 where it ends.
     let mut change = vec![0i64; body.len() + 1];
@@ -241,7 +271,7 @@ fn chunks(body: &[Stmt]) -> Vec<Range<usize>> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashSet};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::super::decided;
@@ -250,6 +280,12 @@ mod tests {
     use crate::node::TensorNode;
     use crate::ops::{Binop, Unop};
     use crate::precision::Precision;
+
+    /// The chunks `body` is cut into.
+    fn cut(body: &[Stmt]) -> Vec<Range<usize>> {
+        let accesses: Vec<Accesses> = body.iter().map(Accesses::of).collect();
+        chunks(body, &accesses)
+    }
 
     /// How many routines `counted` has transformed.
     static OPTIMIZED: AtomicUsize = AtomicUsize::new(0);
@@ -333,7 +369,7 @@ mod tests {
     #[test]
     fn repeated_layers_are_transformed_once_each_kind_of_chunk() {
         let routine = layers(400);
-        let chunk_count = chunks(&routine.body).len();
+        let chunk_count = cut(&routine.body).len();
         assert!(chunk_count >= 20, "{chunk_count} chunks");
         OPTIMIZED.store(0, Ordering::Relaxed);
         let optimized = transform_in_chunks(decided(routine).unwrap(), counted).unwrap();
@@ -371,7 +407,7 @@ mod tests {
         let routine = layers(400);
         let (body, mut seen) = (&routine.body, HashSet::new());
         let mut kinds = 0;
-        for range in chunks(body) {
+        for range in cut(body) {
             let own = OwnNames::of(body[range].to_vec());
             if seen.insert(format!("{:?}", own.stmts)) {
                 kinds += 1;

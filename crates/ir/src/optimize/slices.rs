@@ -158,7 +158,7 @@ fn forwardable(body: &Body, at: usize, slice: &Slice) -> bool {
         let mut in_place = true;
         body.stmt(slot).walk(&mut |s| {
             in_place &= !matches!(s, Stmt::Gemm { .. })
-                && s.values().iter().all(|value| !value.looks_up(slice.node));
+                && s.values().all(|value| !value.looks_up(slice.node));
         });
         in_place
     })
