@@ -62,6 +62,12 @@ pub trait Backend: std::fmt::Debug + Send + Sync {
     /// [`Backend::compile_traced`] does, its lines going to standard error.
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError>;
 
+    /// [`Backend::compile`] of a routine the caller no longer needs, which a backend may keep
+    /// instead of a copy (a deep model's routine is large).
+    fn compile_owned(&self, routine: Routine) -> Result<Box<dyn Executable>, CompileError> {
+        self.compile(&routine)
+    }
+
     /// Prepares `routine` to run in its tracing form, logging every store to `sink` (see
     /// [`crate::trace`]); an error naming the `trace_stores` setting where this backend cannot.
     fn compile_traced(
@@ -120,11 +126,15 @@ impl Backend for Interpreter {
     }
 
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
+        self.compile_owned(routine.clone())
+    }
+
+    fn compile_owned(&self, routine: Routine) -> Result<Box<dyn Executable>, CompileError> {
         if trace::requested()? {
-            return self.compile_traced(routine, Sink::StandardError);
+            return self.compile_traced(&routine, Sink::StandardError);
         }
         Ok(Box::new(Interpreted {
-            routine: routine.clone(),
+            routine,
             traced: None,
         }))
     }

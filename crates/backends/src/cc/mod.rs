@@ -245,9 +245,15 @@ impl Compiler {
 
     /// Compiles `routine` (or loads it from the cache).
     pub fn compile(&self, routine: &Routine) -> Result<CompiledRoutine, CompileError> {
+        self.compile_owned(routine.clone())
+    }
+
+    /// [`Compiler::compile`] of a routine the caller no longer needs: the compiled routine keeps
+    /// it instead of a copy.
+    pub fn compile_owned(&self, routine: Routine) -> Result<CompiledRoutine, CompileError> {
         self.runnable_target()?;
-        let generated = phases::timed(Phase::Codegen, || generate(routine))?;
-        let products = wants_products(routine, &generated);
+        let generated = phases::timed(Phase::Codegen, || generate(&routine))?;
+        let products = wants_products(&routine, &generated);
         let built = self.load_in_tiers(&generated.source, products)?;
         self.link(routine, generated, &built)
     }
@@ -270,7 +276,7 @@ impl Compiler {
             from_cache,
             upgrade: None,
         };
-        let mut compiled = self.link(&form, generated, &built)?;
+        let mut compiled = self.link(form, generated, &built)?;
         compiled.routine = routine.clone();
         compiled.traced = Some(traced);
         Ok(compiled)
@@ -302,7 +308,7 @@ impl Compiler {
         routines
             .iter()
             .zip(generated)
-            .map(|(routine, g)| self.link(routine, g, &built))
+            .map(|(routine, g)| self.link(routine.clone(), g, &built))
             .collect()
     }
 
@@ -404,12 +410,12 @@ impl Compiler {
     /// The routine's steps, with its kernels found in the `built` library.
     fn link(
         &self,
-        routine: &Routine,
+        routine: Routine,
         generated: codegen::Generated,
         built: &Built,
     ) -> Result<CompiledRoutine, CompileError> {
         let library = &built.library;
-        let (products_library, native) = if wants_products(routine, &generated) {
+        let (products_library, native) = if wants_products(&routine, &generated) {
             self.products()?
         } else {
             (None, gemm::Native::default())
@@ -431,7 +437,7 @@ impl Compiler {
                 }
                 Step::Gemm(plan) => Loaded::Gemm(Box::new(gemm::Prepared::new(
                     &plan,
-                    routine,
+                    &routine,
                     &positions,
                     &generated.statics,
                     &native,
@@ -444,7 +450,7 @@ impl Compiler {
             native,
             splits: splits(&steps),
             steps,
-            routine: routine.clone(),
+            routine,
             buffers: generated.buffers,
             scratch_words: generated
                 .scratch
@@ -942,6 +948,13 @@ impl Backend for Compiler {
             return Ok(Box::new(Compiler::compile_traced(self, routine, sink)?));
         }
         Ok(Box::new(Compiler::compile(self, routine)?))
+    }
+
+    fn compile_owned(&self, routine: Routine) -> Result<Box<dyn Executable>, CompileError> {
+        if crate::trace::requested()? {
+            return Backend::compile(self, &routine);
+        }
+        Ok(Box::new(Compiler::compile_owned(self, routine)?))
     }
 
     fn compile_traced(

@@ -14,6 +14,7 @@ use rcannl_ir::{
 use crate::graph::{Asg, LeafKind, TensorError, TensorErrorKind, error_of};
 use crate::tensor::Tensor;
 
+use super::print::Code;
 use super::{Context, Routine, dump, value_node};
 
 impl Context {
@@ -129,25 +130,26 @@ impl Context {
             }
             node
         });
-        let code = self.notation().assignments(&assignments);
+        let assignments = Assignment::Seq(assignments);
         let routine = phases::timed(Phase::Lowering, || {
-            IrRoutine::lower(name, &Assignment::Seq(assignments), nodes)
+            IrRoutine::lower(name, &assignments, nodes)
         })
         .map_err(|e| {
             error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
         })?;
+        let code = Code::new(self, assignments, &used);
         self.compile_routine(routine, needs, writes, code)
     }
 
     /// Optimizes and compiles `routine`, which reads the buffers `needs` before writing them and
-    /// leaves `writes` holding values; `code` is its assignments in `cd!` notation. Where the
+    /// leaves `writes` holding values; `code` is its assignments. Where the
     /// `debug_dir` setting names a folder, all of them are written there (see `dump`).
     pub(super) fn compile_routine(
         &mut self,
         routine: IrRoutine,
         needs: Vec<NodeId>,
         writes: Vec<NodeId>,
-        code: String,
+        code: Code,
     ) -> Result<Routine, TensorError> {
         let lowered = dump::lowered_if_asked(&routine);
         let name = routine.name.clone();
@@ -168,22 +170,14 @@ impl Context {
                 })?;
             }
         }
-        let mut executable = self.backend.compile(&optimized).map_err(|e| {
-            error_of(
-                TensorErrorKind::Compile,
-                format!("routine {}: {e}", optimized.name),
-            )
-            .caused_by(e)
+        let mut executable = self.backend.compile_owned(optimized).map_err(|e| {
+            error_of(TensorErrorKind::Compile, format!("routine {name}: {e}")).caused_by(e)
         })?;
-        log::debug!(
-            "routine {}: compiled on {}",
-            optimized.name,
-            self.backend.name()
-        );
+        log::debug!("routine {name}: compiled on {}", self.backend.name());
         let folder = dump::write_if_asked(&dump::Compiled {
             code: &code,
             lowered,
-            optimized: &optimized,
+            optimized: executable.routine(),
             source: executable.source(),
             backend: self.backend.name(),
         })?;

@@ -21,10 +21,12 @@ use rcannl_ir::Routine as IrRoutine;
 
 use crate::graph::{TensorError, TensorErrorKind, error_of};
 
+use super::print::Code;
+
 /// What one compilation made, to be written.
 pub(super) struct Compiled<'a> {
-    /// The assignments, in `cd!` notation.
-    pub code: &'a str,
+    /// The assignments, printed in `cd!` notation when written.
+    pub code: &'a Code,
     /// The routine as lowered, printed ([`lowered_if_asked`]).
     pub lowered: Option<String>,
     /// The routine as optimized, which the backend compiled.
@@ -50,7 +52,7 @@ pub(super) fn write_if_asked(compiled: &Compiled<'_>) -> Result<Option<PathBuf>,
     };
     let folder = routine_folder(Path::new(&setting.value), &compiled.optimized.name);
     let files = [
-        ("assignments.cd", compiled.code.to_owned()),
+        ("assignments.cd", compiled.code.text().to_owned()),
         (
             "lowered.loops",
             compiled.lowered.clone().unwrap_or_default(),

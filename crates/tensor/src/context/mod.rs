@@ -43,8 +43,8 @@ pub struct Routine {
     needs: Vec<NodeId>,
     /// The buffers it leaves holding values: those it writes and keeps.
     writes: Vec<NodeId>,
-    /// The assignments it was compiled from, in `cd!` notation.
-    code: String,
+    /// The assignments it was compiled from, printed in `cd!` notation when asked.
+    code: print::Code,
 }
 
 /// Identities of contexts, unique in the process.
@@ -72,7 +72,7 @@ impl Routine {
     /// # Ok::<(), TensorError>(())
     /// ```
     pub fn code(&self) -> &str {
-        &self.code
+        self.code.text()
     }
 
     /// The code the backend generated (C on the C backend), if any.

@@ -2,12 +2,15 @@
 //! the notation (`cd!`'s) that routines' and operations' assignments are printed in; the
 //! printing itself is [`crate::print`]'s.
 
-use rcannl_ir::Assignment;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use rcannl_ir::{Assignment, NodeId};
 use rcannl_shape::spec::Kind;
 use rcannl_shape::term::{Basis, Dim};
 
 use crate::array::Array;
-use crate::graph::{Asg, LeafKind, TensorError, error};
+use crate::graph::{Asg, Graph, LeafKind, TensorError, error};
 use crate::print::{
     Layout, Node, Notation, PrintOptions, TreeOptions, axis_names, cd_logic, draw_tree, render,
 };
@@ -148,28 +151,12 @@ impl Context {
     /// How printed assignments name this context's nodes (tensors by label, gradients as
     /// `label.grad`, a routine's own nodes by theirs) and the logics of the graph's operations.
     pub(super) fn notation(&self) -> Notation {
-        let state = self.graph.state.lock();
-        let mut notation = Notation::default();
-        for (&id, node) in &self.nodes {
-            let name = if id.0 >= FIRST_SCRATCH {
-                node.label.clone()
-            } else {
-                let label = &state.tensors[(id.0 / 2) as usize].label;
-                if id == grad_node((id.0 / 2) as usize) {
-                    format!("{label}.grad")
-                } else {
-                    label.clone()
-                }
-            };
-            notation.nodes.insert(id, name);
-        }
-        for op in state.inference.ops() {
-            let logic = &state.inference.op(op).logic;
-            if let Some(written) = cd_logic(logic) {
-                notation.logics.insert(logic.to_string(), written);
-            }
-        }
-        notation
+        notation(
+            &self.graph,
+            self.nodes
+                .iter()
+                .map(|(&id, node)| (id, node.label.as_str())),
+        )
     }
 
     /// The assignments `asgs` stand for over this context's nodes.
@@ -274,4 +261,72 @@ fn leaf_kind(leaf: &LeafKind) -> String {
 /// `text`'s lines, each indented by two spaces.
 fn indented(text: &str) -> String {
     text.lines().map(|line| format!("  {line}\n")).collect()
+}
+
+/// How printed assignments name `nodes`, given with their labels (tensors by the graph's
+/// label, gradients as `label.grad`, scratch nodes by the label given), and the logics of the
+/// graph's operations.
+fn notation<'a>(graph: &Graph, nodes: impl IntoIterator<Item = (NodeId, &'a str)>) -> Notation {
+    let state = graph.state.lock();
+    let mut notation = Notation::default();
+    for (id, label) in nodes {
+        let name = if id.0 >= FIRST_SCRATCH {
+            label.to_owned()
+        } else {
+            let tensor = &state.tensors[(id.0 / 2) as usize].label;
+            if id == grad_node((id.0 / 2) as usize) {
+                format!("{tensor}.grad")
+            } else {
+                tensor.clone()
+            }
+        };
+        notation.nodes.insert(id, name);
+    }
+    for op in state.inference.ops() {
+        let logic = &state.inference.op(op).logic;
+        if let Some(written) = cd_logic(logic) {
+            notation.logics.insert(logic.to_string(), written);
+        }
+    }
+    notation
+}
+
+/// A routine's assignments in `cd!` notation, written the first time they are asked for: a
+/// deep model's step has thousands, and most programs never print them.
+#[derive(Debug)]
+pub(super) struct Code {
+    text: OnceLock<String>,
+    assignments: Assignment,
+    graph: Graph,
+    /// The nodes the assignments use, with the labels of those the graph does not name
+    /// (scratch nodes).
+    nodes: Vec<(NodeId, String)>,
+}
+
+impl Code {
+    /// The code of `assignments`, over `nodes` of `ctx`.
+    pub(super) fn new(ctx: &Context, assignments: Assignment, nodes: &BTreeSet<NodeId>) -> Code {
+        Code {
+            text: OnceLock::new(),
+            assignments,
+            graph: ctx.graph.clone(),
+            nodes: nodes
+                .iter()
+                .map(|&id| {
+                    let label = match ctx.nodes.get(&id) {
+                        Some(node) if id.0 >= FIRST_SCRATCH => node.label.clone(),
+                        _ => String::new(),
+                    };
+                    (id, label)
+                })
+                .collect(),
+        }
+    }
+
+    pub(super) fn text(&self) -> &str {
+        self.text.get_or_init(|| {
+            let names = self.nodes.iter().map(|(id, label)| (*id, label.as_str()));
+            notation(&self.graph, names).assignments([&self.assignments])
+        })
+    }
 }
