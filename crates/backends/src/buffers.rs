@@ -38,9 +38,10 @@ impl std::fmt::Debug for Storage {
 }
 
 impl Storage {
-    /// A zeroed buffer for `node`, or an error naming it when its size does not fit in memory:
-    /// checked before allocating, so that a huge shape is an error and never an abort.
-    fn zeroed(node: &TensorNode) -> Result<Storage, RunError> {
+    /// The cells and bytes of `node`'s buffer, or an error naming it when its size does not fit
+    /// in memory: checked before allocating, so that a huge shape is an error and never an
+    /// abort.
+    fn size(node: &TensorNode) -> Result<(usize, usize), RunError> {
         let precision = node.precision;
         let too_large = |what: String| {
             error(format!(
@@ -63,8 +64,21 @@ impl Storage {
                 "needs {bytes} bytes, more than the {memory} bytes of memory this machine has"
             )));
         }
+        Ok((len, bytes))
+    }
+
+    /// A zeroed buffer for `node`, or an error naming it when its size does not fit in memory.
+    fn zeroed(node: &TensorNode) -> Result<Storage, RunError> {
+        let precision = node.precision;
+        let (len, bytes) = Storage::size(node)?;
+        let cannot = || {
+            error(format!(
+                "{} '{}' of dims {:?} (margins {:?}) needs {bytes} bytes, which cannot be \
+                 allocated",
+                node.id, node.label, node.dims, node.padding
+            ))
+        };
         let n_lines = bytes.div_ceil(64).max(1);
-        let cannot = || too_large(format!("needs {bytes} bytes, which cannot be allocated"));
         // Allocated zeroed rather than allocated then zeroed: memory fresh from the system is
         // zero already, and a model's thousands of buffers are not written twice (once with
         // zeros, then by the routine that computes them) nor all touched before a run.
@@ -234,11 +248,14 @@ pub trait DeviceCopies: std::fmt::Debug + Send + Sync {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
-/// The buffers of a routine's nodes: each a row-major array over the node's buffer dims.
+/// The buffers of a routine's nodes: each a row-major array over the node's buffer dims. A
+/// buffer's memory is allocated, zeroed, when it is first used: a model's context knows a
+/// buffer for every tensor and gradient, and the many that no routine keeps never take memory.
 #[derive(Debug, Default)]
 pub struct Buffers {
     // Looked up for every buffer of every run: hashed as the small integers they are.
     nodes: FxHashMap<NodeId, TensorNode>,
+    /// The buffers allocated so far.
     data: FxHashMap<NodeId, Storage>,
     device: Option<Box<dyn DeviceCopies>>,
     /// Nodes the device wrote last: their host cells are stale.
@@ -252,11 +269,18 @@ impl Clone for Buffers {
     fn clone(&self) -> Buffers {
         let mut data = self.data.clone();
         for node in &self.newer_on_device {
-            if let (Some(device), Some(storage)) = (&self.device, data.get_mut(node)) {
-                device
-                    .read(*node, storage.bytes_mut())
-                    .unwrap_or_else(|e| panic!("cloning buffers: {e}"));
-            }
+            let (Some(device), Some(info)) = (&self.device, self.nodes.get(node)) else {
+                continue;
+            };
+            let storage = match data.entry(*node) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
+                    Storage::zeroed(info).unwrap_or_else(|e| panic!("cloning buffers: {e}")),
+                ),
+            };
+            device
+                .read(*node, storage.bytes_mut())
+                .unwrap_or_else(|e| panic!("cloning buffers: {e}"));
         }
         Buffers {
             nodes: self.nodes.clone(),
@@ -274,7 +298,7 @@ fn error(message: String) -> RunError {
 }
 
 impl Buffers {
-    /// Allocates a zeroed buffer for each node; an error names a node too large to allocate.
+    /// A zeroed buffer for each node; an error names a node too large to allocate.
     pub fn new(nodes: impl IntoIterator<Item = TensorNode>) -> Result<Buffers, RunError> {
         let mut buffers = Buffers::default();
         for node in nodes {
@@ -286,9 +310,20 @@ impl Buffers {
     /// Adds a zeroed buffer for `node` unless it has one; an error names a node too large to
     /// allocate.
     pub fn insert(&mut self, node: TensorNode) -> Result<(), RunError> {
-        if let std::collections::hash_map::Entry::Vacant(entry) = self.data.entry(node.id) {
-            entry.insert(Storage::zeroed(&node)?);
-            self.nodes.insert(node.id, node);
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.nodes.entry(node.id) {
+            Storage::size(&node)?;
+            entry.insert(node);
+        }
+        Ok(())
+    }
+
+    /// Allocates every buffer not yet allocated: for code that reads buffers it cannot
+    /// allocate as it goes (the interpreter).
+    pub fn allocate_all(&mut self) -> Result<(), RunError> {
+        for (id, node) in &self.nodes {
+            if !self.data.contains_key(id) {
+                self.data.insert(*id, Storage::zeroed(node)?);
+            }
         }
         Ok(())
     }
@@ -315,16 +350,26 @@ impl Buffers {
             .ok_or_else(|| error(format!("no buffer for {node}")))
     }
 
+    /// `node`'s allocated buffer; an error where it has none, or it is not allocated yet (see
+    /// [`Buffers::allocate_all`]).
     pub(crate) fn storage(&self, node: NodeId) -> Result<&Storage, RunError> {
         self.data
             .get(&node)
             .ok_or_else(|| error(format!("no buffer for {node}")))
     }
 
+    /// `node`'s buffer, allocated (zeroed) if it was not yet.
     pub(crate) fn storage_mut(&mut self, node: NodeId) -> Result<&mut Storage, RunError> {
-        self.data
-            .get_mut(&node)
-            .ok_or_else(|| error(format!("no buffer for {node}")))
+        match self.data.entry(node) {
+            std::collections::hash_map::Entry::Occupied(entry) => Ok(entry.into_mut()),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let info = self
+                    .nodes
+                    .get(&node)
+                    .ok_or_else(|| error(format!("no buffer for {node}")))?;
+                Ok(entry.insert(Storage::zeroed(info)?))
+            }
+        }
     }
 
     /// The device copies attached, if any.
@@ -353,7 +398,12 @@ impl Buffers {
             return Ok(());
         }
         if self.newer_on_host.remove(&node) || !device.has(node) {
-            let (Some(storage), Some(info)) = (self.data.get(&node), self.nodes.get(&node)) else {
+            self.storage_mut(node)?;
+            let (Some(device), Some(storage), Some(info)) = (
+                self.device.as_deref_mut(),
+                self.data.get(&node),
+                self.nodes.get(&node),
+            ) else {
                 return Err(error(format!("no buffer for {node}")));
             };
             device.write(info, storage.bytes())?;
@@ -370,11 +420,12 @@ impl Buffers {
     /// Brings every node the device wrote back to the host, and treats every device copy as stale
     /// from now on: called before host code (the interpreter, compiled C) runs over the buffers.
     pub fn hand_to_host(&mut self) -> Result<(), RunError> {
-        let Some(device) = &self.device else {
+        if self.device.is_none() {
             return Ok(());
-        };
+        }
         for node in std::mem::take(&mut self.newer_on_device) {
-            if let Some(storage) = self.data.get_mut(&node) {
+            self.storage_mut(node)?;
+            if let (Some(device), Some(storage)) = (&self.device, self.data.get_mut(&node)) {
                 device.read(node, storage.bytes_mut())?;
             }
         }
@@ -382,25 +433,29 @@ impl Buffers {
         Ok(())
     }
 
-    /// The current cells of `node`'s whole buffer: the host's own, or read from the device
-    /// where it wrote last.
+    /// The current cells of `node`'s whole buffer: the host's own (zeros where nothing has
+    /// allocated it yet), or read from the device where it wrote last.
     fn current(&self, node: NodeId) -> Result<std::borrow::Cow<'_, Storage>, RunError> {
-        let data = self.storage(node)?;
+        let data = match self.data.get(&node) {
+            Some(data) => std::borrow::Cow::Borrowed(data),
+            None => std::borrow::Cow::Owned(Storage::zeroed(self.node(node)?)?),
+        };
         match &self.device {
             Some(device) if self.newer_on_device.contains(&node) => {
-                let mut fresh = data.clone();
+                let mut fresh = data.into_owned();
                 device.read(node, fresh.bytes_mut())?;
                 Ok(std::borrow::Cow::Owned(fresh))
             }
-            _ => Ok(std::borrow::Cow::Borrowed(data)),
+            _ => Ok(data),
         }
     }
 
     /// The host storage of `node` to write into: brought back from the device first where the
     /// device wrote last, and newer than the device's copy from now on.
     fn writable(&mut self, node: NodeId) -> Result<&mut Storage, RunError> {
-        if self.newer_on_device.remove(&node)
-            && let (Some(device), Some(storage)) = (&self.device, self.data.get_mut(&node))
+        let on_device = self.newer_on_device.remove(&node);
+        self.storage_mut(node)?;
+        if on_device && let (Some(device), Some(storage)) = (&self.device, self.data.get_mut(&node))
         {
             device.read(node, storage.bytes_mut())?;
         }
@@ -440,14 +495,13 @@ impl Buffers {
     /// [`Buffers::set_cells`] from numbers.
     pub fn set_values(&mut self, node: NodeId, values: &[f64]) -> Result<(), RunError> {
         let info = self.node(node)?;
-        if values.len() == info.len()
-            && unpadded(info)
-            && self.storage(node)?.len() == values.len()
-            && self.writable(node)?.set_floats(values)
-        {
+        if values.len() == info.len() && unpadded(info) {
+            let data = self.writable(node)?;
             // Whole float buffers, a training step's gradients say, are set without a `Value`
             // per cell.
-            return Ok(());
+            if data.len() == values.len() && data.set_floats(values) {
+                return Ok(());
+            }
         }
         let cells: Vec<Value> = values.iter().map(|x| Value::Float(*x)).collect();
         self.set_cells(node, &cells)
@@ -594,6 +648,27 @@ mod tests {
         assert!(e.message.contains("more cells than"), "{}", e.message);
     }
 
+    #[test]
+    fn a_buffer_takes_memory_once_first_used_and_reads_as_zeros_before() {
+        let nodes = [0, 1, 2].map(|id| TensorNode::new(id, "t", Precision::F32, &[4]));
+        let mut buffers = Buffers::new(nodes).unwrap();
+        assert!(buffers.data.is_empty());
+        assert_eq!(buffers.read_values(NodeId(0)).unwrap(), vec![0.0; 4]);
+        assert!(buffers.data.is_empty());
+        buffers
+            .set_values(NodeId(1), &[1.0, 2.0, 3.0, 4.0])
+            .unwrap();
+        buffers.storage_mut(NodeId(2)).unwrap();
+        assert_eq!(buffers.data.len(), 2);
+        assert_eq!(
+            buffers.read_values(NodeId(1)).unwrap(),
+            vec![1.0, 2.0, 3.0, 4.0]
+        );
+        buffers.allocate_all().unwrap();
+        assert_eq!(buffers.data.len(), 3);
+        assert!(Buffers::new([]).unwrap().storage_mut(NodeId(9)).is_err());
+    }
+
     /// A device that keeps its copies in memory and counts the bytes moved each way.
     #[derive(Debug, Default)]
     struct CountingDevice {
@@ -673,11 +748,22 @@ mod tests {
             .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
             .collect();
         assert_eq!(uploaded, vec![7.0, 4.0, 6.0]);
+        // A node the device wrote that the host never allocated reads, clones and comes back
+        // to the host with the device's cells.
+        let fresh = TensorNode::new(2, "y", Precision::F32, &[3]);
+        let fresh_id = fresh.id;
+        buffers.insert(fresh).unwrap();
+        let ones: Vec<u8> = [1.0f32; 3].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        counting(&mut buffers).copies.insert(fresh_id, ones);
+        buffers.mark_written_on_device(fresh_id);
+        assert_eq!(buffers.read_values(fresh_id).unwrap(), vec![1.0; 3]);
+        assert_eq!(buffers.clone().values(fresh_id), vec![1.0; 3]);
         // Host code running over the buffers first brings the device's cells back.
         buffers.mark_written_on_device(id);
         counting(&mut buffers).copies.insert(id, vec![0; 12]);
         buffers.hand_to_host().unwrap();
         assert_eq!(buffers.storage(id).unwrap().get(0), Value::Float(0.0));
+        assert_eq!(buffers.storage(fresh_id).unwrap().get(0), Value::Float(1.0));
         assert!(
             buffers
                 .attach_device(Box::new(CountingDevice::default()))

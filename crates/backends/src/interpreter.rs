@@ -29,6 +29,7 @@ fn error(kind: RunErrorKind, message: String) -> RunError {
 /// Runs `stmts`, which use no static index, over `buffers`.
 pub fn run(stmts: &[Stmt], buffers: &mut Buffers) -> Result<(), RunError> {
     buffers.hand_to_host()?;
+    buffers.allocate_all()?;
     let mut state = State {
         buffers,
         loops: HashMap::new(),
@@ -79,6 +80,7 @@ fn run_writing<'a>(
 ) -> Result<(), RunError> {
     static_values(routine, statics)?;
     buffers.hand_to_host()?;
+    buffers.allocate_all()?;
     let mut state = State {
         buffers,
         loops: HashMap::new(),
