@@ -2,7 +2,7 @@
 //! the optimizer shares among its parameters, the state tensors and the scalar settings it holds.
 
 use rcannl_ir::Precision;
-use rcannl_tensor::{Context, Graph, Tensor, TensorError};
+use rcannl_tensor::{Context, Graph, Init, Tensor, TensorError};
 
 /// The precision of `param`'s state: f64 for an f64 parameter, so that its gradient is never
 /// rounded to f32 on its way into the update; f32 for the others (an f16 or bf16 parameter's
@@ -45,14 +45,14 @@ pub(super) fn state_like(param: &Tensor, [batch, input, output]: &Rows, name: &s
             .join(",")
     };
     let literal = format!("{}|{}->{}", row(batch), row(input), row(output));
-    let cells = batch.iter().chain(input).chain(output).product();
-    // Moments start at zero, given as values: a tensor never given any is an error to read.
+    // Moments start at zero, set when a context first holds them: a tensor never given any
+    // values is an error to read.
     param
         .graph()
         .data(&format!("{} {name}", param.label()))
         .shape(&literal)
         .precision(state_precision(param))
-        .values(vec![0.0; cells])
+        .init(Init::Constant(0.0))
         .build()
 }
 

@@ -262,6 +262,20 @@ impl Context {
             data.grad_resolved = Some(resolved.grad);
         }
         for (t, data) in state.tensors.iter().enumerate() {
+            if let Some(existing) = self.nodes.get(&value_node(t)) {
+                // Made concrete before: only its margins can have grown since (margins only
+                // grow, from zero where no operation asked for any).
+                match margins.get(&data.shape) {
+                    Some(padding) if *padding != existing.padding => {
+                        return Err(error(format!(
+                            "tensor '{}' needs margins {padding:?} after its buffer was made \
+                             with {:?}",
+                            data.label, existing.padding
+                        )));
+                    }
+                    _ => continue,
+                }
+            }
             let shape = state.inference.closed_shape(data.shape)?;
             let dims: Vec<usize> = [Kind::Batch, Kind::Output, Kind::Input]
                 .iter()
@@ -287,40 +301,29 @@ impl Context {
             ] {
                 let mut node = TensorNode::new(id.0, &label, precision, &dims);
                 node.padding = padding.clone();
-                match self.nodes.get(&id) {
-                    Some(existing) if existing.padding != node.padding => {
-                        return Err(error(format!(
-                            "tensor '{}' needs margins {:?} after its buffer was made with {:?}",
-                            data.label, node.padding, existing.padding
-                        )));
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.buffers.insert(node.clone()).map_err(|e| {
-                            error(format!("tensor '{}' ({shape}): {e}", data.label))
-                        })?;
-                        // Its buffer exists: its number of cells fits in memory.
-                        let cells = node.len();
-                        self.nodes.insert(id, node);
-                        let filled;
-                        let start = match (&data.leaf, id == value_node(t)) {
-                            (Some(LeafKind::Data(DataStart::Values(values))), true) => {
-                                Some(values.as_slice())
-                            }
-                            (Some(LeafKind::Data(DataStart::Fill(c))), true) => {
-                                filled = vec![*c; cells];
-                                Some(filled.as_slice())
-                            }
-                            _ => None,
-                        };
-                        if let Some(values) = start {
-                            self.buffers
-                                .set_values(id, values)
-                                .map_err(|e| error(e.message))?;
-                            self.holds.insert(id);
-                        }
-                    }
+                self.buffers
+                    .insert(node.clone())
+                    .map_err(|e| error(format!("tensor '{}' ({shape}): {e}", data.label)))?;
+                // Its buffer exists: its number of cells fits in memory.
+                let cells = node.len();
+                self.nodes.insert(id, node);
+                if id != value_node(t) {
+                    continue;
                 }
+                let set = |buffers: &mut Buffers, values: &[f64]| {
+                    buffers.set_values(id, values).map_err(|e| error(e.message))
+                };
+                match &data.leaf {
+                    Some(LeafKind::Data(DataStart::Values(values))) => set(&mut self.buffers, values)?,
+                    // A buffer starts as zeros, +0.0 in every precision: filling it with +0.0
+                    // writes nothing.
+                    Some(LeafKind::Data(DataStart::Fill(c))) if c.to_bits() == 0 => {}
+                    Some(LeafKind::Data(DataStart::Fill(c))) => {
+                        set(&mut self.buffers, &vec![*c; cells])?
+                    }
+                    _ => continue,
+                }
+                self.holds.insert(id);
             }
         }
         self.concrete = size;
