@@ -239,12 +239,30 @@ impl Scalar {
 
     /// Whether the expression reads `node` through a lookup, at a position held in data.
     pub fn looks_up(&self, node: NodeId) -> bool {
+        let mut found = false;
+        self.for_each_lookup(&mut |looked_up| found |= looked_up == node);
+        found
+    }
+
+    /// Calls `visit` on the node each lookup of this expression (those in a lookup's id too)
+    /// reads at a position held in data.
+    pub fn for_each_lookup(&self, visit: &mut impl FnMut(NodeId)) {
         match self {
-            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => false,
-            Scalar::Lookup(lookup) => lookup.node == node || lookup.id.looks_up(node),
-            Scalar::Unop(_, a) => a.looks_up(node),
-            Scalar::Binop(_, a, b) => a.looks_up(node) || b.looks_up(node),
-            Scalar::Ternop(_, a, b, c) => a.looks_up(node) || b.looks_up(node) || c.looks_up(node),
+            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {}
+            Scalar::Lookup(lookup) => {
+                visit(lookup.node);
+                lookup.id.for_each_lookup(visit);
+            }
+            Scalar::Unop(_, a) => a.for_each_lookup(visit),
+            Scalar::Binop(_, a, b) => {
+                a.for_each_lookup(visit);
+                b.for_each_lookup(visit);
+            }
+            Scalar::Ternop(_, a, b, c) => {
+                a.for_each_lookup(visit);
+                b.for_each_lookup(visit);
+                c.for_each_lookup(visit);
+            }
         }
     }
 
@@ -466,17 +484,6 @@ impl Stmt {
                 None
             }
         }
-    }
-
-    /// Whether the statement or one nested in it addresses `node` at a position held in data:
-    /// reads it through a lookup or scatters into it.
-    pub fn addresses_by_data(&self, node: NodeId) -> bool {
-        let mut found = false;
-        self.walk(&mut |s| {
-            found |= matches!(s, Stmt::ScatterAdd { target, .. } if target.node == node)
-                || s.values().any(|v| v.looks_up(node));
-        });
-        found
     }
 
     /// The expressions the statement evaluates itself (not those of nested statements). Asked of

@@ -14,7 +14,10 @@
 //!   `-- params 5000`).
 //!
 //! The operations counted are the graph's ([`Graph::operation_count`]) once the routines are
-//! compiled: the model's and the optimizer's. The chain and the MLP are built to the operation
+//! compiled: the model's and the optimizer's. "routines" is the time of the calls compiling the
+//! family's routines once the graph is built and its parameters initialized (the chain's
+//! `forward` and `backprop`, the optimizers' `compile_step`, `init_params` for `params`): what a
+//! user waits for a step to compile. The chain and the MLP are built to the operation
 //! counts asked (as close as their layers allow); the transformer by blocks. Every measurement
 //! runs in a fresh process with a fresh, empty kernel cache (`RCANNL_CACHE_DIR` a new folder,
 //! removed afterwards), so that compiling is measured cold, and compiles as a user's program does:
@@ -113,10 +116,11 @@ impl Family {
     }
 
     /// Builds the family's graph of `size` (operations asked, or blocks) on the C backend and
-    /// compiles its routines: the graph's operation count.
-    fn build_and_compile(self, size: usize) -> Result<usize, TensorError> {
+    /// compiles its routines: the graph's operation count, and the time of the calls compiling
+    /// the routines.
+    fn build_and_compile(self, size: usize) -> Result<(usize, Duration), TensorError> {
         let graph = Graph::new();
-        match self {
+        let routines = match self {
             Family::Chain => {
                 let mut h = graph.param("p").output([CHAIN_CELLS]).build();
                 // One operation is the sum.
@@ -125,8 +129,10 @@ impl Family {
                 }
                 let loss = sum(&h);
                 let mut ctx = context(&graph)?;
+                let start = Instant::now();
                 ctx.forward(&[&loss])?;
                 ctx.backprop(&loss)?;
+                start.elapsed()
             }
             Family::Mlp => {
                 let x = data(&graph, &format!("{MLP_BATCH}|->{MLP_WIDTH}"), 1);
@@ -138,7 +144,9 @@ impl Family {
                 });
                 let loss = sum(&h);
                 let mut ctx = context(&graph)?;
+                let start = Instant::now();
                 Sgd::new(&graph, &graph.params(), 0.01, 0.9).compile_step(&mut ctx, &loss)?;
+                start.elapsed()
             }
             Family::Transformer => {
                 let x = data(&graph, &format!("{BATCH}|->{TIME},{MODEL}"), 2);
@@ -155,16 +163,21 @@ impl Family {
                 });
                 let loss = sum(&h);
                 let mut ctx = context(&graph)?;
+                let start = Instant::now();
                 Adam::new(&graph, &graph.params(), 0.001).compile_step(&mut ctx, &loss)?;
+                start.elapsed()
             }
             Family::Params => {
                 for i in 0..size {
                     graph.param(&format!("p{i}")).output([1]).build();
                 }
-                context(&graph)?.init_params()?;
+                // The context initializes the parameters.
+                let start = Instant::now();
+                context(&graph)?;
+                start.elapsed()
             }
-        }
-        Ok(graph.operation_count())
+        };
+        Ok((graph.operation_count(), routines))
     }
 }
 
@@ -182,11 +195,13 @@ fn data(graph: &Graph, shape: &str, seed: u64) -> Tensor {
         .build()
 }
 
-/// One measurement: the graph's operations, the wall time and each phase's.
+/// One measurement: the graph's operations, the wall time, the routines' compiling calls' and
+/// each phase's.
 struct Measured {
     size: usize,
     ops: usize,
     wall: Duration,
+    routines: Duration,
     phases: [Duration; 6],
 }
 
@@ -195,6 +210,7 @@ impl Measured {
     fn least(self, other: &Measured) -> Measured {
         Measured {
             wall: self.wall.min(other.wall),
+            routines: self.routines.min(other.routines),
             phases: std::array::from_fn(|i| self.phases[i].min(other.phases[i])),
             ..self
         }
@@ -204,9 +220,14 @@ impl Measured {
         self.phases.iter().sum()
     }
 
-    /// The line a measuring process prints: operations, then nanoseconds (wall, the phases).
-    fn line(ops: usize, wall: Duration, phases: &PhaseTimes) -> String {
-        let mut words = vec![ops.to_string(), wall.as_nanos().to_string()];
+    /// The line a measuring process prints: operations, then nanoseconds (wall, routines, the
+    /// phases).
+    fn line(ops: usize, wall: Duration, routines: Duration, phases: &PhaseTimes) -> String {
+        let mut words = vec![
+            ops.to_string(),
+            wall.as_nanos().to_string(),
+            routines.as_nanos().to_string(),
+        ];
         words.extend(Phase::ALL.map(|p| phases.of(p).as_nanos().to_string()));
         words.join(" ")
     }
@@ -217,13 +238,14 @@ impl Measured {
             .map(str::parse)
             .collect::<Result<_, _>>()
             .ok()?;
-        let [ops, wall, phases @ ..] = numbers.as_slice() else {
+        let [ops, wall, routines, phases @ ..] = numbers.as_slice() else {
             return None;
         };
         Some(Measured {
             size,
             ops: usize::try_from(*ops).ok()?,
             wall: Duration::from_nanos(*wall),
+            routines: Duration::from_nanos(*routines),
             phases: <[u64; 6]>::try_from(phases).ok()?.map(Duration::from_nanos),
         })
     }
@@ -313,8 +335,8 @@ fn print_table(family: Family, rows: &[Measured]) {
         ));
     }
     header.push_str(&format!(
-        " {:>10} {:>5} {:>10} {:>8}",
-        "phases", "exp", "wall", "other"
+        " {:>10} {:>5} {:>10} {:>5} {:>10} {:>8}",
+        "phases", "exp", "routines", "exp", "wall", "other"
     ));
     println!(
         "\n{} (ms; exp: growth exponent from the row above)",
@@ -334,9 +356,11 @@ fn print_table(family: Family, rows: &[Measured]) {
             line.push_str(&format!(" {:>w$} {:>5}", ms(now), exp, w = width(phase)));
         }
         line.push_str(&format!(
-            " {:>10} {:>5} {:>10} {:>8}",
+            " {:>10} {:>5} {:>10} {:>5} {:>10} {:>8}",
             ms(row.total()),
             grow(Measured::total, row.total()),
+            ms(row.routines),
+            grow(|m| m.routines, row.routines),
             ms(row.wall),
             ms(row.wall.saturating_sub(row.total()))
         ));
@@ -345,10 +369,14 @@ fn print_table(family: Family, rows: &[Measured]) {
     if family == Family::Transformer {
         let at = |blocks: usize| rows.iter().find(|r| r.size == blocks);
         if let (Some(eight), Some(sixty_four)) = (at(8), at(64)) {
+            let ratio = |time: fn(&Measured) -> Duration| {
+                time(sixty_four).as_secs_f64() / time(eight).as_secs_f64()
+            };
             println!(
-                "time(64 blocks) / time(8 blocks): phases {:.1}, wall {:.1}",
-                sixty_four.total().as_secs_f64() / eight.total().as_secs_f64(),
-                sixty_four.wall.as_secs_f64() / eight.wall.as_secs_f64()
+                "time(64 blocks) / time(8 blocks): phases {:.2}, routines {:.2}, wall {:.2}",
+                ratio(Measured::total),
+                ratio(|m| m.routines),
+                ratio(|m| m.wall)
             );
         }
     }
@@ -362,9 +390,9 @@ fn measure_here(family: &str, size: &str) -> Result<(), TensorError> {
         .parse()
         .map_err(|_| TensorError::new(format!("not a size: {size}")))?;
     let (start, before) = (Instant::now(), PhaseTimes::now());
-    let ops = family.build_and_compile(size)?;
+    let (ops, routines) = family.build_and_compile(size)?;
     let (wall, phases) = (start.elapsed(), PhaseTimes::now().since(before));
-    println!("{}", Measured::line(ops, wall, &phases));
+    println!("{}", Measured::line(ops, wall, routines, &phases));
     Ok(())
 }
 
@@ -427,28 +455,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             &sizes
         };
-        let (mut rows, mut missing) = (Vec::new(), Vec::new());
-        for &size in family_sizes {
-            eprintln!("{} {size} ...", family.name());
-            let mut best: Option<Measured> = None;
-            for _ in 0..runs {
+        // Each run measures every size in turn, so that a machine busier for a while slows
+        // every size alike rather than one (the ratios compare sizes).
+        let mut best: Vec<Option<Measured>> = family_sizes.iter().map(|_| None).collect();
+        let mut missing: Vec<String> = Vec::new();
+        let mut stopped = vec![false; family_sizes.len()];
+        for _ in 0..runs {
+            for (i, &size) in family_sizes.iter().enumerate() {
+                if stopped[i] {
+                    continue;
+                }
+                eprintln!("{} {size} ...", family.name());
                 let scratch = Scratch::new(family, size)?;
                 match measure(family, size, &scratch.0, limit) {
                     Ok(row) => {
-                        best = Some(match best {
+                        best[i] = Some(match best[i].take() {
                             Some(b) => b.least(&row),
                             None => row,
                         })
                     }
                     Err(e) => {
                         missing.push(format!("{size}: {e}"));
-                        best = None;
-                        break;
+                        best[i] = None;
+                        stopped[i] = true;
                     }
                 }
             }
-            rows.extend(best);
         }
+        let rows: Vec<Measured> = best.into_iter().flatten().collect();
         print_table(family, &rows);
         for line in missing {
             println!("not measured: {line}");

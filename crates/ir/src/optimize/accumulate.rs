@@ -158,7 +158,7 @@ fn strided_reduction(
         });
     };
     for stmt in nest.pre {
-        stmt.walk(&mut |s| s.values().into_iter().for_each(&mut check));
+        stmt.walk(&mut |s| s.values().for_each(&mut check));
     }
     check(nest.value);
     if !(worth && strided) {

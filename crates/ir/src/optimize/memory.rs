@@ -90,7 +90,7 @@ pub(super) fn with_memory_modes(mut routine: Routine) -> Result<Routine, Optimiz
 /// The memory mode of every node of `routine`, by the rule above.
 fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, OptimizeError> {
     let body = Body::new(routine.body.iter().collect());
-    let consumed = consumed(&routine.body);
+    let Uses { consumed, by_data } = Uses::of(&routine.body);
     let first_write = |node: NodeId| body.writers(node).next();
     let first_read = |node: NodeId| body.readers(node).next();
     let mut order: Vec<&TensorNode> = routine.nodes.values().collect();
@@ -104,7 +104,7 @@ fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, Optimi
             Some(MemoryMode::Virtual) if !body.mentions(node.id) => MemoryMode::Virtual,
             Some(MemoryMode::Virtual) => {
                 let producer =
-                    inlinable(&body, node, &inlined).map_err(|reason| OptimizeError {
+                    inlinable(&body, node, &inlined, &by_data).map_err(|reason| OptimizeError {
                         kind: OptimizeErrorKind::NotInlinable,
                         message: format!(
                             "{} is set to be virtual, but it cannot be inlined: {reason}",
@@ -118,7 +118,7 @@ fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, Optimi
             None if first_write(node.id).is_none() || !consumed.contains(&node.id) => {
                 MemoryMode::Materialized
             }
-            None => match inlinable(&body, node, &inlined) {
+            None => match inlinable(&body, node, &inlined, &by_data) {
                 Ok(producer)
                     if (producer.kept.is_empty()
                         && inlined_transcendentals(&producer, &inlined) == 0
@@ -233,13 +233,10 @@ fn inlinable(
     body: &Stmts,
     node: &TensorNode,
     inlined: &HashMap<NodeId, Inlined>,
+    by_data: &BTreeSet<NodeId>,
 ) -> Result<Producer, String> {
     // A cell chosen by data has no index to inline the producer at.
-    let by_data = body
-        .readers(node.id)
-        .chain(body.writers(node.id))
-        .any(|at| body.stmt(at).addresses_by_data(node.id));
-    if by_data {
+    if by_data.contains(&node.id) {
         return Err(
             "it is read or written at positions held in data (a gather or its \
                     gradient)"
@@ -267,27 +264,46 @@ fn stored_mode(body: &Stmts, node: &TensorNode, first_read: Option<usize>) -> Me
     }
 }
 
-/// The nodes `body` reads other than by their own accumulation, `n[w] := n[w] ⊕ e`.
-fn consumed(body: &[Stmt]) -> BTreeSet<NodeId> {
-    let mut consumed = BTreeSet::new();
-    for stmt in body {
-        stmt.walk(&mut |s| {
-            let mut consume = |scalar: &Scalar| {
-                scalar.for_each_get(&mut |node, _| {
-                    consumed.insert(node);
-                });
-            };
-            match s {
-                Stmt::Set {
-                    node,
-                    index,
-                    value: Scalar::Binop(_, own, rest),
-                } if **own == Scalar::Get(*node, index.clone()) => consume(rest),
-                _ => s.values().into_iter().for_each(&mut consume),
-            }
-        });
+/// What one walk of a body finds of how its nodes are used.
+struct Uses {
+    /// The nodes read other than by their own accumulation, `n[w] := n[w] ⊕ e`.
+    consumed: BTreeSet<NodeId>,
+    /// The nodes read or written at positions held in data (a gather, a scatter).
+    by_data: BTreeSet<NodeId>,
+}
+
+impl Uses {
+    fn of(body: &[Stmt]) -> Uses {
+        let (mut consumed, mut by_data) = (BTreeSet::new(), BTreeSet::new());
+        for stmt in body {
+            stmt.walk(&mut |s| {
+                if let Stmt::ScatterAdd { target, .. } = s {
+                    by_data.insert(target.node);
+                }
+                for value in s.values() {
+                    value.for_each_lookup(&mut |node| {
+                        by_data.insert(node);
+                    });
+                }
+                let mut consume = |scalar: &Scalar| {
+                    scalar.for_each_get(&mut |node, _| {
+                        consumed.insert(node);
+                    });
+                };
+                match s {
+                    Stmt::Set {
+                        node,
+                        index,
+                        value: Scalar::Binop(_, own, rest),
+                    } if matches!(&**own, Scalar::Get(n, i) if n == node && i == index) => {
+                        consume(rest)
+                    }
+                    _ => s.values().for_each(&mut consume),
+                }
+            });
+        }
+        Uses { consumed, by_data }
     }
-    consumed
 }
 
 /// Whether inlining `producer`, whose cell takes `cost` operations, keeps the work bounded: at

@@ -614,7 +614,7 @@ impl<'a> PerfectNest<'a> {
                 scalar.for_each_local(&mut |id| ok &= declared.contains(&id));
             };
             for stmt in self.pre {
-                stmt.walk(&mut |s| s.values().into_iter().for_each(&mut check));
+                stmt.walk(&mut |s| s.values().for_each(&mut check));
             }
             check(self.value);
         }

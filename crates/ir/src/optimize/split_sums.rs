@@ -175,7 +175,7 @@ impl<'a> Sum<'a> {
                 Stmt::Set { node, index, value } => {
                     eligible &= addend(*node, index, value).is_some_and(|v| !reads_target(v));
                 }
-                _ => eligible &= !s.values().into_iter().any(reads_target),
+                _ => eligible &= !s.values().any(reads_target),
             });
         }
         if !eligible {

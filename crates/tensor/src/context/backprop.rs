@@ -96,9 +96,7 @@ impl Context {
             )?;
             // What the step reads is what it reads unguarded: a fallback to what a target held
             // is no read of a value the step needs.
-            let mut unguarded = assignments.clone();
-            unguarded.extend(update_assignments.iter().cloned());
-            let (needs, _) = reads_before_writes(&unguarded);
+            let (needs, _) = reads_before_writes(assignments.iter().chain(&update_assignments));
             let (finite, ok) = self.finite_check(step.loss)?;
             for assignment in &mut update_assignments {
                 guard_by(assignment, ok);

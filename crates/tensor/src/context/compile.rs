@@ -229,8 +229,8 @@ fn nodes_of(assignment: &Assignment, nodes: &mut BTreeSet<NodeId>) {
 
 /// The buffers `assignments` read before any of them writes them (in order), and every buffer
 /// they write.
-pub(super) fn reads_before_writes(
-    assignments: &[Assignment],
+pub(super) fn reads_before_writes<'a>(
+    assignments: impl IntoIterator<Item = &'a Assignment>,
 ) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
     fn walk(a: &Assignment, first: &mut BTreeSet<NodeId>, written: &mut BTreeSet<NodeId>) {
         match a {

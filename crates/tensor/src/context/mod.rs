@@ -314,7 +314,9 @@ impl Context {
                     buffers.set_values(id, values).map_err(|e| error(e.message))
                 };
                 match &data.leaf {
-                    Some(LeafKind::Data(DataStart::Values(values))) => set(&mut self.buffers, values)?,
+                    Some(LeafKind::Data(DataStart::Values(values))) => {
+                        set(&mut self.buffers, values)?
+                    }
                     // A buffer starts as zeros, +0.0 in every precision: filling it with +0.0
                     // writes nothing.
                     Some(LeafKind::Data(DataStart::Fill(c))) if c.to_bits() == 0 => {}
