@@ -10,8 +10,10 @@
 //! ([`Entry`]): fusion keeps the nests it builds in a form of its own.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::ops::Range;
+
+use rustc_hash::FxHashMap;
 
 use super::{stmt_reads, stmt_writes};
 use crate::loops::Stmt;
@@ -25,6 +27,10 @@ pub(super) trait Entry {
     fn reads(&self) -> BTreeSet<NodeId>;
     /// The statement itself, when the entry holds it as one.
     fn stmt(&self) -> Option<&Stmt>;
+    /// The nodes it writes and those it reads, together (one walk where the entry can).
+    fn accesses(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+        (self.writes(), self.reads())
+    }
 }
 
 /// A statement, owned or borrowed (a pass that only looks indexes its body without a copy).
@@ -40,6 +46,19 @@ impl<S: Borrow<Stmt>> Entry for S {
     fn stmt(&self) -> Option<&Stmt> {
         Some(self.borrow())
     }
+
+    fn accesses(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+        let (mut writes, mut reads) = (BTreeSet::new(), BTreeSet::new());
+        self.borrow().walk(&mut |s| {
+            writes.extend(s.written_node());
+            for value in s.values() {
+                value.for_each_get(&mut |node, _| {
+                    reads.insert(node);
+                });
+            }
+        });
+        (writes, reads)
+    }
 }
 
 /// Top-level statements in slots, with the slots that write and read each node, in order.
@@ -48,8 +67,8 @@ pub(super) struct Body<T = Stmt> {
     slots: Vec<Option<T>>,
     /// How many slots are empty.
     empty: usize,
-    writers: HashMap<NodeId, BTreeSet<usize>>,
-    readers: HashMap<NodeId, BTreeSet<usize>>,
+    writers: FxHashMap<NodeId, BTreeSet<usize>>,
+    readers: FxHashMap<NodeId, BTreeSet<usize>>,
 }
 
 impl<T: Entry> Body<T> {
@@ -58,8 +77,8 @@ impl<T: Entry> Body<T> {
         let mut body = Body {
             slots: Vec::with_capacity(stmts.len()),
             empty: 0,
-            writers: HashMap::new(),
-            readers: HashMap::new(),
+            writers: FxHashMap::default(),
+            readers: FxHashMap::default(),
         };
         for stmt in stmts {
             body.slots.push(None);
@@ -135,10 +154,11 @@ impl<T: Entry> Body<T> {
             .take()
             .expect("only a slot holding a statement is emptied");
         self.empty += 1;
-        for node in stmt.writes() {
+        let (writes, reads) = stmt.accesses();
+        for node in writes {
             unlist(&mut self.writers, node, slot);
         }
-        for node in stmt.reads() {
+        for node in reads {
             unlist(&mut self.readers, node, slot);
         }
         stmt
@@ -146,10 +166,11 @@ impl<T: Entry> Body<T> {
 
     /// Puts `stmt` into the empty `slot`.
     pub(super) fn put(&mut self, slot: usize, stmt: T) {
-        for node in stmt.writes() {
+        let (writes, reads) = stmt.accesses();
+        for node in writes {
             self.writers.entry(node).or_default().insert(slot);
         }
-        for node in stmt.reads() {
+        for node in reads {
             self.readers.entry(node).or_default().insert(slot);
         }
         let old = self.slots[slot].replace(stmt);
@@ -174,7 +195,7 @@ fn slots_in(
         .flat_map(move |set| set.range(range.clone()).copied())
 }
 
-fn unlist(lists: &mut HashMap<NodeId, BTreeSet<usize>>, node: NodeId, slot: usize) {
+fn unlist(lists: &mut FxHashMap<NodeId, BTreeSet<usize>>, node: NodeId, slot: usize) {
     if let Some(list) = lists.get_mut(&node) {
         list.remove(&slot);
         if list.is_empty() {
