@@ -37,34 +37,75 @@ impl OwnNames {
             nodes: numbering.nodes,
         }
     }
+}
+
+/// Statements' own names found in one walk, without renaming them: the routine's node behind
+/// each number, and the statements written out byte by byte in those numbers, every list
+/// preceded by its length, so that two writings are equal exactly when the statements are
+/// alike in their own names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnKey {
+    /// The routine's node behind each number, as [`OwnNames::of`] numbers them.
+    pub nodes: Vec<NodeId>,
+    written: Vec<u8>,
+}
+
+impl OwnKey {
+    /// The key of `stmts`.
+    pub fn of<'a>(stmts: impl IntoIterator<Item = &'a Stmt>) -> OwnKey {
+        let mut writing = Hashing {
+            hasher: Writing(Vec::new()),
+            naming: Naming::Own(Numbering::default()),
+        };
+        for stmt in stmts {
+            writing.stmt(stmt);
+        }
+        let Naming::Own(numbering) = writing.naming else {
+            unreachable!("the naming set above")
+        };
+        OwnKey {
+            nodes: numbering.nodes,
+            written: writing.hasher.0,
+        }
+    }
 
     /// A hash of the statements and of their nodes as `nodes` (the routine's) describes them:
     /// the same for statements alike.
     pub fn hash(&self, nodes: &BTreeMap<NodeId, TensorNode>) -> u64 {
-        let mut hashing = Hashing {
-            hasher: FxHasher::default(),
-            names: true,
-        };
-        for stmt in &self.stmts {
-            hashing.stmt(stmt);
-        }
+        let mut hasher = FxHasher::default();
+        self.written.hash(&mut hasher);
         for node in &self.nodes {
-            nodes.get(node).map(described).hash(&mut hashing.hasher);
+            nodes.get(node).map(described).hash(&mut hasher);
         }
-        hashing.hasher.finish()
+        hasher.finish()
     }
 
     /// Whether these statements over `nodes` and `other` over `other_nodes` are alike.
     pub fn alike(
         &self,
         nodes: &BTreeMap<NodeId, TensorNode>,
-        other: &OwnNames,
+        other: &OwnKey,
         other_nodes: &BTreeMap<NodeId, TensorNode>,
     ) -> bool {
-        self.stmts == other.stmts
+        self.written == other.written
             && self.nodes.len() == other.nodes.len()
             && (self.nodes.iter().zip(&other.nodes))
                 .all(|(a, b)| nodes.get(a).map(described) == other_nodes.get(b).map(described))
+    }
+}
+
+/// A "hasher" keeping every byte written to it: the writing an [`OwnKey`] compares.
+struct Writing(Vec<u8>);
+
+impl Hasher for Writing {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        let mut hasher = FxHasher::default();
+        self.0.hash(&mut hasher);
+        hasher.finish()
     }
 }
 
@@ -103,33 +144,54 @@ pub fn in_routine(stmts: &[Stmt], nodes: &[NodeId], var_base: u32, local_base: u
 pub fn form(stmt: &Stmt) -> u64 {
     let mut hashing = Hashing {
         hasher: FxHasher::default(),
-        names: false,
+        naming: Naming::Without,
     };
     hashing.stmt(stmt);
     hashing.hasher.finish()
 }
 
-/// A hasher of statements, with their names or without. A fast hasher rather than a
-/// collision-resistant one: a form only places chunk boundaries, and statements of equal
-/// own-name hashes are compared before one stands for the other.
-struct Hashing {
-    hasher: FxHasher,
-    names: bool,
+/// A hasher of statements (or a [`Writing`] of them), their names left out or numbered in the
+/// order of first use. A fast hasher rather than a collision-resistant one: a form only places
+/// chunk boundaries, and statements are compared by their writings before one stands for
+/// another.
+struct Hashing<H: Hasher> {
+    hasher: H,
+    naming: Naming,
 }
 
-impl Hashing {
-    fn name(&mut self, name: impl Hash) {
-        if self.names {
-            name.hash(&mut self.hasher);
+/// What a [`Hashing`] does with names.
+enum Naming {
+    Without,
+    Own(Numbering),
+}
+
+impl<H: Hasher> Hashing<H> {
+    fn node(&mut self, node: &NodeId) {
+        if let Naming::Own(numbering) = &mut self.naming {
+            numbering.node(*node).hash(&mut self.hasher);
+        }
+    }
+
+    fn var(&mut self, var: &LoopVar) {
+        if let Naming::Own(numbering) = &mut self.naming {
+            numbering.var(*var).hash(&mut self.hasher);
+        }
+    }
+
+    fn local(&mut self, id: &LocalId) {
+        if let Naming::Own(numbering) = &mut self.naming {
+            numbering.local(*id).hash(&mut self.hasher);
         }
     }
 
     fn index(&mut self, index: &Index) {
         index.offset.hash(&mut self.hasher);
+        index.terms.len().hash(&mut self.hasher);
         for (coefficient, var) in &index.terms {
             coefficient.hash(&mut self.hasher);
+            discriminant(var).hash(&mut self.hasher);
             match var {
-                Var::Loop(var) => self.name(var),
+                Var::Loop(var) => self.var(var),
                 Var::Static(symbol) => symbol.hash(&mut self.hasher),
             }
         }
@@ -144,13 +206,13 @@ impl Hashing {
         discriminant(stmt).hash(&mut self.hasher);
         match stmt {
             Stmt::For { var, range, body } => {
-                self.name(var);
+                self.var(var);
                 range.hash(&mut self.hasher);
                 body.len().hash(&mut self.hasher);
                 body.iter().for_each(|s| self.stmt(s));
             }
             Stmt::Set { node, index, value } => {
-                self.name(node);
+                self.node(node);
                 self.indices(index);
                 self.scalar(value);
             }
@@ -160,13 +222,13 @@ impl Hashing {
                 op,
                 arg,
             } => {
-                self.name(node);
+                self.node(node);
                 self.index(offset);
                 op.hash(&mut self.hasher);
                 self.scalar(arg);
             }
             Stmt::Fill { node, value } | Stmt::FillMargins { node, value } => {
-                self.name(node);
+                self.node(node);
                 value.to_bits().hash(&mut self.hasher);
             }
             Stmt::Local {
@@ -174,12 +236,12 @@ impl Hashing {
                 precision,
                 value,
             } => {
-                self.name(id);
+                self.local(id);
                 precision.hash(&mut self.hasher);
                 self.scalar(value);
             }
             Stmt::SetLocal { id, value } => {
-                self.name(id);
+                self.local(id);
                 self.scalar(value);
             }
             Stmt::ScatterAdd { target, value } => {
@@ -189,12 +251,12 @@ impl Hashing {
             Stmt::Gemm { plan, nest } => {
                 [plan.c, plan.a, plan.b]
                     .iter()
-                    .for_each(|node| self.name(node));
+                    .for_each(|node| self.node(node));
                 plan.zero_first.hash(&mut self.hasher);
                 for loops in [&plan.batch, &plan.m, &plan.n, &plan.k] {
                     loops.len().hash(&mut self.hasher);
                     for (var, range) in loops {
-                        self.name(var);
+                        self.var(var);
                         range.hash(&mut self.hasher);
                     }
                 }
@@ -213,12 +275,12 @@ impl Hashing {
         match scalar {
             Scalar::Const(c) => c.to_bits().hash(&mut self.hasher),
             Scalar::Get(node, index) => {
-                self.name(node);
+                self.node(node);
                 self.indices(index);
             }
             Scalar::Lookup(lookup) => self.lookup(lookup),
             Scalar::Embed(index) => self.index(index),
-            Scalar::Local(id) => self.name(id),
+            Scalar::Local(id) => self.local(id),
             Scalar::Unop(op, a) => {
                 op.hash(&mut self.hasher);
                 self.scalar(a);
@@ -238,7 +300,7 @@ impl Hashing {
     }
 
     fn lookup(&mut self, lookup: &Lookup) {
-        self.name(lookup.node);
+        self.node(&lookup.node);
         self.indices(&lookup.index);
         (lookup.axis, lookup.size).hash(&mut self.hasher);
         self.scalar(&lookup.id);
@@ -397,5 +459,62 @@ fn rename_index(index: &mut Index, names: &mut impl Names) {
         if let Var::Loop(l) = var {
             *l = names.var(*l);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Symbol;
+
+    /// `y[i] := x[i] + 1` over 4 cells, `y` and `x` the given nodes and `i` the given variable.
+    fn add_one(y: u32, x: u32, i: u32, index: impl Fn(LoopVar) -> Index) -> Stmt {
+        let at = index(LoopVar(i));
+        Stmt::For {
+            var: LoopVar(i),
+            range: 4,
+            body: vec![Stmt::Set {
+                node: NodeId(y),
+                index: vec![at.clone()],
+                value: Scalar::Binop(
+                    crate::ops::Binop::Add,
+                    Box::new(Scalar::Get(NodeId(x), vec![at])),
+                    Box::new(Scalar::Const(1.0)),
+                ),
+            }],
+        }
+    }
+
+    fn nodes(ids: &[u32]) -> BTreeMap<NodeId, TensorNode> {
+        ids.iter()
+            .map(|&id| (NodeId(id), TensorNode::new(id, "n", Precision::F32, &[4])))
+            .collect()
+    }
+
+    #[test]
+    fn keys_are_alike_exactly_when_the_statements_are_in_their_own_names() {
+        let plain = |var| Index::var(var, 0);
+        let routine = nodes(&[0, 1, 2, 3, 4]);
+        let first = [add_one(1, 0, 0, plain), add_one(2, 1, 1, plain)];
+        let renamed = [add_one(3, 2, 7, plain), add_one(4, 3, 9, plain)];
+        let (a, b) = (OwnKey::of(&first), OwnKey::of(&renamed));
+        assert!(a.alike(&routine, &b, &routine));
+        assert_eq!(a.hash(&routine), b.hash(&routine));
+        // The nodes in the order renaming numbers them, so that one stands for the other.
+        assert_eq!(a.nodes, OwnNames::of(first.to_vec()).nodes);
+        assert_eq!(b.nodes, vec![NodeId(3), NodeId(2), NodeId(4)]);
+        // Another order of reads and writes, a static index in place of a loop variable, another
+        // precision: not alike.
+        let crossed = [add_one(1, 0, 0, plain), add_one(0, 1, 1, plain)];
+        assert!(!a.alike(&routine, &OwnKey::of(&crossed), &routine));
+        let by_static = |_| Index {
+            terms: vec![(1, Var::Static(Symbol(0)))],
+            offset: 0,
+        };
+        let statics = [add_one(1, 0, 0, by_static), add_one(2, 1, 1, by_static)];
+        assert!(!a.alike(&routine, &OwnKey::of(&statics), &routine));
+        let mut wider = routine.clone();
+        wider.get_mut(&NodeId(3)).unwrap().precision = Precision::F64;
+        assert!(!a.alike(&routine, &b, &wider));
     }
 }

@@ -32,16 +32,19 @@
 //! for bit (`rcannl_ir::fmath`); a constant exponent of 1, 2, 3 or −1 becomes a product or a
 //! quotient, as `pow` defines it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt::Write;
 
 use super::identity::{self, Renamed};
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::in_parallel::map_in_order;
 use crate::nests::{Group, kernel_groups};
-use rcannl_ir::canonical::OwnNames;
+use rcannl_ir::canonical::OwnKey;
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
+use rcannl_ir::optimize::in_chunks;
 use rcannl_ir::optimize::margins::{margin_slabs, margins_as_loops};
 use rcannl_ir::optimize::merge::{Chains, merge_loops};
 use rcannl_ir::optimize::split_sums::split_sums;
@@ -471,8 +474,20 @@ pub fn generate(routine: &Routine) -> Result<Generated, CodegenError> {
 /// [`generate`] with kernels named `{prefix}0`, `{prefix}1`, …, so that the kernels of several
 /// routines can share one library.
 pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, CodegenError> {
-    let looped = margins_as_loops(routine).into_owned();
-    let in_order = merge_loops(hoist_invariants_into_nests(looped), Chains::MayShorten);
+    // A deep model's repeated layers are rewritten once each kind, cut only between statements
+    // the merge would not join (see `optimize::in_chunks`): a top-level loop merges only into
+    // the loop before it, of the same range.
+    let may_cut = |first: &Stmt, second: &Stmt| !matches!((first, second), (Stmt::For { range: a, .. }, Stmt::For { range: b, .. }) if a == b);
+    let Ok(in_order) = in_chunks(routine.clone(), may_cut, |routine| {
+        let looped = match margins_as_loops(&routine) {
+            Cow::Owned(looped) => Some(looped),
+            Cow::Borrowed(_) => None,
+        };
+        Ok::<_, Infallible>(merge_loops(
+            hoist_invariants_into_nests(looped.unwrap_or(routine)),
+            Chains::MayShorten,
+        ))
+    });
     let split = split_sums(in_order);
     generate_kernels(&split.routine, &split.scratch, prefix, false)
 }
@@ -524,15 +539,13 @@ fn generate_kernels(
     // A group alike an earlier one in its own names is that one's kernel over its own buffers:
     // only the first of each kind is written. (A traced kernel names its tensors: each is
     // written.)
-    let own: Vec<Option<OwnNames>> = groups
+    let own: Vec<Option<OwnKey>> = groups
         .iter()
         .map(|group| match group {
             _ if traced => None,
             Group::Gemm { .. } => None,
-            Group::Parallel { preamble, stmt } => Some(OwnNames::of(
-                preamble.iter().chain([*stmt]).cloned().collect(),
-            )),
-            Group::Serial { stmts } => Some(OwnNames::of(stmts.to_vec())),
+            Group::Parallel { preamble, stmt } => Some(OwnKey::of(preamble.iter().chain([*stmt]))),
+            Group::Serial { stmts } => Some(OwnKey::of(*stmts)),
         })
         .collect();
     let first_alike = first_alike(routine, &own);
@@ -748,7 +761,7 @@ impl Functions<'_> {
 
 /// For each group, the first group alike it in its own names (`own`; itself where none is, or
 /// where it has no own names).
-fn first_alike(routine: &Routine, own: &[Option<OwnNames>]) -> Vec<usize> {
+fn first_alike(routine: &Routine, own: &[Option<OwnKey>]) -> Vec<usize> {
     let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut first = (0..own.len()).collect::<Vec<usize>>();
     for (i, names) in own.iter().enumerate() {

@@ -74,11 +74,24 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
 /// [`optimize`] of a routine the caller no longer needs: its statements move through the passes
 /// that change them in place instead of being copied first.
 pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
-    let decided = decided(routine)?;
-    if decided.body.len() < repeats::CHUNKED_FROM {
-        return transformed(decided);
+    in_chunks(decided(routine)?, |_, _| true, transformed)
+}
+
+/// `routine`, its memory modes decided, rewritten by `transform`: chunk by chunk where it is
+/// large, each distinct chunk once (see `repeats`), else whole. Two top-level statements fall in
+/// different chunks only where `may_cut` allows it (where what `transform` does with the first
+/// never depends on the second), and never where a local declared before is used after. For
+/// passes that rewrite nests by the memory modes and the nests themselves, adding no nodes: the
+/// optimizer's own after the modes, and a backend's before it writes kernels.
+pub fn in_chunks<E>(
+    routine: Routine,
+    may_cut: impl Fn(&Stmt, &Stmt) -> bool,
+    transform: impl Fn(Routine) -> Result<Routine, E>,
+) -> Result<Routine, E> {
+    if routine.body.len() < repeats::CHUNKED_FROM {
+        return transform(routine);
     }
-    repeats::transform_in_chunks(decided, transformed)
+    repeats::transform_in_chunks(routine, may_cut, transform)
 }
 
 /// The passes up to the memory modes, which decide over the whole routine: constants, fills,

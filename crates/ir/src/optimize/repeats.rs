@@ -28,9 +28,9 @@ use std::ops::Range;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Fresh, OptimizeError};
-use crate::canonical::{OwnNames, form, in_routine};
-use crate::loops::Stmt;
+use super::Fresh;
+use crate::canonical::{OwnKey, OwnNames, form, in_routine};
+use crate::loops::{LocalId, Stmt};
 use crate::node::{MemoryMode, NodeId};
 use crate::routine::Routine;
 
@@ -49,14 +49,16 @@ const SHORTEST_CHUNK: usize = 8;
 /// The most statements of a chunk, so that a routine without repeats is still cut.
 const LONGEST_CHUNK: usize = 1024;
 
-/// `routine`, its memory modes decided, transformed chunk by chunk by `transform` (the passes
-/// after the memory modes), each distinct chunk once.
-pub(super) fn transform_in_chunks(
+/// `routine`, its memory modes decided, transformed chunk by chunk by `transform` (passes after
+/// the memory modes), each distinct chunk once; a boundary falls between two top-level
+/// statements only where `may_cut` allows it.
+pub(super) fn transform_in_chunks<E>(
     mut routine: Routine,
-    transform: fn(Routine) -> Result<Routine, OptimizeError>,
-) -> Result<Routine, OptimizeError> {
+    may_cut: impl Fn(&Stmt, &Stmt) -> bool,
+    transform: impl Fn(Routine) -> Result<Routine, E>,
+) -> Result<Routine, E> {
     let accesses: Vec<Accesses> = routine.body.iter().map(Accesses::of).collect();
-    let ranges = chunks(&routine.body, &accesses);
+    let ranges = chunks(&routine.body, &accesses, &may_cut);
     let is_virtual = |node: NodeId| {
         routine.nodes.get(&node).and_then(|n| n.memory_mode) == Some(MemoryMode::Virtual)
     };
@@ -90,14 +92,15 @@ pub(super) fn transform_in_chunks(
     for (range, copied) in ranges.into_iter().zip(chunks) {
         let mut stmts: Vec<Stmt> = copied.iter().map(|at| originals[at].clone()).collect();
         stmts.extend(body.by_ref().take(range.len()));
-        let own = OwnNames::of(stmts);
-        let key = own.hash(&routine.nodes);
-        let candidates = optimized.entry(key).or_default();
+        let key = OwnKey::of(&stmts);
+        let candidates = optimized.entry(key.hash(&routine.nodes)).or_default();
         let found =
-            (candidates.iter()).position(|c| c.own.alike(&routine.nodes, &own, &routine.nodes));
+            (candidates.iter()).position(|c| c.key.alike(&routine.nodes, &key, &routine.nodes));
         let done = match found {
             Some(at) => &candidates[at],
             None => {
+                let own = OwnNames::of(stmts);
+                debug_assert_eq!(own.nodes, key.nodes, "one numbering of the nodes");
                 // The chunk as a routine of its own, over its nodes in its own numbers.
                 let chunk = Routine {
                     name: routine.name.clone(),
@@ -109,12 +112,12 @@ pub(super) fn transform_in_chunks(
                         })
                         .collect(),
                     statics: routine.statics.clone(),
-                    body: own.stmts.clone(),
+                    body: own.stmts,
                 };
                 let result = transform(chunk)?;
                 let fresh = Fresh::new(&result.body);
                 candidates.push(Optimized {
-                    own: own.clone(),
+                    key: key.clone(),
                     fresh: (fresh.next_var, fresh.next_local),
                     result,
                 });
@@ -123,7 +126,7 @@ pub(super) fn transform_in_chunks(
         };
         out.extend(in_routine(
             &done.result.body,
-            &own.nodes,
+            &key.nodes,
             next_var,
             next_local,
         ));
@@ -186,34 +189,46 @@ fn producers_to_copy(
     Some(copied)
 }
 
-/// The nodes a top-level statement (with everything nested in it) writes and reads, each
-/// once: what cutting and copying ask of every statement, gathered in one walk.
+/// The nodes a top-level statement (with everything nested in it) writes and reads, and the
+/// locals it declares or uses, each once: what cutting and copying ask of every statement,
+/// gathered in one walk.
 struct Accesses {
     writes: Vec<NodeId>,
     reads: Vec<NodeId>,
+    locals: Vec<LocalId>,
 }
 
 impl Accesses {
     fn of(stmt: &Stmt) -> Accesses {
-        let (mut writes, mut reads) = (Vec::new(), Vec::new());
+        let (mut writes, mut reads, mut locals) = (Vec::new(), Vec::new(), Vec::new());
         stmt.walk(&mut |s| {
             writes.extend(s.written_node());
+            if let Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } = s {
+                locals.push(*id);
+            }
             for value in s.values() {
                 value.for_each_get(&mut |node, _| reads.push(node));
+                value.for_each_local(&mut |id| locals.push(id));
             }
         });
         for nodes in [&mut writes, &mut reads] {
             nodes.sort_unstable();
             nodes.dedup();
         }
-        Accesses { writes, reads }
+        locals.sort_unstable();
+        locals.dedup();
+        Accesses {
+            writes,
+            reads,
+            locals,
+        }
     }
 }
 
 /// A distinct chunk: the first of its kind in its own names (the routine's nodes keep their
 /// modes while the chunks are transformed), and its transformation.
 struct Optimized {
-    own: OwnNames,
+    key: OwnKey,
     /// The loop variables and locals the transformed statements number, from 0.
     fresh: (u32, u32),
     result: Routine,
@@ -224,15 +239,38 @@ struct Optimized {
 /// [`SHORT_LIFE`] statements: what the whole routine could keep out of memory), ties going to
 /// the least window hash, the least within [`SPAN`] statements either side (ties again
 /// included, so that a run repeating with a short period offers a boundary in each period);
-/// once the chunk has [`SHORTEST_CHUNK`] statements.
-fn chunks(body: &[Stmt], accesses: &[Accesses]) -> Vec<Range<usize>> {
+/// once the chunk has [`SHORTEST_CHUNK`] statements. Never between a local's declaration and
+/// its uses (each chunk names its own locals), nor where `may_cut` refuses.
+fn chunks(
+    body: &[Stmt],
+    accesses: &[Accesses],
+    may_cut: &impl Fn(&Stmt, &Stmt) -> bool,
+) -> Vec<Range<usize>> {
     let forms: Vec<u64> = body.iter().map(form).collect();
     let mut span_of: FxHashMap<NodeId, (usize, usize)> = FxHashMap::default();
+    let mut local_span: FxHashMap<LocalId, (usize, usize)> = FxHashMap::default();
     for (at, access) in accesses.iter().enumerate() {
         for &node in access.writes.iter().chain(&access.reads) {
             span_of.entry(node).or_insert((at, at)).1 = at;
         }
+        for &id in &access.locals {
+            local_span.entry(id).or_insert((at, at)).1 = at;
+        }
     }
+    // Whether a boundary may follow each statement: +1 where a local's span starts, -1 where it
+    // ends, and the caller's say.
+    let mut local_change = vec![0i64; body.len() + 1];
+    for &(first, last) in local_span.values() {
+        local_change[first] += 1;
+        local_change[last] -= 1;
+    }
+    let mut locals_open = 0i64;
+    let cuttable: Vec<bool> = (0..body.len())
+        .map(|at| {
+            locals_open += local_change[at];
+            locals_open == 0 && body.get(at + 1).is_none_or(|next| may_cut(&body[at], next))
+        })
+        .collect();
     // Crossing after each statement: +1 where a short life starts, -1 where it ends.
     let mut change = vec![0i64; body.len() + 1];
     for &(first, last) in span_of.values() {
@@ -258,7 +296,7 @@ fn chunks(body: &[Stmt], accesses: &[Accesses]) -> Vec<Range<usize>> {
     let mut start = 0;
     for at in 0..body.len() {
         let len = at + 1 - start;
-        if (len >= SHORTEST_CHUNK && least(at)) || len >= LONGEST_CHUNK {
+        if cuttable[at] && ((len >= SHORTEST_CHUNK && least(at)) || len >= LONGEST_CHUNK) {
             chunks.push(start..at + 1);
             start = at + 1;
         }
@@ -274,7 +312,7 @@ mod tests {
     use std::collections::{BTreeMap, HashSet};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use super::super::decided;
+    use super::super::{OptimizeError, decided};
     use super::*;
     use crate::loops::{Index, LoopVar, Scalar};
     use crate::node::TensorNode;
@@ -284,7 +322,7 @@ mod tests {
     /// The chunks `body` is cut into.
     fn cut(body: &[Stmt]) -> Vec<Range<usize>> {
         let accesses: Vec<Accesses> = body.iter().map(Accesses::of).collect();
-        chunks(body, &accesses)
+        chunks(body, &accesses, &|_: &Stmt, _: &Stmt| true)
     }
 
     /// How many routines `counted` has transformed.
@@ -372,7 +410,8 @@ mod tests {
         let chunk_count = cut(&routine.body).len();
         assert!(chunk_count >= 20, "{chunk_count} chunks");
         OPTIMIZED.store(0, Ordering::Relaxed);
-        let optimized = transform_in_chunks(decided(routine).unwrap(), counted).unwrap();
+        let optimized =
+            transform_in_chunks(decided(routine).unwrap(), |_, _| true, counted).unwrap();
         let distinct = OPTIMIZED.load(Ordering::Relaxed);
         assert!(
             distinct * 4 <= chunk_count,
