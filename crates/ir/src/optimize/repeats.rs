@@ -294,9 +294,9 @@ fn chunks(
     };
     let mut chunks = Vec::new();
     let mut start = 0;
-    for at in 0..body.len() {
+    for (at, &may) in cuttable.iter().enumerate() {
         let len = at + 1 - start;
-        if cuttable[at] && ((len >= SHORTEST_CHUNK && least(at)) || len >= LONGEST_CHUNK) {
+        if may && ((len >= SHORTEST_CHUNK && least(at)) || len >= LONGEST_CHUNK) {
             chunks.push(start..at + 1);
             start = at + 1;
         }
