@@ -4,7 +4,9 @@
 //! written tensor sees its prior values) and the slot views that give gradient assignments their
 //! records without inferring anything again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt;
 
 use crate::index::{AxisIndex, Symbol};
@@ -79,7 +81,7 @@ impl Projections {
     /// assignment reduces over (an empty one included: its cells get the neutral element).
     /// Contraction is read off here, never declared.
     pub fn reduction_symbols(&self) -> Vec<Symbol> {
-        let written: HashSet<Symbol> = self.lhs_index.iter().flat_map(AxisIndex::symbols).collect();
+        let written: FxHashSet<Symbol> = self.lhs_index.iter().flat_map(AxisIndex::symbols).collect();
         self.product_space
             .iter()
             .flat_map(|factor| factor.components.iter())
@@ -99,7 +101,7 @@ impl Projections {
         }
         // Two concatenated axes over one coupled factor write blocks on a diagonal, not the
         // whole (over different factors, as in a block matrix, they tile it).
-        let mut concat_factors = HashSet::new();
+        let mut concat_factors = FxHashSet::default();
         for index in &self.lhs_index {
             if let AxisIndex::Concat(symbols) = index
                 && let Some(factor) = symbols.first().and_then(|s| self.factor_of(*s))
@@ -108,7 +110,7 @@ impl Projections {
                 return false;
             }
         }
-        let mut seen = HashSet::new();
+        let mut seen = FxHashSet::default();
         for (index, &dim) in self.lhs_index.iter().zip(&self.lhs_dims) {
             for symbol in index.symbols() {
                 // A symbol outside the product space is one position per run (a slice), and one
@@ -151,7 +153,7 @@ impl Projections {
         if self.product_space_is_empty() {
             return true;
         }
-        let concat_factors: HashSet<usize> = self
+        let concat_factors: FxHashSet<usize> = self
             .lhs_index
             .iter()
             .flat_map(|index| match index {
@@ -160,10 +162,10 @@ impl Projections {
             })
             .filter_map(|symbol| self.factor_of(symbol))
             .collect();
-        let mut used_components: Vec<HashSet<usize>> =
-            vec![HashSet::new(); self.product_space.len()];
+        let mut used_components: Vec<FxHashSet<usize>> =
+            vec![FxHashSet::default(); self.product_space.len()];
         for (block, written) in self.writing_blocks() {
-            let active: HashMap<Symbol, usize> = block
+            let active: FxHashMap<Symbol, usize> = block
                 .iter()
                 .enumerate()
                 .map(|(factor, &component)| self.product_space[factor].components[component])
@@ -298,7 +300,7 @@ impl Projections {
     /// `index` within one block, with each concatenated index resolved to its active
     /// component, or `None` if it drives an inactive component's symbol.
     fn resolved_in(&self, block: &[usize], index: &[AxisIndex]) -> Option<Vec<AxisIndex>> {
-        let inactive: HashSet<Symbol> = block
+        let inactive: FxHashSet<Symbol> = block
             .iter()
             .enumerate()
             .flat_map(|(factor, &chosen)| {
@@ -332,9 +334,9 @@ impl Projections {
 /// (a mixed-radix number: `|c_k| ≥ 1 + Σ_{i<k} |c_i|·(range_i − 1)`). Pinning repeats to a
 /// fixpoint, so `(s, s + t)` pins `s`, then `t`. Sufficient, not necessary: `3a + 4b` over
 /// ranges 3 and 2 is injective but not mixed-radix.
-fn pins_all(written: &[AxisIndex], active: &HashMap<Symbol, usize>) -> bool {
+fn pins_all(written: &[AxisIndex], active: &FxHashMap<Symbol, usize>) -> bool {
     let dynamic = |s: &Symbol| active.get(s).is_some_and(|&range| range > 1);
-    let mut pinned: HashSet<Symbol> = HashSet::new();
+    let mut pinned: FxHashSet<Symbol> = FxHashSet::default();
     loop {
         let before = pinned.len();
         for index in written {
