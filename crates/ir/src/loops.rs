@@ -218,23 +218,34 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    /// Calls `visit` on every local this expression reads.
-    pub fn for_each_local(&self, visit: &mut impl FnMut(LocalId)) {
+    /// Calls `visit` on this expression and on every expression inside it (a lookup's id
+    /// included), each before those inside it, left to right: the one walk the visitors below
+    /// share.
+    pub fn for_each_part(&self, visit: &mut impl FnMut(&Scalar)) {
+        visit(self);
         match self {
-            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) => {}
-            Scalar::Lookup(lookup) => lookup.id.for_each_local(visit),
-            Scalar::Local(id) => visit(*id),
-            Scalar::Unop(_, a) => a.for_each_local(visit),
+            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {}
+            Scalar::Lookup(lookup) => lookup.id.for_each_part(visit),
+            Scalar::Unop(_, a) => a.for_each_part(visit),
             Scalar::Binop(_, a, b) => {
-                a.for_each_local(visit);
-                b.for_each_local(visit);
+                a.for_each_part(visit);
+                b.for_each_part(visit);
             }
             Scalar::Ternop(_, a, b, c) => {
-                a.for_each_local(visit);
-                b.for_each_local(visit);
-                c.for_each_local(visit);
+                a.for_each_part(visit);
+                b.for_each_part(visit);
+                c.for_each_part(visit);
             }
         }
+    }
+
+    /// Calls `visit` on every local this expression reads.
+    pub fn for_each_local(&self, visit: &mut impl FnMut(LocalId)) {
+        self.for_each_part(&mut |part| {
+            if let Scalar::Local(id) = part {
+                visit(*id);
+            }
+        });
     }
 
     /// Whether the expression reads `node` through a lookup, at a position held in data.
@@ -247,23 +258,11 @@ impl Scalar {
     /// Calls `visit` on the node each lookup of this expression (those in a lookup's id too)
     /// reads at a position held in data.
     pub fn for_each_lookup(&self, visit: &mut impl FnMut(NodeId)) {
-        match self {
-            Scalar::Const(_) | Scalar::Get(..) | Scalar::Embed(_) | Scalar::Local(_) => {}
-            Scalar::Lookup(lookup) => {
+        self.for_each_part(&mut |part| {
+            if let Scalar::Lookup(lookup) = part {
                 visit(lookup.node);
-                lookup.id.for_each_lookup(visit);
             }
-            Scalar::Unop(_, a) => a.for_each_lookup(visit),
-            Scalar::Binop(_, a, b) => {
-                a.for_each_lookup(visit);
-                b.for_each_lookup(visit);
-            }
-            Scalar::Ternop(_, a, b, c) => {
-                a.for_each_lookup(visit);
-                b.for_each_lookup(visit);
-                c.for_each_lookup(visit);
-            }
-        }
+        });
     }
 
     /// Replaces each read `node[index]` of this expression (those inside a lookup's id too, not
@@ -292,25 +291,12 @@ impl Scalar {
 
     /// Calls `visit` on every node this expression reads, with the index read.
     pub fn for_each_get(&self, visit: &mut impl FnMut(NodeId, &[Index])) {
-        match self {
-            Scalar::Const(_) | Scalar::Embed(_) | Scalar::Local(_) => {}
+        self.for_each_part(&mut |part| match part {
             Scalar::Get(node, index) => visit(*node, index),
             // The index along the looked-up axis stands for every position of it.
-            Scalar::Lookup(lookup) => {
-                visit(lookup.node, &lookup.index);
-                lookup.id.for_each_get(visit);
-            }
-            Scalar::Unop(_, a) => a.for_each_get(visit),
-            Scalar::Binop(_, a, b) => {
-                a.for_each_get(visit);
-                b.for_each_get(visit);
-            }
-            Scalar::Ternop(_, a, b, c) => {
-                a.for_each_get(visit);
-                b.for_each_get(visit);
-                c.for_each_get(visit);
-            }
-        }
+            Scalar::Lookup(lookup) => visit(lookup.node, &lookup.index),
+            _ => {}
+        });
     }
 }
 

@@ -81,7 +81,8 @@ impl Projections {
     /// assignment reduces over (an empty one included: its cells get the neutral element).
     /// Contraction is read off here, never declared.
     pub fn reduction_symbols(&self) -> Vec<Symbol> {
-        let written: FxHashSet<Symbol> = self.lhs_index.iter().flat_map(AxisIndex::symbols).collect();
+        let written: FxHashSet<Symbol> =
+            self.lhs_index.iter().flat_map(AxisIndex::symbols).collect();
         self.product_space
             .iter()
             .flat_map(|factor| factor.components.iter())
