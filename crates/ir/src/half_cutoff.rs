@@ -114,6 +114,10 @@ pub fn check_half_prec_constants(
             _ => {}
         });
     }
+    // Nothing of half precision: nothing to look for.
+    if locals.is_empty() && !routine.nodes.values().any(|n| n.precision.is_up_to_fp16()) {
+        return Ok(());
+    }
     let mut found = None;
     for stmt in &routine.body {
         stmt.walk(&mut |s| {
