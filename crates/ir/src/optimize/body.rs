@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
-use super::{stmt_reads, stmt_writes};
+use super::{stmt_accesses, stmt_reads, stmt_writes};
 use crate::loops::Stmt;
 use crate::node::NodeId;
 
@@ -48,16 +48,7 @@ impl<S: Borrow<Stmt>> Entry for S {
     }
 
     fn accesses(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
-        let (mut writes, mut reads) = (BTreeSet::new(), BTreeSet::new());
-        self.borrow().walk(&mut |s| {
-            writes.extend(s.written_node());
-            for value in s.values() {
-                value.for_each_get(&mut |node, _| {
-                    reads.insert(node);
-                });
-            }
-        });
-        (writes, reads)
+        stmt_accesses(self.borrow())
     }
 }
 

@@ -371,6 +371,20 @@ fn stmt_writes(stmt: &Stmt) -> BTreeSet<NodeId> {
     writes
 }
 
+/// The nodes `stmt` (with everything nested in it) writes and those it reads, found in one walk.
+fn stmt_accesses(stmt: &Stmt) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+    let (mut writes, mut reads) = (BTreeSet::new(), BTreeSet::new());
+    stmt.walk(&mut |s| {
+        writes.extend(s.written_node());
+        for value in s.values() {
+            value.for_each_get(&mut |node, _| {
+                reads.insert(node);
+            });
+        }
+    });
+    (writes, reads)
+}
+
 /// Whether any statement of `stmts` writes a node.
 fn writes_any_node(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|stmt| !stmt_writes(stmt).is_empty())

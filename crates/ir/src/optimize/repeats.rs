@@ -22,13 +22,13 @@
 //!   statements first use them, and their nodes (precision, dims, margins, mode; labels aside)
 //!   are equal.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::Fresh;
+use super::{Fresh, for_each_name, stmt_accesses};
 use crate::canonical::{OwnKey, OwnNames, form, in_routine};
 use crate::loops::{LocalId, Stmt};
 use crate::node::{MemoryMode, NodeId};
@@ -190,33 +190,20 @@ fn producers_to_copy(
 }
 
 /// The nodes a top-level statement (with everything nested in it) writes and reads, and the
-/// locals it declares or uses, each once: what cutting and copying ask of every statement,
-/// gathered in one walk.
+/// locals it declares or uses: what cutting and copying ask of every statement, found once.
 struct Accesses {
-    writes: Vec<NodeId>,
-    reads: Vec<NodeId>,
-    locals: Vec<LocalId>,
+    writes: BTreeSet<NodeId>,
+    reads: BTreeSet<NodeId>,
+    locals: BTreeSet<LocalId>,
 }
 
 impl Accesses {
     fn of(stmt: &Stmt) -> Accesses {
-        let (mut writes, mut reads, mut locals) = (Vec::new(), Vec::new(), Vec::new());
-        stmt.walk(&mut |s| {
-            writes.extend(s.written_node());
-            if let Stmt::Local { id, .. } | Stmt::SetLocal { id, .. } = s {
-                locals.push(*id);
-            }
-            for value in s.values() {
-                value.for_each_get(&mut |node, _| reads.push(node));
-                value.for_each_local(&mut |id| locals.push(id));
-            }
+        let (writes, reads) = stmt_accesses(stmt);
+        let mut locals = BTreeSet::new();
+        for_each_name(stmt, &mut |_| {}, &mut |id| {
+            locals.insert(id);
         });
-        for nodes in [&mut writes, &mut reads] {
-            nodes.sort_unstable();
-            nodes.dedup();
-        }
-        locals.sort_unstable();
-        locals.dedup();
         Accesses {
             writes,
             reads,
