@@ -22,7 +22,6 @@ pub mod cache;
 pub mod cc;
 pub mod emit;
 pub mod error;
-pub mod in_parallel;
 pub mod interpreter;
 pub mod nests;
 pub mod phases;

@@ -21,6 +21,7 @@ pub mod assignment;
 pub mod canonical;
 pub mod fmath;
 pub mod half_cutoff;
+pub mod in_parallel;
 pub mod index;
 pub mod loops;
 pub mod lower;

@@ -39,9 +39,9 @@ use std::fmt::Write;
 
 use super::identity::{self, Renamed};
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
-use crate::in_parallel::map_in_order;
 use crate::nests::{Group, kernel_groups};
 use rcannl_ir::canonical::OwnKey;
+use rcannl_ir::in_parallel::map_in_order;
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
 use rcannl_ir::optimize::in_chunks;

@@ -18,42 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
-/// The variable that asks for a number of threads (rayon's name for it, which users know).
-const THREADS_VARIABLE: &str = "RAYON_NUM_THREADS";
+pub use rcannl_ir::in_parallel::threads as kernel_threads;
 
 /// How long helpers keep spinning after a routine's run before they sleep.
 const GRACE: Duration = Duration::from_micros(200);
-
-/// How many threads compiled routines split their work across: `$RAYON_NUM_THREADS` when it is a
-/// whole number from 1 up, but at most what this machine runs at once (its available
-/// parallelism); that many when it is unset, empty or `0`; and that many, after one warning,
-/// when it is anything else.
-pub fn kernel_threads() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| {
-        let available = std::thread::available_parallelism().map_or(1, usize::from);
-        let requested = std::env::var(THREADS_VARIABLE).unwrap_or_default();
-        threads_for(&requested, available).unwrap_or_else(|warning| {
-            eprintln!("rcannl: {warning}");
-            available
-        })
-    })
-}
-
-/// The threads to use when `requested` (the variable's value) asks for them on a machine that
-/// runs `available` at once: an error (a warning to show) when `requested` is no number.
-fn threads_for(requested: &str, available: usize) -> Result<usize, String> {
-    match requested.trim() {
-        "" => Ok(available),
-        requested => match requested.parse::<u128>() {
-            Ok(0) => Ok(available),
-            Ok(asked) => Ok(usize::try_from(asked).map_or(available, |n| n.min(available))),
-            Err(_) => Err(format!(
-                "{THREADS_VARIABLE} is {requested:?}, not a number of threads; using {available}"
-            )),
-        },
-    }
-}
 
 /// A split's work: part `i` of it, for each `i` below the split's number of parts.
 type Job = dyn Fn(usize) + Sync;
@@ -316,35 +284,6 @@ pub(crate) fn stretch(total: usize, parts: usize, part: usize) -> std::ops::Rang
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests_are_capped_at_what_the_machine_runs() {
-        assert_eq!(threads_for("", 8), Ok(8));
-        assert_eq!(threads_for("0", 8), Ok(8));
-        assert_eq!(threads_for("3", 8), Ok(3));
-        assert_eq!(threads_for(" 3\n", 8), Ok(3));
-        assert_eq!(threads_for("100000", 8), Ok(8));
-        assert_eq!(
-            threads_for("340282366920938463463374607431768211455", 8),
-            Ok(8)
-        );
-    }
-
-    #[test]
-    fn requests_that_are_no_number_are_warned_about() {
-        for requested in [
-            "many",
-            "-3",
-            "2.5",
-            "1e9",
-            "999999999999999999999999999999999999999",
-        ] {
-            let warning = threads_for(requested, 4).unwrap_err();
-            assert!(warning.contains(THREADS_VARIABLE), "{warning}");
-            assert!(warning.contains(&format!("{requested:?}")), "{warning}");
-            assert!(warning.contains("using 4"), "{warning}");
-        }
-    }
 
     #[test]
     fn every_part_runs_once_led_or_not_and_splits_nest_safely() {

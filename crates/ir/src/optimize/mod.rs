@@ -83,10 +83,10 @@ pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
 /// never depends on the second), and never where a local declared before is used after. For
 /// passes that rewrite nests by the memory modes and the nests themselves, adding no nodes: the
 /// optimizer's own after the modes, and a backend's before it writes kernels.
-pub fn in_chunks<E>(
+pub fn in_chunks<E: Send>(
     routine: Routine,
     may_cut: impl Fn(&Stmt, &Stmt) -> bool,
-    transform: impl Fn(Routine) -> Result<Routine, E>,
+    transform: impl Fn(Routine) -> Result<Routine, E> + Sync,
 ) -> Result<Routine, E> {
     if routine.body.len() < repeats::CHUNKED_FROM {
         return transform(routine);

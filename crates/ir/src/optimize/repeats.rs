@@ -25,11 +25,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
+use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Fresh, for_each_name, stmt_accesses};
 use crate::canonical::{OwnKey, OwnNames, form, in_routine};
+use crate::in_parallel;
 use crate::loops::{LocalId, Stmt};
 use crate::node::{MemoryMode, NodeId};
 use crate::routine::Routine;
@@ -51,11 +53,14 @@ const LONGEST_CHUNK: usize = 1024;
 
 /// `routine`, its memory modes decided, transformed chunk by chunk by `transform` (passes after
 /// the memory modes), each distinct chunk once; a boundary falls between two top-level
-/// statements only where `may_cut` allows it.
-pub(super) fn transform_in_chunks<E>(
+/// statements only where `may_cut` allows it. The chunks' keys, the distinct chunks'
+/// transforms and the renaming of their results are spread over the cores
+/// ([`in_parallel`]): what comes out, and the first error, are those of one chunk after the
+/// other.
+pub(super) fn transform_in_chunks<E: Send>(
     mut routine: Routine,
     may_cut: impl Fn(&Stmt, &Stmt) -> bool,
-    transform: impl Fn(Routine) -> Result<Routine, E>,
+    transform: impl Fn(Routine) -> Result<Routine, E> + Sync,
 ) -> Result<Routine, E> {
     let accesses: Vec<Accesses> = routine.body.iter().map(Accesses::of).collect();
     let ranges = chunks(&routine.body, &accesses, &may_cut);
@@ -72,68 +77,95 @@ pub(super) fn transform_in_chunks<E>(
             }
         }
     }
-    let mut chunks = Vec::with_capacity(ranges.len());
+    let mut copies = Vec::with_capacity(ranges.len());
     for range in &ranges {
         let Some(copied) = producers_to_copy(&accesses, range, &producers, &is_virtual) else {
             return transform(routine);
         };
-        chunks.push(copied);
+        copies.push(copied);
     }
-    let mut optimized: HashMap<u64, Vec<Optimized>> = HashMap::new();
-    let mut out = Vec::with_capacity(routine.body.len());
-    let (mut next_var, mut next_local) = (0u32, 0u32);
     // The statements copied into later chunks, copied once each; the others move.
-    let originals: HashMap<usize, Stmt> = chunks
+    let originals: HashMap<usize, Stmt> = copies
         .iter()
         .flatten()
         .map(|&at| (at, routine.body[at].clone()))
         .collect();
     let mut body = std::mem::take(&mut routine.body).into_iter();
-    for (range, copied) in ranges.into_iter().zip(chunks) {
-        let mut stmts: Vec<Stmt> = copied.iter().map(|at| originals[at].clone()).collect();
-        stmts.extend(body.by_ref().take(range.len()));
-        let key = OwnKey::of(&stmts);
-        let candidates = optimized.entry(key.hash(&routine.nodes)).or_default();
-        let found =
-            (candidates.iter()).position(|c| c.key.alike(&routine.nodes, &key, &routine.nodes));
-        let done = match found {
-            Some(at) => &candidates[at],
-            None => {
-                let own = OwnNames::of(stmts);
-                debug_assert_eq!(own.nodes, key.nodes, "one numbering of the nodes");
-                // The chunk as a routine of its own, over its nodes in its own numbers.
-                let chunk = Routine {
-                    name: routine.name.clone(),
-                    nodes: (own.nodes.iter().enumerate())
-                        .map(|(number, node)| {
-                            let mut node = routine.nodes[node].clone();
-                            node.id = NodeId(number as u32);
-                            (node.id, node)
-                        })
-                        .collect(),
-                    statics: routine.statics.clone(),
-                    body: own.stmts,
-                };
-                let result = transform(chunk)?;
-                let fresh = Fresh::new(&result.body);
-                candidates.push(Optimized {
-                    key: key.clone(),
-                    fresh: (fresh.next_var, fresh.next_local),
-                    result,
-                });
-                candidates.last().expect("just pushed")
+    let chunks: Vec<Mutex<Vec<Stmt>>> = (ranges.iter().zip(&copies))
+        .map(|(range, copied)| {
+            let mut stmts: Vec<Stmt> = copied.iter().map(|at| originals[at].clone()).collect();
+            stmts.extend(body.by_ref().take(range.len()));
+            Mutex::new(stmts)
+        })
+        .collect();
+    drop(originals);
+    let threads = in_parallel::threads();
+    let keys = in_parallel::map_in_order(&chunks, threads, |stmts| {
+        OwnKey::of(stmts.lock().expect("no chunk is locked twice").iter())
+    });
+    // Each chunk's first alike chunk: the one transformed for it.
+    let mut firsts: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut distinct: Vec<usize> = Vec::new();
+    let standing_for: Vec<usize> = (keys.iter().enumerate())
+        .map(|(at, key)| {
+            let candidates = firsts.entry(key.hash(&routine.nodes)).or_default();
+            let alike = |&&first: &&usize| keys[first].alike(&routine.nodes, key, &routine.nodes);
+            match candidates.iter().find(alike) {
+                Some(&first) => first,
+                None => {
+                    candidates.push(at);
+                    distinct.push(at);
+                    at
+                }
             }
+        })
+        .collect();
+    let transformed = in_parallel::map_in_order(&distinct, threads, |&at| {
+        let stmts = std::mem::take(&mut *chunks[at].lock().expect("no chunk is locked twice"));
+        let own = OwnNames::of(stmts);
+        debug_assert_eq!(own.nodes, keys[at].nodes, "one numbering of the nodes");
+        // The chunk as a routine of its own, over its nodes in its own numbers.
+        let chunk = Routine {
+            name: routine.name.clone(),
+            nodes: (own.nodes.iter().enumerate())
+                .map(|(number, node)| {
+                    let mut node = routine.nodes[node].clone();
+                    node.id = NodeId(number as u32);
+                    (node.id, node)
+                })
+                .collect(),
+            statics: routine.statics.clone(),
+            body: own.stmts,
         };
-        out.extend(in_routine(
-            &done.result.body,
-            &key.nodes,
-            next_var,
-            next_local,
-        ));
-        next_var = next_var.saturating_add(done.fresh.0);
-        next_local = next_local.saturating_add(done.fresh.1);
+        transform(chunk).map(|result| {
+            let fresh = Fresh::new(&result.body);
+            Optimized {
+                fresh: (fresh.next_var, fresh.next_local),
+                result,
+            }
+        })
+    });
+    drop(chunks);
+    let mut optimized: HashMap<usize, Optimized> = HashMap::with_capacity(distinct.len());
+    for (at, done) in distinct.into_iter().zip(transformed) {
+        optimized.insert(at, done?);
     }
-    routine.body = out;
+    // Each chunk's loop variables and locals numbered on from those of the chunks before.
+    let mut bases = Vec::with_capacity(keys.len());
+    let (mut next_var, mut next_local) = (0u32, 0u32);
+    for &first in &standing_for {
+        bases.push((next_var, next_local));
+        let (vars, locals) = optimized[&first].fresh;
+        next_var = next_var.saturating_add(vars);
+        next_local = next_local.saturating_add(locals);
+    }
+    let at: Vec<usize> = (0..keys.len()).collect();
+    let renamed = in_parallel::map_in_order(&at, threads, |&at| {
+        let (var_base, local_base) = bases[at];
+        let done = &optimized[&standing_for[at]];
+        in_routine(&done.result.body, &keys[at].nodes, var_base, local_base)
+    });
+    routine.body = renamed.into_iter().flatten().collect();
     Ok(routine)
 }
 
@@ -215,7 +247,6 @@ impl Accesses {
 /// A distinct chunk: the first of its kind in its own names (the routine's nodes keep their
 /// modes while the chunks are transformed), and its transformation.
 struct Optimized {
-    key: OwnKey,
     /// The loop variables and locals the transformed statements number, from 0.
     fresh: (u32, u32),
     result: Routine,

@@ -3,7 +3,7 @@
 //! routine is compiled for them; then init expressions, in creation order.
 
 use rcannl_backends::cc::kernel_threads;
-use rcannl_backends::in_parallel::map_in_order;
+use rcannl_ir::in_parallel::map_in_order;
 use rcannl_ir::precision::to_uint4x32;
 use rcannl_ir::value::uniform;
 use rcannl_ir::{Binop, Precision, Ternop, Unop, Value, VecUnop, threefry4x32};
