@@ -58,9 +58,13 @@ pub(super) struct Body<T = Stmt> {
     slots: Vec<Option<T>>,
     /// How many slots are empty.
     empty: usize,
-    writers: FxHashMap<NodeId, BTreeSet<usize>>,
-    readers: FxHashMap<NodeId, BTreeSet<usize>>,
+    writers: FxHashMap<NodeId, Slots>,
+    readers: FxHashMap<NodeId, Slots>,
 }
+
+/// Slots in increasing order, without repeats: a sorted list rather than a tree, as an index
+/// is built in order (each slot pushed at the end) and changed only here and there.
+type Slots = Vec<usize>;
 
 impl<T: Entry> Body<T> {
     /// `stmts`, in slots from 0 on, indexed.
@@ -159,10 +163,10 @@ impl<T: Entry> Body<T> {
     pub(super) fn put(&mut self, slot: usize, stmt: T) {
         let (writes, reads) = stmt.accesses();
         for node in writes {
-            self.writers.entry(node).or_default().insert(slot);
+            list(self.writers.entry(node).or_default(), slot);
         }
         for node in reads {
-            self.readers.entry(node).or_default().insert(slot);
+            list(self.readers.entry(node).or_default(), slot);
         }
         let old = self.slots[slot].replace(stmt);
         debug_assert!(old.is_none(), "a statement is put only into an empty slot");
@@ -177,19 +181,33 @@ impl<T: Entry> Body<T> {
 
 /// The slots of `list` in `range`.
 fn slots_in(
-    list: Option<&BTreeSet<usize>>,
+    list: Option<&Slots>,
     range: Range<usize>,
 ) -> impl DoubleEndedIterator<Item = usize> + '_ {
-    // `BTreeSet::range` panics on a range that starts past its end.
-    list.filter(|_| range.start < range.end)
-        .into_iter()
-        .flat_map(move |set| set.range(range.clone()).copied())
+    let list = list.map_or(&[][..], Vec::as_slice);
+    let start = list.partition_point(|&slot| slot < range.start);
+    let end = list.partition_point(|&slot| slot < range.end).max(start);
+    list[start..end].iter().copied()
 }
 
-fn unlist(lists: &mut FxHashMap<NodeId, BTreeSet<usize>>, node: NodeId, slot: usize) {
-    if let Some(list) = lists.get_mut(&node) {
-        list.remove(&slot);
-        if list.is_empty() {
+/// Adds `slot` to `slots`.
+fn list(slots: &mut Slots, slot: usize) {
+    match slots.last() {
+        Some(&last) if last >= slot => {
+            if let Err(at) = slots.binary_search(&slot) {
+                slots.insert(at, slot);
+            }
+        }
+        _ => slots.push(slot),
+    }
+}
+
+fn unlist(lists: &mut FxHashMap<NodeId, Slots>, node: NodeId, slot: usize) {
+    if let Some(slots) = lists.get_mut(&node) {
+        if let Ok(at) = slots.binary_search(&slot) {
+            slots.remove(at);
+        }
+        if slots.is_empty() {
             lists.remove(&node);
         }
     }

@@ -25,7 +25,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
-use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -84,25 +83,13 @@ pub(super) fn transform_in_chunks<E: Send>(
         };
         copies.push(copied);
     }
-    // The statements copied into later chunks, copied once each; the others move.
-    let originals: HashMap<usize, Stmt> = copies
-        .iter()
-        .flatten()
-        .map(|&at| (at, routine.body[at].clone()))
-        .collect();
-    let mut body = std::mem::take(&mut routine.body).into_iter();
-    let chunks: Vec<Mutex<Vec<Stmt>>> = (ranges.iter().zip(&copies))
-        .map(|(range, copied)| {
-            let mut stmts: Vec<Stmt> = copied.iter().map(|at| originals[at].clone()).collect();
-            stmts.extend(body.by_ref().take(range.len()));
-            Mutex::new(stmts)
-        })
-        .collect();
-    drop(originals);
+    let body = std::mem::take(&mut routine.body);
+    let stmts_of = |chunk: usize| {
+        (copies[chunk].iter().map(|&at| &body[at])).chain(&body[ranges[chunk].clone()])
+    };
     let threads = in_parallel::threads();
-    let keys = in_parallel::map_in_order(&chunks, threads, |stmts| {
-        OwnKey::of(stmts.lock().expect("no chunk is locked twice").iter())
-    });
+    let numbers: Vec<usize> = (0..ranges.len()).collect();
+    let keys = in_parallel::map_in_order(&numbers, threads, |&chunk| OwnKey::of(stmts_of(chunk)));
     // Each chunk's first alike chunk: the one transformed for it.
     let mut firsts: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut distinct: Vec<usize> = Vec::new();
@@ -121,8 +108,7 @@ pub(super) fn transform_in_chunks<E: Send>(
         })
         .collect();
     let transformed = in_parallel::map_in_order(&distinct, threads, |&at| {
-        let stmts = std::mem::take(&mut *chunks[at].lock().expect("no chunk is locked twice"));
-        let own = OwnNames::of(stmts);
+        let own = OwnNames::of(stmts_of(at).cloned().collect());
         debug_assert_eq!(own.nodes, keys[at].nodes, "one numbering of the nodes");
         // The chunk as a routine of its own, over its nodes in its own numbers.
         let chunk = Routine {
@@ -145,7 +131,7 @@ pub(super) fn transform_in_chunks<E: Send>(
             }
         })
     });
-    drop(chunks);
+    drop(body);
     let mut optimized: HashMap<usize, Optimized> = HashMap::with_capacity(distinct.len());
     for (at, done) in distinct.into_iter().zip(transformed) {
         optimized.insert(at, done?);
@@ -159,8 +145,7 @@ pub(super) fn transform_in_chunks<E: Send>(
         next_var = next_var.saturating_add(vars);
         next_local = next_local.saturating_add(locals);
     }
-    let at: Vec<usize> = (0..keys.len()).collect();
-    let renamed = in_parallel::map_in_order(&at, threads, |&at| {
+    let renamed = in_parallel::map_in_order(&numbers, threads, |&at| {
         let (var_base, local_base) = bases[at];
         let done = &optimized[&standing_for[at]];
         in_routine(&done.result.body, &keys[at].nodes, var_base, local_base)
