@@ -27,9 +27,13 @@ pub(super) trait Entry {
     fn reads(&self) -> BTreeSet<NodeId>;
     /// The statement itself, when the entry holds it as one.
     fn stmt(&self) -> Option<&Stmt>;
-    /// The nodes it writes and those it reads, together (one walk where the entry can).
-    fn accesses(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
-        (self.writes(), self.reads())
+    /// The nodes it writes and those it reads, together (one walk where the entry can), each
+    /// in increasing order without repeats.
+    fn accesses(&self) -> (Vec<NodeId>, Vec<NodeId>) {
+        (
+            self.writes().into_iter().collect(),
+            self.reads().into_iter().collect(),
+        )
     }
 }
 
@@ -47,7 +51,7 @@ impl<S: Borrow<Stmt>> Entry for S {
         Some(self.borrow())
     }
 
-    fn accesses(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+    fn accesses(&self) -> (Vec<NodeId>, Vec<NodeId>) {
         stmt_accesses(self.borrow())
     }
 }

@@ -371,17 +371,21 @@ fn stmt_writes(stmt: &Stmt) -> BTreeSet<NodeId> {
     writes
 }
 
-/// The nodes `stmt` (with everything nested in it) writes and those it reads, found in one walk.
-fn stmt_accesses(stmt: &Stmt) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
-    let (mut writes, mut reads) = (BTreeSet::new(), BTreeSet::new());
+/// The nodes `stmt` (with everything nested in it) writes and those it reads, found in one walk,
+/// each in increasing order without repeats (lists rather than trees: every top-level statement
+/// of a large routine is asked, and most mention a handful of nodes).
+fn stmt_accesses(stmt: &Stmt) -> (Vec<NodeId>, Vec<NodeId>) {
+    let (mut writes, mut reads) = (Vec::new(), Vec::new());
     stmt.walk(&mut |s| {
         writes.extend(s.written_node());
         for value in s.values() {
-            value.for_each_get(&mut |node, _| {
-                reads.insert(node);
-            });
+            value.for_each_get(&mut |node, _| reads.push(node));
         }
     });
+    for nodes in [&mut writes, &mut reads] {
+        nodes.sort_unstable();
+        nodes.dedup();
+    }
     (writes, reads)
 }
 

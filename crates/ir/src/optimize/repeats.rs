@@ -22,7 +22,7 @@
 //!   statements first use them, and their nodes (precision, dims, margins, mode; labels aside)
 //!   are equal.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 
@@ -209,18 +209,19 @@ fn producers_to_copy(
 /// The nodes a top-level statement (with everything nested in it) writes and reads, and the
 /// locals it declares or uses: what cutting and copying ask of every statement, found once.
 struct Accesses {
-    writes: BTreeSet<NodeId>,
-    reads: BTreeSet<NodeId>,
-    locals: BTreeSet<LocalId>,
+    /// Each list in increasing order, without repeats.
+    writes: Vec<NodeId>,
+    reads: Vec<NodeId>,
+    locals: Vec<LocalId>,
 }
 
 impl Accesses {
     fn of(stmt: &Stmt) -> Accesses {
         let (writes, reads) = stmt_accesses(stmt);
-        let mut locals = BTreeSet::new();
-        for_each_name(stmt, &mut |_| {}, &mut |id| {
-            locals.insert(id);
-        });
+        let mut locals = Vec::new();
+        for_each_name(stmt, &mut |_| {}, &mut |id| locals.push(id));
+        locals.sort_unstable();
+        locals.dedup();
         Accesses {
             writes,
             reads,
