@@ -195,7 +195,7 @@ mod tests {
         let node = TensorNode::new(0, "sums", Precision::F32, &[6, 5]);
         let index = vec![
             Index {
-                terms: vec![(1, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))],
+                terms: vec![(1, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))].into(),
                 offset: 0,
             },
             Index::var(LoopVar(2), 0),

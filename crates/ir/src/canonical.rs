@@ -508,7 +508,7 @@ mod tests {
         let crossed = [add_one(1, 0, 0, plain), add_one(0, 1, 1, plain)];
         assert!(!a.alike(&routine, &OwnKey::of(&crossed), &routine));
         let by_static = |_| Index {
-            terms: vec![(1, Var::Static(Symbol(0)))],
+            terms: smallvec::smallvec![(1, Var::Static(Symbol(0)))],
             offset: 0,
         };
         let statics = [add_one(1, 0, 0, by_static), add_one(2, 1, 1, by_static)];

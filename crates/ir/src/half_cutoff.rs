@@ -176,7 +176,7 @@ mod tests {
     fn scaled_by(c: f64) -> Vec<Stmt> {
         let i = LoopVar(0);
         let at = vec![Index {
-            terms: vec![(1, Var::Loop(i))],
+            terms: smallvec::smallvec![(1, Var::Loop(i))],
             offset: 0,
         }];
         vec![Stmt::For {
@@ -245,14 +245,14 @@ mod tests {
         let e = check_half_prec_constants(&routine(Precision::F16, fill), cutoff).unwrap_err();
         assert_eq!(e.constant, 30000.0);
         let at = vec![Index {
-            terms: Vec::new(),
+            terms: crate::loops::Terms::new(),
             offset: 1,
         }];
         let embedded = vec![Stmt::Set {
             node: NodeId(0),
             index: at.clone(),
             value: Scalar::Embed(Index {
-                terms: Vec::new(),
+                terms: crate::loops::Terms::new(),
                 offset: 40000,
             }),
         }];

@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::index::Symbol;
 use crate::node::NodeId;
 use crate::ops::{Binop, Ternop, Unop};
@@ -43,11 +45,15 @@ impl fmt::Display for Var {
     }
 }
 
+/// An index's terms, kept inline where there is one (as most often: a loop variable): every
+/// read and write of a routine holds one index per axis.
+pub type Terms = SmallVec<[(i64, Var); 1]>;
+
 /// A position along one axis (or a flat offset): `Σ cᵢ·vᵢ + offset`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Index {
     /// The `(cᵢ, vᵢ)` terms: each variable with the coefficient it is multiplied by.
-    pub terms: Vec<(i64, Var)>,
+    pub terms: Terms,
     /// The constant term; in a buffer position, it includes the axis's left margin.
     pub offset: i64,
 }
@@ -71,7 +77,7 @@ impl Index {
     /// The index that is `offset` wherever it is evaluated.
     pub fn constant(offset: i64) -> Index {
         Index {
-            terms: Vec::new(),
+            terms: Terms::new(),
             offset,
         }
     }
@@ -79,7 +85,7 @@ impl Index {
     /// `var + offset`.
     pub fn var(var: LoopVar, offset: i64) -> Index {
         Index {
-            terms: vec![(1, Var::Loop(var))],
+            terms: smallvec![(1, Var::Loop(var))],
             offset,
         }
     }

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::assignment::{Assignment, FetchOp, Rhs};
 use crate::index::{AxisIndex, Symbol};
-use crate::loops::{Index, Lookup, LoopVar, Scalar, Stmt, Var, VecUnop};
+use crate::loops::{Index, Lookup, LoopVar, Scalar, Stmt, Terms, Var, VecUnop};
 use crate::node::{MAX_AXES, NodeId, TensorNode};
 use crate::ops::{Binop, Unop};
 use crate::projections::{Projections, Slot};
@@ -494,7 +494,7 @@ impl Context<'_> {
                     .or_insert(UNRANGED_STATIC);
                 each_cell(&|_| {
                     Scalar::Embed(Index {
-                        terms: vec![(1, Var::Static(*symbol))],
+                        terms: smallvec::smallvec![(1, Var::Static(*symbol))],
                         offset: 0,
                     })
                 })
@@ -512,7 +512,7 @@ impl Context<'_> {
                 let source_margins = left_margins(sliced);
                 each_cell(&|positions| {
                     let mut index = vec![Index {
-                        terms: vec![(1, Var::Static(*batch))],
+                        terms: smallvec::smallvec![(1, Var::Static(*batch))],
                         offset: source_margins[0],
                     }];
                     index.extend(shifted(positions, &source_margins[1..]));
@@ -838,18 +838,18 @@ impl Point<'_> {
             };
             let index = match axis {
                 AxisIndex::Fixed(position) => Index {
-                    terms: Vec::new(),
+                    terms: Terms::new(),
                     offset: position + margin,
                 },
                 AxisIndex::Iterator(symbol) => match term(symbol, Some(*dim))? {
                     Some(var) => Index {
-                        terms: vec![(1, var)],
+                        terms: smallvec::smallvec![(1, var)],
                         offset: margin,
                     },
                     None => return Ok(None),
                 },
                 AxisIndex::Affine(affine) => {
-                    let mut terms = Vec::new();
+                    let mut terms = Terms::new();
                     for (c, s) in affine.terms() {
                         match term(s, None)? {
                             Some(var) => terms.push((*c, var)),

@@ -166,7 +166,7 @@ mod tests {
         let mut first = at(0);
         first.offset = 1;
         let second = Index {
-            terms: vec![(1, Var::Static(Symbol(0)))],
+            terms: smallvec::smallvec![(1, Var::Static(Symbol(0)))],
             offset: 0,
         };
         let x = PlanOperand::new(&[first, second], &[4, 2]);

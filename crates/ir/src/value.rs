@@ -3,6 +3,7 @@
 //! values of a precision.
 
 use half::{bf16, f16};
+use smallvec::{SmallVec, smallvec};
 
 use crate::precision::{Precision, to_uint4x32};
 
@@ -154,8 +155,9 @@ impl Value {
 /// (16 bytes, 8 half-words, 4 words, 2 double-words, or the word itself). Floats are uniform in
 /// [0, 1) (the top bits of each part, as many as the precision holds exactly, scaled, so that 1
 /// is never reached after rounding: fp8 takes the top 3 bits of each byte);
-/// integers take the bits as they are.
-pub fn uniform(word: [u32; 4], precision: Precision) -> Vec<Value> {
+/// integers take the bits as they are. Kept inline: a parameter's initial values draw one word
+/// per few cells.
+pub fn uniform(word: [u32; 4], precision: Precision) -> Uniforms {
     let halves = || word.iter().flat_map(|w| [*w & 0xFFFF, *w >> 16]);
     let pairs = || {
         [
@@ -202,9 +204,12 @@ pub fn uniform(word: [u32; 4], precision: Precision) -> Vec<Value> {
             .collect(),
         Precision::U32 => word.iter().map(|w| Value::Int(i64::from(*w))).collect(),
         Precision::I64 => pairs().into_iter().map(|x| Value::Int(x as i64)).collect(),
-        Precision::Uint4x32 => vec![Value::Word(word)],
+        Precision::Uint4x32 => smallvec![Value::Word(word)],
     }
 }
+
+/// The values of one word of random bits: at most 16 (bytes).
+pub type Uniforms = SmallVec<[Value; 16]>;
 
 /// One value of `precision` from the first bits of a 128-bit word: the first of [`uniform`].
 pub fn uniform1(word: [u32; 4], precision: Precision) -> Value {
@@ -249,8 +254,8 @@ mod tests {
             ]
         );
         assert_eq!(
-            uniform([0x8000_0000, 1, 2, 3], Precision::I32),
-            vec![
+            uniform([0x8000_0000, 1, 2, 3], Precision::I32)[..],
+            [
                 Value::Int(i64::from(i32::MIN)),
                 Value::Int(1),
                 Value::Int(2),

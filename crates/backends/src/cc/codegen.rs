@@ -1003,7 +1003,7 @@ mod tests {
         // the greatest index is about 4·2^63, which 64-bit arithmetic would wrap.
         let (coefficient, offset) = (i64::MAX, i64::MAX - 1);
         let read = Index {
-            terms: vec![(coefficient, Var::Loop(LoopVar(0)))],
+            terms: vec![(coefficient, Var::Loop(LoopVar(0)))].into(),
             offset,
         };
         let routine = Routine {

@@ -586,7 +586,7 @@ fn locals_keep_their_precision() {
     let loose = [Stmt::Set {
         node: NodeId(2),
         index: vec![Index {
-            terms: vec![(1, Var::Loop(LoopVar(4)))],
+            terms: vec![(1, Var::Loop(LoopVar(4)))].into(),
             offset: 0,
         }],
         value: Scalar::Const(0.0),

@@ -602,7 +602,8 @@ fn simplification_folds_drops_and_keeps_what_it_must() {
             (1, Var::Loop(LoopVar(0))),
             (2, Var::Loop(LoopVar(1))),
             (-2, Var::Loop(LoopVar(1))),
-        ],
+        ]
+        .into(),
         offset: 0,
     };
     let float_value = bin(
@@ -1161,7 +1162,7 @@ fn sliced_then_doubled(between: Vec<Stmt>) -> Routine {
     let row = |var: u32| {
         vec![
             Index {
-                terms: vec![(1, Var::Static(s))],
+                terms: vec![(1, Var::Static(s))].into(),
                 offset: 0,
             },
             at(var),

@@ -390,7 +390,7 @@ mod tests {
         // A strided window's gradient: n1[2·l0 + l1, l2] += n0[l0, l3] · w[l3, l1, l2], the
         // windows (l1, l2) overlapping from one l0 to the next.
         let window = || Index {
-            terms: vec![(2, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))],
+            terms: smallvec::smallvec![(2, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))],
             offset: 0,
         };
         let gradient = |rows: usize| {

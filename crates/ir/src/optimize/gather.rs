@@ -118,7 +118,7 @@ fn gather_over_a(mut plan: GemmPlan, routine: &Routine) -> Option<GemmPlan> {
         // of `u`.
         plan.c_index[axis] = Index::var(i, plan.c_index[axis].offset);
         plan.a_index[a_axis] = Index {
-            terms: vec![(1, Var::Loop(i)), (dilation, Var::Loop(v))],
+            terms: smallvec::smallvec![(1, Var::Loop(i)), (dilation, Var::Loop(v))],
             offset: 0,
         };
         let last = i64::try_from(v_range).ok()? - 1;
@@ -208,7 +208,7 @@ mod tests {
             k: vec![(o, 7)],
             c_index: vec![
                 Index {
-                    terms: vec![(1, Var::Loop(h)), (dilation, Var::Loop(j))],
+                    terms: smallvec::smallvec![(1, Var::Loop(h)), (dilation, Var::Loop(j))],
                     offset: 0,
                 },
                 Index::var(c, 0),
@@ -240,7 +240,7 @@ mod tests {
                 gathered.a_index,
                 vec![
                     Index {
-                        terms: vec![(1, Var::Loop(i)), (2, Var::Loop(j))],
+                        terms: smallvec::smallvec![(1, Var::Loop(i)), (2, Var::Loop(j))],
                         offset: 0,
                     },
                     Index::var(o, 0),
@@ -250,7 +250,7 @@ mod tests {
                 gathered.b_index,
                 vec![
                     Index {
-                        terms: vec![(-1, Var::Loop(j))],
+                        terms: smallvec::smallvec![(-1, Var::Loop(j))],
                         offset: 2,
                     },
                     Index::var(o, 0),
@@ -268,7 +268,8 @@ mod tests {
         // Strided, `dx[2h + j]`: only the filter could be widened, by 78 rows of zeros on either
         // side of its 3.
         let (mut strided, routine) = scatter(3, 1, false);
-        strided.c_index[0].terms = vec![(2, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))];
+        strided.c_index[0].terms =
+            smallvec::smallvec![(2, Var::Loop(LoopVar(0))), (1, Var::Loop(LoopVar(1)))];
         let mut taller = routine.clone();
         taller.nodes.get_mut(&NodeId(0)).unwrap().dims[0] = 81;
         assert_eq!(as_gather(strided, &taller), None);

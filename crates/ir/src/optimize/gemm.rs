@@ -221,7 +221,7 @@ mod tests {
         let index = [
             Index::var(i, 0),
             Index {
-                terms: vec![(1, Var::Loop(j)), (2, Var::Loop(i))],
+                terms: smallvec::smallvec![(1, Var::Loop(j)), (2, Var::Loop(i))],
                 offset: 1,
             },
         ];

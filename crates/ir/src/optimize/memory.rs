@@ -434,7 +434,10 @@ fn collect_sites(
 /// than one iteration is the only term, with coefficient 1, of an axis of the index.
 fn visits_once(loops: &[(LoopVar, usize)], index: &[Index]) -> bool {
     loops.iter().all(|&(var, range)| {
-        range <= 1 || index.iter().any(|axis| axis.terms == [(1, Var::Loop(var))])
+        range <= 1
+            || index
+                .iter()
+                .any(|axis| axis.terms[..] == [(1, Var::Loop(var))])
     })
 }
 
@@ -1113,7 +1116,7 @@ mod tests {
         let statics = set(
             0,
             vec![Index {
-                terms: vec![(1, Var::Static(crate::index::Symbol(0)))],
+                terms: smallvec::smallvec![(1, Var::Static(crate::index::Symbol(0)))],
                 offset: 0,
             }],
             Scalar::Const(1.0),

@@ -36,7 +36,7 @@ pub mod virtualize;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Var};
+use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Terms, Var};
 use crate::node::{NodeId, TensorNode};
 use crate::precision::Precision;
 use crate::routine::Routine;
@@ -440,7 +440,7 @@ fn fill_constant(value: f64, precision: Precision) -> Option<f64> {
 
 /// `index` with the terms of one variable added up and zero terms dropped.
 fn normalize(index: &Index) -> Index {
-    let mut terms: Vec<(i64, Var)> = Vec::new();
+    let mut terms = Terms::new();
     for (c, v) in &index.terms {
         match terms.iter_mut().find(|(_, w)| w == v) {
             Some((d, _)) => *d = d.wrapping_add(*c),
@@ -655,7 +655,7 @@ impl<'a> PerfectNest<'a> {
 
 /// Whether `index` is exactly the loop variable `var`.
 fn is_bare(index: &Index, var: LoopVar) -> bool {
-    index.offset == 0 && index.terms == [(1, Var::Loop(var))]
+    index.offset == 0 && index.terms[..] == [(1, Var::Loop(var))]
 }
 
 /// Whether the store `index` inside `loops` writes every cell of a node of `dims` once per
@@ -688,25 +688,25 @@ mod tests {
         renaming.indices.insert(
             i,
             Index {
-                terms: vec![(2, Var::Loop(j))],
+                terms: smallvec::smallvec![(2, Var::Loop(j))],
                 offset: -1,
             },
         );
         renaming.indices.insert(
             k,
             Index {
-                terms: vec![(-1, Var::Loop(j))],
+                terms: smallvec::smallvec![(-1, Var::Loop(j))],
                 offset: 0,
             },
         );
         let index = Index {
-            terms: vec![(3, Var::Loop(i)), (6, Var::Loop(k))],
+            terms: smallvec::smallvec![(3, Var::Loop(i)), (6, Var::Loop(k))],
             offset: 5,
         };
         // 3(2j − 1) + 6(−j) + 5 = 2.
         assert_eq!(renaming.index(&index), Index::constant(2));
         let index = Index {
-            terms: vec![(1, Var::Loop(i)), (1, Var::Loop(j))],
+            terms: smallvec::smallvec![(1, Var::Loop(i)), (1, Var::Loop(j))],
             offset: 0,
         };
         assert_eq!(renaming.index(&index).to_string(), "3*l1-1");

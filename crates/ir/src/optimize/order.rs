@@ -73,7 +73,10 @@ fn reordered(stmt: &Stmt, routine: &Routine, fresh: &mut Fresh) -> Option<Stmt> 
             renaming.indices.insert(
                 var,
                 Index {
-                    terms: vec![(tile as i64, Var::Loop(block)), (1, Var::Loop(within))],
+                    terms: smallvec::smallvec![
+                        (tile as i64, Var::Loop(block)),
+                        (1, Var::Loop(within))
+                    ],
                     offset: 0,
                 },
             );

@@ -388,7 +388,7 @@ fn stretch_of(var: LoopVar, stretch: usize, part: LoopVar, within: LoopVar) -> R
     renaming.indices.insert(
         var,
         Index {
-            terms: vec![(stretch as i64, Var::Loop(part)), (1, Var::Loop(within))],
+            terms: smallvec::smallvec![(stretch as i64, Var::Loop(part)), (1, Var::Loop(within))],
             offset: 0,
         },
     );
