@@ -73,13 +73,17 @@ impl AxisIndex {
     }
 
     /// The symbols the index mentions.
-    pub fn symbols(&self) -> Vec<Symbol> {
-        match self {
-            AxisIndex::Fixed(_) => Vec::new(),
-            AxisIndex::Iterator(symbol) => vec![*symbol],
-            AxisIndex::Affine(affine) => affine.terms.iter().map(|(_, s)| *s).collect(),
-            AxisIndex::Concat(symbols) => symbols.clone(),
-        }
+    pub fn symbols(&self) -> impl Iterator<Item = Symbol> + '_ {
+        let (alone, concatenated, affine): (Option<Symbol>, &[Symbol], &[(i64, Symbol)]) =
+            match self {
+                AxisIndex::Fixed(_) => (None, &[], &[]),
+                AxisIndex::Iterator(symbol) => (Some(*symbol), &[], &[]),
+                AxisIndex::Affine(affine) => (None, &[], &affine.terms),
+                AxisIndex::Concat(symbols) => (None, symbols, &[]),
+            };
+        (alone.into_iter())
+            .chain(concatenated.iter().copied())
+            .chain(affine.iter().map(|(_, symbol)| *symbol))
     }
 
     /// The same index with every symbol renamed.

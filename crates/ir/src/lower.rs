@@ -574,7 +574,7 @@ fn check_one_target(projections: &Projections, n_targets: usize) -> Result<(), L
             .filter(|&i| {
                 projections.rhs_index[i].iter().all(|index| match index {
                     AxisIndex::Concat(symbols) => symbols.iter().any(|s| nest.contains(s)),
-                    other => !other.symbols().iter().any(|s| inactive(nest, s)),
+                    other => !other.symbols().any(|s| inactive(nest, &s)),
                 })
             })
             .count();
@@ -631,7 +631,7 @@ fn block_value(
     };
     let mut viable = Vec::new();
     for (i, source) in sources.iter().enumerate() {
-        if owners.is_some_and(|symbols| !point.active.contains_key(&symbols[i])) {
+        if owners.is_some_and(|symbols| !point.active.contains(&symbols[i])) {
             continue;
         }
         if let Some(read) = point.read(Slot::Rhs(i), *source)? {
@@ -670,8 +670,24 @@ struct Lowering<'a> {
 /// product symbols.
 struct Point<'a> {
     lowering: &'a Lowering<'a>,
-    active: HashMap<Symbol, LoopVar>,
+    active: &'a Active,
     ranges: &'a HashMap<Symbol, usize>,
+}
+
+/// The symbols of the loops a nest is inside, each with its loop variable: one per factor of
+/// the product space, so a short list, grown and shrunk as the nests are built rather than
+/// copied into each.
+#[derive(Default)]
+struct Active(Vec<(Symbol, LoopVar)>);
+
+impl Active {
+    fn get(&self, symbol: &Symbol) -> Option<LoopVar> {
+        (self.0.iter().rev()).find_map(|(active, var)| (active == symbol).then_some(*var))
+    }
+
+    fn contains(&self, symbol: &Symbol) -> bool {
+        self.get(symbol).is_some()
+    }
 }
 
 impl Lowering<'_> {
@@ -702,7 +718,7 @@ impl Lowering<'_> {
         }
         let ranges = p.ranges();
         let plain_store = self.initialize_neutral && injective;
-        stmts.extend(self.nest(0, HashMap::new(), &ranges, plain_store, &value)?);
+        stmts.extend(self.nest(0, &mut Active::default(), &ranges, plain_store, &value)?);
         Ok(stmts)
     }
 
@@ -723,7 +739,7 @@ impl Lowering<'_> {
     fn nest(
         &self,
         factor: usize,
-        active: HashMap<Symbol, LoopVar>,
+        active: &mut Active,
         ranges: &HashMap<Symbol, usize>,
         plain_store: bool,
         value: &impl Fn(&Point<'_>) -> Result<Option<Scalar>, LowerError>,
@@ -731,7 +747,7 @@ impl Lowering<'_> {
         let Some(components) = self.projections.product_space.get(factor) else {
             let point = Point {
                 lowering: self,
-                active,
+                active: &*active,
                 ranges,
             };
             let Some(target) = point.index(Slot::Lhs, self.lhs)? else {
@@ -780,9 +796,10 @@ impl Lowering<'_> {
             if range == 0 {
                 continue;
             }
-            let mut active = active.clone();
-            active.insert(symbol, var);
-            let body = self.nest(factor + 1, active, ranges, plain_store, value)?;
+            active.0.push((symbol, var));
+            let body = self.nest(factor + 1, active, ranges, plain_store, value);
+            active.0.pop();
+            let body = body?;
             if body.is_empty() {
                 continue;
             }
@@ -826,7 +843,7 @@ impl Point<'_> {
             // A symbol with no factor is a static index; inside a sum it has no range to check.
             let term = |symbol: &Symbol, range: Option<usize>| -> Result<Option<Var>, LowerError> {
                 match self.active.get(symbol) {
-                    Some(var) => Ok(Some(Var::Loop(*var))),
+                    Some(var) => Ok(Some(Var::Loop(var))),
                     None if self.ranges.contains_key(symbol) => Ok(None),
                     None => {
                         if let Some(range) = range {
@@ -862,12 +879,13 @@ impl Point<'_> {
                     }
                 }
                 AxisIndex::Concat(symbols) => {
-                    let Some(position) = symbols.iter().position(|s| self.active.contains_key(s))
+                    let Some((position, var)) = (symbols.iter().enumerate())
+                        .find_map(|(i, s)| self.active.get(s).map(|var| (i, var)))
                     else {
                         return Ok(None);
                     };
                     let before: usize = symbols[..position].iter().map(|s| self.ranges[s]).sum();
-                    Index::var(self.active[&symbols[position]], before as i64 + margin)
+                    Index::var(var, before as i64 + margin)
                 }
             };
             positions.push(index);

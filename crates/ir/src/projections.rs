@@ -141,9 +141,9 @@ impl Projections {
         }
         // Every nest that addresses the written tensor must write: `a => a^b` leaves the `b`
         // stretch of the result alone, since nothing is read there.
-        self.blocks()
-            .into_iter()
-            .all(|block| self.resolved_in(&block, &self.lhs_index).is_none() || self.writes(&block))
+        self.blocks().into_iter().all(|block| {
+            !stays_within(&self.lhs_index, &self.inactive(&block)) || self.writes(&block)
+        })
     }
 
     /// Whether no cell of the written tensor is written at two points (so a store needs no
@@ -291,17 +291,30 @@ impl Projections {
 
     /// Whether some read (if there are any) stays within the block's active components.
     fn writes(&self, block: &[usize]) -> bool {
+        let inactive = self.inactive(block);
         self.rhs_index.is_empty()
-            || self
-                .rhs_index
-                .iter()
-                .any(|index| self.resolved_in(block, index).is_some())
+            || (self.rhs_index.iter()).any(|index| stays_within(index, &inactive))
     }
 
     /// `index` within one block, with each concatenated index resolved to its active
     /// component, or `None` if it drives an inactive component's symbol.
     fn resolved_in(&self, block: &[usize], index: &[AxisIndex]) -> Option<Vec<AxisIndex>> {
-        let inactive: FxHashSet<Symbol> = block
+        let inactive = self.inactive(block);
+        (index.iter())
+            .map(|index| match index {
+                AxisIndex::Concat(symbols) => (symbols.iter())
+                    .find(|s| !inactive.contains(s))
+                    .map(|s| AxisIndex::Iterator(*s)),
+                other => {
+                    stays_within(std::slice::from_ref(other), &inactive).then(|| other.clone())
+                }
+            })
+            .collect()
+    }
+
+    /// The symbols of the components a block leaves inactive.
+    fn inactive(&self, block: &[usize]) -> FxHashSet<Symbol> {
+        block
             .iter()
             .enumerate()
             .flat_map(|(factor, &chosen)| {
@@ -312,20 +325,17 @@ impl Projections {
                     .filter(move |(component, _)| *component != chosen)
                     .map(|(_, (symbol, _))| *symbol)
             })
-            .collect();
-        index
-            .iter()
-            .map(|index| match index {
-                AxisIndex::Concat(symbols) => symbols
-                    .iter()
-                    .find(|s| !inactive.contains(s))
-                    .map(|s| AxisIndex::Iterator(*s)),
-                other => {
-                    (!other.symbols().iter().any(|s| inactive.contains(s))).then(|| other.clone())
-                }
-            })
             .collect()
     }
+}
+
+/// Whether `index` stays within a block whose components `inactive` leaves out: a
+/// concatenated index has an active component, and no other index drives an inactive symbol.
+fn stays_within(index: &[AxisIndex], inactive: &FxHashSet<Symbol>) -> bool {
+    index.iter().all(|index| match index {
+        AxisIndex::Concat(symbols) => symbols.iter().any(|s| !inactive.contains(s)),
+        other => !other.symbols().any(|s| inactive.contains(&s)),
+    })
 }
 
 /// Whether `written` determines every active symbol of range above 1 (so distinct points write

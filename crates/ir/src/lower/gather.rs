@@ -57,7 +57,7 @@ fn without_vocabulary(projections: &Projections) -> Result<(usize, usize, Projec
             candidates.len()
         ));
     };
-    let mentions = |index: &AxisIndex| index.symbols().contains(&vocabulary);
+    let mentions = |index: &AxisIndex| index.symbols().any(|s| s == vocabulary);
     if table_map.iter().filter(|index| mentions(index)).count() != 1 {
         return Err(format!(
             "gather ({label}): the table's axis the ids select along is also read elsewhere"
