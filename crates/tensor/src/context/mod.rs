@@ -341,10 +341,11 @@ impl Context {
                 rhs: node_of(*source),
             });
         }
-        let mut p = self.projections[&asg.projections.op].clone();
-        if let Some((lhs, rhs)) = &asg.projections.view {
-            p = p.view(*lhs, rhs);
-        }
+        let op = &self.projections[&asg.projections.op];
+        let mut p = match &asg.projections.view {
+            Some((lhs, rhs)) => op.view(*lhs, rhs),
+            None => op.clone(),
+        };
         if let Some(slice) = asg.projections.slice {
             p = with_slice(&p, slice);
         }
