@@ -478,7 +478,7 @@ pub fn generate_named(routine: &Routine, prefix: &str) -> Result<Generated, Code
     // the merge would not join (see `optimize::in_chunks`): a top-level loop merges only into
     // the loop before it, of the same range.
     let may_cut = |first: &Stmt, second: &Stmt| !matches!((first, second), (Stmt::For { range: a, .. }, Stmt::For { range: b, .. }) if a == b);
-    let Ok(in_order) = in_chunks(routine.clone(), may_cut, |routine| {
+    let Ok(in_order) = in_chunks(Cow::Borrowed(routine), may_cut, |routine| {
         let looped = match margins_as_loops(&routine) {
             Cow::Owned(looped) => Some(looped),
             Cow::Borrowed(_) => None,

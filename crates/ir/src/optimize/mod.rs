@@ -34,6 +34,7 @@ pub mod slices;
 pub mod split_sums;
 pub mod virtualize;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::loops::{Index, LocalId, Lookup, LoopVar, Scalar, Stmt, Terms, Var};
@@ -74,7 +75,7 @@ pub fn optimize(routine: &Routine) -> Result<Routine, OptimizeError> {
 /// [`optimize`] of a routine the caller no longer needs: its statements move through the passes
 /// that change them in place instead of being copied first.
 pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
-    in_chunks(decided(routine)?, |_, _| true, transformed)
+    in_chunks(Cow::Owned(decided(routine)?), |_, _| true, transformed)
 }
 
 /// `routine`, its memory modes decided, rewritten by `transform`: chunk by chunk where it is
@@ -82,14 +83,16 @@ pub fn optimize_owned(routine: Routine) -> Result<Routine, OptimizeError> {
 /// different chunks only where `may_cut` allows it (where what `transform` does with the first
 /// never depends on the second), and never where a local declared before is used after. For
 /// passes that rewrite nests by the memory modes and the nests themselves, adding no nodes: the
-/// optimizer's own after the modes, and a backend's before it writes kernels.
+/// optimizer's own after the modes, and a backend's before it writes kernels. A routine lent
+/// rather than given is copied only where it is transformed whole: chunks are read where they
+/// lie, and only the distinct ones copied.
 pub fn in_chunks<E: Send>(
-    routine: Routine,
+    routine: Cow<'_, Routine>,
     may_cut: impl Fn(&Stmt, &Stmt) -> bool,
     transform: impl Fn(Routine) -> Result<Routine, E> + Sync,
 ) -> Result<Routine, E> {
     if routine.body.len() < repeats::CHUNKED_FROM {
-        return transform(routine);
+        return transform(routine.into_owned());
     }
     repeats::transform_in_chunks(routine, may_cut, transform)
 }

@@ -22,6 +22,7 @@
 //!   statements first use them, and their nodes (precision, dims, margins, mode; labels aside)
 //!   are equal.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
@@ -57,7 +58,7 @@ const LONGEST_CHUNK: usize = 1024;
 /// ([`in_parallel`]): what comes out, and the first error, are those of one chunk after the
 /// other.
 pub(super) fn transform_in_chunks<E: Send>(
-    mut routine: Routine,
+    mut routine: Cow<'_, Routine>,
     may_cut: impl Fn(&Stmt, &Stmt) -> bool,
     transform: impl Fn(Routine) -> Result<Routine, E> + Sync,
 ) -> Result<Routine, E> {
@@ -79,11 +80,11 @@ pub(super) fn transform_in_chunks<E: Send>(
     let mut copies = Vec::with_capacity(ranges.len());
     for range in &ranges {
         let Some(copied) = producers_to_copy(&accesses, range, &producers, &is_virtual) else {
-            return transform(routine);
+            return transform(routine.into_owned());
         };
         copies.push(copied);
     }
-    let body = std::mem::take(&mut routine.body);
+    let body = &routine.body;
     let stmts_of = |chunk: usize| {
         (copies[chunk].iter().map(|&at| &body[at])).chain(&body[ranges[chunk].clone()])
     };
@@ -131,7 +132,11 @@ pub(super) fn transform_in_chunks<E: Send>(
             }
         })
     });
-    drop(body);
+    // A routine of its own is done with: its statements are freed before the renamed ones are
+    // made.
+    if let Cow::Owned(owned) = &mut routine {
+        owned.body = Vec::new();
+    }
     let mut optimized: HashMap<usize, Optimized> = HashMap::with_capacity(distinct.len());
     for (at, done) in distinct.into_iter().zip(transformed) {
         optimized.insert(at, done?);
@@ -150,8 +155,16 @@ pub(super) fn transform_in_chunks<E: Send>(
         let done = &optimized[&standing_for[at]];
         in_routine(&done.result.body, &keys[at].nodes, var_base, local_base)
     });
-    routine.body = renamed.into_iter().flatten().collect();
-    Ok(routine)
+    let body = renamed.into_iter().flatten().collect();
+    Ok(match routine {
+        Cow::Owned(owned) => Routine { body, ..owned },
+        Cow::Borrowed(routine) => Routine {
+            name: routine.name.clone(),
+            nodes: routine.nodes.clone(),
+            statics: routine.statics.clone(),
+            body,
+        },
+    })
 }
 
 /// The statements (by position, in order) that a chunk over `range` starts with: those writing
