@@ -426,9 +426,12 @@ mod tests {
         let routine = layers(400);
         let chunk_count = cut(&routine.body).len();
         assert!(chunk_count >= 20, "{chunk_count} chunks");
+        let decided = decided(routine).unwrap();
+        // A routine lent is transformed as one given.
+        let lent = transform_in_chunks(Cow::Borrowed(&decided), |_, _| true, counted).unwrap();
         OPTIMIZED.store(0, Ordering::Relaxed);
-        let optimized =
-            transform_in_chunks(decided(routine).unwrap(), |_, _| true, counted).unwrap();
+        let optimized = transform_in_chunks(Cow::Owned(decided), |_, _| true, counted).unwrap();
+        assert_eq!(lent, optimized);
         let distinct = OPTIMIZED.load(Ordering::Relaxed);
         assert!(
             distinct * 4 <= chunk_count,
