@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use super::{stmt_accesses, stmt_reads, stmt_writes};
 use crate::loops::Stmt;
@@ -67,8 +68,10 @@ pub(super) struct Body<T = Stmt> {
 }
 
 /// Slots in increasing order, without repeats: a sorted list rather than a tree, as an index
-/// is built in order (each slot pushed at the end) and changed only here and there.
-type Slots = Vec<usize>;
+/// is built in order (each slot pushed at the end) and changed only here and there; kept inline
+/// for the few writers and readers most nodes have, so that a routine of many nodes is indexed
+/// without an allocation per node.
+type Slots = SmallVec<[u32; 4]>;
 
 impl<T: Entry> Body<T> {
     /// `stmts`, in slots from 0 on, indexed.
@@ -188,14 +191,20 @@ fn slots_in(
     list: Option<&Slots>,
     range: Range<usize>,
 ) -> impl DoubleEndedIterator<Item = usize> + '_ {
-    let list = list.map_or(&[][..], Vec::as_slice);
-    let start = list.partition_point(|&slot| slot < range.start);
-    let end = list.partition_point(|&slot| slot < range.end).max(start);
-    list[start..end].iter().copied()
+    let list = list.map_or(&[][..], |slots| slots.as_slice());
+    let start = list.partition_point(|&slot| (slot as usize) < range.start);
+    let end = (list.partition_point(|&slot| (slot as usize) < range.end)).max(start);
+    list[start..end].iter().map(|&slot| slot as usize)
+}
+
+/// `slot` as a list holds it.
+fn number(slot: usize) -> u32 {
+    u32::try_from(slot).expect("a routine has fewer than 2³² top-level statements")
 }
 
 /// Adds `slot` to `slots`.
 fn list(slots: &mut Slots, slot: usize) {
+    let slot = number(slot);
     match slots.last() {
         Some(&last) if last >= slot => {
             if let Err(at) = slots.binary_search(&slot) {
@@ -208,7 +217,7 @@ fn list(slots: &mut Slots, slot: usize) {
 
 fn unlist(lists: &mut FxHashMap<NodeId, Slots>, node: NodeId, slot: usize) {
     if let Some(slots) = lists.get_mut(&node) {
-        if let Ok(at) = slots.binary_search(&slot) {
+        if let Ok(at) = slots.binary_search(&number(slot)) {
             slots.remove(at);
         }
         if slots.is_empty() {

@@ -13,9 +13,9 @@
 //! (materialized beforehand: the host or another routine reads it), a 128-bit word, a node with
 //! a second write, or one read through a lookup or by a matrix product is left as it is.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{fill_constant, replace_reads, stmt_reads};
+use super::{fill_constant, for_each_read, replace_reads, stmt_reads};
 use crate::loops::{Scalar, Stmt};
 use crate::node::{MemoryMode, NodeId};
 use crate::precision::Precision;
@@ -42,9 +42,9 @@ pub fn inline_constants(mut routine: Routine) -> Routine {
 }
 
 /// The nodes read as constants, with the constant each one's cells hold.
-fn constant_nodes(routine: &Routine) -> HashMap<NodeId, f64> {
+fn constant_nodes(routine: &Routine) -> FxHashMap<NodeId, f64> {
     // The top-level fills, by node: where each is and what it stores.
-    let mut fills: BTreeMap<NodeId, Option<(usize, f64)>> = BTreeMap::new();
+    let mut fills: FxHashMap<NodeId, Option<(usize, f64)>> = FxHashMap::default();
     for (at, stmt) in routine.body.iter().enumerate() {
         if let Stmt::Fill { node, value } = *stmt {
             fills
@@ -53,7 +53,7 @@ fn constant_nodes(routine: &Routine) -> HashMap<NodeId, f64> {
                 .or_insert(Some((at, value)));
         }
     }
-    let mut candidates: HashMap<NodeId, (usize, f64)> = fills
+    let mut candidates: FxHashMap<NodeId, (usize, f64)> = fills
         .into_iter()
         .filter_map(|(node, fill)| {
             let (at, value) = fill?;
@@ -67,13 +67,13 @@ fn constant_nodes(routine: &Routine) -> HashMap<NodeId, f64> {
         .collect();
     // Out go those written otherwise, read before their fill, through a lookup or by a
     // product (whose plan names its buffers).
-    let mut disqualified: HashSet<NodeId> = HashSet::new();
+    let mut disqualified: FxHashSet<NodeId> = FxHashSet::default();
     for (at, stmt) in routine.body.iter().enumerate() {
-        for read in stmt_reads(stmt) {
+        for_each_read(stmt, &mut |read| {
             if candidates.get(&read).is_some_and(|&(fill, _)| at < fill) {
                 disqualified.insert(read);
             }
-        }
+        });
         stmt.walk(&mut |s| {
             if let Some(node) = s.written_node()
                 && !matches!(s, Stmt::Fill { .. } if std::ptr::eq(s, stmt))

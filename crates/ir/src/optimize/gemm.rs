@@ -9,9 +9,9 @@
 //! result may have been forced virtual. Products too small for a tuned routine
 //! to win stay loops, and so do batches of dot products.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{PerfectNest, gather, stmt_reads, stmt_writes};
+use super::{PerfectNest, gather};
 use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Binop;
@@ -27,7 +27,10 @@ pub const MIN_GEMM_WORK: usize = 1 << 12;
 pub fn extract_gemms(mut routine: Routine) -> Routine {
     // The statements move through the pass: those it leaves alone are not copied.
     let stmts = std::mem::take(&mut routine.body);
-    let written: HashSet<NodeId> = stmts.iter().flat_map(stmt_writes).collect();
+    let mut written: FxHashSet<NodeId> = FxHashSet::default();
+    for stmt in &stmts {
+        stmt.walk(&mut |s| written.extend(s.written_node()));
+    }
     let mut body = Emitted::default();
     for stmt in stmts {
         let Some(mut plan) = plan_of(&stmt, &routine) else {
@@ -37,11 +40,7 @@ pub fn extract_gemms(mut routine: Routine) -> Routine {
         let mut nest = vec![stmt];
         // A fill of zeros a few statements back, none between them mentioning `c`, moves into
         // the product (which then writes its sums instead of adding them).
-        if let Some(&at) = body.last_mention.get(&plan.c)
-            && let Some(Stmt::Fill { node, value }) = body.slots[at]
-            && node == plan.c
-            && value == 0.0
-        {
+        if let Some(&at) = body.zero_fills.get(&plan.c) {
             plan.zero_first = true;
             nest.splice(0..0, body.slots[at].take());
         }
@@ -61,17 +60,32 @@ pub fn extract_gemms(mut routine: Routine) -> Routine {
 }
 
 /// The statements written so far, in slots (a fill moved into a product leaves its slot empty),
-/// with the last slot mentioning each node.
+/// with the fills of zeros that no later statement mentions, by node: few at a time, where a
+/// map of every node's last mention would grow with the routine.
 #[derive(Debug, Default)]
 struct Emitted {
     slots: Vec<Option<Stmt>>,
-    last_mention: HashMap<NodeId, usize>,
+    zero_fills: FxHashMap<NodeId, usize>,
 }
 
 impl Emitted {
     fn push(&mut self, stmt: Stmt) {
-        for node in stmt_writes(&stmt).into_iter().chain(stmt_reads(&stmt)) {
-            self.last_mention.insert(node, self.slots.len());
+        if !self.zero_fills.is_empty() {
+            stmt.walk(&mut |s| {
+                if let Some(node) = s.written_node() {
+                    self.zero_fills.remove(&node);
+                }
+                for value in s.values() {
+                    value.for_each_get(&mut |node, _| {
+                        self.zero_fills.remove(&node);
+                    });
+                }
+            });
+        }
+        if let Stmt::Fill { node, value } = stmt
+            && value == 0.0
+        {
+            self.zero_fills.insert(node, self.slots.len());
         }
         self.slots.push(Some(stmt));
     }

@@ -39,6 +39,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use super::body::Body;
 use super::virtualize::{Producer, hazard};
 use super::{OptimizeError, OptimizeErrorKind, covers_each_cell_once, describe, stmt_writes};
@@ -88,7 +90,7 @@ pub(super) fn with_memory_modes(mut routine: Routine) -> Result<Routine, Optimiz
 }
 
 /// The memory mode of every node of `routine`, by the rule above.
-fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, OptimizeError> {
+fn memory_modes(routine: &Routine) -> Result<FxHashMap<NodeId, MemoryMode>, OptimizeError> {
     let body = Body::new(routine.body.iter().collect());
     let Uses { consumed, by_data } = Uses::of(&routine.body);
     let first_write = |node: NodeId| body.writers(node).next();
@@ -96,8 +98,8 @@ fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, Optimi
     let mut order: Vec<&TensorNode> = routine.nodes.values().collect();
     order.sort_by_cached_key(|node| (first_write(node.id), node.id));
 
-    let mut modes: HashMap<NodeId, MemoryMode> = HashMap::new();
-    let mut inlined: HashMap<NodeId, Inlined> = HashMap::new();
+    let mut modes: FxHashMap<NodeId, MemoryMode> = FxHashMap::default();
+    let mut inlined: FxHashMap<NodeId, Inlined> = FxHashMap::default();
     for node in &order {
         let mode = match node.memory_mode {
             // Nothing to inline: an already optimized routine no longer mentions it.
@@ -142,7 +144,7 @@ fn memory_modes(routine: &Routine) -> Result<HashMap<NodeId, MemoryMode>, Optimi
     }
 
     // Later nodes first, so that whether a consumer is itself read once is final when asked.
-    let mut once: HashMap<NodeId, bool> = HashMap::new();
+    let mut once: FxHashMap<NodeId, bool> = FxHashMap::default();
     for node in order.iter().rev() {
         let Some(Inlined { position, kept, .. }) = inlined.get(&node.id) else {
             continue;
@@ -181,7 +183,7 @@ struct Inlined {
     lookups: usize,
 }
 
-fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Producer) {
+fn record(inlined: &mut FxHashMap<NodeId, Inlined>, node: NodeId, producer: &Producer) {
     let reads = inlined_reads(producer, inlined);
     inlined.insert(
         node,
@@ -198,24 +200,24 @@ fn record(inlined: &mut HashMap<NodeId, Inlined>, node: NodeId, producer: &Produ
 
 /// The operations one cell of `producer`'s node takes once the virtual nodes among its reads
 /// are inlined into it.
-fn inlined_cost(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
+fn inlined_cost(producer: &Producer, inlined: &FxHashMap<NodeId, Inlined>) -> usize {
     producer.cost(&|node| inlined.get(&node).map(|v| v.cost))
 }
 
 /// The transcendental operations one cell of `producer`'s node takes once the virtual nodes
 /// among its reads are inlined into it.
-fn inlined_transcendentals(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
+fn inlined_transcendentals(producer: &Producer, inlined: &FxHashMap<NodeId, Inlined>) -> usize {
     producer.transcendentals(&|node| inlined.get(&node).map(|v| v.transcendentals))
 }
 
 /// The reads at positions held in data one cell of `producer`'s node makes once the virtual
 /// nodes among its reads are inlined into it.
-fn inlined_lookups(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> usize {
+fn inlined_lookups(producer: &Producer, inlined: &FxHashMap<NodeId, Inlined>) -> usize {
     producer.lookups(&|node| inlined.get(&node).map(|v| v.lookups))
 }
 
 /// What `producer` reads once the virtual nodes among its reads are inlined into it.
-fn inlined_reads(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> BTreeSet<NodeId> {
+fn inlined_reads(producer: &Producer, inlined: &FxHashMap<NodeId, Inlined>) -> BTreeSet<NodeId> {
     producer
         .reads()
         .into_iter()
@@ -232,8 +234,8 @@ fn inlined_reads(producer: &Producer, inlined: &HashMap<NodeId, Inlined>) -> BTr
 fn inlinable(
     body: &Stmts,
     node: &TensorNode,
-    inlined: &HashMap<NodeId, Inlined>,
-    by_data: &BTreeSet<NodeId>,
+    inlined: &FxHashMap<NodeId, Inlined>,
+    by_data: &FxHashSet<NodeId>,
 ) -> Result<Producer, String> {
     // A cell chosen by data has no index to inline the producer at.
     if by_data.contains(&node.id) {
@@ -267,14 +269,14 @@ fn stored_mode(body: &Stmts, node: &TensorNode, first_read: Option<usize>) -> Me
 /// What one walk of a body finds of how its nodes are used.
 struct Uses {
     /// The nodes read other than by their own accumulation, `n[w] := n[w] ⊕ e`.
-    consumed: BTreeSet<NodeId>,
+    consumed: FxHashSet<NodeId>,
     /// The nodes read or written at positions held in data (a gather, a scatter).
-    by_data: BTreeSet<NodeId>,
+    by_data: FxHashSet<NodeId>,
 }
 
 impl Uses {
     fn of(body: &[Stmt]) -> Uses {
-        let (mut consumed, mut by_data) = (BTreeSet::new(), BTreeSet::new());
+        let (mut consumed, mut by_data) = (FxHashSet::default(), FxHashSet::default());
         for stmt in body {
             stmt.walk(&mut |s| {
                 if let Stmt::ScatterAdd { target, .. } = s {
@@ -343,7 +345,7 @@ fn recomputing_moves_less(
     routine: &Routine,
     body: &Stmts,
     producer: &Producer,
-    inlined: &HashMap<NodeId, Inlined>,
+    inlined: &FxHashMap<NodeId, Inlined>,
 ) -> bool {
     let mut sites: usize = 0;
     for_each_site(body, producer.node, producer.position, |_, _, _| sites += 1);
