@@ -42,8 +42,9 @@ fn threads_for(requested: &str, available: usize) -> Result<usize, String> {
     }
 }
 
-/// How many items a thread takes at a time: enough that taking them costs little, few enough
-/// that items of uneven cost spread evenly.
+/// The most items a thread takes at a time: enough that taking them costs little. Fewer where
+/// there are few items, so that a handful of costly ones (the distinct chunks of a routine)
+/// still spread over the threads.
 const BATCH: usize = 16;
 
 /// `f` of every item of `items`, in order, computed on up to `threads` threads.
@@ -52,19 +53,21 @@ pub fn map_in_order<T: Sync, R: Send>(
     threads: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let threads = threads.min(items.len().div_ceil(BATCH));
+    let threads = threads.min(items.len());
     if threads <= 1 {
         return items.iter().map(f).collect();
     }
+    // At least four batches a thread.
+    let batch = (items.len() / (4 * threads)).clamp(1, BATCH);
     let next = AtomicUsize::new(0);
     let work = || {
         let mut done = Vec::new();
         loop {
-            let start = next.fetch_add(BATCH, Ordering::Relaxed);
+            let start = next.fetch_add(batch, Ordering::Relaxed);
             if start >= items.len() {
                 return done;
             }
-            let end = (start + BATCH).min(items.len());
+            let end = (start + batch).min(items.len());
             done.extend((start..end).map(|i| (i, f(&items[i]))));
         }
     };
