@@ -539,15 +539,13 @@ fn generate_kernels(
     // A group alike an earlier one in its own names is that one's kernel over its own buffers:
     // only the first of each kind is written. (A traced kernel names its tensors: each is
     // written.)
-    let own: Vec<Option<OwnKey>> = groups
-        .iter()
-        .map(|group| match group {
+    let own: Vec<Option<OwnKey>> =
+        map_in_order(&groups, super::kernel_threads(), |group| match group {
             _ if traced => None,
             Group::Gemm { .. } => None,
             Group::Parallel { preamble, stmt } => Some(OwnKey::of(preamble.iter().chain([*stmt]))),
             Group::Serial { stmts } => Some(OwnKey::of(*stmts)),
-        })
-        .collect();
+        });
     let first_alike = first_alike(routine, &own);
     let firsts: Vec<usize> = (0..groups.len()).filter(|&i| first_alike[i] == i).collect();
     let mut written = map_in_order(&firsts, super::kernel_threads(), |&i| {
