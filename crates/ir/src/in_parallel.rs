@@ -129,10 +129,13 @@ mod tests {
 
     #[test]
     fn results_come_back_in_order_whatever_the_threads() {
-        let items: Vec<u64> = (0..1000).collect();
-        let expected: Vec<u64> = items.iter().map(|x| x * x + 1).collect();
-        for threads in [1, 2, 3, 8] {
-            assert_eq!(map_in_order(&items, threads, |x| x * x + 1), expected);
+        // Few items (a batch of one each), and many (batches of several).
+        for count in [1, 2, 5, 9, 1000] {
+            let items: Vec<u64> = (0..count).collect();
+            let expected: Vec<u64> = items.iter().map(|x| x * x + 1).collect();
+            for threads in [1, 2, 3, 8] {
+                assert_eq!(map_in_order(&items, threads, |x| x * x + 1), expected);
+            }
         }
         assert!(map_in_order(&[] as &[u64], 4, |x| *x).is_empty());
     }
