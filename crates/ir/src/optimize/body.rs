@@ -63,8 +63,8 @@ pub(super) struct Body<T = Stmt> {
     slots: Vec<Option<T>>,
     /// How many slots are empty.
     empty: usize,
-    writers: FxHashMap<NodeId, Slots>,
-    readers: FxHashMap<NodeId, Slots>,
+    writers: ByNode,
+    readers: ByNode,
 }
 
 /// Slots in increasing order, without repeats: a sorted list rather than a tree, as an index
@@ -76,11 +76,12 @@ type Slots = SmallVec<[u32; 4]>;
 impl<T: Entry> Body<T> {
     /// `stmts`, in slots from 0 on, indexed.
     pub(super) fn new(stmts: Vec<T>) -> Body<T> {
+        let nodes_at_most = 4 * stmts.len() + 1024;
         let mut body = Body {
             slots: Vec::with_capacity(stmts.len()),
             empty: 0,
-            writers: FxHashMap::default(),
-            readers: FxHashMap::default(),
+            writers: ByNode::Dense(Vec::new(), nodes_at_most),
+            readers: ByNode::Dense(Vec::new(), nodes_at_most),
         };
         for stmt in stmts {
             body.slots.push(None);
@@ -120,7 +121,7 @@ impl<T: Entry> Body<T> {
         node: NodeId,
         range: Range<usize>,
     ) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        slots_in(self.writers.get(&node), range)
+        slots_in(self.writers.get(node), range)
     }
 
     /// The slots whose statements read `node`, first to last.
@@ -134,12 +135,12 @@ impl<T: Entry> Body<T> {
         node: NodeId,
         range: Range<usize>,
     ) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        slots_in(self.readers.get(&node), range)
+        slots_in(self.readers.get(node), range)
     }
 
     /// Whether a statement writes or reads `node`.
     pub(super) fn mentions(&self, node: NodeId) -> bool {
-        self.writers.contains_key(&node) || self.readers.contains_key(&node)
+        self.writers.get(node).is_some() || self.readers.get(node).is_some()
     }
 
     /// The position of the statement in `slot` among those left: how messages name it.
@@ -158,10 +159,10 @@ impl<T: Entry> Body<T> {
         self.empty += 1;
         let (writes, reads) = stmt.accesses();
         for node in writes {
-            unlist(&mut self.writers, node, slot);
+            self.writers.unlist(node, slot);
         }
         for node in reads {
-            unlist(&mut self.readers, node, slot);
+            self.readers.unlist(node, slot);
         }
         stmt
     }
@@ -170,10 +171,10 @@ impl<T: Entry> Body<T> {
     pub(super) fn put(&mut self, slot: usize, stmt: T) {
         let (writes, reads) = stmt.accesses();
         for node in writes {
-            list(self.writers.entry(node).or_default(), slot);
+            list(self.writers.slots_mut(node), slot);
         }
         for node in reads {
-            list(self.readers.entry(node).or_default(), slot);
+            list(self.readers.slots_mut(node), slot);
         }
         let old = self.slots[slot].replace(stmt);
         debug_assert!(old.is_none(), "a statement is put only into an empty slot");
@@ -215,12 +216,66 @@ fn list(slots: &mut Slots, slot: usize) {
     }
 }
 
-fn unlist(lists: &mut FxHashMap<NodeId, Slots>, node: NodeId, slot: usize) {
-    if let Some(slots) = lists.get_mut(&node) {
-        if let Ok(at) = slots.binary_search(&number(slot)) {
+/// Each node's slots: in a list indexed by the node's number while the numbers stay below a
+/// bound that grows with the statements (a routine's own nodes, numbered densely, are looked up
+/// in order without a hash, and a large routine's index stays within few cache lines per
+/// statement), else by hash (a few statements over nodes of a large graph).
+#[derive(Debug)]
+enum ByNode {
+    /// The lists by number, and the greatest length the list may take.
+    Dense(Vec<Slots>, usize),
+    Sparse(FxHashMap<NodeId, Slots>),
+}
+
+impl ByNode {
+    /// The slots of `node`, if it has any.
+    fn get(&self, node: NodeId) -> Option<&Slots> {
+        match self {
+            ByNode::Dense(lists, _) => lists.get(node.0 as usize),
+            ByNode::Sparse(lists) => lists.get(&node),
+        }
+        .filter(|slots| !slots.is_empty())
+    }
+
+    /// The slots of `node`, to change.
+    fn slots_mut(&mut self, node: NodeId) -> &mut Slots {
+        let at = node.0 as usize;
+        if let ByNode::Dense(lists, at_most) = self
+            && at >= *at_most
+        {
+            let numbered = std::mem::take(lists).into_iter().enumerate();
+            *self = ByNode::Sparse(
+                numbered
+                    .filter(|(_, slots)| !slots.is_empty())
+                    .map(|(number, slots)| (NodeId(number as u32), slots))
+                    .collect(),
+            );
+        }
+        match self {
+            ByNode::Dense(lists, _) => {
+                if lists.len() <= at {
+                    lists.resize_with(at + 1, Slots::new);
+                }
+                &mut lists[at]
+            }
+            ByNode::Sparse(lists) => lists.entry(node).or_default(),
+        }
+    }
+
+    /// Takes `slot` from `node`'s slots.
+    fn unlist(&mut self, node: NodeId, slot: usize) {
+        let slots = match self {
+            ByNode::Dense(lists, _) => lists.get_mut(node.0 as usize),
+            ByNode::Sparse(lists) => lists.get_mut(&node),
+        };
+        if let Some(slots) = slots
+            && let Ok(at) = slots.binary_search(&number(slot))
+        {
             slots.remove(at);
         }
-        if slots.is_empty() {
+        if let ByNode::Sparse(lists) = self
+            && lists.get(&node).is_some_and(|slots| slots.is_empty())
+        {
             lists.remove(&node);
         }
     }
@@ -266,5 +321,25 @@ mod tests {
         assert_eq!(body.writers(n2).collect::<Vec<_>>(), [1]);
         assert_eq!(body.position(2), 1);
         assert_eq!(body.into_stmts(), [copy(2, 0), copy(3, 1)]);
+    }
+
+    #[test]
+    fn nodes_numbered_far_beyond_the_statements_are_indexed_alike() {
+        // n1 := n0; n100000 := n1; n2 := n100000: the third node's number is past what a list
+        // by number holds for three statements, so the index turns to hashing midway.
+        let far = 100_000;
+        let mut body = Body::new(vec![copy(1, 0), copy(far, 1), copy(2, far)]);
+        assert!(matches!(body.writers, ByNode::Sparse(_)));
+        let (n1, n_far) = (NodeId(1), NodeId(far));
+        assert_eq!(body.writers(n1).collect::<Vec<_>>(), [0]);
+        assert_eq!(body.readers(n1).collect::<Vec<_>>(), [1]);
+        assert_eq!(body.writers(n_far).collect::<Vec<_>>(), [1]);
+        assert_eq!(body.readers(n_far).collect::<Vec<_>>(), [2]);
+        body.take(2);
+        assert_eq!(body.readers(n_far).count(), 0);
+        assert!(body.mentions(n_far));
+        body.take(1);
+        assert!(!body.mentions(n_far));
+        assert!(body.mentions(n1));
     }
 }
