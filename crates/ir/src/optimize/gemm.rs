@@ -11,7 +11,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{PerfectNest, gather};
+use super::{PerfectNest, for_each_access, gather};
 use crate::loops::{GemmPlan, Index, LoopVar, Scalar, Stmt, Var};
 use crate::node::{MemoryMode, NodeId};
 use crate::ops::Binop;
@@ -71,15 +71,8 @@ struct Emitted {
 impl Emitted {
     fn push(&mut self, stmt: Stmt) {
         if !self.zero_fills.is_empty() {
-            stmt.walk(&mut |s| {
-                if let Some(node) = s.written_node() {
-                    self.zero_fills.remove(&node);
-                }
-                for value in s.values() {
-                    value.for_each_get(&mut |node, _| {
-                        self.zero_fills.remove(&node);
-                    });
-                }
+            for_each_access(&stmt, &mut |node, _| {
+                self.zero_fills.remove(&node);
             });
         }
         if let Stmt::Fill { node, value } = stmt

@@ -360,9 +360,22 @@ fn stmt_reads(stmt: &Stmt) -> BTreeSet<NodeId> {
 /// Calls `visit` on each node `stmt` (with everything nested in it) reads, once per read (a
 /// matrix product's through the nest it keeps).
 fn for_each_read(stmt: &Stmt, visit: &mut impl FnMut(NodeId)) {
+    for_each_access(stmt, &mut |node, written| {
+        if !written {
+            visit(node);
+        }
+    });
+}
+
+/// Calls `visit` on each node `stmt` (with everything nested in it) writes, with `true`, and on
+/// each it reads, with `false`: once per access, a matrix product's through the nest it keeps.
+fn for_each_access(stmt: &Stmt, visit: &mut impl FnMut(NodeId, bool)) {
     stmt.walk(&mut |s| {
+        if let Some(node) = s.written_node() {
+            visit(node, true);
+        }
         for value in s.values() {
-            value.for_each_get(&mut |node, _| visit(node));
+            value.for_each_get(&mut |node, _| visit(node, false));
         }
     });
 }
@@ -379,11 +392,8 @@ fn stmt_writes(stmt: &Stmt) -> BTreeSet<NodeId> {
 /// of a large routine is asked, and most mention a handful of nodes).
 fn stmt_accesses(stmt: &Stmt) -> (Vec<NodeId>, Vec<NodeId>) {
     let (mut writes, mut reads) = (Vec::new(), Vec::new());
-    stmt.walk(&mut |s| {
-        writes.extend(s.written_node());
-        for value in s.values() {
-            value.for_each_get(&mut |node, _| reads.push(node));
-        }
+    for_each_access(stmt, &mut |node, written| {
+        if written { &mut writes } else { &mut reads }.push(node)
     });
     for nodes in [&mut writes, &mut reads] {
         nodes.sort_unstable();
