@@ -172,16 +172,20 @@ pub enum Assignment {
         projections: Projections,
     },
     /// `lhs := op(rhs)` where one cell of `rhs` makes `op.length(precision)` consecutive cells
-    /// of `lhs` (row-major over both): the one operation that changes element counts.
+    /// of `lhs` (row-major): the one operation that changes element counts.
     SetVecUnop {
         /// The operation; one application writes `op.length(precision)` cells, for `lhs`'s
         /// precision.
         op: VecUnop,
-        /// The node written, which has no margins: the `i`-th cell of `rhs` (row-major) makes its
-        /// cells from `i · op.length(precision)` on, the values past its last cell dropped.
+        /// The node written, which has no margins: the values of the `i`-th cell of `rhs`
+        /// (row-major) are its cells from `i · op.length(precision)` on, the values past its last
+        /// cell dropped.
         lhs: NodeId,
         /// The node read, one application per cell.
         rhs: NodeId,
+        /// The loops over `rhs`'s cells; the written map gives the first cell each one writes
+        /// (its linear position in `lhs`), so it has no concatenated index.
+        projections: Projections,
     },
     /// A gather: `lhs` is the one-hot product `Σ_v table[…, v, …]·[ids[…] = v]` of the
     /// projections (read maps: `table`, then `ids`), computed without its loop over `v`: each
@@ -338,7 +342,17 @@ impl fmt::Display for Assignment {
                 "scatter({target}, {ids}) =+ {source} ~logic:\"{}\"",
                 projections.label
             ),
-            Assignment::SetVecUnop { op, lhs, rhs } => write!(f, "{lhs} =: {}({rhs})", op.name()),
+            Assignment::SetVecUnop {
+                op,
+                lhs,
+                rhs,
+                projections,
+            } => write!(
+                f,
+                "{lhs} =: {}({rhs}) ~logic:\"{}\"",
+                op.name(),
+                projections.label
+            ),
             Assignment::Fetch { node, op } => match op {
                 FetchOp::Constant(c) => write!(f, "{node} =: {c}"),
                 FetchOp::ConstantFill(values) => {

@@ -16,7 +16,8 @@
 //! A gather lowers as the one-hot product its record describes, without the loop over the
 //! vocabulary: the table is read at the id (a `Lookup`); its gradient adds each point's value
 //! into the cell the id selects (`Stmt::ScatterAdd`), the loops choosing the written cell
-//! outermost (see `gather`).
+//! outermost (see `gather`). A fan-out (`SetVecUnop`) is a nest over its source's cells, each
+//! point writing its values from the linear position of the written map's cell.
 //!
 //! Before an assignment reads a padded node, the node's margins are set to the assignment's
 //! neutral element (0 under a sum, −∞ under a maximum), so that reads there change nothing. A
@@ -210,7 +211,7 @@ impl Context<'_> {
                     accum: *accum,
                     lhs: *lhs,
                     skip_idle_loops: false,
-                    scatter: None,
+                    store: Store::Cell,
                 };
                 let mut stmts = self.margin_resets(*accum, &operands)?;
                 stmts.extend(lowering.run(|point| {
@@ -278,7 +279,7 @@ impl Context<'_> {
                     accum: *accum,
                     lhs: *lhs,
                     skip_idle_loops: true,
-                    scatter: None,
+                    store: Store::Cell,
                 };
                 let mut stmts = self.margin_resets(*accum, sources)?;
                 stmts.extend(lowering.run(|point| block_value(point, projections, *op, sources))?);
@@ -304,7 +305,7 @@ impl Context<'_> {
                         accum: *accum,
                         lhs: *target,
                         skip_idle_loops: true,
-                        scatter: None,
+                        store: Store::Cell,
                     };
                     stmts.extend(lowering.run(|point| {
                         let read = point.read(Slot::Rhs(0), *source)?;
@@ -326,7 +327,12 @@ impl Context<'_> {
                 ids,
                 projections,
             } => self.scatter_add(*target, *source, *ids, projections),
-            Assignment::SetVecUnop { op, lhs, rhs } => self.set_vec(*op, *lhs, *rhs),
+            Assignment::SetVecUnop {
+                op,
+                lhs,
+                rhs,
+                projections,
+            } => self.set_vec(*op, *lhs, *rhs, projections),
             Assignment::Fetch { node, op } => self.fetch(*node, op),
         }
     }
@@ -377,7 +383,15 @@ impl Context<'_> {
         vec![stmt]
     }
 
-    fn set_vec(&self, op: VecUnop, lhs: NodeId, rhs: NodeId) -> Result<Vec<Stmt>, LowerError> {
+    /// One application of `op` per cell of `rhs`, each writing its values from the cell the
+    /// projections' written map gives.
+    fn set_vec(
+        &self,
+        op: VecUnop,
+        lhs: NodeId,
+        rhs: NodeId,
+        projections: &Projections,
+    ) -> Result<Vec<Stmt>, LowerError> {
         let (target, source) = (self.node(lhs)?, self.node(rhs)?);
         let length = op.length(target.precision);
         if target.padding.iter().any(|(l, r)| l + r > 0) {
@@ -402,25 +416,33 @@ impl Context<'_> {
                 target.len()
             )));
         }
-        let strides = row_major_strides(&source.dims);
-        let margins = left_margins(source);
-        Ok(self.over_dims(&source.dims, |positions| {
-            let mut offset = Index::constant(0);
-            for (position, stride) in positions.iter().zip(&strides) {
-                offset.terms.extend(
-                    position
-                        .terms
-                        .iter()
-                        .map(|(c, v)| (c * stride * length as i64, *v)),
-                );
-            }
-            Stmt::SetVec {
-                node: lhs,
-                offset,
-                op,
-                arg: Scalar::Get(rhs, shifted(positions, &margins)),
-            }
-        }))
+        // A write of several cells from one position has no part of a concatenation to write.
+        let concatenated = projections
+            .product_space
+            .iter()
+            .any(|factor| factor.components.len() > 1);
+        if concatenated {
+            return Err(error_of(
+                LowerErrorKind::Concatenation,
+                format!(
+                    "lowering: {} writes {lhs} '{}' from a concatenated index ({})",
+                    op.name(),
+                    target.label,
+                    projections.label
+                ),
+            ));
+        }
+        let lowering = Lowering {
+            context: self,
+            projections,
+            // Every cell is written by the vector stores: nothing to fill first.
+            initialize_neutral: false,
+            accum: Binop::Arg2,
+            lhs,
+            skip_idle_loops: false,
+            store: Store::Vector(op, row_major_strides(&target.dims)),
+        };
+        lowering.run(|point| point.read(Slot::Rhs(0), rhs))
     }
 
     fn fetch(&self, id: NodeId, op: &FetchOp) -> Result<Vec<Stmt>, LowerError> {
@@ -661,9 +683,20 @@ struct Lowering<'a> {
     /// Whether a loop of one component whose variable no access of the nest uses is left out
     /// (block assignments and scatters, whose nests read one source of several).
     skip_idle_loops: bool,
-    /// For a gather's gradient: the ids (read map 1), the written axis they select along and
-    /// its size; each point adds its value into the selected cell.
-    scatter: Option<(NodeId, usize, usize)>,
+    /// How each point's value is stored.
+    store: Store,
+}
+
+/// What a nest's innermost statement does with the value of its point.
+enum Store {
+    /// Accumulates it into the written cell.
+    Cell,
+    /// For a gather's gradient: adds it into the cell the id (read map 1) selects along the
+    /// written axis (its position, then its size).
+    Scatter(NodeId, usize, usize),
+    /// Applies the vector operation to it and writes its values from the written cell on; the
+    /// written node's row-major strides give that cell's linear position.
+    Vector(VecUnop, Vec<i64>),
 }
 
 /// One nest's view: the symbols active in it, with their loop variables, and the ranges of all
@@ -756,21 +789,37 @@ impl Lowering<'_> {
             let Some(value) = value(&point)? else {
                 return Ok(Vec::new());
             };
-            if let Some((ids, axis, size)) = self.scatter {
-                let Some(id) = point.read(Slot::Rhs(1), ids)? else {
-                    return Ok(Vec::new());
-                };
-                let target = Lookup {
-                    node: self.lhs,
-                    index: target,
-                    axis,
-                    size,
-                    id,
-                };
-                return Ok(vec![Stmt::ScatterAdd {
-                    target: Box::new(target),
-                    value,
-                }]);
+            match &self.store {
+                Store::Cell => {}
+                Store::Scatter(ids, axis, size) => {
+                    let Some(id) = point.read(Slot::Rhs(1), *ids)? else {
+                        return Ok(Vec::new());
+                    };
+                    let target = Lookup {
+                        node: self.lhs,
+                        index: target,
+                        axis: *axis,
+                        size: *size,
+                        id,
+                    };
+                    return Ok(vec![Stmt::ScatterAdd {
+                        target: Box::new(target),
+                        value,
+                    }]);
+                }
+                Store::Vector(op, strides) => {
+                    let mut offset = Index::constant(0);
+                    for (position, stride) in target.iter().zip(strides) {
+                        offset.offset += position.offset * stride;
+                        (offset.terms).extend(position.terms.iter().map(|(c, v)| (c * stride, *v)));
+                    }
+                    return Ok(vec![Stmt::SetVec {
+                        node: self.lhs,
+                        offset,
+                        op: *op,
+                        arg: value,
+                    }]);
+                }
             }
             let value = if plain_store {
                 self.first_accumulation(value)

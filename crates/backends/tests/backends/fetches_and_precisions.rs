@@ -145,6 +145,7 @@ fn random_values(precision: Precision, cells: usize) -> (Vec<Value>, Vec<Value>)
             op: VecUnop::Uint4x32ToPrecUniform,
             lhs: NodeId(3),
             rhs: NodeId(2),
+            projections: fan_out(words, cells, length as i64),
         },
     ]);
     let (_, buffers) = run_all(&program, nodes, &[]);
@@ -185,6 +186,7 @@ fn vectorized_fan_out_of_random_bits() {
             op: VecUnop::Uint4x32ToPrecUniform,
             lhs: NodeId(1),
             rhs: NodeId(0),
+            projections: fan_out(3, 8, 4),
         },
         vec![
             typed(0, Precision::Uint4x32, &[3]),

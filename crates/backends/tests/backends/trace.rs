@@ -324,6 +324,7 @@ fn scatters_random_bits_and_words_read_alike_on_both_backends() {
             op: VecUnop::Uint4x32ToPrecUniform,
             lhs: NodeId(4),
             rhs: NodeId(3),
+            projections: fan_out(2, 8, 4),
         },
         Assignment::Fetch {
             node: NodeId(5),

@@ -28,6 +28,16 @@ pub fn affine(terms: &[(i64, u32)], offset: i64) -> AxisIndex {
     AxisIndex::affine(terms.iter().map(|&(c, s)| (c, Symbol(s))), offset)
 }
 
+/// The projections of a fan-out of `words` words into `cells` cells, `length` values a word: a
+/// loop over the words, each writing from cell `length·w` on.
+pub fn fan_out(words: usize, cells: usize, length: i64) -> Projections {
+    projections(
+        &[words],
+        (&[cells], vec![affine(&[(length, 0)], 0)]),
+        vec![(&[words], vec![it(0)])],
+    )
+}
+
 pub fn projections(
     product: &[usize],
     lhs: (&[usize], Vec<AxisIndex>),

@@ -99,7 +99,7 @@ impl Context<'_> {
             accum: Binop::Add,
             lhs,
             skip_idle_loops: false,
-            scatter: None,
+            store: super::Store::Cell,
         };
         let mut stmts = self.margin_resets(Binop::Add, &[table, ids])?;
         stmts.extend(lowering.run(|point| {
@@ -145,7 +145,7 @@ impl Context<'_> {
             accum: Binop::Add,
             lhs: target,
             skip_idle_loops: false,
-            scatter: Some((ids, axis, size)),
+            store: super::Store::Scatter(ids, axis, size),
         };
         let mut stmts = self.margin_resets(Binop::Add, &[source, ids])?;
         stmts.extend(lowering.run(|point| point.read(Slot::Rhs(0), source))?);

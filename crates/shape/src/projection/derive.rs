@@ -10,7 +10,8 @@
 //! The pairs become equations by the rules of the core: an equality, or a broadcast between two
 //! axes of the same size, shares a loop; a broadcast from an axis of size 1 reads it at 0; every
 //! axis of every tensor asks to be iterated; a fixed index pins its axis; the sliced axis of a
-//! batch slice takes the outside symbol.
+//! batch slice takes the outside symbol; a fan-out of random words computes where each word's
+//! values start.
 
 use std::collections::HashMap;
 
@@ -127,16 +128,17 @@ pub fn derive_projections_with_labels(
         Logic::BatchSlice { .. } => &Logic::BatchSlice { static_range: None },
         other => other,
     };
-    if matches!(logic, Logic::Uint4x32ToPrec { .. }) {
-        return Err(ShapeError::of_kind(
-            ShapeErrorKind::Projection,
-            "projection inference for the uint4x32 precision relation is not built yet",
-        ));
-    }
     let generated = generate(logic, &fresh_result, &fresh_operands, &mut vars)?;
     let elaboration = Elaboration::new(vars.n_dims() as u32).run(&generated.constraints, &sizes)?;
     let mut equations = elaboration.equations;
-    let derived = elaboration.derived;
+    let mut derived = elaboration.derived;
+    if let Logic::Uint4x32ToPrec { .. } = logic {
+        derived.extend(fan_out(
+            &generated.constraints,
+            &result_axes,
+            &mut equations,
+        )?);
+    }
     let concats = elaboration.concats;
     sizes.extend(elaboration.anonymous);
     for (name, var) in &generated.labels {
@@ -264,6 +266,66 @@ pub fn derive_projections_with_labels(
         rhs_padding,
         label: logic.to_string(),
     })
+}
+
+/// The equations of a fan-out (`Logic::Uint4x32ToPrec`), read from its two constraints: the
+/// words are exactly one axis `v`, and the result has `coefficient·v` cells. The words' axis is
+/// iterated, and word `w` writes its values from cell `coefficient·w` of the result on,
+/// row-major: the result's innermost axis (`result_axes` are in memory order) is computed as
+/// `coefficient·w` and its other axes are read at 0, since the index runs past the innermost
+/// axis into the rows after it, where row-major order puts those cells. Returns the computed
+/// axis.
+fn fan_out(
+    constraints: &[Constraint],
+    result_axes: &[DimVar],
+    equations: &mut Vec<ProjEq>,
+) -> Result<Option<(ProjId, AffineDim)>, ShapeError> {
+    let unexpected = |what: String| {
+        ShapeError::of_kind(
+            ShapeErrorKind::Projection,
+            format!("projection inference of a fan-out: {what}"),
+        )
+    };
+    let (words, count) = constraints
+        .iter()
+        .find_map(|c| match c {
+            Constraint::Exact { rows, dims } => Some((rows.iter().flat_map(Row::dims), dims)),
+            _ => None,
+        })
+        .ok_or_else(|| unexpected("no axis of words".to_owned()))?;
+    let words: Vec<&Dim> = words.collect();
+    let (&[Dim::Var(words)], [count]) = (words.as_slice(), count.as_slice()) else {
+        return Err(unexpected(format!(
+            "the words must be one axis, not {}",
+            words.len()
+        )));
+    };
+    let coefficient = constraints
+        .iter()
+        .find_map(|c| match c {
+            Constraint::TotalElems {
+                total, coefficient, ..
+            } if total == count => Some(*coefficient),
+            _ => None,
+        })
+        .ok_or_else(|| unexpected("no count of the result's cells".to_owned()))?;
+    equations.push(ProjEq::Iterate(ProjTerm::Proj(ProjId(words.0))));
+    let Some((innermost, outer)) = result_axes.split_last() else {
+        return Ok(None);
+    };
+    for axis in outer {
+        equations.push(ProjEq::Eq(
+            ProjTerm::Proj(ProjId(axis.0)),
+            ProjTerm::Sol(AxisIndex::Fixed(0)),
+        ));
+    }
+    let affine = AffineDim {
+        stride: coefficient,
+        over: Dim::Var(*words),
+        conv: None,
+        offset: 0,
+    };
+    Ok(Some((ProjId(innermost.0), affine)))
 }
 
 /// The margins an affine axis is addressed beyond its size: those of [`padding_of`] for a padded

@@ -11,11 +11,9 @@
 //! regenerated constraints, row alignment, and the equations of equalities, broadcasts, fixed
 //! indices, batch slices and iteration, the second stratum that computes affine (strided and
 //! convolution) indices from the first stratum's loops, and concatenated indices with their
-//! coupled factors, and the padding margins each access addresses (their running maximum per
-//! tensor is `Inference::margins`).
-//!
-//! Not built yet: the projections of the `uint4x32` precision relation (`Logic::Uint4x32ToPrec`),
-//! for which [`derive_projections`] returns an error saying so.
+//! coupled factors, the padding margins each access addresses (their running maximum per
+//! tensor is `Inference::margins`), and the fan-out of random words into values
+//! (`Logic::Uint4x32ToPrec`), whose result is written from a multiple of the word's position.
 
 pub mod classes;
 pub mod derive;

@@ -1,7 +1,7 @@
 //! Projection inference from specs and logics on closed shapes: the worked examples of the seeds
 //! (matmul and its gradients, broadcast, sum by a ones-vector, compose, convolutions, strides,
 //! interleaving, the concatenation table, block matrices), fixed indices, batch slices,
-//! locality, and the errors for open shapes and what is not built yet.
+//! locality, the fan-out of random words, and the errors for open shapes.
 
 use rcannl_ir::{AxisIndex, Slot, Symbol};
 use rcannl_shape::logic::Logic;
@@ -181,15 +181,46 @@ fn the_record_prints_readably() {
 }
 
 #[test]
-fn what_is_not_built_yet_and_open_shapes_are_errors() {
-    let random_bits = derive_projections(
-        &Logic::Uint4x32ToPrec { coefficient: 4 },
-        &out(&[8]),
-        &[out(&[2])],
-        0,
-        None,
+fn a_fan_out_writes_each_words_values_from_a_multiple_of_its_position() {
+    let fan_out = |coefficient, result: Shape, words: Shape| {
+        derive_projections(
+            &Logic::Uint4x32ToPrec { coefficient },
+            &result,
+            &[words],
+            0,
+            None,
+        )
+    };
+    // 2 words, 4 values each, into one axis of 8.
+    let p = fan_out(4, out(&[8]), out(&[2])).unwrap();
+    assert_eq!(p.ranges().len(), 1);
+    assert_eq!(p.ranges()[&Symbol(0)], 2);
+    assert_eq!(p.rhs_index, vec![vec![it(0)]]);
+    assert_eq!(p.lhs_index, vec![affine(&[(4, 0)], 0)]);
+    assert!(p.is_injective() && !p.is_surjective());
+    // Into 3×2×4 (8 values a word): the innermost axis carries the position past its own size,
+    // into the rows after it; the outer axes are read at 0.
+    let p = fan_out(8, shape(&[3], &[], &[2, 4]), shape(&[], &[3], &[])).unwrap();
+    assert_eq!(p.rhs_index, vec![vec![it(0)]]);
+    assert_eq!(
+        p.lhs_index,
+        vec![
+            AxisIndex::Fixed(0),
+            AxisIndex::Fixed(0),
+            affine(&[(8, 0)], 0)
+        ]
     );
-    assert!(random_bits.unwrap_err().message.contains("not built yet"));
+    // One word: no loop, the values written from cell 0.
+    let p = fan_out(2, out(&[2]), out(&[1])).unwrap();
+    assert!(p.product_space.is_empty());
+    assert_eq!(p.lhs_index, vec![affine(&[], 0)]);
+    // The words must be one axis.
+    let err = fan_out(4, out(&[8]), shape(&[], &[1], &[2])).unwrap_err();
+    assert!(err.message.contains("one axis, not 2"), "{err}");
+}
+
+#[test]
+fn open_shapes_and_a_slice_without_its_symbol_are_errors() {
     let open = Shape {
         output: Row::var(rcannl_shape::term::RowVarId(0)),
         ..Shape::default()

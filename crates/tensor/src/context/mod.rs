@@ -14,7 +14,6 @@ use rcannl_backends::settings::install_logger;
 use rcannl_backends::{Backend, Buffers, Executable};
 use rcannl_ir::{Assignment, NodeId, Projections, Rhs, Symbol, TensorNode};
 use rcannl_shape::OpId;
-use rcannl_shape::logic::Logic;
 use rcannl_shape::spec::Kind;
 
 use crate::backend_choice::configured_backend_or_refusal;
@@ -221,10 +220,6 @@ impl Context {
         phases::timed(Phase::Inference, || state.inference.finish())
             .map_err(|e| state.locate_later(e))?;
         for op in state.inference.ops() {
-            // A fan-out of random words writes by offsets and has no projections.
-            if matches!(state.inference.op(op).logic, Logic::Uint4x32ToPrec { .. }) {
-                continue;
-            }
             if let std::collections::hash_map::Entry::Vacant(entry) = self.projections.entry(op) {
                 // A slice's static index gets a placeholder here; each assignment renames it.
                 entry.insert(
@@ -334,13 +329,6 @@ impl Context {
 
     /// The assignment `asg` stands for, over this context's nodes.
     fn assignment(&self, asg: &Asg) -> Result<Assignment, TensorError> {
-        if let AsgRhs::SetVec(op, source) = &asg.rhs {
-            return Ok(Assignment::SetVecUnop {
-                op: *op,
-                lhs: node_of(asg.lhs),
-                rhs: node_of(*source),
-            });
-        }
         let op = &self.projections[&asg.projections.op];
         let mut p = match &asg.projections.view {
             Some((lhs, rhs)) => op.view(*lhs, rhs),
@@ -365,6 +353,7 @@ impl Context {
                 op: *op,
                 lhs,
                 rhs: node_of(*source),
+                projections: p,
             },
             AsgRhs::Expr(expr, operands) => accum(
                 asg,

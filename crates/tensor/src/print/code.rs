@@ -144,9 +144,18 @@ impl Notation {
                     self.logic(&projections.label)
                 )
             }
-            Assignment::SetVecUnop { op, lhs, rhs } => {
-                format!("{} =: {}({})", self.node(*lhs), op.name(), self.node(*rhs))
-            }
+            Assignment::SetVecUnop {
+                op,
+                lhs,
+                rhs,
+                projections,
+            } => format!(
+                "{} =: {}({}){}",
+                self.node(*lhs),
+                op.name(),
+                self.node(*rhs),
+                self.logic(&projections.label)
+            ),
             Assignment::Gather {
                 initialize_neutral,
                 lhs,

@@ -104,7 +104,10 @@ fn gradients_flow_through_a_sum_over_an_empty_axis() {
         let mut ctx = Context::with_backend(&graph, backend);
         forward_and_backprop(&mut ctx, &[&loss], &loss);
         let w_values = ramp(3);
-        assert_eq!(ctx.values(&loss).unwrap(), vec![w_values.iter().sum()]);
+        assert_eq!(
+            ctx.values(&loss).unwrap(),
+            vec![w_values.iter().sum::<f64>()]
+        );
         let ones_plus_sums: Vec<f64> = column_sums(&[], 0, 3).iter().map(|s| 1.0 + s).collect();
         assert_eq!(ctx.grad(&w).unwrap(), ones_plus_sums);
         assert!(ctx.grad(&x).unwrap().is_empty());

@@ -1,5 +1,5 @@
 //! Counter-based randomness on the host: parameters are initialized once, random words fan
-//! out into four floats each, and uniform draws take the precision their users compute in. That
+//! out into four floats each (into any axes, through projection inference), and uniform draws take the precision their users compute in. That
 //! every backend draws the same bits is the conformance suite's (`rcannl-fuzz`'s
 //! `tests/conformance/random.rs`).
 
@@ -115,6 +115,65 @@ fn random_words_fan_out_into_four_floats_each() {
         .map(|v| v.as_f64())
         .collect();
     assert_eq!(ctx.values(&sum).unwrap(), expected);
+}
+
+/// A fan-out goes through projection inference: its loop runs over the words and each writes
+/// its values from a multiple of its position, into whatever axes its use gives the result
+/// (here batch 2, output 4 and input 3: the innermost axis is shorter than one word's values),
+/// alike on every CPU backend; its printed code names its logic.
+#[test]
+fn random_words_fan_out_into_the_axes_their_use_gives() {
+    let per_word = 8; // f16
+    let words = 3;
+    let expected: Vec<f64> = (0..words as u32)
+        .flat_map(|i| {
+            let counter = [i, i ^ 0x9E37_79B9, i ^ 0x6C07_8965, i ^ i.rotate_left(16)];
+            rcannl_ir::value::uniform(
+                rcannl_ir::threefry4x32([7, 0, 0, 0], counter),
+                Precision::F16,
+            )
+        })
+        .map(|v| v.as_f64())
+        .collect();
+    assert_eq!(expected.len(), per_word * words);
+    for backend in backends() {
+        let graph = Graph::new();
+        let counters = graph
+            .data("counters")
+            .shape(&words.to_string())
+            .precision(Precision::U32)
+            .values((0..words).map(|i| i as f64).collect())
+            .build();
+        let halves = graph.seed().threefry(&counters).to_uniform(Precision::F16);
+        let zeros = graph
+            .data("zeros")
+            .shape("2|3->4")
+            .precision(Precision::F16)
+            .values(vec![0.0; 24])
+            .build();
+        graph.same_shape(&halves, &zeros);
+        let sum = &halves + &zeros;
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.set_seed(7);
+        // The draws are kept too, for their print.
+        let forward = ctx.forward(&[&sum, &halves]).unwrap();
+        ctx.run(&forward).unwrap();
+        assert_eq!(ctx.values(&sum).unwrap(), expected);
+        let printed = ctx
+            .print(
+                &halves,
+                &rcannl_tensor::print::PrintOptions {
+                    code: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(
+            printed.contains(&format!("{} =: uint4x32_to_prec_uniform(", halves.label()))
+                && printed.contains("~logic:\"U4x32\""),
+            "{printed}"
+        );
+    }
 }
 
 /// The stream is pinned: a seed gives the same parameters from one version to the next (these
