@@ -176,6 +176,44 @@ fn random_words_fan_out_into_the_axes_their_use_gives() {
     }
 }
 
+/// A parameter's draws are the values of an ordinary tensor expression, which a routine computes
+/// alike on every CPU backend: the key is Threefry of the seed and the parameter's id (a 64-bit
+/// integer), word `w` is Threefry of the key and `w` (a 32-bit one), each word fans out into two
+/// f64 uniforms of which cell `i` takes the `i`-th, and a uniform init scales them, the result
+/// rounded once into the parameter's precision.
+#[test]
+fn a_parameters_draws_are_the_values_of_a_tensor_expression() {
+    for backend in backends() {
+        let graph = Graph::new();
+        // 5 cells: 3 words, the last one's second value unused.
+        let w = graph
+            .param("w")
+            .shape("5")
+            .init(Init::Uniform(2.0, 3.0))
+            .build();
+        let id = graph.number_in(w.id() as f64, Precision::I64);
+        let counters = graph
+            .data("counters")
+            .shape("3")
+            .precision(Precision::U32)
+            .values(vec![0.0, 1.0, 2.0])
+            .build();
+        let key = graph.seed().threefry(&id);
+        let uniforms = key.threefry(&counters).to_uniform(Precision::F64);
+        let drawn = &uniforms * 1.0 + 2.0;
+        let mut ctx = Context::with_backend(&graph, backend);
+        ctx.set_seed(11);
+        ctx.init_params().unwrap();
+        let routine = ctx.forward(&[&drawn]).unwrap();
+        ctx.run(&routine).unwrap();
+        let expected: Vec<f64> = ctx.values(&drawn).unwrap()[..5]
+            .iter()
+            .map(|v| f64::from(*v as f32))
+            .collect();
+        assert_eq!(ctx.values(&w).unwrap(), expected);
+    }
+}
+
 /// The stream is pinned: a seed gives the same parameters from one version to the next (these
 /// values were drawn by the compiled initialization routine that preceded the host's draws), so
 /// a model written with a seed trains from the same start.
