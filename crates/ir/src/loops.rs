@@ -94,6 +94,24 @@ impl Index {
     pub fn vars(&self) -> impl Iterator<Item = Var> + '_ {
         self.terms.iter().map(|(_, v)| *v)
     }
+
+    /// The row-major flat offset of the position `index` in a buffer of `dims`: one term per
+    /// variable, in the order the axes mention them from the innermost out.
+    pub fn flat(index: &[Index], dims: &[usize]) -> Index {
+        let mut flat = Index::constant(0);
+        let mut stride = 1i64;
+        for (axis, dim) in index.iter().zip(dims).rev() {
+            flat.offset += axis.offset * stride;
+            for (c, var) in &axis.terms {
+                match flat.terms.iter_mut().find(|(_, v)| v == var) {
+                    Some((total, _)) => *total += c * stride,
+                    None => flat.terms.push((c * stride, *var)),
+                }
+            }
+            stride *= *dim as i64;
+        }
+        flat
+    }
 }
 
 /// Whether a read at `index`, inside a loop over `var` whose iterations write the read node at

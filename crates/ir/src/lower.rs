@@ -440,7 +440,7 @@ impl Context<'_> {
             accum: Binop::Arg2,
             lhs,
             skip_idle_loops: false,
-            store: Store::Vector(op, row_major_strides(&target.dims)),
+            store: Store::Vector(op),
         };
         lowering.run(|point| point.read(Slot::Rhs(0), rhs))
     }
@@ -694,9 +694,9 @@ enum Store {
     /// For a gather's gradient: adds it into the cell the id (read map 1) selects along the
     /// written axis (its position, then its size).
     Scatter(NodeId, usize, usize),
-    /// Applies the vector operation to it and writes its values from the written cell on; the
-    /// written node's row-major strides give that cell's linear position.
-    Vector(VecUnop, Vec<i64>),
+    /// Applies the vector operation to it and writes its values from the written cell's flat
+    /// offset on.
+    Vector(VecUnop),
 }
 
 /// One nest's view: the symbols active in it, with their loop variables, and the ranges of all
@@ -807,15 +807,11 @@ impl Lowering<'_> {
                         value,
                     }]);
                 }
-                Store::Vector(op, strides) => {
-                    let mut offset = Index::constant(0);
-                    for (position, stride) in target.iter().zip(strides) {
-                        offset.offset += position.offset * stride;
-                        (offset.terms).extend(position.terms.iter().map(|(c, v)| (c * stride, *v)));
-                    }
+                Store::Vector(op) => {
+                    let dims = &self.context.node(self.lhs)?.dims;
                     return Ok(vec![Stmt::SetVec {
                         node: self.lhs,
-                        offset,
+                        offset: Index::flat(&target, dims),
                         op: *op,
                         arg: value,
                     }]);

@@ -177,18 +177,8 @@ fn plan_of(stmt: &Stmt, routine: &Routine) -> Option<GemmPlan> {
 /// The coefficient of each loop variable in the row-major flat offset of `index` into a buffer of
 /// `dims`.
 pub fn flat_coefficients(index: &[Index], dims: &[usize]) -> Vec<(Var, i64)> {
-    let mut coefficients: Vec<(Var, i64)> = Vec::new();
-    let mut stride = 1i64;
-    for (axis, dim) in index.iter().zip(dims).rev() {
-        for (c, var) in &axis.terms {
-            match coefficients.iter_mut().find(|(v, _)| v == var) {
-                Some((_, total)) => *total += c * stride,
-                None => coefficients.push((*var, c * stride)),
-            }
-        }
-        stride *= *dim as i64;
-    }
-    coefficients
+    let flat = Index::flat(index, dims);
+    flat.terms.into_iter().map(|(c, var)| (var, c)).collect()
 }
 
 /// Whether distinct values of the `loops` give distinct flat offsets of `index`: sorted by the size
