@@ -259,7 +259,10 @@ mod tests {
 
     #[test]
     fn graphs_for_a_gpu_are_the_same_graphs_in_f32() {
-        let gpu = Precisions::Gpu { f16: false };
+        let gpu = Precisions::Gpu {
+            f16: false,
+            int64: false,
+        };
         for seed in 0..20 {
             let (_, _, _, recipe) = graph(seed, &Graph::new());
             let (params, _, precision, device_recipe) = graph_in(seed, &Graph::new(), gpu);

@@ -56,13 +56,14 @@ pub fn close(a: f64, b: f64, relative: f64) -> bool {
 pub enum Precisions {
     /// Every precision a generator knows.
     All,
-    /// Those a GPU holds: f32, bf16, fp8, i32, u32, u16, u8, i8 and 128-bit words, and f16 where
-    /// `f16` says the device has it (`rcannl_gpu::holds` decides the same). A 64-bit precision
-    /// is drawn as f32 (f64) or i32 (i64, u64), and f16 elsewhere as f32, so that a seed makes
-    /// the same case otherwise (the same draws follow). Integers stay within the 32
-    /// bits a GPU computes them in: no integer program takes an exponential, a reciprocal or a
-    /// logarithm (which leave 32 bits at 0 and beyond), the identity instead.
-    Gpu { f16: bool },
+    /// Those a GPU holds: f32, bf16, fp8, i32, u32, u16, u8, i8 and 128-bit words, f16 where
+    /// `f16` says the device has it, i64 and u64 where `int64` does (`rcannl_gpu::holds` decides
+    /// the same). A precision it lacks is drawn as f32 (f64, f16) or i32 (i64, u64), so that a
+    /// seed makes the same case otherwise (the same draws follow). Integers stay within the 32
+    /// bits a GPU computes 32-bit programs in: no integer program takes an exponential, a
+    /// reciprocal or a logarithm (which leave 32 bits at 0 and beyond, and which a GPU computes
+    /// through f32 where the host computes through f64), the identity instead.
+    Gpu { f16: bool, int64: bool },
 }
 
 impl Precisions {
@@ -92,7 +93,8 @@ impl Precisions {
                 | Precision::I8
                 | Precision::Uint4x32),
             ) => p,
-            (Precisions::Gpu { f16: true }, Precision::F16) => Precision::F16,
+            (Precisions::Gpu { f16: true, .. }, Precision::F16) => Precision::F16,
+            (Precisions::Gpu { int64: true, .. }, p @ (Precision::I64 | Precision::U64)) => p,
             (Precisions::Gpu { .. }, p) => match p.kind() {
                 Kind::Int => Precision::I32,
                 _ => Precision::F32,
@@ -160,7 +162,10 @@ mod tests {
 
     #[test]
     fn gpu_integer_programs_take_no_operation_that_leaves_32_bits() {
-        let gpu = Precisions::Gpu { f16: true };
+        let gpu = Precisions::Gpu {
+            f16: true,
+            int64: true,
+        };
         for op in [Unop::Exp, Unop::Recip, Unop::Log] {
             assert_eq!(gpu.fit_unop(op, Kind::Int), Unop::Identity);
             assert_eq!(gpu.fit_unop(op, Kind::Float), op);
@@ -174,16 +179,23 @@ mod tests {
         for p in Precision::ALL {
             assert_eq!(Precisions::All.fit(p), p);
         }
-        let without_f16 = Precisions::Gpu { f16: false };
-        let with_f16 = Precisions::Gpu { f16: true };
+        // Columns: drawn, fitted for a GPU offering neither f16 nor int64, for one offering both.
+        let bare = Precisions::Gpu {
+            f16: false,
+            int64: false,
+        };
+        let full = Precisions::Gpu {
+            f16: true,
+            int64: true,
+        };
         let expected = [
             (Precision::U8, Precision::U8, Precision::U8),
             (Precision::I8, Precision::I8, Precision::I8),
             (Precision::U16, Precision::U16, Precision::U16),
             (Precision::I32, Precision::I32, Precision::I32),
             (Precision::U32, Precision::U32, Precision::U32),
-            (Precision::I64, Precision::I32, Precision::I32),
-            (Precision::U64, Precision::I32, Precision::I32),
+            (Precision::I64, Precision::I32, Precision::I64),
+            (Precision::U64, Precision::I32, Precision::U64),
             (Precision::Fp8, Precision::Fp8, Precision::Fp8),
             (Precision::F16, Precision::F32, Precision::F16),
             (Precision::Bf16, Precision::Bf16, Precision::Bf16),
@@ -197,8 +209,8 @@ mod tests {
         ];
         assert_eq!(expected.len(), Precision::ALL.len());
         for (drawn, without, with) in expected {
-            assert_eq!(without_f16.fit(drawn), without, "{drawn} without f16");
-            assert_eq!(with_f16.fit(drawn), with, "{drawn} with f16");
+            assert_eq!(bare.fit(drawn), without, "{drawn} without f16 and int64");
+            assert_eq!(full.fit(drawn), with, "{drawn} with f16 and int64");
         }
     }
 }

@@ -487,7 +487,10 @@ mod tests {
 
     #[test]
     fn programs_for_a_gpu_draw_the_same_cases_in_the_precisions_it_holds() {
-        let gpu = Precisions::Gpu { f16: false };
+        let gpu = Precisions::Gpu {
+            f16: false,
+            int64: false,
+        };
         let mut mapped = 0;
         for seed in 0..100 {
             let (host, device) = (program(seed), program_in(seed, gpu));

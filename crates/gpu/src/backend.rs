@@ -22,6 +22,7 @@ use rcannl_ir::{Kind, MemoryMode, NodeId, Routine, Stmt, Symbol};
 
 use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
+use crate::kernel::computes_int64;
 use crate::memory::DeviceMemory;
 use crate::wgsl::{Class, Placement, Program, check_precisions, generate, holds};
 use rcannl_backends::{settings, traffic};
@@ -159,7 +160,11 @@ impl Backend for Gpu {
             .into_iter()
             .filter_map(|kind| {
                 let cells = program.spill_cells(kind);
-                let cell_bytes = if kind == Kind::Word { 16 } else { 4 };
+                let cell_bytes = match kind {
+                    Kind::Word => 16,
+                    Kind::Int if computes_int64(routine) => 8,
+                    _ => 4,
+                };
                 (cells > 0).then(|| {
                     let label = format!("rcannl spilled {kind:?} locals");
                     let spill = buffer(&label, cells * cell_bytes, wgpu::BufferUsages::STORAGE);

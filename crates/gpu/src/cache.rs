@@ -18,12 +18,14 @@ const MAGIC: &str = "// rcannl gpu program 3";
 
 /// Everything that decides what the generator makes of a routine: its own source, so that a
 /// changed generator never reads what an older one kept.
-const GENERATOR: [&str; 6] = [
+const GENERATOR: [&str; 8] = [
     include_str!("wgsl.rs"),
     include_str!("kernel.rs"),
     include_str!("product.rs"),
     include_str!("schedule.rs"),
     include_str!("prelude.wgsl"),
+    include_str!("prelude_i32.wgsl"),
+    include_str!("prelude_i64.wgsl"),
     include_str!("cache.rs"),
 ];
 
@@ -31,7 +33,7 @@ const GENERATOR: [&str; 6] = [
 pub(crate) fn name(routine: &Routine, features: DeviceFeatures) -> String {
     let text = routine.to_string();
     let mut parts: Vec<&[u8]> = GENERATOR.iter().map(|s| s.as_bytes()).collect();
-    let features = [u8::from(features.f16)];
+    let features = [u8::from(features.f16), u8::from(features.int64)];
     parts.push(&features);
     parts.push(text.as_bytes());
     format!("gpu_{}.wgsl", cache::key(&parts))

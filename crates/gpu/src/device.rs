@@ -193,8 +193,11 @@ impl Device {
         let Adapter { adapter, info } = adapter;
         let offered = adapter.features();
         let f16 = offered.contains(wgpu::Features::SHADER_F16);
-        let required_features =
-            offered & (wgpu::Features::SHADER_F16 | wgpu::Features::PIPELINE_CACHE);
+        let int64 = offered.contains(wgpu::Features::SHADER_INT64);
+        let required_features = offered
+            & (wgpu::Features::SHADER_F16
+                | wgpu::Features::SHADER_INT64
+                | wgpu::Features::PIPELINE_CACHE);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rcannl"),
@@ -243,7 +246,7 @@ impl Device {
             device,
             queue,
             info: info.clone(),
-            features: DeviceFeatures { f16 },
+            features: DeviceFeatures { f16, int64 },
             limits,
             arena_bytes,
             errors,
@@ -268,6 +271,11 @@ impl Device {
     /// Whether the device holds f16 cells.
     pub fn has_f16(&self) -> bool {
         self.features.f16
+    }
+
+    /// What the device offers that code generation depends on.
+    pub fn features(&self) -> DeviceFeatures {
+        self.features
     }
 
     /// The errors the device reported since the last call, as one error.

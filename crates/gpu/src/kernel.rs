@@ -15,10 +15,24 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use rcannl_backends::emit::{kind_name, var_name};
-use rcannl_ir::{Kind, MemoryMode, NodeId, Precision, Routine, Symbol, Var};
+use rcannl_ir::{Kind, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, Var};
 
-/// The definitions every kernel starts with.
-pub const PRELUDE: &str = include_str!("prelude.wgsl");
+/// The definitions every kernel starts with, where integers compute in `i32`: `rc_int` names
+/// the type integers compute in, and the functions that differ with its width follow the shared
+/// ones.
+pub const PRELUDE: &str = concat!(
+    "alias rc_int = i32;\n",
+    include_str!("prelude.wgsl"),
+    include_str!("prelude_i32.wgsl")
+);
+
+/// The definitions every kernel starts with, where integers compute in `i64` (a routine holding
+/// 64-bit integers, on a device with `shader-int64`).
+pub const PRELUDE_I64: &str = concat!(
+    "alias rc_int = i64;\n",
+    include_str!("prelude.wgsl"),
+    include_str!("prelude_i64.wgsl")
+);
 
 /// Invocations per workgroup of a parallel kernel.
 pub const WORKGROUP: u32 = 64;
@@ -34,13 +48,25 @@ pub enum Class {
     I32,
     /// `u32` cells.
     U32,
+    /// `i64` cells (on devices with `shader-int64`).
+    I64,
+    /// `u64` cells (on devices with `shader-int64`).
+    U64,
     /// 128-bit words, `vec4<u32>`.
     Word,
 }
 
 impl Class {
     /// Every class, in the order kernels bind them.
-    pub const ALL: [Class; 5] = [Class::F32, Class::F16, Class::I32, Class::U32, Class::Word];
+    pub const ALL: [Class; 7] = [
+        Class::F32,
+        Class::F16,
+        Class::I32,
+        Class::U32,
+        Class::I64,
+        Class::U64,
+        Class::Word,
+    ];
 
     /// The class cells of `precision` are stored in (for the precisions a device holds): bf16
     /// and fp8 widened to `f32`, u8, i8 and u16 to `i32` (see [`Class::widens`]).
@@ -49,6 +75,8 @@ impl Class {
             Precision::F16 => Class::F16,
             Precision::I32 | Precision::U8 | Precision::I8 | Precision::U16 => Class::I32,
             Precision::U32 => Class::U32,
+            Precision::I64 => Class::I64,
+            Precision::U64 => Class::U64,
             Precision::Uint4x32 => Class::Word,
             _ => Class::F32,
         }
@@ -67,6 +95,8 @@ impl Class {
             Class::F16 => "f16",
             Class::I32 => "i32",
             Class::U32 => "u32",
+            Class::I64 => "i64",
+            Class::U64 => "u64",
             Class::Word => "vec4<u32>",
         }
     }
@@ -75,6 +105,7 @@ impl Class {
     pub fn cell_bytes(self) -> u64 {
         match self {
             Class::F16 => 2,
+            Class::I64 | Class::U64 => 8,
             Class::Word => 16,
             _ => 4,
         }
@@ -87,6 +118,8 @@ impl Class {
             Class::F16 => "f16",
             Class::I32 => "i32",
             Class::U32 => "u32",
+            Class::I64 => "i64",
+            Class::U64 => "u64",
             Class::Word => "w",
         }
     }
@@ -175,7 +208,8 @@ impl Program {
                 }
             )
             .expect("writing to a string");
-            out.push_str(&kernel.source.replace(PRELUDE, ""));
+            let body = kernel.source.replace(PRELUDE, "");
+            out.push_str(&body.replace(PRELUDE_I64, ""));
             out.push('\n');
         }
         out
@@ -219,6 +253,8 @@ pub(crate) struct Layout<'a> {
     pub statics: &'a [Symbol],
     pub placed: &'a [NodeId],
     pub placement: &'a Placement,
+    /// Whether integers compute in `i64` ([`computes_int64`]).
+    pub int64: bool,
 }
 
 impl Layout<'_> {
@@ -264,7 +300,7 @@ impl Layout<'_> {
         if arenas.iter().any(|a| a.class == Class::F16) {
             head.push_str("enable f16;\n");
         }
-        head.push_str(PRELUDE);
+        head.push_str(if self.int64 { PRELUDE_I64 } else { PRELUDE });
         for (i, arena) in arenas.iter().enumerate() {
             writeln!(
                 head,
@@ -313,19 +349,36 @@ impl Layout<'_> {
     }
 }
 
+/// Whether the integers of `routine` compute in `i64`: where it holds 64-bit integers (cells or
+/// locals), which only a device with `shader-int64` runs. Elsewhere they compute in `i32`, which
+/// every device has and which runs faster.
+pub(crate) fn computes_int64(routine: &Routine) -> bool {
+    let wide = |p: Precision| matches!(p, Precision::I64 | Precision::U64);
+    let mut found = routine.nodes.values().any(|n| wide(n.precision));
+    for stmt in &routine.body {
+        stmt.walk(&mut |s| {
+            if let Stmt::Local { precision, .. } = s {
+                found |= wide(*precision);
+            }
+        });
+    }
+    found
+}
+
 /// The WGSL type values of compute kind `kind` are computed in: floats in `f32`, integers in
-/// `i32`, words in `vec4<u32>`.
-pub(crate) fn compute_type(kind: Kind) -> &'static str {
+/// `i32` (`i64` where `int64`), words in `vec4<u32>`.
+pub(crate) fn compute_type(kind: Kind, int64: bool) -> &'static str {
     match kind {
         Kind::Float => "f32",
+        Kind::Int if int64 => "i64",
         Kind::Int => "i32",
         Kind::Word => "vec4<u32>",
     }
 }
 
 /// The declaration of the spill array of `kind`, bound at `binding`.
-pub(crate) fn spill_declaration(binding: usize, kind: Kind) -> String {
-    let ty = compute_type(kind);
+pub(crate) fn spill_declaration(binding: usize, kind: Kind, int64: bool) -> String {
+    let ty = compute_type(kind, int64);
     format!(
         "@group(0) @binding({binding}) var<storage, read_write> rc_spill_{}: array<{ty}>;\n",
         kind_name(kind)

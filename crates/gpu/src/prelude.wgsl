@@ -1,6 +1,8 @@
 // The definitions every generated kernel starts with: choices between values with the
 // interpreter's NaN rules, integer division and powers that never trap, Threefry-4x32, and random
-// bits as uniform values. Floats compute in f32, integers in i32, 128-bit words in vec4<u32>.
+// bits as uniform values. Floats compute in f32, integers in rc_int (i32, or i64 in a routine
+// holding 64-bit integers), 128-bit words in vec4<u32>. The functions whose bodies differ with
+// rc_int's width follow, in prelude_i32.wgsl or prelude_i64.wgsl.
 
 fn rc_nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
 fn rc_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
@@ -9,9 +11,9 @@ fn rc_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
 // values to be a minimum or maximum (SPIR-V without NaN preservation), which drop a NaN.
 fn rc_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn rc_relu(x: f32) -> f32 { return select(select(x, 0.0, x <= 0.0), x, rc_isnan(x)); }
-fn rc_irelu(x: i32) -> i32 { return max(x, 0); }
+fn rc_irelu(x: rc_int) -> rc_int { return max(x, rc_int(0)); }
 fn rc_relu_gate(a: f32, b: f32) -> f32 { return select(select(0.0, b, a > 0.0), a, rc_isnan(a)); }
-fn rc_irelu_gate(a: i32, b: i32) -> i32 { return select(0, b, a > 0); }
+fn rc_irelu_gate(a: rc_int, b: rc_int) -> rc_int { return select(rc_int(0), b, a > rc_int(0)); }
 fn rc_sat01_gate(a: f32, b: f32) -> f32 {
   return select(select(0.0, b, a > 0.0 && a < 1.0), a, rc_isnan(a));
 }
@@ -20,27 +22,11 @@ fn rc_min(a: f32, b: f32) -> f32 { return select(b, a, rc_isnan(a) || (!rc_isnan
 fn rc_sat01(x: f32) -> f32 {
   return select(select(select(x, 1.0, x > 1.0), 0.0, x < 0.0), x, rc_isnan(x));
 }
-fn rc_isat01(x: i32) -> i32 { return clamp(x, 0, 1); }
+fn rc_isat01(x: rc_int) -> rc_int { return clamp(x, rc_int(0), rc_int(1)); }
 fn rc_truth(c: bool) -> f32 { return select(0.0, 1.0, c); }
 // A condition holds where it is not 0: NaN holds.
 fn rc_holds(c: f32) -> bool { return c != 0.0 || rc_isnan(c); }
-fn rc_itruth(c: bool) -> i32 { return select(0, 1, c); }
-
-// Floats into integers as the interpreter converts them before an i32 store: truncated and
-// saturated into 64 bits (NaN is 0), then wrapped to the low 32 bits. Beyond 2^31 in magnitude an
-// f32 is an integer, its low 32 bits its mantissa shifted; from 2^63 on it saturates.
-fn rc_f2i(x: f32) -> i32 {
-  let bits = bitcast<u32>(x);
-  let magnitude = bits & 0x7fffffffu;
-  let negative = bits >= 0x80000000u;
-  if (magnitude > 0x7f800000u) { return 0; }
-  if (magnitude < 0x4f000000u) { return i32(x); }
-  if (magnitude >= 0x5f000000u) { return select(-1, 0, negative); }
-  let shift = (magnitude >> 23u) - 150u;
-  let mantissa = (magnitude & 0x7fffffu) | 0x800000u;
-  let low = select(0u, mantissa << min(shift, 31u), shift < 32u);
-  return bitcast<i32>(select(low, 0u - low, negative));
-}
+fn rc_itruth(c: bool) -> rc_int { return select(rc_int(0), rc_int(1), c); }
 
 // A gather's id: whether it selects a cell along an axis of `size` (an integer in 0..size; NaN,
 // -1 and anything past the axis select none), and the position it selects, 0 where none, so
@@ -54,16 +40,16 @@ fn rc_row(id: f32, size: i32) -> i32 {
 }
 
 // An integer division or remainder by zero gives 0, as on the C backend.
-fn rc_idiv(a: i32, b: i32) -> i32 {
-  let special = b == 0 || b == -1;
-  let q = a / select(b, 1, special);
-  return select(select(q, 0 - a, b == -1), 0, b == 0);
+fn rc_idiv(a: rc_int, b: rc_int) -> rc_int {
+  let special = b == rc_int(0) || b == rc_int(-1);
+  let q = a / select(b, rc_int(1), special);
+  return select(select(q, rc_int(0) - a, b == rc_int(-1)), rc_int(0), b == rc_int(0));
 }
-fn rc_imod(a: i32, b: i32) -> i32 {
-  let special = b == 0 || b == -1;
-  var r = a % select(b, 1, special);
-  r = select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
-  return select(r, 0, special);
+fn rc_imod(a: rc_int, b: rc_int) -> rc_int {
+  let special = b == rc_int(0) || b == rc_int(-1);
+  var r = a % select(b, rc_int(1), special);
+  r = select(r, r + b, r != rc_int(0) && ((r < rc_int(0)) != (b < rc_int(0))));
+  return select(r, rc_int(0), special);
 }
 
 // x^y with the meaning of the C library's pow on the values training meets: small integer
@@ -80,14 +66,14 @@ fn rc_pow(a: f32, b: f32) -> f32 {
   }
   return m;
 }
-fn rc_ipow(a: i32, b: i32) -> i32 {
-  if (b < 0) { return rc_f2i(rc_pow(f32(a), f32(b))); }
-  var result = 1;
+fn rc_ipow(a: rc_int, b: rc_int) -> rc_int {
+  if (b < rc_int(0)) { return rc_f2i(rc_pow(f32(a), f32(b))); }
+  var result = rc_int(1);
   var base = a;
   var e = b;
   loop {
-    if (e <= 0) { break; }
-    if ((e & 1) != 0) { result = result * base; }
+    if (e <= rc_int(0)) { break; }
+    if ((e & rc_int(1)) != rc_int(0)) { result = result * base; }
     base = base * base;
     e = e >> 1u;
   }
@@ -148,11 +134,14 @@ fn rc_uniform_bf16(w: vec4<u32>, k: u32) -> f32 {
 fn rc_uniform_fp8(w: vec4<u32>, k: u32) -> f32 {
   return f32((w[k / 4u] >> (8u * (k % 4u) + 5u)) & 7u) * 0.125;
 }
-fn rc_uniform_u8(w: vec4<u32>, k: u32) -> i32 { return i32((w[k / 4u] >> (8u * (k % 4u))) & 0xFFu); }
-fn rc_uniform_i8(w: vec4<u32>, k: u32) -> i32 { return rc_wrap_i8(rc_uniform_u8(w, k)); }
-fn rc_uniform_u16(w: vec4<u32>, k: u32) -> i32 { return i32((w[k / 2u] >> (16u * (k % 2u))) & 0xFFFFu); }
-fn rc_uniform_i32(w: vec4<u32>, k: u32) -> i32 { return bitcast<i32>(w[k]); }
-fn rc_uniform_u32(w: vec4<u32>, k: u32) -> i32 { return bitcast<i32>(w[k]); }
+fn rc_uniform_u8(w: vec4<u32>, k: u32) -> rc_int {
+  return rc_int((w[k / 4u] >> (8u * (k % 4u))) & 0xFFu);
+}
+fn rc_uniform_i8(w: vec4<u32>, k: u32) -> rc_int { return rc_wrap_i8(rc_uniform_u8(w, k)); }
+fn rc_uniform_u16(w: vec4<u32>, k: u32) -> rc_int {
+  return rc_int((w[k / 2u] >> (16u * (k % 2u))) & 0xFFFFu);
+}
+fn rc_uniform_i32(w: vec4<u32>, k: u32) -> rc_int { return rc_int(bitcast<i32>(w[k])); }
 fn rc_uniform_uint4x32(w: vec4<u32>, k: u32) -> vec4<u32> { return w; }
 
 // Cells WGSL has no type for, held widened: bf16 and fp8 in f32 cells, u8, i8 and u16 in i32
@@ -160,9 +149,9 @@ fn rc_uniform_uint4x32(w: vec4<u32>, k: u32) -> vec4<u32> { return w; }
 // exactly what the precision's own cell would (the host narrows it back when it reads).
 // Functions rather than expressions: a shift or a mask of a constant would be evaluated when the
 // shader is made, where an overflow is an error.
-fn rc_wrap_u8(v: i32) -> i32 { return v & 255; }
-fn rc_wrap_i8(v: i32) -> i32 { return ((v & 255) ^ 128) - 128; }
-fn rc_wrap_u16(v: i32) -> i32 { return v & 65535; }
+fn rc_wrap_u8(v: rc_int) -> rc_int { return v & rc_int(255); }
+fn rc_wrap_i8(v: rc_int) -> rc_int { return ((v & rc_int(255)) ^ rc_int(128)) - rc_int(128); }
+fn rc_wrap_u16(v: rc_int) -> rc_int { return v & rc_int(65535); }
 
 // bf16's bits: the upper half of the f32's, rounded to nearest, ties to even; a NaN stays quiet.
 fn rc_bf16_bits(f: f32) -> u32 {

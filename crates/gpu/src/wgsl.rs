@@ -10,12 +10,14 @@
 //! another precision runs as the nest it was recognized in.
 //!
 //! Values are computed as the interpreter computes them, in WGSL's types: floats in `f32` (f16
-//! cells converted on load and rounded on store), integers in `i32` (wrapping: WGSL has no 64-bit
-//! integers, so results agree with the interpreter's `i64` while every intermediate fits in 32
-//! bits), 128-bit words in `vec4<u32>`. Precisions WGSL has no type for are held widened (bf16 and
-//! fp8 in `f32` cells, u8, i8 and u16 in `i32` cells), rounded or wrapped where they are stored.
-//! A 64-bit precision (f64, i64, u64), and f16 on a device without `shader-f16`, is an error
-//! naming the tensor.
+//! cells converted on load and rounded on store), integers in `i32`, 128-bit words in
+//! `vec4<u32>`. A routine holding 64-bit integers (i64, u64 cells, on a device with
+//! `shader-int64`) computes its integers in `i64`, as the interpreter computes every integer;
+//! elsewhere `i32` arithmetic wraps, and results agree with the interpreter's while every
+//! intermediate fits in 32 bits. Precisions WGSL has no type for are held widened (bf16 and fp8
+//! in `f32` cells, u8, i8 and u16 in `i32` cells), rounded or wrapped where they are stored.
+//! f64 (naga has no f64 math functions), i64 and u64 on a device without `shader-int64`, and f16
+//! on one without `shader-f16`, are errors naming the tensor.
 
 use std::fmt::Write;
 
@@ -28,7 +30,7 @@ use rcannl_ir::{
 pub use crate::kernel::{Arena, Class, Kernel, PRELUDE, Placement, Program, WORKGROUP};
 pub use rcannl_backends::emit::CodegenError;
 
-use crate::kernel::{Layout, compute_type, placed_nodes, spill_declaration};
+use crate::kernel::{Layout, compute_type, computes_int64, placed_nodes, spill_declaration};
 
 use crate::product;
 use crate::schedule::{self, ITERATION_BUDGET};
@@ -43,6 +45,8 @@ pub(crate) fn error(kind: CodegenErrorKind, message: String) -> CodegenError {
 pub struct DeviceFeatures {
     /// `shader-f16`: f16 cells in storage buffers.
     pub f16: bool,
+    /// `shader-int64`: 64-bit integers in shaders.
+    pub int64: bool,
 }
 
 /// WGSL as the prelude extends it, with tensors in arenas laid out as `layout` says: the dialect
@@ -59,29 +63,36 @@ pub fn holds(precision: Precision, features: DeviceFeatures) -> bool {
         // Held widened: see `Class::of`.
         Precision::Bf16 | Precision::Fp8 | Precision::U8 | Precision::I8 | Precision::U16 => true,
         Precision::F16 => features.f16,
-        Precision::I64 | Precision::U64 | Precision::F64 => false,
+        Precision::I64 | Precision::U64 => features.int64,
+        Precision::F64 => false,
     }
 }
 
 /// The error for a node of a precision the device lacks.
 pub(crate) fn lacks(node: NodeId, label: &str, precision: Precision) -> CodegenError {
-    let why = if precision == Precision::F16 {
-        "this device does not offer shader-f16".to_owned()
-    } else {
-        format!("WGSL has no {precision}")
+    let why = match precision {
+        Precision::F16 => "this device does not offer shader-f16".to_owned(),
+        Precision::I64 | Precision::U64 => "this device does not offer shader-int64".to_owned(),
+        _ => "the GPU's shaders have no f64 math functions".to_owned(),
     };
     error(
         CodegenErrorKind::Unsupported,
         format!(
             "the GPU cannot hold tensor '{label}' ({node}) in {precision}: {why}; compute it in \
-             f32 (f32, bf16, fp8, i32, u32, u16, u8, i8{} are held)",
-            if precision == Precision::F16 {
-                ""
-            } else {
-                " and f16 where the device offers it"
-            }
+             f32 (f32, bf16, fp8, i32, u32, u16, u8 and i8 are held, f16 and i64 and u64 where \
+             the device offers them)"
         ),
     )
+}
+
+/// An `i32` literal: `i` clamped into i32's range.
+fn i32_literal(i: i64) -> String {
+    let i = i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+    if i == i32::MIN {
+        "(-2147483647i - 1i)".to_owned()
+    } else {
+        format!("{i}i")
+    }
 }
 
 fn float_literal(x: f64) -> String {
@@ -124,9 +135,10 @@ impl Dialect for Wgsl<'_> {
         "wgsl"
     }
 
-    /// Floats compute in `f32`, integers in `i32`, words in `vec4<u32>`.
+    /// Floats compute in `f32`, integers in `i32` (`i64` in a routine holding 64-bit integers),
+    /// words in `vec4<u32>`.
     fn compute_type(&self, precision: Precision) -> &'static str {
-        compute_type(precision.kind())
+        compute_type(precision.kind(), self.layout.int64)
     }
 
     fn condition_precision(&self) -> Precision {
@@ -138,11 +150,13 @@ impl Dialect for Wgsl<'_> {
     }
 
     fn int_literal(&self, i: i64) -> String {
-        let i = i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
-        if i == i32::MIN {
-            "(-2147483647i - 1i)".to_owned()
+        if !self.layout.int64 {
+            return i32_literal(i);
+        }
+        if i == i64::MIN {
+            "(-9223372036854775807li - 1li)".to_owned()
         } else {
-            format!("{i}i")
+            format!("{i}li")
         }
     }
 
@@ -155,33 +169,50 @@ impl Dialect for Wgsl<'_> {
             Value::Float(x) if precision == Precision::F16 => format!("f16({})", float_literal(x)),
             Value::Float(x) => float_literal(x),
             Value::Int(i) if precision == Precision::U32 => format!("{}u", i.clamp(0, 0xFFFF_FFFF)),
-            Value::Int(i) => self.int_literal(i),
+            Value::Int(i) if precision == Precision::U64 => format!("{}lu", i as u64),
+            Value::Int(i) if precision == Precision::I64 => self.int_literal(i),
+            Value::Int(i) => i32_literal(i),
             Value::Word(w) => self.word_literal(w),
         }
     }
 
     fn index_constant(&self, c: i64) -> String {
-        self.int_literal(c)
+        i32_literal(c)
     }
 
     fn size(&self, n: usize) -> String {
         format!("{n}i")
     }
 
-    /// f16 cells converted on store; u32 cells hold the i32's bits; widened cells the value
-    /// rounded or wrapped to their precision.
+    /// f16 cells converted on store; u32 and u64 cells hold the integer's bits; widened cells
+    /// the value rounded or wrapped to their precision. Integers computing in `i64` are
+    /// truncated into 32-bit cells.
     fn stored(&self, value: &str, precision: Precision) -> String {
+        let int64 = self.layout.int64;
         match precision {
             Precision::F16 => format!("f16({value})"),
+            Precision::U32 if int64 => format!("u32({value})"),
             Precision::U32 => format!("bitcast<u32>({value})"),
+            Precision::U64 => format!("bitcast<u64>({value})"),
+            Precision::I32 if int64 => format!("i32({value})"),
+            Precision::U8 | Precision::I8 | Precision::U16 if int64 => {
+                format!("i32({})", self.round_to(value, precision))
+            }
             _ => self.round_to(value, precision),
         }
     }
 
+    /// Integers computing in `i64` widen a u32 as unsigned, other 32-bit cells as signed.
     fn loaded(&self, cell: &str, precision: Precision) -> String {
+        let int64 = self.layout.int64;
         match precision {
             Precision::F16 => format!("f32({cell})"),
+            Precision::U32 if int64 => format!("rc_u32_value({cell})"),
             Precision::U32 => format!("bitcast<i32>({cell})"),
+            Precision::U64 => format!("bitcast<i64>({cell})"),
+            Precision::I32 | Precision::U8 | Precision::I8 | Precision::U16 if int64 => {
+                format!("i64({cell})")
+            }
             _ => cell.to_owned(),
         }
     }
@@ -194,31 +225,52 @@ impl Dialect for Wgsl<'_> {
             Precision::U8 => format!("rc_wrap_u8({value})"),
             Precision::I8 => format!("rc_wrap_i8({value})"),
             Precision::U16 => format!("rc_wrap_u16({value})"),
+            Precision::I32 | Precision::U32 if self.layout.int64 => {
+                self.loaded(&self.stored(value, precision), precision)
+            }
             _ => value.to_owned(),
         }
     }
 
+    /// A u64's bits count as unsigned, to and from floats.
     fn convert(&self, value: &str, from: Precision, to: Precision) -> String {
+        let int64 = self.layout.int64;
+        // The low 32 bits of an integer.
+        let low = |value: &str| {
+            if int64 {
+                format!("u32({value})")
+            } else {
+                format!("bitcast<u32>({value})")
+            }
+        };
         match (from.kind(), to.kind()) {
             (a, b) if a == b => value.to_owned(),
+            (Kind::Int, Kind::Float) if from == Precision::U64 => format!("rc_u2f({value})"),
             (Kind::Int, Kind::Float) => format!("f32({value})"),
+            (Kind::Float, Kind::Int) if to == Precision::U64 => format!("rc_f2u({value})"),
             (Kind::Float, Kind::Int) => format!("rc_f2i({value})"),
             (Kind::Word, Kind::Float) => format!("f32(({value}).x)"),
+            (Kind::Word, Kind::Int) if int64 => format!("rc_u32_value(({value}).x)"),
             (Kind::Word, Kind::Int) => format!("bitcast<i32>(({value}).x)"),
             (_, Kind::Word) => match from {
                 Precision::F16 => format!("rc_word_f16({value})"),
                 Precision::Bf16 => format!("vec4<u32>(rc_bf16_bits({value}), 0u, 0u, 0u)"),
                 Precision::Fp8 => format!("vec4<u32>(rc_e5_bits({value}, 2u), 0u, 0u, 0u)"),
-                Precision::I32 | Precision::U32 => format!("rc_word_u32(bitcast<u32>({value}))"),
+                Precision::I32 | Precision::U32 => format!("rc_word_u32({})", low(value)),
+                Precision::I64 | Precision::U64 => format!("rc_word_i64({value})"),
                 Precision::F32 => format!("rc_word_f32({value})"),
-                _ => format!("vec4<u32>(bitcast<u32>({value}), 0u, 0u, 0u)"),
+                _ => format!("vec4<u32>({}, 0u, 0u, 0u)", low(value)),
             },
             _ => unreachable!("every pair of kinds is covered"),
         }
     }
 
     fn position_value(&self, index: &str) -> String {
-        index.to_owned()
+        if self.layout.int64 {
+            format!("i64({index})")
+        } else {
+            index.to_owned()
+        }
     }
 
     /// Integer helpers start with `i` (`rc_imod`), but for WGSL's own `max` and `min`.
@@ -249,7 +301,7 @@ impl Dialect for Wgsl<'_> {
 
     fn zero(&self, kind: Kind) -> &'static str {
         match kind {
-            Kind::Int => "0i",
+            Kind::Int => self.int_zero(),
             _ => "0.0",
         }
     }
@@ -258,13 +310,13 @@ impl Dialect for Wgsl<'_> {
         if and { "&&" } else { "||" }
     }
 
-    /// `i32` arithmetic wraps in WGSL.
+    /// Integer arithmetic wraps in WGSL.
     fn wrapping(&self, _: &str, symbol: &str, a: &str, b: &str) -> String {
         format!("({a} {symbol} {b})")
     }
 
     fn int_zero(&self) -> &'static str {
-        "0i"
+        if self.layout.int64 { "0li" } else { "0i" }
     }
 
     fn one(&self, _: Precision) -> String {
@@ -434,6 +486,7 @@ pub fn generate(
             statics: &statics,
             placed: &placed,
             placement,
+            int64: computes_int64(routine),
         },
     };
     let mut kernels = Vec::new();
@@ -738,7 +791,7 @@ fn assemble(writer: &Writer<Wgsl>, lanes: &Lanes, code: &str, dispatches: u64) -
     for kind in [Kind::Float, Kind::Int, Kind::Word] {
         let slots = writer.spill_slots(kind);
         if slots > 0 && code.contains(&format!("rc_spill_{}[", kind_name(kind))) {
-            source.push_str(&spill_declaration(next, kind));
+            source.push_str(&spill_declaration(next, kind, layout.int64));
             spills.push((kind, slots));
             next += 1;
         }
@@ -772,5 +825,97 @@ fn assemble(writer: &Writer<Wgsl>, lanes: &Lanes, code: &str, dispatches: u64) -
         spills,
         partials: 0,
         dispatches,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcannl_ir::{Binop, Index, Scalar};
+
+    /// `y[i] = x[i] + 1` over 4 cells of `x` in `input`, `y` in `output`.
+    fn increment(input: Precision, output: Precision) -> Routine {
+        let at = vec![Index::var(LoopVar(0), 0)];
+        Routine {
+            name: "increment".to_owned(),
+            nodes: [
+                TensorNode::new(0, "x", input, &[4]),
+                TensorNode::new(1, "y", output, &[4]),
+            ]
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect(),
+            statics: Default::default(),
+            body: vec![Stmt::For {
+                var: LoopVar(0),
+                range: 4,
+                body: vec![Stmt::Set {
+                    node: NodeId(1),
+                    index: at.clone(),
+                    value: Scalar::Binop(
+                        Binop::Add,
+                        Box::new(Scalar::Get(NodeId(0), at)),
+                        Box::new(Scalar::Const(1.0)),
+                    ),
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn integers_compute_in_i64_only_in_a_routine_holding_64_bit_integers() {
+        let features = DeviceFeatures {
+            f16: false,
+            int64: true,
+        };
+        // Each kernel whole, its prelude included.
+        let source = |input, output| {
+            let program = generate(&increment(input, output), features, &Placement::new());
+            let kernels = program.unwrap().kernels;
+            kernels.into_iter().map(|k| k.source).collect::<String>()
+        };
+        let narrow = source(Precision::I32, Precision::I32);
+        assert!(narrow.contains("alias rc_int = i32;"), "{narrow}");
+        assert!(
+            !narrow.contains("i64(") && !narrow.contains("1li"),
+            "{narrow}"
+        );
+        // The i32 cells of a routine with an i64 one widen on load and wrap on store.
+        let wide = source(Precision::I32, Precision::I64);
+        assert!(wide.contains("alias rc_int = i64;"), "{wide}");
+        assert!(
+            wide.contains("array<i64>") && wide.contains("1li"),
+            "{wide}"
+        );
+        assert!(wide.contains("i64(rc_i32_0["), "{wide}");
+        let unsigned = source(Precision::U64, Precision::U32);
+        assert!(unsigned.contains("bitcast<i64>(rc_u64_0["), "{unsigned}");
+        assert!(unsigned.contains("u32(("), "{unsigned}");
+    }
+
+    #[test]
+    fn a_64_bit_integer_on_a_device_without_shader_int64_is_an_error_naming_the_tensor() {
+        let features = DeviceFeatures {
+            f16: true,
+            int64: false,
+        };
+        for precision in [Precision::I64, Precision::U64] {
+            let e = generate(
+                &increment(Precision::I32, precision),
+                features,
+                &Placement::new(),
+            )
+            .unwrap_err();
+            let message = e.to_string();
+            assert!(message.contains("'y'"), "{message}");
+            assert!(message.contains("shader-int64"), "{message}");
+        }
+        let e = generate(
+            &increment(Precision::F32, Precision::F64),
+            features,
+            &Placement::new(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no f64 math"), "{e}");
     }
 }

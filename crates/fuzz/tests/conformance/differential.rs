@@ -40,6 +40,7 @@ fn gpu_comparison(gpu: &OnDevice) -> Comparison {
     Comparison {
         precisions: Precisions::Gpu {
             f16: gpu.0.device().has_f16(),
+            int64: gpu.0.device().features().int64,
         },
         tolerance: Tolerance {
             half: 1e-2,

@@ -1,16 +1,15 @@
-//! What compiled backends hold and compute in: integers exactly as the interpreter (u8, i8, u16
-//! and u64 too), f16 cells rounded as f16, bf16 and fp8 cells as the interpreter rounds them, a
-//! bf16 network trained as on the interpreter, and, on a GPU, a precision it lacks refused
-//! naming the tensor; host writes between runs reach the backend's buffers and its results reach
-//! the host, on every backend.
+//! What compiled backends hold and compute in: integers exactly as the interpreter (u8, i8, u16,
+//! and i64 and u64 beyond 32 bits, on a GPU too where it offers them), f16 cells rounded as f16,
+//! bf16 and fp8 cells as the interpreter rounds them, a bf16 network trained as on the
+//! interpreter, and, on a GPU, a precision it lacks refused naming the tensor; host writes
+//! between runs reach the backend's buffers and its results reach the host, on every backend.
 
 use rcannl_backends::{Backend, Interpreter};
-use rcannl_gpu::wgsl::DeviceFeatures;
 use rcannl_ir::{Precision, Value};
 use rcannl_nn::blocks::Mlp;
 use rcannl_nn::loss::hinge;
 use rcannl_nn::optim::Sgd;
-use rcannl_tensor::{BinaryOp, Context, Graph};
+use rcannl_tensor::{BinaryOp, Context, Graph, UnaryOp};
 
 use crate::target::Target;
 
@@ -76,17 +75,19 @@ conformance!(integers_compute_exactly: cc, gpu);
 /// cannot trap, and the backends agree rather than one stopping where the others go on.
 fn integer_quotients_by_zero_are_zero(target: &Target) {
     let (a, b) = ([7.0, -7.0, 0.0, 9.0], [0.0, 0.0, 0.0, 2.0]);
-    let precisions: &[Precision] = match target.gpu() {
-        // The GPU holds no u64.
-        Some(_) => &[Precision::I32, Precision::U16],
-        None => &[
-            Precision::I32,
-            Precision::U16,
-            Precision::U64,
-            Precision::I64,
-        ],
-    };
-    for &precision in precisions {
+    let precisions = [
+        Precision::I32,
+        Precision::U16,
+        Precision::U64,
+        Precision::I64,
+    ];
+    for precision in precisions {
+        if let Some(gpu) = target.gpu()
+            && !rcannl_gpu::wgsl::holds(precision, gpu.0.device().features())
+        {
+            eprintln!("this GPU has no shader-int64: {precision} quotients did not run");
+            continue;
+        }
         let (a, b) = match precision {
             Precision::I32 | Precision::I64 => (a.to_vec(), b.to_vec()),
             _ => (a.map(f64::abs).to_vec(), b.to_vec()),
@@ -127,8 +128,9 @@ fn binary_cells(
     Ok(outs.iter().map(|t| ctx.cells(t).unwrap()).collect())
 }
 
-/// The precisions C has a type for and WGSL has not (u8, i8, u16, u64, bf16, fp8) compute as the
-/// interpreter computes them, bit for bit: wrapping, rounding and ties to even included. A GPU
+/// The precisions C has a type for and WGSL has not (u8, i8, u16, bf16, fp8; u64 on a device
+/// without `shader-int64`) compute as the interpreter computes them, bit for bit: wrapping,
+/// rounding and ties to even included. A GPU
 /// computes in those it says it holds (`rcannl_gpu::wgsl::holds`, asked of the device); a
 /// routine over one it does not hold is refused naming the tensor and the precision.
 fn narrow_and_64_bit_precisions_compute_as_the_interpreter(target: &Target) {
@@ -176,12 +178,7 @@ fn narrow_and_64_bit_precisions_compute_as_the_interpreter(target: &Target) {
     ];
     for (precision, a, b) in cases {
         let held = match target.gpu() {
-            Some(gpu) => rcannl_gpu::wgsl::holds(
-                precision,
-                DeviceFeatures {
-                    f16: gpu.0.device().has_f16(),
-                },
-            ),
+            Some(gpu) => rcannl_gpu::wgsl::holds(precision, gpu.0.device().features()),
             None => true,
         };
         let got = binary_cells(target.backend(), precision, &ops, &a, &b);
@@ -200,6 +197,102 @@ fn narrow_and_64_bit_precisions_compute_as_the_interpreter(target: &Target) {
     }
 }
 conformance!(narrow_and_64_bit_precisions_compute_as_the_interpreter: cc, gpu);
+
+/// i64 and u64 compute in 64 bits as the interpreter computes them, on values beyond 32 bits:
+/// wrapping arithmetic, quotients, powers, comparisons, a reduction, and the
+/// conversions out of and into them (f32 rounding, saturating from floats, wrapping into 32 and 8
+/// bits, u32 read as unsigned, 128-bit words). On a GPU, where the device offers `shader-int64`,
+/// a routine holding them computes all its integers in `i64`.
+fn sixty_four_bit_integers_compute_as_the_interpreter(target: &Target) {
+    if let Some(gpu) = target.gpu()
+        && !gpu.0.device().features().int64
+    {
+        eprintln!("this GPU has no shader-int64: the 64-bit check did not run");
+        return;
+    }
+    let ints = |v: &[i64]| -> Vec<Value> { v.iter().map(|&i| Value::Int(i)).collect() };
+    let a = ints(&[
+        3_000_000_000,
+        -5_000_000_007,
+        i64::MAX,
+        i64::MIN + 3,
+        7,
+        -1,
+        1 << 40,
+        0,
+    ]);
+    let b = ints(&[2, 3, 2, -1, 40, 0, (1 << 23) + 5, -9]);
+    let exponents = ints(&[2, 3, 0, 1, 21, 63, 1, 4]);
+    let floats: Vec<Value> = [1e19, -1e19, f64::NAN, 3.7e9, -2.5, 2.0e18, 4e9, -0.5]
+        .map(Value::Float)
+        .to_vec();
+    let words: Vec<Value> = (0..8u32)
+        .map(|i| Value::Word([0x8000_0000 | i, 0xDEAD_BEEF, i, 7]))
+        .collect();
+    let cells = |backend: Box<dyn Backend>, precision: Precision| -> Vec<Vec<Value>> {
+        let graph = Graph::new();
+        let data = |label: &str, p: Precision| graph.data(label).shape("8").precision(p).build();
+        let (x, y, e) = (
+            data("a", precision),
+            data("b", precision),
+            data("e", precision),
+        );
+        let f = data("f", Precision::F32);
+        let w = data("w", Precision::Uint4x32);
+        let mut outs: Vec<_> = [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Max,
+            BinaryOp::Min,
+            BinaryOp::Lt,
+            BinaryOp::Eq,
+            BinaryOp::Ne,
+        ]
+        .iter()
+        .map(|op| x.binary(*op, &y))
+        .collect();
+        outs.push(x.binary(BinaryOp::Pow, &e));
+        outs.push(x.einsum("i;i=>", &y));
+        outs.extend([UnaryOp::Neg, UnaryOp::Relu, UnaryOp::Not].map(|op| x.unary(op)));
+        outs.extend(
+            [
+                Precision::F32,
+                Precision::I32,
+                Precision::U32,
+                Precision::U8,
+                Precision::Uint4x32,
+            ]
+            .map(|p| x.cast(p)),
+        );
+        // Into the 64-bit precision: from floats, saturating; from a u32, unsigned; from words.
+        outs.push(f.cast(precision));
+        outs.push(x.cast(Precision::U32).cast(precision));
+        outs.push(w.cast(precision));
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&outs.iter().collect::<Vec<_>>()).unwrap();
+        for (tensor, values) in [
+            (&x, &a),
+            (&y, &b),
+            (&e, &exponents),
+            (&f, &floats),
+            (&w, &words),
+        ] {
+            ctx.set_cells(tensor, values).unwrap();
+        }
+        ctx.run(&forward).unwrap();
+        outs.iter().map(|t| ctx.cells(t).unwrap()).collect()
+    };
+    for precision in [Precision::I64, Precision::U64] {
+        let got = cells(target.backend(), precision);
+        let want = cells(Box::new(Interpreter), precision);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{precision}, output {i}, on {}", target.name());
+        }
+    }
+}
+conformance!(sixty_four_bit_integers_compute_as_the_interpreter: cc, gpu);
 
 fn f16_cells_round_as_f16(target: &Target) {
     if let Some(gpu) = target.gpu()

@@ -14,7 +14,7 @@ use std::sync::{Once, OnceLock};
 use rcannl_backends::cc::Compiler;
 use rcannl_backends::{Backend, CompileError, Executable, Interpreter};
 use rcannl_gpu::Gpu;
-use rcannl_gpu::wgsl::{DeviceFeatures, check_precisions};
+use rcannl_gpu::wgsl::check_precisions;
 use rcannl_ir::{Precision, Routine};
 
 /// Instantiates the case `$case` (a `fn(&Target)`) as one test per backend named, all three when
@@ -167,9 +167,7 @@ impl Backend for OnDevice {
     }
 
     fn compile(&self, routine: &Routine) -> Result<Box<dyn Executable>, CompileError> {
-        let features = DeviceFeatures {
-            f16: self.0.device().has_f16(),
-        };
+        let features = self.0.device().features();
         if routine.name != "init"
             && let Err(e) = check_precisions(routine, features)
         {

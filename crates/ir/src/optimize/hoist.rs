@@ -220,7 +220,9 @@ impl Hoisting<'_> {
                     body: self.rewrite_block(body, variant, hoisted),
                 },
                 Stmt::For { .. } | Stmt::Gemm { .. } => stmt,
-                // Integer statements stay: their local would be an i64, which the GPU lacks.
+                // Integer statements stay: their local would be an i64, which a GPU without
+                // shader-int64 lacks, and which elsewhere turns every integer of the routine's
+                // kernels to 64 bits.
                 mut stmt => match stmt_precision(&stmt, self.routine, &self.locals) {
                     Some(precision) if precision.kind() == Kind::Float => {
                         for_each_value_mut(&mut stmt, &mut |value| {
