@@ -262,6 +262,7 @@ mod tests {
         let gpu = Precisions::Gpu {
             f16: false,
             int64: false,
+            f64: false,
         };
         for seed in 0..20 {
             let (_, _, _, recipe) = graph(seed, &Graph::new());

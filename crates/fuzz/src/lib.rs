@@ -57,13 +57,14 @@ pub enum Precisions {
     /// Every precision a generator knows.
     All,
     /// Those a GPU holds: f32, bf16, fp8, i32, u32, u16, u8, i8 and 128-bit words, f16 where
-    /// `f16` says the device has it, i64 and u64 where `int64` does (`rcannl_gpu::holds` decides
-    /// the same). A precision it lacks is drawn as f32 (f64, f16) or i32 (i64, u64), so that a
-    /// seed makes the same case otherwise (the same draws follow). Integers stay within the 32
+    /// `f16` says the device has it, i64 and u64 where `int64` does, f64 where `f64` and
+    /// `int64` do (`rcannl_gpu::holds` decides the same). A precision it lacks is drawn as f32
+    /// (f64, f16) or i32 (i64, u64), so that a seed makes the same case otherwise (the same
+    /// draws follow). Integers stay within the 32
     /// bits a GPU computes 32-bit programs in: no integer program takes an exponential, a
     /// reciprocal or a logarithm (which leave 32 bits at 0 and beyond, and which a GPU computes
     /// through f32 where the host computes through f64), the identity instead.
-    Gpu { f16: bool, int64: bool },
+    Gpu { f16: bool, int64: bool, f64: bool },
 }
 
 impl Precisions {
@@ -95,6 +96,14 @@ impl Precisions {
             ) => p,
             (Precisions::Gpu { f16: true, .. }, Precision::F16) => Precision::F16,
             (Precisions::Gpu { int64: true, .. }, p @ (Precision::I64 | Precision::U64)) => p,
+            (
+                Precisions::Gpu {
+                    int64: true,
+                    f64: true,
+                    ..
+                },
+                Precision::F64,
+            ) => Precision::F64,
             (Precisions::Gpu { .. }, p) => match p.kind() {
                 Kind::Int => Precision::I32,
                 _ => Precision::F32,
@@ -165,6 +174,7 @@ mod tests {
         let gpu = Precisions::Gpu {
             f16: true,
             int64: true,
+            f64: true,
         };
         for op in [Unop::Exp, Unop::Recip, Unop::Log] {
             assert_eq!(gpu.fit_unop(op, Kind::Int), Unop::Identity);
@@ -179,14 +189,17 @@ mod tests {
         for p in Precision::ALL {
             assert_eq!(Precisions::All.fit(p), p);
         }
-        // Columns: drawn, fitted for a GPU offering neither f16 nor int64, for one offering both.
+        // Columns: drawn, fitted for a GPU offering none of f16, int64 and f64, for one offering
+        // all three.
         let bare = Precisions::Gpu {
             f16: false,
             int64: false,
+            f64: false,
         };
         let full = Precisions::Gpu {
             f16: true,
             int64: true,
+            f64: true,
         };
         let expected = [
             (Precision::U8, Precision::U8, Precision::U8),
@@ -200,7 +213,7 @@ mod tests {
             (Precision::F16, Precision::F32, Precision::F16),
             (Precision::Bf16, Precision::Bf16, Precision::Bf16),
             (Precision::F32, Precision::F32, Precision::F32),
-            (Precision::F64, Precision::F32, Precision::F32),
+            (Precision::F64, Precision::F32, Precision::F64),
             (
                 Precision::Uint4x32,
                 Precision::Uint4x32,
@@ -209,8 +222,12 @@ mod tests {
         ];
         assert_eq!(expected.len(), Precision::ALL.len());
         for (drawn, without, with) in expected {
-            assert_eq!(bare.fit(drawn), without, "{drawn} without f16 and int64");
-            assert_eq!(full.fit(drawn), with, "{drawn} with f16 and int64");
+            assert_eq!(
+                bare.fit(drawn),
+                without,
+                "{drawn} without f16, int64 and f64"
+            );
+            assert_eq!(full.fit(drawn), with, "{drawn} with f16, int64 and f64");
         }
     }
 }

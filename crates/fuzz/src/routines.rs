@@ -490,6 +490,7 @@ mod tests {
         let gpu = Precisions::Gpu {
             f16: false,
             int64: false,
+            f64: false,
         };
         let mut mapped = 0;
         for seed in 0..100 {

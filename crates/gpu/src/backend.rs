@@ -22,7 +22,7 @@ use rcannl_ir::{Kind, MemoryMode, NodeId, Routine, Stmt, Symbol};
 
 use crate::cache;
 use crate::device::{Device, GpuError, Pipeline};
-use crate::kernel::computes_int64;
+use crate::kernel::{computes_f64, computes_int64, spill_precision};
 use crate::memory::DeviceMemory;
 use crate::wgsl::{Class, Placement, Program, check_precisions, generate, holds};
 use rcannl_backends::{settings, traffic};
@@ -160,11 +160,8 @@ impl Backend for Gpu {
             .into_iter()
             .filter_map(|kind| {
                 let cells = program.spill_cells(kind);
-                let cell_bytes = match kind {
-                    Kind::Word => 16,
-                    Kind::Int if computes_int64(routine) => 8,
-                    _ => 4,
-                };
+                let held = spill_precision(kind, computes_int64(routine), computes_f64(routine));
+                let cell_bytes = held.size_in_bytes() as u64;
                 (cells > 0).then(|| {
                     let label = format!("rcannl spilled {kind:?} locals");
                     let spill = buffer(&label, cells * cell_bytes, wgpu::BufferUsages::STORAGE);

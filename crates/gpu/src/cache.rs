@@ -18,7 +18,7 @@ const MAGIC: &str = "// rcannl gpu program 3";
 
 /// Everything that decides what the generator makes of a routine: its own source, so that a
 /// changed generator never reads what an older one kept.
-const GENERATOR: [&str; 8] = [
+const GENERATOR: [&str; 10] = [
     include_str!("wgsl.rs"),
     include_str!("kernel.rs"),
     include_str!("product.rs"),
@@ -26,6 +26,8 @@ const GENERATOR: [&str; 8] = [
     include_str!("prelude.wgsl"),
     include_str!("prelude_i32.wgsl"),
     include_str!("prelude_i64.wgsl"),
+    include_str!("prelude_f32.wgsl"),
+    include_str!("prelude_f64.wgsl"),
     include_str!("cache.rs"),
 ];
 
@@ -33,7 +35,7 @@ const GENERATOR: [&str; 8] = [
 pub(crate) fn name(routine: &Routine, features: DeviceFeatures) -> String {
     let text = routine.to_string();
     let mut parts: Vec<&[u8]> = GENERATOR.iter().map(|s| s.as_bytes()).collect();
-    let features = [u8::from(features.f16), u8::from(features.int64)];
+    let features = [features.f16, features.int64, features.f64].map(u8::from);
     parts.push(&features);
     parts.push(text.as_bytes());
     format!("gpu_{}.wgsl", cache::key(&parts))

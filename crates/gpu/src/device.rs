@@ -194,9 +194,11 @@ impl Device {
         let offered = adapter.features();
         let f16 = offered.contains(wgpu::Features::SHADER_F16);
         let int64 = offered.contains(wgpu::Features::SHADER_INT64);
+        let f64 = offered.contains(wgpu::Features::SHADER_F64);
         let required_features = offered
             & (wgpu::Features::SHADER_F16
                 | wgpu::Features::SHADER_INT64
+                | wgpu::Features::SHADER_F64
                 | wgpu::Features::PIPELINE_CACHE);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -246,7 +248,7 @@ impl Device {
             device,
             queue,
             info: info.clone(),
-            features: DeviceFeatures { f16, int64 },
+            features: DeviceFeatures { f16, int64, f64 },
             limits,
             arena_bytes,
             errors,

@@ -17,22 +17,36 @@ use std::fmt::Write;
 use rcannl_backends::emit::{kind_name, var_name};
 use rcannl_ir::{Kind, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, Var};
 
-/// The definitions every kernel starts with, where integers compute in `i32`: `rc_int` names
-/// the type integers compute in, and the functions that differ with its width follow the shared
-/// ones.
-pub const PRELUDE: &str = concat!(
-    "alias rc_int = i32;\n",
-    include_str!("prelude.wgsl"),
-    include_str!("prelude_i32.wgsl")
-);
+/// The definitions a kernel starts with: `rc_int` names the type integers compute in and
+/// `rc_cond` the type of conditions and gather ids, and the functions whose bodies differ with
+/// them follow the shared ones.
+macro_rules! prelude {
+    ($int:literal, $cond:literal) => {
+        concat!(
+            "alias rc_int = ",
+            $int,
+            ";\nalias rc_cond = ",
+            $cond,
+            ";\n",
+            include_str!("prelude.wgsl"),
+            include_str!(concat!("prelude_", $int, ".wgsl")),
+            include_str!(concat!("prelude_", $cond, ".wgsl"))
+        )
+    };
+}
 
-/// The definitions every kernel starts with, where integers compute in `i64` (a routine holding
-/// 64-bit integers, on a device with `shader-int64`).
-pub const PRELUDE_I64: &str = concat!(
-    "alias rc_int = i64;\n",
-    include_str!("prelude.wgsl"),
-    include_str!("prelude_i64.wgsl")
-);
+/// The prelude of each routine, by whether its integers compute in `i64` ([`computes_int64`])
+/// and whether it computes f64 ([`computes_f64`]).
+const PRELUDES: [[&str; 2]; 2] = [
+    [prelude!("i32", "f32"), prelude!("i32", "f64")],
+    [prelude!("i64", "f32"), prelude!("i64", "f64")],
+];
+
+/// The prelude of a routine whose integers compute in `i64` where `int64`, and which computes
+/// f64 where `float64`.
+pub fn prelude(int64: bool, float64: bool) -> &'static str {
+    PRELUDES[usize::from(int64)][usize::from(float64)]
+}
 
 /// Invocations per workgroup of a parallel kernel.
 pub const WORKGROUP: u32 = 64;
@@ -52,19 +66,22 @@ pub enum Class {
     I64,
     /// `u64` cells (on devices with `shader-int64`).
     U64,
+    /// `f64` cells (on devices with `shader-f64` and `shader-int64`).
+    F64,
     /// 128-bit words, `vec4<u32>`.
     Word,
 }
 
 impl Class {
     /// Every class, in the order kernels bind them.
-    pub const ALL: [Class; 7] = [
+    pub const ALL: [Class; 8] = [
         Class::F32,
         Class::F16,
         Class::I32,
         Class::U32,
         Class::I64,
         Class::U64,
+        Class::F64,
         Class::Word,
     ];
 
@@ -77,6 +94,7 @@ impl Class {
             Precision::U32 => Class::U32,
             Precision::I64 => Class::I64,
             Precision::U64 => Class::U64,
+            Precision::F64 => Class::F64,
             Precision::Uint4x32 => Class::Word,
             _ => Class::F32,
         }
@@ -97,6 +115,7 @@ impl Class {
             Class::U32 => "u32",
             Class::I64 => "i64",
             Class::U64 => "u64",
+            Class::F64 => "f64",
             Class::Word => "vec4<u32>",
         }
     }
@@ -105,7 +124,7 @@ impl Class {
     pub fn cell_bytes(self) -> u64 {
         match self {
             Class::F16 => 2,
-            Class::I64 | Class::U64 => 8,
+            Class::I64 | Class::U64 | Class::F64 => 8,
             Class::Word => 16,
             _ => 4,
         }
@@ -120,6 +139,7 @@ impl Class {
             Class::U32 => "u32",
             Class::I64 => "i64",
             Class::U64 => "u64",
+            Class::F64 => "f64",
             Class::Word => "w",
         }
     }
@@ -208,8 +228,15 @@ impl Program {
                 }
             )
             .expect("writing to a string");
-            let body = kernel.source.replace(PRELUDE, "");
-            out.push_str(&body.replace(PRELUDE_I64, ""));
+            let prelude = PRELUDES
+                .iter()
+                .flatten()
+                .find(|p| kernel.source.contains(*p));
+            out.push_str(
+                &kernel
+                    .source
+                    .replace(prelude.copied().unwrap_or_default(), ""),
+            );
             out.push('\n');
         }
         out
@@ -255,6 +282,8 @@ pub(crate) struct Layout<'a> {
     pub placement: &'a Placement,
     /// Whether integers compute in `i64` ([`computes_int64`]).
     pub int64: bool,
+    /// Whether the routine computes f64 values ([`computes_f64`]).
+    pub float64: bool,
 }
 
 impl Layout<'_> {
@@ -300,7 +329,7 @@ impl Layout<'_> {
         if arenas.iter().any(|a| a.class == Class::F16) {
             head.push_str("enable f16;\n");
         }
-        head.push_str(if self.int64 { PRELUDE_I64 } else { PRELUDE });
+        head.push_str(prelude(self.int64, self.float64));
         for (i, arena) in arenas.iter().enumerate() {
             writeln!(
                 head,
@@ -353,22 +382,37 @@ impl Layout<'_> {
 /// locals), which only a device with `shader-int64` runs. Elsewhere they compute in `i32`, which
 /// every device has and which runs faster.
 pub(crate) fn computes_int64(routine: &Routine) -> bool {
-    let wide = |p: Precision| matches!(p, Precision::I64 | Precision::U64);
-    let mut found = routine.nodes.values().any(|n| wide(n.precision));
+    holds_any(routine, &[Precision::I64, Precision::U64])
+}
+
+/// Whether `routine` computes f64 values (cells or locals), which only a device with
+/// `shader-f64` and `shader-int64` runs: its conditions and gather ids compute in f64 too, as
+/// the interpreter computes them.
+pub(crate) fn computes_f64(routine: &Routine) -> bool {
+    holds_any(routine, &[Precision::F64])
+}
+
+/// Whether a node or local of `routine` is in one of `precisions`.
+fn holds_any(routine: &Routine, precisions: &[Precision]) -> bool {
+    let mut found = routine
+        .nodes
+        .values()
+        .any(|n| precisions.contains(&n.precision));
     for stmt in &routine.body {
         stmt.walk(&mut |s| {
             if let Stmt::Local { precision, .. } = s {
-                found |= wide(*precision);
+                found |= precisions.contains(precision);
             }
         });
     }
     found
 }
 
-/// The WGSL type values of compute kind `kind` are computed in: floats in `f32`, integers in
-/// `i32` (`i64` where `int64`), words in `vec4<u32>`.
-pub(crate) fn compute_type(kind: Kind, int64: bool) -> &'static str {
-    match kind {
+/// The WGSL type values of `precision` are computed in: floats in `f32` but f64 in `f64`,
+/// integers in `i32` (`i64` where `int64`), words in `vec4<u32>`.
+pub(crate) fn compute_type(precision: Precision, int64: bool) -> &'static str {
+    match precision.kind() {
+        Kind::Float if precision == Precision::F64 => "f64",
         Kind::Float => "f32",
         Kind::Int if int64 => "i64",
         Kind::Int => "i32",
@@ -376,9 +420,20 @@ pub(crate) fn compute_type(kind: Kind, int64: bool) -> &'static str {
     }
 }
 
+/// The precision of the cells of the spill array of `kind`: the widest its locals compute in.
+pub(crate) fn spill_precision(kind: Kind, int64: bool, float64: bool) -> Precision {
+    match kind {
+        Kind::Float if float64 => Precision::F64,
+        Kind::Float => Precision::F32,
+        Kind::Int if int64 => Precision::I64,
+        Kind::Int => Precision::I32,
+        Kind::Word => Precision::Uint4x32,
+    }
+}
+
 /// The declaration of the spill array of `kind`, bound at `binding`.
-pub(crate) fn spill_declaration(binding: usize, kind: Kind, int64: bool) -> String {
-    let ty = compute_type(kind, int64);
+pub(crate) fn spill_declaration(binding: usize, kind: Kind, int64: bool, float64: bool) -> String {
+    let ty = compute_type(spill_precision(kind, int64, float64), int64);
     format!(
         "@group(0) @binding({binding}) var<storage, read_write> rc_spill_{}: array<{ty}>;\n",
         kind_name(kind)

@@ -1,8 +1,10 @@
 // The definitions every generated kernel starts with: choices between values with the
 // interpreter's NaN rules, integer division and powers that never trap, Threefry-4x32, and random
-// bits as uniform values. Floats compute in f32, integers in rc_int (i32, or i64 in a routine
-// holding 64-bit integers), 128-bit words in vec4<u32>. The functions whose bodies differ with
-// rc_int's width follow, in prelude_i32.wgsl or prelude_i64.wgsl.
+// bits as uniform values. Floats compute in f32 (f64 values in f64), integers in rc_int (i32, or
+// i64 in a routine holding 64-bit integers), 128-bit words in vec4<u32>, conditions and gather
+// ids in rc_cond (f32, or f64 in a routine holding f64 tensors). The functions whose bodies differ
+// with rc_int's width follow, in prelude_i32.wgsl or prelude_i64.wgsl, and those of rc_cond in
+// prelude_f32.wgsl or prelude_f64.wgsl.
 
 fn rc_nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
 fn rc_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
@@ -25,18 +27,18 @@ fn rc_sat01(x: f32) -> f32 {
 fn rc_isat01(x: rc_int) -> rc_int { return clamp(x, rc_int(0), rc_int(1)); }
 fn rc_truth(c: bool) -> f32 { return select(0.0, 1.0, c); }
 // A condition holds where it is not 0: NaN holds.
-fn rc_holds(c: f32) -> bool { return c != 0.0 || rc_isnan(c); }
+fn rc_holds(c: rc_cond) -> bool { return c != rc_cond(0) || rc_cond_isnan(c); }
 fn rc_itruth(c: bool) -> rc_int { return select(rc_int(0), rc_int(1), c); }
 
 // A gather's id: whether it selects a cell along an axis of `size` (an integer in 0..size; NaN,
 // -1 and anything past the axis select none), and the position it selects, 0 where none, so
 // that the access stays inside the axis whatever the data.
-fn rc_row_ok(id: f32, size: i32) -> bool {
-  return !rc_isnan(id) && id >= 0.0 && id < f32(size) && floor(id) == id;
+fn rc_row_ok(id: rc_cond, size: i32) -> bool {
+  return !rc_cond_isnan(id) && id >= rc_cond(0) && id < rc_cond(size) && floor(id) == id;
 }
-fn rc_row(id: f32, size: i32) -> i32 {
+fn rc_row(id: rc_cond, size: i32) -> i32 {
   let ok = rc_row_ok(id, size);
-  return select(0, min(i32(select(0.0, id, ok)), size - 1), ok);
+  return select(0, min(i32(select(rc_cond(0), id, ok)), size - 1), ok);
 }
 
 // An integer division or remainder by zero gives 0, as on the C backend.

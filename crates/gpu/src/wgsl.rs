@@ -10,14 +10,16 @@
 //! another precision runs as the nest it was recognized in.
 //!
 //! Values are computed as the interpreter computes them, in WGSL's types: floats in `f32` (f16
-//! cells converted on load and rounded on store), integers in `i32`, 128-bit words in
-//! `vec4<u32>`. A routine holding 64-bit integers (i64, u64 cells, on a device with
-//! `shader-int64`) computes its integers in `i64`, as the interpreter computes every integer;
-//! elsewhere `i32` arithmetic wraps, and results agree with the interpreter's while every
-//! intermediate fits in 32 bits. Precisions WGSL has no type for are held widened (bf16 and fp8
-//! in `f32` cells, u8, i8 and u16 in `i32` cells), rounded or wrapped where they are stored.
-//! f64 (naga has no f64 math functions), i64 and u64 on a device without `shader-int64`, and f16
-//! on one without `shader-f16`, are errors naming the tensor.
+//! cells converted on load and rounded on store) and f64 values in `f64`, integers in `i32`,
+//! 128-bit words in `vec4<u32>`. A routine holding 64-bit integers (i64, u64 cells, on a device
+//! with `shader-int64`) computes its integers in `i64`, as the interpreter computes every
+//! integer; elsewhere `i32` arithmetic wraps, and results agree with the interpreter's while
+//! every intermediate fits in 32 bits. A routine holding f64 values (on a device with
+//! `shader-f64` and `shader-int64`) computes its conditions and gather ids in f64, and its
+//! transcendental functions through the prelude's (the device's own take 32-bit floats only).
+//! Precisions WGSL has no type for are held widened (bf16 and fp8 in `f32` cells, u8, i8 and u16
+//! in `i32` cells), rounded or wrapped where they are stored. A precision the device does not
+//! offer is an error naming the tensor.
 
 use std::fmt::Write;
 
@@ -27,10 +29,13 @@ use rcannl_ir::{
     Kind, LoopVar, MemoryMode, NodeId, Precision, Routine, Stmt, Symbol, TensorNode, Ternop, Value,
 };
 
-pub use crate::kernel::{Arena, Class, Kernel, PRELUDE, Placement, Program, WORKGROUP};
+pub use crate::kernel::{Arena, Class, Kernel, Placement, Program, WORKGROUP, prelude};
 pub use rcannl_backends::emit::CodegenError;
 
-use crate::kernel::{Layout, compute_type, computes_int64, placed_nodes, spill_declaration};
+use crate::kernel::{
+    Layout, compute_type, computes_f64, computes_int64, placed_nodes, spill_declaration,
+    spill_precision,
+};
 
 use crate::product;
 use crate::schedule::{self, ITERATION_BUDGET};
@@ -47,6 +52,9 @@ pub struct DeviceFeatures {
     pub f16: bool,
     /// `shader-int64`: 64-bit integers in shaders.
     pub int64: bool,
+    /// `shader-f64`: 64-bit floats in shaders (held where `int64` is offered too: the f64
+    /// functions of the prelude read their bits as 64-bit integers).
+    pub f64: bool,
 }
 
 /// WGSL as the prelude extends it, with tensors in arenas laid out as `layout` says: the dialect
@@ -64,7 +72,7 @@ pub fn holds(precision: Precision, features: DeviceFeatures) -> bool {
         Precision::Bf16 | Precision::Fp8 | Precision::U8 | Precision::I8 | Precision::U16 => true,
         Precision::F16 => features.f16,
         Precision::I64 | Precision::U64 => features.int64,
-        Precision::F64 => false,
+        Precision::F64 => features.f64 && features.int64,
     }
 }
 
@@ -73,16 +81,27 @@ pub(crate) fn lacks(node: NodeId, label: &str, precision: Precision) -> CodegenE
     let why = match precision {
         Precision::F16 => "this device does not offer shader-f16".to_owned(),
         Precision::I64 | Precision::U64 => "this device does not offer shader-int64".to_owned(),
-        _ => "the GPU's shaders have no f64 math functions".to_owned(),
+        _ => "this device does not offer shader-f64 and shader-int64".to_owned(),
     };
     error(
         CodegenErrorKind::Unsupported,
         format!(
             "the GPU cannot hold tensor '{label}' ({node}) in {precision}: {why}; compute it in \
-             f32 (f32, bf16, fp8, i32, u32, u16, u8 and i8 are held, f16 and i64 and u64 where \
-             the device offers them)"
+             f32 (f32, bf16, fp8, i32, u32, u16, u8 and i8 are held, f16, i64, u64 and f64 \
+             where the device offers them)"
         ),
     )
+}
+
+/// An f64 literal.
+fn f64_literal(x: f64) -> String {
+    if x.is_nan() {
+        "rc_nan_d()".to_owned()
+    } else if x.is_infinite() {
+        format!("{}rc_inf_d()", if x < 0.0 { "-" } else { "" })
+    } else {
+        format!("f64({x:e})")
+    }
 }
 
 /// An `i32` literal: `i` clamped into i32's range.
@@ -138,15 +157,25 @@ impl Dialect for Wgsl<'_> {
     /// Floats compute in `f32`, integers in `i32` (`i64` in a routine holding 64-bit integers),
     /// words in `vec4<u32>`.
     fn compute_type(&self, precision: Precision) -> &'static str {
-        compute_type(precision.kind(), self.layout.int64)
+        compute_type(precision, self.layout.int64)
     }
 
+    /// f64 in a routine holding f64 values, as the interpreter computes conditions; f32
+    /// elsewhere.
     fn condition_precision(&self) -> Precision {
-        Precision::F32
+        if self.layout.float64 {
+            Precision::F64
+        } else {
+            Precision::F32
+        }
     }
 
-    fn float_literal(&self, x: f64, _: Precision) -> String {
-        float_literal(x)
+    fn float_literal(&self, x: f64, precision: Precision) -> String {
+        if precision == Precision::F64 {
+            f64_literal(x)
+        } else {
+            float_literal(x)
+        }
     }
 
     fn int_literal(&self, i: i64) -> String {
@@ -167,7 +196,7 @@ impl Dialect for Wgsl<'_> {
     fn storage_literal(&self, c: f64, precision: Precision) -> String {
         match Value::Float(c).stored_as(precision) {
             Value::Float(x) if precision == Precision::F16 => format!("f16({})", float_literal(x)),
-            Value::Float(x) => float_literal(x),
+            Value::Float(x) => self.float_literal(x, precision),
             Value::Int(i) if precision == Precision::U32 => format!("{}u", i.clamp(0, 0xFFFF_FFFF)),
             Value::Int(i) if precision == Precision::U64 => format!("{}lu", i as u64),
             Value::Int(i) if precision == Precision::I64 => self.int_literal(i),
@@ -243,13 +272,23 @@ impl Dialect for Wgsl<'_> {
                 format!("bitcast<u32>({value})")
             }
         };
+        // The suffix of the f64 prelude's functions.
+        let d = |p: Precision| if p == Precision::F64 { "_d" } else { "" };
+        let target = self.compute_type(to);
         match (from.kind(), to.kind()) {
+            (Kind::Float, Kind::Float) if self.compute_type(from) != target => {
+                format!("{target}({value})")
+            }
             (a, b) if a == b => value.to_owned(),
-            (Kind::Int, Kind::Float) if from == Precision::U64 => format!("rc_u2f({value})"),
-            (Kind::Int, Kind::Float) => format!("f32({value})"),
-            (Kind::Float, Kind::Int) if to == Precision::U64 => format!("rc_f2u({value})"),
-            (Kind::Float, Kind::Int) => format!("rc_f2i({value})"),
-            (Kind::Word, Kind::Float) => format!("f32(({value}).x)"),
+            (Kind::Int, Kind::Float) if from == Precision::U64 => {
+                format!("rc_u2f{}({value})", d(to))
+            }
+            (Kind::Int, Kind::Float) => format!("{target}({value})"),
+            (Kind::Float, Kind::Int) if to == Precision::U64 => {
+                format!("rc_f2u{}({value})", d(from))
+            }
+            (Kind::Float, Kind::Int) => format!("rc_f2i{}({value})", d(from)),
+            (Kind::Word, Kind::Float) => format!("{target}(({value}).x)"),
             (Kind::Word, Kind::Int) if int64 => format!("rc_u32_value(({value}).x)"),
             (Kind::Word, Kind::Int) => format!("bitcast<i32>(({value}).x)"),
             (_, Kind::Word) => match from {
@@ -259,6 +298,7 @@ impl Dialect for Wgsl<'_> {
                 Precision::I32 | Precision::U32 => format!("rc_word_u32({})", low(value)),
                 Precision::I64 | Precision::U64 => format!("rc_word_i64({value})"),
                 Precision::F32 => format!("rc_word_f32({value})"),
+                Precision::F64 => format!("rc_word_f64({value})"),
                 _ => format!("vec4<u32>({}, 0u, 0u, 0u)", low(value)),
             },
             _ => unreachable!("every pair of kinds is covered"),
@@ -273,12 +313,14 @@ impl Dialect for Wgsl<'_> {
         }
     }
 
-    /// Integer helpers start with `i` (`rc_imod`), but for WGSL's own `max` and `min`.
-    fn helper(&self, kind: Kind, name: &str, _: Precision, args: &[&str]) -> String {
+    /// Integer helpers start with `i` (`rc_imod`), but for WGSL's own `max` and `min`; f64
+    /// ones end in `_d` (`rc_max_d`).
+    fn helper(&self, kind: Kind, name: &str, precision: Precision, args: &[&str]) -> String {
         let args = args.join(", ");
         match (kind, name) {
             (Kind::Int, "max" | "min") => format!("{name}({args})"),
             (Kind::Int, _) => format!("rc_i{name}({args})"),
+            _ if precision == Precision::F64 => format!("rc_{name}_d({args})"),
             _ => format!("rc_{name}({args})"),
         }
     }
@@ -287,14 +329,16 @@ impl Dialect for Wgsl<'_> {
         format!("{name}({})", args.join(", "))
     }
 
-    /// `tanh` through the prelude, which keeps its argument where drivers do not overflow.
-    fn prelude_math(&self, name: &str, _: Precision) -> bool {
-        name == "tanh"
+    /// `tanh` through the prelude, which keeps its argument where drivers do not overflow; in
+    /// f64, every transcendental function (the device's take 32-bit floats only).
+    fn prelude_math(&self, name: &str, precision: Precision) -> bool {
+        name == "tanh" || precision == Precision::F64
     }
 
     fn truth_value(&self, precision: Precision, condition: &str) -> String {
         match precision.kind() {
             Kind::Int => format!("rc_itruth({condition})"),
+            _ if precision == Precision::F64 => format!("rc_truth_d({condition})"),
             _ => format!("rc_truth({condition})"),
         }
     }
@@ -323,8 +367,13 @@ impl Dialect for Wgsl<'_> {
         "1.0".to_owned()
     }
 
-    fn recip_sqrt(&self, x: &str, _: Precision) -> String {
-        format!("inverseSqrt({x})")
+    /// In f64, as the interpreter computes it: a division by the square root.
+    fn recip_sqrt(&self, x: &str, precision: Precision) -> String {
+        if precision == Precision::F64 {
+            format!("(1.0 / sqrt({x}))")
+        } else {
+            format!("inverseSqrt({x})")
+        }
     }
 
     fn int_ternop(&self, op: Ternop, a: &str, b: &str, c: &str) -> String {
@@ -417,6 +466,11 @@ impl Dialect for Wgsl<'_> {
             kind_name(kind)
         )
     }
+
+    fn spill_precision(&self, precision: Precision) -> Precision {
+        let Layout { int64, float64, .. } = self.layout;
+        spill_precision(precision.kind(), int64, float64)
+    }
 }
 
 /// Checks that the device holds every node and local of `routine`, naming the first it lacks.
@@ -487,6 +541,7 @@ pub fn generate(
             placed: &placed,
             placement,
             int64: computes_int64(routine),
+            float64: computes_f64(routine),
         },
     };
     let mut kernels = Vec::new();
@@ -791,7 +846,7 @@ fn assemble(writer: &Writer<Wgsl>, lanes: &Lanes, code: &str, dispatches: u64) -
     for kind in [Kind::Float, Kind::Int, Kind::Word] {
         let slots = writer.spill_slots(kind);
         if slots > 0 && code.contains(&format!("rc_spill_{}[", kind_name(kind))) {
-            source.push_str(&spill_declaration(next, kind, layout.int64));
+            source.push_str(&spill_declaration(next, kind, layout.int64, layout.float64));
             spills.push((kind, slots));
             next += 1;
         }
@@ -867,6 +922,7 @@ mod tests {
         let features = DeviceFeatures {
             f16: false,
             int64: true,
+            f64: true,
         };
         // Each kernel whole, its prelude included.
         let source = |input, output| {
@@ -891,13 +947,22 @@ mod tests {
         let unsigned = source(Precision::U64, Precision::U32);
         assert!(unsigned.contains("bitcast<i64>(rc_u64_0["), "{unsigned}");
         assert!(unsigned.contains("u32(("), "{unsigned}");
+        // An f64 routine computes its conditions in f64; its f32 values stay f32.
+        let double = source(Precision::F32, Precision::F64);
+        assert!(double.contains("alias rc_cond = f64;"), "{double}");
+        assert!(
+            double.contains("array<f64>") && double.contains("f64(1e0)"),
+            "{double}"
+        );
+        assert!(narrow.contains("alias rc_cond = f32;"), "{narrow}");
     }
 
     #[test]
-    fn a_64_bit_integer_on_a_device_without_shader_int64_is_an_error_naming_the_tensor() {
+    fn a_64_bit_precision_on_a_device_without_shader_int64_is_an_error_naming_the_tensor() {
         let features = DeviceFeatures {
             f16: true,
             int64: false,
+            f64: true,
         };
         for precision in [Precision::I64, Precision::U64] {
             let e = generate(
@@ -916,6 +981,6 @@ mod tests {
             &Placement::new(),
         )
         .unwrap_err();
-        assert!(e.to_string().contains("no f64 math"), "{e}");
+        assert!(e.to_string().contains("shader-f64 and shader-int64"), "{e}");
     }
 }

@@ -179,10 +179,10 @@ impl VecUnop {
 }
 
 /// A cell of `node` chosen along one axis by a value held in data: a table's row picked by an
-/// id (a gather). The id is computed as a number in f64 (in f32 where a backend has no f64); it
-/// selects a cell when it is an integer in `0..size`, and none otherwise (−1 for padding, NaN,
-/// anything past the axis), which reads as 0 and is written nowhere. Nothing outside the axis is
-/// ever addressed, whatever the data holds.
+/// id (a gather). The id is computed as a number in f64 (in f32 in a GPU routine holding no f64
+/// value); it selects a cell when it is an integer in `0..size`, and none otherwise (−1 for
+/// padding, NaN, anything past the axis), which reads as 0 and is written nowhere. Nothing
+/// outside the axis is ever addressed, whatever the data holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lookup {
     /// The node read (or, in a `ScatterAdd`, added into).

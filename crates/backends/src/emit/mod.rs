@@ -209,6 +209,11 @@ pub trait Dialect {
     fn spill_cell(&self, kind: Kind, slot: usize) -> String {
         format!("rc_spill_{}[{slot}]", kind_name(kind))
     }
+    /// The precision a spilled local of `precision` is held in: the cells of one kind's spill
+    /// array share a type, the widest its locals compute in. Its own, by default.
+    fn spill_precision(&self, precision: Precision) -> Precision {
+        precision
+    }
 }
 
 /// A short name of a compute kind, for the names of what holds values of that kind.

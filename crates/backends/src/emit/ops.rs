@@ -152,10 +152,7 @@ pub(super) fn int_unop(d: &impl Dialect, op: Unop, x: &str, p: Precision) -> Str
         other => {
             let float = d.condition_precision();
             let value = float_unop(d, other, &d.convert(x, p, float), float);
-            match unsigned {
-                true => format!("rc_f2u({value})"),
-                false => format!("rc_f2i({value})"),
-            }
+            d.convert(&value, float, p)
         }
     }
 }

@@ -144,6 +144,21 @@ impl<'a, D: Dialect> Writer<'a, D> {
         Some((self.dialect.spill_cell(precision.kind(), slot), precision))
     }
 
+    /// The value of spilled local `id` in `cell`, in the compute type of its precision.
+    fn spilled_value(&self, cell: &str, precision: Precision) -> String {
+        let held = self.dialect.spill_precision(precision);
+        self.dialect.convert(cell, held, precision)
+    }
+
+    /// The statement storing `value`, of local precision `precision`, into spilled `cell`.
+    fn spill_store(&self, pad: &str, cell: &str, value: &str, precision: Precision) -> String {
+        let held = self.dialect.spill_precision(precision);
+        format!(
+            "{pad}{cell} = {};\n",
+            self.dialect.convert(value, precision, held)
+        )
+    }
+
     /// Keeps every local in registers again.
     pub fn clear_spills(&mut self) {
         self.spilled.clear();
@@ -326,7 +341,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
             ),
             Scalar::Local(id) => {
                 if let Some((cell, from)) = self.spilled_cell(*id) {
-                    return Ok(d.convert(&cell, from, precision));
+                    return Ok(d.convert(&self.spilled_value(&cell, from), from, precision));
                 }
                 let from = *self.locals.get(id).ok_or_else(|| {
                     self.error(
@@ -507,7 +522,7 @@ impl<'a, D: Dialect> Writer<'a, D> {
             } => {
                 let value = d.round_to(&self.expr(value, *precision)?, *precision);
                 if let Some((cell, _)) = self.spilled_cell(*id) {
-                    writeln!(out, "{pad}{cell} = {value};").expect("writing to a string");
+                    out.push_str(&self.spill_store(&pad, &cell, &value, *precision));
                 } else {
                     let ty = d.compute_type(*precision);
                     let declared = d.declare(&id.to_string(), ty, &value, true);
@@ -516,20 +531,19 @@ impl<'a, D: Dialect> Writer<'a, D> {
                 }
             }
             Stmt::SetLocal { id, value } => {
-                let (name, precision) = match self.spilled_cell(*id) {
-                    Some(spilled) => spilled,
-                    None => {
-                        let precision = *self.locals.get(id).ok_or_else(|| {
-                            self.error(
-                                CodegenErrorKind::Malformed,
-                                format!("{id} is set before it is declared"),
-                            )
-                        })?;
-                        (id.to_string(), precision)
-                    }
-                };
+                if let Some((cell, precision)) = self.spilled_cell(*id) {
+                    let value = d.round_to(&self.expr(value, precision)?, precision);
+                    out.push_str(&self.spill_store(&pad, &cell, &value, precision));
+                    return Ok(());
+                }
+                let precision = *self.locals.get(id).ok_or_else(|| {
+                    self.error(
+                        CodegenErrorKind::Malformed,
+                        format!("{id} is set before it is declared"),
+                    )
+                })?;
                 let value = self.expr(value, precision)?;
-                writeln!(out, "{pad}{name} = {};", d.round_to(&value, precision))
+                writeln!(out, "{pad}{id} = {};", d.round_to(&value, precision))
                     .expect("writing to a string");
             }
             Stmt::ScatterAdd { target, value } => {

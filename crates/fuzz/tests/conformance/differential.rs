@@ -36,11 +36,17 @@ use crate::target::{OnDevice, Target};
 /// f16: cells are computed in f32 and rounded on the store, where the interpreter rounds its f64
 /// value: one rounding of f16 (4.9e-4) may differ per store, and a chain of stores compounds it,
 /// as on the C backend.
+///
+/// f64: the C backend's tolerance. Arithmetic rounds as the interpreter's does; the prelude's
+/// transcendental functions are within a few units in the last place of the correctly rounded
+/// values the interpreter's library gives.
 fn gpu_comparison(gpu: &OnDevice) -> Comparison {
+    let features = gpu.0.device().features();
     Comparison {
         precisions: Precisions::Gpu {
-            f16: gpu.0.device().has_f16(),
-            int64: gpu.0.device().features().int64,
+            f16: features.f16,
+            int64: features.int64,
+            f64: features.f64,
         },
         tolerance: Tolerance {
             half: 1e-2,

@@ -317,20 +317,42 @@ fn f16_cells_round_as_f16(target: &Target) {
 conformance!(f16_cells_round_as_f16: cc, gpu);
 
 /// Asked of the GPU itself, not of [`crate::target::OnDevice`], which refuses such a routine
-/// before the backend sees it.
+/// before the backend sees it: a kept tensor (data) in a precision the device offers only with
+/// a feature (f16, i64, u64, f64) computes as on the interpreter where the device offers it, and
+/// is an error naming the tensor and the precision where it does not.
 fn a_precision_the_device_lacks_is_an_error_naming_the_tensor(target: &Target) {
     let gpu = target.gpu().expect("a GPU case").0.clone();
-    let graph = Graph::new();
-    let x = graph
-        .data("wide input")
-        .shape("4")
-        .precision(Precision::F64)
-        .build();
-    let y = x.binary(BinaryOp::Mul, &x);
-    let mut ctx = Context::with_backend(&graph, Box::new(gpu));
-    let e = ctx.forward(&[&y]).unwrap_err();
-    assert!(e.message.contains("'wide input'"), "{}", e.message);
-    assert!(e.message.contains("f64"), "{}", e.message);
+    let features = gpu.device().features();
+    let squares = |backend: Box<dyn Backend>, precision: Precision| {
+        let graph = Graph::new();
+        let x = graph
+            .data("wide input")
+            .shape("4")
+            .precision(precision)
+            .build();
+        let y = x.binary(BinaryOp::Mul, &x);
+        let mut ctx = Context::with_backend(&graph, backend);
+        let forward = ctx.forward(&[&y]).map_err(|e| e.message)?;
+        ctx.set_values(&x, &[1.5, -2.0, 3.0, 0.25]).unwrap();
+        ctx.run(&forward).unwrap();
+        Ok::<_, String>(ctx.cells(&y).unwrap())
+    };
+    for precision in [
+        Precision::F16,
+        Precision::I64,
+        Precision::U64,
+        Precision::F64,
+    ] {
+        let got = squares(Box::new(gpu.clone()), precision);
+        if rcannl_gpu::wgsl::holds(precision, features) {
+            let want = squares(Box::new(Interpreter), precision).unwrap();
+            assert_eq!(got.unwrap(), want, "{precision}");
+        } else {
+            let e = got.expect_err("a precision the device lacks");
+            assert!(e.contains("'wide input'"), "{e}");
+            assert!(e.contains(&precision.to_string()), "{e}");
+        }
+    }
 }
 conformance!(a_precision_the_device_lacks_is_an_error_naming_the_tensor: gpu);
 

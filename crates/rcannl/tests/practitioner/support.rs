@@ -1,5 +1,5 @@
-//! What the practitioner programs share: the backends they run on (the GPU too, for the programs
-//! in f32), PyTorch's reference arrays (`.npy` files that each program's `reference.py` writes
+//! What the practitioner programs share: the backends they run on (the GPU too, in the precisions
+//! it holds), PyTorch's reference arrays (`.npy` files that each program's `reference.py` writes
 //! beside it, PyTorch being no test-time dependency), and comparisons whose tolerance follows
 //! the precision compared.
 
@@ -9,30 +9,36 @@ use std::sync::Once;
 use rcannl::backends::cc::Compiler;
 use rcannl::backends::{Backend, Interpreter, settings};
 use rcannl::gpu::Gpu;
+use rcannl::gpu::wgsl::holds;
 use rcannl::ir::Precision;
 use rcannl::tensor::npy;
 use rcannl::tensor::{Context, Tensor};
 
 /// The backends a program computing in `precision` runs on: the interpreter, the C backend, and
-/// the GPU where it holds the precision (f32; f64 it refuses). Without a GPU adapter the GPU is
-/// left out after one line saying so, unless the `require_gpu` setting (`RCANNL_REQUIRE_GPU=1`) is on, which makes the missing
-/// device a failure.
+/// the GPU where it holds the precision (f32 always, f64 where the device offers shader-f64 and
+/// shader-int64). Without a GPU adapter the GPU is left out after one line saying so, unless the
+/// `require_gpu` setting (`RCANNL_REQUIRE_GPU=1`) is on, which makes the missing device a
+/// failure.
 pub fn backends(precision: Precision) -> Vec<Box<dyn Backend>> {
     let mut backends: Vec<Box<dyn Backend>> = vec![
         Box::new(Interpreter),
         Box::new(Compiler::find().expect("a C compiler (cc or $CC)")),
     ];
-    if precision == Precision::F32 {
-        backends.extend(gpu());
+    if let Some(gpu) = gpu() {
+        if holds(precision, gpu.device().features()) {
+            backends.push(Box::new(gpu));
+        } else {
+            eprintln!("this GPU holds no {precision}: a program in it did not run there");
+        }
     }
     backends
 }
 
 /// The GPU backend, where this machine has an adapter.
-fn gpu() -> Option<Box<dyn Backend>> {
+fn gpu() -> Option<Gpu> {
     static SAID: Once = Once::new();
     match Gpu::new() {
-        Ok(gpu) => Some(Box::new(gpu)),
+        Ok(gpu) => Some(gpu),
         Err(e) if settings::flag(&settings::REQUIRE_GPU).unwrap() => {
             panic!("RCANNL_REQUIRE_GPU is set, and the GPU backend cannot open a device: {e}")
         }

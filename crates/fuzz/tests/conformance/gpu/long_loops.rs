@@ -10,14 +10,16 @@ use super::device;
 
 use crate::target::Target;
 
-/// The sum of all cells of a tensor of `dims` holding `1 + (cell mod 3)`: exact in f32.
-fn total(backend: Box<dyn Backend>, dims: &[usize]) -> (f64, String) {
+/// The sum of all cells of a tensor of `dims` holding `1 + (cell mod 3)`, in `precision`: exact
+/// in f32 and f64.
+fn total(backend: Box<dyn Backend>, dims: &[usize], precision: Precision) -> (f64, String) {
     let graph = Graph::new();
     let cells: usize = dims.iter().product();
     let shape: Vec<String> = dims.iter().map(ToString::to_string).collect();
     let x = graph
         .data("x")
         .shape(&shape.join(","))
+        .precision(precision)
         .values((0..cells).map(|i| 1.0 + (i % 3) as f64).collect())
         .build();
     let spec = if dims.len() == 1 { "i=>" } else { "ij=>" };
@@ -31,15 +33,47 @@ fn total(backend: Box<dyn Backend>, dims: &[usize]) -> (f64, String) {
     )
 }
 
+/// In f32, and in f64 where the device holds it: the partial sums kept across dispatches are
+/// f64 there, and in a routine computing both, an f32 sum is kept in f64 cells, exactly.
 fn long_serial_sums_run_in_ordered_dispatches(target: &Target) {
     let gpu = device(target);
-    for dims in [vec![70_000], vec![300, 300], vec![3, 100_000]] {
-        let cells: usize = dims.iter().product();
-        let want = (0..cells).map(|i| 1.0 + (i % 3) as f64).sum::<f64>();
-        let (got, code) = total(Box::new(gpu.clone()), &dims);
-        assert_eq!(got, want, "{dims:?}");
-        assert!(code.contains("dispatched"), "{dims:?}:\n{code}");
-        assert_eq!(total(Box::new(Interpreter), &dims).0, want);
+    let features = gpu.device().features();
+    for precision in [Precision::F32, Precision::F64] {
+        if !rcannl_gpu::wgsl::holds(precision, features) {
+            eprintln!("this GPU holds no {precision}: its long sums did not run");
+            continue;
+        }
+        for dims in [vec![70_000], vec![300, 300], vec![3, 100_000]] {
+            let cells: usize = dims.iter().product();
+            let want = (0..cells).map(|i| 1.0 + (i % 3) as f64).sum::<f64>();
+            let (got, code) = total(Box::new(gpu.clone()), &dims, precision);
+            assert_eq!(got, want, "{precision} {dims:?}");
+            assert!(code.contains("dispatched"), "{dims:?}:\n{code}");
+            assert_eq!(total(Box::new(Interpreter), &dims, precision).0, want);
+        }
+    }
+    if rcannl_gpu::wgsl::holds(Precision::F64, features) {
+        let graph = Graph::new();
+        let x = graph
+            .data("x")
+            .shape("70000")
+            .values((0..70_000).map(|i| 1.0 + (i % 3) as f64).collect())
+            .build();
+        let w = graph
+            .data("w")
+            .shape("2")
+            .precision(Precision::F64)
+            .values(vec![0.1, 3.0])
+            .build();
+        let (sum, square) = (x.einsum1("i=>"), w.einsum("i;i=>i", &w));
+        let mut ctx = Context::with_backend(&graph, Box::new(gpu));
+        let forward = ctx.forward(&[&sum, &square]).unwrap();
+        ctx.run(&forward).unwrap();
+        assert_eq!(ctx.values(&sum).unwrap(), [139_999.0]);
+        assert_eq!(ctx.values(&square).unwrap(), [0.1 * 0.1, 9.0]);
+        let code = forward.source().unwrap_or_default();
+        assert!(code.contains("rc_spill_f: array<f64>"), "{code}");
+        assert!(code.contains("f32(rc_spill_f["), "{code}");
     }
 }
 conformance!(long_serial_sums_run_in_ordered_dispatches: gpu);
