@@ -94,6 +94,68 @@ impl OwnKey {
     }
 }
 
+/// Which items are alike in their own names: for each item, the routine's nodes behind its
+/// numbers (`None` for an item without own names), and the first item alike it (itself where
+/// none comes before it, or where it has no own names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alike {
+    /// Each item's nodes, as [`OwnKey::nodes`].
+    pub nodes: Vec<Option<Vec<NodeId>>>,
+    /// Each item's first alike item.
+    pub first: Vec<usize>,
+}
+
+/// How many items' keys [`Alike::of`] holds at once beyond the distinct ones.
+const KEYS_AT_ONCE: usize = 4096;
+
+impl Alike {
+    /// The items of `items` compared by their keys (`key`, computed on up to `threads` threads,
+    /// `None` for an item that is alike no other), over the routine's `nodes`. Keys are made a
+    /// batch at a time and a key's writing is kept only while its item is the first of its
+    /// kind: memory holds the distinct items' writings, not every item's.
+    pub fn of<T: Sync>(
+        items: &[T],
+        nodes: &BTreeMap<NodeId, TensorNode>,
+        threads: usize,
+        key: impl Fn(&T) -> Option<OwnKey> + Sync,
+    ) -> Alike {
+        let mut alike = Alike {
+            nodes: Vec::with_capacity(items.len()),
+            first: Vec::with_capacity(items.len()),
+        };
+        // The first items' keys, by hash.
+        let mut firsts: FxHashMap<u64, Vec<(usize, OwnKey)>> = FxHashMap::default();
+        for (batch, part) in items.chunks(KEYS_AT_ONCE).enumerate() {
+            let keys = crate::in_parallel::map_in_order(part, threads, &key);
+            for (offset, key) in keys.into_iter().enumerate() {
+                let at = batch * KEYS_AT_ONCE + offset;
+                let Some(key) = key else {
+                    alike.nodes.push(None);
+                    alike.first.push(at);
+                    continue;
+                };
+                let candidates = firsts.entry(key.hash(nodes)).or_default();
+                let earlier = candidates
+                    .iter()
+                    .find(|(_, first)| first.alike(nodes, &key, nodes))
+                    .map(|(first, _)| *first);
+                match earlier {
+                    Some(first) => {
+                        alike.first.push(first);
+                        alike.nodes.push(Some(key.nodes));
+                    }
+                    None => {
+                        alike.first.push(at);
+                        alike.nodes.push(Some(key.nodes.clone()));
+                        candidates.push((at, key));
+                    }
+                }
+            }
+        }
+        alike
+    }
+}
+
 /// A "hasher" keeping every byte written to it: the writing an [`OwnKey`] compares.
 struct Writing(Vec<u8>);
 
@@ -516,5 +578,38 @@ mod tests {
         let mut wider = routine.clone();
         wider.get_mut(&NodeId(3)).unwrap().precision = Precision::F64;
         assert!(!a.alike(&routine, &b, &wider));
+    }
+
+    /// Across the batches keys are made in, each item stands for the first alike it, however far
+    /// before; an item without a key stands for itself.
+    #[test]
+    fn items_stand_for_the_first_alike_them_across_batches() {
+        let plain = |var| Index::var(var, 0);
+        let mut routine = nodes(&[0, 1, 2]);
+        routine.get_mut(&NodeId(2)).unwrap().precision = Precision::F64;
+        // Item i: y = x + 1 from node i % 2 into the other, or (every seventh) into the f64
+        // node; every eleventh has no key.
+        let count = 2 * KEYS_AT_ONCE + 5;
+        let items: Vec<usize> = (0..count).collect();
+        let stmt = |i: usize| {
+            let x = (i % 2) as u32;
+            let y = if i % 7 == 6 { 2 } else { 1 - x };
+            add_one(y, x, i as u32, plain)
+        };
+        let alike = Alike::of(&items, &routine, 2, |&i| {
+            (i % 11 != 10).then(|| OwnKey::of(&[stmt(i)]))
+        });
+        for i in 0..count {
+            let want = if i % 11 == 10 {
+                i
+            } else if i % 7 == 6 {
+                6
+            } else {
+                0
+            };
+            assert_eq!(alike.first[i], want, "item {i}");
+            let nodes = OwnKey::of(&[stmt(i)]).nodes;
+            assert_eq!(alike.nodes[i], (i % 11 != 10).then_some(nodes), "item {i}");
+        }
     }
 }

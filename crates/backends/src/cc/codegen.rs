@@ -40,7 +40,7 @@ use std::fmt::Write;
 use super::identity::{self, Renamed};
 use crate::emit::{CodegenErrorKind, Dialect, Writer, var_name};
 use crate::nests::{Group, kernel_groups};
-use rcannl_ir::canonical::OwnKey;
+use rcannl_ir::canonical::{Alike, OwnKey};
 use rcannl_ir::in_parallel::map_in_order;
 
 use rcannl_ir::optimize::hoist::hoist_invariants_into_nests;
@@ -539,14 +539,20 @@ fn generate_kernels(
     // A group alike an earlier one in its own names is that one's kernel over its own buffers:
     // only the first of each kind is written. (A traced kernel names its tensors: each is
     // written.)
-    let own: Vec<Option<OwnKey>> =
-        map_in_order(&groups, super::kernel_threads(), |group| match group {
+    let Alike {
+        nodes: own,
+        first: first_alike,
+    } = Alike::of(
+        &groups,
+        &routine.nodes,
+        super::kernel_threads(),
+        |group| match group {
             _ if traced => None,
             Group::Gemm { .. } => None,
             Group::Parallel { preamble, stmt } => Some(OwnKey::of(preamble.iter().chain([*stmt]))),
             Group::Serial { stmts } => Some(OwnKey::of(*stmts)),
-        });
-    let first_alike = first_alike(routine, &own);
+        },
+    );
     let firsts: Vec<usize> = (0..groups.len()).filter(|&i| first_alike[i] == i).collect();
     let mut written = map_in_order(&firsts, super::kernel_threads(), |&i| {
         write_group(routine, groups[i], traced)
@@ -565,8 +571,8 @@ fn generate_kernels(
             let nodes: Vec<NodeId> = first_nodes
                 .iter()
                 .map(|node| {
-                    let number = theirs.nodes.iter().position(|n| n == node);
-                    mine.nodes[number.expect("a kernel names its statements' nodes")]
+                    let number = theirs.iter().position(|n| n == node);
+                    mine[number.expect("a kernel names its statements' nodes")]
                 })
                 .collect();
             steps.push(Step::Kernel(Kernel {
@@ -755,29 +761,6 @@ impl Functions<'_> {
             })
             .collect()
     }
-}
-
-/// For each group, the first group alike it in its own names (`own`; itself where none is, or
-/// where it has no own names).
-fn first_alike(routine: &Routine, own: &[Option<OwnKey>]) -> Vec<usize> {
-    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
-    let mut first = (0..own.len()).collect::<Vec<usize>>();
-    for (i, names) in own.iter().enumerate() {
-        let Some(names) = names else {
-            continue;
-        };
-        let seen = by_hash.entry(names.hash(&routine.nodes)).or_default();
-        let earlier = seen.iter().copied().find(|&j| {
-            own[j]
-                .as_ref()
-                .is_some_and(|other| other.alike(&routine.nodes, names, &routine.nodes))
-        });
-        match earlier {
-            Some(j) => first[i] = j,
-            None => seen.push(i),
-        }
-    }
-    first
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use std::ops::Range;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Fresh, for_each_name, stmt_accesses};
-use crate::canonical::{OwnKey, OwnNames, form, in_routine};
+use crate::canonical::{Alike, OwnKey, OwnNames, form, in_routine};
 use crate::in_parallel;
 use crate::loops::{LocalId, Stmt};
 use crate::node::{MemoryMode, NodeId};
@@ -90,27 +90,24 @@ pub(super) fn transform_in_chunks<E: Send>(
     };
     let threads = in_parallel::threads();
     let numbers: Vec<usize> = (0..ranges.len()).collect();
-    let keys = in_parallel::map_in_order(&numbers, threads, |&chunk| OwnKey::of(stmts_of(chunk)));
     // Each chunk's first alike chunk: the one transformed for it.
-    let mut firsts: HashMap<u64, Vec<usize>> = HashMap::new();
-    let mut distinct: Vec<usize> = Vec::new();
-    let standing_for: Vec<usize> = (keys.iter().enumerate())
-        .map(|(at, key)| {
-            let candidates = firsts.entry(key.hash(&routine.nodes)).or_default();
-            let alike = |&&first: &&usize| keys[first].alike(&routine.nodes, key, &routine.nodes);
-            match candidates.iter().find(alike) {
-                Some(&first) => first,
-                None => {
-                    candidates.push(at);
-                    distinct.push(at);
-                    at
-                }
-            }
-        })
+    let Alike {
+        nodes,
+        first: standing_for,
+    } = Alike::of(&numbers, &routine.nodes, threads, |&chunk| {
+        Some(OwnKey::of(stmts_of(chunk)))
+    });
+    // The routine's node behind each of a chunk's own numbers.
+    let own_nodes: Vec<Vec<NodeId>> = nodes
+        .into_iter()
+        .map(|nodes| nodes.expect("every chunk has its own names"))
+        .collect();
+    let distinct: Vec<usize> = (0..numbers.len())
+        .filter(|&at| standing_for[at] == at)
         .collect();
     let transformed = in_parallel::map_in_order(&distinct, threads, |&at| {
         let own = OwnNames::of(stmts_of(at).cloned().collect());
-        debug_assert_eq!(own.nodes, keys[at].nodes, "one numbering of the nodes");
+        debug_assert_eq!(own.nodes, own_nodes[at], "one numbering of the nodes");
         // The chunk as a routine of its own, over its nodes in its own numbers.
         let chunk = Routine {
             name: routine.name.clone(),
@@ -142,7 +139,7 @@ pub(super) fn transform_in_chunks<E: Send>(
         optimized.insert(at, done?);
     }
     // Each chunk's loop variables and locals numbered on from those of the chunks before.
-    let mut bases = Vec::with_capacity(keys.len());
+    let mut bases = Vec::with_capacity(own_nodes.len());
     let (mut next_var, mut next_local) = (0u32, 0u32);
     for &first in &standing_for {
         bases.push((next_var, next_local));
@@ -153,7 +150,7 @@ pub(super) fn transform_in_chunks<E: Send>(
     let renamed = in_parallel::map_in_order(&numbers, threads, |&at| {
         let (var_base, local_base) = bases[at];
         let done = &optimized[&standing_for[at]];
-        in_routine(&done.result.body, &keys[at].nodes, var_base, local_base)
+        in_routine(&done.result.body, &own_nodes[at], var_base, local_base)
     });
     let body = renamed.into_iter().flatten().collect();
     Ok(match routine {
