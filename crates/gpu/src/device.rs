@@ -194,12 +194,17 @@ impl Device {
         let offered = adapter.features();
         let f16 = offered.contains(wgpu::Features::SHADER_F16);
         let int64 = offered.contains(wgpu::Features::SHADER_INT64);
-        let f64 = offered.contains(wgpu::Features::SHADER_F64);
-        let required_features = offered
+        // f64 through Vulkan only: the prelude's f64 functions take square roots, floors and
+        // fused multiply-adds of f64, which SPIR-V has and D3D's double operations lack.
+        let f64 =
+            offered.contains(wgpu::Features::SHADER_F64) && info.backend == wgpu::Backend::Vulkan;
+        let mut required_features = offered
             & (wgpu::Features::SHADER_F16
                 | wgpu::Features::SHADER_INT64
-                | wgpu::Features::SHADER_F64
                 | wgpu::Features::PIPELINE_CACHE);
+        if f64 {
+            required_features |= wgpu::Features::SHADER_F64;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rcannl"),

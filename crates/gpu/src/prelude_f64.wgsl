@@ -171,7 +171,8 @@ fn rc_log_parts_d(x: f64) -> RcLog {
   return RcLog(f64(k), log_m);
 }
 
-// NaN for a negative x or NaN, -inf for 0, x for +inf; `None` (false) for a positive finite x.
+// Whether x is NaN, not positive or +inf, whose logarithms the series does not give, and their
+// logarithms: NaN for NaN and a negative x, -inf for 0, +inf for +inf.
 fn rc_log_special_d(x: f64) -> bool {
   return rc_isnan_d(x) || x <= 0.0lf || rc_isinf_d(x);
 }

@@ -52,8 +52,8 @@ pub struct DeviceFeatures {
     pub f16: bool,
     /// `shader-int64`: 64-bit integers in shaders.
     pub int64: bool,
-    /// `shader-f64`: 64-bit floats in shaders (held where `int64` is offered too: the f64
-    /// functions of the prelude read their bits as 64-bit integers).
+    /// `shader-f64`: 64-bit floats in shaders, through Vulkan (held where `int64` is offered
+    /// too: the f64 functions of the prelude read their bits as 64-bit integers).
     pub f64: bool,
 }
 
