@@ -156,12 +156,12 @@ impl Backend for Gpu {
             4 * (program.statics.len() + program.placed.len()).max(1) as u64,
             wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         );
+        let (int64, float64) = (computes_int64(routine), computes_f64(routine));
         let spills = [Kind::Float, Kind::Int, Kind::Word]
             .into_iter()
             .filter_map(|kind| {
                 let cells = program.spill_cells(kind);
-                let held = spill_precision(kind, computes_int64(routine), computes_f64(routine));
-                let cell_bytes = held.size_in_bytes() as u64;
+                let cell_bytes = spill_precision(kind, int64, float64).size_in_bytes() as u64;
                 (cells > 0).then(|| {
                     let label = format!("rcannl spilled {kind:?} locals");
                     let spill = buffer(&label, cells * cell_bytes, wgpu::BufferUsages::STORAGE);

@@ -93,6 +93,15 @@ pub(crate) fn lacks(node: NodeId, label: &str, precision: Precision) -> CodegenE
     )
 }
 
+/// The suffix of the prelude's functions on values of float `precision`: `_d` on f64's.
+fn suffix(precision: Precision) -> &'static str {
+    if precision == Precision::F64 {
+        "_d"
+    } else {
+        ""
+    }
+}
+
 /// An f64 literal.
 fn f64_literal(x: f64) -> String {
     if x.is_nan() {
@@ -272,8 +281,6 @@ impl Dialect for Wgsl<'_> {
                 format!("bitcast<u32>({value})")
             }
         };
-        // The suffix of the f64 prelude's functions.
-        let d = |p: Precision| if p == Precision::F64 { "_d" } else { "" };
         let target = self.compute_type(to);
         match (from.kind(), to.kind()) {
             (Kind::Float, Kind::Float) if self.compute_type(from) != target => {
@@ -281,13 +288,13 @@ impl Dialect for Wgsl<'_> {
             }
             (a, b) if a == b => value.to_owned(),
             (Kind::Int, Kind::Float) if from == Precision::U64 => {
-                format!("rc_u2f{}({value})", d(to))
+                format!("rc_u2f{}({value})", suffix(to))
             }
             (Kind::Int, Kind::Float) => format!("{target}({value})"),
             (Kind::Float, Kind::Int) if to == Precision::U64 => {
-                format!("rc_f2u{}({value})", d(from))
+                format!("rc_f2u{}({value})", suffix(from))
             }
-            (Kind::Float, Kind::Int) => format!("rc_f2i{}({value})", d(from)),
+            (Kind::Float, Kind::Int) => format!("rc_f2i{}({value})", suffix(from)),
             (Kind::Word, Kind::Float) => format!("{target}(({value}).x)"),
             (Kind::Word, Kind::Int) if int64 => format!("rc_u32_value(({value}).x)"),
             (Kind::Word, Kind::Int) => format!("bitcast<i32>(({value}).x)"),
@@ -320,8 +327,7 @@ impl Dialect for Wgsl<'_> {
         match (kind, name) {
             (Kind::Int, "max" | "min") => format!("{name}({args})"),
             (Kind::Int, _) => format!("rc_i{name}({args})"),
-            _ if precision == Precision::F64 => format!("rc_{name}_d({args})"),
-            _ => format!("rc_{name}({args})"),
+            _ => format!("rc_{name}{}({args})", suffix(precision)),
         }
     }
 
@@ -338,8 +344,7 @@ impl Dialect for Wgsl<'_> {
     fn truth_value(&self, precision: Precision, condition: &str) -> String {
         match precision.kind() {
             Kind::Int => format!("rc_itruth({condition})"),
-            _ if precision == Precision::F64 => format!("rc_truth_d({condition})"),
-            _ => format!("rc_truth({condition})"),
+            _ => format!("rc_truth{}({condition})", suffix(precision)),
         }
     }
 
