@@ -1,17 +1,13 @@
-//! Parameter initialization: counter-based draws keyed by (seed, tensor id), computed on the host
-//! in f64 and stored into the parameters' buffers, so every backend holds the same bits and no
-//! routine is compiled for them; then init expressions, in creation order.
+//! Parameter initialization: fills and given values stored from the host; counter-based random
+//! draws keyed by (seed, tensor id), one tensor expression for all of them ([`super::draws`]);
+//! then init expressions, in creation order.
 
-use rcannl_backends::cc::kernel_threads;
-use rcannl_ir::in_parallel::map_in_order;
-use rcannl_ir::precision::to_uint4x32;
-use rcannl_ir::value::uniform;
-use rcannl_ir::{Binop, Precision, Ternop, Unop, Value, VecUnop, threefry4x32};
 use rcannl_shape::spec::Kind;
 
 use crate::graph::{Draw, Init, LeafKind, TensorData, TensorError, error};
 use crate::tensor::Tensor;
 
+use super::draws::{self, Random, Request};
 use super::{Context, value_node};
 
 impl Context {
@@ -58,32 +54,39 @@ impl Context {
     }
 
     /// Draws `params` from their inits into their buffers, init expressions last, in creation
-    /// order; each then holds values. The random draws, each a pure function of the seed, the
-    /// parameter and the cell, are computed on every core.
+    /// order; each then holds values.
     fn draw_params(&mut self, params: Vec<(usize, Init)>) -> Result<(), TensorError> {
         let default = self.graph.state.lock().default_init.clone();
         let mut expressions = Vec::new();
-        let mut draws = Vec::with_capacity(params.len());
+        let mut requests = Vec::new();
         for (t, init) in &params {
             let cells = self.nodes[&value_node(*t)].len();
             let (fan_in, fan_out) = self.fans_of(*t)?;
-            match init.draw(&default, fan_in, fan_out) {
-                Draw::Expr(e) => expressions.push((*t, e)),
-                Draw::Values(values) => self.set_param(*t, &values)?,
-                draw => draws.push((*t, cells, draw)),
-            }
+            let random = match init.draw(&default, fan_in, fan_out) {
+                Draw::Expr(e) => {
+                    expressions.push((*t, e));
+                    continue;
+                }
+                Draw::Values(values) => {
+                    self.set_param(*t, &values)?;
+                    continue;
+                }
+                Draw::Fill(value) => {
+                    self.set_param(*t, &vec![value; cells])?;
+                    continue;
+                }
+                Draw::Uniform(low, high) => Random::Uniform(low, high),
+                Draw::Normal(mean, std) => Random::Normal(mean, std),
+            };
+            requests.push(Request {
+                t: *t,
+                cells,
+                random,
+            });
         }
-        let seed = self.seed;
-        let values = map_in_order(&draws, kernel_threads(), |(t, cells, draw)| match draw {
-            Draw::Fill(value) => vec![*value; *cells],
-            Draw::Uniform(low, high) => {
-                random_values(seed, *t, *cells, Random::Uniform(*low, *high))
-            }
-            Draw::Normal(mean, std) => random_values(seed, *t, *cells, Random::Normal(*mean, *std)),
-            Draw::Values(_) | Draw::Expr(_) => unreachable!("set before the draws"),
-        });
-        for ((t, _, _), values) in draws.iter().zip(values) {
-            self.set_param(*t, &values)?;
+        let drawn = draws::draw(self.seed, &requests)?;
+        for (request, values) in requests.iter().zip(drawn) {
+            self.set_param(request.t, &values)?;
         }
         self.holds.extend(
             params
@@ -169,59 +172,5 @@ fn init_of(data: &TensorData) -> Option<Init> {
     match &data.leaf {
         Some(LeafKind::Param(init)) if data.failed.is_none() => Some(init.clone()),
         _ => None,
-    }
-}
-
-/// A random draw of every cell of a parameter.
-#[derive(Debug, Clone, Copy)]
-enum Random {
-    /// Uniform in `[low, high)`.
-    Uniform(f64, f64),
-    /// Normal with this mean and standard deviation.
-    Normal(f64, f64),
-}
-
-/// The values of the `cells` cells of the parameter of tensor index `t`, drawn from the
-/// counter-based stream keyed by `threefry(seed, t)`. Each draw is a run of 128-bit words, the
-/// counter of word `w` of draw `d` being `d · words + w`, each word making two f64 uniforms in
-/// [0, 1): cell `i` takes uniform `i` of each draw. A uniform init scales the first draw; a normal
-/// one is Box–Muller's `√(−2 ln(1 − u₁)) · cos(2π u₂)` of the first two (`1 − u₁` lies in
-/// (0, 1]). Computed in f64 with the IR's own operations and rounded once into the parameter's
-/// precision when stored, so the values depend on the seed, the tensor and the cell only, never on
-/// the backend or on the order of anything.
-fn random_values(seed: u64, t: usize, cells: usize, random: Random) -> Vec<f64> {
-    // The key and the counters as words the way the IR's constants and embedded indices become
-    // words: a constant as a 64-bit integer, an index as a 32-bit one.
-    let key = threefry4x32(
-        to_uint4x32(seed as f64, Precision::I64),
-        to_uint4x32(t as f64, Precision::I64),
-    );
-    let per_word = VecUnop::Uint4x32ToPrecUniform.length(Precision::F64);
-    let words = cells.div_ceil(per_word);
-    let uniforms = |draw: usize| -> Vec<f64> {
-        (0..words)
-            .flat_map(|w| {
-                let counter = to_uint4x32(f64::from((draw * words + w) as u32), Precision::U32);
-                uniform(threefry4x32(key, counter), Precision::F64)
-            })
-            .take(cells)
-            .map(Value::as_f64)
-            .collect()
-    };
-    match random {
-        Random::Uniform(low, high) => uniforms(0)
-            .into_iter()
-            .map(|u| Binop::Add.apply(low, Binop::Mul.apply(high - low, u)))
-            .collect(),
-        Random::Normal(mean, std) => uniforms(0)
-            .into_iter()
-            .zip(uniforms(1))
-            .map(|(u1, u2)| {
-                let radius = Unop::Sqrt
-                    .apply(Binop::Mul.apply(-2.0, Unop::Log.apply(Binop::Sub.apply(1.0, u1))));
-                let angle = Unop::Cos.apply(Binop::Mul.apply(std::f64::consts::TAU, u2));
-                Ternop::Fma.apply(std, Binop::Mul.apply(radius, angle), mean)
-            })
-            .collect(),
     }
 }

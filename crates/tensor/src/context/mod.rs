@@ -25,6 +25,7 @@ use crate::graph::{
 mod backprop;
 mod compile;
 mod compose;
+mod draws;
 mod dump;
 mod host;
 mod init;

@@ -215,8 +215,9 @@ fn a_parameters_draws_are_the_values_of_a_tensor_expression() {
 }
 
 /// The stream is pinned: a seed gives the same parameters from one version to the next (these
-/// values were drawn by the compiled initialization routine that preceded the host's draws), so
-/// a model written with a seed trains from the same start.
+/// values were drawn by a hand-built initialization routine, then by host code, before the
+/// draws became one tensor expression), so a model written with a seed trains from the same
+/// start.
 #[test]
 fn a_seed_draws_the_same_parameters_across_versions() {
     let graph = Graph::new();
@@ -246,8 +247,8 @@ fn a_seed_draws_the_same_parameters_across_versions() {
     );
 }
 
-/// Thousands of one-cell parameters (a model's scalar gains, say) are drawn at once, without a
-/// routine to compile for them.
+/// Thousands of one-cell parameters (a model's scalar gains, say) are drawn at once, by one
+/// routine for all of them.
 #[test]
 fn thousands_of_scalar_parameters_initialize_at_once() {
     let graph = Graph::new();
