@@ -10,7 +10,8 @@
 //! - `mlp`: dense layers of width 32 with `relu`, on a batch of 4, summed; SGD's training step;
 //! - `transformer`: 1, 2, 4, … 64 transformer blocks (width 32, 2 heads, 8 tokens, batch 2),
 //!   summed; Adam's training step; with the ratio of the time of 64 blocks to that of 8;
-//! - `params`: that many one-cell parameters; `init_params` (not in the default run:
+//! - `params`: that many one-cell parameters, each with one input cell so that the default
+//!   init draws it (LeCun uniform, fan-in 1); `init_params` (not in the default run:
 //!   `-- params 5000`).
 //!
 //! The operations counted are the graph's ([`Graph::operation_count`]) once the routines are
@@ -169,7 +170,7 @@ impl Family {
             }
             Family::Params => {
                 for i in 0..size {
-                    graph.param(&format!("p{i}")).output([1]).build();
+                    graph.param(&format!("p{i}")).input([1]).output([1]).build();
                 }
                 // The context initializes the parameters.
                 let start = Instant::now();

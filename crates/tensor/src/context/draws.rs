@@ -16,12 +16,13 @@
 //! The ids, counters, lows and spans are data rather than constants. So one expression computes
 //! every parameter's draws, the words of all of them laid end to end, and its routine does not
 //! depend on the parameters, their number or their sizes: it is compiled once for each size of
-//! chunk (a power of two), and the C backend's cache keeps it across runs. It runs on the host's
-//! default backend (the C backend when a C compiler runs, else the interpreter), in f64,
-//! whichever backend the parameters live on. Each value is rounded once, when it is stored into
+//! chunk (a power of two), and the C backend's cache keeps it across runs. It runs on the host,
+//! in f64, whichever backend the parameters live on: on the interpreter when the words are few
+//! (so that a cold start does not wait for a C compiler to build it), else on the host's default
+//! backend (the C backend when a C compiler runs). Both compute the same bits. Each value is rounded once, when it is stored into
 //! its parameter's precision, so every backend holds the same bits.
 
-use rcannl_backends::{Backend, default_backend};
+use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::{Precision, VecUnop};
 
 use crate::graph::{Graph, TensorError};
@@ -57,14 +58,29 @@ const FEWEST_WORDS: usize = 64;
 /// The most words of one run of the expression: more are drawn in runs of this many.
 const MOST_WORDS: usize = 1 << 16;
 
-/// The values of each request, in order, drawn with `seed` on the host's default backend.
+/// The most words the interpreter draws: a few milliseconds' work for it, about what the C
+/// backend takes to load the compiled expression from its cache, where building it takes a C
+/// compiler 150 ms (when the cache does not hold it). The interpreter's time grows with the
+/// words; the compiled expression's hardly.
+const INTERPRETED_WORDS: usize = 1 << 10;
+
+/// The values of each request, in order, drawn with `seed` on the host: by the interpreter
+/// where they are few, else on the host's default backend.
 pub(super) fn draw(seed: u64, requests: &[Request]) -> Result<Vec<Vec<f64>>, TensorError> {
-    draw_on(&default_backend, seed, requests, MOST_WORDS)
+    let backend = |words: usize| -> Box<dyn Backend> {
+        if words <= INTERPRETED_WORDS {
+            Box::new(Interpreter)
+        } else {
+            default_backend()
+        }
+    };
+    draw_on(&backend, seed, requests, MOST_WORDS)
 }
 
-/// [`draw`] on the backends `backend` makes, in runs of at most `most` words.
+/// [`draw`] on the backend `backend` gives for a number of words, in runs of at most `most`
+/// words.
 fn draw_on(
-    backend: &dyn Fn() -> Box<dyn Backend>,
+    backend: &dyn Fn(usize) -> Box<dyn Backend>,
     seed: u64,
     requests: &[Request],
     most: usize,
@@ -82,7 +98,7 @@ fn draw_on(
             continue;
         }
         let chunk = total.next_power_of_two().clamp(FEWEST_WORDS, most);
-        let mut evaluator = Evaluator::new(backend(), seed, normal, chunk)?;
+        let mut evaluator = Evaluator::new(backend(total), seed, normal, chunk)?;
         let mut run = Run::default();
         for r in chosen {
             let Request { t, cells, random } = requests[r];
@@ -267,7 +283,6 @@ impl Expression {
 
 #[cfg(test)]
 mod tests {
-    use rcannl_backends::Interpreter;
     use rcannl_backends::cc::Compiler;
 
     use super::*;
@@ -299,17 +314,17 @@ mod tests {
     #[test]
     fn draws_depend_on_the_seed_and_the_parameter_only() {
         let requests = requests();
-        let interpreted = draw_on(&|| Box::new(Interpreter), 5, &requests, 64).unwrap();
+        let interpreted = draw_on(&|_| Box::new(Interpreter), 5, &requests, 64).unwrap();
         let compiler = Compiler::find().expect("a C compiler");
-        let compiled = draw_on(&|| Box::new(compiler.clone()), 5, &requests, 1 << 16).unwrap();
+        let compiled = draw_on(&|_| Box::new(compiler.clone()), 5, &requests, 1 << 16).unwrap();
         assert_eq!(interpreted, compiled);
         for (request, values) in requests.iter().zip(&interpreted) {
             assert_eq!(values.len(), request.cells);
-            let alone = draw_on(&|| Box::new(Interpreter), 5, &[*request], 1 << 16).unwrap();
+            let alone = draw_on(&|_| Box::new(Interpreter), 5, &[*request], 1 << 16).unwrap();
             assert_eq!(alone[0], *values, "{request:?}");
         }
         for seed in [6, u64::MAX] {
-            let reseeded = draw_on(&|| Box::new(Interpreter), seed, &requests, 1 << 16).unwrap();
+            let reseeded = draw_on(&|_| Box::new(Interpreter), seed, &requests, 1 << 16).unwrap();
             for (a, b) in interpreted.iter().zip(&reseeded) {
                 assert!(a.iter().zip(b).all(|(a, b)| a != b), "seed {seed}");
             }
