@@ -60,8 +60,8 @@ const MOST_WORDS: usize = 1 << 16;
 
 /// The most words the interpreter draws: a few milliseconds' work for it, about what the C
 /// backend takes to load the compiled expression from its cache, where building it takes a C
-/// compiler 150 ms (when the cache does not hold it). The interpreter's time grows with the
-/// words; the compiled expression's hardly.
+/// compiler about a tenth of a second (when the cache does not hold it). The interpreter's time
+/// grows with the words; the compiled expression's hardly.
 const INTERPRETED_WORDS: usize = 1 << 10;
 
 /// The values of each request, in order, drawn with `seed` on the host: by the interpreter

@@ -84,7 +84,10 @@ impl Context {
                 random,
             });
         }
-        let drawn = draws::draw(self.seed, &requests)?;
+        let drawn = draws::draw(self.seed, &requests).map_err(|e| {
+            let message = format!("the parameters' random draws: {}", e.message);
+            e.reworded(message)
+        })?;
         for (request, values) in requests.iter().zip(drawn) {
             self.set_param(request.t, &values)?;
         }
