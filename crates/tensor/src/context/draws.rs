@@ -23,7 +23,7 @@
 //! its parameter's precision, so every backend holds the same bits.
 
 use rcannl_backends::{Backend, Interpreter, default_backend};
-use rcannl_ir::{Precision, VecUnop};
+use rcannl_ir::{MemoryMode, Precision, VecUnop};
 
 use crate::graph::{Graph, TensorError};
 use crate::tensor::Tensor;
@@ -255,6 +255,8 @@ impl Expression {
         let lows = data("lows", &[words * per_word()], Precision::F64);
         let spans = data("spans", &[words * per_word()], Precision::F64);
         let key = seed.threefry(&ids);
+        // Held rather than recomputed where read: a normal's two draws read each word's key.
+        key.set_memory_mode(MemoryMode::Materialized);
         let uniforms: Vec<Tensor> = counters
             .iter()
             .map(|c| key.threefry(c).to_uniform(Precision::F64))
