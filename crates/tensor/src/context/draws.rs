@@ -255,8 +255,10 @@ impl Expression {
         let lows = data("lows", &[words * per_word()], Precision::F64);
         let spans = data("spans", &[words * per_word()], Precision::F64);
         let key = seed.threefry(&ids);
-        // Held rather than recomputed where read: a normal's two draws read each word's key.
-        key.set_memory_mode(MemoryMode::Materialized);
+        if normal {
+            // Held rather than recomputed where read: both draws read each word's key.
+            key.set_memory_mode(MemoryMode::Materialized);
+        }
         let uniforms: Vec<Tensor> = counters
             .iter()
             .map(|c| key.threefry(c).to_uniform(Precision::F64))
