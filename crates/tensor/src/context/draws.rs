@@ -259,20 +259,19 @@ impl Expression {
             // Held rather than recomputed where read: both draws read each word's key.
             key.set_memory_mode(MemoryMode::Materialized);
         }
-        let uniforms: Vec<Tensor> = counters
-            .iter()
-            .map(|c| key.threefry(c).to_uniform(Precision::F64))
-            .collect();
+        let uniform = |counters: &Tensor| key.threefry(counters).to_uniform(Precision::F64);
         let number = |value: f64| graph.number_in(value, Precision::F64);
-        let values = match uniforms.as_slice() {
-            [u] => &lows + &spans.pmul(u),
-            [u1, u2] => {
+        let u1 = uniform(&counters[0]);
+        let values = match counters.get(1) {
+            // A normal draw.
+            Some(second) => {
+                let u2 = uniform(second);
                 // √(−2 ln(1 − u₁)) · cos(2π u₂): 1 − u₁ lies in (0, 1].
-                let radius = number(-2.0).pmul(&(&number(1.0) - u1).log()).sqrt();
-                let angle = number(std::f64::consts::TAU).pmul(u2).cos();
+                let radius = number(-2.0).pmul(&(&number(1.0) - &u1).log()).sqrt();
+                let angle = number(std::f64::consts::TAU).pmul(&u2).cos();
                 Tensor::fma(&spans, &radius.pmul(&angle), &lows)
             }
-            _ => unreachable!("one draw or two"),
+            None => &lows + &spans.pmul(&u1),
         };
         Expression {
             seed,
