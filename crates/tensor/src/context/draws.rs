@@ -25,19 +25,10 @@
 use rcannl_backends::{Backend, Interpreter, default_backend};
 use rcannl_ir::{MemoryMode, Precision, VecUnop};
 
-use crate::graph::{Graph, TensorError};
+use crate::graph::{Graph, Random, TensorError};
 use crate::tensor::Tensor;
 
 use super::Context;
-
-/// A random draw of every cell of a parameter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Random {
-    /// Uniform in `[low, high)`.
-    Uniform(f64, f64),
-    /// Normal with this mean and standard deviation.
-    Normal(f64, f64),
-}
 
 /// One parameter to draw: its tensor index (its id), its number of cells, and its draw.
 #[derive(Debug, Clone, Copy)]
@@ -154,13 +145,13 @@ impl Run {
     ) {
         let count = taken.len();
         self.ids.extend(std::iter::repeat_n(t as f64, count));
-        for (draw, counters) in self.counters.iter_mut().enumerate() {
+        let (low, span, draws) = match random {
+            Random::Uniform(low, high) => (low, high - low, 1),
+            Random::Normal(mean, std) => (mean, std, 2),
+        };
+        for (draw, counters) in self.counters.iter_mut().enumerate().take(draws) {
             counters.extend(taken.clone().map(|w| (draw * words + w) as f64));
         }
-        let (low, span) = match random {
-            Random::Uniform(low, high) => (low, high - low),
-            Random::Normal(mean, std) => (mean, std),
-        };
         self.lows
             .extend(std::iter::repeat_n(low, count * per_word()));
         self.spans
@@ -210,8 +201,6 @@ impl Evaluator {
         for (tensor, counters) in expression.counters.iter().zip(&mut run.counters) {
             ctx.set_values(tensor, &padded(counters, 1))?;
         }
-        // A uniform draw reads one run of counters only.
-        run.counters[1].clear();
         ctx.set_values(&expression.lows, &padded(&mut run.lows, per_word()))?;
         ctx.set_values(&expression.spans, &padded(&mut run.spans, per_word()))?;
         ctx.run(&self.routine)?;

@@ -7,7 +7,7 @@ use rcannl_shape::spec::Kind;
 use crate::graph::{Draw, Init, LeafKind, TensorData, TensorError, error};
 use crate::tensor::Tensor;
 
-use super::draws::{self, Random, Request};
+use super::draws::{self, Request};
 use super::{Context, value_node};
 
 impl Context {
@@ -75,8 +75,7 @@ impl Context {
                     self.set_param(*t, &vec![value; cells])?;
                     continue;
                 }
-                Draw::Uniform(low, high) => Random::Uniform(low, high),
-                Draw::Normal(mean, std) => Random::Normal(mean, std),
+                Draw::Random(random) => random,
             };
             requests.push(Request {
                 t: *t,

@@ -52,10 +52,18 @@ pub enum Init {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Draw {
     Fill(f64),
-    Uniform(f64, f64),
-    Normal(f64, f64),
+    Random(Random),
     Values(Vec<f64>),
     Expr(Tensor),
+}
+
+/// A random draw of every cell of a parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Random {
+    /// Uniform in `[low, high)`.
+    Uniform(f64, f64),
+    /// Normal with this mean and standard deviation.
+    Normal(f64, f64),
 }
 
 impl Init {
@@ -84,10 +92,10 @@ impl Init {
             }
             let variance = scale / fans as f64;
             if normal {
-                Draw::Normal(0.0, variance.sqrt())
+                Draw::Random(Random::Normal(0.0, variance.sqrt()))
             } else {
                 let bound = (3.0 * variance).sqrt();
-                Draw::Uniform(-bound, bound)
+                Draw::Random(Random::Uniform(-bound, bound))
             }
         };
         match self {
@@ -102,8 +110,8 @@ impl Init {
             Init::KaimingNormalFanOut => scheme(2.0, fan_out, true),
             Init::XavierUniform => scheme(2.0, fan_in + fan_out, false),
             Init::XavierNormal => scheme(2.0, fan_in + fan_out, true),
-            Init::Uniform(low, high) => Draw::Uniform(*low, *high),
-            Init::Normal(mean, std) => Draw::Normal(*mean, *std),
+            Init::Uniform(low, high) => Draw::Random(Random::Uniform(*low, *high)),
+            Init::Normal(mean, std) => Draw::Random(Random::Normal(*mean, *std)),
             Init::Constant(c) => Draw::Fill(*c),
             Init::Values(values) => Draw::Values(values.clone()),
             Init::Expr(t) => Draw::Expr(t.clone()),

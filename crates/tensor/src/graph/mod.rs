@@ -39,8 +39,8 @@ pub use error::{TensorError, TensorErrorKind};
 
 pub(crate) use error::{error, error_of, foreign};
 pub(crate) use gradient::{GradBuilder, GradRhs, Slotted};
-pub(crate) use init::Draw;
 pub use init::Init;
+pub(crate) use init::{Draw, Random};
 pub(crate) use leaf::{DataStart, LeafKind};
 pub use leaf::{LeafBuilder, StaticIndex};
 pub(crate) use precision::PrecisionRule;
